@@ -1,0 +1,341 @@
+"""The driver contract: what every BMC protocol offers bmaas.
+
+A driver is a small required core (probe, power, boot device) plus optional
+capabilities (virtual media, inventory, boot progress) that raise
+:class:`~bmaas.faults.UnsupportedOperation` unless a driver implements them.
+``capabilities`` declares what a driver offers so callers can filter nodes
+without calling them (bmclib's provider features).
+
+Every method:
+
+* runs under a deadline (``deadline=`` per call, else the driver's default) and
+  never blocks past it;
+* makes **one** bounded attempt: retry policy lives only in ``bmaas.retry``;
+* raises only :class:`~bmaas.faults.BmaasError` subclasses;
+* states its idempotency, because the retry layer decides by it: repeating an
+  idempotent call is safe after a ``BMCTimeout``, repeating REBOOT is not.
+
+``PowerState.UNKNOWN`` means "could not tell". It is never treated as off.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import logging
+from enum import StrEnum
+from typing import Any, ClassVar, Self
+
+from bmaas import clock as _clock
+from bmaas.driver_info import DriverInfo
+from bmaas.faults import BMCFault, PowerFailure, UnsupportedOperation
+
+__all__ = [
+    "DEFAULT_DEADLINE",
+    "BMCDriver",
+    "BMCInfo",
+    "BootDevice",
+    "BootSetting",
+    "Capability",
+    "Inventory",
+    "Operation",
+    "PowerAction",
+    "PowerState",
+]
+
+LOG = logging.getLogger(__name__)
+
+#: seconds one BMC call may take when the caller names no deadline
+DEFAULT_DEADLINE = 10.0
+#: seconds between power-state reads while waiting for a transition
+POWER_POLL_INTERVAL = 1.0
+
+
+class PowerState(StrEnum):
+    ON = "on"
+    OFF = "off"
+    POWERING_ON = "powering_on"
+    POWERING_OFF = "powering_off"
+    #: the BMC could not tell (or we could not ask). Never the same as OFF.
+    UNKNOWN = "unknown"
+
+
+class PowerAction(StrEnum):
+    ON = "on"
+    OFF = "off"
+    SOFT_OFF = "soft_off"
+    REBOOT = "reboot"
+    SOFT_REBOOT = "soft_reboot"
+
+    @property
+    def idempotent(self) -> bool:
+        """Doing it twice is the same as doing it once (ON, OFF, SOFT_OFF)."""
+        return self in (PowerAction.ON, PowerAction.OFF, PowerAction.SOFT_OFF)
+
+    @property
+    def target(self) -> PowerState:
+        """The power state the node settles in once the action has landed."""
+        if self in (PowerAction.OFF, PowerAction.SOFT_OFF):
+            return PowerState.OFF
+        return PowerState.ON
+
+
+class BootDevice(StrEnum):
+    PXE = "pxe"
+    DISK = "disk"
+    CDROM = "cdrom"
+    BIOS = "bios"
+
+
+class Capability(StrEnum):
+    POWER = "power"
+    SOFT_POWER = "soft_power"
+    BOOT_DEVICE = "boot_device"
+    VIRTUAL_MEDIA = "virtual_media"
+    INVENTORY = "inventory"
+    BOOT_PROGRESS = "boot_progress"
+
+
+class Operation(StrEnum):
+    """Names of BMC operations. Fault rules glob over these (``power.*``), and
+    faults and events name them, so the lab, the drivers and the metrics all
+    speak of the same thing."""
+
+    LOGIN = "login"
+    PROBE = "probe"
+    POWER_GET = "power.get"
+    POWER_SET = "power.set"
+    BOOT_GET = "boot.get"
+    BOOT_SET = "boot.set"
+    VMEDIA_INSERT = "vmedia.insert"
+    VMEDIA_EJECT = "vmedia.eject"
+    INVENTORY_GET = "inventory.get"
+    BOOT_PROGRESS_GET = "boot_progress.get"
+
+
+@dataclasses.dataclass(frozen=True)
+class BootSetting:
+    device: BootDevice
+    persistent: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class BMCInfo:
+    """What ``probe()`` learns: the BMC answered and accepted our credentials."""
+
+    power_state: PowerState
+    manufacturer: str | None = None
+    firmware_version: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Inventory:
+    manufacturer: str | None = None
+    model: str | None = None
+    serial: str | None = None
+    cpus: int | None = None
+    memory_mb: int | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class BMCDriver(abc.ABC):
+    """One node's BMC, spoken to over one protocol.
+
+    Subclasses set ``name``, ``capabilities``, ``required_info`` and
+    ``accepted_info`` and implement the abstract methods. A driver instance may
+    keep a session open between calls; :meth:`close` releases it.
+    """
+
+    #: the entry-point name in ``bmaas.drivers`` ("ipmi", "redfish", "fake")
+    name: ClassVar[str] = ""
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
+    #: driver_info keys this driver cannot work without
+    required_info: ClassVar[tuple[str, ...]] = ()
+    #: every driver_info key this driver reads (unknown keys are an input error)
+    accepted_info: ClassVar[frozenset[str]] = frozenset()
+    #: seconds between power-state reads while waiting for a transition
+    poll_interval: float = POWER_POLL_INTERVAL
+
+    def __init__(
+        self,
+        node: str,
+        info: DriverInfo,
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        clock: _clock.ClockFn | None = None,
+        sleep: _clock.SleepFn | None = None,
+    ) -> None:
+        self.node = node
+        self.info = info
+        self.deadline = deadline
+        self._clock = clock or _clock.monotonic
+        self._sleep = sleep or _clock.sleep
+
+    # -- identity ------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def address(self) -> str:
+        """Where the BMC is, for faults and logs (never with credentials)."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} node={self.node!r} address={self.address!r}>"
+
+    def supports(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+    # -- required core ---------------------------------------------------------
+
+    @abc.abstractmethod
+    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+        """Check that the BMC answers and accepts our credentials.
+
+        Read-only and idempotent. Raises ``BMCAuthError`` on bad credentials,
+        so enrollment can refuse a node before anything acts on it.
+        """
+
+    @abc.abstractmethod
+    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+        """Read the power state. Read-only and idempotent.
+
+        Returns ``UNKNOWN`` when the BMC answers without a usable state; a BMC
+        that does not answer raises a fault instead.
+        """
+
+    def set_power_state(
+        self,
+        action: PowerAction,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        deadline: float | None = None,
+    ) -> PowerState:
+        """Ask for a power action; with ``wait``, poll until the target state.
+
+        ON, OFF and SOFT_OFF are idempotent: powering on a node that is on
+        succeeds. REBOOT and SOFT_REBOOT are **not**: each call restarts the
+        node, so after a ``BMCTimeout`` the caller must re-read the power state
+        before sending another.
+
+        With ``wait=True`` the call returns once the node reads the target
+        state, and raises ``PowerFailure`` if it does not within ``timeout``
+        seconds (each read is bounded by ``deadline``). Returns the last state
+        read (``action.target`` when waited, else the state right after the
+        request, which may still be the old one).
+        """
+        start = self._clock()
+        self._request_power(action, deadline=deadline)
+        if not wait:
+            return self.get_power_state(deadline=deadline)
+        return self.wait_for_power(action.target, timeout=timeout, deadline=deadline, start=start)
+
+    @abc.abstractmethod
+    def _request_power(self, action: PowerAction, *, deadline: float | None) -> None:
+        """Send one power request to the BMC; do not wait for it to land."""
+
+    @abc.abstractmethod
+    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+        """Read the next-boot device and whether it persists. Idempotent."""
+
+    @abc.abstractmethod
+    def set_boot_device(
+        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+    ) -> None:
+        """Set the device the node boots from next; ``persistent=False`` means
+        once, consumed by the next power-on. Idempotent.
+
+        Drivers read the setting back and raise ``BootFailure`` when the BMC
+        accepted it but did not apply it.
+        """
+
+    # -- optional capabilities ----------------------------------------------
+
+    def insert_virtual_media(self, url: str, *, deadline: float | None = None) -> None:
+        """Insert an image (by URL) into the virtual CD slot. Idempotent for
+        the same URL."""
+        raise self.unsupported(Operation.VMEDIA_INSERT)
+
+    def eject_virtual_media(self, *, deadline: float | None = None) -> None:
+        """Eject the virtual CD. Idempotent: ejecting an empty slot succeeds."""
+        raise self.unsupported(Operation.VMEDIA_EJECT)
+
+    def get_inventory(self, *, deadline: float | None = None) -> Inventory:
+        """Read static hardware facts (vendor, model, serial, cpus, memory). Idempotent."""
+        raise self.unsupported(Operation.INVENTORY_GET)
+
+    def get_boot_progress(self, *, deadline: float | None = None) -> str | None:
+        """Read how far the node got in booting (Redfish ``BootProgress.LastState``,
+        e.g. ``OSRunning``); ``None`` when the BMC does not say. Idempotent."""
+        raise self.unsupported(Operation.BOOT_PROGRESS_GET)
+
+    def close(self) -> None:  # noqa: B027 - optional hook: most drivers hold nothing
+        """Release sessions and sockets. Safe to call twice."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers for subclasses ----------------------------------------------
+
+    def _deadline(self, deadline: float | None) -> float:
+        return self.deadline if deadline is None else deadline
+
+    def fault(
+        self,
+        cls: type[BMCFault],
+        message: str,
+        *,
+        operation: Operation | str,
+        elapsed: float | None = None,
+        **kw: Any,
+    ) -> BMCFault:
+        """Build a fault of ``cls`` that names this node, driver and address."""
+        return cls(
+            message,
+            node=self.node,
+            driver=self.name,
+            operation=str(operation),
+            address=self.address,
+            elapsed=elapsed,
+            **kw,
+        )
+
+    def unsupported(self, operation: Operation, why: str = "") -> UnsupportedOperation:
+        message = why or f"the {self.name} driver does not offer {operation}"
+        fault = self.fault(UnsupportedOperation, message, operation=operation, elapsed=0.0)
+        assert isinstance(fault, UnsupportedOperation)
+        return fault
+
+    def wait_for_power(
+        self,
+        target: PowerState,
+        *,
+        timeout: float | None,
+        deadline: float | None = None,
+        start: float | None = None,
+    ) -> PowerState:
+        """Poll the power state until ``target``; ``PowerFailure`` after ``timeout``.
+
+        This is waiting for hardware, not retrying: a fault on any read is
+        raised as is. The last poll never sleeps past ``timeout``.
+        """
+        timeout = self._deadline(None) * 3 if timeout is None else timeout
+        start = self._clock() if start is None else start
+        state = PowerState.UNKNOWN
+        while True:
+            state = self.get_power_state(deadline=deadline)
+            if state == target:
+                return state
+            remaining = timeout - (self._clock() - start)
+            if remaining <= 0:
+                break
+            self._sleep(min(self.poll_interval, remaining))
+        raise self.fault(
+            PowerFailure,
+            f"power state is {state}, not {target}, {timeout:g}s after the request",
+            operation=Operation.POWER_SET,
+            elapsed=self._clock() - start,
+        )

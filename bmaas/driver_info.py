@@ -1,0 +1,200 @@
+"""``driver_info``: how to reach a node's BMC, in Ironic's vocabulary.
+
+Keys are Ironic's (``ipmi_address``, ``redfish_system_id``, ...) so existing
+inventories carry over. Each key is declared once in :data:`FIELDS` with its
+converter; :meth:`DriverInfo.parse` checks a raw mapping against the keys the
+driver accepts and requires, and names the offending key in every error.
+Passwords are :class:`~bmaas.secrets.Secret`, so the repr of a
+``DriverInfo`` never shows one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from bmaas.faults import InputError
+from bmaas.secrets import Secret
+
+__all__ = ["FIELDS", "DriverInfo", "InfoField"]
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
+        raise ValueError("must be a non-empty string")
+    return str(value)
+
+
+def _port(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("must be a port number")
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a port number, not {value!r}") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"must be between 1 and 65535, not {port}")
+    return port
+
+
+def _secret(value: Any) -> Secret:
+    if isinstance(value, Secret):
+        return value
+    if not isinstance(value, str | bytes):
+        raise ValueError("must be a string")
+    return Secret(value)
+
+
+def _bool_or_path(value: Any) -> bool | str:
+    """Ironic's ``redfish_verify_ca``: a boolean, or the path of a CA bundle."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        if value:
+            return value
+    raise ValueError("must be true, false or the path of a CA bundle")
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        text = str(value).lower()
+        if text not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, not {value!r}")
+        return text
+
+    return convert
+
+
+def _cipher_suite(value: Any) -> int:
+    try:
+        suite = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be an IPMI cipher suite number, not {value!r}") from None
+    if suite not in (3, 17):
+        raise ValueError(f"cipher suite {suite} is not supported (3 or 17)")
+    return suite
+
+
+def _url(value: Any) -> str:
+    text = _text(value)
+    if "://" not in text:
+        text = "https://" + text  # Ironic assumes https when the scheme is missing
+    scheme = text.split("://", 1)[0].lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"scheme must be http or https, not {scheme!r}")
+    if "@" in text.split("://", 1)[1].split("/", 1)[0]:
+        raise ValueError("must not carry credentials; use redfish_username/redfish_password")
+    return text.rstrip("/")
+
+
+@dataclasses.dataclass(frozen=True)
+class InfoField:
+    key: str
+    convert: Callable[[Any], Any]
+    doc: str
+
+
+#: every driver_info key bmaas understands, with its converter
+FIELDS: dict[str, InfoField] = {
+    f.key: f
+    for f in (
+        InfoField("ipmi_address", _text, "BMC host name or IP address"),
+        InfoField("ipmi_port", _port, "UDP port of the BMC (default 623)"),
+        InfoField("ipmi_username", _text, "BMC user"),
+        InfoField("ipmi_password", _secret, "BMC password"),
+        InfoField("ipmi_cipher_suite", _cipher_suite, "RMCP+ cipher suite: 3 or 17"),
+        InfoField(
+            "ipmi_priv_level",
+            _choice("administrator", "operator", "user"),
+            "privilege level to request (default administrator)",
+        ),
+        InfoField("redfish_address", _url, "Redfish service root, scheme://host[:port]"),
+        InfoField("redfish_system_id", _text, "system path, e.g. /redfish/v1/Systems/1"),
+        InfoField("redfish_username", _text, "Redfish user"),
+        InfoField("redfish_password", _secret, "Redfish password"),
+        InfoField(
+            "redfish_verify_ca", _bool_or_path, "verify TLS: true, false or a CA bundle path"
+        ),
+        InfoField(
+            "redfish_auth_type",
+            _choice("basic", "session", "auto"),
+            "basic, session or auto (default auto)",
+        ),
+        InfoField("fake_machine", _text, "name of a simulated machine (fake driver)"),
+    )
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverInfo:
+    """Parsed, typed driver_info. Missing keys are ``None`` (or the default)."""
+
+    ipmi_address: str | None = None
+    ipmi_port: int = 623
+    ipmi_username: str | None = None
+    ipmi_password: Secret = dataclasses.field(default_factory=Secret)
+    ipmi_cipher_suite: int | None = None
+    ipmi_priv_level: str = "administrator"
+    redfish_address: str | None = None
+    redfish_system_id: str | None = None
+    redfish_username: str | None = None
+    redfish_password: Secret = dataclasses.field(default_factory=Secret)
+    redfish_verify_ca: bool | str = True
+    redfish_auth_type: str = "auto"
+    fake_machine: str | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        raw: Mapping[str, Any],
+        *,
+        required: Collection[str] = (),
+        accepted: Collection[str] | None = None,
+        node: str | None = None,
+    ) -> DriverInfo:
+        """Validate ``raw`` and build a ``DriverInfo``.
+
+        ``accepted`` (default: every known key) limits which keys may appear;
+        ``required`` lists the keys that must. Errors are ``InputError`` with
+        ``field`` set to ``driver_info.<key>``.
+        """
+        allowed = set(FIELDS) if accepted is None else set(accepted)
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            field = f"driver_info.{key}"
+            if key not in allowed:
+                hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                extra = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise InputError(f"unknown key{extra}", field=field, node=node)
+            if value is None:
+                continue
+            try:
+                values[key] = FIELDS[key].convert(value)
+            except ValueError as exc:
+                raise InputError(str(exc), field=field, node=node) from None
+        for key in required:
+            if key not in values:
+                raise InputError("is required", field=f"driver_info.{key}", node=node)
+        return cls(**values)
+
+    def to_dict(self, *, reveal: bool = False) -> dict[str, Any]:
+        """The keys that were set, passwords masked unless ``reveal``."""
+        out: dict[str, Any] = {}
+        defaults = DriverInfo()
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == getattr(defaults, f.name):
+                continue
+            if isinstance(value, Secret):
+                value = value.reveal() if reveal else str(value)
+            out[f.name] = value
+        return out

@@ -1,0 +1,455 @@
+"""The bmaas fault taxonomy: every failure says what the caller can do next.
+
+Faults are classified by *what to do next*, not by protocol. A driver maps a
+third-party exception once, at its edge, to the most specific class below and
+raises it ``from`` the original; nothing above ``drivers/`` ever sees a pyghmi
+or sushy exception::
+
+    BmaasError                      .code (stable snake_case), .retry scope
+    ├── InputError(ValueError)      bad inventory/config/arguments      never
+    ├── BMCFault                    .node .driver .operation .address .elapsed, chained cause
+    │   ├── BMCUnreachable          request never delivered: refused, no route,
+    │   │                           DNS, connect timeout                 same node briefly, then elsewhere
+    │   ├── BMCTimeout              sent, no answer in time: outcome
+    │   │                           unknown                              same node only if idempotent
+    │   ├── BMCBusy                 BMC said "later": IPMI 0xC0/0xC3,
+    │   │                           Redfish 503/429 (+Retry-After),
+    │   │                           session limit                        same node with backoff
+    │   ├── BMCAuthError            bad credentials / privilege          never (do not lock accounts)
+    │   ├── BMCInternalError        BMC reported its own failure:
+    │   │                           IPMI 0xFF, Redfish 500               once here, then elsewhere
+    │   ├── BMCProtocolError        malformed or unexpected reply        elsewhere
+    │   ├── UnsupportedOperation    IPMI 0xC1, Redfish 405/501,
+    │   │                           missing action                       never
+    │   ├── PowerFailure            action accepted but target power
+    │   │                           state not reached, or power fault    elsewhere
+    │   ├── BootFailure             boot device not applied / node
+    │   │                           did not come up                      elsewhere
+    │   └── UnclassifiedFault       anything the tables missed: kept
+    │                               honest, logged, counted              elsewhere
+    ├── NodeUnavailable             maintenance, claimed, faulted        pick another
+    ├── NoCandidates                nothing matches the request          never
+    └── ProvisionFailed             retries exhausted; .attempts history, chained from the last fault
+
+``retry`` is the *first* thing to try: ``same_node`` faults are retried on the
+same node by the operation-level policy (``bmaas.retry``) and, once that policy
+gives up, the request moves elsewhere; ``other_node`` faults skip straight to
+the next candidate; ``never`` faults stop the operation.
+
+Every fault pickles (hwlab runs BMCs in subprocesses). Pickling keeps the
+structured attributes and a one-line description of the chained cause, since
+third-party exceptions do not always pickle. No fault stores a credential:
+addresses are stripped of any ``user:password@`` part on the way in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from enum import StrEnum
+from typing import Any, ClassVar
+
+__all__ = [
+    "FAULT_CLASSES",
+    "Attempt",
+    "BMCAuthError",
+    "BMCBusy",
+    "BMCFault",
+    "BMCInternalError",
+    "BMCProtocolError",
+    "BMCTimeout",
+    "BMCUnreachable",
+    "BmaasError",
+    "BootFailure",
+    "InputError",
+    "NoCandidates",
+    "NodeUnavailable",
+    "PowerFailure",
+    "ProvisionFailed",
+    "RetryScope",
+    "UnclassifiedFault",
+    "UnsupportedOperation",
+]
+
+
+class RetryScope(StrEnum):
+    """Where a failed call may be tried again."""
+
+    SAME_NODE = "same_node"
+    OTHER_NODE = "other_node"
+    NEVER = "never"
+
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def _strip_userinfo(address: str | None) -> str | None:
+    """Drop ``user:password@`` from a URL so a fault can never carry it."""
+    if address is None:
+        return None
+    return _USERINFO.sub("", address)
+
+
+class BmaasError(Exception):
+    """Root of every error bmaas raises on purpose.
+
+    ``code`` is stable and snake_case: scripts, metrics and the lab's fault
+    matrix key on it. ``retry`` says where the call may be retried.
+    """
+
+    code: ClassVar[str] = "bmaas_error"
+    retry: ClassVar[RetryScope] = RetryScope.NEVER
+    summary: ClassVar[str] = "error"
+
+    def __init__(self, message: str = "", *, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if cause is not None:
+            self.__cause__ = cause
+
+    @property
+    def cause_text(self) -> str | None:
+        """One line describing the chained cause; survives pickling."""
+        cause = self.__cause__
+        if cause is not None:
+            text = str(cause)
+            return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
+        return self.__dict__.get("_cause_text")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = dict(self.__dict__)
+        state["_cause_text"] = self.cause_text
+        return (type(self), (self.message,), state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record of the fault, for ``--json`` output and event logs."""
+        record: dict[str, Any] = {"code": self.code, "class": type(self).__name__}
+        record["retry"] = str(self.retry)
+        record["message"] = str(self)
+        for key, value in self.__dict__.items():
+            if key.startswith("_") or key == "message":
+                continue
+            if dataclasses.is_dataclass(value) or isinstance(value, list):
+                continue
+            record[key] = value
+        if self.cause_text:
+            record["cause"] = self.cause_text
+        return record
+
+    def __str__(self) -> str:
+        return self.message or self.summary
+
+
+class InputError(BmaasError, ValueError):
+    """Bad inventory, configuration or arguments. Fix the input; never retried.
+
+    ``source``/``line``/``field``/``node`` locate the problem so an operator can
+    go straight to it: ``inventory.yaml:12: node 'r1-n04': ipmi_port: ...``.
+    """
+
+    code = "input_error"
+    summary = "invalid input"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        node: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message, cause=cause)
+        self.source = source
+        self.line = line
+        self.field = field
+        self.node = node
+
+    def __str__(self) -> str:
+        where = ""
+        if self.source:
+            where = f"{self.source}:{self.line}: " if self.line else f"{self.source}: "
+        parts = [where.rstrip(": ")] if where else []
+        if self.node:
+            parts.append(f"node {self.node!r}")
+        if self.field:
+            parts.append(self.field)
+        parts.append(self.message or self.summary)
+        return ": ".join(parts)
+
+
+class BMCFault(BmaasError):
+    """A BMC call failed. Carries where (node, driver, address), what
+    (operation) and how long it took (elapsed, seconds)."""
+
+    code = "bmc_fault"
+    retry = RetryScope.OTHER_NODE
+    summary = "BMC fault"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        node: str | None = None,
+        driver: str | None = None,
+        operation: str | None = None,
+        address: str | None = None,
+        elapsed: float | None = None,
+        status: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message, cause=cause)
+        self.node = node
+        self.driver = driver
+        self.operation = operation
+        self.address = _strip_userinfo(address)
+        self.elapsed = elapsed
+        #: protocol-level status as the BMC gave it ("0xC0", "503"), if any
+        self.status = status
+
+    def __str__(self) -> str:
+        head = self.node or "?"
+        if self.operation:
+            head += f": {self.operation}"
+        if self.driver or self.address:
+            head += " via " + " ".join(p for p in (self.driver, self.address) if p)
+        if self.elapsed is not None:
+            head += f" after {self.elapsed:.2f}s"
+        tail = self.summary
+        if self.message:
+            tail += f": {self.message}"
+        if self.status:
+            tail += f" [{self.status}]"
+        return f"{head}: {tail}"
+
+
+class BMCUnreachable(BMCFault):
+    """The request never reached the BMC (refused, no route, DNS, connect
+    timeout). Nothing happened on the node, so any operation may be retried;
+    briefly here, then elsewhere."""
+
+    code = "bmc_unreachable"
+    retry = RetryScope.SAME_NODE
+    summary = "BMC unreachable"
+
+
+class BMCTimeout(BMCFault):
+    """The request was sent and no answer came in time: the outcome is
+    unknown. Retry only idempotent operations; after a timed-out REBOOT,
+    re-read the power state before acting again."""
+
+    code = "bmc_timeout"
+    retry = RetryScope.SAME_NODE
+    summary = "BMC did not answer in time"
+
+
+class BMCBusy(BMCFault):
+    """The BMC said "later" (IPMI 0xC0/0xC3, Redfish 503/429, session limit).
+    Retry on the same node with backoff, honouring ``retry_after``."""
+
+    code = "bmc_busy"
+    retry = RetryScope.SAME_NODE
+    summary = "BMC busy"
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.retry_after is not None:
+            text += f" (retry after {self.retry_after:g}s)"
+        return text
+
+
+class BMCAuthError(BMCFault):
+    """Credentials or privilege rejected. Never retried: repeating a bad login
+    locks accounts on many BMCs."""
+
+    code = "bmc_auth_error"
+    retry = RetryScope.NEVER
+    summary = "BMC rejected credentials"
+
+
+class BMCInternalError(BMCFault):
+    """The BMC reported its own failure (IPMI 0xFF, Redfish 500). Worth one
+    more try here, then elsewhere. ``message_id`` is Redfish's
+    ``@Message.ExtendedInfo`` MessageId when the BMC gave one."""
+
+    code = "bmc_internal_error"
+    retry = RetryScope.SAME_NODE
+    summary = "BMC internal error"
+
+    def __init__(self, message: str = "", *, message_id: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.message_id = message_id
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.message_id:
+            text += f" ({self.message_id})"
+        return text
+
+
+class BMCProtocolError(BMCFault):
+    """The BMC answered, but the reply was malformed or not what the protocol
+    allows. Something is wrong with this BMC: go elsewhere."""
+
+    code = "bmc_protocol_error"
+    retry = RetryScope.OTHER_NODE
+    summary = "malformed BMC reply"
+
+
+class UnsupportedOperation(BMCFault):
+    """The driver or the BMC cannot do this (IPMI 0xC1, Redfish 405/501, a
+    missing action or a value outside AllowableValues). Never retried."""
+
+    code = "unsupported_operation"
+    retry = RetryScope.NEVER
+    summary = "operation not supported"
+
+
+class PowerFailure(BMCFault):
+    """The BMC accepted a power action but the node did not reach the target
+    state in time, or reported a power fault. The hardware is suspect."""
+
+    code = "power_failure"
+    retry = RetryScope.OTHER_NODE
+    summary = "power state not reached"
+
+
+class BootFailure(BMCFault):
+    """The boot device did not apply, or the node did not stay up."""
+
+    code = "boot_failure"
+    retry = RetryScope.OTHER_NODE
+    summary = "boot failed"
+
+
+class UnclassifiedFault(BMCFault):
+    """Anything a driver's mapping table missed. Honest rather than hidden:
+    the lab's fault matrix counts these, and the target count is zero."""
+
+    code = "unclassified_fault"
+    retry = RetryScope.OTHER_NODE
+    summary = "unclassified BMC fault"
+
+
+class NodeUnavailable(BmaasError):
+    """The node cannot be used now (maintenance, claimed, faulted): pick another."""
+
+    code = "node_unavailable"
+    retry = RetryScope.OTHER_NODE
+    summary = "node unavailable"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        node: str | None = None,
+        reason: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message, cause=cause)
+        self.node = node
+        self.reason = reason
+
+    def __str__(self) -> str:
+        head = f"node {self.node}" if self.node else "node"
+        text = f"{head} unavailable"
+        if self.reason:
+            text += f" ({self.reason})"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+
+class NoCandidates(BmaasError):
+    """Nothing matches the request (or every match was tried)."""
+
+    code = "no_candidates"
+    retry = RetryScope.NEVER
+    summary = "no candidate node"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        request: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message, cause=cause)
+        self.request = request
+
+    def __str__(self) -> str:
+        head = f"request {self.request}: " if self.request else ""
+        return head + (self.message or self.summary)
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One try of a request on one node, as ``ProvisionFailed`` reports it."""
+
+    node: str
+    fault_code: str
+    fault_class: str
+    message: str
+    elapsed: float
+
+    @classmethod
+    def from_fault(cls, node: str, fault: BmaasError, elapsed: float) -> Attempt:
+        return cls(node, fault.code, type(fault).__name__, str(fault), elapsed)
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.fault_class} after {self.elapsed:.2f}s ({self.message})"
+
+
+class ProvisionFailed(BmaasError):
+    """A request ran out of attempts, candidates or time. ``attempts`` lists
+    every node tried and why it failed; the exception is chained from the last
+    fault."""
+
+    code = "provision_failed"
+    retry = RetryScope.NEVER
+    summary = "provisioning failed"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        request: str | None = None,
+        attempts: list[Attempt] | tuple[Attempt, ...] = (),
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message, cause=cause)
+        self.request = request
+        self.attempts = list(attempts)
+
+    def to_dict(self) -> dict[str, Any]:
+        record = super().to_dict()
+        record["attempts"] = [dataclasses.asdict(a) for a in self.attempts]
+        return record
+
+    def __str__(self) -> str:
+        head = f"request {self.request}" if self.request else "request"
+        text = f"{head} failed after {len(self.attempts)} attempt(s)"
+        if self.message:
+            text += f": {self.message}"
+        if self.attempts:
+            text += "; " + "; ".join(str(a) for a in self.attempts)
+        return text
+
+
+def _all_subclasses(cls: type[BmaasError]) -> list[type[BmaasError]]:
+    found: list[type[BmaasError]] = [cls]
+    for sub in cls.__subclasses__():
+        found.extend(_all_subclasses(sub))
+    return found
+
+
+#: every fault class by its stable code, for decoding JSON records and reports
+FAULT_CLASSES: dict[str, type[BmaasError]] = {c.code: c for c in _all_subclasses(BmaasError)}

@@ -1,0 +1,286 @@
+"""A simulated server: power physics, boot device, virtual media, inventory.
+
+Like real hardware (and like sushy-tools' fake driver), a power action is
+accepted at once and *lands* after a transition time; the machine applies
+pending transitions lazily, whenever someone looks. REBOOT passes through OFF.
+A one-time boot device is consumed by the next power-on.
+
+Time comes from an injected clock, randomness from a seeded ``random.Random``,
+so a simulation replays exactly. Thread-safe: hwlab's IPMI and Redfish servers
+share one machine, as a real BMC speaks both.
+
+Hardware fault effects (``power_stuck``, ``slow_power``, ``power_lost``,
+``boot_not_persisted``, ``boot_crash``) are carried out here; the caller
+passes the firings its fault plan returned for the request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from bmaas import clock as _clock
+from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
+from fakes.faults import Effect, FaultPlan, Firing
+
+__all__ = ["FakeMachine", "Hardware"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    """Static facts and timings of a simulated server."""
+
+    vendor: str = "bmaas-lab"
+    model: str = "FakeServer 1U"
+    serial: str = ""
+    cpus: int = 8
+    memory_mb: int = 32768
+    #: seconds from "power on" accepted to the node reading on
+    power_on_time: float = 2.0
+    #: seconds from "power off" accepted to the node reading off
+    power_off_time: float = 1.0
+    #: seconds a graceful shutdown takes
+    soft_off_time: float = 5.0
+    #: seconds from power-on until the OS runs (BootProgress OSRunning)
+    os_boot_time: float = 10.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hardware:
+        return cls(**data)
+
+
+class FakeMachine:
+    """One simulated server, with its fault plan attached."""
+
+    def __init__(
+        self,
+        name: str,
+        hardware: Hardware | None = None,
+        *,
+        clock: _clock.ClockFn | None = None,
+        rng: random.Random | None = None,
+        plan: FaultPlan | None = None,
+        power: PowerState = PowerState.OFF,
+    ) -> None:
+        if power not in (PowerState.ON, PowerState.OFF):
+            raise ValueError("a machine starts either on or off")
+        self.name = name
+        self.hardware = hardware or Hardware(serial=f"SN-{name}")
+        self._clock = clock or _clock.monotonic
+        self.rng = rng or random.Random(name)
+        self.plan = plan if plan is not None else FaultPlan(node=name, clock=self._clock)
+        self._lock = threading.RLock()
+        self._power = power
+        self._on_since: float | None = self._clock() if power is PowerState.ON else None
+        # pending transitions: (time it lands, state it lands in), in order
+        self._pending: list[tuple[float, PowerState]] = []
+        self._crash_armed: float | None = None  # boot_crash: seconds after next power-on
+        self._crash_deadline: float | None = None  # boot_crash: when this boot falls over
+        self._persistent = BootDevice.DISK
+        self._once: BootDevice | None = None
+        self._last_boot: BootDevice | None = None
+        self._media: str | None = None
+        #: a power fault latched by power_lost, cleared by the next power-on
+        self.power_fault = False
+        #: the BMC is rebooting (bmc_reboot) until this time on the clock
+        self.bmc_down_until: float | None = None
+        self._boots = 0
+
+    def __repr__(self) -> str:
+        return f"<FakeMachine {self.name} {self.power_state()}>"
+
+    # -- power ---------------------------------------------------------------
+
+    def power_state(self) -> PowerState:
+        """The state now, after applying every transition that has landed."""
+        with self._lock:
+            self._settle()
+            if self._pending:
+                # The next landing decides: a reboot reads POWERING_OFF, then POWERING_ON.
+                upcoming = self._pending[0][1]
+                if upcoming is PowerState.ON and self._power is PowerState.OFF:
+                    return PowerState.POWERING_ON
+                if upcoming is PowerState.OFF and self._power is PowerState.ON:
+                    return PowerState.POWERING_OFF
+            return self._power
+
+    @property
+    def settled_power(self) -> PowerState:
+        """ON or OFF as the hardware is right now (a transition counts as the
+        state it has not yet left). What an IPMI chassis status reports."""
+        with self._lock:
+            self._settle()
+            return self._power
+
+    def set_power(self, action: PowerAction, firings: Iterable[Firing] = ()) -> None:
+        """Accept a power action; it lands later (see :class:`Hardware`)."""
+        effects = {f.effect: f for f in firings}
+        with self._lock:
+            self._settle()
+            self._apply_lost(effects)
+            if Effect.BOOT_CRASH in effects:
+                self._crash_armed = float(effects[Effect.BOOT_CRASH].params["up_for"])
+            if Effect.POWER_STUCK in effects:
+                return
+            self._schedule(action, effects.get(Effect.SLOW_POWER))
+
+    def _schedule(self, action: PowerAction, slow: Firing | None) -> None:
+        hw = self.hardware
+        on_time = float(slow.params["seconds"]) if slow else hw.power_on_time
+        off_time = float(slow.params["seconds"]) if slow else hw.power_off_time
+        if not slow and action in (PowerAction.SOFT_OFF, PowerAction.SOFT_REBOOT):
+            off_time = hw.soft_off_time
+        now = self._clock()
+        heading = self._pending[-1][1] if self._pending else self._power
+        if action is PowerAction.ON:
+            if heading is not PowerState.ON:
+                self._pending = [(now + on_time, PowerState.ON)]
+        elif action in (PowerAction.OFF, PowerAction.SOFT_OFF):
+            if heading is not PowerState.OFF:
+                self._pending = [(now + off_time, PowerState.OFF)]
+        elif self._power is PowerState.OFF and not self._pending:
+            # A reset of a machine that is off powers it on, as most BMCs do.
+            self._pending = [(now + on_time, PowerState.ON)]
+        else:
+            off_at = now + off_time
+            self._pending = [(off_at, PowerState.OFF), (off_at + on_time, PowerState.ON)]
+
+    def force_power(self, state: PowerState) -> None:
+        """Change power at once, behind the BMC's back (a person at the rack)."""
+        if state not in (PowerState.ON, PowerState.OFF):
+            raise ValueError("force_power takes ON or OFF")
+        with self._lock:
+            self._pending.clear()
+            self._land(state, self._clock())
+
+    def apply(self, firings: Iterable[Firing]) -> None:
+        """Carry out hardware effects that need no action (``power_lost``)."""
+        effects = {f.effect: f for f in firings}
+        with self._lock:
+            self._settle()
+            self._apply_lost(effects)
+
+    def _apply_lost(self, effects: dict[Effect, Firing]) -> None:
+        if Effect.POWER_LOST in effects:
+            self._pending.clear()
+            if self._power is PowerState.ON:
+                self._land(PowerState.OFF, self._clock())
+            self.power_fault = True
+
+    def _settle(self) -> None:
+        """Land every transition (and boot crash) due by now, in time order."""
+        now = self._clock()
+        while True:
+            crash = self._crash_deadline if self._power is PowerState.ON else None
+            due = self._pending[0][0] if self._pending else None
+            if crash is not None and crash <= now and (due is None or crash <= due):
+                self._pending.clear()
+                self._land(PowerState.OFF, crash)
+            elif due is not None and due <= now:
+                at, state = self._pending.pop(0)
+                self._land(state, at)
+            else:
+                return
+
+    def _land(self, state: PowerState, at: float) -> None:
+        previous = self._power
+        self._power = state
+        self._crash_deadline = None
+        if state is PowerState.ON and previous is PowerState.OFF:
+            self._on_since = at
+            self._boots += 1
+            self.power_fault = False
+            self._last_boot = self._once or self._persistent
+            self._once = None
+            if self._crash_armed is not None:
+                self._crash_deadline = at + self._crash_armed
+                self._crash_armed = None
+        elif state is PowerState.OFF:
+            self._on_since = None
+
+    @property
+    def boots(self) -> int:
+        """How many times the machine has booted (power-on landings)."""
+        with self._lock:
+            self._settle()
+            return self._boots
+
+    # -- boot device -----------------------------------------------------------
+
+    def boot_device(self) -> BootSetting:
+        """The device the next boot uses, and whether the setting persists."""
+        with self._lock:
+            self._settle()
+            if self._once is not None:
+                return BootSetting(self._once, persistent=False)
+            return BootSetting(self._persistent, persistent=True)
+
+    def set_boot_device(
+        self, device: BootDevice, *, persistent: bool, firings: Iterable[Firing] = ()
+    ) -> None:
+        if any(f.effect is Effect.BOOT_NOT_PERSISTED for f in firings):
+            return
+        with self._lock:
+            if persistent:
+                self._persistent = device
+                self._once = None
+            else:
+                self._once = device
+
+    @property
+    def last_boot_device(self) -> BootDevice | None:
+        """The device the machine booted from at its last power-on."""
+        with self._lock:
+            self._settle()
+            return self._last_boot
+
+    def boot_progress(self) -> str:
+        """Redfish ``BootProgress.LastState`` as this machine would report it."""
+        with self._lock:
+            self._settle()
+            if self._power is not PowerState.ON or self._on_since is None:
+                return "None"
+            if self._last_boot is BootDevice.BIOS:
+                return "SetupEntered"
+            if self._clock() - self._on_since < self.hardware.os_boot_time:
+                return "OSBootStarted"
+            return "OSRunning"
+
+    # -- virtual media and inventory -----------------------------------------
+
+    @property
+    def media(self) -> str | None:
+        with self._lock:
+            return self._media
+
+    def insert_media(self, url: str) -> None:
+        with self._lock:
+            self._media = url
+
+    def eject_media(self) -> None:
+        with self._lock:
+            self._media = None
+
+    def inventory(self) -> dict[str, Any]:
+        hw = self.hardware
+        return {
+            "manufacturer": hw.vendor,
+            "model": hw.model,
+            "serial": hw.serial,
+            "cpus": hw.cpus,
+            "memory_mb": hw.memory_mb,
+        }
+
+    # -- BMC state -------------------------------------------------------------
+
+    def bmc_down(self) -> bool:
+        """True while the BMC is rebooting (a ``bmc_reboot`` effect)."""
+        with self._lock:
+            return self.bmc_down_until is not None and self._clock() < self.bmc_down_until
+
+    def reboot_bmc(self, duration: float) -> None:
+        with self._lock:
+            self.bmc_down_until = self._clock() + duration

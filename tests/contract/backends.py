@@ -1,0 +1,66 @@
+"""The drivers the contract suite runs on, each a factory of ``Target``.
+
+A protocol issue adds its backend here (a factory plus a ``pytest.param`` in
+``BACKENDS``); every contract test then runs on it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from bmaas.driver import BMCDriver, PowerState
+from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
+from fakes.fleet import FakeFleet
+from fakes.machine import FakeMachine, Hardware
+
+#: quick transitions so real-time backends converge in well under a second
+CONTRACT_HARDWARE = Hardware(
+    power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5
+)
+
+
+@dataclasses.dataclass
+class Target:
+    driver: BMCDriver
+    #: the simulated hardware behind the BMC, to arrange and to verify
+    machine: FakeMachine
+    #: how long a power transition may take to be seen through this driver
+    power_timeout: float
+    #: let time pass (fake clock: instantly; real backends: a real sleep)
+    wait: Callable[[float], None]
+
+
+class CoreOnlyFakeDriver(FakeDriver):
+    """A driver that offers only the required core, to check that missing
+    capabilities raise UnsupportedOperation through the base class."""
+
+    capabilities = frozenset(
+        {c for c in FakeDriver.capabilities if c.value in ("power", "boot_device", "soft_power")}
+    )
+    insert_virtual_media = BMCDriver.insert_virtual_media
+    eject_virtual_media = BMCDriver.eject_virtual_media
+    get_inventory = BMCDriver.get_inventory
+    get_boot_progress = BMCDriver.get_boot_progress
+
+
+def _fake(cls: type[FakeDriver]) -> Callable[[], contextlib.AbstractContextManager[Target]]:
+    @contextlib.contextmanager
+    def factory() -> Iterator[Target]:
+        fleet = FakeFleet(clock=FakeClock())
+        machine = fleet.add("c1", hardware=CONTRACT_HARDWARE, power=PowerState.OFF)
+        driver = cls("c1", machine=machine, clock=fleet.clock.monotonic, sleep=fleet.clock.sleep)
+        yield Target(driver, machine, power_timeout=5.0, wait=fleet.clock.advance)
+        driver.close()
+
+    return factory
+
+
+BACKENDS = [
+    pytest.param(_fake(FakeDriver), id="fake"),
+    pytest.param(_fake(CoreOnlyFakeDriver), id="fake-core-only"),
+]

@@ -1,0 +1,141 @@
+"""The driver contract, run on every backend in ``backends.BACKENDS``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from bmaas.driver import (
+    BMCInfo,
+    BootDevice,
+    BootSetting,
+    Capability,
+    PowerAction,
+    PowerState,
+)
+from bmaas.faults import BmaasError, UnsupportedOperation
+from fakes.faults import FaultRule
+from tests.contract.backends import BACKENDS, Target
+
+
+@pytest.fixture(params=BACKENDS)
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    with request.param() as t:
+        yield t
+
+
+def test_probe_answers_with_a_known_power_state(target: Target) -> None:
+    info = target.driver.probe()
+    assert isinstance(info, BMCInfo)
+    assert info.power_state in (PowerState.ON, PowerState.OFF)
+
+
+def test_power_on_converges_and_is_idempotent(target: Target) -> None:
+    d = target.driver
+    assert (
+        d.set_power_state(PowerAction.ON, wait=True, timeout=target.power_timeout) is PowerState.ON
+    )
+    boots = target.machine.boots
+    assert (
+        d.set_power_state(PowerAction.ON, wait=True, timeout=target.power_timeout) is PowerState.ON
+    )
+    assert target.machine.boots == boots  # powering on a node that is on does nothing
+    assert d.get_power_state() is PowerState.ON
+
+
+def test_power_off_converges_and_is_idempotent(target: Target) -> None:
+    target.machine.force_power(PowerState.ON)
+    d = target.driver
+    assert (
+        d.set_power_state(PowerAction.OFF, wait=True, timeout=target.power_timeout)
+        is PowerState.OFF
+    )
+    assert (
+        d.set_power_state(PowerAction.OFF, wait=True, timeout=target.power_timeout)
+        is PowerState.OFF
+    )
+    assert d.get_power_state() is PowerState.OFF
+
+
+def test_power_state_eventually_converges_without_wait(target: Target) -> None:
+    d = target.driver
+    d.set_power_state(PowerAction.ON)
+    target.wait(target.machine.hardware.power_on_time + 0.1)
+    assert d.get_power_state() is PowerState.ON
+
+
+def test_reboot_restarts_the_node(target: Target) -> None:
+    target.machine.force_power(PowerState.ON)
+    boots = target.machine.boots
+    state = target.driver.set_power_state(
+        PowerAction.REBOOT, wait=True, timeout=target.power_timeout
+    )
+    assert state is PowerState.ON
+    target.wait(0.5)
+    assert target.machine.boots == boots + 1
+
+
+def test_soft_off_when_supported(target: Target) -> None:
+    if not target.driver.supports(Capability.SOFT_POWER):
+        pytest.skip("driver declares no soft power")  # a declared absence, not a missing feature
+    target.machine.force_power(PowerState.ON)
+    state = target.driver.set_power_state(
+        PowerAction.SOFT_OFF, wait=True, timeout=target.power_timeout
+    )
+    assert state is PowerState.OFF
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("device", list(BootDevice))
+def test_boot_device_round_trip(target: Target, device: BootDevice, persistent: bool) -> None:
+    target.driver.set_boot_device(device, persistent=persistent)
+    assert target.driver.get_boot_device() == BootSetting(device, persistent)
+
+
+OPTIONAL: dict[Capability, Callable[[Target], object]] = {
+    Capability.VIRTUAL_MEDIA: lambda t: t.driver.insert_virtual_media("http://img/x.iso"),
+    Capability.INVENTORY: lambda t: t.driver.get_inventory(),
+    Capability.BOOT_PROGRESS: lambda t: t.driver.get_boot_progress(),
+}
+
+
+@pytest.mark.parametrize("capability", list(OPTIONAL), ids=str)
+def test_capabilities_are_declared_truthfully(target: Target, capability: Capability) -> None:
+    call = OPTIONAL[capability]
+    if target.driver.supports(capability):
+        call(target)
+    else:
+        with pytest.raises(UnsupportedOperation) as info:
+            call(target)
+        assert info.value.node == target.driver.node
+
+
+def test_virtual_media_insert_and_eject_are_idempotent(target: Target) -> None:
+    d = target.driver
+    if not d.supports(Capability.VIRTUAL_MEDIA):
+        with pytest.raises(UnsupportedOperation):
+            d.eject_virtual_media()
+        return
+    d.insert_virtual_media("http://img/a.iso")
+    d.insert_virtual_media("http://img/a.iso")
+    assert target.machine.media == "http://img/a.iso"
+    d.eject_virtual_media()
+    d.eject_virtual_media()
+    assert target.machine.media is None
+
+
+@pytest.mark.parametrize("effect", ["busy", "internal_error", "unsupported", "auth_fail"])
+def test_every_failure_is_a_bmaas_error(target: Target, effect: str) -> None:
+    target.machine.plan.add(FaultRule.from_dict({"effect": effect, "operation": "power.get"}))
+    with pytest.raises(BmaasError) as info:
+        target.driver.get_power_state()
+    assert info.value.node == target.driver.node
+    assert info.value.operation == "power.get"
+    assert type(info.value).__module__ == "bmaas.faults"
+
+
+def test_repr_names_node_and_close_is_safe_twice(target: Target) -> None:
+    assert target.driver.node in repr(target.driver)
+    target.driver.close()
+    target.driver.close()

@@ -1,0 +1,178 @@
+"""Each of the 14 fault effects, through FakeDriver, as a real driver would fail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bmaas.driver import BootDevice, PowerAction, PowerState
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCBusy,
+    BMCInternalError,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    BootFailure,
+    PowerFailure,
+    UnsupportedOperation,
+)
+from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
+from fakes.faults import Effect
+from fakes.fleet import FakeFleet
+from fakes.machine import Hardware
+
+DEADLINE = 5.0
+HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=5, os_boot_time=10)
+
+
+def _make(
+    *rules: dict[str, Any], power: PowerState = PowerState.OFF
+) -> tuple[FakeDriver, FakeClock]:
+    fleet = FakeFleet(clock=FakeClock(), seed=3)
+    fleet.add("n1", hardware=HW, rules=rules, power=power)
+    return fleet.driver("n1", deadline=DEADLINE), fleet.clock
+
+
+def _driver(*rules: dict[str, Any], power: PowerState = PowerState.OFF) -> FakeDriver:
+    return _make(*rules, power=power)[0]
+
+
+def test_healthy_power_cycle_converges_on_the_fake_clock() -> None:
+    d = _driver()
+    assert d.set_power_state(PowerAction.ON, wait=True, timeout=10) is PowerState.ON
+    assert d.get_power_state() is PowerState.ON
+    assert d.machine.boots == 1
+
+
+def test_hang_times_out_after_the_deadline_without_sleeping() -> None:
+    d, clock = _make({"effect": "hang", "operation": "power.get"})
+    with pytest.raises(BMCTimeout) as info:
+        d.get_power_state(deadline=2.5)
+    assert info.value.elapsed == pytest.approx(2.5)
+    assert info.value.operation == "power.get"
+    assert clock.sleeps == [2.5]
+
+
+def test_drop_all_is_a_timeout_and_drop_none_succeeds() -> None:
+    with pytest.raises(BMCTimeout):
+        _driver({"effect": "drop", "rate": 1.0}).get_power_state()
+    assert _driver({"effect": "drop", "rate": 0.0}).get_power_state() is PowerState.OFF
+
+
+def test_drop_rate_is_a_share_of_calls_and_replays() -> None:
+    def outcomes() -> list[bool]:
+        d = _driver({"effect": "drop", "rate": 0.3})
+        seen = []
+        for _ in range(200):
+            try:
+                d.get_power_state()
+                seen.append(True)
+            except BMCTimeout:
+                seen.append(False)
+        return seen
+
+    first = outcomes()
+    assert first == outcomes()
+    assert 30 < first.count(False) < 90
+
+
+def test_delay_below_deadline_succeeds_late_and_above_times_out() -> None:
+    d, clock = _make({"effect": "delay", "seconds": 1.5})
+    assert d.get_power_state() is PowerState.OFF
+    assert clock.sleeps == [1.5]
+    with pytest.raises(BMCTimeout):
+        _driver({"effect": "delay", "seconds": 9}).get_power_state()
+
+
+def test_busy_carries_retry_after() -> None:
+    with pytest.raises(BMCBusy) as info:
+        _driver({"effect": "busy", "retry_after": 3}).get_power_state()
+    assert info.value.retry_after == 3.0
+
+
+@pytest.mark.parametrize(
+    ("effect", "cls"),
+    [
+        ("auth_fail", BMCAuthError),
+        ("internal_error", BMCInternalError),
+        ("malformed_reply", BMCProtocolError),
+        ("unsupported", UnsupportedOperation),
+    ],
+)
+def test_bmc_effects_map_to_their_fault(effect: str, cls: type[BmaasError]) -> None:
+    with pytest.raises(cls) as info:
+        _driver({"effect": effect}).probe()
+    assert info.value.node == "n1"
+    assert info.value.operation == "probe"
+
+
+def test_internal_error_has_message_id() -> None:
+    with pytest.raises(BMCInternalError) as info:
+        _driver({"effect": "internal_error", "message_id": "Oem.1.0.Broken"}).probe()
+    assert info.value.message_id == "Oem.1.0.Broken"
+
+
+def test_bmc_reboot_is_unreachable_for_the_window_then_recovers() -> None:
+    d, clock = _make({"effect": "bmc_reboot", "duration": 20, "times": 1})
+    with pytest.raises(BMCUnreachable):
+        d.get_power_state()
+    with pytest.raises(BMCUnreachable):
+        d.get_power_state()
+    clock.advance(20)
+    assert d.get_power_state() is PowerState.OFF
+
+
+def test_power_stuck_is_a_power_failure_when_waiting() -> None:
+    d = _driver({"effect": "power_stuck", "operation": "power.set"})
+    with pytest.raises(PowerFailure) as info:
+        d.set_power_state(PowerAction.ON, wait=True, timeout=10)
+    assert info.value.elapsed == pytest.approx(10)
+    assert d.get_power_state() is PowerState.OFF
+
+
+def test_power_lost_turns_the_node_off() -> None:
+    d = _driver({"effect": "power_lost", "operation": "power.get", "nth": 2}, power=PowerState.ON)
+    assert d.get_power_state() is PowerState.ON
+    assert d.get_power_state() is PowerState.OFF
+    assert d.machine.power_fault
+
+
+def test_slow_power_beats_a_short_wait_and_lands_later() -> None:
+    d, clock = _make({"effect": "slow_power", "seconds": 30})
+    with pytest.raises(PowerFailure):
+        d.set_power_state(PowerAction.ON, wait=True, timeout=10)
+    clock.advance(25)
+    assert d.get_power_state() is PowerState.ON
+
+
+def test_boot_not_persisted_is_a_boot_failure() -> None:
+    d = _driver({"effect": "boot_not_persisted"})
+    with pytest.raises(BootFailure, match="reads back disk"):
+        d.set_boot_device(BootDevice.PXE, persistent=True)
+
+
+def test_boot_crash_powers_on_then_falls_off() -> None:
+    d, clock = _make({"effect": "boot_crash", "up_for": 4, "operation": "power.set"})
+    assert d.set_power_state(PowerAction.ON, wait=True, timeout=10) is PowerState.ON
+    clock.advance(5)
+    assert d.get_power_state() is PowerState.OFF
+
+
+def test_wire_calls_are_counted() -> None:
+    d = _driver()
+    d.get_power_state()
+    d.set_boot_device(BootDevice.PXE)
+    assert d.wire_calls == ["power.get", "boot.set"]
+
+
+def test_every_effect_is_covered_here() -> None:
+    import inspect
+    import sys
+
+    source = inspect.getsource(sys.modules[__name__])
+    for effect in Effect:
+        assert f'"{effect.value}"' in source, effect
