@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import logging
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
@@ -225,14 +227,16 @@ class BMCDriver(abc.ABC):
         request, which may still be the old one).
         """
         start = self._clock()
-        self._request_power(action, deadline=deadline)
+        self.request_power(action, deadline=deadline)
         if not wait:
             return self.get_power_state(deadline=deadline)
         return self.wait_for_power(action.target, timeout=timeout, deadline=deadline, start=start)
 
     @abc.abstractmethod
-    def _request_power(self, action: PowerAction, *, deadline: float | None) -> None:
-        """Send one power request to the BMC; do not wait for it to land."""
+    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+        """Send exactly one power request to the BMC and return once it is
+        accepted, without waiting for it to land. The unit the retry layer
+        retries: idempotency is the action's (see :class:`PowerAction`)."""
 
     @abc.abstractmethod
     def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
@@ -316,17 +320,20 @@ class BMCDriver(abc.ABC):
         timeout: float | None,
         deadline: float | None = None,
         start: float | None = None,
+        read: Callable[[], PowerState] | None = None,
     ) -> PowerState:
         """Poll the power state until ``target``; ``PowerFailure`` after ``timeout``.
 
-        This is waiting for hardware, not retrying: a fault on any read is
-        raised as is. The last poll never sleeps past ``timeout``.
+        This is waiting for hardware, not retrying: a fault on a read is raised
+        as is, unless ``read`` (e.g. a retrying reader from ``bmaas.retry``)
+        handles it. The last poll never sleeps past ``timeout``.
         """
         timeout = self._deadline(None) * 3 if timeout is None else timeout
         start = self._clock() if start is None else start
+        read = read or functools.partial(self.get_power_state, deadline=deadline)
         state = PowerState.UNKNOWN
         while True:
-            state = self.get_power_state(deadline=deadline)
+            state = read()
             if state == target:
                 return state
             remaining = timeout - (self._clock() - start)

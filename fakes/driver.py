@@ -109,15 +109,19 @@ class FakeDriver(BMCDriver):
                 BMCUnreachable, "connection refused", operation=operation, elapsed=elapsed()
             )
         firings = self.machine.plan.evaluate(str(operation), protocol="fake")
-        hardware: list[Firing] = []
+        hardware = [f for f in firings if f.layer is Layer.HARDWARE]
         for firing in firings:
             effect, params = firing.effect, firing.params
-            if effect in (Effect.HANG, Effect.DROP) or (
-                effect is Effect.DELAY and params["seconds"] >= limit
-            ):
+            if effect in (Effect.HANG, Effect.DROP):
+                # The request never reached the BMC's logic: nothing happened.
                 self._sleep(limit)
-                message = f"no answer within {limit:g}s"
-                raise self.fault(BMCTimeout, message, operation=operation, elapsed=elapsed())
+                raise self._timeout(operation, limit, elapsed())
+            if effect is Effect.DELAY and params["seconds"] >= limit:
+                # The BMC acts, but its answer comes after we stopped waiting:
+                # the caller cannot tell whether anything happened.
+                self._sleep(limit)
+                act(hardware)
+                raise self._timeout(operation, limit, elapsed())
             if effect is Effect.DELAY:
                 self._sleep(params["seconds"])
             elif effect is Effect.BMC_REBOOT:
@@ -138,9 +142,13 @@ class FakeDriver(BMCDriver):
                 cls, message = _BMC_FAULTS[effect]
                 extra = {"message_id": params["message_id"]} if cls is BMCInternalError else {}
                 raise self.fault(cls, message, operation=operation, elapsed=elapsed(), **extra)
-            elif firing.layer is Layer.HARDWARE:
-                hardware.append(firing)
         return act(hardware)
+
+    def _timeout(self, operation: Operation, limit: float, elapsed: float) -> BMCTimeout:
+        message = f"no answer within {limit:g}s"
+        fault = self.fault(BMCTimeout, message, operation=operation, elapsed=elapsed)
+        assert isinstance(fault, BMCTimeout)
+        return fault
 
     # -- contract ------------------------------------------------------------
 
@@ -162,7 +170,7 @@ class FakeDriver(BMCDriver):
 
         return self._call(Operation.POWER_GET, deadline, act)
 
-    def _request_power(self, action: PowerAction, *, deadline: float | None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
         self._call(Operation.POWER_SET, deadline, lambda hw: self.machine.set_power(action, hw))
 
     def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:

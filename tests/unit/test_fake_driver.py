@@ -176,3 +176,11 @@ def test_every_effect_is_covered_here() -> None:
     source = inspect.getsource(sys.modules[__name__])
     for effect in Effect:
         assert f'"{effect.value}"' in source, effect
+
+
+def test_delay_past_the_deadline_still_acts_outcome_unknown() -> None:
+    d = _driver({"effect": "delay", "seconds": 30, "operation": "power.set"}, power=PowerState.ON)
+    with pytest.raises(BMCTimeout):
+        d.set_power_state(PowerAction.REBOOT)
+    # the BMC carried the reboot out; only the answer was lost
+    assert d.machine.power_state() is PowerState.POWERING_OFF

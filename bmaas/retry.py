@@ -1,0 +1,393 @@
+"""Operation-level retry: one driver call, on the same node, by fault class.
+
+This is the only place bmaas retries a BMC call. Drivers make one bounded
+attempt and classify what went wrong; this module decides whether to try again
+on the same node, and how long to wait first:
+
+=====================  ==============================================  ==========
+fault                  retried here                                    wait
+=====================  ==============================================  ==========
+``BMCBusy``            up to ``max_attempts``                          jittered exponential,
+                                                                       at least ``retry_after``
+``BMCUnreachable``     briefly: ``unreachable_attempts`` in all        ``unreachable_wait``
+``BMCTimeout``         only for idempotent operations,                 ``timeout_wait``
+                       ``timeout_attempts`` in all
+``BMCInternalError``   once more (``internal_error_attempts`` = 2)     ``internal_error_wait``
+anything else          never here (auth, unsupported, input errors;    —
+                       power/boot/protocol faults go elsewhere)
+=====================  ==============================================  ==========
+
+Every policy runs under a total ``deadline`` that it never overruns, sleeps
+included: a wait that would cross it stops the retrying instead, and each
+attempt's BMC deadline is clipped to the time left. Sleep, clock and the jitter
+source are injectable so tests assert the exact sleep sequence.
+
+The pieces are tenacity strategies (``retry_if_fault``, ``wait_for_fault``,
+``stop_before_deadline``) composed by :func:`retrying`, usable on any callable
+through ``@retry_bmc(policy)``. A non-idempotent REBOOT gets special care in
+:func:`reboot`: after a timeout, the power state is read before acting again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import logging
+import random
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import tenacity
+from tenacity import RetryCallState
+
+from bmaas import clock as _clock
+from bmaas.driver import (
+    DEFAULT_DEADLINE,
+    BMCDriver,
+    BMCInfo,
+    BootDevice,
+    BootSetting,
+    PowerAction,
+    PowerState,
+)
+from bmaas.faults import (
+    BmaasError,
+    BMCBusy,
+    BMCFault,
+    BMCInternalError,
+    BMCTimeout,
+    BMCUnreachable,
+)
+
+__all__ = [
+    "RetryPolicy",
+    "RetryingDriver",
+    "call",
+    "faults_seen",
+    "reboot",
+    "retry_bmc",
+    "retry_if_fault",
+    "retrying",
+    "stop_before_deadline",
+    "wait_for_fault",
+]
+
+LOG = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Attribute on tenacity's per-call RetryCallState that holds the faults seen so
+# far in this call. Strategies stay stateless; the history belongs to the call.
+_HISTORY = "bmaas_faults"
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try one operation on one node. Immutable; derive variants
+    with :meth:`replace`."""
+
+    #: total seconds for the operation, every attempt and sleep included
+    deadline: float = 60.0
+    #: attempts in all, whatever the faults
+    max_attempts: int = 6
+    #: bound of one BMC call (None: the driver's own default), clipped to time left
+    call_deadline: float | None = None
+    #: BMCBusy: first wait, growth factor, cap, and jitter (share of the wait)
+    busy_initial: float = 0.5
+    busy_multiplier: float = 2.0
+    busy_max: float = 8.0
+    jitter: float = 0.25
+    #: BMCUnreachable: "briefly" — this many attempts in all, this far apart
+    unreachable_attempts: int = 3
+    unreachable_wait: float = 1.0
+    #: BMCTimeout (idempotent operations only)
+    timeout_attempts: int = 2
+    timeout_wait: float = 0.5
+    #: BMCInternalError: "once here, then elsewhere"
+    internal_error_attempts: int = 2
+    internal_error_wait: float = 1.0
+    #: the shortest attempt worth starting; less time left than this stops
+    min_attempt: float = 0.05
+    sleep: _clock.SleepFn = dataclasses.field(default=_clock.sleep, compare=False)
+    clock: _clock.ClockFn = dataclasses.field(default=_clock.monotonic, compare=False)
+    rng: random.Random = dataclasses.field(default_factory=random.Random, compare=False)
+
+    def replace(self, **changes: Any) -> RetryPolicy:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def no_retry(cls, **changes: Any) -> RetryPolicy:
+        """One attempt, whatever happens (for comparisons and dry runs)."""
+        return cls(max_attempts=1, **changes)
+
+    def limit_for(self, fault: BaseException, *, idempotent: bool) -> int:
+        """How many attempts in all a call may make while this fault class keeps
+        recurring (1 means: do not retry it here)."""
+        if isinstance(fault, BMCBusy):
+            return self.max_attempts
+        if isinstance(fault, BMCUnreachable):
+            return self.unreachable_attempts
+        if isinstance(fault, BMCTimeout):
+            return self.timeout_attempts if idempotent else 1
+        if isinstance(fault, BMCInternalError):
+            return self.internal_error_attempts
+        return 1
+
+
+def faults_seen(retry_state: RetryCallState) -> list[BaseException]:
+    """Every exception this call has raised so far, oldest first."""
+    history: list[BaseException] = getattr(retry_state, _HISTORY, None) or []
+    outcome = retry_state.outcome
+    if outcome is not None and outcome.failed:
+        exc = outcome.exception()
+        if exc is not None and (not history or history[-1] is not exc):
+            history.append(exc)
+    setattr(retry_state, _HISTORY, history)
+    return history
+
+
+class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming style
+    """Retry when the last fault's class may be retried on the same node,
+    given the operation's idempotency and how often that class has recurred."""
+
+    def __init__(self, policy: RetryPolicy, *, idempotent: bool) -> None:
+        self.policy = policy
+        self.idempotent = idempotent
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        if outcome is None or not outcome.failed:
+            return False
+        fault = outcome.exception()
+        if not isinstance(fault, BmaasError):
+            return False  # a bug, not a BMC fault: never hide it behind retries
+        history = faults_seen(retry_state)
+        same_class = sum(1 for f in history if type(f) is type(fault))
+        return same_class < self.policy.limit_for(fault, idempotent=self.idempotent)
+
+
+class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming style
+    """Wait by fault class: jittered exponential backoff for busy BMCs (never
+    less than the BMC's ``retry_after``), fixed short waits otherwise.
+
+    The busy backoff grows with the number of busy answers in this call, so
+    other faults in between do not inflate it. Jitter spreads out clients that
+    hit the same busy BMC at once.
+    """
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        p = self.policy
+        history = faults_seen(retry_state)
+        fault = history[-1] if history else None
+        if isinstance(fault, BMCBusy):
+            busy_count = sum(1 for f in history if isinstance(f, BMCBusy))
+            backoff = min(p.busy_max, p.busy_initial * p.busy_multiplier ** (busy_count - 1))
+            backoff *= 1 + p.jitter * (2 * p.rng.random() - 1)
+            return round(max(backoff, fault.retry_after or 0.0), 6)
+        if isinstance(fault, BMCUnreachable):
+            return p.unreachable_wait
+        if isinstance(fault, BMCTimeout):
+            return p.timeout_wait
+        if isinstance(fault, BMCInternalError):
+            return p.internal_error_wait
+        return 0.0
+
+
+class stop_before_deadline(tenacity.stop.stop_base):  # noqa: N801 - tenacity's naming style
+    """Stop when sleeping the upcoming wait would leave less than
+    ``min_attempt`` seconds before ``deadline_at`` (an instant on ``clock``):
+    the policy never overruns its deadline, sleep included."""
+
+    def __init__(self, deadline_at: float, clock: _clock.ClockFn, min_attempt: float) -> None:
+        self.deadline_at = deadline_at
+        self.clock = clock
+        self.min_attempt = min_attempt
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        upcoming = retry_state.upcoming_sleep or 0.0
+        return self.clock() + upcoming + self.min_attempt > self.deadline_at
+
+
+def _log_retry(retry_state: RetryCallState) -> None:
+    outcome = retry_state.outcome
+    fault = outcome.exception() if outcome is not None else None
+    LOG.info(
+        "retrying after %s (attempt %d, waiting %.2fs): %s",
+        type(fault).__name__,
+        retry_state.attempt_number,
+        retry_state.upcoming_sleep,
+        fault,
+    )
+
+
+def retrying(
+    policy: RetryPolicy, *, idempotent: bool = True, deadline_at: float | None = None
+) -> tenacity.Retrying:
+    """A tenacity ``Retrying`` for one operation under ``policy``. The last
+    fault is re-raised as itself when retrying stops."""
+    if deadline_at is None:
+        deadline_at = policy.clock() + policy.deadline
+    return tenacity.Retrying(
+        retry=retry_if_fault(policy, idempotent=idempotent),
+        wait=wait_for_fault(policy),
+        stop=tenacity.stop_after_attempt(policy.max_attempts)
+        | stop_before_deadline(deadline_at, policy.clock, policy.min_attempt),
+        sleep=policy.sleep,
+        before_sleep=_log_retry,
+        reraise=True,
+    )
+
+
+def call(
+    policy: RetryPolicy,
+    fn: Callable[..., R],
+    *args: Any,
+    idempotent: bool = True,
+    **kwargs: Any,
+) -> R:
+    """Call ``fn`` under ``policy``.
+
+    If ``fn`` takes a ``deadline`` keyword, each attempt gets the smaller of
+    its usual bound and the time left, so the last attempt cannot run past the
+    policy's deadline. The usual bound is ``policy.call_deadline``, else the
+    driver's own ``deadline`` when ``fn`` is a driver method, else
+    :data:`~bmaas.driver.DEFAULT_DEADLINE`.
+    """
+    deadline_at = policy.clock() + policy.deadline
+    takes_deadline = "deadline" not in kwargs and _takes_deadline(fn)
+    cap = policy.call_deadline
+    if cap is None:
+        cap = getattr(getattr(fn, "__self__", None), "deadline", DEFAULT_DEADLINE)
+    for attempt in retrying(policy, idempotent=idempotent, deadline_at=deadline_at):
+        with attempt:
+            if takes_deadline:
+                left = deadline_at - policy.clock()
+                result = fn(*args, **kwargs, deadline=min(cap, left))
+            else:
+                result = fn(*args, **kwargs)
+    return result
+
+
+def retry_bmc(
+    policy: RetryPolicy | None = None, *, idempotent: bool = True
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorator form of :func:`call`::
+
+    @retry_bmc(RetryPolicy(deadline=30))
+    def read_power(driver, *, deadline=None):
+        return driver.get_power_state(deadline=deadline)
+    """
+    chosen = policy or RetryPolicy()
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            return call(chosen, fn, *args, idempotent=idempotent, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+@functools.cache
+def _signature_takes_deadline(fn: Callable[..., Any]) -> bool:
+    try:
+        return "deadline" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _takes_deadline(fn: Callable[..., Any]) -> bool:
+    target = getattr(fn, "__func__", fn)  # bound methods: cache on the function
+    try:
+        return _signature_takes_deadline(target)
+    except TypeError:  # unhashable callables
+        return "deadline" in inspect.signature(fn).parameters
+
+
+def reboot(
+    driver: BMCDriver,
+    policy: RetryPolicy,
+    *,
+    action: PowerAction = PowerAction.REBOOT,
+    timeout: float | None = None,
+) -> PowerState:
+    """Restart ``driver``'s node once, safely, and wait until it is on.
+
+    REBOOT (and SOFT_REBOOT) is not idempotent, so it is never resent blindly.
+    After a ``BMCTimeout`` (sent, answer lost) the power state is read first:
+
+    * off or in transition: the restart landed; only make sure power comes on
+      (ON is idempotent);
+    * on: the restart may not have landed, or may already be over; finish the
+      job with idempotent steps, OFF then ON. Worst case the node restarts
+      twice; never an unbounded number of times;
+    * unreadable: re-raise the timeout, since acting blind is the one wrong move.
+    """
+    if action.idempotent:
+        raise ValueError(f"{action} is idempotent; use set_power_state")
+    rd = RetryingDriver(driver, policy)
+    try:
+        call(policy, driver.request_power, action, idempotent=False)
+    except BMCTimeout as lost:
+        LOG.warning("%s: %s answer lost; reading power state before acting", driver.node, action)
+        try:
+            state = rd.get_power_state()
+        except BMCFault:
+            raise lost from None
+        if state is PowerState.ON:
+            rd.set_power_state(PowerAction.OFF, wait=True, timeout=timeout)
+        return rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout)
+    return driver.wait_for_power(PowerState.ON, timeout=timeout, read=rd.get_power_state)
+
+
+class RetryingDriver:
+    """A driver whose every BMC request runs under a :class:`RetryPolicy`,
+    with each method's idempotency applied. Waiting for power polls through
+    retried reads, and restarts go through :func:`reboot`."""
+
+    def __init__(self, driver: BMCDriver, policy: RetryPolicy) -> None:
+        self.driver = driver
+        self.policy = policy
+
+    @property
+    def node(self) -> str:
+        return self.driver.node
+
+    def probe(self) -> BMCInfo:
+        return call(self.policy, self.driver.probe)
+
+    def get_power_state(self) -> PowerState:
+        return call(self.policy, self.driver.get_power_state)
+
+    def set_power_state(
+        self, action: PowerAction, *, wait: bool = False, timeout: float | None = None
+    ) -> PowerState:
+        """Like ``BMCDriver.set_power_state``; a restart with ``wait`` is a
+        :func:`reboot`."""
+        if not action.idempotent and wait:
+            return reboot(self.driver, self.policy, action=action, timeout=timeout)
+        call(self.policy, self.driver.request_power, action, idempotent=action.idempotent)
+        if not wait:
+            return self.get_power_state()
+        return self.driver.wait_for_power(action.target, timeout=timeout, read=self.get_power_state)
+
+    def get_boot_device(self) -> BootSetting:
+        return call(self.policy, self.driver.get_boot_device)
+
+    def set_boot_device(self, device: BootDevice, *, persistent: bool = False) -> None:
+        call(self.policy, self.driver.set_boot_device, device, persistent=persistent)
+
+    def insert_virtual_media(self, url: str) -> None:
+        call(self.policy, self.driver.insert_virtual_media, url)
+
+    def eject_virtual_media(self) -> None:
+        call(self.policy, self.driver.eject_virtual_media)
+
+    def get_boot_progress(self) -> str | None:
+        return call(self.policy, self.driver.get_boot_progress)
