@@ -1,0 +1,164 @@
+"""Run a lab in the background: what ``hwlab up`` starts and ``hwlab down`` stops.
+
+The daemon is its own session leader (its workers share its process group,
+so ``hwlab down`` can always take everything down), keeps ``hwlab.pid`` and
+``lab.json`` in the state directory, serves the control API on loopback, and
+removes both files when it stops. ``lab.json``'s ``state`` goes
+``starting`` -> ``ready`` (or ``failed``, with the error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bmaas.faults import BmaasError
+from hwlab import profiles
+from hwlab.control import ControlServer
+from hwlab.lab import DEFAULT_SHARD_SIZE, Lab, write_json
+from hwlab.labspec import LabSpec, generate, load_labfile
+
+__all__ = ["LabOptions", "build_spec", "main", "pid_alive", "read_pid"]
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class LabOptions:
+    """Everything ``hwlab up`` was told; JSON-serialisable for the daemon."""
+
+    labfile: str | None = None
+    nodes: int = 4
+    protocols: str = "mixed"
+    profile: str | None = None
+    seed: int | str | None = None
+    redfish_tls: bool = False
+    ipmi_base_port: int = 0
+    redfish_base_port: int = 0
+    control_port: int = 0
+    shard_size: int = DEFAULT_SHARD_SIZE
+    start_timeout: float = 120.0
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> LabOptions:
+        return cls(**json.loads(text))
+
+
+def build_spec(options: LabOptions) -> LabSpec:
+    """The lab to build; raises ``InputError`` on any bad input, before
+    anything starts."""
+    if options.labfile:
+        spec = load_labfile(options.labfile)
+        changes: dict[str, Any] = {}
+        if options.profile is not None:
+            changes["profile"] = options.profile
+        if options.seed is not None:
+            changes["seed"] = options.seed
+        if options.redfish_tls:
+            changes["redfish_tls"] = True
+        spec = dataclasses.replace(spec, **changes)
+    else:
+        spec = generate(
+            options.nodes,
+            protocols=options.protocols,
+            seed=options.seed if options.seed is not None else 0,
+            profile=options.profile,
+            redfish_tls=options.redfish_tls,
+        )
+    if spec.profile:
+        profiles.resolve(spec.profile)  # unknown profile: fail now, not in the daemon
+    return spec
+
+
+def read_pid(state_dir: Path) -> int | None:
+    try:
+        return int((state_dir / "hwlab.pid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); it is not serving anything.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    state_dir = Path(args[0])
+    options = LabOptions.from_json(args[1])
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        filename=state_dir / "hwlab.log",
+    )
+    (state_dir / "hwlab.pid").write_text(f"{os.getpid()}\n")
+    lab_json = state_dir / "lab.json"
+    write_json(lab_json, {"state": "starting", "pid": os.getpid()})
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    lab: Lab | None = None
+    control: ControlServer | None = None
+    try:
+        spec = build_spec(options)
+        lab = Lab(
+            spec,
+            state_dir,
+            shard_size=options.shard_size,
+            ipmi_base_port=options.ipmi_base_port,
+            redfish_base_port=options.redfish_base_port,
+        )
+        started = time.monotonic()
+        lab.start(timeout=options.start_timeout)
+        control = ControlServer(lab, port=options.control_port, on_shutdown=stopping.set)
+        control.start()
+        info = {
+            "state": "ready",
+            "pid": os.getpid(),
+            "control_url": control.url,
+            "start_seconds": round(time.monotonic() - started, 3),
+            **lab.describe(),
+        }
+        write_json(lab_json, info)
+        LOG.info("lab ready: %d nodes, control API %s", len(spec.nodes), control.url)
+        while not stopping.wait(0.5):
+            pass
+        LOG.info("stopping")
+        return 0
+    except (BmaasError, OSError) as exc:
+        LOG.error("lab failed: %s", exc)
+        write_json(lab_json, {"state": "failed", "pid": os.getpid(), "error": str(exc)})
+        return 1
+    finally:
+        if control is not None:
+            control.stop()
+        if lab is not None:
+            lab.stop()
+        if not lab_json.exists() or json.loads(lab_json.read_text()).get("state") != "failed":
+            lab_json.unlink(missing_ok=True)
+        (state_dir / "hwlab.pid").unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

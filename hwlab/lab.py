@@ -1,0 +1,332 @@
+"""A running lab: worker processes serving emulated BMCs, and the state
+directory that tells clients how to reach them.
+
+``Lab`` runs in the current process (the pytest fixture uses it this way) or
+inside the background process that ``hwlab up`` starts (``hwlab.daemon``).
+Either way it writes, under its state directory:
+
+* ``inventory.yaml``: the nodes in bmaas's inventory format (Ironic
+  ``driver_info`` keys), with BMC addresses and credentials (mode 0600);
+* ``events.jsonl``: one line per injected fault effect;
+* ``lab.json``: what runs where (pid, control API URL, nodes and ports).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bmaas.faults import BmaasError, InputError
+from fakes.faults import FaultRule
+from hwlab import profiles
+from hwlab.labspec import LabSpec, NodeSpec
+from hwlab.worker import Shard, run_worker
+
+__all__ = ["DEFAULT_SHARD_SIZE", "Lab", "LabError"]
+
+LOG = logging.getLogger(__name__)
+
+#: machines per worker process: well below select()'s 1024 descriptors with
+#: two protocols per machine, and about what one core serves comfortably
+DEFAULT_SHARD_SIZE = 250
+
+
+class LabError(BmaasError):
+    """The lab could not start, or a worker went away."""
+
+    code = "lab_error"
+
+
+@dataclasses.dataclass
+class _Worker:
+    shard: Shard
+    process: BaseProcess
+    conn: Connection
+    lock: threading.Lock
+
+
+class Lab:
+    """Start, control and stop a lab described by a :class:`LabSpec`."""
+
+    def __init__(
+        self,
+        spec: LabSpec,
+        state_dir: str | os.PathLike[str],
+        *,
+        shard_size: int = DEFAULT_SHARD_SIZE,
+        host: str = "127.0.0.1",
+        ipmi_base_port: int = 0,
+        redfish_base_port: int = 0,
+    ) -> None:
+        self.spec = _with_profile_rules(spec)
+        self.state_dir = Path(state_dir)
+        self.shard_size = shard_size
+        self.host = host
+        self.ipmi_base_port = ipmi_base_port
+        self.redfish_base_port = redfish_base_port
+        self.endpoints: dict[str, dict[str, int]] = {}
+        self.tls_cert: str | None = None
+        self.started_at: float | None = None
+        self._workers: list[_Worker] = []
+        self._owner: dict[str, _Worker] = {}
+
+    # -- paths -----------------------------------------------------------------
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.state_dir / "inventory.yaml"
+
+    @property
+    def events_path(self) -> Path:
+        return self.state_dir / "events.jsonl"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self, *, timeout: float = 120.0) -> None:
+        """Start every worker and return once every BMC is listening."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.events_path.unlink(missing_ok=True)
+        nodes = list(self.spec.nodes)
+        count = max(1, math.ceil(len(nodes) / self.shard_size))
+        ctx = multiprocessing.get_context("spawn")
+        deadline = time.monotonic() + timeout
+        try:
+            for index in range(count):
+                chunk = tuple(nodes[index::count])
+                shard = Shard(
+                    index=index,
+                    nodes=chunk,
+                    seed=self.spec.seed,
+                    events_path=str(self.events_path),
+                    redfish_tls=self.spec.redfish_tls,
+                    host=self.host,
+                    ipmi_ports=self._fixed_ports(chunk, self.ipmi_base_port),
+                    redfish_ports=self._fixed_ports(chunk, self.redfish_base_port),
+                    tls_dir=str(self.state_dir / "tls"),
+                )
+                parent, child = ctx.Pipe()
+                process = ctx.Process(
+                    target=run_worker, args=(shard, child), name=f"hwlab-worker-{index}"
+                )
+                process.start()
+                child.close()
+                self._workers.append(_Worker(shard, process, parent, threading.Lock()))
+            for worker in self._workers:
+                self._await_ready(worker, deadline)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_at = time.time()
+        self._write_inventory()
+
+    def _fixed_ports(self, chunk: Sequence[NodeSpec], base: int) -> dict[str, int]:
+        if not base:
+            return {}
+        order = {n.name: i for i, n in enumerate(self.spec.nodes)}
+        return {n.name: base + order[n.name] for n in chunk}
+
+    def _await_ready(self, worker: _Worker, deadline: float) -> None:
+        left = max(0.0, deadline - time.monotonic())
+        if not worker.conn.poll(left):
+            raise LabError(f"worker {worker.shard.index} did not start within the timeout")
+        try:
+            status, value = worker.conn.recv()
+        except EOFError:
+            raise LabError(f"worker {worker.shard.index} died while starting") from None
+        if status != "ok":
+            raise LabError(str(value))
+        self.endpoints.update(value["endpoints"])
+        self.tls_cert = self.tls_cert or value.get("tls_cert")
+        for name in value["endpoints"]:
+            self._owner[name] = worker
+
+    def stop(self, *, timeout: float = 10.0) -> None:
+        """Stop every worker; nothing is left listening. Safe to call twice."""
+        for worker in self._workers:
+            try:
+                with worker.lock:
+                    worker.conn.send(("stop",))
+                    if worker.conn.poll(timeout):
+                        worker.conn.recv()
+            except (OSError, EOFError):
+                pass  # already gone
+        for worker in self._workers:
+            worker.process.join(timeout)
+            if worker.process.is_alive():
+                LOG.warning("worker %d did not stop; killing it", worker.shard.index)
+                worker.process.kill()
+                worker.process.join(timeout)
+            worker.conn.close()
+        self._workers.clear()
+        self._owner.clear()
+
+    def __enter__(self) -> Lab:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- control ---------------------------------------------------------------
+
+    def _ask(self, worker: _Worker, *command: Any) -> Any:
+        with worker.lock:
+            try:
+                worker.conn.send(command)
+                if not worker.conn.poll(30):
+                    raise LabError(f"worker {worker.shard.index} did not answer")
+                status, value = worker.conn.recv()
+            except (OSError, EOFError):
+                raise LabError(f"worker {worker.shard.index} is gone") from None
+        if status != "ok":
+            raise InputError(str(value))
+        return value
+
+    def _worker_for(self, node: str) -> _Worker:
+        try:
+            return self._owner[node]
+        except KeyError:
+            known = ", ".join(sorted(self._owner)[:5])
+            raise InputError(f"no node {node!r} in this lab (nodes: {known}, ...)") from None
+
+    def add_faults(self, node: str, rules: Sequence[dict[str, Any] | FaultRule]) -> int:
+        """Put rules in force on ``node`` now; returns how many it has."""
+        raw = [r.to_dict() if isinstance(r, FaultRule) else dict(r) for r in rules]
+        for i, rule in enumerate(raw):
+            FaultRule.from_dict(rule, where=f"rule[{i}]")  # fail here, with a clear message
+        return int(self._ask(self._worker_for(node), "fault_add", node, raw))
+
+    def clear_faults(self, node: str | None = None) -> None:
+        """Remove the rules of ``node``, or of every node."""
+        if node is not None:
+            self._ask(self._worker_for(node), "fault_clear", node)
+            return
+        for worker in self._workers:
+            self._ask(worker, "fault_clear", None)
+
+    def power(self, node: str, state: str) -> None:
+        """Turn ``node`` on or off behind its BMC's back."""
+        if state not in ("on", "off"):
+            raise InputError("must be on or off", field="state")
+        self._ask(self._worker_for(node), "power", node, state)
+
+    def status(self) -> dict[str, Any]:
+        nodes: dict[str, Any] = {}
+        events = 0
+        for worker in self._workers:
+            answer = self._ask(worker, "status")
+            nodes.update(answer["nodes"])
+            events += answer["events"]
+        for name, info in nodes.items():
+            info["ports"] = self.endpoints.get(name, {})
+        return {
+            "nodes": dict(sorted(nodes.items())),
+            "events": events,
+            "workers": len(self._workers),
+            "worker_pids": [w.process.pid for w in self._workers],
+        }
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers if w.process.pid is not None]
+
+    # -- inventory -------------------------------------------------------------
+
+    def inventory(self) -> dict[str, Any]:
+        """The lab in bmaas's inventory format (Ironic driver_info keys)."""
+        nodes = []
+        for spec in self.spec.nodes:
+            ports = self.endpoints.get(spec.name, {})
+            info: dict[str, Any] = {}
+            if "ipmi" in ports:
+                info.update(
+                    ipmi_address=self.host,
+                    ipmi_port=ports["ipmi"],
+                    ipmi_username=spec.username,
+                    ipmi_password=spec.password.reveal(),
+                )
+            if "redfish" in ports:
+                scheme = "https" if self.spec.redfish_tls else "http"
+                info.update(
+                    redfish_address=f"{scheme}://{self.host}:{ports['redfish']}",
+                    redfish_username=spec.username,
+                    redfish_password=spec.password.reveal(),
+                )
+                if self.spec.redfish_tls:
+                    info["redfish_verify_ca"] = self.tls_cert or False
+            node: dict[str, Any] = {
+                "name": spec.name,
+                # A machine that speaks both is one node (never two: that would
+                # let two owners claim one server); Redfish is the richer driver.
+                "driver": "redfish" if "redfish" in ports else "ipmi",
+                "driver_info": info,
+                "resource_class": spec.resource_class,
+                "properties": {
+                    "cpus": spec.hardware.cpus,
+                    "memory_mb": spec.hardware.memory_mb,
+                    "vendor": spec.hardware.vendor,
+                    "model": spec.hardware.model,
+                },
+            }
+            if spec.network_segment:
+                node["network_segment"] = spec.network_segment
+            nodes.append(node)
+        return {"nodes": nodes}
+
+    def _write_inventory(self) -> None:
+        text = "# written by hwlab: the lab's BMCs in bmaas inventory format\n"
+        text += yaml.safe_dump(self.inventory(), sort_keys=False)
+        _write_private(self.inventory_path, text)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``lab.json`` records: enough for a client to find everything."""
+        return {
+            "seed": self.spec.seed,
+            "profile": self.spec.profile,
+            "redfish_tls": self.spec.redfish_tls,
+            "tls_cert": self.tls_cert,
+            "started_at": self.started_at,
+            "inventory": str(self.inventory_path),
+            "events": str(self.events_path),
+            "nodes": {
+                n.name: {"protocols": list(n.protocols), "ports": self.endpoints.get(n.name, {})}
+                for n in self.spec.nodes
+            },
+            "worker_pids": self.pids(),
+        }
+
+
+def _with_profile_rules(spec: LabSpec) -> LabSpec:
+    """The spec with its profile's rules added to the nodes the profile picks."""
+    if not spec.profile:
+        return spec
+    chosen = profiles.assign(
+        profiles.resolve(spec.profile), [n.name for n in spec.nodes], spec.seed
+    )
+    nodes = tuple(dataclasses.replace(n, rules=(*chosen[n.name], *n.rules)) for n in spec.nodes)
+    return dataclasses.replace(spec, nodes=nodes)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically, readable by the owner only (it holds credentials)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    _write_private(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,185 @@
+"""Built-in fault profiles: whole racks that misbehave in recognisable ways.
+
+A profile is a list of groups; each group picks a share of the lab's nodes
+(seeded, so the same seed picks the same nodes) and gives them fault rules.
+Profiles combine: ``--profile flaky,dead-bmc``. A profile file has the same
+shape in YAML::
+
+    description: my rack on a bad day
+    groups:
+      - share: 0.2
+        rules:
+          - {effect: busy, probability: 0.2, retry_after: 1}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bmaas.faults import InputError
+from bmaas.yamlsrc import line_of, load_file
+from fakes.faults import FaultRule, parse_rules
+
+__all__ = ["PROFILES", "Profile", "ProfileGroup", "assign", "resolve"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileGroup:
+    #: share of the lab's nodes that get these rules (at least one node if > 0)
+    share: float
+    rules: tuple[FaultRule, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    groups: tuple[ProfileGroup, ...] = ()
+
+
+def _group(share: float, *rules: dict[str, Any]) -> ProfileGroup:
+    return ProfileGroup(share, tuple(FaultRule.from_dict(r) for r in rules))
+
+
+_BUSY = {"name": "busy", "effect": "busy", "probability": 0.15, "retry_after": 0.5}
+_DROP = {"name": "drops", "effect": "drop", "rate": 0.1}
+_SLOW = {
+    "name": "slow-power",
+    "effect": "slow_power",
+    "operation": "power.set",
+    "seconds": 6,
+    "probability": 0.5,
+}
+_DEAD = {"name": "dead", "effect": "hang"}
+_AUTH = {"name": "rotated-credentials", "effect": "auth_fail", "after": 20}
+_STUCK = {
+    "name": "power-stuck",
+    "effect": "power_stuck",
+    "operation": "power.set",
+    "probability": 0.5,
+}
+_LOST = {
+    "name": "power-lost",
+    "effect": "power_lost",
+    "operation": "power.get",
+    "probability": 0.02,
+}
+_CRASH = {
+    "name": "boot-crash",
+    "effect": "boot_crash",
+    "operation": "power.set",
+    "probability": 0.5,
+    "up_for": 3,
+}
+_REBOOT = {"name": "bmc-reboot", "effect": "bmc_reboot", "probability": 0.05, "duration": 5}
+
+
+def _low(rule: dict[str, Any], probability: float) -> dict[str, Any]:
+    return {**rule, "probability": probability}
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("healthy", "no faults: every BMC answers, every power action lands"),
+        Profile(
+            "flaky",
+            "a realistic rack: 30% of BMCs busy now and then, 20% drop packets, "
+            "10% slow power transitions",
+            (_group(0.3, _BUSY), _group(0.2, _DROP), _group(0.1, _SLOW)),
+        ),
+        Profile("dead-bmc", "10% of BMCs never answer", (_group(0.1, _DEAD),)),
+        Profile(
+            "auth-rotation",
+            "25% of BMCs stop accepting the credentials 20 s after the lab starts",
+            (_group(0.25, _AUTH),),
+        ),
+        Profile(
+            "brownout",
+            "power actions accepted and not carried out (15%), power lost (10%), "
+            "nodes that fall over after power-on (5%)",
+            (_group(0.15, _STUCK), _group(0.1, _LOST), _group(0.05, _CRASH)),
+        ),
+        Profile(
+            "reboot-storm",
+            "20% of BMCs reboot now and then and are unreachable for 5 s",
+            (_group(0.2, _REBOOT),),
+        ),
+        Profile(
+            "chaos",
+            "all of the above at low rates",
+            (
+                _group(0.1, _low(_BUSY, 0.05)),
+                _group(0.1, {**_DROP, "rate": 0.05}),
+                _group(0.05, _low(_SLOW, 0.2)),
+                _group(0.03, _DEAD),
+                _group(0.05, _AUTH),
+                _group(0.05, _low(_STUCK, 0.2)),
+                _group(0.05, _low(_LOST, 0.01)),
+                _group(0.05, _low(_REBOOT, 0.01)),
+            ),
+        ),
+    )
+}
+
+
+def resolve(spec: str) -> list[Profile]:
+    """Profiles named in ``spec``: built-in names and/or YAML files, comma-separated."""
+    found = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if part in PROFILES:
+            found.append(PROFILES[part])
+        elif os.path.exists(part):
+            found.append(_load(part))
+        else:
+            raise InputError(
+                f"unknown profile {part!r} (built in: {', '.join(PROFILES)}; or a YAML file)",
+                field="profile",
+            )
+    return found
+
+
+def _load(path: str) -> Profile:
+    data = load_file(path)
+    if not isinstance(data, Mapping) or set(data) - {"description", "groups"}:
+        raise InputError("a profile has 'description' and 'groups'", source=path)
+    groups = []
+    for i, raw in enumerate(data.get("groups") or []):
+        if not isinstance(raw, Mapping) or set(raw) - {"share", "rules"}:
+            raise InputError("a group has 'share' and 'rules'", source=path, field=f"groups[{i}]")
+        share = raw.get("share", 1.0)
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise InputError(
+                "must be a number from 0 to 1",
+                source=path,
+                line=line_of(raw, "share"),
+                field=f"groups[{i}].share",
+            )
+        rules = parse_rules(raw.get("rules") or [], source=path, field=f"groups[{i}].rules")
+        groups.append(ProfileGroup(float(share), tuple(rules)))
+    return Profile(os.path.basename(path), str(data.get("description", "")), tuple(groups))
+
+
+def assign(
+    profiles: Sequence[Profile], nodes: Sequence[str], seed: int | str
+) -> dict[str, list[FaultRule]]:
+    """Which rules each node gets. Deterministic: the same profiles, nodes and
+    seed always pick the same nodes."""
+    out: dict[str, list[FaultRule]] = {n: [] for n in nodes}
+    ordered = sorted(nodes)
+    for profile in profiles:
+        for gi, group in enumerate(profile.groups):
+            if group.share <= 0 or not ordered:
+                continue
+            k = min(len(ordered), max(1, math.floor(group.share * len(ordered) + 0.5)))
+            rng = random.Random(f"{seed}/{profile.name}/{gi}")
+            for name in rng.sample(ordered, k):
+                out[name].extend(group.rules)
+    return out

@@ -1,0 +1,63 @@
+"""pytest plugin: a flaky lab for a test, torn down even when the test fails.
+
+Installed with bmaas (entry point ``pytest11``), so any project that depends
+on bmaas can write::
+
+    def test_deploy_survives_a_flaky_rack(hwlab_lab):
+        lab = hwlab_lab(nodes=6, profile="flaky", seed=7)
+        inventory = lab.inventory()          # bmaas inventory, Ironic keys
+        lab.add_faults("node-002", [{"effect": "busy", "probability": 0.5}])
+        ...                                  # drive the BMCs with your code
+        assert not lab.status()["nodes"]["node-003"]["bmc_down"]
+
+``hwlab_lab(...)`` takes the options of ``hwlab up`` (``nodes``,
+``protocols``, ``profile``, ``seed``, ``lab_file``, ``redfish_tls``) and
+returns a started :class:`hwlab.lab.Lab` whose inventory is already written
+at ``lab.inventory_path``. Every lab a test starts is stopped after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from hwlab.daemon import LabOptions, build_spec
+from hwlab.lab import Lab
+
+__all__ = ["hwlab_lab"]
+
+
+@pytest.fixture
+def hwlab_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Lab]]:
+    """A factory of started labs on 127.0.0.1; all of them stop at teardown."""
+    started: list[Lab] = []
+
+    def start(
+        *,
+        nodes: int = 4,
+        protocols: str = "mixed",
+        profile: str | None = None,
+        seed: int | str = 0,
+        lab_file: str | None = None,
+        redfish_tls: bool = False,
+        timeout: float = 60.0,
+        **lab_kw: Any,
+    ) -> Lab:
+        options = LabOptions(
+            labfile=lab_file,
+            nodes=nodes,
+            protocols=protocols,
+            profile=profile,
+            seed=seed,
+            redfish_tls=redfish_tls,
+        )
+        lab = Lab(build_spec(options), tmp_path_factory.mktemp("hwlab"), **lab_kw)
+        started.append(lab)
+        lab.start(timeout=timeout)
+        return lab
+
+    yield start
+    for lab in reversed(started):
+        lab.stop()

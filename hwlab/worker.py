@@ -1,0 +1,220 @@
+"""A lab worker process: one shard of machines, served over IPMI and Redfish.
+
+pyghmi's BMC server uses ``select()``, which cannot watch file descriptors
+above 1024, and one Python process serves a few hundred BMCs before its one
+core is the limit; so a lab is split into shards, one worker process each.
+A machine's IPMI and Redfish BMCs live in the same worker and share the
+:class:`~fakes.machine.FakeMachine`, like a real BMC that speaks both.
+
+The parent talks to a worker over a ``multiprocessing`` pipe with small
+command tuples (see :func:`_handle`); every reply is ``("ok", value)`` or
+``("error", message)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import signal
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from bmaas.driver import PowerState
+from bmaas.faults import BmaasError, InputError
+from fakes.faults import FaultPlan, FaultRule
+from fakes.machine import FakeMachine
+from hwlab.events import EventLog
+from hwlab.labspec import NodeSpec
+
+__all__ = ["Shard", "ShardServers", "run_worker"]
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """What one worker serves. Picklable: it crosses the process boundary."""
+
+    index: int
+    nodes: tuple[NodeSpec, ...]
+    seed: int | str
+    events_path: str
+    redfish_tls: bool = False
+    host: str = "127.0.0.1"
+    #: fixed ports per node name (from --ipmi-port/--redfish-port bases); 0 = any free
+    ipmi_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    redfish_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    tls_dir: str | None = None
+
+
+class ShardServers:
+    """The machines of one shard and the BMC servers in front of them.
+
+    Usable in-process too (tests, small labs): ``with ShardServers(shard) as s``.
+    """
+
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
+        self.events = EventLog(shard.events_path)
+        self.machines: dict[str, FakeMachine] = {}
+        self.endpoints: dict[str, dict[str, int]] = {}
+        self.tls_cert: str | None = None
+        self._ipmi: Any = None
+        self._redfish: Any = None
+
+    def start(self) -> None:
+        shard = self.shard
+        for spec in shard.nodes:
+            plan = FaultPlan(spec.rules, seed=shard.seed, node=spec.name)
+            plan.listeners.append(self.events)
+            self.machines[spec.name] = FakeMachine(
+                spec.name, spec.hardware, plan=plan, power=spec.power
+            )
+            self.endpoints[spec.name] = {}
+        try:
+            self._start_servers()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_servers(self) -> None:
+        shard = self.shard
+        wants_ipmi = [n for n in shard.nodes if "ipmi" in n.protocols]
+        wants_redfish = [n for n in shard.nodes if "redfish" in n.protocols]
+        if wants_ipmi:
+            from hwlab.ipmi import IPMIServer
+
+            self._ipmi = IPMIServer(host=shard.host)
+            for spec in wants_ipmi:
+                port = self._bind(
+                    self._ipmi, spec, shard.ipmi_ports.get(spec.name, 0), "IPMI (UDP)"
+                )
+                self.endpoints[spec.name]["ipmi"] = port
+            self._ipmi.start()
+        if wants_redfish:
+            from hwlab.redfish import RedfishServer
+
+            self._redfish = RedfishServer(host=shard.host, tls=shard.redfish_tls)
+            for spec in wants_redfish:
+                port = self._bind(
+                    self._redfish, spec, shard.redfish_ports.get(spec.name, 0), "Redfish (TCP)"
+                )
+                self.endpoints[spec.name]["redfish"] = port
+            self._redfish.start()
+            self.tls_cert = getattr(self._redfish, "cert_path", None)
+
+    def _bind(self, server: Any, spec: NodeSpec, port: int, what: str) -> int:
+        try:
+            return int(
+                server.add(
+                    self.machines[spec.name],
+                    username=spec.username,
+                    password=spec.password.reveal(),
+                    port=port,
+                )
+            )
+        except OSError as exc:
+            raise InputError(
+                f"cannot listen on {self.shard.host}:{port} for {what}: {exc.strerror}",
+                node=spec.name,
+            ) from None
+
+    def stop(self) -> None:
+        for server in (self._ipmi, self._redfish):
+            if server is not None:
+                with contextlib.suppress(Exception):  # stop what we can, then close the log
+                    server.stop()
+        self._ipmi = self._redfish = None
+        self.events.close()
+
+    def __enter__(self) -> ShardServers:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- control ---------------------------------------------------------------
+
+    def machine(self, name: str) -> FakeMachine:
+        try:
+            return self.machines[name]
+        except KeyError:
+            raise InputError(f"no node {name!r} in this lab", node=name) from None
+
+    def status(self) -> dict[str, Any]:
+        out = {}
+        for name, m in self.machines.items():
+            out[name] = {
+                "power": str(m.power_state()),
+                "bmc_down": m.bmc_down(),
+                "boot_device": str(m.boot_device().device),
+                "media": m.media,
+                "rules": [r.describe() for r in m.plan.rules],
+                "fired": m.plan.counts(),
+            }
+        return {"nodes": out, "events": self.events.count}
+
+    def add_rules(self, name: str, rules: Sequence[dict[str, Any]]) -> int:
+        machine = self.machine(name)
+        parsed = [FaultRule.from_dict(r, where=f"rule[{i}]") for i, r in enumerate(rules)]
+        for rule in parsed:
+            machine.plan.add(rule)
+        return len(machine.plan.rules)
+
+    def clear_rules(self, name: str | None) -> int:
+        targets = [self.machine(name)] if name else list(self.machines.values())
+        for m in targets:
+            m.plan.clear()
+        return len(targets)
+
+    def force_power(self, name: str, state: str) -> str:
+        self.machine(name).force_power(PowerState(state))
+        return state
+
+
+def _handle(servers: ShardServers, command: tuple[Any, ...]) -> Any:
+    verb, *args = command
+    if verb == "status":
+        return servers.status()
+    if verb == "fault_add":
+        return servers.add_rules(*args)
+    if verb == "fault_clear":
+        return servers.clear_rules(*args)
+    if verb == "power":
+        return servers.force_power(*args)
+    raise InputError(f"unknown worker command {verb!r}")
+
+
+def run_worker(shard: Shard, conn: Connection) -> None:
+    """Worker process entry point: serve until told to stop or the parent goes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker: %(message)s")
+    servers = ShardServers(shard)
+    try:
+        servers.start()
+    except BmaasError as exc:
+        conn.send(("error", str(exc)))
+        return
+    except Exception as exc:  # report any start-up failure to the parent, in one line
+        LOG.exception("worker %d failed to start", shard.index)
+        conn.send(("error", f"worker {shard.index}: {type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ok", {"endpoints": servers.endpoints, "tls_cert": servers.tls_cert}))
+    try:
+        while True:
+            try:
+                command = conn.recv()
+            except (EOFError, OSError):
+                break  # the parent is gone: stop serving
+            if command == ("stop",):
+                conn.send(("ok", None))
+                break
+            try:
+                conn.send(("ok", _handle(servers, command)))
+            except BmaasError as exc:
+                conn.send(("error", str(exc)))
+    finally:
+        servers.stop()
