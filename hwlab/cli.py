@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -351,6 +352,75 @@ def power(node: str, state: str, state_dir: Path) -> None:
     """Turn NODE's hardware on or off behind its BMC's back."""
     LabClient.from_state_dir(state_dir).power(node, state)
     click.echo(f"{node}: power {state}")
+
+
+@cli.command()
+@click.option(
+    "--protocol",
+    "protocols",
+    multiple=True,
+    type=click.Choice(["ipmi", "redfish"]),
+    help="Protocols to test (repeatable; default both).",
+)
+@click.option("--only", multiple=True, help="Run only these scenarios (repeatable).")
+@click.option(
+    "--deadline",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Driver deadline per call, seconds.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_json: bool) -> None:
+    """Run every fault effect against every protocol through the real bmaas
+    drivers, on a private lab, and compare with the expected fault classes.
+
+    Exits 1 on any mismatch or UnclassifiedFault.
+    """
+    from hwlab.lab import Lab
+    from hwlab.matrix import SCENARIOS, matrix_spec, run_matrix
+
+    chosen = [s for s in SCENARIOS if not only or s.name in only]
+    unknown = set(only) - {s.name for s in SCENARIOS}
+    if unknown:
+        raise InputError(
+            f"unknown scenario(s): {', '.join(sorted(unknown))} "
+            f"(known: {', '.join(s.name for s in SCENARIOS)})"
+        )
+    protocols = list(protocols) or ["ipmi", "redfish"]
+
+    def progress(result: Any) -> None:
+        if not as_json:
+            mark = "ok  " if result.passed else "FAIL"
+            click.echo(
+                f"{mark} {result.scenario:<20} {result.protocol:<8} {result.seen:<22} "
+                f"{result.seconds:6.2f}s"
+                + ("" if result.passed else f"  expected {result.expected}")
+            )
+
+    with (
+        tempfile.TemporaryDirectory(prefix="hwlab-matrix-") as tmp,
+        Lab(matrix_spec(protocols), tmp) as lab,
+    ):
+        results = run_matrix(
+            lab, protocols=protocols, scenarios=chosen, deadline=deadline, progress=progress
+        )
+    failed = [r for r in results if not r.passed]
+    unclassified = [r for r in results if r.unclassified]
+    if as_json:
+        emit_json(
+            {
+                "results": [r.to_dict() for r in results],
+                "failed": len(failed),
+                "unclassified": len(unclassified),
+            }
+        )
+    else:
+        click.echo(
+            f"{len(results) - len(failed)}/{len(results)} passed, {len(unclassified)} unclassified"
+        )
+    if failed or unclassified:
+        sys.exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

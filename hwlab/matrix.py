@@ -1,0 +1,201 @@
+"""The fault matrix: every effect, every protocol, through the real drivers.
+
+For each scenario the matrix puts one rule on a lab node, makes one call
+through the bmaas driver for that protocol (found through the
+``bmaas.drivers`` entry points, so hwlab never imports ``drivers``), and
+records what came back — a fault class, or ``ok`` with the power state seen —
+and how long it took. :data:`EXPECTED` is the one table of what each effect
+must produce; the lab's purpose is to keep the matrix all-pass, with zero
+``UnclassifiedFault``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from bmaas.driver import BMCDriver, BootDevice, PowerAction
+from bmaas.faults import BmaasError
+from bmaas.registry import build_driver
+from fakes.machine import Hardware
+from hwlab.lab import Lab
+from hwlab.labspec import LabSpec, NodeSpec
+
+__all__ = ["EXPECTED", "SCENARIOS", "Result", "Scenario", "run_matrix"]
+
+#: driver deadline in the matrix: short, so hangs classify fast
+MATRIX_DEADLINE = 1.0
+#: how long a power action may take to land before it counts as a failure
+POWER_TIMEOUT = 1.5
+
+MATRIX_HARDWARE = Hardware(
+    power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    rule: dict[str, Any]
+    #: what to do through the driver; returns the outcome label on success
+    action: str = "read"
+    #: power the machine on (behind the BMC) before the call
+    start_on: bool = False
+
+
+def _read(driver: BMCDriver) -> str:
+    return f"ok:{driver.get_power_state()}"
+
+
+def _power_on(driver: BMCDriver) -> str:
+    return f"ok:{driver.set_power_state(PowerAction.ON, wait=True, timeout=POWER_TIMEOUT)}"
+
+
+def _boot_pxe(driver: BMCDriver) -> str:
+    driver.set_boot_device(BootDevice.PXE, persistent=True)
+    return "ok"
+
+
+def _power_on_then_settle(driver: BMCDriver) -> str:
+    driver.set_power_state(PowerAction.ON, wait=True, timeout=POWER_TIMEOUT)
+    time.sleep(0.8)  # longer than the rule's up_for: a crashed boot reads off by now
+    return f"ok:{driver.get_power_state()}"
+
+
+ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
+    "read": _read,
+    "power_on": _power_on,
+    "boot_pxe": _boot_pxe,
+    "power_on_then_settle": _power_on_then_settle,
+}
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("hang", {"effect": "hang", "operation": "power.get"}),
+    Scenario("drop", {"effect": "drop", "rate": 1.0, "operation": "power.get"}),
+    Scenario("delay", {"effect": "delay", "seconds": 2.0, "operation": "power.get"}),
+    Scenario("delay-short", {"effect": "delay", "seconds": 0.2, "operation": "power.get"}),
+    Scenario("busy", {"effect": "busy", "retry_after": 1, "operation": "power.get"}),
+    Scenario("auth_fail", {"effect": "auth_fail"}),
+    Scenario("internal_error", {"effect": "internal_error", "operation": "power.get"}),
+    Scenario("malformed_reply", {"effect": "malformed_reply", "operation": "power.get"}),
+    Scenario("unsupported", {"effect": "unsupported", "operation": "power.get"}),
+    Scenario("bmc_reboot", {"effect": "bmc_reboot", "duration": 2.0, "times": 1}),
+    Scenario("power_stuck", {"effect": "power_stuck", "operation": "power.set"}, "power_on"),
+    Scenario(
+        "slow_power",
+        {"effect": "slow_power", "seconds": 5.0, "operation": "power.set"},
+        "power_on",
+    ),
+    Scenario("power_lost", {"effect": "power_lost", "operation": "power.get"}, start_on=True),
+    Scenario("boot_not_persisted", {"effect": "boot_not_persisted"}, "boot_pxe"),
+    Scenario(
+        "boot_crash",
+        {"effect": "boot_crash", "up_for": 0.3, "operation": "power.set"},
+        "power_on_then_settle",
+    ),
+)
+
+#: what each scenario must produce, per protocol: a fault class or "ok:<state>"
+EXPECTED: dict[str, dict[str, str]] = {
+    "hang": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
+    "drop": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
+    "delay": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
+    "delay-short": {"ipmi": "ok:off", "redfish": "ok:off"},
+    "busy": {"ipmi": "BMCBusy", "redfish": "BMCBusy"},
+    "auth_fail": {"ipmi": "BMCAuthError", "redfish": "BMCAuthError"},
+    "internal_error": {"ipmi": "BMCInternalError", "redfish": "BMCInternalError"},
+    "malformed_reply": {"ipmi": "BMCProtocolError", "redfish": "BMCProtocolError"},
+    "unsupported": {"ipmi": "UnsupportedOperation", "redfish": "UnsupportedOperation"},
+    "bmc_reboot": {"ipmi": "BMCUnreachable", "redfish": "BMCUnreachable"},
+    "power_stuck": {"ipmi": "PowerFailure", "redfish": "PowerFailure"},
+    "slow_power": {"ipmi": "PowerFailure", "redfish": "PowerFailure"},
+    "power_lost": {"ipmi": "ok:off", "redfish": "ok:off"},
+    "boot_not_persisted": {"ipmi": "BootFailure", "redfish": "BootFailure"},
+    "boot_crash": {"ipmi": "ok:off", "redfish": "ok:off"},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    scenario: str
+    protocol: str
+    expected: str
+    seen: str
+    seconds: float
+    message: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.seen == self.expected
+
+    @property
+    def unclassified(self) -> bool:
+        return self.seen == "UnclassifiedFault"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "passed": self.passed}
+
+
+def matrix_spec(protocols: Iterable[str]) -> LabSpec:
+    """One healthy machine per protocol; the matrix adds rules as it goes."""
+    return LabSpec(
+        nodes=tuple(
+            NodeSpec(name=f"matrix-{p}", protocols=(p,), hardware=MATRIX_HARDWARE)
+            for p in protocols
+        )
+    )
+
+
+def run_matrix(
+    lab: Lab,
+    *,
+    protocols: Iterable[str] = ("ipmi", "redfish"),
+    scenarios: Iterable[Scenario] = SCENARIOS,
+    deadline: float = MATRIX_DEADLINE,
+    progress: Callable[[Result], None] | None = None,
+) -> list[Result]:
+    """Run ``scenarios`` on ``lab``'s ``matrix-<protocol>`` nodes."""
+    inventory = {n["name"]: n for n in lab.inventory()["nodes"]}
+    results = []
+    for scenario in scenarios:
+        for protocol in protocols:
+            node = f"matrix-{protocol}"
+            result = _run_one(lab, inventory[node], protocol, scenario, deadline)
+            results.append(result)
+            if progress is not None:
+                progress(result)
+    return results
+
+
+def _run_one(
+    lab: Lab, record: dict[str, Any], protocol: str, scenario: Scenario, deadline: float
+) -> Result:
+    node = record["name"]
+    lab.clear_faults(node)
+    _wait_bmc_up(lab, node)
+    lab.power(node, "on" if scenario.start_on else "off")
+    driver = build_driver(node, protocol, record["driver_info"], deadline=deadline)
+    driver.poll_interval = 0.1
+    try:
+        driver.probe()  # a live session first: faults then hit a real command
+        lab.add_faults(node, [scenario.rule])
+        start = time.monotonic()
+        try:
+            seen, message = ACTIONS[scenario.action](driver), ""
+        except BmaasError as exc:
+            seen, message = type(exc).__name__, str(exc)
+        seconds = time.monotonic() - start
+    finally:
+        driver.close()
+        lab.clear_faults(node)
+    expected = EXPECTED[scenario.name][protocol]
+    return Result(scenario.name, protocol, expected, seen, round(seconds, 3), message)
+
+
+def _wait_bmc_up(lab: Lab, node: str, limit: float = 10.0) -> None:
+    """A BMC rebooted by the previous scenario must be back before the next."""
+    until = time.monotonic() + limit
+    while lab.status()["nodes"][node]["bmc_down"] and time.monotonic() < until:
+        time.sleep(0.1)
