@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bmaas.faults import BmaasError, InputError
+from bmaas.faults import BmaasError, InputError, NodeUnavailable
 from bmaas.health import Hysteresis
 from bmaas.store import schema as t
 from bmaas.store.health import HealthMixin
@@ -127,6 +127,16 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
         """Start moving an instance to ``target`` in ONE transaction: a new move
         owner (leased) takes the source node, the instance claims the target
         (``deploying``). If the target cannot be claimed nothing changes."""
+        try:
+            return self._begin_move(instance_id, target, ttl=ttl, name=name, holder=holder)
+        except sa.exc.IntegrityError as exc:  # a racing claim on PostgreSQL
+            raise NodeUnavailable(
+                "another owner claimed it at the same moment", node=target, reason="claimed"
+            ) from exc
+
+    def _begin_move(
+        self, instance_id: str, target: str, *, ttl: float, name: str | None, holder: str | None
+    ) -> Owner:
         with self._write() as conn:
             instance = self._owner_in(conn, instance_id)
             self._expect_kind(instance, OwnerKind.INSTANCE)

@@ -222,7 +222,9 @@ class OwnersMixin(PortsMixin):
                 )
             )
         )
-        result = conn.execute(a.insert().from_select(["node_id", "owner_id", "created_at"], free))
+        # preserve_rowcount: DBAPIs report INSERT row counts only if asked (psycopg).
+        insert = a.insert().from_select(["node_id", "owner_id", "created_at"], free)
+        result = conn.execute(insert.execution_options(preserve_rowcount=True))
         if result.rowcount != 1:
             raise self._why_not(conn, node, owner_id)
         node_id = self._node_id(conn, node)

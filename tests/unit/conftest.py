@@ -1,13 +1,22 @@
 """Fixtures for the core's unit tests: a store on a temp SQLite file with a
-manual wall clock, and helpers to enroll fake nodes and networks."""
+manual wall clock, and helpers to enroll fake nodes and networks.
+
+``BMAAS_TEST_PG_URL=postgresql+psycopg://user@host:port/postgres`` runs every
+test that uses the ``store`` fixture on PostgreSQL instead (a fresh database
+per test, dropped after): the check that PostgreSQL really is a URL away.
+Tests of SQLite itself (WAL, processes on one file) always use SQLite.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from bmaas.inventory import NetworkSpec, NodeSpec, SegmentSpec
 from bmaas.store import Store
@@ -30,7 +39,34 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db_path: Path, wall: FakeClock) -> Iterator[Store]:
+def db_url(db_path: Path) -> Iterator[str]:
+    """A fresh database: SQLite in ``tmp_path``, or PostgreSQL when asked."""
+    server = os.environ.get("BMAAS_TEST_PG_URL")
+    if not server:
+        yield str(db_path)
+        return
+    name = f"bmaas_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield sa.make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture
+def store(db_url: str, wall: FakeClock) -> Iterator[Store]:
+    s = Store.open(db_url, clock=wall)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(db_path: Path, wall: FakeClock) -> Iterator[Store]:
+    """Always SQLite: for tests of SQLite itself."""
     s = Store.open(str(db_path), clock=wall)
     yield s
     s.close()

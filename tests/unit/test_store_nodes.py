@@ -52,8 +52,8 @@ def test_a_database_at_another_revision_is_refused_until_upgraded(db_path: Path)
     store.close()
 
 
-def test_sqlite_is_set_up_for_several_processes(store: Store, db_path: Path) -> None:
-    with store.engine.connect() as conn:
+def test_sqlite_is_set_up_for_several_processes(sqlite_store: Store, db_path: Path) -> None:
+    with sqlite_store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1

@@ -28,6 +28,12 @@ Enroll = Callable[..., list[str]]
 
 
 @pytest.fixture
+def store(sqlite_store: Store) -> Store:
+    """Several processes on one SQLite file: this module is about SQLite."""
+    return sqlite_store
+
+
+@pytest.fixture
 def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
 
