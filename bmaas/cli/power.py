@@ -68,6 +68,15 @@ def _run(
     ctx.exit(print_results(results, as_json=as_json, elapsed=time.monotonic() - start))
 
 
+def _events(app: App, kind: str, message: str) -> Callable[[list[NodeResult[Any]]], None]:
+    """A ``record`` step that writes one history event per node that succeeded."""
+
+    def record(results: list[NodeResult[Any]]) -> None:
+        app.store().add_events([(r.node, kind, message) for r in results if r.ok], actor=whoami())
+
+    return record
+
+
 # -- power ----------------------------------------------------------------------------
 
 
@@ -303,6 +312,7 @@ def vmedia_insert(
         workers=workers,
         deadline=deadline,
         as_json=as_json,
+        record=_events(app, "vmedia", f"virtual media inserted: {url}"),
     )
 
 
@@ -337,4 +347,5 @@ def vmedia_eject(
         workers=workers,
         deadline=deadline,
         as_json=as_json,
+        record=_events(app, "vmedia", "virtual media ejected"),
     )

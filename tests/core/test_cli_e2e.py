@@ -131,6 +131,9 @@ def test_boot_device_and_virtual_media(bmaas: Bmaas, fleet: CoreFleet, enrolled:
     assert fleet.machine(two[1]).media == url
     bmaas("vmedia", "eject", *two)
     assert fleet.machine(two[1]).media is None
+    history = json.loads(bmaas("node", "show", two[0], "--json").stdout)["events"]
+    assert [e["kind"] for e in history][-3:] == ["boot_device", "vmedia", "vmedia"]
+    assert history[-2]["message"] == f"virtual media inserted: {url}"
 
 
 def test_maintenance_status_says_what_still_holds_a_node(
