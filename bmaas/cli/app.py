@@ -1,0 +1,223 @@
+"""What every ``bmaas`` command shares: the store, the driver factory, node
+selection, per-node result lines, progress, and output formats.
+
+:class:`App` is click's context object. Tests pass their own
+(``CliRunner().invoke(cli, args, obj=App(make_factory=...))``) to drive fake
+fleets; ``bmaas`` itself uses the real driver factory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import getpass
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import click
+import yaml
+
+from bmaas.cliutil import EXIT_FAILURE
+from bmaas.driver import DEFAULT_DEADLINE
+from bmaas.faults import InputError
+from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
+from bmaas.secrets import mask
+from bmaas.store import NodeRecord, Store
+
+__all__ = [
+    "PROGRESS_MIN_NODES",
+    "App",
+    "emit",
+    "fleet_options",
+    "node_selection",
+    "output_options",
+    "pass_app",
+    "print_results",
+    "progress",
+    "whoami",
+]
+
+#: below this many nodes a run is quick enough that a bar is noise
+PROGRESS_MIN_NODES = 10
+
+
+@dataclasses.dataclass
+class App:
+    """The state one ``bmaas`` invocation works with."""
+
+    db: str | None = None
+    #: builds a DriverFactory for a per-call deadline (tests: a fake fleet)
+    make_factory: Callable[..., DriverFactory] = driver_factory
+    #: wall clock for the store (leases, timestamps)
+    clock: Callable[[], float] = time.time
+    _store: Store | None = None
+
+    def store(self, *, check_schema: bool = True) -> Store:
+        if self._store is None:
+            self._store = Store.open(self.db, clock=self.clock, check_schema=check_schema)
+        return self._store
+
+    def factory(self, deadline: float) -> DriverFactory:
+        return self.make_factory(deadline=deadline)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+pass_app = click.make_pass_decorator(App, ensure=True)
+
+
+def whoami() -> str:
+    """Who a person's action is recorded as (``maintenance_by``, events)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+# -- options ----------------------------------------------------------------------
+
+
+def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--yaml", "as_yaml", is_flag=True, help="Print YAML.")(fn)
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+def fleet_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--workers`` and ``--deadline`` for commands that talk to many BMCs."""
+    fn = click.option(
+        "--deadline",
+        type=click.FloatRange(min=0.1),
+        default=DEFAULT_DEADLINE,
+        show_default=True,
+        help="Seconds one BMC call may take.",
+    )(fn)
+    return click.option(
+        "--workers",
+        type=click.IntRange(min=1, max=512),
+        default=DEFAULT_WORKERS,
+        show_default=True,
+        help="Nodes worked on at once.",
+    )(fn)
+
+
+def node_selection(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--all", "all_nodes", is_flag=True, help="Every enrolled node.")(fn)
+    return click.argument("nodes", nargs=-1)(fn)
+
+
+def select_nodes(store: Store, nodes: Sequence[str], all_nodes: bool) -> list[NodeRecord]:
+    """The nodes a command acts on: named ones (all must exist) or ``--all``."""
+    if all_nodes and nodes:
+        raise InputError("name nodes or give --all, not both", field="NODE")
+    if all_nodes:
+        return store.nodes()
+    if not nodes:
+        raise InputError("name at least one node, or give --all", field="NODE")
+    return store.require_nodes(nodes)
+
+
+# -- output -------------------------------------------------------------------------
+
+
+def emit(data: Any, *, as_json: bool, as_yaml: bool) -> bool:
+    """Print ``data`` as JSON or YAML (credentials masked); ``False`` if the
+    caller should print its table instead."""
+    if as_json and as_yaml:
+        raise InputError("choose one of --json and --yaml", field="--json")
+    if as_json:
+        click.echo(json.dumps(mask(data), indent=2, sort_keys=True, default=str))
+        return True
+    if as_yaml:
+        clean = json.loads(json.dumps(mask(data), default=str))
+        click.echo(yaml.safe_dump(clean, sort_keys=True, default_flow_style=False).rstrip())
+        return True
+    return False
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
+    """Plain aligned columns: greppable, and readable over a serial console."""
+    cells = [[("-" if v is None or v == "" else str(v)) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+    click.echo("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+@contextlib.contextmanager
+def progress(total: int, label: str, *, quiet: bool) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr for long runs; nothing when ``quiet`` (JSON
+    output), when stderr is not a terminal, or for a handful of nodes."""
+    if quiet or total < PROGRESS_MIN_NODES:
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda: None
+        return
+    columns = (
+        "{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)
+
+
+def describe_value(value: Any) -> str:
+    """How a result value reads on a result line."""
+    persistent = getattr(value, "persistent", None)
+    device = getattr(value, "device", None)
+    if device is not None and persistent is not None:
+        return f"{device} ({'persistent' if persistent else 'once'})"
+    return "done" if value is None else str(value)
+
+
+def print_results(
+    results: Sequence[NodeResult[Any]],
+    *,
+    as_json: bool,
+    elapsed: float,
+    describe: Callable[[Any], str] = describe_value,
+) -> int:
+    """One line per node (ok, or the fault class and message), a summary on
+    stderr; returns the exit code: 0 all ok, 1 some failed."""
+    failed = [r for r in results if not r.ok]
+    if as_json:
+        click.echo(
+            json.dumps(
+                mask(
+                    {
+                        "results": [r.to_dict() for r in results],
+                        "ok": len(results) - len(failed),
+                        "failed": len(failed),
+                        "elapsed": round(elapsed, 3),
+                    }
+                ),
+                indent=2,
+                sort_keys=True,
+                default=str,
+            )
+        )
+    else:
+        width = max((len(r.node) for r in results), default=0)
+        for r in results:
+            if r.error is None:
+                click.echo(f"{r.node:<{width}}  ok    {describe(r.value)}")
+            else:
+                click.echo(f"{r.node:<{width}}  FAIL  {type(r.error).__name__}: {r.error}")
+        click.echo(
+            f"{len(results) - len(failed)} ok, {len(failed)} failed in {elapsed:.2f}s", err=True
+        )
+    return EXIT_FAILURE if failed else 0

@@ -1,0 +1,252 @@
+"""``bmaas maintenance ...`` and ``bmaas sync``."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import click
+
+from bmaas.cli.app import (
+    App,
+    emit,
+    fleet_options,
+    pass_app,
+    print_results,
+    progress,
+    whoami,
+)
+from bmaas.cliutil import EXIT_FAILURE
+from bmaas.health import Change, Hysteresis
+from bmaas.metrics import MetricsServer, SyncMetrics
+from bmaas.store import NodeRecord, Store
+from bmaas.sync import SyncReport, sync_loop, sync_pass
+
+__all__ = ["maintenance", "sync"]
+
+
+@click.group("maintenance")
+def maintenance() -> None:
+    """Take nodes out of service and back, and see when they are free."""
+
+
+@maintenance.command("set")
+@click.argument("nodes", nargs=-1, required=True)
+@click.option("--reason", required=True, help="Why (shown to everyone).")
+@click.option("--by", default=None, help="Who, for the record (default: your user name).")
+@pass_app
+def maintenance_set(app: App, nodes: tuple[str, ...], reason: str, by: str | None) -> None:
+    """Put NODE... into maintenance: never claimed while there."""
+    store = app.store()
+    store.require_nodes(nodes)
+    for name in nodes:
+        rec = store.set_maintenance(name, reason=reason, by=by or whoami())
+        held = (
+            f"; still held by {rec.owner_kind} {rec.owner_name or rec.owner_id}"
+            if rec.allocated
+            else ""
+        )
+        click.echo(f"{name}: in maintenance ({rec.maintenance_by}: {reason}){held}")
+
+
+@maintenance.command("unset")
+@click.argument("nodes", nargs=-1, required=True)
+@click.option("--by", default=None, help="Who, for the record (default: your user name).")
+@pass_app
+def maintenance_unset(app: App, nodes: tuple[str, ...], by: str | None) -> None:
+    """Take NODE... out of maintenance (and clear a system-set fault)."""
+    store = app.store()
+    before = {r.name: r for r in store.require_nodes(nodes)}
+    for name in nodes:
+        store.unset_maintenance(name, by=by or whoami())
+        cleared = f" (fault {before[name].fault!r} cleared)" if before[name].fault else ""
+        click.echo(f"{name}: out of maintenance{cleared}")
+
+
+def _readiness(store: Store, rec: NodeRecord) -> dict[str, Any]:
+    """Is the node ready for work on it: in maintenance and holding nothing?"""
+    allocation = store.allocation(rec.name)
+    holds: list[str] = []
+    if allocation is not None:
+        owner = allocation.owner
+        text = f"held by {owner.describe()}"
+        if owner.lease_expires_at is not None:
+            left = owner.lease_expires_at - store.clock()
+            text += f", holder {owner.holder}, lease " + (
+                f"expires in {left:.0f}s" if left > 0 else "expired (reclaimed by the next run)"
+            )
+        holds.append(text)
+    holds += [f"port {p.id[:8]} bound ({p.ip_address})" for p in store.ports(node=rec.name)]
+    ready = rec.maintenance and not holds
+    if not rec.maintenance:
+        why = "not in maintenance: it may be claimed at any time"
+    elif holds:
+        why = "; ".join(holds)
+    else:
+        why = f"maintenance by {rec.maintenance_by}: {rec.maintenance_reason}; holds nothing"
+    return {
+        "node": rec.name,
+        "ready": ready,
+        "maintenance": rec.maintenance,
+        "maintenance_by": rec.maintenance_by,
+        "reason": rec.maintenance_reason,
+        "fault": rec.fault,
+        "held_by": holds,
+        "detail": why,
+    }
+
+
+@maintenance.command("status")
+@click.argument("nodes", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@click.pass_context
+def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_json: bool) -> None:
+    """Say whether NODE... is ready for work on it (in maintenance, holding no
+    allocation) and what still holds it. Exit 0 only if every node is ready."""
+    store = app.store()
+    states = [_readiness(store, rec) for rec in store.require_nodes(nodes)]
+    if not emit(states, as_json=as_json, as_yaml=False):
+        width = max(len(s["node"]) for s in states)
+        for s in states:
+            label = "ready" if s["ready"] else "not ready"
+            click.echo(f"{s['node']:<{width}}  {label:<9}  {s['detail']}")
+    if not all(s["ready"] for s in states):
+        ctx.exit(EXIT_FAILURE)
+
+
+# -- sync ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT/SIGTERM, so a long sync stops between passes
+    (a pass in flight is bounded by the BMC deadlines)."""
+    stop = threading.Event()
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _pass_line(number: int, report: SyncReport) -> str:
+    faulted = ", ".join(report.nodes_with(Change.FAULTED)) or "-"
+    recovered = ", ".join(report.nodes_with(Change.RECOVERED)) or "-"
+    return (
+        f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed, "
+        f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}, "
+        f"{report.duration:.2f}s"
+    )
+
+
+@click.command("sync")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Keep running, one pass every S seconds.",
+)
+@click.option("--count", type=click.IntRange(min=1), help="With --interval: stop after N passes.")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    help="With --interval: serve Prometheus metrics on this port (0: any free).",
+)
+@click.option(
+    "--metrics-addr", default="127.0.0.1", show_default=True, help="Address to serve metrics on."
+)
+@click.option(
+    "--fault-after",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Faulted reads in a row that put a node into 'power failure'.",
+)
+@click.option(
+    "--recover-after",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Good reads in a row that take it back out.",
+)
+@fleet_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, no progress bar.")
+@pass_app
+@click.pass_context
+def sync(
+    ctx: click.Context,
+    app: App,
+    interval: float | None,
+    count: int | None,
+    metrics_port: int | None,
+    metrics_addr: str,
+    fault_after: int,
+    recover_after: int,
+    workers: int,
+    deadline: float,
+    as_json: bool,
+) -> None:
+    """Read every node's power state and record it, with hysteresis.
+
+    One pass by default (exit 1 if any read failed). With --interval it keeps
+    running until SIGINT/SIGTERM, printing one line per pass.
+    """
+    if interval is None and (count is not None or metrics_port is not None):
+        raise click.UsageError("--count and --metrics-port need --interval")
+    store = app.store()
+    policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
+    options: dict[str, Any] = {
+        "factory": app.factory(deadline),
+        "policy": policy,
+        "workers": workers,
+    }
+    if interval is None:
+        start = time.monotonic()
+        with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
+            report = sync_pass(store, on_result=lambda _r: advance(), **options)
+        if as_json:
+            emit(report.to_dict(), as_json=True, as_yaml=False)
+            ctx.exit(EXIT_FAILURE if report.failed else 0)
+        code = print_results(report.results, as_json=False, elapsed=time.monotonic() - start)
+        click.echo(_pass_line(1, report), err=True)
+        ctx.exit(code)
+
+    metrics = SyncMetrics() if metrics_port is not None else None
+    server: MetricsServer | None = None
+    passes = 0
+
+    def on_pass(report: SyncReport) -> None:
+        nonlocal passes
+        passes += 1
+        if as_json:
+            emit({"pass": passes, **report.to_dict()}, as_json=True, as_yaml=False)
+        else:
+            click.echo(_pass_line(passes, report))
+
+    with _stop_on_signals() as stop:
+        if metrics is not None:
+            server = metrics.serve(metrics_port or 0, addr=metrics_addr)
+            click.echo(f"metrics on http://{metrics_addr}:{server.port}/metrics", err=True)
+        try:
+            sync_loop(
+                store,
+                interval=interval,
+                count=count,
+                stop=stop,
+                on_pass=on_pass,
+                metrics=metrics,
+                **options,
+            )
+        finally:
+            if server is not None:
+                server.close()

@@ -1,0 +1,187 @@
+"""One node of an inventory, in Ironic's vocabulary."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from bmaas import credentials
+from bmaas.driver_info import DriverInfo
+from bmaas.faults import InputError
+from bmaas.inventory.specs import Checker, NodeSpec
+from bmaas.registry import load_driver
+from bmaas.secrets import is_secret_key
+from bmaas.yamlsrc import line_of
+
+__all__ = ["NODE_KEYS", "PROPERTY_TYPES", "parse_node"]
+
+NODE_KEYS = (
+    "name",
+    "driver",
+    "driver_info",
+    "resource_class",
+    "properties",
+    "network_segment",
+    "extra",
+)
+#: Ironic's typed node properties; any other property must be a plain scalar
+PROPERTY_TYPES: dict[str, tuple[type, int | None]] = {
+    "cpus": (int, 1),
+    "memory_mb": (int, 1),
+    "local_gb": (int, 0),
+    "cpu_arch": (str, None),
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+
+
+def parse_node(
+    check: Checker,
+    raw: Any,
+    index: int,
+    base_dir: str | None,
+    environ: Mapping[str, str] | None,
+    doc: Any,
+) -> NodeSpec | None:
+    prefix = f"nodes[{index}]"
+    if not isinstance(raw, Mapping):
+        check.fail(
+            f"must be a mapping, not {type(raw).__name__}", data=doc, key="nodes", field=prefix
+        )
+        return None
+    before = len(check.problems)
+    name = check.text(raw, "name", prefix=f"{prefix}.", node=None, required=True)
+    if name is not None and not _NAME.match(name):
+        check.fail(
+            "must be letters, digits, '.', '_' or '-' (starting with a letter or digit)",
+            data=raw,
+            key="name",
+            field="name",
+            node=name,
+        )
+        name = None
+    label = name or prefix
+    check.unknown_keys(raw, NODE_KEYS, prefix="", node=label)
+    driver = check.text(raw, "driver", prefix="", node=label, required=True)
+    driver_cls = None
+    if driver is not None:
+        try:
+            driver_cls = load_driver(driver)
+        except InputError as exc:
+            check.fail(exc.message, data=raw, key="driver", node=label)
+    info = raw.get("driver_info", {})
+    stored: dict[str, Any] = {}
+    if not isinstance(info, Mapping):
+        check.fail("must be a mapping", data=raw, key="driver_info", node=label)
+    else:
+        stored, resolved = _driver_info(check, info, label, base_dir, environ)
+        if driver_cls is not None and resolved is not None:
+            try:
+                DriverInfo.parse(
+                    resolved,
+                    required=driver_cls.required_info,
+                    accepted=driver_cls.accepted_info,
+                    node=label,
+                )
+            except InputError as exc:
+                key = (exc.field or "").removeprefix("driver_info.")
+                line = line_of(info, key) if key in info else line_of(raw, "driver_info")
+                check.fail(exc.message, line=line, field=exc.field, node=label)
+    resource_class = check.text(raw, "resource_class", prefix="", node=label)
+    properties = _properties(check, raw, label)
+    segment = check.text(raw, "network_segment", prefix="", node=label)
+    extra = raw.get("extra", {})
+    if not isinstance(extra, Mapping):
+        check.fail("must be a mapping", data=raw, key="extra", node=label)
+        extra = {}
+    if len(check.problems) > before or name is None or driver is None:
+        return None
+    return NodeSpec(
+        name=name,
+        driver=driver,
+        driver_info=stored,
+        resource_class=resource_class,
+        properties=properties,
+        network_segment=segment,
+        extra=dict(extra),
+        line=line_of(raw),
+        segment_line=line_of(raw, "network_segment"),
+    )
+
+
+def _driver_info(
+    check: Checker,
+    info: Mapping[str, Any],
+    node: str,
+    base_dir: str | None,
+    environ: Mapping[str, str] | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the form to store, the form to validate with passwords resolved)."""
+    stored: dict[str, Any] = {}
+    resolved: dict[str, Any] | None = {}
+    for key, value in info.items():
+        field = f"driver_info.{key}"
+        if not (is_secret_key(str(key)) and value is not None):
+            stored[key] = value
+            if resolved is not None:
+                resolved[key] = value
+            continue
+        if not isinstance(value, str):
+            check.fail(
+                "must be a string: inline, ${ENV_VAR} or file:PATH",
+                data=info,
+                key=str(key),
+                field=field,
+                node=node,
+            )
+            resolved = None
+            continue
+        stored[key] = credentials.normalize(value, base_dir=base_dir)
+        try:
+            secret = credentials.resolve(stored[key], field=field, node=node, environ=environ)
+        except InputError as exc:
+            check.fail(exc.message, data=info, key=str(key), field=field, node=node)
+            resolved = None
+            continue
+        if resolved is not None:
+            resolved[key] = secret
+    return stored, resolved
+
+
+def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, Any]:
+    props = raw.get("properties", {})
+    if not isinstance(props, Mapping):
+        check.fail("must be a mapping", data=raw, key="properties", node=node)
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        field = f"properties.{key}"
+        if key in PROPERTY_TYPES:
+            kind, low = PROPERTY_TYPES[key]
+            ok = isinstance(value, kind) and not isinstance(value, bool)
+            if ok and low is not None and value < low:
+                ok = False
+            if not ok:
+                want = f"a whole number >= {low}" if kind is int else "a string"
+                check.fail(
+                    f"must be {want}, not {value!r}",
+                    data=props,
+                    key=str(key),
+                    field=field,
+                    node=node,
+                )
+                continue
+        elif not isinstance(value, str | int | float | bool):
+            check.fail(
+                "must be a string, number or boolean",
+                data=props,
+                key=str(key),
+                field=field,
+                node=node,
+            )
+            continue
+        out[str(key)] = value
+    return out

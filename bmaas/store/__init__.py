@@ -1,0 +1,134 @@
+"""The state store: the fleet, who holds what, and what happened.
+
+Open it with :meth:`Store.open` (``--db`` / ``BMAAS_DB`` / the per-user
+SQLite file). Every method is one short transaction; none talks to a BMC.
+The parts, one module each:
+
+========================  ====================================================
+:mod:`.nodes`             enrollment, queries, history, a person's maintenance
+:mod:`.health`            power state as seen, fault counting (hysteresis)
+:mod:`.owners`            owners, leases, claims, releases, owner swaps
+:mod:`.ports`             networks, segments, ports, IP binding
+:mod:`.lifecycle`         attempt/instance/move steps, reclaiming dead owners
+:mod:`.engine`            URLs, SQLite set-up (WAL, busy timeout, BEGIN IMMEDIATE)
+:mod:`.migrate`           Alembic, programmatically (``bmaas db upgrade``)
+========================  ====================================================
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from bmaas.store.engine import BUSY_TIMEOUT, default_db_path, make_engine, resolve_url
+from bmaas.store.errors import LeaseLost, SchemaOutOfDate, SegmentExhausted, StoreError
+from bmaas.store.health import HealthChange
+from bmaas.store.lifecycle import LifecycleMixin
+from bmaas.store.migrate import current_revision, head_revision, run_upgrade
+from bmaas.store.nodes import EnrollReport
+from bmaas.store.owners import DEFAULT_LEASE_TTL, Reclaimed, this_holder
+from bmaas.store.ports import PortCleanup
+from bmaas.store.records import (
+    POWER_FAILURE,
+    SYSTEM,
+    Allocation,
+    Event,
+    Network,
+    NodeRecord,
+    Owner,
+    OwnerKind,
+    Port,
+    PortOrigin,
+    ProvisionState,
+    Segment,
+)
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "POWER_FAILURE",
+    "SYSTEM",
+    "Allocation",
+    "EnrollReport",
+    "Event",
+    "HealthChange",
+    "LeaseLost",
+    "Network",
+    "NodeRecord",
+    "Owner",
+    "OwnerKind",
+    "Port",
+    "PortCleanup",
+    "PortOrigin",
+    "ProvisionState",
+    "Reclaimed",
+    "SchemaOutOfDate",
+    "Segment",
+    "SegmentExhausted",
+    "Store",
+    "StoreError",
+    "default_db_path",
+    "head_revision",
+    "resolve_url",
+    "this_holder",
+]
+
+
+class Store(LifecycleMixin):
+    """The bmaas state store. See the module docstring for its parts."""
+
+    @classmethod
+    def open(
+        cls,
+        db: str | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        check_schema: bool = True,
+        busy_timeout: float = BUSY_TIMEOUT,
+    ) -> Store:
+        """Open the store at ``db`` (a path or URL; default ``BMAAS_DB`` or the
+        per-user file). A new, empty database is created at the newest schema;
+        an existing one at another revision raises ``SchemaOutOfDate`` unless
+        ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``)."""
+        store = cls(make_engine(resolve_url(db), busy_timeout=busy_timeout), clock=clock)
+        if check_schema:
+            try:
+                store.ensure_schema()
+            except BaseException:
+                store.close()
+                raise
+        return store
+
+    def schema_revision(self) -> str | None:
+        """The revision the database is at (``None``: never migrated)."""
+        with self._read() as conn:
+            return current_revision(conn)
+
+    def ensure_schema(self) -> None:
+        """Create a fresh database at head; refuse one at another revision."""
+        head = head_revision()
+        with self._read() as conn:
+            if current_revision(conn) == head:
+                return
+        with self._write() as conn:
+            # Re-check under the write lock: another process may have just created it.
+            current = current_revision(conn)
+            if current == head:
+                return
+            if current is None and not sa.inspect(conn).has_table("nodes"):
+                run_upgrade(conn, "head")
+                return
+        raise SchemaOutOfDate(
+            f"{self.url} is at schema {current or 'none'}, this bmaas needs {head}: "
+            "run `bmaas db upgrade`",
+            current=current,
+            head=head,
+        )
+
+    def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
+        """Migrate to ``revision``; returns ``(before, after)``."""
+        with self._write() as conn:
+            before = current_revision(conn)
+            run_upgrade(conn, revision)
+            return before, current_revision(conn)

@@ -1,0 +1,113 @@
+"""Where the database is and how bmaas talks to it.
+
+SQLite by default, one file per user (``platformdirs``); ``--db`` or
+``BMAAS_DB`` names another file or any SQLAlchemy URL
+(``postgresql+psycopg://bmaas@db/bmaas``).
+
+SQLite is configured for several bmaas processes on one file:
+
+* **WAL**: readers never block the writer, the writer never blocks readers;
+* **busy timeout**: a writer waits for the lock instead of failing at once;
+* **BEGIN IMMEDIATE** for write transactions: the write lock is taken up front.
+  A deferred transaction that reads and then writes cannot wait for the lock
+  (SQLite returns SQLITE_BUSY at once to avoid a deadlock), which is exactly
+  the read-modify-write a claim or a sync update is. Read transactions stay
+  deferred.
+
+The file is created ``0600`` in a ``0700`` folder: an inventory may carry
+inline passwords.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from bmaas.faults import InputError
+
+__all__ = ["BUSY_TIMEOUT", "WRITE_OPTION", "default_db_path", "make_engine", "resolve_url"]
+
+LOG = logging.getLogger(__name__)
+
+ENV_VAR = "BMAAS_DB"
+#: seconds a writer waits for another process's write lock
+BUSY_TIMEOUT = 30.0
+#: execution option that marks a connection's next transaction as a write
+WRITE_OPTION = "bmaas_write"
+
+
+def default_db_path() -> Path:
+    """``~/.local/share/bmaas/bmaas.db`` on Linux (per platformdirs)."""
+    return platformdirs.user_data_path("bmaas") / "bmaas.db"
+
+
+def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
+    """A SQLAlchemy URL from ``--db``, else ``BMAAS_DB``, else the per-user file.
+
+    Anything with ``://`` is taken as a URL; anything else as a file path.
+    """
+    raw = os.fspath(db) if db is not None else (os.environ.get(ENV_VAR) or "")
+    if not raw:
+        raw = os.fspath(default_db_path())
+    if "://" in raw:
+        return raw
+    return "sqlite:///" + os.path.abspath(os.path.expanduser(raw))
+
+
+def _prepare_sqlite_file(url: sa.URL) -> None:
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700)
+    if not path.exists():
+        # Create it private before SQLite does (SQLite's default honours umask).
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+
+
+def make_engine(url: str, *, busy_timeout: float = BUSY_TIMEOUT, echo: bool = False) -> Engine:
+    """An engine for ``url``, with SQLite set up for several processes."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise InputError(f"not a database URL or path: {exc}", field="--db") from None
+    if parsed.get_backend_name() != "sqlite":
+        # pool_pre_ping: a server restart should cost one reconnect, not an error.
+        return sa.create_engine(parsed, pool_pre_ping=True, echo=echo)
+    _prepare_sqlite_file(parsed)
+    engine = sa.create_engine(
+        parsed,
+        echo=echo,
+        connect_args={"timeout": busy_timeout, "check_same_thread": False},
+    )
+    _configure_sqlite(engine, busy_timeout)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, busy_timeout: float) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the sqlite3 module so BEGIN is ours.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")  # durable enough under WAL
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -1,0 +1,59 @@
+"""Errors the store raises, all :class:`~bmaas.faults.BmaasError` so the CLI
+prints them as one line.
+
+A database error is mapped once, where a transaction is opened
+(:mod:`bmaas.store.base`), the way a driver maps its library's exceptions at
+its edge.
+"""
+
+from __future__ import annotations
+
+from bmaas.faults import BmaasError, NodeUnavailable, RetryScope
+
+__all__ = ["LeaseLost", "SchemaOutOfDate", "SegmentExhausted", "StoreError"]
+
+
+class StoreError(BmaasError):
+    """The database could not be used (unreachable, locked for too long, corrupt)."""
+
+    code = "store_error"
+    retry = RetryScope.NEVER
+    summary = "state store error"
+
+
+class SchemaOutOfDate(StoreError):
+    """The database schema is older (or newer) than this bmaas. Fixed by
+    ``bmaas db upgrade``; never upgraded behind the operator's back."""
+
+    code = "schema_out_of_date"
+    summary = "database schema out of date"
+
+    def __init__(self, message: str = "", *, current: str | None = None, head: str = "") -> None:
+        super().__init__(message)
+        self.current = current
+        self.head = head
+
+
+class LeaseLost(BmaasError):
+    """The owner is gone: its lease expired and another run reclaimed what it
+    held. Its holder must stop working on those nodes."""
+
+    code = "lease_lost"
+    retry = RetryScope.NEVER
+    summary = "lease lost"
+
+    def __init__(self, message: str = "", *, owner: str | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
+
+    def __str__(self) -> str:
+        head = f"owner {self.owner}" if self.owner else "owner"
+        return f"{head}: {self.message or self.summary}"
+
+
+class SegmentExhausted(NodeUnavailable):
+    """The node's network segment has no free IP in its pools. Another node
+    (in another segment) may still do, so the scope is "elsewhere"."""
+
+    code = "segment_exhausted"
+    summary = "segment out of IP addresses"

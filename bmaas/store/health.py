@@ -1,0 +1,179 @@
+"""Power state and health as the system records them.
+
+Commands note what they saw (:meth:`HealthMixin.note_power`); the sync and
+the retry layer *count* (:meth:`HealthMixin.record_power_reads`,
+:meth:`HealthMixin.record_fault`), applying :func:`bmaas.health.step` inside
+one transaction per node, so two counters never race on one streak.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from bmaas.driver import PowerState
+from bmaas.faults import BmaasError
+from bmaas.health import Change, Health, Hysteresis, Outcome, step
+from bmaas.store import schema as t
+from bmaas.store.nodes import NodesMixin
+from bmaas.store.records import SYSTEM, NodeRecord
+
+__all__ = ["BATCH", "HealthChange", "HealthMixin"]
+
+#: results written per transaction when recording a sweep (keeps each write short)
+BATCH = 100
+
+_HEALTH_FIELDS = [f.name for f in dataclasses.fields(Health)]
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthChange:
+    """What one recorded read (or fault) did to a node."""
+
+    node: str
+    change: Change
+    power_state: PowerState | None
+    fault_count: int
+    good_count: int
+
+
+class HealthMixin(NodesMixin):
+    def set_fault(self, name: str, fault: str, *, reason: str) -> NodeRecord:
+        """The system marks a node faulted at once (and in maintenance, unless a
+        person already put it there). For callers that decide without counting."""
+        with self._write() as conn:
+            node_id = self._node_id(conn, name)
+            row = conn.execute(sa.select(t.nodes).where(t.nodes.c.id == node_id)).one()
+            values: dict[str, Any] = {"fault": fault, "fault_at": self._now()}
+            if not row.maintenance:
+                values |= {
+                    "maintenance": True,
+                    "maintenance_by": SYSTEM,
+                    "maintenance_reason": f"{fault}: {reason}",
+                    "maintenance_at": self._now(),
+                }
+            conn.execute(
+                t.nodes.update()
+                .where(t.nodes.c.id == node_id)
+                .values(last_error=reason, updated_at=self._now(), **values)
+            )
+            self._event(conn, node_id, "fault_set", f"{fault}: {reason}", actor=SYSTEM)
+        return self.node(name)
+
+    # -- power state and health --------------------------------------------------------
+
+    def note_power(
+        self,
+        states: Mapping[str, PowerState] | None = None,
+        errors: Mapping[str, str] | None = None,
+    ) -> None:
+        """Record what a command saw, without hysteresis (only the sync counts):
+        power states read, and the last error of nodes that failed."""
+        now = self._now()
+        items = [(k, v, None) for k, v in (states or {}).items()]
+        items += [(k, None, e) for k, e in (errors or {}).items()]
+        for start in range(0, len(items), BATCH):
+            chunk = items[start : start + BATCH]
+            with self._write() as conn:
+                ids = self._node_ids(conn, [name for name, _, _ in chunk])
+                for name, state, error in chunk:
+                    values: dict[str, Any] = {}
+                    if error is not None:
+                        values["last_error"] = error
+                    if state is not None:
+                        values |= {"power_state": str(state), "power_state_at": now}
+                    conn.execute(t.nodes.update().where(t.nodes.c.id == ids[name]).values(**values))
+
+    def record_power_reads(
+        self,
+        results: Sequence[tuple[str, PowerState | BmaasError]],
+        *,
+        policy: Hysteresis = Hysteresis(),  # noqa: B008 - frozen dataclass
+    ) -> list[HealthChange]:
+        """Apply one sync pass's reads: last-seen power state plus hysteresis.
+
+        A faulted read records power as UNKNOWN (we no longer know, and unknown
+        is never off) and its message as ``last_error``.
+        """
+        changes: list[HealthChange] = []
+        for start in range(0, len(results), BATCH):
+            chunk = results[start : start + BATCH]
+            with self._write() as conn:
+                ids = self._node_ids(conn, [name for name, _ in chunk])
+                for name, result in chunk:
+                    changes.append(self._apply_read(conn, ids[name], name, result, policy))
+        return changes
+
+    def record_fault(
+        self,
+        name: str,
+        fault: BmaasError,
+        *,
+        policy: Hysteresis = Hysteresis(),  # noqa: B008 - frozen dataclass
+    ) -> HealthChange:
+        """Count one fault against a node (a failed deploy step, say): after
+        ``policy.fault_after`` in a row it goes into maintenance with
+        ``policy.fault``, exactly as the sync does. Power state is left alone:
+        this was not a power read."""
+        with self._write() as conn:
+            return self._apply_health(conn, self._node_id(conn, name), name, fault, policy)
+
+    def _apply_read(
+        self,
+        conn: sa.Connection,
+        node_id: int,
+        name: str,
+        result: PowerState | BmaasError,
+        policy: Hysteresis,
+    ) -> HealthChange:
+        return self._apply_health(conn, node_id, name, result, policy, power_read=True)
+
+    def _apply_health(
+        self,
+        conn: sa.Connection,
+        node_id: int,
+        name: str,
+        result: PowerState | BmaasError,
+        policy: Hysteresis,
+        *,
+        power_read: bool = False,
+    ) -> HealthChange:
+        n = t.nodes
+        # FOR UPDATE: on PostgreSQL two syncs must not both count the same streak.
+        row = conn.execute(sa.select(n).where(n.c.id == node_id).with_for_update()).one()
+        before = Health(**{k: row._mapping[k] for k in _HEALTH_FIELDS})
+        now = self._now()
+        values: dict[str, Any] = {}
+        state: PowerState | None = None
+        if isinstance(result, BaseException):
+            outcome, detail = Outcome.FAULT, str(result)
+            values["last_error"] = detail
+            if power_read:
+                state = PowerState.UNKNOWN  # we no longer know; never "off"
+        else:
+            state, detail = result, ""
+            outcome = Outcome.UNKNOWN if state is PowerState.UNKNOWN else Outcome.GOOD
+        after, change = step(before, outcome, policy, detail=detail)
+        values |= {k: getattr(after, k) for k in _HEALTH_FIELDS}
+        if state is not None:
+            values |= {"power_state": state.value, "power_state_at": now}
+            if row.power_state != state.value:
+                message = f"power {row.power_state} -> {state.value}"
+                self._event(conn, node_id, "power", message, actor=SYSTEM)
+        if change is Change.FAULTED:
+            values |= {"fault_at": now, "updated_at": now}
+            if not before.maintenance:
+                values["maintenance_at"] = now
+            message = f"{policy.fault}: {after.fault_count} faults in a row; last: {detail}"
+            self._event(conn, node_id, "fault_set", message, actor=SYSTEM)
+        elif change is Change.RECOVERED:
+            values |= {"fault_at": None, "updated_at": now}
+            if not after.maintenance:
+                values["maintenance_at"] = None
+            message = f"{policy.fault} cleared after {policy.recover_after} good reads in a row"
+            self._event(conn, node_id, "fault_cleared", message, actor=SYSTEM)
+        conn.execute(n.update().where(n.c.id == node_id).values(**values))
+        return HealthChange(name, change, state, after.fault_count, after.good_count)

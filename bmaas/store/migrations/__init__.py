@@ -1,0 +1,1 @@
+"""Alembic migration scripts for the bmaas state store (run by ``bmaas db upgrade``)."""

@@ -1,0 +1,354 @@
+"""Nodes: enrollment, queries, history and a person's maintenance.
+
+Maintenance has two authors and the store keeps them apart: a person sets
+``maintenance`` (with ``maintenance_by`` = their name and a reason); the
+system sets ``fault`` (and maintenance with ``maintenance_by = "system"``,
+see :mod:`bmaas.store.health`). The system never clears a person's
+maintenance; a person's ``unset`` clears both, as Ironic's API does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from bmaas.driver import PowerState
+from bmaas.faults import InputError
+from bmaas.store import schema as t
+from bmaas.store.base import StoreBase
+from bmaas.store.records import SYSTEM, Event, NodeRecord, OwnerKind, ProvisionState
+
+if TYPE_CHECKING:
+    from bmaas.inventory import NetworkSpec, NodeSpec
+
+__all__ = ["EnrollReport", "NodesMixin"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnrollReport:
+    created: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    #: enrolled nodes the file did not mention (left as they are)
+    not_in_file: list[str]
+
+
+def _node_query() -> sa.Select[Any]:
+    n, s, a, o = t.nodes, t.segments, t.allocations, t.owners
+    return (
+        sa.select(
+            n,
+            s.c.name.label("segment_name"),
+            o.c.id.label("owner_id"),
+            o.c.kind.label("owner_kind"),
+            o.c.name.label("owner_name"),
+        )
+        .select_from(
+            n.outerjoin(s, s.c.id == n.c.segment_id)
+            .outerjoin(a, a.c.node_id == n.c.id)
+            .outerjoin(o, o.c.id == a.c.owner_id)
+        )
+        .order_by(n.c.name)
+    )
+
+
+def _record(row: sa.Row[Any]) -> NodeRecord:
+    m = row._mapping
+    return NodeRecord(
+        name=m["name"],
+        driver=m["driver"],
+        driver_info=dict(m["driver_info"]),
+        resource_class=m["resource_class"],
+        properties=dict(m["properties"]),
+        extra=dict(m["extra"]),
+        network_segment=m["segment_name"],
+        power_state=PowerState(m["power_state"]),
+        power_state_at=m["power_state_at"],
+        provision_state=ProvisionState(m["provision_state"]),
+        maintenance=bool(m["maintenance"]),
+        maintenance_reason=m["maintenance_reason"],
+        maintenance_by=m["maintenance_by"],
+        maintenance_at=m["maintenance_at"],
+        fault=m["fault"],
+        fault_at=m["fault_at"],
+        last_error=m["last_error"],
+        fault_count=m["fault_count"],
+        good_count=m["good_count"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        owner_id=m["owner_id"],
+        owner_kind=OwnerKind(m["owner_kind"]) if m["owner_kind"] else None,
+        owner_name=m["owner_name"],
+    )
+
+
+class NodesMixin(StoreBase):
+    # -- enrollment --------------------------------------------------------------
+
+    def segment_names(self) -> set[str]:
+        with self._read() as conn:
+            return set(conn.scalars(sa.select(t.segments.c.name)))
+
+    def enroll(
+        self,
+        nodes: Sequence[NodeSpec],
+        networks: Sequence[NetworkSpec] = (),
+        *,
+        actor: str | None = None,
+    ) -> EnrollReport:
+        """Create or update networks, segments and nodes in ONE transaction.
+
+        Nodes are matched by name; an update changes only what the inventory
+        describes and keeps state (power, maintenance, allocations, history).
+        Validation belongs to :mod:`bmaas.inventory`; this only refuses what it
+        cannot store (a segment that exists nowhere).
+        """
+        now = self._now()
+        created: list[str] = []
+        updated: list[str] = []
+        unchanged: list[str] = []
+        with self._write() as conn:
+            for net in networks:
+                self._upsert_network(conn, net, now)
+            segment_ids = {
+                row.name: row.id
+                for row in conn.execute(sa.select(t.segments.c.name, t.segments.c.id))
+            }
+            existing = {row.name: row for row in conn.execute(sa.select(t.nodes))}
+            for spec in nodes:
+                segment_id = None
+                if spec.network_segment is not None:
+                    if spec.network_segment not in segment_ids:
+                        raise InputError(
+                            f"unknown segment {spec.network_segment!r}",
+                            field="network_segment",
+                            node=spec.name,
+                        )
+                    segment_id = segment_ids[spec.network_segment]
+                values = {
+                    "driver": spec.driver,
+                    "driver_info": dict(spec.driver_info),
+                    "resource_class": spec.resource_class,
+                    "properties": dict(spec.properties),
+                    "extra": dict(spec.extra),
+                    "segment_id": segment_id,
+                }
+                row = existing.get(spec.name)
+                if row is None:
+                    created.append(spec.name)
+                    node_id = conn.execute(
+                        t.nodes.insert().values(
+                            name=spec.name,
+                            power_state=PowerState.UNKNOWN.value,
+                            provision_state=ProvisionState.AVAILABLE.value,
+                            maintenance=False,
+                            fault_count=0,
+                            good_count=0,
+                            created_at=now,
+                            updated_at=now,
+                            **values,
+                        )
+                    ).inserted_primary_key[0]
+                    self._event(conn, node_id, "enrolled", f"enrolled ({spec.driver})", actor=actor)
+                    continue
+                changed = sorted(k for k, v in values.items() if row._mapping[k] != v)
+                if not changed:
+                    unchanged.append(spec.name)
+                    continue
+                updated.append(spec.name)
+                conn.execute(
+                    t.nodes.update().where(t.nodes.c.id == row.id).values(updated_at=now, **values)
+                )
+                # Field names only: driver_info may hold an inline password.
+                self._event(
+                    conn, row.id, "updated", "re-enrolled: " + ", ".join(changed), actor=actor
+                )
+        named = {spec.name for spec in nodes}
+        not_in_file = sorted(name for name in existing if name not in named)
+        return EnrollReport(created, updated, unchanged, not_in_file)
+
+    def _upsert_network(self, conn: sa.Connection, net: NetworkSpec, now: float) -> None:
+        network_id = conn.scalar(sa.select(t.networks.c.id).where(t.networks.c.name == net.name))
+        if network_id is None:
+            network_id = conn.execute(
+                t.networks.insert().values(name=net.name, created_at=now)
+            ).inserted_primary_key[0]
+        for seg in net.segments:
+            row = conn.execute(sa.select(t.segments).where(t.segments.c.name == seg.name)).first()
+            values = {
+                "cidr": seg.cidr,
+                "gateway_ip": seg.gateway_ip,
+                "allocation_pools": [dict(p) for p in seg.allocation_pools],
+            }
+            if row is None:
+                conn.execute(
+                    t.segments.insert().values(
+                        name=seg.name, network_id=network_id, created_at=now, **values
+                    )
+                )
+            elif row.network_id != network_id:
+                raise InputError(
+                    f"segment {seg.name!r} already belongs to another network",
+                    field=f"networks.{net.name}.segments",
+                )
+            else:
+                conn.execute(t.segments.update().where(t.segments.c.id == row.id).values(**values))
+
+    # -- queries -------------------------------------------------------------------
+
+    def nodes(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        maintenance: bool | None = None,
+        faulted: bool | None = None,
+        fault: str | None = None,
+        provision_state: ProvisionState | str | None = None,
+        power_state: PowerState | str | None = None,
+        driver: str | None = None,
+        resource_class: str | None = None,
+        allocated: bool | None = None,
+    ) -> list[NodeRecord]:
+        """Nodes by name order, filtered. Every filter left ``None`` is ignored."""
+        n, a = t.nodes, t.allocations
+        query = _node_query()
+        if names is not None:
+            query = query.where(n.c.name.in_(list(names)))
+        if maintenance is not None:
+            query = query.where(n.c.maintenance.is_(maintenance))
+        if faulted is not None:
+            query = query.where(n.c.fault.is_not(None) if faulted else n.c.fault.is_(None))
+        if fault is not None:
+            query = query.where(n.c.fault == fault)
+        if provision_state is not None:
+            query = query.where(n.c.provision_state == str(provision_state))
+        if power_state is not None:
+            query = query.where(n.c.power_state == str(power_state))
+        if driver is not None:
+            query = query.where(n.c.driver == driver)
+        if resource_class is not None:
+            query = query.where(n.c.resource_class == resource_class)
+        if allocated is not None:
+            query = query.where(a.c.id.is_not(None) if allocated else a.c.id.is_(None))
+        with self._read() as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+    def node(self, name: str) -> NodeRecord:
+        """One node; ``InputError`` (with a did-you-mean) when there is none."""
+        with self._read() as conn:
+            row = conn.execute(_node_query().where(t.nodes.c.name == name)).first()
+            if row is None:
+                raise self._unknown_node(conn, name)
+            return _record(row)
+
+    def require_nodes(self, names: Sequence[str]) -> list[NodeRecord]:
+        """The named nodes in the order given; ``InputError`` naming the first
+        unknown one, before anything acts on any of them."""
+        found = {r.name: r for r in self.nodes(names)}
+        missing = [name for name in names if name not in found]
+        if missing:
+            self.node(missing[0])  # raises with a did-you-mean
+        return [found[name] for name in dict.fromkeys(names)]
+
+    def events(self, name: str, *, limit: int = 20) -> list[Event]:
+        """A node's most recent events, newest last."""
+        e = t.node_events
+        with self._read() as conn:
+            node_id = self._node_id(conn, name)
+            rows = conn.execute(
+                sa.select(e).where(e.c.node_id == node_id).order_by(e.c.id.desc()).limit(limit)
+            ).all()
+        return [
+            Event(name, row.at, row.kind, row.actor, row.message, dict(row.data))
+            for row in reversed(rows)
+        ]
+
+    def add_event(
+        self,
+        name: str,
+        kind: str,
+        message: str,
+        *,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Append to a node's history (deploy steps, operator notes)."""
+        with self._write() as conn:
+            self._event(conn, self._node_id(conn, name), kind, message, actor=actor, data=data)
+
+    def add_events(
+        self, events: Sequence[tuple[str, str, str]], *, actor: str | None = None
+    ) -> None:
+        """Append ``(node, kind, message)`` events in one transaction (a command's
+        actions over many nodes)."""
+        if not events:
+            return
+        with self._write() as conn:
+            ids = self._node_ids(conn, [name for name, _, _ in events])
+            for name, kind, message in events:
+                self._event(conn, ids[name], kind, message, actor=actor)
+
+    def node_counts(self) -> list[tuple[str, bool, str | None, int]]:
+        """``(power_state, maintenance, fault, count)`` for every combination
+        present: what the metrics gauge exports."""
+        n = t.nodes
+        query = sa.select(n.c.power_state, n.c.maintenance, n.c.fault, sa.func.count()).group_by(
+            n.c.power_state, n.c.maintenance, n.c.fault
+        )
+        with self._read() as conn:
+            return [(r[0], bool(r[1]), r[2], int(r[3])) for r in conn.execute(query)]
+
+    # -- maintenance -----------------------------------------------------------------
+
+    def set_maintenance(self, name: str, *, reason: str, by: str) -> NodeRecord:
+        """A person puts a node into maintenance. It is never claimed while
+        there; what it holds now stays until its owner lets go."""
+        if not reason.strip():
+            raise InputError("a reason is required", field="--reason", node=name)
+        if by == SYSTEM:
+            raise InputError(f"{SYSTEM!r} is reserved for bmaas itself", field="--by", node=name)
+        with self._write() as conn:
+            node_id = self._node_id(conn, name)
+            conn.execute(
+                t.nodes.update()
+                .where(t.nodes.c.id == node_id)
+                .values(
+                    maintenance=True,
+                    maintenance_reason=reason,
+                    maintenance_by=by,
+                    maintenance_at=self._now(),
+                    updated_at=self._now(),
+                )
+            )
+            self._event(conn, node_id, "maintenance_set", reason, actor=by)
+        return self.node(name)
+
+    def unset_maintenance(self, name: str, *, by: str) -> NodeRecord:
+        """A person takes a node out of maintenance. This also clears a fault
+        the system set: the person has looked at the node and vouches for it."""
+        with self._write() as conn:
+            node_id = self._node_id(conn, name)
+            before = conn.execute(sa.select(t.nodes.c.fault).where(t.nodes.c.id == node_id)).one()
+            conn.execute(
+                t.nodes.update()
+                .where(t.nodes.c.id == node_id)
+                .values(
+                    maintenance=False,
+                    maintenance_reason=None,
+                    maintenance_by=None,
+                    maintenance_at=None,
+                    fault=None,
+                    fault_at=None,
+                    fault_count=0,
+                    good_count=0,
+                    updated_at=self._now(),
+                )
+            )
+            message = "maintenance cleared"
+            if before.fault:
+                message += f" (and fault {before.fault!r})"
+            self._event(conn, node_id, "maintenance_unset", message, actor=by)
+        return self.node(name)

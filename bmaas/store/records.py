@@ -1,0 +1,195 @@
+"""What the store hands out: frozen records and the vocabularies they use.
+
+Records are plain dataclasses, detached from the database: a caller can keep
+one across transactions, print it, or send it to another process. Their
+``to_dict`` output masks every credential (a node's ``driver_info`` may hold
+an inline password).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import StrEnum
+from typing import Any
+
+from bmaas.driver import PowerState
+from bmaas.secrets import mask
+
+__all__ = [
+    "POWER_FAILURE",
+    "SYSTEM",
+    "Allocation",
+    "Event",
+    "Network",
+    "NodeRecord",
+    "Owner",
+    "OwnerKind",
+    "Port",
+    "PortOrigin",
+    "ProvisionState",
+    "Segment",
+]
+
+#: the ``maintenance_by`` of maintenance bmaas set itself (never a person's name)
+SYSTEM = "system"
+#: the fault the power sync sets after repeated failed reads (Ironic's word)
+POWER_FAILURE = "power failure"
+
+
+class OwnerKind(StrEnum):
+    """Who may hold an allocation (the migration-allocations design)."""
+
+    REQUEST = "request"  # a provision request: holds ports before a node is picked
+    ATTEMPT = "attempt"  # one try of a request on one node: holds that node
+    MOVE = "move"  # a move in flight: holds the source node
+    INSTANCE = "instance"  # a deployed server: holds its node, durable (no lease)
+
+
+class ProvisionState(StrEnum):
+    """Where a node is in its life. A node with no allocation is always AVAILABLE:
+    the store resets the state whenever it removes an allocation, so a crash can
+    never leave a node "deploying" with nobody working on it."""
+
+    AVAILABLE = "available"
+    DEPLOYING = "deploying"
+    ACTIVE = "active"
+    UNDEPLOYING = "undeploying"
+
+
+class PortOrigin(StrEnum):
+    BMAAS = "bmaas"  # created for a request: cleanup deletes it
+    USER = "user"  # passed in by the user: cleanup only unbinds and detaches it
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRecord:
+    """A node as stored, with its allocation (if any) joined in."""
+
+    name: str
+    driver: str
+    #: as enrolled; password values may be ``${ENV}``/``file:`` references or inline
+    driver_info: dict[str, Any]
+    resource_class: str | None
+    properties: dict[str, Any]
+    extra: dict[str, Any]
+    network_segment: str | None
+    power_state: PowerState
+    power_state_at: float | None
+    provision_state: ProvisionState
+    maintenance: bool
+    maintenance_reason: str | None
+    maintenance_by: str | None
+    maintenance_at: float | None
+    fault: str | None
+    fault_at: float | None
+    last_error: str | None
+    fault_count: int
+    good_count: int
+    created_at: float
+    updated_at: float
+    owner_id: str | None = None
+    owner_kind: OwnerKind | None = None
+    owner_name: str | None = None
+
+    @property
+    def allocated(self) -> bool:
+        return self.owner_id is not None
+
+    @property
+    def claimable(self) -> bool:
+        """What the claim's conditional write checks, as seen when this was read."""
+        return not (self.allocated or self.maintenance or self.fault)
+
+    @property
+    def maintenance_by_system(self) -> bool:
+        return self.maintenance and self.maintenance_by == SYSTEM
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with credentials masked."""
+        out = dataclasses.asdict(self)
+        out["driver_info"] = mask(self.driver_info)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    id: str
+    kind: OwnerKind
+    name: str | None
+    parent_id: str | None
+    holder: str | None
+    #: None for a durable owner (an instance)
+    lease_expires_at: float | None
+    data: dict[str, Any]
+    created_at: float
+
+    def expired(self, now: float) -> bool:
+        return self.lease_expires_at is not None and self.lease_expires_at <= now
+
+    def describe(self) -> str:
+        """``attempt r-1/2 (3f2a...)``: how people read an owner."""
+        label = f" {self.name}" if self.name else ""
+        return f"{self.kind}{label} ({self.id[:8]})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return mask(dataclasses.asdict(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    node: str
+    owner: Owner
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "owner": self.owner.to_dict(), "created_at": self.created_at}
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    name: str
+    network: str
+    cidr: str
+    gateway_ip: str | None
+    allocation_pools: list[dict[str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    name: str
+    segments: list[Segment]
+
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    id: str
+    network: str
+    owner_id: str | None
+    created_by: PortOrigin
+    name: str | None
+    mac_address: str | None
+    node: str | None
+    segment: str | None
+    ip_address: str | None
+    created_at: float
+    bound_at: float | None
+
+    @property
+    def bound(self) -> bool:
+        return self.node is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    node: str
+    at: float
+    kind: str
+    actor: str | None
+    message: str
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return mask(dataclasses.asdict(self))

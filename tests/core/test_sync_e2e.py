@@ -1,0 +1,77 @@
+"""``bmaas sync`` drives a node whose BMC stops answering into "power failure"
+maintenance after three faulted passes, and back out after two good ones;
+a person's maintenance is never cleared. Runs on every backend."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from click.testing import Result
+
+from bmaas.faults import NodeUnavailable
+from bmaas.store import POWER_FAILURE, SYSTEM, OwnerKind, Store
+from tests.core.backends import CoreFleet
+
+Bmaas = Callable[..., Result]
+
+
+def node(bmaas: Bmaas, name: str) -> dict[str, Any]:
+    return json.loads(bmaas("node", "show", name, "--json").stdout)
+
+
+def test_sync_into_power_failure_and_back_out_with_hysteresis(
+    bmaas: Bmaas, fleet: CoreFleet, db: str
+) -> None:
+    bmaas("enroll", str(fleet.inventory))
+    flaky, person = fleet.names[0], fleet.names[1]
+    sync = ("sync", "--deadline", str(fleet.deadline))
+    bmaas(*sync)  # all readable
+    bmaas("maintenance", "set", person, "--reason", "firmware", "--by", "carol")
+    for name in (flaky, person):
+        fleet.add_rule(name, {"effect": "hang", "operation": "power.get", "times": 3})
+
+    for round_ in (1, 2):
+        result = bmaas(*sync, expect=1)
+        assert "BMCTimeout" in result.stdout
+        state = node(bmaas, flaky)
+        assert (state["fault"], state["maintenance"], state["fault_count"]) == (None, False, round_)
+        assert state["power_state"] == "unknown"  # a failed read is never "off"
+
+    result = bmaas(*sync, expect=1)
+    assert f"into fault: {flaky}, {person}" in result.stderr
+    state = node(bmaas, flaky)
+    assert (state["fault"], state["maintenance"], state["maintenance_by"]) == (
+        POWER_FAILURE,
+        True,
+        SYSTEM,
+    )
+    store = Store.open(db)
+    try:
+        with pytest.raises(NodeUnavailable, match="faulted: power failure"):
+            store.claim(flaky, store.create_owner(OwnerKind.ATTEMPT).id)
+    finally:
+        store.close()
+
+    # The rules are spent: the BMCs answer again. One good pass is not enough.
+    bmaas(*sync)
+    assert node(bmaas, flaky)["fault"] == POWER_FAILURE
+    result = bmaas(*sync)
+    assert f"recovered: {flaky}, {person}" in result.stderr
+    healed = node(bmaas, flaky)
+    assert (healed["fault"], healed["maintenance"]) == (None, False)
+    assert healed["power_state"] in ("on", "off")
+    kept = node(bmaas, person)  # the person's maintenance outlives the fault
+    assert (kept["fault"], kept["maintenance"], kept["maintenance_by"]) == (None, True, "carol")
+    kinds = [e["kind"] for e in healed["events"]]
+    assert kinds.count("fault_set") == 1
+    assert kinds.count("fault_cleared") == 1
+
+
+def test_an_interval_sync_runs_its_passes_and_reports_each(bmaas: Bmaas, fleet: CoreFleet) -> None:
+    bmaas("enroll", str(fleet.inventory))
+    result = bmaas("sync", "--interval", "30", "--count", "1")
+    assert result.stdout.startswith(f"pass 1: {len(fleet.names)} nodes, 0 failed")
+    bmaas("sync", "--count", "2", expect=2)  # --count needs --interval

@@ -1,0 +1,117 @@
+"""run_on_nodes: bounded parallelism, one result per node, in order, and a
+node's failure (even a driver breaking its contract) never sinks the run."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from bmaas.driver import BMCDriver, PowerState
+from bmaas.faults import BMCAuthError, InputError, UnclassifiedFault
+from bmaas.ops import NodeResult, driver_factory, run_on_nodes
+from bmaas.store import NodeRecord, Store
+from fakes.clock import FakeClock
+from fakes.fleet import FakeFleet
+
+Enroll = Callable[..., list[str]]
+
+
+@pytest.fixture
+def fleet() -> FakeFleet:
+    return FakeFleet(clock=FakeClock())
+
+
+def test_results_come_back_in_order_with_values_and_faults(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(6)
+    fleet.add("n03", rules=[{"effect": "auth_fail", "operation": "power.get"}], power=PowerState.ON)
+    seen: list[str] = []
+    results = run_on_nodes(
+        store.nodes(),
+        lambda d: d.get_power_state(),
+        factory=driver_factory(fleet=fleet),
+        workers=3,
+        on_result=lambda r: seen.append(r.node),
+    )
+    assert [r.node for r in results] == ["n01", "n02", "n03", "n04", "n05", "n06"]
+    assert sorted(seen) == [r.node for r in results]
+    assert [r.value for r in results if r.ok] == [PowerState.OFF] * 5
+    bad = results[2]
+    assert isinstance(bad.error, BMCAuthError)
+    assert bad.to_dict()["fault"]["code"] == "bmc_auth_error"
+    assert results[0].to_dict()["result"] == "off"
+
+
+def test_a_node_that_cannot_be_built_is_a_result_not_a_crash(store: Store, enroll: Enroll) -> None:
+    enroll(2)
+
+    def factory(record: NodeRecord) -> BMCDriver:
+        if record.name == "n01":
+            raise InputError("environment variable X is not set", node="n01")
+        return FakeFleet(clock=FakeClock()).driver(record.name)
+
+    results = run_on_nodes(store.nodes(), lambda d: d.get_power_state(), factory=factory)
+    assert isinstance(results[0].error, InputError)
+    assert results[1].ok
+
+
+def test_a_driver_breaking_its_contract_becomes_an_unclassified_fault(
+    store: Store, enroll: Enroll, fleet: FakeFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    enroll(1)
+    closed: list[str] = []
+
+    class Broken:
+        node = "n01"
+
+        def get_power_state(self) -> PowerState:
+            raise KeyError("PowerState")
+
+        def close(self) -> None:
+            closed.append("n01")
+
+    [result] = run_on_nodes(
+        store.nodes(), lambda d: d.get_power_state(), factory=lambda r: Broken()
+    )  # type: ignore[arg-type,return-value]
+    assert isinstance(result.error, UnclassifiedFault)
+    assert "KeyError" in str(result.error)
+    assert closed == ["n01"]  # closed even when it failed
+    assert "non-bmaas exception" in caplog.text
+
+
+def test_no_more_than_workers_nodes_at_once(store: Store, enroll: Enroll, fleet: FakeFleet) -> None:
+    enroll(12)
+    lock = threading.Lock()
+    active = 0
+    peak = 0
+    # The first four calls wait for each other: proves four really run at once.
+    barrier = threading.Barrier(4, timeout=10)
+    calls = 0
+
+    def operation(driver: BMCDriver) -> int:
+        nonlocal active, peak, calls
+        with lock:
+            active += 1
+            calls += 1
+            first_wave = calls <= 4
+            peak = max(peak, active)
+        if first_wave:
+            barrier.wait()
+        with lock:
+            active -= 1
+        return 1
+
+    results: list[NodeResult[int]] = run_on_nodes(
+        store.nodes(), operation, factory=driver_factory(fleet=fleet), workers=4
+    )
+    assert all(r.ok for r in results)
+    assert peak == 4
+
+
+def test_workers_must_be_positive(store: Store) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        run_on_nodes([], lambda d: None, factory=driver_factory(), workers=0)
+    assert run_on_nodes([], lambda d: None, factory=driver_factory()) == []

@@ -1,0 +1,176 @@
+"""The store's nodes, schema and database set-up."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from bmaas.driver import PowerState
+from bmaas.faults import BMCTimeout, InputError
+from bmaas.health import Change
+from bmaas.store import (
+    POWER_FAILURE,
+    SYSTEM,
+    OwnerKind,
+    ProvisionState,
+    SchemaOutOfDate,
+    Store,
+    head_revision,
+    resolve_url,
+)
+from bmaas.store.schema import metadata
+from fakes.clock import FakeClock
+
+Enroll = Callable[..., list[str]]
+
+
+def test_migrations_build_exactly_the_schema_the_code_uses(store: Store) -> None:
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    assert diff == []
+    assert store.schema_revision() == head_revision()
+
+
+def test_a_database_at_another_revision_is_refused_until_upgraded(db_path: Path) -> None:
+    Store.open(str(db_path)).close()
+    engine = sa.create_engine(f"sqlite:///{db_path}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0000'"))
+    engine.dispose()
+    with pytest.raises(SchemaOutOfDate, match="run `bmaas db upgrade`") as info:
+        Store.open(str(db_path))
+    assert (info.value.current, info.value.head) == ("0000", head_revision())
+    store = Store.open(str(db_path), check_schema=False)  # what `status check` uses
+    assert store.schema_revision() == "0000"
+    store.close()
+
+
+def test_sqlite_is_set_up_for_several_processes(sqlite_store: Store, db_path: Path) -> None:
+    with sqlite_store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    assert stat.S_IMODE(os.stat(db_path).st_mode) == 0o600  # may hold inline passwords
+
+
+def test_where_the_database_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("BMAAS_DB", raising=False)
+    assert resolve_url(str(tmp_path / "x.db")) == f"sqlite:///{tmp_path / 'x.db'}"
+    assert (
+        resolve_url("postgresql+psycopg://bmaas@db/bmaas") == "postgresql+psycopg://bmaas@db/bmaas"
+    )
+    monkeypatch.setenv("BMAAS_DB", str(tmp_path / "env.db"))
+    assert resolve_url() == f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.delenv("BMAAS_DB")
+    assert resolve_url().endswith("/bmaas/bmaas.db")
+
+
+def test_filters(store: Store, enroll: Enroll) -> None:
+    enroll(4)
+    store.set_maintenance("n01", reason="x", by="bob")
+    store.set_fault("n02", POWER_FAILURE, reason="dead")
+    store.claim(
+        "n03", store.create_owner(OwnerKind.ATTEMPT).id, provision_state=ProvisionState.DEPLOYING
+    )
+    store.note_power(states={"n04": PowerState.ON})
+
+    def names(**kw: object) -> list[str]:
+        return [n.name for n in store.nodes(**kw)]  # type: ignore[arg-type]
+
+    assert names(maintenance=True) == ["n01", "n02"]
+    assert names(faulted=True) == ["n02"]
+    assert names(fault=POWER_FAILURE) == ["n02"]
+    assert names(allocated=True) == ["n03"]
+    assert names(allocated=False, maintenance=False) == ["n04"]
+    assert names(provision_state="deploying") == ["n03"]
+    assert names(power_state="on") == ["n04"]
+    assert names(driver="fake") == ["n01", "n02", "n03", "n04"]
+    assert [n.name for n in store.nodes(["n04", "n01"])] == ["n01", "n04"]
+    assert [n.name for n in store.require_nodes(["n04", "n01"])] == ["n04", "n01"]
+    with pytest.raises(InputError, match="did you mean 'n01'"):
+        store.require_nodes(["n01", "n1"])
+
+
+def test_maintenance_by_a_person_and_by_the_system_are_kept_apart(
+    store: Store, enroll: Enroll
+) -> None:
+    enroll(1)
+    with pytest.raises(InputError, match="reason is required"):
+        store.set_maintenance("n01", reason=" ", by="bob")
+    with pytest.raises(InputError, match="reserved"):
+        store.set_maintenance("n01", reason="x", by=SYSTEM)
+    store.set_fault("n01", POWER_FAILURE, reason="3 reads")
+    node = store.node("n01")
+    assert (node.maintenance, node.maintenance_by, node.fault) == (True, SYSTEM, POWER_FAILURE)
+    assert node.maintenance_by_system
+    # A person takes over the maintenance; the fault stays the system's.
+    node = store.set_maintenance("n01", reason="replacing PSU", by="alice")
+    assert (node.maintenance_by, node.fault) == ("alice", POWER_FAILURE)
+    # A person's unset vouches for the node: fault and streaks cleared too.
+    node = store.unset_maintenance("n01", by="alice")
+    assert (node.maintenance, node.fault, node.fault_count) == (False, None, 0)
+    assert [e.kind for e in store.events("n01")][-3:] == [
+        "fault_set",
+        "maintenance_set",
+        "maintenance_unset",
+    ]
+    assert store.events("n01")[-1].actor == "alice"
+
+
+def test_power_reads_apply_hysteresis_and_unknown_stays_unknown(
+    store: Store, enroll: Enroll, wall: FakeClock
+) -> None:
+    enroll(1)
+    fault = BMCTimeout("no answer", node="n01", driver="fake", operation="power.get")
+    store.record_power_reads([("n01", PowerState.ON)])
+    assert store.node("n01").power_state is PowerState.ON
+    changes = [store.record_power_reads([("n01", fault)])[0].change for _ in range(3)]
+    assert changes == [Change.NONE, Change.NONE, Change.FAULTED]
+    node = store.node("n01")
+    assert node.power_state is PowerState.UNKNOWN  # a failed read is not "off"
+    assert node.last_error == str(fault)
+    assert (node.fault, node.maintenance_by) == (POWER_FAILURE, SYSTEM)
+    store.record_power_reads([("n01", PowerState.UNKNOWN)])
+    store.record_power_reads([("n01", PowerState.OFF)])
+    assert store.node("n01").fault == POWER_FAILURE
+    [change] = store.record_power_reads([("n01", PowerState.OFF)])
+    assert change.change is Change.RECOVERED
+    node = store.node("n01")
+    assert (node.fault, node.maintenance, node.power_state) == (None, False, PowerState.OFF)
+    kinds = [e.kind for e in store.events("n01")]
+    assert kinds.count("fault_set") == 1
+    assert kinds.count("fault_cleared") == 1
+
+
+def test_record_fault_counts_without_touching_power_state(store: Store, enroll: Enroll) -> None:
+    enroll(1)
+    store.note_power(states={"n01": PowerState.ON})
+    for _ in range(3):
+        store.record_fault("n01", BMCTimeout("x", node="n01"))
+    node = store.node("n01")
+    assert node.fault == POWER_FAILURE
+    assert node.power_state is PowerState.ON
+
+
+def test_node_counts_group_the_fleet(store: Store, enroll: Enroll) -> None:
+    enroll(3)
+    store.note_power(states={"n01": PowerState.ON, "n02": PowerState.ON})
+    store.set_fault("n03", POWER_FAILURE, reason="x")
+    assert sorted(store.node_counts()) == [
+        ("on", False, None, 2),
+        ("unknown", True, POWER_FAILURE, 1),
+    ]
+
+
+def test_records_mask_inline_passwords(store: Store) -> None:
+    from bmaas.inventory import NodeSpec
+
+    store.enroll([NodeSpec("p1", "fake", {"ipmi_password": "hunter2", "fake_machine": "p1"})])
+    assert "hunter2" not in repr(store.node("p1").to_dict())

@@ -1,0 +1,186 @@
+"""sync_pass / sync_loop on a fake fleet (no sleeps), and the metrics it exports."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bmaas.driver import PowerState
+from bmaas.health import Change, Hysteresis
+from bmaas.inventory import NodeSpec
+from bmaas.metrics import SyncMetrics
+from bmaas.ops import driver_factory
+from bmaas.store import POWER_FAILURE, OwnerKind, Store
+from bmaas.sync import sync_loop, sync_pass
+from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
+from fakes.fleet import FakeFleet
+
+Enroll = Callable[..., list[str]]
+
+
+@pytest.fixture
+def fleet() -> FakeFleet:
+    return FakeFleet(clock=FakeClock())
+
+
+def samples(metrics: SyncMetrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+        if s.name == name
+    }
+
+
+def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(3)
+    fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get"}])
+    fleet.add("n03", power=PowerState.ON)
+    metrics = SyncMetrics()
+    factory = driver_factory(fleet=fleet, deadline=2.0)
+    for _ in range(3):
+        report = sync_pass(store, factory=factory, metrics=metrics, clock=fleet.clock)
+    assert report.nodes_with(Change.FAULTED) == ["n02"]
+    assert [r.node for r in report.failed] == ["n02"]
+    assert fleet.clock.sleeps == [2.0, 2.0, 2.0]  # each hang cost one deadline, fake time
+
+    faults = samples(metrics, "bmaas_faults_total")
+    key = (
+        ("class", "BMCTimeout"),
+        ("code", "bmc_timeout"),
+        ("driver", "fake"),
+        ("operation", "power.get"),
+    )
+    assert faults == {key: 3.0}
+    nodes = samples(metrics, "bmaas_nodes")
+    assert nodes[(("fault", ""), ("maintenance", "false"), ("power_state", "off"))] == 1
+    assert nodes[(("fault", ""), ("maintenance", "false"), ("power_state", "on"))] == 1
+    assert (
+        nodes[(("fault", POWER_FAILURE), ("maintenance", "true"), ("power_state", "unknown"))] == 1
+    )
+    assert samples(metrics, "bmaas_sync_transitions_total") == {(("change", "faulted"),): 1.0}
+    assert samples(metrics, "bmaas_sync_pass_duration_seconds_count") == {(): 3.0}
+    assert samples(metrics, "bmaas_sync_last_pass_timestamp_seconds")[()] == store.clock()
+
+    fleet.machine("n02").plan.clear()
+    for _ in range(2):
+        report = sync_pass(store, factory=factory, metrics=metrics, clock=fleet.clock)
+    assert report.nodes_with(Change.RECOVERED) == ["n02"]
+    nodes = samples(metrics, "bmaas_nodes")
+    assert all(labels[0] == ("fault", "") for labels in nodes)  # stale combinations dropped
+
+
+class UnknownDriver(FakeDriver):
+    """A BMC that answers without a usable power state."""
+
+    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+        return PowerState.UNKNOWN
+
+
+def test_unknown_is_recorded_as_unknown_and_never_faults(store: Store, enroll: Enroll) -> None:
+    enroll(1)
+    store.note_power(states={"n01": PowerState.OFF})
+    fleet = FakeFleet(clock=FakeClock())
+    for _ in range(5):
+        report = sync_pass(store, factory=lambda r: UnknownDriver(r.name, fleet=fleet))
+    assert report.results[0].value is PowerState.UNKNOWN
+    node = store.node("n01")
+    assert node.power_state is PowerState.UNKNOWN
+    assert (node.fault, node.maintenance, node.fault_count) == (None, False, 0)
+
+
+def test_a_node_that_cannot_be_asked_is_not_a_power_failure(
+    store: Store, monkeypatch: pytest.MonkeyPatch, stub_drivers: None
+) -> None:
+    monkeypatch.delenv("NOT_SET_PW", raising=False)
+    info = {"ipmi_address": "h", "ipmi_username": "u", "ipmi_password": "${NOT_SET_PW}"}
+    store.enroll([NodeSpec("c1", "ipmi", info)])
+    fleet = FakeFleet(clock=FakeClock())
+    for _ in range(4):
+        report = sync_pass(store, factory=driver_factory(fleet=fleet))
+    assert "NOT_SET_PW is not set" in str(report.failed[0].error)
+    node = store.node("c1")
+    assert (node.fault, node.fault_count) == (None, 0)
+    assert node.last_error is not None
+    assert "NOT_SET_PW" in node.last_error
+
+
+def test_the_sync_reclaims_what_dead_processes_held(
+    store: Store, enroll: Enroll, fleet: FakeFleet, wall: FakeClock
+) -> None:
+    enroll(2)
+    owner = store.create_owner(OwnerKind.ATTEMPT, ttl=10)
+    store.claim("n01", owner.id)
+    wall.advance(11)
+    report = sync_pass(store, factory=driver_factory(fleet=fleet))
+    assert [r.owner.id for r in report.reclaimed] == [owner.id]
+    assert store.allocations() == []
+
+
+def test_custom_thresholds(store: Store, enroll: Enroll, fleet: FakeFleet) -> None:
+    enroll(1)
+    fleet.add("n01", rules=[{"effect": "busy", "operation": "power.get", "times": 1}])
+    report = sync_pass(store, factory=driver_factory(fleet=fleet), policy=Hysteresis(1, 1))
+    assert report.nodes_with(Change.FAULTED) == ["n01"]
+    report = sync_pass(store, factory=driver_factory(fleet=fleet), policy=Hysteresis(1, 1))
+    assert report.nodes_with(Change.RECOVERED) == ["n01"]
+
+
+def test_the_loop_keeps_its_interval_and_stops(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(2)
+    fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get"}])  # each pass takes 3s
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        fleet.clock.advance(seconds)
+
+    reports: list[Any] = []
+    passes = sync_loop(
+        store,
+        interval=10.0,
+        count=3,
+        wait=wait,
+        clock=fleet.clock,
+        on_pass=reports.append,
+        factory=driver_factory(fleet=fleet, deadline=3.0),
+    )
+    assert passes == 3
+    assert waits == [7.0, 7.0]  # start to start, no wait after the last pass
+    assert reports[-1].nodes_with(Change.FAULTED) == ["n02"]
+
+    stop = threading.Event()
+    stop.set()
+    assert sync_loop(store, interval=1.0, stop=stop, factory=driver_factory(fleet=fleet)) == 0
+    with pytest.raises(ValueError, match="positive"):
+        sync_loop(store, interval=0, factory=driver_factory(fleet=fleet))
+
+
+@pytest.mark.lab
+def test_metrics_are_served_on_loopback_and_the_server_stops(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(1)
+    metrics = SyncMetrics()
+    sync_pass(store, factory=driver_factory(fleet=fleet), metrics=metrics)
+    server = metrics.serve(0)
+    try:
+        assert server.server.server_address[0] == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as resp:
+            body = resp.read().decode()
+        assert "bmaas_sync_pass_duration_seconds_count 1.0" in body
+        assert 'bmaas_nodes{fault="",maintenance="false",power_state="off"} 1.0' in body
+    finally:
+        server.close()
+    assert not server.thread.is_alive()
+    server.close()  # twice is fine
