@@ -185,8 +185,8 @@ class Classified:
 
 def _no_answer(message: str, *, established: bool) -> Classified:
     if established:
-        return Classified(BMCTimeout, f"no answer inside the session: {message}")
-    return Classified(BMCUnreachable, f"no answer to the login: {message}")
+        return Classified(BMCTimeout, f"{message}; it was sent in a live session: outcome unknown")
+    return Classified(BMCUnreachable, f"{message}; no session was established")
 
 
 def _by_code(code: int, message: str, command: tuple[int, int] | None) -> Classified | None:

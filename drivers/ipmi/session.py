@@ -37,12 +37,15 @@ a lock (check, then index): a deletion that     deleted from it
 races a packet kills that thread for good
 select() on pyghmi's sockets: no fd >= 1024     pyghmi shares one socket among 64 BMCs; keep the
                                                 process below 1024 descriptors
+the IO thread select()s on the sockets it knew   a login that added a socket wakes the IO thread
+when it last woke: a new socket stays deaf
 ==============================================  ==================================================
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -72,6 +75,17 @@ _LOGIN_SLICE = 0.02
 #: RMCP presence ping (DSP0136 3.2.4.1): ASF class, IANA 4542, message 0x80
 _PRESENCE_PING = b"\x06\x00\xff\x06\x00\x00\x11\xbe\x80\x00\x00\x00"
 _CONSTRUCTION = threading.Lock()
+#: names for messages: "no answer to Get Chassis Status"
+COMMAND_NAMES = {
+    (0x00, 0x01): "Get Chassis Status",
+    (0x00, 0x02): "Chassis Control",
+    (0x00, 0x08): "Set System Boot Options",
+    (0x00, 0x09): "Get System Boot Options",
+    (0x06, 0x01): "Get Device ID",
+    (0x06, 0x3B): "Set Session Privilege Level",
+    (0x0A, 0x10): "Get FRU Inventory Area Info",
+    (0x0A, 0x11): "Read FRU Data",
+}
 
 
 class _WakeQueue(collections.deque):  # type: ignore[type-arg]
@@ -121,6 +135,17 @@ def _peer_addrs(bmc: str, port: int) -> list[Any]:
             sockaddr = ("::ffff:" + sockaddr[0], sockaddr[1], 0, 0)
         addrs.append(sockaddr)
     return addrs
+
+
+def _wake_io_thread() -> None:
+    """pyghmi's IO thread select()s on the socket list it had when it last
+    woke: a socket added since (a second session to one BMC needs its own)
+    is deaf until the thread wakes. pyghmi's own waits poke it; ours do not
+    go through pyghmi, so poke it the same way."""
+    socks = _ps.iosockets
+    if socks and _ps.myself:
+        with contextlib.suppress(OSError):
+            socks[0].sendto(b"\x01", (_ps.myself, socks[0].getsockname()[1]))
 
 
 def drain_shared_queue() -> None:
@@ -300,7 +325,7 @@ class BoundedSession(_ps.Session):
                 watch()
             left = deadline_at - clock()
             if left <= 0:
-                raise NoAnswer(f"nothing within the deadline (waiting for {step})")
+                raise NoAnswer(f"no answer to {step}")
             self.wakeup.wait(min(left, self._run_timer(), slice_))
 
     # -- ending ----------------------------------------------------------------
@@ -422,9 +447,8 @@ class BoundedCommand(_command.Command):
         session.raw_command(
             netfn=netfn, command=command, data=data, retry=retry, callback=answered, rslun=rslun
         )
-        session.wait(
-            lambda: bool(box), self.deadline_at, self.clock, step=f"{netfn:#x}/{command:#x}"
-        )
+        step = COMMAND_NAMES.get((netfn, command), f"netfn {netfn:#04x} command {command:#04x}")
+        session.wait(lambda: bool(box), self.deadline_at, self.clock, step=step)
         self.last_used = self.clock()
         return box[0]
 
@@ -460,6 +484,7 @@ def open_command(
     session = None
     try:
         with _CONSTRUCTION:  # two logins to one BMC must not pick one socket
+            sockets = len(_ps.iosockets)
             session = BoundedSession(
                 bmc,
                 username,
@@ -469,7 +494,9 @@ def open_command(
                 cipher_suite=cipher_suite,
                 onlogon=outcome.append,
             )
-        session.wait(lambda: bool(outcome), deadline_at, clock, watch=watch, step="login")
+            if len(_ps.iosockets) != sockets:
+                _wake_io_thread()
+        session.wait(lambda: bool(outcome), deadline_at, clock, watch=watch, step="the login")
         if "error" in outcome[0]:
             raise pyghmi_exc.IpmiException(str(outcome[0]["error"]), outcome[0].get("code", 0))
     except BaseException:

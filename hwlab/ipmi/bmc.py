@@ -81,6 +81,9 @@ _OPERATIONS: dict[tuple[int, int], Operation] = {
     (0x0A, 0x11): Operation.INVENTORY_GET,  # Read FRU Data
 }
 
+#: requests that change the machine need Operator privilege (IPMI 2.0 appendix G)
+_NEEDS_OPERATOR = {(0x00, 0x02), (0x00, 0x08)}
+
 _FAULT_CODES = {
     Effect.BUSY: 0xC0,
     Effect.INTERNAL_ERROR: 0xFF,
@@ -227,13 +230,11 @@ class LabBmc(_pyghmi_bmc.Bmc):
 
     def _open_session(self, request: bytes, addr: Any) -> None:
         verdict = self.judge(Operation.LOGIN)
-        if verdict.silent:
+        if verdict.silent or len(request) < 8:
             return
-        status = 0
-        suite = negotiate(request, self.suites)
         self._expire_idle()
-        if len(request) < 8:
-            return
+        suite = negotiate(request, self.suites)
+        status = 0
         if verdict.fault is Effect.BUSY:
             status = RMCP_INSUFFICIENT_RESOURCES
         elif verdict.fault is Effect.UNSUPPORTED or suite is None:
@@ -244,8 +245,8 @@ class LabBmc(_pyghmi_bmc.Bmc):
             status = RMCP_INSUFFICIENT_RESOURCES
         if status or suite is None:
             reply = bytes([request[0], status, 0, 0]) + request[4:8]
-            packet = _RMCP_IPMI + bytes([6, 0x11]) + bytes(8) + struct.pack("<H", len(reply))
-            self.server.call_later(verdict.delay, self.send, packet + reply, addr)
+            head = _RMCP_IPMI + bytes([6, 0x11]) + bytes(8) + struct.pack("<H", len(reply))
+            self.server.call_later(verdict.delay, self.send, head + reply, addr)
             return
         faults = LoginFaults(
             auth_fail=verdict.fault is Effect.AUTH_FAIL,
@@ -300,6 +301,8 @@ class LabBmc(_pyghmi_bmc.Bmc):
             return
         if verdict.fault is not None:
             code, reply = _FAULT_CODES[verdict.fault], b""
+        elif (ctx.netfn, ctx.command) in _NEEDS_OPERATOR and session.clientpriv < 3:
+            code, reply = 0xD4, b""  # insufficient privilege
         else:
             code, reply = self._execute(ctx, data, verdict.hardware)
         self.server.call_later(verdict.delay, session.respond, ctx, code, reply)

@@ -112,6 +112,11 @@ class IPMIServer:
         LOG.debug("serving %s over IPMI on %s:%d", machine.name, self.host, bmc.port)
         return bmc.port
 
+    def bmc(self, name: str) -> LabBmc:
+        """The emulated BMC of machine ``name`` (for lab control and tests)."""
+        with self._lock:
+            return self._bmcs[name]
+
     @property
     def endpoints(self) -> dict[str, int]:
         """Machine name -> UDP port."""
