@@ -48,7 +48,7 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from drivers.ipmi.classify import classify
-from drivers.ipmi.session import BoundedCommand, open_command
+from drivers.ipmi.command import BoundedCommand, open_command
 
 __all__ = ["SESSION_REUSE_IDLE", "IPMIDriver"]
 

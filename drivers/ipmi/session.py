@@ -8,20 +8,22 @@ only its own caller (:class:`_WakeQueue`), the caller runs the session's
 retransmit timer, and when the deadline passes it abandons the session. No
 thread waits inside pyghmi, so nothing is left behind.
 
-pyghmi 1.6.19 behaviours this module works around (measured on this machine):
+pyghmi 1.6.19 behaviours worked around here and in :mod:`drivers.ipmi.command`
+(measured on this machine):
 
 ==============================================  ==================================================
 behaviour                                       handling
 ==============================================  ==================================================
-``Session.__new__`` shares one session per      every login builds its own session; sockets
-(BMC, user, password) and, with ``str``         already talking to that BMC are kept out of its
-credentials, hands a second caller a session    way, as pyghmi's own ``forbidsock`` does
-that never finishes logging in: it hangs
+``Session.__new__`` shares one session per      every login builds its own session, never
+(BMC, user, password) and, with ``str``         offered to other pyghmi users; sockets already
+credentials, hands a second caller a session    talking to that BMC are kept out of its way,
+that never finishes logging in: it hangs        as pyghmi's own ``forbidsock`` does
 ``_req_priv_level`` waits synchronously,        sent with a callback instead, so the wait is ours
 up to 40 s, in whatever thread processed RAKP4
-a frozen session is declared dead after ~28 s,  abandoned at the deadline; a session that ever
-a dead BMC after ~5.4 s (``IpmiException        missed an answer is never reused
-('None')``)
+a frozen BMC is declared dead after ~28 s, a    abandoned at the deadline; a session that ever
+dead one after ~5 s (``IpmiException``          missed an answer is never reused, and there is
+``('None')``); one that answers logins but not  no re-login inside a call (``logontries = 0``)
+a command is re-logged and re-asked forever
 a wrong user name against a pyghmi-based BMC    the deadline ends it (reported as unreachable:
 relogs forever (each relog resets the           silence cannot be told from a dead BMC)
 retry counter)
@@ -37,7 +39,7 @@ a lock (check, then index): a deletion that     deleted from it
 races a packet kills that thread for good
 select() on pyghmi's sockets: no fd >= 1024     pyghmi shares one socket among 64 BMCs; keep the
                                                 process below 1024 descriptors
-the IO thread select()s on the sockets it knew   a login that added a socket wakes the IO thread
+the IO thread select()s on the sockets it knew  a login that added a socket wakes the IO thread
 when it last woke: a new socket stays deaf
 ==============================================  ==================================================
 """
@@ -45,7 +47,6 @@ when it last woke: a new socket stays deaf
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import logging
 import secrets
@@ -56,7 +57,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pyghmi import exceptions as pyghmi_exc
-from pyghmi.ipmi import command as _command
 from pyghmi.ipmi.private import constants
 from pyghmi.ipmi.private import session as _ps
 from pyghmi.ipmi.private import util as _util
@@ -64,7 +64,7 @@ from pyghmi.ipmi.private import util as _util
 from bmaas.clock import ClockFn
 from drivers.ipmi.classify import NoAnswer
 
-__all__ = ["BoundedCommand", "BoundedSession", "open_command"]
+__all__ = ["BoundedSession", "drain_shared_queue"]
 
 LOG = logging.getLogger(__name__)
 
@@ -72,20 +72,6 @@ LOG = logging.getLogger(__name__)
 _SLICE = 0.2
 #: during login, how often the presence ping's socket is checked for ICMP errors
 _LOGIN_SLICE = 0.02
-#: RMCP presence ping (DSP0136 3.2.4.1): ASF class, IANA 4542, message 0x80
-_PRESENCE_PING = b"\x06\x00\xff\x06\x00\x00\x11\xbe\x80\x00\x00\x00"
-_CONSTRUCTION = threading.Lock()
-#: names for messages: "no answer to Get Chassis Status"
-COMMAND_NAMES = {
-    (0x00, 0x01): "Get Chassis Status",
-    (0x00, 0x02): "Chassis Control",
-    (0x00, 0x08): "Set System Boot Options",
-    (0x00, 0x09): "Get System Boot Options",
-    (0x06, 0x01): "Get Device ID",
-    (0x06, 0x3B): "Set Session Privilege Level",
-    (0x0A, 0x10): "Get FRU Inventory Area Info",
-    (0x0A, 0x11): "Read FRU Data",
-}
 
 
 class _WakeQueue(collections.deque):  # type: ignore[type-arg]
@@ -124,6 +110,7 @@ class _Retired:
 
 
 _RETIRED = _Retired()
+_NOT_SHARED = object()  # a Kg "value" no other caller can pass
 
 
 def _peer_addrs(bmc: str, port: int) -> list[Any]:
@@ -135,17 +122,6 @@ def _peer_addrs(bmc: str, port: int) -> list[Any]:
             sockaddr = ("::ffff:" + sockaddr[0], sockaddr[1], 0, 0)
         addrs.append(sockaddr)
     return addrs
-
-
-def _wake_io_thread() -> None:
-    """pyghmi's IO thread select()s on the socket list it had when it last
-    woke: a socket added since (a second session to one BMC needs its own)
-    is deaf until the thread wakes. pyghmi's own waits poke it; ours do not
-    go through pyghmi, so poke it the same way."""
-    socks = _ps.iosockets
-    if socks and _ps.myself:
-        with contextlib.suppress(OSError):
-            socks[0].sendto(b"\x01", (_ps.myself, socks[0].getsockname()[1]))
 
 
 def drain_shared_queue() -> None:
@@ -215,6 +191,9 @@ class BoundedSession(_ps.Session):
 
     def login(self) -> None:
         self.pktqueue = _WakeQueue(self.wakeup)
+        # pyghmi's Session.__new__ hands any caller with the same (BMC, user,
+        # password, kg) an existing session: never this one.
+        self.kgo = _NOT_SHARED
         super().login()
 
     def _initsession(self) -> None:
@@ -371,138 +350,3 @@ class BoundedSession(_ps.Session):
 
     def usable(self) -> bool:
         return self.logged and not self.broken and not self.abandoned and self.failure is None
-
-
-class _RefusalWatch:
-    """A presence ping on a connected UDP socket: the only way to learn, during
-    login, that the BMC's port answered with ICMP port-unreachable."""
-
-    def __init__(self, bmc: str, port: int) -> None:
-        family, kind, proto, _, addr = socket.getaddrinfo(bmc, port, 0, socket.SOCK_DGRAM)[0]
-        self.sock = socket.socket(family, kind, proto)
-        try:
-            self.sock.setblocking(False)
-            self.sock.connect(addr)
-            self.sock.send(_PRESENCE_PING)
-        except OSError:
-            self.sock.close()
-            raise
-
-    def __call__(self) -> None:
-        try:
-            self.sock.recv(64)  # a pong, or ConnectionRefusedError
-        except BlockingIOError:
-            return
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-class BoundedCommand(_command.Command):
-    """A pyghmi ``Command`` over a :class:`BoundedSession`: ``raw_command``
-    and ``xraw_command`` end at ``deadline_at`` on ``clock``."""
-
-    def __init__(self, session: BoundedSession, clock: ClockFn) -> None:
-        # Command.__init__ would log in synchronously; this one is already in.
-        self.bmc = session.bmc
-        self.onlogon = None
-        self._sdrcachedir = None
-        self._sdr = None
-        self._oem = None
-        self._oemknown = False
-        self._netchannel = None
-        self._ipv6support = None
-        self.certverify = None
-        self.kwargs: dict[str, Any] = {}
-        self.ipmi_session = session
-        self.clock = clock
-        self.deadline_at = 0.0
-        self.last_used = clock()
-
-    def raw_command(
-        self,
-        netfn: int,
-        command: int,
-        bridge_request: Any = (),
-        data: Any = (),
-        delay_xmit: Any = None,
-        retry: bool = True,
-        timeout: Any = None,
-        rslun: int = 0,
-    ) -> dict[str, Any]:
-        """One request, answered or ``NoAnswer`` by ``deadline_at``. ``retry``
-        lets pyghmi resend an unanswered datagram (same sequence number) on
-        its timer; pass ``False`` for requests that must not be sent twice."""
-        session = self.ipmi_session
-        box: list[dict[str, Any]] = []
-
-        def answered(response: dict[str, Any]) -> None:
-            session.command_done()
-            error = _util.get_ipmi_error(response)
-            if error:
-                response["error"] = error
-            box.append(response)
-            session.wakeup.set()
-
-        session.raw_command(
-            netfn=netfn, command=command, data=data, retry=retry, callback=answered, rslun=rslun
-        )
-        step = COMMAND_NAMES.get((netfn, command), f"netfn {netfn:#04x} command {command:#04x}")
-        session.wait(lambda: bool(box), self.deadline_at, self.clock, step=step)
-        self.last_used = self.clock()
-        return box[0]
-
-    def xraw_command(self, netfn: int, command: int, **kw: Any) -> dict[str, Any]:
-        """``raw_command`` that raises ``IpmiException(text, code)`` on a
-        non-zero completion code and returns the data as ``bytes``."""
-        response = self.raw_command(netfn, command, **kw)
-        if "error" in response:
-            raise pyghmi_exc.IpmiException(response["error"], response.get("code", 0))
-        response["data"] = bytes(response["data"])
-        return response
-
-    def close(self) -> None:
-        self.ipmi_session.abandon()
-
-
-def open_command(
-    bmc: str,
-    port: int,
-    username: bytes,
-    password: bytes,
-    *,
-    privlevel: int,
-    cipher_suite: int | None,
-    deadline_at: float,
-    clock: ClockFn,
-) -> BoundedCommand:
-    """Log in (RMCP+) by ``deadline_at`` and return a command object on the
-    new session. Raises ``NoAnswer``, ``ConnectionRefusedError`` (ICMP),
-    ``IpmiException`` (refused) or whatever a malformed reply raised."""
-    outcome: list[dict[str, Any]] = []
-    watch = _RefusalWatch(bmc, port)
-    session = None
-    try:
-        with _CONSTRUCTION:  # two logins to one BMC must not pick one socket
-            sockets = len(_ps.iosockets)
-            session = BoundedSession(
-                bmc,
-                username,
-                password,
-                port=port,
-                privlevel=privlevel,
-                cipher_suite=cipher_suite,
-                onlogon=outcome.append,
-            )
-            if len(_ps.iosockets) != sockets:
-                _wake_io_thread()
-        session.wait(lambda: bool(outcome), deadline_at, clock, watch=watch, step="the login")
-        if "error" in outcome[0]:
-            raise pyghmi_exc.IpmiException(str(outcome[0]["error"]), outcome[0].get("code", 0))
-    except BaseException:
-        if session is not None:
-            session.abandon()
-        raise
-    finally:
-        watch.close()
-    return BoundedCommand(session, clock)

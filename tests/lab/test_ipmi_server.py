@@ -186,6 +186,20 @@ def test_stock_pyghmi_client_gets_suite_17(lab: Lab) -> None:
         cmd.ipmi_session.logout()
 
 
+def test_a_stock_pyghmi_client_never_shares_a_driver_session(lab: Lab) -> None:
+    lab.machine()
+    driver = lab.driver()
+    driver.get_power_state()
+    cmd = _pyghmi(lab.server.endpoints["n1"], USER.encode(), PASSWORD.encode())
+    try:
+        assert type(cmd.ipmi_session).__module__ == "pyghmi.ipmi.private.session"
+        assert cmd.get_power() == {"powerstate": "off"}
+        assert driver.get_power_state() is PowerState.OFF
+        assert len(lab.server.bmc("n1").sessions) == 2
+    finally:
+        cmd.ipmi_session.logout()
+
+
 def test_stock_pyghmi_client_learns_of_an_unknown_user_at_once(lab: Lab) -> None:
     lab.machine()
     start = time.monotonic()
