@@ -20,11 +20,12 @@ import logging
 import struct
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pyghmi.exceptions import IpmiException
 from pyghmi.ipmi import fru as pyghmi_fru
 
+from bmaas.clock import ClockFn, SleepFn
 from bmaas.driver import (
     DEFAULT_DEADLINE,
     BMCDriver,
@@ -123,8 +124,8 @@ class IPMIDriver(BMCDriver):
         info: DriverInfo,
         *,
         deadline: float = DEFAULT_DEADLINE,
-        clock: Any = None,
-        sleep: Any = None,
+        clock: ClockFn | None = None,
+        sleep: SleepFn | None = None,
     ) -> None:
         super().__init__(node, info, deadline=deadline, clock=clock, sleep=sleep)
         if not info.ipmi_address:

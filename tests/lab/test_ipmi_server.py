@@ -17,7 +17,6 @@ from pyghmi.ipmi import command as pyghmi_command
 from bmaas.driver import PowerState
 from fakes.machine import FakeMachine
 from hwlab.ipmi import IPMIServer
-from hwlab.ipmi.session import negotiate
 from tests.lab.conftest import PASSWORD, USER, Lab, live_threads, open_fds
 
 pytestmark = pytest.mark.lab
@@ -142,25 +141,6 @@ def test_delayed_answers_do_not_block_other_bmcs(lab: Lab) -> None:
     assert quick_driver.get_power_state() is PowerState.OFF
     assert time.monotonic() - start < 0.3
     thread.join(timeout=5)
-
-
-def test_negotiation_prefers_17_and_falls_back_to_3() -> None:
-    def proposal(auth: int, integrity: int) -> bytes:
-        return (
-            bytes(8)
-            + bytes([0, 0, 0, 8, auth, 0, 0, 0, 1, 0, 0, 8, integrity, 0, 0, 0])
-            + bytes([2, 0, 0, 8, 1, 0, 0, 0])
-        )
-
-    suite = negotiate(proposal(3, 4), (17, 3))
-    assert suite is not None
-    assert suite.number == 17
-    suite = negotiate(proposal(1, 1), (17, 3))
-    assert suite is not None
-    assert suite.number == 3
-    assert negotiate(proposal(3, 4), (3,)) is None
-    wildcard = bytes(8) + bytes([0, 0, 0, 0] * 2) + bytes(24)
-    assert negotiate(wildcard, (3,)) is not None
 
 
 # -- stock pyghmi clients --------------------------------------------------------
