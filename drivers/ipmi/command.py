@@ -99,6 +99,8 @@ class BoundedCommand(_command.Command):
         self.clock = clock
         self.deadline_at = 0.0
         self.last_used = clock()
+        #: (netfn, command) of the latest request, for command-specific codes
+        self.last_command: tuple[int, int] | None = None
 
     def raw_command(
         self,
@@ -115,6 +117,7 @@ class BoundedCommand(_command.Command):
         lets pyghmi resend an unanswered datagram (same sequence number) on
         its timer; pass ``False`` for requests that must not be sent twice."""
         session = self.ipmi_session
+        self.last_command = (netfn, command)
         box: list[dict[str, Any]] = []
 
         def answered(response: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import struct
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -100,7 +101,10 @@ class ChassisStatus:
 class IPMIDriver(BMCDriver):
     """A node's BMC over IPMI 2.0 lanplus. Offers power (with soft power),
     boot device and inventory (FRU 0); virtual media and boot progress are
-    not IPMI features."""
+    not IPMI features.
+
+    ``clock`` must advance in real time: deadlines are waited for on sockets.
+    """
 
     name = "ipmi"
     capabilities = frozenset(
@@ -132,6 +136,9 @@ class IPMIDriver(BMCDriver):
             raise InputError("is required", field="driver_info.ipmi_address", node=node)
         self._lock = threading.Lock()
         self._command: BoundedCommand | None = None
+        # Logs the session out if the driver is dropped without close(), so a
+        # forgotten driver does not hold a session (and a socket slot) forever.
+        self._release: weakref.finalize | None = None
 
     @property
     def address(self) -> str:
@@ -153,11 +160,9 @@ class IPMIDriver(BMCDriver):
                 operation=operation,
                 elapsed=self._clock() - start,
             )
-        established = False
-        command: tuple[int, int] | None = None
+        cmd: BoundedCommand | None = None
         try:
             cmd = self._session(start + limit)
-            established = True
             cmd.deadline_at = start + limit
             return act(cmd)
         except BMCFault as fault:
@@ -167,7 +172,10 @@ class IPMIDriver(BMCDriver):
         except BmaasError:
             raise
         except Exception as exc:
-            found = classify(exc, established=established, command=command)
+            # cmd is None while logging in: nothing was asked of a live session yet
+            found = classify(
+                exc, established=cmd is not None, command=cmd.last_command if cmd else None
+            )
             if not found.keeps_session:
                 self._discard()
             raise self.fault(
@@ -190,7 +198,7 @@ class IPMIDriver(BMCDriver):
         user = (info.ipmi_username or "").encode("utf-8")
         # pyghmi must get bytes: str credentials make a second login to the
         # same BMC in this process hang (see drivers.ipmi.session)
-        self._command = open_command(
+        cmd = open_command(
             info.ipmi_address or "",
             info.ipmi_port,
             user,
@@ -200,12 +208,14 @@ class IPMIDriver(BMCDriver):
             deadline_at=deadline_at,
             clock=self._clock,
         )
-        return self._command
+        self._command = cmd
+        self._release = weakref.finalize(self, cmd.close)
+        return cmd
 
     def _discard(self) -> None:
-        cmd, self._command = self._command, None
-        if cmd is not None:
-            cmd.close()
+        release, self._release, self._command = self._release, None, None
+        if release is not None:
+            release()  # BoundedCommand.close, once
 
     def close(self) -> None:
         """Log out (Close Session, not waited for). Safe to call twice."""

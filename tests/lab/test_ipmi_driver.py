@@ -3,6 +3,7 @@ privilege, concurrency, and secrets that never leak."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import pickle
 import socket
@@ -110,6 +111,20 @@ def test_close_logs_out(lab: Lab) -> None:
     assert driver.get_power_state() is PowerState.OFF  # and the driver can log in again
 
 
+def test_a_dropped_driver_logs_out(lab: Lab) -> None:
+    lab.machine()
+    driver = IPMIDriver("n1", lab.info(), deadline=1.0)
+    driver.get_power_state()
+    bmc = lab.server.bmc("n1")
+    assert len(bmc.sessions) == 1
+    del driver
+    gc.collect()
+    deadline = time.monotonic() + 1.0
+    while bmc.sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not bmc.sessions
+
+
 def test_two_drivers_for_one_bmc_each_keep_their_session(lab: Lab) -> None:
     lab.machine()
     first, second = lab.driver(), lab.driver()
@@ -168,6 +183,21 @@ def test_one_time_boot_device_is_consumed_by_the_next_power_on(lab: Lab) -> None
     driver.set_power_state(PowerAction.ON, wait=True, timeout=3.0)
     assert machine.last_boot_device is BootDevice.PXE
     assert driver.get_boot_device() == BootSetting(BootDevice.DISK, persistent=True)
+
+
+def test_command_specific_codes_are_read_with_their_command(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine = lab.machine()
+    logins = lab.counter(machine, "login")
+    # a BMC without boot-flags support answers 0x80, "parameter not supported"
+    monkeypatch.setattr(lab.server.bmc("n1"), "_get_boot_options", lambda data: (0x80, b""))
+    driver = lab.driver()
+    with pytest.raises(UnsupportedOperation) as info:
+        driver.get_boot_device()
+    assert info.value.status == "0x80"
+    assert driver.get_power_state() is PowerState.OFF
+    assert machine.plan.counts()[logins] == 1  # an answered error keeps the session
 
 
 def test_inventory_from_fru(lab: Lab) -> None:
