@@ -370,8 +370,13 @@ class RetryingDriver:
     ) -> PowerState:
         """Like ``BMCDriver.set_power_state``; a restart with ``wait`` is a
         :func:`reboot`."""
-        if not action.idempotent and wait:
-            return reboot(self.driver, self.policy, action=action, timeout=timeout)
+        if action is PowerAction.SOFT_REBOOT and wait:
+            # Two idempotent steps are safe to retry, and every driver can do them
+            # (IPMI has no single soft-reboot request).
+            self.set_power_state(PowerAction.SOFT_OFF, wait=True, timeout=timeout)
+            return self.set_power_state(PowerAction.ON, wait=True, timeout=timeout)
+        if action is PowerAction.REBOOT and wait:
+            return reboot(self.driver, self.policy, timeout=timeout)
         call(self.policy, self.driver.request_power, action, idempotent=action.idempotent)
         if not wait:
             return self.get_power_state()

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from bmaas.driver import BMCDriver, PowerState
+from bmaas.driver_info import DriverInfo
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
@@ -60,7 +62,33 @@ def _fake(cls: type[FakeDriver]) -> Callable[[], contextlib.AbstractContextManag
     return factory
 
 
+@contextlib.contextmanager
+def _ipmi() -> Iterator[Target]:
+    """IPMIDriver against an hwlab IPMI BMC on 127.0.0.1, real time."""
+    from drivers.ipmi import IPMIDriver
+    from hwlab.ipmi import IPMIServer
+
+    machine = FakeMachine("c1", CONTRACT_HARDWARE, power=PowerState.OFF)
+    with IPMIServer() as server:
+        port = server.add(machine, username="admin", password="contract-pw")
+        info = DriverInfo.parse(
+            {
+                "ipmi_address": "127.0.0.1",
+                "ipmi_port": port,
+                "ipmi_username": "admin",
+                "ipmi_password": "contract-pw",
+            }
+        )
+        driver = IPMIDriver("c1", info, deadline=2.0)
+        driver.poll_interval = 0.05
+        try:
+            yield Target(driver, machine, power_timeout=3.0, wait=time.sleep)
+        finally:
+            driver.close()
+
+
 BACKENDS = [
     pytest.param(_fake(FakeDriver), id="fake"),
     pytest.param(_fake(CoreOnlyFakeDriver), id="fake-core-only"),
+    pytest.param(_ipmi, id="ipmi", marks=pytest.mark.lab),
 ]

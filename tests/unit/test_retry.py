@@ -270,3 +270,13 @@ def test_policy_no_retry_is_one_attempt() -> None:
             rig.driver.get_power_state,
         )
     assert len(rig.calls) == 1
+
+
+def test_soft_reboot_is_two_idempotent_steps() -> None:
+    rig = Rig({"effect": "busy", "operation": "power.set", "nth": 2}, power=PowerState.ON)
+    boots = rig.machine.boots
+    rd = RetryingDriver(rig.driver, rig.policy)
+    assert rd.set_power_state(PowerAction.SOFT_REBOOT, wait=True, timeout=30) is PowerState.ON
+    assert rig.machine.boots == boots + 1
+    # SOFT_OFF, then ON answered busy and retried: never a resent restart
+    assert rig.calls.count("power.set") == 3

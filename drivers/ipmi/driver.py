@@ -1,0 +1,408 @@
+"""The IPMI driver: bmaas's driver contract over IPMI 2.0 (RMCP+, lanplus).
+
+Built on ``pyghmi.ipmi.command.Command`` through :mod:`drivers.ipmi.session`,
+which bounds every wait by the call's deadline. Faults come from one mapping,
+:func:`drivers.ipmi.classify.classify`; the driver adds the two judgements
+that need IPMI semantics: power faults reported by Get Chassis Status
+(``PowerFailure``) and a boot device that does not read back (``BootFailure``).
+
+Sessions: one RMCP+ session per driver, reused while it is healthy (a power
+read on a reused session costs a fraction of a millisecond on loopback, a
+login a few). A session that missed an answer, failed to parse a reply, or
+sat idle longer than :data:`SESSION_REUSE_IDLE` is never reused: the next call
+logs in afresh. Calls on one driver are serialised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TypeVar
+
+from pyghmi.exceptions import IpmiException
+from pyghmi.ipmi import fru as pyghmi_fru
+
+from bmaas.clock import ClockFn, SleepFn
+from bmaas.driver import (
+    DEFAULT_DEADLINE,
+    BMCDriver,
+    BMCInfo,
+    BootDevice,
+    BootSetting,
+    Capability,
+    Inventory,
+    Operation,
+    PowerAction,
+    PowerState,
+)
+from bmaas.driver_info import DriverInfo
+from bmaas.faults import (
+    BmaasError,
+    BMCBusy,
+    BMCFault,
+    BootFailure,
+    InputError,
+    PowerFailure,
+    UnsupportedOperation,
+)
+from drivers.ipmi.classify import classify
+from drivers.ipmi.command import BoundedCommand, open_command
+
+__all__ = ["SESSION_REUSE_IDLE", "IPMIDriver"]
+
+LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: seconds of idleness after which a session is not reused. BMCs drop idle
+#: sessions (60 s is common, less is allowed) and this driver sends no
+#: keepalives, so a fresh login (milliseconds) beats a timeout on a dead one.
+SESSION_REUSE_IDLE = 20.0
+
+_PRIVILEGE = {"administrator": 4, "operator": 3, "user": 2}
+# Chassis Control (IPMI 2.0 section 28.3) directives
+_CHASSIS_CONTROL = {
+    PowerAction.OFF: 0x00,
+    PowerAction.ON: 0x01,
+    PowerAction.REBOOT: 0x03,  # hard reset; on a machine that is off, most BMCs power on
+    PowerAction.SOFT_OFF: 0x05,  # ACPI soft shutdown
+}
+# boot flags device selector (Set System Boot Options parameter 5, data 2 bits 5:2)
+_BOOT_SELECTOR = {BootDevice.PXE: 1, BootDevice.DISK: 2, BootDevice.CDROM: 5, BootDevice.BIOS: 6}
+_SELECTOR_DEVICE = {
+    **{code: device for device, code in _BOOT_SELECTOR.items()},
+    3: BootDevice.DISK,  # hard disk, safe mode
+    8: BootDevice.CDROM,  # remotely connected CD/DVD
+}
+_FRU_CHUNK = 224  # bytes per Read FRU Data (pyghmi's choice; most BMCs accept it)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChassisStatus:
+    """Get Chassis Status, byte 1 (current power state)."""
+
+    power_on: bool
+    overload: bool
+    interlock: bool
+    power_fault: bool
+    control_fault: bool
+
+    @classmethod
+    def decode(cls, data: bytes) -> ChassisStatus:
+        (current,) = struct.unpack_from("B", data)
+        bits = [bool(current & (1 << n)) for n in range(5)]
+        return cls(*bits)
+
+
+class IPMIDriver(BMCDriver):
+    """A node's BMC over IPMI 2.0 lanplus. Offers power (with soft power),
+    boot device and inventory (FRU 0); virtual media and boot progress are
+    not IPMI features.
+
+    ``clock`` must advance in real time: deadlines are waited for on sockets.
+    """
+
+    name = "ipmi"
+    capabilities = frozenset(
+        {Capability.POWER, Capability.SOFT_POWER, Capability.BOOT_DEVICE, Capability.INVENTORY}
+    )
+    required_info = ("ipmi_address",)
+    accepted_info = frozenset(
+        {
+            "ipmi_address",
+            "ipmi_port",
+            "ipmi_username",
+            "ipmi_password",
+            "ipmi_cipher_suite",
+            "ipmi_priv_level",
+        }
+    )
+
+    def __init__(
+        self,
+        node: str,
+        info: DriverInfo,
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        clock: ClockFn | None = None,
+        sleep: SleepFn | None = None,
+    ) -> None:
+        super().__init__(node, info, deadline=deadline, clock=clock, sleep=sleep)
+        if not info.ipmi_address:
+            raise InputError("is required", field="driver_info.ipmi_address", node=node)
+        self._lock = threading.Lock()
+        self._command: BoundedCommand | None = None
+        # Logs the session out if the driver is dropped without close(), so a
+        # forgotten driver does not hold a session (and a socket slot) forever.
+        self._release: weakref.finalize | None = None
+
+    @property
+    def address(self) -> str:
+        host = self.info.ipmi_address or "?"
+        host = f"[{host}]" if ":" in host else host
+        return f"{host}:{self.info.ipmi_port}"
+
+    # -- the one place a call becomes a fault -------------------------------
+
+    def _call(
+        self, operation: Operation, deadline: float | None, act: Callable[[BoundedCommand], T]
+    ) -> T:
+        limit = self._deadline(deadline)
+        start = self._clock()
+        if not self._lock.acquire(timeout=limit):
+            raise self.fault(
+                BMCBusy,
+                "another call to this BMC is still running",
+                operation=operation,
+                elapsed=self._clock() - start,
+            )
+        cmd: BoundedCommand | None = None
+        try:
+            cmd = self._session(start + limit)
+            cmd.deadline_at = start + limit
+            return act(cmd)
+        except BMCFault as fault:
+            if fault.elapsed is None:
+                fault.elapsed = self._clock() - start
+            raise
+        except BmaasError:
+            raise
+        except Exception as exc:
+            # cmd is None while logging in: nothing was asked of a live session yet
+            found = classify(
+                exc, established=cmd is not None, command=cmd.last_command if cmd else None
+            )
+            if not found.keeps_session:
+                self._discard()
+            raise self.fault(
+                found.cls,
+                found.message,
+                operation=operation,
+                elapsed=self._clock() - start,
+                status=found.status,
+            ) from exc
+        finally:
+            self._lock.release()
+
+    def _session(self, deadline_at: float) -> BoundedCommand:
+        cmd = self._command
+        if cmd is not None:
+            if cmd.ipmi_session.usable() and self._clock() - cmd.last_used < SESSION_REUSE_IDLE:
+                return cmd
+            self._discard()
+        info = self.info
+        user = (info.ipmi_username or "").encode("utf-8")
+        # pyghmi must get bytes: str credentials make a second login to the
+        # same BMC in this process hang (see drivers.ipmi.session)
+        cmd = open_command(
+            info.ipmi_address or "",
+            info.ipmi_port,
+            user,
+            info.ipmi_password.reveal_bytes(),
+            privlevel=_PRIVILEGE[info.ipmi_priv_level],
+            cipher_suite=info.ipmi_cipher_suite,
+            deadline_at=deadline_at,
+            clock=self._clock,
+        )
+        self._command = cmd
+        self._release = weakref.finalize(self, cmd.close)
+        return cmd
+
+    def _discard(self) -> None:
+        release, self._release, self._command = self._release, None, None
+        if release is not None:
+            release()  # BoundedCommand.close, once
+
+    def close(self) -> None:
+        """Log out (Close Session, not waited for). Safe to call twice."""
+        with self._lock:
+            self._discard()
+
+    # -- power -------------------------------------------------------------------
+
+    def _chassis_status(self, cmd: BoundedCommand) -> ChassisStatus:
+        return ChassisStatus.decode(cmd.xraw_command(netfn=0x00, command=0x01)["data"])
+
+    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+        """Log in, read Get Device ID and the chassis power state."""
+
+        def act(cmd: BoundedCommand) -> BMCInfo:
+            dev = cmd.xraw_command(netfn=0x06, command=0x01)["data"]
+            dev_id, revision, major, minor, version, support, mfg, product = struct.unpack_from(
+                "<6B3sH", dev
+            )
+            status = self._chassis_status(cmd)
+            return BMCInfo(
+                power_state=PowerState.ON if status.power_on else PowerState.OFF,
+                firmware_version=f"{major & 0x7F}.{minor:02x}",
+                extra={
+                    "device_id": dev_id,
+                    "device_revision": revision & 0x0F,
+                    "ipmi_version": f"{version & 0x0F}.{version >> 4}",
+                    "manufacturer_id": int.from_bytes(mfg, "little"),
+                    "product_id": product,
+                    "chassis_device": bool(support & 0x80),
+                    "fru_device": bool(support & 0x08),
+                    "power_fault": status.power_fault,
+                    "power_control_fault": status.control_fault,
+                },
+            )
+
+        return self._call(Operation.PROBE, deadline, act)
+
+    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+        """ON or OFF from Get Chassis Status. Raises ``PowerFailure`` when the
+        BMC reports a main power fault or a power control fault (it commanded
+        power and the system did not follow): the hardware is suspect."""
+
+        def act(cmd: BoundedCommand) -> PowerState:
+            status = self._chassis_status(cmd)
+            if status.control_fault:
+                raise self.fault(
+                    PowerFailure,
+                    "the BMC reports a power control fault (power commanded, state did not change)",
+                    operation=Operation.POWER_GET,
+                )
+            if status.power_fault:
+                raise self.fault(
+                    PowerFailure,
+                    "the BMC reports a main power fault",
+                    operation=Operation.POWER_GET,
+                )
+            return PowerState.ON if status.power_on else PowerState.OFF
+
+        return self._call(Operation.POWER_GET, deadline, act)
+
+    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+        if action not in _CHASSIS_CONTROL:
+            raise self.unsupported(Operation.POWER_SET, f"{action} is not one IPMI request")
+        # A reset must not be retransmitted: a BMC that acted and lost its
+        # answer would reset the node twice. Idempotent actions may be.
+        self._call(
+            Operation.POWER_SET,
+            deadline,
+            lambda cmd: cmd.xraw_command(
+                netfn=0x00,
+                command=0x02,
+                data=[_CHASSIS_CONTROL[action]],
+                retry=action.idempotent,
+            ),
+        )
+
+    def set_power_state(
+        self,
+        action: PowerAction,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        deadline: float | None = None,
+    ) -> PowerState:
+        """As :meth:`BMCDriver.set_power_state`. IPMI has no soft reboot, so
+        SOFT_REBOOT is a soft shutdown, a wait for off (within ``timeout``),
+        then power on, as Ironic's IPMI drivers do it."""
+        if action is not PowerAction.SOFT_REBOOT:
+            return super().set_power_state(action, wait=wait, timeout=timeout, deadline=deadline)
+        timeout = self._deadline(None) * 3 if timeout is None else timeout
+        start = self._clock()
+        self.request_power(PowerAction.SOFT_OFF, deadline=deadline)
+        self.wait_for_power(PowerState.OFF, timeout=timeout, deadline=deadline, start=start)
+        self.request_power(PowerAction.ON, deadline=deadline)
+        if not wait:
+            return self.get_power_state(deadline=deadline)
+        return self.wait_for_power(PowerState.ON, timeout=timeout, deadline=deadline, start=start)
+
+    # -- boot device -------------------------------------------------------------
+
+    def _read_boot(self, cmd: BoundedCommand) -> BootSetting:
+        data = cmd.xraw_command(netfn=0x00, command=0x09, data=[5, 0, 0])["data"]
+        _, parameter, flags, selector = struct.unpack_from("4B", data)
+        if parameter & 0x7F != 5:
+            raise struct.error(f"asked for boot parameter 5, got {parameter & 0x7F}")
+        if not flags & 0x80:
+            # No override set: the firmware's boot order applies, which on a
+            # server is the local disk. IPMI cannot say more.
+            return BootSetting(BootDevice.DISK, persistent=True)
+        device = _SELECTOR_DEVICE.get((selector >> 2) & 0x0F)
+        if device is None:
+            raise self.fault(
+                UnsupportedOperation,
+                f"boot device selector {(selector >> 2) & 0x0F:#x} is not one bmaas models",
+                operation=Operation.BOOT_GET,
+            )
+        return BootSetting(device, persistent=bool(flags & 0x40))
+
+    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+        return self._call(Operation.BOOT_GET, deadline, self._read_boot)
+
+    def set_boot_device(
+        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+    ) -> None:
+        """Set System Boot Options (boot flags), then read them back in the
+        same call: ``BootFailure`` when the BMC accepted and did not apply."""
+
+        def act(cmd: BoundedCommand) -> None:
+            flags = 0x80 | (0x40 if persistent else 0)
+            data = [5, flags, _BOOT_SELECTOR[device] << 2, 0, 0, 0]
+            cmd.xraw_command(netfn=0x00, command=0x08, data=data)
+            applied = self._read_boot(cmd)
+            if applied != BootSetting(device, persistent):
+                raise self.fault(
+                    BootFailure,
+                    f"asked for {device} (persistent={persistent}), the BMC reads back "
+                    f"{applied.device} (persistent={applied.persistent})",
+                    operation=Operation.BOOT_SET,
+                )
+
+        self._call(Operation.BOOT_SET, deadline, act)
+
+    # -- inventory -----------------------------------------------------------------
+
+    def get_inventory(self, *, deadline: float | None = None) -> Inventory:
+        """Manufacturer, model and serial from FRU 0 (IPMI has no standard
+        record for CPU count or memory). ``UnsupportedOperation`` when the BMC
+        has no FRU 0."""
+
+        def act(cmd: BoundedCommand) -> Inventory:
+            info = pyghmi_fru.FRU(rawdata=self._read_fru(cmd)).info or {}
+            fields = {k: v for k, v in info.items() if isinstance(v, str) and v}
+            return Inventory(
+                manufacturer=fields.get("Manufacturer") or fields.get("Board manufacturer"),
+                model=fields.get("Product name") or fields.get("Board product name"),
+                serial=fields.get("Serial Number") or fields.get("Board serial number"),
+                extra={"fru": fields},
+            )
+
+        return self._call(Operation.INVENTORY_GET, deadline, act)
+
+    @staticmethod
+    def _read_fru(cmd: BoundedCommand) -> bytes:
+        # Our own loop rather than pyghmi's FRU fetch: that one swallows 0xC3
+        # (timeout in the BMC) and 0xC9 as "no FRU", hiding a busy BMC.
+        size, _access = struct.unpack_from(
+            "<HB", cmd.xraw_command(netfn=0x0A, command=0x10, data=[0])["data"]
+        )
+        raw = bytearray()
+        chunk = min(_FRU_CHUNK, size)
+        for _ in range(size // 4 + 16):  # bounded even if the BMC returns 1 byte at a time
+            if len(raw) >= size or chunk == 0:
+                break
+            offset = len(raw)
+            want = min(chunk, size - offset)
+            response = cmd.raw_command(
+                netfn=0x0A, command=0x11, data=[0, offset & 0xFF, offset >> 8, want]
+            )
+            if response.get("code") == 0xCA and chunk > 8:
+                chunk //= 2  # too many bytes for this BMC: ask for fewer
+                continue
+            if "error" in response:
+                raise IpmiException(response["error"], response.get("code", 0))
+            data = bytes(response["data"])
+            (count,) = struct.unpack_from("B", data)
+            if count == 0:
+                break
+            raw += data[1 : 1 + count]
+        return bytes(raw)

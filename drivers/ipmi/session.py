@@ -1,0 +1,352 @@
+"""pyghmi sessions and commands whose every wait ends at the caller's deadline.
+
+pyghmi's synchronous API waits inside the library with timeouts that are
+module globals (about 5 s for a dead BMC, 28 s for a frozen session, forever
+for some login failures). Here the caller's thread drives the session itself:
+pyghmi's IO thread still reads the sockets, but each session's packets wake
+only its own caller (:class:`_WakeQueue`), the caller runs the session's
+retransmit timer, and when the deadline passes it abandons the session. No
+thread waits inside pyghmi, so nothing is left behind.
+
+pyghmi 1.6.19 behaviours worked around here and in :mod:`drivers.ipmi.command`
+(measured on this machine):
+
+==============================================  ==================================================
+behaviour                                       handling
+==============================================  ==================================================
+``Session.__new__`` shares one session per      every login builds its own session, never
+(BMC, user, password) and, with ``str``         offered to other pyghmi users; sockets already
+credentials, hands a second caller a session    talking to that BMC are kept out of its way,
+that never finishes logging in: it hangs        as pyghmi's own ``forbidsock`` does
+``_req_priv_level`` waits synchronously,        sent with a callback instead, so the wait is ours
+up to 40 s, in whatever thread processed RAKP4
+a frozen BMC is declared dead after ~28 s, a    abandoned at the deadline; a session that ever
+dead one after ~5 s (``IpmiException``          missed an answer is never reused, and there is
+``('None')``); one that answers logins but not  no re-login inside a call (``logontries = 0``)
+a command is re-logged and re-asked forever
+a wrong user name against a pyghmi-based BMC    the deadline ends it (reported as unreachable:
+relogs forever (each relog resets the           silence cannot be told from a dead BMC)
+retry counter)
+a cipher suite 3 answer to a suite 17           the algorithms the BMC picked are honoured
+proposal (pyghmi's own BMC) fails in RAKP2
+with ``struct.error``
+unconnected UDP sockets never see ICMP          a presence ping on a connected socket during
+port-unreachable                                login reports a closed port at once
+keepalives (Get Device ID every ~25 s) go       not registered: no hidden traffic; the driver
+out from any thread that drives the loop        does not reuse a session idle for long
+the IO thread reads the routing table without   finished sessions are replaced by a sink, never
+a lock (check, then index): a deletion that     deleted from it
+races a packet kills that thread for good
+select() on pyghmi's sockets: no fd >= 1024     pyghmi shares one socket among 64 BMCs; keep the
+                                                process below 1024 descriptors
+the IO thread select()s on the sockets it knew  a login that added a socket wakes the IO thread
+when it last woke: a new socket stays deaf
+==============================================  ==================================================
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import secrets
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pyghmi import exceptions as pyghmi_exc
+from pyghmi.ipmi.private import constants
+from pyghmi.ipmi.private import session as _ps
+from pyghmi.ipmi.private import util as _util
+
+from bmaas.clock import ClockFn
+from drivers.ipmi.classify import NoAnswer
+
+__all__ = ["BoundedSession", "drain_shared_queue"]
+
+LOG = logging.getLogger(__name__)
+
+#: longest wait between checks when nothing else bounds it (a safety net)
+_SLICE = 0.2
+#: during login, how often the presence ping's socket is checked for ICMP errors
+_LOGIN_SLICE = 0.02
+
+
+class _WakeQueue(collections.deque):  # type: ignore[type-arg]
+    """A session's packet queue that wakes the session's caller on arrival."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        super().__init__()
+        self._wake = wake
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        self._wake.set()
+
+
+class _Discard(collections.deque):  # type: ignore[type-arg]
+    def append(self, item: Any) -> None:
+        return
+
+
+class _Retired:
+    """Stands in for a finished session in pyghmi's routing table: late
+    packets land here and vanish (see ``BoundedSession._unroute``)."""
+
+    broken = True
+    logged = 0
+    logging = False
+
+    def __init__(self) -> None:
+        self.pktqueue = _Discard()
+
+    def process_pktqueue(self) -> None:
+        return
+
+    def logout(self, *args: Any) -> dict[str, bool]:
+        return {"success": True}
+
+
+_RETIRED = _Retired()
+_NOT_SHARED = object()  # a Kg "value" no other caller can pass
+
+
+def _peer_addrs(bmc: str, port: int) -> list[Any]:
+    """The socket addresses pyghmi will use for this BMC (IPv4 mapped into
+    IPv6 when pyghmi's sockets are dual-stack)."""
+    addrs = []
+    for family, *_, sockaddr in socket.getaddrinfo(bmc, port, 0, socket.SOCK_DGRAM):
+        if _ps.ipv6support and family == socket.AF_INET:
+            sockaddr = ("::ffff:" + sockaddr[0], sockaddr[1], 0, 0)
+        addrs.append(sockaddr)
+    return addrs
+
+
+def drain_shared_queue() -> None:
+    """Empty pyghmi's process-wide queue of sessions with packets.
+
+    pyghmi's IO thread appends a session per packet; normally
+    ``Session.wait_for_rsp`` drains it. Our sessions process their own
+    packets, so draining here only keeps the queue from growing and serves
+    any other pyghmi user in the process.
+    """
+    queue = _ps.sessionqueue
+    while True:
+        try:
+            session = queue.popleft()
+        except IndexError:
+            return
+        if isinstance(session, BoundedSession):
+            continue  # its own caller processes it
+        try:
+            session.process_pktqueue()
+        except Exception:  # someone else's session: not ours to report
+            LOG.debug("a foreign pyghmi session failed on a packet", exc_info=True)
+
+
+class BoundedSession(_ps.Session):
+    """A pyghmi client session driven by its caller, with a deadline."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> BoundedSession:
+        return object.__new__(cls)  # never pyghmi's shared session
+
+    def __init__(
+        self,
+        bmc: str,
+        userid: bytes,
+        password: bytes,
+        *,
+        port: int,
+        privlevel: int,
+        cipher_suite: int | None,
+        onlogon: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.wakeup = threading.Event()
+        self.guard = threading.RLock()
+        self.failure: BaseException | None = None
+        self.abandoned = False
+        self.cipher_suite = cipher_suite
+        self.forbidsock = self._sockets_in_use(bmc, port)
+        super().__init__(
+            bmc, userid, password, port=port, onlogon=onlogon, privlevel=privlevel, keepalive=False
+        )
+
+    def __repr__(self) -> str:
+        return f"<BoundedSession {self.bmc}:{self.port} logged={self.logged} broken={self.broken}>"
+
+    @staticmethod
+    def _sockets_in_use(bmc: str, port: int) -> list[Any]:
+        """Sockets of live sessions with this BMC: pyghmi routes replies by
+        (BMC address, local port), so two sessions must not share one."""
+        busy = []
+        for addr in _peer_addrs(bmc, port):
+            for other in list(_ps.Session.bmc_handlers.get(addr, {}).values()):
+                if not other.broken and (other.logged or other.logging):
+                    busy.append(other.socket)
+        return busy
+
+    # -- login: pyghmi's steps, made asynchronous and bounded ------------------
+
+    def login(self) -> None:
+        self.pktqueue = _WakeQueue(self.wakeup)
+        # pyghmi's Session.__new__ hands any caller with the same (BMC, user,
+        # password, kg) an existing session: never this one.
+        self.kgo = _NOT_SHARED
+        super().login()
+
+    def _initsession(self) -> None:
+        super()._initsession()
+        # pyghmi starts every session at the same id, so a stale reply to an
+        # abandoned login could pass for this one's.
+        self.localsid = secrets.randbits(30) + 1
+        if self.cipher_suite == 3:
+            self.attemptedhash = 1  # propose HMAC-SHA1 (suite 3) from the start
+
+    def _got_rmcp_response(self, data: Any) -> Any:
+        if self.sessioncontext == "OPENSESSION" and len(data) > 1 and data[0] == self.rmcptag:
+            if data[1] != 0 and self.cipher_suite == 17:
+                raise pyghmi_exc.IpmiException(
+                    constants.rmcp_codes.get(data[1], "Unrecognized RMCP code")
+                )
+            if data[1] == 0 and len(data) >= 36 and data[16] == 1 and self.attemptedhash != 1:
+                if self.cipher_suite == 17:
+                    raise pyghmi_exc.IpmiException(constants.rmcp_codes[0x11])
+                # The BMC chose HMAC-SHA1 (suite 3) over our suite 17 proposal,
+                # as pyghmi's own BMC does: follow it instead of failing in RAKP2.
+                self.attemptedhash = 1
+                self.currhashlib = hashlib.sha1
+                self.currhashlen = 12
+        return super()._got_rmcp_response(data)
+
+    def _req_priv_level(self) -> None:
+        self.logged = 1
+        self.logoutexpiry = None
+        self.maxtimeout = 4
+        self.logontries = 0  # no re-login inside a call: bmaas.retry decides
+        self.raw_command(
+            netfn=6, command=0x3B, data=[self.privlevel], callback=self._got_priv_level
+        )
+
+    def _got_priv_level(self, response: dict[str, Any]) -> None:
+        self.command_done()
+        error = _util.get_ipmi_error(response, suffix=" while requesting the privilege level")
+        self.logging = False
+        if error:
+            self.logged = 0
+            self.onlogon({"error": error, "code": response.get("code", 0)})
+        else:
+            self.onlogon({"success": True})
+
+    def command_done(self) -> None:
+        """What pyghmi leaves to a caller that passed a callback."""
+        self.incommand = False
+        while self.evq:
+            self.evq.popleft().set()
+
+    # -- packets and timers, whichever thread runs them -----------------------
+
+    def process_pktqueue(self) -> None:
+        with self.guard:
+            if self.abandoned:
+                self.pktqueue.clear()
+                return
+            try:
+                super().process_pktqueue()
+            except Exception as exc:  # e.g. struct.error on a malformed reply
+                self.failure = exc
+                self.wakeup.set()
+
+    def _timedout(self) -> None:
+        with self.guard:
+            if self.abandoned:
+                return
+            try:
+                super()._timedout()
+            except Exception as exc:
+                self.failure = exc
+                self.wakeup.set()
+
+    def _run_timer(self) -> float:
+        """Fire this session's retransmit timer if due; seconds until it is."""
+        with _util.protect(_ps.WAITING_SESSIONS):
+            parms = _ps.Session.waiting_sessions.get(self)
+            if parms is None:
+                return _SLICE
+            left = parms["timeout"] - _util._monotonic_time()
+            if left > 0:
+                return left
+            _ps.Session.waiting_sessions.pop(self, None)
+        self._timedout()
+        return 0.0
+
+    def wait(
+        self,
+        done: Callable[[], bool],
+        deadline_at: float,
+        clock: ClockFn,
+        *,
+        watch: Callable[[], None] | None = None,
+        step: str,
+    ) -> None:
+        """Drive this session until ``done()`` or the deadline (``NoAnswer``)."""
+        slice_ = _LOGIN_SLICE if watch is not None else _SLICE
+        while True:
+            self.wakeup.clear()
+            self.process_pktqueue()
+            drain_shared_queue()
+            if self.failure is not None:
+                raise self.failure
+            if done():
+                return
+            if watch is not None:
+                watch()
+            left = deadline_at - clock()
+            if left <= 0:
+                raise NoAnswer(f"no answer to {step}")
+            self.wakeup.wait(min(left, self._run_timer(), slice_))
+
+    # -- ending ----------------------------------------------------------------
+
+    def abandon(self) -> None:
+        """Stop every activity of this session now. Sends Close Session if it
+        was logged in (best effort, never waited for)."""
+        with self.guard:
+            if self.abandoned:
+                return
+            self.abandoned = True
+            self.incommand = False
+            self.lastpayload = None
+            self.onlogpayload = None
+            self.pendingpayloads.clear()
+            with _util.protect(_ps.WAITING_SESSIONS):
+                _ps.Session.waiting_sessions.pop(self, None)
+            self.logout()
+
+    def logout(self, sessionok: bool = True) -> dict[str, bool]:
+        if self.logged and not self.broken:
+            self.incommand = False
+            sid = struct.unpack("4B", struct.pack("I", self.sessionid))
+            self.raw_command(netfn=6, command=0x3C, data=sid, retry=False)
+        self.lastpayload = None
+        self.logged = 0
+        self.logging = False
+        self.onlogpayload = None
+        if not self.broken:
+            self.broken = True
+            self._unroute()
+        return {"success": True}
+
+    def _unroute(self) -> None:
+        # Replace, never delete: pyghmi's IO thread checks "port in handlers"
+        # and then indexes it, without a lock.
+        self.socketpool[self.socket] = max(0, self.socketpool.get(self.socket, 1) - 1)
+        port = self.socket.getsockname()[1]
+        for addr in getattr(self, "allsockaddrs", ()):
+            handlers = _ps.Session.bmc_handlers.get(addr)
+            if handlers is not None and handlers.get(port) is self:
+                handlers[port] = _RETIRED
+
+    def usable(self) -> bool:
+        return self.logged and not self.broken and not self.abandoned and self.failure is None

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print medians and ratios measured side by side in one run."""

@@ -1,0 +1,414 @@
+"""One emulated BMC: a pyghmi ``Bmc`` over a :class:`~fakes.machine.FakeMachine`.
+
+Like virtualbmc, this subclasses ``pyghmi.ipmi.bmc.Bmc`` and keeps its
+vocabulary (``power_on``, ``get_boot_device``, ...), with a simulated machine
+instead of libvirt. Unlike virtualbmc, every request first goes through the
+machine's :class:`~fakes.faults.FaultPlan`, and the BMC carries out what fires:
+
+=================  ==============================================================
+effect             on the wire
+=================  ==============================================================
+``hang``/``drop``  the request is not answered (a dropped request is not executed)
+``delay``          executed now, answered ``seconds`` later
+``busy``           completion code 0xC0 (login: RMCP+ status 0x01, no session slot)
+``internal_error`` completion code 0xFF (login: Set Session Privilege answers 0xFF)
+``unsupported``    completion code 0xC1 (login: RMCP+ status 0x11, no cipher suite)
+``auth_fail``      completion code 0xD4 (login: RAKP2 signed with another key)
+``malformed_reply`` a response without its completion code (login: RAKP2 cut short)
+``bmc_reboot``     no answer to anything for ``duration`` seconds; sessions gone
+=================  ==============================================================
+
+Requests map to operations as: Open Session Request -> ``login``, Get Device
+ID -> ``probe``, Get Chassis Status -> ``power.get``, Chassis Control ->
+``power.set``, Get/Set System Boot Options -> ``boot.get``/``boot.set``, FRU
+reads -> ``inventory.get``. Each request is evaluated once, so a client call
+that sends three requests is three evaluations. Hardware effects go to the
+machine with the request that carries them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import logging
+import socket
+import struct
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from pyghmi.ipmi import bmc as _pyghmi_bmc
+
+from bmaas.driver import BootDevice, Operation, PowerAction, PowerState
+from fakes.faults import Effect, Firing, Layer
+from fakes.machine import FakeMachine
+from hwlab.ipmi.fru import build_fru
+from hwlab.ipmi.session import (
+    CIPHER_SUITES,
+    RMCP_ILLEGAL_PARAMETER,
+    RMCP_INSUFFICIENT_RESOURCES,
+    RMCP_NO_CIPHER_SUITE_MATCH,
+    LabSession,
+    LoginFaults,
+    RequestContext,
+    negotiate,
+)
+
+if TYPE_CHECKING:
+    from hwlab.ipmi.server import IPMIServer
+
+__all__ = ["LabBmc"]
+
+LOG = logging.getLogger(__name__)
+
+#: sessions one BMC holds at once; more get RMCP+ status 0x01 (real BMCs allow 4-32)
+MAX_SESSIONS = 32
+#: seconds without a packet after which a session is forgotten (a common BMC default)
+SESSION_IDLE_TIMEOUT = 60.0
+#: largest Read FRU Data count answered; more gets 0xCA, as on small BMCs
+MAX_FRU_READ = 224
+
+_RMCP_IPMI = b"\x06\x00\xff\x07"
+_NAMESPACE = uuid.UUID("6f1c3e64-3d0b-4b8e-9d57-2d1f0f6f7a10")
+
+_OPERATIONS: dict[tuple[int, int], Operation] = {
+    (0x06, 0x01): Operation.PROBE,  # Get Device ID
+    (0x00, 0x01): Operation.POWER_GET,  # Get Chassis Status
+    (0x00, 0x02): Operation.POWER_SET,  # Chassis Control
+    (0x00, 0x08): Operation.BOOT_SET,  # Set System Boot Options
+    (0x00, 0x09): Operation.BOOT_GET,  # Get System Boot Options
+    (0x0A, 0x10): Operation.INVENTORY_GET,  # Get FRU Inventory Area Info
+    (0x0A, 0x11): Operation.INVENTORY_GET,  # Read FRU Data
+}
+
+#: requests that change the machine need Operator privilege (IPMI 2.0 appendix G)
+_NEEDS_OPERATOR = {(0x00, 0x02), (0x00, 0x08)}
+
+_FAULT_CODES = {
+    Effect.BUSY: 0xC0,
+    Effect.INTERNAL_ERROR: 0xFF,
+    Effect.UNSUPPORTED: 0xC1,
+    Effect.AUTH_FAIL: 0xD4,
+}
+
+# boot flags device selector (Set System Boot Options parameter 5, data 2 bits 5:2)
+_BOOT_CODES = {BootDevice.PXE: 1, BootDevice.DISK: 2, BootDevice.CDROM: 5, BootDevice.BIOS: 6}
+_BOOT_DEVICES = {code: device for device, code in _BOOT_CODES.items()}
+
+
+def _checksum(data: bytes) -> int:
+    return -sum(data) & 0xFF
+
+
+@dataclasses.dataclass
+class Verdict:
+    """What the fault plan decided for one request."""
+
+    silent: bool = False  # no answer at all
+    delay: float = 0.0
+    fault: Effect | None = None  # the BMC-layer effect to carry out
+    hardware: list[Firing] = dataclasses.field(default_factory=list)
+
+
+class LabBmc(_pyghmi_bmc.Bmc):
+    """The BMC of one simulated machine, on one UDP socket."""
+
+    def __init__(
+        self,
+        server: IPMIServer,
+        machine: FakeMachine,
+        sock: socket.socket,
+        *,
+        username: str,
+        password: str,
+        cipher_suites: tuple[int, ...] = (17, 3),
+    ) -> None:
+        # Deliberately not calling IpmiServer.__init__: it binds through
+        # pyghmi's process-global socket list and IO thread, which belong to
+        # pyghmi's *client* and would tie every BMC to one select() loop.
+        self.server = server
+        self.machine = machine
+        self.name = machine.name
+        self.socket = sock
+        self.port = sock.getsockname()[1]
+        self.uuid = uuid.uuid5(_NAMESPACE, machine.name)
+        self.suites = cipher_suites
+        self._username = username.encode("utf-8")
+        self._password = password.encode("utf-8")
+        self.sessions: dict[Any, LabSession] = {}
+        self._reboot_seen = machine.bmc_down_until
+        self._control_fault_at: float | None = None
+        self._fru = build_fru(
+            manufacturer=machine.hardware.vendor,
+            model=machine.hardware.model,
+            serial=machine.hardware.serial,
+        )
+
+    def __repr__(self) -> str:
+        return f"<LabBmc {self.name} 127.0.0.1:{self.port} sessions={len(self.sessions)}>"
+
+    # -- credentials -----------------------------------------------------------
+
+    def knows_user(self, name: bytes) -> bool:
+        return hmac.compare_digest(name, self._username)
+
+    def user_key(self, *, wrong: bool = False) -> bytes:
+        """Kuid, the user's password; with ``wrong``, a key the client cannot
+        know (what rotated credentials look like from the client's side)."""
+        if wrong:
+            return hashlib.sha256(b"rotated:" + self._password).digest()[:16]
+        return self._password
+
+    # -- packets in ------------------------------------------------------------
+
+    def datagram(self, data: bytes, addr: Any) -> None:
+        """Route one datagram: ASF ping, sessionless IPMI, a new login, or a session."""
+        if self.machine.bmc_down_until != self._reboot_seen:
+            self._reboot_seen = self.machine.bmc_down_until
+            self.sessions.clear()  # a rebooted BMC remembers no session
+        if self.machine.bmc_down() or len(data) < 4 or data[0] != 0x06:
+            return
+        if data[3] == 0x06:
+            self._asf(data, addr)
+        elif data[:4] != _RMCP_IPMI or len(data) < 14:
+            return
+        elif data[4] == 0x00:
+            self._sessionless(data, addr, msg_at=14)
+        elif data[4] == 0x06 and len(data) >= 16:
+            ptype = data[5] & 0x3F
+            (length,) = struct.unpack_from("<H", data, 14)
+            if ptype == 0x10:
+                self._open_session(bytes(data[16 : 16 + length]), addr)
+            elif ptype == 0x00 and data[6:10] == b"\x00\x00\x00\x00":
+                self._sessionless(data, addr, msg_at=16)
+            elif (session := self.sessions.get(addr)) is not None:
+                session.receive(bytearray(data))
+
+    def send(self, packet: bytes, addr: Any) -> None:
+        self.server.sendto(self.socket, packet, addr)
+
+    def drop_session(self, session: LabSession) -> None:
+        session.closed = True
+        if self.sessions.get(session.sockaddr) is session:
+            del self.sessions[session.sockaddr]
+
+    # -- sessionless messages --------------------------------------------------
+
+    def _asf(self, data: bytes, addr: Any) -> None:
+        """Answer an RMCP Presence Ping (DSP0136) with a Pong saying "IPMI here"."""
+        if len(data) < 12 or data[4:8] != b"\x00\x00\x11\xbe" or data[8] != 0x80:
+            return
+        pong = b"\x00\x00\x11\xbe" + bytes(4) + bytes([0x81, 0]) + bytes(6)
+        self.send(
+            b"\x06\x00\xff\x06\x00\x00\x11\xbe\x40" + bytes([data[9], 0, len(pong)]) + pong, addr
+        )
+
+    def _sessionless(self, data: bytes, addr: Any, *, msg_at: int) -> None:
+        msg = data[msg_at:]
+        if len(msg) < 7 or msg[1] >> 2 != 0x06:
+            return
+        command, body = msg[5], msg[6:-1]
+        if command == 0x38:  # Get Channel Authentication Capabilities
+            # channel 1; IPMI 2.0 extended data; non-null user names; IPMI 2.0 only
+            reply = bytes([1, 0x80, 0x04, 0x02, 0, 0, 0, 0])
+        elif command == 0x54:  # Get Channel Cipher Suites
+            index = body[2] & 0x3F if len(body) > 2 else 0
+            records = b"".join(CIPHER_SUITES[n].record() for n in self.suites)
+            reply = bytes([1]) + records[index * 16 : index * 16 + 16]
+        else:
+            return  # nothing else is answered before a session exists
+        head = bytes([msg[3], ((msg[1] >> 2) + 1) << 2 | (msg[4] & 0x03)])
+        tail = bytes([msg[0], (msg[4] & 0xFC) | (msg[1] & 0x03), command, 0]) + reply
+        message = head + bytes([_checksum(head)]) + tail + bytes([_checksum(tail)])
+        if msg_at == 16:
+            frame = bytes([6, 0]) + bytes(8) + struct.pack("<H", len(message))
+        else:
+            frame = bytes(9) + bytes([len(message)])
+        self.send(_RMCP_IPMI + frame + message, addr)
+
+    # -- login -----------------------------------------------------------------
+
+    def _open_session(self, request: bytes, addr: Any) -> None:
+        verdict = self.judge(Operation.LOGIN)
+        if verdict.silent or len(request) < 8:
+            return
+        self._expire_idle()
+        suite = negotiate(request, self.suites)
+        status = 0
+        if verdict.fault is Effect.BUSY:
+            status = RMCP_INSUFFICIENT_RESOURCES
+        elif verdict.fault is Effect.UNSUPPORTED or suite is None:
+            status = RMCP_NO_CIPHER_SUITE_MATCH
+        elif len(request) < 32:
+            status = RMCP_ILLEGAL_PARAMETER
+        elif len(self.sessions) >= MAX_SESSIONS and addr not in self.sessions:
+            status = RMCP_INSUFFICIENT_RESOURCES
+        if status or suite is None:
+            reply = bytes([request[0], status, 0, 0]) + request[4:8]
+            head = _RMCP_IPMI + bytes([6, 0x11]) + bytes(8) + struct.pack("<H", len(reply))
+            self.server.call_later(verdict.delay, self.send, head + reply, addr)
+            return
+        faults = LoginFaults(
+            auth_fail=verdict.fault is Effect.AUTH_FAIL,
+            malformed=verdict.fault is Effect.MALFORMED_REPLY,
+            internal_error=verdict.fault is Effect.INTERNAL_ERROR,
+        )
+        self.server.call_later(verdict.delay, self._start_session, addr, request, suite, faults)
+
+    def _start_session(self, addr: Any, request: bytes, suite: Any, faults: LoginFaults) -> None:
+        old = self.sessions.pop(addr, None)
+        if old is not None:
+            old.closed = True  # the client started over from the same address
+        self.sessions[addr] = LabSession(self, addr, request, suite, faults)
+
+    def _expire_idle(self) -> None:
+        cutoff = self.server.now() - SESSION_IDLE_TIMEOUT
+        for session in [s for s in self.sessions.values() if s.last_seen < cutoff]:
+            self.drop_session(session)
+
+    # -- faults ------------------------------------------------------------------
+
+    def judge(self, operation: Operation) -> Verdict:
+        """Evaluate the fault plan for one request and carry out wire-side
+        effects that need no answer (``bmc_reboot``)."""
+        verdict = Verdict()
+        for firing in self.machine.plan.evaluate(str(operation), protocol="ipmi"):
+            effect = firing.effect
+            if effect in (Effect.HANG, Effect.DROP):
+                verdict.silent = True
+            elif effect is Effect.DELAY:
+                verdict.delay += float(firing.params["seconds"])
+            elif effect is Effect.BMC_REBOOT:
+                self.machine.reboot_bmc(float(firing.params["duration"]))
+                verdict.silent = True
+            elif firing.layer is Layer.HARDWARE:
+                verdict.hardware.append(firing)
+            elif verdict.fault is None:
+                verdict.fault = effect
+        return verdict
+
+    def handle_request(self, session: LabSession, ctx: RequestContext, data: bytes) -> None:
+        """One IPMI request inside an established session."""
+        operation = _OPERATIONS.get((ctx.netfn, ctx.command))
+        if operation is None:
+            session.respond(ctx, 0xC1)  # invalid command
+            return
+        verdict = self.judge(operation)
+        if verdict.silent:
+            return
+        if verdict.fault is Effect.MALFORMED_REPLY:
+            self.server.call_later(verdict.delay, session.respond, ctx, 0, (), malformed=True)
+            return
+        if verdict.fault is not None:
+            code, reply = _FAULT_CODES[verdict.fault], b""
+        elif (ctx.netfn, ctx.command) in _NEEDS_OPERATOR and session.clientpriv < 3:
+            code, reply = 0xD4, b""  # insufficient privilege
+        else:
+            code, reply = self._execute(ctx, data, verdict.hardware)
+        self.server.call_later(verdict.delay, session.respond, ctx, code, reply)
+
+    def _execute(self, ctx: RequestContext, data: bytes, hw: list[Firing]) -> tuple[int, bytes]:
+        key = (ctx.netfn, ctx.command)
+        if key == (0x00, 0x02):
+            return self._chassis_control(data, hw)
+        if key == (0x00, 0x08):
+            return self._set_boot_options(data, hw)
+        self.machine.apply(hw)  # power_lost and friends need no request of their own
+        if key == (0x06, 0x01):
+            return 0, self._device_id()
+        if key == (0x00, 0x01):
+            return 0, self._chassis_status()
+        if key == (0x00, 0x09):
+            return self._get_boot_options(data)
+        if key == (0x0A, 0x10):
+            return (
+                (0, struct.pack("<HB", len(self._fru), 0)) if data[:1] == b"\x00" else (0xCB, b"")
+            )
+        return self._read_fru(data)
+
+    # -- commands ----------------------------------------------------------------
+
+    def _device_id(self) -> bytes:
+        # device 0x20, revision 1, firmware 1.00, IPMI 2.0, chassis + FRU
+        # devices, manufacturer 0 (unspecified), product 0x4C42 ("LB")
+        return bytes([0x20, 0x01, 0x01, 0x00, 0x02, 0x88, 0, 0, 0, 0x42, 0x4C, 0, 0, 0, 0])
+
+    def get_power_state(self) -> PowerState:
+        return self.machine.settled_power
+
+    def _chassis_status(self) -> bytes:
+        machine = self.machine
+        current = 0x01 if self.get_power_state() is PowerState.ON else 0x00
+        last_event = 0
+        # A latched power fault shows while the machine is off and no power-on
+        # is under way (the BMC is trying again once one is).
+        if machine.power_fault and machine.power_state() is PowerState.OFF:
+            current |= 0x08
+            last_event |= 0x08
+        if self._control_fault_at is not None and self.server.now() >= self._control_fault_at:
+            current |= 0x10  # power control fault: commanded, never changed
+        return bytes([current, last_event, 0])
+
+    def _chassis_control(self, data: bytes, hw: list[Firing]) -> tuple[int, bytes]:
+        actions = {
+            0: PowerAction.OFF,
+            1: PowerAction.ON,
+            2: PowerAction.REBOOT,
+            3: PowerAction.REBOOT,
+            5: PowerAction.SOFT_OFF,
+        }
+        directive = data[0] & 0x0F if data else -1
+        if directive not in actions:
+            return 0xCC, b""  # invalid data field (includes the diagnostic interrupt)
+        if directive == 2 and self.machine.settled_power is PowerState.OFF:
+            return 0xD5, b""  # power cycle has no effect on a machine that is off
+        action = actions[directive]
+        self.machine.set_power(action, hw)
+        self._note_stuck(action, any(f.effect is Effect.POWER_STUCK for f in hw))
+        return 0, b""
+
+    def _note_stuck(self, action: PowerAction, stuck: bool) -> None:
+        """A BMC that commanded power and saw nothing change reports a power
+        control fault once the transition should have landed."""
+        if not stuck:
+            self._control_fault_at = None
+            return
+        hw = self.machine.hardware
+        took = {PowerAction.OFF: hw.power_off_time, PowerAction.SOFT_OFF: hw.soft_off_time}
+        self._control_fault_at = self.server.now() + took.get(action, hw.power_on_time)
+
+    def _get_boot_options(self, data: bytes) -> tuple[int, bytes]:
+        parameter = data[0] & 0x7F if data else -1
+        if parameter == 5:
+            setting = self.machine.boot_device()
+            flags = 0x80 | (0x40 if setting.persistent else 0)
+            return 0, bytes([1, 5, flags, _BOOT_CODES[setting.device] << 2, 0, 0, 0])
+        if parameter in (0, 3, 4):
+            return 0, bytes([1, parameter, 0])
+        return 0x80, b""  # parameter not supported
+
+    def _set_boot_options(self, data: bytes, hw: list[Firing]) -> tuple[int, bytes]:
+        parameter = data[0] & 0x7F if data else -1
+        if parameter in (0, 3, 4):
+            return 0, b""  # set-in-progress and acknowledge flags: accepted, not modelled
+        if parameter != 5 or len(data) < 3:
+            return 0x80 if parameter != 5 else 0xC7, b""
+        flags, selector = data[1], (data[2] >> 2) & 0x0F
+        if not flags & 0x80 or selector == 0:
+            return 0, b""  # "no override": the machine keeps its boot order
+        device = _BOOT_DEVICES.get(selector)
+        if device is None:
+            return 0xCC, b""
+        self.machine.set_boot_device(device, persistent=bool(flags & 0x40), firings=hw)
+        return 0, b""
+
+    def _read_fru(self, data: bytes) -> tuple[int, bytes]:
+        if len(data) < 4:
+            return 0xC7, b""
+        if data[0] != 0:
+            return 0xCB, b""
+        offset, count = data[1] | data[2] << 8, data[3]
+        if count > MAX_FRU_READ:
+            return 0xCA, b""
+        chunk = self._fru[offset : offset + count]
+        return 0, bytes([len(chunk)]) + chunk

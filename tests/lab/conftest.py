@@ -1,0 +1,109 @@
+"""Fixtures for lab tests: emulated BMCs on 127.0.0.1 and a leak check."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyghmi.ipmi.private import session as pyghmi_session
+
+from bmaas.driver import PowerState
+from bmaas.driver_info import DriverInfo
+from drivers.ipmi import IPMIDriver
+from fakes.faults import Effect, FaultRule
+from fakes.machine import FakeMachine, Hardware
+from hwlab.ipmi import IPMIServer
+
+#: quick transitions so real-time tests converge in well under a second
+LAB_HARDWARE = Hardware(power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5)
+USER = "admin"
+PASSWORD = "Lab-Secret-7f3a"
+
+
+def open_fds() -> set[int]:
+    """This process's file descriptors, minus pyghmi's pooled client sockets
+    (pyghmi keeps them for the life of the process, by design)."""
+    pooled = {s.fileno() for s in pyghmi_session.iosockets if s.fileno() >= 0}
+    return {int(fd) for fd in os.listdir("/proc/self/fd")} - pooled
+
+
+def live_threads() -> set[threading.Thread]:
+    """Threads now, minus pyghmi's one process-wide IO thread (its design)."""
+    return set(threading.enumerate()) - {pyghmi_session.iothread}
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    """Fail the test if it leaves a thread or a file descriptor behind."""
+    threads, fds = live_threads(), open_fds()
+    yield
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and (live_threads() - threads or open_fds() - fds):
+        time.sleep(0.02)  # a stopping thread may need a moment to finish
+    assert not live_threads() - threads, f"threads left behind: {live_threads() - threads}"
+    assert not open_fds() - fds, f"file descriptors left behind: {open_fds() - fds}"
+
+
+class Lab:
+    """An IPMIServer plus the drivers a test made, all cleaned up after it."""
+
+    def __init__(self, server: IPMIServer) -> None:
+        self.server = server
+        self.drivers: list[IPMIDriver] = []
+
+    def machine(
+        self,
+        name: str = "n1",
+        *,
+        power: PowerState = PowerState.OFF,
+        hardware: Hardware = LAB_HARDWARE,
+        **add: Any,
+    ) -> FakeMachine:
+        machine = FakeMachine(name, hardware, power=power)
+        self.server.add(machine, username=USER, password=PASSWORD, **add)
+        return machine
+
+    def info(self, name: str = "n1", **overrides: Any) -> DriverInfo:
+        raw = {
+            "ipmi_address": "127.0.0.1",
+            "ipmi_port": self.server.endpoints[name],
+            "ipmi_username": USER,
+            "ipmi_password": PASSWORD,
+            **overrides,
+        }
+        return DriverInfo.parse(raw)
+
+    def driver(self, name: str = "n1", *, deadline: float = 1.0, **overrides: Any) -> IPMIDriver:
+        driver = IPMIDriver(name, self.info(name, **overrides), deadline=deadline)
+        driver.poll_interval = 0.05
+        self.drivers.append(driver)
+        return driver
+
+    @staticmethod
+    def rule(machine: FakeMachine, **rule: Any) -> None:
+        machine.plan.add(FaultRule.from_dict(rule))
+
+    @staticmethod
+    def counter(machine: FakeMachine, operation: str) -> str:
+        """Count requests for ``operation`` that reach the BMC: a rule whose
+        effect is a zero delay fires on every one. Returns its name."""
+        name = f"count-{operation}"
+        machine.plan.add(
+            FaultRule(effect=Effect.DELAY, operation=operation, params={"seconds": 0.0}, name=name)
+        )
+        return name
+
+
+@pytest.fixture
+def lab(no_leaks: None) -> Iterator[Lab]:
+    with IPMIServer() as server:
+        lab = Lab(server)
+        try:
+            yield lab
+        finally:
+            for driver in lab.drivers:
+                driver.close()

@@ -1,0 +1,291 @@
+"""IPMIDriver against hwlab's BMC: credentials, sessions, cipher suites,
+privilege, concurrency, and secrets that never leak."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import pickle
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import drivers.ipmi.driver as ipmi_driver
+from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCFault,
+    BMCTimeout,
+    BMCUnreachable,
+    UnsupportedOperation,
+)
+from bmaas.registry import build_driver
+from drivers.ipmi import IPMIDriver
+from tests.lab.conftest import PASSWORD, Lab
+
+pytestmark = pytest.mark.lab
+
+FAST = 0.5  # seconds: an answered failure must be this quick with a 5 s deadline
+
+
+def _timed(call: Callable[[], object]) -> tuple[BaseException | None, float]:
+    start = time.monotonic()
+    try:
+        call()
+    except BmaasError as exc:
+        return exc, time.monotonic() - start
+    return None, time.monotonic() - start
+
+
+# -- credentials and reachability ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "creds", [{"ipmi_username": "nobody"}, {"ipmi_password": "wrong"}], ids=["user", "password"]
+)
+def test_wrong_credentials_fail_fast_with_auth_error(lab: Lab, creds: dict[str, str]) -> None:
+    lab.machine()
+    fault, took = _timed(lab.driver(deadline=5.0, **creds).get_power_state)
+    assert isinstance(fault, BMCAuthError)
+    assert took < FAST
+
+
+def test_a_closed_port_is_unreachable_at_once(lab: Lab) -> None:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now: the kernel answers ICMP port unreachable
+    lab.machine()
+    fault, took = _timed(lab.driver(deadline=5.0, ipmi_port=port).probe)
+    assert isinstance(fault, BMCUnreachable)
+    assert "ICMP" in str(fault)
+    assert took < FAST
+
+
+def test_built_through_the_registry_with_driver_info(lab: Lab) -> None:
+    lab.machine()
+    info = lab.info().to_dict(reveal=True)
+    with build_driver("n1", "ipmi", info, deadline=2.0) as driver:
+        assert isinstance(driver, IPMIDriver)
+        assert driver.probe().power_state is PowerState.OFF
+
+
+# -- sessions ------------------------------------------------------------------
+
+
+def test_one_login_serves_many_calls(lab: Lab) -> None:
+    machine = lab.machine()
+    logins = lab.counter(machine, "login")
+    driver = lab.driver()
+    for _ in range(5):
+        driver.get_power_state()
+    driver.set_boot_device(BootDevice.PXE)
+    assert machine.plan.counts()[logins] == 1
+
+
+def test_an_idle_session_is_not_reused(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ipmi_driver, "SESSION_REUSE_IDLE", 0.0)
+    machine = lab.machine()
+    logins = lab.counter(machine, "login")
+    driver = lab.driver()
+    driver.get_power_state()
+    driver.get_power_state()
+    assert machine.plan.counts()[logins] == 2
+
+
+def test_close_logs_out(lab: Lab) -> None:
+    lab.machine()
+    driver = lab.driver()
+    driver.get_power_state()
+    bmc = lab.server.bmc("n1")
+    assert len(bmc.sessions) == 1
+    driver.close()
+    deadline = time.monotonic() + 1.0
+    while bmc.sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not bmc.sessions  # Close Session reached the BMC
+    assert driver.get_power_state() is PowerState.OFF  # and the driver can log in again
+
+
+def test_a_dropped_driver_logs_out(lab: Lab) -> None:
+    lab.machine()
+    driver = IPMIDriver("n1", lab.info(), deadline=1.0)
+    driver.get_power_state()
+    bmc = lab.server.bmc("n1")
+    assert len(bmc.sessions) == 1
+    del driver
+    gc.collect()
+    deadline = time.monotonic() + 1.0
+    while bmc.sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not bmc.sessions
+
+
+def test_two_drivers_for_one_bmc_each_keep_their_session(lab: Lab) -> None:
+    lab.machine()
+    first, second = lab.driver(), lab.driver()
+    assert first.get_power_state() is PowerState.OFF
+    assert second.get_power_state() is PowerState.OFF  # a second socket, woken for it
+    assert first.get_power_state() is PowerState.OFF
+    assert len(lab.server.bmc("n1").sessions) == 2
+
+
+# -- cipher suites and privilege ------------------------------------------------
+
+
+@pytest.mark.parametrize("suite", [None, 3, 17])
+def test_cipher_suites(lab: Lab, suite: int | None) -> None:
+    lab.machine()
+    extra = {"ipmi_cipher_suite": suite} if suite else {}
+    lab.driver(**extra).get_power_state()
+    (session,) = lab.server.bmc("n1").sessions.values()
+    assert session.suite.number == (suite or 17)
+
+
+def test_a_bmc_without_suite_17(lab: Lab) -> None:
+    lab.machine(cipher_suites=(3,))
+    assert lab.driver().get_power_state() is PowerState.OFF  # falls back to suite 3
+    fault, took = _timed(lab.driver(ipmi_cipher_suite=17).get_power_state)
+    assert isinstance(fault, UnsupportedOperation)  # 17 was required: no downgrade
+    assert took < FAST
+
+
+def test_user_privilege_reads_but_cannot_act(lab: Lab) -> None:
+    machine = lab.machine()
+    driver = lab.driver(ipmi_priv_level="user")
+    assert driver.get_power_state() is PowerState.OFF
+    with pytest.raises(BMCAuthError) as info:
+        driver.set_power_state(PowerAction.ON)
+    assert info.value.status == "0xD4"
+    assert machine.power_state() is PowerState.OFF
+
+
+# -- operations ----------------------------------------------------------------
+
+
+def test_soft_reboot_is_soft_off_then_on(lab: Lab) -> None:
+    machine = lab.machine(power=PowerState.ON)
+    driver = lab.driver()
+    assert driver.set_power_state(PowerAction.SOFT_REBOOT, wait=True, timeout=3.0) is (
+        PowerState.ON
+    )
+    assert machine.boots == 1
+
+
+def test_one_time_boot_device_is_consumed_by_the_next_power_on(lab: Lab) -> None:
+    machine = lab.machine()
+    driver = lab.driver()
+    driver.set_boot_device(BootDevice.PXE, persistent=False)
+    driver.set_power_state(PowerAction.ON, wait=True, timeout=3.0)
+    assert machine.last_boot_device is BootDevice.PXE
+    assert driver.get_boot_device() == BootSetting(BootDevice.DISK, persistent=True)
+
+
+def test_command_specific_codes_are_read_with_their_command(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine = lab.machine()
+    logins = lab.counter(machine, "login")
+    # a BMC without boot-flags support answers 0x80, "parameter not supported"
+    monkeypatch.setattr(lab.server.bmc("n1"), "_get_boot_options", lambda data: (0x80, b""))
+    driver = lab.driver()
+    with pytest.raises(UnsupportedOperation) as info:
+        driver.get_boot_device()
+    assert info.value.status == "0x80"
+    assert driver.get_power_state() is PowerState.OFF
+    assert machine.plan.counts()[logins] == 1  # an answered error keeps the session
+
+
+def test_inventory_from_fru(lab: Lab) -> None:
+    machine = lab.machine()
+    inventory = lab.driver().get_inventory()
+    assert inventory.manufacturer == machine.hardware.vendor
+    assert inventory.model == machine.hardware.model
+
+
+# -- concurrency -----------------------------------------------------------------
+
+
+def test_parallel_calls_on_many_bmcs(lab: Lab) -> None:
+    names = [f"p{i}" for i in range(6)]
+    for name in names:
+        lab.machine(name)
+    drivers = [lab.driver(name, deadline=5.0) for name in names]
+    drivers.append(lab.driver("p0", deadline=5.0))  # two drivers on one BMC, too
+    errors: list[BaseException] = []
+
+    def work(driver: IPMIDriver) -> None:
+        try:
+            for _ in range(15):
+                assert driver.get_power_state() is PowerState.OFF
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in drivers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_deadlines_hold_for_parallel_hung_calls(lab: Lab) -> None:
+    results: list[tuple[BaseException | None, float]] = []
+    drivers = []
+    for name in ("h1", "h2", "h3"):
+        machine = lab.machine(name)
+        drivers.append(lab.driver(name, deadline=1.0))
+        drivers[-1].probe()  # log in, then every power read hangs
+        lab.rule(machine, effect="hang", operation="power.get")
+    threads = [
+        threading.Thread(target=lambda d=d: results.append(_timed(d.get_power_state)))
+        for d in drivers
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(results) == 3
+    for fault, took in results:
+        assert isinstance(fault, BMCTimeout)
+        assert took < 1.0 + 0.75
+
+
+# -- secrets -------------------------------------------------------------------
+
+
+def test_secrets_never_leak(
+    lab: Lab, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    machine = lab.machine()
+    faults: list[BMCFault] = []
+    attempts = [
+        lab.driver(ipmi_password=PASSWORD + "x"),  # wrong password: RAKP2 carries HMACs
+        lab.driver(ipmi_username="nobody"),
+        lab.driver(),
+    ]
+    for driver in attempts[:2]:
+        with pytest.raises(BMCFault) as info:
+            driver.probe()
+        faults.append(info.value)
+    for effect in ("auth_fail", "malformed_reply"):
+        lab.rule(machine, effect=effect, operation="power.get", times=1)
+        with pytest.raises(BMCFault) as info:
+            attempts[2].get_power_state()
+        faults.append(info.value)
+    out = capsys.readouterr()
+    texts = [caplog.text, out.out, out.err]
+    for fault in faults:
+        texts += [str(fault), repr(fault), str(fault.to_dict()), str(fault.cause_text)]
+        texts.append(str(pickle.loads(pickle.dumps(fault)).to_dict()))
+    for driver in attempts:
+        texts += [repr(driver), repr(driver.info), str(driver.info.to_dict())]
+    for text in texts:
+        assert PASSWORD not in text
+        assert PASSWORD.encode().hex() not in text
