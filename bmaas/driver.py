@@ -154,7 +154,8 @@ class BMCDriver(abc.ABC):
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
     #: driver_info keys this driver cannot work without
     required_info: ClassVar[tuple[str, ...]] = ()
-    #: every driver_info key this driver reads (unknown keys are an input error)
+    #: every driver_info key this driver reads (keys bmaas does not know at all
+    #: are input errors; keys of other drivers are allowed, as in Ironic)
     accepted_info: ClassVar[frozenset[str]] = frozenset()
     #: seconds between power-state reads while waiting for a transition
     poll_interval: float = POWER_POLL_INTERVAL

@@ -283,7 +283,10 @@ class Lab:
             if spec.network_segment:
                 node["network_segment"] = spec.network_segment
             nodes.append(node)
-        return {"nodes": nodes}
+        segments = sorted({n.network_segment for n in self.spec.nodes if n.network_segment})
+        if not segments:
+            return {"nodes": nodes}
+        return {"networks": [lab_network(segments)], "nodes": nodes}
 
     def _write_inventory(self) -> None:
         text = "# written by hwlab: the lab's BMCs in bmaas inventory format\n"
@@ -306,6 +309,21 @@ class Lab:
             },
             "worker_pids": self.pids(),
         }
+
+
+def lab_network(segments: Sequence[str]) -> dict[str, Any]:
+    """One provisioning network with a /20 per segment, from 198.18.0.0/15
+    (RFC 2544's benchmarking range): the addresses are records for bmaas's
+    ports, never contacted."""
+    if len(segments) > 32:
+        raise InputError("a lab has at most 32 network segments", field="network_segment")
+    return {
+        "name": "lab",
+        "segments": [
+            {"name": name, "cidr": f"198.{18 + i // 16}.{(i % 16) * 16}.0/20"}
+            for i, name in enumerate(segments)
+        ],
+    }
 
 
 def _with_profile_rules(spec: LabSpec) -> LabSpec:

@@ -80,12 +80,10 @@ def parse_node(
         stored, resolved = _driver_info(check, info, label, base_dir, environ)
         if driver_cls is not None and resolved is not None:
             try:
-                DriverInfo.parse(
-                    resolved,
-                    required=driver_cls.required_info,
-                    accepted=driver_cls.accepted_info,
-                    node=label,
-                )
+                # Any key bmaas knows is accepted, as Ironic keeps every
+                # interface's keys: a server whose BMC speaks both protocols
+                # carries ipmi_* and redfish_* keys. Typos are still caught.
+                DriverInfo.parse(resolved, required=driver_cls.required_info, node=label)
             except InputError as exc:
                 key = (exc.field or "").removeprefix("driver_info.")
                 line = line_of(info, key) if key in info else line_of(raw, "driver_info")

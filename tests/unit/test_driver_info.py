@@ -94,9 +94,11 @@ def test_registry_finds_the_fake_driver_and_names_unknown_ones() -> None:
         load_driver("ilo9")
 
 
-def test_build_driver_rejects_keys_the_driver_does_not_read() -> None:
-    with pytest.raises(InputError) as info:
-        build_driver("n1", "fake", {"ipmi_address": "10.0.0.1"})
-    assert info.value.field == "driver_info.ipmi_address"
-    driver = build_driver("n1", "fake", {"fake_machine": "m1"})
+def test_build_driver_accepts_other_drivers_keys_but_not_typos() -> None:
+    # A BMC that speaks both protocols carries ipmi_* and redfish_* keys.
+    driver = build_driver("n1", "fake", {"fake_machine": "m1", "ipmi_address": "10.0.0.1"})
     assert driver.machine.name == "m1"
+    with pytest.raises(InputError) as info:
+        build_driver("n1", "fake", {"ipmi_adress": "10.0.0.1"})
+    assert info.value.field == "driver_info.ipmi_adress"
+    assert "did you mean 'ipmi_address'" in str(info.value)
