@@ -17,6 +17,7 @@ import click
 
 from bmaas import __version__
 from bmaas.cli.app import App
+from bmaas.cli.deploy import deploy, instance, move, undeploy
 from bmaas.cli.maintenance import maintenance, sync
 from bmaas.cli.nodes import db, enroll, node
 from bmaas.cli.power import boot_device, power, vmedia
@@ -58,7 +59,20 @@ def drivers_cmd(as_json: bool) -> None:
             click.echo(name)
 
 
-for command in (enroll, node, power, boot_device, vmedia, maintenance, sync, db):
+for command in (
+    enroll,
+    node,
+    power,
+    boot_device,
+    vmedia,
+    maintenance,
+    sync,
+    db,
+    deploy,
+    undeploy,
+    move,
+    instance,
+):
     cli.add_command(command)
 
 

@@ -21,10 +21,12 @@ from bmaas.cli.app import (
     progress,
     whoami,
 )
+from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cliutil import EXIT_FAILURE
+from bmaas.faults import BmaasError
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
-from bmaas.store import NodeRecord, Store
+from bmaas.store import NodeRecord, OwnerKind, Store
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 
 __all__ = ["maintenance", "sync"]
@@ -39,8 +41,24 @@ def maintenance() -> None:
 @click.argument("nodes", nargs=-1, required=True)
 @click.option("--reason", required=True, help="Why (shown to everyone).")
 @click.option("--by", default=None, help="Who, for the record (default: your user name).")
+@click.option(
+    "--evacuate",
+    is_flag=True,
+    help="Move every instance off the nodes (re-deploy elsewhere), then report "
+    "whether they are ready for work.",
+)
+@provisioner_options
 @pass_app
-def maintenance_set(app: App, nodes: tuple[str, ...], reason: str, by: str | None) -> None:
+@click.pass_context
+def maintenance_set(
+    ctx: click.Context,
+    app: App,
+    nodes: tuple[str, ...],
+    reason: str,
+    by: str | None,
+    evacuate: bool,
+    **limits: Any,
+) -> None:
     """Put NODE... into maintenance: never claimed while there."""
     store = app.store()
     store.require_nodes(nodes)
@@ -52,6 +70,25 @@ def maintenance_set(app: App, nodes: tuple[str, ...], reason: str, by: str | Non
             else ""
         )
         click.echo(f"{name}: in maintenance ({rec.maintenance_by}: {reason}){held}")
+    if not evacuate:
+        return
+    failed = False
+    with make_provisioner(app, **limits) as provisioner:
+        for name in nodes:
+            rec = store.node(name)
+            if rec.owner_kind is not OwnerKind.INSTANCE:
+                continue
+            try:
+                moved = provisioner.move(rec.owner_id or "")
+                click.echo(f"{name}: instance {moved.instance} moved to {moved.target}")
+            except BmaasError as exc:
+                failed = True
+                click.echo(f"{name}: could not move instance {rec.owner_name}: {exc}", err=True)
+    for rec in store.require_nodes(nodes):
+        state = _readiness(store, rec)
+        click.echo(f"{rec.name}: {'ready' if state['ready'] else 'not ready'}: {state['detail']}")
+    if failed:
+        ctx.exit(EXIT_FAILURE)
 
 
 @maintenance.command("unset")

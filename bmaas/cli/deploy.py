@@ -1,0 +1,315 @@
+"""``bmaas deploy``, ``undeploy``, ``move`` and ``instance list``."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+import yaml
+
+from bmaas.cli.app import App, emit, pass_app, progress, table
+from bmaas.cliutil import EXIT_FAILURE
+from bmaas.deploy import DeploySettings
+from bmaas.driver import DEFAULT_DEADLINE
+from bmaas.faults import BmaasError, InputError, ProvisionFailed
+from bmaas.provision import Provisioned, Provisioner, Request
+from bmaas.retry import RetryPolicy
+from bmaas.store import OwnerKind
+
+__all__ = ["deploy", "instance", "move", "undeploy"]
+
+
+def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--max-attempts",
+            type=click.IntRange(1, 20),
+            default=3,
+            show_default=True,
+            help="Nodes a request may try before it fails.",
+        ),
+        click.option(
+            "--deadline",
+            type=click.FloatRange(min=1),
+            default=900.0,
+            show_default=True,
+            help="Seconds a request may take, every attempt included.",
+        ),
+        click.option(
+            "--bmc-deadline",
+            type=click.FloatRange(min=0.1),
+            default=DEFAULT_DEADLINE,
+            show_default=True,
+            help="Seconds one BMC call may take.",
+        ),
+        click.option(
+            "--power-timeout",
+            type=click.FloatRange(min=1),
+            default=60.0,
+            show_default=True,
+            help="Seconds a power action may take to land.",
+        ),
+        click.option(
+            "--settle",
+            type=click.FloatRange(min=0),
+            default=10.0,
+            show_default=True,
+            help="Seconds a node must stay on after power-on.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def make_provisioner(
+    app: App,
+    *,
+    max_attempts: int,
+    deadline: float,
+    bmc_deadline: float,
+    power_timeout: float,
+    settle: float,
+) -> Provisioner:
+    settings = DeploySettings(
+        power_timeout=power_timeout,
+        settle=settle,
+        boot_timeout=max(settle * 3, 60.0),
+        deadline=deadline,
+    )
+    return Provisioner(
+        app.store(),
+        driver_factory=app.factory(bmc_deadline),
+        policy=RetryPolicy(deadline=max(bmc_deadline * 4, 30.0)),
+        settings=settings,
+        max_attempts=max_attempts,
+        deadline=deadline,
+    )
+
+
+def _properties(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected key=value, got {pair!r}", field="--property")
+        out[key] = yaml.safe_load(raw)
+    return out
+
+
+def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
+    if isinstance(result, Provisioned):
+        return {
+            "request": result.request,
+            "ok": True,
+            "instance": result.instance,
+            "node": result.node,
+            "attempts": len(result.attempts) + 1,
+            "faults": [a.fault_code for a in result.attempts],
+            "elapsed": result.elapsed,
+            "boot": result.boot_method,
+        }
+    cause = result.__cause__
+    return {
+        "request": result.request,
+        "ok": False,
+        "instance": None,
+        "node": None,
+        "attempts": len(result.attempts),
+        "faults": [a.fault_code for a in result.attempts],
+        "elapsed": round(sum(a.elapsed for a in result.attempts), 3),
+        "error": f"{type(cause).__name__}: {cause}" if cause else str(result),
+        "attempt_details": [dataclasses.asdict(a) for a in result.attempts],
+    }
+
+
+@click.command("deploy")
+@click.option(
+    "--count",
+    "-n",
+    type=click.IntRange(1, 10000),
+    default=1,
+    show_default=True,
+    help="How many instances.",
+)
+@click.option(
+    "--name-prefix",
+    default=None,
+    help="Instance names: PREFIX-001... (default: a fresh random prefix).",
+)
+@click.option("--resource-class", default=None, help="Only nodes of this resource class.")
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Node property to match; numbers are minimums (repeatable).",
+)
+@click.option(
+    "--image",
+    "image_url",
+    default=None,
+    help="Image URL to boot by virtual media where the node supports it (else PXE).",
+)
+@click.option("--network", default=None, help="Create a port for each instance on this network.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=8,
+    show_default=True,
+    help="Requests worked on at once.",
+)
+@provisioner_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@click.pass_context
+def deploy(
+    ctx: click.Context,
+    app: App,
+    count: int,
+    name_prefix: str | None,
+    resource_class: str | None,
+    properties: Sequence[str],
+    image_url: str | None,
+    network: str | None,
+    workers: int,
+    as_json: bool,
+    **limits: Any,
+) -> None:
+    """Deploy COUNT instances, moving each to another node when one fails.
+
+    Each request tries up to --max-attempts nodes. A busy or briefly
+    unreachable BMC is retried on the spot; a node that faults is left for the
+    next candidate, and its fault recorded. Exit 0 when every request got a
+    node, 1 when some did not.
+    """
+    prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
+    wanted = _properties(properties)
+    requests = [
+        Request(
+            f"{prefix}-{i:03d}",
+            resource_class=resource_class,
+            properties=wanted,
+            image_url=image_url,
+            network=network,
+        )
+        for i in range(1, count + 1)
+    ]
+    start = time.monotonic()
+    with (
+        make_provisioner(app, **limits) as provisioner,
+        progress(count, "deploying", quiet=as_json) as tick,
+    ):
+        results = provisioner.provision_many(requests, workers=workers, on_result=lambda _: tick())
+    rows = [_row(r) for r in results]
+    failed = [r for r in rows if not r["ok"]]
+    elapsed = time.monotonic() - start
+    summary = {
+        "requests": rows,
+        "ok": len(rows) - len(failed),
+        "failed": len(failed),
+        "elapsed": round(elapsed, 3),
+    }
+    if not emit(summary, as_json=as_json, as_yaml=False):
+        table(
+            [
+                (
+                    r["request"],
+                    r["node"] or "FAILED",
+                    r["attempts"],
+                    ",".join(r["faults"]),
+                    f"{r['elapsed']:.1f}s",
+                    r.get("error", ""),
+                )
+                for r in rows
+            ],
+            ["request", "node", "attempts", "faults seen", "time", "error"],
+        )
+        click.echo(
+            f"{len(rows) - len(failed)} deployed, {len(failed)} failed in {elapsed:.1f}s", err=True
+        )
+    if failed:
+        ctx.exit(EXIT_FAILURE)
+
+
+@click.command("undeploy")
+@click.argument("instances", nargs=-1)
+@click.option("--all", "all_instances", is_flag=True, help="Every instance.")
+@provisioner_options
+@pass_app
+@click.pass_context
+def undeploy(
+    ctx: click.Context, app: App, instances: Sequence[str], all_instances: bool, **limits: Any
+) -> None:
+    """Power off INSTANCE...'s nodes, eject media, release nodes and ports."""
+    store = app.store()
+    if all_instances == bool(instances):
+        raise InputError("name instances or give --all", field="INSTANCE")
+    names = (
+        [o.name or o.id for o in store.owners(kind=OwnerKind.INSTANCE)]
+        if all_instances
+        else list(instances)
+    )
+    failed = 0
+    with make_provisioner(app, **limits) as provisioner:
+        for name in names:
+            try:
+                nodes = provisioner.undeploy(name)
+            except BmaasError as exc:
+                failed += 1
+                click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
+                continue
+            faults = [n for n in nodes if store.node(n).fault]
+            note = f" (fenced: {', '.join(faults)} could not be powered off)" if faults else ""
+            click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
+    if failed:
+        ctx.exit(EXIT_FAILURE)
+
+
+@click.command("move")
+@click.argument("instance_name", metavar="INSTANCE")
+@click.option("--to", "target", default=None, help="Move to this node (default: best candidate).")
+@provisioner_options
+@pass_app
+def move(app: App, instance_name: str, target: str | None, **limits: Any) -> None:
+    """Re-deploy INSTANCE onto another node. The source is given back only
+    once the target is up; if the target fails, the instance keeps its node."""
+    with make_provisioner(app, **limits) as provisioner:
+        moved = provisioner.move(instance_name, to=target)
+    tried = "".join(f"; {a.node} failed: {a.fault_class}" for a in moved.attempts)
+    click.echo(
+        f"{moved.instance}: moved {moved.source} -> {moved.target} in {moved.elapsed:.1f}s{tried}"
+    )
+
+
+@click.group("instance")
+def instance() -> None:
+    """Deployed instances."""
+
+
+@instance.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def instance_list(app: App, as_json: bool) -> None:
+    """Every instance, with its node and state."""
+    store = app.store()
+    rows = []
+    for owner in store.owners(kind=OwnerKind.INSTANCE):
+        for allocation in store.allocations(owner_id=owner.id) or [None]:
+            node = store.node(allocation.node) if allocation else None
+            rows.append(
+                {
+                    "instance": owner.name or owner.id,
+                    "id": owner.id,
+                    "node": node.name if node else None,
+                    "state": str(node.provision_state) if node else None,
+                    "created_at": owner.created_at,
+                    "request": owner.data.get("request"),
+                }
+            )
+    if not emit(rows, as_json=as_json, as_yaml=False):
+        table([(r["instance"], r["node"], r["state"]) for r in rows], ["instance", "node", "state"])

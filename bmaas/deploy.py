@@ -1,0 +1,281 @@
+"""Deploy one node: the steps between "claimed" and "active".
+
+1. **check**: the BMC answers, accepts our credentials, and knows the power
+   state (``UNKNOWN`` is a fault here, never "off");
+2. **boot device**: virtual media with the image when the driver offers it,
+   else PXE, once;
+3. **power**: on, or a reboot if the node was already on;
+4. **settle**: the node must stay on for ``settle`` seconds (a node that falls
+   back off is a ``BootFailure``) and, where the BMC reports ``BootProgress``
+   (Redfish), reach ``OSRunning`` within ``boot_timeout``;
+5. **ready**: an optional hook ("is the agent up?", an SSH check) is asked
+   until it says yes; whatever it raises becomes a ``BootFailure``;
+6. **finalize**: boot from disk from now on, eject the media.
+
+Every BMC request goes through :class:`~bmaas.retry.RetryingDriver`, so busy
+or briefly unreachable BMCs are retried here and only faults that mean "this
+node" escape. Each step has its own limit and the whole deploy a deadline;
+a step never gets more time than the deploy has left. A fault that escapes
+carries a note naming the step it happened in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from enum import StrEnum
+
+from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState
+from bmaas.faults import BmaasError, BMCProtocolError, BootFailure, UnsupportedOperation
+from bmaas.retry import RetryingDriver, RetryPolicy
+
+__all__ = [
+    "OS_RUNNING",
+    "DeployReport",
+    "DeploySettings",
+    "ReadyHook",
+    "Step",
+    "deploy_node",
+    "undeploy_node",
+]
+
+LOG = logging.getLogger(__name__)
+
+#: Redfish ``BootProgress.LastState`` once the operating system runs
+OS_RUNNING = "OSRunning"
+
+#: "is this node ready?" - called with the node name and its driver until it
+#: returns True; exceptions are wrapped in a BootFailure
+ReadyHook = Callable[[str, BMCDriver], bool]
+
+
+class Step(StrEnum):
+    CHECK = "check"
+    BOOT_DEVICE = "boot_device"
+    POWER = "power"
+    SETTLE = "settle"
+    READY = "ready"
+    FINALIZE = "finalize"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeploySettings:
+    """Limits of one deploy, in seconds."""
+
+    #: an image to boot by virtual media (PXE when None or unsupported)
+    image_url: str | None = None
+    #: power must land within this
+    power_timeout: float = 60.0
+    #: the node must stay on this long after power-on
+    settle: float = 10.0
+    #: BootProgress (where reported) must reach the OS this long after power-on
+    boot_timeout: float = 180.0
+    #: the ready hook must say yes within this
+    ready_timeout: float = 300.0
+    ready_interval: float = 5.0
+    #: seconds between reads while settling
+    poll_interval: float = 1.0
+    #: the whole deploy, every step included
+    deadline: float = 600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class DeployReport:
+    node: str
+    #: "vmedia" or "pxe"
+    boot_method: str
+    #: the last BootProgress seen, when the BMC reports one
+    boot_progress: str | None
+    #: seconds each step took
+    steps: dict[str, float]
+
+
+class _Deadline:
+    """The deploy's clock: how long each step may take."""
+
+    def __init__(self, node: str, policy: RetryPolicy, total: float) -> None:
+        self.node = node
+        self.policy = policy
+        self.clock = policy.clock
+        self.end = self.clock() + total
+        self.total = total
+
+    def left(self, step: Step) -> float:
+        remaining = self.end - self.clock()
+        if remaining <= 0:
+            raise BootFailure(
+                f"deploy deadline of {self.total:g}s exceeded before {step}",
+                node=self.node,
+                operation=f"deploy.{step}",
+            )
+        return remaining
+
+    def limit(self, step: Step, wanted: float) -> float:
+        return min(wanted, self.left(step))
+
+    def policy_for(self, step: Step) -> RetryPolicy:
+        return self.policy.replace(deadline=self.limit(step, self.policy.deadline))
+
+
+def deploy_node(
+    driver: BMCDriver,
+    *,
+    settings: DeploySettings = DeploySettings(),
+    policy: RetryPolicy | None = None,
+    ready: ReadyHook | None = None,
+    before_step: Callable[[Step], None] | None = None,
+) -> DeployReport:
+    """Deploy ``driver``'s node; raise the typed fault that stopped it.
+
+    ``before_step`` is called before each step (the provisioner checks its
+    leases there and stops if it lost one).
+    """
+    policy = policy or RetryPolicy()
+    clock = policy.clock
+    budget = _Deadline(driver.node, policy, settings.deadline)
+    timings: dict[str, float] = {}
+    state: dict[str, object] = {"method": "pxe", "progress": None}
+
+    def run(step: Step, body: Callable[[RetryingDriver], None]) -> None:
+        if before_step is not None:
+            before_step(step)
+        start = clock()
+        rd = RetryingDriver(driver, budget.policy_for(step))
+        try:
+            body(rd)
+        except BmaasError as exc:
+            exc.add_note(f"deploy step: {step}")
+            raise
+        finally:
+            timings[str(step)] = round(clock() - start, 3)
+
+    def check(rd: RetryingDriver) -> None:
+        info = rd.probe()
+        state["power"] = info.power_state
+        if info.power_state is PowerState.UNKNOWN:
+            raise driver.fault(
+                BMCProtocolError, "the BMC does not say whether power is on", operation="probe"
+            )
+
+    def boot_device(rd: RetryingDriver) -> None:
+        if settings.image_url and driver.supports(Capability.VIRTUAL_MEDIA):
+            rd.insert_virtual_media(settings.image_url)
+            rd.set_boot_device(BootDevice.CDROM, persistent=False)
+            state["method"] = "vmedia"
+        else:
+            rd.set_boot_device(BootDevice.PXE, persistent=False)
+
+    def power(rd: RetryingDriver) -> None:
+        action = (
+            PowerAction.REBOOT
+            if state["power"] in (PowerState.ON, PowerState.POWERING_ON)
+            else PowerAction.ON
+        )
+        rd.set_power_state(
+            action, wait=True, timeout=budget.limit(Step.POWER, settings.power_timeout)
+        )
+
+    def settle(rd: RetryingDriver) -> None:
+        state["progress"] = _settle(driver, rd, settings, budget)
+
+    def ready_check(rd: RetryingDriver) -> None:
+        assert ready is not None
+        _await_ready(driver, ready, settings, budget)
+
+    def finalize(rd: RetryingDriver) -> None:
+        rd.set_boot_device(BootDevice.DISK, persistent=True)
+        if state["method"] == "vmedia":
+            rd.eject_virtual_media()
+
+    run(Step.CHECK, check)
+    run(Step.BOOT_DEVICE, boot_device)
+    run(Step.POWER, power)
+    run(Step.SETTLE, settle)
+    if ready is not None:
+        run(Step.READY, ready_check)
+    run(Step.FINALIZE, finalize)
+    return DeployReport(
+        driver.node,
+        str(state["method"]),
+        state["progress"] if isinstance(state["progress"], str) else None,
+        timings,
+    )
+
+
+def _settle(
+    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Deadline
+) -> str | None:
+    """Watch the node for the settle window: it must stay on and, where
+    reported, BootProgress must reach the OS. Returns the last progress."""
+    clock, sleep = budget.clock, budget.policy.sleep
+    since = clock()
+    reports_progress = driver.supports(Capability.BOOT_PROGRESS)
+    progress: str | None = None
+    while True:
+        state = rd.get_power_state()
+        up_for = clock() - since
+        if state is not PowerState.ON:
+            raise driver.fault(
+                BootFailure,
+                f"the node fell back to {state} {up_for:.1f}s after power-on",
+                operation="deploy.settle",
+                elapsed=up_for,
+            )
+        if reports_progress:
+            try:
+                progress = rd.get_boot_progress()
+            except UnsupportedOperation:
+                reports_progress = False  # this BMC lacks it after all: settle on power alone
+        booted = progress is None or progress == OS_RUNNING
+        if up_for >= settings.settle and booted:
+            return progress
+        if up_for >= settings.boot_timeout:
+            raise driver.fault(
+                BootFailure,
+                f"BootProgress still {progress!r} {up_for:.0f}s after power-on",
+                operation="deploy.settle",
+                elapsed=up_for,
+            )
+        sleep(min(settings.poll_interval, budget.left(Step.SETTLE)))
+
+
+def _await_ready(
+    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Deadline
+) -> None:
+    clock, sleep = budget.clock, budget.policy.sleep
+    start = clock()
+    limit = budget.limit(Step.READY, settings.ready_timeout)
+    while True:
+        try:
+            if ready(driver.node, driver):
+                return
+        except Exception as exc:  # the hook is the user's code: wrap, never leak
+            raise driver.fault(
+                BootFailure,
+                f"ready check failed: {type(exc).__name__}: {exc}",
+                operation="deploy.ready",
+                elapsed=clock() - start,
+            ) from exc
+        waited = clock() - start
+        if waited + settings.ready_interval > limit:
+            raise driver.fault(
+                BootFailure,
+                f"not ready {waited:.0f}s after boot",
+                operation="deploy.ready",
+                elapsed=waited,
+            )
+        sleep(settings.ready_interval)
+
+
+def undeploy_node(
+    driver: BMCDriver,
+    *,
+    policy: RetryPolicy | None = None,
+    power_timeout: float = 60.0,
+) -> None:
+    """Power the node off and eject any virtual media. Idempotent."""
+    rd = RetryingDriver(driver, policy or RetryPolicy())
+    rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout)
+    if driver.supports(Capability.VIRTUAL_MEDIA):
+        rd.eject_virtual_media()
