@@ -265,12 +265,14 @@ def _expand(merged: Mapping[str, Any], raw: Mapping[str, Any], source: str, wher
             proxy = _proxy(node_name, merged["proxy"], creds, source, f"{where}.proxy")
             protocols = [proxy.protocol]
             username, password = proxy.username or username, proxy.password or password
+            raw_rules = merged.get("faults") or []
             check_rules(
                 rules,
                 proxy.protocol,
                 credentials=proxy.credentials,
                 field=f"{where}.faults",
                 source=source,
+                lines=[line_of(r) for r in raw_rules] if isinstance(raw_rules, list) else (),
                 node=node_name,
             )
         nodes.append(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from bmaas.driver import Operation
@@ -129,6 +129,7 @@ def check_rule(
     credentials: bool,
     where: str,
     source: str | None = None,
+    line: int | None = None,
     node: str | None = None,
 ) -> None:
     """Refuse a rule a proxy for ``protocol`` cannot carry out, saying why."""
@@ -139,6 +140,7 @@ def check_rule(
             "wire in front of a real BMC and can fake wire and BMC effects, never power or "
             "boot behaviour (use an hwlab emulated node for hardware effects)",
             source=source,
+            line=line,
             field=where,
             node=node,
         )
@@ -150,6 +152,7 @@ def check_rule(
             "session keys, which the proxy derives from the BMC credentials: give the proxy "
             "username and password, or narrow the rule to operation 'login'",
             source=source,
+            line=line,
             field=where,
             node=node,
         )
@@ -161,6 +164,7 @@ def check_rule(
                 f"requests apart, so operation {rule.operation!r} never matches; give the "
                 "proxy username and password, or use operation '*' or 'login'",
                 source=source,
+                line=line,
                 field=where,
                 node=node,
             )
@@ -188,8 +192,10 @@ def check_rules(
     credentials: bool,
     field: str = "rules",
     source: str | None = None,
+    lines: Sequence[int | None] = (),
     node: str | None = None,
 ) -> None:
+    """:func:`check_rule` for each rule; ``lines`` locates them in ``source``."""
     for i, rule in enumerate(rules):
         check_rule(
             rule,
@@ -197,5 +203,6 @@ def check_rules(
             credentials=credentials,
             where=f"{field}[{i}]",
             source=source,
+            line=lines[i] if i < len(lines) else None,
             node=node,
         )
