@@ -55,7 +55,9 @@ class ProxyHost:
         self.specs = {s.node: s for s in specs}
         self.seed = seed
         self.tls_dir = tls_dir
-        self.events = EventLog(str(events_path)) if events_path is not None else None
+        self.events_path = events_path
+        #: the event log, open while the host runs
+        self.events: EventLog | None = None
         #: where ``hwlab proxy`` wrote the inventory (shown by ``hwlab status``)
         self.inventory_path: Path | None = None
         self.proxies: dict[str, Proxy] = {}
@@ -66,17 +68,25 @@ class ProxyHost:
             self.proxies[spec.node] = self._make(spec, plan)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._count = 0  # effects carried out
 
     def _make(self, spec: ProxySpec, plan: FaultPlan) -> Proxy:
-        record: Callable[[Firing], None] | None = self.events
         if spec.protocol == "ipmi":
-            return IPMIProxy(spec, plan, events=record)
-        return RedfishProxy(spec, plan, events=record, tls_dir=self.tls_dir)
+            return IPMIProxy(spec, plan, events=self._record)
+        return RedfishProxy(spec, plan, events=self._record, tls_dir=self.tls_dir)
+
+    def _record(self, firing: Firing) -> None:
+        self._count += 1
+        if self.events is not None:
+            self.events(firing)
 
     # -- lifecycle -------------------------------------------------------------
 
     def start(self, *, timeout: float = 30.0) -> None:
         """Bind every proxy; raises ``ProxyError`` (after cleaning up) if one cannot."""
+        if self.events_path is not None:
+            Path(self.events_path).parent.mkdir(parents=True, exist_ok=True)
+            self.events = EventLog(str(self.events_path))
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="hwlab-proxy", daemon=True)
@@ -108,6 +118,7 @@ class ProxyHost:
         """Stop every proxy and the loop thread; nothing left listening. Safe twice."""
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
+            self._close_events()
             return
         for proxy in self.proxies.values():
             try:
@@ -119,8 +130,12 @@ class ProxyHost:
         if not thread.is_alive():
             loop.close()
         self._loop = self._thread = None
+        self._close_events()
+
+    def _close_events(self) -> None:
         if self.events is not None:
             self.events.close()
+            self.events = None
 
     def __enter__(self) -> ProxyHost:
         self.start()
@@ -203,14 +218,14 @@ class ProxyHost:
     def status(self) -> dict[str, Any]:
         return {
             "nodes": {name: self.node_status(name) for name in sorted(self.proxies)},
-            "events": self.events.count if self.events is not None else 0,
+            "events": self._count,
         }
 
     def describe(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
             "inventory": str(self.inventory_path) if self.inventory_path else None,
-            "events": self.events.path if self.events is not None else None,
+            "events": str(self.events_path) if self.events_path is not None else None,
             "nodes": {
                 name: {
                     "protocols": [p.protocol],
