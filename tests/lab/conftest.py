@@ -87,3 +87,17 @@ def port_is_free(port: int, kind: int = socket.SOCK_DGRAM) -> bool:
         except OSError:
             return False
         return True
+
+
+def require_driver(name: str) -> None:
+    """Skip the calling module until the bmaas ``name`` driver is installed
+    (its ``bmaas.drivers`` entry point): the proxy was built before the
+    drivers, and these tests switch on by themselves when a driver lands."""
+    from bmaas.registry import available_drivers
+
+    if name not in available_drivers():
+        pytest.skip(
+            f"the bmaas {name} driver (drivers/{name}.py, entry point {name!r}) is not in "
+            "this tree yet; these tests activate when it lands",
+            allow_module_level=True,
+        )
