@@ -89,7 +89,9 @@ EXPECTED_FAULTS: dict[Effect, type[BMCFault]] = {
     Effect.AUTH_FAIL: BMCAuthError,  # RAKP2 "unauthorized name" / IPMI 0xD4; HTTP 401
     Effect.MALFORMED_REPLY: BMCProtocolError,  # reply without its data; truncated JSON
     Effect.UNSUPPORTED: UnsupportedOperation,  # IPMI 0xC1; HTTP 405/501
-    Effect.BMC_REBOOT: BMCUnreachable,  # no answer / connection refused for the window
+    # Calls during the window: no answer to a login / connection refused. (The
+    # request that starts the reboot is lost like a drop.)
+    Effect.BMC_REBOOT: BMCUnreachable,
 }
 
 #: IPMI runs over UDP: a BMC that never answers the login looks unreachable

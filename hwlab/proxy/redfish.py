@@ -258,6 +258,7 @@ class RedfishProxy(Proxy):
         assert response is not None
         if corrupt:
             response = _corrupt(response)
+        response = self._relocate(response)
         if operation == Operation.LOGIN and response.status in (200, 201):
             issued = response.header("X-Auth-Token")
             if issued:
@@ -265,6 +266,20 @@ class RedfishProxy(Proxy):
         conn.writer.write(response.encode(keep_alive=keep))
         await conn.writer.drain()
         return keep
+
+    def _relocate(self, response: Response) -> Response:
+        """Point an absolute ``Location`` at the upstream back at the proxy,
+        so a client following it (a new session, a task) stays behind it."""
+        location = response.header("Location")
+        scheme = "https" if self.spec.upstream_tls else "http"
+        prefix = f"{scheme}://{self.spec.upstream_host}:{self.spec.upstream_port}"
+        if not location or not location.startswith(prefix):
+            return response
+        headers = [
+            (k, self.url + v[len(prefix) :] if k.lower() == "location" else v)
+            for k, v in response.headers
+        ]
+        return Response(response.status, headers, response.body, response.reason, response.closes)
 
     async def _forward(self, conn: _Conn, request: Request) -> Response:
         """Relay ``request`` to the upstream; a connection the upstream closed

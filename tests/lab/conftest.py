@@ -53,9 +53,13 @@ def proxy_host(tmp_path: Path) -> Iterator[Callable[..., ProxyHost]]:
         return host
 
     yield start
+    ports = [(p.port, p.protocol) for host in started for p in host.proxies.values()]
     for host in started:
         host.stop()
     assert not [t for t in threading.enumerate() if t.name == "hwlab-proxy"]
+    for port, protocol in ports:
+        kind = socket.SOCK_DGRAM if protocol == "ipmi" else socket.SOCK_STREAM
+        assert port_is_free(port, kind), f"{protocol} proxy port {port} still bound"
 
 
 def ipmitool(

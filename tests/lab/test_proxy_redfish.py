@@ -230,6 +230,8 @@ class _SessionService(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(201)
         self.send_header("X-Auth-Token", "tok-1")
+        host, port = self.server.server_address[:2]
+        self.send_header("Location", f"http://{host}:{port}/redfish/v1/SessionService/Sessions/1")
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"{}")
@@ -263,6 +265,8 @@ def test_sessions_opened_before_a_reboot_are_rejected_after_it(
     login = ("-X", "POST", "-d", '{"UserName": "u", "Password": "p"}')
     _, status, headers, _ = curl(host, "/redfish/v1/SessionService/Sessions", *login)
     assert (status, headers["x-auth-token"]) == (201, "tok-1")
+    # The absolute Location the BMC gave points back at the proxy.
+    assert headers["location"] == _base(host) + "/redfish/v1/SessionService/Sessions/1"
     assert curl(host, "/redfish/v1/", "-H", "X-Auth-Token: tok-1")[1] == 200
     host.add_faults(
         "rf1", [{"effect": "bmc_reboot", "operation": "probe", "duration": 0.3, "times": 1}]

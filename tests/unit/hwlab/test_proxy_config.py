@@ -18,6 +18,7 @@ from bmaas.faults import (
 )
 from bmaas.secrets import Secret
 from fakes.faults import Effect, FaultRule, Layer
+from hwlab.lab import Lab
 from hwlab.labspec import load_labfile
 from hwlab.proxy import ProxyHost, ProxySpec
 from hwlab.proxy.effects import (
@@ -242,3 +243,18 @@ def test_host_refuses_what_it_cannot_do_and_adds_the_rest() -> None:
     assert host.proxies["n1"].plan.rules == []
     with pytest.raises(InputError, match="hardware"):
         ProxyHost([ipmi], rules={"n1": [rule(effect="boot_crash")]})
+
+
+def test_a_lab_profile_gives_proxied_nodes_only_what_a_proxy_can_do(tmp_path: Path) -> None:
+    path = tmp_path / "lab.yaml"
+    path.write_text(
+        "profile: chaos\nnodes:\n"
+        "  - {name: p1, proxy: {protocol: ipmi, upstream: h}}\n"
+        "  - {name: r1, proxy: {protocol: redfish, upstream: 'http://h:80'}}\n"
+    )
+    lab = Lab(load_labfile(str(path)), tmp_path / "state")
+    for node in lab.spec.nodes:
+        assert node.proxy is not None
+        for item in node.rules:
+            check_rule(item, node.proxy.protocol, credentials=node.proxy.credentials, where="r")
+    assert any(node.rules for node in lab.spec.nodes)  # chaos at these shares picks every node
