@@ -8,7 +8,10 @@ same call direct and through the proxy, interleaved, in one run:
   cipher suite 3, the proxy holding the BMC credentials (so it decrypts and
   checks every packet, its worst case);
 * Redfish: ``GET /redfish/v1/Systems/<id>`` on a keep-alive HTTP session
-  (plain HTTP on both sides, so only the proxy differs).
+  (plain HTTP on both sides, so only the proxy differs). sushy-emulator
+  closes every connection, so both paths open a TCP connection to it per
+  call; the client's connection to the proxy stays open, which hides part
+  of the proxy's cost: this figure varies more from run to run.
 
 Prints the median per call direct and proxied, the added median, and the
 ratio. Needs the ``bmaas[virtualbmc]`` extra::
