@@ -122,7 +122,13 @@ class FakeDriver(BMCDriver):
                 self._sleep(limit)
                 act(hardware)
                 raise self._timeout(operation, limit, elapsed())
-            if effect is Effect.DELAY:
+            if effect is Effect.DUPLICATE:
+                # The request reached the BMC more than once (a retransmitting
+                # middlebox): the BMC acted on every copy, the client saw one answer.
+                for _ in range(params["copies"]):
+                    self.wire_calls.append(str(operation))
+                    act(hardware)
+            elif effect is Effect.DELAY:
                 self._sleep(params["seconds"])
             elif effect is Effect.BMC_REBOOT:
                 self.machine.reboot_bmc(params["duration"])

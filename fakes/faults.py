@@ -55,6 +55,7 @@ class Effect(StrEnum):
     HANG = "hang"  # answer nothing, ever
     DROP = "drop"  # lose the request (param rate: share of requests lost)
     DELAY = "delay"  # answer after `seconds`
+    DUPLICATE = "duplicate"  # the request reaches the BMC 1 + `copies` times
     BUSY = "busy"  # "try later" (IPMI 0xC0, HTTP 503), optional retry_after
     AUTH_FAIL = "auth_fail"  # reject the credentials
     INTERNAL_ERROR = "internal_error"  # IPMI 0xFF, HTTP 500 (optional message_id)
@@ -76,6 +77,7 @@ _LAYERS = {
     Effect.HANG: Layer.WIRE,
     Effect.DROP: Layer.WIRE,
     Effect.DELAY: Layer.WIRE,
+    Effect.DUPLICATE: Layer.WIRE,
     Effect.BUSY: Layer.BMC,
     Effect.AUTH_FAIL: Layer.BMC,
     Effect.INTERNAL_ERROR: Layer.BMC,
@@ -104,6 +106,7 @@ EFFECT_PARAMS: dict[Effect, dict[str, _Param]] = {
     Effect.HANG: {},
     Effect.DROP: {"rate": _Param(float, 1.0, low=0.0, high=1.0)},
     Effect.DELAY: {"seconds": _Param(float, required=True, low=0.0)},
+    Effect.DUPLICATE: {"copies": _Param(int, 1, low=1, high=10)},
     Effect.BUSY: {"retry_after": _Param(float, None, low=0.0)},
     Effect.AUTH_FAIL: {},
     Effect.INTERNAL_ERROR: {"message_id": _Param(str, "Base.1.8.InternalError")},

@@ -22,16 +22,15 @@ import logging
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultRule
-from hwlab.lab import Lab
 
-__all__ = ["ControlServer", "LabClient", "LabNotRunning"]
+__all__ = ["ControlServer", "Controllable", "LabClient", "LabNotRunning"]
 
 LOG = logging.getLogger(__name__)
 
@@ -42,12 +41,29 @@ class LabNotRunning(BmaasError):
     code = "lab_not_running"
 
 
+class Controllable(Protocol):
+    """What the control API drives: a :class:`hwlab.lab.Lab` or a
+    :class:`hwlab.proxy.ProxyHost` (whose ``power`` refuses: it cannot
+    reach behind a real BMC)."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def add_faults(self, node: str, rules: Sequence[dict[str, Any] | FaultRule]) -> int: ...
+
+    def clear_faults(self, node: str | None = None) -> None: ...
+
+    def power(self, node: str, state: str) -> None: ...
+
+
 class ControlServer:
-    """Serve ``lab``'s control API on ``host``:``port`` (0: any free port)."""
+    """Serve the control API of ``lab`` (a lab or a proxy host) on
+    ``host``:``port`` (0: any free port)."""
 
     def __init__(
         self,
-        lab: Lab,
+        lab: Controllable,
         *,
         host: str = "127.0.0.1",
         port: int = 0,

@@ -9,6 +9,11 @@ Either way it writes, under its state directory:
   ``driver_info`` keys), with BMC addresses and credentials (mode 0600);
 * ``events.jsonl``: one line per injected fault effect;
 * ``lab.json``: what runs where (pid, control API URL, nodes and ports).
+
+Proxied nodes (a lab file node with ``proxy:``) are not emulated: the lab
+process runs a :class:`~hwlab.proxy.ProxyHost` for them (and the stock
+vbmcd / sushy-emulator upstreams they ask for, see :mod:`hwlab.proxy.lab`),
+and they share the inventory, the event log and the control API.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultRule
 from hwlab import profiles
 from hwlab.labspec import LabSpec, NodeSpec
+from hwlab.proxy.effects import supported_rules
+from hwlab.proxy.lab import ProxiedNodes
 from hwlab.worker import Shard, run_worker
 
 __all__ = ["DEFAULT_SHARD_SIZE", "Lab", "LabError"]
@@ -82,6 +89,12 @@ class Lab:
         self.started_at: float | None = None
         self._workers: list[_Worker] = []
         self._owner: dict[str, _Worker] = {}
+        self._proxied = ProxiedNodes(
+            [n for n in self.spec.nodes if n.proxy is not None],
+            seed=self.spec.seed,
+            workdir=self.state_dir / "proxied",
+            events_path=self.events_path,
+        )
 
     # -- paths -----------------------------------------------------------------
 
@@ -99,8 +112,8 @@ class Lab:
         """Start every worker and return once every BMC is listening."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.events_path.unlink(missing_ok=True)
-        nodes = list(self.spec.nodes)
-        count = max(1, math.ceil(len(nodes) / self.shard_size))
+        nodes = [n for n in self.spec.nodes if n.proxy is None]
+        count = math.ceil(len(nodes) / self.shard_size)
         ctx = multiprocessing.get_context("spawn")
         deadline = time.monotonic() + timeout
         try:
@@ -126,6 +139,8 @@ class Lab:
                 self._workers.append(_Worker(shard, process, parent, threading.Lock()))
             for worker in self._workers:
                 self._await_ready(worker, deadline)
+            self._proxied.start(timeout=max(1.0, deadline - time.monotonic()))
+            self.endpoints.update(self._proxied.endpoints)
         except BaseException:
             self.stop()
             raise
@@ -155,6 +170,7 @@ class Lab:
 
     def stop(self, *, timeout: float = 10.0) -> None:
         """Stop every worker; nothing is left listening. Safe to call twice."""
+        self._proxied.stop(timeout=timeout)
         for worker in self._workers:
             try:
                 with worker.lock:
@@ -199,11 +215,13 @@ class Lab:
         try:
             return self._owner[node]
         except KeyError:
-            known = ", ".join(sorted(self._owner)[:5])
+            known = ", ".join(sorted([*self._owner, *self._proxied.names])[:5])
             raise InputError(f"no node {node!r} in this lab (nodes: {known}, ...)") from None
 
     def add_faults(self, node: str, rules: Sequence[dict[str, Any] | FaultRule]) -> int:
         """Put rules in force on ``node`` now; returns how many it has."""
+        if node in self._proxied.names:
+            return self._proxied.host.add_faults(node, rules)
         raw = [r.to_dict() if isinstance(r, FaultRule) else dict(r) for r in rules]
         for i, rule in enumerate(raw):
             FaultRule.from_dict(rule, where=f"rule[{i}]")  # fail here, with a clear message
@@ -211,16 +229,23 @@ class Lab:
 
     def clear_faults(self, node: str | None = None) -> None:
         """Remove the rules of ``node``, or of every node."""
+        if node is not None and node in self._proxied.names:
+            self._proxied.host.clear_faults(node)
+            return
         if node is not None:
             self._ask(self._worker_for(node), "fault_clear", node)
             return
         for worker in self._workers:
             self._ask(worker, "fault_clear", None)
+        if self._proxied.names:
+            self._proxied.host.clear_faults(None)
 
     def power(self, node: str, state: str) -> None:
         """Turn ``node`` on or off behind its BMC's back."""
         if state not in ("on", "off"):
             raise InputError("must be on or off", field="state")
+        if node in self._proxied.names:
+            self._proxied.host.power(node, state)
         self._ask(self._worker_for(node), "power", node, state)
 
     def status(self) -> dict[str, Any]:
@@ -228,6 +253,10 @@ class Lab:
         events = 0
         for worker in self._workers:
             answer = self._ask(worker, "status")
+            nodes.update(answer["nodes"])
+            events += answer["events"]
+        if self._proxied.names:
+            answer = self._proxied.host.status()
             nodes.update(answer["nodes"])
             events += answer["events"]
         for name, info in nodes.items():
@@ -248,6 +277,9 @@ class Lab:
         """The lab in bmaas's inventory format (Ironic driver_info keys)."""
         nodes = []
         for spec in self.spec.nodes:
+            if spec.proxy is not None:
+                nodes.append(self._proxied.inventory_entry(spec))
+                continue
             ports = self.endpoints.get(spec.name, {})
             info: dict[str, Any] = {}
             if "ipmi" in ports:
@@ -334,7 +366,15 @@ def _with_profile_rules(spec: LabSpec) -> LabSpec:
         profiles.resolve(spec.profile), [n.name for n in spec.nodes], spec.seed
     )
     nodes = tuple(dataclasses.replace(n, rules=(*chosen[n.name], *n.rules)) for n in spec.nodes)
-    return dataclasses.replace(spec, nodes=nodes)
+    return dataclasses.replace(spec, nodes=tuple(_proxy_safe(n) for n in nodes))
+
+
+def _proxy_safe(node: NodeSpec) -> NodeSpec:
+    """A proxied node keeps only the profile rules a proxy can carry out."""
+    if node.proxy is None:
+        return node
+    kept = supported_rules(node.rules, node.proxy, why="profile rule")
+    return dataclasses.replace(node, rules=tuple(kept))
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -37,6 +37,8 @@ from bmaas.secrets import Secret
 from bmaas.yamlsrc import line_of, load_file
 from fakes.faults import FaultRule, parse_rules
 from fakes.machine import Hardware
+from hwlab.proxy.effects import check_rules
+from hwlab.proxy.spec import ProxySpec, parse_proxy
 
 __all__ = [
     "DEFAULT_PASSWORD",
@@ -63,6 +65,7 @@ _NODE_KEYS = {
     "resource_class",
     "faults",
     "power",
+    "proxy",
 }
 _TOP_KEYS = {"seed", "profile", "redfish_tls", "defaults", "nodes"}
 _HARDWARE_FIELDS = {f.name: f.type for f in dataclasses.fields(Hardware)}
@@ -79,6 +82,8 @@ class NodeSpec:
     resource_class: str = "baremetal"
     rules: tuple[FaultRule, ...] = ()
     power: PowerState = PowerState.OFF
+    #: set for a node whose BMC is real (or stock): hwlab runs a proxy in front of it
+    proxy: ProxySpec | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,26 +249,64 @@ def _expand(merged: Mapping[str, Any], raw: Mapping[str, Any], source: str, wher
         if key in merged and not isinstance(merged[key], str):
             raise err("must be text", key)
 
+    if "proxy" in merged and count > 1:
+        raise err("a proxied node fronts one BMC: give each its own entry", "count")
+
     nodes = []
     for n in range(start, start + count):
         try:
             node_name = name.format(n=n, i=n) if "{" in name else name
         except (KeyError, IndexError, ValueError):
             raise err("bad pattern: use {n} or {n:02d}", "name") from None
+        proxy = None
+        username = str(creds.get("username", DEFAULT_USERNAME))
+        password = Secret(str(creds.get("password", DEFAULT_PASSWORD)))
+        if "proxy" in merged:
+            proxy = _proxy(node_name, merged["proxy"], creds, source, f"{where}.proxy")
+            protocols = [proxy.protocol]
+            username, password = proxy.username or username, proxy.password or password
+            raw_rules = merged.get("faults") or []
+            check_rules(
+                rules,
+                proxy.protocol,
+                credentials=proxy.credentials,
+                field=f"{where}.faults",
+                source=source,
+                lines=[line_of(r) for r in raw_rules] if isinstance(raw_rules, list) else (),
+                node=node_name,
+            )
         nodes.append(
             NodeSpec(
                 name=node_name,
                 protocols=tuple(p for p in PROTOCOLS if p in protocols),
                 hardware=Hardware(**{"serial": f"HWLAB-{node_name}", **hardware_kw}),
-                username=str(creds.get("username", DEFAULT_USERNAME)),
-                password=Secret(str(creds.get("password", DEFAULT_PASSWORD))),
+                username=username,
+                password=password,
                 network_segment=merged.get("network_segment"),
                 resource_class=merged.get("resource_class", "baremetal"),
                 rules=rules,
                 power=PowerState(power_raw),
+                proxy=proxy,
             )
         )
     return nodes
+
+
+def _proxy(
+    node: str,
+    data: Any,
+    creds: Mapping[str, Any],
+    source: str,
+    where: str,
+) -> ProxySpec:
+    """A node's ``proxy:``; the BMC credentials default to the node's, and
+    for a stock vbmc to virtualbmc's own defaults."""
+    spec = parse_proxy(node, data, source=source, where=where)
+    if spec.username is None:
+        user = creds.get("username", DEFAULT_USERNAME)
+        password = creds.get("password", "password" if spec.stock == "vbmc" else "")
+        spec = dataclasses.replace(spec, username=str(user), password=Secret(str(password)))
+    return spec
 
 
 def _check_keys(data: Mapping[str, Any], allowed: set[str], source: str, prefix: str) -> None:

@@ -76,6 +76,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("drop", {"effect": "drop", "rate": 1.0, "operation": "power.get"}),
     Scenario("delay", {"effect": "delay", "seconds": 2.0, "operation": "power.get"}),
     Scenario("delay-short", {"effect": "delay", "seconds": 0.2, "operation": "power.get"}),
+    Scenario(
+        "duplicate", {"effect": "duplicate", "copies": 2, "operation": "power.set"}, "power_on"
+    ),
     Scenario("busy", {"effect": "busy", "retry_after": 1, "operation": "power.get"}),
     Scenario("auth_fail", {"effect": "auth_fail"}),
     Scenario("internal_error", {"effect": "internal_error", "operation": "power.get"}),
@@ -103,15 +106,20 @@ EXPECTED: dict[str, dict[str, str]] = {
     "drop": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
     "delay": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
     "delay-short": {"ipmi": "ok:off", "redfish": "ok:off"},
+    "duplicate": {"ipmi": "ok:on", "redfish": "ok:on"},
     "busy": {"ipmi": "BMCBusy", "redfish": "BMCBusy"},
     "auth_fail": {"ipmi": "BMCAuthError", "redfish": "BMCAuthError"},
     "internal_error": {"ipmi": "BMCInternalError", "redfish": "BMCInternalError"},
     "malformed_reply": {"ipmi": "BMCProtocolError", "redfish": "BMCProtocolError"},
     "unsupported": {"ipmi": "UnsupportedOperation", "redfish": "UnsupportedOperation"},
-    "bmc_reboot": {"ipmi": "BMCUnreachable", "redfish": "BMCUnreachable"},
+    # UDP has no refusal: a BMC that goes silent inside a live session is a
+    # timeout (outcome unknown); Redfish's closed port is refused at once.
+    "bmc_reboot": {"ipmi": "BMCTimeout", "redfish": "BMCUnreachable"},
     "power_stuck": {"ipmi": "PowerFailure", "redfish": "PowerFailure"},
     "slow_power": {"ipmi": "PowerFailure", "redfish": "PowerFailure"},
-    "power_lost": {"ipmi": "ok:off", "redfish": "ok:off"},
+    # IPMI's chassis status carries a "power fault" bit, which the driver
+    # raises as PowerFailure; Redfish reads the node off.
+    "power_lost": {"ipmi": "PowerFailure", "redfish": "ok:off"},
     "boot_not_persisted": {"ipmi": "BootFailure", "redfish": "BootFailure"},
     "boot_crash": {"ipmi": "ok:off", "redfish": "ok:off"},
 }

@@ -1,1 +1,2 @@
-"""Benchmarks: scripts that print medians and ratios measured side by side in one run."""
+"""Benchmarks: scripts that print figures measured side by side in one run
+(``python -m hwlab.bench.NAME``). Never timed tests."""

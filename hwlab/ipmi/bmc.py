@@ -108,6 +108,7 @@ class Verdict:
     delay: float = 0.0
     fault: Effect | None = None  # the BMC-layer effect to carry out
     hardware: list[Firing] = dataclasses.field(default_factory=list)
+    copies: int = 0  # duplicate: the request reached the BMC this many extra times
 
 
 class LabBmc(_pyghmi_bmc.Bmc):
@@ -278,6 +279,8 @@ class LabBmc(_pyghmi_bmc.Bmc):
                 verdict.silent = True
             elif effect is Effect.DELAY:
                 verdict.delay += float(firing.params["seconds"])
+            elif effect is Effect.DUPLICATE:
+                verdict.copies += int(firing.params["copies"])
             elif effect is Effect.BMC_REBOOT:
                 self.machine.reboot_bmc(float(firing.params["duration"]))
                 verdict.silent = True
@@ -304,6 +307,10 @@ class LabBmc(_pyghmi_bmc.Bmc):
         elif (ctx.netfn, ctx.command) in _NEEDS_OPERATOR and session.clientpriv < 3:
             code, reply = 0xD4, b""  # insufficient privilege
         else:
+            # A duplicated request is acted on every time it arrives; the
+            # client keeps the first answer (same sequence number).
+            for _ in range(verdict.copies):
+                self._execute(ctx, data, verdict.hardware)
             code, reply = self._execute(ctx, data, verdict.hardware)
         self.server.call_later(verdict.delay, session.respond, ctx, code, reply)
 

@@ -17,6 +17,9 @@ from drivers.ipmi import IPMIDriver
 from fakes.faults import Effect, FaultRule
 from fakes.machine import FakeMachine, Hardware
 from hwlab.ipmi import IPMIServer
+from tests.lab.proxy_support import proxy_host, stock_sushy, stock_vbmc
+
+__all__ = ["proxy_host", "stock_sushy", "stock_vbmc"]  # fixtures for the proxy tests
 
 #: quick transitions so real-time tests converge in well under a second
 LAB_HARDWARE = Hardware(power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5)

@@ -1,4 +1,4 @@
-"""Each of the 14 fault effects, through FakeDriver, as a real driver would fail."""
+"""Each of the 15 fault effects, through FakeDriver, as a real driver would fail."""
 
 from __future__ import annotations
 
@@ -160,6 +160,13 @@ def test_boot_crash_powers_on_then_falls_off() -> None:
     assert d.set_power_state(PowerAction.ON, wait=True, timeout=10) is PowerState.ON
     clock.advance(5)
     assert d.get_power_state() is PowerState.OFF
+
+
+def test_duplicate_reaches_the_bmc_twice_and_answers_once() -> None:
+    d = _driver({"effect": "duplicate", "operation": "power.set"}, power=PowerState.ON)
+    d.request_power(PowerAction.REBOOT)
+    assert d.wire_calls == ["power.set", "power.set"]
+    assert d.get_power_state() is PowerState.POWERING_OFF
 
 
 def test_wire_calls_are_counted() -> None:

@@ -1,0 +1,210 @@
+"""What a proxy can do with each fault effect, and what a client then sees.
+
+A proxy sits on the wire in front of a BMC it does not control, so it can
+carry out wire effects (it holds the packets) and BMC effects (it answers in
+the BMC's place), never hardware effects: making a real server's power stick
+or fail needs acting on the machine. Rules asking for one are refused with an
+:class:`~bmaas.faults.InputError` that names the rule.
+
+IPMI adds one limit: in-session requests of an IPMI 2.0 session are
+integrity-protected and usually encrypted. Without the BMC credentials the
+proxy cannot read them (it sees them as operation :data:`OPAQUE`) and cannot
+forge answers, so BMC effects on any operation but ``login`` need
+``username``/``password`` on the proxy. The login exchange itself is in the
+clear, so login faults never need them.
+
+:data:`EXPECTED_FAULTS` is the one table of what the bmaas drivers raise for
+each effect carried out by a proxy; the lab tests through the drivers
+assert against it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from bmaas.driver import Operation
+from bmaas.faults import (
+    BMCAuthError,
+    BMCBusy,
+    BMCFault,
+    BMCInternalError,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    InputError,
+    UnsupportedOperation,
+)
+from fakes.faults import Effect, FaultRule, Layer
+
+if TYPE_CHECKING:
+    from hwlab.proxy.spec import ProxySpec
+
+__all__ = [
+    "EXPECTED_FAULTS",
+    "OPAQUE",
+    "PROTOCOLS",
+    "check_rule",
+    "expected_fault",
+    "ipmi_needs_credentials",
+    "supported_rules",
+]
+
+LOG = logging.getLogger(__name__)
+
+PROTOCOLS = ("ipmi", "redfish")
+
+#: the operation name of an IPMI in-session request the proxy cannot read
+#: (no credentials, or a session it could not derive keys for). Only rules
+#: whose operation glob matches it (``*``) apply, and only wire effects.
+OPAQUE = "opaque"
+
+#: effects a proxy carries out, per protocol (everything but hardware)
+SUPPORTED: dict[str, frozenset[Effect]] = {
+    protocol: frozenset(e for e in Effect if e.layer is not Layer.HARDWARE)
+    for protocol in PROTOCOLS
+}
+
+#: IPMI effects a proxy can carry out on an in-session request only when it
+#: holds the keys: it must answer for the BMC (or rewrite its answer)
+_FORGED = frozenset(
+    {
+        Effect.BUSY,
+        Effect.INTERNAL_ERROR,
+        Effect.UNSUPPORTED,
+        Effect.AUTH_FAIL,
+        Effect.MALFORMED_REPLY,
+    }
+)
+
+#: what a bmaas driver raises when a proxy carries out each effect
+EXPECTED_FAULTS: dict[Effect, type[BMCFault]] = {
+    Effect.HANG: BMCTimeout,  # no answer at all
+    Effect.DROP: BMCTimeout,  # at rate 1: the request and its retransmissions lost
+    Effect.DELAY: BMCTimeout,  # past the call's deadline (shorter delays succeed)
+    Effect.BUSY: BMCBusy,  # IPMI 0xC0 / RMCP+ "insufficient resources"; HTTP 503 + Retry-After
+    Effect.INTERNAL_ERROR: BMCInternalError,  # IPMI 0xFF; HTTP 500 with @Message.ExtendedInfo
+    Effect.AUTH_FAIL: BMCAuthError,  # RAKP2 "unauthorized name" / IPMI 0xD4; HTTP 401
+    Effect.MALFORMED_REPLY: BMCProtocolError,  # reply without its data; truncated JSON
+    Effect.UNSUPPORTED: UnsupportedOperation,  # IPMI 0xC1; HTTP 405/501
+    # Calls during the window: no answer to a login / connection refused. (The
+    # request that starts the reboot is lost like a drop.)
+    Effect.BMC_REBOOT: BMCUnreachable,
+}
+
+#: IPMI runs over UDP: a BMC that never answers the login looks unreachable
+#: (no session could be established), not like a request that timed out
+_IPMI_LOGIN: dict[Effect, type[BMCFault]] = {
+    Effect.HANG: BMCUnreachable,
+    Effect.DROP: BMCUnreachable,
+    Effect.DELAY: BMCUnreachable,
+}
+
+
+def expected_fault(effect: Effect, protocol: str, operation: str) -> type[BMCFault] | None:
+    """The fault class a bmaas driver raises when a proxy carries out
+    ``effect`` on ``operation``; ``None`` when the call succeeds (duplicate)."""
+    if protocol == "ipmi" and operation == Operation.LOGIN and effect in _IPMI_LOGIN:
+        return _IPMI_LOGIN[effect]
+    return EXPECTED_FAULTS.get(effect)
+
+
+def _operations(protocol: str) -> list[str]:
+    names = [str(op) for op in Operation]
+    return [*names, OPAQUE] if protocol == "ipmi" else names
+
+
+def ipmi_needs_credentials(rule: FaultRule) -> bool:
+    """Whether carrying out ``rule`` on IPMI needs the BMC credentials: a BMC
+    effect that can fire on an in-session request."""
+    if rule.effect not in _FORGED:
+        return False
+    return any(rule.matches(op, "ipmi") for op in _operations("ipmi") if op != Operation.LOGIN)
+
+
+def check_rule(
+    rule: FaultRule,
+    protocol: str,
+    *,
+    credentials: bool,
+    where: str,
+    source: str | None = None,
+    line: int | None = None,
+    node: str | None = None,
+) -> None:
+    """Refuse a rule a proxy for ``protocol`` cannot carry out, saying why."""
+    name = f"rule {rule.name or rule.describe()!r}"
+    if rule.effect.layer is Layer.HARDWARE:
+        raise InputError(
+            f"{name}: {rule.effect} acts on the server's hardware; a proxy only sits on the "
+            "wire in front of a real BMC and can fake wire and BMC effects, never power or "
+            "boot behaviour (use an hwlab emulated node for hardware effects)",
+            source=source,
+            line=line,
+            field=where,
+            node=node,
+        )
+    if rule.protocol not in ("*", protocol):
+        return  # aimed at another protocol: never fires here, harmless
+    if protocol == "ipmi" and not credentials and ipmi_needs_credentials(rule):
+        raise InputError(
+            f"{name}: answering in-session IPMI requests for the BMC ({rule.effect}) needs the "
+            "session keys, which the proxy derives from the BMC credentials: give the proxy "
+            "username and password, or narrow the rule to operation 'login'",
+            source=source,
+            line=line,
+            field=where,
+            node=node,
+        )
+    if protocol == "ipmi" and not credentials:
+        visible = [Operation.LOGIN.value, OPAQUE]
+        if not any(fnmatch.fnmatchcase(op, rule.operation) for op in visible):
+            raise InputError(
+                f"{name}: without the BMC credentials the proxy cannot tell in-session IPMI "
+                f"requests apart, so operation {rule.operation!r} never matches; give the "
+                "proxy username and password, or use operation '*' or 'login'",
+                source=source,
+                line=line,
+                field=where,
+                node=node,
+            )
+
+
+def supported_rules(rules: Iterable[FaultRule], spec: ProxySpec, *, why: str) -> list[FaultRule]:
+    """The rules a proxy for ``spec`` can carry out; the others are logged
+    and skipped. For profiles, which describe a whole rack: a rule the user
+    wrote is refused instead (:func:`check_rules`)."""
+    kept = []
+    for rule in rules:
+        try:
+            check_rule(rule, spec.protocol, credentials=spec.credentials, where=why)
+        except InputError as exc:
+            LOG.warning("%s: skipping a %s: %s", spec.node, why, exc.message)
+            continue
+        kept.append(rule)
+    return kept
+
+
+def check_rules(
+    rules: Iterable[FaultRule],
+    protocol: str,
+    *,
+    credentials: bool,
+    field: str = "rules",
+    source: str | None = None,
+    lines: Sequence[int | None] = (),
+    node: str | None = None,
+) -> None:
+    """:func:`check_rule` for each rule; ``lines`` locates them in ``source``."""
+    for i, rule in enumerate(rules):
+        check_rule(
+            rule,
+            protocol,
+            credentials=credentials,
+            where=f"{field}[{i}]",
+            source=source,
+            line=lines[i] if i < len(lines) else None,
+            node=node,
+        )

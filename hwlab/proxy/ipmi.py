@@ -1,0 +1,366 @@
+"""A fault-injecting UDP relay in front of an IPMI BMC.
+
+Each client address gets its own upstream socket, so the BMC sees one peer
+per client exactly as without the proxy. Every request is mapped to an
+operation (:data:`OPERATIONS`; the whole login exchange is one ``login``)
+and the node's fault plan is evaluated **once per request**: a
+retransmission reuses the first transmission's verdict. Retransmissions are
+recognised by their bytes (pyghmi resends the same packet), and in readable
+sessions by (netfn, command, rqSeq, data) too (ipmitool rebuilds the packet
+with a new session sequence number); an unreadable retransmission with new
+bytes counts as a new request.
+
+How each effect is carried out:
+
+=================  ==========================================================
+hang, drop         the request (and its retransmissions) is not relayed
+delay              the request is relayed ``seconds`` late
+duplicate          the request is relayed 1 + ``copies`` times
+busy               login: Open Session answered "insufficient resources";
+                   else completion code 0xC0
+internal_error     login: Get Channel Auth Capabilities answered 0xFF; else 0xFF
+unsupported        login: Get Channel Auth Capabilities answered 0xC1; else 0xC1
+auth_fail          login: RAKP2 "unauthorized name"; else 0xD4 (privilege)
+malformed_reply    login: RAKP2 without its auth code; else the BMC's answer
+                   loses its data bytes (completion code 0, nothing after it)
+bmc_reboot         nothing relayed for ``duration`` s; sessions opened before
+                   are dropped afterwards, so clients must log in again
+=================  ==========================================================
+
+Answers in the BMC's place inside a session need the session keys (see
+:mod:`hwlab.proxy.ipmi_session`), hence the BMC credentials on the proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+
+from bmaas.driver import Operation
+from fakes.faults import Effect, FaultPlan, Firing
+from hwlab.proxy import rmcp
+from hwlab.proxy.effects import OPAQUE
+from hwlab.proxy.ipmi_login import CODES, Client, LoginRelay
+from hwlab.proxy.ipmi_session import Session, Verdict
+from hwlab.proxy.rmcp import Message, Packet, PayloadType
+from hwlab.proxy.spec import ProxySpec
+
+__all__ = ["OPERATIONS", "IPMIProxy"]
+
+LOG = logging.getLogger(__name__)
+
+#: (netfn, command) -> operation; commands not listed are relayed untouched
+OPERATIONS: dict[tuple[int, int], str] = {
+    (0x06, 0x01): Operation.PROBE,  # Get Device ID
+    (0x00, 0x01): Operation.POWER_GET,  # Get Chassis Status
+    (0x00, 0x02): Operation.POWER_SET,  # Chassis Control
+    (0x00, 0x08): Operation.BOOT_SET,  # Set System Boot Options
+    (0x00, 0x09): Operation.BOOT_GET,  # Get System Boot Options
+    (0x0A, 0x10): Operation.INVENTORY_GET,  # Get FRU Inventory Area Info
+    (0x0A, 0x11): Operation.INVENTORY_GET,  # Read FRU Data
+}
+#: sessionless commands of a login: channel auth capabilities, cipher suites, 1.5 challenge
+_SESSIONLESS_LOGIN = {(0x06, 0x38), (0x06, 0x54), (0x06, 0x39)}
+_SESSION_HOUSEKEEPING = {(0x06, 0x3B), (0x06, 0x3C), (0x06, 0x3A)}  # privilege, close, 1.5
+
+#: a request's verdict is kept this long after its last transmission
+RETRANSMIT_WINDOW = 5.0
+#: clients silent this long are forgotten and their upstream socket closed
+CLIENT_IDLE = 120.0
+
+
+class IPMIProxy(LoginRelay):
+    protocol = "ipmi"
+
+    def __init__(
+        self,
+        spec: ProxySpec,
+        plan: FaultPlan,
+        *,
+        events: Callable[[Firing], None] | None = None,
+    ) -> None:
+        super().__init__(spec, plan, events=events)
+        self._sock: socket.socket | None = None
+        self._clients: dict[tuple[str, int], Client] = {}
+        self._upstream: tuple[int, tuple[str, int]] | None = None
+        self._epoch = 0
+        #: (client, BMC session id) of sessions lost in a BMC reboot
+        self._dead: set[tuple[tuple[str, int], int]] = set()
+
+    async def start(self) -> int:
+        self._loop = asyncio.get_running_loop()
+        spec = self.spec
+        infos = await self._loop.getaddrinfo(
+            spec.upstream_host, spec.upstream_port, type=socket.SOCK_DGRAM
+        )
+        self._upstream = (infos[0][0], infos[0][4][:2])
+        family = socket.AF_INET6 if ":" in spec.listen_host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            sock.bind((spec.listen_host, spec.listen_port))
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        self._loop.add_reader(sock, self._read, sock, None)
+        self.later(30.0, self._sweep)
+        return self.port
+
+    async def stop(self) -> None:
+        await super().stop()
+        for client in list(self._clients.values()):
+            self._forget(client)
+        if self._sock is not None:
+            self.loop.remove_reader(self._sock)
+            self._sock.close()
+            self._sock = None
+
+    def flush(self) -> None:
+        for client in self._clients.values():
+            client.recent.clear()
+            client.login = None
+            for session in client.by_bmc.values():
+                session.recent.clear()
+
+    def status(self) -> dict[str, object]:
+        sessions = [s for c in self._clients.values() for s in c.by_bmc.values()]
+        return {
+            **super().status(),
+            "clients": len(self._clients),
+            "sessions": len(sessions),
+            "readable_sessions": sum(1 for s in sessions if s.keys is not None),
+            "credentials": self.spec.credentials,
+        }
+
+    def reboot(self, duration: float) -> None:
+        super().reboot(duration)
+        self._epoch += 1
+        for client in self._clients.values():
+            client.login = None
+
+    # -- sockets -------------------------------------------------------------------
+
+    def _read(self, sock: socket.socket, client: Client | None) -> None:
+        for _ in range(64):  # bounded: give other sockets their turn
+            try:
+                data, addr = sock.recvfrom(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # ICMP port unreachable from the BMC, etc.
+                LOG.debug("%s: receive error: %s", self.spec.node, exc)
+                return
+            try:
+                if client is None:
+                    self._from_client(data, addr[:2])
+                else:
+                    self._from_bmc(client, data)
+            except Exception:  # one bad packet must never stop the relay
+                LOG.exception("%s: could not handle a packet; relaying it as is", self.spec.node)
+                if client is None and addr[:2] in self._clients:
+                    self._up(self._clients[addr[:2]], data)
+                elif client is not None:
+                    self._down(client, data)
+
+    def _client(self, addr: tuple[str, int]) -> Client:
+        client = self._clients.get(addr)
+        if client is None:
+            assert self._upstream is not None
+            family, target = self._upstream
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            sock.connect(target)
+            client = Client(addr, sock, self.loop.time())
+            self._clients[addr] = client
+            self.loop.add_reader(sock, self._read, sock, client)
+        client.last_seen = self.loop.time()
+        return client
+
+    def _forget(self, client: Client) -> None:
+        self._clients.pop(client.addr, None)
+        self.loop.remove_reader(client.sock)
+        client.sock.close()
+
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        for client in list(self._clients.values()):
+            if now - client.last_seen > CLIENT_IDLE:
+                self._forget(client)
+        self.later(30.0, self._sweep)
+
+    def _up(self, client: Client, data: bytes) -> None:
+        self.counters["relayed_up"] += 1
+        try:
+            client.sock.send(data)
+        except OSError as exc:
+            LOG.debug("%s: send to BMC failed: %s", self.spec.node, exc)
+
+    def _down(self, client: Client, data: bytes) -> None:
+        self.counters["relayed_down"] += 1
+        if self._sock is not None:
+            try:
+                self._sock.sendto(data, client.addr)
+            except OSError as exc:
+                LOG.debug("%s: send to client failed: %s", self.spec.node, exc)
+
+    # -- client -> BMC -------------------------------------------------------------
+
+    def _from_client(self, data: bytes, addr: tuple[str, int]) -> None:
+        client = self._client(addr)
+        if self.rebooting():
+            self.counters["dropped"] += 1
+            return
+        packet = rmcp.parse(data)
+        if packet is None:
+            self._up(client, data)
+            return
+        if packet.version == 20 and packet.payload_type in (0x10, 0x12, 0x14):
+            self._login(client, packet, None)
+            return
+        if packet.sessionless:
+            message = Message.parse(packet.payload)
+            if (message.netfn, message.cmd) in _SESSIONLESS_LOGIN:
+                self._login(client, packet, message)
+                return
+            operation = OPERATIONS.get((message.netfn, message.cmd))
+            if operation is None:
+                self._up(client, data)
+                return
+            self._request(client, packet, operation, message, None)
+            return
+        session = client.by_bmc.get(packet.session_id) if packet.version == 20 else None
+        if session is not None and session.epoch < self._epoch:
+            # The BMC "rebooted" since this session opened: it is gone for good.
+            client.by_bmc.pop(session.bmc_sid, None)
+            client.by_console.pop(session.console_sid, None)
+            self._dead.add((client.addr, session.bmc_sid))
+        if (client.addr, packet.session_id) in self._dead:
+            self.counters["dropped"] += 1
+            return
+        if session is None or session.keys is None or packet.payload_type != PayloadType.IPMI:
+            if packet.payload_type != PayloadType.IPMI:
+                self._up(client, data)  # SOL: relayed as is
+                return
+            self._request(client, packet, OPAQUE, None, None)
+            return
+        message = Message.parse(session.keys.unwrap(packet))
+        if (message.netfn, message.cmd) in _SESSION_HOUSEKEEPING:
+            self._up(client, data)
+            return
+        operation = OPERATIONS.get((message.netfn, message.cmd))
+        if operation is None:
+            self._up(client, data)
+            return
+        self._request(client, packet, operation, message, session)
+
+    def _request(
+        self,
+        client: Client,
+        packet: Packet,
+        operation: str,
+        message: Message | None,
+        session: Session | None,
+    ) -> None:
+        now = self.loop.time()
+        if session is not None and message is not None:
+            key = (message.netfn, message.cmd, message.rq_seq)
+            verdict = session.recent.get(key)
+            if verdict is None or verdict.expiry < now or verdict.data != message.data:
+                verdict = self._decide(operation, can_forge=True)
+                verdict.data = message.data
+                session.recent[key] = verdict
+            else:
+                self.counters["retransmits"] += 1
+        else:
+            verdict = client.recent.get(packet.raw)
+            if verdict is None or verdict.expiry < now:
+                verdict = self._decide(operation, can_forge=message is not None)
+                client.recent[packet.raw] = verdict
+                if len(client.recent) > 256:
+                    client.recent = {k: v for k, v in client.recent.items() if v.expiry >= now}
+            else:
+                self.counters["retransmits"] += 1
+        verdict.expiry = now + RETRANSMIT_WINDOW
+        if verdict.drop:
+            self.counters["dropped"] += 1
+            return
+
+        def carry_out() -> None:
+            if verdict.code is not None and message is not None:
+                if session is not None:
+                    reply = session.forge(message, verdict.code)
+                else:
+                    reply = rmcp.build_sessionless(
+                        packet, rmcp.response_message(message, verdict.code)
+                    )
+                self.counters["answered"] += 1
+                self._down(client, reply)
+                return
+            if verdict.corrupt and session is not None and message is not None:
+                session.corrupt.add((message.cmd, message.rq_seq))
+            for _ in range(1 + verdict.copies):
+                self._up(client, packet.raw)
+
+        if verdict.delay:
+            self.later(verdict.delay, carry_out)
+        else:
+            carry_out()
+
+    def _decide(self, operation: str, *, can_forge: bool) -> Verdict:
+        verdict = Verdict()
+        for firing in self.evaluate(operation):
+            effect = firing.effect
+            if effect in (Effect.HANG, Effect.DROP, Effect.BMC_REBOOT):
+                if effect is Effect.BMC_REBOOT:
+                    self.reboot(firing.params["duration"])
+                verdict.drop = True
+                self.carried(firing)
+                break
+            if effect is Effect.DELAY:
+                verdict.delay += firing.params["seconds"]
+            elif effect is Effect.DUPLICATE:
+                verdict.copies += firing.params["copies"]
+            elif not can_forge:
+                self.skipped(firing, "the proxy cannot read this session (no or wrong credentials)")
+                continue
+            elif effect in CODES:
+                verdict.code = CODES[effect]
+                self.carried(firing)
+                break
+            elif effect is Effect.MALFORMED_REPLY:
+                verdict.corrupt = True
+            else:
+                self.skipped(firing, "not an effect a proxy can carry out")
+                continue
+            self.carried(firing)
+        return verdict
+
+    # -- BMC -> client -----------------------------------------------------------------
+
+    def _from_bmc(self, client: Client, data: bytes) -> None:
+        if self.rebooting():
+            self.counters["dropped"] += 1
+            return
+        packet = rmcp.parse(data)
+        login = client.login
+        if packet is None or packet.version != 20:
+            client.recent.clear()  # sessionless answers: a new request may reuse the bytes
+            self._down(client, data)
+            return
+        if packet.payload_type in (0x11, 0x13, 0x15):
+            if login is not None and not login.done:
+                data = self._login_reply(client, login, packet)
+            self._down(client, data)
+            return
+        if packet.sessionless:
+            client.recent.clear()
+            self._down(client, data)
+            return
+        session = client.by_console.get(packet.session_id)
+        if session is None:
+            self._down(client, data)
+            return
+        self._down(client, session.outbound(packet))

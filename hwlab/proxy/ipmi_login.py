@@ -1,0 +1,210 @@
+"""The login half of the IPMI relay: one ``login`` operation per RMCP+ login.
+
+A login is several packets (Get Channel Auth Capabilities, maybe Get Channel
+Cipher Suites, Open Session, RAKP 1 and 3 from the client; Open Session
+Response, RAKP 2 and 4 from the BMC). The plan is evaluated once, at its
+first packet; wire effects apply to that packet, and each BMC effect waits
+for the stage that can show it to the client without any key (the login is
+in the clear): internal_error and unsupported answer Get Channel Auth
+Capabilities, busy answers Open Session, auth_fail answers RAKP1, and
+malformed_reply strips the BMC's RAKP2. Retransmitted packets (same bytes)
+get the same treatment, and a login with no packet for :data:`LOGIN_IDLE`
+seconds is over.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+
+from bmaas.driver import Operation
+from fakes.faults import Effect, Firing
+from hwlab.proxy import rmcp
+from hwlab.proxy.base import Proxy
+from hwlab.proxy.ipmi_session import Login, Session, Verdict
+from hwlab.proxy.rmcp import Message, Packet, PayloadType
+
+__all__ = ["CODES", "LOGIN_IDLE", "Client", "LoginRelay"]
+
+_GCAC = (0x06, 0x38)  # Get Channel Authentication Capabilities: a login starts
+#: completion codes a BMC effect answers with
+CODES = {
+    Effect.BUSY: 0xC0,  # node busy
+    Effect.INTERNAL_ERROR: 0xFF,  # unspecified error
+    Effect.UNSUPPORTED: 0xC1,  # invalid command
+    Effect.AUTH_FAIL: 0xD4,  # insufficient privilege
+}
+_RMCP_BUSY = 0x01  # "insufficient resources to create a session"
+_RMCP_UNAUTHORIZED_NAME = 0x0D
+
+#: a login with no packet for this long is over (pyghmi retransmits within 2 s)
+LOGIN_IDLE = 2.5
+
+
+@dataclass
+class Client:
+    """One client address, with its own socket to the BMC."""
+
+    addr: tuple[str, int]
+    sock: socket.socket
+    last_seen: float
+    login: Login | None = None
+    by_bmc: dict[int, Session] = field(default_factory=dict)
+    by_console: dict[int, Session] = field(default_factory=dict)
+    #: verdicts of requests recognised by their bytes (sessionless, opaque)
+    recent: dict[bytes, Verdict] = field(default_factory=dict)
+
+
+class LoginRelay(Proxy):
+    """Login handling for :class:`hwlab.proxy.ipmi.IPMIProxy`, which provides
+    the sockets (``_up``, ``_down``) and the reboot epoch."""
+
+    _epoch: int
+
+    def _up(self, client: Client, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _down(self, client: Client, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _login(self, client: Client, packet: Packet, message: Message | None) -> None:
+        now = self.loop.time()
+        login = client.login
+        if login is not None and packet.raw in login.actions and now - login.last < LOGIN_IDLE:
+            login.last = now
+            self.counters["retransmits"] += 1
+            self._replay(client, packet, login.actions[packet.raw])
+            return
+        is_gcac = message is not None and (message.netfn, message.cmd) == _GCAC
+        if (
+            login is None
+            or login.done
+            or now - login.last > LOGIN_IDLE
+            or (is_gcac and login.saw_open)  # the client starts over
+        ):
+            login = client.login = self._new_login(client, packet, now)
+        login.last = now
+        login.saw_gcac = login.saw_gcac or is_gcac
+        if login.dropped:
+            login.actions[packet.raw] = ("drop", b"")
+            self.counters["dropped"] += 1
+            return
+        action = self._login_stage(login, packet, message)
+        login.actions[packet.raw] = action
+        self._replay(client, packet, action, first=True)
+
+    def _new_login(self, client: Client, packet: Packet, now: float) -> Login:
+        login = Login(started=now, last=now)
+        for firing in self.evaluate(Operation.LOGIN):
+            effect = firing.effect
+            if effect in (Effect.HANG, Effect.DROP, Effect.BMC_REBOOT):
+                if effect is Effect.BMC_REBOOT:
+                    self.reboot(firing.params["duration"])
+                    login = Login(started=now, last=now)  # reboot() cleared the client's login
+                login.dropped = True
+                self.carried(firing)
+                break
+            if effect is Effect.DELAY:
+                login.delay += firing.params["seconds"]
+                self.carried(firing)
+            elif effect is Effect.DUPLICATE:
+                login.copies += firing.params["copies"]
+                self.carried(firing)
+            else:
+                login.pending.setdefault(effect, firing)
+        return login
+
+    def _login_stage(
+        self, login: Login, packet: Packet, message: Message | None
+    ) -> tuple[str, bytes]:
+        """What to do with one client packet of a login: forward, or answer."""
+        pending = login.pending
+        if message is not None:
+            if (message.netfn, message.cmd) == _GCAC:
+                for effect in (Effect.INTERNAL_ERROR, Effect.UNSUPPORTED):
+                    if effect in pending:
+                        return self._login_answer(
+                            login,
+                            pending.pop(effect),
+                            packet,
+                            rmcp.response_message(message, CODES[effect]),
+                        )
+            return ("forward", b"")
+        payload = packet.payload
+        if packet.payload_type == PayloadType.OPEN_SESSION_REQUEST:
+            login.open_request(payload)
+            for effect in (Effect.INTERNAL_ERROR, Effect.UNSUPPORTED):
+                if effect in pending:
+                    self.skipped(
+                        pending.pop(effect),
+                        "the login did not start with Get Channel Authentication Capabilities",
+                    )
+            if Effect.BUSY in pending:
+                answer = bytes([login.tag, _RMCP_BUSY, 0, 0]) + payload[4:8]
+                return self._login_answer(login, pending.pop(Effect.BUSY), packet, answer)
+        elif packet.payload_type == PayloadType.RAKP1:
+            login.rakp1(payload)
+            if Effect.AUTH_FAIL in pending:
+                sid = struct.pack("<I", login.console_sid)
+                answer = bytes([login.tag, _RMCP_UNAUTHORIZED_NAME, 0, 0]) + sid
+                return self._login_answer(login, pending.pop(Effect.AUTH_FAIL), packet, answer)
+        return ("forward", b"")
+
+    def _login_answer(
+        self, login: Login, firing: Firing, packet: Packet, payload: bytes
+    ) -> tuple[str, bytes]:
+        login.done = True
+        self.carried(firing)
+        self.counters["answered"] += 1
+        return ("reply", rmcp.build_sessionless(packet, payload))
+
+    def _replay(
+        self, client: Client, packet: Packet, action: tuple[str, bytes], *, first: bool = False
+    ) -> None:
+        kind, data = action
+        if kind == "drop":
+            self.counters["dropped"] += 1
+            return
+        login = client.login
+        delay, copies = 0.0, 0
+        if first and login is not None:
+            # A login's delay and duplicate apply to its first packet only.
+            delay, copies, login.delay, login.copies = login.delay, login.copies, 0.0, 0
+
+        def send() -> None:
+            if kind == "reply":
+                self._down(client, data)
+            else:
+                for _ in range(1 + copies):
+                    self._up(client, packet.raw)
+
+        if delay:
+            self.later(delay, send)
+        else:
+            send()
+
+    def _login_reply(self, client: Client, login: Login, packet: Packet) -> bytes:
+        login.last = self.loop.time()
+        payload, spec = packet.payload, self.spec
+        if packet.payload_type == PayloadType.OPEN_SESSION_RESPONSE:
+            login.done = not login.open_response(payload)
+        elif packet.payload_type == PayloadType.RAKP2:
+            login.done = not login.rakp2(payload, spec.username, spec.password, spec.node)
+            if not login.done and Effect.MALFORMED_REPLY in login.pending:
+                self.carried(login.pending.pop(Effect.MALFORMED_REPLY))
+                login.done = True
+                return rmcp.sessionless(PayloadType.RAKP2, payload[:40])
+        else:
+            login.done = True
+            session = login.session(payload, spec.password, spec.kg, spec.node)
+            if session is not None:
+                session.epoch = self._epoch
+                client.by_bmc[session.bmc_sid] = session
+                client.by_console[session.console_sid] = session
+                self.counters["sessions_readable" if session.keys else "sessions_opaque"] += 1
+        if login.done:
+            for firing in login.pending.values():
+                self.skipped(firing, "the login ended before the stage that shows it")
+            login.pending.clear()
+        return packet.raw

@@ -1,0 +1,122 @@
+"""``hwlab proxy``: one proxy in the foreground, controllable like a lab.
+
+It keeps, in its state directory, what a lab keeps: ``lab.json`` (``state:
+ready``, ``control_url``), ``hwlab.pid``, ``events.jsonl`` and an
+``inventory.yaml`` with the proxied node, so ``hwlab fault add/clear``,
+``hwlab status`` and ``hwlab down`` work against it unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bmaas.faults import InputError
+from fakes.faults import FaultPlan, FaultRule
+from hwlab import profiles
+from hwlab.control import ControlServer
+from hwlab.daemon import pid_alive, read_pid
+from hwlab.lab import write_json
+from hwlab.proxy.effects import supported_rules
+from hwlab.proxy.host import ProxyHost
+from hwlab.proxy.spec import ProxySpec
+
+__all__ = ["load_rules", "profile_rules", "serve"]
+
+LOG = logging.getLogger(__name__)
+
+
+def profile_rules(
+    spec: ProxySpec, names: str, nodes: Sequence[str], seed: int | str
+) -> list[FaultRule]:
+    """The rules ``names`` (built-in profiles or files) give ``spec``'s node,
+    minus the ones a proxy cannot carry out: a profile describes a whole rack,
+    so its hardware rules are skipped with a warning rather than refused."""
+    chosen = profiles.assign(profiles.resolve(names), list(nodes), seed)[spec.node]
+    return supported_rules(chosen, spec, why=f"rule of profile {names}")
+
+
+def load_rules(
+    spec: ProxySpec,
+    *,
+    rules_file: str | None = None,
+    profile: str | None = None,
+    seed: int | str | None = None,
+) -> tuple[list[FaultRule], int | str]:
+    """Rules for one proxy from ``--rules FILE`` and/or ``--profile``, and
+    the seed (``--seed``, else the rules file's, else 0)."""
+    rules: list[FaultRule] = []
+    file_seed: int | str = 0
+    if rules_file:
+        plan = FaultPlan.from_file(rules_file)
+        file_seed = plan.seed
+        rules.extend(plan.rules)
+    final_seed = seed if seed is not None else file_seed
+    if profile:
+        rules = profile_rules(spec, profile, [spec.node], final_seed) + rules
+    return rules, final_seed
+
+
+def serve(
+    host: ProxyHost,
+    state_dir: Path,
+    *,
+    stop: threading.Event,
+    control_port: int = 0,
+    ready: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Run ``host`` until ``stop`` is set; the state directory says where."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    lab_json = state_dir / "lab.json"
+    pid_file = state_dir / "hwlab.pid"
+    pid = read_pid(state_dir)
+    if pid is not None and pid != os.getpid() and pid_alive(pid):
+        raise InputError(
+            f"a lab or proxy is already running in {state_dir} (pid {pid}); stop it "
+            "('hwlab down --state-dir ...') or pick another --state-dir"
+        )
+    control: ControlServer | None = None
+    try:
+        host.start()
+        control = ControlServer(host, port=control_port, on_shutdown=stop.set)
+        control.start()
+        inventory = host.inventory_path = state_dir / "inventory.yaml"
+        text = "# written by hwlab proxy: the proxied BMC in bmaas inventory format\n"
+        _write_private(
+            inventory, text + yaml.safe_dump({"nodes": host.inventory()}, sort_keys=False)
+        )
+        pid_file.write_text(f"{os.getpid()}\n")
+        info = {
+            "state": "ready",
+            "pid": os.getpid(),
+            "control_url": control.url,
+            "inventory": str(inventory),
+            "events": str(state_dir / "events.jsonl"),
+            **host.describe(),
+        }
+        write_json(lab_json, info)
+        if ready is not None:
+            ready(info)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        if control is not None:
+            control.stop()
+        host.stop()
+        lab_json.unlink(missing_ok=True)
+        pid_file.unlink(missing_ok=True)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically, readable by the owner only (it holds credentials)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

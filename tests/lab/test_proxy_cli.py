@@ -1,0 +1,186 @@
+"""``hwlab proxy`` in the foreground, driven by ``hwlab fault``/``status``/``down``,
+and ``hwlab up`` with a lab file of proxied nodes in front of stock emulators."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hwlab.daemon import pid_alive
+from hwlab.proxy.stock import StockVbmc
+from tests.lab.proxy_support import VBMC_PASSWORD, ipmitool, port_is_free
+
+pytestmark = pytest.mark.lab
+
+HWLAB = shutil.which("hwlab") or "hwlab"
+
+
+def hwlab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [HWLAB, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _wait_ready(state: Path, process: subprocess.Popen[str], timeout: float = 20) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            info = json.loads((state / "lab.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            info = {}
+        if info.get("state") == "ready":
+            return info
+        assert process.poll() is None, "hwlab proxy exited early"
+        time.sleep(0.05)
+    raise AssertionError("hwlab proxy did not become ready")
+
+
+def test_hwlab_proxy_runs_until_down_and_obeys_fault_commands(
+    stock_vbmc: StockVbmc, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    process = subprocess.Popen(
+        [
+            HWLAB,
+            "proxy",
+            *("--protocol", "ipmi", "--upstream", f"127.0.0.1:{stock_vbmc.ports['test']}"),
+            *("--node", "vm1", "--username", "admin", "--state-dir", str(state)),
+        ],
+        env={**os.environ, "HWLAB_PROXY_PASSWORD": VBMC_PASSWORD},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        info = _wait_ready(state, process)
+        port = info["nodes"]["vm1"]["ports"]["ipmi"]
+        inventory = yaml.safe_load((state / "inventory.yaml").read_text())
+        assert inventory["nodes"][0]["driver_info"]["ipmi_port"] == port
+        assert oct((state / "inventory.yaml").stat().st_mode & 0o777) == "0o600"
+        assert VBMC_PASSWORD not in (state / "lab.json").read_text()
+
+        assert ipmitool(port, "power", "status").returncode == 0
+        added = hwlab(
+            "fault", "add", "vm1", "effect=busy,operation=power.get", "--state-dir", str(state)
+        )
+        assert added.returncode == 0, added.stderr
+        assert "Node busy" in ipmitool(port, "power", "status").stderr
+        status = json.loads(hwlab("status", "--json", "--state-dir", str(state)).stdout)
+        assert status["nodes"]["vm1"]["fired"] == {"busy on power.get": 1}
+        refused = hwlab("fault", "add", "vm1", "effect=power_lost", "--state-dir", str(state))
+        assert refused.returncode == 2
+        assert "hardware" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        power = hwlab("power", "vm1", "off", "--state-dir", str(state))
+        assert power.returncode == 2
+        assert "proxy" in power.stderr
+        assert hwlab("fault", "clear", "--all", "--state-dir", str(state)).returncode == 0
+        assert ipmitool(port, "power", "status").returncode == 0
+        events = [json.loads(line) for line in (state / "events.jsonl").read_text().splitlines()]
+        assert [(e["node"], e["effect"]) for e in events] == [("vm1", "busy")]
+
+        assert hwlab("down", "--state-dir", str(state)).returncode == 0
+        out, _ = process.communicate(timeout=10)
+        assert process.returncode == 0
+        assert "proxy stopped" in out
+        assert not (state / "lab.json").exists()
+        assert port_is_free(port)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=10)  # reap it and close the pipes
+
+
+def test_hwlab_proxy_refuses_hardware_rules_before_listening(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {name: psu, effect: power_stuck, operation: power.set}\n")
+    result = hwlab(
+        "proxy",
+        *("--protocol", "redfish", "--upstream", "http://127.0.0.1:9", "--rules", str(rules)),
+        *("--state-dir", str(tmp_path / "state")),
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "rule 'psu'" in result.stderr
+    assert "hardware" in result.stderr
+    assert not (tmp_path / "state" / "lab.json").exists()
+
+
+LABFILE = """\
+seed: 3
+nodes:
+  - name: vm-ipmi
+    proxy: {protocol: ipmi, stock: vbmc, domain: test, libvirt_uri: "test:///default"}
+    faults:
+      - {effect: busy, operation: power.get, times: 1}
+  - name: vm-redfish
+    proxy: {protocol: redfish, stock: sushy}
+"""
+
+
+def test_hwlab_up_brings_up_stock_emulators_behind_proxies(tmp_path: Path) -> None:
+    labfile = tmp_path / "lab.yaml"
+    labfile.write_text(LABFILE)
+    state = tmp_path / "state"
+    up = hwlab("up", "--lab-file", str(labfile), "--state-dir", str(state), "--json", timeout=120)
+    try:
+        assert up.returncode == 0, up.stderr + (state / "hwlab.log").read_text()
+        inventory = yaml.safe_load((state / "inventory.yaml").read_text())
+        nodes = {n["name"]: n for n in inventory["nodes"]}
+        ipmi_info = nodes["vm-ipmi"]["driver_info"]
+        assert nodes["vm-ipmi"]["driver"] == "ipmi"
+        assert ipmi_info["ipmi_password"] == "password"
+        assert "Node busy" in ipmitool(ipmi_info["ipmi_port"], "power", "status").stderr
+        assert ipmitool(ipmi_info["ipmi_port"], "power", "status").returncode == 0
+        redfish = nodes["vm-redfish"]["driver_info"]
+        assert redfish["redfish_system_id"].startswith("/redfish/v1/Systems/")
+        curl = [
+            "curl",
+            "-sS",
+            "--max-time",
+            "5",
+            redfish["redfish_address"] + redfish["redfish_system_id"],
+        ]
+        system = json.loads(
+            subprocess.run(curl, capture_output=True, check=True, timeout=30).stdout
+        )
+        assert system["Name"] == "vm-redfish"
+        added = hwlab(
+            "fault",
+            "add",
+            "vm-redfish",
+            "effect=internal_error,operation=power.get",
+            "--state-dir",
+            str(state),
+        )
+        assert added.returncode == 0, added.stderr
+        assert b"InternalError" in subprocess.run(curl, capture_output=True, timeout=30).stdout
+        status = json.loads(hwlab("status", "--json", "--state-dir", str(state)).stdout)
+        assert status["events"] == 2
+        pid = json.loads((state / "lab.json").read_text())["pid"]
+    finally:
+        down = hwlab("down", "--state-dir", str(state), timeout=60)
+    assert down.returncode == 0
+    assert not pid_alive(pid)
+    assert port_is_free(ipmi_info["ipmi_port"])
+    assert not _running(str(tmp_path))  # no vbmcd, BMC or sushy-emulator left
+
+
+def _running(marker: str) -> bool:
+    """Whether any process has ``marker`` (this test's temp dir) on its command line."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False

@@ -1,0 +1,120 @@
+"""The bmaas Redfish driver through the proxy to a stock sushy-emulator (fake
+driver): no rules, every call works; each effect, the fault class
+:data:`hwlab.proxy.EXPECTED_FAULTS` names (the same as hwlab's fault matrix),
+within the call's deadline, with the upstream untouched when the proxy
+answers. The fake driver lands power changes 1-11 s later: no state asserts."""
+
+from __future__ import annotations
+
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bmaas.driver import BootSetting, PowerAction, PowerState
+from bmaas.faults import BMCBusy, BMCInternalError, BMCUnreachable, UnclassifiedFault
+from bmaas.registry import build_driver
+from fakes.faults import Effect
+from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
+from hwlab.proxy.stock import StockSushy
+from tests.lab.proxy_support import require_driver
+
+require_driver("redfish")
+
+pytestmark = pytest.mark.lab
+
+DEADLINE = 1.5
+Start = Callable[..., ProxyHost]
+
+
+def _proxy(sushy: StockSushy, start: Start, rules: list[dict[str, Any]] | None = None) -> ProxyHost:
+    return start(ProxySpec("rf1", "redfish", sushy.host, sushy.port, tls=True), rules)
+
+
+def _driver(host: ProxyHost, sushy: StockSushy) -> Any:
+    proxy = host.proxies["rf1"]
+    info = {
+        "redfish_address": proxy.url,  # type: ignore[attr-defined]
+        "redfish_system_id": "/redfish/v1/Systems/" + sushy.system_id("node1"),
+        "redfish_username": "admin",
+        "redfish_password": "unused-by-the-emulator",
+        "redfish_verify_ca": str(proxy.cert_path),  # type: ignore[attr-defined]
+    }
+    return build_driver("rf1", "redfish", info, deadline=DEADLINE)
+
+
+def test_every_call_works_through_the_proxy_without_rules(
+    stock_sushy: StockSushy, proxy_host: Start
+) -> None:
+    host = _proxy(stock_sushy, proxy_host)
+    with _driver(host, stock_sushy) as driver:
+        driver.probe()
+        assert driver.get_power_state() in (PowerState.ON, PowerState.OFF)
+        assert isinstance(driver.get_boot_device(), BootSetting)
+        driver.request_power(PowerAction.ON)
+    assert host.status()["events"] == 0
+
+
+CASES = [
+    ("hang", "power.get", {}),
+    ("drop", "power.get", {}),
+    ("delay", "power.get", {"seconds": DEADLINE + 1}),
+    ("busy", "power.get", {"retry_after": 2}),
+    ("internal_error", "power.get", {"message_id": "Acme.1.0.Kaput"}),
+    ("auth_fail", "power.get", {}),
+    ("malformed_reply", "power.get", {}),
+    ("unsupported", "power.set", {}),
+]
+
+
+@pytest.mark.parametrize(("effect", "operation", "params"), CASES, ids=lambda v: str(v))
+def test_each_effect_is_the_expected_fault(
+    stock_sushy: StockSushy,
+    proxy_host: Start,
+    effect: str,
+    operation: str,
+    params: dict[str, Any],
+) -> None:
+    host = _proxy(stock_sushy, proxy_host)
+    expected = expected_fault(Effect(effect), "redfish", operation)
+    assert expected is not None
+    with _driver(host, stock_sushy) as driver:
+        driver.probe()  # connected and authenticated before the rule goes in
+        host.add_faults("rf1", [{"effect": effect, "operation": operation, **params}])
+        call = (
+            (lambda: driver.request_power(PowerAction.ON))
+            if operation == "power.set"
+            else driver.get_power_state
+        )
+        start = time.monotonic()
+        with pytest.raises(expected) as info:
+            call()
+    fault = info.value
+    assert not isinstance(fault, UnclassifiedFault)
+    assert time.monotonic() - start < DEADLINE + 3
+    if isinstance(fault, BMCBusy):
+        assert fault.retry_after == 2
+    if isinstance(fault, BMCInternalError):
+        assert fault.message_id == "Acme.1.0.Kaput"
+
+
+def test_bmc_reboot_is_unreachable_for_its_window(
+    stock_sushy: StockSushy, proxy_host: Start
+) -> None:
+    rule = {"effect": "bmc_reboot", "operation": "probe", "duration": 5, "times": 1}
+    host = _proxy(stock_sushy, proxy_host, [rule])
+    cert = str(host.proxies["rf1"].cert_path)  # type: ignore[attr-defined]
+    context = ssl.create_default_context(cafile=cert)
+    # This request starts the reboot and is cut (connection reset).
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        urllib.request.urlopen(  # noqa: S310 - loopback
+            host.proxies["rf1"].url + "/redfish/v1/",  # type: ignore[attr-defined]
+            timeout=5,
+            context=context,
+        )
+    with _driver(host, stock_sushy) as driver, pytest.raises(BMCUnreachable):
+        driver.get_power_state()
