@@ -37,6 +37,7 @@ import yaml
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultRule
 from hwlab import profiles
+from hwlab.inventory import inventory_document, node_entry
 from hwlab.labspec import LabSpec, NodeSpec
 from hwlab.proxy.effects import supported_rules
 from hwlab.proxy.lab import ProxiedNodes
@@ -275,50 +276,19 @@ class Lab:
 
     def inventory(self) -> dict[str, Any]:
         """The lab in bmaas's inventory format (Ironic driver_info keys)."""
-        nodes = []
-        for spec in self.spec.nodes:
-            if spec.proxy is not None:
-                nodes.append(self._proxied.inventory_entry(spec))
-                continue
-            ports = self.endpoints.get(spec.name, {})
-            info: dict[str, Any] = {}
-            if "ipmi" in ports:
-                info.update(
-                    ipmi_address=self.host,
-                    ipmi_port=ports["ipmi"],
-                    ipmi_username=spec.username,
-                    ipmi_password=spec.password.reveal(),
-                )
-            if "redfish" in ports:
-                scheme = "https" if self.spec.redfish_tls else "http"
-                info.update(
-                    redfish_address=f"{scheme}://{self.host}:{ports['redfish']}",
-                    redfish_username=spec.username,
-                    redfish_password=spec.password.reveal(),
-                )
-                if self.spec.redfish_tls:
-                    info["redfish_verify_ca"] = self.tls_cert or False
-            node: dict[str, Any] = {
-                "name": spec.name,
-                # A machine that speaks both is one node (never two: that would
-                # let two owners claim one server); Redfish is the richer driver.
-                "driver": "redfish" if "redfish" in ports else "ipmi",
-                "driver_info": info,
-                "resource_class": spec.resource_class,
-                "properties": {
-                    "cpus": spec.hardware.cpus,
-                    "memory_mb": spec.hardware.memory_mb,
-                    "vendor": spec.hardware.vendor,
-                    "model": spec.hardware.model,
-                },
-            }
-            if spec.network_segment:
-                node["network_segment"] = spec.network_segment
-            nodes.append(node)
-        segments = sorted({n.network_segment for n in self.spec.nodes if n.network_segment})
-        if not segments:
-            return {"nodes": nodes}
-        return {"networks": [lab_network(segments)], "nodes": nodes}
+        entries = [
+            self._proxied.inventory_entry(spec)
+            if spec.proxy is not None
+            else node_entry(
+                spec,
+                self.endpoints.get(spec.name, {}),
+                host=self.host,
+                tls=self.spec.redfish_tls,
+                tls_cert=self.tls_cert,
+            )
+            for spec in self.spec.nodes
+        ]
+        return inventory_document(entries, self.spec.nodes)
 
     def _write_inventory(self) -> None:
         text = "# written by hwlab: the lab's BMCs in bmaas inventory format\n"
@@ -341,21 +311,6 @@ class Lab:
             },
             "worker_pids": self.pids(),
         }
-
-
-def lab_network(segments: Sequence[str]) -> dict[str, Any]:
-    """One provisioning network with a /20 per segment, from 198.18.0.0/15
-    (RFC 2544's benchmarking range): the addresses are records for bmaas's
-    ports, never contacted."""
-    if len(segments) > 32:
-        raise InputError("a lab has at most 32 network segments", field="network_segment")
-    return {
-        "name": "lab",
-        "segments": [
-            {"name": name, "cidr": f"198.{18 + i // 16}.{(i % 16) * 16}.0/20"}
-            for i, name in enumerate(segments)
-        ],
-    }
 
 
 def _with_profile_rules(spec: LabSpec) -> LabSpec:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bmaas.driver import PowerState
 from bmaas.ops import DriverFactory, driver_factory
@@ -105,4 +106,45 @@ def fake_fleet(
     )
 
 
-BACKENDS = [pytest.param(fake_fleet, id="fake")]
+@contextlib.contextmanager
+def hwlab_fleet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int = 6
+) -> Iterator[CoreFleet]:
+    """Real BMC emulators on 127.0.0.1 (half IPMI, half Redfish when both
+    drivers are installed) and the real drivers, built from the inventory
+    hwlab writes. The shard runs in this process, so tests can still look at
+    the machines behind the BMCs."""
+    from bmaas.registry import available_drivers
+    from hwlab.inventory import inventory_document, node_entry
+    from hwlab.labspec import generate
+    from hwlab.worker import Shard, ShardServers
+
+    protocols = "mixed" if "redfish" in available_drivers() else "ipmi"
+    spec = generate(size, protocols=protocols, hardware=QUICK, prefix="r1-n")
+    shard = Shard(index=0, nodes=spec.nodes, seed=0, events_path=str(tmp_path / "events.jsonl"))
+    with ShardServers(shard) as servers:
+        doc = inventory_document(
+            (node_entry(n, servers.endpoints[n.name], host="127.0.0.1") for n in spec.nodes),
+            spec.nodes,
+        )
+        inventory = tmp_path / "inventory.yaml"
+        inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+        def make_factory(deadline: float = 5.0) -> DriverFactory:
+            return driver_factory(deadline=deadline)
+
+        yield CoreFleet(
+            inventory=inventory,
+            names=[n.name for n in spec.nodes],
+            make_factory=make_factory,
+            deadline=0.5,
+            power_timeout=5.0,
+            machine=servers.machines.__getitem__,
+            secrets=[spec.nodes[0].password.reveal()],
+        )
+
+
+BACKENDS = [
+    pytest.param(fake_fleet, id="fake"),
+    pytest.param(hwlab_fleet, id="hwlab", marks=pytest.mark.lab),
+]

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 
 import pytest
 import yaml
 from click.testing import Result
 
-from bmaas.driver import BootDevice, PowerState
+from bmaas import registry
+from bmaas.driver import BootDevice, Capability, PowerState
 from bmaas.store import OwnerKind, Store
 from tests.core.backends import CoreFleet
 from tests.core.conftest import Run
@@ -83,6 +85,16 @@ def test_node_list_and_show(bmaas: Bmaas, fleet: CoreFleet, enrolled: list[str])
     assert bmaas("node", "show", "nope", expect=2).stderr.startswith("error: node 'nope'")
 
 
+def eventually(check: Callable[[], bool], limit: float) -> bool:
+    """True once ``check`` is; False if it is not within ``limit`` seconds."""
+    until = time.monotonic() + limit
+    while not check():
+        if time.monotonic() > until:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_power_on_off_reboot_and_status_over_many_nodes(
     bmaas: Bmaas, fleet: CoreFleet, enrolled: list[str]
 ) -> None:
@@ -96,7 +108,9 @@ def test_power_on_off_reboot_and_status_over_many_nodes(
     assert [r["result"] for r in report["results"]] == ["on", "on"]
     boots = fleet.machine(enrolled[0]).boots
     bmaas("power", "reboot", enrolled[0], "--timeout", timeout)
-    assert fleet.machine(enrolled[0]).boots == boots + 1
+    # IPMI reads "on" all through a reset, so the boot may land just after the
+    # command returns; it must land within the power timeout.
+    assert eventually(lambda: fleet.machine(enrolled[0]).boots == boots + 1, fleet.power_timeout)
     bmaas("power", "off", "--all", "--timeout", timeout)
     listed = json.loads(bmaas("node", "list", "--json").stdout)
     assert {r["power_state"] for r in listed} == {"off"}  # recorded as last seen
@@ -127,13 +141,26 @@ def test_boot_device_and_virtual_media(bmaas: Bmaas, fleet: CoreFleet, enrolled:
     assert set(lines(got).values()) == {"ok    pxe (persistent)"}
     assert fleet.machine(two[0]).boot_device().device is BootDevice.PXE
     url = "http://127.0.0.1:8080/deploy.iso"
-    bmaas("vmedia", "insert", *two, "--url", url)
-    assert fleet.machine(two[1]).media == url
-    bmaas("vmedia", "eject", *two)
-    assert fleet.machine(two[1]).media is None
-    history = json.loads(bmaas("node", "show", two[0], "--json").stdout)["events"]
-    assert [e["kind"] for e in history][-3:] == ["boot_device", "vmedia", "vmedia"]
-    assert history[-2]["message"] == f"virtual media inserted: {url}"
+    listed = json.loads(bmaas("node", "list", "--json").stdout)
+    drivers = {r["name"]: r["driver"] for r in listed}
+    media = [
+        n
+        for n in enrolled
+        if Capability.VIRTUAL_MEDIA in registry.load_driver(drivers[n]).capabilities
+    ]
+    without = [n for n in enrolled if n not in media]
+    if without:  # IPMI has no virtual media: a typed, per-node failure
+        refused = bmaas("vmedia", "insert", without[0], "--url", url, expect=1)
+        assert "FAIL  UnsupportedOperation" in refused.stdout
+    if media:
+        bmaas("vmedia", "insert", media[0], "--url", url)
+        assert fleet.machine(media[0]).media == url
+        bmaas("vmedia", "eject", media[0])
+        assert fleet.machine(media[0]).media is None
+        history = json.loads(bmaas("node", "show", media[0], "--json").stdout)["events"]
+        assert [e["kind"] for e in history][-2:] == ["vmedia", "vmedia"]
+        assert history[-2]["message"] == f"virtual media inserted: {url}"
+    assert media or without
 
 
 def test_maintenance_status_says_what_still_holds_a_node(
