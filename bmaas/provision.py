@@ -191,6 +191,11 @@ class Provisioner:
         self.keeper = LeaseKeeper(store, ttl=lease_ttl) if keep_leases else None
         if self.keeper is not None:
             self.keeper.start()
+        # Whatever a killed client left behind (its leases expired) goes back
+        # before we pick nodes: "reclaimed by any later run".
+        self.reclaimed = store.reclaim_expired()
+        for done in self.reclaimed:
+            LOG.warning("reclaimed from a dead client: %s", done)
 
     def close(self) -> None:
         if self.keeper is not None:
