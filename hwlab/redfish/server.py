@@ -1,0 +1,479 @@
+"""Many emulated Redfish BMCs in one process, each on its own port.
+
+Like a rack of real servers, each machine gets its own BMC endpoint on
+127.0.0.1 serving one system. One asyncio event loop (one thread) accepts on
+every endpoint's listening socket and serves requests through sushy-tools'
+Flask application, telling it which BMC is answering by the port the request
+arrived on. A hang or a delay is a suspended coroutine, so one misbehaving BMC
+never stalls its neighbours, and hundreds of endpoints cost a socket and a few
+kilobytes each, not a thread.
+
+Every request is evaluated against its machine's fault plan first
+(``plan.evaluate(operation, protocol="redfish")``); wire and BMC effects are
+carried out here, on the socket, and hardware effects are passed to the
+machine. ``bmc_reboot`` closes the endpoint's listening socket (clients get
+"connection refused") until the machine's BMC is back, whoever rebooted it:
+the IPMI emulator shares the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import concurrent.futures
+import dataclasses
+import functools
+import logging
+import pathlib
+import shutil
+import socket
+import ssl
+import tempfile
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, Self, TypeVar
+
+from bmaas.secrets import Secret
+from fakes.faults import Effect, Firing, Layer
+from fakes.machine import FakeMachine
+from hwlab.redfish import effects, http
+from hwlab.redfish.app import RequestContext, call_app
+from hwlab.redfish.bmc import Bmc, RequestRecord
+from hwlab.redfish.tls import LabCertificate, make_certificate
+
+__all__ = ["RedfishServer"]
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: how often the server checks for BMCs rebooted behind its back (by IPMI)
+SWEEP_INTERVAL = 0.05
+#: how long start/stop/add wait for the event loop before giving up
+CONTROL_TIMEOUT = 10.0
+
+
+@dataclasses.dataclass(eq=False)
+class _Endpoint:
+    bmc: Bmc
+    port: int
+    sock: socket.socket | None  # bound, not yet handed to the loop
+    server: asyncio.Server | None = None
+    writers: set[asyncio.StreamWriter] = dataclasses.field(default_factory=set)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # A port must be re-bindable right after a bmc_reboot window.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+class RedfishServer:
+    """Emulated Redfish BMCs over :class:`~fakes.machine.FakeMachine`.
+
+    ``add`` a machine (before or after ``start``) to give it an endpoint;
+    ``stop`` (idempotent) closes every socket and ends the loop thread.
+    With ``tls=True`` a fresh CA signs the endpoints' certificate: point
+    clients at :attr:`ca_path`.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", *, tls: bool = False) -> None:
+        self.host = host
+        self.tls = tls
+        self._endpoints: dict[int, _Endpoint] = {}
+        self._ports: dict[str, int] = {}  # machine name -> port
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tls_dir: pathlib.Path | None = None
+        self._cert: LabCertificate | None = None
+        self._ssl: ssl.SSLContext | None = None
+
+    def __repr__(self) -> str:
+        state = "running" if self._thread else "stopped"
+        return f"<RedfishServer {self.host} {len(self._endpoints)} BMCs {state}>"
+
+    # -- public surface --------------------------------------------------------
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
+    def ca_path(self) -> str | None:
+        """The CA bundle that verifies this server's endpoints (TLS only)."""
+        self._ensure_tls()
+        return str(self._cert.ca_path) if self._cert else None
+
+    def url(self, endpoint: int | str) -> str:
+        """``scheme://host:port`` of an endpoint (by port or machine name)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self._endpoint(endpoint).port}"
+
+    @property
+    def endpoints(self) -> dict[str, int]:
+        """Machine name -> port."""
+        with self._lock:
+            return dict(self._ports)
+
+    def bmc(self, endpoint: int | str) -> Bmc:
+        return self._endpoint(endpoint).bmc
+
+    def request_count(self, endpoint: int | str) -> int:
+        """HTTP requests this endpoint has read (answered or not)."""
+        return self._endpoint(endpoint).bmc.request_count
+
+    def requests(self, endpoint: int | str) -> list[RequestRecord]:
+        """The latest requests this endpoint has read, oldest first."""
+        return self._endpoint(endpoint).bmc.records()
+
+    def add(
+        self,
+        machine: FakeMachine,
+        *,
+        username: str,
+        password: str | Secret,
+        port: int = 0,
+        system_id: str | None = None,
+        reset_types: Sequence[str] | None = None,
+    ) -> int:
+        """Give ``machine`` a BMC endpoint; returns the port it listens on.
+
+        ``system_id`` names the system in URLs (default: the machine's name);
+        ``reset_types`` limits the ResetType values the system allows.
+        """
+        bmc = Bmc(
+            machine,
+            username=username,
+            password=password,
+            system_id=system_id,
+            reset_types=reset_types,
+        )
+        with self._lock:
+            if machine.name in self._ports:
+                raise ValueError(f"machine {machine.name!r} already has a Redfish endpoint")
+        sock = _bind(self.host, port)
+        endpoint = _Endpoint(bmc, sock.getsockname()[1], sock)
+        with self._lock:
+            self._endpoints[endpoint.port] = endpoint
+            self._ports[machine.name] = endpoint.port
+            loop = self._loop
+        if loop is not None:
+            self._run(self._listen(endpoint))
+        return endpoint.port
+
+    def start(self) -> Self:
+        with self._lock:
+            if self._thread is not None:
+                return self
+            self._ensure_tls()
+            loop = asyncio.new_event_loop()
+            loop.set_exception_handler(_quiet_exception_handler)
+            ready = threading.Event()
+            thread = threading.Thread(
+                target=self._loop_main, args=(loop, ready), name="hwlab-redfish", daemon=True
+            )
+            thread.start()
+            ready.wait(CONTROL_TIMEOUT)
+            self._loop, self._thread = loop, thread
+        self._run(self._open())
+        LOG.info("Redfish BMCs listening: %d endpoints on %s", len(self._endpoints), self.host)
+        return self
+
+    def stop(self) -> None:
+        """Close every socket and end the loop thread. Safe to call twice."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(self._close(), loop).result(CONTROL_TIMEOUT)
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(CONTROL_TIMEOUT)
+        for endpoint in self._endpoints.values():
+            if endpoint.sock is not None:
+                endpoint.sock.close()
+                endpoint.sock = None
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
+            self._tls_dir = self._cert = self._ssl = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- plumbing --------------------------------------------------------------
+
+    def _endpoint(self, key: int | str) -> _Endpoint:
+        with self._lock:
+            port = self._ports.get(key, key) if isinstance(key, str) else key
+            found = self._endpoints.get(port)  # type: ignore[arg-type]
+        if found is None:
+            raise KeyError(f"no Redfish endpoint {key!r}")
+        return found
+
+    def _ensure_tls(self) -> None:
+        if self.tls and self._ssl is None:
+            self._tls_dir = pathlib.Path(tempfile.mkdtemp(prefix="hwlab-redfish-tls-"))
+            self._cert = make_certificate(self._tls_dir)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_cert_chain(self._cert.cert_path, self._cert.key_path)
+            self._ssl = context
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._loop
+        if loop is None:
+            coro.close()
+            raise RuntimeError("the Redfish server is not running")
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
+        return future.result(CONTROL_TIMEOUT)
+
+    @staticmethod
+    def _loop_main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    async def _open(self) -> None:
+        for endpoint in list(self._endpoints.values()):
+            if endpoint.server is None:
+                await self._listen(endpoint)
+        self._spawn(self._sweep())
+
+    async def _close(self) -> None:
+        for endpoint in self._endpoints.values():
+            self._take_down(endpoint, forget_sessions=False)
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _listen(self, endpoint: _Endpoint) -> None:
+        if endpoint.sock is None:
+            endpoint.sock = _bind(self.host, endpoint.port)
+        sock, endpoint.sock = endpoint.sock, None
+        endpoint.server = await asyncio.start_server(
+            functools.partial(self._connection, endpoint),
+            sock=sock,
+            ssl=self._ssl,
+            limit=http.MAX_HEAD,
+        )
+
+    def _take_down(self, endpoint: _Endpoint, *, forget_sessions: bool = True) -> None:
+        """Stop listening and cut every connection: the BMC is gone."""
+        if endpoint.server is not None:
+            endpoint.server.close()
+            endpoint.server = None
+        for writer in list(endpoint.writers):
+            writer.transport.abort()
+        if forget_sessions:
+            endpoint.bmc.forget_sessions()
+
+    async def _sweep(self) -> None:
+        """Follow each machine's BMC reboot windows, whoever started them."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            for endpoint in list(self._endpoints.values()):
+                down = endpoint.bmc.machine.bmc_down()
+                if down and endpoint.server is not None:
+                    LOG.info("%s: BMC rebooting, port %d refuses", endpoint.bmc, endpoint.port)
+                    self._take_down(endpoint)
+                elif not down and endpoint.server is None:
+                    try:
+                        await self._listen(endpoint)
+                    except OSError as exc:  # someone took the port meanwhile: try again
+                        LOG.warning("%s: cannot listen again: %s", endpoint.bmc, exc)
+                    else:
+                        LOG.info("%s: BMC back on port %d", endpoint.bmc, endpoint.port)
+
+    # -- one connection ----------------------------------------------------------
+
+    async def _connection(
+        self, endpoint: _Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if endpoint.bmc.machine.bmc_down():
+            writer.transport.abort()  # accepted in the instant before the sweep closed the port
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        endpoint.writers.add(writer)
+        try:
+            while True:
+                try:
+                    request = await http.read_request(reader)
+                except http.HttpError as exc:
+                    response = effects.bad_request(exc.status, str(exc))
+                    await http.write_response(writer, response, keep_alive=False)
+                    break
+                if request is None:
+                    break
+                if not await self._serve(endpoint, request, reader, writer):
+                    break
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass  # the client went away; nothing to answer
+        finally:
+            endpoint.writers.discard(writer)
+            self._tasks.discard(task)
+            writer.close()
+
+    async def _serve(
+        self,
+        endpoint: _Endpoint,
+        request: http.Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Answer one request; False when the connection must close."""
+        bmc = endpoint.bmc
+        bmc.count_request()
+        operation = effects.operation_for(
+            request.method, request.path, request.headers.get(effects.OPERATION_HEADER)
+        )
+        firings = bmc.machine.plan.evaluate(str(operation), protocol="redfish")
+        fired = tuple(str(f.effect) for f in firings)
+
+        def record(status: int | None) -> None:
+            bmc.record(RequestRecord(request.method, request.path, operation, status, fired))
+
+        response: http.Response | None = None
+        garble = False
+        hardware: list[Firing] = []
+        for firing in firings:
+            effect, params = firing.effect, firing.params
+            if effect is Effect.HANG:
+                record(None)
+                while await reader.read(65536):
+                    pass  # accept, never answer: wait for the client to give up
+                return False
+            if effect is Effect.DROP:
+                record(None)
+                return False  # closed without a response
+            if effect is Effect.DELAY:
+                await asyncio.sleep(float(params["seconds"]))
+            elif effect is Effect.BMC_REBOOT:
+                record(None)
+                bmc.machine.reboot_bmc(float(params["duration"]))
+                self._take_down(endpoint)
+                return False
+            elif firing.layer is Layer.HARDWARE:
+                hardware.append(firing)
+            elif response is None:
+                response, garble = self._bmc_effect(bmc, request, effect, params, garble)
+        if response is None:
+            response = self._authenticate(bmc, request)
+        if response is None:
+            response = self._dispatch(endpoint, request, hardware, writer)
+        keep_alive = request.keep_alive
+        if garble and (request.method != "GET" or not response.body):
+            record(response.status)
+            writer.write(effects.GARBLED_REPLY)
+            await writer.drain()
+            return False
+        if garble:
+            response = effects.truncated(response)
+        record(response.status)
+        await http.write_response(writer, response, keep_alive=keep_alive)
+        return keep_alive
+
+    @staticmethod
+    def _bmc_effect(
+        bmc: Bmc, request: http.Request, effect: Effect, params: Any, garble: bool
+    ) -> tuple[http.Response | None, bool]:
+        """The answer a BMC-layer effect gives (None: serve the request anyway)."""
+        if effect is Effect.BUSY:
+            return effects.busy(params.get("retry_after")), garble
+        if effect is Effect.INTERNAL_ERROR:
+            return effects.internal_error(str(params["message_id"])), garble
+        if effect is Effect.UNSUPPORTED:
+            return effects.unsupported(request.method), garble
+        if effect is Effect.MALFORMED_REPLY:
+            return None, True
+        if effect is Effect.AUTH_FAIL:
+            if params.get("scope") == "session":
+                # The session expired: every token dies, a fresh login works.
+                # Basic auth has no session to lose, so it is served as usual.
+                bmc.forget_sessions()
+                if "x-auth-token" not in request.headers:
+                    return None, garble
+                return effects.unauthorized("Base.1.8.NoValidSession", "session expired"), garble
+            return effects.unauthorized(
+                "Base.1.8.ResourceAtUriUnauthorized", "credentials rejected"
+            ), garble
+        return None, garble
+
+    @staticmethod
+    def _authenticate(bmc: Bmc, request: http.Request) -> http.Response | None:
+        """None when the request may be served; else the 401 to send."""
+        if (request.method, request.path.rstrip("/") or "/") in effects.PUBLIC:
+            return None
+        token = request.headers.get("x-auth-token")
+        if token is not None:
+            if bmc.session_for(token) is not None:
+                return None
+            return effects.unauthorized("Base.1.8.NoValidSession", "no valid session")
+        scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "basic":
+            try:
+                user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                user = password = ""
+            if bmc.check_password(user, password):
+                return None
+        return effects.unauthorized("Base.1.8.ResourceAtUriUnauthorized", "authentication required")
+
+    def _dispatch(
+        self,
+        endpoint: _Endpoint,
+        request: http.Request,
+        hardware: list[Firing],
+        writer: asyncio.StreamWriter,
+    ) -> http.Response:
+        machine = endpoint.bmc.machine
+        context = RequestContext(endpoint.bmc, hardware)
+        if request.method == "GET" and hardware:
+            machine.apply(context.take_firings())  # power_lost, seen by this very read
+        env = http.environ(
+            request,
+            server=(self.host, endpoint.port),
+            scheme=self.scheme,
+            peer=writer.get_extra_info("peername"),
+        )
+        status, headers, body = call_app(context, env)
+        if hardware and not context.consumed:
+            machine.apply(context.take_firings())
+        return http.Response(
+            int(status.split(" ", 1)[0]), [*headers, ("OData-Version", "4.0")], body
+        )
+
+
+def _quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Clients that vanish mid-handshake are routine in a fault lab: log, don't shout."""
+    exc = context.get("exception")
+    if isinstance(exc, ConnectionError | ssl.SSLError | OSError):
+        LOG.debug("connection error: %s", context.get("message"))
+        return
+    loop.default_exception_handler(context)
