@@ -278,9 +278,11 @@ class RedfishDriver(BMCDriver):
             allowed = system.get_allowed_reset_system_values()
             choice = next((t for t in RESET_TYPES[action] if t in allowed), None)
             if choice is None:
+                wanted = " or ".join(t.value for t in RESET_TYPES[action])
                 offered = ", ".join(sorted(t.value for t in allowed)) or "none"
-                raise sushy.exceptions.InvalidParameterValueError(
-                    parameter="ResetType", value=action, valid_values=offered
+                raise self.unsupported(
+                    Operation.POWER_SET,
+                    f"{action} needs ResetType {wanted}; the system allows {offered}",
                 )
             system.reset_system(choice)
 

@@ -31,6 +31,7 @@ import socket
 import ssl
 import tempfile
 import threading
+import weakref
 from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
@@ -51,6 +52,27 @@ T = TypeVar("T")
 SWEEP_INTERVAL = 0.05
 #: how long start/stop/add wait for the event loop before giving up
 CONTROL_TIMEOUT = 10.0
+#: a client that opens a TLS connection and says nothing is dropped after this
+TLS_HANDSHAKE_TIMEOUT = 10.0
+
+
+@dataclasses.dataclass(eq=False)
+class _Connection:
+    writer: asyncio.StreamWriter
+    task: asyncio.Task[Any]
+    #: the socket's own transport (under TLS, once the handshake started)
+    raw: asyncio.BaseTransport
+    secured: bool
+
+    def cut(self) -> None:
+        """Drop the connection now, without a goodbye."""
+        if self.secured:
+            self.writer.transport.abort()
+        else:
+            # Aborting a transport in the middle of start_tls makes CPython
+            # 3.11's StreamWriter.start_tls fail with AttributeError and leak
+            # the socket; cancelling the handshake closes it cleanly.
+            self.task.cancel()
 
 
 @dataclasses.dataclass(eq=False)
@@ -59,7 +81,7 @@ class _Endpoint:
     port: int
     sock: socket.socket | None  # bound, not yet handed to the loop
     server: asyncio.Server | None = None
-    writers: set[asyncio.StreamWriter] = dataclasses.field(default_factory=set)
+    connections: set[_Connection] = dataclasses.field(default_factory=set)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -98,6 +120,8 @@ class RedfishServer:
         self._tls_dir: pathlib.Path | None = None
         self._cert: LabCertificate | None = None
         self._ssl: ssl.SSLContext | None = None
+        self._stopping = False
+        self._raw: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         state = "running" if self._thread else "stopped"
@@ -185,7 +209,7 @@ class RedfishServer:
             )
             thread.start()
             ready.wait(CONTROL_TIMEOUT)
-            self._loop, self._thread = loop, thread
+            self._loop, self._thread, self._stopping = loop, thread, False
         self._run(self._open())
         LOG.info("Redfish BMCs listening: %d endpoints on %s", len(self._endpoints), self.host)
         return self
@@ -259,12 +283,24 @@ class RedfishServer:
         self._spawn(self._sweep())
 
     async def _close(self) -> None:
+        self._stopping = True  # from here on, nothing listens again
         for endpoint in self._endpoints.values():
             self._take_down(endpoint, forget_sessions=False)
-        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        # Connections accepted a moment ago may not have reached _connection
+        # yet (asyncio sets them up in tasks of its own): cancel every task.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A TLS connection closed gracefully waits for the client's close_notify
+        # with no task of ours behind it: cut what is still open underneath.
+        for raw in list(self._raw):
+            if not raw.is_closing():
+                raw.abort()
+        for _ in range(2):
+            await asyncio.sleep(0)  # aborted transports close their sockets on the next turn
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -275,20 +311,23 @@ class RedfishServer:
         if endpoint.sock is None:
             endpoint.sock = _bind(self.host, endpoint.port)
         sock, endpoint.sock = endpoint.sock, None
-        endpoint.server = await asyncio.start_server(
-            functools.partial(self._connection, endpoint),
-            sock=sock,
-            ssl=self._ssl,
-            limit=http.MAX_HEAD,
-        )
+        # TLS is started per connection (below), not here: a connection still
+        # in its handshake would otherwise be invisible to stop() and leak.
+        try:
+            endpoint.server = await asyncio.start_server(
+                functools.partial(self._connection, endpoint), sock=sock, limit=http.MAX_HEAD
+            )
+        except BaseException:
+            sock.close()
+            raise
 
     def _take_down(self, endpoint: _Endpoint, *, forget_sessions: bool = True) -> None:
         """Stop listening and cut every connection: the BMC is gone."""
         if endpoint.server is not None:
             endpoint.server.close()
             endpoint.server = None
-        for writer in list(endpoint.writers):
-            writer.transport.abort()
+        for connection in list(endpoint.connections):
+            connection.cut()
         if forget_sessions:
             endpoint.bmc.forget_sessions()
 
@@ -297,6 +336,8 @@ class RedfishServer:
         while True:
             await asyncio.sleep(SWEEP_INTERVAL)
             for endpoint in list(self._endpoints.values()):
+                if self._stopping:
+                    return
                 down = endpoint.bmc.machine.bmc_down()
                 if down and endpoint.server is not None:
                     LOG.info("%s: BMC rebooting, port %d refuses", endpoint.bmc, endpoint.port)
@@ -314,14 +355,19 @@ class RedfishServer:
     async def _connection(
         self, endpoint: _Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        if endpoint.bmc.machine.bmc_down():
-            writer.transport.abort()  # accepted in the instant before the sweep closed the port
+        if self._stopping or endpoint.bmc.machine.bmc_down():
+            writer.transport.abort()  # accepted in the instant before the port closed
             return
         task = asyncio.current_task()
         assert task is not None
+        connection = _Connection(writer, task, writer.transport, secured=self._ssl is None)
         self._tasks.add(task)
-        endpoint.writers.add(writer)
+        self._raw.add(connection.raw)
+        endpoint.connections.add(connection)
         try:
+            if self._ssl is not None:
+                await writer.start_tls(self._ssl, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+                connection.secured = True
             while True:
                 try:
                     request = await http.read_request(reader)
@@ -335,10 +381,15 @@ class RedfishServer:
                     break
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
+        except asyncio.CancelledError:
+            # stop() or a BMC reboot cut the connection. Ending normally matters:
+            # asyncio (3.11) logs a cancelled client_connected_cb as an error.
+            pass
         finally:
-            endpoint.writers.discard(writer)
+            endpoint.connections.discard(connection)
             self._tasks.discard(task)
-            writer.close()
+            if connection.secured:
+                writer.close()
 
     async def _serve(
         self,
