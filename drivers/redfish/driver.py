@@ -50,6 +50,7 @@ from bmaas.faults import (
     InputError,
     UnclassifiedFault,
 )
+from bmaas.secrets import Secret
 from drivers.redfish.connector import BoundedConnector
 from drivers.redfish.faults import map_exception
 
@@ -200,8 +201,10 @@ class RedfishDriver(BMCDriver):
 
     def _connect(self, conn: BoundedConnector) -> None:
         """Read the service root, log in, find the system (first call only)."""
+        # Secret() again: a DriverInfo built by hand (not parsed) may hold a str.
+        password = Secret(self.info.redfish_password).reveal()
         auth = _AUTH[self.info.redfish_auth_type](
-            username=self.info.redfish_username, password=self.info.redfish_password.reveal()
+            username=self.info.redfish_username, password=password
         )
         with conn.reading(Operation.PROBE):
             root = sushy.Sushy(self.address, auth=auth, connector=conn)

@@ -82,6 +82,8 @@ class _Endpoint:
     sock: socket.socket | None  # bound, not yet handed to the loop
     server: asyncio.Server | None = None
     connections: set[_Connection] = dataclasses.field(default_factory=set)
+    #: taken down for a BMC reboot: listen again once the machine's BMC is back
+    rebooting: bool = False
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -285,7 +287,7 @@ class RedfishServer:
     async def _close(self) -> None:
         self._stopping = True  # from here on, nothing listens again
         for endpoint in self._endpoints.values():
-            self._take_down(endpoint, forget_sessions=False)
+            self._take_down(endpoint, reboot=False)
         # Connections accepted a moment ago may not have reached _connection
         # yet (asyncio sets them up in tasks of its own): cancel every task.
         for _ in range(3):
@@ -321,14 +323,15 @@ class RedfishServer:
             sock.close()
             raise
 
-    def _take_down(self, endpoint: _Endpoint, *, forget_sessions: bool = True) -> None:
-        """Stop listening and cut every connection: the BMC is gone."""
+    def _take_down(self, endpoint: _Endpoint, *, reboot: bool = True) -> None:
+        """Stop listening and cut every connection: the BMC is gone (for now)."""
+        endpoint.rebooting = reboot
         if endpoint.server is not None:
             endpoint.server.close()
             endpoint.server = None
         for connection in list(endpoint.connections):
             connection.cut()
-        if forget_sessions:
+        if reboot:
             endpoint.bmc.forget_sessions()
 
     async def _sweep(self) -> None:
@@ -342,12 +345,13 @@ class RedfishServer:
                 if down and endpoint.server is not None:
                     LOG.info("%s: BMC rebooting, port %d refuses", endpoint.bmc, endpoint.port)
                     self._take_down(endpoint)
-                elif not down and endpoint.server is None:
+                elif not down and endpoint.rebooting:
                     try:
                         await self._listen(endpoint)
                     except OSError as exc:  # someone took the port meanwhile: try again
                         LOG.warning("%s: cannot listen again: %s", endpoint.bmc, exc)
                     else:
+                        endpoint.rebooting = False
                         LOG.info("%s: BMC back on port %d", endpoint.bmc, endpoint.port)
 
     # -- one connection ----------------------------------------------------------
