@@ -60,8 +60,6 @@ class BoundedConnector(Connector):
         self._until: float | None = None
         #: the read every GET in the current call serves (sent in OPERATION_HEADER)
         self.read_operation: Operation | None = None
-        #: requests sent (tests and debugging: one call, how many requests)
-        self.sent = 0
         self._last: requests.Response | None = None
         self._response_callback = self._remember
 
@@ -108,7 +106,6 @@ class BoundedConnector(Connector):
         headers = dict(headers or {})
         if method == "GET" and self.read_operation is not None:
             headers[OPERATION_HEADER] = str(self.read_operation)
-        self.sent += 1
         try:
             return super()._op(
                 method,

@@ -383,7 +383,7 @@ class RedfishDriver(BMCDriver):
             return Inventory(
                 manufacturer=system.manufacturer,
                 model=system.model,
-                serial=system.serial_number,
+                serial=system.serial_number or None,
                 cpus=cpus if isinstance(cpus, int) else None,
                 memory_mb=int(gib * 1024) if gib is not None else None,
                 extra={"uuid": system.uuid, "system": system.path},

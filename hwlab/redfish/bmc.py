@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from bmaas.driver import BootDevice, PowerAction
 from bmaas.secrets import Secret
-from fakes.machine import FakeMachine
+from fakes.machine import FakeMachine, Hardware
 
 __all__ = ["BOOT_TARGETS", "RESET_ACTIONS", "Bmc", "RequestRecord", "Session"]
 
@@ -107,7 +107,7 @@ class Bmc:
     # -- what the system template reads --------------------------------------
 
     @property
-    def hardware(self) -> object:
+    def hardware(self) -> Hardware:
         return self.machine.hardware
 
     @property

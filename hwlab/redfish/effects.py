@@ -31,7 +31,7 @@ from typing import Any
 
 from bmaas.driver import Operation
 from hwlab.redfish.app import error_body
-from hwlab.redfish.http import Response
+from hwlab.redfish.minihttp import Response
 
 __all__ = ["OPERATION_HEADER", "READ_OPERATIONS", "operation_for"]
 

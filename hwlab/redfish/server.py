@@ -8,19 +8,17 @@ arrived on. A hang or a delay is a suspended coroutine, so one misbehaving BMC
 never stalls its neighbours, and hundreds of endpoints cost a socket and a few
 kilobytes each, not a thread.
 
-Every request is evaluated against its machine's fault plan first
-(``plan.evaluate(operation, protocol="redfish")``); wire and BMC effects are
-carried out here, on the socket, and hardware effects are passed to the
-machine. ``bmc_reboot`` closes the endpoint's listening socket (clients get
-"connection refused") until the machine's BMC is back, whoever rebooted it:
-the IPMI emulator shares the machine.
+Every request is evaluated against its machine's fault plan first; wire and
+BMC effects are carried out on the socket and hardware effects are passed to
+the machine (:mod:`hwlab.redfish.answer`). ``bmc_reboot`` closes the
+endpoint's listening socket (clients get "connection refused") until the
+machine's BMC is back, whoever rebooted it: the IPMI emulator shares the
+machine.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import concurrent.futures
 import dataclasses
 import functools
@@ -36,10 +34,9 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
 from bmaas.secrets import Secret
-from fakes.faults import Effect, Firing, Layer
 from fakes.machine import FakeMachine
-from hwlab.redfish import effects, http
-from hwlab.redfish.app import RequestContext, call_app
+from hwlab.redfish import effects, minihttp
+from hwlab.redfish.answer import answer
 from hwlab.redfish.bmc import Bmc, RequestRecord
 from hwlab.redfish.tls import LabCertificate, make_certificate
 
@@ -49,7 +46,7 @@ LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: how often the server checks for BMCs rebooted behind its back (by IPMI)
-SWEEP_INTERVAL = 0.05
+SWEEP_INTERVAL = 0.1
 #: how long start/stop/add wait for the event loop before giving up
 CONTROL_TIMEOUT = 10.0
 #: a client that opens a TLS connection and says nothing is dropped after this
@@ -110,7 +107,7 @@ class RedfishServer:
     clients at :attr:`ca_path`.
     """
 
-    def __init__(self, host: str = "127.0.0.1", *, tls: bool = False) -> None:
+    def __init__(self, host: str = "127.0.0.1", tls: bool = False) -> None:
         self.host = host
         self.tls = tls
         self._endpoints: dict[int, _Endpoint] = {}
@@ -317,7 +314,7 @@ class RedfishServer:
         # in its handshake would otherwise be invisible to stop() and leak.
         try:
             endpoint.server = await asyncio.start_server(
-                functools.partial(self._connection, endpoint), sock=sock, limit=http.MAX_HEAD
+                functools.partial(self._connection, endpoint), sock=sock, limit=minihttp.MAX_HEAD
             )
         except BaseException:
             sock.close()
@@ -374,14 +371,22 @@ class RedfishServer:
                 connection.secured = True
             while True:
                 try:
-                    request = await http.read_request(reader)
-                except http.HttpError as exc:
+                    request = await minihttp.read_request(reader)
+                except minihttp.HttpError as exc:
                     response = effects.bad_request(exc.status, str(exc))
-                    await http.write_response(writer, response, keep_alive=False)
+                    await minihttp.write_response(writer, response, keep_alive=False)
                     break
                 if request is None:
                     break
-                if not await self._serve(endpoint, request, reader, writer):
+                if not await answer(
+                    endpoint.bmc,
+                    request,
+                    reader,
+                    writer,
+                    server=(self.host, endpoint.port),
+                    scheme=self.scheme,
+                    reboot=functools.partial(self._take_down, endpoint),
+                ):
                     break
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
@@ -394,135 +399,6 @@ class RedfishServer:
             self._tasks.discard(task)
             if connection.secured:
                 writer.close()
-
-    async def _serve(
-        self,
-        endpoint: _Endpoint,
-        request: http.Request,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
-        """Answer one request; False when the connection must close."""
-        bmc = endpoint.bmc
-        bmc.count_request()
-        operation = effects.operation_for(
-            request.method, request.path, request.headers.get(effects.OPERATION_HEADER)
-        )
-        firings = bmc.machine.plan.evaluate(str(operation), protocol="redfish")
-        fired = tuple(str(f.effect) for f in firings)
-
-        def record(status: int | None) -> None:
-            bmc.record(RequestRecord(request.method, request.path, operation, status, fired))
-
-        response: http.Response | None = None
-        garble = False
-        hardware: list[Firing] = []
-        for firing in firings:
-            effect, params = firing.effect, firing.params
-            if effect is Effect.HANG:
-                record(None)
-                while await reader.read(65536):
-                    pass  # accept, never answer: wait for the client to give up
-                return False
-            if effect is Effect.DROP:
-                record(None)
-                return False  # closed without a response
-            if effect is Effect.DELAY:
-                await asyncio.sleep(float(params["seconds"]))
-            elif effect is Effect.BMC_REBOOT:
-                record(None)
-                bmc.machine.reboot_bmc(float(params["duration"]))
-                self._take_down(endpoint)
-                return False
-            elif firing.layer is Layer.HARDWARE:
-                hardware.append(firing)
-            elif response is None:
-                response, garble = self._bmc_effect(bmc, request, effect, params, garble)
-        if response is None:
-            response = self._authenticate(bmc, request)
-        if response is None:
-            response = self._dispatch(endpoint, request, hardware, writer)
-        keep_alive = request.keep_alive
-        if garble and (request.method != "GET" or not response.body):
-            record(response.status)
-            writer.write(effects.GARBLED_REPLY)
-            await writer.drain()
-            return False
-        if garble:
-            response = effects.truncated(response)
-        record(response.status)
-        await http.write_response(writer, response, keep_alive=keep_alive)
-        return keep_alive
-
-    @staticmethod
-    def _bmc_effect(
-        bmc: Bmc, request: http.Request, effect: Effect, params: Any, garble: bool
-    ) -> tuple[http.Response | None, bool]:
-        """The answer a BMC-layer effect gives (None: serve the request anyway)."""
-        if effect is Effect.BUSY:
-            return effects.busy(params.get("retry_after")), garble
-        if effect is Effect.INTERNAL_ERROR:
-            return effects.internal_error(str(params["message_id"])), garble
-        if effect is Effect.UNSUPPORTED:
-            return effects.unsupported(request.method), garble
-        if effect is Effect.MALFORMED_REPLY:
-            return None, True
-        if effect is Effect.AUTH_FAIL:
-            if params.get("scope") == "session":
-                # The session expired: every token dies, a fresh login works.
-                # Basic auth has no session to lose, so it is served as usual.
-                bmc.forget_sessions()
-                if "x-auth-token" not in request.headers:
-                    return None, garble
-                return effects.unauthorized("Base.1.8.NoValidSession", "session expired"), garble
-            return effects.unauthorized(
-                "Base.1.8.ResourceAtUriUnauthorized", "credentials rejected"
-            ), garble
-        return None, garble
-
-    @staticmethod
-    def _authenticate(bmc: Bmc, request: http.Request) -> http.Response | None:
-        """None when the request may be served; else the 401 to send."""
-        if (request.method, request.path.rstrip("/") or "/") in effects.PUBLIC:
-            return None
-        token = request.headers.get("x-auth-token")
-        if token is not None:
-            if bmc.session_for(token) is not None:
-                return None
-            return effects.unauthorized("Base.1.8.NoValidSession", "no valid session")
-        scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "basic":
-            try:
-                user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                user = password = ""
-            if bmc.check_password(user, password):
-                return None
-        return effects.unauthorized("Base.1.8.ResourceAtUriUnauthorized", "authentication required")
-
-    def _dispatch(
-        self,
-        endpoint: _Endpoint,
-        request: http.Request,
-        hardware: list[Firing],
-        writer: asyncio.StreamWriter,
-    ) -> http.Response:
-        machine = endpoint.bmc.machine
-        context = RequestContext(endpoint.bmc, hardware)
-        if request.method == "GET" and hardware:
-            machine.apply(context.take_firings())  # power_lost, seen by this very read
-        env = http.environ(
-            request,
-            server=(self.host, endpoint.port),
-            scheme=self.scheme,
-            peer=writer.get_extra_info("peername"),
-        )
-        status, headers, body = call_app(context, env)
-        if hardware and not context.consumed:
-            machine.apply(context.take_firings())
-        return http.Response(
-            int(status.split(" ", 1)[0]), [*headers, ("OData-Version", "4.0")], body
-        )
 
 
 def _quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
