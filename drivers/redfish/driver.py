@@ -164,12 +164,11 @@ class RedfishDriver(BMCDriver):
         try:
             conn = self._connector()
             with conn.bounded(limit - elapsed(), read):
-                if self._root is None:
+                if self._system is None:
                     self._connect(conn)
                 return act()
-        except BMCFault as fault:
-            if fault.elapsed is None:  # raised by act() itself (BootFailure)
-                fault.elapsed = elapsed()
+        except BMCFault as fault:  # raised by act() itself (BootFailure, unsupported)
+            fault.elapsed = elapsed()
             raise
         except BmaasError:
             raise
@@ -200,30 +199,32 @@ class RedfishDriver(BMCDriver):
         return self._conn
 
     def _connect(self, conn: BoundedConnector) -> None:
-        """Read the service root, log in, find the system (first call only)."""
-        # Secret() again: a DriverInfo built by hand (not parsed) may hold a str.
-        password = Secret(self.info.redfish_password).reveal()
-        auth = _AUTH[self.info.redfish_auth_type](
-            username=self.info.redfish_username, password=password
-        )
-        with conn.reading(Operation.PROBE):
-            root = sushy.Sushy(self.address, auth=auth, connector=conn)
-        try:
-            path = self._system_path(root)
-            if path is None:  # exactly one system, or InputError
-                with conn.reading(Operation.PROBE):
-                    members = root.get_system_collection().members_identities
-                if len(members) != 1:
-                    raise sushy.exceptions.UnknownDefaultError(
-                        entity="ComputerSystem", error=f"{len(members)} systems"
-                    )
-                path = members[0]
-            # This GET serves the call's own read (power.get, boot.get, ...).
-            system = System(conn, path, redfish_version=root.redfish_version, root=root)
-        except BaseException:
-            _forget_session(root)
-            raise
-        self._root, self._system, self._fetched = root, system, True
+        """Read the service root and log in (once), then find the system.
+
+        The logged-in client is kept even when finding the system fails, so a
+        misconfigured node does not open a session per call: BMCs allow few.
+        """
+        if self._root is None:
+            # Secret() again: a DriverInfo built by hand (not parsed) may hold a str.
+            password = Secret(self.info.redfish_password).reveal()
+            auth = _AUTH[self.info.redfish_auth_type](
+                username=self.info.redfish_username, password=password
+            )
+            with conn.reading(Operation.PROBE):
+                self._root = sushy.Sushy(self.address, auth=auth, connector=conn)
+        root = self._root
+        path = self._system_path(root)
+        if path is None:  # exactly one system, or InputError
+            with conn.reading(Operation.PROBE):
+                members = root.get_system_collection().members_identities
+            if len(members) != 1:
+                raise sushy.exceptions.UnknownDefaultError(
+                    entity="ComputerSystem", error=f"{len(members)} systems"
+                )
+            path = members[0]
+        # This GET serves the call's own read (power.get, boot.get, ...).
+        self._system = System(conn, path, redfish_version=root.redfish_version, root=root)
+        self._fetched = True
 
     def _system_path(self, root: sushy.Sushy | None = None) -> str | None:
         if self._system is not None:
@@ -232,7 +233,8 @@ class RedfishDriver(BMCDriver):
         if wanted is None or wanted.startswith("/"):
             return wanted
         # A bare id ("1", "System.Embedded.1") lives in the systems collection.
-        base = getattr(root, "_systems_path", None) or "/redfish/v1/Systems"
+        systems = (root.json.get("Systems") or {}) if root is not None else {}
+        base = systems.get("@odata.id") or "/redfish/v1/Systems"
         return f"{base.rstrip('/')}/{wanted}"
 
     def _fresh_system(self) -> System:
@@ -410,21 +412,19 @@ class RedfishDriver(BMCDriver):
             self._root = self._system = self._vmedia_path = self._conn = None
         if conn is None:
             return
+        # Detach sushy's auth first: Sushy.__del__ would otherwise log out
+        # again at garbage collection, whenever that happens.
+        auth = root._auth if root is not None else None
+        if root is not None:
+            root._auth = None
         try:
-            if root is not None:
+            if auth is not None:
                 with conn.bounded(self.deadline, Operation.LOGIN):
-                    _forget_session(root, logout=True)
+                    auth.close()
         except Exception as exc:  # logging out is a courtesy; the session expires anyway
             LOG.info("%s: could not close the Redfish session: %s", self.node, type(exc).__name__)
         finally:
             conn.close()
-
-
-def _forget_session(root: sushy.Sushy, *, logout: bool = False) -> None:
-    """Detach sushy's auth so ``Sushy.__del__`` never logs out behind our back."""
-    auth, root._auth = root._auth, None
-    if logout and auth is not None:
-        auth.close()
 
 
 def _find_cd(system: System) -> str | None:

@@ -165,6 +165,9 @@ def test_wrong_password_is_an_auth_error(server: RedfishServer, lab: Lab) -> Non
             driver.get_power_state()
         # service root, session login refused, sushy falls back to Basic: the GET
         assert lab.requests - before == 3
+        with pytest.raises(BMCAuthError):
+            driver.get_power_state()
+        assert lab.requests - before == 4  # no second login attempt: one GET
     finally:
         driver.close()
 
@@ -275,11 +278,15 @@ def test_power_lost_reads_off(lab: Lab) -> None:
 
 def test_unknown_system_is_an_input_error_naming_it(server: RedfishServer, lab: Lab) -> None:
     driver = driver_for(server, lab.port, redfish_system_id="/redfish/v1/Systems/nope")
+    sessions = len(server.bmc(lab.port).sessions())
     try:
-        with pytest.raises(InputError) as info:
-            driver.get_power_state()
-        assert info.value.field == "driver_info.redfish_system_id"
-        assert "/redfish/v1/Systems/nope" in str(info.value)
+        for _ in range(2):
+            with pytest.raises(InputError) as info:
+                driver.get_power_state()
+            assert info.value.field == "driver_info.redfish_system_id"
+            assert "/redfish/v1/Systems/nope" in str(info.value)
+        # one login kept across calls: a misconfigured node does not eat the BMC's sessions
+        assert len(server.bmc(lab.port).sessions()) == sessions + 1
     finally:
         driver.close()
 

@@ -170,3 +170,26 @@ def test_stop_leaves_no_thread_and_no_socket() -> None:
     for port in ports:
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_parallel_clients_on_many_endpoints(server: RedfishServer) -> None:
+    """A power-sync pass: one driver per node, read in parallel, each sees its own machine."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.lab.redfish_support import driver_for
+
+    machines = [
+        FakeMachine(f"par-{i}", HARDWARE, power=PowerState.ON if i % 3 == 0 else PowerState.OFF)
+        for i in range(30)
+    ]
+    drivers = [
+        driver_for(server, server.add(m, username=USERNAME, password=PASSWORD)) for m in machines
+    ]
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            states = list(pool.map(lambda d: [d.get_power_state() for _ in range(3)], drivers))
+    finally:
+        for driver in drivers:
+            driver.close()
+    for machine, seen in zip(machines, states, strict=True):
+        assert seen == [machine.power_state()] * 3
