@@ -164,6 +164,14 @@ class MachineVirtualMedia(_vmedia.BaseDriver):
     def update_device_info(self, identity: str, device: str, verify: bool = False) -> None:
         raise error.NotSupportedError("VerifyCertificate is not emulated")
 
+    def add_certificate(self, identity: str, device: str, *args: Any) -> Any:
+        raise error.NotSupportedError("virtual media certificates are not emulated")
+
+    replace_certificate = add_certificate
+
+    def delete_certificate(self, identity: str, device: str, cert_id: str) -> None:
+        raise error.NotSupportedError("virtual media certificates are not emulated")
+
     def insert_image(
         self,
         identity: str,
