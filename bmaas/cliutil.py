@@ -39,9 +39,28 @@ class BmaasGroup(click.Group):
             ctx.exit(EXIT_USAGE)
 
 
+#: protocol libraries that log their own view of failures bmaas reports as
+#: typed faults; heard on the terminal only with -vv or --debug
+_CHATTY = ("sushy", "pyghmi", "urllib3")
+
+
+def _not_chatty(record: logging.LogRecord) -> bool:
+    return record.name.split(".", 1)[0] not in _CHATTY
+
+
 def setup_logging(verbose: int, debug: bool) -> None:
-    level = logging.DEBUG if debug else (logging.INFO if verbose else logging.WARNING)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """Log to stderr at WARNING (-v: INFO, --debug: DEBUG). Leaves logging
+    alone when something else (a test runner, an embedding program) has
+    configured it already."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if not debug and verbose < 2:
+        handler.addFilter(_not_chatty)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else (logging.INFO if verbose else logging.WARNING))
 
 
 def emit_json(data: Any) -> None:

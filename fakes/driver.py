@@ -144,6 +144,8 @@ class FakeDriver(BMCDriver):
                     retry_after=params.get("retry_after"),
                     status="0xC0",
                 )
+            elif effect is Effect.AUTH_FAIL and params.get("scope") == "session":
+                continue  # a real driver logs in again once, transparently
             elif effect in _BMC_FAULTS:
                 cls, message = _BMC_FAULTS[effect]
                 extra = {"message_id": params["message_id"]} if cls is BMCInternalError else {}

@@ -57,7 +57,7 @@ class Effect(StrEnum):
     DELAY = "delay"  # answer after `seconds`
     DUPLICATE = "duplicate"  # the request reaches the BMC 1 + `copies` times
     BUSY = "busy"  # "try later" (IPMI 0xC0, HTTP 503), optional retry_after
-    AUTH_FAIL = "auth_fail"  # reject the credentials
+    AUTH_FAIL = "auth_fail"  # reject the credentials (scope=session: the session expires)
     INTERNAL_ERROR = "internal_error"  # IPMI 0xFF, HTTP 500 (optional message_id)
     MALFORMED_REPLY = "malformed_reply"  # a reply the protocol does not allow
     UNSUPPORTED = "unsupported"  # IPMI 0xC1, HTTP 405/501
@@ -99,6 +99,8 @@ class _Param:
     required: bool = False
     low: float | None = None
     high: float | None = None
+    #: the values a text parameter may take (None: any)
+    choices: tuple[str, ...] | None = None
 
 
 #: parameters each effect takes, with defaults
@@ -108,7 +110,9 @@ EFFECT_PARAMS: dict[Effect, dict[str, _Param]] = {
     Effect.DELAY: {"seconds": _Param(float, required=True, low=0.0)},
     Effect.DUPLICATE: {"copies": _Param(int, 1, low=1, high=10)},
     Effect.BUSY: {"retry_after": _Param(float, None, low=0.0)},
-    Effect.AUTH_FAIL: {},
+    # scope "session": the BMC forgets its sessions, a fresh login works (a
+    # session that expires); default "credentials": the login itself is refused.
+    Effect.AUTH_FAIL: {"scope": _Param(str, None, choices=("credentials", "session"))},
     Effect.INTERNAL_ERROR: {"message_id": _Param(str, "Base.1.8.InternalError")},
     Effect.MALFORMED_REPLY: {},
     Effect.UNSUPPORTED: {},
@@ -216,6 +220,8 @@ class FaultRule:
             if key in data:
                 if p.kind is str:
                     params[key] = str(data[key])
+                    if p.choices is not None and params[key] not in p.choices:
+                        raise fail(f"must be one of {', '.join(p.choices)}, not {data[key]!r}", key)
                 else:
                     params[key] = number(key, p.kind, p.low, p.high)
             elif p.required:

@@ -92,3 +92,42 @@ BACKENDS = [
     pytest.param(_fake(CoreOnlyFakeDriver), id="fake-core-only"),
     pytest.param(_ipmi, id="ipmi", marks=pytest.mark.lab),
 ]
+
+
+# -- Redfish: RedfishDriver against hwlab's emulated BMC over loopback ----------
+
+
+def _redfish(*, tls: bool) -> Callable[[], contextlib.AbstractContextManager[Target]]:
+    @contextlib.contextmanager
+    def factory() -> Iterator[Target]:
+        import time
+
+        from drivers.redfish import RedfishDriver
+        from hwlab.redfish import RedfishServer
+
+        machine = FakeMachine("c1", CONTRACT_HARDWARE)
+        with RedfishServer(tls=tls) as server:
+            port = server.add(machine, username="contract", password="contract-pw")
+            raw = {
+                "redfish_address": server.url(port),
+                "redfish_username": "contract",
+                "redfish_password": "contract-pw",
+                "redfish_system_id": "/redfish/v1/Systems/c1",
+            }
+            if tls:
+                raw["redfish_verify_ca"] = server.ca_path
+            info = DriverInfo.parse(raw, required=RedfishDriver.required_info)
+            driver = RedfishDriver("c1", info, deadline=2.0)
+            driver.poll_interval = 0.02
+            try:
+                yield Target(driver, machine, power_timeout=3.0, wait=time.sleep)
+            finally:
+                driver.close()
+
+    return factory
+
+
+BACKENDS += [
+    pytest.param(_redfish(tls=False), id="redfish", marks=pytest.mark.lab),
+    pytest.param(_redfish(tls=True), id="redfish-tls", marks=pytest.mark.lab),
+]

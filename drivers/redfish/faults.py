@@ -1,0 +1,260 @@
+"""The one place Redfish failures become bmaas faults.
+
+:func:`map_exception` takes whatever sushy, requests or the JSON decoder raised
+and returns the most specific :mod:`bmaas.faults` class, in this order:
+
+=====================================================  ======================
+what happened                                          fault
+=====================================================  ======================
+our own per-call deadline ran out between requests     ``BMCTimeout``
+connection refused, DNS failure, connect timeout,      ``BMCUnreachable``
+TLS handshake or certificate failure
+read timeout                                           ``BMCTimeout``
+connection closed or reset before any response         ``BMCTimeout`` (sent: outcome unknown)
+reply not HTTP, truncated, or not JSON                 ``BMCProtocolError``
+a vendor quirk or standard MessageId in the table      as in :data:`MESSAGE_RULES`
+HTTP 401, 403                                          ``BMCAuthError``
+HTTP 429, 503 (``retry_after`` from Retry-After)       ``BMCBusy``
+HTTP 500, 502 (``message_id`` from ExtendedInfo)       ``BMCInternalError``
+HTTP 504 (the BMC's own backend timed out)             ``BMCTimeout``
+HTTP 405, 501; missing action; value not allowed       ``UnsupportedOperation``
+HTTP 404 on the configured system                      ``InputError`` (redfish_system_id)
+other HTTP 404, missing required attribute, no token   ``BMCProtocolError``
+system id needed but not exactly one system            ``InputError`` (redfish_system_id)
+anything else                                          ``UnclassifiedFault``
+=====================================================  ======================
+
+The mapping is pure (no I/O) so it is unit-tested with real exception objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import http.client
+import json
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import requests
+import sushy.exceptions as sushy_exc
+import urllib3.exceptions as u3
+
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCBusy,
+    BMCFault,
+    BMCInternalError,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    InputError,
+    UnclassifiedFault,
+    UnsupportedOperation,
+)
+
+__all__ = ["MESSAGE_RULES", "DeadlineExceeded", "FaultBuilder", "map_exception", "retry_after"]
+
+#: builds a BMC fault naming node, driver, operation, address and elapsed
+FaultBuilder = Callable[..., BMCFault]
+
+
+class DeadlineExceeded(Exception):
+    """The call's deadline passed before its next request could be sent."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageRule:
+    """A text that, found in an error reply, decides the fault (before the status)."""
+
+    text: str
+    fault: type[BMCFault]
+    note: str
+
+
+#: Standard Base-registry MessageIds (matched without their version) and vendor
+#: quirks seen in the field. First match wins; each entry says who forced it.
+MESSAGE_RULES: tuple[MessageRule, ...] = (
+    MessageRule(
+        "SYS518",
+        BMCBusy,
+        "Dell iDRAC answers 400 SYS518 while the Lifecycle Controller is still busy "
+        "with a previous operation (sushy retries it itself; we report it).",
+    ),
+    MessageRule(
+        "InvalidOperationForSystemState",
+        BMCBusy,
+        "HPE iLO rejects actions while a previous power or boot change settles. "
+        "iLO also uses it for 'On' on a node already on, which the driver avoids "
+        "by reading the power state before acting.",
+    ),
+    MessageRule(
+        "ServiceTemporarilyUnavailable",
+        BMCBusy,
+        "Base registry: the service is temporarily unavailable.",
+    ),
+    MessageRule("SessionLimitExceeded", BMCBusy, "Base registry: no free session slot."),
+    MessageRule("InsufficientPrivilege", BMCAuthError, "Base registry: the account lacks rights."),
+    MessageRule("ActionNotSupported", UnsupportedOperation, "Base registry."),
+    MessageRule("ActionParameterValueNotInList", UnsupportedOperation, "Base registry."),
+    MessageRule("ActionParameterNotSupported", UnsupportedOperation, "Base registry."),
+    MessageRule("PropertyValueNotInList", UnsupportedOperation, "Base registry."),
+)
+
+_STATUS: dict[int, type[BMCFault]] = {
+    401: BMCAuthError,
+    403: BMCAuthError,
+    405: UnsupportedOperation,
+    429: BMCBusy,
+    500: BMCInternalError,
+    501: UnsupportedOperation,
+    502: BMCInternalError,  # the BMC's web front end could not reach its Redfish service
+    503: BMCBusy,
+    504: BMCTimeout,  # the BMC's web front end gave up waiting on its own backend
+}
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and everything it wraps: ``__cause__``/``__context__``, wrapped
+    ``args`` (requests wraps urllib3) and urllib3's ``reason``."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        todo += [a for a in current.args if isinstance(a, BaseException)]
+        for attr in ("reason", "__cause__", "__context__"):
+            inner = getattr(current, attr, None)
+            if isinstance(inner, BaseException):
+                todo.append(inner)
+
+
+def retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds from an HTTP ``Retry-After`` (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _message_ids(exc: sushy_exc.HTTPError) -> list[str]:
+    info = exc.extended_info if isinstance(exc.extended_info, list) else []
+    ids = [m.get("MessageId") for m in info if isinstance(m, dict)]
+    return [i for i in ids if isinstance(i, str)]
+
+
+def _transport(exc: BaseException, build: FaultBuilder) -> BMCFault | None:
+    """A fault for a failure below HTTP (socket, TLS, framing), if there is one."""
+    found = list(_chain(exc))
+
+    def has(*kinds: type[BaseException]) -> BaseException | None:
+        return next((e for e in found if isinstance(e, kinds)), None)
+
+    if inner := has(requests.exceptions.SSLError, ssl.SSLError, u3.SSLError):
+        return build(BMCUnreachable, f"TLS handshake failed: {_short(inner)}")
+    if has(u3.NameResolutionError):
+        return build(BMCUnreachable, "BMC host name does not resolve")
+    if has(ConnectionRefusedError):
+        return build(BMCUnreachable, "connection refused")
+    # urllib3's NewConnectionError subclasses ConnectTimeoutError: test it first.
+    if inner := has(u3.NewConnectionError):
+        return build(BMCUnreachable, f"could not connect: {_short(inner.__cause__ or inner)}")
+    if has(requests.exceptions.ConnectTimeout, u3.ConnectTimeoutError):
+        return build(BMCUnreachable, "connect timed out")
+    if has(requests.exceptions.ReadTimeout, u3.ReadTimeoutError, TimeoutError):
+        return build(BMCTimeout, "no answer before the deadline (read timeout)")
+    # RemoteDisconnected is also a BadStatusLine: test for it first.
+    if has(http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        return build(BMCTimeout, "connection closed without a response")
+    if inner := has(
+        http.client.HTTPException,
+        requests.exceptions.ChunkedEncodingError,
+        requests.exceptions.ContentDecodingError,
+        u3.ProtocolError,
+    ):
+        return build(BMCProtocolError, f"reply is not valid HTTP: {_short(inner)}")
+    return None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _http(
+    exc: sushy_exc.HTTPError, build: FaultBuilder, *, node: str, system: str | None
+) -> BmaasError:
+    status = exc.status_code or 0
+    ids = _message_ids(exc)
+    response = getattr(exc, "response", None)
+    headers: Any = getattr(response, "headers", None) or {}
+    what = f"HTTP {status}"
+    if exc.detail:
+        what += f": {exc.detail}"
+    extra: dict[str, Any] = {"status": str(status)}
+    haystack = " ".join([*ids, str(exc.code or ""), str(exc.detail or "")])
+    rule = next((r for r in MESSAGE_RULES if r.text in haystack), None)
+    cls = rule.fault if rule else _STATUS.get(status)
+    if cls is None and status == 404:
+        url = getattr(getattr(response, "request", None), "path_url", None) or str(exc)
+        if system and url.rstrip("/").endswith(system.rstrip("/")):
+            return InputError(
+                f"the BMC has no system {system} (HTTP 404)",
+                field="driver_info.redfish_system_id",
+                node=node,
+            )
+        cls = BMCProtocolError
+    if cls is None:
+        return build(UnclassifiedFault, what, **extra)
+    if cls is BMCBusy:
+        extra["retry_after"] = retry_after(headers.get("Retry-After"))
+    if cls is BMCInternalError:
+        extra["message_id"] = ids[0] if ids else exc.code
+    return build(cls, what, **extra)
+
+
+def map_exception(
+    exc: BaseException, build: FaultBuilder, *, node: str, system: str | None = None
+) -> BmaasError:
+    """The bmaas fault for ``exc`` (the caller raises it ``from exc``).
+
+    ``build(cls, message, **kw)`` makes a BMC fault that names the node,
+    operation, address and elapsed time (``BMCDriver.fault``); ``system`` is
+    the configured system path, so a 404 on it reads as bad input.
+    """
+    if isinstance(exc, BmaasError):
+        return exc
+    if isinstance(exc, DeadlineExceeded):
+        return build(BMCTimeout, str(exc) or "deadline passed")
+    if isinstance(exc, json.JSONDecodeError):  # requests' JSONDecodeError is one too
+        return build(BMCProtocolError, f"reply is not valid JSON: {exc.msg} at char {exc.pos}")
+    if isinstance(exc, sushy_exc.MissingXAuthToken):
+        return build(BMCProtocolError, "session created without an X-Auth-Token")
+    if isinstance(exc, sushy_exc.HTTPError):
+        return _http(exc, build, node=node, system=system)
+    if isinstance(exc, sushy_exc.MissingActionError | sushy_exc.InvalidParameterValueError):
+        return build(UnsupportedOperation, str(exc))
+    if isinstance(exc, sushy_exc.MissingAttributeError | sushy_exc.MalformedAttributeError):
+        return build(BMCProtocolError, str(exc))
+    if isinstance(exc, sushy_exc.UnknownDefaultError):
+        return InputError(
+            "is required: the BMC does not have exactly one system",
+            field="driver_info.redfish_system_id",
+            node=node,
+        )
+    fault = _transport(exc, build)
+    if fault is not None:
+        return fault
+    return build(UnclassifiedFault, f"{type(exc).__name__}: {_short(exc)}")

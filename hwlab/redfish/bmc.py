@@ -1,0 +1,181 @@
+"""The state of one emulated Redfish BMC: its machine, credentials, sessions.
+
+A :class:`Bmc` is what one endpoint (one port) serves. The HTTP layer
+(:mod:`hwlab.redfish.server`) authenticates requests against it and counts
+them; the sushy-tools backends (:mod:`hwlab.redfish.app`) read and change the
+machine behind it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hmac
+import itertools
+import secrets
+import threading
+import uuid
+from collections.abc import Sequence
+
+from bmaas.driver import BootDevice, PowerAction
+from bmaas.secrets import Secret
+from fakes.machine import FakeMachine, Hardware
+
+__all__ = ["BOOT_TARGETS", "RESET_ACTIONS", "Bmc", "RequestRecord", "Session"]
+
+#: Redfish ResetType -> what the machine does
+RESET_ACTIONS: dict[str, PowerAction] = {
+    "On": PowerAction.ON,
+    "ForceOn": PowerAction.ON,
+    "ForceOff": PowerAction.OFF,
+    "GracefulShutdown": PowerAction.SOFT_OFF,
+    "ForceRestart": PowerAction.REBOOT,
+    "PowerCycle": PowerAction.REBOOT,
+    "GracefulRestart": PowerAction.SOFT_REBOOT,
+}
+#: the reset types a BMC offers unless told otherwise
+DEFAULT_RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart")
+
+#: Redfish BootSourceOverrideTarget <-> the machine's boot devices
+BOOT_TARGETS: dict[str, BootDevice] = {
+    "Pxe": BootDevice.PXE,
+    "Hdd": BootDevice.DISK,
+    "Cd": BootDevice.CDROM,
+    "BiosSetup": BootDevice.BIOS,
+}
+BOOT_NAMES = {device: name for name, device in BOOT_TARGETS.items()}
+
+# Sessions a BMC keeps before it forgets the oldest (real BMCs refuse instead;
+# forgetting keeps long lab runs with careless clients from wedging).
+MAX_SESSIONS = 64
+# Request records kept per BMC for tests and `hwlab status`; the count is exact.
+RECORDS_KEPT = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    id: str
+    username: str
+    token: Secret = dataclasses.field(repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestRecord:
+    """One HTTP request as the BMC saw it (``status`` None: no answer sent)."""
+
+    method: str
+    path: str
+    operation: str
+    status: int | None
+    effects: tuple[str, ...] = ()
+
+
+class Bmc:
+    """One Redfish BMC serving one system (``system_id``) of one machine."""
+
+    def __init__(
+        self,
+        machine: FakeMachine,
+        *,
+        username: str,
+        password: str | Secret,
+        system_id: str | None = None,
+        reset_types: Sequence[str] | None = None,
+    ) -> None:
+        self.machine = machine
+        self.username = username
+        self.password = Secret(password)
+        self.system_id = system_id or machine.name
+        self.uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"hwlab-redfish:{machine.name}"))
+        types = tuple(reset_types) if reset_types is not None else DEFAULT_RESET_TYPES
+        unknown = [t for t in types if t not in RESET_ACTIONS]
+        if unknown:
+            raise ValueError(f"unknown Redfish reset types: {', '.join(unknown)}")
+        self.reset_types = types
+        self.boot_targets = list(BOOT_TARGETS)
+        self._lock = threading.Lock()
+        self._sessions: dict[str, Session] = {}  # by token
+        self._ids = itertools.count(1)
+        self._requests = 0
+        self._records: collections.deque[RequestRecord] = collections.deque(maxlen=RECORDS_KEPT)
+        #: state of the second virtual media slot (the machine models only the CD)
+        self.floppy: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<Bmc {self.machine.name} system={self.system_id}>"
+
+    # -- what the system template reads --------------------------------------
+
+    @property
+    def hardware(self) -> Hardware:
+        return self.machine.hardware
+
+    @property
+    def boot_enabled(self) -> str:
+        return "Continuous" if self.machine.boot_device().persistent else "Once"
+
+    @property
+    def boot_progress(self) -> str:
+        return self.machine.boot_progress()
+
+    # -- credentials and sessions ----------------------------------------------
+
+    def check_password(self, username: str, password: str) -> bool:
+        """Constant-time comparison, as a BMC should do."""
+        same_user = hmac.compare_digest(username.encode(), self.username.encode())
+        same_pass = hmac.compare_digest(password.encode(), self.password.reveal_bytes())
+        return same_user and same_pass
+
+    def open_session(self, username: str) -> Session:
+        session = Session(
+            id=f"{next(self._ids)}", username=username, token=Secret(secrets.token_urlsafe(24))
+        )
+        with self._lock:
+            self._sessions[session.token.reveal()] = session
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.pop(next(iter(self._sessions)))
+        return session
+
+    def session_for(self, token: str) -> Session | None:
+        with self._lock:
+            return self._sessions.get(token)
+
+    def session_by_id(self, session_id: str) -> Session | None:
+        with self._lock:
+            return next((s for s in self._sessions.values() if s.id == session_id), None)
+
+    def close_session(self, session_id: str) -> bool:
+        with self._lock:
+            for token, session in list(self._sessions.items()):
+                if session.id == session_id:
+                    del self._sessions[token]
+                    return True
+        return False
+
+    def sessions(self) -> list[Session]:
+        with self._lock:
+            return list(self._sessions.values())
+
+    def forget_sessions(self) -> None:
+        """Every session expires at once (session expiry, or the BMC rebooted)."""
+        with self._lock:
+            self._sessions.clear()
+
+    # -- bookkeeping -----------------------------------------------------------
+
+    def count_request(self) -> None:
+        with self._lock:
+            self._requests += 1
+
+    def record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return self._requests
+
+    def records(self) -> list[RequestRecord]:
+        with self._lock:
+            return list(self._records)

@@ -1,0 +1,410 @@
+"""Many emulated Redfish BMCs in one process, each on its own port.
+
+Like a rack of real servers, each machine gets its own BMC endpoint on
+127.0.0.1 serving one system. One asyncio event loop (one thread) accepts on
+every endpoint's listening socket and serves requests through sushy-tools'
+Flask application, telling it which BMC is answering by the port the request
+arrived on. A hang or a delay is a suspended coroutine, so one misbehaving BMC
+never stalls its neighbours, and hundreds of endpoints cost a socket and a few
+kilobytes each, not a thread.
+
+Every request is evaluated against its machine's fault plan first; wire and
+BMC effects are carried out on the socket and hardware effects are passed to
+the machine (:mod:`hwlab.redfish.answer`). ``bmc_reboot`` closes the
+endpoint's listening socket (clients get "connection refused") until the
+machine's BMC is back, whoever rebooted it: the IPMI emulator shares the
+machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import functools
+import logging
+import pathlib
+import shutil
+import socket
+import ssl
+import tempfile
+import threading
+import weakref
+from collections.abc import Coroutine, Sequence
+from typing import Any, Self, TypeVar
+
+from bmaas.secrets import Secret
+from fakes.machine import FakeMachine
+from hwlab.redfish import effects, minihttp
+from hwlab.redfish.answer import answer
+from hwlab.redfish.bmc import Bmc, RequestRecord
+from hwlab.redfish.tls import LabCertificate, make_certificate
+
+__all__ = ["RedfishServer"]
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: how often the server checks for BMCs rebooted behind its back (by IPMI)
+SWEEP_INTERVAL = 0.1
+#: how long start/stop/add wait for the event loop before giving up
+CONTROL_TIMEOUT = 10.0
+#: a client that opens a TLS connection and says nothing is dropped after this
+TLS_HANDSHAKE_TIMEOUT = 10.0
+
+
+@dataclasses.dataclass(eq=False)
+class _Connection:
+    writer: asyncio.StreamWriter
+    task: asyncio.Task[Any]
+    #: the socket's own transport (under TLS, once the handshake started)
+    raw: asyncio.BaseTransport
+    secured: bool
+
+    def cut(self) -> None:
+        """Drop the connection now, without a goodbye."""
+        if self.secured:
+            self.writer.transport.abort()
+        else:
+            # Aborting a transport in the middle of start_tls makes CPython
+            # 3.11's StreamWriter.start_tls fail with AttributeError and leak
+            # the socket; cancelling the handshake closes it cleanly.
+            self.task.cancel()
+
+
+@dataclasses.dataclass(eq=False)
+class _Endpoint:
+    bmc: Bmc
+    port: int
+    sock: socket.socket | None  # bound, not yet handed to the loop
+    server: asyncio.Server | None = None
+    connections: set[_Connection] = dataclasses.field(default_factory=set)
+    #: taken down for a BMC reboot: listen again once the machine's BMC is back
+    rebooting: bool = False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # A port must be re-bindable right after a bmc_reboot window.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+class RedfishServer:
+    """Emulated Redfish BMCs over :class:`~fakes.machine.FakeMachine`.
+
+    ``add`` a machine (before or after ``start``) to give it an endpoint;
+    ``stop`` (idempotent) closes every socket and ends the loop thread.
+    With ``tls=True`` a fresh CA signs the endpoints' certificate: point
+    clients at :attr:`ca_path`.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", tls: bool = False) -> None:
+        self.host = host
+        self.tls = tls
+        self._endpoints: dict[int, _Endpoint] = {}
+        self._ports: dict[str, int] = {}  # machine name -> port
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tls_dir: pathlib.Path | None = None
+        self._cert: LabCertificate | None = None
+        self._ssl: ssl.SSLContext | None = None
+        self._stopping = False
+        self._raw: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
+
+    def __repr__(self) -> str:
+        state = "running" if self._thread else "stopped"
+        return f"<RedfishServer {self.host} {len(self._endpoints)} BMCs {state}>"
+
+    # -- public surface --------------------------------------------------------
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
+    def ca_path(self) -> str | None:
+        """The CA bundle that verifies this server's endpoints (TLS only)."""
+        self._ensure_tls()
+        return str(self._cert.ca_path) if self._cert else None
+
+    def url(self, endpoint: int | str) -> str:
+        """``scheme://host:port`` of an endpoint (by port or machine name)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self._endpoint(endpoint).port}"
+
+    @property
+    def endpoints(self) -> dict[str, int]:
+        """Machine name -> port."""
+        with self._lock:
+            return dict(self._ports)
+
+    def bmc(self, endpoint: int | str) -> Bmc:
+        return self._endpoint(endpoint).bmc
+
+    def request_count(self, endpoint: int | str) -> int:
+        """HTTP requests this endpoint has read (answered or not)."""
+        return self._endpoint(endpoint).bmc.request_count
+
+    def requests(self, endpoint: int | str) -> list[RequestRecord]:
+        """The latest requests this endpoint has read, oldest first."""
+        return self._endpoint(endpoint).bmc.records()
+
+    def add(
+        self,
+        machine: FakeMachine,
+        *,
+        username: str,
+        password: str | Secret,
+        port: int = 0,
+        system_id: str | None = None,
+        reset_types: Sequence[str] | None = None,
+    ) -> int:
+        """Give ``machine`` a BMC endpoint; returns the port it listens on.
+
+        ``system_id`` names the system in URLs (default: the machine's name);
+        ``reset_types`` limits the ResetType values the system allows.
+        """
+        bmc = Bmc(
+            machine,
+            username=username,
+            password=password,
+            system_id=system_id,
+            reset_types=reset_types,
+        )
+        with self._lock:
+            if machine.name in self._ports:
+                raise ValueError(f"machine {machine.name!r} already has a Redfish endpoint")
+        sock = _bind(self.host, port)
+        endpoint = _Endpoint(bmc, sock.getsockname()[1], sock)
+        with self._lock:
+            self._endpoints[endpoint.port] = endpoint
+            self._ports[machine.name] = endpoint.port
+            loop = self._loop
+        if loop is not None:
+            self._run(self._listen(endpoint))
+        return endpoint.port
+
+    def start(self) -> Self:
+        with self._lock:
+            if self._thread is not None:
+                return self
+            self._ensure_tls()
+            loop = asyncio.new_event_loop()
+            loop.set_exception_handler(_quiet_exception_handler)
+            ready = threading.Event()
+            thread = threading.Thread(
+                target=self._loop_main, args=(loop, ready), name="hwlab-redfish", daemon=True
+            )
+            thread.start()
+            ready.wait(CONTROL_TIMEOUT)
+            self._loop, self._thread, self._stopping = loop, thread, False
+        self._run(self._open())
+        LOG.info("Redfish BMCs listening: %d endpoints on %s", len(self._endpoints), self.host)
+        return self
+
+    def stop(self) -> None:
+        """Close every socket and end the loop thread. Safe to call twice."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(self._close(), loop).result(CONTROL_TIMEOUT)
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(CONTROL_TIMEOUT)
+        for endpoint in self._endpoints.values():
+            if endpoint.sock is not None:
+                endpoint.sock.close()
+                endpoint.sock = None
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
+            self._tls_dir = self._cert = self._ssl = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- plumbing --------------------------------------------------------------
+
+    def _endpoint(self, key: int | str) -> _Endpoint:
+        with self._lock:
+            port = self._ports.get(key, key) if isinstance(key, str) else key
+            found = self._endpoints.get(port)  # type: ignore[arg-type]
+        if found is None:
+            raise KeyError(f"no Redfish endpoint {key!r}")
+        return found
+
+    def _ensure_tls(self) -> None:
+        if self.tls and self._ssl is None:
+            self._tls_dir = pathlib.Path(tempfile.mkdtemp(prefix="hwlab-redfish-tls-"))
+            self._cert = make_certificate(self._tls_dir)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_cert_chain(self._cert.cert_path, self._cert.key_path)
+            self._ssl = context
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._loop
+        if loop is None:
+            coro.close()
+            raise RuntimeError("the Redfish server is not running")
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
+        return future.result(CONTROL_TIMEOUT)
+
+    @staticmethod
+    def _loop_main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    async def _open(self) -> None:
+        for endpoint in list(self._endpoints.values()):
+            if endpoint.server is None:
+                await self._listen(endpoint)
+        self._spawn(self._sweep())
+
+    async def _close(self) -> None:
+        self._stopping = True  # from here on, nothing listens again
+        for endpoint in self._endpoints.values():
+            self._take_down(endpoint, reboot=False)
+        # Connections accepted a moment ago may not have reached _connection
+        # yet (asyncio sets them up in tasks of its own): cancel every task.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # A TLS connection closed gracefully waits for the client's close_notify
+        # with no task of ours behind it: cut what is still open underneath.
+        for raw in list(self._raw):
+            if not raw.is_closing():
+                raw.abort()
+        for _ in range(2):
+            await asyncio.sleep(0)  # aborted transports close their sockets on the next turn
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _listen(self, endpoint: _Endpoint) -> None:
+        if endpoint.sock is None:
+            endpoint.sock = _bind(self.host, endpoint.port)
+        sock, endpoint.sock = endpoint.sock, None
+        # TLS is started per connection (below), not here: a connection still
+        # in its handshake would otherwise be invisible to stop() and leak.
+        try:
+            endpoint.server = await asyncio.start_server(
+                functools.partial(self._connection, endpoint), sock=sock, limit=minihttp.MAX_HEAD
+            )
+        except BaseException:
+            sock.close()
+            raise
+
+    def _take_down(self, endpoint: _Endpoint, *, reboot: bool = True) -> None:
+        """Stop listening and cut every connection: the BMC is gone (for now)."""
+        endpoint.rebooting = reboot
+        if endpoint.server is not None:
+            endpoint.server.close()
+            endpoint.server = None
+        for connection in list(endpoint.connections):
+            connection.cut()
+        if reboot:
+            endpoint.bmc.forget_sessions()
+
+    async def _sweep(self) -> None:
+        """Follow each machine's BMC reboot windows, whoever started them."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            for endpoint in list(self._endpoints.values()):
+                if self._stopping:
+                    return
+                down = endpoint.bmc.machine.bmc_down()
+                if down and endpoint.server is not None:
+                    LOG.info("%s: BMC rebooting, port %d refuses", endpoint.bmc, endpoint.port)
+                    self._take_down(endpoint)
+                elif not down and endpoint.rebooting:
+                    try:
+                        await self._listen(endpoint)
+                    except OSError as exc:  # someone took the port meanwhile: try again
+                        LOG.warning("%s: cannot listen again: %s", endpoint.bmc, exc)
+                    else:
+                        endpoint.rebooting = False
+                        LOG.info("%s: BMC back on port %d", endpoint.bmc, endpoint.port)
+
+    # -- one connection ----------------------------------------------------------
+
+    async def _connection(
+        self, endpoint: _Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if self._stopping or endpoint.bmc.machine.bmc_down():
+            writer.transport.abort()  # accepted in the instant before the port closed
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        connection = _Connection(writer, task, writer.transport, secured=self._ssl is None)
+        self._tasks.add(task)
+        self._raw.add(connection.raw)
+        endpoint.connections.add(connection)
+        try:
+            if self._ssl is not None:
+                await writer.start_tls(self._ssl, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+                connection.secured = True
+            while True:
+                try:
+                    request = await minihttp.read_request(reader)
+                except minihttp.HttpError as exc:
+                    response = effects.bad_request(exc.status, str(exc))
+                    await minihttp.write_response(writer, response, keep_alive=False)
+                    break
+                if request is None:
+                    break
+                if not await answer(
+                    endpoint.bmc,
+                    request,
+                    reader,
+                    writer,
+                    server=(self.host, endpoint.port),
+                    scheme=self.scheme,
+                    reboot=functools.partial(self._take_down, endpoint),
+                ):
+                    break
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass  # the client went away; nothing to answer
+        except asyncio.CancelledError:
+            # stop() or a BMC reboot cut the connection. Ending normally matters:
+            # asyncio (3.11) logs a cancelled client_connected_cb as an error.
+            pass
+        finally:
+            endpoint.connections.discard(connection)
+            self._tasks.discard(task)
+            if connection.secured:
+                writer.close()
+
+
+def _quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Clients that vanish mid-handshake are routine in a fault lab: log, don't shout."""
+    exc = context.get("exception")
+    if isinstance(exc, ConnectionError | ssl.SSLError | OSError):
+        LOG.debug("connection error: %s", context.get("message"))
+        return
+    loop.default_exception_handler(context)

@@ -1,0 +1,117 @@
+"""A throwaway certificate authority and server certificate for lab BMCs.
+
+Clients verify the lab's BMCs the way they should verify real ones: against a
+CA bundle (``redfish_verify_ca: <ca.pem>``), not with verification turned off.
+The CA signs one certificate for ``127.0.0.1``, ``::1`` and ``localhost``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import ipaddress
+import os
+import pathlib
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+__all__ = ["LabCertificate", "make_certificate"]
+
+#: long enough for any lab run, short enough that a leaked file is soon worthless
+VALIDITY = datetime.timedelta(days=7)
+
+
+@dataclasses.dataclass(frozen=True)
+class LabCertificate:
+    ca_path: pathlib.Path
+    cert_path: pathlib.Path
+    key_path: pathlib.Path
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "hwlab"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def make_certificate(directory: pathlib.Path) -> LabCertificate:
+    """Write ``ca.pem``, ``server.pem`` and ``server.key`` (mode 0600) into ``directory``."""
+    now = datetime.datetime.now(datetime.UTC)
+    start, end = now - datetime.timedelta(minutes=5), now + VALIDITY
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("hwlab lab CA")
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("::1")),
+    ]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("hwlab BMC"))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    directory.mkdir(parents=True, exist_ok=True)
+    out = LabCertificate(directory / "ca.pem", directory / "server.pem", directory / "server.key")
+    out.ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    out.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    fd = os.open(out.key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+    return out

@@ -1,0 +1,94 @@
+"""Fixtures for the Redfish lab tests: one emulated BMC per test, short deadlines.
+
+A module shares one :class:`RedfishServer` (one event-loop thread); each test
+adds its own machine, so its endpoint's request count starts at zero.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from bmaas.clock import ClockFn
+from bmaas.driver_info import DriverInfo
+from bmaas.faults import BmaasError
+from drivers.redfish import RedfishDriver
+from fakes.faults import FaultRule
+from fakes.machine import FakeMachine, Hardware
+from hwlab.redfish import RedfishServer
+
+#: quick transitions, so power changes land in well under a second
+HARDWARE = Hardware(power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5)
+USERNAME = "lab-admin"
+PASSWORD = "Lab-Passw0rd-7b1e"
+#: the per-call deadline in lab tests
+DEADLINE = 1.0
+#: how much later than its deadline a failing call may return
+SLACK = 1.0
+
+_names = itertools.count(1)
+
+
+def driver_for(server: RedfishServer, port: int, **info: Any) -> RedfishDriver:
+    raw: dict[str, Any] = {
+        "redfish_address": server.url(port),
+        "redfish_username": USERNAME,
+        "redfish_password": PASSWORD,
+        **info,
+    }
+    if server.tls and "redfish_verify_ca" not in info:
+        raw["redfish_verify_ca"] = server.ca_path
+    parsed = DriverInfo.parse(raw, required=RedfishDriver.required_info)
+    driver = RedfishDriver(f"node-{port}", parsed, deadline=DEADLINE)
+    driver.poll_interval = 0.02
+    return driver
+
+
+@dataclasses.dataclass
+class Lab:
+    """One machine behind one emulated BMC, and a warmed-up driver for it."""
+
+    server: RedfishServer
+    machine: FakeMachine
+    port: int
+    driver: RedfishDriver
+
+    @property
+    def requests(self) -> int:
+        return self.server.request_count(self.port)
+
+    def rule(self, **rule: Any) -> None:
+        self.machine.plan.add(FaultRule.from_dict(rule))
+
+    def fails(self, call: Callable[[], object]) -> tuple[BmaasError, float, int]:
+        """Run a call that must fail: the fault, seconds taken, requests the BMC read."""
+        before = self.requests
+        start = time.monotonic()
+        with pytest.raises(BmaasError) as info:
+            call()
+        return info.value, time.monotonic() - start, self.requests - before
+
+    def succeeds(self, call: Callable[[], Any]) -> tuple[Any, int]:
+        before = self.requests
+        return call(), self.requests - before
+
+
+@contextlib.contextmanager
+def lab_bmc(
+    server: RedfishServer, *, warm: bool = True, clock: ClockFn | None = None, **info: Any
+) -> Iterator[Lab]:
+    machine = FakeMachine(f"rf{next(_names)}", HARDWARE, clock=clock)
+    port = server.add(machine, username=USERNAME, password=PASSWORD)
+    driver = driver_for(server, port, **info)
+    try:
+        if warm:
+            driver.probe()  # connected and logged in: the calls under test are steady-state
+        yield Lab(server, machine, port, driver)
+    finally:
+        driver.close()

@@ -1,0 +1,55 @@
+"""CI runs the fault matrix and the main job; any mismatch, unclassified
+fault or leak fails the build."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from hwlab.matrix import EXPECTED, SCENARIOS
+
+pytestmark = pytest.mark.lab
+
+
+def _run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("hwlab") or pytest.fail("hwlab is not installed")
+    return subprocess.run(
+        [exe, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_fault_matrix_is_all_pass_with_nothing_unclassified() -> None:
+    result = _run("matrix", "--json", timeout=300)
+    report = json.loads(result.stdout)
+    failures = [r for r in report["results"] if not r["passed"]]
+    assert failures == [], failures
+    assert report["unclassified"] == 0
+    assert result.returncode == 0
+    seen = {(r["scenario"], r["protocol"]) for r in report["results"]}
+    assert seen == {(s.name, p) for s in SCENARIOS for p in ("ipmi", "redfish")}
+    assert set(EXPECTED) == {s.name for s in SCENARIOS}
+
+
+def test_matrix_rejects_unknown_scenarios() -> None:
+    result = _run("matrix", "--only", "nope", timeout=60)
+    assert result.returncode == 2
+    assert "unknown scenario(s): nope" in result.stderr
+
+
+def test_demo_deploys_on_a_flaky_lab_and_leaks_nothing() -> None:
+    result = _run("demo", "--nodes", "10", "--requests", "6", "--json", timeout=400)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["clean"] is True
+    assert summary["leaked_allocations"] == 0
+    assert summary["leaked_ports"] == 0
+    assert summary["leaked_after_undeploy"] == 0
+    assert summary["succeeded"] + summary["failed"] == 6
+    # 10 nodes, profile flaky,dead-bmc,brownout: far more healthy nodes than
+    # requests, so every request must get one
+    assert summary["succeeded"] == 6
+    assert summary["attempts"] >= 6
+    assert "hwlab-password" not in result.stdout + result.stderr

@@ -1,0 +1,35 @@
+"""``auth_fail``'s ``scope`` parameter: credentials rejected, or a session that expires."""
+
+from __future__ import annotations
+
+import pytest
+
+from bmaas.driver import PowerState
+from bmaas.faults import BMCAuthError, InputError
+from fakes.clock import FakeClock
+from fakes.faults import FaultRule
+from fakes.fleet import FakeFleet
+
+
+def test_scope_defaults_to_credentials_and_is_omitted() -> None:
+    rule = FaultRule.from_dict({"effect": "auth_fail"})
+    assert "scope" not in rule.params  # old plans read and print as before
+    assert FaultRule.from_dict({"effect": "auth_fail", "scope": "session"}).params == {
+        "scope": "session"
+    }
+
+
+def test_unknown_scope_is_named() -> None:
+    with pytest.raises(InputError) as info:
+        FaultRule.from_dict({"effect": "auth_fail", "scope": "token"}, source="lab.yaml")
+    assert info.value.field == "rule.scope"
+    assert "credentials, session" in str(info.value)
+
+
+def test_fake_driver_renews_an_expired_session_like_a_real_driver() -> None:
+    fleet = FakeFleet(clock=FakeClock())
+    fleet.add("n1", rules=[{"effect": "auth_fail", "scope": "session", "operation": "power.get"}])
+    fleet.add("n2", rules=[{"effect": "auth_fail", "operation": "power.get"}])
+    assert fleet.driver("n1").get_power_state() is PowerState.OFF
+    with pytest.raises(BMCAuthError):
+        fleet.driver("n2").get_power_state()
