@@ -12,17 +12,20 @@ on bmaas can write::
 
 ``hwlab_lab(...)`` takes the options of ``hwlab up`` (``nodes``,
 ``protocols``, ``profile``, ``seed``, ``lab_file``, ``redfish_tls``) and
-returns a started :class:`hwlab.lab.Lab` whose inventory is already written
+``hardware`` (a :class:`fakes.Hardware`, e.g. with quick power transitions)
+and returns a started :class:`hwlab.lab.Lab` whose inventory is already written
 at ``lab.inventory_path``. Every lab a test starts is stopped after it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from fakes.machine import Hardware
 from hwlab.daemon import LabOptions, build_spec
 from hwlab.lab import Lab
 
@@ -42,6 +45,7 @@ def hwlab_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
         seed: int | str = 0,
         lab_file: str | None = None,
         redfish_tls: bool = False,
+        hardware: Hardware | None = None,
         timeout: float = 60.0,
         **lab_kw: Any,
     ) -> Lab:
@@ -53,7 +57,12 @@ def hwlab_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
             seed=seed,
             redfish_tls=redfish_tls,
         )
-        lab = Lab(build_spec(options), tmp_path_factory.mktemp("hwlab"), **lab_kw)
+        spec = build_spec(options)
+        if hardware is not None:  # e.g. quick power transitions for a fast test
+            spec = dataclasses.replace(
+                spec, nodes=tuple(dataclasses.replace(n, hardware=hardware) for n in spec.nodes)
+            )
+        lab = Lab(spec, tmp_path_factory.mktemp("hwlab"), **lab_kw)
         started.append(lab)
         lab.start(timeout=timeout)
         return lab

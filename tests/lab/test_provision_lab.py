@@ -1,0 +1,154 @@
+"""Provisioning against emulated BMCs (IPMI and Redfish) misbehaving by
+profile: requests land, faults are typed, nothing leaks, and a client killed
+mid-deploy leaves nothing a later run does not reclaim."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bmaas import inventory
+from bmaas.deploy import DeploySettings
+from bmaas.faults import ProvisionFailed
+from bmaas.ops import driver_factory
+from bmaas.provision import Provisioned, Provisioner, Request
+from bmaas.retry import RetryPolicy
+from bmaas.store import Store
+from fakes.machine import Hardware
+from hwlab import profiles
+from hwlab.demo import leaks
+from hwlab.lab import Lab
+
+pytestmark = pytest.mark.lab
+
+QUICK = Hardware(power_on_time=0.3, power_off_time=0.2, soft_off_time=0.3, os_boot_time=0.6)
+SETTINGS = DeploySettings(
+    power_timeout=4, settle=0.6, boot_timeout=8, poll_interval=0.2, deadline=30
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(str(tmp_path / "bmaas.db"))
+    yield s
+    s.close()
+
+
+def _provisioner(store: Store, **kw: object) -> Provisioner:
+    options: dict[str, object] = {
+        "driver_factory": driver_factory(deadline=0.5),
+        "policy": RetryPolicy(deadline=6.0),
+        "settings": SETTINGS,
+        "deadline": 60.0,
+        **kw,
+    }
+    return Provisioner(store, **options)  # type: ignore[arg-type]
+
+
+def _enrolled(hwlab_lab: Callable[..., Lab], store: Store, **lab_kw: object) -> Lab:
+    lab = hwlab_lab(protocols="mixed", hardware=QUICK, **lab_kw)
+    inventory.enroll(store, inventory.load(lab.inventory_path))
+    return lab
+
+
+def _assert_typed(results: list[Provisioned | ProvisionFailed]) -> None:
+    for result in results:
+        assert all(a.fault_class != "UnclassifiedFault" for a in result.attempts), result
+
+
+@pytest.mark.parametrize("profile", sorted(profiles.PROFILES))
+def test_deploys_on_every_profile_leak_nothing(
+    hwlab_lab: Callable[..., Lab], store: Store, profile: str
+) -> None:
+    _enrolled(hwlab_lab, store, nodes=8, profile=profile, seed=21)
+    with _provisioner(store) as p:
+        results = p.provision_many([Request(f"r{i}", network="lab") for i in range(3)], workers=3)
+        assert leaks(store) == (0, 0)
+        done = [r for r in results if isinstance(r, Provisioned)]
+        assert done, results
+        assert len({r.node for r in done}) == len(done)
+        _assert_typed(results)
+        for r in done:
+            p.undeploy(r.instance)
+    assert store.allocations() == []
+    assert [p for p in store.ports() if p.created_by == "bmaas"] == []
+
+
+def test_flaky_rack_every_request_with_a_healthy_candidate_succeeds(
+    hwlab_lab: Callable[..., Lab], store: Store
+) -> None:
+    _enrolled(hwlab_lab, store, nodes=10, profile="flaky,dead-bmc,brownout", seed=7)
+    with _provisioner(store) as p:
+        results = p.provision_many([Request(f"r{i}", network="lab") for i in range(5)], workers=5)
+    failed = [r for r in results if isinstance(r, ProvisionFailed)]
+    assert failed == []
+    assert leaks(store) == (0, 0)
+    _assert_typed(results)
+
+
+_KILLED_CLIENT = textwrap.dedent(
+    """
+    import sys
+    from bmaas.deploy import DeploySettings
+    from bmaas.ops import driver_factory
+    from bmaas.provision import Provisioner, Request
+    from bmaas.retry import RetryPolicy
+    from bmaas.store import Store
+
+    store = Store.open(sys.argv[1])
+    p = Provisioner(store, driver_factory=driver_factory(deadline=0.5), lease_ttl=2.0,
+                    policy=RetryPolicy(deadline=5.0),
+                    settings=DeploySettings(power_timeout=120, settle=0.5, deadline=300))
+    p.provision(Request("doomed", network="lab"), candidates=[sys.argv[2]])
+    """
+)
+
+
+def test_sigkill_mid_deploy_then_a_fresh_run_reclaims_everything(
+    hwlab_lab: Callable[..., Lab], store: Store, tmp_path: Path
+) -> None:
+    lab = _enrolled(hwlab_lab, store, nodes=2, seed=1)
+    node = "node-001"
+    # The power-on takes a minute: the client is certainly mid-deploy when killed.
+    lab.add_faults(node, [{"effect": "slow_power", "seconds": 60, "operation": "power.set"}])
+    db = str(tmp_path / "bmaas.db")
+    client = subprocess.Popen([sys.executable, "-c", _KILLED_CLIENT, db, node])
+    try:
+        deadline = time.monotonic() + 30
+        while store.node(node).owner_id is None:
+            assert client.poll() is None, "the client ended before it claimed the node"
+            assert time.monotonic() < deadline, "the client never claimed the node"
+            time.sleep(0.1)
+        time.sleep(0.5)  # inside the deploy, ports bound, waiting for power
+        assert [p.node for p in store.ports()] == [node]
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait(10)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait(10)
+    held = store.node(node)
+    assert held.owner_id is not None  # nobody knows yet that the client died
+    assert held.provision_state == "deploying"
+    time.sleep(2.5)  # its 2 s lease runs out
+    lab.clear_faults(node)
+    # The dead client's 60 s power-on is still under way in the hardware;
+    # reset it, as a person at the rack would, before deploying again.
+    lab.power(node, "off")
+    with _provisioner(store) as fresh:
+        assert [r.nodes for r in fresh.reclaimed] == [[node]]
+        node_now = store.node(node)
+        assert node_now.owner_id is None
+        assert node_now.provision_state == "available"
+        assert store.owners() == []
+        assert store.ports() == []
+        again = fresh.provision(Request("again", network="lab"), candidates=[node])
+    assert again.node == node
