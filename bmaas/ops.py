@@ -8,7 +8,10 @@ BMCs only; results come back to the calling thread (``on_result``), which is
 where the store is written, so database transactions never wait on a BMC.
 
 Each call is bounded by the driver's deadline, so a sweep of N nodes over W
-workers ends within about ``ceil(N / W) * deadline``.
+workers ends within about ``ceil(N / W) * deadline``. A caller that must answer
+by a fixed time (``bmaas status check``) passes ``until``: the sweep returns
+then, whatever is still running, and the nodes it did not hear from are
+timeouts.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from bmaas import credentials, registry
 from bmaas.driver import DEFAULT_DEADLINE, BMCDriver
-from bmaas.faults import BmaasError, UnclassifiedFault
+from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
 from bmaas.store.records import NodeRecord
 
 __all__ = [
@@ -37,6 +40,9 @@ LOG = logging.getLogger(__name__)
 
 #: worker threads when the caller does not say; BMC calls mostly wait on the network
 DEFAULT_WORKERS = 32
+#: seconds between looks at the caller's clock while waiting for ``until``: the
+#: injected clock (a test's FakeClock) decides when time is up, not the wait
+UNTIL_POLL = 0.1
 
 T = TypeVar("T")
 #: builds the driver for one node record (the seam tests replace)
@@ -52,6 +58,8 @@ class NodeResult(Generic[T]):
     value: T | None = None
     error: BmaasError | None = None
     elapsed: float = 0.0
+    #: False when ``until`` came before a worker was free to start this node
+    started: bool = True
 
     @property
     def ok(self) -> bool:
@@ -136,6 +144,7 @@ def run_on_nodes(
     workers: int = DEFAULT_WORKERS,
     on_result: Callable[[NodeResult[T]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    until: float | None = None,
 ) -> list[NodeResult[T]]:
     """Run ``operation(driver)`` for every node, at most ``workers`` at once.
 
@@ -143,24 +152,61 @@ def run_on_nodes(
     runs in the calling thread as each node finishes (progress, store writes).
     Ctrl-C cancels the nodes not yet started and waits for the running ones,
     which are bounded by their deadline.
+
+    ``until`` (a time on ``clock``) is when the caller stops waiting: nodes
+    not finished by then get a ``BMCTimeout`` (``started=False`` for the ones
+    no worker reached), nodes not started are cancelled, and the call returns
+    without waiting for the running ones. Those end on their own deadline, so
+    an operation that must not outlive ``until`` bounds its calls by it.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
     results: dict[str, NodeResult[T]] = {}
     if not records:
         return []
+    begun = clock()
+    started: set[str] = set()
+
+    def one(record: NodeRecord) -> NodeResult[T]:
+        started.add(record.name)
+        return _run_one(record, operation, factory, clock)
+
     pool = concurrent.futures.ThreadPoolExecutor(
         max_workers=min(workers, len(records)), thread_name_prefix="bmaas-node"
     )
+    cut_off = False
     try:
-        futures = {
-            pool.submit(_run_one, record, operation, factory, clock): record for record in records
-        }
-        for future in concurrent.futures.as_completed(futures):
-            result = future.result()
-            results[result.node] = result
-            if on_result is not None:
-                on_result(result)
+        pending = {pool.submit(one, record) for record in records}
+        while pending:
+            timeout = None
+            if until is not None:
+                left = until - clock()
+                if left <= 0:
+                    cut_off = True
+                    break
+                timeout = min(left, UNTIL_POLL)
+            done, pending = concurrent.futures.wait(
+                pending, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in done:
+                result = future.result()
+                results[result.node] = result
+                if on_result is not None:
+                    on_result(result)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=not cut_off, cancel_futures=True)
+    for record in records:
+        if record.name not in results:
+            results[record.name] = _cut_off(record, record.name in started, clock() - begun)
     return [results[record.name] for record in records]
+
+
+def _cut_off(record: NodeRecord, started: bool, elapsed: float) -> NodeResult[Any]:
+    """The result of a node ``until`` came before: its outcome is unknown."""
+    why = (
+        "did not finish before the overall deadline"
+        if started
+        else "not started before the overall deadline (every worker was busy)"
+    )
+    fault = BMCTimeout(why, node=record.name, driver=record.driver, elapsed=elapsed)
+    return NodeResult(record.name, record.driver, error=fault, elapsed=elapsed, started=started)

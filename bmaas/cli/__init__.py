@@ -1,7 +1,7 @@
 """``bmaas``: the operator's command line.
 
-One module per command group (``nodes``, ``power``, ``maintenance``); this
-one builds the root group. The database is ``--db`` (a path or SQLAlchemy
+One module per command group (``nodes``, ``power``, ``maintenance``,
+``status``); this one builds the root group. The database is ``--db`` (a path or SQLAlchemy
 URL), else ``BMAAS_DB``, else a per-user SQLite file.
 
 Exit codes, for every command: 0 success; 1 the command ran but some nodes
@@ -21,6 +21,7 @@ from bmaas.cli.deploy import deploy, instance, move, undeploy
 from bmaas.cli.maintenance import maintenance, sync
 from bmaas.cli.nodes import db, enroll, node
 from bmaas.cli.power import boot_device, power, vmedia
+from bmaas.cli.status import status
 from bmaas.cliutil import BmaasGroup, common_options, emit_json, run, setup_logging
 from bmaas.registry import available_drivers
 
@@ -72,6 +73,7 @@ for command in (
     undeploy,
     move,
     instance,
+    status,
 ):
     cli.add_command(command)
 

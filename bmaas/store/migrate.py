@@ -15,8 +15,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 
-__all__ = ["MIGRATIONS", "current_revision", "head_revision", "run_upgrade"]
+__all__ = ["MIGRATIONS", "current_revision", "head_revision", "known_revision", "run_upgrade"]
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -34,6 +35,15 @@ def head_revision() -> str:
     head = ScriptDirectory.from_config(_config()).get_current_head()
     assert head is not None, "bmaas ships at least one migration"
     return head
+
+
+def known_revision(revision: str) -> bool:
+    """Whether this bmaas ships ``revision``; a database at an unknown one was
+    migrated by a newer bmaas, and ``bmaas db upgrade`` cannot help."""
+    try:
+        return ScriptDirectory.from_config(_config()).get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 def current_revision(connection: sa.Connection) -> str | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from bmaas.driver import BMCDriver, PowerState
-from bmaas.faults import BMCAuthError, InputError, UnclassifiedFault
+from bmaas.faults import BMCAuthError, BMCTimeout, InputError, UnclassifiedFault
 from bmaas.ops import NodeResult, driver_factory, run_on_nodes
 from bmaas.store import NodeRecord, Store
 from fakes.clock import FakeClock
@@ -115,3 +115,73 @@ def test_workers_must_be_positive(store: Store) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         run_on_nodes([], lambda d: None, factory=driver_factory(), workers=0)
     assert run_on_nodes([], lambda d: None, factory=driver_factory()) == []
+
+
+class Blocking:
+    """A driver whose call never returns until released: a BMC that swallowed
+    the request, with no deadline of its own. It moves the caller's clock
+    first, as the world does while a call hangs."""
+
+    def __init__(self, node: str, clock: FakeClock, release: threading.Event) -> None:
+        self.node = node
+        self._clock = clock
+        self._release = release
+
+    def get_power_state(self) -> PowerState:
+        self._clock.advance(60)
+        self._release.wait(timeout=10)
+        return PowerState.ON
+
+    def close(self) -> None:
+        pass
+
+
+def test_until_returns_on_time_and_says_which_nodes_never_finished(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(3)
+    clock = fleet.clock
+    release = threading.Event()
+
+    def factory(record: NodeRecord) -> BMCDriver:
+        if record.name == "n01":
+            return Blocking("n01", clock, release)  # type: ignore[return-value]
+        return fleet.driver(record.name)
+
+    try:
+        results = run_on_nodes(
+            store.nodes(),
+            lambda d: d.get_power_state(),
+            factory=factory,
+            workers=1,
+            clock=clock.monotonic,
+            until=clock.monotonic() + 30,
+        )
+    finally:
+        release.set()
+    hung, queued, last = results
+    assert isinstance(hung.error, BMCTimeout)
+    assert hung.started
+    assert "did not finish before the overall deadline" in str(hung.error)
+    # One worker, stuck on n01: the others were never started, and are timeouts too.
+    for result in (queued, last):
+        assert isinstance(result.error, BMCTimeout)
+        assert not result.started
+        assert "not started before the overall deadline" in str(result.error)
+    assert hung.elapsed == pytest.approx(60)
+
+
+def test_until_waits_for_nothing_when_everything_finishes_in_time(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(4)
+    results = run_on_nodes(
+        store.nodes(),
+        lambda d: d.get_power_state(),
+        factory=driver_factory(fleet=fleet),
+        workers=2,
+        clock=fleet.clock.monotonic,
+        until=fleet.clock.monotonic() + 5,
+    )
+    assert [r.value for r in results] == [PowerState.OFF] * 4
+    assert all(r.started for r in results)

@@ -1,0 +1,127 @@
+"""``bmaas status check``: is bmaas ready, and is the fleet (see :mod:`bmaas.status`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from bmaas.cli.app import App, pass_app
+from bmaas.cliutil import emit_json
+from bmaas.ops import DEFAULT_WORKERS
+from bmaas.status import (
+    CHECKS,
+    DEFAULT_CHECK_DEADLINE,
+    INVENTORY_ENV,
+    CheckContext,
+    CheckResult,
+    overall,
+    run_checks,
+    select,
+)
+
+__all__ = ["status"]
+
+_EPILOG = "Checks: " + "; ".join(f"{c.name} ({c.summary})" for c in CHECKS) + "."
+
+
+@click.group("status")
+def status() -> None:
+    """Readiness of bmaas and the fleet."""
+
+
+@status.command("check", epilog=_EPILOG)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--only",
+    multiple=True,
+    metavar="NAME[,NAME]",
+    help="Run only these checks (repeatable).",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=1.0),
+    default=DEFAULT_CHECK_DEADLINE,
+    show_default=True,
+    help="Seconds the whole check may take, dead BMCs included; each BMC call gets a share.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1, max=512),
+    default=DEFAULT_WORKERS,
+    show_default=True,
+    help="BMCs asked at once.",
+)
+@click.option(
+    "--inventory",
+    type=click.Path(dir_okay=False),
+    envvar=INVENTORY_ENV,
+    help=f"Compare the enrolled nodes with this inventory file [env {INVENTORY_ENV}].",
+)
+@pass_app
+@click.pass_context
+def status_check(
+    ctx: click.Context,
+    app: App,
+    as_json: bool,
+    only: Sequence[str],
+    deadline: float,
+    workers: int,
+    inventory: str | None,
+) -> None:
+    """Check the database, the drivers and every BMC: Success, Warning or
+    Failure per check. Exit 0 when all succeed, 1 on any warning, 2 on any
+    failure. Reads only: changes nothing in the database or on any BMC."""
+    chosen = select(only)
+    context = CheckContext(
+        app.db,
+        deadline=deadline,
+        workers=workers,
+        inventory=inventory,
+        make_factory=app.make_factory,
+        wall_clock=app.clock,
+        selected=frozenset(c.name for c in chosen),
+    )
+    try:
+        results = run_checks(context, chosen, debug=bool(ctx.find_root().params.get("debug")))
+    finally:
+        context.close()
+    elapsed = context.clock() - context.started
+    worst = overall(results)
+    if as_json:
+        emit_json(
+            {
+                "result": str(worst),
+                "exit_code": int(worst),
+                "elapsed": round(elapsed, 3),
+                "deadline": deadline,
+                "checks": [r.to_dict() for r in results],
+            }
+        )
+    else:
+        print_table(results)
+        counts = {label: sum(str(r.result) == label for r in results) for label in _LABELS}
+        click.echo(
+            f"{len(results)} check(s): "
+            + ", ".join(f"{n} {label.lower()}" for label, n in counts.items())
+            + f" in {elapsed:.1f}s (deadline {deadline:g}s)",
+            err=True,
+        )
+    ctx.exit(int(worst))
+
+
+_LABELS = ("Success", "Warning", "Failure")
+
+
+def print_table(results: Sequence[CheckResult]) -> None:
+    """CHECK, RESULT, DETAILS; a check's further details on lines of their own,
+    under DETAILS, so the table stays greppable by check name."""
+    name_width = max([len("check"), *(len(r.name) for r in results)])
+    result_width = max(len(label) for label in _LABELS)
+    indent = " " * (name_width + result_width + 4)
+    click.echo(f"{'CHECK':<{name_width}}  {'RESULT':<{result_width}}  DETAILS")
+    for r in results:
+        details = list(r.details) or ["-"]
+        click.echo(f"{r.name:<{name_width}}  {r.result!s:<{result_width}}  {details[0]}")
+        for line in details[1:]:
+            click.echo(f"{indent}{line}")

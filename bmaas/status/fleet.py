@@ -1,0 +1,256 @@
+"""The BMC sweep behind the bmc, power and boot checks: every enrolled node
+asked once, in parallel, under the run's deadline.
+
+Per node: ``probe`` (does the BMC answer, does it take our credentials),
+then, for nodes not in maintenance, the power state and the boot device. A
+probe that got no answer or was refused skips the rest: asking again would
+fail the same way and spend the deadline. The sweep only reads: nothing is
+written to the database and nothing is changed on any BMC.
+
+Each fault becomes a :class:`Finding`, the operator's words for what to do
+about it; the checks group nodes by finding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from bmaas.driver import BMCDriver, BMCInfo, BootSetting, Capability, Operation, PowerState
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCBusy,
+    BMCTimeout,
+    BMCUnreachable,
+    InputError,
+    UnclassifiedFault,
+)
+from bmaas.ops import run_on_nodes
+from bmaas.status.result import Outcome, Result, listing
+from bmaas.store import NodeRecord
+
+if TYPE_CHECKING:
+    from bmaas.status.context import CheckContext
+
+__all__ = ["FINDINGS", "Finding", "FleetReport", "NodeCheck", "Problem", "report", "sweep"]
+
+#: per-node messages shown for one finding; the rest are counted
+SHOWN_MESSAGES = 5
+
+
+class Finding(StrEnum):
+    """What a failed call means to the operator (keys of ``--json``'s ``nodes``)."""
+
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+    NOT_ASKED = "not_asked"
+    AUTH = "auth"
+    BUSY = "busy"
+    UNCLASSIFIED = "unclassified"
+    NO_DRIVER = "no_driver"
+    CANNOT_ASK = "cannot_ask"
+    FAULT = "fault"
+
+
+@dataclasses.dataclass(frozen=True)
+class FindingInfo:
+    label: str
+    result: Result
+    #: print each node's message (the fault says what happened), not just names
+    messages: bool = False
+
+
+FINDINGS: dict[Finding, FindingInfo] = {
+    Finding.TIMEOUT: FindingInfo("did not answer in time", Result.FAILURE),
+    Finding.UNREACHABLE: FindingInfo("unreachable", Result.FAILURE),
+    Finding.NOT_ASKED: FindingInfo(
+        "not asked before the deadline (raise --deadline or --workers)", Result.FAILURE
+    ),
+    Finding.AUTH: FindingInfo(
+        "rejected the credentials (rotated password? bad user or privilege?)", Result.FAILURE
+    ),
+    Finding.BUSY: FindingInfo("busy (the BMC said to try later)", Result.WARNING),
+    Finding.UNCLASSIFIED: FindingInfo(
+        "unclassified fault (no mapping table knew it)", Result.FAILURE, messages=True
+    ),
+    Finding.NO_DRIVER: FindingInfo("not asked: driver does not load (see drivers)", Result.FAILURE),
+    Finding.CANNOT_ASK: FindingInfo("could not be asked", Result.FAILURE, messages=True),
+    Finding.FAULT: FindingInfo("faulted", Result.FAILURE, messages=True),
+}
+
+#: a probe that ended like this skips the node's other reads
+_STOP_AFTER_PROBE = frozenset(
+    {Finding.TIMEOUT, Finding.UNREACHABLE, Finding.NOT_ASKED, Finding.AUTH, Finding.CANNOT_ASK}
+)
+
+
+def classify(error: BmaasError, *, started: bool = True) -> Finding:
+    if isinstance(error, BMCTimeout):
+        return Finding.TIMEOUT if started else Finding.NOT_ASKED
+    if isinstance(error, BMCUnreachable):
+        return Finding.UNREACHABLE
+    if isinstance(error, BMCAuthError):
+        return Finding.AUTH
+    if isinstance(error, BMCBusy):
+        return Finding.BUSY
+    if isinstance(error, UnclassifiedFault):
+        return Finding.UNCLASSIFIED
+    if isinstance(error, InputError):
+        return Finding.CANNOT_ASK  # unset password variable, unreadable file, bad driver_info
+    return Finding.FAULT
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """A call that did not give an answer, and what that means."""
+
+    finding: Finding
+    error: BmaasError
+    #: the call it happened on ("probe", "power.get", "boot.get")
+    operation: str = str(Operation.PROBE)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeCheck:
+    """What one node's BMC said. ``None``: not asked (maintenance, capability)."""
+
+    record: NodeRecord
+    probe: BMCInfo | Problem
+    power: PowerState | Problem | None = None
+    boot: BootSetting | Problem | None = None
+
+    @property
+    def answered(self) -> bool:
+        return not isinstance(self.probe, Problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetReport:
+    nodes: list[NodeCheck]
+    #: seconds each BMC call was allowed
+    call_deadline: float
+    elapsed: float
+
+
+def _ask(
+    driver: BMCDriver,
+    *,
+    records: Mapping[str, NodeRecord],
+    call_deadline: float,
+    until: float,
+    clock: Callable[[], float],
+    power: bool,
+    boot: bool,
+) -> NodeCheck:
+    """One node's reads, each bounded by the call deadline and by ``until``,
+    so no call outlives the run."""
+    record = records[driver.node]
+
+    def step(operation: Operation, call: Callable[..., Any]) -> Any:
+        left = min(call_deadline, until - clock())
+        if left <= 0:
+            late = driver.fault(
+                BMCTimeout, "not asked: the deadline had passed", operation=operation, elapsed=0.0
+            )
+            return Problem(Finding.NOT_ASKED, late, str(operation))
+        try:
+            return call(deadline=left)
+        except BmaasError as exc:
+            return Problem(classify(exc), exc, str(operation))
+
+    probe = step(Operation.PROBE, driver.probe)
+    if isinstance(probe, Problem) and probe.finding in _STOP_AFTER_PROBE:
+        return NodeCheck(record, probe)
+    if record.maintenance:
+        return NodeCheck(record, probe)
+    state = step(Operation.POWER_GET, driver.get_power_state) if power else None
+    setting = None
+    if boot and driver.supports(Capability.BOOT_DEVICE):
+        setting = step(Operation.BOOT_GET, driver.get_boot_device)
+    return NodeCheck(record, probe, state, setting)
+
+
+def sweep(ctx: CheckContext) -> FleetReport:
+    """Ask every enrolled node whose driver loads; the others are findings."""
+    began = ctx.clock()
+    records = ctx.nodes()
+    checks: dict[str, NodeCheck] = {}
+    askable: list[NodeRecord] = []
+    for record in records:
+        loaded = ctx.driver_class(record.driver)
+        if isinstance(loaded, InputError):
+            checks[record.name] = NodeCheck(record, Problem(Finding.NO_DRIVER, loaded))
+        else:
+            askable.append(record)
+    call_deadline = ctx.call_deadline
+    operation = functools.partial(
+        _ask,
+        records={r.name: r for r in askable},
+        call_deadline=call_deadline,
+        until=ctx.until,
+        clock=ctx.clock,
+        power=ctx.wants("power"),
+        boot=ctx.wants("boot"),
+    )
+    results = run_on_nodes(
+        askable,
+        operation,
+        factory=ctx.make_factory(deadline=call_deadline),
+        workers=ctx.workers,
+        clock=ctx.clock,
+        until=ctx.until,
+    )
+    for record, result in zip(askable, results, strict=True):
+        if result.value is not None:
+            checks[record.name] = result.value
+        else:
+            # The driver could not be built, broke its contract, or ran out of time.
+            assert result.error is not None
+            finding = classify(result.error, started=result.started)
+            checks[record.name] = NodeCheck(record, Problem(finding, result.error))
+    return FleetReport([checks[r.name] for r in records], call_deadline, ctx.clock() - began)
+
+
+def report(
+    outcome: Outcome,
+    problems: Iterable[tuple[NodeRecord, Problem]],
+    *,
+    call_deadline: float,
+    demote: Callable[[NodeRecord], bool] = lambda record: False,
+) -> None:
+    """Add one line per finding to ``outcome``: how many nodes, which ones,
+    and for findings whose details matter, each node's message.
+
+    ``demote``: nodes for which a failure is only a Warning (in maintenance).
+    """
+    groups: dict[tuple[Finding, bool], list[tuple[NodeRecord, Problem]]] = {}
+    for record, problem in problems:
+        groups.setdefault((problem.finding, demote(record)), []).append((record, problem))
+    order = list(Finding)
+
+    def worst_first(group: tuple[tuple[Finding, bool], Any]) -> tuple[int, int]:
+        (finding, demoted), _ = group
+        result = Result.WARNING if demoted else FINDINGS[finding].result
+        return (-int(result), order.index(finding))
+
+    for (finding, demoted), items in sorted(groups.items(), key=worst_first):
+        info = FINDINGS[finding]
+        names = [record.name for record, _ in items]
+        label = info.label
+        if finding is Finding.TIMEOUT:
+            label += f" ({call_deadline:.3g}s per call)"
+        line = f"{len(names)} node(s){' in maintenance' if demoted else ''} {label}"
+        result = Result.WARNING if demoted else info.result
+        key = f"{finding}_in_maintenance" if demoted else str(finding)
+        if not info.messages:
+            outcome.add(result, f"{line}: {listing(names)}", key=key, nodes=names)
+            continue
+        outcome.add(result, f"{line}:", key=key, nodes=names)
+        for _, problem in items[:SHOWN_MESSAGES]:
+            outcome.details.append(f"  {problem.error}")
+        if len(items) > SHOWN_MESSAGES:
+            outcome.details.append(f"  ... and {len(items) - SHOWN_MESSAGES} more (--json)")
