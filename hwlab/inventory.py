@@ -42,7 +42,10 @@ def node_entry(
             redfish_password=spec.password.reveal(),
         )
         if tls:
-            info["redfish_verify_ca"] = tls_cert or False
+            # Verify against the lab's own CA; never silently turn verification off.
+            if tls_cert is None:
+                raise InputError("a TLS Redfish endpoint with no CA to verify it", node=spec.name)
+            info["redfish_verify_ca"] = tls_cert
     entry: dict[str, Any] = {
         "name": spec.name,
         "driver": "redfish" if "redfish" in ports else "ipmi",

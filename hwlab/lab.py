@@ -86,7 +86,8 @@ class Lab:
         self.ipmi_base_port = ipmi_base_port
         self.redfish_base_port = redfish_base_port
         self.endpoints: dict[str, dict[str, int]] = {}
-        self.tls_cert: str | None = None
+        #: the CA that signed each node's Redfish certificate (one per worker)
+        self.tls_certs: dict[str, str] = {}
         self.started_at: float | None = None
         self._workers: list[_Worker] = []
         self._owner: dict[str, _Worker] = {}
@@ -165,7 +166,8 @@ class Lab:
         if status != "ok":
             raise LabError(str(value))
         self.endpoints.update(value["endpoints"])
-        self.tls_cert = self.tls_cert or value.get("tls_cert")
+        if value.get("tls_cert"):
+            self.tls_certs.update(dict.fromkeys(value["endpoints"], value["tls_cert"]))
         for name in value["endpoints"]:
             self._owner[name] = worker
 
@@ -284,7 +286,7 @@ class Lab:
                 self.endpoints.get(spec.name, {}),
                 host=self.host,
                 tls=self.spec.redfish_tls,
-                tls_cert=self.tls_cert,
+                tls_cert=self.tls_certs.get(spec.name),
             )
             for spec in self.spec.nodes
         ]
@@ -301,7 +303,7 @@ class Lab:
             "seed": self.spec.seed,
             "profile": self.spec.profile,
             "redfish_tls": self.spec.redfish_tls,
-            "tls_cert": self.tls_cert,
+            "tls_cas": sorted(set(self.tls_certs.values())),
             "started_at": self.started_at,
             "inventory": str(self.inventory_path),
             "events": str(self.events_path),

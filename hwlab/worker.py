@@ -103,7 +103,7 @@ class ShardServers:
                 )
                 self.endpoints[spec.name]["redfish"] = port
             self._redfish.start()
-            self.tls_cert = getattr(self._redfish, "cert_path", None)
+            self.tls_cert = self._redfish.ca_path  # this worker's lab CA (None over HTTP)
 
     def _bind(self, server: Any, spec: NodeSpec, port: int, what: str) -> int:
         try:

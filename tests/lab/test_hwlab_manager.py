@@ -315,3 +315,18 @@ def test_sigkilled_daemon_is_cleaned_up_by_down(state_dir: Path) -> None:
     while any(_alive(p) for p in info["worker_pids"]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in info["worker_pids"])
+
+
+def test_tls_lab_across_workers_verifies_every_node(hwlab_lab: Callable[..., Lab]) -> None:
+    # Two workers, each with its own lab CA: every node must name the right one.
+    lab = hwlab_lab(nodes=4, protocols="redfish", redfish_tls=True, shard_size=2)
+    assert len(lab.pids()) == 2
+    nodes = lab.inventory()["nodes"]
+    assert len({n["driver_info"]["redfish_verify_ca"] for n in nodes}) == 2
+    for node in nodes:
+        assert node["driver_info"]["redfish_address"].startswith("https://")
+        driver = build_driver(node["name"], "redfish", node["driver_info"], deadline=2.0)
+        try:
+            assert str(driver.get_power_state()) == "off"
+        finally:
+            driver.close()

@@ -34,8 +34,10 @@ def bmaas(db: Path, *args: str, clock: Callable[[], float] = time.time) -> Resul
     return CliRunner().invoke(cli, list(args), obj=app, catch_exceptions=False)
 
 
-def enrolled_lab(hwlab_lab: StartLab, tmp_path: Path, nodes: int = 3) -> tuple[Lab, Path]:
-    lab = hwlab_lab(nodes=nodes, protocols="ipmi")
+def enrolled_lab(
+    hwlab_lab: StartLab, tmp_path: Path, nodes: int = 3, **lab_kw: Any
+) -> tuple[Lab, Path]:
+    lab = hwlab_lab(nodes=nodes, **{"protocols": "ipmi", **lab_kw})
     db = tmp_path / "bmaas.db"
     enrolled = bmaas(db, "enroll", str(lab.inventory_path))
     assert enrolled.exit_code == 0, enrolled.stderr
@@ -65,6 +67,25 @@ def test_a_healthy_lab_is_all_success(hwlab_lab: StartLab, tmp_path: Path) -> No
     table = bmaas(db, "status", "check", "--deadline", "10")
     assert table.exit_code == 0
     assert DEFAULT_PASSWORD not in table.stdout + table.stderr
+
+
+def test_a_healthy_mixed_lab_over_verified_tls_is_all_success(
+    hwlab_lab: StartLab, tmp_path: Path
+) -> None:
+    _lab, db = enrolled_lab(hwlab_lab, tmp_path, nodes=4, protocols="mixed", redfish_tls=True)
+    result, checks = check(db, "--deadline", "10")
+    assert result.exit_code == 0, result.stdout
+    assert set(verdicts(checks).values()) == {"Success"}
+    assert checks["bmc"]["details"][0].startswith("4 of 4 BMC(s) answered")
+
+
+def test_redfish_over_plain_http_is_a_tls_warning(hwlab_lab: StartLab, tmp_path: Path) -> None:
+    _lab, db = enrolled_lab(hwlab_lab, tmp_path, nodes=4, protocols="mixed")
+    result, checks = check(db, "--deadline", "10")
+    assert result.exit_code == 1, result.stdout
+    assert checks["tls"]["result"] == "Warning"
+    assert {n for c in checks.values() if c["result"] != "Success" for n in [c["name"]]} == {"tls"}
+    assert "node-002" in json.dumps(checks["tls"])
 
 
 def _sweep_threads() -> list[threading.Thread]:
