@@ -53,6 +53,7 @@ from hwlab.ipmi.session import (
     RequestContext,
     negotiate,
 )
+from hwlab.operations import ipmi_operation
 
 if TYPE_CHECKING:
     from hwlab.ipmi.server import IPMIServer
@@ -71,15 +72,6 @@ MAX_FRU_READ = 224
 _RMCP_IPMI = b"\x06\x00\xff\x07"
 _NAMESPACE = uuid.UUID("6f1c3e64-3d0b-4b8e-9d57-2d1f0f6f7a10")
 
-_OPERATIONS: dict[tuple[int, int], Operation] = {
-    (0x06, 0x01): Operation.PROBE,  # Get Device ID
-    (0x00, 0x01): Operation.POWER_GET,  # Get Chassis Status
-    (0x00, 0x02): Operation.POWER_SET,  # Chassis Control
-    (0x00, 0x08): Operation.BOOT_SET,  # Set System Boot Options
-    (0x00, 0x09): Operation.BOOT_GET,  # Get System Boot Options
-    (0x0A, 0x10): Operation.INVENTORY_GET,  # Get FRU Inventory Area Info
-    (0x0A, 0x11): Operation.INVENTORY_GET,  # Read FRU Data
-}
 
 #: requests that change the machine need Operator privilege (IPMI 2.0 appendix G)
 _NEEDS_OPERATOR = {(0x00, 0x02), (0x00, 0x08)}
@@ -292,7 +284,7 @@ class LabBmc(_pyghmi_bmc.Bmc):
 
     def handle_request(self, session: LabSession, ctx: RequestContext, data: bytes) -> None:
         """One IPMI request inside an established session."""
-        operation = _OPERATIONS.get((ctx.netfn, ctx.command))
+        operation = ipmi_operation(ctx.netfn, ctx.command)
         if operation is None:
             session.respond(ctx, 0xC1)  # invalid command
             return

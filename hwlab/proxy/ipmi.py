@@ -2,7 +2,8 @@
 
 Each client address gets its own upstream socket, so the BMC sees one peer
 per client exactly as without the proxy. Every request is mapped to an
-operation (:data:`OPERATIONS`; the whole login exchange is one ``login``)
+operation (:data:`hwlab.operations.IPMI_COMMANDS`; the whole login exchange
+is one ``login``)
 and the node's fault plan is evaluated **once per request**: a
 retransmission reuses the first transmission's verdict. Retransmissions are
 recognised by their bytes (pyghmi resends the same packet), and in readable
@@ -38,8 +39,8 @@ import logging
 import socket
 from collections.abc import Callable
 
-from bmaas.driver import Operation
 from fakes.faults import Effect, FaultPlan, Firing
+from hwlab.operations import ipmi_operation
 from hwlab.proxy import rmcp
 from hwlab.proxy.effects import OPAQUE
 from hwlab.proxy.ipmi_login import CODES, Client, LoginRelay
@@ -47,20 +48,10 @@ from hwlab.proxy.ipmi_session import Session, Verdict
 from hwlab.proxy.rmcp import Message, Packet, PayloadType
 from hwlab.proxy.spec import ProxySpec
 
-__all__ = ["OPERATIONS", "IPMIProxy"]
+__all__ = ["IPMIProxy"]
 
 LOG = logging.getLogger(__name__)
 
-#: (netfn, command) -> operation; commands not listed are relayed untouched
-OPERATIONS: dict[tuple[int, int], str] = {
-    (0x06, 0x01): Operation.PROBE,  # Get Device ID
-    (0x00, 0x01): Operation.POWER_GET,  # Get Chassis Status
-    (0x00, 0x02): Operation.POWER_SET,  # Chassis Control
-    (0x00, 0x08): Operation.BOOT_SET,  # Set System Boot Options
-    (0x00, 0x09): Operation.BOOT_GET,  # Get System Boot Options
-    (0x0A, 0x10): Operation.INVENTORY_GET,  # Get FRU Inventory Area Info
-    (0x0A, 0x11): Operation.INVENTORY_GET,  # Read FRU Data
-}
 #: sessionless commands of a login: channel auth capabilities, cipher suites, 1.5 challenge
 _SESSIONLESS_LOGIN = {(0x06, 0x38), (0x06, 0x54), (0x06, 0x39)}
 _SESSION_HOUSEKEEPING = {(0x06, 0x3B), (0x06, 0x3C), (0x06, 0x3A)}  # privilege, close, 1.5
@@ -225,7 +216,7 @@ class IPMIProxy(LoginRelay):
             if (message.netfn, message.cmd) in _SESSIONLESS_LOGIN:
                 self._login(client, packet, message)
                 return
-            operation = OPERATIONS.get((message.netfn, message.cmd))
+            operation = ipmi_operation(message.netfn, message.cmd)
             if operation is None:
                 self._up(client, data)
                 return
@@ -250,7 +241,7 @@ class IPMIProxy(LoginRelay):
         if (message.netfn, message.cmd) in _SESSION_HOUSEKEEPING:
             self._up(client, data)
             return
-        operation = OPERATIONS.get((message.netfn, message.cmd))
+        operation = ipmi_operation(message.netfn, message.cmd)
         if operation is None:
             self._up(client, data)
             return

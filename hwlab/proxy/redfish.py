@@ -3,7 +3,8 @@
 TLS is terminated with the proxy's own certificate (clients verify against
 it), and the upstream is reached over HTTP or HTTPS with its certificate
 verified as configured. Each request maps to one operation by method and
-path (:data:`ROUTES`; requests not listed are relayed untouched) and the
+path (:data:`hwlab.operations.REDFISH_ROUTES`; requests not listed are relayed
+untouched) and the
 node's fault plan is evaluated once per request:
 
 =================  ==========================================================
@@ -29,7 +30,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
 import socket
 import ssl
 import struct
@@ -39,43 +39,25 @@ from pathlib import Path
 
 from bmaas.driver import Operation
 from fakes.faults import Effect, FaultPlan, Firing
+from hwlab.operations import redfish_operation
 from hwlab.proxy import tls
 from hwlab.proxy.base import Proxy
 from hwlab.proxy.http import HTTPError, Request, Response, read_request, read_response
 from hwlab.proxy.http import redfish_error as error
 from hwlab.proxy.spec import ProxySpec
 
-__all__ = ["ROUTES", "RedfishProxy", "operation_for"]
+__all__ = ["RedfishProxy", "operation_for"]
 
 LOG = logging.getLogger(__name__)
 
-_SYSTEM = r"/redfish/v1/Systems/[^/]+"
-_MEDIA = r"/redfish/v1/(?:Managers|Systems)/[^/]+/VirtualMedia/[^/]+"
-#: (method, path pattern, operation), first match wins
-ROUTES: list[tuple[str, re.Pattern[str], str]] = [
-    (method, re.compile(f"^{pattern}/?$"), str(operation))
-    for method, pattern, operation in (
-        ("GET", r"/redfish/v1", Operation.PROBE),
-        ("POST", r"/redfish/v1/SessionService/Sessions", Operation.LOGIN),
-        # Redfish reads power state and boot override from the same resource.
-        ("GET", _SYSTEM, Operation.POWER_GET),
-        ("PATCH", _SYSTEM, Operation.BOOT_SET),
-        ("POST", _SYSTEM + r"/Actions/ComputerSystem\.Reset", Operation.POWER_SET),
-        ("POST", _MEDIA + r"/Actions/VirtualMedia\.InsertMedia", Operation.VMEDIA_INSERT),
-        ("POST", _MEDIA + r"/Actions/VirtualMedia\.EjectMedia", Operation.VMEDIA_EJECT),
-        ("PATCH", _MEDIA, Operation.VMEDIA_INSERT),
-        ("GET", _SYSTEM + r"/(?:Processors|Memory)(?:/[^/]+)?", Operation.INVENTORY_GET),
-    )
-]
 #: seconds the proxy waits for the upstream's answer before giving up on it
 UPSTREAM_TIMEOUT = 60.0
 
 
 def operation_for(method: str, path: str) -> str | None:
-    for route_method, pattern, operation in ROUTES:
-        if method == route_method and pattern.match(path):
-            return operation
-    return None
+    """The operation a relayed request is; None: relay it untouched."""
+    operation = redfish_operation(method, path)
+    return None if operation is None else str(operation)
 
 
 @dataclass(eq=False)

@@ -1,7 +1,8 @@
 """Which operation an HTTP request is, and what the BMC-layer effects answer.
 
 Every request is evaluated against the machine's fault plan as one
-:class:`~bmaas.driver.Operation`, found by method and path:
+:class:`~bmaas.driver.Operation`, found by method and path in
+:data:`hwlab.operations.REDFISH_ROUTES` (shared with the fault proxy):
 
 ============================================  ==================================
 request                                       operation
@@ -11,6 +12,7 @@ POST .../Actions/ComputerSystem.Reset         ``power.set``
 PATCH /redfish/v1/Systems/<id>                ``boot.set``
 POST .../VirtualMedia.InsertMedia|EjectMedia  ``vmedia.insert`` / ``vmedia.eject``
 GET /redfish/v1/Systems/<id>                  ``power.get`` (unless named, below)
+GET .../Processors, .../Memory                ``inventory.get``
 any other request                             ``probe``
 ============================================  ==================================
 
@@ -25,11 +27,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from bmaas.driver import Operation
+from hwlab.operations import redfish_operation
 from hwlab.redfish.app import error_body
 from hwlab.redfish.minihttp import Response
 
@@ -46,17 +48,6 @@ READ_OPERATIONS = frozenset(
     }
 )
 
-_SYSTEM = r"/redfish/v1/Systems/[^/]+/?"
-_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = [
-    ("POST", re.compile(r"/redfish/v1/SessionService/Sessions/?"), Operation.LOGIN),
-    ("DELETE", re.compile(r"/redfish/v1/SessionService/Sessions/[^/]+/?"), Operation.LOGIN),
-    ("POST", re.compile(r".*/Actions/ComputerSystem\.Reset/?"), Operation.POWER_SET),
-    ("PATCH", re.compile(_SYSTEM), Operation.BOOT_SET),
-    ("POST", re.compile(r".*/Actions/VirtualMedia\.InsertMedia/?"), Operation.VMEDIA_INSERT),
-    ("POST", re.compile(r".*/Actions/VirtualMedia\.EjectMedia/?"), Operation.VMEDIA_EJECT),
-    ("GET", re.compile(_SYSTEM), Operation.POWER_GET),
-]
-
 #: requests answered without credentials, as real BMCs do (path without trailing /)
 PUBLIC = frozenset(
     {
@@ -71,10 +62,7 @@ def operation_for(method: str, path: str, named: str | None = None) -> Operation
     """The operation a request is evaluated as (see the module docstring)."""
     if method == "GET" and named in READ_OPERATIONS:
         return Operation(named)
-    for route_method, pattern, operation in _ROUTES:
-        if method == route_method and pattern.fullmatch(path):
-            return operation
-    return Operation.PROBE
+    return redfish_operation(method, path) or Operation.PROBE
 
 
 def _json(status: int, payload: Mapping[str, Any], *extra: tuple[str, str]) -> Response:

@@ -1,0 +1,63 @@
+"""Which bmaas operation a BMC request is: one table per protocol.
+
+Fault rules glob over operation names, so everything that serves or relays a
+BMC — hwlab's emulators and its fault proxy alike — must name a request the
+same way. These tables are the one place that decides it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bmaas.driver import Operation
+
+__all__ = ["IPMI_COMMANDS", "REDFISH_ROUTES", "ipmi_operation", "redfish_operation"]
+
+#: (netfn, command) -> operation; IPMI session setup is ``login`` by itself
+IPMI_COMMANDS: dict[tuple[int, int], Operation] = {
+    (0x06, 0x01): Operation.PROBE,  # Get Device ID
+    (0x00, 0x01): Operation.POWER_GET,  # Get Chassis Status
+    (0x00, 0x02): Operation.POWER_SET,  # Chassis Control
+    (0x00, 0x08): Operation.BOOT_SET,  # Set System Boot Options
+    (0x00, 0x09): Operation.BOOT_GET,  # Get System Boot Options
+    (0x0A, 0x10): Operation.INVENTORY_GET,  # Get FRU Inventory Area Info
+    (0x0A, 0x11): Operation.INVENTORY_GET,  # Read FRU Data
+}
+
+_SYSTEM = r"/redfish/v1/Systems/[^/]+"
+_MEDIA = r"/redfish/v1/(?:Managers|Systems)/[^/]+/VirtualMedia/[^/]+"
+
+#: (method, path pattern, operation), first match wins. One GET of the
+#: ComputerSystem serves power state, boot override and boot progress alike;
+#: it counts as ``power.get`` unless the client names the read (see the
+#: Redfish emulator's ``X-Bmaas-Operation``).
+REDFISH_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = [
+    (method, re.compile(f"{pattern}/?"), operation)
+    for method, pattern, operation in (
+        ("GET", r"/redfish/v1", Operation.PROBE),
+        ("POST", r"/redfish/v1/SessionService/Sessions", Operation.LOGIN),
+        ("DELETE", r"/redfish/v1/SessionService/Sessions/[^/]+", Operation.LOGIN),
+        ("GET", _SYSTEM, Operation.POWER_GET),
+        ("PATCH", _SYSTEM, Operation.BOOT_SET),
+        ("POST", r".*/Actions/ComputerSystem\.Reset", Operation.POWER_SET),
+        ("POST", r".*/Actions/VirtualMedia\.InsertMedia", Operation.VMEDIA_INSERT),
+        ("POST", r".*/Actions/VirtualMedia\.EjectMedia", Operation.VMEDIA_EJECT),
+        ("PATCH", _MEDIA, Operation.VMEDIA_INSERT),
+        ("GET", _SYSTEM + r"/(?:Processors|Memory)(?:/[^/]+)?", Operation.INVENTORY_GET),
+    )
+]
+
+
+def ipmi_operation(netfn: int, command: int) -> Operation | None:
+    """The operation of an in-session IPMI request; None for commands no
+    rule names (relayed or answered as they are)."""
+    return IPMI_COMMANDS.get((netfn, command))
+
+
+def redfish_operation(method: str, path: str) -> Operation | None:
+    """The operation of a Redfish request; None for requests no rule names."""
+    path = path.split("?", 1)[0]
+    for route_method, pattern, operation in REDFISH_ROUTES:
+        if method == route_method and pattern.fullmatch(path):
+            return operation
+    return None
