@@ -130,7 +130,6 @@ class Lab:
                     host=self.host,
                     ipmi_ports=self._fixed_ports(chunk, self.ipmi_base_port),
                     redfish_ports=self._fixed_ports(chunk, self.redfish_base_port),
-                    tls_dir=str(self.state_dir / "tls"),
                 )
                 parent, child = ctx.Pipe()
                 process = ctx.Process(

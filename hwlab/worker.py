@@ -46,7 +46,6 @@ class Shard:
     #: fixed ports per node name (from --ipmi-port/--redfish-port bases); 0 = any free
     ipmi_ports: dict[str, int] = dataclasses.field(default_factory=dict)
     redfish_ports: dict[str, int] = dataclasses.field(default_factory=dict)
-    tls_dir: str | None = None
 
 
 class ShardServers:
