@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -87,16 +86,16 @@ def _run(
     command: str | None = None,
 ) -> Any:
     from hwlab.bench.common import no_stray_children
-    from hwlab.bench.report import environment, print_report, write_report
+    from hwlab.bench.report import cpu_busy, environment, print_report, write_report
 
-    load = os.getloadavg()
+    busy_before = cpu_busy()
     start = time.monotonic()
     with no_stray_children() as killed, _quiet_library_logs():
         report = build()
+    report.elapsed = round(time.monotonic() - start, 1)
     report.smoke = smoke
     report.command = command or _command(ctx)
-    report.elapsed = round(time.monotonic() - start, 1)
-    report.env = environment(load)
+    report.env = environment(busy_before, cpu_busy())
     if killed:
         report.notes.append(f"killed {len(killed)} child process(es) left running at the end")
     written = write_report(report, report_dir) if report_dir is not None else {}

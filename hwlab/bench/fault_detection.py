@@ -64,6 +64,9 @@ COLOURS = {
     "sushy": "#2166ac",
 }
 PASSWORD = "bench-Secret-41"  # noqa: S105 - a throwaway lab BMC's password
+#: as long as the right one: IPMI 2.0 passwords are at most 20 bytes, and
+#: ipmitool refuses a longer one before sending anything
+WRONG_PASSWORD = "bench-Wrong-42"  # noqa: S105
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +134,7 @@ def _closed_port(protocol: str) -> int:
 
 
 def _one(trial: Trial, port: int, username: str, cap: float) -> dict[str, Any]:
-    password = "wrong-" + PASSWORD if trial.fault == "bad-credentials" else PASSWORD
+    password = WRONG_PASSWORD if trial.fault == "bad-credentials" else PASSWORD
     if trial.client.startswith("ipmitool"):
         info = {"ipmi_address": "127.0.0.1", "ipmi_port": port, "ipmi_username": username}
         result = ironic_power_status(ipmitool_job(info, password=password), cap=cap)

@@ -224,6 +224,15 @@ def plot(fig: Any, report: Report) -> None:
         color="#67a9cf",
         label="after reads",
     )
+    for x in xs:  # each worker is an interpreter: most of the memory
+        workers = sizes[str(x)]["workers"]
+        middle.annotate(
+            f"{workers} worker{'s' if workers > 1 else ''}",
+            (x, sizes[str(x)]["rss_mib"]),
+            textcoords="offset points",
+            xytext=(4, -12),
+            fontsize=7,
+        )
     middle.set_ylabel("MiB resident, all lab processes")
     middle.set_title("memory")
     middle.legend(fontsize=8)

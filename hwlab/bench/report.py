@@ -42,6 +42,9 @@ __all__ = [
     "write_report",
 ]
 
+#: share of the CPUs others may use before a report calls the machine loaded
+LOADED_PERCENT = 25.0
+
 #: draws a scenario's chart on a fresh matplotlib Figure
 Plotter = Callable[[Any, "Report"], None]
 
@@ -105,23 +108,28 @@ def _ipmitool_version() -> str | None:
     return out.stdout.strip().rsplit(" ", 1)[-1] or None
 
 
-def environment(load_before: tuple[float, float, float] | None = None) -> dict[str, Any]:
+def cpu_busy(interval: float = 1.0) -> float:
+    """Share of all cores busy over ``interval`` seconds (0-100). Sampled
+    while the benchmark itself is idle, it is other work on the machine."""
+    import psutil  # a dependency of bmaas; imported here so `hwlab --help` stays fast
+
+    return float(psutil.cpu_percent(interval=interval))
+
+
+def environment(busy_before: float, busy_after: float) -> dict[str, Any]:
     """Where and when the figures were measured, and how busy the machine was
-    (other work on a 2-core box moves the figures: the report says so)."""
-    cpus = os.cpu_count() or 1
-    load_now = os.getloadavg()
-    before = load_before or load_now
-    # A 1-minute load above half the cores before the run means someone else
-    # was using the machine: the figures are then upper bounds on latency.
-    loaded = before[0] > cpus / 2
+    with other work just before and just after (on a 2-core box, others'
+    work moves the figures: the report says so)."""
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": platform.node(),
-        "cpus": cpus,
+        "cpus": os.cpu_count() or 1,
         "python": platform.python_version(),
-        "load_before": [round(x, 2) for x in before],
-        "load_after": [round(x, 2) for x in load_now],
-        "loaded": loaded,
+        "other_cpu_busy_before": round(busy_before, 1),
+        "other_cpu_busy_after": round(busy_after, 1),
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        # more than a quarter of the machine busy with others' work
+        "loaded": max(busy_before, busy_after) > LOADED_PERCENT,
         "versions": {
             "bmaas": _version("bmaas"),
             "pyghmi": _version("pyghmi"),
@@ -168,12 +176,16 @@ def _cell(value: Any) -> str:
 
 def _env_line(report: Report) -> str:
     env = report.env
-    load = env.get("load_before", [0])[0]
-    busy = " (machine loaded by other work)" if env.get("loaded") else ""
+    busy = (
+        f"other work used {env.get('other_cpu_busy_before', 0):.0f}% / "
+        f"{env.get('other_cpu_busy_after', 0):.0f}% of the CPUs just before / after"
+    )
+    if env.get("loaded"):
+        busy += " (machine loaded by other work)"
     size = "smoke size" if report.smoke else "full size"
     return (
-        f"measured {env.get('date', '?')} on {env.get('host', '?')}, {env.get('cpus')} cores, "
-        f"load {load:.2f} before{busy}; {size}; took {report.elapsed:.0f} s"
+        f"measured {env.get('date', '?')} on {env.get('host', '?')}, {env.get('cpus')} cores; "
+        f"{busy}; {size}; took {report.elapsed:.0f} s"
     )
 
 

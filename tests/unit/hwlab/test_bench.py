@@ -175,7 +175,7 @@ def sample_report() -> Report:
         headline={"x / bmaas": 3.0},
         notes=["a note"],
         data={"y": 1, "driver_info": {"ipmi_password": "s3cret-pw"}},
-        env={"date": "2026-11-21T10:00:00+00:00", "cpus": 2, "load_before": [0.1], "host": "h"},
+        env={"date": "2026-11-21T10:00:00+00:00", "cpus": 2, "other_cpu_busy_before": 3.0},
         elapsed=1.0,
         plot=plot,
     )
