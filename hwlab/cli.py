@@ -26,6 +26,7 @@ from bmaas.cliutil import BmaasGroup, common_options, emit_json, run, setup_logg
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 from hwlab import profiles
+from hwlab.bench.cli import bench
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
 
@@ -673,6 +674,9 @@ def _print_summary(summary: Any) -> None:
     for what, value in rows:
         table.add_row(what, str(value))
     Console().print(table)
+
+
+cli.add_command(bench)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

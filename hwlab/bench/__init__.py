@@ -1,2 +1,9 @@
-"""Benchmarks: scripts that print figures measured side by side in one run
-(``python -m hwlab.bench.NAME``). Never timed tests."""
+"""Benchmarks: ``hwlab bench NAME`` (see :mod:`hwlab.bench.cli`), figures
+measured side by side in one run on private loopback labs. Never timed tests.
+
+One module per scenario (``fault_detection``, ``fleet_sweep``, ``goodput``,
+``lab_scale``, ``overhead``), each with an ``Options`` dataclass (and its
+``smoke()`` size) and ``run(options) -> Report``; ``report`` shows a report
+four ways; ``common``, ``ipmitool``, ``clients`` and ``blind`` are what they
+share. ``proxy_overhead`` measures hwlab's proxy (``python -m``).
+"""

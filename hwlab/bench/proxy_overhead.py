@@ -25,7 +25,6 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from pyghmi.ipmi import command
 from pyghmi.ipmi.private import session as pyghmi_session
 
 from bmaas.secrets import Secret
+from hwlab.bench.common import interleaved
 from hwlab.proxy import ProxyHost, ProxySpec
 from hwlab.proxy.stock import StockSushy, StockVbmc
 
@@ -55,16 +55,8 @@ def _suite3() -> None:
 def measure(
     direct: Callable[[], object], proxied: Callable[[], object], calls: int
 ) -> dict[str, float]:
-    """Median seconds per call of each, interleaved so drift hits both alike."""
-    for _ in range(min(20, calls)):  # warm up: sessions, caches, connections
-        direct()
-        proxied()
-    times: dict[str, list[float]] = {"direct": [], "proxied": []}
-    for _ in range(calls):
-        for name, call in (("direct", direct), ("proxied", proxied)):
-            start = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - start)
+    """Median milliseconds per call of each, interleaved so drift hits both alike."""
+    times = interleaved({"direct": direct, "proxied": proxied}, calls)
     d, p = statistics.median(times["direct"]), statistics.median(times["proxied"])
     return {"direct_ms": d * 1e3, "proxied_ms": p * 1e3, "added_ms": (p - d) * 1e3, "ratio": p / d}
 

@@ -1,0 +1,264 @@
+"""``hwlab bench NAME``: the benchmark scenarios as commands.
+
+Each command runs one scenario on private labs on 127.0.0.1 and prints a
+table; ``--json`` prints the whole report for machines, ``--report DIR``
+also writes a PNG chart and a Markdown summary, and ``--smoke`` runs a tiny
+size in seconds (what CI runs to keep them working). Scenario modules (and
+matplotlib, psutil, the drivers) are imported only when a command runs, so
+``hwlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bmaas.cliutil import emit_json
+
+__all__ = ["bench"]
+
+
+@click.group()
+def bench() -> None:
+    """Performance and resilience benchmarks on a private lab (loopback only).
+
+    \b
+    hwlab bench fault-detection     # seconds to a typed fault: bmaas vs pyghmi, sushy, ipmitool
+    hwlab bench fleet-sweep         # power status of 100-1000 nodes vs ipmitool x 8 workers
+    hwlab bench goodput             # deploys on a flaky rack: no retry, blind reschedule, bmaas
+    hwlab bench lab-scale           # lab start time, memory, requests per second
+    hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
+    hwlab bench all --report DIR    # every scenario, charts and summaries in DIR
+
+    Each takes --smoke (seconds), --json and --report DIR.
+    """
+
+
+def bench_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option(
+        "--report",
+        "report_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Also write NAME.png (chart), NAME.md (summary) and NAME.json here.",
+    )(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(fn)
+    return click.option(
+        "--smoke", is_flag=True, help="A tiny size that runs in seconds (what CI runs)."
+    )(fn)
+
+
+def _command(ctx: click.Context) -> str:
+    """The command that reproduces the figures: the options that were given."""
+    words = [ctx.command_path]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value in (None, False, ()) or value == param.default or not param.opts:
+            continue
+        flag = max(param.opts, key=len)
+        if value is True:
+            words.append(flag)
+        else:
+            values = value if isinstance(value, tuple) else (value,)
+            words += [f"{flag} {v}" for v in values]
+    return " ".join(words)
+
+
+def _progress(message: str) -> None:
+    if sys.stderr.isatty():
+        click.echo(f"  {message}", err=True)
+
+
+def _run(
+    ctx: click.Context,
+    build: Callable[[], Any],
+    *,
+    smoke: bool,
+    as_json: bool,
+    report_dir: Path | None,
+    quiet: bool = False,
+    command: str | None = None,
+) -> Any:
+    from hwlab.bench.common import no_stray_children
+    from hwlab.bench.report import cpu_busy, environment, print_report, write_report
+
+    busy_before = cpu_busy()
+    start = time.monotonic()
+    with no_stray_children() as killed, _quiet_library_logs():
+        report = build()
+    report.elapsed = round(time.monotonic() - start, 1)
+    report.smoke = smoke
+    report.command = command or _command(ctx)
+    report.env = environment(busy_before, cpu_busy())
+    if killed:
+        report.notes.append(f"killed {len(killed)} child process(es) left running at the end")
+    written = write_report(report, report_dir) if report_dir is not None else {}
+    if as_json:
+        emit_json(report.to_dict())
+    elif not quiet:
+        print_report(report)
+        for path in written.values():
+            click.echo(f"wrote {path}")
+    return report
+
+
+@contextlib.contextmanager
+def _quiet_library_logs() -> Iterator[None]:
+    """The faults a benchmark provokes on purpose are logged as warnings by
+    bmaas (retries, reschedules); the report counts them. Heard with -v."""
+    bmaas_log = logging.getLogger("bmaas")
+    if logging.getLogger().getEffectiveLevel() < logging.WARNING:
+        yield
+        return
+    level = bmaas_log.level
+    bmaas_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        bmaas_log.setLevel(level)
+
+
+def _scenario(ctx: click.Context, module_name: str) -> None:
+    """Run ``hwlab.bench.<module_name>`` at its full or smoke size, with the
+    options given on the command line on top (they are named as the
+    scenario's ``Options`` fields; an option not given is None or empty)."""
+    import dataclasses
+    import importlib
+
+    given = dict(ctx.params)
+    smoke, as_json, report_dir = given.pop("smoke"), given.pop("as_json"), given.pop("report_dir")
+    module = importlib.import_module(f"hwlab.bench.{module_name}")
+    base = module.Options.smoke() if smoke else module.Options()
+    options = dataclasses.replace(base, **{k: v for k, v in given.items() if v not in (None, ())})
+    _run(
+        ctx,
+        lambda: module.run(options, progress=_progress),
+        smoke=smoke,
+        as_json=as_json,
+        report_dir=report_dir,
+    )
+
+
+@bench.command("fault-detection")
+@click.option("--runs", type=click.IntRange(1, 50), help="Trials per cell (default 5; smoke 1).")
+@click.option(
+    "--cap",
+    type=click.FloatRange(1, 900),
+    help="Seconds a trial may wait before it is reported as gave up (default 90; smoke 3).",
+)
+@click.option("--parallel", type=click.IntRange(1, 32), help="Trials at once (default 10).")
+@bench_options
+@click.pass_context
+def fault_detection(ctx: click.Context, **_: Any) -> None:
+    """Seconds from a power read to a typed fault (hang, refused, busy, wrong
+    password): bmaas vs bare pyghmi, bare sushy and ipmitool as Ironic runs it."""
+    _scenario(ctx, "fault_detection")
+
+
+def sizes_option(defaults: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--size",
+        "sizes",
+        multiple=True,
+        type=click.IntRange(2, 2000),
+        help=f"Lab size in nodes (repeatable; default {defaults}; smoke 20).",
+    )
+
+
+@bench.command("fleet-sweep")
+@sizes_option("100, 300 and 1000")
+@click.option("--rounds", type=click.IntRange(1, 20), help="Rounds per size (default 3).")
+@click.option("--workers", type=click.IntRange(1, 256), help="bmaas workers (default 32).")
+@bench_options
+@click.pass_context
+def fleet_sweep(ctx: click.Context, **_: Any) -> None:
+    """Power status of every node of 100-1000-node labs: bmaas's parallel sweep
+    vs one ipmitool process per IPMI node, 8 at a time (Ironic's power sync)."""
+    _scenario(ctx, "fleet_sweep")
+
+
+@bench.command("goodput")
+@click.option("--nodes", type=click.IntRange(2, 1000), help="Nodes in the lab (default 48).")
+@click.option("--requests", type=click.IntRange(1, 1000), help="Deploy requests (default 32).")
+@click.option("--profile", help="Fault profile(s) of the lab (default flaky,dead-bmc,brownout).")
+@click.option("--seed", type=int, help="Seed of the lab (default 7).")
+@click.option(
+    "--share",
+    "shares",
+    multiple=True,
+    type=click.FloatRange(0, 1),
+    help="Faulty share for the success-rate chart (repeatable; default 0 0.1 0.25 0.5).",
+)
+@bench_options
+@click.pass_context
+def goodput(ctx: click.Context, **_: Any) -> None:
+    """Deploys on a seeded flaky lab, three ways: no retry, blind reschedule
+    (what Nova did) and bmaas's typed retry; success, time to active, BMC
+    calls, ports, leaks."""
+    _scenario(ctx, "goodput")
+
+
+@bench.command("lab-scale")
+@sizes_option("100, 500 and 1000")
+@click.option(
+    "--duration", type=click.FloatRange(0.5, 300), help="Seconds of reads per size (default 10)."
+)
+@bench_options
+@click.pass_context
+def lab_scale(ctx: click.Context, **_: Any) -> None:
+    """Lab start time, memory of all lab processes, and power reads per second
+    one lab serves."""
+    _scenario(ctx, "lab_scale")
+
+
+@bench.command("overhead")
+@click.option("--calls", type=click.IntRange(5, 100000), help="Reads per client (default 500).")
+@bench_options
+@click.pass_context
+def overhead(ctx: click.Context, **_: Any) -> None:
+    """One power read through bmaas vs bare pyghmi and bare sushy on the same
+    emulated BMC, sessions reused: median per call and the ratio."""
+    _scenario(ctx, "overhead")
+
+
+#: every scenario, in the order `all` runs them
+SCENARIOS = ("overhead", "fault-detection", "fleet-sweep", "lab-scale", "goodput")
+
+
+@bench.command("all")
+@bench_options
+@click.pass_context
+def all_scenarios(ctx: click.Context, smoke: bool, as_json: bool, report_dir: Path | None) -> None:
+    """Every scenario at its default size, one after the other; with
+    --report, DIR/README.md gathers their summaries."""
+    import importlib
+
+    from hwlab.bench.report import write_index
+
+    reports = []
+    for name in SCENARIOS:
+        module = importlib.import_module(f"hwlab.bench.{name.replace('-', '_')}")
+        options = module.Options.smoke() if smoke else module.Options()
+        if not as_json:
+            click.echo(f"== {name}", err=True)
+        reports.append(
+            _run(
+                ctx,
+                lambda module=module, options=options: module.run(options, progress=_progress),
+                smoke=smoke,
+                as_json=False,
+                report_dir=report_dir,
+                quiet=as_json,
+                command=f"hwlab bench {name}" + (" --smoke" if smoke else ""),
+            )
+        )
+    if report_dir is not None:
+        click.echo(f"wrote {write_index(reports, report_dir)}", err=as_json)
+    if as_json:
+        emit_json({"reports": [r.to_dict() for r in reports]})

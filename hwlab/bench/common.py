@@ -1,0 +1,212 @@
+"""What the benchmark scenarios share: labs that always stop, statistics,
+side-by-side timing, memory of a process tree, and call counters.
+
+A benchmark that leaves a lab worker running is worse than no benchmark:
+:func:`running_lab` stops the lab whatever happens and then makes sure every
+worker process is gone (killing any that is not), and :func:`no_stray_children`
+does the same for anything else a scenario started.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import math
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hwlab.lab import Lab
+from hwlab.labspec import LabSpec
+
+__all__ = [
+    "CallCounter",
+    "interleaved",
+    "no_stray_children",
+    "percentile",
+    "process_tree_rss",
+    "running_lab",
+    "summary",
+]
+
+LOG = logging.getLogger(__name__)
+
+#: how long a lab of any size may take to listen (1000 nodes take ~3 s here)
+LAB_START_TIMEOUT = 180.0
+
+
+# -- statistics -------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], share: float) -> float | None:
+    """Nearest-rank percentile (``share`` 0.5 is a median that is a sample)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(share * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary(values: Sequence[float]) -> dict[str, float | None]:
+    """Median, p95 and max, in seconds; None for an empty sample."""
+    if not values:
+        return {"median": None, "p95": None, "max": None}
+    return {
+        "median": statistics.median(values),
+        "p95": percentile(values, 0.95),
+        "max": max(values),
+    }
+
+
+def interleaved(calls: Mapping[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each contender, one call of each per round in
+    turn, so drift on a busy machine hits them all alike. A few untimed
+    calls first warm sessions, connections and caches."""
+    for _ in range(min(10, rounds)):
+        for call in calls.values():
+            call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+# -- processes --------------------------------------------------------------------
+
+
+def _psutil() -> Any:
+    import psutil  # a dependency of bmaas; imported here so `hwlab --help` stays fast
+
+    return psutil
+
+
+def process_tree_rss(pids: Iterable[int]) -> int:
+    """Resident bytes of these processes and all their descendants."""
+    psutil = _psutil()
+    seen: set[int] = set()
+    total = 0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        for proc in tree:
+            if proc.pid in seen:
+                continue
+            seen.add(proc.pid)
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                total += proc.memory_info().rss
+    return total
+
+
+def _kill_alive(pids: Iterable[int], what: str) -> list[int]:
+    """Kill whichever of ``pids`` still runs; returns those it had to kill."""
+    psutil = _psutil()
+    killed = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            proc.kill()
+            proc.wait(5)
+            killed.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.TimeoutExpired:
+            LOG.error("%s %d did not die when killed", what, pid)
+    if killed:
+        LOG.warning("%s outlived its run and was killed: %s", what, killed)
+    return killed
+
+
+@contextlib.contextmanager
+def running_lab(spec: LabSpec, state_dir: str | os.PathLike[str], **options: Any) -> Iterator[Lab]:
+    """A started lab, stopped on the way out whatever happened; any worker
+    process still alive after the stop is killed (and logged)."""
+    lab = Lab(spec, Path(state_dir), **options)
+    pids: list[int] = []
+    try:
+        lab.start(timeout=LAB_START_TIMEOUT)
+        pids = lab.pids()
+        yield lab
+    finally:
+        lab.stop()
+        _kill_alive(pids, "lab worker")
+
+
+def _children() -> dict[int, str]:
+    psutil = _psutil()
+    out = {}
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            out[proc.pid] = " ".join(proc.cmdline())
+    return out
+
+
+@contextlib.contextmanager
+def no_stray_children() -> Iterator[list[int]]:
+    """Around a whole benchmark run: any child process started inside it and
+    still alive at the end is killed, and its pid is appended to the yielded
+    list (empty on a clean run). multiprocessing's resource tracker is left
+    alone: it lives as long as this interpreter by design."""
+    before = set(_children())
+    killed: list[int] = []
+    try:
+        yield killed
+    finally:
+        stray = [
+            pid
+            for pid, cmd in _children().items()
+            if pid not in before and "resource_tracker" not in cmd
+        ]
+        killed += _kill_alive(stray, "benchmark child process")
+
+
+# -- counting calls ---------------------------------------------------------------
+
+
+class CallCounter:
+    """Thread-safe counts of calls by name, taken by wrapping methods of an
+    *instance* (so calls a class makes on ``self`` are counted too)."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def wrap(self, obj: Any, methods: Iterable[str], *, prefix: str = "") -> Any:
+        """Count every call of ``methods`` on ``obj`` from now on; returns ``obj``."""
+        for name in methods:
+            original = getattr(obj, name, None)
+            if original is None:
+                continue
+            setattr(obj, name, self._counted(original, prefix + name))
+        return obj
+
+    def _counted(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.add(name)
+            return fn(*args, **kwargs)
+
+        return counted
+
+    def total(self, prefix: str = "") -> int:
+        with self._lock:
+            return sum(n for k, n in self._counts.items() if k.startswith(prefix))
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._counts.items()))

@@ -1,0 +1,172 @@
+"""Every ``hwlab bench`` scenario at its smoke size, as an operator runs it
+(the console script, ``--smoke --json --report DIR``): the report has the
+promised shape, its invariants hold (bmaas leaks nothing, bmaas's faults
+are typed, ratios are numbers), the chart and summary are written, and no
+process of the run outlives it.
+
+These check that the benchmarks still work; they assert no timing."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.lab
+
+HWLAB = str(Path(sys.executable).with_name("hwlab"))
+
+
+def number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_fault_detection(report: dict[str, Any]) -> None:
+    cells = {(c["protocol"], c["fault"], c["client"]): c for c in report["data"]["cells"]}
+    expected_clients = {
+        "ipmi": {"bmaas", "pyghmi", "ipmitool (Ironic)"},
+        "redfish": {"bmaas", "sushy"},
+    }
+    for protocol, clients in expected_clients.items():
+        for fault in ("hang", "refused", "busy", "bad-credentials"):
+            for client in clients:
+                cell = cells.pop((protocol, fault, client))
+                assert cell["runs"] == 1
+                assert number(cell["median_s"])
+        # bmaas names each fault it can see within the smoke cap by its class
+        for fault, fault_class in (
+            ("refused", "BMCUnreachable"),
+            ("busy", "BMCBusy"),
+            ("bad-credentials", "BMCAuthError"),
+        ):
+            assert report_cell(report, protocol, fault, "bmaas")["got"] == [fault_class]
+    assert not cells
+    assert all(number(v) for v in report["headline"].values())
+
+
+def report_cell(report: dict[str, Any], protocol: str, fault: str, client: str) -> dict[str, Any]:
+    (cell,) = [
+        c
+        for c in report["data"]["cells"]
+        if (c["protocol"], c["fault"], c["client"]) == (protocol, fault, client)
+    ]
+    return cell
+
+
+def check_fleet_sweep(report: dict[str, Any]) -> None:
+    (size,) = report["data"]["sizes"].values()
+    for name in ("bmaas", "bmaas, IPMI half", "ipmitool x 8", "bmaas core (fake drivers)"):
+        assert size[name]["failed_calls"] == 0
+        assert size[name]["nodes_per_s"] > 0
+    assert size["bmaas"]["nodes"] == 20
+    assert size["ipmitool x 8"]["nodes"] == size["bmaas, IPMI half"]["nodes"] == 10
+    assert all(number(v) for v in report["headline"].values())
+
+
+def check_goodput(report: dict[str, Any]) -> None:
+    strategies = report["data"]["strategies"]
+    assert set(strategies) == {"no retry", "blind reschedule", "bmaas"}
+    ours = strategies["bmaas"]
+    assert (ours["leaked_allocations"], ours["leaked_ports"]) == (0, 0)
+    assert ours["ports_created"] == ours["requests"]  # one per request, reused by retries
+    for result in strategies.values():
+        assert 0 <= result["success_rate"] <= 1
+        assert result["bmc_calls"] > 0
+        assert result["ports_created"] >= result["succeeded"]
+    for rates in report["data"]["shares"].values():
+        assert set(rates) == set(strategies)
+    assert all(v is None or number(v) for v in report["headline"].values())
+
+
+def check_lab_scale(report: dict[str, Any]) -> None:
+    (size,) = report["data"]["sizes"].values()
+    assert size["workers"] == 1
+    assert size["rss_mib"] > 0
+    assert size["reads"] > 0
+    assert size["faults"] == 0
+
+
+def check_overhead(report: dict[str, Any]) -> None:
+    medians = report["data"]["medians_s"]
+    assert set(medians["ipmi"]) == {"bmaas", "pyghmi", "bmaas, fresh login", "ipmitool"}
+    assert set(medians["redfish"]) == {"bmaas", "sushy"}
+    assert all(number(v) and v > 0 for v in report["headline"].values())
+
+
+CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "fault-detection": check_fault_detection,
+    "fleet-sweep": check_fleet_sweep,
+    "goodput": check_goodput,
+    "lab-scale": check_lab_scale,
+    "overhead": check_overhead,
+}
+
+
+def leftovers(directory: Path) -> list[int]:
+    """Processes still running in ``directory`` (everything the run started
+    inherits its working directory)."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.cwd() == str(directory):
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("scenario", list(CHECKS))
+@pytest.mark.timeout(180)
+def test_every_scenario_runs_at_smoke_size_and_reports(scenario: str, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    run = subprocess.run(
+        [HWLAB, "bench", scenario, "--smoke", "--json", "--report", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=170,
+        env={**os.environ, "COLUMNS": "120"},
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert leftovers(tmp_path) == []
+    report = json.loads(run.stdout)
+    assert report["scenario"] == scenario
+    assert report["smoke"] is True
+    assert report["command"] == f"hwlab bench {scenario} --smoke --json --report {out}"
+    assert report["env"]["cpus"] >= 1
+    assert report["env"]["date"]
+    assert report["tables"]
+    assert all(t["rows"] for t in report["tables"])
+    assert report["notes"]
+    CHECKS[scenario](report)
+    png, md = out / f"{scenario}.png", out / f"{scenario}.md"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000  # a drawn chart, not an empty canvas
+    summary = md.read_text()
+    assert f"({scenario}.png)" in summary
+    assert report["title"] in summary
+    assert json.loads((out / f"{scenario}.json").read_text())["headline"] == report["headline"]
+
+
+def test_the_bench_group_lists_every_scenario_and_help_stays_light() -> None:
+    run = subprocess.run([HWLAB, "bench", "--help"], capture_output=True, text=True, check=True)
+    for scenario in (*CHECKS, "all"):
+        assert scenario in run.stdout
+    probe = (
+        "import sys, hwlab.cli; "
+        "print(sorted(m for m in ('matplotlib', 'psutil', 'drivers.ipmi', 'sushy') "
+        "if m in sys.modules))"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert imported.stdout.strip() == "[]"
