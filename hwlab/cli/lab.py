@@ -1,0 +1,314 @@
+"""``hwlab up``, ``down``, ``status``, ``profiles``, ``fault``, ``power``: a lab's life."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from bmaas.cliutil import emit_json
+from bmaas.faults import InputError
+from hwlab import profiles
+from hwlab.cli.common import parse_seed, state_dir_option
+from hwlab.control import LabClient, LabNotRunning
+from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+
+__all__ = ["down", "fault", "parse_rule_arg", "power", "profiles_cmd", "status", "up"]
+
+
+STDERR = Console(stderr=True)
+
+
+@click.command()
+@click.option(
+    "--nodes",
+    "-n",
+    type=click.IntRange(1, 5000),
+    default=4,
+    show_default=True,
+    help="Number of nodes (ignored with --lab-file).",
+)
+@click.option(
+    "--protocols",
+    type=click.Choice(["mixed", "ipmi", "redfish", "both"]),
+    default="mixed",
+    show_default=True,
+    help="mixed: half IPMI, half Redfish; both: every machine speaks both.",
+)
+@click.option(
+    "--lab-file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="A YAML lab file (nodes, hardware, credentials, fault rules).",
+)
+@click.option(
+    "--profile",
+    help="Fault profile(s): a built-in name (see 'hwlab profiles'), a "
+    "YAML file, or several separated by commas.",
+)
+@click.option("--seed", default=None, help="Seed for every random choice (default 0).")
+@click.option("--redfish-tls", is_flag=True, help="Serve Redfish over HTTPS (self-signed).")
+@click.option(
+    "--ipmi-base-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Give IPMI BMCs consecutive UDP ports from here (default: any free port).",
+)
+@click.option(
+    "--redfish-base-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Give Redfish BMCs consecutive TCP ports from here (default: any free port).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=180.0,
+    show_default=True,
+    help="Seconds to wait for every BMC to listen.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the lab description as JSON.")
+@state_dir_option
+def up(
+    nodes: int,
+    protocols: str,
+    lab_file: str | None,
+    profile: str | None,
+    seed: str | None,
+    redfish_tls: bool,
+    ipmi_base_port: int,
+    redfish_base_port: int,
+    timeout: float,
+    as_json: bool,
+    state_dir: Path,
+) -> None:
+    """Start a lab in the background; return when every BMC is listening."""
+    options = LabOptions(
+        labfile=os.path.abspath(lab_file) if lab_file else None,
+        nodes=nodes,
+        protocols=protocols,
+        profile=profile,
+        seed=parse_seed(seed),
+        redfish_tls=redfish_tls,
+        ipmi_base_port=ipmi_base_port,
+        redfish_base_port=redfish_base_port,
+        start_timeout=timeout,
+    )
+    spec = build_spec(options)  # every input error surfaces here, before anything starts
+    state_dir.mkdir(parents=True, exist_ok=True)
+    pid = read_pid(state_dir)
+    if pid is not None and pid_alive(pid):
+        raise InputError(
+            f"a lab is already running in {state_dir} (pid {pid}); run 'hwlab down' first, "
+            "or pick another --state-dir"
+        )
+    if pid is not None:
+        click.echo(f"removing stale pid file of a lab that is gone (pid {pid})", err=True)
+        (state_dir / "hwlab.pid").unlink(missing_ok=True)
+    (state_dir / "lab.json").unlink(missing_ok=True)
+    log = open(state_dir / "hwlab.log", "ab")  # noqa: SIM115 - handed to the daemon
+    with log:
+        daemon = subprocess.Popen(  # noqa: S603 - our own module, no shell
+            [sys.executable, "-m", "hwlab.daemon", str(state_dir), options.to_json()],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    info = _wait_ready(state_dir, daemon, timeout + 30, len(spec.nodes))
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"lab up: {len(info['nodes'])} nodes in {info.get('start_seconds', 0):.1f}s "
+        f"(profile {spec.profile or 'none'}, seed {spec.seed})"
+    )
+    click.echo(f"  inventory: {info['inventory']}")
+    click.echo(f"  events:    {info['events']}")
+    click.echo(f"  control:   {info['control_url']}")
+
+
+def _wait_ready(
+    state_dir: Path, daemon: subprocess.Popen[bytes], timeout: float, count: int
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    spinner = STDERR.status(f"starting {count} BMCs...") if STDERR.is_terminal else None
+    with spinner or contextlib.nullcontext():
+        while time.monotonic() < deadline:
+            info = _read_lab_json(state_dir)
+            if info.get("state") == "ready":
+                return info
+            if info.get("state") == "failed":
+                (state_dir / "lab.json").unlink(missing_ok=True)
+                raise InputError(f"the lab did not start: {info.get('error')}")
+            if daemon.poll() is not None:
+                raise InputError(
+                    f"the lab process exited ({daemon.returncode}); see {state_dir / 'hwlab.log'}"
+                )
+            time.sleep(0.1)
+    daemon.send_signal(signal.SIGTERM)
+    raise InputError(f"the lab did not become ready within {timeout:.0f}s; stopped it")
+
+
+def _read_lab_json(state_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((state_dir / "lab.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+@click.command()
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait before killing what is left.",
+)
+@state_dir_option
+def down(timeout: float, state_dir: Path) -> None:
+    """Stop the lab and everything it started."""
+    pid = read_pid(state_dir)
+    if pid is None:
+        click.echo(f"no lab is running in {state_dir}")
+        return
+    if not pid_alive(pid):
+        (state_dir / "hwlab.pid").unlink(missing_ok=True)
+        (state_dir / "lab.json").unlink(missing_ok=True)
+        click.echo(f"no lab is running in {state_dir} (removed a stale pid file, pid {pid})")
+        return
+    try:
+        LabClient.from_state_dir(state_dir).shutdown()
+    except (LabNotRunning, InputError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if pid_alive(pid):
+        click.echo(f"lab (pid {pid}) did not stop in {timeout:g}s; killing it", err=True)
+        _kill_group(pid)
+        (state_dir / "hwlab.pid").unlink(missing_ok=True)
+        (state_dir / "lab.json").unlink(missing_ok=True)
+    click.echo("lab stopped")
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)  # the daemon leads its session: workers go too
+
+
+# -- looking and poking -------------------------------------------------------------
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@state_dir_option
+def status(as_json: bool, state_dir: Path) -> None:
+    """Nodes, ports, fault rules in force and effects injected so far."""
+    info = LabClient.from_state_dir(state_dir).status()
+    if as_json:
+        emit_json(info)
+        return
+    table = Table(title=f"hwlab: {len(info['nodes'])} nodes, {info['events']} effects injected")
+    for column in ("node", "ipmi", "redfish", "power", "rules", "fired"):
+        table.add_column(column)
+    for name, node in info["nodes"].items():
+        ports = node.get("ports", {})
+        fired = sum(node.get("fired", {}).values())
+        table.add_row(
+            name,
+            str(ports.get("ipmi", "")),
+            str(ports.get("redfish", "")),
+            node["power"] + (" (BMC rebooting)" if node.get("bmc_down") else ""),
+            "\n".join(node.get("rules", [])) or "-",
+            str(fired),
+        )
+    Console().print(table)
+    click.echo(f"inventory: {info.get('inventory')}")
+
+
+@click.command("profiles")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def profiles_cmd(as_json: bool) -> None:
+    """List the built-in fault profiles."""
+    if as_json:
+        emit_json({p.name: p.description for p in profiles.PROFILES.values()})
+        return
+    width = max(len(n) for n in profiles.PROFILES)
+    for p in profiles.PROFILES.values():
+        click.echo(f"{p.name:<{width}}  {p.description}")
+
+
+@click.group()
+def fault() -> None:
+    """Add or clear fault rules on a running lab."""
+
+
+def parse_rule_arg(text: str) -> dict[str, Any]:
+    """``effect=busy,operation=power.*,probability=0.5`` or a YAML/JSON mapping."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(f"not a YAML/JSON mapping: {exc}", field="RULE") from None
+        if not isinstance(value, dict):
+            raise InputError("must be a mapping", field="RULE")
+        return value
+    rule: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, raw = part.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected key=value, got {part!r}", field="RULE")
+        rule[key.strip()] = yaml.safe_load(raw) if raw else ""
+    return rule
+
+
+@fault.command("add")
+@click.argument("node")
+@click.argument("rules", nargs=-1, required=True)
+@state_dir_option
+def fault_add(node: str, rules: Sequence[str], state_dir: Path) -> None:
+    """Put RULES in force on NODE now.
+
+    \b
+    A rule is key=value pairs, or a YAML mapping:
+      hwlab fault add node-002 effect=busy,operation=power.*,probability=0.5
+      hwlab fault add node-002 '{effect: hang, operation: power.get, times: 3}'
+    """
+    parsed = [parse_rule_arg(r) for r in rules]
+    total = LabClient.from_state_dir(state_dir).add_faults(node, parsed)
+    click.echo(f"{node}: {len(parsed)} rule(s) added, {total} in force")
+
+
+@fault.command("clear")
+@click.argument("node", required=False)
+@click.option("--all", "all_nodes", is_flag=True, help="Clear every node's rules.")
+@state_dir_option
+def fault_clear(node: str | None, all_nodes: bool, state_dir: Path) -> None:
+    """Remove every rule from NODE (or from all nodes with --all)."""
+    if bool(node) == all_nodes:
+        raise InputError("name one NODE or pass --all")
+    LabClient.from_state_dir(state_dir).clear_faults(node)
+    click.echo(f"cleared rules on {node or 'every node'}")
+
+
+@click.command()
+@click.argument("node")
+@click.argument("state", type=click.Choice(["on", "off"]))
+@state_dir_option
+def power(node: str, state: str, state_dir: Path) -> None:
+    """Turn NODE's hardware on or off behind its BMC's back."""
+    LabClient.from_state_dir(state_dir).power(node, state)
+    click.echo(f"{node}: power {state}")
