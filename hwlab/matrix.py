@@ -185,7 +185,6 @@ def _run_one(
 ) -> Result:
     node = record["name"]
     lab.clear_faults(node)
-    _wait_bmc_up(lab, node)
     lab.power(node, "on" if scenario.start_on else "off")
     driver = build_driver(node, protocol, record["driver_info"], deadline=deadline)
     driver.poll_interval = 0.1
@@ -209,8 +208,8 @@ def _run_one(
 
 
 def _probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:
-    """Set-up, not measurement: a BMC back from a reboot may take a moment
-    to listen again."""
+    """Set-up, not measurement: a BMC the previous scenario rebooted must
+    answer again before the next scenario starts."""
     until = time.monotonic() + limit
     while True:
         try:
@@ -220,10 +219,3 @@ def _probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:
             if time.monotonic() > until:
                 raise
             time.sleep(0.1)
-
-
-def _wait_bmc_up(lab: Lab, node: str, limit: float = 10.0) -> None:
-    """A BMC rebooted by the previous scenario must be back before the next."""
-    until = time.monotonic() + limit
-    while lab.status()["nodes"][node]["bmc_down"] and time.monotonic() < until:
-        time.sleep(0.1)

@@ -22,8 +22,10 @@ from bmaas.faults import BmaasError
 from bmaas.registry import build_driver
 from hwlab import profiles
 from hwlab.control import LabClient
+from hwlab.daemon import pid_alive
 from hwlab.events import read_events
 from hwlab.lab import Lab
+from tests.lab.proxy_support import port_is_free
 
 pytestmark = pytest.mark.lab
 
@@ -34,33 +36,6 @@ def hwlab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [HWLAB, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
-
-
-def _udp_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _tcp_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-        return fh.read().split(") ", 1)[1][0] != "Z"
 
 
 @pytest.fixture
@@ -81,7 +56,7 @@ def test_up_status_down_leaves_nothing_running(state_dir: Path) -> None:
     pids = [info["pid"], *info["worker_pids"]]
     ports = [n["ports"]["ipmi"] for n in info["nodes"].values()]
     assert len(ports) == 4
-    assert not any(_udp_free(p) for p in ports)
+    assert not any(port_is_free(p) for p in ports)
 
     status = hwlab("status", "--json", "--state-dir", str(state_dir))
     assert status.returncode == 0, status.stderr
@@ -96,8 +71,8 @@ def test_up_status_down_leaves_nothing_running(state_dir: Path) -> None:
     down = hwlab("down", "--state-dir", str(state_dir))
     assert down.returncode == 0, down.stderr
     assert "lab stopped" in down.stdout
-    assert not any(_alive(p) for p in pids)
-    assert all(_udp_free(p) for p in ports)
+    assert not any(pid_alive(p) for p in pids)
+    assert all(port_is_free(p) for p in ports)
     assert not (state_dir / "hwlab.pid").exists()
 
     again = hwlab("down", "--state-dir", str(state_dir))
@@ -305,16 +280,16 @@ def test_sigkilled_daemon_is_cleaned_up_by_down(state_dir: Path) -> None:
     info = json.loads(up.stdout)
     os.kill(info["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while _alive(info["pid"]) and time.monotonic() < deadline:
+    while pid_alive(info["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
     down = hwlab("down", "--state-dir", str(state_dir))
     assert down.returncode == 0
     assert "stale pid file" in down.stdout
     # the orphaned worker notices its parent is gone and stops serving
     deadline = time.monotonic() + 10
-    while any(_alive(p) for p in info["worker_pids"]) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in info["worker_pids"]) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(p) for p in info["worker_pids"])
+    assert not any(pid_alive(p) for p in info["worker_pids"])
 
 
 def test_tls_lab_across_workers_verifies_every_node(hwlab_lab: Callable[..., Lab]) -> None:
