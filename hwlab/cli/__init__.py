@@ -2,7 +2,7 @@
 
 One module per family of commands: ``lab`` (up, down, status, fault,
 power, profiles), ``scenarios`` (matrix, demo), ``proxy``; ``hwlab bench`` lives
-with the benchmarks in :mod:`hwlab.bench.cli`.
+with the benchmarks in :mod:`hwlab.harness.bench.cli`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import click
 
 from bmaas import __version__
 from bmaas.cliutil import BmaasGroup, common_options, run, setup_logging
-from hwlab.bench.cli import bench
 from hwlab.cli.lab import down, fault, parse_rule_arg, power, profiles_cmd, status, up
 from hwlab.cli.proxy import proxy
 from hwlab.cli.scenarios import demo, matrix
+from hwlab.harness.bench.cli import bench
 
 __all__ = ["cli", "main", "parse_rule_arg"]
 

@@ -43,8 +43,8 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
 
     Exits 1 on any mismatch or UnclassifiedFault.
     """
+    from hwlab.harness.matrix import SCENARIOS, matrix_spec, run_matrix
     from hwlab.lab import Lab
-    from hwlab.matrix import SCENARIOS, matrix_spec, run_matrix
 
     chosen = [s for s in SCENARIOS if not only or s.name in only]
     unknown = set(only) - {s.name for s in SCENARIOS}
@@ -141,7 +141,7 @@ def demo(
 
     Exits 1 if anything leaked or no request succeeded.
     """
-    from hwlab.demo import DemoOptions, run_demo
+    from hwlab.harness.demo import DemoOptions, run_demo
 
     options = DemoOptions(
         nodes=nodes,

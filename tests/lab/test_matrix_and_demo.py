@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from hwlab.matrix import EXPECTED, SCENARIOS
+from hwlab.harness.matrix import EXPECTED, SCENARIOS
 
 pytestmark = pytest.mark.lab
 

@@ -24,7 +24,7 @@ from bmaas.retry import RetryPolicy
 from bmaas.store import Store
 from fakes.machine import Hardware
 from hwlab import profiles
-from hwlab.demo import leaks
+from hwlab.harness.demo import leaks
 from hwlab.lab import Lab
 
 pytestmark = pytest.mark.lab

@@ -18,11 +18,11 @@ from bmaas.faults import BMCTimeout
 from bmaas.retry import RetryingDriver, RetryPolicy
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
-from hwlab.bench import fault_detection, ipmitool
-from hwlab.bench.cli import _command, bench_options
-from hwlab.bench.common import CallCounter, percentile, summary
-from hwlab.bench.goodput import counting_factory
-from hwlab.bench.report import Report, Table, fmt_ratio, fmt_seconds, markdown, write_report
+from hwlab.harness.bench import fault_detection, ipmitool
+from hwlab.harness.bench.cli import _command, bench_options
+from hwlab.harness.bench.common import CallCounter, percentile, summary
+from hwlab.harness.bench.goodput import counting_factory
+from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds, markdown, write_report
 
 JOB: ipmitool.Job = (["ipmitool", "power", "status"], {})
 

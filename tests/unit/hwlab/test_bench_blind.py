@@ -9,9 +9,9 @@ from bmaas.driver import PowerState
 from bmaas.provision import Request
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import PortOrigin
-from hwlab.bench.blind import BlindReschedule
-from hwlab.bench.common import CallCounter
-from hwlab.demo import leaks
+from hwlab.harness.bench.blind import BlindReschedule
+from hwlab.harness.bench.common import CallCounter
+from hwlab.harness.demo import leaks
 from tests.unit.test_provision import SETTINGS, Rack
 
 REQUEST = Request("web-1", resource_class="baremetal", network="prov")

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from hwlab.bench.common import process_tree_rss, running_lab
-from hwlab.bench.report import Report, Table, fmt_seconds
+from hwlab.harness.bench.common import process_tree_rss, running_lab
+from hwlab.harness.bench.report import Report, Table, fmt_seconds
 from hwlab.labspec import generate
 
 __all__ = ["Options", "run"]

@@ -28,9 +28,9 @@ from typing import Any
 
 from bmaas.driver import PowerState
 from bmaas.registry import build_driver
-from hwlab.bench import ipmitool
-from hwlab.bench.common import interleaved, running_lab
-from hwlab.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from hwlab.harness.bench import ipmitool
+from hwlab.harness.bench.common import interleaved, running_lab
+from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from hwlab.labspec import LabSpec, NodeSpec
 
 __all__ = ["Options", "run"]

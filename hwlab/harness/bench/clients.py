@@ -4,7 +4,7 @@ A bare pyghmi or sushy client facing a dead BMC may wait minutes (sushy:
 ten tries of a 60 s read timeout) or, in a thread, forever; such a thread
 cannot be stopped. So each trial runs here, in a child process:
 
-    echo '{"client": "sushy", ...}' | python -m hwlab.bench.clients
+    echo '{"client": "sushy", ...}' | python -m hwlab.harness.bench.clients
 
 The job (with the password) comes on stdin, never on the command line. The
 child imports everything first, then times one power read from the moment
@@ -133,7 +133,7 @@ def run_trial(job: Mapping[str, Any]) -> dict[str, Any]:
     """Run one trial in a child process; its JSON answer as a dict."""
     cap = float(job["cap"])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hwlab.bench.clients"],
+        [sys.executable, "-m", "hwlab.harness.bench.clients"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

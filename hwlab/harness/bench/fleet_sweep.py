@@ -12,7 +12,7 @@ round after round, only the sweeps are timed:
   ipmitool reads);
 * **ipmitool x 8**: one ``ipmitool ... power status`` process per IPMI node,
   8 at a time: Ironic's default power-sync workers and its ipmitool options
-  (see :mod:`hwlab.bench.ipmitool`);
+  (see :mod:`hwlab.harness.bench.ipmitool`);
 * **bmaas core (fake drivers)**: ``run_on_nodes`` over as many in-process
   fake drivers: what bmaas itself costs per node, with no network.
 
@@ -39,9 +39,9 @@ from bmaas import inventory as inventory_mod
 from bmaas.ops import DEFAULT_WORKERS, driver_factory, run_on_nodes
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
-from hwlab.bench import ipmitool
-from hwlab.bench.common import running_lab
-from hwlab.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from hwlab.harness.bench import ipmitool
+from hwlab.harness.bench.common import running_lab
+from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from hwlab.labspec import generate
 
 __all__ = ["Options", "run"]

@@ -8,7 +8,7 @@ over after boot) three ways, each on a fresh lab started from the same seed:
 * **no retry**: bmaas's :class:`~bmaas.provision.Provisioner` with
   ``RetryPolicy.no_retry()`` and ``max_attempts=1``: a failed build ends in
   ERROR;
-* **blind reschedule**: :mod:`hwlab.bench.blind`, what Nova did: any
+* **blind reschedule**: :mod:`hwlab.harness.bench.blind`, what Nova did: any
   exception moves the request to another host (up to 3), no operation-level
   retries, no classification, a new port per attempt;
 * **bmaas**: the ``Provisioner`` with its typed retries (``RetryPolicy()``,
@@ -17,7 +17,7 @@ over after boot) three ways, each on a fresh lab started from the same seed:
 For each: success rate, time to active (p50, p95) of the successful ones,
 deploys per minute, BMC calls made, ports created, and allocations and ports
 leaked after the batch (held by anything but an instance:
-:func:`hwlab.demo.leaks`). BMC calls are counted at the client: each call of
+:func:`hwlab.harness.demo.leaks`). BMC calls are counted at the client: each call of
 a driver's BMC methods (probe, power read/request, boot device, virtual
 media, boot progress) through a wrapped driver factory; one driver call is
 one bounded BMC operation (1 UDP exchange for IPMI, 1-3 HTTP requests for
@@ -53,10 +53,10 @@ from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 from fakes.faults import FaultRule
 from fakes.machine import Hardware
-from hwlab.bench.blind import BlindReschedule, Placement
-from hwlab.bench.common import CallCounter, percentile, running_lab
-from hwlab.bench.report import Report, Table, fmt_seconds
-from hwlab.demo import leaks
+from hwlab.harness.bench.blind import BlindReschedule, Placement
+from hwlab.harness.bench.common import CallCounter, percentile, running_lab
+from hwlab.harness.bench.report import Report, Table, fmt_seconds
+from hwlab.harness.demo import leaks
 from hwlab.labspec import LabSpec, generate
 
 __all__ = ["STRATEGIES", "Options", "run"]
