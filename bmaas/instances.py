@@ -24,7 +24,6 @@ from bmaas.faults import (
     Attempt,
     BmaasError,
     BMCAuthError,
-    BMCFault,
     BMCTimeout,
     BMCUnreachable,
     InputError,
@@ -33,6 +32,7 @@ from bmaas.faults import (
     ProvisionFailed,
 )
 from bmaas.health import Hysteresis
+from bmaas.policy import policy_for
 from bmaas.retry import RetryingDriver, RetryPolicy
 from bmaas.store import LeaseLost, OwnerKind, Store
 from bmaas.store.records import Owner, Port, ProvisionState
@@ -59,8 +59,9 @@ class Moved:
 
 def counts_against_node(fault: BaseException) -> bool:
     """Whether a fault says something about the node's health (it counts
-    toward putting the node into maintenance)."""
-    return isinstance(fault, BMCFault)
+    toward putting the node into maintenance): the policy table's "health"
+    column. A busy BMC or rejected credentials never count."""
+    return policy_for(fault).counts_for_health
 
 
 def fence(driver: BMCDriver, fault: BaseException) -> None:

@@ -45,7 +45,6 @@ from bmaas.driver import BMCDriver
 from bmaas.faults import (
     Attempt,
     BmaasError,
-    BMCFault,
     BMCTimeout,
     InputError,
     NoCandidates,
@@ -55,6 +54,7 @@ from bmaas.faults import (
 from bmaas.health import Hysteresis
 from bmaas.instances import InstancesMixin, Moved, counts_against_node, fence
 from bmaas.lease import LeaseKeeper
+from bmaas.policy import Reschedule, policy_for
 from bmaas.retry import RetryPolicy
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind, Store
 from bmaas.store.records import Owner, Port, PortOrigin, ProvisionState
@@ -127,7 +127,8 @@ class Provisioned:
 
 
 def should_reschedule(fault: BaseException) -> bool:
-    """Whether a request may move on to another node after ``fault``.
+    """Whether a request may move on to another node after ``fault``: the
+    "reschedule" column of the policy table (:mod:`bmaas.policy`).
 
     Yes for anything that says "this node": every BMC fault (a BMC that is
     busy or unreachable was already retried on the spot by the operation
@@ -136,7 +137,7 @@ def should_reschedule(fault: BaseException) -> bool:
     rest: bad input fails the same way everywhere, and a lost lease or a
     database error means we no longer know what we own.
     """
-    return isinstance(fault, BMCFault | NodeUnavailable)
+    return policy_for(fault).reschedule is Reschedule.NEXT_CANDIDATE
 
 
 class Provisioner(InstancesMixin):
