@@ -19,6 +19,7 @@ from bmaas.cli.app import (
     pass_app,
     print_results,
     progress,
+    retry_option,
     whoami,
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
@@ -180,8 +181,9 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 def _pass_line(number: int, report: SyncReport) -> str:
     faulted = ", ".join(report.nodes_with(Change.FAULTED)) or "-"
     recovered = ", ".join(report.nodes_with(Change.RECOVERED)) or "-"
+    auth = f" ({len(report.auth_failed)} credentials rejected)" if report.auth_failed else ""
     return (
-        f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed, "
+        f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed{auth}, "
         f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}, "
         f"{report.duration:.2f}s"
     )
@@ -217,6 +219,7 @@ def _pass_line(number: int, report: SyncReport) -> str:
     help="Good reads in a row that take it back out.",
 )
 @fleet_options
+@retry_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, no progress bar.")
 @pass_app
 @click.pass_context
@@ -231,12 +234,16 @@ def sync(
     recover_after: int,
     workers: int,
     deadline: float,
+    no_retry: bool,
     as_json: bool,
 ) -> None:
     """Read every node's power state and record it, with hysteresis.
 
-    One pass by default (exit 1 if any read failed). With --interval it keeps
-    running until SIGINT/SIGTERM, printing one line per pass.
+    Each read goes through the operation retry (--no-retry: one attempt).
+    Only faults that say something about the node count toward 'power
+    failure' (never a busy BMC or rejected credentials). One pass by default
+    (exit 1 if any read still failed). With --interval it keeps running until
+    SIGINT/SIGTERM, printing one line per pass.
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
@@ -246,6 +253,7 @@ def sync(
         "factory": app.factory(deadline),
         "policy": policy,
         "workers": workers,
+        "retry": app.retry_policy(no_retry=no_retry),
     }
     if interval is None:
         start = time.monotonic()

@@ -1,8 +1,17 @@
 """``bmaas power``, ``bmaas boot-device`` and ``bmaas vmedia``: one BMC
 operation over many nodes in parallel, a result line per node.
 
-Exit codes: 0 every node succeeded, 1 some failed (their lines say why),
-2 the command could not run (unknown node, bad arguments, database).
+Every node's calls go through the operation retry
+(:class:`~bmaas.retry.RetryingDriver`): a BMC that is busy for a moment is
+asked again, a reset is never resent blindly (``power reboot`` is the safe
+:func:`~bmaas.retry.reboot`). ``--no-retry`` makes one attempt per call, to
+see each BMC's raw first answer. A node's line is ``ok`` or the policy
+table's fleet word for the fault left after the retries (``FAIL``, ``BUSY``,
+``AUTH``, ``UNSUPPORTED``, ...).
+
+Exit codes: 0 every node ended fine after retries, 1 some did not (their
+lines say why), 2 the command could not run (unknown node, bad arguments,
+database).
 """
 
 from __future__ import annotations
@@ -20,12 +29,14 @@ from bmaas.cli.app import (
     pass_app,
     print_results,
     progress,
+    retry_option,
     select_nodes,
     whoami,
 )
 from bmaas.driver import BMCDriver, BootDevice, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
+from bmaas.retry import RetryingDriver
 
 __all__ = ["boot_device", "power", "vmedia"]
 
@@ -39,22 +50,29 @@ def _run(
     app: App,
     nodes: Sequence[str],
     all_nodes: bool,
-    operation: Callable[[BMCDriver], Any],
+    operation: Callable[[RetryingDriver], Any],
     *,
     label: str,
     workers: int,
     deadline: float,
     as_json: bool,
+    no_retry: bool,
     record: Callable[[list[NodeResult[Any]]], None] | None = None,
 ) -> None:
-    """Select nodes, run ``operation`` on each, print results, record, exit."""
+    """Select nodes, run ``operation`` on each through the operation retry,
+    print results, record, exit."""
     store = app.store()
     records = select_nodes(store, nodes, all_nodes)
+    policy = app.retry_policy(no_retry=no_retry)
+
+    def retried(driver: BMCDriver) -> Any:
+        return operation(RetryingDriver(driver, policy))
+
     start = time.monotonic()
     with progress(len(records), label, quiet=as_json) as advance:
         results = run_on_nodes(
             records,
-            operation,
+            retried,
             factory=app.factory(deadline),
             workers=workers,
             on_result=lambda _result: advance(),
@@ -88,6 +106,7 @@ def power() -> None:
 @power.command("status")
 @node_selection
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -98,6 +117,7 @@ def power_status(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     as_json: bool,
 ) -> None:
     """Read the power state of NODE... (or --all) and record it."""
@@ -115,6 +135,7 @@ def power_status(
         workers=workers,
         deadline=deadline,
         as_json=as_json,
+        no_retry=no_retry,
         record=record,
     )
 
@@ -136,6 +157,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         help="Seconds to wait for the target state (with --wait).",
     )
     @fleet_options
+    @retry_option
     @_json_option
     @pass_app
     @click.pass_context
@@ -148,9 +170,11 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         timeout: float,
         workers: int,
         deadline: float,
+        no_retry: bool,
         as_json: bool,
     ) -> None:
-        def operation(driver: BMCDriver) -> PowerState:
+        def operation(driver: RetryingDriver) -> PowerState:
+            # REBOOT with --wait is bmaas.retry.reboot: never resent blindly
             return driver.set_power_state(action, wait=wait, timeout=timeout)
 
         def record(results: list[NodeResult[Any]]) -> None:
@@ -172,6 +196,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
             workers=workers,
             deadline=deadline,
             as_json=as_json,
+            no_retry=no_retry,
             record=record,
         )
 
@@ -195,6 +220,7 @@ def boot_device() -> None:
 @boot_device.command("get")
 @node_selection
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -205,6 +231,7 @@ def boot_get(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     as_json: bool,
 ) -> None:
     """Read the next boot device of NODE... (or --all)."""
@@ -218,6 +245,7 @@ def boot_get(
         workers=workers,
         deadline=deadline,
         as_json=as_json,
+        no_retry=no_retry,
     )
 
 
@@ -232,6 +260,7 @@ def boot_get(
 )
 @click.option("--persistent", is_flag=True, help="Keep it for every boot, not just the next.")
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -244,12 +273,13 @@ def boot_set(
     persistent: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     as_json: bool,
 ) -> None:
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
-    def operation(driver: BMCDriver) -> str:
+    def operation(driver: RetryingDriver) -> str:
         driver.set_boot_device(target, persistent=persistent)
         return f"{target} ({'persistent' if persistent else 'once'})"
 
@@ -267,6 +297,7 @@ def boot_set(
         workers=workers,
         deadline=deadline,
         as_json=as_json,
+        no_retry=no_retry,
         record=record,
     )
 
@@ -283,6 +314,7 @@ def vmedia() -> None:
 @node_selection
 @click.option("--url", required=True, help="Image URL the BMC fetches.")
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -294,11 +326,12 @@ def vmedia_insert(
     url: str,
     workers: int,
     deadline: float,
+    no_retry: bool,
     as_json: bool,
 ) -> None:
     """Insert the image at --url into NODE... (or --all)."""
 
-    def operation(driver: BMCDriver) -> str:
+    def operation(driver: RetryingDriver) -> str:
         driver.insert_virtual_media(url)
         return "inserted"
 
@@ -312,6 +345,7 @@ def vmedia_insert(
         workers=workers,
         deadline=deadline,
         as_json=as_json,
+        no_retry=no_retry,
         record=_events(app, "vmedia", f"virtual media inserted: {url}"),
     )
 
@@ -319,6 +353,7 @@ def vmedia_insert(
 @vmedia.command("eject")
 @node_selection
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -329,11 +364,12 @@ def vmedia_eject(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     as_json: bool,
 ) -> None:
     """Eject virtual media from NODE... (or --all)."""
 
-    def operation(driver: BMCDriver) -> str:
+    def operation(driver: RetryingDriver) -> str:
         driver.eject_virtual_media()
         return "ejected"
 
@@ -347,5 +383,6 @@ def vmedia_eject(
         workers=workers,
         deadline=deadline,
         as_json=as_json,
+        no_retry=no_retry,
         record=_events(app, "vmedia", "virtual media ejected"),
     )
