@@ -89,7 +89,7 @@ class RetryPolicy:
     #: total seconds for the operation, every attempt and sleep included
     deadline: float = 60.0
     #: attempts in all, whatever the faults
-    max_attempts: int = 6
+    max_attempts: int = 10
     #: bound of one BMC call (None: the driver's own default), clipped to time left
     call_deadline: float | None = None
     #: BMCBusy: first wait, growth factor, cap, and jitter (share of the wait)
@@ -101,7 +101,7 @@ class RetryPolicy:
     unreachable_attempts: int = 3
     unreachable_wait: float = 1.0
     #: BMCTimeout (idempotent operations only)
-    timeout_attempts: int = 2
+    timeout_attempts: int = 3
     timeout_wait: float = 0.5
     #: BMCInternalError: "once here, then elsewhere"
     internal_error_attempts: int = 2

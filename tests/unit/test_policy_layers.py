@@ -65,7 +65,7 @@ class Layers:
     fleet: str
 
 
-BACKOFF = [0.5, 1.0, 2.0, 4.0, 8.0]
+BACKOFF = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0]  # capped at busy_max
 NONE = Layers(1, [], 1, [], True, True, "FAIL")  # a BMC fault retried nowhere: elsewhere
 STOP = Layers(1, [], 1, [], False, False, "ERROR")
 
@@ -74,10 +74,8 @@ EXPECTED: dict[type[BmaasError], Layers] = {
     InputError: dataclasses.replace(STOP, fleet="CONFIG"),
     BMCFault: NONE,
     BMCUnreachable: Layers(3, [1.0, 1.0], 3, [1.0, 1.0], True, True, "FAIL"),
-    BMCTimeout: Layers(2, [0.5], 1, [], True, True, "FAIL"),
-    BMCBusy: Layers(
-        6, [0.5, 1.0, 2.0, 4.0, 8.0], 6, [0.5, 1.0, 2.0, 4.0, 8.0], True, False, "BUSY"
-    ),
+    BMCTimeout: Layers(3, [0.5, 0.5], 1, [], True, True, "FAIL"),
+    BMCBusy: Layers(10, BACKOFF, 10, BACKOFF, True, False, "BUSY"),
     BMCAuthError: dataclasses.replace(NONE, counted=False, fleet="AUTH"),
     BMCInternalError: Layers(2, [1.0], 2, [1.0], True, True, "FAIL"),
     BMCProtocolError: NONE,
