@@ -120,6 +120,7 @@ def test_every_fleet_command_on_a_busy_lab_exits_0(
     assert all(line.split()[1] in ("ok", "BUSY") for line in raw.stdout.splitlines())
 
 
+@pytest.mark.timeout(600)  # 100 passes of about 1-2 s each (busy BMCs say "1 s later")
 def test_sync_on_a_flaky_lab_fences_only_broken_nodes(
     hwlab_lab: Callable[..., Lab], tmp_path: Path
 ) -> None:
