@@ -130,7 +130,10 @@ class FleetOutcome(StrEnum):
 
     @property
     def label(self) -> str:
-        """The word on a result line (``FAIL`` keeps its historical spelling)."""
+        """The word on a result line: ``ok``, else upper case (``FAIL`` keeps
+        its historical spelling), so failures stand out in a long listing."""
+        if self is FleetOutcome.OK:
+            return "ok"
         return "FAIL" if self is FleetOutcome.FAILED else self.value.upper()
 
 

@@ -8,6 +8,7 @@ fleets; ``bmaas`` itself uses the real driver factory.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import getpass
@@ -239,18 +240,12 @@ def print_results(
         )
     else:
         width = max((len(r.node) for r in results), default=0)
-        words = [outcome(r).label if r.error is not None else "ok" for r in results]
+        words = [outcome(r).label for r in results]
         column = max([4, *(len(w) for w in words)])  # "FAIL" at least, as ever
         for r, word in zip(results, words, strict=True):
-            if r.error is None:
-                click.echo(f"{r.node:<{width}}  {word:<{column}}  {describe(r.value)}")
-            else:
-                click.echo(
-                    f"{r.node:<{width}}  {word:<{column}}  {type(r.error).__name__}: {r.error}"
-                )
-        counts: dict[str, int] = {}
-        for r in failed:
-            counts[outcome(r).value] = counts.get(outcome(r).value, 0) + 1
+            what = describe(r.value) if r.error is None else f"{type(r.error).__name__}: {r.error}"
+            click.echo(f"{r.node:<{width}}  {word:<{column}}  {what}")
+        counts = collections.Counter(outcome(r).value for r in failed)
         detail = ", ".join(f"{n} {word}" for word, n in sorted(counts.items()))
         summary = f"{len(results) - len(failed)} ok, {len(failed)} failed"
         if detail and set(counts) != {FleetOutcome.FAILED.value}:

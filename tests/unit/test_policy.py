@@ -12,7 +12,6 @@ from bmaas.faults import (
     BmaasError,
     BMCBusy,
     BMCFault,
-    InputError,
     NodeUnavailable,
     RetryScope,
 )
@@ -48,9 +47,9 @@ def test_the_table_agrees_with_each_class_retry_scope(row: policy.FaultPolicy) -
         assert row.reschedule is Reschedule.NEXT_CANDIDATE
     if row.counts_for_health:
         assert issubclass(row.fault, BMCFault)  # only a BMC says something about a node
-    assert (row.fleet is FleetOutcome.ERROR) == (row.reschedule is Reschedule.STOP) or (
-        row.fault is InputError
-    )
+    if row.reschedule is Reschedule.STOP:  # no node to blame: not a node's failure
+        assert row.fleet in (FleetOutcome.ERROR, FleetOutcome.CONFIG)
+        assert not row.counts_for_health
     assert row.why
     assert "\n" not in row.why
 
