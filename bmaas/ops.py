@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from bmaas import credentials, registry
-from bmaas.driver import DEFAULT_DEADLINE, BMCDriver
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
 from bmaas.store.records import NodeRecord
 
@@ -84,7 +84,7 @@ def _jsonable(value: Any) -> Any:
 
 def driver_factory(
     *,
-    deadline: float = DEFAULT_DEADLINE,
+    bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
     environ: Mapping[str, str] | None = None,
     **options: Any,
 ) -> DriverFactory:
@@ -95,7 +95,9 @@ def driver_factory(
         info = credentials.resolve_driver_info(
             record.driver_info, node=record.name, environ=environ
         )
-        return registry.build_driver(record.name, record.driver, info, deadline=deadline, **options)
+        return registry.build_driver(
+            record.name, record.driver, info, bmc_timeout=bmc_timeout, **options
+        )
 
     return build
 

@@ -20,7 +20,7 @@ import click
 import yaml
 
 from bmaas.cliutil import EXIT_FAILURE
-from bmaas.driver import DEFAULT_DEADLINE
+from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
 from bmaas.secrets import mask
@@ -48,7 +48,7 @@ class App:
     """The state one ``bmaas`` invocation works with."""
 
     db: str | None = None
-    #: builds a DriverFactory for a per-call deadline (tests: a fake fleet)
+    #: builds a DriverFactory for a per-call bound, ``bmc_timeout`` (tests: a fake fleet)
     make_factory: Callable[..., DriverFactory] = driver_factory
     #: wall clock for the store (leases, timestamps)
     clock: Callable[[], float] = time.time
@@ -59,8 +59,8 @@ class App:
             self._store = Store.open(self.db, clock=self.clock, check_schema=check_schema)
         return self._store
 
-    def factory(self, deadline: float) -> DriverFactory:
-        return self.make_factory(deadline=deadline)
+    def factory(self, bmc_timeout: float) -> DriverFactory:
+        return self.make_factory(bmc_timeout=bmc_timeout)
 
     def close(self) -> None:
         if self._store is not None:
@@ -92,7 +92,7 @@ def fleet_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
         "--deadline",
         type=click.FloatRange(min=0.1),
-        default=DEFAULT_DEADLINE,
+        default=DEFAULT_BMC_TIMEOUT,
         show_default=True,
         help="Seconds one BMC call may take.",
     )(fn)

@@ -14,7 +14,7 @@ import yaml
 from bmaas.cli.app import App, emit, pass_app, progress, table
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deploy import DeploySettings
-from bmaas.driver import DEFAULT_DEADLINE
+from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import Provisioned, Provisioner, Request
 from bmaas.retry import RetryPolicy
@@ -42,7 +42,7 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--bmc-deadline",
             type=click.FloatRange(min=0.1),
-            default=DEFAULT_DEADLINE,
+            default=DEFAULT_BMC_TIMEOUT,
             show_default=True,
             help="Seconds one BMC call may take.",
         ),
@@ -84,7 +84,7 @@ def make_provisioner(
     return Provisioner(
         app.store(),
         driver_factory=app.factory(bmc_deadline),
-        policy=RetryPolicy(deadline=max(bmc_deadline * 4, 30.0)),
+        policy=RetryPolicy(total=max(bmc_deadline * 4, 30.0)),
         settings=settings,
         max_attempts=max_attempts,
         deadline=deadline,

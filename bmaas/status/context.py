@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from bmaas import __version__, registry
 from bmaas.clock import ClockFn
-from bmaas.driver import DEFAULT_DEADLINE, BMCDriver
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BmaasError, InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, driver_factory
 from bmaas.status.fleet import FleetReport, sweep
@@ -136,7 +136,7 @@ class CheckContext:
     def call_deadline(self) -> float:
         """Seconds one BMC call may take: a share of the sweep's budget."""
         budget = self.until - self.started
-        return min(DEFAULT_DEADLINE, max(MIN_CALL_DEADLINE, budget / CALL_SHARE))
+        return min(DEFAULT_BMC_TIMEOUT, max(MIN_CALL_DEADLINE, budget / CALL_SHARE))
 
     def wants(self, check: str) -> bool:
         return self.selected is None or check in self.selected

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootSetting, Capability, Operation, PowerState
 from bmaas.faults import (
     BmaasError,
@@ -158,7 +159,7 @@ def _ask(
             )
             return Problem(Finding.NOT_ASKED, late, str(operation))
         try:
-            return call(deadline=left)
+            return call(deadline=Deadline.after(left, clock=clock))
         except BmaasError as exc:
             return Problem(classify(exc), exc, str(operation))
 
@@ -199,7 +200,7 @@ def sweep(ctx: CheckContext) -> FleetReport:
     results = run_on_nodes(
         askable,
         operation,
-        factory=ctx.make_factory(deadline=call_deadline),
+        factory=ctx.make_factory(bmc_timeout=call_deadline),
         workers=ctx.workers,
         clock=ctx.clock,
         until=ctx.until,

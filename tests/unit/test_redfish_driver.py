@@ -11,6 +11,7 @@ import requests
 import sushy.connector
 import sushy.exceptions as sushy_exc
 
+from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from bmaas.faults import InputError
 from bmaas.registry import build_driver
@@ -66,7 +67,7 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def connector(clock: FakeClock, answer: object) -> tuple[BoundedConnector, StubSession]:
-    conn = BoundedConnector("https://10.0.0.9", verify=True, timeout=10.0, clock=clock)
+    conn = BoundedConnector("https://10.0.0.9", verify=True, bmc_timeout=10.0, clock=clock)
     stub = StubSession(answer)
     conn._session = stub  # type: ignore[assignment]
     return conn, stub
@@ -75,7 +76,10 @@ def connector(clock: FakeClock, answer: object) -> tuple[BoundedConnector, StubS
 def test_a_500_on_get_is_one_request(no_sleep: None) -> None:
     clock = FakeClock()
     conn, stub = connector(clock, reply(500, {"error": {"message": "boom"}}))
-    with conn.bounded(2.0, Operation.POWER_GET), pytest.raises(sushy_exc.ServerSideError) as info:
+    with (
+        conn.within(Deadline.after(2.0, clock=clock), Operation.POWER_GET),
+        pytest.raises(sushy_exc.ServerSideError) as info,
+    ):
         conn.get("/redfish/v1/Systems/1")
     assert len(stub.calls) == 1
     assert stub.calls[0]["timeout"] == (2.0, 2.0)
@@ -86,7 +90,10 @@ def test_a_500_on_get_is_one_request(no_sleep: None) -> None:
 def test_a_connection_error_on_post_is_one_request(no_sleep: None) -> None:
     clock = FakeClock()
     conn, stub = connector(clock, requests.exceptions.ConnectionError("refused"))
-    with conn.bounded(2.0, Operation.POWER_GET), pytest.raises(sushy_exc.ConnectionError):
+    with (
+        conn.within(Deadline.after(2.0, clock=clock), Operation.POWER_GET),
+        pytest.raises(sushy_exc.ConnectionError),
+    ):
         conn.post("/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", data={"ResetType": "On"})
     assert len(stub.calls) == 1  # sushy alone sends a reset up to 3 times
     assert OPERATION_HEADER not in stub.calls[0]["headers"]  # type: ignore[operator]
@@ -95,7 +102,7 @@ def test_a_connection_error_on_post_is_one_request(no_sleep: None) -> None:
 def test_requests_share_the_call_deadline() -> None:
     clock = FakeClock()
     conn, stub = connector(clock, reply(200, {}))
-    with conn.bounded(2.0, Operation.BOOT_GET):
+    with conn.within(Deadline.after(2.0, clock=clock), Operation.BOOT_GET):
         conn.get("/a")
         clock.advance(1.5)
         conn.get("/b")

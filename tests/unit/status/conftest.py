@@ -30,8 +30,8 @@ def fleet(clock: FakeClock) -> FakeFleet:
 
 @pytest.fixture
 def make_factory(fleet: FakeFleet) -> Callable[..., DriverFactory]:
-    def make(deadline: float) -> DriverFactory:
-        return driver_factory(deadline=deadline, fleet=fleet)
+    def make(bmc_timeout: float) -> DriverFactory:
+        return driver_factory(bmc_timeout=bmc_timeout, fleet=fleet)
 
     return make
 
