@@ -8,6 +8,7 @@ import click
 
 from bmaas.cli.app import App, pass_app
 from bmaas.cliutil import emit_json
+from bmaas.deadline import Deadline
 from bmaas.ops import DEFAULT_WORKERS
 from bmaas.status import (
     CHECKS,
@@ -75,7 +76,7 @@ def status_check(
     chosen = select(only)
     context = CheckContext(
         app.db,
-        deadline=deadline,
+        deadline=Deadline.after(deadline),
         workers=workers,
         inventory=inventory,
         make_factory=app.make_factory,

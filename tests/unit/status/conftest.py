@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.ops import DriverFactory, driver_factory
 from bmaas.status import CheckContext, CheckResult, run_checks, select
 from fakes.clock import FakeClock
@@ -48,6 +49,8 @@ def make_ctx(
     made: list[CheckContext] = []
 
     def make(**kw: Any) -> CheckContext:
+        if "deadline" in kw:  # seconds, from now on the test's clock
+            kw["deadline"] = Deadline.after(kw["deadline"], clock=clock.monotonic)
         kw.setdefault("make_factory", make_factory)
         kw.setdefault("db", db_url)
         ctx = CheckContext(wall_clock=wall, clock=clock.monotonic, **kw)
