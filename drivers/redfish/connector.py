@@ -13,8 +13,9 @@ sushy's ``Connector._op`` retries on its own, under any retry the caller adds
 
 So we build the connector with ``server_side_retries=1`` (one transport try),
 pass ``server_side_retries_left=0`` on every request (no 5xx or vendor retry),
-and give each request the time left until the call's
-:class:`~bmaas.deadline.Deadline` as its connect and read timeout.
+and send every request through :class:`~drivers.redfish.transport.DeadlineAdapter`
+with the call's :class:`~bmaas.deadline.Deadline` as its ``timeout``: the
+whole exchange, every byte of the body included, ends by it.
 
 sushy's resources (``System.refresh``, ``reset_system``) call the connector
 with no way to pass a deadline, so the driver hands its call's ``Deadline``
@@ -43,6 +44,7 @@ from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from drivers.redfish.faults import DeadlineExceeded
+from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
 __all__ = ["OPERATION_HEADER", "BoundedConnector"]
 
@@ -70,6 +72,9 @@ class BoundedConnector(Connector):
         self.read_operation: Operation | None = None
         self._last: requests.Response | None = None
         self._response_callback = self._remember
+        adapter = DeadlineAdapter()
+        for scheme in ("https://", "http://"):
+            self._session.mount(scheme, adapter)
 
     def _remember(self, response: requests.Response) -> None:
         self._last = response
@@ -108,8 +113,7 @@ class BoundedConnector(Connector):
         # Outside a driver call (sushy logging out at garbage collection) the
         # driver's per-call bound applies.
         deadline = self._deadline or Deadline.after(self._bmc_timeout, clock=self._clock)
-        remaining = deadline.left()
-        if remaining <= 0:
+        if deadline.expired:
             raise DeadlineExceeded(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
         if method == "GET" and self.read_operation is not None:
@@ -121,7 +125,7 @@ class BoundedConnector(Connector):
                 data=data,
                 headers=headers,
                 blocking=blocking,
-                timeout=(remaining, remaining),
+                timeout=ExchangeDeadline(deadline),
                 server_side_retries_left=0,
                 allow_reauth=allow_reauth,
                 **kwargs,

@@ -82,7 +82,7 @@ def test_a_500_on_get_is_one_request(no_sleep: None) -> None:
     ):
         conn.get("/redfish/v1/Systems/1")
     assert len(stub.calls) == 1
-    assert stub.calls[0]["timeout"] == (2.0, 2.0)
+    assert stub.calls[0]["timeout"].deadline.left() == 2.0  # type: ignore[union-attr]
     assert stub.calls[0]["headers"][OPERATION_HEADER] == "power.get"  # type: ignore[index]
     assert info.value.response.headers["Retry-After"] == "4"  # kept for BMCBusy.retry_after
 
@@ -102,20 +102,22 @@ def test_a_connection_error_on_post_is_one_request(no_sleep: None) -> None:
 def test_requests_share_the_call_deadline() -> None:
     clock = FakeClock()
     conn, stub = connector(clock, reply(200, {}))
-    with conn.within(Deadline.after(2.0, clock=clock), Operation.BOOT_GET):
+    deadline = Deadline.after(2.0, clock=clock)
+    with conn.within(deadline, Operation.BOOT_GET):
         conn.get("/a")
         clock.advance(1.5)
         conn.get("/b")
         clock.advance(0.5)
         with pytest.raises(DeadlineExceeded):
             conn.get("/c")
-    assert [c["timeout"] for c in stub.calls] == [(2.0, 2.0), (0.5, 0.5)]
+    # each request carries the call's one Deadline (its transport ends by it)
+    assert [c["timeout"].deadline for c in stub.calls] == [deadline, deadline]  # type: ignore[union-attr]
 
 
 def test_outside_a_call_the_default_deadline_bounds_a_request() -> None:
     conn, stub = connector(FakeClock(), reply(200, {}))
     conn.get("/redfish/v1/")
-    assert stub.calls[0]["timeout"] == (10.0, 10.0)
+    assert stub.calls[0]["timeout"].deadline.left() == 10.0  # type: ignore[union-attr]
 
 
 # -- the driver's inputs ---------------------------------------------------------------
