@@ -21,12 +21,14 @@ start, never sleeping a negative time) until stopped.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.faults import BmaasError, BMCFault
 from bmaas.health import Change, Hysteresis
@@ -68,8 +70,8 @@ class SyncReport:
         }
 
 
-def _read_power(driver: BMCDriver) -> PowerState:
-    return driver.get_power_state()
+def _read_power(driver: BMCDriver, *, deadline: Deadline | None) -> PowerState:
+    return driver.get_power_state(deadline=driver.call_deadline(deadline))
 
 
 def sync_pass(
@@ -82,13 +84,23 @@ def sync_pass(
     names: Sequence[str] | None = None,
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    deadline: Deadline | None = None,
 ) -> SyncReport:
-    """One pass over every node (or ``names``). See the module docstring."""
+    """One pass over every node (or ``names``). See the module docstring.
+
+    ``deadline`` bounds the pass: each read gets a share of it of at most the
+    driver's ``bmc_timeout``, and nodes not read by then are timeouts."""
     start = clock()
     reclaimed = store.reclaim_expired()
     records = store.require_nodes(names) if names is not None else store.nodes()
     results = run_on_nodes(
-        records, _read_power, factory=factory, workers=workers, on_result=on_result, clock=clock
+        records,
+        functools.partial(_read_power, deadline=deadline),
+        factory=factory,
+        workers=workers,
+        on_result=on_result,
+        clock=clock,
+        deadline=deadline,
     )
     reads: list[tuple[str, PowerState | BmaasError]] = []
     config_errors: dict[str, str] = {}
@@ -123,10 +135,12 @@ def sync_loop(
     on_pass: Callable[[SyncReport], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], object] | None = None,
+    pass_deadline: float | None = None,
     **kw: Any,
 ) -> int:
     """Run passes every ``interval`` seconds until ``stop`` is set (or ``count``
-    passes ran). Returns the number of passes run.
+    passes ran). Returns the number of passes run. Each pass may take
+    ``pass_deadline`` seconds (a Deadline made when the pass starts).
 
     Between passes it waits on ``stop`` (so a signal ends the wait at once);
     tests pass ``wait=fake_clock.sleep`` and a fake ``clock``.
@@ -138,7 +152,8 @@ def sync_loop(
     passes = 0
     while not stop.is_set():
         started = clock()
-        report = sync_pass(store, clock=clock, **kw)
+        budget = None if pass_deadline is None else Deadline.after(pass_deadline, clock=clock)
+        report = sync_pass(store, clock=clock, deadline=budget, **kw)
         passes += 1
         if on_pass is not None:
             on_pass(report)

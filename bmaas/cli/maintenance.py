@@ -231,26 +231,30 @@ def sync(
     recover_after: int,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Read every node's power state and record it, with hysteresis.
 
-    One pass by default (exit 1 if any read failed). With --interval it keeps
-    running until SIGINT/SIGTERM, printing one line per pass.
+    One pass by default (exit 1 if any read failed); --deadline bounds it.
+    With --interval it keeps running until SIGINT/SIGTERM, printing one line
+    per pass, and --deadline bounds each pass.
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
     options: dict[str, Any] = {
-        "factory": app.factory(deadline),
+        "factory": app.factory(bmc_timeout),
         "policy": policy,
         "workers": workers,
     }
     if interval is None:
         start = time.monotonic()
         with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
-            report = sync_pass(store, on_result=lambda _r: advance(), **options)
+            report = sync_pass(
+                store, on_result=lambda _r: advance(), deadline=app.deadline(deadline), **options
+            )
         if as_json:
             emit(report.to_dict(), as_json=True, as_yaml=False)
             ctx.exit(EXIT_FAILURE if report.failed else 0)
@@ -282,6 +286,7 @@ def sync(
                 stop=stop,
                 on_pass=on_pass,
                 metrics=metrics,
+                pass_deadline=deadline,
                 **options,
             )
         finally:

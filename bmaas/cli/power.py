@@ -3,6 +3,10 @@ operation over many nodes in parallel, a result line per node.
 
 Exit codes: 0 every node succeeded, 1 some failed (their lines say why),
 2 the command could not run (unknown node, bad arguments, database).
+
+Time: ``--deadline`` is the whole command. Its :class:`~bmaas.deadline.Deadline`
+is made once, when the command starts, and handed to every node's operation;
+each BMC call gets a share of it of at most ``--bmc-timeout``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from bmaas.cli.app import (
     select_nodes,
     whoami,
 )
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
@@ -39,25 +44,29 @@ def _run(
     app: App,
     nodes: Sequence[str],
     all_nodes: bool,
-    operation: Callable[[BMCDriver], Any],
+    operation: Callable[[BMCDriver, Deadline], Any],
     *,
     label: str,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
     record: Callable[[list[NodeResult[Any]]], None] | None = None,
 ) -> None:
-    """Select nodes, run ``operation`` on each, print results, record, exit."""
+    """Select nodes, run ``operation(driver, deadline)`` on each, print
+    results, record, exit. ``deadline`` seconds bound the whole command."""
+    budget = app.deadline(deadline)
     store = app.store()
     records = select_nodes(store, nodes, all_nodes)
     start = time.monotonic()
     with progress(len(records), label, quiet=as_json) as advance:
         results = run_on_nodes(
             records,
-            operation,
-            factory=app.factory(deadline),
+            lambda driver: operation(driver, budget),
+            factory=app.factory(bmc_timeout),
             workers=workers,
             on_result=lambda _result: advance(),
+            deadline=budget,
         )
     if record is not None:
         record(results)
@@ -98,6 +107,7 @@ def power_status(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Read the power state of NODE... (or --all) and record it."""
@@ -110,10 +120,11 @@ def power_status(
         app,
         nodes,
         all_nodes,
-        lambda d: d.get_power_state(),
+        lambda d, budget: d.get_power_state(deadline=d.call_deadline(budget)),
         label="power status",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         record=record,
     )
@@ -148,10 +159,11 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         timeout: float,
         workers: int,
         deadline: float,
+        bmc_timeout: float,
         as_json: bool,
     ) -> None:
-        def operation(driver: BMCDriver) -> PowerState:
-            return driver.set_power_state(action, wait=wait, timeout=timeout)
+        def operation(driver: BMCDriver, budget: Deadline) -> PowerState:
+            return driver.set_power_state(action, wait=wait, timeout=timeout, deadline=budget)
 
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
@@ -171,6 +183,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
             label=f"power {action}",
             workers=workers,
             deadline=deadline,
+            bmc_timeout=bmc_timeout,
             as_json=as_json,
             record=record,
         )
@@ -205,6 +218,7 @@ def boot_get(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Read the next boot device of NODE... (or --all)."""
@@ -213,10 +227,11 @@ def boot_get(
         app,
         nodes,
         all_nodes,
-        lambda d: d.get_boot_device(),
+        lambda d, budget: d.get_boot_device(deadline=d.call_deadline(budget)),
         label="boot device",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
     )
 
@@ -244,13 +259,14 @@ def boot_set(
     persistent: bool,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
-    def operation(driver: BMCDriver) -> str:
-        driver.set_boot_device(target, persistent=persistent)
+    def operation(driver: BMCDriver, budget: Deadline) -> str:
+        driver.set_boot_device(target, persistent=persistent, deadline=driver.call_deadline(budget))
         return f"{target} ({'persistent' if persistent else 'once'})"
 
     def record(results: list[NodeResult[Any]]) -> None:
@@ -266,6 +282,7 @@ def boot_set(
         label="boot device",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         record=record,
     )
@@ -294,12 +311,13 @@ def vmedia_insert(
     url: str,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Insert the image at --url into NODE... (or --all)."""
 
-    def operation(driver: BMCDriver) -> str:
-        driver.insert_virtual_media(url)
+    def operation(driver: BMCDriver, budget: Deadline) -> str:
+        driver.insert_virtual_media(url, deadline=driver.call_deadline(budget))
         return "inserted"
 
     _run(
@@ -311,6 +329,7 @@ def vmedia_insert(
         label="vmedia insert",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         record=_events(app, "vmedia", f"virtual media inserted: {url}"),
     )
@@ -329,12 +348,13 @@ def vmedia_eject(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Eject virtual media from NODE... (or --all)."""
 
-    def operation(driver: BMCDriver) -> str:
-        driver.eject_virtual_media()
+    def operation(driver: BMCDriver, budget: Deadline) -> str:
+        driver.eject_virtual_media(deadline=driver.call_deadline(budget))
         return "ejected"
 
     _run(
@@ -346,6 +366,7 @@ def vmedia_eject(
         label="vmedia eject",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         record=_events(app, "vmedia", "virtual media ejected"),
     )

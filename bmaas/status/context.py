@@ -105,6 +105,7 @@ class CheckContext:
         db: str | None = None,
         *,
         deadline: Deadline | None = None,
+        bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
         workers: int = DEFAULT_WORKERS,
         inventory: str | None = None,
         make_factory: Callable[..., DriverFactory] = driver_factory,
@@ -115,6 +116,8 @@ class CheckContext:
         self.db = db
         #: the whole run's budget (DEFAULT_CHECK_DEADLINE from now when None)
         self.deadline = deadline or Deadline.after(DEFAULT_CHECK_DEADLINE, clock=clock)
+        #: the most one BMC call may take (less when the deadline is short)
+        self.max_bmc_timeout = bmc_timeout
         self.workers = workers
         self.inventory = inventory
         self.make_factory = make_factory
@@ -124,7 +127,7 @@ class CheckContext:
         self.clock = self.deadline.clock
         #: the checks being run (None: all); the sweep asks only what they need
         self.selected = selected
-        self.started = clock()
+        self.started = self.clock()
         self._drivers: dict[str, type[BMCDriver] | InputError] = {}
 
     # -- time --------------------------------------------------------------------
@@ -139,9 +142,10 @@ class CheckContext:
 
     @functools.cached_property
     def bmc_timeout(self) -> float:
-        """Seconds one BMC call may take: a share of the sweep's budget."""
+        """Seconds one BMC call may take: a share of the sweep's budget, at
+        most ``--bmc-timeout``."""
         budget = self.sweep_deadline.at - self.started
-        return min(DEFAULT_BMC_TIMEOUT, max(MIN_CALL_DEADLINE, budget / CALL_SHARE))
+        return min(self.max_bmc_timeout, max(MIN_CALL_DEADLINE, budget / CALL_SHARE))
 
     def wants(self, check: str) -> bool:
         return self.selected is None or check in self.selected

@@ -27,7 +27,7 @@ def test_sync_into_power_failure_and_back_out_with_hysteresis(
 ) -> None:
     bmaas("enroll", str(fleet.inventory))
     flaky, person = fleet.names[0], fleet.names[1]
-    sync = ("sync", "--deadline", str(fleet.deadline))
+    sync = ("sync", "--bmc-timeout", str(fleet.deadline))
     bmaas(*sync)  # all readable
     bmaas("maintenance", "set", person, "--reason", "firmware", "--by", "carol")
     for name in (flaky, person):
