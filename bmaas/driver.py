@@ -302,7 +302,7 @@ class BMCDriver(abc.ABC):
         else ``bmc_timeout`` from now."""
         if deadline is None:
             return Deadline.after(self.bmc_timeout, clock=self._clock)
-        return deadline
+        return _checked(deadline)
 
     def too_late(self, operation: Operation | str, start: float) -> BMCTimeout:
         """The fault of a call whose deadline passed before anything was sent."""
@@ -320,7 +320,7 @@ class BMCDriver(abc.ABC):
         ``deadline`` of at most ``bmc_timeout`` (from now when None)."""
         if deadline is None:
             return Deadline.after(self.bmc_timeout, clock=self._clock)
-        return deadline.share(cap=self.bmc_timeout)
+        return _checked(deadline).share(cap=self.bmc_timeout)
 
     def fault(
         self,
@@ -405,3 +405,14 @@ class BMCDriver(abc.ABC):
             operation=Operation.POWER_SET,
             elapsed=self._clock() - start,
         )
+
+
+def _checked(deadline: Any) -> Deadline:
+    """The contract took seconds once; a number now is a caller not yet
+    converted, and fails loudly rather than being taken for a Deadline."""
+    if not isinstance(deadline, Deadline):
+        raise TypeError(
+            f"deadline must be a bmaas.deadline.Deadline, not {type(deadline).__name__} "
+            "(seconds: Deadline.after(seconds), or bmc_timeout= on the driver)"
+        )
+    return deadline

@@ -288,7 +288,8 @@ def retry_bmc(
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            return call(chosen, fn, *args, idempotent=idempotent, **kwargs)
+            given: dict[str, Any] = dict(kwargs)  # a ``deadline`` here is the operation's
+            return call(chosen, fn, *args, idempotent=idempotent, **given)
 
         return wrapper
 

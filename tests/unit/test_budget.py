@@ -149,3 +149,10 @@ def test_nothing_is_sent_once_the_deadline_has_passed() -> None:
     with pytest.raises(BMCTimeout):
         call(policy, driver.get_power_state, deadline=spent)
     assert driver.wire_calls == []
+
+
+def test_seconds_where_a_deadline_belongs_fail_loudly() -> None:
+    driver, _, _ = rig()
+    with pytest.raises(TypeError, match=r"Deadline\.after\(seconds\)"):
+        driver.get_power_state(deadline=5.0)  # type: ignore[arg-type]
+    assert driver.wire_calls == []

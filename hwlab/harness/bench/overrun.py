@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import socket
 import tempfile
 import threading
@@ -163,7 +164,7 @@ def _lab_cell(
             if scenario.prime:
                 with contextlib.suppress(BmaasError):
                     driver.get_power_state(deadline=Deadline.after(options.deadline))
-            elapsed, outcome = _timed(lambda d, drv=driver: action(drv, d), options.deadline)
+            elapsed, outcome = _timed(functools.partial(action, driver), options.deadline)
         finally:
             driver.close()
             lab.clear_faults(node)
@@ -257,7 +258,7 @@ def _harness_cell(name: str, options: Options) -> Cell:
         for _ in range(options.calls):
             driver = build_driver("trickle", "redfish", info)
             try:
-                elapsed, outcome = _timed(lambda d, drv=driver: _read(drv, d), options.deadline)
+                elapsed, outcome = _timed(functools.partial(_read, driver), options.deadline)
             finally:
                 driver.close()
             cell.add(elapsed, options.deadline, outcome)
