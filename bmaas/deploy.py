@@ -130,7 +130,7 @@ class _Deadline:
         return min(wanted, self.left(step))
 
     def policy_for(self, step: Step) -> RetryPolicy:
-        return self.policy.replace(deadline=self.limit(step, self.policy.deadline))
+        return self.policy.replace(total=self.limit(step, self.policy.total))
 
 
 def deploy_node(

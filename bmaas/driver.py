@@ -8,8 +8,11 @@ without calling them (bmclib's provider features).
 
 Every method:
 
-* runs under a deadline (``deadline=`` per call, else the driver's default) and
-  never blocks past it;
+* runs under a :class:`~bmaas.deadline.Deadline` (``deadline=``, handed down by
+  the caller; ``None`` means "``bmc_timeout`` seconds from now") and never
+  blocks past it; a call whose deadline has passed sends nothing and raises
+  ``BMCTimeout``. A method that makes several BMC requests (``set_power_state``
+  with ``wait``) gives each one a share of at most ``bmc_timeout``;
 * makes **one** bounded attempt: retry policy lives only in ``bmaas.retry``;
 * raises only :class:`~bmaas.faults.BmaasError` subclasses;
 * states its idempotency, because the retry layer decides by it: repeating an
@@ -22,18 +25,18 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import functools
 import logging
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
 from bmaas import clock as _clock
+from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
-from bmaas.faults import BMCFault, PowerFailure, UnsupportedOperation
+from bmaas.faults import BMCFault, BMCTimeout, PowerFailure, UnsupportedOperation
 
 __all__ = [
-    "DEFAULT_DEADLINE",
+    "DEFAULT_BMC_TIMEOUT",
     "BMCDriver",
     "BMCInfo",
     "BootDevice",
@@ -47,8 +50,8 @@ __all__ = [
 
 LOG = logging.getLogger(__name__)
 
-#: seconds one BMC call may take when the caller names no deadline
-DEFAULT_DEADLINE = 10.0
+#: seconds one BMC call may take when the caller hands it no deadline
+DEFAULT_BMC_TIMEOUT = 10.0
 #: seconds between power-state reads while waiting for a transition
 POWER_POLL_INTERVAL = 1.0
 
@@ -165,13 +168,15 @@ class BMCDriver(abc.ABC):
         node: str,
         info: DriverInfo,
         *,
-        deadline: float = DEFAULT_DEADLINE,
+        bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
         clock: _clock.ClockFn | None = None,
         sleep: _clock.SleepFn | None = None,
     ) -> None:
         self.node = node
         self.info = info
-        self.deadline = deadline
+        #: seconds one BMC request may take when the caller hands no deadline,
+        #: and the most each request of a several-request method gets
+        self.bmc_timeout = bmc_timeout
         self._clock = clock or _clock.monotonic
         self._sleep = sleep or _clock.sleep
 
@@ -185,13 +190,19 @@ class BMCDriver(abc.ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} node={self.node!r} address={self.address!r}>"
 
+    @property
+    def clock(self) -> _clock.ClockFn:
+        """The clock this driver's deadlines are measured on (a caller making
+        a :class:`~bmaas.deadline.Deadline` for it uses the same one)."""
+        return self._clock
+
     def supports(self, capability: Capability) -> bool:
         return capability in self.capabilities
 
     # -- required core ---------------------------------------------------------
 
     @abc.abstractmethod
-    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
         """Check that the BMC answers and accepts our credentials.
 
         Read-only and idempotent. Raises ``BMCAuthError`` on bad credentials,
@@ -199,7 +210,7 @@ class BMCDriver(abc.ABC):
         """
 
     @abc.abstractmethod
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
         """Read the power state. Read-only and idempotent.
 
         Returns ``UNKNOWN`` when the BMC answers without a usable state; a BMC
@@ -212,7 +223,7 @@ class BMCDriver(abc.ABC):
         *,
         wait: bool = False,
         timeout: float | None = None,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
     ) -> PowerState:
         """Ask for a power action; with ``wait``, poll until the target state.
 
@@ -223,29 +234,30 @@ class BMCDriver(abc.ABC):
 
         With ``wait=True`` the call returns once the node reads the target
         state, and raises ``PowerFailure`` if it does not within ``timeout``
-        seconds (each read is bounded by ``deadline``). Returns the last state
-        read (``action.target`` when waited, else the state right after the
-        request, which may still be the old one).
+        seconds. ``deadline`` bounds the whole method, the wait included; each
+        BMC request in it gets a share of at most ``bmc_timeout``. Returns the
+        last state read (``action.target`` when waited, else the state right
+        after the request, which may still be the old one).
         """
         start = self._clock()
-        self.request_power(action, deadline=deadline)
+        self.request_power(action, deadline=self.call_deadline(deadline))
         if not wait:
-            return self.get_power_state(deadline=deadline)
+            return self.get_power_state(deadline=self.call_deadline(deadline))
         return self.wait_for_power(action.target, timeout=timeout, deadline=deadline, start=start)
 
     @abc.abstractmethod
-    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
         """Send exactly one power request to the BMC and return once it is
         accepted, without waiting for it to land. The unit the retry layer
         retries: idempotency is the action's (see :class:`PowerAction`)."""
 
     @abc.abstractmethod
-    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
         """Read the next-boot device and whether it persists. Idempotent."""
 
     @abc.abstractmethod
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
     ) -> None:
         """Set the device the node boots from next; ``persistent=False`` means
         once, consumed by the next power-on. Idempotent.
@@ -256,20 +268,20 @@ class BMCDriver(abc.ABC):
 
     # -- optional capabilities ----------------------------------------------
 
-    def insert_virtual_media(self, url: str, *, deadline: float | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
         """Insert an image (by URL) into the virtual CD slot. Idempotent for
         the same URL."""
         raise self.unsupported(Operation.VMEDIA_INSERT)
 
-    def eject_virtual_media(self, *, deadline: float | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
         """Eject the virtual CD. Idempotent: ejecting an empty slot succeeds."""
         raise self.unsupported(Operation.VMEDIA_EJECT)
 
-    def get_inventory(self, *, deadline: float | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
         """Read static hardware facts (vendor, model, serial, cpus, memory). Idempotent."""
         raise self.unsupported(Operation.INVENTORY_GET)
 
-    def get_boot_progress(self, *, deadline: float | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
         """Read how far the node got in booting (Redfish ``BootProgress.LastState``,
         e.g. ``OSRunning``); ``None`` when the BMC does not say. Idempotent."""
         raise self.unsupported(Operation.BOOT_PROGRESS_GET)
@@ -285,8 +297,30 @@ class BMCDriver(abc.ABC):
 
     # -- helpers for subclasses ----------------------------------------------
 
-    def _deadline(self, deadline: float | None) -> float:
-        return self.deadline if deadline is None else deadline
+    def _deadline(self, deadline: Deadline | None) -> Deadline:
+        """The bound of a one-request method: the caller's deadline as given,
+        else ``bmc_timeout`` from now."""
+        if deadline is None:
+            return Deadline.after(self.bmc_timeout, clock=self._clock)
+        return _checked(deadline)
+
+    def too_late(self, operation: Operation | str, start: float) -> BMCTimeout:
+        """The fault of a call whose deadline passed before anything was sent."""
+        fault = self.fault(
+            BMCTimeout,
+            "the deadline passed before the call: nothing sent",
+            operation=operation,
+            elapsed=self._clock() - start,
+        )
+        assert isinstance(fault, BMCTimeout)
+        return fault
+
+    def call_deadline(self, deadline: Deadline | None) -> Deadline:
+        """The bound of one BMC request inside a longer method: a share of
+        ``deadline`` of at most ``bmc_timeout`` (from now when None)."""
+        if deadline is None:
+            return Deadline.after(self.bmc_timeout, clock=self._clock)
+        return _checked(deadline).share(cap=self.bmc_timeout)
 
     def fault(
         self,
@@ -319,31 +353,66 @@ class BMCDriver(abc.ABC):
         target: PowerState,
         *,
         timeout: float | None,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
         start: float | None = None,
-        read: Callable[[], PowerState] | None = None,
+        read: Callable[..., PowerState] | None = None,
     ) -> PowerState:
         """Poll the power state until ``target``; ``PowerFailure`` after ``timeout``.
 
+        ``timeout`` is what the hardware is allowed (power must land within
+        it; ``3 * bmc_timeout`` when None); ``deadline`` is the caller's budget
+        and bounds everything, reads and sleeps. When the budget runs out
+        first the wait ends with ``BMCTimeout`` (we stopped looking; the node
+        is not to blame), never later than the deadline.
+
         This is waiting for hardware, not retrying: a fault on a read is raised
-        as is, unless ``read`` (e.g. a retrying reader from ``bmaas.retry``)
-        handles it. The last poll never sleeps past ``timeout``.
+        as is, unless ``read`` (e.g. a retrying reader from ``bmaas.retry``,
+        called as ``read(deadline=...)``) handles it. Each read gets the
+        deadline (the default reader takes a share of at most ``bmc_timeout``).
+        The last poll never sleeps past ``timeout``.
         """
-        timeout = self._deadline(None) * 3 if timeout is None else timeout
+        timeout = self.bmc_timeout * 3 if timeout is None else timeout
         start = self._clock() if start is None else start
-        read = read or functools.partial(self.get_power_state, deadline=deadline)
+        if read is None:
+
+            def read(*, deadline: Deadline | None) -> PowerState:
+                return self.get_power_state(deadline=self.call_deadline(deadline))
+
+        window_end = start + timeout
         state = PowerState.UNKNOWN
         while True:
-            state = read()
+            state = read(deadline=deadline)
             if state == target:
                 return state
-            remaining = timeout - (self._clock() - start)
+            remaining = window_end - self._clock()
             if remaining <= 0:
                 break
-            self._sleep(min(self.poll_interval, remaining))
+            pause = min(self.poll_interval, remaining)
+            if deadline is None:
+                self._sleep(pause)
+            elif not deadline.sleep(pause, self._sleep) or deadline.expired:
+                if deadline.at >= window_end:
+                    break  # the hardware's time ran out too: its failure, not ours
+                raise self.fault(
+                    BMCTimeout,
+                    f"the deadline passed while waiting for power {target} (last read {state})",
+                    operation=Operation.POWER_SET,
+                    elapsed=self._clock() - start,
+                )
         raise self.fault(
             PowerFailure,
             f"power state is {state}, not {target}, {timeout:g}s after the request",
             operation=Operation.POWER_SET,
             elapsed=self._clock() - start,
         )
+
+
+def _checked(deadline: Any) -> Deadline:
+    """The contract took seconds once; a number now is a caller not yet
+    converted, and fails loudly rather than being taken for a Deadline."""
+    if not isinstance(deadline, Deadline):
+        raise TypeError(
+            f"deadline must be a bmaas.deadline.Deadline, not {type(deadline).__name__} "
+            "(seconds: Deadline.after(seconds), or bmc_timeout= on the driver)"
+        )
+    return deadline

@@ -7,11 +7,11 @@ fleet), one :class:`NodeResult` per node in the order asked. Workers talk to
 BMCs only; results come back to the calling thread (``on_result``), which is
 where the store is written, so database transactions never wait on a BMC.
 
-Each call is bounded by the driver's deadline, so a sweep of N nodes over W
-workers ends within about ``ceil(N / W) * deadline``. A caller that must answer
-by a fixed time (``bmaas status check``) passes ``until``: the sweep returns
-then, whatever is still running, and the nodes it did not hear from are
-timeouts.
+A caller's budget is a :class:`~bmaas.deadline.Deadline` (``deadline=``, the
+whole command's): the sweep returns by then, whatever is still running, and
+the nodes it did not hear from are timeouts. The operation receives the same
+Deadline from its caller and hands each BMC call a share of it, so nothing a
+worker started outlives it either.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from bmaas import credentials, registry
-from bmaas.driver import DEFAULT_DEADLINE, BMCDriver
+from bmaas.deadline import Deadline
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
 from bmaas.store.records import NodeRecord
 
@@ -40,9 +41,9 @@ LOG = logging.getLogger(__name__)
 
 #: worker threads when the caller does not say; BMC calls mostly wait on the network
 DEFAULT_WORKERS = 32
-#: seconds between looks at the caller's clock while waiting for ``until``: the
+#: seconds between looks at the deadline's clock while waiting on workers: the
 #: injected clock (a test's FakeClock) decides when time is up, not the wait
-UNTIL_POLL = 0.1
+DEADLINE_POLL = 0.1
 
 T = TypeVar("T")
 #: builds the driver for one node record (the seam tests replace)
@@ -58,7 +59,7 @@ class NodeResult(Generic[T]):
     value: T | None = None
     error: BmaasError | None = None
     elapsed: float = 0.0
-    #: False when ``until`` came before a worker was free to start this node
+    #: False when the deadline came before a worker was free to start this node
     started: bool = True
 
     @property
@@ -84,7 +85,7 @@ def _jsonable(value: Any) -> Any:
 
 def driver_factory(
     *,
-    deadline: float = DEFAULT_DEADLINE,
+    bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
     environ: Mapping[str, str] | None = None,
     **options: Any,
 ) -> DriverFactory:
@@ -95,7 +96,9 @@ def driver_factory(
         info = credentials.resolve_driver_info(
             record.driver_info, node=record.name, environ=environ
         )
-        return registry.build_driver(record.name, record.driver, info, deadline=deadline, **options)
+        return registry.build_driver(
+            record.name, record.driver, info, bmc_timeout=bmc_timeout, **options
+        )
 
     return build
 
@@ -144,7 +147,7 @@ def run_on_nodes(
     workers: int = DEFAULT_WORKERS,
     on_result: Callable[[NodeResult[T]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    until: float | None = None,
+    deadline: Deadline | None = None,
 ) -> list[NodeResult[T]]:
     """Run ``operation(driver)`` for every node, at most ``workers`` at once.
 
@@ -153,11 +156,11 @@ def run_on_nodes(
     Ctrl-C cancels the nodes not yet started and waits for the running ones,
     which are bounded by their deadline.
 
-    ``until`` (a time on ``clock``) is when the caller stops waiting: nodes
-    not finished by then get a ``BMCTimeout`` (``started=False`` for the ones
-    no worker reached), nodes not started are cancelled, and the call returns
-    without waiting for the running ones. Those end on their own deadline, so
-    an operation that must not outlive ``until`` bounds its calls by it.
+    ``deadline`` is when the caller stops waiting: nodes not finished by then
+    get a ``BMCTimeout`` (``started=False`` for the ones no worker reached),
+    nodes not started are cancelled, and the call returns without waiting for
+    the running ones. Those end by the same deadline when ``operation`` hands
+    its calls shares of it (as every bmaas command does).
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
@@ -179,12 +182,11 @@ def run_on_nodes(
         pending = {pool.submit(one, record) for record in records}
         while pending:
             timeout = None
-            if until is not None:
-                left = until - clock()
-                if left <= 0:
+            if deadline is not None:
+                if deadline.expired:
                     cut_off = True
                     break
-                timeout = min(left, UNTIL_POLL)
+                timeout = min(deadline.left(), DEADLINE_POLL)
             done, pending = concurrent.futures.wait(
                 pending, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
             )
@@ -202,7 +204,7 @@ def run_on_nodes(
 
 
 def _cut_off(record: NodeRecord, started: bool, elapsed: float) -> NodeResult[Any]:
-    """The result of a node ``until`` came before: its outcome is unknown."""
+    """The result of a node the deadline came before: its outcome is unknown."""
     why = (
         "did not finish before the overall deadline"
         if started

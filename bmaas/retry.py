@@ -21,10 +21,13 @@ kind (e.g. fault)        retried here                                wait
                          errors; power/boot/protocol go elsewhere)
 =======================  ==========================================  ==========
 
-Every policy runs under a total ``deadline`` that it never overruns, sleeps
-included: a wait that would cross it stops the retrying instead, and each
-attempt's BMC deadline is clipped to the time left. Sleep, clock and the jitter
-source are injectable so tests assert the exact sleep sequence.
+Every operation runs under a total :class:`~bmaas.deadline.Deadline`, handed
+in by the caller (``deadline=``; ``RetryPolicy.total`` seconds from now when
+none is), that it never overruns, sleeps included: a wait that would cross it
+stops the retrying instead, and each attempt gets ``deadline.share(cap=bmc
+timeout)``, passed to it explicitly, so no attempt gets more than what is
+left. Sleep, clock and the jitter source are injectable so tests assert the
+exact sleep sequence.
 
 The pieces are tenacity strategies (``retry_if_fault``, ``wait_for_fault``,
 ``stop_before_deadline``) composed by :func:`retrying`, usable on any callable
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import logging
 import random
 from collections.abc import Callable
@@ -46,8 +48,9 @@ import tenacity
 from tenacity import RetryCallState
 
 from bmaas import clock as _clock
+from bmaas.deadline import Deadline
 from bmaas.driver import (
-    DEFAULT_DEADLINE,
+    DEFAULT_BMC_TIMEOUT,
     BMCDriver,
     BMCInfo,
     BootDevice,
@@ -86,12 +89,13 @@ class RetryPolicy:
     """How hard to try one operation on one node. Immutable; derive variants
     with :meth:`replace`."""
 
-    #: total seconds for the operation, every attempt and sleep included
-    deadline: float = 60.0
+    #: seconds for the whole operation, every attempt and sleep included, when
+    #: the caller hands no Deadline (one passed in is the total instead)
+    total: float = 60.0
     #: attempts in all, whatever the faults
     max_attempts: int = 10
-    #: bound of one BMC call (None: the driver's own default), clipped to time left
-    call_deadline: float | None = None
+    #: bound of one BMC call (None: the driver's ``bmc_timeout``), clipped to time left
+    bmc_timeout: float | None = None
     #: BMCBusy: first wait, growth factor, cap, and jitter (share of the wait)
     busy_initial: float = 0.5
     busy_multiplier: float = 2.0
@@ -204,17 +208,16 @@ class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
 
 class stop_before_deadline(tenacity.stop.stop_base):  # noqa: N801 - tenacity's naming style
     """Stop when sleeping the upcoming wait would leave less than
-    ``min_attempt`` seconds before ``deadline_at`` (an instant on ``clock``):
-    the policy never overruns its deadline, sleep included."""
+    ``min_attempt`` seconds before ``deadline``: the policy never overruns
+    its deadline, sleep included."""
 
-    def __init__(self, deadline_at: float, clock: _clock.ClockFn, min_attempt: float) -> None:
-        self.deadline_at = deadline_at
-        self.clock = clock
+    def __init__(self, deadline: Deadline, min_attempt: float) -> None:
+        self.deadline = deadline
         self.min_attempt = min_attempt
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         upcoming = retry_state.upcoming_sleep or 0.0
-        return self.clock() + upcoming + self.min_attempt > self.deadline_at
+        return not self.deadline.allows(upcoming + self.min_attempt)
 
 
 def _log_retry(retry_state: RetryCallState) -> None:
@@ -230,17 +233,18 @@ def _log_retry(retry_state: RetryCallState) -> None:
 
 
 def retrying(
-    policy: RetryPolicy, *, idempotent: bool = True, deadline_at: float | None = None
+    policy: RetryPolicy, *, idempotent: bool = True, deadline: Deadline | None = None
 ) -> tenacity.Retrying:
-    """A tenacity ``Retrying`` for one operation under ``policy``. The last
-    fault is re-raised as itself when retrying stops."""
-    if deadline_at is None:
-        deadline_at = policy.clock() + policy.deadline
+    """A tenacity ``Retrying`` for one operation under ``policy``, ending by
+    ``deadline`` (``policy.total`` from now when None). The last fault is
+    re-raised as itself when retrying stops."""
+    if deadline is None:
+        deadline = Deadline.after(policy.total, clock=policy.clock)
     return tenacity.Retrying(
         retry=retry_if_fault(policy, idempotent=idempotent),
         wait=wait_for_fault(policy),
         stop=tenacity.stop_after_attempt(policy.max_attempts)
-        | stop_before_deadline(deadline_at, policy.clock, policy.min_attempt),
+        | stop_before_deadline(deadline, policy.min_attempt),
         sleep=policy.sleep,
         before_sleep=_log_retry,
         reraise=True,
@@ -251,29 +255,26 @@ def call(
     policy: RetryPolicy,
     fn: Callable[..., R],
     *args: Any,
+    deadline: Deadline | None = None,
+    bmc_timeout: float | None = None,
     idempotent: bool = True,
     **kwargs: Any,
 ) -> R:
-    """Call ``fn`` under ``policy``.
+    """Call ``fn(*args, **kwargs, deadline=...)`` under ``policy``.
 
-    If ``fn`` takes a ``deadline`` keyword, each attempt gets the smaller of
-    its usual bound and the time left, so the last attempt cannot run past the
-    policy's deadline. The usual bound is ``policy.call_deadline``, else the
-    driver's own ``deadline`` when ``fn`` is a driver method, else
-    :data:`~bmaas.driver.DEFAULT_DEADLINE`.
+    ``deadline`` is the operation's total (``policy.total`` seconds from now
+    when None). Each attempt is passed ``deadline.share(cap=...)``: at most
+    one BMC call's bound (``policy.bmc_timeout``, else ``bmc_timeout``, else
+    :data:`~bmaas.driver.DEFAULT_BMC_TIMEOUT`) and never more than what is
+    left, so the last attempt cannot run past the operation's deadline.
+    ``fn`` must take a ``deadline`` keyword (every driver method does).
     """
-    deadline_at = policy.clock() + policy.deadline
-    takes_deadline = "deadline" not in kwargs and _takes_deadline(fn)
-    cap = policy.call_deadline
-    if cap is None:
-        cap = getattr(getattr(fn, "__self__", None), "deadline", DEFAULT_DEADLINE)
-    for attempt in retrying(policy, idempotent=idempotent, deadline_at=deadline_at):
+    if deadline is None:
+        deadline = Deadline.after(policy.total, clock=policy.clock)
+    cap = policy.bmc_timeout or bmc_timeout or DEFAULT_BMC_TIMEOUT
+    for attempt in retrying(policy, idempotent=idempotent, deadline=deadline):
         with attempt:
-            if takes_deadline:
-                left = deadline_at - policy.clock()
-                result = fn(*args, **kwargs, deadline=min(cap, left))
-            else:
-                result = fn(*args, **kwargs)
+            result = fn(*args, **kwargs, deadline=deadline.share(cap=cap))
     return result
 
 
@@ -282,8 +283,8 @@ def retry_bmc(
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorator form of :func:`call`::
 
-    @retry_bmc(RetryPolicy(deadline=30))
-    def read_power(driver, *, deadline=None):
+    @retry_bmc(RetryPolicy(total=30))
+    def read_power(driver, *, deadline):
         return driver.get_power_state(deadline=deadline)
     """
     chosen = policy or RetryPolicy()
@@ -291,27 +292,12 @@ def retry_bmc(
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            return call(chosen, fn, *args, idempotent=idempotent, **kwargs)
+            given: dict[str, Any] = dict(kwargs)  # a ``deadline`` here is the operation's
+            return call(chosen, fn, *args, idempotent=idempotent, **given)
 
         return wrapper
 
     return decorate
-
-
-@functools.cache
-def _signature_takes_deadline(fn: Callable[..., Any]) -> bool:
-    try:
-        return "deadline" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _takes_deadline(fn: Callable[..., Any]) -> bool:
-    target = getattr(fn, "__func__", fn)  # bound methods: cache on the function
-    try:
-        return _signature_takes_deadline(target)
-    except TypeError:  # unhashable callables
-        return "deadline" in inspect.signature(fn).parameters
 
 
 def reboot(
@@ -320,8 +306,10 @@ def reboot(
     *,
     action: PowerAction = PowerAction.REBOOT,
     timeout: float | None = None,
+    deadline: Deadline | None = None,
 ) -> PowerState:
-    """Restart ``driver``'s node once, safely, and wait until it is on.
+    """Restart ``driver``'s node once, safely, and wait until it is on, all by
+    ``deadline`` (``policy.total`` from now when None).
 
     REBOOT (and SOFT_REBOOT) is not idempotent, so it is never resent blindly.
     After a ``BMCTimeout`` (sent, answer lost) the power state is read first:
@@ -335,25 +323,42 @@ def reboot(
     """
     if action.idempotent:
         raise ValueError(f"{action} is idempotent; use set_power_state")
+    if deadline is None:
+        deadline = Deadline.after(policy.total, clock=policy.clock)
     rd = RetryingDriver(driver, policy)
     try:
-        call(policy, driver.request_power, action, idempotent=False)
+        call(
+            policy,
+            driver.request_power,
+            action,
+            deadline=deadline,
+            bmc_timeout=driver.bmc_timeout,
+            idempotent=False,
+        )
     except BMCTimeout as lost:
         LOG.warning("%s: %s answer lost; reading power state before acting", driver.node, action)
         try:
-            state = rd.get_power_state()
+            state = rd.get_power_state(deadline=deadline)
         except BMCFault:
             raise lost from None
         if state is PowerState.ON:
-            rd.set_power_state(PowerAction.OFF, wait=True, timeout=timeout)
-        return rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout)
-    return driver.wait_for_power(PowerState.ON, timeout=timeout, read=rd.get_power_state)
+            rd.set_power_state(PowerAction.OFF, wait=True, timeout=timeout, deadline=deadline)
+        return rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout, deadline=deadline)
+    return driver.wait_for_power(
+        PowerState.ON, timeout=timeout, deadline=deadline, read=rd.get_power_state
+    )
 
 
 class RetryingDriver:
     """A driver whose every BMC request runs under a :class:`RetryPolicy`,
     with each method's idempotency applied. Waiting for power polls through
-    retried reads, and restarts go through :func:`reboot`."""
+    retried reads, and restarts go through :func:`reboot`.
+
+    Every method takes the operation's ``deadline`` (a
+    :class:`~bmaas.deadline.Deadline`; ``policy.total`` from now when None);
+    each BMC attempt gets a share of it of at most ``policy.bmc_timeout``, else
+    the driver's ``bmc_timeout``.
+    """
 
     def __init__(self, driver: BMCDriver, policy: RetryPolicy) -> None:
         self.driver = driver
@@ -363,40 +368,64 @@ class RetryingDriver:
     def node(self) -> str:
         return self.driver.node
 
-    def probe(self) -> BMCInfo:
-        return call(self.policy, self.driver.probe)
+    def _call(self, fn: Callable[..., R], *args: Any, deadline: Deadline | None, **kw: Any) -> R:
+        return call(
+            self.policy, fn, *args, deadline=deadline, bmc_timeout=self.driver.bmc_timeout, **kw
+        )
 
-    def get_power_state(self) -> PowerState:
-        return call(self.policy, self.driver.get_power_state)
+    def _total(self, deadline: Deadline | None) -> Deadline:
+        return deadline or Deadline.after(self.policy.total, clock=self.policy.clock)
+
+    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+        return self._call(self.driver.probe, deadline=deadline)
+
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+        return self._call(self.driver.get_power_state, deadline=deadline)
 
     def set_power_state(
-        self, action: PowerAction, *, wait: bool = False, timeout: float | None = None
+        self,
+        action: PowerAction,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        deadline: Deadline | None = None,
     ) -> PowerState:
         """Like ``BMCDriver.set_power_state``; a restart with ``wait`` is a
-        :func:`reboot`."""
+        :func:`reboot`. ``deadline`` bounds the request and the wait together."""
+        deadline = self._total(deadline)
         if action is PowerAction.SOFT_REBOOT and wait:
             # Two idempotent steps are safe to retry, and every driver can do them
             # (IPMI has no single soft-reboot request).
-            self.set_power_state(PowerAction.SOFT_OFF, wait=True, timeout=timeout)
-            return self.set_power_state(PowerAction.ON, wait=True, timeout=timeout)
+            self.set_power_state(
+                PowerAction.SOFT_OFF, wait=True, timeout=timeout, deadline=deadline
+            )
+            return self.set_power_state(
+                PowerAction.ON, wait=True, timeout=timeout, deadline=deadline
+            )
         if action is PowerAction.REBOOT and wait:
-            return reboot(self.driver, self.policy, timeout=timeout)
-        call(self.policy, self.driver.request_power, action, idempotent=action.idempotent)
+            return reboot(self.driver, self.policy, timeout=timeout, deadline=deadline)
+        self._call(
+            self.driver.request_power, action, deadline=deadline, idempotent=action.idempotent
+        )
         if not wait:
-            return self.get_power_state()
-        return self.driver.wait_for_power(action.target, timeout=timeout, read=self.get_power_state)
+            return self.get_power_state(deadline=deadline)
+        return self.driver.wait_for_power(
+            action.target, timeout=timeout, deadline=deadline, read=self.get_power_state
+        )
 
-    def get_boot_device(self) -> BootSetting:
-        return call(self.policy, self.driver.get_boot_device)
+    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
+        return self._call(self.driver.get_boot_device, deadline=deadline)
 
-    def set_boot_device(self, device: BootDevice, *, persistent: bool = False) -> None:
-        call(self.policy, self.driver.set_boot_device, device, persistent=persistent)
+    def set_boot_device(
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
+    ) -> None:
+        self._call(self.driver.set_boot_device, device, persistent=persistent, deadline=deadline)
 
-    def insert_virtual_media(self, url: str) -> None:
-        call(self.policy, self.driver.insert_virtual_media, url)
+    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
+        self._call(self.driver.insert_virtual_media, url, deadline=deadline)
 
-    def eject_virtual_media(self) -> None:
-        call(self.policy, self.driver.eject_virtual_media)
+    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
+        self._call(self.driver.eject_virtual_media, deadline=deadline)
 
-    def get_boot_progress(self) -> str | None:
-        return call(self.policy, self.driver.get_boot_progress)
+    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
+        return self._call(self.driver.get_boot_progress, deadline=deadline)

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bmaas import retry as _retry
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.faults import BmaasError, BMCAuthError
 from bmaas.health import Change, Hysteresis
@@ -86,11 +87,17 @@ class SyncReport:
         }
 
 
-def _reader(retry: _retry.RetryPolicy | None) -> Callable[[BMCDriver], PowerState]:
-    """One node's power read: one attempt, or through the operation retry."""
+def _reader(
+    retry: _retry.RetryPolicy | None, deadline: Deadline | None
+) -> Callable[[BMCDriver], PowerState]:
+    """One node's power read within the pass's ``deadline``: one attempt
+    (a share of at most the driver's ``bmc_timeout``), or through the
+    operation retry."""
     if retry is None:
-        return lambda driver: driver.get_power_state()
-    return lambda driver: _retry.call(retry, driver.get_power_state)
+        return lambda driver: driver.get_power_state(deadline=driver.call_deadline(deadline))
+    return lambda driver: _retry.call(
+        retry, driver.get_power_state, deadline=deadline, bmc_timeout=driver.bmc_timeout
+    )
 
 
 def sync_pass(
@@ -104,14 +111,24 @@ def sync_pass(
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     retry: _retry.RetryPolicy | None = None,
+    deadline: Deadline | None = None,
 ) -> SyncReport:
     """One pass over every node (or ``names``), each read retried under
-    ``retry`` (None: one attempt). See the module docstring."""
+    ``retry`` (None: one attempt). See the module docstring.
+
+    ``deadline`` bounds the pass: each read gets a share of it, and nodes
+    not read by then are timeouts."""
     start = clock()
     reclaimed = store.reclaim_expired()
     records = store.require_nodes(names) if names is not None else store.nodes()
     results = run_on_nodes(
-        records, _reader(retry), factory=factory, workers=workers, on_result=on_result, clock=clock
+        records,
+        _reader(retry, deadline),
+        factory=factory,
+        workers=workers,
+        on_result=on_result,
+        clock=clock,
+        deadline=deadline,
     )
     reads: list[tuple[str, PowerState | BmaasError]] = []
     uncounted: dict[str, str] = {}
@@ -146,10 +163,12 @@ def sync_loop(
     on_pass: Callable[[SyncReport], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], object] | None = None,
+    pass_deadline: float | None = None,
     **kw: Any,
 ) -> int:
     """Run passes every ``interval`` seconds until ``stop`` is set (or ``count``
-    passes ran). Returns the number of passes run.
+    passes ran). Returns the number of passes run. Each pass may take
+    ``pass_deadline`` seconds (a Deadline made when the pass starts).
 
     Between passes it waits on ``stop`` (so a signal ends the wait at once);
     tests pass ``wait=fake_clock.sleep`` and a fake ``clock``.
@@ -161,7 +180,8 @@ def sync_loop(
     passes = 0
     while not stop.is_set():
         started = clock()
-        report = sync_pass(store, clock=clock, **kw)
+        budget = None if pass_deadline is None else Deadline.after(pass_deadline, clock=clock)
+        report = sync_pass(store, clock=clock, deadline=budget, **kw)
         passes += 1
         if on_pass is not None:
             on_pass(report)

@@ -3,8 +3,8 @@
 The retry and provisioning layers are unit-tested against this driver, so it
 raises exactly the typed fault a real driver raises for the same misbehaviour,
 and it never sleeps for real: a ``hang`` advances the injected clock by the
-call's deadline and raises ``BMCTimeout``, as the IPMI driver does after its
-deadline on a real clock.
+time left until the call's deadline and raises ``BMCTimeout``, as the IPMI
+driver does at its deadline on a real clock.
 
 ``wire_calls`` lists every request that "went on the wire", so tests can
 assert how many calls a policy made.
@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from bmaas.deadline import Deadline
 from bmaas.driver import (
-    DEFAULT_DEADLINE,
+    DEFAULT_BMC_TIMEOUT,
     BMCDriver,
     BMCInfo,
     BootDevice,
@@ -68,7 +69,7 @@ class FakeDriver(BMCDriver):
         node: str,
         info: DriverInfo | None = None,
         *,
-        deadline: float = DEFAULT_DEADLINE,
+        bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
         machine: FakeMachine | None = None,
         fleet: FakeFleet | None = None,
         **kw: Any,
@@ -79,7 +80,7 @@ class FakeDriver(BMCDriver):
             machine = fleet.machine(info.fake_machine or node)
             kw.setdefault("clock", fleet.clock.monotonic)
             kw.setdefault("sleep", fleet.clock.sleep)
-        super().__init__(node, info, deadline=deadline, **kw)
+        super().__init__(node, info, bmc_timeout=bmc_timeout, **kw)
         self.machine = machine
         #: every operation sent "on the wire", in order
         self.wire_calls: list[str] = []
@@ -93,11 +94,13 @@ class FakeDriver(BMCDriver):
     def _call(
         self,
         operation: Operation,
-        deadline: float | None,
+        deadline: Deadline | None,
         act: Callable[[list[Firing]], T],
     ) -> T:
-        limit = self._deadline(deadline)
+        limit = self._deadline(deadline).left()
         start = self._clock()
+        if limit <= 0:
+            raise self.too_late(operation, start)
         self.wire_calls.append(str(operation))
 
         def elapsed() -> float:
@@ -160,7 +163,7 @@ class FakeDriver(BMCDriver):
 
     # -- contract ------------------------------------------------------------
 
-    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
         def act(hw: list[Firing]) -> BMCInfo:
             self.machine.apply(hw)
             return BMCInfo(
@@ -171,21 +174,21 @@ class FakeDriver(BMCDriver):
 
         return self._call(Operation.PROBE, deadline, act)
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
         def act(hw: list[Firing]) -> PowerState:
             self.machine.apply(hw)
             return self.machine.power_state()
 
         return self._call(Operation.POWER_GET, deadline, act)
 
-    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
         self._call(Operation.POWER_SET, deadline, lambda hw: self.machine.set_power(action, hw))
 
-    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
         return self._call(Operation.BOOT_GET, deadline, lambda hw: self.machine.boot_device())
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
     ) -> None:
         start = self._clock()
         self._call(
@@ -203,18 +206,18 @@ class FakeDriver(BMCDriver):
                 elapsed=self._clock() - start,
             )
 
-    def insert_virtual_media(self, url: str, *, deadline: float | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
         self._call(Operation.VMEDIA_INSERT, deadline, lambda hw: self.machine.insert_media(url))
 
-    def eject_virtual_media(self, *, deadline: float | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
         self._call(Operation.VMEDIA_EJECT, deadline, lambda hw: self.machine.eject_media())
 
-    def get_inventory(self, *, deadline: float | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
         return self._call(
             Operation.INVENTORY_GET, deadline, lambda hw: Inventory(**self.machine.inventory())
         )
 
-    def get_boot_progress(self, *, deadline: float | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
         return self._call(
             Operation.BOOT_PROGRESS_GET, deadline, lambda hw: self.machine.boot_progress()
         )

@@ -21,7 +21,8 @@ import click
 import yaml
 
 from bmaas.cliutil import EXIT_FAILURE
-from bmaas.driver import DEFAULT_DEADLINE
+from bmaas.deadline import Deadline
+from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
 from bmaas.policy import FleetOutcome, policy_for
@@ -30,8 +31,10 @@ from bmaas.secrets import mask
 from bmaas.store import NodeRecord, Store
 
 __all__ = [
+    "DEFAULT_FLEET_DEADLINE",
     "PROGRESS_MIN_NODES",
     "App",
+    "bmc_timeout_option",
     "emit",
     "fleet_options",
     "node_selection",
@@ -53,12 +56,14 @@ class App:
     """The state one ``bmaas`` invocation works with."""
 
     db: str | None = None
-    #: builds a DriverFactory for a per-call deadline (tests: a fake fleet)
+    #: builds a DriverFactory for a per-call bound, ``bmc_timeout`` (tests: a fake fleet)
     make_factory: Callable[..., DriverFactory] = driver_factory
     #: wall clock for the store (leases, timestamps)
     clock: Callable[[], float] = time.time
     #: how fleet commands retry each node's call (tests: a fake clock and sleep)
     retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    #: the clock a command's Deadline is made on (tests: the fake fleet's)
+    deadline_clock: Callable[[], float] = time.monotonic
     _store: Store | None = None
 
     def store(self, *, check_schema: bool = True) -> Store:
@@ -66,8 +71,12 @@ class App:
             self._store = Store.open(self.db, clock=self.clock, check_schema=check_schema)
         return self._store
 
-    def factory(self, deadline: float) -> DriverFactory:
-        return self.make_factory(deadline=deadline)
+    def deadline(self, seconds: float) -> Deadline:
+        """The command's budget: made once, where the command starts."""
+        return Deadline.after(seconds, clock=self.deadline_clock)
+
+    def factory(self, bmc_timeout: float) -> DriverFactory:
+        return self.make_factory(bmc_timeout=bmc_timeout)
 
     def retry_policy(self, *, no_retry: bool = False) -> RetryPolicy:
         """The operation retry a fleet command gives each node's calls;
@@ -99,14 +108,33 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
+#: seconds a fleet command (power, boot-device, vmedia, sync) may take in all
+DEFAULT_FLEET_DEADLINE = 300.0
+
+
+def bmc_timeout_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--bmc-timeout``: the bound of one BMC call (never more than what the
+    command's ``--deadline`` has left)."""
+    return click.option(
+        "--bmc-timeout",
+        type=click.FloatRange(min=0.1),
+        default=DEFAULT_BMC_TIMEOUT,
+        show_default=True,
+        help="Seconds one BMC call may take (each gets at most what --deadline has left).",
+    )(fn)
+
+
 def fleet_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--workers`` and ``--deadline`` for commands that talk to many BMCs."""
+    """``--workers``, ``--deadline`` (the whole command) and ``--bmc-timeout``
+    (one BMC call) for commands that talk to many BMCs."""
+    fn = bmc_timeout_option(fn)
     fn = click.option(
         "--deadline",
         type=click.FloatRange(min=0.1),
-        default=DEFAULT_DEADLINE,
+        default=DEFAULT_FLEET_DEADLINE,
         show_default=True,
-        help="Seconds one BMC call may take.",
+        help="Seconds the whole command may take, every node, retry and wait included; "
+        "nodes not done by then are reported as timeouts.",
     )(fn)
     return click.option(
         "--workers",

@@ -14,7 +14,7 @@ import yaml
 from bmaas.cli.app import App, emit, pass_app, progress, table
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deploy import DeploySettings
-from bmaas.driver import DEFAULT_DEADLINE
+from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import Provisioned, Provisioner, Request
 from bmaas.retry import RetryPolicy
@@ -37,14 +37,15 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             type=click.FloatRange(min=1),
             default=900.0,
             show_default=True,
-            help="Seconds a request may take, every attempt included.",
+            help="Seconds the whole command may take, every request, attempt and BMC call "
+            "included.",
         ),
         click.option(
-            "--bmc-deadline",
+            "--bmc-timeout",
             type=click.FloatRange(min=0.1),
-            default=DEFAULT_DEADLINE,
+            default=DEFAULT_BMC_TIMEOUT,
             show_default=True,
-            help="Seconds one BMC call may take.",
+            help="Seconds one BMC call may take (each gets at most what --deadline has left).",
         ),
         click.option(
             "--power-timeout",
@@ -71,7 +72,7 @@ def make_provisioner(
     *,
     max_attempts: int,
     deadline: float,
-    bmc_deadline: float,
+    bmc_timeout: float,
     power_timeout: float,
     settle: float,
 ) -> Provisioner:
@@ -83,8 +84,8 @@ def make_provisioner(
     )
     return Provisioner(
         app.store(),
-        driver_factory=app.factory(bmc_deadline),
-        policy=RetryPolicy(deadline=max(bmc_deadline * 4, 30.0)),
+        driver_factory=app.factory(bmc_timeout),
+        policy=RetryPolicy(total=max(bmc_timeout * 4, 30.0)),
         settings=settings,
         max_attempts=max_attempts,
         deadline=deadline,

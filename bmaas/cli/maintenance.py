@@ -235,6 +235,7 @@ def sync(
     workers: int,
     deadline: float,
     no_retry: bool,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Read every node's power state and record it, with hysteresis.
@@ -242,15 +243,16 @@ def sync(
     Each read goes through the operation retry (--no-retry: one attempt).
     Only faults that say something about the node count toward 'power
     failure' (never a busy BMC or rejected credentials). One pass by default
-    (exit 1 if any read still failed). With --interval it keeps running until
-    SIGINT/SIGTERM, printing one line per pass.
+    (exit 1 if any read still failed); --deadline bounds it. With --interval
+    it keeps running until SIGINT/SIGTERM, printing one line per pass, and
+    --deadline bounds each pass.
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
     options: dict[str, Any] = {
-        "factory": app.factory(deadline),
+        "factory": app.factory(bmc_timeout),
         "policy": policy,
         "workers": workers,
         "retry": app.retry_policy(no_retry=no_retry),
@@ -258,7 +260,9 @@ def sync(
     if interval is None:
         start = time.monotonic()
         with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
-            report = sync_pass(store, on_result=lambda _r: advance(), **options)
+            report = sync_pass(
+                store, on_result=lambda _r: advance(), deadline=app.deadline(deadline), **options
+            )
         if as_json:
             emit(report.to_dict(), as_json=True, as_yaml=False)
             ctx.exit(EXIT_FAILURE if report.failed else 0)
@@ -290,6 +294,7 @@ def sync(
                 stop=stop,
                 on_pass=on_pass,
                 metrics=metrics,
+                pass_deadline=deadline,
                 **options,
             )
         finally:

@@ -12,6 +12,11 @@ table's fleet word for the fault left after the retries (``FAIL``, ``BUSY``,
 Exit codes: 0 every node ended fine after retries, 1 some did not (their
 lines say why), 2 the command could not run (unknown node, bad arguments,
 database).
+
+Time: ``--deadline`` is the whole command. Its :class:`~bmaas.deadline.Deadline`
+is made once, when the command starts, and handed to every node's operation
+(retries and waits included); each BMC call gets a share of it of at most
+``--bmc-timeout``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from bmaas.cli.app import (
     select_nodes,
     whoami,
 )
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
@@ -50,32 +56,36 @@ def _run(
     app: App,
     nodes: Sequence[str],
     all_nodes: bool,
-    operation: Callable[[RetryingDriver], Any],
+    operation: Callable[[RetryingDriver, Deadline], Any],
     *,
     label: str,
     workers: int,
     deadline: float,
+    bmc_timeout: float,
     as_json: bool,
     no_retry: bool,
     record: Callable[[list[NodeResult[Any]]], None] | None = None,
 ) -> None:
-    """Select nodes, run ``operation`` on each through the operation retry,
-    print results, record, exit."""
+    """Select nodes, run ``operation(driver, deadline)`` on each through the
+    operation retry, print results, record, exit. ``deadline`` seconds bound
+    the whole command."""
+    budget = app.deadline(deadline)
     store = app.store()
     records = select_nodes(store, nodes, all_nodes)
     policy = app.retry_policy(no_retry=no_retry)
 
     def retried(driver: BMCDriver) -> Any:
-        return operation(RetryingDriver(driver, policy))
+        return operation(RetryingDriver(driver, policy), budget)
 
     start = time.monotonic()
     with progress(len(records), label, quiet=as_json) as advance:
         results = run_on_nodes(
             records,
             retried,
-            factory=app.factory(deadline),
+            factory=app.factory(bmc_timeout),
             workers=workers,
             on_result=lambda _result: advance(),
+            deadline=budget,
         )
     if record is not None:
         record(results)
@@ -118,6 +128,7 @@ def power_status(
     workers: int,
     deadline: float,
     no_retry: bool,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Read the power state of NODE... (or --all) and record it."""
@@ -130,10 +141,11 @@ def power_status(
         app,
         nodes,
         all_nodes,
-        lambda d: d.get_power_state(),
+        lambda d, budget: d.get_power_state(deadline=budget),
         label="power status",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         no_retry=no_retry,
         record=record,
@@ -171,11 +183,12 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         workers: int,
         deadline: float,
         no_retry: bool,
+        bmc_timeout: float,
         as_json: bool,
     ) -> None:
-        def operation(driver: RetryingDriver) -> PowerState:
+        def operation(driver: RetryingDriver, budget: Deadline) -> PowerState:
             # REBOOT with --wait is bmaas.retry.reboot: never resent blindly
-            return driver.set_power_state(action, wait=wait, timeout=timeout)
+            return driver.set_power_state(action, wait=wait, timeout=timeout, deadline=budget)
 
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
@@ -195,6 +208,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
             label=f"power {action}",
             workers=workers,
             deadline=deadline,
+            bmc_timeout=bmc_timeout,
             as_json=as_json,
             no_retry=no_retry,
             record=record,
@@ -232,6 +246,7 @@ def boot_get(
     workers: int,
     deadline: float,
     no_retry: bool,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Read the next boot device of NODE... (or --all)."""
@@ -240,10 +255,11 @@ def boot_get(
         app,
         nodes,
         all_nodes,
-        lambda d: d.get_boot_device(),
+        lambda d, budget: d.get_boot_device(deadline=budget),
         label="boot device",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         no_retry=no_retry,
     )
@@ -274,13 +290,14 @@ def boot_set(
     workers: int,
     deadline: float,
     no_retry: bool,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
-    def operation(driver: RetryingDriver) -> str:
-        driver.set_boot_device(target, persistent=persistent)
+    def operation(driver: RetryingDriver, budget: Deadline) -> str:
+        driver.set_boot_device(target, persistent=persistent, deadline=budget)
         return f"{target} ({'persistent' if persistent else 'once'})"
 
     def record(results: list[NodeResult[Any]]) -> None:
@@ -296,6 +313,7 @@ def boot_set(
         label="boot device",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         no_retry=no_retry,
         record=record,
@@ -327,12 +345,13 @@ def vmedia_insert(
     workers: int,
     deadline: float,
     no_retry: bool,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Insert the image at --url into NODE... (or --all)."""
 
-    def operation(driver: RetryingDriver) -> str:
-        driver.insert_virtual_media(url)
+    def operation(driver: RetryingDriver, budget: Deadline) -> str:
+        driver.insert_virtual_media(url, deadline=budget)
         return "inserted"
 
     _run(
@@ -344,6 +363,7 @@ def vmedia_insert(
         label="vmedia insert",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         no_retry=no_retry,
         record=_events(app, "vmedia", f"virtual media inserted: {url}"),
@@ -365,12 +385,13 @@ def vmedia_eject(
     workers: int,
     deadline: float,
     no_retry: bool,
+    bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Eject virtual media from NODE... (or --all)."""
 
-    def operation(driver: RetryingDriver) -> str:
-        driver.eject_virtual_media()
+    def operation(driver: RetryingDriver, budget: Deadline) -> str:
+        driver.eject_virtual_media(deadline=budget)
         return "ejected"
 
     _run(
@@ -382,6 +403,7 @@ def vmedia_eject(
         label="vmedia eject",
         workers=workers,
         deadline=deadline,
+        bmc_timeout=bmc_timeout,
         as_json=as_json,
         no_retry=no_retry,
         record=_events(app, "vmedia", "virtual media ejected"),

@@ -8,6 +8,7 @@ import click
 
 from bmaas.cli.app import App, pass_app
 from bmaas.cliutil import emit_json
+from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.ops import DEFAULT_WORKERS
 from bmaas.status import (
     CHECKS,
@@ -46,6 +47,13 @@ def status() -> None:
     help="Seconds the whole check may take, dead BMCs included; each BMC call gets a share.",
 )
 @click.option(
+    "--bmc-timeout",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_BMC_TIMEOUT,
+    show_default=True,
+    help="The most one BMC call may take (less when --deadline is short).",
+)
+@click.option(
     "--workers",
     type=click.IntRange(min=1, max=512),
     default=DEFAULT_WORKERS,
@@ -66,6 +74,7 @@ def status_check(
     as_json: bool,
     only: Sequence[str],
     deadline: float,
+    bmc_timeout: float,
     workers: int,
     inventory: str | None,
 ) -> None:
@@ -75,7 +84,8 @@ def status_check(
     chosen = select(only)
     context = CheckContext(
         app.db,
-        deadline=deadline,
+        deadline=app.deadline(deadline),
+        bmc_timeout=bmc_timeout,
         workers=workers,
         inventory=inventory,
         make_factory=app.make_factory,

@@ -29,11 +29,9 @@ def check_bmc(ctx: CheckContext) -> Outcome:
     problems = [(n.record, n.probe) for n in fleet.nodes if isinstance(n.probe, Problem)]
     out.note(
         f"{len(fleet.nodes) - len(problems)} of {len(fleet.nodes)} BMC(s) answered and accepted "
-        f"the credentials ({fleet.elapsed:.1f}s, each call limited to {fleet.call_deadline:.3g}s)"
+        f"the credentials ({fleet.elapsed:.1f}s, each call limited to {fleet.bmc_timeout:.3g}s)"
     )
-    report(
-        out, problems, call_deadline=fleet.call_deadline, demote=lambda record: record.maintenance
-    )
+    report(out, problems, bmc_timeout=fleet.bmc_timeout, demote=lambda record: record.maintenance)
     return out
 
 
@@ -85,7 +83,7 @@ def check_power(ctx: CheckContext) -> Outcome:
             nodes=unknown,
         )
     _not_asked(out, unasked)
-    report(out, problems, call_deadline=ctx.fleet.call_deadline)
+    report(out, problems, bmc_timeout=ctx.fleet.bmc_timeout)
     return out
 
 
@@ -112,7 +110,7 @@ def check_boot(ctx: CheckContext) -> Outcome:
     if lacking:
         out.note(f"{len(lacking)} node(s) whose driver has no boot device: {listing(lacking)}")
     _not_asked(out, unasked)
-    report(out, problems, call_deadline=ctx.fleet.call_deadline)
+    report(out, problems, bmc_timeout=ctx.fleet.bmc_timeout)
     return out
 
 

@@ -4,9 +4,10 @@ the enrolled nodes, which drivers load, and the one BMC sweep.
 Everything is computed on first use and kept, so ``--only tls`` never
 touches a BMC and the bmc, power and boot checks share one sweep.
 
-Time: ``deadline`` bounds the whole run. The sweep stops at :attr:`until`
-(the deadline less a small reserve for the checks after it and the report),
-and each BMC call gets :attr:`call_deadline`, a share of that budget, so a
+Time: ``deadline`` (a :class:`~bmaas.deadline.Deadline`, created where the
+command starts) bounds the whole run. The sweep gets :attr:`sweep_deadline`,
+a share of it (less a small reserve for the checks after it and the report),
+and each BMC call a share of the sweep's of at most :attr:`bmc_timeout`, so a
 dead BMC costs one share and ``CALL_SHARE`` rounds of dead BMCs per worker
 still fit before the sweep gives up on the rest.
 """
@@ -23,7 +24,8 @@ import sqlalchemy as sa
 
 from bmaas import __version__, registry
 from bmaas.clock import ClockFn
-from bmaas.driver import DEFAULT_DEADLINE, BMCDriver
+from bmaas.deadline import Deadline
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BmaasError, InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, driver_factory
 from bmaas.status.fleet import FleetReport, sweep
@@ -102,7 +104,8 @@ class CheckContext:
         self,
         db: str | None = None,
         *,
-        deadline: float = DEFAULT_CHECK_DEADLINE,
+        deadline: Deadline | None = None,
+        bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
         workers: int = DEFAULT_WORKERS,
         inventory: str | None = None,
         make_factory: Callable[..., DriverFactory] = driver_factory,
@@ -111,32 +114,38 @@ class CheckContext:
         selected: frozenset[str] | None = None,
     ) -> None:
         self.db = db
-        self.deadline = deadline
+        #: the whole run's budget (DEFAULT_CHECK_DEADLINE from now when None)
+        self.deadline = deadline or Deadline.after(DEFAULT_CHECK_DEADLINE, clock=clock)
+        #: the most one BMC call may take (less when the deadline is short)
+        self.max_bmc_timeout = bmc_timeout
         self.workers = workers
         self.inventory = inventory
         self.make_factory = make_factory
         #: the store's clock: leases and "expired 5m ago" are wall-clock times
         self.wall_clock = wall_clock
-        #: the deadline's clock
-        self.clock = clock
+        #: the clock elapsed times are measured on (the deadline's own)
+        self.clock = self.deadline.clock
         #: the checks being run (None: all); the sweep asks only what they need
         self.selected = selected
-        self.started = clock()
+        self.started = self.clock()
         self._drivers: dict[str, type[BMCDriver] | InputError] = {}
 
     # -- time --------------------------------------------------------------------
 
-    @property
-    def until(self) -> float:
-        """When the BMC sweep stops waiting (on :attr:`clock`)."""
-        reserve = min(MAX_RESERVE, RESERVE_SHARE * self.deadline)
-        return self.started + self.deadline - reserve
+    @functools.cached_property
+    def sweep_deadline(self) -> Deadline:
+        """When the BMC sweep stops waiting: the run's deadline less a reserve
+        for the checks after it and the report."""
+        total = self.deadline.at - self.started
+        reserve = min(MAX_RESERVE, RESERVE_SHARE * total)
+        return Deadline(self.deadline.at - reserve, self.deadline.clock)
 
-    @property
-    def call_deadline(self) -> float:
-        """Seconds one BMC call may take: a share of the sweep's budget."""
-        budget = self.until - self.started
-        return min(DEFAULT_DEADLINE, max(MIN_CALL_DEADLINE, budget / CALL_SHARE))
+    @functools.cached_property
+    def bmc_timeout(self) -> float:
+        """Seconds one BMC call may take: a share of the sweep's budget, at
+        most ``--bmc-timeout``."""
+        budget = self.sweep_deadline.at - self.started
+        return min(self.max_bmc_timeout, max(MIN_CALL_DEADLINE, budget / CALL_SHARE))
 
     def wants(self, check: str) -> bool:
         return self.selected is None or check in self.selected

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootSetting, Capability, Operation, PowerState
 from bmaas.faults import (
     BmaasError,
@@ -132,7 +133,7 @@ class NodeCheck:
 class FleetReport:
     nodes: list[NodeCheck]
     #: seconds each BMC call was allowed
-    call_deadline: float
+    bmc_timeout: float
     elapsed: float
 
 
@@ -140,25 +141,23 @@ def _ask(
     driver: BMCDriver,
     *,
     records: Mapping[str, NodeRecord],
-    call_deadline: float,
-    until: float,
-    clock: Callable[[], float],
+    bmc_timeout: float,
+    deadline: Deadline,
     power: bool,
     boot: bool,
 ) -> NodeCheck:
-    """One node's reads, each bounded by the call deadline and by ``until``,
-    so no call outlives the run."""
+    """One node's reads, each handed a share of the sweep's ``deadline`` of at
+    most ``bmc_timeout``, so no call outlives the run."""
     record = records[driver.node]
 
     def step(operation: Operation, call: Callable[..., Any]) -> Any:
-        left = min(call_deadline, until - clock())
-        if left <= 0:
+        if deadline.expired:
             late = driver.fault(
                 BMCTimeout, "not asked: the deadline had passed", operation=operation, elapsed=0.0
             )
             return Problem(Finding.NOT_ASKED, late, str(operation))
         try:
-            return call(deadline=left)
+            return call(deadline=deadline.share(cap=bmc_timeout))
         except BmaasError as exc:
             return Problem(classify(exc), exc, str(operation))
 
@@ -186,23 +185,22 @@ def sweep(ctx: CheckContext) -> FleetReport:
             checks[record.name] = NodeCheck(record, Problem(Finding.NO_DRIVER, loaded))
         else:
             askable.append(record)
-    call_deadline = ctx.call_deadline
+    bmc_timeout = ctx.bmc_timeout
     operation = functools.partial(
         _ask,
         records={r.name: r for r in askable},
-        call_deadline=call_deadline,
-        until=ctx.until,
-        clock=ctx.clock,
+        bmc_timeout=bmc_timeout,
+        deadline=ctx.sweep_deadline,
         power=ctx.wants("power"),
         boot=ctx.wants("boot"),
     )
     results = run_on_nodes(
         askable,
         operation,
-        factory=ctx.make_factory(deadline=call_deadline),
+        factory=ctx.make_factory(bmc_timeout=bmc_timeout),
         workers=ctx.workers,
         clock=ctx.clock,
-        until=ctx.until,
+        deadline=ctx.sweep_deadline,
     )
     for record, result in zip(askable, results, strict=True):
         if result.value is not None:
@@ -212,14 +210,14 @@ def sweep(ctx: CheckContext) -> FleetReport:
             assert result.error is not None
             finding = classify(result.error, started=result.started)
             checks[record.name] = NodeCheck(record, Problem(finding, result.error))
-    return FleetReport([checks[r.name] for r in records], call_deadline, ctx.clock() - began)
+    return FleetReport([checks[r.name] for r in records], bmc_timeout, ctx.clock() - began)
 
 
 def report(
     outcome: Outcome,
     problems: Iterable[tuple[NodeRecord, Problem]],
     *,
-    call_deadline: float,
+    bmc_timeout: float,
     demote: Callable[[NodeRecord], bool] = lambda record: False,
 ) -> None:
     """Add one line per finding to ``outcome``: how many nodes, which ones,
@@ -242,7 +240,7 @@ def report(
         names = [record.name for record, _ in items]
         label = info.label
         if finding is Finding.TIMEOUT:
-            label += f" ({call_deadline:.3g}s per call)"
+            label += f" ({bmc_timeout:.3g}s per call)"
         line = f"{len(names)} node(s){' in maintenance' if demoted else ''} {label}"
         result = Result.WARNING if demoted else info.result
         key = f"{finding}_in_maintenance" if demoted else str(finding)

@@ -1,8 +1,11 @@
 """Logging in and sending commands within a deadline: pyghmi's ``Command``
 over :class:`~drivers.ipmi.session.BoundedSession`.
 
-:func:`open_command` logs in (RMCP+) and returns a :class:`BoundedCommand`,
-whose ``raw_command``/``xraw_command`` end at the caller's deadline. During
+:func:`open_command` logs in (RMCP+) and returns a :class:`BoundedCommand`;
+``BoundedCommand.within(deadline)`` is one driver call's view of it, whose
+``raw_command``/``xraw_command`` end by that call's :class:`~bmaas.deadline.Deadline`
+(pyghmi's retransmits included: the caller's thread runs them, and stops at
+the deadline). During
 login a presence ping on a connected socket turns an ICMP port-unreachable
 into an immediate ``ConnectionRefusedError`` (pyghmi's unconnected sockets
 never see one).
@@ -11,6 +14,7 @@ never see one).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import threading
 from typing import Any
@@ -21,9 +25,10 @@ from pyghmi.ipmi.private import session as _ps
 from pyghmi.ipmi.private import util as _util
 
 from bmaas.clock import ClockFn
+from bmaas.deadline import Deadline
 from drivers.ipmi.session import BoundedSession
 
-__all__ = ["COMMAND_NAMES", "BoundedCommand", "open_command"]
+__all__ = ["COMMAND_NAMES", "BoundedCommand", "CommandCall", "open_command"]
 
 #: RMCP presence ping (DSP0136 3.2.4.1): ASF class, IANA 4542, message 0x80
 _PRESENCE_PING = b"\x06\x00\xff\x06\x00\x00\x11\xbe\x80\x00\x00\x00"
@@ -81,7 +86,7 @@ class _RefusalWatch:
 
 class BoundedCommand(_command.Command):
     """A pyghmi ``Command`` over a :class:`BoundedSession`: ``raw_command``
-    and ``xraw_command`` end at ``deadline_at`` on ``clock``."""
+    and ``xraw_command`` end by the ``deadline`` they are given."""
 
     def __init__(self, session: BoundedSession, clock: ClockFn) -> None:
         # Command.__init__ would log in synchronously; this one is already in.
@@ -97,7 +102,6 @@ class BoundedCommand(_command.Command):
         self.kwargs: dict[str, Any] = {}
         self.ipmi_session = session
         self.clock = clock
-        self.deadline_at = 0.0
         self.last_used = clock()
         #: (netfn, command) of the latest request, for command-specific codes
         self.last_command: tuple[int, int] | None = None
@@ -112,8 +116,10 @@ class BoundedCommand(_command.Command):
         retry: bool = True,
         timeout: Any = None,
         rslun: int = 0,
+        *,
+        deadline: Deadline,
     ) -> dict[str, Any]:
-        """One request, answered or ``NoAnswer`` by ``deadline_at``. ``retry``
+        """One request, answered or ``NoAnswer`` by ``deadline``. ``retry``
         lets pyghmi resend an unanswered datagram (same sequence number) on
         its timer; pass ``False`` for requests that must not be sent twice."""
         session = self.ipmi_session
@@ -132,7 +138,7 @@ class BoundedCommand(_command.Command):
             netfn=netfn, command=command, data=data, retry=retry, callback=answered, rslun=rslun
         )
         step = COMMAND_NAMES.get((netfn, command), f"netfn {netfn:#04x} command {command:#04x}")
-        session.wait(lambda: bool(box), self.deadline_at, self.clock, step=step)
+        session.wait(lambda: bool(box), deadline, step=step)
         self.last_used = self.clock()
         return box[0]
 
@@ -145,8 +151,28 @@ class BoundedCommand(_command.Command):
         response["data"] = bytes(response["data"])
         return response
 
+    def within(self, deadline: Deadline) -> CommandCall:
+        """This command as one driver call sees it: every request by ``deadline``."""
+        return CommandCall(self, deadline)
+
     def close(self) -> None:
         self.ipmi_session.abandon()
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandCall:
+    """One driver call's view of a :class:`BoundedCommand`: each request it
+    sends ends by the call's ``deadline``, passed explicitly, never stored
+    on the shared command."""
+
+    command: BoundedCommand
+    deadline: Deadline
+
+    def raw_command(self, netfn: int, command: int, **kw: Any) -> dict[str, Any]:
+        return self.command.raw_command(netfn, command, deadline=self.deadline, **kw)
+
+    def xraw_command(self, netfn: int, command: int, **kw: Any) -> dict[str, Any]:
+        return self.command.xraw_command(netfn, command, deadline=self.deadline, **kw)
 
 
 def open_command(
@@ -157,10 +183,10 @@ def open_command(
     *,
     privlevel: int,
     cipher_suite: int | None,
-    deadline_at: float,
+    deadline: Deadline,
     clock: ClockFn,
 ) -> BoundedCommand:
-    """Log in (RMCP+) by ``deadline_at`` and return a command object on the
+    """Log in (RMCP+) by ``deadline`` and return a command object on the
     new session. Raises ``NoAnswer``, ``ConnectionRefusedError`` (ICMP),
     ``IpmiException`` (refused) or whatever a malformed reply raised."""
     outcome: list[dict[str, Any]] = []
@@ -180,7 +206,7 @@ def open_command(
             )
             if len(_ps.iosockets) != sockets:
                 _wake_io_thread()
-        session.wait(lambda: bool(outcome), deadline_at, clock, watch=watch, step="the login")
+        session.wait(lambda: bool(outcome), deadline, watch=watch, step="the login")
         if "error" in outcome[0]:
             raise pyghmi_exc.IpmiException(str(outcome[0]["error"]), outcome[0].get("code", 0))
     except BaseException:

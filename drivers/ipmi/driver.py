@@ -27,8 +27,9 @@ from pyghmi.exceptions import IpmiException
 from pyghmi.ipmi import fru as pyghmi_fru
 
 from bmaas.clock import ClockFn, SleepFn
+from bmaas.deadline import Deadline
 from bmaas.driver import (
-    DEFAULT_DEADLINE,
+    DEFAULT_BMC_TIMEOUT,
     BMCDriver,
     BMCInfo,
     BootDevice,
@@ -50,7 +51,7 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from drivers.ipmi.classify import classify
-from drivers.ipmi.command import BoundedCommand, open_command
+from drivers.ipmi.command import BoundedCommand, CommandCall, open_command
 
 __all__ = ["SESSION_REUSE_IDLE", "IPMIDriver"]
 
@@ -127,11 +128,11 @@ class IPMIDriver(BMCDriver):
         node: str,
         info: DriverInfo,
         *,
-        deadline: float = DEFAULT_DEADLINE,
+        bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
         clock: ClockFn | None = None,
         sleep: SleepFn | None = None,
     ) -> None:
-        super().__init__(node, info, deadline=deadline, clock=clock, sleep=sleep)
+        super().__init__(node, info, bmc_timeout=bmc_timeout, clock=clock, sleep=sleep)
         if not info.ipmi_address:
             raise InputError("is required", field="driver_info.ipmi_address", node=node)
         self._lock = threading.Lock()
@@ -149,11 +150,13 @@ class IPMIDriver(BMCDriver):
     # -- the one place a call becomes a fault -------------------------------
 
     def _call(
-        self, operation: Operation, deadline: float | None, act: Callable[[BoundedCommand], T]
+        self, operation: Operation, deadline: Deadline | None, act: Callable[[CommandCall], T]
     ) -> T:
-        limit = self._deadline(deadline)
+        bound = self._deadline(deadline)
         start = self._clock()
-        if not self._lock.acquire(timeout=limit):
+        if bound.expired:
+            raise self.too_late(operation, start)
+        if not self._lock.acquire(timeout=bound.left()):
             raise self.fault(
                 BMCBusy,
                 "another call to this BMC is still running",
@@ -162,9 +165,8 @@ class IPMIDriver(BMCDriver):
             )
         cmd: BoundedCommand | None = None
         try:
-            cmd = self._session(start + limit)
-            cmd.deadline_at = start + limit
-            return act(cmd)
+            cmd = self._session(bound)
+            return act(cmd.within(bound))
         except BMCFault as fault:
             if fault.elapsed is None:
                 fault.elapsed = self._clock() - start
@@ -188,7 +190,7 @@ class IPMIDriver(BMCDriver):
         finally:
             self._lock.release()
 
-    def _session(self, deadline_at: float) -> BoundedCommand:
+    def _session(self, deadline: Deadline) -> BoundedCommand:
         cmd = self._command
         if cmd is not None:
             if cmd.ipmi_session.usable() and self._clock() - cmd.last_used < SESSION_REUSE_IDLE:
@@ -205,7 +207,7 @@ class IPMIDriver(BMCDriver):
             info.ipmi_password.reveal_bytes(),
             privlevel=_PRIVILEGE[info.ipmi_priv_level],
             cipher_suite=info.ipmi_cipher_suite,
-            deadline_at=deadline_at,
+            deadline=deadline,
             clock=self._clock,
         )
         self._command = cmd
@@ -224,13 +226,13 @@ class IPMIDriver(BMCDriver):
 
     # -- power -------------------------------------------------------------------
 
-    def _chassis_status(self, cmd: BoundedCommand) -> ChassisStatus:
+    def _chassis_status(self, cmd: CommandCall) -> ChassisStatus:
         return ChassisStatus.decode(cmd.xraw_command(netfn=0x00, command=0x01)["data"])
 
-    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
         """Log in, read Get Device ID and the chassis power state."""
 
-        def act(cmd: BoundedCommand) -> BMCInfo:
+        def act(cmd: CommandCall) -> BMCInfo:
             dev = cmd.xraw_command(netfn=0x06, command=0x01)["data"]
             dev_id, revision, major, minor, version, support, mfg, product = struct.unpack_from(
                 "<6B3sH", dev
@@ -254,12 +256,12 @@ class IPMIDriver(BMCDriver):
 
         return self._call(Operation.PROBE, deadline, act)
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
         """ON or OFF from Get Chassis Status. Raises ``PowerFailure`` when the
         BMC reports a main power fault or a power control fault (it commanded
         power and the system did not follow): the hardware is suspect."""
 
-        def act(cmd: BoundedCommand) -> PowerState:
+        def act(cmd: CommandCall) -> PowerState:
             status = self._chassis_status(cmd)
             if status.control_fault:
                 raise self.fault(
@@ -277,7 +279,7 @@ class IPMIDriver(BMCDriver):
 
         return self._call(Operation.POWER_GET, deadline, act)
 
-    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
         if action not in _CHASSIS_CONTROL:
             raise self.unsupported(Operation.POWER_SET, f"{action} is not one IPMI request")
         # A reset must not be retransmitted: a BMC that acted and lost its
@@ -299,25 +301,25 @@ class IPMIDriver(BMCDriver):
         *,
         wait: bool = False,
         timeout: float | None = None,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
     ) -> PowerState:
         """As :meth:`BMCDriver.set_power_state`. IPMI has no soft reboot, so
         SOFT_REBOOT is a soft shutdown, a wait for off (within ``timeout``),
         then power on, as Ironic's IPMI drivers do it."""
         if action is not PowerAction.SOFT_REBOOT:
             return super().set_power_state(action, wait=wait, timeout=timeout, deadline=deadline)
-        timeout = self._deadline(None) * 3 if timeout is None else timeout
+        timeout = self.bmc_timeout * 3 if timeout is None else timeout
         start = self._clock()
-        self.request_power(PowerAction.SOFT_OFF, deadline=deadline)
+        self.request_power(PowerAction.SOFT_OFF, deadline=self.call_deadline(deadline))
         self.wait_for_power(PowerState.OFF, timeout=timeout, deadline=deadline, start=start)
-        self.request_power(PowerAction.ON, deadline=deadline)
+        self.request_power(PowerAction.ON, deadline=self.call_deadline(deadline))
         if not wait:
-            return self.get_power_state(deadline=deadline)
+            return self.get_power_state(deadline=self.call_deadline(deadline))
         return self.wait_for_power(PowerState.ON, timeout=timeout, deadline=deadline, start=start)
 
     # -- boot device -------------------------------------------------------------
 
-    def _read_boot(self, cmd: BoundedCommand) -> BootSetting:
+    def _read_boot(self, cmd: CommandCall) -> BootSetting:
         data = cmd.xraw_command(netfn=0x00, command=0x09, data=[5, 0, 0])["data"]
         _, parameter, flags, selector = struct.unpack_from("4B", data)
         if parameter & 0x7F != 5:
@@ -335,16 +337,16 @@ class IPMIDriver(BMCDriver):
             )
         return BootSetting(device, persistent=bool(flags & 0x40))
 
-    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
         return self._call(Operation.BOOT_GET, deadline, self._read_boot)
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
     ) -> None:
         """Set System Boot Options (boot flags), then read them back in the
         same call: ``BootFailure`` when the BMC accepted and did not apply."""
 
-        def act(cmd: BoundedCommand) -> None:
+        def act(cmd: CommandCall) -> None:
             flags = 0x80 | (0x40 if persistent else 0)
             data = [5, flags, _BOOT_SELECTOR[device] << 2, 0, 0, 0]
             cmd.xraw_command(netfn=0x00, command=0x08, data=data)
@@ -361,12 +363,12 @@ class IPMIDriver(BMCDriver):
 
     # -- inventory -----------------------------------------------------------------
 
-    def get_inventory(self, *, deadline: float | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
         """Manufacturer, model and serial from FRU 0 (IPMI has no standard
         record for CPU count or memory). ``UnsupportedOperation`` when the BMC
         has no FRU 0."""
 
-        def act(cmd: BoundedCommand) -> Inventory:
+        def act(cmd: CommandCall) -> Inventory:
             info = pyghmi_fru.FRU(rawdata=self._read_fru(cmd)).info or {}
             fields = {k: v for k, v in info.items() if isinstance(v, str) and v}
             return Inventory(
@@ -379,7 +381,7 @@ class IPMIDriver(BMCDriver):
         return self._call(Operation.INVENTORY_GET, deadline, act)
 
     @staticmethod
-    def _read_fru(cmd: BoundedCommand) -> bytes:
+    def _read_fru(cmd: CommandCall) -> bytes:
         # Our own loop rather than pyghmi's FRU fetch: that one swallows 0xC3
         # (timeout in the BMC) and 0xC9 as "no FRU", hiding a busy BMC.
         size, _access = struct.unpack_from(

@@ -61,7 +61,7 @@ from pyghmi.ipmi.private import constants
 from pyghmi.ipmi.private import session as _ps
 from pyghmi.ipmi.private import util as _util
 
-from bmaas.clock import ClockFn
+from bmaas.deadline import Deadline
 from drivers.ipmi.classify import NoAnswer
 
 __all__ = ["BoundedSession", "drain_shared_queue"]
@@ -284,8 +284,7 @@ class BoundedSession(_ps.Session):
     def wait(
         self,
         done: Callable[[], bool],
-        deadline_at: float,
-        clock: ClockFn,
+        deadline: Deadline,
         *,
         watch: Callable[[], None] | None = None,
         step: str,
@@ -302,7 +301,7 @@ class BoundedSession(_ps.Session):
                 return
             if watch is not None:
                 watch()
-            left = deadline_at - clock()
+            left = deadline.left()
             if left <= 0:
                 raise NoAnswer(f"no answer to {step}")
             self.wakeup.wait(min(left, self._run_timer(), slice_))

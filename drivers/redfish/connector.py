@@ -13,8 +13,15 @@ sushy's ``Connector._op`` retries on its own, under any retry the caller adds
 
 So we build the connector with ``server_side_retries=1`` (one transport try),
 pass ``server_side_retries_left=0`` on every request (no 5xx or vendor retry),
-and give each request the time left until the call's deadline as its
-connect and read timeout. What sushy still does on its own, on purpose: one
+and send every request through :class:`~drivers.redfish.transport.DeadlineAdapter`
+with the call's :class:`~bmaas.deadline.Deadline` as its ``timeout``: the
+whole exchange, every byte of the body included, ends by it.
+
+sushy's resources (``System.refresh``, ``reset_system``) call the connector
+with no way to pass a deadline, so the driver hands its call's ``Deadline``
+to the connector for the duration of the call (:meth:`BoundedConnector.within`,
+under the driver's lock): the value itself, never a number of seconds
+re-created here. What sushy still does on its own, on purpose: one
 re-login and one re-send when a session has expired (401 with a session), and
 a re-send without ``Accept-Encoding: identity`` on a 406.
 
@@ -34,8 +41,10 @@ import sushy.exceptions as sushy_exc
 from sushy.connector import Connector
 
 from bmaas import clock as _clock
+from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from drivers.redfish.faults import DeadlineExceeded
+from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
 __all__ = ["OPERATION_HEADER", "BoundedConnector"]
 
@@ -46,35 +55,39 @@ class BoundedConnector(Connector):
     """A sushy ``Connector`` whose requests each make one bounded attempt."""
 
     def __init__(
-        self, url: str, *, verify: bool | str, timeout: float, clock: _clock.ClockFn
+        self, url: str, *, verify: bool | str, bmc_timeout: float, clock: _clock.ClockFn
     ) -> None:
         super().__init__(
             url,
             verify=verify,
             server_side_retries=1,
             server_side_retries_delay=0,
-            default_request_timeout=timeout,
+            default_request_timeout=bmc_timeout,
         )
         self._clock = clock
-        self._timeout = timeout
-        self._until: float | None = None
+        self._bmc_timeout = bmc_timeout
+        #: the deadline of the driver call in progress (None between calls)
+        self._deadline: Deadline | None = None
         #: the read every GET in the current call serves (sent in OPERATION_HEADER)
         self.read_operation: Operation | None = None
         self._last: requests.Response | None = None
         self._response_callback = self._remember
+        adapter = DeadlineAdapter()
+        for scheme in ("https://", "http://"):
+            self._session.mount(scheme, adapter)
 
     def _remember(self, response: requests.Response) -> None:
         self._last = response
 
     @contextlib.contextmanager
-    def bounded(self, seconds: float, read: Operation) -> Iterator[None]:
-        """Every request inside shares one deadline, ``seconds`` from now."""
-        previous = self._until, self.read_operation
-        self._until, self.read_operation = self._clock() + seconds, read
+    def within(self, deadline: Deadline, read: Operation) -> Iterator[None]:
+        """Every request inside ends by ``deadline`` (the driver call's)."""
+        previous = self._deadline, self.read_operation
+        self._deadline, self.read_operation = deadline, read
         try:
             yield
         finally:
-            self._until, self.read_operation = previous
+            self._deadline, self.read_operation = previous
 
     @contextlib.contextmanager
     def reading(self, read: Operation) -> Iterator[None]:
@@ -98,10 +111,9 @@ class BoundedConnector(Connector):
         **kwargs: Any,
     ) -> requests.Response:
         # Outside a driver call (sushy logging out at garbage collection) the
-        # driver's default deadline bounds the request.
-        until = self._until if self._until is not None else self._clock() + self._timeout
-        remaining = until - self._clock()
-        if remaining <= 0:
+        # driver's per-call bound applies.
+        deadline = self._deadline or Deadline.after(self._bmc_timeout, clock=self._clock)
+        if deadline.expired:
             raise DeadlineExceeded(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
         if method == "GET" and self.read_operation is not None:
@@ -113,7 +125,7 @@ class BoundedConnector(Connector):
                 data=data,
                 headers=headers,
                 blocking=blocking,
-                timeout=(remaining, remaining),
+                timeout=ExchangeDeadline(deadline),
                 server_side_retries_left=0,
                 allow_reauth=allow_reauth,
                 **kwargs,

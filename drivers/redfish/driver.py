@@ -29,8 +29,9 @@ import sushy.auth as sushy_auth
 from sushy.resources.manager.virtual_media import VirtualMedia
 from sushy.resources.system.system import System
 
+from bmaas.deadline import Deadline
 from bmaas.driver import (
-    DEFAULT_DEADLINE,
+    DEFAULT_BMC_TIMEOUT,
     BMCDriver,
     BMCInfo,
     BootDevice,
@@ -109,11 +110,11 @@ class RedfishDriver(BMCDriver):
         node: str,
         info: DriverInfo,
         *,
-        deadline: float = DEFAULT_DEADLINE,
+        bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
         clock: Any = None,
         sleep: Any = None,
     ) -> None:
-        super().__init__(node, info, deadline=deadline, clock=clock, sleep=sleep)
+        super().__init__(node, info, bmc_timeout=bmc_timeout, clock=clock, sleep=sleep)
         for key in self.required_info:
             if not getattr(info, key):
                 raise InputError("is required", field=f"driver_info.{key}", node=node)
@@ -147,23 +148,25 @@ class RedfishDriver(BMCDriver):
     def _call(
         self,
         operation: Operation,
-        deadline: float | None,
+        deadline: Deadline | None,
         act: Callable[[], T],
         *,
         read: Operation,
     ) -> T:
-        limit = self._deadline(deadline)
+        bound = self._deadline(deadline)
         start = self._clock()
+        if bound.expired:
+            raise self.too_late(operation, start)
         build = functools.partial(self.fault, operation=operation)
 
         def elapsed() -> float:
             return self._clock() - start
 
-        if not self._lock.acquire(timeout=max(limit, 0.0)):
+        if not self._lock.acquire(timeout=bound.left()):
             raise build(BMCBusy, "another call to this BMC is still running", elapsed=elapsed())
         try:
             conn = self._connector()
-            with conn.bounded(limit - elapsed(), read):
+            with conn.within(bound, read):
                 if self._system is None:
                     self._connect(conn)
                 return act()
@@ -193,7 +196,7 @@ class RedfishDriver(BMCDriver):
             self._conn = BoundedConnector(
                 self.address,
                 verify=self.info.redfish_verify_ca,
-                timeout=self.deadline,
+                bmc_timeout=self.bmc_timeout,
                 clock=self._clock,
             )
         return self._conn
@@ -251,7 +254,7 @@ class RedfishDriver(BMCDriver):
 
     # -- required core ------------------------------------------------------------
 
-    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
         def act() -> BMCInfo:
             system = self._fresh_system()
             assert self._root is not None
@@ -263,13 +266,13 @@ class RedfishDriver(BMCDriver):
 
         return self._call(Operation.PROBE, deadline, act, read=Operation.PROBE)
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
         def act() -> PowerState:
             return POWER_STATES.get(self._fresh_system().power_state, PowerState.UNKNOWN)
 
         return self._call(Operation.POWER_GET, deadline, act, read=Operation.POWER_GET)
 
-    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
         def act() -> None:
             system = self._fresh_system()
             state = POWER_STATES.get(system.power_state, PowerState.UNKNOWN)
@@ -293,7 +296,7 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.POWER_SET, deadline, act, read=Operation.POWER_GET)
 
-    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
         return self._call(
             Operation.BOOT_GET,
             deadline,
@@ -319,7 +322,7 @@ class RedfishDriver(BMCDriver):
         return BootSetting(device, persistent=enabled is sushy.BootSourceOverrideEnabled.CONTINUOUS)
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
     ) -> None:
         wanted = BootSetting(device, persistent)
 
@@ -358,7 +361,7 @@ class RedfishDriver(BMCDriver):
                 )
         return VirtualMedia(self._conn, self._vmedia_path, root=self._root)
 
-    def insert_virtual_media(self, url: str, *, deadline: float | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
         def act() -> None:
             slot = self._cd_slot()
             if slot.inserted and slot.image == url:
@@ -369,7 +372,7 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
 
-    def eject_virtual_media(self, *, deadline: float | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
         def act() -> None:
             slot = self._cd_slot()
             if slot.inserted:
@@ -377,7 +380,7 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
 
-    def get_inventory(self, *, deadline: float | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
         def act() -> Inventory:
             system = self._fresh_system()
             cpus = (system.json.get("ProcessorSummary") or {}).get("Count")
@@ -393,7 +396,7 @@ class RedfishDriver(BMCDriver):
 
         return self._call(Operation.INVENTORY_GET, deadline, act, read=Operation.INVENTORY_GET)
 
-    def get_boot_progress(self, *, deadline: float | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
         def act() -> str | None:
             progress = self._fresh_system().json.get("BootProgress") or {}
             state = progress.get("LastState")
@@ -419,7 +422,7 @@ class RedfishDriver(BMCDriver):
             root._auth = None
         try:
             if auth is not None:
-                with conn.bounded(self.deadline, Operation.LOGIN):
+                with conn.within(self._deadline(None), Operation.LOGIN):
                     auth.close()
         except Exception as exc:  # logging out is a courtesy; the session expires anyway
             LOG.info("%s: could not close the Redfish session: %s", self.node, type(exc).__name__)

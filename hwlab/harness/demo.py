@@ -112,8 +112,8 @@ def run_demo(
             ]
             with Provisioner(
                 store,
-                driver_factory=driver_factory(deadline=options.bmc_deadline),
-                policy=RetryPolicy(deadline=15.0),
+                driver_factory=driver_factory(bmc_timeout=options.bmc_deadline),
+                policy=RetryPolicy(total=15.0),
                 settings=settings,
                 max_attempts=3,
                 deadline=180.0,

@@ -186,7 +186,7 @@ def _run_one(
     node = record["name"]
     lab.clear_faults(node)
     lab.power(node, "on" if scenario.start_on else "off")
-    driver = build_driver(node, protocol, record["driver_info"], deadline=deadline)
+    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline)
     driver.poll_interval = 0.1
     try:
         _probe_until_up(driver)  # a live session first: faults then hit a real command

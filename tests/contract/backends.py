@@ -79,7 +79,7 @@ def _ipmi() -> Iterator[Target]:
                 "ipmi_password": "contract-pw",
             }
         )
-        driver = IPMIDriver("c1", info, deadline=2.0)
+        driver = IPMIDriver("c1", info, bmc_timeout=2.0)
         driver.poll_interval = 0.05
         try:
             yield Target(driver, machine, power_timeout=3.0, wait=time.sleep)
@@ -117,7 +117,7 @@ def _redfish(*, tls: bool) -> Callable[[], contextlib.AbstractContextManager[Tar
             if tls:
                 raw["redfish_verify_ca"] = server.ca_path
             info = DriverInfo.parse(raw, required=RedfishDriver.required_info)
-            driver = RedfishDriver("c1", info, deadline=2.0)
+            driver = RedfishDriver("c1", info, bmc_timeout=2.0)
             driver.poll_interval = 0.02
             try:
                 yield Target(driver, machine, power_timeout=3.0, wait=time.sleep)

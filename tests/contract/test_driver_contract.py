@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.driver import (
     BMCInfo,
     BootDevice,
@@ -14,7 +15,7 @@ from bmaas.driver import (
     PowerAction,
     PowerState,
 )
-from bmaas.faults import BmaasError, UnsupportedOperation
+from bmaas.faults import BmaasError, BMCTimeout, UnsupportedOperation
 from fakes.faults import FaultRule
 from tests.contract.backends import BACKENDS, Target
 
@@ -139,3 +140,40 @@ def test_repr_names_node_and_close_is_safe_twice(target: Target) -> None:
     assert target.driver.node in repr(target.driver)
     target.driver.close()
     target.driver.close()
+
+
+# -- the budget: every call ends by the Deadline it is handed ----------------------------
+
+#: slack for a real backend's scheduling (a generous bound, not a timing test)
+SLACK = 1.0
+
+
+def test_a_call_whose_deadline_passed_sends_nothing(target: Target) -> None:
+    d = target.driver
+    spent = Deadline.after(0.0, clock=d.clock)
+    with pytest.raises(BMCTimeout) as info:
+        d.request_power(PowerAction.ON, deadline=spent)
+    assert info.value.operation == "power.set"
+    target.wait(target.power_timeout / 2)
+    assert target.machine.power_state() is PowerState.OFF  # the request never left
+
+
+def test_a_hung_bmc_costs_the_deadline_handed_in_not_the_drivers_own(target: Target) -> None:
+    d = target.driver
+    target.machine.plan.add(FaultRule.from_dict({"effect": "hang", "operation": "power.get"}))
+    begun = d.clock()
+    with pytest.raises(BMCTimeout):
+        d.get_power_state(deadline=Deadline.after(0.5, clock=d.clock))
+    took = d.clock() - begun
+    print(f"hung call with a 0.5 s deadline took {took:.3f} s")
+    assert 0.5 - 1e-6 <= took <= 0.5 + SLACK
+
+
+def test_waiting_for_power_ends_by_the_deadline(target: Target) -> None:
+    d = target.driver
+    begun = d.clock()
+    with pytest.raises(BMCTimeout):  # off, nobody asked for on: only the budget ends the wait
+        d.wait_for_power(PowerState.ON, timeout=60.0, deadline=Deadline.after(1.2, clock=d.clock))
+    took = d.clock() - begun
+    print(f"wait with a 1.2 s deadline took {took:.3f} s")
+    assert took <= 1.2 + SLACK

@@ -43,7 +43,7 @@ class CoreFleet:
     #: an inventory file in bmaas's format (the lab writes its own)
     inventory: Path
     names: list[str]
-    #: ``make_factory(deadline=...)`` -> DriverFactory, as ``App`` takes it
+    #: ``make_factory(bmc_timeout=...)`` -> DriverFactory, as ``App`` takes it
     make_factory: Callable[..., DriverFactory]
     #: per-call deadline for tests that make BMCs hang
     deadline: float
@@ -95,8 +95,8 @@ def fake_fleet(
             )
     inventory = write_inventory(tmp_path / "inventory.yaml", nodes)
 
-    def make_factory(deadline: float = 5.0) -> DriverFactory:
-        return driver_factory(deadline=deadline, fleet=fleet)
+    def make_factory(bmc_timeout: float = 5.0) -> DriverFactory:
+        return driver_factory(bmc_timeout=bmc_timeout, fleet=fleet)
 
     yield CoreFleet(
         inventory=inventory,
@@ -134,8 +134,8 @@ def hwlab_fleet(
         inventory = tmp_path / "inventory.yaml"
         inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
 
-        def make_factory(deadline: float = 5.0) -> DriverFactory:
-            return driver_factory(deadline=deadline)
+        def make_factory(bmc_timeout: float = 5.0) -> DriverFactory:
+            return driver_factory(bmc_timeout=bmc_timeout)
 
         yield CoreFleet(
             inventory=inventory,

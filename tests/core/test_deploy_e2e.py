@@ -15,7 +15,7 @@ from tests.core.conftest import Run
 
 Bmaas = Callable[..., Result]
 #: quick limits: the backends' machines power on in well under a second
-QUICK = ("--settle", "0.3", "--power-timeout", "5", "--bmc-deadline", "1")
+QUICK = ("--settle", "0.3", "--power-timeout", "5", "--bmc-timeout", "1")
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def test_sync_into_power_failure_and_back_out_with_hysteresis(
     flaky, person = fleet.names[0], fleet.names[1]
     # --no-retry: each pass is one raw read per node, so three hangs are three
     # faulted passes (the operation retry would absorb them in fewer).
-    sync = ("sync", "--deadline", str(fleet.deadline), "--no-retry")
+    sync = ("sync", "--bmc-timeout", str(fleet.deadline), "--no-retry")
     bmaas(*sync)  # all readable
     bmaas("maintenance", "set", person, "--reason", "firmware", "--by", "carol")
     for name in (flaky, person):

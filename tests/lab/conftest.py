@@ -80,8 +80,8 @@ class Lab:
         }
         return DriverInfo.parse(raw)
 
-    def driver(self, name: str = "n1", *, deadline: float = 1.0, **overrides: Any) -> IPMIDriver:
-        driver = IPMIDriver(name, self.info(name, **overrides), deadline=deadline)
+    def driver(self, name: str = "n1", *, bmc_timeout: float = 1.0, **overrides: Any) -> IPMIDriver:
+        driver = IPMIDriver(name, self.info(name, **overrides), bmc_timeout=bmc_timeout)
         driver.poll_interval = 0.05
         self.drivers.append(driver)
         return driver

@@ -45,7 +45,7 @@ def driver_for(server: RedfishServer, port: int, **info: Any) -> RedfishDriver:
     if server.tls and "redfish_verify_ca" not in info:
         raw["redfish_verify_ca"] = server.ca_path
     parsed = DriverInfo.parse(raw, required=RedfishDriver.required_info)
-    driver = RedfishDriver(f"node-{port}", parsed, deadline=DEADLINE)
+    driver = RedfishDriver(f"node-{port}", parsed, bmc_timeout=DEADLINE)
     driver.poll_interval = 0.02
     return driver
 

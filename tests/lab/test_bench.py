@@ -101,12 +101,27 @@ def check_overhead(report: dict[str, Any]) -> None:
     assert all(number(v) and v > 0 for v in report["headline"].values())
 
 
+def check_overrun(report: dict[str, Any]) -> None:
+    cells = {(c["scenario"], c["protocol"]): c for c in report["data"]["cells"]}
+    for protocol in ("ipmi", "redfish"):
+        hang = cells[("hang", protocol)]
+        assert hang["outcomes"] == {"BMCTimeout": 1}
+        assert hang["at_deadline"] == 1
+        assert number(hang["overrun_max_s"])
+        assert cells[("busy", protocol)]["outcomes"] == {"BMCBusy": 1}
+    trickles = [c for c in report["data"]["cells"] if "trickle" in c["scenario"]]
+    assert trickles  # the lab's trickle effect, or the harness's own server
+    assert all(set(c["outcomes"]) == {"BMCTimeout"} for c in trickles)
+    assert all(number(v) for v in report["headline"].values())
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "fault-detection": check_fault_detection,
     "fleet-sweep": check_fleet_sweep,
     "goodput": check_goodput,
     "lab-scale": check_lab_scale,
     "overhead": check_overhead,
+    "overrun": check_overrun,
 }
 
 

@@ -159,7 +159,7 @@ def test_runtime_control_through_the_api(state_dir: Path) -> None:
     client = LabClient.from_state_dir(state_dir)
     inventory = yaml.safe_load((state_dir / "inventory.yaml").read_text())
     node = inventory["nodes"][0]
-    driver = build_driver(node["name"], "ipmi", node["driver_info"], deadline=1.0)
+    driver = build_driver(node["name"], "ipmi", node["driver_info"], bmc_timeout=1.0)
     try:
         added = hwlab(
             "fault",
@@ -208,7 +208,7 @@ def _drive(lab: Lab, calls: int) -> list[tuple[str, str]]:
     """The same client calls every time: reads on every node, no retries."""
     seen = []
     for node in lab.inventory()["nodes"]:
-        driver = build_driver(node["name"], node["driver"], node["driver_info"], deadline=1.0)
+        driver = build_driver(node["name"], node["driver"], node["driver_info"], bmc_timeout=1.0)
         try:
             for _ in range(calls):
                 try:
@@ -300,7 +300,7 @@ def test_tls_lab_across_workers_verifies_every_node(hwlab_lab: Callable[..., Lab
     assert len({n["driver_info"]["redfish_verify_ca"] for n in nodes}) == 2
     for node in nodes:
         assert node["driver_info"]["redfish_address"].startswith("https://")
-        driver = build_driver(node["name"], "redfish", node["driver_info"], deadline=2.0)
+        driver = build_driver(node["name"], "redfish", node["driver_info"], bmc_timeout=2.0)
         try:
             assert str(driver.get_power_state()) == "off"
         finally:

@@ -49,7 +49,7 @@ def _timed(call: Callable[[], object]) -> tuple[BaseException | None, float]:
 )
 def test_wrong_credentials_fail_fast_with_auth_error(lab: Lab, creds: dict[str, str]) -> None:
     lab.machine()
-    fault, took = _timed(lab.driver(deadline=5.0, **creds).get_power_state)
+    fault, took = _timed(lab.driver(bmc_timeout=5.0, **creds).get_power_state)
     assert isinstance(fault, BMCAuthError)
     assert took < FAST
 
@@ -60,7 +60,7 @@ def test_a_closed_port_is_unreachable_at_once(lab: Lab) -> None:
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there now: the kernel answers ICMP port unreachable
     lab.machine()
-    fault, took = _timed(lab.driver(deadline=5.0, ipmi_port=port).probe)
+    fault, took = _timed(lab.driver(bmc_timeout=5.0, ipmi_port=port).probe)
     assert isinstance(fault, BMCUnreachable)
     assert "ICMP" in str(fault)
     assert took < FAST
@@ -69,7 +69,7 @@ def test_a_closed_port_is_unreachable_at_once(lab: Lab) -> None:
 def test_built_through_the_registry_with_driver_info(lab: Lab) -> None:
     lab.machine()
     info = lab.info().to_dict(reveal=True)
-    with build_driver("n1", "ipmi", info, deadline=2.0) as driver:
+    with build_driver("n1", "ipmi", info, bmc_timeout=2.0) as driver:
         assert isinstance(driver, IPMIDriver)
         assert driver.probe().power_state is PowerState.OFF
 
@@ -113,7 +113,7 @@ def test_close_logs_out(lab: Lab) -> None:
 
 def test_a_dropped_driver_logs_out(lab: Lab) -> None:
     lab.machine()
-    driver = IPMIDriver("n1", lab.info(), deadline=1.0)
+    driver = IPMIDriver("n1", lab.info(), bmc_timeout=1.0)
     driver.get_power_state()
     bmc = lab.server.bmc("n1")
     assert len(bmc.sessions) == 1
@@ -214,8 +214,8 @@ def test_parallel_calls_on_many_bmcs(lab: Lab) -> None:
     names = [f"p{i}" for i in range(6)]
     for name in names:
         lab.machine(name)
-    drivers = [lab.driver(name, deadline=5.0) for name in names]
-    drivers.append(lab.driver("p0", deadline=5.0))  # two drivers on one BMC, too
+    drivers = [lab.driver(name, bmc_timeout=5.0) for name in names]
+    drivers.append(lab.driver("p0", bmc_timeout=5.0))  # two drivers on one BMC, too
     errors: list[BaseException] = []
 
     def work(driver: IPMIDriver) -> None:
@@ -239,7 +239,7 @@ def test_deadlines_hold_for_parallel_hung_calls(lab: Lab) -> None:
     drivers = []
     for name in ("h1", "h2", "h3"):
         machine = lab.machine(name)
-        drivers.append(lab.driver(name, deadline=1.0))
+        drivers.append(lab.driver(name, bmc_timeout=1.0))
         drivers[-1].probe()  # log in, then every power read hangs
         lab.rule(machine, effect="hang", operation="power.get")
     threads = [

@@ -52,7 +52,7 @@ ANSWERED = [
 def _fail(lab: Lab, effect: str, params: dict[str, Any], *, in_session: bool) -> BMCFault:
     """Arrange one rule, make one power read, return the fault it raised."""
     machine = lab.machine()
-    driver = lab.driver(deadline=DEADLINE)
+    driver = lab.driver(bmc_timeout=DEADLINE)
     if in_session:
         assert driver.get_power_state() is PowerState.OFF  # logs in first
     lab.rule(machine, effect=effect, operation="power.get" if in_session else "login", **params)
@@ -108,7 +108,7 @@ def test_completion_codes_are_named_in_the_fault(lab: Lab) -> None:
 def test_a_low_drop_rate_is_absorbed_by_retransmission(lab: Lab) -> None:
     machine = lab.machine()
     lab.rule(machine, effect="drop", rate=0.25, name="lossy")
-    driver = lab.driver(deadline=3.0)
+    driver = lab.driver(bmc_timeout=3.0)
     states = [driver.get_power_state() for _ in range(8)]
     assert states == [PowerState.OFF] * 8
     assert machine.plan.counts()["lossy"] > 0  # packets were lost, and it still worked
@@ -116,7 +116,7 @@ def test_a_low_drop_rate_is_absorbed_by_retransmission(lab: Lab) -> None:
 
 def test_an_idempotent_request_is_retransmitted(lab: Lab) -> None:
     machine = lab.machine()
-    driver = lab.driver(deadline=3.0)
+    driver = lab.driver(bmc_timeout=3.0)
     driver.get_power_state()
     seen = lab.counter(machine, "power.get")
     lab.rule(machine, effect="drop", operation="power.get", nth=1)
@@ -126,7 +126,7 @@ def test_an_idempotent_request_is_retransmitted(lab: Lab) -> None:
 
 def test_a_lost_reset_is_not_sent_twice(lab: Lab) -> None:
     machine = lab.machine(power=PowerState.ON)
-    driver = lab.driver(deadline=DEADLINE)
+    driver = lab.driver(bmc_timeout=DEADLINE)
     driver.get_power_state()
     seen = lab.counter(machine, "power.set")
     lab.rule(machine, effect="drop", operation="power.set", nth=1)
@@ -138,7 +138,7 @@ def test_a_lost_reset_is_not_sent_twice(lab: Lab) -> None:
 
 def test_a_timed_out_session_is_never_reused(lab: Lab) -> None:
     machine = lab.machine()
-    driver = lab.driver(deadline=DEADLINE)
+    driver = lab.driver(bmc_timeout=DEADLINE)
     logins = lab.counter(machine, "login")
     driver.get_power_state()
     # hang for exactly this call's deadline (one lost packet would be retransmitted)
@@ -152,7 +152,7 @@ def test_a_timed_out_session_is_never_reused(lab: Lab) -> None:
 
 def test_bmc_reboot_window_then_a_fresh_session(lab: Lab) -> None:
     machine = lab.machine()
-    driver = lab.driver(deadline=0.5)
+    driver = lab.driver(bmc_timeout=0.5)
     logins = lab.counter(machine, "login")
     driver.get_power_state()
     lab.rule(machine, effect="bmc_reboot", operation="power.get", duration=1.2, times=1)

@@ -133,7 +133,7 @@ def test_delayed_answers_do_not_block_other_bmcs(lab: Lab) -> None:
     slow = lab.machine("slow")
     lab.machine("quick")
     lab.rule(slow, effect="delay", operation="power.get", seconds=0.8)
-    slow_driver, quick_driver = lab.driver("slow", deadline=2.0), lab.driver("quick")
+    slow_driver, quick_driver = lab.driver("slow", bmc_timeout=2.0), lab.driver("quick")
     thread = threading.Thread(target=slow_driver.get_power_state)
     thread.start()
     time.sleep(0.1)

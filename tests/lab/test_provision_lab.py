@@ -44,8 +44,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 def _provisioner(store: Store, **kw: object) -> Provisioner:
     options: dict[str, object] = {
-        "driver_factory": driver_factory(deadline=0.5),
-        "policy": RetryPolicy(deadline=6.0),
+        "driver_factory": driver_factory(bmc_timeout=0.5),
+        "policy": RetryPolicy(total=6.0),
         "settings": SETTINGS,
         "deadline": 60.0,
         **kw,
@@ -104,8 +104,8 @@ _KILLED_CLIENT = textwrap.dedent(
     from bmaas.store import Store
 
     store = Store.open(sys.argv[1])
-    p = Provisioner(store, driver_factory=driver_factory(deadline=0.5), lease_ttl=2.0,
-                    policy=RetryPolicy(deadline=5.0),
+    p = Provisioner(store, driver_factory=driver_factory(bmc_timeout=0.5), lease_ttl=2.0,
+                    policy=RetryPolicy(total=5.0),
                     settings=DeploySettings(power_timeout=120, settle=0.5, deadline=300))
     p.provision(Request("doomed", network="lab"), candidates=[sys.argv[2]])
     """

@@ -52,7 +52,7 @@ def _driver(port: int) -> Any:
         "ipmi_password": VBMC_PASSWORD,
         "ipmi_cipher_suite": 3,
     }
-    return build_driver("vm1", "ipmi", info, deadline=DEADLINE)
+    return build_driver("vm1", "ipmi", info, bmc_timeout=DEADLINE)
 
 
 def test_every_call_works_through_the_proxy_without_rules(

@@ -44,7 +44,7 @@ def _driver(host: ProxyHost, sushy: StockSushy) -> Any:
         "redfish_password": "unused-by-the-emulator",
         "redfish_verify_ca": str(proxy.cert_path),  # type: ignore[attr-defined]
     }
-    return build_driver("rf1", "redfish", info, deadline=DEADLINE)
+    return build_driver("rf1", "redfish", info, bmc_timeout=DEADLINE)
 
 
 def test_every_call_works_through_the_proxy_without_rules(

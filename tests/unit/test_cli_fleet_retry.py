@@ -35,8 +35,9 @@ def app(tmp_path: Path, fleet: FakeFleet) -> App:
     retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0)
     app = App(
         db=str(tmp_path / "b.db"),
-        make_factory=lambda deadline: driver_factory(fleet=fleet, deadline=deadline),
+        make_factory=lambda bmc_timeout: driver_factory(fleet=fleet, bmc_timeout=bmc_timeout),
         retry=retry,
+        deadline_clock=fleet.clock,
     )
     inventory = write_inventory(
         tmp_path / "inv.yaml", [{"name": n, "driver": "fake"} for n in NAMES]
@@ -116,7 +117,7 @@ def test_power_reboot_is_the_safe_reboot(app: App, fleet: FakeFleet) -> None:
     machine = fleet.machine(node)
     boots = machine.boots
     machine.plan.add(FaultRule.from_dict({"effect": "hang", "operation": "power.set", "times": 1}))
-    result = bmaas(app, "power", "reboot", node, "--deadline", "2")
+    result = bmaas(app, "power", "reboot", node, "--bmc-timeout", "2")
     assert result.exit_code == 0, result.output
     assert words(result) == {node: "ok"}
     assert machine.boots == boots + 1

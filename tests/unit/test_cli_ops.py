@@ -61,7 +61,7 @@ def test_errors_are_one_line_and_debug_brings_the_traceback(tmp_path: Path) -> N
 @pytest.fixture
 def twelve(tmp_path: Path) -> tuple[App, Path]:
     fleet = FakeFleet(clock=FakeClock())
-    app = App(db=str(tmp_path / "b.db"), make_factory=lambda deadline: driver_factory(fleet=fleet))
+    app = App(db=str(tmp_path / "b.db"), make_factory=lambda **_: driver_factory(fleet=fleet))
     inventory = write_inventory(
         tmp_path / "inv.yaml", [{"name": f"q{i:02d}", "driver": "fake"} for i in range(12)]
     )

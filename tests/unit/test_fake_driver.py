@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BootDevice, PowerAction, PowerState
 from bmaas.faults import (
     BmaasError,
@@ -34,7 +35,7 @@ def _make(
 ) -> tuple[FakeDriver, FakeClock]:
     fleet = FakeFleet(clock=FakeClock(), seed=3)
     fleet.add("n1", hardware=HW, rules=rules, power=power)
-    return fleet.driver("n1", deadline=DEADLINE), fleet.clock
+    return fleet.driver("n1", bmc_timeout=DEADLINE), fleet.clock
 
 
 def _driver(*rules: dict[str, Any], power: PowerState = PowerState.OFF) -> FakeDriver:
@@ -51,7 +52,7 @@ def test_healthy_power_cycle_converges_on_the_fake_clock() -> None:
 def test_hang_times_out_after_the_deadline_without_sleeping() -> None:
     d, clock = _make({"effect": "hang", "operation": "power.get"})
     with pytest.raises(BMCTimeout) as info:
-        d.get_power_state(deadline=2.5)
+        d.get_power_state(deadline=Deadline.after(2.5, clock=clock.monotonic))
     assert info.value.elapsed == pytest.approx(2.5)
     assert info.value.operation == "power.get"
     assert clock.sleeps == [2.5]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.faults import BMCAuthError, BMCTimeout, InputError, UnclassifiedFault
 from bmaas.ops import NodeResult, driver_factory, run_on_nodes
@@ -136,7 +137,7 @@ class Blocking:
         pass
 
 
-def test_until_returns_on_time_and_says_which_nodes_never_finished(
+def test_the_deadline_returns_on_time_and_says_which_nodes_never_finished(
     store: Store, enroll: Enroll, fleet: FakeFleet
 ) -> None:
     enroll(3)
@@ -155,7 +156,7 @@ def test_until_returns_on_time_and_says_which_nodes_never_finished(
             factory=factory,
             workers=1,
             clock=clock.monotonic,
-            until=clock.monotonic() + 30,
+            deadline=Deadline.after(30, clock=clock.monotonic),
         )
     finally:
         release.set()
@@ -171,7 +172,7 @@ def test_until_returns_on_time_and_says_which_nodes_never_finished(
     assert hung.elapsed == pytest.approx(60)
 
 
-def test_until_waits_for_nothing_when_everything_finishes_in_time(
+def test_the_deadline_waits_for_nothing_when_everything_finishes_in_time(
     store: Store, enroll: Enroll, fleet: FakeFleet
 ) -> None:
     enroll(4)
@@ -181,7 +182,7 @@ def test_until_waits_for_nothing_when_everything_finishes_in_time(
         factory=driver_factory(fleet=fleet),
         workers=2,
         clock=fleet.clock.monotonic,
-        until=fleet.clock.monotonic() + 5,
+        deadline=Deadline.after(5, clock=fleet.clock.monotonic),
     )
     assert [r.value for r in results] == [PowerState.OFF] * 4
     assert all(r.started for r in results)

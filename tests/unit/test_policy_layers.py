@@ -21,6 +21,7 @@ import pytest
 
 from bmaas import retry
 from bmaas.cli.app import outcome
+from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.faults import (
     BmaasError,
@@ -105,7 +106,7 @@ def always(make: Callable[[], BmaasError], wire: list[str]) -> Callable[..., Non
 
 def operation_retry(cls: type[BmaasError], *, idempotent: bool) -> tuple[int, list[float]]:
     clock = FakeClock()
-    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, deadline=60.0)
+    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=60.0)
     wire: list[str] = []
     with pytest.raises(cls):
         retry.call(policy, always(lambda: cls("injected"), wire), idempotent=idempotent)
@@ -115,10 +116,15 @@ def operation_retry(cls: type[BmaasError], *, idempotent: bool) -> tuple[int, li
 class Raising:
     """A driver whose power read fails with one fault."""
 
+    bmc_timeout = 10.0
+
     def __init__(self, fault: BmaasError) -> None:
         self.fault = fault
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def call_deadline(self, deadline: Deadline | None) -> Deadline:
+        return deadline or Deadline.after(self.bmc_timeout)
+
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
         raise self.fault
 
     def close(self) -> None:
@@ -157,7 +163,7 @@ def test_each_fault_class_at_every_layer(
 
 def test_busy_backoff_honours_retry_after_and_stays_inside_the_deadline() -> None:
     clock = FakeClock()
-    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, deadline=10.0)
+    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=10.0)
     wire: list[str] = []
     with pytest.raises(BMCBusy):
         retry.call(policy, always(lambda: BMCBusy("later", retry_after=3.0), wire))
@@ -170,7 +176,7 @@ def test_a_foreign_exception_is_a_bug_never_retried() -> None:
     policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock)
     calls: list[int] = []
 
-    def broken() -> None:
+    def broken(*, deadline: Deadline) -> None:
         calls.append(1)
         raise KeyError("bug")
 

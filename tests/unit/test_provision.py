@@ -77,7 +77,7 @@ class Rack:
             clock=self.fleet.clock.monotonic,
             jitter=0.0,
             rng=random.Random(0),
-            deadline=30,
+            total=30,
         )
         options: dict[str, Any] = {"settings": SETTINGS, "keep_leases": False, **kw}
         self.provisioner = Provisioner(
@@ -85,7 +85,7 @@ class Rack:
         )
 
     def factory(self, record: Any) -> Any:
-        driver = self.fleet.driver(record.name, deadline=5.0)
+        driver = self.fleet.driver(record.name, bmc_timeout=5.0)
         self.drivers.setdefault(record.name, []).append(driver)
         return driver
 

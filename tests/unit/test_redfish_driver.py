@@ -11,6 +11,7 @@ import requests
 import sushy.connector
 import sushy.exceptions as sushy_exc
 
+from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from bmaas.faults import InputError
 from bmaas.registry import build_driver
@@ -66,7 +67,7 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def connector(clock: FakeClock, answer: object) -> tuple[BoundedConnector, StubSession]:
-    conn = BoundedConnector("https://10.0.0.9", verify=True, timeout=10.0, clock=clock)
+    conn = BoundedConnector("https://10.0.0.9", verify=True, bmc_timeout=10.0, clock=clock)
     stub = StubSession(answer)
     conn._session = stub  # type: ignore[assignment]
     return conn, stub
@@ -75,10 +76,13 @@ def connector(clock: FakeClock, answer: object) -> tuple[BoundedConnector, StubS
 def test_a_500_on_get_is_one_request(no_sleep: None) -> None:
     clock = FakeClock()
     conn, stub = connector(clock, reply(500, {"error": {"message": "boom"}}))
-    with conn.bounded(2.0, Operation.POWER_GET), pytest.raises(sushy_exc.ServerSideError) as info:
+    with (
+        conn.within(Deadline.after(2.0, clock=clock), Operation.POWER_GET),
+        pytest.raises(sushy_exc.ServerSideError) as info,
+    ):
         conn.get("/redfish/v1/Systems/1")
     assert len(stub.calls) == 1
-    assert stub.calls[0]["timeout"] == (2.0, 2.0)
+    assert stub.calls[0]["timeout"].deadline.left() == 2.0  # type: ignore[union-attr]
     assert stub.calls[0]["headers"][OPERATION_HEADER] == "power.get"  # type: ignore[index]
     assert info.value.response.headers["Retry-After"] == "4"  # kept for BMCBusy.retry_after
 
@@ -86,7 +90,10 @@ def test_a_500_on_get_is_one_request(no_sleep: None) -> None:
 def test_a_connection_error_on_post_is_one_request(no_sleep: None) -> None:
     clock = FakeClock()
     conn, stub = connector(clock, requests.exceptions.ConnectionError("refused"))
-    with conn.bounded(2.0, Operation.POWER_GET), pytest.raises(sushy_exc.ConnectionError):
+    with (
+        conn.within(Deadline.after(2.0, clock=clock), Operation.POWER_GET),
+        pytest.raises(sushy_exc.ConnectionError),
+    ):
         conn.post("/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", data={"ResetType": "On"})
     assert len(stub.calls) == 1  # sushy alone sends a reset up to 3 times
     assert OPERATION_HEADER not in stub.calls[0]["headers"]  # type: ignore[operator]
@@ -95,20 +102,22 @@ def test_a_connection_error_on_post_is_one_request(no_sleep: None) -> None:
 def test_requests_share_the_call_deadline() -> None:
     clock = FakeClock()
     conn, stub = connector(clock, reply(200, {}))
-    with conn.bounded(2.0, Operation.BOOT_GET):
+    deadline = Deadline.after(2.0, clock=clock)
+    with conn.within(deadline, Operation.BOOT_GET):
         conn.get("/a")
         clock.advance(1.5)
         conn.get("/b")
         clock.advance(0.5)
         with pytest.raises(DeadlineExceeded):
             conn.get("/c")
-    assert [c["timeout"] for c in stub.calls] == [(2.0, 2.0), (0.5, 0.5)]
+    # each request carries the call's one Deadline (its transport ends by it)
+    assert [c["timeout"].deadline for c in stub.calls] == [deadline, deadline]  # type: ignore[union-attr]
 
 
 def test_outside_a_call_the_default_deadline_bounds_a_request() -> None:
     conn, stub = connector(FakeClock(), reply(200, {}))
     conn.get("/redfish/v1/")
-    assert stub.calls[0]["timeout"] == (10.0, 10.0)
+    assert stub.calls[0]["timeout"].deadline.left() == 10.0  # type: ignore[union-attr]
 
 
 # -- the driver's inputs ---------------------------------------------------------------

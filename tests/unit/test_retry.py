@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BootDevice, PowerAction, PowerState
 from bmaas.faults import (
     BmaasError,
@@ -35,7 +36,7 @@ class Rig:
     def __init__(self, *rules: dict[str, Any], power: PowerState = PowerState.OFF, **policy: Any):
         self.fleet = FakeFleet(clock=FakeClock(start=0.0), seed=11)
         self.machine = self.fleet.add("n1", hardware=HW, rules=rules, power=power)
-        self.driver: FakeDriver = self.fleet.driver("n1", deadline=5.0)
+        self.driver: FakeDriver = self.fleet.driver("n1", bmc_timeout=5.0)
         self.clock = self.fleet.clock
         defaults: dict[str, Any] = {"jitter": 0.0, "rng": random.Random(0)}
         self.policy = RetryPolicy(
@@ -61,7 +62,7 @@ def test_busy_honours_retry_after_when_longer_than_backoff() -> None:
 
 
 def test_busy_forever_stops_after_max_attempts_and_reraises_the_fault() -> None:
-    rig = Rig({"effect": "busy"}, deadline=600)
+    rig = Rig({"effect": "busy"}, total=600)
     with pytest.raises(BMCBusy):
         call(rig.policy, rig.driver.get_power_state)
     assert rig.clock.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0]
@@ -70,7 +71,7 @@ def test_busy_forever_stops_after_max_attempts_and_reraises_the_fault() -> None:
 
 def test_jitter_is_seeded_and_bounded() -> None:
     def sleeps(seed: int) -> list[float]:
-        rig = Rig({"effect": "busy"}, deadline=600, jitter=0.25, rng=random.Random(seed))
+        rig = Rig({"effect": "busy"}, total=600, jitter=0.25, rng=random.Random(seed))
         with pytest.raises(BMCBusy):
             call(rig.policy, rig.driver.get_power_state)
         return rig.clock.sleeps
@@ -83,7 +84,7 @@ def test_jitter_is_seeded_and_bounded() -> None:
 
 
 def test_the_deadline_is_never_overrun_sleep_included() -> None:
-    rig = Rig({"effect": "busy"}, deadline=5.0, min_attempt=0.1)
+    rig = Rig({"effect": "busy"}, total=5.0, min_attempt=0.1)
     start = rig.clock.monotonic()
     with pytest.raises(BMCBusy):
         call(rig.policy, rig.driver.get_power_state)
@@ -93,7 +94,7 @@ def test_the_deadline_is_never_overrun_sleep_included() -> None:
 
 
 def test_each_attempt_deadline_is_clipped_to_the_time_left() -> None:
-    rig = Rig({"effect": "hang"}, deadline=7.0, call_deadline=4.0, timeout_wait=0.5)
+    rig = Rig({"effect": "hang"}, total=7.0, bmc_timeout=4.0, timeout_wait=0.5)
     start = rig.clock.monotonic()
     with pytest.raises(BMCTimeout):
         call(rig.policy, rig.driver.get_power_state)
@@ -147,11 +148,11 @@ def test_input_errors_and_bugs_are_never_retried() -> None:
     rig = Rig()
     attempts = []
 
-    def bad_input() -> None:
+    def bad_input(*, deadline: Deadline) -> None:
         attempts.append(1)
         raise UnsupportedOperation("nope")
 
-    def bug() -> None:
+    def bug(*, deadline: Deadline) -> None:
         attempts.append(1)
         raise KeyError("not a fault")
 
@@ -176,7 +177,7 @@ def test_busy_backoff_counts_only_busy_answers() -> None:
         {"effect": "hang", "nth": [2]},
         timeout_wait=0.25,
     )
-    call(rig.policy, rig.driver.get_power_state)
+    call(rig.policy, rig.driver.get_power_state, bmc_timeout=rig.driver.bmc_timeout)
     # busy(0.5) - hang(5 s call deadline, then 0.25) - busy again: 1.0, not 2.0
     assert rig.clock.sleeps == [0.5, 5.0, 0.25, 1.0]
 
@@ -243,14 +244,13 @@ def test_retrying_driver_boot_device_and_media() -> None:
 
 
 def test_retry_bmc_decorates_any_callable_and_clips_its_deadline() -> None:
-    rig = Rig(deadline=3.0)
+    rig = Rig(total=3.0)
     seen: list[float] = []
     outcomes = iter([BMCBusy("busy"), BMCBusy("busy"), "done"])
 
     @retry_bmc(rig.policy)
-    def flaky(*, deadline: float | None = None) -> str:
-        assert deadline is not None
-        seen.append(deadline)
+    def flaky(*, deadline: Deadline) -> str:
+        seen.append(deadline.left())
         rig.clock.advance(0.25)
         item = next(outcomes)
         if isinstance(item, Exception):

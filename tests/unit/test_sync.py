@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.health import Change, Hysteresis
 from bmaas.inventory import NodeSpec
@@ -45,7 +46,7 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
     fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get"}])
     fleet.add("n03", power=PowerState.ON)
     metrics = SyncMetrics()
-    factory = driver_factory(fleet=fleet, deadline=2.0)
+    factory = driver_factory(fleet=fleet, bmc_timeout=2.0)
     for _ in range(3):
         report = sync_pass(store, factory=factory, metrics=metrics, clock=fleet.clock)
     assert report.nodes_with(Change.FAULTED) == ["n02"]
@@ -81,7 +82,7 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
 class UnknownDriver(FakeDriver):
     """A BMC that answers without a usable power state."""
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
         return PowerState.UNKNOWN
 
 
@@ -153,7 +154,7 @@ def test_the_loop_keeps_its_interval_and_stops(
         wait=wait,
         clock=fleet.clock,
         on_pass=reports.append,
-        factory=driver_factory(fleet=fleet, deadline=3.0),
+        factory=driver_factory(fleet=fleet, bmc_timeout=3.0),
     )
     assert passes == 3
     assert waits == [7.0, 7.0]  # start to start, no wait after the last pass
@@ -219,8 +220,8 @@ def test_a_pass_retries_reads_through_the_operation_retry(
     enroll(2)
     fleet.add("n01", rules=[{"effect": "busy", "operation": "power.get", "times": 2}])
     fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get", "times": 1}])
-    retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0, deadline=30)
-    factory = driver_factory(fleet=fleet, deadline=2.0)
+    retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0, total=30)
+    factory = driver_factory(fleet=fleet, bmc_timeout=2.0)
     report = sync_pass(store, factory=factory, retry=retry, workers=1, clock=fleet.clock)
     assert report.failed == []
     # n01: two busy answers (0.5 s, 1.0 s backoff); n02: one hang (2 s), 0.5 s wait

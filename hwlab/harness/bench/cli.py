@@ -35,6 +35,7 @@ def bench() -> None:
     hwlab bench goodput             # deploys on a flaky rack: no retry, blind reschedule, bmaas
     hwlab bench lab-scale           # lab start time, memory, requests per second
     hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
+    hwlab bench overrun             # how long after a 2 s deadline a call returns, per effect
     hwlab bench all --report DIR    # every scenario, charts and summaries in DIR
 
     Each takes --smoke (seconds), --json and --report DIR.
@@ -227,8 +228,30 @@ def overhead(ctx: click.Context, **_: Any) -> None:
     _scenario(ctx, "overhead")
 
 
+@bench.command("overrun")
+@click.option(
+    "--calls", type=click.IntRange(1, 1000), help="Calls per effect and protocol (default 10)."
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(0.1, 60),
+    help="Seconds each call is given, as a Deadline (default 2; smoke 0.5).",
+)
+@click.option(
+    "--only",
+    multiple=True,
+    help="Only this matrix scenario (repeatable; default every one).",
+)
+@bench_options
+@click.pass_context
+def overrun(ctx: click.Context, **_: Any) -> None:
+    """For every effect of the fault matrix, on both protocols: how long after
+    its deadline a BMC call returns (median, p99, max)."""
+    _scenario(ctx, "overrun")
+
+
 #: every scenario, in the order `all` runs them
-SCENARIOS = ("overhead", "fault-detection", "fleet-sweep", "lab-scale", "goodput")
+SCENARIOS = ("overhead", "fault-detection", "fleet-sweep", "lab-scale", "goodput", "overrun")
 
 
 @bench.command("all")

@@ -137,8 +137,6 @@ def _counted(fn: Callable[..., Any], counter: CallCounter, name: str) -> Callabl
         counter.add(name)
         return fn(*args, **kwargs)
 
-    # bmaas.retry reads a bound method's driver (its deadline) from __self__
-    counted.__self__ = getattr(fn, "__self__", None)  # type: ignore[attr-defined]
     return counted
 
 
@@ -205,7 +203,7 @@ def _run_strategy(name: str, spec: LabSpec, requests: int, options: Options) -> 
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             counter = CallCounter()
             counter.wrap(store, ["create_port"], prefix="store.")
-            factory = counting_factory(driver_factory(deadline=options.bmc_deadline), counter)
+            factory = counting_factory(driver_factory(bmc_timeout=options.bmc_deadline), counter)
             stream = [Request(f"gp-{i:03d}", network="lab") for i in range(1, requests + 1)]
             start = time.monotonic()
             with (

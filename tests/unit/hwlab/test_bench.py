@@ -122,7 +122,7 @@ def test_counted_drivers_count_internal_calls_and_keep_their_deadline() -> None:
     fleet.add("n1")
     fleet.add("n2", rules=[{"effect": "hang"}])
     counter = CallCounter()
-    build = counting_factory(lambda r: fleet.driver(r.name, deadline=2.0), counter)
+    build = counting_factory(lambda r: fleet.driver(r.name, bmc_timeout=2.0), counter)
     driver = build(type("Record", (), {"name": "n1"})())
     driver.set_power_state(PowerAction.ON, wait=True, timeout=30)
     counts = counter.counts()

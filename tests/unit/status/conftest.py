@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.ops import DriverFactory, driver_factory
 from bmaas.status import CheckContext, CheckResult, run_checks, select
 from fakes.clock import FakeClock
@@ -30,8 +31,8 @@ def fleet(clock: FakeClock) -> FakeFleet:
 
 @pytest.fixture
 def make_factory(fleet: FakeFleet) -> Callable[..., DriverFactory]:
-    def make(deadline: float) -> DriverFactory:
-        return driver_factory(deadline=deadline, fleet=fleet)
+    def make(bmc_timeout: float) -> DriverFactory:
+        return driver_factory(bmc_timeout=bmc_timeout, fleet=fleet)
 
     return make
 
@@ -48,6 +49,8 @@ def make_ctx(
     made: list[CheckContext] = []
 
     def make(**kw: Any) -> CheckContext:
+        if "deadline" in kw:  # seconds, from now on the test's clock
+            kw["deadline"] = Deadline.after(kw["deadline"], clock=clock.monotonic)
         kw.setdefault("make_factory", make_factory)
         kw.setdefault("db", db_url)
         ctx = CheckContext(wall_clock=wall, clock=clock.monotonic, **kw)

@@ -1,0 +1,259 @@
+"""HTTP exchanges that end by a deadline, however slowly the server answers.
+
+``requests`` (urllib3 below it) applies a read timeout to each socket
+receive, not to the exchange: a BMC that dribbles its reply one byte every
+0.3 s, or sends headers and stalls, holds a "1 s" call for as long as it
+likes (measured: 14.5 s for a 1 s deadline). Here the whole exchange --
+connect, TLS, send, status line, headers, every byte of the body -- ends by
+the call's :class:`~bmaas.deadline.Deadline`:
+
+* the deadline travels as requests' ``timeout=`` value
+  (:class:`ExchangeDeadline`), from the connector down to
+  :class:`DeadlineAdapter`, explicitly, through sushy and requests, which
+  both pass ``timeout`` through untouched;
+* each socket operation's own timeout is the time left when the exchange
+  starts (so connect and TLS are bounded as before);
+* the body is streamed and the deadline checked between reads;
+* a shared :class:`_Watchdog` thread shuts the exchange's socket down at the
+  deadline, which wakes a receive blocked on a server that sends nothing
+  more (half-open, slow loris, stalled headers). The exchange then raises
+  :class:`~drivers.redfish.faults.DeadlineExceeded`, which the driver's one
+  mapping turns into ``BMCTimeout``.
+
+One exchange is one attempt: the adapter retries nothing (``max_retries=0``),
+and the connector tells sushy the same (see :mod:`drivers.redfish.connector`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import socket
+import threading
+import time
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from bmaas.deadline import Deadline
+from drivers.redfish.faults import DeadlineExceeded
+
+__all__ = ["DeadlineAdapter", "ExchangeDeadline"]
+
+#: bytes read from a body between two looks at the deadline
+_CHUNK = 16 * 1024
+#: seconds the watchdog thread lingers with nothing to watch before it exits
+_IDLE = 0.5
+
+
+class ExchangeDeadline:
+    """requests' ``timeout=`` value that carries an HTTP exchange's Deadline
+    to :class:`DeadlineAdapter` (any other adapter would reject it)."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self, deadline: Deadline) -> None:
+        self.deadline = deadline
+
+    def __repr__(self) -> str:
+        return f"ExchangeDeadline({self.deadline!r})"
+
+
+class _Exchange:
+    """The sockets one exchange uses, and whether the watchdog cut them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        self.cut_off = False
+        self.finished = False
+
+    def watch(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            if self.cut_off:
+                _shut(sock)
+            elif not self.finished:
+                self._socks.append(sock)
+
+    def cut(self) -> None:
+        with self._lock:
+            if self.finished:
+                return
+            self.cut_off = True
+            for sock in self._socks:
+                _shut(sock)
+
+    def finish(self) -> None:
+        with self._lock:
+            self.finished = True
+            self._socks.clear()
+
+
+def _shut(sock: socket.socket) -> None:
+    # socket.socket.shutdown, not SSLSocket.shutdown (which drops the TLS state
+    # under a reader in another thread): a blocked recv() returns at once.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watchdog:
+    """One thread for every exchange in the process: cuts each one still
+    running at its deadline. It exits when it has had nothing to watch for
+    :data:`_IDLE` seconds, and comes back with the next exchange."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Exchange]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, exchange: _Exchange, seconds: float) -> None:
+        entry = (time.monotonic() + seconds, next(self._seq), exchange)
+        with self._cond:
+            heapq.heappush(self._heap, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="bmaas-redfish-watchdog", daemon=True
+                )
+                self._thread.start()
+            elif self._heap[0] is entry:
+                self._cond.notify()  # earlier than what the thread waits for
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].finished:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    if not self._cond.wait(_IDLE) and not self._heap:
+                        self._thread = None
+                        return
+                    continue
+                at, _, exchange = self._heap[0]
+                wait = at - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+                exchange.cut()
+
+
+_WATCHDOG = _Watchdog()
+#: the exchange the calling thread is running (set only inside DeadlineAdapter.send)
+_CURRENT = threading.local()
+
+
+def _watch(sock: socket.socket | None) -> None:
+    exchange: _Exchange | None = getattr(_CURRENT, "exchange", None)
+    if exchange is not None:
+        exchange.watch(sock)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    """Hands its socket to the running exchange: when created (TCP connect),
+    once connected, and when reused for another request."""
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _watch(sock)
+        return sock
+
+    def connect(self) -> None:
+        super().connect()
+        _watch(self.sock)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch(self.sock)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _watch(sock)
+        return sock
+
+    def connect(self) -> None:
+        super().connect()
+        _watch(self.sock)  # the TLS socket that replaced the TCP one
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch(self.sock)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+class DeadlineAdapter(HTTPAdapter):
+    """A requests transport that ends every exchange by its deadline
+    (given as ``timeout=ExchangeDeadline(deadline)``) and never retries."""
+
+    def __init__(self) -> None:
+        super().__init__(max_retries=0)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _WatchedHTTPPool,
+            "https": _WatchedHTTPSPool,
+        }
+
+    def send(  # type: ignore[override]
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: Any = None,
+        verify: bool | str = True,
+        cert: Any = None,
+        proxies: Any = None,
+    ) -> requests.Response:
+        if not isinstance(timeout, ExchangeDeadline):
+            return super().send(request, stream, timeout, verify, cert, proxies)
+        deadline = timeout.deadline
+        what = f"{request.method} {request.path_url}"
+        left = deadline.left()
+        if left <= 0:
+            raise DeadlineExceeded(f"deadline passed before {what}")
+        exchange = _Exchange()
+        previous = getattr(_CURRENT, "exchange", None)
+        _CURRENT.exchange = exchange
+        _WATCHDOG.arm(exchange, left)
+        try:
+            response = super().send(request, True, (left, left), verify, cert, proxies)
+            if not stream:
+                _read_body(response, deadline, what)
+        except Exception as exc:
+            if exchange.cut_off or deadline.expired:
+                raise DeadlineExceeded(f"{what} was not over by the deadline") from exc
+            raise
+        finally:
+            exchange.finish()
+            _CURRENT.exchange = previous
+        if exchange.cut_off:
+            # The cut can look like a normal end of a body without a length.
+            raise DeadlineExceeded(f"{what} was not over by the deadline")
+        return response
+
+
+def _read_body(response: requests.Response, deadline: Deadline, what: str) -> None:
+    """Read the whole body, looking at the deadline between reads."""
+    chunks = []
+    for chunk in response.iter_content(_CHUNK):
+        chunks.append(chunk)
+        if deadline.expired:
+            response.close()
+            raise DeadlineExceeded(f"{what}: the body was still coming at the deadline")
+    response._content = b"".join(chunks)
+    response._content_consumed = True

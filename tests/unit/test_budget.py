@@ -1,0 +1,158 @@
+"""One budget, passed down: each layer's Deadline is a share of its parent's,
+and no BMC call is handed more than what is left. FakeClock only."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.driver import Operation, PowerAction, PowerState
+from bmaas.faults import BMCBusy, BMCTimeout, PowerFailure
+from bmaas.retry import RetryingDriver, RetryPolicy, call, reboot
+from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
+from fakes.faults import Firing
+from fakes.fleet import FakeFleet
+from fakes.machine import Hardware
+
+T = TypeVar("T")
+HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=5, os_boot_time=10)
+
+
+class Recording(FakeDriver):
+    """A FakeDriver that notes, for every BMC call, when it started and the
+    deadline it was handed."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.handed: list[tuple[str, float, float]] = []  # (operation, now, deadline.at)
+
+    def _call(
+        self, operation: Operation, deadline: Deadline | None, act: Callable[[list[Firing]], T]
+    ) -> T:
+        bound = self._deadline(deadline)
+        self.handed.append((str(operation), self._clock(), bound.at))
+        return super()._call(operation, bound, act)
+
+
+def rig(
+    *rules: dict[str, Any], power: PowerState = PowerState.OFF, bmc_timeout: float = 5.0
+) -> tuple[Recording, FakeClock, RetryPolicy]:
+    clock = FakeClock(start=0.0)
+    fleet = FakeFleet(clock=clock, seed=5)
+    machine = fleet.add("n1", hardware=HW, rules=rules, power=power)
+    driver = Recording(
+        "n1", machine=machine, bmc_timeout=bmc_timeout, clock=clock.monotonic, sleep=clock.sleep
+    )
+    policy = RetryPolicy(sleep=clock.sleep, clock=clock.monotonic, jitter=0.0, rng=random.Random(0))
+    return driver, clock, policy
+
+
+def assert_within(driver: Recording, parent: Deadline, cap: float) -> None:
+    """Every call's deadline is inside the parent's and at most ``cap`` long."""
+    assert driver.handed, "no BMC call was made"
+    for operation, started, at in driver.handed:
+        assert at <= parent.at + 1e-9, f"{operation} at {started} outlives its parent"
+        assert at - started <= cap + 1e-9, f"{operation} at {started} got more than {cap}s"
+
+
+def test_a_share_never_outlives_its_parent() -> None:
+    clock = FakeClock(start=0.0)
+    command = Deadline.after(100.0, clock=clock)
+    request = command.share(cap=30.0)
+    clock.advance(25.0)
+    step = request.share(cap=20.0)
+    assert request.at == 30.0
+    assert step.at == 30.0  # 20 s asked, 5 s left: the parent's instant wins
+    assert step.left() == pytest.approx(5.0)
+    assert command.share(fraction=0.5).at == pytest.approx(25.0 + 75.0 / 2)
+
+
+def test_each_attempt_is_a_capped_share_of_the_operation_deadline() -> None:
+    driver, clock, policy = rig({"effect": "hang", "operation": "power.get", "nth": [1]})
+    operation = Deadline.after(8.0, clock=clock)
+    got = call(policy, driver.get_power_state, deadline=operation, bmc_timeout=5.0)
+    assert got is PowerState.OFF
+    # hang for 5 s (the cap), wait 0.5 s; 2.5 s are left, less than the cap, so
+    # the second attempt is handed exactly what is left
+    assert [(started, at) for _, started, at in driver.handed] == [(0.0, 5.0), (5.5, 8.0)]
+    assert_within(driver, operation, cap=5.0)
+
+
+def test_the_operation_total_is_the_deadline_passed_in_not_the_policys() -> None:
+    driver, clock, policy = rig({"effect": "busy", "operation": "power.get"})
+    operation = Deadline.after(2.0, clock=clock)
+    with pytest.raises(BMCBusy):
+        call(policy.replace(total=600.0), driver.get_power_state, deadline=operation)
+    # 0.5 + 1.0 = 1.5 s of backoff; the next 2 s wait would cross the 2 s deadline
+    assert clock.sleeps == [0.5, 1.0]
+    assert clock.monotonic() <= operation.at
+
+
+def test_retrying_driver_power_on_and_wait_stay_inside_one_deadline() -> None:
+    driver, clock, policy = rig({"effect": "busy", "operation": "power.get", "nth": [2, 3]})
+    step = Deadline.after(30.0, clock=clock)
+    rd = RetryingDriver(driver, policy)
+    assert rd.set_power_state(PowerAction.ON, wait=True, timeout=20, deadline=step) is PowerState.ON
+    assert_within(driver, step, cap=driver.bmc_timeout)
+    assert clock.monotonic() <= step.at
+
+
+def test_waiting_for_power_ends_at_the_deadline_with_a_timeout() -> None:
+    driver, clock, policy = rig({"effect": "power_stuck", "operation": "power.set"})
+    rd = RetryingDriver(driver, policy)
+    step = Deadline.after(7.0, clock=clock)
+    with pytest.raises(BMCTimeout) as info:
+        rd.set_power_state(PowerAction.ON, wait=True, timeout=60, deadline=step)
+    assert "deadline passed while waiting" in str(info.value)
+    assert clock.monotonic() == pytest.approx(7.0)
+    assert_within(driver, step, cap=driver.bmc_timeout)
+
+
+def test_the_hardware_window_ending_first_is_a_power_failure() -> None:
+    driver, clock, _ = rig({"effect": "power_stuck", "operation": "power.set"})
+    step = Deadline.after(60.0, clock=clock)
+    with pytest.raises(PowerFailure):
+        driver.set_power_state(PowerAction.ON, wait=True, timeout=4, deadline=step)
+    assert clock.monotonic() == pytest.approx(4.0)
+    assert_within(driver, step, cap=driver.bmc_timeout)
+
+
+def test_a_bare_driver_gives_each_request_of_a_wait_at_most_its_bmc_timeout() -> None:
+    driver, clock, _ = rig()
+    step = Deadline.after(40.0, clock=clock)
+    assert driver.set_power_state(PowerAction.ON, wait=True, timeout=30, deadline=step) is (
+        PowerState.ON
+    )
+    assert len(driver.handed) > 2  # the request, then reads until on
+    assert {at - started for _, started, at in driver.handed} == {5.0}
+    assert_within(driver, step, cap=5.0)
+
+
+def test_reboot_after_a_lost_answer_stays_inside_the_deadline() -> None:
+    driver, clock, policy = rig(
+        {"effect": "hang", "operation": "power.set", "nth": 1}, power=PowerState.ON
+    )
+    step = Deadline.after(45.0, clock=clock)
+    assert reboot(driver, policy, timeout=20, deadline=step) is PowerState.ON
+    assert_within(driver, step, cap=driver.bmc_timeout)
+
+
+def test_nothing_is_sent_once_the_deadline_has_passed() -> None:
+    driver, clock, policy = rig()
+    spent = Deadline.after(1.0, clock=clock)
+    clock.advance(1.0)
+    with pytest.raises(BMCTimeout):
+        call(policy, driver.get_power_state, deadline=spent)
+    assert driver.wire_calls == []
+
+
+def test_seconds_where_a_deadline_belongs_fail_loudly() -> None:
+    driver, _, _ = rig()
+    with pytest.raises(TypeError, match=r"Deadline\.after\(seconds\)"):
+        driver.get_power_state(deadline=5.0)  # type: ignore[arg-type]
+    assert driver.wire_calls == []
