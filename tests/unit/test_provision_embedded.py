@@ -195,3 +195,21 @@ def test_a_reclaimed_node_that_will_not_power_off_goes_into_maintenance(
     assert "reclaimed from a dead client, could not power off" in (node.maintenance_reason or "")
     assert "rejected credentials" in why
     assert store.node("n02").claimable
+
+
+def test_the_readme_example_imports_what_exists() -> None:
+    """The Provisioning section's Python example compiles and every name it
+    imports is there (running it needs real BMCs; the lab tests do that)."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Provisioning", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"{node.module}.{alias.name}"
