@@ -298,11 +298,9 @@ def undeploy_node(
 ) -> None:
     """Power the node off and eject any virtual media. Idempotent. Ends by
     ``deadline`` when one is given."""
-    policy = policy or RetryPolicy()
-    if deadline is not None:
+    if deadline is not None:  # each call's retries stay bounded by the policy's own total
         power_timeout = min(power_timeout, deadline.left())
-        policy = policy.replace(deadline=min(policy.deadline, deadline.left()))
-    rd = RetryingDriver(driver, policy)
+    rd = RetryingDriver(driver, policy or RetryPolicy())
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout)
     if driver.supports(Capability.VIRTUAL_MEDIA):
         rd.eject_virtual_media()
