@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable
 from enum import StrEnum
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState
 from bmaas.faults import (
     BmaasError,
@@ -106,18 +107,33 @@ class DeployReport:
     steps: dict[str, float]
 
 
-class _Deadline:
-    """The deploy's clock: how long each step may take."""
+class _Budget:
+    """The deploy's share of the caller's :class:`~bmaas.deadline.Deadline`,
+    read step by step: how long each step may take, and the retry policy it
+    runs under (never past the deadline)."""
 
-    def __init__(self, node: str, policy: RetryPolicy, total: float) -> None:
+    def __init__(
+        self,
+        node: str,
+        policy: RetryPolicy,
+        deadline: Deadline,
+        total: float,
+        check: Callable[[Step], None] | None = None,
+    ) -> None:
         self.node = node
         self.policy = policy
-        self.clock = policy.clock
-        self.end = self.clock() + total
+        self.clock = deadline.clock
+        self.deadline = deadline
         self.total = total
+        #: the caller's ``before_step`` hook, also run whenever a step asks how
+        #: long it has left (before each wait), so a lost lease or a request to
+        #: roll back is seen within one poll, not only between steps
+        self.check = check
 
     def left(self, step: Step) -> float:
-        remaining = self.end - self.clock()
+        if self.check is not None:
+            self.check(step)
+        remaining = self.deadline.left()
         if remaining <= 0:
             raise BootFailure(
                 f"deploy deadline of {self.total:g}s exceeded before {step}",
@@ -140,15 +156,20 @@ def deploy_node(
     policy: RetryPolicy | None = None,
     ready: ReadyHook | None = None,
     before_step: Callable[[Step], None] | None = None,
+    deadline: Deadline | None = None,
 ) -> DeployReport:
     """Deploy ``driver``'s node; raise the typed fault that stopped it.
 
-    ``before_step`` is called before each step (the provisioner checks its
-    leases there and stops if it lost one).
+    The deploy ends by ``deadline`` (the request's) and never takes more than
+    ``settings.deadline`` of it. ``before_step`` is called before each step
+    and before each wait inside one (the provisioner checks its leases and
+    the cancellation token there; whatever it raises stops the deploy).
     """
     policy = policy or RetryPolicy()
     clock = policy.clock
-    budget = _Deadline(driver.node, policy, settings.deadline)
+    given = deadline or Deadline.after(settings.deadline, clock=clock)
+    total = min(settings.deadline, given.left())
+    budget = _Budget(driver.node, policy, given.share(cap=settings.deadline), total, before_step)
     timings: dict[str, float] = {}
     state: dict[str, object] = {"method": "pxe", "progress": None}
 
@@ -234,7 +255,7 @@ def _await_restart(
     driver: BMCDriver,
     rd: RetryingDriver,
     settings: DeploySettings,
-    budget: _Deadline,
+    budget: _Budget,
     *,
     since: float,
     progress_before: str | None,
@@ -281,7 +302,7 @@ def _await_restart(
 
 
 def _settle(
-    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Deadline
+    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Budget
 ) -> str | None:
     """Watch the node for the settle window: it must stay on and, where
     reported, BootProgress must reach the OS. Returns the last progress."""
@@ -318,7 +339,7 @@ def _settle(
 
 
 def _await_ready(
-    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Deadline
+    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Budget
 ) -> None:
     clock, sleep = budget.clock, budget.policy.sleep
     start = clock()
@@ -342,7 +363,7 @@ def _await_ready(
                 operation="deploy.ready",
                 elapsed=waited,
             )
-        sleep(settings.ready_interval)
+        sleep(min(settings.ready_interval, budget.left(Step.READY)))
 
 
 def undeploy_node(
@@ -350,8 +371,12 @@ def undeploy_node(
     *,
     policy: RetryPolicy | None = None,
     power_timeout: float = 60.0,
+    deadline: Deadline | None = None,
 ) -> None:
-    """Power the node off and eject any virtual media. Idempotent."""
+    """Power the node off and eject any virtual media. Idempotent. Ends by
+    ``deadline`` when one is given."""
+    if deadline is not None:  # each call's retries stay bounded by the policy's own total
+        power_timeout = min(power_timeout, deadline.left())
     rd = RetryingDriver(driver, policy or RetryPolicy())
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout)
     if driver.supports(Capability.VIRTUAL_MEDIA):

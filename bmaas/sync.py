@@ -45,6 +45,7 @@ from bmaas.health import Change, Hysteresis
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
+from bmaas.provision.reclaim import reclaim
 from bmaas.store import HealthChange, Reclaimed, Store
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
@@ -119,7 +120,8 @@ def sync_pass(
     ``deadline`` bounds the pass: each read gets a share of it, and nodes
     not read by then are timeouts."""
     start = clock()
-    reclaimed = store.reclaim_expired()
+    # Nodes taken back from dead clients are powered off before they are used.
+    reclaimed, _cleaned = reclaim(store, driver_factory=factory)
     records = store.require_nodes(names) if names is not None else store.nodes()
     results = run_on_nodes(
         records,

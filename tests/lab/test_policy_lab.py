@@ -41,7 +41,7 @@ SYNC_PASSES = int(os.environ.get("BMAAS_SYNC_PASSES", "100"))
 
 
 def bmaas(db: Path, *args: str, expect: int | None = 0, retry: RetryPolicy | None = None) -> Result:
-    app = App(db=str(db), retry=retry or RetryPolicy(deadline=20.0))
+    app = App(db=str(db), retry=retry or RetryPolicy(total=20.0))
     result = CliRunner().invoke(cli, list(args), obj=app, catch_exceptions=False)
     if expect is not None:
         assert result.exit_code == expect, result.stdout + result.stderr
@@ -72,12 +72,12 @@ def test_power_on_all_on_a_flaky_lab_exits_0(
     lab = hwlab_lab(nodes=12, protocols="mixed", profile="flaky", seed=seed, hardware=QUICK)
     db = tmp_path / "b.db"
     bmaas(db, "enroll", str(lab.inventory_path))
-    all_ok(bmaas(db, "power", "on", "--all", "--timeout", "30", "--deadline", "1"), 12)
+    all_ok(bmaas(db, "power", "on", "--all", "--timeout", "30", "--bmc-timeout", "1"), 12)
     # Reads too. A node on a lossy link (``drops``: 10% of its requests lost)
     # may still time out after the retries; no node is ever left BUSY.
     lossy = {n.name for n in lab.spec.nodes if any(r.name == "drops" for r in n.rules)}
     for args in (("power", "status", "--all"), ("sync",)):
-        result = bmaas(db, *args, "--deadline", "1", expect=None)
+        result = bmaas(db, *args, "--bmc-timeout", "1", expect=None)
         words = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()}
         assert len(words) == 12
         assert {n for n, w in words.items() if w != "ok"} <= lossy, result.stdout
@@ -112,7 +112,7 @@ def test_every_fleet_command_on_a_busy_lab_exits_0(
         ("power", "reboot", "--all", "--timeout", "30"),
         ("sync",),
     ):
-        result = bmaas(db, *args, "--deadline", "1")
+        result = bmaas(db, *args, "--bmc-timeout", "1")
         all_ok(result, len(redfish) if args[0] == "vmedia" else 8)
     assert fired(lab)["busy"] > 8
     raw = bmaas(db, "power", "status", "--all", "--no-retry", expect=None)
@@ -133,10 +133,10 @@ def test_sync_on_a_flaky_lab_fences_only_broken_nodes(
     bmaas(db, "enroll", str(lab.inventory_path))
     began = time.monotonic()
     # Short waits after a timeout keep a dead BMC from setting the pace.
-    quick = RetryPolicy(deadline=10.0, timeout_wait=0.05, unreachable_wait=0.05)
+    quick = RetryPolicy(total=10.0, timeout_wait=0.05, unreachable_wait=0.05)
     result = bmaas(
         db,
-        *("sync", "--interval", "0.05", "--count", str(SYNC_PASSES), "--deadline", "0.2"),
+        *("sync", "--interval", "0.05", "--count", str(SYNC_PASSES), "--bmc-timeout", "0.2"),
         retry=quick,
     )
     took = time.monotonic() - began
@@ -188,8 +188,8 @@ def test_deploy_onto_a_node_that_is_already_on(
         )  # fmt: skip
         with Provisioner(
             store,
-            driver_factory=driver_factory(deadline=1.0),
-            policy=RetryPolicy(deadline=6.0),
+            driver_factory=driver_factory(bmc_timeout=1.0),
+            policy=RetryPolicy(total=6.0),
             settings=settings,
             deadline=60.0,
             max_attempts=1,
