@@ -22,7 +22,9 @@ after the retries (it said "later", nothing is known about the node), rejected
 credentials (a credentials problem, never fenced; :class:`SyncReport`'s
 ``auth_failed`` and the ``bmaas_sync_auth_failures_total`` metric say which),
 and a node that cannot even be asked (a password variable unset, a driver not
-installed).
+installed). Their last-seen power state is kept, with its old timestamp: we
+learnt nothing new about the node, so nothing is overwritten (a counted fault
+records ``unknown``, never "off").
 
 :func:`sync_loop` repeats passes every ``interval`` seconds (measured start to
 start, never sleeping a negative time) until stopped.
