@@ -171,7 +171,7 @@ def test_a_signal_mid_deploy_leaves_the_store_and_the_report_in_agreement(
     _enrolled(hwlab_lab, store, nodes=6, seed=3)
     db = str(tmp_path / "bmaas.db")
     args = ["--db", db, "deploy", "-n", "5", "--workers", "2", "--name-prefix", "sig"]
-    args += ["--settle", "1.5", "--power-timeout", "4", "--bmc-deadline", "0.5", "--json"]
+    args += ["--settle", "1.5", "--power-timeout", "4", "--bmc-timeout", "0.5", "--json"]
     client = subprocess.Popen(
         [sys.executable, "-c", _CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
