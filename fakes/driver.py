@@ -115,9 +115,7 @@ class FakeDriver(BMCDriver):
             raise self._timeout(operation, limit, elapsed())
         late = action.delay
         if action.trickle is not None:
-            late += trickle_seconds(
-                NOMINAL_ANSWER_BYTES, dict(zip(("bytes", "every"), action.trickle, strict=True))
-            )
+            late += trickle_seconds(NOMINAL_ANSWER_BYTES, action.trickle)
         if late >= limit:
             # The BMC acts, but its answer comes after we stopped waiting:
             # the caller cannot tell whether anything happened.

@@ -377,10 +377,10 @@ EFFECTS: dict[Effect, EffectDef] = {
 EFFECT_PARAMS: dict[Effect, Mapping[str, Param]] = {e: d.params for e, d in EFFECTS.items()}
 
 
-def trickle_seconds(size: int, params: Mapping[str, Any]) -> float:
-    """How long a trickled answer of ``size`` bytes takes to arrive whole."""
-    chunks = -(-max(size, 1) // int(params["bytes"]))
-    return chunks * float(params["every"])
+def trickle_seconds(size: int, trickle: tuple[int, float]) -> float:
+    """How long an answer of ``size`` bytes trickled ``(bytes, every)`` takes to arrive whole."""
+    step, every = trickle
+    return -(-max(size, 1) // step) * every
 
 
 @dataclasses.dataclass
@@ -395,7 +395,8 @@ class Action:
     copies: int = 0
     #: a BMC-layer error answered in the BMC's place (the request is not executed)
     answer: Firing | None = None
-    corrupt: bool = False
+    #: malformed_reply: answer something the protocol does not allow
+    corrupt: Firing | None = None
     hardware: list[Firing] = dataclasses.field(default_factory=list)
     #: firings acted on, and firings this server could not carry out (with why)
     carried: list[Firing] = dataclasses.field(default_factory=list)
@@ -451,7 +452,7 @@ def decide(
         elif act is Act.DUPLICATE:
             action.copies += int(firing.params["copies"])
         elif act is Act.CORRUPT:
-            action.corrupt = True
+            action.corrupt = firing
         elif action.answer is None:
             action.answer = firing
         else:

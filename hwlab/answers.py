@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping
-from typing import Any
 
 from fakes.effects import Effect, trickle_seconds
 from fakes.faults import Firing
@@ -65,10 +63,10 @@ IPMI_CODES: dict[Effect, int] = {
 IPMI_OVERHEAD = 40
 
 
-def ipmi_trickle_delay(data_bytes: int, params: Mapping[str, Any]) -> float:
+def ipmi_trickle_delay(data_bytes: int, trickle: tuple[int, float]) -> float:
     """How long a trickling BMC holds an IPMI answer of ``data_bytes``: one
     datagram cannot arrive in pieces, so it comes whole when its last byte would."""
-    return trickle_seconds(IPMI_OVERHEAD + data_bytes, params)
+    return trickle_seconds(IPMI_OVERHEAD + data_bytes, trickle)
 
 
 def redfish_answer(firing: Firing, method: str) -> Response:
