@@ -80,6 +80,10 @@ class FaultRule:
             text += f" x{self.times}"
         if self.params:
             text += " " + " ".join(f"{k}={v}" for k, v in self.params.items())
+        if self.effect is Effect.BMC_REBOOT and self.times is None:
+            # It fires again on the first request after each window: the BMC
+            # never stays up. Say so where people look (hwlab status).
+            text += " recurring"
         return text + (f" ({self.name})" if self.name else "")
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,7 +13,16 @@ import click
 
 from bmaas import __version__
 from bmaas.cliutil import BmaasGroup, common_options, run, setup_logging
-from hwlab.cli.lab import down, fault, parse_rule_arg, power, profiles_cmd, status, up
+from hwlab.cli.lab import (
+    down,
+    effects_cmd,
+    fault,
+    parse_rule_arg,
+    power,
+    profiles_cmd,
+    status,
+    up,
+)
 from hwlab.cli.proxy import proxy
 from hwlab.cli.scenarios import demo, matrix
 from hwlab.harness.bench.cli import bench
@@ -39,7 +48,19 @@ def cli(verbose: int, debug: bool) -> None:
 # -- up / down ------------------------------------------------------------------
 
 
-for command in (up, down, status, profiles_cmd, fault, power, matrix, demo, proxy, bench):
+for command in (
+    up,
+    down,
+    status,
+    profiles_cmd,
+    effects_cmd,
+    fault,
+    power,
+    matrix,
+    demo,
+    proxy,
+    bench,
+):
     cli.add_command(command)
 
 

@@ -20,12 +20,23 @@ from rich.table import Table
 
 from bmaas.cliutil import emit_json
 from bmaas.faults import InputError
+from fakes.effects import EFFECTS, describe_effects
+from fakes.faults import FaultRule
 from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
 
-__all__ = ["down", "fault", "parse_rule_arg", "power", "profiles_cmd", "status", "up"]
+__all__ = [
+    "down",
+    "effects_cmd",
+    "fault",
+    "parse_rule_arg",
+    "power",
+    "profiles_cmd",
+    "status",
+    "up",
+]
 
 
 STDERR = Console(stderr=True)
@@ -250,6 +261,27 @@ def profiles_cmd(as_json: bool) -> None:
         click.echo(f"{p.name:<{width}}  {p.description}")
 
 
+@click.command("effects")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def effects_cmd(as_json: bool) -> None:
+    """List the fault effects: layer, parameters (with defaults), what they do."""
+    if as_json:
+        emit_json(
+            {
+                str(e): {
+                    "layer": str(d.layer),
+                    "summary": d.summary,
+                    "operations": list(d.operations),
+                    "params": {k: p.default for k, p in d.params.items()},
+                    "ipmi": d.ipmi,
+                }
+                for e, d in EFFECTS.items()
+            }
+        )
+        return
+    describe_effects(click.echo)
+
+
 @click.group()
 def fault() -> None:
     """Add or clear fault rules on a running lab."""
@@ -275,19 +307,41 @@ def parse_rule_arg(text: str) -> dict[str, Any]:
     return rule
 
 
+def parse_rule_args(args: Sequence[str]) -> list[dict[str, Any]]:
+    """``EFFECT [key=value ...]`` is one rule; otherwise each argument is one
+    rule (``effect=...`` pairs or a YAML mapping)."""
+    first = args[0].strip()
+    if "=" in first or first.startswith("{"):
+        return [parse_rule_arg(a) for a in args]
+    rule: dict[str, Any] = {"effect": first}
+    for arg in args[1:]:
+        for key, value in parse_rule_arg(arg).items():
+            if key in rule:
+                raise InputError(f"{key!r} given twice", field="RULE")
+            rule[key] = value
+    return [rule]
+
+
 @fault.command("add")
 @click.argument("node")
-@click.argument("rules", nargs=-1, required=True)
+@click.argument("rule", nargs=-1, required=True)
 @state_dir_option
-def fault_add(node: str, rules: Sequence[str], state_dir: Path) -> None:
-    """Put RULES in force on NODE now.
+def fault_add(node: str, rule: Sequence[str], state_dir: Path) -> None:
+    """Put a rule in force on NODE now: EFFECT [key=value ...].
 
     \b
-    A rule is key=value pairs, or a YAML mapping:
+      hwlab fault add node-003 hang
+      hwlab fault add node-002 busy operation=power.* probability=0.5
+      hwlab fault add node-004 bmc_reboot duration=10 times=1
+    \b
+    Also accepted: rules as key=value lists or YAML mappings, one per argument:
       hwlab fault add node-002 effect=busy,operation=power.*,probability=0.5
       hwlab fault add node-002 '{effect: hang, operation: power.get, times: 3}'
+    `hwlab effects` lists the effects and their parameters.
     """
-    parsed = [parse_rule_arg(r) for r in rules]
+    parsed = parse_rule_args(rule)
+    for i, raw in enumerate(parsed):
+        FaultRule.from_dict(raw, where=f"RULE[{i}]" if len(parsed) > 1 else "RULE")
     total = LabClient.from_state_dir(state_dir).add_faults(node, parsed)
     click.echo(f"{node}: {len(parsed)} rule(s) added, {total} in force")
 

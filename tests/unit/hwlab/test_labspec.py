@@ -11,6 +11,7 @@ from bmaas.faults import InputError
 from fakes.faults import Effect
 from hwlab import profiles
 from hwlab.cli import parse_rule_arg
+from hwlab.cli.lab import parse_rule_args
 from hwlab.labspec import generate, load_labfile
 
 GOOD = """\
@@ -178,3 +179,16 @@ def test_rule_arguments_on_the_command_line() -> None:
         parse_rule_arg("effect")
     with pytest.raises(InputError):
         parse_rule_arg("{effect: [")
+
+
+def test_the_effect_is_positional_and_key_value_rules_still_work() -> None:
+    assert parse_rule_args(["hang"]) == [{"effect": "hang"}]
+    assert parse_rule_args(["busy", "operation=power.*", "probability=0.5,retry_after=2"]) == [
+        {"effect": "busy", "operation": "power.*", "probability": 0.5, "retry_after": 2}
+    ]
+    assert parse_rule_args(["effect=hang", "{effect: busy}"]) == [
+        {"effect": "hang"},
+        {"effect": "busy"},
+    ]
+    with pytest.raises(InputError, match="given twice"):
+        parse_rule_args(["hang", "effect=busy"])
