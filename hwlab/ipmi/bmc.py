@@ -35,6 +35,7 @@ from fakes.effects import Action, Effect, decide
 from fakes.faults import Firing
 from fakes.machine import FakeMachine
 from hwlab.answers import IPMI_CODES, ipmi_trickle_delay
+from hwlab.ipmi import extra
 from hwlab.ipmi.fru import build_fru
 from hwlab.ipmi.session import (
     CIPHER_SUITES,
@@ -274,8 +275,8 @@ class LabBmc(_pyghmi_bmc.Bmc):
         self.server.call_later(_late(action, len(reply)), session.respond, ctx, code, reply)
 
     def _unjudged(self, ctx: RequestContext, data: bytes) -> tuple[int, bytes]:
-        """Commands no fault rule names (see :data:`hwlab.ipmi.extra.ANSWERS`)."""
-        return 0xC1, b""  # invalid command
+        """Commands no fault rule names (see :mod:`hwlab.ipmi.extra`)."""
+        return extra.answer(ctx.netfn, ctx.command, data, self.machine.name)
 
     def _execute(self, ctx: RequestContext, data: bytes, hw: list[Firing]) -> tuple[int, bytes]:
         key = (ctx.netfn, ctx.command)
@@ -299,9 +300,10 @@ class LabBmc(_pyghmi_bmc.Bmc):
     # -- commands ----------------------------------------------------------------
 
     def _device_id(self) -> bytes:
-        # device 0x20, revision 1, firmware 1.00, IPMI 2.0, chassis + FRU
-        # devices, manufacturer 0 (unspecified), product 0x4C42 ("LB")
-        return bytes([0x20, 0x01, 0x01, 0x00, 0x02, 0x88, 0, 0, 0, 0x42, 0x4C, 0, 0, 0, 0])
+        # device 0x20, revision 1, firmware 1.00, IPMI 2.0, chassis, FRU, SEL
+        # and SDR repository devices, manufacturer 0 (unspecified), product
+        # 0x4C42 ("LB")
+        return bytes([0x20, 0x01, 0x01, 0x00, 0x02, 0x8E, 0, 0, 0, 0x42, 0x4C, 0, 0, 0, 0])
 
     def get_power_state(self) -> PowerState:
         return self.machine.settled_power
