@@ -126,7 +126,9 @@ class FaultRule:
                 allowed = sorted(_RULE_KEYS | set(spec))
                 raise fail(f"unknown key for effect {effect} (allowed: {', '.join(allowed)})", key)
 
-        def number(key: str, kind: type, low: float | None = None, high: float | None = None):
+        def number(
+            key: str, kind: type, low: float | None = None, high: float | None = None
+        ) -> Any:
             value, problem = Param(kind, low=low, high=high).check(data[key])
             if problem is not None:
                 raise fail(problem, key)

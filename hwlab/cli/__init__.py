@@ -39,7 +39,7 @@ def cli(verbose: int, debug: bool) -> None:
     \b
     hwlab up --nodes 8 --profile flaky --seed 7   # start a lab in the background
     hwlab status                                  # nodes, ports, rules, effects fired
-    hwlab fault add node-003 effect=busy,probability=0.5
+    hwlab fault add node-003 busy probability=0.5
     hwlab down                                    # stop it; nothing left listening
     """
     setup_logging(verbose, debug)

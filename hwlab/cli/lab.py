@@ -18,14 +18,16 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import emit_json
+from bmaas.cliutil import EXIT_USAGE, emit_json
 from bmaas.faults import InputError
+from bmaas.inventory.specs import InventoryError
 from fakes.effects import EFFECTS, describe_effects
 from fakes.faults import FaultRule
 from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+from hwlab.labspec import MAX_NODES
 
 __all__ = [
     "down",
@@ -46,7 +48,7 @@ STDERR = Console(stderr=True)
 @click.option(
     "--nodes",
     "-n",
-    type=click.IntRange(1, 5000),
+    type=click.IntRange(1, MAX_NODES),
     default=4,
     show_default=True,
     help="Number of nodes (ignored with --lab-file).",
@@ -116,7 +118,12 @@ def up(
         redfish_base_port=redfish_base_port,
         start_timeout=timeout,
     )
-    spec = build_spec(options)  # every input error surfaces here, before anything starts
+    try:
+        spec = build_spec(options)  # every input error surfaces here, before anything starts
+    except InventoryError as exc:  # a lab file's problems: all of them, one line each
+        for problem in exc.problems:
+            click.echo(f"error: {problem}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
     state_dir.mkdir(parents=True, exist_ok=True)
     pid = read_pid(state_dir)
     if pid is not None and pid_alive(pid):

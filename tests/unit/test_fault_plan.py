@@ -177,7 +177,7 @@ def test_bmc_reboot_without_times_says_it_recurs() -> None:
 
 
 def test_an_effect_names_the_operations_it_acts_on() -> None:
-    with pytest.raises(InputError, match="acts only on power.set") as info:
+    with pytest.raises(InputError, match=r"acts only on power\.set") as info:
         FaultRule.from_dict({"effect": "power_stuck", "operation": "boot.*"})
     assert info.value.field == "rule.operation"
     FaultRule.from_dict({"effect": "power_stuck", "operation": "power.*"})
