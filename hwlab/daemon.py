@@ -46,6 +46,8 @@ class LabOptions:
     control_port: int = 0
     shard_size: int = DEFAULT_SHARD_SIZE
     start_timeout: float = 120.0
+    #: restart a worker that dies (hwlab up --no-restart: leave it dead)
+    restart: bool = True
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             shard_size=options.shard_size,
             ipmi_base_port=options.ipmi_base_port,
             redfish_base_port=options.redfish_base_port,
+            restart=options.restart,
         )
         started = time.monotonic()
         lab.start(timeout=options.start_timeout)

@@ -18,6 +18,7 @@ and they share the inventory, the event log and the control API.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -41,6 +42,7 @@ from hwlab.inventory import inventory_document, node_entry
 from hwlab.labspec import LabSpec, NodeSpec
 from hwlab.proxy.effects import supported_rules
 from hwlab.proxy.lab import ProxiedNodes
+from hwlab.supervisor import Supervisor
 from hwlab.worker import Shard, run_worker
 
 __all__ = ["DEFAULT_SHARD_SIZE", "Lab", "LabError"]
@@ -64,6 +66,12 @@ class _Worker:
     process: BaseProcess
     conn: Connection
     lock: threading.Lock
+    #: alive, dead or restarting (see :mod:`hwlab.supervisor`)
+    state: str = "alive"
+    restarts: int = 0
+    restart_failures: int = 0
+    died_at: float | None = None
+    cause: str = ""
 
 
 class Lab:
@@ -78,8 +86,12 @@ class Lab:
         host: str = "127.0.0.1",
         ipmi_base_port: int = 0,
         redfish_base_port: int = 0,
+        restart: bool = True,
     ) -> None:
         self.spec = _with_profile_rules(spec)
+        #: restart a worker that dies (False: leave it dead, report it)
+        self.restart = restart
+        self._supervisor: Supervisor | None = None
         self.state_dir = Path(state_dir)
         self.shard_size = shard_size
         self.host = host
@@ -116,7 +128,6 @@ class Lab:
         self.events_path.unlink(missing_ok=True)
         nodes = [n for n in self.spec.nodes if n.proxy is None]
         count = math.ceil(len(nodes) / self.shard_size)
-        ctx = multiprocessing.get_context("spawn")
         deadline = time.monotonic() + timeout
         try:
             for index in range(count):
@@ -131,13 +142,7 @@ class Lab:
                     ipmi_ports=self._fixed_ports(chunk, self.ipmi_base_port),
                     redfish_ports=self._fixed_ports(chunk, self.redfish_base_port),
                 )
-                parent, child = ctx.Pipe()
-                process = ctx.Process(
-                    target=run_worker, args=(shard, child), name=f"hwlab-worker-{index}"
-                )
-                process.start()
-                child.close()
-                self._workers.append(_Worker(shard, process, parent, threading.Lock()))
+                self._workers.append(_spawn(shard))
             for worker in self._workers:
                 self._await_ready(worker, deadline)
             self._proxied.start(timeout=max(1.0, deadline - time.monotonic()))
@@ -147,6 +152,8 @@ class Lab:
             raise
         self.started_at = time.time()
         self._write_inventory()
+        self._supervisor = Supervisor(self, restart=self.restart)
+        self._supervisor.start()
 
     def _fixed_ports(self, chunk: Sequence[NodeSpec], base: int) -> dict[str, int]:
         if not base:
@@ -172,6 +179,9 @@ class Lab:
 
     def stop(self, *, timeout: float = 10.0) -> None:
         """Stop every worker; nothing is left listening. Safe to call twice."""
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
         self._proxied.stop(timeout=timeout)
         for worker in self._workers:
             try:
@@ -200,7 +210,16 @@ class Lab:
 
     # -- control ---------------------------------------------------------------
 
-    def _ask(self, worker: _Worker, *command: Any) -> Any:
+    def workers(self) -> list[_Worker]:
+        return list(self._workers)
+
+    def ask(self, worker: _Worker, *command: Any) -> Any:
+        """Send ``command`` to ``worker`` and return its answer."""
+        if worker.state != "alive":
+            raise LabError(
+                f"worker {worker.shard.index} is {worker.state} ({worker.cause}); "
+                + ("it is being restarted" if self.restart else "hwlab up --no-restart")
+            )
         with worker.lock:
             try:
                 worker.conn.send(command)
@@ -227,7 +246,10 @@ class Lab:
         raw = [r.to_dict() if isinstance(r, FaultRule) else dict(r) for r in rules]
         for i, rule in enumerate(raw):
             FaultRule.from_dict(rule, where=f"rule[{i}]")  # fail here, with a clear message
-        return int(self._ask(self._worker_for(node), "fault_add", node, raw))
+        worker = self._worker_for(node)
+        count = int(self.ask(worker, "fault_add", node, raw))
+        self._changed(worker)
+        return count
 
     def clear_faults(self, node: str | None = None) -> None:
         """Remove the rules of ``node``, or of every node."""
@@ -235,10 +257,13 @@ class Lab:
             self._proxied.host.clear_faults(node)
             return
         if node is not None:
-            self._ask(self._worker_for(node), "fault_clear", node)
+            worker = self._worker_for(node)
+            self.ask(worker, "fault_clear", node)
+            self._changed(worker)
             return
         for worker in self._workers:
-            self._ask(worker, "fault_clear", None)
+            self.ask(worker, "fault_clear", None)
+            self._changed(worker)
         if self._proxied.names:
             self._proxied.host.clear_faults(None)
 
@@ -248,15 +273,35 @@ class Lab:
             raise InputError("must be on or off", field="state")
         if node in self._proxied.names:
             self._proxied.host.power(node, state)
-        self._ask(self._worker_for(node), "power", node, state)
+            return
+        worker = self._worker_for(node)
+        self.ask(worker, "power", node, state)
+        self._changed(worker)
 
     def status(self) -> dict[str, Any]:
+        """Every node's state; a dead shard's nodes are listed as down (with
+        their last known rules), the living shards as usual."""
         nodes: dict[str, Any] = {}
         events = 0
+        workers = []
         for worker in self._workers:
-            answer = self._ask(worker, "status")
+            try:
+                answer = self.ask(worker, "status")
+            except LabError:
+                answer = {"nodes": self._down_nodes(worker), "events": 0}
             nodes.update(answer["nodes"])
             events += answer["events"]
+            workers.append(
+                {
+                    "index": worker.shard.index,
+                    "pid": worker.process.pid,
+                    "state": worker.state,
+                    "nodes": len(worker.shard.nodes),
+                    "restarts": worker.restarts,
+                    "died_at": worker.died_at,
+                    "cause": worker.cause,
+                }
+            )
         if self._proxied.names:
             answer = self._proxied.host.status()
             nodes.update(answer["nodes"])
@@ -266,12 +311,67 @@ class Lab:
         return {
             "nodes": dict(sorted(nodes.items())),
             "events": events,
-            "workers": len(self._workers),
-            "worker_pids": [w.process.pid for w in self._workers],
+            "workers": workers,
+            "worker_pids": self.pids(),
+            "restart": self.restart,
         }
 
+    def _down_nodes(self, worker: _Worker) -> dict[str, Any]:
+        saved = self._supervisor.snapshots.get(worker.shard.index, {}) if self._supervisor else {}
+        out = {}
+        for spec in worker.shard.nodes:
+            rules = saved.get(spec.name, {}).get("rules", [r.to_dict() for r in spec.rules])
+            out[spec.name] = {
+                "power": "unknown",
+                "bmc_down": True,
+                "worker_down": worker.state,
+                "rules": [FaultRule.from_dict(r).describe() for r in rules],
+                "fired": {},
+            }
+        return out
+
+    # -- supervision (hwlab.supervisor) ----------------------------------------
+
+    def _changed(self, worker: _Worker) -> None:
+        if self._supervisor is not None:
+            self._supervisor.changed(worker)
+
+    def ports_of(self, shard: Shard, protocol: str) -> dict[str, int]:
+        """The ports ``shard``'s nodes listen on for ``protocol``."""
+        out = {}
+        for spec in shard.nodes:
+            port = self.endpoints.get(spec.name, {}).get(protocol)
+            if port:
+                out[spec.name] = port
+        return out
+
+    def tls_dir_of(self, shard: Shard) -> str | None:
+        found = [self.tls_certs[n.name] for n in shard.nodes if n.name in self.tls_certs]
+        return os.path.dirname(found[0]) if found else None
+
+    def replace_worker(self, worker: _Worker, shard: Shard, *, timeout: float) -> None:
+        """Start a new process for ``worker``'s shard and wait until it serves."""
+        with contextlib.suppress(OSError):
+            worker.conn.close()
+        worker.process.join(0)
+        fresh = _spawn(shard)
+        try:
+            self._await_ready(fresh, time.monotonic() + timeout)
+        except BaseException:
+            fresh.process.kill()
+            fresh.process.join(5)
+            fresh.conn.close()
+            raise
+        fresh.restarts = worker.restarts + 1
+        with worker.lock:  # callers holding the old worker see the new one next time
+            self._workers[self._workers.index(worker)] = fresh
+            for spec in shard.nodes:
+                self._owner[spec.name] = fresh
+
     def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers if w.process.pid is not None]
+        return [
+            w.process.pid for w in self._workers if w.process.pid is not None and w.state == "alive"
+        ]
 
     # -- inventory -------------------------------------------------------------
 
@@ -312,6 +412,18 @@ class Lab:
             },
             "worker_pids": self.pids(),
         }
+
+
+def _spawn(shard: Shard) -> _Worker:
+    """A worker process for ``shard`` (ready once it reports its endpoints)."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(
+        target=run_worker, args=(shard, child), name=f"hwlab-worker-{shard.index}"
+    )
+    process.start()
+    child.close()
+    return _Worker(shard, process, parent, threading.Lock())
 
 
 def _with_profile_rules(spec: LabSpec) -> LabSpec:

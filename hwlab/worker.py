@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from bmaas.driver import PowerState
+from bmaas.driver import BootDevice, PowerState
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultPlan, FaultRule
 from fakes.machine import FakeMachine
@@ -46,6 +46,10 @@ class Shard:
     #: fixed ports per node name (from --ipmi-port/--redfish-port bases); 0 = any free
     ipmi_ports: dict[str, int] = dataclasses.field(default_factory=dict)
     redfish_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: a restarted shard: each machine's state and rules when its worker died
+    #: (see :meth:`ShardServers.snapshot`), and the Redfish CA directory to keep
+    state: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    tls_dir: str | None = None
 
 
 class ShardServers:
@@ -66,11 +70,18 @@ class ShardServers:
     def start(self) -> None:
         shard = self.shard
         for spec in shard.nodes:
-            plan = FaultPlan(spec.rules, seed=shard.seed, node=spec.name)
+            saved = shard.state.get(spec.name)
+            rules: Sequence[FaultRule] = spec.rules
+            power = spec.power
+            if saved is not None:
+                rules = [FaultRule.from_dict(r) for r in saved["rules"]]
+                power = PowerState(saved["power"])
+            plan = FaultPlan(rules, seed=shard.seed, node=spec.name)
             plan.listeners.append(self.events)
-            self.machines[spec.name] = FakeMachine(
-                spec.name, spec.hardware, plan=plan, power=spec.power
-            )
+            machine = FakeMachine(spec.name, spec.hardware, plan=plan, power=power)
+            if saved is not None:
+                _restore(machine, saved)
+            self.machines[spec.name] = machine
             self.endpoints[spec.name] = {}
         try:
             self._start_servers()
@@ -95,7 +106,9 @@ class ShardServers:
         if wants_redfish:
             from hwlab.redfish import RedfishServer
 
-            self._redfish = RedfishServer(host=shard.host, tls=shard.redfish_tls)
+            self._redfish = RedfishServer(
+                host=shard.host, tls=shard.redfish_tls, tls_dir=shard.tls_dir
+            )
             for spec in wants_redfish:
                 port = self._bind(
                     self._redfish, spec, shard.redfish_ports.get(spec.name, 0), "Redfish (TCP)"
@@ -156,6 +169,20 @@ class ShardServers:
             }
         return {"nodes": out, "events": self.events.count}
 
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """What a restarted worker needs to carry on each machine: settled
+        power, boot device, media, rules (compact: labs have thousands)."""
+        out = {}
+        for name, m in self.machines.items():
+            boot = m.boot_device()
+            out[name] = {
+                "power": str(m.settled_power),
+                "boot": [str(boot.device), boot.persistent],
+                "media": m.media,
+                "rules": [r.to_dict() for r in m.plan.rules],
+            }
+        return out
+
     def add_rules(self, name: str, rules: Sequence[dict[str, Any]]) -> int:
         machine = self.machine(name)
         parsed = [FaultRule.from_dict(r, where=f"rule[{i}]") for i, r in enumerate(rules)]
@@ -184,7 +211,16 @@ def _handle(servers: ShardServers, command: tuple[Any, ...]) -> Any:
         return servers.clear_rules(*args)
     if verb == "power":
         return servers.force_power(*args)
+    if verb == "snapshot":
+        return servers.snapshot()
     raise InputError(f"unknown worker command {verb!r}")
+
+
+def _restore(machine: FakeMachine, saved: dict[str, Any]) -> None:
+    device, persistent = saved["boot"]
+    machine.set_boot_device(BootDevice(device), persistent=persistent)
+    if saved.get("media"):
+        machine.insert_media(saved["media"])
 
 
 def run_worker(shard: Shard, conn: Connection) -> None:

@@ -27,6 +27,7 @@ from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+from hwlab.lab import DEFAULT_SHARD_SIZE
 from hwlab.labspec import MAX_NODES
 
 __all__ = [
@@ -91,6 +92,20 @@ STDERR = Console(stderr=True)
     show_default=True,
     help="Seconds to wait for every BMC to listen.",
 )
+@click.option(
+    "--shard-size",
+    type=click.IntRange(1, 1000),
+    default=DEFAULT_SHARD_SIZE,
+    show_default=True,
+    help="Machines per worker process.",
+)
+@click.option(
+    "--no-restart",
+    "restart",
+    flag_value=False,
+    default=True,
+    help="Leave a worker process that dies dead (default: restart it with its machines).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the lab description as JSON.")
 @state_dir_option
 def up(
@@ -103,10 +118,16 @@ def up(
     ipmi_base_port: int,
     redfish_base_port: int,
     timeout: float,
+    shard_size: int,
+    restart: bool,
     as_json: bool,
     state_dir: Path,
 ) -> None:
-    """Start a lab in the background; return when every BMC is listening."""
+    """Start a lab in the background; return when every BMC is listening.
+
+    A worker process that dies is logged, shown in `hwlab status` and
+    restarted with its machines' state and rules (unless --no-restart).
+    """
     options = LabOptions(
         labfile=os.path.abspath(lab_file) if lab_file else None,
         nodes=nodes,
@@ -117,6 +138,8 @@ def up(
         ipmi_base_port=ipmi_base_port,
         redfish_base_port=redfish_base_port,
         start_timeout=timeout,
+        shard_size=shard_size,
+        restart=restart,
     )
     try:
         spec = build_spec(options)  # every input error surfaces here, before anything starts
@@ -244,16 +267,34 @@ def status(as_json: bool, state_dir: Path) -> None:
     for name, node in info["nodes"].items():
         ports = node.get("ports", {})
         fired = sum(node.get("fired", {}).values())
+        power = node["power"] + (" (BMC rebooting)" if node.get("bmc_down") else "")
+        if node.get("worker_down"):
+            power = f"down (worker {node['worker_down']})"
         table.add_row(
             name,
             str(ports.get("ipmi", "")),
             str(ports.get("redfish", "")),
-            node["power"] + (" (BMC rebooting)" if node.get("bmc_down") else ""),
+            power,
             "\n".join(node.get("rules", [])) or "-",
             str(fired),
         )
     Console().print(table)
+    for worker in info.get("workers", []):
+        if worker["state"] != "alive" or worker["restarts"]:
+            click.echo(_worker_line(worker, restart=info.get("restart", True)))
     click.echo(f"inventory: {info.get('inventory')}")
+
+
+def _worker_line(worker: dict[str, Any], *, restart: bool) -> str:
+    """One line about a shard that died: what happened, what happens next."""
+    index, count = worker["index"], worker["nodes"]
+    if worker["state"] == "alive":
+        return f"worker {index}: restarted {worker['restarts']} time(s); its {count} nodes serve"
+    what = f"worker {index} (pid {worker['pid']}) {worker['state']}"
+    if worker.get("cause"):
+        what += f", {worker['cause']}"
+    then = "restarting it" if restart else "left dead (--no-restart)"
+    return f"{what}: its {count} nodes are down; {then}"
 
 
 @click.command("profiles")

@@ -38,7 +38,7 @@ from fakes.machine import FakeMachine
 from hwlab import http
 from hwlab.redfish.answer import answer
 from hwlab.redfish.bmc import Bmc, RequestRecord
-from hwlab.tls import LabCertificate, make_certificate, server_context
+from hwlab.tls import LabCertificate, ensure_certificate, make_certificate, server_context
 
 __all__ = ["RedfishServer"]
 
@@ -109,9 +109,14 @@ class RedfishServer:
     clients at :attr:`ca_path`.
     """
 
-    def __init__(self, host: str = "127.0.0.1", tls: bool = False) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", tls: bool = False, tls_dir: str | None = None
+    ) -> None:
         self.host = host
         self.tls = tls
+        #: reuse the CA in this directory (a restarted worker keeps its
+        #: predecessor's, so clients' redfish_verify_ca stays right)
+        self._reuse_tls_dir = tls_dir
         self._endpoints: dict[int, _Endpoint] = {}
         self._ports: dict[str, int] = {}  # machine name -> port
         self._lock = threading.Lock()
@@ -252,8 +257,12 @@ class RedfishServer:
 
     def _ensure_tls(self) -> None:
         if self.tls and self._ssl is None:
-            self._tls_dir = pathlib.Path(tempfile.mkdtemp(prefix="hwlab-redfish-tls-"))
-            self._cert = make_certificate(self._tls_dir)
+            if self._reuse_tls_dir is not None:
+                self._tls_dir = pathlib.Path(self._reuse_tls_dir)
+                self._cert = ensure_certificate(self._tls_dir, self.host)
+            else:
+                self._tls_dir = pathlib.Path(tempfile.mkdtemp(prefix="hwlab-redfish-tls-"))
+                self._cert = make_certificate(self._tls_dir)
             self._ssl = server_context(self._cert)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
