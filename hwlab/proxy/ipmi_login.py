@@ -108,8 +108,7 @@ class LoginRelay(Proxy):
             login = Login(started=now, last=now)  # reboot() cleared the client's login
         login.dropped = action.silent is not None
         login.delay = action.delay
-        if action.trickle is not None:
-            login.delay += ipmi_trickle_delay(len(packet.raw), action.trickle)
+        login.trickle = action.trickle
         login.copies = action.copies
         return login
 
@@ -169,6 +168,9 @@ class LoginRelay(Proxy):
         if first and login is not None:
             # A login's delay and duplicate apply to its first packet only.
             delay, copies, login.delay, login.copies = login.delay, login.copies, 0.0, 0
+        if login is not None and login.trickle is not None:
+            # Every answer of a trickling BMC's login comes late, not just the first.
+            delay += ipmi_trickle_delay(len(packet.raw), login.trickle)
 
         def send() -> None:
             if kind == "reply":
