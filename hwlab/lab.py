@@ -18,6 +18,7 @@ and they share the inventory, the event log and the control API.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -45,13 +46,29 @@ from hwlab.proxy.lab import ProxiedNodes
 from hwlab.supervisor import Supervisor
 from hwlab.worker import Shard, run_worker
 
-__all__ = ["DEFAULT_SHARD_SIZE", "Lab", "LabError"]
+__all__ = ["DEFAULT_SHARD_SIZE", "MAX_SHARD_SIZE", "Lab", "LabError", "shard_count"]
 
 LOG = logging.getLogger(__name__)
 
-#: machines per worker process: well below select()'s 1024 descriptors with
-#: two protocols per machine, and about what one core serves comfortably
-DEFAULT_SHARD_SIZE = 250
+#: the most machines one worker process serves: each costs a few KiB and
+#: one or two sockets, while a worker's interpreter (sushy-tools, Flask,
+#: pyghmi) costs ~80 MiB, so big labs want few, big shards
+MAX_SHARD_SIZE = 2500
+#: below this many machines per worker, more workers than cores buy nothing
+MIN_SHARD_SIZE = 250
+DEFAULT_SHARD_SIZE = None  # automatic: see shard_count()
+
+
+def shard_count(nodes: int, shard_size: int | None = None, cpus: int | None = None) -> int:
+    """Worker processes for ``nodes`` machines: ``shard_size`` each when given;
+    else one per core (but at least MIN_SHARD_SIZE machines each), and as
+    many more as keep each at MAX_SHARD_SIZE or fewer."""
+    if nodes <= 0:
+        return 0
+    if shard_size:
+        return math.ceil(nodes / shard_size)
+    cores = cpus or os.cpu_count() or 1
+    return max(math.ceil(nodes / MAX_SHARD_SIZE), min(cores, math.ceil(nodes / MIN_SHARD_SIZE)))
 
 
 class LabError(BmaasError):
@@ -82,7 +99,7 @@ class Lab:
         spec: LabSpec,
         state_dir: str | os.PathLike[str],
         *,
-        shard_size: int = DEFAULT_SHARD_SIZE,
+        shard_size: int | None = DEFAULT_SHARD_SIZE,
         host: str = "127.0.0.1",
         ipmi_base_port: int = 0,
         redfish_base_port: int = 0,
@@ -127,22 +144,25 @@ class Lab:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.events_path.unlink(missing_ok=True)
         nodes = [n for n in self.spec.nodes if n.proxy is None]
-        count = math.ceil(len(nodes) / self.shard_size)
+        count = shard_count(len(nodes), self.shard_size)
         deadline = time.monotonic() + timeout
+        shards = [
+            Shard(
+                index=index,
+                nodes=tuple(nodes[index::count]),
+                seed=self.spec.seed,
+                events_path=str(self.events_path),
+                redfish_tls=self.spec.redfish_tls,
+                host=self.host,
+                ipmi_ports=self._fixed_ports(nodes[index::count], self.ipmi_base_port),
+                redfish_ports=self._fixed_ports(nodes[index::count], self.redfish_base_port),
+            )
+            for index in range(count)
+        ]
         try:
-            for index in range(count):
-                chunk = tuple(nodes[index::count])
-                shard = Shard(
-                    index=index,
-                    nodes=chunk,
-                    seed=self.spec.seed,
-                    events_path=str(self.events_path),
-                    redfish_tls=self.spec.redfish_tls,
-                    host=self.host,
-                    ipmi_ports=self._fixed_ports(chunk, self.ipmi_base_port),
-                    redfish_ports=self._fixed_ports(chunk, self.redfish_base_port),
-                )
-                self._workers.append(_spawn(shard))
+            # In parallel: handing a big shard to a worker waits for its imports.
+            with concurrent.futures.ThreadPoolExecutor(max(1, count)) as pool:
+                self._workers.extend(pool.map(_spawn, shards))
             for worker in self._workers:
                 self._await_ready(worker, deadline)
             self._proxied.start(timeout=max(1.0, deadline - time.monotonic()))
@@ -393,7 +413,9 @@ class Lab:
 
     def _write_inventory(self) -> None:
         text = "# written by hwlab: the lab's BMCs in bmaas inventory format\n"
-        text += yaml.safe_dump(self.inventory(), sort_keys=False)
+        # libyaml's emitter when present: pure-Python YAML takes ~4 ms a node
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        text += yaml.dump(self.inventory(), Dumper=dumper, sort_keys=False)
         _write_private(self.inventory_path, text)
 
     def describe(self) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas.driver import PowerState
 from bmaas.faults import InputError
@@ -42,8 +42,9 @@ from bmaas.secrets import Secret
 from bmaas.yamlsrc import line_of, load_file
 from fakes.faults import FaultRule
 from fakes.machine import Hardware
-from hwlab.proxy.effects import check_rules
-from hwlab.proxy.spec import ProxySpec, parse_proxy
+
+if TYPE_CHECKING:
+    from hwlab.proxy.spec import ProxySpec
 
 __all__ = [
     "DEFAULT_PASSWORD",
@@ -314,6 +315,9 @@ def _expand(
         username = str(creds.get("username", DEFAULT_USERNAME))
         password = Secret(str(creds.get("password", DEFAULT_PASSWORD)))
         if "proxy" in merged:
+            # Imported here: a lab worker (no proxies) need not load the proxy package.
+            from hwlab.proxy.effects import check_rules
+
             try:
                 proxy = _proxy(node_name, merged["proxy"], creds, check.source, f"{where}.proxy")
                 raw_rules = merged.get("faults") or []
@@ -416,6 +420,8 @@ def _proxy(
 ) -> ProxySpec:
     """A node's ``proxy:``; the BMC credentials default to the node's, and
     for a stock vbmc to virtualbmc's own defaults."""
+    from hwlab.proxy.spec import parse_proxy
+
     spec = parse_proxy(node, data, source=source, where=where)
     if spec.username is None:
         user = creds.get("username", DEFAULT_USERNAME)

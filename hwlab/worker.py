@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import resource
 import signal
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -96,7 +97,8 @@ class ShardServers:
         if wants_ipmi:
             from hwlab.ipmi import IPMIServer
 
-            self._ipmi = IPMIServer(host=shard.host)
+            # No pyghmi client runs in a worker, so select()'s fd limit does not apply.
+            self._ipmi = IPMIServer(host=shard.host, max_bmcs=len(wants_ipmi))
             for spec in wants_ipmi:
                 port = self._bind(
                     self._ipmi, spec, shard.ipmi_ports.get(spec.name, 0), "IPMI (UDP)"
@@ -223,9 +225,18 @@ def _restore(machine: FakeMachine, saved: dict[str, Any]) -> None:
         machine.insert_media(saved["media"])
 
 
+def _raise_fd_limit() -> None:
+    """A big shard holds thousands of sockets: allow as many as the system does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def run_worker(shard: Shard, conn: Connection) -> None:
     """Worker process entry point: serve until told to stop or the parent goes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    _raise_fd_limit()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker: %(message)s")
     servers = ShardServers(shard)
     try:

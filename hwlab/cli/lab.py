@@ -27,7 +27,7 @@ from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
-from hwlab.lab import DEFAULT_SHARD_SIZE
+from hwlab.lab import MAX_SHARD_SIZE
 from hwlab.labspec import MAX_NODES
 
 __all__ = [
@@ -94,10 +94,10 @@ STDERR = Console(stderr=True)
 )
 @click.option(
     "--shard-size",
-    type=click.IntRange(1, 1000),
-    default=DEFAULT_SHARD_SIZE,
-    show_default=True,
-    help="Machines per worker process.",
+    type=click.IntRange(1, MAX_SHARD_SIZE),
+    default=None,
+    help="Machines per worker process (default: one worker per core, at most "
+    f"{MAX_SHARD_SIZE} machines each).",
 )
 @click.option(
     "--no-restart",
@@ -118,7 +118,7 @@ def up(
     ipmi_base_port: int,
     redfish_base_port: int,
     timeout: float,
-    shard_size: int,
+    shard_size: int | None,
     restart: bool,
     as_json: bool,
     state_dir: Path,
