@@ -23,14 +23,9 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
-import multiprocessing
 import os
-import threading
 import time
 from collections.abc import Sequence
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -44,51 +39,32 @@ from hwlab.labspec import LabSpec, NodeSpec
 from hwlab.proxy.effects import supported_rules
 from hwlab.proxy.lab import ProxiedNodes
 from hwlab.supervisor import Supervisor
-from hwlab.worker import Shard, run_worker
+from hwlab.worker import (
+    DEFAULT_SHARD_SIZE,
+    MAX_SHARD_SIZE,
+    Shard,
+    WorkerHandle,
+    shard_count,
+    spawn,
+)
 
-__all__ = ["DEFAULT_SHARD_SIZE", "MAX_SHARD_SIZE", "Lab", "LabError", "shard_count"]
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "MAX_SHARD_SIZE",
+    "Lab",
+    "LabError",
+    "shard_count",
+    "write_json",
+    "write_private",
+]
 
 LOG = logging.getLogger(__name__)
-
-#: the most machines one worker process serves: each costs a few KiB and
-#: one or two sockets, while a worker's interpreter (sushy-tools, Flask,
-#: pyghmi) costs ~80 MiB, so big labs want few, big shards
-MAX_SHARD_SIZE = 2500
-#: below this many machines per worker, more workers than cores buy nothing
-MIN_SHARD_SIZE = 250
-DEFAULT_SHARD_SIZE = None  # automatic: see shard_count()
-
-
-def shard_count(nodes: int, shard_size: int | None = None, cpus: int | None = None) -> int:
-    """Worker processes for ``nodes`` machines: ``shard_size`` each when given;
-    else one per core (but at least MIN_SHARD_SIZE machines each), and as
-    many more as keep each at MAX_SHARD_SIZE or fewer."""
-    if nodes <= 0:
-        return 0
-    if shard_size:
-        return math.ceil(nodes / shard_size)
-    cores = cpus or os.cpu_count() or 1
-    return max(math.ceil(nodes / MAX_SHARD_SIZE), min(cores, math.ceil(nodes / MIN_SHARD_SIZE)))
 
 
 class LabError(BmaasError):
     """The lab could not start, or a worker went away."""
 
     code = "lab_error"
-
-
-@dataclasses.dataclass
-class _Worker:
-    shard: Shard
-    process: BaseProcess
-    conn: Connection
-    lock: threading.Lock
-    #: alive, dead or restarting (see :mod:`hwlab.supervisor`)
-    state: str = "alive"
-    restarts: int = 0
-    restart_failures: int = 0
-    died_at: float | None = None
-    cause: str = ""
 
 
 class Lab:
@@ -118,8 +94,8 @@ class Lab:
         #: the CA that signed each node's Redfish certificate (one per worker)
         self.tls_certs: dict[str, str] = {}
         self.started_at: float | None = None
-        self._workers: list[_Worker] = []
-        self._owner: dict[str, _Worker] = {}
+        self._workers: list[WorkerHandle] = []
+        self._owner: dict[str, WorkerHandle] = {}
         self._proxied = ProxiedNodes(
             [n for n in self.spec.nodes if n.proxy is not None],
             seed=self.spec.seed,
@@ -162,7 +138,7 @@ class Lab:
         try:
             # In parallel: handing a big shard to a worker waits for its imports.
             with concurrent.futures.ThreadPoolExecutor(max(1, count)) as pool:
-                self._workers.extend(pool.map(_spawn, shards))
+                self._workers.extend(pool.map(spawn, shards))
             for worker in self._workers:
                 self._await_ready(worker, deadline)
             self._proxied.start(timeout=max(1.0, deadline - time.monotonic()))
@@ -181,7 +157,7 @@ class Lab:
         order = {n.name: i for i, n in enumerate(self.spec.nodes)}
         return {n.name: base + order[n.name] for n in chunk}
 
-    def _await_ready(self, worker: _Worker, deadline: float) -> None:
+    def _await_ready(self, worker: WorkerHandle, deadline: float) -> None:
         left = max(0.0, deadline - time.monotonic())
         if not worker.conn.poll(left):
             raise LabError(f"worker {worker.shard.index} did not start within the timeout")
@@ -230,10 +206,10 @@ class Lab:
 
     # -- control ---------------------------------------------------------------
 
-    def workers(self) -> list[_Worker]:
+    def workers(self) -> list[WorkerHandle]:
         return list(self._workers)
 
-    def ask(self, worker: _Worker, *command: Any) -> Any:
+    def ask(self, worker: WorkerHandle, *command: Any) -> Any:
         """Send ``command`` to ``worker`` and return its answer."""
         if worker.state != "alive":
             raise LabError(
@@ -252,7 +228,7 @@ class Lab:
             raise InputError(str(value))
         return value
 
-    def _worker_for(self, node: str) -> _Worker:
+    def _worker_for(self, node: str) -> WorkerHandle:
         try:
             return self._owner[node]
         except KeyError:
@@ -308,7 +284,8 @@ class Lab:
             try:
                 answer = self.ask(worker, "status")
             except LabError:
-                answer = {"nodes": self._down_nodes(worker), "events": 0}
+                down = self._supervisor.down_nodes(worker) if self._supervisor else {}
+                answer = {"nodes": down, "events": 0}
             nodes.update(answer["nodes"])
             events += answer["events"]
             workers.append(
@@ -336,45 +313,18 @@ class Lab:
             "restart": self.restart,
         }
 
-    def _down_nodes(self, worker: _Worker) -> dict[str, Any]:
-        saved = self._supervisor.snapshots.get(worker.shard.index, {}) if self._supervisor else {}
-        out = {}
-        for spec in worker.shard.nodes:
-            rules = saved.get(spec.name, {}).get("rules", [r.to_dict() for r in spec.rules])
-            out[spec.name] = {
-                "power": "unknown",
-                "bmc_down": True,
-                "worker_down": worker.state,
-                "rules": [FaultRule.from_dict(r).describe() for r in rules],
-                "fired": {},
-            }
-        return out
-
     # -- supervision (hwlab.supervisor) ----------------------------------------
 
-    def _changed(self, worker: _Worker) -> None:
+    def _changed(self, worker: WorkerHandle) -> None:
         if self._supervisor is not None:
             self._supervisor.changed(worker)
 
-    def ports_of(self, shard: Shard, protocol: str) -> dict[str, int]:
-        """The ports ``shard``'s nodes listen on for ``protocol``."""
-        out = {}
-        for spec in shard.nodes:
-            port = self.endpoints.get(spec.name, {}).get(protocol)
-            if port:
-                out[spec.name] = port
-        return out
-
-    def tls_dir_of(self, shard: Shard) -> str | None:
-        found = [self.tls_certs[n.name] for n in shard.nodes if n.name in self.tls_certs]
-        return os.path.dirname(found[0]) if found else None
-
-    def replace_worker(self, worker: _Worker, shard: Shard, *, timeout: float) -> None:
+    def replace_worker(self, worker: WorkerHandle, shard: Shard, *, timeout: float) -> None:
         """Start a new process for ``worker``'s shard and wait until it serves."""
         with contextlib.suppress(OSError):
             worker.conn.close()
         worker.process.join(0)
-        fresh = _spawn(shard)
+        fresh = spawn(shard)
         try:
             self._await_ready(fresh, time.monotonic() + timeout)
         except BaseException:
@@ -416,7 +366,7 @@ class Lab:
         # libyaml's emitter when present: pure-Python YAML takes ~4 ms a node
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         text += yaml.dump(self.inventory(), Dumper=dumper, sort_keys=False)
-        _write_private(self.inventory_path, text)
+        write_private(self.inventory_path, text)
 
     def describe(self) -> dict[str, Any]:
         """What ``lab.json`` records: enough for a client to find everything."""
@@ -434,18 +384,6 @@ class Lab:
             },
             "worker_pids": self.pids(),
         }
-
-
-def _spawn(shard: Shard) -> _Worker:
-    """A worker process for ``shard`` (ready once it reports its endpoints)."""
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    process = ctx.Process(
-        target=run_worker, args=(shard, child), name=f"hwlab-worker-{shard.index}"
-    )
-    process.start()
-    child.close()
-    return _Worker(shard, process, parent, threading.Lock())
 
 
 def _with_profile_rules(spec: LabSpec) -> LabSpec:
@@ -467,7 +405,7 @@ def _proxy_safe(node: NodeSpec) -> NodeSpec:
     return dataclasses.replace(node, rules=tuple(kept))
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write atomically, readable by the owner only (it holds credentials)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -477,4 +415,4 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    _write_private(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    write_private(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from fakes.faults import FaultRule
+
 if TYPE_CHECKING:
-    from hwlab.lab import Lab, _Worker
+    from hwlab.lab import Lab
+    from hwlab.worker import Shard, WorkerHandle
 
 __all__ = ["CHECK_INTERVAL", "SNAPSHOT_INTERVAL", "Supervisor"]
 
@@ -65,9 +69,37 @@ class Supervisor:
             self._thread.join(RESTART_TIMEOUT)
             self._thread = None
 
-    def changed(self, worker: _Worker) -> None:
+    def changed(self, worker: WorkerHandle) -> None:
         """A control call changed this worker's machines: snapshot it soon."""
         self._dirty.add(worker.shard.index)
+
+    def down_nodes(self, worker: WorkerHandle) -> dict[str, Any]:
+        """A dead shard's nodes, for status: down, with their last known rules."""
+        saved = self.snapshots.get(worker.shard.index, {})
+        out = {}
+        for spec in worker.shard.nodes:
+            rules = saved.get(spec.name, {}).get("rules", [r.to_dict() for r in spec.rules])
+            out[spec.name] = {
+                "power": "unknown",
+                "bmc_down": True,
+                "worker_down": worker.state,
+                "rules": [FaultRule.from_dict(r).describe() for r in rules],
+                "fired": {},
+            }
+        return out
+
+    def _ports_of(self, shard: Shard, protocol: str) -> dict[str, int]:
+        """The ports ``shard``'s nodes listen on for ``protocol``."""
+        out = {}
+        for spec in shard.nodes:
+            port = self.lab.endpoints.get(spec.name, {}).get(protocol)
+            if port:
+                out[spec.name] = port
+        return out
+
+    def _tls_dir_of(self, shard: Shard) -> str | None:
+        found = [self.lab.tls_certs[n.name] for n in shard.nodes if n.name in self.lab.tls_certs]
+        return os.path.dirname(found[0]) if found else None
 
     # -- the loop ----------------------------------------------------------------
 
@@ -94,7 +126,7 @@ class Supervisor:
                 self._dirty.discard(index)
                 self._snapshot(worker)
 
-    def _died(self, worker: _Worker) -> None:
+    def _died(self, worker: WorkerHandle) -> None:
         worker.state = "dead"
         worker.died_at = time.time()
         code = worker.process.exitcode
@@ -109,20 +141,20 @@ class Supervisor:
         )
         worker.cause = how
 
-    def _snapshot(self, worker: _Worker) -> None:
+    def _snapshot(self, worker: WorkerHandle) -> None:
         try:
             self.snapshots[worker.shard.index] = self.lab.ask(worker, "snapshot")
         except Exception as exc:
             LOG.debug("snapshot of worker %d failed: %s", worker.shard.index, exc)
 
-    def _restart(self, worker: _Worker) -> None:
+    def _restart(self, worker: WorkerHandle) -> None:
         index = worker.shard.index
         shard = dataclasses.replace(
             worker.shard,
-            ipmi_ports=self.lab.ports_of(worker.shard, "ipmi"),
-            redfish_ports=self.lab.ports_of(worker.shard, "redfish"),
+            ipmi_ports=self._ports_of(worker.shard, "ipmi"),
+            redfish_ports=self._ports_of(worker.shard, "redfish"),
             state=self.snapshots.get(index, {}),
-            tls_dir=self.lab.tls_dir_of(worker.shard),
+            tls_dir=self._tls_dir_of(worker.shard),
         )
         worker.state = "restarting"
         try:

@@ -16,10 +16,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
+import multiprocessing
+import os
 import resource
 import signal
+import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from bmaas.driver import BootDevice, PowerState
@@ -29,7 +34,16 @@ from fakes.machine import FakeMachine
 from hwlab.events import EventLog
 from hwlab.labspec import NodeSpec
 
-__all__ = ["Shard", "ShardServers", "run_worker"]
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "MAX_SHARD_SIZE",
+    "Shard",
+    "ShardServers",
+    "WorkerHandle",
+    "run_worker",
+    "shard_count",
+    "spawn",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -51,6 +65,55 @@ class Shard:
     #: (see :meth:`ShardServers.snapshot`), and the Redfish CA directory to keep
     state: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     tls_dir: str | None = None
+
+
+#: the most machines one worker process serves: each costs a few KiB and
+#: one or two sockets, while a worker's interpreter (sushy-tools, Flask,
+#: pyghmi) costs ~80 MiB, so big labs want few, big shards
+MAX_SHARD_SIZE = 2500
+#: below this many machines per worker, more workers than cores buy nothing
+MIN_SHARD_SIZE = 250
+DEFAULT_SHARD_SIZE = None  # automatic: see shard_count()
+
+
+def shard_count(nodes: int, shard_size: int | None = None, cpus: int | None = None) -> int:
+    """Worker processes for ``nodes`` machines: ``shard_size`` each when given;
+    else one per core (but at least MIN_SHARD_SIZE machines each), and as
+    many more as keep each at MAX_SHARD_SIZE or fewer."""
+    if nodes <= 0:
+        return 0
+    if shard_size:
+        return math.ceil(nodes / shard_size)
+    cores = cpus or os.cpu_count() or 1
+    return max(math.ceil(nodes / MAX_SHARD_SIZE), min(cores, math.ceil(nodes / MIN_SHARD_SIZE)))
+
+
+@dataclasses.dataclass
+class WorkerHandle:
+    """The parent's side of one worker process."""
+
+    shard: Shard
+    process: BaseProcess
+    conn: Connection
+    lock: threading.Lock
+    #: alive, dead or restarting (see :mod:`hwlab.supervisor`)
+    state: str = "alive"
+    restarts: int = 0
+    restart_failures: int = 0
+    died_at: float | None = None
+    cause: str = ""
+
+
+def spawn(shard: Shard) -> WorkerHandle:
+    """A worker process for ``shard`` (ready once it reports its endpoints)."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(
+        target=run_worker, args=(shard, child), name=f"hwlab-worker-{shard.index}"
+    )
+    process.start()
+    child.close()
+    return WorkerHandle(shard, process, parent, threading.Lock())
 
 
 class ShardServers:
