@@ -29,12 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultRule
 from hwlab import profiles
-from hwlab.inventory import inventory_document, node_entry
+from hwlab.inventory import dump_inventory, inventory_document, node_entry
 from hwlab.labspec import LabSpec, NodeSpec
 from hwlab.proxy.effects import supported_rules
 from hwlab.proxy.lab import ProxiedNodes
@@ -363,9 +361,7 @@ class Lab:
 
     def _write_inventory(self) -> None:
         text = "# written by hwlab: the lab's BMCs in bmaas inventory format\n"
-        # libyaml's emitter when present: pure-Python YAML takes ~4 ms a node
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        text += yaml.dump(self.inventory(), Dumper=dumper, sort_keys=False)
+        text += dump_inventory(self.inventory())
         write_private(self.inventory_path, text)
 
     def describe(self) -> dict[str, Any]:

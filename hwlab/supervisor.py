@@ -57,8 +57,9 @@ class Supervisor:
         self._next_try: dict[int, float] = {}
 
     def start(self) -> None:
-        for worker in self.lab.workers():
-            self._snapshot(worker)
+        # The first pass snapshots every worker (in the thread: not on the
+        # path to "ready").
+        self._dirty.update(w.shard.index for w in self.lab.workers())
         self._next_snapshot = time.monotonic() + SNAPSHOT_INTERVAL
         self._thread = threading.Thread(target=self._run, name="hwlab-supervisor", daemon=True)
         self._thread.start()
