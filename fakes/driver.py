@@ -30,16 +30,15 @@ from bmaas.driver import (
 )
 from bmaas.driver_info import DriverInfo
 from bmaas.faults import (
-    BMCAuthError,
     BMCBusy,
+    BMCFault,
     BMCInternalError,
-    BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
     BootFailure,
-    UnsupportedOperation,
 )
-from fakes.faults import Effect, Firing, Layer
+from fakes.effects import EFFECTS, Effect, decide, trickle_seconds
+from fakes.faults import Firing
 from fakes.fleet import DEFAULT_FLEET, FakeFleet
 from fakes.machine import FakeMachine
 
@@ -47,13 +46,8 @@ __all__ = ["FakeDriver"]
 
 T = TypeVar("T")
 
-# What each BMC-layer effect looks like to a client: fault class and message.
-_BMC_FAULTS: dict[Effect, tuple[type[Any], str]] = {
-    Effect.AUTH_FAIL: (BMCAuthError, "login rejected"),
-    Effect.INTERNAL_ERROR: (BMCInternalError, "the BMC reported an internal error"),
-    Effect.MALFORMED_REPLY: (BMCProtocolError, "reply could not be decoded"),
-    Effect.UNSUPPORTED: (UnsupportedOperation, "the BMC does not support this command"),
-}
+#: the size of an answer, for a trickled one's time (a small Redfish resource)
+NOMINAL_ANSWER_BYTES = 2048
 
 
 class FakeDriver(BMCDriver):
@@ -111,49 +105,59 @@ class FakeDriver(BMCDriver):
             raise self.fault(
                 BMCUnreachable, "connection refused", operation=operation, elapsed=elapsed()
             )
-        firings = self.machine.plan.evaluate(str(operation), protocol="fake")
-        hardware = [f for f in firings if f.layer is Layer.HARDWARE]
-        for firing in firings:
-            effect, params = firing.effect, firing.params
-            if effect in (Effect.HANG, Effect.DROP):
-                # The request never reached the BMC's logic: nothing happened.
-                self._sleep(limit)
-                raise self._timeout(operation, limit, elapsed())
-            if effect is Effect.DELAY and params["seconds"] >= limit:
-                # The BMC acts, but its answer comes after we stopped waiting:
-                # the caller cannot tell whether anything happened.
-                self._sleep(limit)
+        action = decide(self.machine.plan.evaluate(str(operation), protocol="fake"))
+        hardware = action.hardware
+        if action.reboot is not None:
+            self.machine.reboot_bmc(action.reboot)
+            raise self.fault(
+                BMCUnreachable, "BMC is rebooting", operation=operation, elapsed=elapsed()
+            )
+        if action.silent is not None:
+            # The request never reached the BMC's logic: nothing happened.
+            self._sleep(limit)
+            raise self._timeout(operation, limit, elapsed())
+        late = action.delay
+        if action.trickle is not None:
+            late += trickle_seconds(NOMINAL_ANSWER_BYTES, action.trickle)
+        if late >= limit:
+            # The BMC acts, but its answer comes after we stopped waiting:
+            # the caller cannot tell whether anything happened.
+            self._sleep(limit)
+            if action.answer is None:
                 act(hardware)
-                raise self._timeout(operation, limit, elapsed())
-            if effect is Effect.DUPLICATE:
-                # The request reached the BMC more than once (a retransmitting
-                # middlebox): the BMC acted on every copy, the client saw one answer.
-                for _ in range(params["copies"]):
-                    self.wire_calls.append(str(operation))
-                    act(hardware)
-            elif effect is Effect.DELAY:
-                self._sleep(params["seconds"])
-            elif effect is Effect.BMC_REBOOT:
-                self.machine.reboot_bmc(params["duration"])
-                raise self.fault(
-                    BMCUnreachable, "BMC is rebooting", operation=operation, elapsed=elapsed()
-                )
-            elif effect is Effect.BUSY:
-                raise self.fault(
-                    BMCBusy,
-                    "node busy",
-                    operation=operation,
-                    elapsed=elapsed(),
-                    retry_after=params.get("retry_after"),
-                    status="0xC0",
-                )
-            elif effect is Effect.AUTH_FAIL and params.get("scope") == "session":
-                continue  # a real driver logs in again once, transparently
-            elif effect in _BMC_FAULTS:
-                cls, message = _BMC_FAULTS[effect]
-                extra = {"message_id": params["message_id"]} if cls is BMCInternalError else {}
-                raise self.fault(cls, message, operation=operation, elapsed=elapsed(), **extra)
+            raise self._timeout(operation, limit, elapsed())
+        if late:
+            self._sleep(late)
+        answer = action.answer
+        if answer is not None and not (
+            answer.effect is Effect.AUTH_FAIL and answer.params.get("scope") == "session"
+        ):  # an expired session: a real driver logs in again once, transparently
+            raise self._answer_fault(operation, answer, elapsed())
+        if action.corrupt:
+            fault = EFFECTS[Effect.MALFORMED_REPLY].fault
+            assert fault is not None
+            raise self.fault(
+                fault, "reply could not be decoded", operation=operation, elapsed=elapsed()
+            )
+        # A duplicated request reached the BMC more than once (a retransmitting
+        # middlebox): the BMC acted on every copy, the client saw one answer.
+        for _ in range(action.copies):
+            self.wire_calls.append(str(operation))
+            act(hardware)
         return act(hardware)
+
+    def _answer_fault(self, operation: Operation, answer: Firing, elapsed: float) -> BMCFault:
+        """The fault a BMC-layer answer is, as the real drivers raise it."""
+        cls = EFFECTS[answer.effect].fault
+        assert cls is not None
+        params = answer.params
+        extra: dict[str, Any] = {}
+        if cls is BMCBusy:
+            extra = {"retry_after": params.get("retry_after"), "status": "0xC0"}
+        elif cls is BMCInternalError:
+            extra = {"message_id": params["message_id"]}
+        message = EFFECTS[answer.effect].says
+        return self.fault(cls, message, operation=operation, elapsed=elapsed, **extra)
 
     def _timeout(self, operation: Operation, limit: float, elapsed: float) -> BMCTimeout:
         message = f"no answer within {limit:g}s"

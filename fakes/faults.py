@@ -33,96 +33,15 @@ import fnmatch
 import random
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from enum import StrEnum
 from typing import Any
 
 from bmaas import clock as _clock
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
+from fakes.effects import EFFECT_PARAMS, EFFECTS, Effect, Layer, Param
 
 __all__ = ["EFFECT_PARAMS", "Effect", "FaultPlan", "FaultRule", "Firing", "Layer"]
 
-
-class Layer(StrEnum):
-    """Where a fault lives, which decides who carries it out."""
-
-    WIRE = "wire"  # the network between client and BMC
-    BMC = "bmc"  # the management controller's firmware
-    HARDWARE = "hardware"  # the server behind the BMC
-
-
-class Effect(StrEnum):
-    HANG = "hang"  # answer nothing, ever
-    DROP = "drop"  # lose the request (param rate: share of requests lost)
-    DELAY = "delay"  # answer after `seconds`
-    DUPLICATE = "duplicate"  # the request reaches the BMC 1 + `copies` times
-    BUSY = "busy"  # "try later" (IPMI 0xC0, HTTP 503), optional retry_after
-    AUTH_FAIL = "auth_fail"  # reject the credentials (scope=session: the session expires)
-    INTERNAL_ERROR = "internal_error"  # IPMI 0xFF, HTTP 500 (optional message_id)
-    MALFORMED_REPLY = "malformed_reply"  # a reply the protocol does not allow
-    UNSUPPORTED = "unsupported"  # IPMI 0xC1, HTTP 405/501
-    BMC_REBOOT = "bmc_reboot"  # unreachable for `duration` seconds, sessions lost
-    POWER_STUCK = "power_stuck"  # power action accepted, state never changes
-    POWER_LOST = "power_lost"  # machine turns off on its own
-    SLOW_POWER = "slow_power"  # power transition takes `seconds`
-    BOOT_NOT_PERSISTED = "boot_not_persisted"  # boot device accepted, not stored
-    BOOT_CRASH = "boot_crash"  # powers on, falls back off `up_for` seconds later
-
-    @property
-    def layer(self) -> Layer:
-        return _LAYERS[self]
-
-
-_LAYERS = {
-    Effect.HANG: Layer.WIRE,
-    Effect.DROP: Layer.WIRE,
-    Effect.DELAY: Layer.WIRE,
-    Effect.DUPLICATE: Layer.WIRE,
-    Effect.BUSY: Layer.BMC,
-    Effect.AUTH_FAIL: Layer.BMC,
-    Effect.INTERNAL_ERROR: Layer.BMC,
-    Effect.MALFORMED_REPLY: Layer.BMC,
-    Effect.UNSUPPORTED: Layer.BMC,
-    Effect.BMC_REBOOT: Layer.BMC,
-    Effect.POWER_STUCK: Layer.HARDWARE,
-    Effect.POWER_LOST: Layer.HARDWARE,
-    Effect.SLOW_POWER: Layer.HARDWARE,
-    Effect.BOOT_NOT_PERSISTED: Layer.HARDWARE,
-    Effect.BOOT_CRASH: Layer.HARDWARE,
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class _Param:
-    kind: type
-    default: Any = None
-    required: bool = False
-    low: float | None = None
-    high: float | None = None
-    #: the values a text parameter may take (None: any)
-    choices: tuple[str, ...] | None = None
-
-
-#: parameters each effect takes, with defaults
-EFFECT_PARAMS: dict[Effect, dict[str, _Param]] = {
-    Effect.HANG: {},
-    Effect.DROP: {"rate": _Param(float, 1.0, low=0.0, high=1.0)},
-    Effect.DELAY: {"seconds": _Param(float, required=True, low=0.0)},
-    Effect.DUPLICATE: {"copies": _Param(int, 1, low=1, high=10)},
-    Effect.BUSY: {"retry_after": _Param(float, None, low=0.0)},
-    # scope "session": the BMC forgets its sessions, a fresh login works (a
-    # session that expires); default "credentials": the login itself is refused.
-    Effect.AUTH_FAIL: {"scope": _Param(str, None, choices=("credentials", "session"))},
-    Effect.INTERNAL_ERROR: {"message_id": _Param(str, "Base.1.8.InternalError")},
-    Effect.MALFORMED_REPLY: {},
-    Effect.UNSUPPORTED: {},
-    Effect.BMC_REBOOT: {"duration": _Param(float, 30.0, low=0.0)},
-    Effect.POWER_STUCK: {},
-    Effect.POWER_LOST: {},
-    Effect.SLOW_POWER: {"seconds": _Param(float, required=True, low=0.0)},
-    Effect.BOOT_NOT_PERSISTED: {},
-    Effect.BOOT_CRASH: {"up_for": _Param(float, 5.0, low=0.0)},
-}
 
 _WHEN_KEYS = {"nth", "probability", "after", "until", "times"}
 _RULE_KEYS = {"name", "operation", "protocol", "effect"} | _WHEN_KEYS
@@ -161,6 +80,10 @@ class FaultRule:
             text += f" x{self.times}"
         if self.params:
             text += " " + " ".join(f"{k}={v}" for k, v in self.params.items())
+        if self.effect is Effect.BMC_REBOOT and self.times is None:
+            # It fires again on the first request after each window: the BMC
+            # never stays up. Say so where people look (hwlab status).
+            text += " recurring"
         return text + (f" ({self.name})" if self.name else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -203,31 +126,28 @@ class FaultRule:
                 allowed = sorted(_RULE_KEYS | set(spec))
                 raise fail(f"unknown key for effect {effect} (allowed: {', '.join(allowed)})", key)
 
-        def number(key: str, kind: type, low: float | None = None, high: float | None = None):
-            value = data[key]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise fail(f"must be a number, not {value!r}", key)
-            if kind is int and not isinstance(value, int):
-                raise fail(f"must be a whole number, not {value!r}", key)
-            if low is not None and value < low:
-                raise fail(f"must be >= {low:g}, not {value!r}", key)
-            if high is not None and value > high:
-                raise fail(f"must be <= {high:g}, not {value!r}", key)
-            return kind(value)
+        def number(
+            key: str, kind: type, low: float | None = None, high: float | None = None
+        ) -> Any:
+            value, problem = Param(kind, low=low, high=high).check(data[key])
+            if problem is not None:
+                raise fail(problem, key)
+            return value
 
         params: dict[str, Any] = {}
         for key, p in spec.items():
             if key in data:
-                if p.kind is str:
-                    params[key] = str(data[key])
-                    if p.choices is not None and params[key] not in p.choices:
-                        raise fail(f"must be one of {', '.join(p.choices)}, not {data[key]!r}", key)
-                else:
-                    params[key] = number(key, p.kind, p.low, p.high)
+                params[key], problem = p.check(data[key])
+                if problem is not None:
+                    raise fail(problem, key)
             elif p.required:
                 raise fail(f"is required for effect {effect}", key)
             elif p.default is not None:
                 params[key] = p.default
+        operation = str(data.get("operation", "*"))
+        if not EFFECTS[effect].applies_to(operation):
+            where_to = ", ".join(EFFECTS[effect].operations)
+            raise fail(f"effect {effect} acts only on {where_to}", "operation")
 
         nth: tuple[int, ...] = ()
         if "nth" in data:
@@ -250,7 +170,7 @@ class FaultRule:
             raise fail(f"must be ipmi, redfish, fake or *, not {protocol!r}", "protocol")
         return cls(
             effect=effect,
-            operation=str(data.get("operation", "*")),
+            operation=operation,
             protocol=protocol,
             nth=nth,
             params=params,

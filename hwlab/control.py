@@ -17,18 +17,22 @@ POST      /shutdown               stop the lab
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
+import socket
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultRule
+from hwlab import http
 
 __all__ = ["ControlServer", "Controllable", "LabClient", "LabNotRunning"]
 
@@ -57,9 +61,31 @@ class Controllable(Protocol):
     def power(self, node: str, state: str) -> None: ...
 
 
+#: bounds on what one control request may carry; each 4xx names the limit
+MAX_CONTROL_BODY = 256 * 1024
+MAX_RULES_PER_CALL = 64
+MAX_NODE_NAME = 255
+#: seconds a client may take to send one request (slow-loris guard)
+REQUEST_TIMEOUT = 30.0
+
+
+class ApiError(Exception):
+    """A request the API refuses: ``status`` and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ControlServer:
     """Serve the control API of ``lab`` (a lab or a proxy host) on
-    ``host``:``port`` (0: any free port)."""
+    ``host``:``port`` (0: any free port).
+
+    Every request gets a status code and a JSON body; errors are one line,
+    ``{"error": ..., "code": ...}``. Built on :mod:`hwlab.http` (hwlab's one
+    HTTP layer) in an event loop of its own; the lab's methods, which wait on
+    worker processes, run in a small thread pool.
+    """
 
     def __init__(
         self,
@@ -71,38 +97,115 @@ class ControlServer:
     ) -> None:
         self.lab = lab
         self.on_shutdown = on_shutdown
-        handler = type("Handler", (_Handler,), {"control": self})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
+        self._sock = socket.create_server((host, port))
+        self._loop = asyncio.new_event_loop()
+        self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="hwlab-control")
         self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
+        host, port = self._sock.getsockname()[:2]
         return f"http://{host}:{port}"
 
     def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, name="hwlab-control", daemon=True
-        )
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+
+            async def listen() -> None:
+                self._server = await asyncio.start_server(
+                    self._connection, sock=self._sock, limit=http.MAX_HEAD
+                )
+
+            self._loop.run_until_complete(listen())
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="hwlab-control", daemon=True)
         self._thread.start()
+        ready.wait(10)
 
     def stop(self) -> None:
         if self._thread is not None:
-            self.httpd.shutdown()
+
+            async def close() -> None:
+                if self._server is not None:
+                    self._server.close()
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
             self._thread = None
-        self.httpd.server_close()
+            self._loop.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._sock.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    request = await asyncio.wait_for(
+                        http.read_request(reader, max_body=MAX_CONTROL_BODY), REQUEST_TIMEOUT
+                    )
+                except http.HttpError as exc:
+                    await _reply(writer, exc.status, _error(str(exc), "bad_request"), False)
+                    return
+                except TimeoutError:
+                    message = f"request not received within {REQUEST_TIMEOUT:g}s"
+                    await _reply(writer, 408, _error(message, "timeout"), False)
+                    return
+                if request is None:
+                    return
+                status, body = await self._answer(request)
+                await _reply(writer, status, body, request.keep_alive)
+                if not request.keep_alive:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away
+        finally:
+            writer.close()
+
+    async def _answer(self, request: http.Request) -> tuple[int, dict[str, Any]]:
+        try:
+            parts = [urllib.parse.unquote(p) for p in request.path.split("/") if p]
+            body = _body(request.body)
+            result = await self._loop.run_in_executor(
+                self._pool, self.dispatch, request.method, parts, body
+            )
+            return 200, result
+        except ApiError as exc:
+            return exc.status, _error(str(exc), "bad_request")
+        except LabNotRunning as exc:
+            return 503, _error(str(exc), exc.code)
+        except BmaasError as exc:
+            return 400, _error(str(exc), exc.code)
+        except Exception as exc:
+            LOG.exception("control: %s %s failed", request.method, request.path)
+            return 500, _error(f"internal error: {type(exc).__name__}: {exc}", "internal")
 
     def dispatch(self, method: str, parts: list[str], body: dict[str, Any]) -> Any:
         lab = self.lab
+        if len(parts) > 1 and len(parts[1]) > MAX_NODE_NAME:
+            raise ApiError(414, f"node name longer than {MAX_NODE_NAME} (MAX_NODE_NAME)")
         match method, parts:
             case "GET", ["status"]:
                 return {**lab.describe(), **lab.status()}
             case "POST", ["faults", node]:
                 rules = body.get("rules")
-                if not isinstance(rules, list):
-                    raise InputError("body must be {'rules': [...]}")
+                if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+                    raise ApiError(400, "body must be {'rules': [{...}, ...]}")
+                if len(rules) > MAX_RULES_PER_CALL:
+                    raise ApiError(
+                        413,
+                        f"{len(rules)} rules; at most {MAX_RULES_PER_CALL} per call "
+                        "(MAX_RULES_PER_CALL)",
+                    )
                 return {"rules": lab.add_faults(node, rules)}
             case "DELETE", ["faults", node]:
                 lab.clear_faults(node)
@@ -117,42 +220,34 @@ class ControlServer:
                 if self.on_shutdown is not None:
                     threading.Thread(target=self.on_shutdown, daemon=True).start()
                 return {"stopping": True}
-        raise InputError(f"no such call: {method} /{'/'.join(parts)}")
+        known = ("GET", "POST", "DELETE")
+        if method not in known:
+            raise ApiError(405, f"method {method} not allowed (allowed: {', '.join(known)})")
+        raise ApiError(404, f"no such call: {method} /{'/'.join(parts)}")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    control: ControlServer
+def _body(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "body is not JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "body must be a JSON object")
+    return body
 
-    def _serve(self, method: str) -> None:
-        parts = [p for p in self.path.split("?")[0].split("/") if p]
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-            if not isinstance(body, dict):
-                raise InputError("body must be a JSON object")
-            result, status = self.control.dispatch(method, parts, body), 200
-        except json.JSONDecodeError:
-            result, status = {"error": "body is not JSON"}, 400
-        except BmaasError as exc:
-            result, status = {"error": str(exc), "code": exc.code}, 400
-        data = json.dumps(result, default=str).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
-    def do_GET(self) -> None:
-        self._serve("GET")
+def _error(message: str, code: str) -> dict[str, Any]:
+    return {"error": " ".join(message.split()), "code": code}  # one line, always
 
-    def do_POST(self) -> None:
-        self._serve("POST")
 
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        LOG.debug("control: " + format, *args)  # noqa: G003 - stdlib hands us a %-format
+async def _reply(
+    writer: asyncio.StreamWriter, status: int, body: dict[str, Any], keep_alive: bool
+) -> None:
+    data = json.dumps(body, default=str).encode()
+    response = http.Response(status, [("Content-Type", "application/json")], data)
+    await http.write_response(writer, response, keep_alive=keep_alive)
 
 
 class LabClient:

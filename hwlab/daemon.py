@@ -18,13 +18,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas.faults import BmaasError
 from hwlab import profiles
-from hwlab.control import ControlServer
-from hwlab.lab import DEFAULT_SHARD_SIZE, Lab, write_json
 from hwlab.labspec import LabSpec, generate, load_labfile
+
+if TYPE_CHECKING:
+    from hwlab.control import ControlServer
+    from hwlab.lab import Lab
 
 __all__ = ["LabOptions", "build_spec", "main", "pid_alive", "read_pid"]
 
@@ -44,8 +46,11 @@ class LabOptions:
     ipmi_base_port: int = 0
     redfish_base_port: int = 0
     control_port: int = 0
-    shard_size: int = DEFAULT_SHARD_SIZE
+    #: machines per worker (None: automatic, see hwlab.lab.shard_count)
+    shard_size: int | None = None
     start_timeout: float = 120.0
+    #: restart a worker that dies (hwlab up --no-restart: leave it dead)
+    restart: bool = True
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -104,6 +109,11 @@ def pid_alive(pid: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Imported here, not at the top: each worker process (spawned) imports
+    # this module again as its main, and needs none of this.
+    from hwlab.control import ControlServer
+    from hwlab.lab import Lab, write_json
+
     args = argv if argv is not None else sys.argv[1:]
     state_dir = Path(args[0])
     options = LabOptions.from_json(args[1])
@@ -128,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             shard_size=options.shard_size,
             ipmi_base_port=options.ipmi_base_port,
             redfish_base_port=options.redfish_base_port,
+            restart=options.restart,
         )
         started = time.monotonic()
         lab.start(timeout=options.start_timeout)

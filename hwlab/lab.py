@@ -18,52 +18,51 @@ and they share the inventory, the event log and the control API.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import logging
-import math
-import multiprocessing
 import os
-import threading
 import time
 from collections.abc import Sequence
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultRule
 from hwlab import profiles
-from hwlab.inventory import inventory_document, node_entry
+from hwlab.inventory import dump_inventory, inventory_document, node_entry
 from hwlab.labspec import LabSpec, NodeSpec
 from hwlab.proxy.effects import supported_rules
 from hwlab.proxy.lab import ProxiedNodes
-from hwlab.worker import Shard, run_worker
+from hwlab.supervisor import Supervisor
+from hwlab.worker import (
+    DEFAULT_SHARD_SIZE,
+    MAX_SHARD_SIZE,
+    Shard,
+    WorkerHandle,
+    shard_count,
+    spawn,
+)
 
-__all__ = ["DEFAULT_SHARD_SIZE", "Lab", "LabError"]
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "MAX_SHARD_SIZE",
+    "Lab",
+    "LabError",
+    "shard_count",
+    "write_json",
+    "write_private",
+]
 
 LOG = logging.getLogger(__name__)
-
-#: machines per worker process: well below select()'s 1024 descriptors with
-#: two protocols per machine, and about what one core serves comfortably
-DEFAULT_SHARD_SIZE = 250
 
 
 class LabError(BmaasError):
     """The lab could not start, or a worker went away."""
 
     code = "lab_error"
-
-
-@dataclasses.dataclass
-class _Worker:
-    shard: Shard
-    process: BaseProcess
-    conn: Connection
-    lock: threading.Lock
 
 
 class Lab:
@@ -74,12 +73,16 @@ class Lab:
         spec: LabSpec,
         state_dir: str | os.PathLike[str],
         *,
-        shard_size: int = DEFAULT_SHARD_SIZE,
+        shard_size: int | None = DEFAULT_SHARD_SIZE,
         host: str = "127.0.0.1",
         ipmi_base_port: int = 0,
         redfish_base_port: int = 0,
+        restart: bool = True,
     ) -> None:
         self.spec = _with_profile_rules(spec)
+        #: restart a worker that dies (False: leave it dead, report it)
+        self.restart = restart
+        self._supervisor: Supervisor | None = None
         self.state_dir = Path(state_dir)
         self.shard_size = shard_size
         self.host = host
@@ -89,8 +92,8 @@ class Lab:
         #: the CA that signed each node's Redfish certificate (one per worker)
         self.tls_certs: dict[str, str] = {}
         self.started_at: float | None = None
-        self._workers: list[_Worker] = []
-        self._owner: dict[str, _Worker] = {}
+        self._workers: list[WorkerHandle] = []
+        self._owner: dict[str, WorkerHandle] = {}
         self._proxied = ProxiedNodes(
             [n for n in self.spec.nodes if n.proxy is not None],
             seed=self.spec.seed,
@@ -115,29 +118,25 @@ class Lab:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.events_path.unlink(missing_ok=True)
         nodes = [n for n in self.spec.nodes if n.proxy is None]
-        count = math.ceil(len(nodes) / self.shard_size)
-        ctx = multiprocessing.get_context("spawn")
+        count = shard_count(len(nodes), self.shard_size)
         deadline = time.monotonic() + timeout
+        shards = [
+            Shard(
+                index=index,
+                nodes=tuple(nodes[index::count]),
+                seed=self.spec.seed,
+                events_path=str(self.events_path),
+                redfish_tls=self.spec.redfish_tls,
+                host=self.host,
+                ipmi_ports=self._fixed_ports(nodes[index::count], self.ipmi_base_port),
+                redfish_ports=self._fixed_ports(nodes[index::count], self.redfish_base_port),
+            )
+            for index in range(count)
+        ]
         try:
-            for index in range(count):
-                chunk = tuple(nodes[index::count])
-                shard = Shard(
-                    index=index,
-                    nodes=chunk,
-                    seed=self.spec.seed,
-                    events_path=str(self.events_path),
-                    redfish_tls=self.spec.redfish_tls,
-                    host=self.host,
-                    ipmi_ports=self._fixed_ports(chunk, self.ipmi_base_port),
-                    redfish_ports=self._fixed_ports(chunk, self.redfish_base_port),
-                )
-                parent, child = ctx.Pipe()
-                process = ctx.Process(
-                    target=run_worker, args=(shard, child), name=f"hwlab-worker-{index}"
-                )
-                process.start()
-                child.close()
-                self._workers.append(_Worker(shard, process, parent, threading.Lock()))
+            # In parallel: handing a big shard to a worker waits for its imports.
+            with concurrent.futures.ThreadPoolExecutor(max(1, count)) as pool:
+                self._workers.extend(pool.map(spawn, shards))
             for worker in self._workers:
                 self._await_ready(worker, deadline)
             self._proxied.start(timeout=max(1.0, deadline - time.monotonic()))
@@ -147,6 +146,8 @@ class Lab:
             raise
         self.started_at = time.time()
         self._write_inventory()
+        self._supervisor = Supervisor(self, restart=self.restart)
+        self._supervisor.start()
 
     def _fixed_ports(self, chunk: Sequence[NodeSpec], base: int) -> dict[str, int]:
         if not base:
@@ -154,7 +155,7 @@ class Lab:
         order = {n.name: i for i, n in enumerate(self.spec.nodes)}
         return {n.name: base + order[n.name] for n in chunk}
 
-    def _await_ready(self, worker: _Worker, deadline: float) -> None:
+    def _await_ready(self, worker: WorkerHandle, deadline: float) -> None:
         left = max(0.0, deadline - time.monotonic())
         if not worker.conn.poll(left):
             raise LabError(f"worker {worker.shard.index} did not start within the timeout")
@@ -172,6 +173,9 @@ class Lab:
 
     def stop(self, *, timeout: float = 10.0) -> None:
         """Stop every worker; nothing is left listening. Safe to call twice."""
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
         self._proxied.stop(timeout=timeout)
         for worker in self._workers:
             try:
@@ -200,7 +204,16 @@ class Lab:
 
     # -- control ---------------------------------------------------------------
 
-    def _ask(self, worker: _Worker, *command: Any) -> Any:
+    def workers(self) -> list[WorkerHandle]:
+        return list(self._workers)
+
+    def ask(self, worker: WorkerHandle, *command: Any) -> Any:
+        """Send ``command`` to ``worker`` and return its answer."""
+        if worker.state != "alive":
+            raise LabError(
+                f"worker {worker.shard.index} is {worker.state} ({worker.cause}); "
+                + ("it is being restarted" if self.restart else "hwlab up --no-restart")
+            )
         with worker.lock:
             try:
                 worker.conn.send(command)
@@ -213,7 +226,7 @@ class Lab:
             raise InputError(str(value))
         return value
 
-    def _worker_for(self, node: str) -> _Worker:
+    def _worker_for(self, node: str) -> WorkerHandle:
         try:
             return self._owner[node]
         except KeyError:
@@ -227,7 +240,10 @@ class Lab:
         raw = [r.to_dict() if isinstance(r, FaultRule) else dict(r) for r in rules]
         for i, rule in enumerate(raw):
             FaultRule.from_dict(rule, where=f"rule[{i}]")  # fail here, with a clear message
-        return int(self._ask(self._worker_for(node), "fault_add", node, raw))
+        worker = self._worker_for(node)
+        count = int(self.ask(worker, "fault_add", node, raw))
+        self._changed(worker)
+        return count
 
     def clear_faults(self, node: str | None = None) -> None:
         """Remove the rules of ``node``, or of every node."""
@@ -235,10 +251,13 @@ class Lab:
             self._proxied.host.clear_faults(node)
             return
         if node is not None:
-            self._ask(self._worker_for(node), "fault_clear", node)
+            worker = self._worker_for(node)
+            self.ask(worker, "fault_clear", node)
+            self._changed(worker)
             return
         for worker in self._workers:
-            self._ask(worker, "fault_clear", None)
+            self.ask(worker, "fault_clear", None)
+            self._changed(worker)
         if self._proxied.names:
             self._proxied.host.clear_faults(None)
 
@@ -248,15 +267,36 @@ class Lab:
             raise InputError("must be on or off", field="state")
         if node in self._proxied.names:
             self._proxied.host.power(node, state)
-        self._ask(self._worker_for(node), "power", node, state)
+            return
+        worker = self._worker_for(node)
+        self.ask(worker, "power", node, state)
+        self._changed(worker)
 
     def status(self) -> dict[str, Any]:
+        """Every node's state; a dead shard's nodes are listed as down (with
+        their last known rules), the living shards as usual."""
         nodes: dict[str, Any] = {}
         events = 0
+        workers = []
         for worker in self._workers:
-            answer = self._ask(worker, "status")
+            try:
+                answer = self.ask(worker, "status")
+            except LabError:
+                down = self._supervisor.down_nodes(worker) if self._supervisor else {}
+                answer = {"nodes": down, "events": 0}
             nodes.update(answer["nodes"])
             events += answer["events"]
+            workers.append(
+                {
+                    "index": worker.shard.index,
+                    "pid": worker.process.pid,
+                    "state": worker.state,
+                    "nodes": len(worker.shard.nodes),
+                    "restarts": worker.restarts,
+                    "died_at": worker.died_at,
+                    "cause": worker.cause,
+                }
+            )
         if self._proxied.names:
             answer = self._proxied.host.status()
             nodes.update(answer["nodes"])
@@ -266,12 +306,40 @@ class Lab:
         return {
             "nodes": dict(sorted(nodes.items())),
             "events": events,
-            "workers": len(self._workers),
-            "worker_pids": [w.process.pid for w in self._workers],
+            "workers": workers,
+            "worker_pids": self.pids(),
+            "restart": self.restart,
         }
 
+    # -- supervision (hwlab.supervisor) ----------------------------------------
+
+    def _changed(self, worker: WorkerHandle) -> None:
+        if self._supervisor is not None:
+            self._supervisor.changed(worker)
+
+    def replace_worker(self, worker: WorkerHandle, shard: Shard, *, timeout: float) -> None:
+        """Start a new process for ``worker``'s shard and wait until it serves."""
+        with contextlib.suppress(OSError):
+            worker.conn.close()
+        worker.process.join(0)
+        fresh = spawn(shard)
+        try:
+            self._await_ready(fresh, time.monotonic() + timeout)
+        except BaseException:
+            fresh.process.kill()
+            fresh.process.join(5)
+            fresh.conn.close()
+            raise
+        fresh.restarts = worker.restarts + 1
+        with worker.lock:  # callers holding the old worker see the new one next time
+            self._workers[self._workers.index(worker)] = fresh
+            for spec in shard.nodes:
+                self._owner[spec.name] = fresh
+
     def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers if w.process.pid is not None]
+        return [
+            w.process.pid for w in self._workers if w.process.pid is not None and w.state == "alive"
+        ]
 
     # -- inventory -------------------------------------------------------------
 
@@ -293,8 +361,8 @@ class Lab:
 
     def _write_inventory(self) -> None:
         text = "# written by hwlab: the lab's BMCs in bmaas inventory format\n"
-        text += yaml.safe_dump(self.inventory(), sort_keys=False)
-        _write_private(self.inventory_path, text)
+        text += dump_inventory(self.inventory())
+        write_private(self.inventory_path, text)
 
     def describe(self) -> dict[str, Any]:
         """What ``lab.json`` records: enough for a client to find everything."""
@@ -333,7 +401,7 @@ def _proxy_safe(node: NodeSpec) -> NodeSpec:
     return dataclasses.replace(node, rules=tuple(kept))
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write atomically, readable by the owner only (it holds credentials)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -343,4 +411,4 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    _write_private(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    write_private(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -22,28 +22,36 @@ A lab file::
         start: 2
         protocols: [redfish]
 
-Every error names the file, the line and the field.
+Every problem is reported at once, each naming the file, the line and the
+field (:class:`LabFileError`, bmaas's inventory error); node names follow the
+rule ``bmaas enroll`` applies, so the inventory hwlab writes always enrolls.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas.driver import PowerState
 from bmaas.faults import InputError
+from bmaas.inventory.nodes import is_valid_name
+from bmaas.inventory.specs import Checker, InventoryError
 from bmaas.secrets import Secret
 from bmaas.yamlsrc import line_of, load_file
-from fakes.faults import FaultRule, parse_rules
+from fakes.faults import FaultRule
 from fakes.machine import Hardware
-from hwlab.proxy.effects import check_rules
-from hwlab.proxy.spec import ProxySpec, parse_proxy
+
+if TYPE_CHECKING:
+    from hwlab.proxy.spec import ProxySpec
 
 __all__ = [
     "DEFAULT_PASSWORD",
     "DEFAULT_USERNAME",
+    "MAX_NODES",
     "PROTOCOLS",
+    "LabFileError",
     "LabSpec",
     "NodeSpec",
     "generate",
@@ -68,7 +76,20 @@ _NODE_KEYS = {
     "proxy",
 }
 _TOP_KEYS = {"seed", "profile", "redfish_tls", "defaults", "nodes"}
+
+#: bounds on what a lab file may ask for; each error names the limit
+MAX_NODES = 10_000
+MAX_LABFILE_BYTES = 4 * 1024 * 1024
+MAX_RULES = 64
+MAX_START = 10**9
+MAX_COUNT = 1 << 31
+MAX_SECONDS = 86_400.0
+MAX_TEXT = 255
 _HARDWARE_FIELDS = {f.name: f.type for f in dataclasses.fields(Hardware)}
+
+
+class LabFileError(InventoryError):
+    """Every problem in one lab file (``problems``), as an inventory's are."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,70 +161,92 @@ def generate(
 
 
 def load_labfile(path: str) -> LabSpec:
-    """Read and validate a lab file."""
+    """Read and validate a lab file: every problem at once (:class:`LabFileError`)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0  # load_file says what is wrong with the path
+    if size > MAX_LABFILE_BYTES:
+        raise InputError(
+            f"is {size} bytes; a lab file may have at most {MAX_LABFILE_BYTES} (MAX_LABFILE_BYTES)",
+            source=path,
+        )
     data = load_file(path)
     return parse_labfile(data, source=path)
 
 
 def parse_labfile(data: Any, *, source: str) -> LabSpec:
+    """Validate a lab file's document; raises :class:`LabFileError` listing
+    every problem found, each with file, line and field."""
+    check = Checker(source)
     if not isinstance(data, Mapping):
-        raise InputError("a lab file is a mapping with a 'nodes' list", source=source)
-    _check_keys(data, _TOP_KEYS, source, "")
+        check.fail("a lab file is a mapping with a 'nodes' list")
+        raise LabFileError(check.problems)
+    check.unknown_keys(data, tuple(sorted(_TOP_KEYS)), prefix="", node=None)
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int | str):
-        raise _err("must be an integer or a string", data, "seed", source)
+        check.fail("must be an integer or a string", data=data, key="seed")
     tls = data.get("redfish_tls", False)
     if not isinstance(tls, bool):
-        raise _err("must be true or false", data, "redfish_tls", source)
+        check.fail("must be true or false", data=data, key="redfish_tls")
     profile = data.get("profile")
     if profile is not None and not isinstance(profile, str):
-        raise _err("must be a profile name or a file path", data, "profile", source)
+        check.fail("must be a profile name or a file path", data=data, key="profile")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, Mapping):
-        raise _err("must be a mapping", data, "defaults", source)
-    _check_keys(defaults, _NODE_KEYS - {"name", "count", "start"}, source, "defaults.")
+        check.fail("must be a mapping", data=data, key="defaults")
+        defaults = {}
+    allowed_defaults = tuple(sorted(_NODE_KEYS - {"name", "count", "start"}))
+    check.unknown_keys(defaults, allowed_defaults, prefix="defaults.", node=None)
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
-        raise _err("must be a non-empty list of nodes", data, "nodes", source)
+        check.fail("must be a non-empty list of nodes", data=data, key="nodes")
+        raw_nodes = []
     nodes: list[NodeSpec] = []
     for i, raw in enumerate(raw_nodes):
         where = f"nodes[{i}]"
         if not isinstance(raw, Mapping):
-            raise InputError("must be a mapping", source=source, field=where)
-        _check_keys(raw, _NODE_KEYS, source, where + ".")
-        merged = {**defaults, **raw}
-        nodes.extend(_expand(merged, raw, source, where))
-    seen: dict[str, str] = {}
+            check.fail("must be a mapping", data=data, key="nodes", field=where)
+            continue
+        check.unknown_keys(raw, tuple(sorted(_NODE_KEYS)), prefix=where + ".", node=None)
+        known = {k: v for k, v in raw.items() if k in _NODE_KEYS}
+        nodes.extend(_expand(check, {**defaults, **known}, raw, where, room=MAX_NODES - len(nodes)))
+    seen: set[str] = set()
     for node in nodes:
         if node.name in seen:
-            raise InputError(
-                f"duplicate node name {node.name!r} (also {seen[node.name]})",
-                source=source,
-                field="nodes",
-            )
-        seen[node.name] = node.name
+            check.fail(f"duplicate node name {node.name!r}", data=data, key="nodes", node=node.name)
+        seen.add(node.name)
+    if check.problems:
+        raise LabFileError(check.problems)
     return LabSpec(nodes=tuple(nodes), seed=seed, profile=profile, redfish_tls=tls, source=source)
 
 
-def _expand(merged: Mapping[str, Any], raw: Mapping[str, Any], source: str, where: str):
-    def err(message: str, key: str) -> InputError:
+def _expand(
+    check: Checker, merged: Mapping[str, Any], raw: Mapping[str, Any], where: str, *, room: int
+) -> list[NodeSpec]:
+    """The nodes one entry stands for; its problems go to ``check`` (none: [])."""
+    before = len(check.problems)
+
+    def err(message: str, key: str, field: str | None = None) -> None:
         holder = raw if key in raw else merged
-        return InputError(message, source=source, line=line_of(holder, key), field=f"{where}.{key}")
+        check.fail(message, data=holder, key=key, field=field or f"{where}.{key}")
 
     name = merged.get("name")
     if not isinstance(name, str) or not name:
-        raise InputError("is required", source=source, line=line_of(raw), field=f"{where}.name")
+        check.fail("is required", line=line_of(raw), field=f"{where}.name")
+        name = ""
     count = merged.get("count", 1)
     start = merged.get("start", 1)
-    for key, value in (("count", count), ("start", start)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < (1 if key == "count" else 0)
-        ):
-            raise err("must be a whole number (count >= 1)", key)
-    if count > 1 and "{" not in name:
-        raise err("a group of nodes needs a pattern such as 'r1-n{n:02d}'", "name")
+    for key, value, low in (("count", count, 1), ("start", start, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            err(f"must be a whole number >= {low}, not {value!r}", key)
+    if isinstance(count, int) and not isinstance(count, bool):
+        if count > room:
+            err(f"would make more than {MAX_NODES} nodes in the lab (MAX_NODES)", "count")
+        elif count > 1 and name and "{" not in name:
+            err("a group of nodes needs a pattern such as 'r1-n{n:02d}'", "name")
+    if isinstance(start, int) and start > MAX_START:
+        err(f"must be at most {MAX_START}", "start")
 
     protocols = merged.get("protocols", list(PROTOCOLS))
     if isinstance(protocols, str):
@@ -213,68 +256,85 @@ def _expand(merged: Mapping[str, Any], raw: Mapping[str, Any], source: str, wher
         or not protocols
         or any(p not in PROTOCOLS for p in protocols)
     ):
-        raise err("must list ipmi and/or redfish (or say 'both')", "protocols")
+        err("must list ipmi and/or redfish (or say 'both')", "protocols")
+        protocols = list(PROTOCOLS)
 
-    hardware_raw = merged.get("hardware") or {}
-    if not isinstance(hardware_raw, Mapping):
-        raise err("must be a mapping", "hardware")
-    hardware_kw: dict[str, Any] = {}
-    for key, value in hardware_raw.items():
-        if key not in _HARDWARE_FIELDS:
-            raise err(
-                f"unknown hardware field {key!r} (known: {', '.join(_HARDWARE_FIELDS)})", "hardware"
-            )
-        kind = _HARDWARE_FIELDS[key]
-        if kind in ("int", int) and (isinstance(value, bool) or not isinstance(value, int)):
-            raise err(f"{key} must be a whole number", "hardware")
-        if kind in ("float", float) and (
-            isinstance(value, bool) or not isinstance(value, int | float)
-        ):
-            raise err(f"{key} must be a number of seconds", "hardware")
-        if kind in ("str", str) and not isinstance(value, str | int):
-            raise err(f"{key} must be text", "hardware")
-        hardware_kw[key] = str(value) if kind in ("str", str) else value
-
+    hardware_kw = _hardware(check, merged, raw, where)
     creds = merged.get("credentials") or {}
-    if not isinstance(creds, Mapping) or set(creds) - {"username", "password"}:
-        raise err("must be a mapping with username and password", "credentials")
+    if not isinstance(creds, Mapping):
+        err("must be a mapping with username and password", "credentials")
+        creds = {}
+    for key in creds:
+        if key not in ("username", "password"):
+            err(
+                "unknown key (allowed: password, username)",
+                "credentials",
+                f"{where}.credentials.{key}",
+            )
+    for key in ("username", "password"):
+        value = creds.get(key)
+        if key in creds and (not isinstance(value, str) or not value):
+            # A YAML null or number would become the text "None" or "123".
+            err(
+                f"must be a non-empty string (quote it), not {value!r}",
+                "credentials",
+                f"{where}.credentials.{key}",
+            )
+        elif key in creds and len(value) > MAX_TEXT:
+            err(f"longer than {MAX_TEXT} characters", "credentials", f"{where}.credentials.{key}")
     power_value = merged.get("power", "off")
     if isinstance(power_value, bool):  # YAML 1.1 reads a bare on/off as a boolean
         power_value = "on" if power_value else "off"
     power_raw = str(power_value).lower()
     if power_raw not in ("on", "off"):
-        raise err("must be on or off", "power")
-    rules = tuple(parse_rules(merged.get("faults") or [], source=source, field=f"{where}.faults"))
+        err("must be on or off", "power")
+    rules = _rules(check, merged.get("faults"), where)
     for key in ("network_segment", "resource_class"):
-        if key in merged and not isinstance(merged[key], str):
-            raise err("must be text", key)
-
-    if "proxy" in merged and count > 1:
-        raise err("a proxied node fronts one BMC: give each its own entry", "count")
+        if key in merged and (not isinstance(merged[key], str) or len(merged[key]) > MAX_TEXT):
+            err(f"must be text of at most {MAX_TEXT} characters", key)
+    if "proxy" in merged and isinstance(count, int) and count > 1:
+        err("a proxied node fronts one BMC: give each its own entry", "count")
+    if len(check.problems) > before or not isinstance(count, int) or not isinstance(start, int):
+        return []
 
     nodes = []
     for n in range(start, start + count):
         try:
             node_name = name.format(n=n, i=n) if "{" in name else name
         except (KeyError, IndexError, ValueError):
-            raise err("bad pattern: use {n} or {n:02d}", "name") from None
+            err("bad pattern: use {n} or {n:02d}", "name")
+            return []
+        if not is_valid_name(node_name):
+            err(
+                f"{node_name!r} is not a name bmaas enroll accepts (letters, digits, "
+                "'.', '_', '-'; starting with a letter or digit; at most 255)",
+                "name",
+            )
+            return []
         proxy = None
         username = str(creds.get("username", DEFAULT_USERNAME))
         password = Secret(str(creds.get("password", DEFAULT_PASSWORD)))
         if "proxy" in merged:
-            proxy = _proxy(node_name, merged["proxy"], creds, source, f"{where}.proxy")
+            # Imported here: a lab worker (no proxies) need not load the proxy package.
+            from hwlab.proxy.effects import check_rules
+
+            try:
+                proxy = _proxy(node_name, merged["proxy"], creds, check.source, f"{where}.proxy")
+                raw_rules = merged.get("faults") or []
+                check_rules(
+                    rules,
+                    proxy.protocol,
+                    credentials=proxy.credentials,
+                    field=f"{where}.faults",
+                    source=check.source,
+                    lines=[line_of(r) for r in raw_rules] if isinstance(raw_rules, list) else (),
+                    node=node_name,
+                )
+            except InputError as exc:
+                check.problems.append(exc)
+                return []
             protocols = [proxy.protocol]
             username, password = proxy.username or username, proxy.password or password
-            raw_rules = merged.get("faults") or []
-            check_rules(
-                rules,
-                proxy.protocol,
-                credentials=proxy.credentials,
-                field=f"{where}.faults",
-                source=source,
-                lines=[line_of(r) for r in raw_rules] if isinstance(raw_rules, list) else (),
-                node=node_name,
-            )
         nodes.append(
             NodeSpec(
                 name=node_name,
@@ -292,6 +352,65 @@ def _expand(merged: Mapping[str, Any], raw: Mapping[str, Any], source: str, wher
     return nodes
 
 
+def _hardware(
+    check: Checker, merged: Mapping[str, Any], raw: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    hardware_raw = merged.get("hardware") or {}
+    holder = raw if "hardware" in raw else merged
+    if not isinstance(hardware_raw, Mapping):
+        check.fail("must be a mapping", data=holder, key="hardware", field=f"{where}.hardware")
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in hardware_raw.items():
+        field = f"{where}.hardware.{key}"
+
+        def bad(message: str, key: str = key, field: str = field) -> None:
+            check.fail(message, data=hardware_raw, key=key, field=field)
+
+        if key not in _HARDWARE_FIELDS:
+            bad(f"unknown hardware field (known: {', '.join(_HARDWARE_FIELDS)})")
+            continue
+        kind = _HARDWARE_FIELDS[key]
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        if kind in ("int", int) and not (
+            number and isinstance(value, int) and 0 <= value <= MAX_COUNT
+        ):
+            bad(f"must be a whole number from 0 to {MAX_COUNT}, not {value!r}")
+        elif kind in ("float", float) and not (number and 0 <= value <= MAX_SECONDS):
+            bad(f"must be a number of seconds from 0 to {MAX_SECONDS}, not {value!r}")
+        elif kind in ("str", str) and (
+            not isinstance(value, str | int) or len(str(value)) > MAX_TEXT
+        ):
+            bad(f"must be text of at most {MAX_TEXT} characters")
+        else:
+            out[key] = str(value) if kind in ("str", str) else value
+    return out
+
+
+def _rules(check: Checker, raw: Any, where: str) -> tuple[FaultRule, ...]:
+    """Each rule checked on its own, so every bad rule is reported."""
+    field = f"{where}.faults"
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        check.fail("must be a list of rules", field=field)
+        return ()
+    if len(raw) > MAX_RULES:
+        check.fail(
+            f"has {len(raw)} rules; at most {MAX_RULES} per node (MAX_RULES)",
+            field=field,
+            line=line_of(raw),
+        )
+        return ()
+    rules = []
+    for i, item in enumerate(raw):
+        try:
+            rules.append(FaultRule.from_dict(item, source=check.source, where=f"{field}[{i}]"))
+        except InputError as exc:
+            check.problems.append(exc)
+    return tuple(rules)
+
+
 def _proxy(
     node: str,
     data: Any,
@@ -301,24 +420,11 @@ def _proxy(
 ) -> ProxySpec:
     """A node's ``proxy:``; the BMC credentials default to the node's, and
     for a stock vbmc to virtualbmc's own defaults."""
+    from hwlab.proxy.spec import parse_proxy
+
     spec = parse_proxy(node, data, source=source, where=where)
     if spec.username is None:
         user = creds.get("username", DEFAULT_USERNAME)
         password = creds.get("password", "password" if spec.stock == "vbmc" else "")
         spec = dataclasses.replace(spec, username=str(user), password=Secret(str(password)))
     return spec
-
-
-def _check_keys(data: Mapping[str, Any], allowed: set[str], source: str, prefix: str) -> None:
-    for key in data:
-        if key not in allowed:
-            raise InputError(
-                f"unknown key (allowed: {', '.join(sorted(allowed))})",
-                source=source,
-                line=line_of(data, key),
-                field=f"{prefix}{key}",
-            )
-
-
-def _err(message: str, data: Any, key: str, source: str) -> InputError:
-    return InputError(message, source=source, line=line_of(data, key), field=key)

@@ -3,6 +3,26 @@
 Fault rules glob over operation names, so everything that serves or relays a
 BMC — hwlab's emulators and its fault proxy alike — must name a request the
 same way. These tables are the one place that decides it.
+
+Redfish requests map as:
+
+============================================  ==================================
+request                                       operation
+============================================  ==================================
+POST/DELETE SessionService/Sessions[/<id>]    ``login``
+POST .../Actions/ComputerSystem.Reset         ``power.set``
+PATCH /redfish/v1/Systems/<id>                ``boot.set``
+POST .../VirtualMedia.InsertMedia|EjectMedia  ``vmedia.insert`` / ``vmedia.eject``
+GET /redfish/v1/Systems/<id>                  ``power.get`` (unless named, below)
+GET .../Processors, .../Memory                ``inventory.get``
+any other request                             ``probe`` (emulator) / relayed (proxy)
+============================================  ==================================
+
+One GET of the ComputerSystem serves power state, boot override, inventory and
+boot progress alike, so a server cannot tell them apart. A client may name
+the read in the ``X-Bmaas-Operation`` header (bmaas's Redfish driver does);
+only read operations are honoured there, so a header can never make a GET
+draw a hardware effect meant for a power or boot change.
 """
 
 from __future__ import annotations
@@ -11,7 +31,25 @@ import re
 
 from bmaas.driver import Operation
 
-__all__ = ["IPMI_COMMANDS", "REDFISH_ROUTES", "ipmi_operation", "redfish_operation"]
+__all__ = [
+    "IPMI_COMMANDS",
+    "OPERATION_HEADER",
+    "REDFISH_ROUTES",
+    "ipmi_operation",
+    "redfish_operation",
+]
+
+#: the header a Redfish client names its read in
+OPERATION_HEADER = "x-bmaas-operation"
+READ_OPERATIONS = frozenset(
+    {
+        Operation.PROBE,
+        Operation.POWER_GET,
+        Operation.BOOT_GET,
+        Operation.INVENTORY_GET,
+        Operation.BOOT_PROGRESS_GET,
+    }
+)
 
 #: (netfn, command) -> operation; IPMI session setup is ``login`` by itself
 IPMI_COMMANDS: dict[tuple[int, int], Operation] = {
@@ -54,8 +92,11 @@ def ipmi_operation(netfn: int, command: int) -> Operation | None:
     return IPMI_COMMANDS.get((netfn, command))
 
 
-def redfish_operation(method: str, path: str) -> Operation | None:
-    """The operation of a Redfish request; None for requests no rule names."""
+def redfish_operation(method: str, path: str, named: str | None = None) -> Operation | None:
+    """The operation of a Redfish request; None for requests no rule names.
+    ``named``: the ``X-Bmaas-Operation`` header (honoured for reads only)."""
+    if method == "GET" and named in READ_OPERATIONS:
+        return Operation(named)
     path = path.split("?", 1)[0]
     for route_method, pattern, operation in REDFISH_ROUTES:
         if method == route_method and pattern.fullmatch(path):

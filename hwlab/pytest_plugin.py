@@ -15,6 +15,8 @@ on bmaas can write::
 ``hardware`` (a :class:`fakes.Hardware`, e.g. with quick power transitions)
 and returns a started :class:`hwlab.lab.Lab` whose inventory is already written
 at ``lab.inventory_path``. Every lab a test starts is stopped after it.
+The plugin registers the ``lab`` marker, so projects running with
+``--strict-markers`` need not.
 """
 
 from __future__ import annotations
@@ -29,7 +31,14 @@ from fakes.machine import Hardware
 from hwlab.daemon import LabOptions, build_spec
 from hwlab.lab import Lab
 
-__all__ = ["hwlab_lab"]
+__all__ = ["hwlab_lab", "pytest_configure"]
+
+#: the marker the example above uses, registered so ``--strict-markers`` passes
+LAB_MARKER = "lab: needs hwlab BMC emulators on loopback (real sockets, real time)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", LAB_MARKER)
 
 
 @pytest.fixture

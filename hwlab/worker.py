@@ -16,19 +16,34 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
+import multiprocessing
+import os
+import resource
 import signal
+import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
-from bmaas.driver import PowerState
+from bmaas.driver import BootDevice, PowerState
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultPlan, FaultRule
 from fakes.machine import FakeMachine
 from hwlab.events import EventLog
 from hwlab.labspec import NodeSpec
 
-__all__ = ["Shard", "ShardServers", "run_worker"]
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "MAX_SHARD_SIZE",
+    "Shard",
+    "ShardServers",
+    "WorkerHandle",
+    "run_worker",
+    "shard_count",
+    "spawn",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -46,6 +61,59 @@ class Shard:
     #: fixed ports per node name (from --ipmi-port/--redfish-port bases); 0 = any free
     ipmi_ports: dict[str, int] = dataclasses.field(default_factory=dict)
     redfish_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: a restarted shard: each machine's state and rules when its worker died
+    #: (see :meth:`ShardServers.snapshot`), and the Redfish CA directory to keep
+    state: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    tls_dir: str | None = None
+
+
+#: the most machines one worker process serves: each costs a few KiB and
+#: one or two sockets, while a worker's interpreter (sushy-tools, Flask,
+#: pyghmi) costs ~80 MiB, so big labs want few, big shards
+MAX_SHARD_SIZE = 2500
+#: below this many machines per worker, more workers than cores buy nothing
+MIN_SHARD_SIZE = 250
+DEFAULT_SHARD_SIZE = None  # automatic: see shard_count()
+
+
+def shard_count(nodes: int, shard_size: int | None = None, cpus: int | None = None) -> int:
+    """Worker processes for ``nodes`` machines: ``shard_size`` each when given;
+    else one per core (but at least MIN_SHARD_SIZE machines each), and as
+    many more as keep each at MAX_SHARD_SIZE or fewer."""
+    if nodes <= 0:
+        return 0
+    if shard_size:
+        return math.ceil(nodes / shard_size)
+    cores = cpus or os.cpu_count() or 1
+    return max(math.ceil(nodes / MAX_SHARD_SIZE), min(cores, math.ceil(nodes / MIN_SHARD_SIZE)))
+
+
+@dataclasses.dataclass
+class WorkerHandle:
+    """The parent's side of one worker process."""
+
+    shard: Shard
+    process: BaseProcess
+    conn: Connection
+    lock: threading.Lock
+    #: alive, dead or restarting (see :mod:`hwlab.supervisor`)
+    state: str = "alive"
+    restarts: int = 0
+    restart_failures: int = 0
+    died_at: float | None = None
+    cause: str = ""
+
+
+def spawn(shard: Shard) -> WorkerHandle:
+    """A worker process for ``shard`` (ready once it reports its endpoints)."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(
+        target=run_worker, args=(shard, child), name=f"hwlab-worker-{shard.index}"
+    )
+    process.start()
+    child.close()
+    return WorkerHandle(shard, process, parent, threading.Lock())
 
 
 class ShardServers:
@@ -66,11 +134,18 @@ class ShardServers:
     def start(self) -> None:
         shard = self.shard
         for spec in shard.nodes:
-            plan = FaultPlan(spec.rules, seed=shard.seed, node=spec.name)
+            saved = shard.state.get(spec.name)
+            rules: Sequence[FaultRule] = spec.rules
+            power = spec.power
+            if saved is not None:
+                rules = [FaultRule.from_dict(r) for r in saved["rules"]]
+                power = PowerState(saved["power"])
+            plan = FaultPlan(rules, seed=shard.seed, node=spec.name)
             plan.listeners.append(self.events)
-            self.machines[spec.name] = FakeMachine(
-                spec.name, spec.hardware, plan=plan, power=spec.power
-            )
+            machine = FakeMachine(spec.name, spec.hardware, plan=plan, power=power)
+            if saved is not None:
+                _restore(machine, saved)
+            self.machines[spec.name] = machine
             self.endpoints[spec.name] = {}
         try:
             self._start_servers()
@@ -85,7 +160,8 @@ class ShardServers:
         if wants_ipmi:
             from hwlab.ipmi import IPMIServer
 
-            self._ipmi = IPMIServer(host=shard.host)
+            # No pyghmi client runs in a worker, so select()'s fd limit does not apply.
+            self._ipmi = IPMIServer(host=shard.host, max_bmcs=len(wants_ipmi))
             for spec in wants_ipmi:
                 port = self._bind(
                     self._ipmi, spec, shard.ipmi_ports.get(spec.name, 0), "IPMI (UDP)"
@@ -95,7 +171,9 @@ class ShardServers:
         if wants_redfish:
             from hwlab.redfish import RedfishServer
 
-            self._redfish = RedfishServer(host=shard.host, tls=shard.redfish_tls)
+            self._redfish = RedfishServer(
+                host=shard.host, tls=shard.redfish_tls, tls_dir=shard.tls_dir
+            )
             for spec in wants_redfish:
                 port = self._bind(
                     self._redfish, spec, shard.redfish_ports.get(spec.name, 0), "Redfish (TCP)"
@@ -156,6 +234,20 @@ class ShardServers:
             }
         return {"nodes": out, "events": self.events.count}
 
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """What a restarted worker needs to carry on each machine: settled
+        power, boot device, media, rules (compact: labs have thousands)."""
+        out = {}
+        for name, m in self.machines.items():
+            boot = m.boot_device()
+            out[name] = {
+                "power": str(m.settled_power),
+                "boot": [str(boot.device), boot.persistent],
+                "media": m.media,
+                "rules": [r.to_dict() for r in m.plan.rules],
+            }
+        return out
+
     def add_rules(self, name: str, rules: Sequence[dict[str, Any]]) -> int:
         machine = self.machine(name)
         parsed = [FaultRule.from_dict(r, where=f"rule[{i}]") for i, r in enumerate(rules)]
@@ -184,12 +276,30 @@ def _handle(servers: ShardServers, command: tuple[Any, ...]) -> Any:
         return servers.clear_rules(*args)
     if verb == "power":
         return servers.force_power(*args)
+    if verb == "snapshot":
+        return servers.snapshot()
     raise InputError(f"unknown worker command {verb!r}")
+
+
+def _restore(machine: FakeMachine, saved: dict[str, Any]) -> None:
+    device, persistent = saved["boot"]
+    machine.set_boot_device(BootDevice(device), persistent=persistent)
+    if saved.get("media"):
+        machine.insert_media(saved["media"])
+
+
+def _raise_fd_limit() -> None:
+    """A big shard holds thousands of sockets: allow as many as the system does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def run_worker(shard: Shard, conn: Connection) -> None:
     """Worker process entry point: serve until told to stop or the parent goes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    _raise_fd_limit()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker: %(message)s")
     servers = ShardServers(shard)
     try:

@@ -14,7 +14,7 @@ from bmaas.registry import load_driver
 from bmaas.secrets import is_secret_key
 from bmaas.yamlsrc import line_of
 
-__all__ = ["NODE_KEYS", "PROPERTY_TYPES", "parse_node"]
+__all__ = ["NODE_KEYS", "PROPERTY_TYPES", "is_valid_name", "parse_node"]
 
 NODE_KEYS = (
     "name",
@@ -183,3 +183,9 @@ def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, 
             continue
         out[str(key)] = value
     return out
+
+
+def is_valid_name(name: str) -> bool:
+    """Whether ``name`` is a node name an inventory accepts (hwlab's lab files
+    apply the same rule, so what hwlab writes always enrolls)."""
+    return bool(_NAME.match(name))

@@ -13,7 +13,16 @@ import click
 
 from bmaas import __version__
 from bmaas.cliutil import BmaasGroup, common_options, run, setup_logging
-from hwlab.cli.lab import down, fault, parse_rule_arg, power, profiles_cmd, status, up
+from hwlab.cli.lab import (
+    down,
+    effects_cmd,
+    fault,
+    parse_rule_arg,
+    power,
+    profiles_cmd,
+    status,
+    up,
+)
 from hwlab.cli.proxy import proxy
 from hwlab.cli.scenarios import demo, matrix
 from hwlab.harness.bench.cli import bench
@@ -30,7 +39,7 @@ def cli(verbose: int, debug: bool) -> None:
     \b
     hwlab up --nodes 8 --profile flaky --seed 7   # start a lab in the background
     hwlab status                                  # nodes, ports, rules, effects fired
-    hwlab fault add node-003 effect=busy,probability=0.5
+    hwlab fault add node-003 busy probability=0.5
     hwlab down                                    # stop it; nothing left listening
     """
     setup_logging(verbose, debug)
@@ -39,7 +48,19 @@ def cli(verbose: int, debug: bool) -> None:
 # -- up / down ------------------------------------------------------------------
 
 
-for command in (up, down, status, profiles_cmd, fault, power, matrix, demo, proxy, bench):
+for command in (
+    up,
+    down,
+    status,
+    profiles_cmd,
+    effects_cmd,
+    fault,
+    power,
+    matrix,
+    demo,
+    proxy,
+    bench,
+):
     cli.add_command(command)
 
 

@@ -18,14 +18,28 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import emit_json
+from bmaas.cliutil import EXIT_USAGE, emit_json
 from bmaas.faults import InputError
+from bmaas.inventory.specs import InventoryError
+from fakes.effects import EFFECTS, describe_effects
+from fakes.faults import FaultRule
 from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+from hwlab.lab import MAX_SHARD_SIZE
+from hwlab.labspec import MAX_NODES
 
-__all__ = ["down", "fault", "parse_rule_arg", "power", "profiles_cmd", "status", "up"]
+__all__ = [
+    "down",
+    "effects_cmd",
+    "fault",
+    "parse_rule_arg",
+    "power",
+    "profiles_cmd",
+    "status",
+    "up",
+]
 
 
 STDERR = Console(stderr=True)
@@ -35,7 +49,7 @@ STDERR = Console(stderr=True)
 @click.option(
     "--nodes",
     "-n",
-    type=click.IntRange(1, 5000),
+    type=click.IntRange(1, MAX_NODES),
     default=4,
     show_default=True,
     help="Number of nodes (ignored with --lab-file).",
@@ -78,6 +92,20 @@ STDERR = Console(stderr=True)
     show_default=True,
     help="Seconds to wait for every BMC to listen.",
 )
+@click.option(
+    "--shard-size",
+    type=click.IntRange(1, MAX_SHARD_SIZE),
+    default=None,
+    help="Machines per worker process (default: one worker per core, at most "
+    f"{MAX_SHARD_SIZE} machines each).",
+)
+@click.option(
+    "--no-restart",
+    "restart",
+    flag_value=False,
+    default=True,
+    help="Leave a worker process that dies dead (default: restart it with its machines).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the lab description as JSON.")
 @state_dir_option
 def up(
@@ -90,10 +118,16 @@ def up(
     ipmi_base_port: int,
     redfish_base_port: int,
     timeout: float,
+    shard_size: int | None,
+    restart: bool,
     as_json: bool,
     state_dir: Path,
 ) -> None:
-    """Start a lab in the background; return when every BMC is listening."""
+    """Start a lab in the background; return when every BMC is listening.
+
+    A worker process that dies is logged, shown in `hwlab status` and
+    restarted with its machines' state and rules (unless --no-restart).
+    """
     options = LabOptions(
         labfile=os.path.abspath(lab_file) if lab_file else None,
         nodes=nodes,
@@ -104,8 +138,15 @@ def up(
         ipmi_base_port=ipmi_base_port,
         redfish_base_port=redfish_base_port,
         start_timeout=timeout,
+        shard_size=shard_size,
+        restart=restart,
     )
-    spec = build_spec(options)  # every input error surfaces here, before anything starts
+    try:
+        spec = build_spec(options)  # every input error surfaces here, before anything starts
+    except InventoryError as exc:  # a lab file's problems: all of them, one line each
+        for problem in exc.problems:
+            click.echo(f"error: {problem}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
     state_dir.mkdir(parents=True, exist_ok=True)
     pid = read_pid(state_dir)
     if pid is not None and pid_alive(pid):
@@ -226,16 +267,34 @@ def status(as_json: bool, state_dir: Path) -> None:
     for name, node in info["nodes"].items():
         ports = node.get("ports", {})
         fired = sum(node.get("fired", {}).values())
+        power = node["power"] + (" (BMC rebooting)" if node.get("bmc_down") else "")
+        if node.get("worker_down"):
+            power = f"down (worker {node['worker_down']})"
         table.add_row(
             name,
             str(ports.get("ipmi", "")),
             str(ports.get("redfish", "")),
-            node["power"] + (" (BMC rebooting)" if node.get("bmc_down") else ""),
+            power,
             "\n".join(node.get("rules", [])) or "-",
             str(fired),
         )
     Console().print(table)
+    for worker in info.get("workers", []):
+        if worker["state"] != "alive" or worker["restarts"]:
+            click.echo(_worker_line(worker, restart=info.get("restart", True)))
     click.echo(f"inventory: {info.get('inventory')}")
+
+
+def _worker_line(worker: dict[str, Any], *, restart: bool) -> str:
+    """One line about a shard that died: what happened, what happens next."""
+    index, count = worker["index"], worker["nodes"]
+    if worker["state"] == "alive":
+        return f"worker {index}: restarted {worker['restarts']} time(s); its {count} nodes serve"
+    what = f"worker {index} (pid {worker['pid']}) {worker['state']}"
+    if worker.get("cause"):
+        what += f", {worker['cause']}"
+    then = "restarting it" if restart else "left dead (--no-restart)"
+    return f"{what}: its {count} nodes are down; {then}"
 
 
 @click.command("profiles")
@@ -248,6 +307,27 @@ def profiles_cmd(as_json: bool) -> None:
     width = max(len(n) for n in profiles.PROFILES)
     for p in profiles.PROFILES.values():
         click.echo(f"{p.name:<{width}}  {p.description}")
+
+
+@click.command("effects")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def effects_cmd(as_json: bool) -> None:
+    """List the fault effects: layer, parameters (with defaults), what they do."""
+    if as_json:
+        emit_json(
+            {
+                str(e): {
+                    "layer": str(d.layer),
+                    "summary": d.summary,
+                    "operations": list(d.operations),
+                    "params": {k: p.default for k, p in d.params.items()},
+                    "ipmi": d.ipmi,
+                }
+                for e, d in EFFECTS.items()
+            }
+        )
+        return
+    describe_effects(click.echo)
 
 
 @click.group()
@@ -275,19 +355,41 @@ def parse_rule_arg(text: str) -> dict[str, Any]:
     return rule
 
 
+def parse_rule_args(args: Sequence[str]) -> list[dict[str, Any]]:
+    """``EFFECT [key=value ...]`` is one rule; otherwise each argument is one
+    rule (``effect=...`` pairs or a YAML mapping)."""
+    first = args[0].strip()
+    if "=" in first or first.startswith("{"):
+        return [parse_rule_arg(a) for a in args]
+    rule: dict[str, Any] = {"effect": first}
+    for arg in args[1:]:
+        for key, value in parse_rule_arg(arg).items():
+            if key in rule:
+                raise InputError(f"{key!r} given twice", field="RULE")
+            rule[key] = value
+    return [rule]
+
+
 @fault.command("add")
 @click.argument("node")
-@click.argument("rules", nargs=-1, required=True)
+@click.argument("rule", nargs=-1, required=True)
 @state_dir_option
-def fault_add(node: str, rules: Sequence[str], state_dir: Path) -> None:
-    """Put RULES in force on NODE now.
+def fault_add(node: str, rule: Sequence[str], state_dir: Path) -> None:
+    """Put a rule in force on NODE now: EFFECT [key=value ...].
 
     \b
-    A rule is key=value pairs, or a YAML mapping:
+      hwlab fault add node-003 hang
+      hwlab fault add node-002 busy operation=power.* probability=0.5
+      hwlab fault add node-004 bmc_reboot duration=10 times=1
+    \b
+    Also accepted: rules as key=value lists or YAML mappings, one per argument:
       hwlab fault add node-002 effect=busy,operation=power.*,probability=0.5
       hwlab fault add node-002 '{effect: hang, operation: power.get, times: 3}'
+    `hwlab effects` lists the effects and their parameters.
     """
-    parsed = [parse_rule_arg(r) for r in rules]
+    parsed = parse_rule_args(rule)
+    for i, raw in enumerate(parsed):
+        FaultRule.from_dict(raw, where=f"RULE[{i}]" if len(parsed) > 1 else "RULE")
     total = LabClient.from_state_dir(state_dir).add_faults(node, parsed)
     click.echo(f"{node}: {len(parsed)} rule(s) added, {total} in force")
 

@@ -4,9 +4,9 @@ For each scenario the matrix puts one rule on a lab node, makes one call
 through the bmaas driver for that protocol (found through the
 ``bmaas.drivers`` entry points, so hwlab never imports ``drivers``), and
 records what came back — a fault class, or ``ok`` with the power state seen —
-and how long it took. :data:`EXPECTED` is the one table of what each effect
-must produce; the lab's purpose is to keep the matrix all-pass, with zero
-``UnclassifiedFault``.
+and how long it took. The scenarios and what each must produce are read from
+:data:`fakes.effects.EFFECTS`, where each effect is defined; the lab's
+purpose is to keep the matrix all-pass, with zero ``UnclassifiedFault``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from bmaas.driver import BMCDriver, BootDevice, PowerAction
 from bmaas.faults import BmaasError
 from bmaas.registry import build_driver
+from fakes.effects import EFFECTS, Case
 from fakes.machine import Hardware
 from hwlab.lab import Lab
 from hwlab.labspec import LabSpec, NodeSpec
@@ -36,16 +37,8 @@ MATRIX_HARDWARE = Hardware(
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Scenario:
-    name: str
-    rule: dict[str, Any]
-    #: what to do through the driver; returns the outcome label on success
-    action: str = "read"
-    #: power the machine on (behind the BMC) before the call
-    start_on: bool = False
-    #: make one untimed read first, whatever it gives, to set the fault off
-    prime: bool = False
+#: one scenario: a rule, a call, what each protocol must give
+Scenario = Case
 
 
 def _read(driver: BMCDriver) -> str:
@@ -74,58 +67,15 @@ ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
     "power_on_then_settle": _power_on_then_settle,
 }
 
-SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("hang", {"effect": "hang", "operation": "power.get"}),
-    Scenario("drop", {"effect": "drop", "rate": 1.0, "operation": "power.get"}),
-    Scenario("delay", {"effect": "delay", "seconds": 2.0, "operation": "power.get"}),
-    Scenario("delay-short", {"effect": "delay", "seconds": 0.2, "operation": "power.get"}),
-    Scenario(
-        "duplicate", {"effect": "duplicate", "copies": 2, "operation": "power.set"}, "power_on"
-    ),
-    Scenario("busy", {"effect": "busy", "retry_after": 1, "operation": "power.get"}),
-    Scenario("auth_fail", {"effect": "auth_fail"}),
-    Scenario("internal_error", {"effect": "internal_error", "operation": "power.get"}),
-    Scenario("malformed_reply", {"effect": "malformed_reply", "operation": "power.get"}),
-    Scenario("unsupported", {"effect": "unsupported", "operation": "power.get"}),
-    # The read that sets the BMC rebooting is lost with it (prime); what is
-    # measured is a call made during the reboot window.
-    Scenario("bmc_reboot", {"effect": "bmc_reboot", "duration": 3.0, "times": 1}, prime=True),
-    Scenario("power_stuck", {"effect": "power_stuck", "operation": "power.set"}, "power_on"),
-    Scenario(
-        "slow_power",
-        {"effect": "slow_power", "seconds": 5.0, "operation": "power.set"},
-        "power_on",
-    ),
-    Scenario("power_lost", {"effect": "power_lost", "operation": "power.get"}, start_on=True),
-    Scenario("boot_not_persisted", {"effect": "boot_not_persisted"}, "boot_pxe"),
-    Scenario(
-        "boot_crash",
-        {"effect": "boot_crash", "up_for": 0.3, "operation": "power.set"},
-        "power_on_then_settle",
-    ),
+#: every effect's matrix cases, as :data:`fakes.effects.EFFECTS` defines them
+SCENARIOS: tuple[Scenario, ...] = tuple(
+    dataclasses.replace(case, rule={"effect": str(effect), **case.rule})
+    for effect, spec in EFFECTS.items()
+    for case in spec.cases
 )
 
 #: what each scenario must produce, per protocol: a fault class or "ok:<state>"
-EXPECTED: dict[str, dict[str, str]] = {
-    "hang": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
-    "drop": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
-    "delay": {"ipmi": "BMCTimeout", "redfish": "BMCTimeout"},
-    "delay-short": {"ipmi": "ok:off", "redfish": "ok:off"},
-    "duplicate": {"ipmi": "ok:on", "redfish": "ok:on"},
-    "busy": {"ipmi": "BMCBusy", "redfish": "BMCBusy"},
-    "auth_fail": {"ipmi": "BMCAuthError", "redfish": "BMCAuthError"},
-    "internal_error": {"ipmi": "BMCInternalError", "redfish": "BMCInternalError"},
-    "malformed_reply": {"ipmi": "BMCProtocolError", "redfish": "BMCProtocolError"},
-    "unsupported": {"ipmi": "UnsupportedOperation", "redfish": "UnsupportedOperation"},
-    "bmc_reboot": {"ipmi": "BMCUnreachable", "redfish": "BMCUnreachable"},
-    "power_stuck": {"ipmi": "PowerFailure", "redfish": "PowerFailure"},
-    "slow_power": {"ipmi": "PowerFailure", "redfish": "PowerFailure"},
-    # IPMI's chassis status carries a "power fault" bit, which the driver
-    # raises as PowerFailure; Redfish reads the node off.
-    "power_lost": {"ipmi": "PowerFailure", "redfish": "ok:off"},
-    "boot_not_persisted": {"ipmi": "BootFailure", "redfish": "BootFailure"},
-    "boot_crash": {"ipmi": "ok:off", "redfish": "ok:off"},
-}
+EXPECTED: dict[str, dict[str, str]] = {s.name: dict(s.expected) for s in SCENARIOS}
 
 
 @dataclasses.dataclass(frozen=True)

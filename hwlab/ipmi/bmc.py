@@ -3,20 +3,12 @@
 Like virtualbmc, this subclasses ``pyghmi.ipmi.bmc.Bmc`` and keeps its
 vocabulary (``power_on``, ``get_boot_device``, ...), with a simulated machine
 instead of libvirt. Unlike virtualbmc, every request first goes through the
-machine's :class:`~fakes.faults.FaultPlan`, and the BMC carries out what fires:
-
-=================  ==============================================================
-effect             on the wire
-=================  ==============================================================
-``hang``/``drop``  the request is not answered (a dropped request is not executed)
-``delay``          executed now, answered ``seconds`` later
-``busy``           completion code 0xC0 (login: RMCP+ status 0x01, no session slot)
-``internal_error`` completion code 0xFF (login: Set Session Privilege answers 0xFF)
-``unsupported``    completion code 0xC1 (login: RMCP+ status 0x11, no cipher suite)
-``auth_fail``      completion code 0xD4 (login: RAKP2 signed with another key)
-``malformed_reply`` a response without its completion code (login: RAKP2 cut short)
-``bmc_reboot``     no answer to anything for ``duration`` seconds; sessions gone
-=================  ==============================================================
+machine's :class:`~fakes.faults.FaultPlan`; what fires is carried out as
+:func:`fakes.effects.decide` says, answered from :data:`hwlab.answers.IPMI_CODES`
+(the table the IPMI proxy answers from too). At login, BMC effects show as:
+busy, RMCP+ status 0x01 (no session slot); unsupported, status 0x11 (no cipher
+suite); auth_fail, RAKP2 signed with another key; internal_error, Set Session
+Privilege answered 0xFF; malformed_reply, RAKP2 cut short.
 
 Requests map to operations as: Open Session Request -> ``login``, Get Device
 ID -> ``probe``, Get Chassis Status -> ``power.get``, Chassis Control ->
@@ -28,7 +20,6 @@ machine with the request that carries them.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 import logging
@@ -40,8 +31,11 @@ from typing import TYPE_CHECKING, Any
 from pyghmi.ipmi import bmc as _pyghmi_bmc
 
 from bmaas.driver import BootDevice, Operation, PowerAction, PowerState
-from fakes.faults import Effect, Firing, Layer
+from fakes.effects import Action, Effect, decide
+from fakes.faults import Firing
 from fakes.machine import FakeMachine
+from hwlab.answers import IPMI_CODES, ipmi_trickle_delay
+from hwlab.ipmi import extra
 from hwlab.ipmi.fru import build_fru
 from hwlab.ipmi.session import (
     CIPHER_SUITES,
@@ -76,13 +70,6 @@ _NAMESPACE = uuid.UUID("6f1c3e64-3d0b-4b8e-9d57-2d1f0f6f7a10")
 #: requests that change the machine need Operator privilege (IPMI 2.0 appendix G)
 _NEEDS_OPERATOR = {(0x00, 0x02), (0x00, 0x08)}
 
-_FAULT_CODES = {
-    Effect.BUSY: 0xC0,
-    Effect.INTERNAL_ERROR: 0xFF,
-    Effect.UNSUPPORTED: 0xC1,
-    Effect.AUTH_FAIL: 0xD4,
-}
-
 # boot flags device selector (Set System Boot Options parameter 5, data 2 bits 5:2)
 _BOOT_CODES = {BootDevice.PXE: 1, BootDevice.DISK: 2, BootDevice.CDROM: 5, BootDevice.BIOS: 6}
 _BOOT_DEVICES = {code: device for device, code in _BOOT_CODES.items()}
@@ -90,17 +77,6 @@ _BOOT_DEVICES = {code: device for device, code in _BOOT_CODES.items()}
 
 def _checksum(data: bytes) -> int:
     return -sum(data) & 0xFF
-
-
-@dataclasses.dataclass
-class Verdict:
-    """What the fault plan decided for one request."""
-
-    silent: bool = False  # no answer at all
-    delay: float = 0.0
-    fault: Effect | None = None  # the BMC-layer effect to carry out
-    hardware: list[Firing] = dataclasses.field(default_factory=list)
-    copies: int = 0  # duplicate: the request reached the BMC this many extra times
 
 
 class LabBmc(_pyghmi_bmc.Bmc):
@@ -222,15 +198,19 @@ class LabBmc(_pyghmi_bmc.Bmc):
     # -- login -----------------------------------------------------------------
 
     def _open_session(self, request: bytes, addr: Any) -> None:
-        verdict = self.judge(Operation.LOGIN)
-        if verdict.silent or len(request) < 8:
+        action = self.judge(Operation.LOGIN)
+        if action.silent is not None or len(request) < 8:
             return
+        fault = action.answer.effect if action.answer is not None else None
+        if action.corrupt is not None and fault is None:
+            fault = Effect.MALFORMED_REPLY
+        later = _late(action, 24)
         self._expire_idle()
         suite = negotiate(request, self.suites)
         status = 0
-        if verdict.fault is Effect.BUSY:
+        if fault is Effect.BUSY:
             status = RMCP_INSUFFICIENT_RESOURCES
-        elif verdict.fault is Effect.UNSUPPORTED or suite is None:
+        elif fault is Effect.UNSUPPORTED or suite is None:
             status = RMCP_NO_CIPHER_SUITE_MATCH
         elif len(request) < 32:
             status = RMCP_ILLEGAL_PARAMETER
@@ -239,14 +219,14 @@ class LabBmc(_pyghmi_bmc.Bmc):
         if status or suite is None:
             reply = bytes([request[0], status, 0, 0]) + request[4:8]
             head = _RMCP_IPMI + bytes([6, 0x11]) + bytes(8) + struct.pack("<H", len(reply))
-            self.server.call_later(verdict.delay, self.send, head + reply, addr)
+            self.server.call_later(later, self.send, head + reply, addr)
             return
         faults = LoginFaults(
-            auth_fail=verdict.fault is Effect.AUTH_FAIL,
-            malformed=verdict.fault is Effect.MALFORMED_REPLY,
-            internal_error=verdict.fault is Effect.INTERNAL_ERROR,
+            auth_fail=fault is Effect.AUTH_FAIL,
+            malformed=fault is Effect.MALFORMED_REPLY,
+            internal_error=fault is Effect.INTERNAL_ERROR,
         )
-        self.server.call_later(verdict.delay, self._start_session, addr, request, suite, faults)
+        self.server.call_later(later, self._start_session, addr, request, suite, faults)
 
     def _start_session(self, addr: Any, request: bytes, suite: Any, faults: LoginFaults) -> None:
         old = self.sessions.pop(addr, None)
@@ -261,50 +241,42 @@ class LabBmc(_pyghmi_bmc.Bmc):
 
     # -- faults ------------------------------------------------------------------
 
-    def judge(self, operation: Operation) -> Verdict:
-        """Evaluate the fault plan for one request and carry out wire-side
-        effects that need no answer (``bmc_reboot``)."""
-        verdict = Verdict()
-        for firing in self.machine.plan.evaluate(str(operation), protocol="ipmi"):
-            effect = firing.effect
-            if effect in (Effect.HANG, Effect.DROP):
-                verdict.silent = True
-            elif effect is Effect.DELAY:
-                verdict.delay += float(firing.params["seconds"])
-            elif effect is Effect.DUPLICATE:
-                verdict.copies += int(firing.params["copies"])
-            elif effect is Effect.BMC_REBOOT:
-                self.machine.reboot_bmc(float(firing.params["duration"]))
-                verdict.silent = True
-            elif firing.layer is Layer.HARDWARE:
-                verdict.hardware.append(firing)
-            elif verdict.fault is None:
-                verdict.fault = effect
-        return verdict
+    def judge(self, operation: Operation) -> Action:
+        """Evaluate the fault plan for one request and take the BMC down
+        when ``bmc_reboot`` fires."""
+        action = decide(self.machine.plan.evaluate(str(operation), protocol="ipmi"))
+        if action.reboot is not None:
+            self.machine.reboot_bmc(action.reboot)
+        return action
 
     def handle_request(self, session: LabSession, ctx: RequestContext, data: bytes) -> None:
         """One IPMI request inside an established session."""
         operation = ipmi_operation(ctx.netfn, ctx.command)
         if operation is None:
-            session.respond(ctx, 0xC1)  # invalid command
+            session.respond(ctx, *self._unjudged(ctx, data))
             return
-        verdict = self.judge(operation)
-        if verdict.silent:
+        action = self.judge(operation)
+        if action.silent is not None:
             return
-        if verdict.fault is Effect.MALFORMED_REPLY:
-            self.server.call_later(verdict.delay, session.respond, ctx, 0, (), malformed=True)
+        if action.answer is not None:
+            code, reply = IPMI_CODES[action.answer.effect], b""
+        elif action.corrupt is not None:
+            later = _late(action, 0)
+            self.server.call_later(later, session.respond, ctx, 0, (), malformed=True)
             return
-        if verdict.fault is not None:
-            code, reply = _FAULT_CODES[verdict.fault], b""
         elif (ctx.netfn, ctx.command) in _NEEDS_OPERATOR and session.clientpriv < 3:
             code, reply = 0xD4, b""  # insufficient privilege
         else:
             # A duplicated request is acted on every time it arrives; the
             # client keeps the first answer (same sequence number).
-            for _ in range(verdict.copies):
-                self._execute(ctx, data, verdict.hardware)
-            code, reply = self._execute(ctx, data, verdict.hardware)
-        self.server.call_later(verdict.delay, session.respond, ctx, code, reply)
+            for _ in range(action.copies):
+                self._execute(ctx, data, action.hardware)
+            code, reply = self._execute(ctx, data, action.hardware)
+        self.server.call_later(_late(action, len(reply)), session.respond, ctx, code, reply)
+
+    def _unjudged(self, ctx: RequestContext, data: bytes) -> tuple[int, bytes]:
+        """Commands no fault rule names (see :mod:`hwlab.ipmi.extra`)."""
+        return extra.answer(ctx.netfn, ctx.command, data, self.machine.name)
 
     def _execute(self, ctx: RequestContext, data: bytes, hw: list[Firing]) -> tuple[int, bytes]:
         key = (ctx.netfn, ctx.command)
@@ -328,9 +300,10 @@ class LabBmc(_pyghmi_bmc.Bmc):
     # -- commands ----------------------------------------------------------------
 
     def _device_id(self) -> bytes:
-        # device 0x20, revision 1, firmware 1.00, IPMI 2.0, chassis + FRU
-        # devices, manufacturer 0 (unspecified), product 0x4C42 ("LB")
-        return bytes([0x20, 0x01, 0x01, 0x00, 0x02, 0x88, 0, 0, 0, 0x42, 0x4C, 0, 0, 0, 0])
+        # device 0x20, revision 1, firmware 1.00, IPMI 2.0, chassis, FRU, SEL
+        # and SDR repository devices, manufacturer 0 (unspecified), product
+        # 0x4C42 ("LB")
+        return bytes([0x20, 0x01, 0x01, 0x00, 0x02, 0x8E, 0, 0, 0, 0x42, 0x4C, 0, 0, 0, 0])
 
     def get_power_state(self) -> PowerState:
         return self.machine.settled_power
@@ -417,3 +390,10 @@ class LabBmc(_pyghmi_bmc.Bmc):
             return 0xCA, b""
         chunk = self._fru[offset : offset + count]
         return 0, bytes([len(chunk)]) + chunk
+
+
+def _late(action: Action, data_bytes: int) -> float:
+    """Seconds until an answer of ``data_bytes`` leaves: delay, then trickle."""
+    if action.trickle is None:
+        return action.delay
+    return action.delay + ipmi_trickle_delay(data_bytes, action.trickle)

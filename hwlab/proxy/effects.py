@@ -27,16 +27,10 @@ from typing import TYPE_CHECKING
 
 from bmaas.driver import Operation
 from bmaas.faults import (
-    BMCAuthError,
-    BMCBusy,
     BMCFault,
-    BMCInternalError,
-    BMCProtocolError,
-    BMCTimeout,
-    BMCUnreachable,
     InputError,
-    UnsupportedOperation,
 )
+from fakes.effects import EFFECTS, Act
 from fakes.faults import Effect, FaultRule, Layer
 
 if TYPE_CHECKING:
@@ -69,45 +63,21 @@ SUPPORTED: dict[str, frozenset[Effect]] = {
 
 #: IPMI effects a proxy can carry out on an in-session request only when it
 #: holds the keys: it must answer for the BMC (or rewrite its answer)
-_FORGED = frozenset(
-    {
-        Effect.BUSY,
-        Effect.INTERNAL_ERROR,
-        Effect.UNSUPPORTED,
-        Effect.AUTH_FAIL,
-        Effect.MALFORMED_REPLY,
-    }
-)
+_FORGED = frozenset(e for e, d in EFFECTS.items() if d.act in (Act.ANSWER, Act.CORRUPT))
 
-#: what a bmaas driver raises when a proxy carries out each effect
+#: what a bmaas driver raises when a proxy carries out each effect (a view
+#: of :data:`fakes.effects.EFFECTS`)
 EXPECTED_FAULTS: dict[Effect, type[BMCFault]] = {
-    Effect.HANG: BMCTimeout,  # no answer at all
-    Effect.DROP: BMCTimeout,  # at rate 1: the request and its retransmissions lost
-    Effect.DELAY: BMCTimeout,  # past the call's deadline (shorter delays succeed)
-    Effect.BUSY: BMCBusy,  # IPMI 0xC0 / RMCP+ "insufficient resources"; HTTP 503 + Retry-After
-    Effect.INTERNAL_ERROR: BMCInternalError,  # IPMI 0xFF; HTTP 500 with @Message.ExtendedInfo
-    Effect.AUTH_FAIL: BMCAuthError,  # RAKP2 "unauthorized name" / IPMI 0xD4; HTTP 401
-    Effect.MALFORMED_REPLY: BMCProtocolError,  # reply without its data; truncated JSON
-    Effect.UNSUPPORTED: UnsupportedOperation,  # IPMI 0xC1; HTTP 405/501
-    # Calls during the window: no answer to a login / connection refused. (The
-    # request that starts the reboot is lost like a drop.)
-    Effect.BMC_REBOOT: BMCUnreachable,
-}
-
-#: IPMI runs over UDP: a BMC that never answers the login looks unreachable
-#: (no session could be established), not like a request that timed out
-_IPMI_LOGIN: dict[Effect, type[BMCFault]] = {
-    Effect.HANG: BMCUnreachable,
-    Effect.DROP: BMCUnreachable,
-    Effect.DELAY: BMCUnreachable,
+    e: d.fault for e, d in EFFECTS.items() if d.fault is not None and e in SUPPORTED["ipmi"]
 }
 
 
 def expected_fault(effect: Effect, protocol: str, operation: str) -> type[BMCFault] | None:
     """The fault class a bmaas driver raises when a proxy carries out
     ``effect`` on ``operation``; ``None`` when the call succeeds (duplicate)."""
-    if protocol == "ipmi" and operation == Operation.LOGIN and effect in _IPMI_LOGIN:
-        return _IPMI_LOGIN[effect]
+    login = EFFECTS[effect].ipmi_login_fault
+    if protocol == "ipmi" and operation == Operation.LOGIN and login is not None:
+        return login
     return EXPECTED_FAULTS.get(effect)
 
 

@@ -11,22 +11,14 @@ sessions by (netfn, command, rqSeq, data) too (ipmitool rebuilds the packet
 with a new session sequence number); an unreadable retransmission with new
 bytes counts as a new request.
 
-How each effect is carried out:
-
-=================  ==========================================================
-hang, drop         the request (and its retransmissions) is not relayed
-delay              the request is relayed ``seconds`` late
-duplicate          the request is relayed 1 + ``copies`` times
-busy               login: Open Session answered "insufficient resources";
-                   else completion code 0xC0
-internal_error     login: Get Channel Auth Capabilities answered 0xFF; else 0xFF
-unsupported        login: Get Channel Auth Capabilities answered 0xC1; else 0xC1
-auth_fail          login: RAKP2 "unauthorized name"; else 0xD4 (privilege)
-malformed_reply    login: RAKP2 without its auth code; else the BMC's answer
-                   loses its data bytes (completion code 0, nothing after it)
-bmc_reboot         nothing relayed for ``duration`` s; sessions opened before
-                   are dropped afterwards, so clients must log in again
-=================  ==========================================================
+Each effect is carried out as :func:`fakes.effects.decide` says, answering
+in-session requests from :data:`hwlab.answers.IPMI_CODES` (the table the IPMI
+emulator answers from too). Proxy specifics: hang, drop and bmc_reboot relay
+nothing (bmc_reboot: for ``duration`` s, and sessions opened before are
+dropped afterwards); delay relays late; duplicate relays 1 + ``copies``
+times; malformed_reply strips the data from the BMC's answer; trickle holds
+the request as long as a datagram its size would take to dribble in. The
+login has its own answers (:mod:`hwlab.proxy.ipmi_login`).
 
 Answers in the BMC's place inside a session need the session keys (see
 :mod:`hwlab.proxy.ipmi_session`), hence the BMC credentials on the proxy.
@@ -39,7 +31,9 @@ import logging
 import socket
 from collections.abc import Callable
 
-from fakes.faults import Effect, FaultPlan, Firing
+from fakes.effects import decide
+from fakes.faults import FaultPlan, Firing
+from hwlab.answers import ipmi_trickle_delay
 from hwlab.operations import ipmi_operation
 from hwlab.proxy import rmcp
 from hwlab.proxy.effects import OPAQUE
@@ -260,7 +254,7 @@ class IPMIProxy(LoginRelay):
             key = (message.netfn, message.cmd, message.rq_seq)
             verdict = session.recent.get(key)
             if verdict is None or verdict.expiry < now or verdict.data != message.data:
-                verdict = self._decide(operation, can_forge=True)
+                verdict = self._decide(operation, can_forge=True, size=len(message.data))
                 verdict.data = message.data
                 session.recent[key] = verdict
             else:
@@ -268,7 +262,9 @@ class IPMIProxy(LoginRelay):
         else:
             verdict = client.recent.get(packet.raw)
             if verdict is None or verdict.expiry < now:
-                verdict = self._decide(operation, can_forge=message is not None)
+                verdict = self._decide(
+                    operation, can_forge=message is not None, size=len(packet.raw)
+                )
                 client.recent[packet.raw] = verdict
                 if len(client.recent) > 256:
                     client.recent = {k: v for k, v in client.recent.items() if v.expiry >= now}
@@ -300,33 +296,26 @@ class IPMIProxy(LoginRelay):
         else:
             carry_out()
 
-    def _decide(self, operation: str, *, can_forge: bool) -> Verdict:
-        verdict = Verdict()
-        for firing in self.evaluate(operation):
-            effect = firing.effect
-            if effect in (Effect.HANG, Effect.DROP, Effect.BMC_REBOOT):
-                if effect is Effect.BMC_REBOOT:
-                    self.reboot(firing.params["duration"])
-                verdict.drop = True
-                self.carried(firing)
-                break
-            if effect is Effect.DELAY:
-                verdict.delay += firing.params["seconds"]
-            elif effect is Effect.DUPLICATE:
-                verdict.copies += firing.params["copies"]
-            elif not can_forge:
-                self.skipped(firing, "the proxy cannot read this session (no or wrong credentials)")
-                continue
-            elif effect in CODES:
-                verdict.code = CODES[effect]
-                self.carried(firing)
-                break
-            elif effect is Effect.MALFORMED_REPLY:
-                verdict.corrupt = True
-            else:
-                self.skipped(firing, "not an effect a proxy can carry out")
-                continue
+    def _decide(self, operation: str, *, can_forge: bool, size: int) -> Verdict:
+        action = decide(
+            self.evaluate(operation),
+            forge=can_forge,
+            machine=False,
+            why_not_forge="the proxy cannot read this session (no or wrong credentials)",
+        )
+        for firing in action.carried:
             self.carried(firing)
+        for firing, why in action.skipped:
+            self.skipped(firing, why)
+        if action.reboot is not None:
+            self.reboot(action.reboot)
+        verdict = Verdict(drop=action.silent is not None, delay=action.delay, copies=action.copies)
+        if action.trickle is not None:
+            # The proxy holds the request, not yet the answer: its size stands in.
+            verdict.delay += ipmi_trickle_delay(size, action.trickle)
+        if action.answer is not None:
+            verdict.code = CODES[action.answer.effect]
+        verdict.corrupt = action.corrupt is not None
         return verdict
 
     # -- BMC -> client -----------------------------------------------------------------

@@ -19,7 +19,9 @@ import struct
 from dataclasses import dataclass, field
 
 from bmaas.driver import Operation
-from fakes.faults import Effect, Firing
+from fakes.effects import Effect, decide
+from fakes.faults import Firing
+from hwlab.answers import IPMI_CODES, ipmi_trickle_delay
 from hwlab.proxy import rmcp
 from hwlab.proxy.base import Proxy
 from hwlab.proxy.ipmi_session import Login, Session, Verdict
@@ -28,13 +30,8 @@ from hwlab.proxy.rmcp import Message, Packet, PayloadType
 __all__ = ["CODES", "LOGIN_IDLE", "Client", "LoginRelay"]
 
 _GCAC = (0x06, 0x38)  # Get Channel Authentication Capabilities: a login starts
-#: completion codes a BMC effect answers with
-CODES = {
-    Effect.BUSY: 0xC0,  # node busy
-    Effect.INTERNAL_ERROR: 0xFF,  # unspecified error
-    Effect.UNSUPPORTED: 0xC1,  # invalid command
-    Effect.AUTH_FAIL: 0xD4,  # insufficient privilege
-}
+#: completion codes a BMC effect answers with (the one IPMI table)
+CODES = IPMI_CODES
 _RMCP_BUSY = 0x01  # "insufficient resources to create a session"
 _RMCP_UNAUTHORIZED_NAME = 0x0D
 
@@ -96,23 +93,23 @@ class LoginRelay(Proxy):
 
     def _new_login(self, client: Client, packet: Packet, now: float) -> Login:
         login = Login(started=now, last=now)
-        for firing in self.evaluate(Operation.LOGIN):
-            effect = firing.effect
-            if effect in (Effect.HANG, Effect.DROP, Effect.BMC_REBOOT):
-                if effect is Effect.BMC_REBOOT:
-                    self.reboot(firing.params["duration"])
-                    login = Login(started=now, last=now)  # reboot() cleared the client's login
-                login.dropped = True
-                self.carried(firing)
-                break
-            if effect is Effect.DELAY:
-                login.delay += firing.params["seconds"]
-                self.carried(firing)
-            elif effect is Effect.DUPLICATE:
-                login.copies += firing.params["copies"]
-                self.carried(firing)
+        action = decide(self.evaluate(Operation.LOGIN), machine=False)
+        for firing, why in action.skipped:
+            self.skipped(firing, why)
+        # BMC answers wait for the login stage that can show them (below).
+        waiting = [f for f in (action.answer, action.corrupt) if f is not None]
+        for firing in action.carried:
+            if any(firing is f for f in waiting):
+                login.pending[firing.effect] = firing
             else:
-                login.pending.setdefault(effect, firing)
+                self.carried(firing)
+        if action.reboot is not None:
+            self.reboot(action.reboot)
+            login = Login(started=now, last=now)  # reboot() cleared the client's login
+        login.dropped = action.silent is not None
+        login.delay = action.delay
+        login.trickle = action.trickle
+        login.copies = action.copies
         return login
 
     def _login_stage(
@@ -171,6 +168,9 @@ class LoginRelay(Proxy):
         if first and login is not None:
             # A login's delay and duplicate apply to its first packet only.
             delay, copies, login.delay, login.copies = login.delay, login.copies, 0.0, 0
+        if login is not None and login.trickle is not None:
+            # Every answer of a trickling BMC's login comes late, not just the first.
+            delay += ipmi_trickle_delay(len(packet.raw), login.trickle)
 
         def send() -> None:
             if kind == "reply":

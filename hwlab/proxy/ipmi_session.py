@@ -61,6 +61,8 @@ class Login:
     #: wire effects on the login's first packet
     delay: float = 0.0
     copies: int = 0
+    #: (bytes, every): every answer of this login trickles
+    trickle: tuple[int, float] | None = None
     saw_gcac: bool = False
     saw_open: bool = False
     tag: int = 0

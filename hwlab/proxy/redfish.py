@@ -5,21 +5,13 @@ it), and the upstream is reached over HTTP or HTTPS with its certificate
 verified as configured. Each request maps to one operation by method and
 path (:data:`hwlab.operations.REDFISH_ROUTES`; requests not listed are relayed
 untouched) and the
-node's fault plan is evaluated once per request:
-
-=================  ==========================================================
-hang               no answer; the connection stays open until the client goes
-drop               the connection is reset (RST), nothing relayed
-delay              the request is relayed ``seconds`` late
-duplicate          the request is relayed 1 + ``copies`` times (last answer wins)
-busy               503 + ``Retry-After`` when ``retry_after`` is set
-internal_error     500 with ``@Message.ExtendedInfo`` naming ``message_id``
-auth_fail          401 with ``WWW-Authenticate``
-unsupported        405 for POST/PATCH/DELETE, 501 for reads
-malformed_reply    relayed, then the JSON body is cut in half
-bmc_reboot         the port stops listening for ``duration`` s (connection
-                   refused); session tokens issued before are rejected (401)
-=================  ==========================================================
+node's fault plan is evaluated once per request and carried out as
+:func:`fakes.effects.decide` says, answering from :mod:`hwlab.answers` (the
+table the Redfish emulator answers from too). Proxy specifics: ``drop`` resets
+the connection (RST); ``delay`` relays the request late; ``duplicate`` relays
+it 1 + ``copies`` times (last answer wins); ``bmc_reboot`` stops listening for
+``duration`` s (connection refused) and rejects session tokens issued before
+(401).
 
 Answers made by the proxy never touch the upstream.
 """
@@ -29,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import socket
 import ssl
 import struct
@@ -38,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bmaas.driver import Operation
-from fakes.faults import Effect, FaultPlan, Firing
+from fakes.effects import decide
+from fakes.faults import FaultPlan, Firing
+from hwlab import answers, tls
+from hwlab.http import HttpError, Request, Response, read_request, read_response
+from hwlab.http import redfish_error as error
 from hwlab.operations import redfish_operation
-from hwlab.proxy import tls
 from hwlab.proxy.base import Proxy
-from hwlab.proxy.http import HTTPError, Request, Response, read_request, read_response
-from hwlab.proxy.http import redfish_error as error
 from hwlab.proxy.spec import ProxySpec
 
 __all__ = ["RedfishProxy", "operation_for"]
@@ -100,9 +92,9 @@ class RedfishProxy(Proxy):
         if spec.serves_tls:
             if self.tls_dir is None:
                 raise ValueError("a TLS-serving Redfish proxy needs a tls_dir for its certificate")
-            cert, key = tls.ensure_certificate(self.tls_dir, spec.listen_host)
-            self.cert_path = cert
-            self._server_ssl = tls.server_context(cert, key)
+            cert = tls.ensure_certificate(self.tls_dir, spec.listen_host)
+            self.cert_path = cert.ca_path  # what clients verify against
+            self._server_ssl = tls.server_context(cert)
         if spec.upstream_tls:
             self._upstream_ssl = tls.upstream_context(spec.verify_ca)
         await self._listen(spec.listen_port)
@@ -160,11 +152,10 @@ class RedfishProxy(Proxy):
             while not writer.is_closing():
                 try:
                     request = await read_request(reader)
-                except (HTTPError, ValueError) as exc:
+                except HttpError as exc:
                     LOG.debug("%s: bad request: %s", self.spec.node, exc)
-                    writer.write(
-                        error(400, "Base.1.8.MalformedJSON", str(exc)).encode(keep_alive=False)
-                    )
+                    answer = error(exc.status, "Base.1.8.MalformedJSON", str(exc))
+                    writer.write(answer.encode(keep_alive=False))
                     break
                 if request is None or not await self._handle(conn, request):
                     break
@@ -201,52 +192,40 @@ class RedfishProxy(Proxy):
             conn.writer.write(answer.encode(keep_alive=keep))
             return keep
         operation = operation_for(request.method, request.path)
-        firings = self.evaluate(operation) if operation else []
-        delay, copies, corrupt = 0.0, 0, False
-        answer: Response | None = None
-        for firing in firings:
-            effect = firing.effect
+        action = decide(self.evaluate(operation) if operation else [], machine=False)
+        for firing in action.carried:
             self.carried(firing)
-            if effect is Effect.HANG:
+        for firing, why in action.skipped:
+            self.skipped(firing, why)
+        if action.silent is not None:
+            if action.hangs:
                 self.counters["hung"] += 1
                 while await conn.reader.read(65536):
                     pass  # hold the connection until the client gives up
                 return False
-            if effect in (Effect.DROP, Effect.BMC_REBOOT):
-                self.counters["resets"] += 1
-                self._reset(conn)
-                if effect is Effect.BMC_REBOOT:
-                    self.reboot(firing.params["duration"])
-                return False
-            if effect is Effect.DELAY:
-                delay += firing.params["seconds"]
-            elif effect is Effect.DUPLICATE:
-                copies += firing.params["copies"]
-            elif effect is Effect.MALFORMED_REPLY:
-                corrupt = True
-            else:
-                answer = _answer(effect, firing, request)
-                break
-        if delay:
-            await asyncio.sleep(delay)
-        if answer is not None:
+            self.counters["resets"] += 1
+            self._reset(conn)
+            if action.reboot is not None:
+                self.reboot(action.reboot)
+            return False
+        if action.delay:
+            await asyncio.sleep(action.delay)
+        if action.answer is not None:
             self.counters["answered"] += 1
-            conn.writer.write(answer.encode(keep_alive=keep))
-            await conn.writer.drain()
-            return keep
-        response = None
-        for _ in range(1 + copies):
-            response = await self._forward(conn, request)
-        assert response is not None
-        if corrupt:
-            response = _corrupt(response)
-        response = self._relocate(response)
-        if operation == Operation.LOGIN and response.status in (200, 201):
-            issued = response.header("X-Auth-Token")
-            if issued:
-                self._issued.add(issued)
-        conn.writer.write(response.encode(keep_alive=keep))
-        await conn.writer.drain()
+            response = answers.redfish_answer(action.answer, request.method)
+        else:
+            for _ in range(1 + action.copies):
+                response = await self._forward(conn, request)
+            response = self._relocate(response)
+            if operation == Operation.LOGIN and response.status in (200, 201):
+                issued = response.header("X-Auth-Token")
+                if issued:
+                    self._issued.add(issued)
+        if action.corrupt:
+            data, keep = answers.corrupt(response, request.method, keep_alive=keep)
+        else:
+            data = response.encode(keep_alive=keep)
+        await answers.send(conn.writer, data, action.trickle)
         return keep
 
     def _relocate(self, response: Response) -> Response:
@@ -287,7 +266,7 @@ class RedfishProxy(Proxy):
                 response = await asyncio.wait_for(
                     read_response(reader, request.method), UPSTREAM_TIMEOUT
                 )
-            except (OSError, HTTPError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            except (OSError, HttpError, asyncio.IncompleteReadError, TimeoutError) as exc:
                 self._close_upstream(conn)
                 if not fresh and attempt == 1 and not isinstance(exc, TimeoutError):
                     continue  # a stale keep-alive connection: try a fresh one
@@ -300,41 +279,3 @@ class RedfishProxy(Proxy):
                 self._close_upstream(conn)
             return response
         raise AssertionError("unreachable")
-
-
-def _answer(effect: Effect, firing: Firing, request: Request) -> Response:
-    """The error a BMC-layer effect answers with, in the BMC's place."""
-    params = firing.params
-    if effect is Effect.BUSY:
-        headers = []
-        if params.get("retry_after") is not None:
-            headers.append(("Retry-After", str(math.ceil(params["retry_after"]))))
-        return error(503, "Base.1.8.ServiceTemporarilyUnavailable", "BMC busy", headers=headers)
-    if effect is Effect.INTERNAL_ERROR:
-        return error(500, params["message_id"], "The BMC reported an internal error")
-    if effect is Effect.AUTH_FAIL:
-        return error(
-            401,
-            "Base.1.8.ResourceAtUriUnauthorized",
-            "credentials rejected",
-            headers=[("WWW-Authenticate", 'Basic realm="Redfish"')],
-        )
-    if effect is Effect.UNSUPPORTED:
-        if request.method in ("POST", "PATCH", "PUT", "DELETE"):
-            return error(405, "Base.1.8.ActionNotSupported", "not supported by this BMC")
-        return error(501, "Base.1.8.ActionNotSupported", "not supported by this BMC")
-    raise AssertionError(f"no answer for {effect}")
-
-
-def _corrupt(response: Response) -> Response:
-    """The same answer with its JSON cut in half: invalid, as a BMC that
-    crashed mid-reply would send."""
-    body = response.body
-    status = response.status
-    if not body:
-        body, status = b'{"@odata.id": "/redfish/v1/Systems/', 200 if status == 204 else status
-    else:
-        body = body[: max(1, len(body) // 2)]
-    headers = [(k, v) for k, v in response.headers if k.lower() != "content-type"]
-    headers.append(("Content-Type", "application/json"))
-    return Response(status, headers, body, response.reason, response.closes)

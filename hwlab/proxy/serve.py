@@ -22,7 +22,7 @@ from fakes.faults import FaultPlan, FaultRule
 from hwlab import profiles
 from hwlab.control import ControlServer
 from hwlab.daemon import pid_alive, read_pid
-from hwlab.lab import write_json
+from hwlab.lab import write_json, write_private
 from hwlab.proxy.effects import supported_rules
 from hwlab.proxy.host import ProxyHost
 from hwlab.proxy.spec import ProxySpec
@@ -88,7 +88,7 @@ def serve(
         control.start()
         inventory = host.inventory_path = state_dir / "inventory.yaml"
         text = "# written by hwlab proxy: the proxied BMC in bmaas inventory format\n"
-        _write_private(
+        write_private(
             inventory, text + yaml.safe_dump({"nodes": host.inventory()}, sort_keys=False)
         )
         pid_file.write_text(f"{os.getpid()}\n")
@@ -111,12 +111,3 @@ def serve(
         host.stop()
         lab_json.unlink(missing_ok=True)
         pid_file.unlink(missing_ok=True)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write atomically, readable by the owner only (it holds credentials)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)

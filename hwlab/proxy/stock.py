@@ -32,7 +32,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bmaas.faults import InputError
-from hwlab.proxy import rmcp, tls
+from hwlab import tls
+from hwlab.proxy import rmcp
 from hwlab.proxy.host import ProxyError
 
 __all__ = ["StockSushy", "StockVbmc", "free_port"]
@@ -227,9 +228,12 @@ class StockSushy(_Process):
                 for n in self.systems
             ]
         if self.tls:
-            cert, key = tls.ensure_certificate(self.workdir / "tls", self.host)
-            self.cert_path = cert
-            settings.update(SUSHY_EMULATOR_SSL_CERT=str(cert), SUSHY_EMULATOR_SSL_KEY=str(key))
+            cert = tls.ensure_certificate(self.workdir / "tls", self.host)
+            self.cert_path = cert.ca_path  # what clients verify against
+            settings.update(
+                SUSHY_EMULATOR_SSL_CERT=str(cert.cert_path),
+                SUSHY_EMULATOR_SSL_KEY=str(cert.key_path),
+            )
         config = self.workdir / "sushy-emulator.conf"
         self.workdir.mkdir(parents=True, exist_ok=True)
         # A Flask config file is Python: repr() writes each value as a literal.

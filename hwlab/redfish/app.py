@@ -33,6 +33,7 @@ import flask
 import jinja2
 
 from fakes.faults import Firing
+from hwlab.http import error_body
 from hwlab.redfish.bmc import BOOT_NAMES, BOOT_TARGETS, RESET_ACTIONS, Bmc
 
 with warnings.catch_warnings():
@@ -265,24 +266,6 @@ def _json(text: str, status: int = 200) -> flask.Response:
 
 def _error(status: int, message_id: str, message: str) -> flask.Response:
     return _json(flask.json.dumps(error_body(message_id, message)), status=status)
-
-
-def error_body(message_id: str, message: str, *, severity: str = "Critical") -> dict[str, Any]:
-    """A Redfish error payload with one ``@Message.ExtendedInfo`` entry."""
-    return {
-        "error": {
-            "code": "Base.1.8.GeneralError",
-            "message": message,
-            "@Message.ExtendedInfo": [
-                {
-                    "@odata.type": "#Message.v1_1_1.Message",
-                    "MessageId": message_id,
-                    "Message": message,
-                    "Severity": severity,
-                }
-            ],
-        }
-    }
 
 
 # -- wiring, once per process ---------------------------------------------------

@@ -35,10 +35,10 @@ from typing import Any, Self, TypeVar
 
 from bmaas.secrets import Secret
 from fakes.machine import FakeMachine
-from hwlab.redfish import effects, minihttp
+from hwlab import http
 from hwlab.redfish.answer import answer
 from hwlab.redfish.bmc import Bmc, RequestRecord
-from hwlab.redfish.tls import LabCertificate, make_certificate
+from hwlab.tls import LabCertificate, ensure_certificate, make_certificate, server_context
 
 __all__ = ["RedfishServer"]
 
@@ -51,6 +51,8 @@ SWEEP_INTERVAL = 0.1
 CONTROL_TIMEOUT = 10.0
 #: a client that opens a TLS connection and says nothing is dropped after this
 TLS_HANDSHAKE_TIMEOUT = 10.0
+#: the largest request body a lab BMC reads (Redfish requests are small JSON)
+MAX_REQUEST_BODY = 1024 * 1024
 
 
 @dataclasses.dataclass(eq=False)
@@ -107,9 +109,14 @@ class RedfishServer:
     clients at :attr:`ca_path`.
     """
 
-    def __init__(self, host: str = "127.0.0.1", tls: bool = False) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", tls: bool = False, tls_dir: str | None = None
+    ) -> None:
         self.host = host
         self.tls = tls
+        #: reuse the CA in this directory (a restarted worker keeps its
+        #: predecessor's, so clients' redfish_verify_ca stays right)
+        self._reuse_tls_dir = tls_dir
         self._endpoints: dict[int, _Endpoint] = {}
         self._ports: dict[str, int] = {}  # machine name -> port
         self._lock = threading.Lock()
@@ -250,12 +257,13 @@ class RedfishServer:
 
     def _ensure_tls(self) -> None:
         if self.tls and self._ssl is None:
-            self._tls_dir = pathlib.Path(tempfile.mkdtemp(prefix="hwlab-redfish-tls-"))
-            self._cert = make_certificate(self._tls_dir)
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            context.load_cert_chain(self._cert.cert_path, self._cert.key_path)
-            self._ssl = context
+            if self._reuse_tls_dir is not None:
+                self._tls_dir = pathlib.Path(self._reuse_tls_dir)
+                self._cert = ensure_certificate(self._tls_dir, self.host)
+            else:
+                self._tls_dir = pathlib.Path(tempfile.mkdtemp(prefix="hwlab-redfish-tls-"))
+                self._cert = make_certificate(self._tls_dir)
+            self._ssl = server_context(self._cert)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self._loop
@@ -314,7 +322,7 @@ class RedfishServer:
         # in its handshake would otherwise be invisible to stop() and leak.
         try:
             endpoint.server = await asyncio.start_server(
-                functools.partial(self._connection, endpoint), sock=sock, limit=minihttp.MAX_HEAD
+                functools.partial(self._connection, endpoint), sock=sock, limit=http.MAX_HEAD
             )
         except BaseException:
             sock.close()
@@ -371,10 +379,10 @@ class RedfishServer:
                 connection.secured = True
             while True:
                 try:
-                    request = await minihttp.read_request(reader)
-                except minihttp.HttpError as exc:
-                    response = effects.bad_request(exc.status, str(exc))
-                    await minihttp.write_response(writer, response, keep_alive=False)
+                    request = await http.read_request(reader, max_body=MAX_REQUEST_BODY)
+                except http.HttpError as exc:
+                    response = http.redfish_error(exc.status, "Base.1.8.MalformedJSON", str(exc))
+                    await http.write_response(writer, response, keep_alive=False)
                     break
                 if request is None:
                     break

@@ -92,3 +92,31 @@ def lab_bmc(
         yield Lab(server, machine, port, driver)
     finally:
         driver.close()
+
+
+def dribble(port: int, path: str = "/redfish/v1/") -> list[tuple[float, bytes]]:
+    """GET ``path`` over plain HTTP on a raw socket; every chunk received,
+    with the time since the request went out (to see a trickled answer).
+    The client closes first, once the answer is whole (no TIME_WAIT on the
+    server's port)."""
+    import socket
+
+    chunks: list[tuple[float, bytes]] = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        start = time.monotonic()
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed before the answer was whole"
+            chunks.append((time.monotonic() - start, chunk))
+            data += chunk
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep:
+                length = next(
+                    int(v)
+                    for k, _, v in (line.partition(b":") for line in head.split(b"\r\n"))
+                    if k.strip().lower() == b"content-length"
+                )
+                if len(body) >= length:
+                    return chunks

@@ -130,7 +130,9 @@ def test_a_port_already_taken_gets_a_clear_message(state_dir: Path) -> None:
     ("args", "needle"),
     [
         (["up", "--profile", "nope"], "unknown profile 'nope'"),
-        (["fault", "add", "node-001", "effect"], "expected key=value"),
+        (["fault", "add", "node-001", "effect"], "unknown effect 'effect'"),
+        (["fault", "add", "node-001", "hang", "times"], "expected key=value"),
+        (["fault", "add", "node-001", "busy", "retry_after=-1"], "retry_after: must be >= 0"),
         (["status"], "no lab is running"),
         (["fault", "clear"], "name one NODE or pass --all"),
         (["power", "node-001", "on"], "no lab is running"),
@@ -148,7 +150,28 @@ def test_bad_lab_file_names_file_line_and_field(state_dir: Path, tmp_path: Path)
     lab_file.write_text("nodes:\n  - name: a\n    hardware: {cpus: lots}\n")
     result = hwlab("up", "--lab-file", str(lab_file), "--state-dir", str(state_dir))
     assert result.returncode == 2
-    assert f"{lab_file}:3: nodes[0].hardware: cpus must be a whole number" in result.stderr
+    assert f"{lab_file}:3: nodes[0].hardware.cpus: must be a whole number" in result.stderr
+
+
+def test_a_lab_file_with_five_mistakes_reports_all_five(state_dir: Path, tmp_path: Path) -> None:
+    from tests.unit.hwlab.test_labspec import FIVE_MISTAKES
+
+    lab_file = tmp_path / "lab.yaml"
+    lab_file.write_text(FIVE_MISTAKES)
+    result = hwlab("up", "--lab-file", str(lab_file), "--state-dir", str(state_dir))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 5, result.stderr
+    for line, field in (
+        (2, "name"),
+        (4, "power_on_time"),
+        (5, "password"),
+        (7, "count"),
+        (9, "effect"),
+    ):
+        assert any(x.startswith(f"error: {lab_file}:{line}: ") and field in x for x in lines)
+    assert "Traceback" not in result.stderr
+    assert not (state_dir / "hwlab.pid").exists()
 
 
 def test_runtime_control_through_the_api(state_dir: Path) -> None:

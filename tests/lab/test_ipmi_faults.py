@@ -38,6 +38,9 @@ SILENT = [
     ("hang", {}),
     ("drop", {}),
     ("delay", {"seconds": 5.0}),
+    # one datagram cannot dribble: it comes whole when its last byte would,
+    # ~45 bytes at 4 bytes every 0.25 s: nearly 3 s, past the deadline
+    ("trickle", {"bytes": 4, "every": 0.25}),
     ("bmc_reboot", {"duration": 30.0}),
 ]
 ANSWERED = [
@@ -97,6 +100,16 @@ def test_bmc_effects_are_classified_at_once(
     assert type(fault) is expected
     assert fault.elapsed is not None
     assert fault.elapsed < DEADLINE / 2  # an answer, not a wait
+
+
+def test_a_quick_trickle_answers_late_but_whole(lab: Lab) -> None:
+    machine = lab.machine()
+    driver = lab.driver(deadline=DEADLINE)
+    assert driver.get_power_state() is PowerState.OFF  # logs in first
+    lab.rule(machine, effect="trickle", bytes=16, every=0.1, operation="power.get")
+    start = time.monotonic()
+    assert driver.get_power_state() is PowerState.OFF
+    assert time.monotonic() - start >= 0.25  # ceil(43 / 16) = 3 pieces, 0.1 s apart
 
 
 def test_completion_codes_are_named_in_the_fault(lab: Lab) -> None:

@@ -75,3 +75,24 @@ def test_faults_reach_ipmitool(lab: Lab) -> None:
     result = ipmitool(lab, "power", "status")
     assert result.returncode != 0
     assert "Node busy" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "shows"),
+    [
+        ("mc info", "IPMI Version              : 2.0"),
+        ("fru", "Product Manufacturer"),
+        ("sdr list", ""),
+        ("sdr", ""),
+        ("sel info", "Entries          : 0"),
+        ("sel list", "SEL has no entries"),
+        ("chassis status", "System Power         : off"),
+        ("chassis bootparam get 5", "Boot Device Selector"),
+        ("mc guid", "System GUID"),
+    ],
+)
+def test_everyday_ipmitool_commands_succeed(lab: Lab, command: str, shows: str) -> None:
+    lab.machine()
+    result = ipmitool(lab, *command.split())
+    assert result.returncode == 0, result.stderr
+    assert shows in result.stdout + result.stderr

@@ -23,6 +23,7 @@ from bmaas.faults import InputError
 from hwlab.control import ControlServer, LabClient
 from hwlab.proxy import ProxyHost, ProxySpec
 from hwlab.proxy.stock import StockSushy
+from tests.lab.redfish_support import dribble
 
 pytestmark = pytest.mark.lab
 
@@ -193,6 +194,18 @@ def test_delay_answers_late(stock_sushy: StockSushy, proxy_host: Start, system: 
     assert curl(host, "/redfish/v1/")[1] == 200
     assert time.monotonic() - start >= 0.5
     assert curl(host, system, max_time=0.3)[0] == 0  # other operations are not delayed
+
+
+def test_trickle_dribbles_the_relayed_answer(stock_sushy: StockSushy, proxy_host: Start) -> None:
+    rule = {"effect": "trickle", "bytes": 32, "every": 0.02, "operation": "probe"}
+    host = proxy_host(_spec(stock_sushy, tls=False), [rule])
+    port = host.proxies["rf1"].port  # type: ignore[attr-defined]
+    chunks = dribble(port)
+    answer = b"".join(c for _, c in chunks)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert b'"RedfishVersion"' in answer  # relayed whole, only slowly
+    assert all(len(c) <= 32 for _, c in chunks)
+    assert chunks[-1][0] >= (len(answer) // 32 - 1) * 0.02 * 0.9
 
 
 def test_duplicate_sends_the_action_twice(

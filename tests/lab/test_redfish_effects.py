@@ -37,6 +37,7 @@ from tests.lab.redfish_support import (
     SLACK,
     USERNAME,
     Lab,
+    dribble,
     driver_for,
     lab_bmc,
 )
@@ -71,6 +72,17 @@ def test_hang_times_out_at_the_deadline(lab: Lab) -> None:
     assert isinstance(fault, BMCTimeout)
     assert DEADLINE * 0.9 <= took < DEADLINE + SLACK
     assert sent == 1
+
+
+def test_trickle_dribbles_the_answer_bytes_at_a_time(lab: Lab) -> None:
+    lab.rule(effect="trickle", bytes=64, every=0.05, operation="probe")
+    chunks = dribble(lab.port)
+    answer = b"".join(c for _, c in chunks)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert all(len(c) <= 64 for _, c in chunks)
+    assert len(chunks) >= len(answer) // 64
+    # Each piece comes `every` apart: the whole answer takes (pieces - 1) * every.
+    assert chunks[-1][0] >= (len(answer) // 64 - 1) * 0.05 * 0.9
 
 
 def test_delay_past_the_deadline_times_out(lab: Lab) -> None:

@@ -1,4 +1,4 @@
-"""Each of the 15 fault effects, through FakeDriver, as a real driver would fail."""
+"""Each of the 16 fault effects, through FakeDriver, as a real driver would fail."""
 
 from __future__ import annotations
 
@@ -87,6 +87,18 @@ def test_delay_below_deadline_succeeds_late_and_above_times_out() -> None:
     assert clock.sleeps == [1.5]
     with pytest.raises(BMCTimeout):
         _driver({"effect": "delay", "seconds": 9}).get_power_state()
+
+
+def test_trickle_is_as_late_as_the_whole_answer_takes_to_dribble_in() -> None:
+    # A 2 KiB answer at 512 bytes every 0.5 s arrives whole after 2 s.
+    d, clock = _make({"effect": "trickle", "bytes": 512, "every": 0.5})
+    assert d.get_power_state() is PowerState.OFF
+    assert clock.sleeps == [2.0]
+    # One byte every 0.3 s: never whole within the 5 s deadline.
+    d, clock = _make({"effect": "trickle", "operation": "power.get"})
+    with pytest.raises(BMCTimeout):
+        d.get_power_state()
+    assert clock.sleeps == [DEADLINE]
 
 
 def test_busy_carries_retry_after() -> None:

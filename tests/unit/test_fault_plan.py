@@ -167,3 +167,26 @@ def test_yaml_syntax_error_has_a_line() -> None:
         load_text("rules:\n  - effect: [busy\n", source="bad.yaml")
     assert info.value.source == "bad.yaml"
     assert info.value.line is not None
+
+
+def test_bmc_reboot_without_times_says_it_recurs() -> None:
+    recurring = FaultRule.from_dict({"effect": "bmc_reboot", "duration": 5})
+    assert recurring.describe().endswith("duration=5.0 recurring")
+    once = FaultRule.from_dict({"effect": "bmc_reboot", "times": 1})
+    assert "recurring" not in once.describe()
+
+
+def test_an_effect_names_the_operations_it_acts_on() -> None:
+    with pytest.raises(InputError, match=r"acts only on power\.set") as info:
+        FaultRule.from_dict({"effect": "power_stuck", "operation": "boot.*"})
+    assert info.value.field == "rule.operation"
+    FaultRule.from_dict({"effect": "power_stuck", "operation": "power.*"})
+
+
+def test_trickle_parameters_are_checked() -> None:
+    rule = FaultRule.from_dict({"effect": "trickle", "bytes": 16, "every": 0.5})
+    assert rule.params == {"bytes": 16, "every": 0.5}
+    with pytest.raises(InputError, match="must be > 0"):
+        FaultRule.from_dict({"effect": "trickle", "every": 0})
+    with pytest.raises(InputError, match="whole number"):
+        FaultRule.from_dict({"effect": "trickle", "bytes": 1.5})

@@ -162,12 +162,14 @@ def fault_detection(ctx: click.Context, **_: Any) -> None:
     _scenario(ctx, "fault_detection")
 
 
-def sizes_option(defaults: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def sizes_option(
+    defaults: str, cap: int = 2000
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option(
         "--size",
         "sizes",
         multiple=True,
-        type=click.IntRange(2, 2000),
+        type=click.IntRange(2, cap),
         help=f"Lab size in nodes (repeatable; default {defaults}; smoke 20).",
     )
 
@@ -206,7 +208,7 @@ def goodput(ctx: click.Context, **_: Any) -> None:
 
 
 @bench.command("lab-scale")
-@sizes_option("100, 500 and 1000")
+@sizes_option("100, 500 and 1000", cap=10_000)
 @click.option(
     "--duration", type=click.FloatRange(0.5, 300), help="Seconds of reads per size (default 10)."
 )

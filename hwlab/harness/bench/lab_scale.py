@@ -1,10 +1,13 @@
 """lab-scale: what a lab of N emulated BMCs costs, and how much it serves.
 
-For each size a lab (half IPMI, half Redfish, one worker process per ~250
-machines) is started and timed until every BMC listens; then the resident
-memory of all its processes is summed (psutil), and client processes read
-power states through bmaas's drivers, sessions reused, as fast as they can
-for a fixed time: requests per second the lab served.
+For each size a lab (half IPMI, half Redfish) is started as ``hwlab up``
+starts it (the ``hwlab.daemon`` process and its workers, sharded as
+:func:`hwlab.lab.shard_count` says) and timed until it reports ready; then
+the resident memory of all its processes is summed (psutil), and, up to
+:data:`READS_UP_TO` nodes, client processes read power states through bmaas's
+drivers, sessions reused, as fast as they can for a fixed time: requests per
+second the lab served. (Above that, logging clients in to every BMC would
+measure the clients, not the lab.)
 
 The clients run on the same 2-core machine as the lab, so the rate is a
 lower bound of what the lab serves (its workers share the cores with the
@@ -14,22 +17,34 @@ measured for one server process.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import multiprocessing
+import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from hwlab.harness.bench.common import process_tree_rss, running_lab
+import yaml
+
+from hwlab.control import LabClient
+from hwlab.daemon import LabOptions
+from hwlab.harness.bench.common import process_tree_rss
 from hwlab.harness.bench.report import Report, Table, fmt_seconds
-from hwlab.labspec import generate
 
 __all__ = ["Options", "run"]
 
 MIB = 1024 * 1024
+#: the largest lab the clients read from (see the module docstring)
+READS_UP_TO = 2000
+#: seconds a lab of any size may take to report ready
+READY_TIMEOUT = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,28 +138,67 @@ def _throughput(entries: list[dict[str, Any]], options: Options) -> dict[str, fl
     return {"reads": reads, "faults": faults, "seconds": took, "reads_per_s": reads / took}
 
 
+@contextlib.contextmanager
+def _daemon_lab(size: int, seed: int, state_dir: str) -> Iterator[tuple[int, float]]:
+    """``hwlab up --nodes size``'s daemon, run directly: (its pid, seconds
+    until ready). Stopped through its control API on the way out."""
+    options = LabOptions(nodes=size, protocols="mixed", seed=seed, start_timeout=READY_TIMEOUT)
+    lab_json = Path(state_dir) / "lab.json"
+    start = time.perf_counter()
+    daemon = subprocess.Popen(  # noqa: S603 - our own module, no shell
+        [sys.executable, "-m", "hwlab.daemon", state_dir, options.to_json()],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        info: dict[str, Any] = {}
+        while info.get("state") != "ready":
+            if daemon.poll() is not None or info.get("state") == "failed":
+                raise RuntimeError(f"the lab did not start: {info.get('error', daemon.returncode)}")
+            if time.perf_counter() - start > READY_TIMEOUT:
+                raise RuntimeError(f"the lab was not ready within {READY_TIMEOUT:g}s")
+            time.sleep(0.05)
+            with contextlib.suppress(OSError, ValueError):
+                info = json.loads(lab_json.read_text())
+        yield daemon.pid, time.perf_counter() - start
+    finally:
+        with contextlib.suppress(Exception):
+            LabClient.from_state_dir(state_dir).shutdown()
+        try:
+            daemon.wait(60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait(10)
+
+
 def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
     sizes: dict[str, dict[str, Any]] = {}
     for size in options.sizes:
-        spec = generate(size, protocols="mixed", seed=options.seed)
-        with tempfile.TemporaryDirectory(prefix="hwlab-bench-scale-") as tmp:
-            start = time.perf_counter()
-            with running_lab(spec, tmp) as lab:
-                up = time.perf_counter() - start
-                pids = lab.pids()
-                rss = process_tree_rss(pids)
-                served = _throughput(lab.inventory()["nodes"], options)
-                loaded_rss = process_tree_rss(pids)
+        with (
+            tempfile.TemporaryDirectory(prefix="hwlab-bench-scale-") as tmp,
+            _daemon_lab(size, options.seed, tmp) as (pid, up),
+        ):
+            workers = len(LabClient.from_state_dir(tmp).status()["worker_pids"])
+            rss = process_tree_rss([pid])
+            served = {"reads": 0, "faults": 0, "seconds": 0.0, "reads_per_s": None}
+            loaded_rss = None
+            if size <= READS_UP_TO:
+                inventory = yaml.safe_load((Path(tmp) / "inventory.yaml").read_text())
+                served = _throughput(inventory["nodes"], options)
+                loaded_rss = process_tree_rss([pid]) / MIB
         sizes[str(size)] = {
             "start_s": up,
-            "workers": len(pids),
+            "workers": workers,
             "rss_mib": rss / MIB,
-            "rss_after_reads_mib": loaded_rss / MIB,
+            "rss_after_reads_mib": loaded_rss,
             "kib_per_node": rss / 1024 / size,
             **served,
         }
         if progress is not None:
-            progress(f"{size} nodes: up in {up:.1f} s, {served['reads_per_s']:.0f} reads/s")
+            rate = served["reads_per_s"]
+            progress(
+                f"{size} nodes: up in {up:.1f} s, {rss / MIB:.0f} MiB"
+                + (f", {rate:.0f} reads/s" if rate is not None else "")
+            )
     return _report(options, sizes)
 
 
@@ -156,8 +210,8 @@ def _report(options: Options, sizes: dict[str, dict[str, Any]]) -> Report:
             fmt_seconds(r["start_s"]),
             f"{r['rss_mib']:.0f} MiB",
             f"{r['kib_per_node']:.0f} KiB",
-            f"{r['rss_after_reads_mib']:.0f} MiB",
-            f"{r['reads_per_s']:,.0f}",
+            "-" if r["rss_after_reads_mib"] is None else f"{r['rss_after_reads_mib']:.0f} MiB",
+            "-" if r["reads_per_s"] is None else f"{r['reads_per_s']:,.0f}",
             r["faults"],
         ]
         for size, r in sizes.items()
@@ -182,7 +236,7 @@ def _report(options: Options, sizes: dict[str, dict[str, Any]]) -> Report:
                     "nodes",
                     "workers",
                     "start",
-                    "RSS, all workers",
+                    "RSS, all lab processes",
                     "per node (with interpreters)",
                     "RSS after reads",
                     "power reads/s",
@@ -192,14 +246,19 @@ def _report(options: Options, sizes: dict[str, dict[str, Any]]) -> Report:
             )
         ],
         headline={
-            "largest lab: reads per second": round(largest["reads_per_s"], 1),
+            "largest lab: reads per second": None
+            if largest["reads_per_s"] is None
+            else round(largest["reads_per_s"], 1),
             "largest lab: start seconds": round(largest["start_s"], 2),
             "largest lab: KiB per node": round(largest["kib_per_node"], 1),
             "marginal KiB per node": None if marginal is None else round(marginal, 1),
         },
         notes=[
-            "start: from Lab.start() until every BMC listens (worker processes spawned)",
-            "RSS: psutil, every lab worker and its children; the benchmark process not included",
+            "start: from starting the hwlab daemon until it reports ready (every BMC listens, "
+            "inventory written)",
+            "RSS: psutil, the hwlab daemon, its workers and every other child; the benchmark "
+            "process not included",
+            f"reads: only for labs of up to {READS_UP_TO} nodes ('-' above)",
             f"reads: {options.clients} client process(es) x {options.threads} threads, bmaas "
             f"drivers with reused sessions, {options.duration:g} s per size, on the same cores "
             "as the lab (a lower bound)",
@@ -219,7 +278,7 @@ def plot(fig: Any, report: Report) -> None:
     middle.plot(xs, [sizes[str(x)]["rss_mib"] for x in xs], "o-", color="#2166ac", label="idle")
     middle.plot(
         xs,
-        [sizes[str(x)]["rss_after_reads_mib"] for x in xs],
+        [sizes[str(x)]["rss_after_reads_mib"] or float("nan") for x in xs],
         "s--",
         color="#67a9cf",
         label="after reads",
@@ -236,7 +295,9 @@ def plot(fig: Any, report: Report) -> None:
     middle.set_ylabel("MiB resident, all lab processes")
     middle.set_title("memory")
     middle.legend(fontsize=8)
-    right.bar([str(x) for x in xs], [sizes[str(x)]["reads_per_s"] for x in xs], color="#d95f02")
+    right.bar(
+        [str(x) for x in xs], [sizes[str(x)]["reads_per_s"] or 0 for x in xs], color="#d95f02"
+    )
     right.set_ylabel("power reads per second")
     right.set_title("requests served")
     for ax in (left, middle, right):

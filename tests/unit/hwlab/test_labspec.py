@@ -11,7 +11,8 @@ from bmaas.faults import InputError
 from fakes.faults import Effect
 from hwlab import profiles
 from hwlab.cli import parse_rule_arg
-from hwlab.labspec import generate, load_labfile
+from hwlab.cli.lab import parse_rule_args
+from hwlab.labspec import LabFileError, generate, load_labfile
 
 GOOD = """\
 seed: 42
@@ -66,13 +67,13 @@ def test_good_labfile_expands_groups_and_defaults(tmp_path: Path) -> None:
         (
             "nodes:\n  - name: a\n    hardware: {cpus: many}\n",
             3,
-            "nodes[0].hardware",
+            "nodes[0].hardware.cpus",
             "whole number",
         ),
         (
             "nodes:\n  - name: a\n    hardware: {gpus: 2}\n",
             3,
-            "nodes[0].hardware",
+            "nodes[0].hardware.gpus",
             "unknown hardware",
         ),
         ("nodes:\n  - name: a\n  - name: a\n", None, "nodes", "duplicate node name 'a'"),
@@ -89,8 +90,8 @@ def test_good_labfile_expands_groups_and_defaults(tmp_path: Path) -> None:
         (
             "nodes:\n  - name: a\n    credentials: {user: x}\n",
             3,
-            "nodes[0].credentials",
-            "username",
+            "nodes[0].credentials.user",
+            "password, username",
         ),
     ],
 )
@@ -178,3 +179,67 @@ def test_rule_arguments_on_the_command_line() -> None:
         parse_rule_arg("effect")
     with pytest.raises(InputError):
         parse_rule_arg("{effect: [")
+
+
+def test_the_effect_is_positional_and_key_value_rules_still_work() -> None:
+    assert parse_rule_args(["hang"]) == [{"effect": "hang"}]
+    assert parse_rule_args(["busy", "operation=power.*", "probability=0.5,retry_after=2"]) == [
+        {"effect": "busy", "operation": "power.*", "probability": 0.5, "retry_after": 2}
+    ]
+    assert parse_rule_args(["effect=hang", "{effect: busy}"]) == [
+        {"effect": "hang"},
+        {"effect": "busy"},
+    ]
+    with pytest.raises(InputError, match="given twice"):
+        parse_rule_args(["hang", "effect=busy"])
+
+
+FIVE_MISTAKES = """\
+nodes:
+  - name: "bad name!"
+  - name: b
+    hardware: {power_on_time: -5}
+    credentials: {username: admin, password: null}
+  - name: "c{n}"
+    count: 10000000
+  - name: d
+    faults: [{effect: zap}]
+"""
+
+
+def test_a_lab_file_reports_every_problem_at_once(tmp_path: Path) -> None:
+    path = _write(tmp_path, FIVE_MISTAKES)
+    with pytest.raises(LabFileError) as info:
+        load_labfile(path)
+    seen = [(p.line, p.field) for p in info.value.problems]
+    assert seen == [
+        (2, "nodes[0].name"),
+        (4, "nodes[1].hardware.power_on_time"),
+        (5, "nodes[1].credentials.password"),
+        (7, "nodes[2].count"),
+        (9, "nodes[3].faults[0].effect"),
+    ]
+    assert all(p.source == path for p in info.value.problems)
+    assert "MAX_NODES" in str(info.value.problems[3])
+
+
+@pytest.mark.parametrize(
+    ("node", "needle"),
+    [
+        ("{name: a, credentials: {password: 1234}}", "must be a non-empty string"),
+        ("{name: a, hardware: {os_boot_time: 1e9}}", "from 0 to 86400"),
+        ("{name: '-a'}", "not a name bmaas enroll accepts"),
+        ("{name: a, faults: [" + ", ".join(["{effect: hang}"] * 65) + "]}", "MAX_RULES"),
+    ],
+)
+def test_lab_file_bounds_and_types(tmp_path: Path, node: str, needle: str) -> None:
+    path = _write(tmp_path, f"nodes:\n  - {node}\n")
+    with pytest.raises(LabFileError, match=needle):
+        load_labfile(path)
+
+
+def test_hwlab_names_are_the_ones_bmaas_enroll_accepts() -> None:
+    from bmaas.inventory.nodes import is_valid_name
+
+    assert is_valid_name("r1-n01.rack_2")
+    assert not is_valid_name("bad name!")

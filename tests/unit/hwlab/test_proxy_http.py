@@ -7,15 +7,16 @@ import json
 
 import pytest
 
-from hwlab.proxy.http import (
-    HTTPError,
+from hwlab.answers import GARBLED_REPLY, corrupt
+from hwlab.http import (
+    HttpError,
     Request,
     Response,
     read_request,
     read_response,
     redfish_error,
 )
-from hwlab.proxy.redfish import _corrupt, operation_for
+from hwlab.proxy.redfish import operation_for
 
 
 def _reader(data: bytes) -> asyncio.StreamReader:
@@ -53,9 +54,9 @@ def test_request_with_body_and_hop_by_hop_headers_is_rewritten_for_the_upstream(
 
 def test_client_closing_between_requests_is_not_an_error() -> None:
     assert _request(b"") is None
-    with pytest.raises(HTTPError, match="request line"):
+    with pytest.raises(HttpError, match="request line"):
         _request(b"GARBAGE\r\n\r\n")
-    with pytest.raises(HTTPError, match="closed inside"):
+    with pytest.raises(HttpError, match="closed inside"):
         _request(b"GET / HTTP/1.1\r\nHost: x\r\n")
 
 
@@ -94,12 +95,12 @@ def test_redfish_error_has_extended_info() -> None:
 
 def test_corrupt_body_is_no_longer_json() -> None:
     good = redfish_error(200, "x", "y")
+    data, keep = corrupt(good, "GET", keep_alive=True)
+    assert keep
     with pytest.raises(json.JSONDecodeError):
-        json.loads(_corrupt(good).body)
-    empty = _corrupt(Response(204, [], b""))
-    assert empty.status == 200
-    with pytest.raises(json.JSONDecodeError):
-        json.loads(empty.body)
+        json.loads(data.split(b"\r\n\r\n", 1)[1])
+    # Nothing to cut short: not HTTP at all, and the connection closes.
+    assert corrupt(Response(204, [], b""), "POST", keep_alive=True) == (GARBLED_REPLY, False)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,10 @@
-"""A throwaway certificate authority and server certificate for lab BMCs.
+"""hwlab's one TLS helper: a throwaway CA and server certificate, and the
+SSL contexts the lab's servers and proxies use.
 
-Clients verify the lab's BMCs the way they should verify real ones: against a
-CA bundle (``redfish_verify_ca: <ca.pem>``), not with verification turned off.
-The CA signs one certificate for ``127.0.0.1``, ``::1`` and ``localhost``.
+Clients verify the lab's BMCs (emulated or proxied) the way they should
+verify real ones: against a CA bundle (``redfish_verify_ca: <ca.pem>``), not
+with verification turned off. The CA signs one certificate for ``127.0.0.1``,
+``::1``, ``localhost`` and any host a proxy listens on.
 """
 
 from __future__ import annotations
@@ -12,13 +14,21 @@ import datetime
 import ipaddress
 import os
 import pathlib
+import ssl
+from collections.abc import Iterable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-__all__ = ["LabCertificate", "make_certificate"]
+__all__ = [
+    "LabCertificate",
+    "ensure_certificate",
+    "make_certificate",
+    "server_context",
+    "upstream_context",
+]
 
 #: long enough for any lab run, short enough that a leaked file is soon worthless
 VALIDITY = datetime.timedelta(days=7)
@@ -40,8 +50,16 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
-def make_certificate(directory: pathlib.Path) -> LabCertificate:
-    """Write ``ca.pem``, ``server.pem`` and ``server.key`` (mode 0600) into ``directory``."""
+def _san(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+def make_certificate(directory: pathlib.Path, hosts: Iterable[str] = ()) -> LabCertificate:
+    """Write ``ca.pem``, ``server.pem`` and ``server.key`` (mode 0600) into
+    ``directory``; the server certificate names loopback and ``hosts``."""
     now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(minutes=5), now + VALIDITY
 
@@ -77,11 +95,7 @@ def make_certificate(directory: pathlib.Path) -> LabCertificate:
     )
 
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [
-        x509.DNSName("localhost"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        x509.IPAddress(ipaddress.ip_address("::1")),
-    ]
+    names = [_san(h) for h in dict.fromkeys(["localhost", "127.0.0.1", "::1", *hosts])]
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("hwlab BMC"))
@@ -115,3 +129,30 @@ def make_certificate(directory: pathlib.Path) -> LabCertificate:
             )
         )
     return out
+
+
+def ensure_certificate(directory: str | os.PathLike[str], host: str) -> LabCertificate:
+    """The certificate in ``directory``, made once for ``host`` and reused."""
+    folder = pathlib.Path(directory)
+    found = LabCertificate(folder / "ca.pem", folder / "server.pem", folder / "server.key")
+    if all(p.exists() for p in (found.ca_path, found.cert_path, found.key_path)):
+        return found
+    return make_certificate(folder, [host])
+
+
+def server_context(cert: LabCertificate) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert.cert_path, cert.key_path)
+    return context
+
+
+def upstream_context(verify: bool | str) -> ssl.SSLContext:
+    """How a proxy checks the real BMC: the system CAs (True), a CA
+    bundle (a path), or not at all (False; BMCs with factory certificates)."""
+    if verify is False:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    return ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)

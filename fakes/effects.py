@@ -1,0 +1,470 @@
+"""Every fault effect, defined once: what it is, where it lives, what it takes.
+
+:data:`EFFECTS` is the one table. Each :class:`EffectDef` says the effect's
+layer (who can carry it out), its parameters with their validation, which
+operations it applies to, how it applies to IPMI (one datagram per answer),
+the fault class a bmaas driver raises when a call meets it, and the fault
+matrix's scenario(s) for it. Whoever serves a machine — the in-process
+:class:`fakes.driver.FakeDriver`, hwlab's IPMI and Redfish emulators, hwlab's
+fault proxies — turns the effects that fired on one request into one
+:class:`Action` with :func:`decide`, and only the protocol's own table
+(``hwlab/answers.py``) says what goes on the wire.
+
+Adding an effect is one entry here plus its answers in each protocol's table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from bmaas.driver import Operation
+from bmaas.faults import (
+    BMCAuthError,
+    BMCBusy,
+    BMCFault,
+    BMCInternalError,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    UnsupportedOperation,
+)
+
+if TYPE_CHECKING:
+    from fakes.faults import Firing
+
+__all__ = [
+    "EFFECTS",
+    "EFFECT_PARAMS",
+    "Act",
+    "Action",
+    "Case",
+    "Effect",
+    "EffectDef",
+    "Layer",
+    "Param",
+    "decide",
+    "trickle_seconds",
+]
+
+
+class Layer(StrEnum):
+    """Where a fault lives, which decides who carries it out."""
+
+    WIRE = "wire"  # the network between client and BMC
+    BMC = "bmc"  # the management controller's firmware
+    HARDWARE = "hardware"  # the server behind the BMC
+
+
+class Effect(StrEnum):
+    HANG = "hang"
+    DROP = "drop"
+    DELAY = "delay"
+    TRICKLE = "trickle"
+    DUPLICATE = "duplicate"
+    BUSY = "busy"
+    AUTH_FAIL = "auth_fail"
+    INTERNAL_ERROR = "internal_error"
+    MALFORMED_REPLY = "malformed_reply"
+    UNSUPPORTED = "unsupported"
+    BMC_REBOOT = "bmc_reboot"
+    POWER_STUCK = "power_stuck"
+    POWER_LOST = "power_lost"
+    SLOW_POWER = "slow_power"
+    BOOT_NOT_PERSISTED = "boot_not_persisted"
+    BOOT_CRASH = "boot_crash"
+
+    @property
+    def layer(self) -> Layer:
+        return EFFECTS[self].layer
+
+    @property
+    def spec(self) -> EffectDef:
+        return EFFECTS[self]
+
+
+class Act(StrEnum):
+    """What a server does about an effect (see :func:`decide`)."""
+
+    SILENT = "silent"  # answer nothing (bmc_reboot also takes the BMC down)
+    DELAY = "delay"  # answer later
+    TRICKLE = "trickle"  # answer slowly, a few bytes at a time
+    DUPLICATE = "duplicate"  # act on the request more than once
+    ANSWER = "answer"  # answer an error in the BMC's place
+    CORRUPT = "corrupt"  # answer something the protocol does not allow
+    MACHINE = "machine"  # handed to the simulated machine
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    kind: type
+    default: Any = None
+    required: bool = False
+    low: float | None = None
+    high: float | None = None
+    #: the values a text parameter may take (None: any)
+    choices: tuple[str, ...] | None = None
+    #: a number that must be > low, not just >= low
+    above_low: bool = False
+
+    def check(self, value: Any) -> tuple[Any, str | None]:
+        """The value as its kind, or the reason it is refused."""
+        if self.kind is str:
+            text = str(value)
+            if self.choices is not None and text not in self.choices:
+                return None, f"must be one of {', '.join(self.choices)}, not {value!r}"
+            return text, None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None, f"must be a number, not {value!r}"
+        if self.kind is int and not isinstance(value, int):
+            return None, f"must be a whole number, not {value!r}"
+        if self.low is not None and (value <= self.low if self.above_low else value < self.low):
+            return None, f"must be {'>' if self.above_low else '>='} {self.low:g}, not {value!r}"
+        if self.high is not None and value > self.high:
+            return None, f"must be <= {self.high:g}, not {value!r}"
+        return self.kind(value), None
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One fault-matrix scenario: a rule, a call, and what each protocol gives."""
+
+    name: str
+    rule: Mapping[str, Any]
+    #: "fault class" or "ok:<power state>", per protocol
+    expected: Mapping[str, str]
+    action: str = "read"
+    #: power the machine on (behind the BMC) before the call
+    start_on: bool = False
+    #: make one untimed call first, whatever it gives, to set the fault off
+    prime: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class EffectDef:
+    layer: Layer
+    act: Act
+    summary: str
+    params: Mapping[str, Param] = dataclasses.field(default_factory=dict)
+    #: operation globs the effect applies to (a rule must name one of them)
+    operations: tuple[str, ...] = ("*",)
+    #: what a bmaas driver raises when a call meets it (None: the call succeeds)
+    fault: type[BMCFault] | None = None
+    #: IPMI's login runs over UDP: no answer there means no session at all
+    ipmi_login_fault: type[BMCFault] | None = None
+    #: how it applies to IPMI, whose answers are one datagram each
+    ipmi: str = "as described"
+    #: what the fake driver's fault says (real drivers quote the BMC)
+    says: str = ""
+    cases: tuple[Case, ...] = ()
+
+    def applies_to(self, operation_glob: str) -> bool:
+        """Whether a rule's operation glob can meet an operation this effect acts on."""
+        if "*" in self.operations:
+            return True  # any operation, named or not (the IPMI proxy's "opaque")
+        names = [str(op) for op in Operation]
+        return any(
+            fnmatch.fnmatchcase(name, operation_glob) and fnmatch.fnmatchcase(name, mine)
+            for name in names
+            for mine in self.operations
+        )
+
+
+def _both(outcome: str) -> dict[str, str]:
+    return {"ipmi": outcome, "redfish": outcome}
+
+
+_SECONDS = Param(float, required=True, low=0.0)
+
+#: the one table of effects
+EFFECTS: dict[Effect, EffectDef] = {
+    Effect.HANG: EffectDef(
+        Layer.WIRE,
+        Act.SILENT,
+        "answer nothing, ever (the connection stays open)",
+        fault=BMCTimeout,
+        ipmi_login_fault=BMCUnreachable,
+        cases=(Case("hang", {"operation": "power.get"}, _both("BMCTimeout")),),
+    ),
+    Effect.DROP: EffectDef(
+        Layer.WIRE,
+        Act.SILENT,
+        "lose the request (rate: share of requests lost)",
+        {"rate": Param(float, 1.0, low=0.0, high=1.0)},
+        fault=BMCTimeout,
+        ipmi_login_fault=BMCUnreachable,
+        ipmi="the datagram (and its retransmissions) is not answered",
+        cases=(Case("drop", {"rate": 1.0, "operation": "power.get"}, _both("BMCTimeout")),),
+    ),
+    Effect.DELAY: EffectDef(
+        Layer.WIRE,
+        Act.DELAY,
+        "answer after `seconds` (the BMC acts at once)",
+        {"seconds": _SECONDS},
+        fault=BMCTimeout,  # past the call's deadline; shorter delays succeed
+        ipmi_login_fault=BMCUnreachable,
+        cases=(
+            Case("delay", {"seconds": 2.0, "operation": "power.get"}, _both("BMCTimeout")),
+            Case("delay-short", {"seconds": 0.2, "operation": "power.get"}, _both("ok:off")),
+        ),
+    ),
+    Effect.TRICKLE: EffectDef(
+        Layer.WIRE,
+        Act.TRICKLE,
+        "answer `bytes` bytes every `every` seconds (a dribbling, slow-loris server)",
+        {
+            "bytes": Param(int, 1, low=1, high=65536),
+            "every": Param(float, 0.3, low=0.0, high=60.0, above_low=True),
+        },
+        fault=BMCTimeout,  # once the call's total deadline passes
+        ipmi_login_fault=BMCUnreachable,
+        ipmi=(
+            "an IPMI answer is one datagram and cannot arrive in pieces: it is sent whole "
+            "when its last byte would have, after ceil(size / bytes) * every seconds"
+        ),
+        # 8 bytes every 0.25 s: an IPMI answer (~40 bytes) takes >1 s, a Redfish
+        # ComputerSystem (~3 KB) about 90 s. Each read gap (0.25 s) is shorter
+        # than a per-read timeout: only a client with a total deadline gives up
+        # in time (Redfish: the `budget` branch's driver).
+        cases=(
+            Case(
+                "trickle",
+                {"bytes": 8, "every": 0.25, "operation": "power.get"},
+                _both("BMCTimeout"),
+            ),
+        ),
+    ),
+    Effect.DUPLICATE: EffectDef(
+        Layer.WIRE,
+        Act.DUPLICATE,
+        "the request reaches the BMC 1 + `copies` times; the client reads one answer",
+        {"copies": Param(int, 1, low=1, high=10)},
+        cases=(
+            Case(
+                "duplicate",
+                {"copies": 2, "operation": "power.set"},
+                _both("ok:on"),
+                action="power_on",
+            ),
+        ),
+    ),
+    Effect.BUSY: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "'try later' (IPMI 0xC0, HTTP 503 + Retry-After when `retry_after` is set)",
+        {"retry_after": Param(float, None, low=0.0)},
+        fault=BMCBusy,
+        says="node busy",
+        cases=(Case("busy", {"retry_after": 1, "operation": "power.get"}, _both("BMCBusy")),),
+    ),
+    Effect.AUTH_FAIL: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "reject the credentials (scope=session: the session expires, a fresh login works)",
+        {"scope": Param(str, None, choices=("credentials", "session"))},
+        fault=BMCAuthError,
+        says="login rejected",
+        cases=(Case("auth_fail", {}, _both("BMCAuthError")),),
+    ),
+    Effect.INTERNAL_ERROR: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "the BMC fails the request (IPMI 0xFF, HTTP 500 naming `message_id`)",
+        {"message_id": Param(str, "Base.1.8.InternalError")},
+        fault=BMCInternalError,
+        says="the BMC reported an internal error",
+        cases=(Case("internal_error", {"operation": "power.get"}, _both("BMCInternalError")),),
+    ),
+    Effect.MALFORMED_REPLY: EffectDef(
+        Layer.BMC,
+        Act.CORRUPT,
+        "a reply the protocol does not allow (IPMI: no data; HTTP: JSON cut in half)",
+        fault=BMCProtocolError,
+        says="reply could not be decoded",
+        cases=(Case("malformed_reply", {"operation": "power.get"}, _both("BMCProtocolError")),),
+    ),
+    Effect.UNSUPPORTED: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "the BMC lacks the command (IPMI 0xC1, HTTP 405/501)",
+        fault=UnsupportedOperation,
+        says="the BMC does not support this command",
+        cases=(Case("unsupported", {"operation": "power.get"}, _both("UnsupportedOperation")),),
+    ),
+    Effect.BMC_REBOOT: EffectDef(
+        Layer.BMC,
+        Act.SILENT,
+        "unreachable for `duration` seconds, sessions lost. Without `times` the rule "
+        "fires again on the first request after each window: a BMC that never comes back",
+        {"duration": Param(float, 30.0, low=0.0)},
+        fault=BMCUnreachable,  # calls during the window (the request that starts it is lost)
+        # The read that sets the BMC rebooting is lost with it (prime); what is
+        # measured is a call made during the reboot window.
+        cases=(
+            Case(
+                "bmc_reboot",
+                {"duration": 3.0, "times": 1},
+                _both("BMCUnreachable"),
+                prime=True,
+            ),
+        ),
+    ),
+    Effect.POWER_STUCK: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "power action accepted, state never changes",
+        operations=("power.set",),
+        cases=(Case("power_stuck", {"operation": "power.set"}, _both("PowerFailure"), "power_on"),),
+    ),
+    Effect.POWER_LOST: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "the machine turns off on its own",
+        # IPMI's chassis status carries a "power fault" bit, which the driver
+        # raises as PowerFailure; Redfish reads the node off.
+        cases=(
+            Case(
+                "power_lost",
+                {"operation": "power.get"},
+                {"ipmi": "PowerFailure", "redfish": "ok:off"},
+                start_on=True,
+            ),
+        ),
+    ),
+    Effect.SLOW_POWER: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "a power transition takes `seconds`",
+        {"seconds": _SECONDS},
+        operations=("power.set",),
+        cases=(
+            Case(
+                "slow_power",
+                {"seconds": 5.0, "operation": "power.set"},
+                _both("PowerFailure"),
+                "power_on",
+            ),
+        ),
+    ),
+    Effect.BOOT_NOT_PERSISTED: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "boot device accepted, not stored",
+        operations=("boot.set",),
+        cases=(Case("boot_not_persisted", {}, _both("BootFailure"), "boot_pxe"),),
+    ),
+    Effect.BOOT_CRASH: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "powers on, falls back off `up_for` seconds later",
+        {"up_for": Param(float, 5.0, low=0.0)},
+        operations=("power.set",),
+        cases=(
+            Case(
+                "boot_crash",
+                {"up_for": 0.3, "operation": "power.set"},
+                _both("ok:off"),
+                "power_on_then_settle",
+            ),
+        ),
+    ),
+}
+
+#: parameters each effect takes (a view of :data:`EFFECTS`)
+EFFECT_PARAMS: dict[Effect, Mapping[str, Param]] = {e: d.params for e, d in EFFECTS.items()}
+
+
+def trickle_seconds(size: int, trickle: tuple[int, float]) -> float:
+    """How long an answer of ``size`` bytes trickled ``(bytes, every)`` takes to arrive whole."""
+    step, every = trickle
+    return -(-max(size, 1) // step) * every
+
+
+@dataclasses.dataclass
+class Action:
+    """What the effects that fired on one request ask of whoever serves it."""
+
+    #: hang, drop or bmc_reboot: nothing is answered (and nothing executed)
+    silent: Firing | None = None
+    delay: float = 0.0
+    #: (bytes, every) of a trickled answer
+    trickle: tuple[int, float] | None = None
+    copies: int = 0
+    #: a BMC-layer error answered in the BMC's place (the request is not executed)
+    answer: Firing | None = None
+    #: malformed_reply: answer something the protocol does not allow
+    corrupt: Firing | None = None
+    hardware: list[Firing] = dataclasses.field(default_factory=list)
+    #: firings acted on, and firings this server could not carry out (with why)
+    carried: list[Firing] = dataclasses.field(default_factory=list)
+    skipped: list[tuple[Firing, str]] = dataclasses.field(default_factory=list)
+
+    @property
+    def hangs(self) -> bool:
+        return self.silent is not None and self.silent.effect is Effect.HANG
+
+    @property
+    def reboot(self) -> float | None:
+        """Seconds the BMC is down for, when ``bmc_reboot`` fired."""
+        if self.silent is not None and self.silent.effect is Effect.BMC_REBOOT:
+            return float(self.silent.params["duration"])
+        return None
+
+
+def decide(
+    firings: Iterable[Firing],
+    *,
+    forge: bool = True,
+    machine: bool = True,
+    why_not_forge: str = "cannot answer in the BMC's place here",
+) -> Action:
+    """One :class:`Action` from the effects that fired on one request.
+
+    ``forge=False``: this server cannot answer in the BMC's place (an IPMI
+    proxy without the session keys), so BMC answers and corruptions are
+    skipped. ``machine=False``: there is no machine to hand hardware effects
+    to (a proxy in front of real hardware).
+    """
+    action = Action()
+    for firing in firings:
+        act = EFFECTS[firing.effect].act
+        if act is Act.MACHINE:
+            if machine:
+                action.hardware.append(firing)
+            else:
+                action.skipped.append((firing, "a hardware effect needs the machine"))
+            continue
+        if act in (Act.ANSWER, Act.CORRUPT) and not forge:
+            action.skipped.append((firing, why_not_forge))
+            continue
+        if act is Act.SILENT:
+            action.silent = firing
+            action.carried.append(firing)
+            break  # nothing else happens to a request that is never answered
+        if act is Act.DELAY:
+            action.delay += float(firing.params["seconds"])
+        elif act is Act.TRICKLE:
+            if action.trickle is None:
+                action.trickle = (int(firing.params["bytes"]), float(firing.params["every"]))
+        elif act is Act.DUPLICATE:
+            action.copies += int(firing.params["copies"])
+        elif act is Act.CORRUPT:
+            action.corrupt = firing
+        elif action.answer is None:
+            action.answer = firing
+        else:
+            continue  # one error answer per request: the first one wins
+        action.carried.append(firing)
+    return action
+
+
+def describe_effects(out: Callable[[str], None] = print) -> None:
+    """One line per effect: name, layer, parameters, summary (``hwlab effects``)."""
+    for effect, spec in EFFECTS.items():
+        params = " ".join(
+            f"{k}={'<required>' if p.required else p.default}" for k, p in spec.params.items()
+        )
+        out(f"{effect:<20} {spec.layer:<9} {params:<28} {spec.summary}")

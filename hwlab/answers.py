@@ -1,0 +1,134 @@
+"""What each effect puts on the wire, one table per protocol.
+
+The effects themselves (and what a server does about them) are defined in
+:mod:`fakes.effects`; this module says only what the client receives. Both
+the emulators (``hwlab/ipmi``, ``hwlab/redfish``) and the fault proxies
+(``hwlab/proxy``) answer from these tables, so an emulated BMC and a proxied
+real one fail the same way.
+
+IPMI (in-session requests; the login exchange has its own answers, in the
+emulator's and the proxy's login code):
+
+=================  ==========================================================
+busy               completion code 0xC0 (node busy)
+internal_error     completion code 0xFF (unspecified error)
+unsupported        completion code 0xC1 (invalid command)
+auth_fail          completion code 0xD4 (insufficient privilege)
+malformed_reply    completion code 0 and nothing after it
+trickle            the datagram is held until its last byte would have come
+=================  ==========================================================
+
+Redfish:
+
+=================  ==========================================================
+busy               503 + ``Retry-After`` when ``retry_after`` is set
+internal_error     500 with ``@Message.ExtendedInfo`` naming ``message_id``
+auth_fail          401 with ``WWW-Authenticate`` (scope=session: NoValidSession)
+unsupported        405 (+ ``Allow``) for changes, 501 for reads
+malformed_reply    a read's JSON body cut in half; any other answer replaced
+                   by a reply that is not HTTP at all
+trickle            the answer, head and body, ``bytes`` at a time every
+                   ``every`` seconds
+=================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from fakes.effects import Effect, trickle_seconds
+from fakes.faults import Firing
+from hwlab.http import Response, redfish_error
+
+__all__ = [
+    "GARBLED_REPLY",
+    "IPMI_CODES",
+    "IPMI_OVERHEAD",
+    "corrupt",
+    "ipmi_trickle_delay",
+    "redfish_answer",
+    "send",
+]
+
+#: completion code each BMC-layer effect answers an in-session IPMI request with
+IPMI_CODES: dict[Effect, int] = {
+    Effect.BUSY: 0xC0,
+    Effect.INTERNAL_ERROR: 0xFF,
+    Effect.UNSUPPORTED: 0xC1,
+    Effect.AUTH_FAIL: 0xD4,
+}
+
+#: bytes an RMCP+ answer carries besides its data (headers, pad, integrity)
+IPMI_OVERHEAD = 40
+
+
+def ipmi_trickle_delay(data_bytes: int, trickle: tuple[int, float]) -> float:
+    """How long a trickling BMC holds an IPMI answer of ``data_bytes``: one
+    datagram cannot arrive in pieces, so it comes whole when its last byte would."""
+    return trickle_seconds(IPMI_OVERHEAD + data_bytes, trickle)
+
+
+def redfish_answer(firing: Firing, method: str) -> Response:
+    """The error a BMC-layer effect answers a Redfish request with."""
+    effect, params = firing.effect, firing.params
+    if effect is Effect.BUSY:
+        retry = params.get("retry_after")
+        extra = [("Retry-After", str(math.ceil(retry)))] if retry is not None else []
+        return redfish_error(
+            503, "Base.1.8.ServiceTemporarilyUnavailable", "the BMC is busy", headers=extra
+        )
+    if effect is Effect.INTERNAL_ERROR:
+        return redfish_error(500, str(params["message_id"]), "the BMC failed the request")
+    if effect is Effect.AUTH_FAIL:
+        realm = [("WWW-Authenticate", 'Basic realm="hwlab BMC"')]
+        if params.get("scope") == "session":
+            return redfish_error(401, "Base.1.8.NoValidSession", "session expired", headers=realm)
+        return redfish_error(
+            401, "Base.1.8.ResourceAtUriUnauthorized", "credentials rejected", headers=realm
+        )
+    if effect is Effect.UNSUPPORTED:
+        if method == "GET":
+            return redfish_error(501, "Base.1.8.ActionNotSupported", "not implemented")
+        return redfish_error(
+            405,
+            "Base.1.8.ActionNotSupported",
+            f"{method} is not allowed here",
+            headers=[("Allow", "GET")],
+        )
+    raise ValueError(f"{effect} is not answered in the BMC's place")
+
+
+#: a reply that is not HTTP at all (the status code is not a number)
+GARBLED_REPLY = b'HTTP/1.1 2OO Ok\r\nContent-Type: application/json\r\n\r\n{"PowerSt'
+
+
+def corrupt(response: Response, method: str, *, keep_alive: bool) -> tuple[bytes, bool]:
+    """The bytes of a malformed answer, and whether the connection stays open.
+
+    A read with a body gets its JSON cut in half (a BMC that crashed
+    mid-reply); anything else has nothing to cut short and is answered in
+    something that is not HTTP, then closed.
+    """
+    if method != "GET" or not response.body:
+        return GARBLED_REPLY, False
+    cut = Response(response.status, response.headers, response.body[: len(response.body) // 2])
+    return cut.encode(keep_alive=keep_alive), keep_alive
+
+
+async def send(
+    writer: asyncio.StreamWriter, data: bytes, trickle: tuple[int, float] | None = None
+) -> None:
+    """Write an answer; trickled, ``bytes`` at a time every ``every`` seconds."""
+    if trickle is None:
+        writer.write(data)
+        await writer.drain()
+        return
+    size, every = trickle
+    for start in range(0, len(data), size):
+        if writer.is_closing():
+            return  # the client gave up
+        writer.write(data[start : start + size])
+        await writer.drain()
+        if start + size < len(data):
+            await asyncio.sleep(every)

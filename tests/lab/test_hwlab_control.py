@@ -1,0 +1,101 @@
+"""The control API answers every request, however malformed, with a status
+code and a one-line JSON error; sizes and counts are bounded, the limit named."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from hwlab.control import ControlServer
+from hwlab.lab import Lab
+
+pytestmark = pytest.mark.lab
+
+RULE = '{"rules": [{"effect": "hang"}]}'
+
+
+def _post(path: str, body: str, *extra: str) -> bytes:
+    head = [f"POST {path} HTTP/1.1", "Host: x", f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n" + body).encode("latin-1")
+
+
+MALFORMED: dict[str, bytes] = {
+    "content-length not a number": b"POST /faults/node-001 HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
+    "negative content-length": b"POST /faults/node-001 HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+    "rules that are not mappings": _post("/faults/node-001", '{"rules": [123]}'),
+    "rules not a list": _post("/faults/node-001", '{"rules": "hang"}'),
+    "body not JSON": _post("/faults/node-001", "{rules"),
+    "body a JSON list": _post("/faults/node-001", "[1, 2]"),
+    "body not UTF-8": _post("/faults/node-001", "\xff\xfe"),
+    "unknown effect": _post("/faults/node-001", '{"rules": [{"effect": "zap"}]}'),
+    "bad effect parameter": _post(
+        "/faults/node-001", '{"rules": [{"effect": "busy", "retry_after": -1}]}'
+    ),
+    "unknown node": _post("/faults/nope", RULE),
+    "too many rules": _post("/faults/node-001", json.dumps({"rules": [{"effect": "hang"}] * 65})),
+    "node name too long": _post("/faults/" + "n" * 300, RULE),
+    "bad power state": _post("/power/node-001", '{"state": "maybe"}'),
+    "power on unknown node": _post("/power/nope", '{"state": "on"}'),
+    "unknown path": b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+    "method not allowed": b"PUT /status HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    "body too large": b"POST /faults/node-001 HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n",
+    "malformed header": b"GET /status HTTP/1.1\r\nno colon here\r\n\r\n",
+    "garbage request line": b"GARBAGE\r\n\r\n",
+    "bad chunk size": b"POST /faults/node-001 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+}
+
+
+@pytest.fixture
+def control(hwlab_lab: Callable[..., Lab]) -> Iterator[ControlServer]:
+    lab = hwlab_lab(nodes=2, protocols="ipmi")
+    server = ControlServer(lab)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _exchange(server: ControlServer, raw: bytes) -> tuple[int, dict[str, object]]:
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(raw)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert data.count(b"HTTP/1.1 ") == 1, data
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body)
+
+
+def test_twenty_malformed_requests_each_get_a_4xx_and_a_one_line_json_error(
+    control: ControlServer,
+) -> None:
+    assert len(MALFORMED) == 20
+    for what, raw in MALFORMED.items():
+        status, body = _exchange(control, raw)
+        assert 400 <= status < 500, (what, status, body)
+        error = body.get("error")
+        assert isinstance(error, str), (what, body)
+        assert error, what
+        assert "\n" not in error, (what, body)
+    # The API still works after all that.
+    status, body = _exchange(control, _post("/faults/node-001", RULE))
+    assert (status, body) == (200, {"rules": 1})
+
+
+@pytest.mark.parametrize(
+    ("what", "needle"),
+    [
+        ("too many rules", "MAX_RULES_PER_CALL"),
+        ("node name too long", "MAX_NODE_NAME"),
+        ("body too large", "262144"),
+    ],
+)
+def test_limits_are_named_in_the_error(control: ControlServer, what: str, needle: str) -> None:
+    assert needle in str(_exchange(control, MALFORMED[what])[1]["error"])
