@@ -203,7 +203,9 @@ class FaultRule:
                 allowed = sorted(_RULE_KEYS | set(spec))
                 raise fail(f"unknown key for effect {effect} (allowed: {', '.join(allowed)})", key)
 
-        def number(key: str, kind: type, low: float | None = None, high: float | None = None):
+        def number(
+            key: str, kind: type, low: float | None = None, high: float | None = None
+        ) -> Any:
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise fail(f"must be a number, not {value!r}", key)

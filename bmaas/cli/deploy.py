@@ -18,7 +18,7 @@ from bmaas.driver import DEFAULT_DEADLINE
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import Provisioned, Provisioner, Request
 from bmaas.retry import RetryPolicy
-from bmaas.store import OwnerKind
+from bmaas.store import Allocation, OwnerKind
 
 __all__ = ["deploy", "instance", "move", "undeploy"]
 
@@ -170,6 +170,7 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
 def deploy(
     ctx: click.Context,
     app: App,
+    /,
     count: int,
     name_prefix: str | None,
     resource_class: str | None,
@@ -243,7 +244,7 @@ def deploy(
 @pass_app
 @click.pass_context
 def undeploy(
-    ctx: click.Context, app: App, instances: Sequence[str], all_instances: bool, **limits: Any
+    ctx: click.Context, app: App, /, instances: Sequence[str], all_instances: bool, **limits: Any
 ) -> None:
     """Power off INSTANCE...'s nodes, eject media, release nodes and ports."""
     store = app.store()
@@ -275,7 +276,7 @@ def undeploy(
 @click.option("--to", "target", default=None, help="Move to this node (default: best candidate).")
 @provisioner_options
 @pass_app
-def move(app: App, instance_name: str, target: str | None, **limits: Any) -> None:
+def move(app: App, /, instance_name: str, target: str | None, **limits: Any) -> None:
     """Re-deploy INSTANCE onto another node. The source is given back only
     once the target is up; if the target fails, the instance keeps its node."""
     with make_provisioner(app, **limits) as provisioner:
@@ -299,7 +300,8 @@ def instance_list(app: App, as_json: bool) -> None:
     store = app.store()
     rows = []
     for owner in store.owners(kind=OwnerKind.INSTANCE):
-        for allocation in store.allocations(owner_id=owner.id) or [None]:
+        allocations: list[Allocation | None] = list(store.allocations(owner_id=owner.id))
+        for allocation in allocations or [None]:
             node = store.node(allocation.node) if allocation else None
             rows.append(
                 {

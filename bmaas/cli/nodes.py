@@ -114,7 +114,7 @@ def _row(rec: NodeRecord) -> list[Any]:
 @click.option("--resource-class", help="Of this resource class.")
 @output_options
 @pass_app
-def node_list(app: App, as_json: bool, as_yaml: bool, **filters: Any) -> None:
+def node_list(app: App, /, as_json: bool, as_yaml: bool, **filters: Any) -> None:
     """List nodes (table, --json or --yaml), filtered."""
     records = app.store().nodes(**filters)
     if emit([r.to_dict() for r in records], as_json=as_json, as_yaml=as_yaml):

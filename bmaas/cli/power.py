@@ -103,7 +103,7 @@ def power_status(
     """Read the power state of NODE... (or --all) and record it."""
 
     def record(results: list[NodeResult[Any]]) -> None:
-        app.store().note_power(states={r.node: r.value for r in results if r.ok})
+        app.store().note_power(states={r.node: r.value for r in results if r.ok and r.value})
 
     _run(
         ctx,
@@ -156,7 +156,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
             store = app.store()
-            store.note_power(states={r.node: r.value for r in ok})
+            store.note_power(states={r.node: r.value for r in ok if r.value})
             store.add_events(
                 [(r.node, "power_action", f"power {action} requested") for r in ok],
                 actor=whoami(),

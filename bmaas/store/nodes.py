@@ -151,7 +151,7 @@ class NodesMixin(StoreBase):
                             updated_at=now,
                             **values,
                         )
-                    ).inserted_primary_key[0]
+                    ).inserted_primary_key[0]  # type: ignore[index]
                     self._event(conn, node_id, "enrolled", f"enrolled ({spec.driver})", actor=actor)
                     continue
                 changed = sorted(k for k, v in values.items() if row._mapping[k] != v)
@@ -175,7 +175,7 @@ class NodesMixin(StoreBase):
         if network_id is None:
             network_id = conn.execute(
                 t.networks.insert().values(name=net.name, created_at=now)
-            ).inserted_primary_key[0]
+            ).inserted_primary_key[0]  # type: ignore[index]
         for seg in net.segments:
             row = conn.execute(sa.select(t.segments).where(t.segments.c.name == seg.name)).first()
             values = {
