@@ -32,9 +32,17 @@ class BmaasGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.BadParameter as exc:
+            # A file that is a directory or unreadable, a value out of range:
+            # one line naming the option, not click's usage block.
+            click.echo(f"error: {exc.format_message()}", err=True)
+            ctx.exit(EXIT_USAGE)
         except (BmaasError, OSError) as exc:
             if ctx.find_root().params.get("debug"):
-                raise
+                # --debug changes what is printed, never the exit code
+                import traceback
+
+                traceback.print_exc()
             click.echo(f"error: {exc}", err=True)
             ctx.exit(EXIT_USAGE)
 

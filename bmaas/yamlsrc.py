@@ -72,6 +72,12 @@ def load_text(text: str, *, source: str = "<string>") -> Any:
         raise InputError(f"not valid YAML/JSON: {problem}", source=source, line=line) from None
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML/JSON: {exc}", source=source) from None
+    except RecursionError:
+        # PyYAML composes recursively: a pathological nesting (a 20,000-deep
+        # list) would otherwise be a 3,000-line traceback.
+        raise InputError(
+            "nested too deeply (lists or mappings hundreds of levels deep)", source=source
+        ) from None
 
 
 def load_file(path: str | os.PathLike[str]) -> Any:

@@ -54,9 +54,14 @@ class App:
     clock: Callable[[], float] = time.time
     _store: Store | None = None
 
-    def store(self, *, check_schema: bool = True) -> Store:
+    def store(self, *, check_schema: bool = True, create: bool = False) -> Store:
+        """The store, opened once. Only ``bmaas enroll`` and ``bmaas db
+        upgrade`` create a missing database (``create=True``); every other
+        command says "no database at X; run `bmaas enroll`"."""
         if self._store is None:
-            self._store = Store.open(self.db, clock=self.clock, check_schema=check_schema)
+            self._store = Store.open(
+                self.db, clock=self.clock, check_schema=check_schema, create=create
+            )
         return self._store
 
     def factory(self, deadline: float) -> DriverFactory:

@@ -11,7 +11,7 @@ from bmaas import credentials, inventory
 from bmaas.cli.app import App, emit, output_options, pass_app, table, whoami
 from bmaas.cliutil import EXIT_FAILURE, EXIT_USAGE
 from bmaas.driver import PowerState
-from bmaas.store import NodeRecord, ProvisionState, head_revision
+from bmaas.store import NoDatabase, NodeRecord, ProvisionState, head_revision
 
 __all__ = ["db", "enroll", "node"]
 
@@ -28,7 +28,7 @@ def _ago(then: float | None, now: float) -> str:
 
 
 @click.command("enroll")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")  # read by the loader: a directory is one `error:` line
 @click.option("--dry-run", is_flag=True, help="Validate only; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
@@ -40,9 +40,12 @@ def enroll(ctx: click.Context, app: App, file: str, dry_run: bool, as_json: bool
     problem is listed with its file, line and field. Nodes already enrolled
     are updated in place (their state and history are kept).
     """
-    store = app.store()
     try:
-        inv = inventory.load(file, known_segments=store.segment_names())
+        known: set[str] = set(app.store().segment_names())
+    except NoDatabase:
+        known = set()  # nothing enrolled yet; --dry-run and bad files create nothing
+    try:
+        inv = inventory.load(file, known_segments=known)
     except inventory.InventoryError as exc:
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
@@ -52,7 +55,7 @@ def enroll(ctx: click.Context, app: App, file: str, dry_run: bool, as_json: bool
         if not emit(data, as_json=as_json, as_yaml=False):
             click.echo(f"{file}: valid, {len(inv.nodes)} node(s); nothing changed (--dry-run)")
         return
-    report = inventory.enroll(store, inv, actor=whoami())
+    report = inventory.enroll(app.store(create=True), inv, actor=whoami())
     data = {
         "file": file,
         "created": report.created,
@@ -191,7 +194,7 @@ def db() -> None:
 @pass_app
 def db_upgrade(app: App, revision: str) -> None:
     """Migrate the database schema (creates the database if there is none)."""
-    store = app.store(check_schema=False)
+    store = app.store(check_schema=False, create=True)
     before, after = store.upgrade(revision)
     if before == after:
         click.echo(f"{store.url}: already at {after}")
