@@ -58,8 +58,38 @@ def line_of(data: Any, key: str | None = None) -> int | None:
     return None
 
 
+#: deeper flow nesting than this is refused before parsing (no real inventory
+#: or lab file nests more than a handful of levels)
+MAX_DEPTH = 200
+_TOO_DEEP = "nested too deeply (lists or mappings hundreds of levels deep)"
+
+
+def _flow_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether ``[``/``{`` nest deeper than ``limit`` outside quoted strings.
+    PyYAML's scanner is quadratic in flow depth (20,000 levels: seconds) before
+    its recursive composer overflows, so pathological input is refused first."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth, quote = 0, ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return False
+
+
 def load_text(text: str, *, source: str = "<string>") -> Any:
     """Parse YAML/JSON text; syntax errors become ``InputError`` with the line."""
+    if _flow_depth_exceeds(text, MAX_DEPTH):
+        raise InputError(_TOO_DEEP, source=source)
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except InputError as exc:
@@ -75,9 +105,7 @@ def load_text(text: str, *, source: str = "<string>") -> Any:
     except RecursionError:
         # PyYAML composes recursively: a pathological nesting (a 20,000-deep
         # list) would otherwise be a 3,000-line traceback.
-        raise InputError(
-            "nested too deeply (lists or mappings hundreds of levels deep)", source=source
-        ) from None
+        raise InputError(_TOO_DEEP, source=source) from None
 
 
 def load_file(path: str | os.PathLike[str]) -> Any:
