@@ -249,4 +249,5 @@ def test_debug_changes_the_output_never_the_exit_code(tmp_path: Path) -> None:
     plain = CliRunner().invoke(cli, ["--db", db, "node", "show", "x"], obj=App())
     debug = CliRunner().invoke(cli, ["--db", db, "--debug", "node", "show", "x"], obj=App())
     assert plain.exit_code == debug.exit_code == 2
-    assert "Traceback" in debug.stderr and "Traceback" not in plain.stderr
+    assert "Traceback" in debug.stderr
+    assert "Traceback" not in plain.stderr
