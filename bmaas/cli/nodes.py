@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from bmaas import credentials, inventory
+from bmaas import credentials
 from bmaas.cli.app import App, emit, output_options, pass_app, table, whoami
 from bmaas.cliutil import EXIT_FAILURE, EXIT_USAGE
 from bmaas.driver import PowerState
@@ -40,6 +40,8 @@ def enroll(ctx: click.Context, app: App, file: str, dry_run: bool, as_json: bool
     problem is listed with its file, line and field. Nodes already enrolled
     are updated in place (their state and history are kept).
     """
+    from bmaas import inventory  # the validators and driver registry, for enroll only
+
     try:
         known: set[str] = set(app.store().segment_names())
     except NoDatabase:
@@ -120,7 +122,9 @@ def _row(rec: NodeRecord) -> list[Any]:
 def node_list(app: App, /, as_json: bool, as_yaml: bool, **filters: Any) -> None:
     """List nodes (table, --json or --yaml), filtered."""
     records = app.store().nodes(**filters)
-    if emit([r.to_dict() for r in records], as_json=as_json, as_yaml=as_yaml):
+    # to_dict (a deep copy, secrets masked) only for the formats that print it
+    data = [r.to_dict() for r in records] if as_json or as_yaml else None
+    if emit(data, as_json=as_json, as_yaml=as_yaml):
         return
     headers = [
         "name",

@@ -23,7 +23,6 @@ from bmaas.faults import InputError
 from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
-from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
 
 __all__ = ["down", "fault", "parse_rule_arg", "power", "profiles_cmd", "status", "up"]
 
@@ -94,6 +93,10 @@ def up(
     state_dir: Path,
 ) -> None:
     """Start a lab in the background; return when every BMC is listening."""
+    # the lab's machinery, only for the commands that start or stop one:
+    # `hwlab status` stays quick
+    from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+
     options = LabOptions(
         labfile=os.path.abspath(lab_file) if lab_file else None,
         nodes=nodes,
@@ -179,6 +182,8 @@ def _read_lab_json(state_dir: Path) -> dict[str, Any]:
 @state_dir_option
 def down(timeout: float, state_dir: Path) -> None:
     """Stop the lab and everything it started."""
+    from hwlab.daemon import pid_alive, read_pid
+
     pid = read_pid(state_dir)
     if pid is None:
         click.echo(f"no lab is running in {state_dir}")
