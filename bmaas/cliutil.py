@@ -40,6 +40,10 @@ class BmaasGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except RecursionError:
+            # the loaders refuse deep nesting; this is the last line of defence
+            click.echo("error: input nested too deeply to process", err=True)
+            ctx.exit(EXIT_USAGE)
         except click.BadParameter as exc:
             # A file that is a directory or unreadable, a value out of range:
             # one line naming the option, not click's usage block.

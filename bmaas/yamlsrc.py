@@ -9,11 +9,13 @@ JSON is YAML, so one loader reads both.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import yaml
 
 from bmaas.faults import InputError
+from bmaas.yamlevents import build_document
 
 __all__ = ["SourceDict", "line_of", "load_file", "load_text"]
 
@@ -29,24 +31,14 @@ class SourceDict(dict[str, Any]):
         self.key_lines = {}
 
 
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> SourceDict:
-    loader.flatten_mapping(node)
-    result = SourceDict()
-    result.line = node.start_mark.line + 1
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in result:
-            raise InputError(f"duplicate key {key!r}", line=key_node.start_mark.line + 1)
-        result[key] = loader.construct_object(value_node, deep=True)
-        result.key_lines[str(key)] = key_node.start_mark.line + 1
-    return result
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# libyaml's parser when PyYAML was built with it: the pure-Python scanner
+# takes over a minute for a 50,000-node inventory, libyaml a few seconds.
+# Values are built from the parser's events (bmaas.yamlevents), never from a
+# composed node tree: memory stays what the result needs.
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: the pure-Python parser says what is wrong with a file in its own words,
+#: so a file libyaml refuses is parsed again with it for the message
+_PureLoader = yaml.SafeLoader
 
 
 def line_of(data: Any, key: str | None = None) -> int | None:
@@ -64,6 +56,9 @@ MAX_DEPTH = 200
 _TOO_DEEP = "nested too deeply (lists or mappings hundreds of levels deep)"
 
 
+_BRACKETS = re.compile(r"[\[\]{}\"']")
+
+
 def _flow_depth_exceeds(text: str, limit: int) -> bool:
     """Whether ``[``/``{`` nest deeper than ``limit`` outside quoted strings.
     PyYAML's scanner is quadratic in flow depth (20,000 levels: seconds) before
@@ -71,7 +66,8 @@ def _flow_depth_exceeds(text: str, limit: int) -> bool:
     if text.count("[") + text.count("{") <= limit:
         return False
     depth, quote = 0, ""
-    for ch in text:
+    for match in _BRACKETS.finditer(text):  # only the characters that matter
+        ch = match.group()
         if quote:
             if ch == quote:
                 quote = ""
@@ -81,7 +77,7 @@ def _flow_depth_exceeds(text: str, limit: int) -> bool:
             depth += 1
             if depth > limit:
                 return True
-        elif ch in "]}":
+        else:
             depth = max(0, depth - 1)
     return False
 
@@ -91,7 +87,22 @@ def load_text(text: str, *, source: str = "<string>") -> Any:
     if _flow_depth_exceeds(text, MAX_DEPTH):
         raise InputError(_TOO_DEEP, source=source)
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        return _parse(text, _Loader, source)
+    except _SyntaxError:
+        if _Loader is _PureLoader:
+            raise
+    # libyaml refused it: the pure-Python parser says why in its own words
+    return _parse(text, _PureLoader, source)
+
+
+class _SyntaxError(InputError):
+    """What the parser itself refused (as opposed to a duplicate key)."""
+
+
+def _parse(text: str, loader_class: type[yaml.SafeLoader], source: str) -> Any:
+    loader = loader_class(text)
+    try:
+        return build_document(loader, SourceDict)
     except InputError as exc:
         exc.source = source
         raise
@@ -99,13 +110,11 @@ def load_text(text: str, *, source: str = "<string>") -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         problem = exc.problem or str(exc)
-        raise InputError(f"not valid YAML/JSON: {problem}", source=source, line=line) from None
+        raise _SyntaxError(f"not valid YAML/JSON: {problem}", source=source, line=line) from None
     except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML/JSON: {exc}", source=source) from None
-    except RecursionError:
-        # PyYAML composes recursively: a pathological nesting (a 20,000-deep
-        # list) would otherwise be a 3,000-line traceback.
-        raise InputError(_TOO_DEEP, source=source) from None
+        raise _SyntaxError(f"not valid YAML/JSON: {exc}", source=source) from None
+    finally:
+        loader.dispose()
 
 
 def load_file(path: str | os.PathLike[str]) -> Any:

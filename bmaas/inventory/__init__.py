@@ -124,7 +124,9 @@ def parse(
                 named_segments.append((label, segment, line_of(raw, "network_segment")))
     if known_segments is not None:
         # Checked on every node, valid or not, so one pass reports everything.
-        known = {seg.name for net in networks for seg in net.segments} | set(known_segments)
+        # A segment declared in the file but invalid has its own error; the
+        # nodes in it are not each reported again.
+        known = _declared_segments(data) | set(known_segments)
         for label, segment, line in named_segments:
             if segment not in known:
                 check.fail(
@@ -136,6 +138,17 @@ def parse(
     if check.problems:
         raise InventoryError(sorted(check.problems, key=lambda p: p.line or 0))
     return Inventory(source, nodes, networks)
+
+
+def _declared_segments(data: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+    nets = data.get("networks")
+    for net in nets if isinstance(nets, list) else ():
+        segments = net.get("segments") if isinstance(net, Mapping) else None
+        for seg in segments if isinstance(segments, list) else ():
+            if isinstance(seg, Mapping) and isinstance(seg.get("name"), str):
+                names.add(seg["name"])
+    return names
 
 
 def enroll(store: Store, inventory: Inventory, *, actor: str | None = None) -> EnrollReport:

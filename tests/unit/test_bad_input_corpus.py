@@ -101,6 +101,19 @@ INVENTORIES = [
     Case("duplicate-key", "nodes: []\nnodes: []\n"),
     Case("deep-list", "nodes: " + "[" * DEEP + "]" * DEEP + "\n"),
     Case("deep-mapping", "nodes: " + "{a: " * DEEP + "1" + "}" * DEEP + "\n"),
+    Case("deep-block-list", "nodes:\n  - " + "- " * DEEP + "1\n"),
+    Case(
+        "deep-node",
+        "nodes:\n  - {name: n1, driver: fake, extra: " + "[" * 150 + "]" * 150 + "}\n"
+        "  - " + "- " * DEEP + "1\n",
+        problems=2,
+    ),
+    Case(
+        "invalid-segment-reported-once",
+        "networks:\n  - name: p\n    segments: [{name: s, cidr: 10.0.0.0/33}]\n"
+        "nodes:\n  - {name: n1, driver: fake, network_segment: s}\n"
+        "  - {name: n2, driver: fake, network_segment: s}\n",
+    ),
     Case("deep-json", '{"nodes": ' + "[" * DEEP + "]" * DEEP + "}\n"),
     Case("not-utf8", b"nodes: [\xff\xfe]\n"),
     Case("directory", None),
@@ -166,6 +179,7 @@ def test_a_bad_inventory_is_refused_in_one_pass(
 
 LAB_FILES = [
     Case("deep-list", "nodes: " + "[" * DEEP + "]" * DEEP + "\n"),
+    Case("deep-block-list", "nodes:\n  - " + "- " * DEEP + "1\n"),
     Case("deep-mapping", "defaults: " + "{a: " * DEEP + "1" + "}" * DEEP + "\n"),
     Case("yaml-syntax", "nodes: [\n"),
     Case("directory", None),
