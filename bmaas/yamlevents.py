@@ -15,6 +15,7 @@ collections are ignored (a mapping is a mapping).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import yaml
@@ -51,7 +52,10 @@ def _scalar(loader: Any, event: ev.ScalarEvent) -> Any:  # a SafeLoader (stubs: 
     if tag is None or tag == "!":
         tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
     if tag == _STR:
-        return event.value
+        # Keys and the values every node repeats (driver names, user names,
+        # ${VAR} references) are one object each, not one per node.
+        value = event.value
+        return sys.intern(value) if len(value) <= 40 else value
     if tag == "tag:yaml.org,2002:merge":
         return _MERGE
     constructor = loader.yaml_constructors.get(tag)
@@ -140,8 +144,7 @@ def _add(frame: _Frame, value: Any, event: ev.Event) -> None:
         return
     if key in target:
         raise InputError(f"duplicate key {key!r}", line=frame.key_line)
-    target[key] = value
-    target.key_lines[str(key)] = frame.key_line
+    target.set_at(key, value, frame.key_line)
 
 
 def _merged(frame: _Frame, mapping_type: type[dict[str, Any]]) -> Any:
@@ -157,8 +160,9 @@ def _merged(frame: _Frame, mapping_type: type[dict[str, Any]]) -> Any:
                 raise InputError("not valid YAML/JSON: '<<' merges mappings only", line=line)
             for key, item in source.items():
                 merged[key] = item
-                merged.key_lines[str(key)] = line  # type: ignore[attr-defined]
-    for key, item in own.items():
-        merged[key] = item
-        merged.key_lines[str(key)] = own.key_lines[str(key)]  # type: ignore[attr-defined]
-    return merged
+    lines = own.key_lines
+    final = mapping_type()
+    final.line = own.line  # type: ignore[attr-defined]
+    for key, item in {**merged, **own}.items():
+        final.set_at(key, item, lines.get(str(key), line))  # type: ignore[attr-defined]
+    return final
