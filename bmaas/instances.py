@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from bmaas.candidates import candidates as find_candidates
 from bmaas.deploy import DeploySettings, ReadyHook, Step, deploy_node, undeploy_node
-from bmaas.driver import BMCDriver, PowerAction
+from bmaas.driver import BMCDriver, PowerAction, PowerState
 from bmaas.faults import (
     Attempt,
     BmaasError,
@@ -115,10 +115,17 @@ class InstancesMixin:
             except BmaasError as fault:
                 LOG.warning("%s: undeploy failed: %s", node, fault)
                 self.store.delete_owner(instance.id)
+                # The fault's message names the step that failed (power.set or
+                # vmedia.eject); an eject fails only after the power-off worked.
                 self.store.set_fault(node, UNDEPLOY_FAILURE, reason=str(fault))
+                powered_off = str(getattr(fault, "operation", "") or "").startswith("vmedia")
+                self.store.note_power(
+                    states={node: PowerState.OFF if powered_off else PowerState.UNKNOWN}
+                )
                 return nodes
             finally:
                 driver.close()
+            self.store.note_power(states={node: PowerState.OFF})  # the state it was left in
         self.store.delete_owner(instance.id)
         return nodes
 
@@ -198,6 +205,7 @@ class InstancesMixin:
                 ready=self.ready,
                 before_step=self._check_leases([move.id]),
             )
+            self.store.note_power(states={target: PowerState.ON})
             for port in ports:
                 self.store.unbind_port(port.id)
                 self.store.bind_port(port.id, target)
@@ -219,9 +227,11 @@ class InstancesMixin:
             LOG.warning("%s: could not power off the move's source: %s", source, fault)
             self._finish_move(instance, move, target)
             self.store.set_fault(source, UNDEPLOY_FAILURE, reason=str(fault))
+            self.store.note_power(states={source: PowerState.UNKNOWN})
             return
         finally:
             old.close()
+        self.store.note_power(states={source: PowerState.OFF})
         self._finish_move(instance, move, target)
 
     def _finish_move(self, instance: Owner, move: Owner, target: str) -> None:

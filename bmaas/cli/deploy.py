@@ -11,10 +11,10 @@ from typing import Any
 import click
 import yaml
 
-from bmaas.cli.app import App, emit, pass_app, progress, table
+from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deploy import DeploySettings
-from bmaas.driver import DEFAULT_DEADLINE
+from bmaas.driver import DEFAULT_DEADLINE, PowerState
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import Provisioned, Provisioner, Request
 from bmaas.retry import RetryPolicy
@@ -99,6 +99,13 @@ def _properties(pairs: Sequence[str]) -> dict[str, Any]:
             raise InputError(f"expected key=value, got {pair!r}", field="--property")
         out[key] = yaml.safe_load(raw)
     return out
+
+
+def _progress_line(result: Provisioned | ProvisionFailed) -> str:
+    if isinstance(result, Provisioned):
+        tried = "".join(f", after {a.node} {a.fault_class}" for a in result.attempts)
+        return f"{result.request}: active on {result.node} in {result.elapsed:.1f}s{tried}"
+    return f"{result.request}: FAILED after {len(result.attempts)} attempt(s)"
 
 
 def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
@@ -203,9 +210,13 @@ def deploy(
     start = time.monotonic()
     with (
         make_provisioner(app, **limits) as provisioner,
-        progress(count, "deploying", quiet=as_json) as tick,
+        progress_lines(count, quiet=as_json, line=_progress_line) as tick,
     ):
-        results = provisioner.provision_many(requests, workers=workers, on_result=lambda _: tick())
+        results = provisioner.provision_many(requests, workers=workers, on_result=tick)
+    # deploy leaves an active node on: record it, as `power on` would
+    app.store().note_power(
+        states={r.node: PowerState.ON for r in results if isinstance(r, Provisioned)}
+    )
     rows = [_row(r) for r in results]
     failed = [r for r in rows if not r["ok"]]
     elapsed = time.monotonic() - start
@@ -264,8 +275,9 @@ def undeploy(
                 failed += 1
                 click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
                 continue
-            faults = [n for n in nodes if store.node(n).fault]
-            note = f" (fenced: {', '.join(faults)} could not be powered off)" if faults else ""
+            fenced = [rec for rec in map(store.node, nodes) if rec.fault]
+            # the recorded fault names the step that failed (power.set, vmedia.eject)
+            note = "".join(f" (fenced {rec.name}: {rec.last_error})" for rec in fenced)
             click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
     if failed:
         ctx.exit(EXIT_FAILURE)

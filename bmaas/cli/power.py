@@ -15,6 +15,7 @@ import click
 
 from bmaas.cli.app import (
     App,
+    describe_value,
     fleet_options,
     node_selection,
     pass_app,
@@ -23,7 +24,7 @@ from bmaas.cli.app import (
     select_nodes,
     whoami,
 )
-from bmaas.driver import BMCDriver, BootDevice, PowerAction, PowerState
+from bmaas.driver import BMCDriver, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
 
@@ -249,12 +250,17 @@ def boot_set(
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
-    def operation(driver: BMCDriver) -> str:
+    def operation(driver: BMCDriver) -> BootSetting:
         driver.set_boot_device(target, persistent=persistent)
-        return f"{target} ({'persistent' if persistent else 'once'})"
+        # the same shape as `get`: {"device", "persistent"} in JSON
+        return BootSetting(target, persistent)
 
     def record(results: list[NodeResult[Any]]) -> None:
-        events = [(r.node, "boot_device", f"boot device set to {r.value}") for r in results if r.ok]
+        events = [
+            (r.node, "boot_device", f"boot device set to {describe_value(r.value)}")
+            for r in results
+            if r.ok
+        ]
         app.store().add_events(events, actor=whoami())
 
     _run(
