@@ -197,6 +197,14 @@ def deploy(
     """
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
+    if network is not None:
+        # bad input is one line and exit 2, not a FAILED row per request
+        known = sorted(n.name for n in app.store().networks())
+        if network not in known:
+            raise InputError(
+                f"no network {network!r} (enrolled: {', '.join(known) or 'none'})",
+                field="--network",
+            )
     requests = [
         Request(
             f"{prefix}-{i:03d}",

@@ -91,3 +91,7 @@ def test_bad_deploy_arguments_are_one_line(bmaas: Bmaas, enrolled: list[str]) ->
     missing = bmaas("move", "nope", expect=2)
     assert "no instance 'nope'" in missing.stderr
     assert bmaas("undeploy", expect=2).stderr.startswith("error: INSTANCE")
+    network = bmaas("deploy", "-n", "4", "--network", "provisioning", expect=2)
+    (line,) = network.stderr.splitlines()
+    assert line.startswith("error: --network: no network 'provisioning' (enrolled: ")
+    assert network.stdout == ""
