@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up a development environment: ipmitool (the real client some lab tests
-# drive), a venv in .venv, and bmaas installed editable with the extras the
-# demo and the tests need (test, plus lab when pyproject.toml defines it).
-# Prints each step and how long it took. Re-running is a no-op (well under a
-# second) while pyproject.toml, this script and the options below are
-# unchanged: a stamp in .venv records what was installed.
+# drive), a venv in .venv, and bmaas installed editable with what the job
+# needs: `--for demo` (scripts/demo.sh) bmaas and its lab extra; `--for test`
+# (the default; scripts/test.sh) the test extra too (pytest, ruff, mypy,
+# matplotlib). Prints each step and how long it took. Re-running is a no-op
+# (well under a second) while pyproject.toml and this script are unchanged
+# and what is installed covers what is asked: a stamp in .venv records it.
 #
 # Opt-in, for the stock-vbmcd proxy tests (pytest marker `vbmc`; CI sets it):
 #   BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh
@@ -12,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+purpose=test
+if [ "${1:-}" = "--for" ] && [ -n "${2:-}" ]; then purpose=$2; fi
 python=${PYTHON:-python3}
 extras_opt=${BMAAS_SETUP_EXTRAS:-}
 stamp_file=.venv/.bmaas-setup-stamp
@@ -19,18 +22,43 @@ t0=$(date +%s.%N)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
+join() { printf '%s\n' "$@" | sed '/^$/d' | sort -u | paste -sd, -; }
 
-stamp=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
-stamp="$stamp $("$python" -c 'import sys; print(sys.version.split()[0])') extras=$extras_opt"
-if [ -x .venv/bin/python ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
-    say "up to date (.venv matches pyproject.toml and scripts/setup.sh; $(since "$t0"))"
-    exit 0
+# The extras this run needs. The lab extra (sushy-tools, cryptography, psutil:
+# what hwlab needs beyond bmaas) when pyproject.toml defines it; older trees
+# had those in the main dependencies.
+wanted=("")
+[ "$purpose" = demo ] || wanted+=(test)
+if grep -qE '^lab = \[' pyproject.toml; then wanted+=(lab); fi
+if [ -n "$extras_opt" ]; then
+    IFS=, read -r -a more <<<"$extras_opt"
+    wanted+=("${more[@]}")
 fi
+
+inputs="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+inputs="$inputs $("$python" -c 'import sys; print(sys.version.split()[0])')"
+if [ -x .venv/bin/python ] && [ -f "$stamp_file" ]; then
+    read -r stamped_hash stamped_python stamped_extras <"$stamp_file" || true
+    if [ "${stamped_hash:-} ${stamped_python:-}" = "$inputs" ]; then
+        covered=yes
+        for extra in "${wanted[@]}"; do
+            [ -z "$extra" ] || [[ ",${stamped_extras:-}," == *",$extra,"* ]] || covered=no
+        done
+        if [ $covered = yes ]; then
+            say "up to date (.venv has bmaas[${stamped_extras:-}] for this pyproject.toml; $(since "$t0"))"
+            exit 0
+        fi
+        # keep what an earlier run installed (the stamp then covers both jobs)
+        IFS=, read -r -a kept <<<"${stamped_extras:-}"
+        wanted+=("${kept[@]}")
+    fi
+fi
+extras=$(join "${wanted[@]}")
 
 # -- Debian packages -----------------------------------------------------------
 apt_packages=()
 command -v ipmitool >/dev/null 2>&1 || apt_packages+=(ipmitool)
-if [[ ",$extras_opt," == *",virtualbmc,"* ]]; then
+if [[ ",$extras," == *",virtualbmc,"* ]]; then
     command -v pkg-config >/dev/null 2>&1 || apt_packages+=(pkg-config)
     pkg-config --exists libvirt 2>/dev/null || apt_packages+=(libvirt-dev)
 fi
@@ -57,21 +85,13 @@ if [ ! -x .venv/bin/python ]; then
     say "created .venv ($(since "$t"))"
 fi
 
-# The lab extra (sushy-tools, cryptography, psutil: what hwlab needs beyond
-# bmaas) is installed when pyproject.toml defines it; older trees had those
-# in the main dependencies.
-extras=test
-if .venv/bin/python - <<'EOF'; then extras="$extras,lab"; fi
-import sys, tomllib
-with open("pyproject.toml", "rb") as f:
-    sys.exit(0 if "lab" in tomllib.load(f)["project"].get("optional-dependencies", {}) else 1)
-EOF
-[ -n "$extras_opt" ] && extras="$extras,$extras_opt"
-
 t=$(date +%s.%N)
-say "installing bmaas (editable) with extras [$extras] into .venv (pip)..."
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extras]"
-say "installed bmaas[$extras] ($(since "$t"))"
+target=.
+[ -z "$extras" ] || target=".[$extras]"
+say "installing bmaas (editable)${extras:+ with [$extras]} into .venv (pip)..."
+# --no-compile: modules are byte-compiled when first imported, not all up front
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -e "$target"
+say "installed ($(since "$t"))"
 
-echo "$stamp" >"$stamp_file"
+echo "$inputs $extras" >"$stamp_file"
 say "done in $(since "$t0"); re-runs are a no-op until pyproject.toml or this script change"
