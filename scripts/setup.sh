@@ -45,7 +45,7 @@ if [ -x .venv/bin/python ] && [ -f "$stamp_file" ]; then
             [ -z "$extra" ] || [[ ",${stamped_extras:-}," == *",$extra,"* ]] || covered=no
         done
         if [ $covered = yes ]; then
-            say "up to date (.venv has bmaas[${stamped_extras:-}] for this pyproject.toml; $(since "$t0"))"
+            say "up to date (.venv has bmaas${stamped_extras:+[$stamped_extras]} for this pyproject.toml; $(since "$t0"))"
             exit 0
         fi
         # keep what an earlier run installed (the stamp then covers both jobs)

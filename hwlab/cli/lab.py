@@ -20,7 +20,6 @@ from rich.table import Table
 
 from bmaas.cliutil import emit_json
 from bmaas.faults import InputError
-from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 
@@ -247,6 +246,8 @@ def status(as_json: bool, state_dir: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def profiles_cmd(as_json: bool) -> None:
     """List the built-in fault profiles."""
+    from hwlab import profiles  # here, not at import: `hwlab status` stays quick
+
     if as_json:
         emit_json({p.name: p.description for p in profiles.PROFILES.values()})
         return
