@@ -7,6 +7,7 @@ on stderr with exit code 2; ``--debug`` brings the traceback back.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -18,7 +19,14 @@ import click
 from bmaas.faults import BmaasError
 from bmaas.secrets import mask
 
-__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "BmaasGroup", "emit_json", "setup_logging"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "BmaasGroup",
+    "LazyGroup",
+    "emit_json",
+    "setup_logging",
+]
 
 #: some (not all) of the work failed: per-item results say which
 EXIT_FAILURE = 1
@@ -32,11 +40,67 @@ class BmaasGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except RecursionError:
+            # the loaders refuse deep nesting; this is the last line of defence
+            click.echo("error: input nested too deeply to process", err=True)
+            ctx.exit(EXIT_USAGE)
+        except click.BadParameter as exc:
+            # A file that is a directory or unreadable, a value out of range:
+            # one line naming the option, not click's usage block.
+            click.echo(f"error: {exc.format_message()}", err=True)
+            ctx.exit(EXIT_USAGE)
         except (BmaasError, OSError) as exc:
             if ctx.find_root().params.get("debug"):
-                raise
+                # --debug changes what is printed, never the exit code
+                import traceback
+
+                traceback.print_exc()
             click.echo(f"error: {exc}", err=True)
             ctx.exit(EXIT_USAGE)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """What click shows of a long help in a command list: whole words, '...'."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 3, 1)].rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "..."
+
+
+class LazyGroup(BmaasGroup):
+    """A root group whose commands are imported only when one runs.
+
+    ``lazy`` maps a command name to ``("module:attribute", short help)``.
+    ``bmaas --help`` lists the commands from that table and imports none of
+    them, so it does not pay for SQLAlchemy, Alembic, rich or the drivers; a
+    test holds each short help against the command's own docstring.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attribute = self.lazy[cmd_name][0].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max((len(n) for n in self.list_commands(ctx)), default=0)
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is None:
+                rows.append((name, _shorten(self.lazy[name][1], limit)))
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 #: protocol libraries that log their own view of failures bmaas reports as

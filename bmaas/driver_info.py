@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
+import re
+import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -84,6 +87,30 @@ def _cipher_suite(value: Any) -> int:
     return suite
 
 
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def _is_host(text: str) -> bool:
+    """A host name (RFC 1123 labels; ``_`` tolerated, as real BMC names have
+    it) or an IPv4/IPv6 literal (IPv6 optionally in brackets)."""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare)
+        return True
+    except ValueError:
+        pass
+    if bare is not text or len(text) > 253:
+        return False
+    return all(_LABEL.match(label) for label in text.removesuffix(".").split("."))
+
+
+def _host(value: Any) -> str:
+    text = _text(value)
+    if not _is_host(text):
+        raise ValueError(f"must be a host name or an IP address, not {text!r}")
+    return text
+
+
 def _url(value: Any) -> str:
     text = _text(value)
     if "://" not in text:
@@ -93,6 +120,14 @@ def _url(value: Any) -> str:
         raise ValueError(f"scheme must be http or https, not {scheme!r}")
     if "@" in text.split("://", 1)[1].split("/", 1)[0]:
         raise ValueError("must not carry credentials; use redfish_username/redfish_password")
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc}): {text!r}") from None
+    host = parts.hostname or ""
+    if not _is_host(host):
+        raise ValueError(f"must name a host name or an IP address, not {text!r}")
     return text.rstrip("/")
 
 
@@ -107,7 +142,7 @@ class InfoField:
 FIELDS: dict[str, InfoField] = {
     f.key: f
     for f in (
-        InfoField("ipmi_address", _text, "BMC host name or IP address"),
+        InfoField("ipmi_address", _host, "BMC host name or IP address"),
         InfoField("ipmi_port", _port, "UDP port of the BMC (default 623)"),
         InfoField("ipmi_username", _text, "BMC user"),
         InfoField("ipmi_password", _secret, "BMC password"),
@@ -167,24 +202,54 @@ class DriverInfo:
         ``required`` lists the keys that must. Errors are ``InputError`` with
         ``field`` set to ``driver_info.<key>``.
         """
+        values, problems = cls._convert(raw, required=required, accepted=accepted, node=node)
+        if problems:
+            raise problems[0]
+        return cls(**values)
+
+    @classmethod
+    def problems(
+        cls,
+        raw: Mapping[str, Any],
+        *,
+        required: Collection[str] = (),
+        accepted: Collection[str] | None = None,
+        node: str | None = None,
+    ) -> list[InputError]:
+        """Every problem :meth:`parse` would raise the first of, for
+        validation that reports everything in one pass."""
+        return cls._convert(raw, required=required, accepted=accepted, node=node)[1]
+
+    @staticmethod
+    def _convert(
+        raw: Mapping[str, Any],
+        *,
+        required: Collection[str],
+        accepted: Collection[str] | None,
+        node: str | None,
+    ) -> tuple[dict[str, Any], list[InputError]]:
         allowed = set(FIELDS) if accepted is None else set(accepted)
         values: dict[str, Any] = {}
+        problems: list[InputError] = []
+        hinted: set[str] = set()  # a typo of a required key says so once, not twice
         for key, value in raw.items():
             field = f"driver_info.{key}"
             if key not in allowed:
                 hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
                 extra = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise InputError(f"unknown key{extra}", field=field, node=node)
+                hinted.update(hint)
+                problems.append(InputError(f"unknown key{extra}", field=field, node=node))
+                continue
             if value is None:
                 continue
             try:
                 values[key] = FIELDS[key].convert(value)
             except ValueError as exc:
-                raise InputError(str(exc), field=field, node=node) from None
+                problems.append(InputError(str(exc), field=field, node=node))
         for key in required:
-            if key not in values:
-                raise InputError("is required", field=f"driver_info.{key}", node=node)
-        return cls(**values)
+            if key not in values and key not in raw and key not in hinted:
+                problems.append(InputError("is required", field=f"driver_info.{key}", node=node))
+        return values, problems
 
     def to_dict(self, *, reveal: bool = False) -> dict[str, Any]:
         """The keys that were set, passwords masked unless ``reveal``."""

@@ -121,8 +121,8 @@ class BmaasError(Exception):
         state["_cause_text"] = self.cause_text
         return (type(self), (self.message,), state)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        self.__dict__.update(state or {})
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record of the fault, for ``--json`` output and event logs."""

@@ -73,12 +73,12 @@ class LeaseKeeper:
             # The lease still has two thirds left; the next round may get through.
             LOG.warning("could not renew %d lease(s): %s", len(ids), exc)
             return []
-        for exc in lost:
-            LOG.error("%s", exc)
-            self.discard(exc.owner or "")
-            self.lost.append(exc)
+        for gone in lost:
+            LOG.error("%s", gone)
+            self.discard(gone.owner or "")
+            self.lost.append(gone)
             if self.on_lost is not None:
-                self.on_lost(exc)
+                self.on_lost(gone)
         return lost
 
     def _run(self) -> None:

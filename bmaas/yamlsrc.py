@@ -9,44 +9,49 @@ JSON is YAML, so one loader reads both.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import yaml
 
 from bmaas.faults import InputError
+from bmaas.yamlevents import build_document
 
 __all__ = ["SourceDict", "line_of", "load_file", "load_text"]
 
 
 class SourceDict(dict[str, Any]):
-    """A dict with ``line`` (its own, 1-based) and ``key_lines`` (per key)."""
+    """A dict with ``line`` (its own, 1-based) and ``key_lines`` (per key).
 
-    line: int | None = None
-    key_lines: dict[str, int]
+    Compact, as a 50,000-node inventory holds 150,000 of them: no instance
+    ``__dict__``, and the key lines are a list in key order (the mapping as
+    loaded; keys added later have no line, a key removed shifts them)."""
+
+    __slots__ = ("_lines", "line")
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.key_lines = {}
+        self.line: int | None = None
+        self._lines: list[int | None] = []
+
+    def set_at(self, key: Any, value: Any, line: int | None) -> None:
+        """Add ``key`` (new) with the line it was written on."""
+        self[key] = value
+        self._lines.append(line)
+
+    @property
+    def key_lines(self) -> dict[str, int]:
+        return {str(k): ln for k, ln in zip(self, self._lines, strict=False) if ln is not None}
 
 
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> SourceDict:
-    loader.flatten_mapping(node)
-    result = SourceDict()
-    result.line = node.start_mark.line + 1
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in result:
-            raise InputError(f"duplicate key {key!r}", line=key_node.start_mark.line + 1)
-        result[key] = loader.construct_object(value_node, deep=True)
-        result.key_lines[str(key)] = key_node.start_mark.line + 1
-    return result
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# libyaml's parser when PyYAML was built with it: the pure-Python scanner
+# takes over a minute for a 50,000-node inventory, libyaml a few seconds.
+# Values are built from the parser's events (bmaas.yamlevents), never from a
+# composed node tree: memory stays what the result needs.
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: the pure-Python parser says what is wrong with a file in its own words,
+#: so a file libyaml refuses is parsed again with it for the message
+_PureLoader = yaml.SafeLoader
 
 
 def line_of(data: Any, key: str | None = None) -> int | None:
@@ -58,10 +63,59 @@ def line_of(data: Any, key: str | None = None) -> int | None:
     return None
 
 
+#: deeper flow nesting than this is refused before parsing (no real inventory
+#: or lab file nests more than a handful of levels)
+MAX_DEPTH = 200
+_TOO_DEEP = "nested too deeply (lists or mappings hundreds of levels deep)"
+
+
+_BRACKETS = re.compile(r"[\[\]{}\"']")
+
+
+def _flow_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether ``[``/``{`` nest deeper than ``limit`` outside quoted strings.
+    PyYAML's scanner is quadratic in flow depth (20,000 levels: seconds) before
+    its recursive composer overflows, so pathological input is refused first."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth, quote = 0, ""
+    for match in _BRACKETS.finditer(text):  # only the characters that matter
+        ch = match.group()
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth = max(0, depth - 1)
+    return False
+
+
 def load_text(text: str, *, source: str = "<string>") -> Any:
     """Parse YAML/JSON text; syntax errors become ``InputError`` with the line."""
+    if _flow_depth_exceeds(text, MAX_DEPTH):
+        raise InputError(_TOO_DEEP, source=source)
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        return _parse(text, _Loader, source)
+    except _SyntaxError:
+        if _Loader is _PureLoader:
+            raise
+    # libyaml refused it: the pure-Python parser says why in its own words
+    return _parse(text, _PureLoader, source)
+
+
+class _SyntaxError(InputError):
+    """What the parser itself refused (as opposed to a duplicate key)."""
+
+
+def _parse(text: str, loader_class: type[yaml.SafeLoader], source: str) -> Any:
+    loader = loader_class(text)
+    try:
+        return build_document(loader, SourceDict)
     except InputError as exc:
         exc.source = source
         raise
@@ -69,9 +123,11 @@ def load_text(text: str, *, source: str = "<string>") -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         problem = exc.problem or str(exc)
-        raise InputError(f"not valid YAML/JSON: {problem}", source=source, line=line) from None
+        raise _SyntaxError(f"not valid YAML/JSON: {problem}", source=source, line=line) from None
     except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML/JSON: {exc}", source=source) from None
+        raise _SyntaxError(f"not valid YAML/JSON: {exc}", source=source) from None
+    finally:
+        loader.dispose()
 
 
 def load_file(path: str | os.PathLike[str]) -> Any:

@@ -78,7 +78,7 @@ class FakeMachine:
         self.rng = rng or random.Random(name)
         self.plan = plan if plan is not None else FaultPlan(node=name, clock=self._clock)
         self._lock = threading.RLock()
-        self._power = power
+        self._power: PowerState = power
         self._on_since: float | None = self._clock() if power is PowerState.ON else None
         # pending transitions: (time it lands, state it lands in), in order
         self._pending: list[tuple[float, PowerState]] = []

@@ -42,6 +42,7 @@ from bmaas.secrets import Secret
 from bmaas.yamlsrc import line_of, load_file
 from fakes.faults import FaultRule
 from fakes.machine import Hardware
+from hwlab.limits import MAX_NODES
 
 if TYPE_CHECKING:
     from hwlab.proxy.spec import ProxySpec
@@ -78,7 +79,6 @@ _NODE_KEYS = {
 _TOP_KEYS = {"seed", "profile", "redfish_tls", "defaults", "nodes"}
 
 #: bounds on what a lab file may ask for; each error names the limit
-MAX_NODES = 10_000
 MAX_LABFILE_BYTES = 4 * 1024 * 1024
 MAX_RULES = 64
 MAX_START = 10**9

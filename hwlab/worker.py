@@ -33,6 +33,7 @@ from fakes.faults import FaultPlan, FaultRule
 from fakes.machine import FakeMachine
 from hwlab.events import EventLog
 from hwlab.labspec import NodeSpec
+from hwlab.limits import MAX_SHARD_SIZE
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
@@ -67,10 +68,6 @@ class Shard:
     tls_dir: str | None = None
 
 
-#: the most machines one worker process serves: each costs a few KiB and
-#: one or two sockets, while a worker's interpreter (sushy-tools, Flask,
-#: pyghmi) costs ~80 MiB, so big labs want few, big shards
-MAX_SHARD_SIZE = 2500
 #: below this many machines per worker, more workers than cores buy nothing
 MIN_SHARD_SIZE = 250
 DEFAULT_SHARD_SIZE = None  # automatic: see shard_count()

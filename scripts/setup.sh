@@ -1,39 +1,97 @@
 #!/usr/bin/env bash
-# Set up a development environment from nothing: system packages, a venv in
-# .venv, and bmaas installed editable with its test extras. Safe to re-run.
+# Set up a development environment: ipmitool (the real client some lab tests
+# drive), a venv in .venv, and bmaas installed editable with what the job
+# needs: `--for demo` (scripts/demo.sh) bmaas and its lab extra; `--for test`
+# (the default; scripts/test.sh) the test extra too (pytest, ruff, mypy,
+# matplotlib). Prints each step and how long it took. Re-running is a no-op
+# (well under a second) while pyproject.toml and this script are unchanged
+# and what is installed covers what is asked: a stamp in .venv records it.
+#
+# Opt-in, for the stock-vbmcd proxy tests (pytest marker `vbmc`; CI sets it):
+#   BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh
+# which also installs Debian's libvirt-dev and pkg-config to build libvirt-python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools the lab tests drive as real clients, and what building
-# libvirt-python (the bmaas[virtualbmc] extra: stock vbmcd behind hwlab
-# proxies) needs. libvirt's test:///default driver runs inside the client
-# library, so no libvirt daemon is needed.
+purpose=test
+if [ "${1:-}" = "--for" ] && [ -n "${2:-}" ]; then purpose=$2; fi
+python=${PYTHON:-python3}
+extras_opt=${BMAAS_SETUP_EXTRAS:-}
+stamp_file=.venv/.bmaas-setup-stamp
+t0=$(date +%s.%N)
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
+join() { printf '%s\n' "$@" | sed '/^$/d' | sort -u | paste -sd, -; }
+
+# The extras this run needs. The lab extra (sushy-tools, cryptography, psutil:
+# what hwlab needs beyond bmaas) when pyproject.toml defines it; older trees
+# had those in the main dependencies.
+wanted=("")
+[ "$purpose" = demo ] || wanted+=(test)
+if grep -qE '^lab = \[' pyproject.toml; then wanted+=(lab); fi
+if [ -n "$extras_opt" ]; then
+    IFS=, read -r -a more <<<"$extras_opt"
+    wanted+=("${more[@]}")
+fi
+
+inputs="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+inputs="$inputs $("$python" -c 'import sys; print(sys.version.split()[0])')"
+if [ -x .venv/bin/python ] && [ -f "$stamp_file" ]; then
+    read -r stamped_hash stamped_python stamped_extras <"$stamp_file" || true
+    if [ "${stamped_hash:-} ${stamped_python:-}" = "$inputs" ]; then
+        covered=yes
+        for extra in "${wanted[@]}"; do
+            [ -z "$extra" ] || [[ ",${stamped_extras:-}," == *",$extra,"* ]] || covered=no
+        done
+        if [ $covered = yes ]; then
+            say "up to date (.venv has bmaas${stamped_extras:+[$stamped_extras]} for this pyproject.toml; $(since "$t0"))"
+            exit 0
+        fi
+        # keep what an earlier run installed (the stamp then covers both jobs)
+        IFS=, read -r -a kept <<<"${stamped_extras:-}"
+        wanted+=("${kept[@]}")
+    fi
+fi
+extras=$(join "${wanted[@]}")
+
+# -- Debian packages -----------------------------------------------------------
 apt_packages=()
 command -v ipmitool >/dev/null 2>&1 || apt_packages+=(ipmitool)
-command -v curl >/dev/null 2>&1 || apt_packages+=(curl)
-command -v pkg-config >/dev/null 2>&1 || apt_packages+=(pkg-config)
-pkg-config --exists libvirt 2>/dev/null || apt_packages+=(libvirt-dev)
+if [[ ",$extras," == *",virtualbmc,"* ]]; then
+    command -v pkg-config >/dev/null 2>&1 || apt_packages+=(pkg-config)
+    pkg-config --exists libvirt 2>/dev/null || apt_packages+=(libvirt-dev)
+fi
 if [ ${#apt_packages[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ]; then
-        echo "setup: installing ${apt_packages[*]} from Debian" >&2
+    t=$(date +%s.%N)
+    say "installing ${apt_packages[*]} from Debian (apt-get)..."
+    sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    if [ "$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq "${apt_packages[@]}" >/dev/null
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo apt-get update -qq && sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+        "${sudo[@]}" apt-get update -qq
+        "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
+        say "installed ${apt_packages[*]} ($(since "$t"))"
     else
-        echo "setup: please install ${apt_packages[*]} (apt-get install ${apt_packages[*]})" >&2
+        say "cannot install ${apt_packages[*]} (not root, no sudo): apt-get install ${apt_packages[*]}"
     fi
 fi
 
-python=${PYTHON:-python3}
+# -- the venv ------------------------------------------------------------------
 if [ ! -x .venv/bin/python ]; then
+    t=$(date +%s.%N)
+    say "creating .venv with $("$python" --version 2>&1)..."
     "$python" -m venv .venv
+    say "created .venv ($(since "$t"))"
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
-if pkg-config --exists libvirt 2>/dev/null; then
-    .venv/bin/python -m pip install -q -e '.[test,virtualbmc]'
-else
-    echo "setup: libvirt-dev is missing, so bmaas[virtualbmc] (stock vbmcd for the proxy" \
-        "lab tests) is not installed; apt-get install libvirt-dev pkg-config, then re-run" >&2
-fi
+
+t=$(date +%s.%N)
+target=.
+[ -z "$extras" ] || target=".[$extras]"
+say "installing bmaas (editable)${extras:+ with [$extras]} into .venv (pip)..."
+# --no-compile: modules are byte-compiled when first imported, not all up front
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -e "$target"
+say "installed ($(since "$t"))"
+
+echo "$inputs $extras" >"$stamp_file"
+say "done in $(since "$t0"); re-runs are a no-op until pyproject.toml or this script change"

@@ -12,23 +12,68 @@ database problem) - one ``error:`` line on stderr, ``--debug`` for a traceback.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from bmaas import __version__
-from bmaas.cli.app import App
-from bmaas.cli.deploy import deploy, instance, move, undeploy
-from bmaas.cli.maintenance import maintenance, sync
-from bmaas.cli.nodes import db, enroll, node
-from bmaas.cli.power import boot_device, power, vmedia
-from bmaas.cli.status import status
-from bmaas.cliutil import BmaasGroup, common_options, emit_json, run, setup_logging
-from bmaas.registry import available_drivers
+from bmaas.cliutil import LazyGroup, common_options, emit_json, run, setup_logging
 
-__all__ = ["App", "cli", "main"]
+if TYPE_CHECKING:
+    from bmaas.cli.app import App
+
+__all__ = ["COMMANDS", "App", "cli", "main"]
+
+#: name -> (where the command lives, its short help). Imported only when run,
+#: so `bmaas --help` starts without SQLAlchemy, rich or any driver
+#: (tests/unit/test_cli_start.py holds the help texts to the commands').
+COMMANDS: dict[str, tuple[str, str]] = {
+    "boot-device": ("bmaas.cli.power:boot_device", "Read or set the next boot device."),
+    "db": ("bmaas.cli.nodes:db", "The state database: schema revision and upgrades."),
+    "deploy": (
+        "bmaas.cli.deploy:deploy",
+        "Deploy COUNT instances, moving each to another node when one fails.",
+    ),
+    "enroll": (
+        "bmaas.cli.nodes:enroll",
+        "Enroll (or update) the nodes and networks in an inventory FILE.",
+    ),
+    "instance": ("bmaas.cli.deploy:instance", "Deployed instances."),
+    "maintenance": (
+        "bmaas.cli.maintenance:maintenance",
+        "Take nodes out of service and back, and see when they are free.",
+    ),
+    "move": ("bmaas.cli.deploy:move", "Re-deploy INSTANCE onto another node."),
+    "node": ("bmaas.cli.nodes:node", "Enrolled nodes: list and show."),
+    "power": ("bmaas.cli.power:power", "Read or change power state."),
+    "status": ("bmaas.cli.status:status", "Readiness of bmaas and the fleet."),
+    "sync": (
+        "bmaas.cli.maintenance:sync",
+        "Read every node's power state and record it, with hysteresis.",
+    ),
+    "undeploy": (
+        "bmaas.cli.deploy:undeploy",
+        "Power off INSTANCE...'s nodes, eject media, release nodes and ports.",
+    ),
+    "vmedia": ("bmaas.cli.power:vmedia", "Insert or eject virtual media (a CD image by URL)."),
+}
 
 
-@click.group(name="bmaas", cls=BmaasGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def __getattr__(name: str) -> object:
+    # `from bmaas.cli import App` keeps working without importing the store eagerly.
+    if name == "App":
+        from bmaas.cli.app import App
+
+        return App
+    raise AttributeError(name)
+
+
+@click.group(
+    name="bmaas",
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="bmaas")
 @click.option(
     "--db",
@@ -41,6 +86,8 @@ __all__ = ["App", "cli", "main"]
 def cli(ctx: click.Context, db: str | None, verbose: int, debug: bool) -> None:
     """Drive baremetal servers through their BMCs (IPMI, Redfish) with typed
     faults and client-side retry."""
+    from bmaas.cli.app import App
+
     setup_logging(verbose, debug)
     app = ctx.ensure_object(App)
     if db is not None:
@@ -52,30 +99,14 @@ def cli(ctx: click.Context, db: str | None, verbose: int, debug: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def drivers_cmd(as_json: bool) -> None:
     """List installed BMC drivers (the bmaas.drivers entry points)."""
+    from bmaas.registry import available_drivers
+
     names = available_drivers()
     if as_json:
         emit_json(names)
     else:
         for name in names:
             click.echo(name)
-
-
-for command in (
-    enroll,
-    node,
-    power,
-    boot_device,
-    vmedia,
-    maintenance,
-    sync,
-    db,
-    deploy,
-    undeploy,
-    move,
-    instance,
-    status,
-):
-    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -13,6 +13,8 @@ import contextlib
 import dataclasses
 import getpass
 import json
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = [
     "pass_app",
     "print_results",
     "progress",
+    "progress_lines",
     "retry_option",
     "whoami",
 ]
@@ -66,9 +69,14 @@ class App:
     deadline_clock: Callable[[], float] = time.monotonic
     _store: Store | None = None
 
-    def store(self, *, check_schema: bool = True) -> Store:
+    def store(self, *, check_schema: bool = True, create: bool = False) -> Store:
+        """The store, opened once. Only ``bmaas enroll`` and ``bmaas db
+        upgrade`` create a missing database (``create=True``); every other
+        command says "no database at X; run `bmaas enroll`"."""
         if self._store is None:
-            self._store = Store.open(self.db, clock=self.clock, check_schema=check_schema)
+            self._store = Store.open(
+                self.db, clock=self.clock, check_schema=check_schema, create=create
+            )
         return self._store
 
     def deadline(self, seconds: float) -> Deadline:
@@ -222,6 +230,28 @@ def progress(total: int, label: str, *, quiet: bool) -> Iterator[Callable[[], No
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
+
+
+@contextlib.contextmanager
+def progress_lines(
+    total: int, *, quiet: bool, line: Callable[[Any], str]
+) -> Iterator[Callable[[Any], None]]:
+    """One line on stderr per finished item (``[3/8] web-003: active on
+    r1-n04 in 4.2s``) for slow work such as deploys, on a terminal only;
+    nothing with ``quiet`` (JSON output) or when stderr is a pipe or file."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda _item: None
+        return
+    done = 0
+    lock = threading.Lock()
+
+    def tick(item: Any) -> None:
+        nonlocal done
+        with lock:  # results arrive from worker threads
+            done += 1
+            click.echo(f"[{done}/{total}] {line(item)}", err=True)
+
+    yield tick
 
 
 def describe_value(value: Any) -> str:

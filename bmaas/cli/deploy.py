@@ -11,7 +11,7 @@ from typing import Any
 import click
 import yaml
 
-from bmaas.cli.app import App, emit, pass_app, progress, table
+from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
@@ -20,7 +20,7 @@ from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import CancelToken, Provisioned, Provisioner, Request, status_of
 from bmaas.retry import RetryPolicy
-from bmaas.store import OwnerKind
+from bmaas.store import Allocation, OwnerKind
 
 __all__ = ["deploy", "instance", "move", "undeploy"]
 
@@ -106,6 +106,16 @@ def _properties(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _progress_line(result: Provisioned | ProvisionFailed) -> str:
+    if isinstance(result, Provisioned):
+        tried = "".join(f", after {a.node} {a.fault_class}" for a in result.attempts)
+        return f"{result.request}: active on {result.node} in {result.elapsed:.1f}s{tried}"
+    status = status_of(result)
+    if status != "failed":
+        return f"{result.request}: {status}"
+    return f"{result.request}: FAILED after {len(result.attempts)} attempt(s)"
+
+
 def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     if isinstance(result, Provisioned):
         return {
@@ -177,6 +187,7 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
 def deploy(
     ctx: click.Context,
     app: App,
+    /,
     count: int,
     name_prefix: str | None,
     resource_class: str | None,
@@ -196,6 +207,14 @@ def deploy(
     """
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
+    if network is not None:
+        # bad input is one line and exit 2, not a FAILED row per request
+        known = sorted(n.name for n in app.store().networks())
+        if network not in known:
+            raise InputError(
+                f"no network {network!r} (enrolled: {', '.join(known) or 'none'})",
+                field="--network",
+            )
     requests = [
         Request(
             f"{prefix}-{i:03d}",
@@ -211,10 +230,10 @@ def deploy(
     with (
         interruptible() as token,
         make_provisioner(app, cancel=token, **limits) as provisioner,
-        progress(count, "deploying", quiet=as_json) as tick,
+        progress_lines(count, quiet=as_json, line=_progress_line) as tick,
     ):
         results = provisioner.provision_many(
-            requests, workers=workers, on_result=lambda _: tick(), deadline=budget
+            requests, workers=workers, on_result=tick, deadline=budget
         )
     rows = [_row(r) for r in results]
     failed = [r for r in rows if not r["ok"]]
@@ -258,7 +277,7 @@ def deploy(
 @pass_app
 @click.pass_context
 def undeploy(
-    ctx: click.Context, app: App, instances: Sequence[str], all_instances: bool, **limits: Any
+    ctx: click.Context, app: App, /, instances: Sequence[str], all_instances: bool, **limits: Any
 ) -> None:
     """Power off INSTANCE...'s nodes, eject media, release nodes and ports.
 
@@ -281,8 +300,9 @@ def undeploy(
                 failed += 1
                 click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
                 continue
-            faults = [n for n in nodes if store.node(n).fault]
-            note = f" (fenced: {', '.join(faults)} could not be powered off)" if faults else ""
+            fenced = [rec for rec in map(store.node, nodes) if rec.fault]
+            # the recorded fault names the step that failed (power.set, vmedia.eject)
+            note = "".join(f" (fenced {rec.name}: {rec.last_error})" for rec in fenced)
             click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
     exit_if_interrupted(ctx, token)
     if failed:
@@ -331,7 +351,8 @@ def instance_list(app: App, as_json: bool) -> None:
     store = app.store()
     rows = []
     for owner in store.owners(kind=OwnerKind.INSTANCE):
-        for allocation in store.allocations(owner_id=owner.id) or [None]:
+        allocations: list[Allocation | None] = list(store.allocations(owner_id=owner.id))
+        for allocation in allocations or [None]:
             node = store.node(allocation.node) if allocation else None
             rows.append(
                 {

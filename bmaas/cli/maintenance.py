@@ -57,6 +57,7 @@ def maintenance() -> None:
 def maintenance_set(
     ctx: click.Context,
     app: App,
+    /,
     nodes: tuple[str, ...],
     reason: str,
     by: str | None,

@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
-from bmaas import credentials, inventory
+from bmaas import credentials
 from bmaas.cli.app import App, emit, output_options, pass_app, table, whoami
 from bmaas.cliutil import EXIT_FAILURE, EXIT_USAGE
 from bmaas.driver import PowerState
-from bmaas.store import NodeRecord, ProvisionState, head_revision
+from bmaas.store import NoDatabase, NodeRecord, ProvisionState, head_revision
 
 __all__ = ["db", "enroll", "node"]
 
@@ -28,7 +28,7 @@ def _ago(then: float | None, now: float) -> str:
 
 
 @click.command("enroll")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")  # read by the loader: a directory is one `error:` line
 @click.option("--dry-run", is_flag=True, help="Validate only; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
@@ -40,9 +40,14 @@ def enroll(ctx: click.Context, app: App, file: str, dry_run: bool, as_json: bool
     problem is listed with its file, line and field. Nodes already enrolled
     are updated in place (their state and history are kept).
     """
-    store = app.store()
+    from bmaas import inventory  # the validators and driver registry, for enroll only
+
     try:
-        inv = inventory.load(file, known_segments=store.segment_names())
+        known: set[str] = set(app.store().segment_names())
+    except NoDatabase:
+        known = set()  # nothing enrolled yet; --dry-run and bad files create nothing
+    try:
+        inv = inventory.load(file, known_segments=known)
     except inventory.InventoryError as exc:
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
@@ -52,7 +57,7 @@ def enroll(ctx: click.Context, app: App, file: str, dry_run: bool, as_json: bool
         if not emit(data, as_json=as_json, as_yaml=False):
             click.echo(f"{file}: valid, {len(inv.nodes)} node(s); nothing changed (--dry-run)")
         return
-    report = inventory.enroll(store, inv, actor=whoami())
+    report = inventory.enroll(app.store(create=True), inv, actor=whoami())
     data = {
         "file": file,
         "created": report.created,
@@ -114,10 +119,12 @@ def _row(rec: NodeRecord) -> list[Any]:
 @click.option("--resource-class", help="Of this resource class.")
 @output_options
 @pass_app
-def node_list(app: App, as_json: bool, as_yaml: bool, **filters: Any) -> None:
+def node_list(app: App, /, as_json: bool, as_yaml: bool, **filters: Any) -> None:
     """List nodes (table, --json or --yaml), filtered."""
     records = app.store().nodes(**filters)
-    if emit([r.to_dict() for r in records], as_json=as_json, as_yaml=as_yaml):
+    # to_dict (a deep copy, secrets masked) only for the formats that print it
+    data = [r.to_dict() for r in records] if as_json or as_yaml else None
+    if emit(data, as_json=as_json, as_yaml=as_yaml):
         return
     headers = [
         "name",
@@ -191,7 +198,7 @@ def db() -> None:
 @pass_app
 def db_upgrade(app: App, revision: str) -> None:
     """Migrate the database schema (creates the database if there is none)."""
-    store = app.store(check_schema=False)
+    store = app.store(check_schema=False, create=True)
     before, after = store.upgrade(revision)
     if before == after:
         click.echo(f"{store.url}: already at {after}")

@@ -29,6 +29,7 @@ import click
 
 from bmaas.cli.app import (
     App,
+    describe_value,
     fleet_options,
     node_selection,
     pass_app,
@@ -39,7 +40,7 @@ from bmaas.cli.app import (
     whoami,
 )
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver, BootDevice, PowerAction, PowerState
+from bmaas.driver import BMCDriver, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.retry import RetryingDriver
@@ -134,7 +135,7 @@ def power_status(
     """Read the power state of NODE... (or --all) and record it."""
 
     def record(results: list[NodeResult[Any]]) -> None:
-        app.store().note_power(states={r.node: r.value for r in results if r.ok})
+        app.store().note_power(states={r.node: r.value for r in results if r.ok and r.value})
 
     _run(
         ctx,
@@ -193,7 +194,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
             store = app.store()
-            store.note_power(states={r.node: r.value for r in ok})
+            store.note_power(states={r.node: r.value for r in ok if r.value})
             store.add_events(
                 [(r.node, "power_action", f"power {action} requested") for r in ok],
                 actor=whoami(),
@@ -296,12 +297,17 @@ def boot_set(
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
-    def operation(driver: RetryingDriver, budget: Deadline) -> str:
+    def operation(driver: RetryingDriver, budget: Deadline) -> BootSetting:
         driver.set_boot_device(target, persistent=persistent, deadline=budget)
-        return f"{target} ({'persistent' if persistent else 'once'})"
+        # the same shape as `get`: {"device", "persistent"} in JSON
+        return BootSetting(target, persistent)
 
     def record(results: list[NodeResult[Any]]) -> None:
-        events = [(r.node, "boot_device", f"boot device set to {r.value}") for r in results if r.ok]
+        events = [
+            (r.node, "boot_device", f"boot device set to {describe_value(r.value)}")
+            for r in results
+            if r.ok
+        ]
         app.store().add_events(events, actor=whoami())
 
     _run(

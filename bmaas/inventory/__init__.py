@@ -98,6 +98,7 @@ def parse(
     check.unknown_keys(data, TOP_KEYS, prefix="", node=None)
     networks = parse_networks(check, data.get("networks"), data)
     nodes: list[NodeSpec] = []
+    named_segments: list[tuple[str, str, int | None]] = []
     raw_nodes = data.get("nodes")
     if raw_nodes is None:
         check.fail("is required", data=data, field="nodes")
@@ -117,19 +118,37 @@ def parse(
             spec = parse_node(check, raw, index, base_dir, environ, data)
             if spec is not None:
                 nodes.append(spec)
+            segment = raw.get("network_segment") if isinstance(raw, Mapping) else None
+            if isinstance(segment, str):
+                label = name if isinstance(name, str) else f"nodes[{index}]"
+                named_segments.append((label, segment, line_of(raw, "network_segment")))
     if known_segments is not None:
-        known = {seg.name for net in networks for seg in net.segments} | set(known_segments)
-        for spec in nodes:
-            if spec.network_segment is not None and spec.network_segment not in known:
+        # Checked on every node, valid or not, so one pass reports everything.
+        # A segment declared in the file but invalid has its own error; the
+        # nodes in it are not each reported again.
+        known = _declared_segments(data) | set(known_segments)
+        for label, segment, line in named_segments:
+            if segment not in known:
                 check.fail(
-                    f"unknown segment {spec.network_segment!r}",
-                    line=spec.segment_line,
+                    f"unknown segment {segment!r}",
+                    line=line,
                     field="network_segment",
-                    node=spec.name,
+                    node=label,
                 )
     if check.problems:
         raise InventoryError(sorted(check.problems, key=lambda p: p.line or 0))
     return Inventory(source, nodes, networks)
+
+
+def _declared_segments(data: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+    nets = data.get("networks")
+    for net in nets if isinstance(nets, list) else ():
+        segments = net.get("segments") if isinstance(net, Mapping) else None
+        for seg in segments if isinstance(segments, list) else ():
+            if isinstance(seg, Mapping) and isinstance(seg.get("name"), str):
+                names.add(seg["name"])
+    return names
 
 
 def enroll(store: Store, inventory: Inventory, *, actor: str | None = None) -> EnrollReport:

@@ -105,7 +105,7 @@ def _segment(check: Checker, seg: Any, prefix: str, net: Any) -> SegmentSpec | N
             field=f"{prefix}.allocation_pools",
         )
     else:
-        ranges = []
+        ranges: list[tuple[Any, Any]] = []
         for k, pool in enumerate(raw_pools):
             field = f"{prefix}.allocation_pools[{k}]"
             if not isinstance(pool, Mapping) or set(pool) != {"start", "end"}:

@@ -79,15 +79,14 @@ def parse_node(
     else:
         stored, resolved = _driver_info(check, info, label, base_dir, environ)
         if driver_cls is not None and resolved is not None:
-            try:
-                # Any key bmaas knows is accepted, as Ironic keeps every
-                # interface's keys: a server whose BMC speaks both protocols
-                # carries ipmi_* and redfish_* keys. Typos are still caught.
-                DriverInfo.parse(resolved, required=driver_cls.required_info, node=label)
-            except InputError as exc:
-                key = (exc.field or "").removeprefix("driver_info.")
+            # Any key bmaas knows is accepted, as Ironic keeps every
+            # interface's keys: a server whose BMC speaks both protocols
+            # carries ipmi_* and redfish_* keys. Typos are still caught.
+            required = driver_cls.required_info
+            for problem in DriverInfo.problems(resolved, required=required, node=label):
+                key = (problem.field or "").removeprefix("driver_info.")
                 line = line_of(info, key) if key in info else line_of(raw, "driver_info")
-                check.fail(exc.message, line=line, field=exc.field, node=label)
+                check.fail(problem.message, line=line, field=problem.field, node=label)
     resource_class = check.text(raw, "resource_class", prefix="", node=label)
     properties = _properties(check, raw, label)
     segment = check.text(raw, "network_segment", prefix="", node=label)

@@ -37,7 +37,7 @@ from bmaas.candidates import candidates as find_candidates
 from bmaas.candidates import matches
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, ReadyHook, Step, deploy_node, undeploy_node
-from bmaas.driver import BMCDriver, PowerAction
+from bmaas.driver import BMCDriver, PowerAction, PowerState
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -313,6 +313,8 @@ class EmbeddedBackend:
         )
         self._disown(claim.handle)
         self._disown(job.handle)
+        # a deploy leaves its node on: record it, as `power on` would
+        self.store.note_power(states={claim.node: PowerState.ON})
         return self._instance(owner)
 
     def _finish_move(self, claim: Claim) -> Instance:
@@ -335,6 +337,13 @@ class EmbeddedBackend:
         self.store.finish_move(claim.handle)
         self._disown(claim.handle)
         self.store.set_provision_state(claim.node, ProvisionState.ACTIVE, owner_id=job.moving.id)
+        # the power states the move left: target on, source off (or unknown)
+        self.store.note_power(
+            states={
+                claim.node: PowerState.ON,
+                source: PowerState.UNKNOWN if fenced is not None else PowerState.OFF,
+            }
+        )
         if fenced is not None:
             self.store.set_fault(source, UNDEPLOY_FAILURE, reason=str(fenced))
         return self.instance(job.moving.id)
@@ -380,10 +389,17 @@ class EmbeddedBackend:
             except BmaasError as fault:
                 LOG.warning("%s: undeploy failed: %s", node, fault)
                 self.store.delete_owner(inst.id)
+                # The fault's message names the step that failed (power.set or
+                # vmedia.eject); an eject fails only after the power-off worked.
                 self.store.set_fault(node, UNDEPLOY_FAILURE, reason=str(fault))
+                powered_off = str(getattr(fault, "operation", "") or "").startswith("vmedia")
+                self.store.note_power(
+                    states={node: PowerState.OFF if powered_off else PowerState.UNKNOWN}
+                )
                 return nodes
             finally:
                 driver.close()
+            self.store.note_power(states={node: PowerState.OFF})  # the state it was left in
         self.store.delete_owner(inst.id)
         return nodes
 

@@ -4,6 +4,7 @@ allocations and ports, and how Redfish nodes verify TLS."""
 from __future__ import annotations
 
 import collections
+import ipaddress
 import os
 from urllib.parse import urlsplit
 
@@ -145,11 +146,15 @@ def check_tls(ctx: CheckContext) -> Outcome:
         return out.note("no Redfish nodes")
     unverified: list[str] = []
     plain: list[str] = []
+    loopback: list[str] = []
     missing: dict[str, list[str]] = collections.defaultdict(list)
     for record in redfish:
         info = record.driver_info
-        if urlsplit(str(info.get("redfish_address", ""))).scheme == "http":
-            plain.append(record.name)
+        address = urlsplit(str(info.get("redfish_address", "")))
+        if address.scheme == "http":
+            # On loopback (hwlab's BMCs, a local proxy) nothing crosses a
+            # network: plain HTTP exposes nothing TLS would protect.
+            (loopback if _is_loopback(address.hostname) else plain).append(record.name)
             continue  # no TLS at all: verification is moot
         try:
             verify = FIELDS["redfish_verify_ca"].convert(info.get("redfish_verify_ca", True))
@@ -181,6 +186,24 @@ def check_tls(ctx: CheckContext) -> Outcome:
             key="missing_ca",
             nodes=names,
         )
-    if not out.details:
-        out.note(f"{len(redfish)} Redfish node(s), all verifying TLS")
+    if not out.details and len(redfish) > len(loopback):
+        out.note(f"{len(redfish) - len(loopback)} Redfish node(s), all verifying TLS")
+    if loopback:
+        out.note(
+            f"{len(loopback)} Redfish node(s) over plain HTTP on loopback (a lab or local "
+            f"proxy: no network to protect): {listing(loopback)}",
+            key="plain_http_loopback",
+            nodes=loopback,
+        )
     return out
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from bmaas.store.engine import BUSY_TIMEOUT, default_db_path, make_engine, resolve_url
-from bmaas.store.errors import LeaseLost, SchemaOutOfDate, SegmentExhausted, StoreError
+from bmaas.store.errors import LeaseLost, NoDatabase, SchemaOutOfDate, SegmentExhausted, StoreError
 from bmaas.store.health import HealthChange
 from bmaas.store.lifecycle import RECLAIMED, LifecycleMixin
 from bmaas.store.migrate import current_revision, head_revision, run_upgrade
@@ -56,6 +56,7 @@ __all__ = [
     "HealthChange",
     "LeaseLost",
     "Network",
+    "NoDatabase",
     "NodeRecord",
     "Owner",
     "OwnerKind",
@@ -87,12 +88,15 @@ class Store(LifecycleMixin):
         clock: Callable[[], float] = time.time,
         check_schema: bool = True,
         busy_timeout: float = BUSY_TIMEOUT,
+        create: bool = True,
     ) -> Store:
         """Open the store at ``db`` (a path or URL; default ``BMAAS_DB`` or the
         per-user file). A new, empty database is created at the newest schema;
         an existing one at another revision raises ``SchemaOutOfDate`` unless
-        ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``)."""
-        store = cls(make_engine(resolve_url(db), busy_timeout=busy_timeout), clock=clock)
+        ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``).
+        ``create=False``: a missing SQLite file raises ``NoDatabase``."""
+        engine = make_engine(resolve_url(db), busy_timeout=busy_timeout, create=create)
+        store = cls(engine, clock=clock)
         if check_schema:
             try:
                 store.ensure_schema()

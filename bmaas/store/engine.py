@@ -31,6 +31,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from bmaas.faults import InputError
+from bmaas.store.errors import NoDatabase
 
 __all__ = ["BUSY_TIMEOUT", "WRITE_OPTION", "default_db_path", "make_engine", "resolve_url"]
 
@@ -61,11 +62,16 @@ def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     return "sqlite:///" + os.path.abspath(os.path.expanduser(raw))
 
 
-def _prepare_sqlite_file(url: sa.URL) -> None:
+def _prepare_sqlite_file(url: sa.URL, *, create: bool) -> None:
     database = url.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return
     path = Path(database)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a database file", field="--db")
+    if not create and not path.exists():
+        # Read-only commands and --dry-run never leave an empty database behind.
+        raise NoDatabase(f"no database at {path}; run `bmaas enroll FILE`")
     if not path.parent.exists():
         path.parent.mkdir(parents=True, mode=0o700)
     if not path.exists():
@@ -74,16 +80,55 @@ def _prepare_sqlite_file(url: sa.URL) -> None:
         os.close(fd)
 
 
-def make_engine(url: str, *, busy_timeout: float = BUSY_TIMEOUT, echo: bool = False) -> Engine:
-    """An engine for ``url``, with SQLite set up for several processes."""
+#: DBAPI modules SQLAlchemy loads per dialect, and the package that provides each
+_DBAPI_PACKAGES = {
+    "psycopg": "psycopg[binary]",
+    "psycopg2": "psycopg2-binary",
+    "pymysql": "pymysql",
+    "MySQLdb": "mysqlclient",
+    "asyncpg": "asyncpg",
+}
+
+
+def _dialect_problem(parsed: sa.URL, exc: Exception) -> InputError:
+    """One line for a URL SQLAlchemy cannot use: an unknown dialect, or one
+    whose DBAPI package is missing (named, with the command that installs it)."""
+    module = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if module:
+        package = _DBAPI_PACKAGES.get(module.split(".")[0], module.split(".")[0])
+        hint = ""
+        if parsed.get_backend_name() == "postgresql" and module.split(".")[0] != "psycopg":
+            hint = " (or use postgresql+psycopg://, the driver bmaas is tested with)"
+        return InputError(
+            f"{parsed.drivername}:// needs the Python package {package!r}, which is not "
+            f"installed: pip install '{package}'{hint}",
+            field="--db",
+        )
+    return InputError(
+        f"unknown database type {parsed.drivername!r}: give a SQLite path, sqlite:///PATH "
+        "or postgresql+psycopg://USER@HOST/DB",
+        field="--db",
+    )
+
+
+def make_engine(
+    url: str, *, busy_timeout: float = BUSY_TIMEOUT, echo: bool = False, create: bool = True
+) -> Engine:
+    """An engine for ``url``, with SQLite set up for several processes.
+    ``create=False``: a missing SQLite file is :class:`NoDatabase`, not created."""
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
         raise InputError(f"not a database URL or path: {exc}", field="--db") from None
+    except ValueError as exc:  # e.g. a port that is not a number
+        raise InputError(f"not a database URL or path: {exc}", field="--db") from None
     if parsed.get_backend_name() != "sqlite":
-        # pool_pre_ping: a server restart should cost one reconnect, not an error.
-        return sa.create_engine(parsed, pool_pre_ping=True, echo=echo)
-    _prepare_sqlite_file(parsed)
+        try:
+            # pool_pre_ping: a server restart should cost one reconnect, not an error.
+            return sa.create_engine(parsed, pool_pre_ping=True, echo=echo)
+        except (ImportError, sa.exc.NoSuchModuleError, sa.exc.ArgumentError) as exc:
+            raise _dialect_problem(parsed, exc) from None
+    _prepare_sqlite_file(parsed, create=create)
     engine = sa.create_engine(
         parsed,
         echo=echo,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bmaas.faults import BmaasError, NodeUnavailable, RetryScope
 
-__all__ = ["LeaseLost", "SchemaOutOfDate", "SegmentExhausted", "StoreError"]
+__all__ = ["LeaseLost", "NoDatabase", "SchemaOutOfDate", "SegmentExhausted", "StoreError"]
 
 
 class StoreError(BmaasError):
@@ -19,6 +19,14 @@ class StoreError(BmaasError):
     code = "store_error"
     retry = RetryScope.NEVER
     summary = "state store error"
+
+
+class NoDatabase(StoreError):
+    """A command that only reads (or ``--dry-run``) found no database; it
+    never creates one. ``bmaas enroll`` does."""
+
+    code = "no_database"
+    summary = "no database"
 
 
 class SchemaOutOfDate(StoreError):

@@ -73,6 +73,7 @@ class HealthMixin(NodesMixin):
         """Record what a command saw, without hysteresis (only the sync counts):
         power states read, and the last error of nodes that failed."""
         now = self._now()
+        items: list[tuple[str, PowerState | None, str | None]]
         items = [(k, v, None) for k, v in (states or {}).items()]
         items += [(k, None, e) for k, e in (errors or {}).items()]
         for start in range(0, len(items), BATCH):

@@ -132,7 +132,8 @@ class Owner:
         return f"{self.kind}{label} ({self.id[:8]})"
 
     def to_dict(self) -> dict[str, Any]:
-        return mask(dataclasses.asdict(self))
+        masked: dict[str, Any] = mask(dataclasses.asdict(self))
+        return masked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,4 +193,5 @@ class Event:
     data: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        return mask(dataclasses.asdict(self))
+        masked: dict[str, Any] = mask(dataclasses.asdict(self))
+        return masked

@@ -21,7 +21,7 @@ import struct
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pyghmi.exceptions import IpmiException
 from pyghmi.ipmi import fru as pyghmi_fru
@@ -139,7 +139,7 @@ class IPMIDriver(BMCDriver):
         self._command: BoundedCommand | None = None
         # Logs the session out if the driver is dropped without close(), so a
         # forgotten driver does not hold a session (and a socket slot) forever.
-        self._release: weakref.finalize | None = None
+        self._release: weakref.finalize[Any, Any] | None = None
 
     @property
     def address(self) -> str:

@@ -116,7 +116,8 @@ _NOT_SHARED = object()  # a Kg "value" no other caller can pass
 def _peer_addrs(bmc: str, port: int) -> list[Any]:
     """The socket addresses pyghmi will use for this BMC (IPv4 mapped into
     IPv6 when pyghmi's sockets are dual-stack)."""
-    addrs = []
+    addrs: list[Any] = []
+    sockaddr: Any
     for family, *_, sockaddr in socket.getaddrinfo(bmc, port, 0, socket.SOCK_DGRAM):
         if _ps.ipv6support and family == socket.AF_INET:
             sockaddr = ("::ffff:" + sockaddr[0], sockaddr[1], 0, 0)
@@ -148,6 +149,9 @@ def drain_shared_queue() -> None:
 
 class BoundedSession(_ps.Session):
     """A pyghmi client session driven by its caller, with a deadline."""
+
+    broken: bool
+    logged: int
 
     def __new__(cls, *args: Any, **kwargs: Any) -> BoundedSession:
         return object.__new__(cls)  # never pyghmi's shared session
@@ -348,4 +352,4 @@ class BoundedSession(_ps.Session):
                 handlers[port] = _RETIRED
 
     def usable(self) -> bool:
-        return self.logged and not self.broken and not self.abandoned and self.failure is None
+        return bool(self.logged) and not self.broken and not self.abandoned and self.failure is None

@@ -134,5 +134,5 @@ class BoundedConnector(Connector):
             # sushy's HTTPError keeps status and body but drops the response;
             # keep it for its headers (Retry-After). The innermost request wins.
             if getattr(exc, "response", None) is None:
-                exc.response = self._last  # type: ignore[attr-defined]
+                exc.response = self._last
             raise

@@ -176,17 +176,17 @@ class RedfishDriver(BMCDriver):
         except BmaasError:
             raise
         except Exception as exc:  # the driver edge: everything leaves as a bmaas fault
-            fault = map_exception(
+            mapped = map_exception(
                 exc,
                 functools.partial(build, elapsed=elapsed()),
                 node=self.node,
                 system=self._system_path(),
             )
-            if isinstance(fault, UnclassifiedFault):
-                LOG.warning("%s: unclassified Redfish failure: %s", self.node, fault)
+            if isinstance(mapped, UnclassifiedFault):
+                LOG.warning("%s: unclassified Redfish failure: %s", self.node, mapped)
             else:
-                LOG.debug("%s: %s", self.node, fault)
-            raise fault from exc
+                LOG.debug("%s: %s", self.node, mapped)
+            raise mapped from exc
         finally:
             self._fetched = False  # "just read" holds within one call only
             self._lock.release()

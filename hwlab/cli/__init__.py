@@ -12,25 +12,65 @@ from collections.abc import Sequence
 import click
 
 from bmaas import __version__
-from bmaas.cliutil import BmaasGroup, common_options, run, setup_logging
-from hwlab.cli.lab import (
-    down,
-    effects_cmd,
-    fault,
-    parse_rule_arg,
-    power,
-    profiles_cmd,
-    status,
-    up,
+from bmaas.cliutil import LazyGroup, common_options, run, setup_logging
+
+__all__ = ["COMMANDS", "cli", "main", "parse_rule_arg"]
+
+#: name -> (where the command lives, its short help): imported only when run,
+#: so `hwlab status` does not load the emulators, proxies and benchmarks
+#: (tests/unit/test_cli_start.py holds the help texts to the commands').
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": (
+        "hwlab.harness.bench.cli:bench",
+        "Performance and resilience benchmarks on a private lab (loopback only).",
+    ),
+    "demo": (
+        "hwlab.cli.scenarios:demo",
+        "Show bmaas working: bring up a flaky lab, deploy a batch of instances with typed "
+        "retries, check nothing leaked, undeploy, tear down.",
+    ),
+    "down": ("hwlab.cli.lab:down", "Stop the lab and everything it started."),
+    "effects": (
+        "hwlab.cli.lab:effects_cmd",
+        "List the fault effects: layer, parameters (with defaults), what they do.",
+    ),
+    "fault": ("hwlab.cli.lab:fault", "Add or clear fault rules on a running lab."),
+    "matrix": (
+        "hwlab.cli.scenarios:matrix",
+        "Run every fault effect against every protocol through the real bmaas drivers, on a "
+        "private lab, and compare with the expected fault classes.",
+    ),
+    "power": ("hwlab.cli.lab:power", "Turn NODE's hardware on or off behind its BMC's back."),
+    "profiles": ("hwlab.cli.lab:profiles_cmd", "List the built-in fault profiles."),
+    "proxy": (
+        "hwlab.cli.proxy:proxy",
+        "Put the lab's faults in front of a real BMC, until Ctrl-C.",
+    ),
+    "status": (
+        "hwlab.cli.lab:status",
+        "Nodes, ports, fault rules in force and effects injected so far.",
+    ),
+    "up": (
+        "hwlab.cli.lab:up",
+        "Start a lab in the background; return when every BMC is listening.",
+    ),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name == "parse_rule_arg":  # kept importable from here, loaded on first use
+        from hwlab.cli.lab import parse_rule_arg
+
+        return parse_rule_arg
+    raise AttributeError(name)
+
+
+@click.group(
+    name="hwlab",
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-from hwlab.cli.proxy import proxy
-from hwlab.cli.scenarios import demo, matrix
-from hwlab.harness.bench.cli import bench
-
-__all__ = ["cli", "main", "parse_rule_arg"]
-
-
-@click.group(name="hwlab", cls=BmaasGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hwlab")
 @common_options
 def cli(verbose: int, debug: bool) -> None:
@@ -39,29 +79,10 @@ def cli(verbose: int, debug: bool) -> None:
     \b
     hwlab up --nodes 8 --profile flaky --seed 7   # start a lab in the background
     hwlab status                                  # nodes, ports, rules, effects fired
-    hwlab fault add node-003 busy probability=0.5
+    hwlab fault add node-003 effect=busy,probability=0.5
     hwlab down                                    # stop it; nothing left listening
     """
     setup_logging(verbose, debug)
-
-
-# -- up / down ------------------------------------------------------------------
-
-
-for command in (
-    up,
-    down,
-    status,
-    profiles_cmd,
-    effects_cmd,
-    fault,
-    power,
-    matrix,
-    demo,
-    proxy,
-    bench,
-):
-    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

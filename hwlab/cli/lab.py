@@ -23,12 +23,9 @@ from bmaas.faults import InputError
 from bmaas.inventory.specs import InventoryError
 from fakes.effects import EFFECTS, describe_effects
 from fakes.faults import FaultRule
-from hwlab import profiles
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
-from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
-from hwlab.lab import MAX_SHARD_SIZE
-from hwlab.labspec import MAX_NODES
+from hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
 
 __all__ = [
     "down",
@@ -128,6 +125,10 @@ def up(
     A worker process that dies is logged, shown in `hwlab status` and
     restarted with its machines' state and rules (unless --no-restart).
     """
+    # the lab's machinery, only for the commands that start or stop one:
+    # `hwlab status` stays quick
+    from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+
     options = LabOptions(
         labfile=os.path.abspath(lab_file) if lab_file else None,
         nodes=nodes,
@@ -220,6 +221,8 @@ def _read_lab_json(state_dir: Path) -> dict[str, Any]:
 @state_dir_option
 def down(timeout: float, state_dir: Path) -> None:
     """Stop the lab and everything it started."""
+    from hwlab.daemon import pid_alive, read_pid
+
     pid = read_pid(state_dir)
     if pid is None:
         click.echo(f"no lab is running in {state_dir}")
@@ -301,6 +304,8 @@ def _worker_line(worker: dict[str, Any], *, restart: bool) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def profiles_cmd(as_json: bool) -> None:
     """List the built-in fault profiles."""
+    from hwlab import profiles  # here, not at import: `hwlab status` stays quick
+
     if as_json:
         emit_json({p.name: p.description for p in profiles.PROFILES.values()})
         return

@@ -106,3 +106,7 @@ def test_a_move_that_finds_no_target_says_why_for_each_candidate(
     assert "in maintenance (carol: fan noise)" in failed.stdout
     assert "found no working target" not in failed.stdout
     assert _instances(bmaas) == {"db-001": source}  # the instance kept its node
+    network = bmaas("deploy", "-n", "4", "--network", "provisioning", expect=2)
+    (line,) = network.stderr.splitlines()
+    assert line.startswith("error: --network: no network 'provisioning' (enrolled: ")
+    assert network.stdout == ""

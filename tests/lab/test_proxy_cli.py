@@ -127,6 +127,7 @@ nodes:
 """
 
 
+@pytest.mark.vbmc
 def test_hwlab_up_brings_up_stock_emulators_behind_proxies(tmp_path: Path) -> None:
     labfile = tmp_path / "lab.yaml"
     labfile.write_text(LABFILE)

@@ -79,12 +79,16 @@ def test_a_healthy_mixed_lab_over_verified_tls_is_all_success(
     assert checks["bmc"]["details"][0].startswith("4 of 4 BMC(s) answered")
 
 
-def test_redfish_over_plain_http_is_a_tls_warning(hwlab_lab: StartLab, tmp_path: Path) -> None:
+def test_a_default_lab_is_healthy_plain_http_on_loopback_noted(
+    hwlab_lab: StartLab, tmp_path: Path
+) -> None:
+    # A default lab serves Redfish over plain HTTP on 127.0.0.1: nothing
+    # crosses a network, so `status check` exits 0 and lab CI can rely on it.
     _lab, db = enrolled_lab(hwlab_lab, tmp_path, nodes=4, protocols="mixed")
     result, checks = check(db, "--deadline", "10")
-    assert result.exit_code == 1, result.stdout
-    assert checks["tls"]["result"] == "Warning"
-    assert {n for c in checks.values() if c["result"] != "Success" for n in [c["name"]]} == {"tls"}
+    assert result.exit_code == 0, result.stdout
+    assert set(verdicts(checks).values()) == {"Success"}
+    assert "loopback" in checks["tls"]["details"][0]
     assert "node-002" in json.dumps(checks["tls"])
 
 

@@ -185,6 +185,23 @@ def test_verification_off_and_plain_http_warn(make_ctx: MakeContext, store: Stor
 
 
 @pytest.mark.usefixtures("stubs")
+def test_plain_http_on_loopback_is_a_note_not_a_warning(
+    make_ctx: MakeContext, store: Store
+) -> None:
+    store.enroll(
+        [
+            redfish("r1", redfish_address="http://127.0.0.1:8000"),
+            redfish("r2", redfish_address="http://[::1]:8001"),
+            redfish("r3", redfish_address="http://localhost:8002"),
+        ]
+    )
+    tls = run(make_ctx(), "tls")["tls"]
+    assert tls.result is Result.SUCCESS
+    assert tls.nodes == {"plain_http_loopback": ["r1", "r2", "r3"]}
+    assert "loopback" in tls.details[0]
+
+
+@pytest.mark.usefixtures("stubs")
 def test_a_missing_ca_bundle_fails(make_ctx: MakeContext, store: Store, tmp_path: Path) -> None:
     gone = tmp_path / "gone.pem"
     store.enroll([redfish("r1", redfish_verify_ca=str(gone))])

@@ -87,7 +87,7 @@ def test_a_url_for_a_database_driver_that_is_not_installed(make_ctx: MakeContext
     url = "nosuchdb://user:Pw-in-url@db.example/bmaas"
     results = run(make_ctx(db=url), "database")
     assert results["database"].result is Result.FAILURE
-    assert "cannot open it" in results["database"].details[0]
+    assert "unknown database type 'nosuchdb'" in results["database"].details[0]
     assert "Pw-in-url" not in repr(results)
 
 

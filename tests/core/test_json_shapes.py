@@ -1,0 +1,96 @@
+"""Every ``--json`` output keeps one shape per concept (docs: README, "JSON
+output"): a boot setting is always ``{"device", "persistent"}``, a power state
+always one of PowerState's values, a fault always ``{"class", "code", ...}``;
+and after deploy/undeploy the recorded power state is the one left behind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from click.testing import Result
+
+from bmaas.cli.app import progress_lines
+from bmaas.driver import BootDevice, PowerState
+from tests.core.backends import CoreFleet
+
+Bmaas = Callable[..., Result]
+QUICK = ("--settle", "0.3", "--power-timeout", "5", "--bmc-timeout", "1")
+POWER = {s.value for s in PowerState}
+DEVICES = {d.value for d in BootDevice}
+
+
+def walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    yield key, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from walk(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from walk(v, key)
+
+
+def check_shapes(doc: Any) -> None:
+    for key, value in walk(doc):
+        if isinstance(value, str):
+            # the old stringified boot setting ("disk (persistent)") never again
+            assert not any(value.startswith(f"{d} (") for d in DEVICES), (key, value)
+        if key in ("power_state", "power") and value is not None:
+            assert value in POWER, (key, value)
+        if key == "fault" and isinstance(value, dict):
+            assert {"class", "code"} <= set(value), value
+        if isinstance(value, dict) and "device" in value:
+            assert set(value) == {"device", "persistent"}, value
+            assert value["device"] in DEVICES
+            assert isinstance(value["persistent"], bool)
+
+
+def test_every_json_output_keeps_one_shape(bmaas: Bmaas, fleet: CoreFleet) -> None:
+    node = fleet.names[0]
+    outputs = [
+        bmaas("enroll", str(fleet.inventory), "--json"),
+        bmaas("enroll", str(fleet.inventory), "--dry-run", "--json"),
+        bmaas("drivers", "--json"),
+        bmaas("node", "list", "--json"),
+        bmaas("node", "show", node, "--json"),
+        bmaas("power", "status", "--all", "--json"),
+        bmaas("power", "on", node, "--json", "--timeout", "5"),
+        bmaas("boot-device", "set", node, "--device", "disk", "--persistent", "--json"),
+        bmaas("boot-device", "get", node, "--json"),
+        bmaas("db", "current", "--json"),
+        bmaas("deploy", "-n", "1", "--name-prefix", "j", *QUICK, "--json"),
+        bmaas("instance", "list", "--json"),
+        bmaas("status", "check", "--json", "--only", "database,power", expect=None),
+    ]
+    docs = [json.loads(out.stdout) for out in outputs]
+    for doc in docs:
+        check_shapes(doc)
+    boot_set, boot_get = docs[7]["results"][0]["result"], docs[8]["results"][0]["result"]
+    assert boot_set == boot_get == {"device": "disk", "persistent": True}
+
+
+def test_deploy_and_undeploy_record_the_power_state_they_leave(
+    bmaas: Bmaas, fleet: CoreFleet
+) -> None:
+    bmaas("enroll", str(fleet.inventory))
+    report = json.loads(bmaas("deploy", "-n", "1", "--name-prefix", "p", *QUICK, "--json").stdout)
+    node = report["requests"][0]["node"]
+    assert json.loads(bmaas("node", "show", node, "--json").stdout)["power_state"] == "on"
+    bmaas("undeploy", "p-001", *QUICK)
+    assert json.loads(bmaas("node", "show", node, "--json").stdout)["power_state"] == "off"
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_lines_only_on_a_terminal(
+    tty: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stderr.isatty", lambda: tty)
+    with progress_lines(2, quiet=False, line=str) as tick:
+        tick("a: active on n1")
+        tick("b: FAILED")
+    with progress_lines(2, quiet=True, line=str) as tick:  # --json
+        tick("never")
+    err = capsys.readouterr().err.splitlines()
+    assert err == (["[1/2] a: active on n1", "[2/2] b: FAILED"] if tty else [])
