@@ -98,6 +98,7 @@ class ControlServer:
         self.lab = lab
         self.on_shutdown = on_shutdown
         self._sock = socket.create_server((host, port))
+        self._address: tuple[str, int] = self._sock.getsockname()[:2]
         self._loop = asyncio.new_event_loop()
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="hwlab-control")
         self._thread: threading.Thread | None = None
@@ -105,7 +106,7 @@ class ControlServer:
 
     @property
     def url(self) -> str:
-        host, port = self._sock.getsockname()[:2]
+        host, port = self._address
         return f"http://{host}:{port}"
 
     def start(self) -> None:

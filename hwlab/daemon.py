@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             **lab.describe(),
         }
         write_json(lab_json, info)
+        # A restarted worker has a new pid: lab.json keeps telling the truth.
+        lab.on_restart = lambda: write_json(lab_json, {**info, "worker_pids": lab.pids()})
         LOG.info("lab ready: %d nodes, control API %s", len(spec.nodes), control.url)
         while not stopping.wait(0.5):
             pass

@@ -170,7 +170,7 @@ async def _body(
 ) -> bytes:
     too_large = HttpError(f"body larger than {limit} bytes", 413)
     if "chunked" in (_header(headers, "transfer-encoding") or "").lower():
-        chunks = []
+        chunks: list[bytes] = []
         total = 0
         while True:
             size_line = await reader.readuntil(b"\r\n")

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,8 @@ class Lab:
         self.spec = _with_profile_rules(spec)
         #: restart a worker that dies (False: leave it dead, report it)
         self.restart = restart
+        #: called after a dead worker was restarted (the daemon rewrites lab.json)
+        self.on_restart: Callable[[], None] | None = None
         self._supervisor: Supervisor | None = None
         self.state_dir = Path(state_dir)
         self.shard_size = shard_size

@@ -280,7 +280,7 @@ def _expand(
                 "credentials",
                 f"{where}.credentials.{key}",
             )
-        elif key in creds and len(value) > MAX_TEXT:
+        elif isinstance(value, str) and len(value) > MAX_TEXT:
             err(f"longer than {MAX_TEXT} characters", "credentials", f"{where}.credentials.{key}")
     power_value = merged.get("power", "off")
     if isinstance(power_value, bool):  # YAML 1.1 reads a bare on/off as a boolean

@@ -168,3 +168,5 @@ class Supervisor:
             LOG.error("worker %d: restart failed (%s); next try in %.0fs", index, exc, wait)
             return
         LOG.warning("worker %d restarted: its %d nodes are back", index, len(shard.nodes))
+        if self.lab.on_restart is not None:
+            self.lab.on_restart()

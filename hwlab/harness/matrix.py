@@ -140,7 +140,7 @@ def _run_one(
     driver.poll_interval = 0.1
     try:
         _probe_until_up(driver)  # a live session first: faults then hit a real command
-        lab.add_faults(node, [scenario.rule])
+        lab.add_faults(node, [dict(scenario.rule)])
         if scenario.prime:
             with contextlib.suppress(BmaasError):
                 driver.get_power_state()

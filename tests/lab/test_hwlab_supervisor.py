@@ -86,6 +86,9 @@ def test_a_killed_worker_is_reported_then_restarted_with_its_machines(state_dir:
     assert node["rules"] == ["hang on vmedia.eject"]  # and its rules
     assert "restarted 1 time" in hwlab("status", "--state-dir", str(state_dir)).stdout
     assert "died (killed by signal 9)" in (state_dir / "hwlab.log").read_text()
+    lab_json = json.loads((state_dir / "lab.json").read_text())
+    assert pid not in lab_json["worker_pids"]
+    assert sorted(lab_json["worker_pids"]) == sorted(w["pid"] for w in back["workers"])
 
     # Clients recover: the inventory hwlab wrote still reaches the node.
     inventory = yaml.safe_load((state_dir / "inventory.yaml").read_text())
