@@ -35,7 +35,9 @@ SLACK = 1.0
 _names = itertools.count(1)
 
 
-def driver_for(server: RedfishServer, port: int, **info: Any) -> RedfishDriver:
+def driver_for(
+    server: RedfishServer, port: int, *, bmc_timeout: float = DEADLINE, **info: Any
+) -> RedfishDriver:
     raw: dict[str, Any] = {
         "redfish_address": server.url(port),
         "redfish_username": USERNAME,
@@ -45,7 +47,7 @@ def driver_for(server: RedfishServer, port: int, **info: Any) -> RedfishDriver:
     if server.tls and "redfish_verify_ca" not in info:
         raw["redfish_verify_ca"] = server.ca_path
     parsed = DriverInfo.parse(raw, required=RedfishDriver.required_info)
-    driver = RedfishDriver(f"node-{port}", parsed, bmc_timeout=DEADLINE)
+    driver = RedfishDriver(f"node-{port}", parsed, bmc_timeout=bmc_timeout)
     driver.poll_interval = 0.02
     return driver
 
