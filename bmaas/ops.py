@@ -7,6 +7,11 @@ fleet), one :class:`NodeResult` per node in the order asked. Workers talk to
 BMCs only; results come back to the calling thread (``on_result``), which is
 where the store is written, so database transactions never wait on a BMC.
 
+With a :class:`~bmaas.pool.DriverPool` (``pool=``), drivers and their BMC
+sessions are kept between operations and sweeps instead (``bmaas sync
+--interval`` keeps one for its whole life): one login per BMC, not one per
+operation.
+
 Each call is bounded by the driver's deadline, so a sweep of N nodes over W
 workers ends within about ``ceil(N / W) * deadline``. A caller that must answer
 by a fixed time (``bmaas status check``) passes ``until``: the sweep returns
@@ -26,6 +31,7 @@ from typing import Any, Generic, TypeVar
 from bmaas import credentials, registry
 from bmaas.driver import DEFAULT_DEADLINE, BMCDriver
 from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
+from bmaas.pool import DriverPool, PoolKey
 from bmaas.store.records import NodeRecord
 
 __all__ = [
@@ -100,12 +106,41 @@ def driver_factory(
     return build
 
 
+def _run_pooled(
+    record: NodeRecord,
+    operation: Callable[[BMCDriver], T],
+    factory: DriverFactory,
+    clock: Callable[[], float],
+    pool: DriverPool,
+) -> NodeResult[T]:
+    start = clock()
+    key = PoolKey.of(record.driver, record.name, record.driver_info)
+    try:
+        value = pool.run(key, lambda: factory(record), operation)
+        return NodeResult(record.name, record.driver, value=value, elapsed=clock() - start)
+    except BmaasError as exc:
+        return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
+    except Exception as exc:  # the pool has dropped the session; see _run_one
+        LOG.exception("%s: driver %s raised a non-bmaas exception", record.name, record.driver)
+        fault = UnclassifiedFault(
+            f"{type(exc).__name__}: {exc}",
+            node=record.name,
+            driver=record.driver,
+            elapsed=clock() - start,
+            cause=exc,
+        )
+        return NodeResult(record.name, record.driver, error=fault, elapsed=clock() - start)
+
+
 def _run_one(
     record: NodeRecord,
     operation: Callable[[BMCDriver], T],
     factory: DriverFactory,
     clock: Callable[[], float],
+    pool: DriverPool | None = None,
 ) -> NodeResult[T]:
+    if pool is not None:
+        return _run_pooled(record, operation, factory, clock, pool)
     start = clock()
     try:
         driver = factory(record)
@@ -145,6 +180,7 @@ def run_on_nodes(
     on_result: Callable[[NodeResult[T]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     until: float | None = None,
+    pool: DriverPool | None = None,
 ) -> list[NodeResult[T]]:
     """Run ``operation(driver)`` for every node, at most ``workers`` at once.
 
@@ -158,6 +194,9 @@ def run_on_nodes(
     no worker reached), nodes not started are cancelled, and the call returns
     without waiting for the running ones. Those end on their own deadline, so
     an operation that must not outlive ``until`` bounds its calls by it.
+
+    ``pool``: run on the nodes' pooled drivers (kept open afterwards) instead
+    of building and closing one per node.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
@@ -169,14 +208,14 @@ def run_on_nodes(
 
     def one(record: NodeRecord) -> NodeResult[T]:
         started.add(record.name)
-        return _run_one(record, operation, factory, clock)
+        return _run_one(record, operation, factory, clock, pool)
 
-    pool = concurrent.futures.ThreadPoolExecutor(
+    threads = concurrent.futures.ThreadPoolExecutor(
         max_workers=min(workers, len(records)), thread_name_prefix="bmaas-node"
     )
     cut_off = False
     try:
-        pending = {pool.submit(one, record) for record in records}
+        pending = {threads.submit(one, record) for record in records}
         while pending:
             timeout = None
             if until is not None:
@@ -194,7 +233,7 @@ def run_on_nodes(
                 if on_result is not None:
                     on_result(result)
     finally:
-        pool.shutdown(wait=not cut_off, cancel_futures=True)
+        threads.shutdown(wait=not cut_off, cancel_futures=True)
     for record in records:
         if record.name not in results:
             results[record.name] = _cut_off(record, record.name in started, clock() - begun)

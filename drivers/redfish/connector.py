@@ -26,7 +26,7 @@ emulator uses it to tell apart reads of the one ComputerSystem resource.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import requests
@@ -46,7 +46,13 @@ class BoundedConnector(Connector):
     """A sushy ``Connector`` whose requests each make one bounded attempt."""
 
     def __init__(
-        self, url: str, *, verify: bool | str, timeout: float, clock: _clock.ClockFn
+        self,
+        url: str,
+        *,
+        verify: bool | str,
+        timeout: float,
+        clock: _clock.ClockFn,
+        on_login: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(
             url,
@@ -62,6 +68,8 @@ class BoundedConnector(Connector):
         self.read_operation: Operation | None = None
         self._last: requests.Response | None = None
         self._response_callback = self._remember
+        #: called for every session login POST (the first and sushy's re-logins)
+        self._on_login = on_login
 
     def _remember(self, response: requests.Response) -> None:
         self._last = response
@@ -104,6 +112,13 @@ class BoundedConnector(Connector):
         if remaining <= 0:
             raise DeadlineExceeded(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
+        if (
+            method == "POST"
+            and self._on_login is not None
+            and isinstance(data, dict)
+            and "UserName" in data
+        ):
+            self._on_login()  # SessionService.create_session: a login, counted when tried
         if method == "GET" and self.read_operation is not None:
             headers[OPERATION_HEADER] = str(self.read_operation)
         try:

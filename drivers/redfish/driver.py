@@ -103,6 +103,9 @@ class RedfishDriver(BMCDriver):
         "redfish_password",
     )
     accepted_info = frozenset(k for k in FIELDS if k.startswith("redfish_"))
+    #: Redfish sessions time out after SessionService.SessionTimeout (30 s at
+    #: least by the standard, 30 min on common BMCs); sushy logs in again on a 401
+    session_idle = 300.0
 
     def __init__(
         self,
@@ -195,8 +198,15 @@ class RedfishDriver(BMCDriver):
                 verify=self.info.redfish_verify_ca,
                 timeout=self.deadline,
                 clock=self._clock,
+                on_login=self._count_login,
             )
         return self._conn
+
+    def _count_login(self) -> None:
+        self.logins += 1
+
+    def session_alive(self) -> bool:
+        return self._root is not None
 
     def _connect(self, conn: BoundedConnector) -> None:
         """Read the service root and log in (once), then find the system.
@@ -210,6 +220,8 @@ class RedfishDriver(BMCDriver):
             auth = _AUTH[self.info.redfish_auth_type](
                 username=self.info.redfish_username, password=password
             )
+            if self.info.redfish_auth_type == "basic":
+                self._count_login()  # no session POST: the credentials ride on each request
             with conn.reading(Operation.PROBE):
                 self._root = sushy.Sushy(self.address, auth=auth, connector=conn)
         root = self._root
