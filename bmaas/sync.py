@@ -15,7 +15,12 @@ asked (a password variable unset, a driver not installed) is a configuration
 problem: its ``last_error`` says so and its streaks are left alone.
 
 :func:`sync_loop` repeats passes every ``interval`` seconds (measured start to
-start, never sleeping a negative time) until stopped.
+start, never sleeping a negative time) until stopped. Given a
+:class:`~bmaas.pool.DriverPool` (``pool=``), passes read through it: one
+login per BMC for as long as the loop runs (sessions idle longer than the
+pool allows between passes are logged out and logged in again next pass),
+and every report carries the pool's counters (``sessions``), reads per
+login among them.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from bmaas.faults import BmaasError, BMCFault
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
+from bmaas.pool import DriverPool, PoolStats
 from bmaas.store import HealthChange, Reclaimed, Store
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
@@ -48,6 +54,8 @@ class SyncReport:
     duration: float
     #: wall-clock time the pass ended
     finished_at: float
+    #: the driver pool's counters so far (None without a pool)
+    sessions: PoolStats | None = None
 
     @property
     def failed(self) -> list[NodeResult[PowerState]]:
@@ -64,6 +72,7 @@ class SyncReport:
             "faulted": self.nodes_with(Change.FAULTED),
             "recovered": self.nodes_with(Change.RECOVERED),
             "reclaimed": [r.owner.describe() for r in self.reclaimed],
+            "sessions": None if self.sessions is None else self.sessions.to_dict(),
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -82,13 +91,20 @@ def sync_pass(
     names: Sequence[str] | None = None,
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    pool: DriverPool | None = None,
 ) -> SyncReport:
     """One pass over every node (or ``names``). See the module docstring."""
     start = clock()
     reclaimed = store.reclaim_expired()
     records = store.require_nodes(names) if names is not None else store.nodes()
     results = run_on_nodes(
-        records, _read_power, factory=factory, workers=workers, on_result=on_result, clock=clock
+        records,
+        _read_power,
+        factory=factory,
+        workers=workers,
+        on_result=on_result,
+        clock=clock,
+        pool=pool,
     )
     reads: list[tuple[str, PowerState | BmaasError]] = []
     config_errors: dict[str, str] = {}
@@ -108,7 +124,8 @@ def sync_pass(
             LOG.warning("%s: put into maintenance (%s)", change.node, policy.fault)
         elif change.change is Change.RECOVERED:
             LOG.warning("%s: %s cleared", change.node, policy.fault)
-    report = SyncReport(results, changes, reclaimed, clock() - start, store.clock())
+    sessions = None if pool is None else dataclasses.replace(pool.stats)
+    report = SyncReport(results, changes, reclaimed, clock() - start, store.clock(), sessions)
     if metrics is not None:
         metrics.observe_pass(report, store.node_counts())
     return report
@@ -140,6 +157,8 @@ def sync_loop(
         started = clock()
         report = sync_pass(store, clock=clock, **kw)
         passes += 1
+        if kw.get("pool") is not None:
+            kw["pool"].expire_idle()
         if on_pass is not None:
             on_pass(report)
         if count is not None and passes >= count:

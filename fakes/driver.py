@@ -83,6 +83,8 @@ class FakeDriver(BMCDriver):
         self.machine = machine
         #: every operation sent "on the wire", in order
         self.wire_calls: list[str] = []
+        # A simulated session: the first call logs in (``logins``), close() ends it.
+        self._session = False
 
     @property
     def address(self) -> str:
@@ -108,6 +110,9 @@ class FakeDriver(BMCDriver):
             raise self.fault(
                 BMCUnreachable, "connection refused", operation=operation, elapsed=elapsed()
             )
+        if not self._session:
+            self.logins += 1
+            self._session = True
         firings = self.machine.plan.evaluate(str(operation), protocol="fake")
         hardware = [f for f in firings if f.layer is Layer.HARDWARE]
         for firing in firings:
@@ -145,7 +150,8 @@ class FakeDriver(BMCDriver):
                     status="0xC0",
                 )
             elif effect is Effect.AUTH_FAIL and params.get("scope") == "session":
-                continue  # a real driver logs in again once, transparently
+                self.logins += 1  # a real driver logs in again once, transparently
+                continue
             elif effect in _BMC_FAULTS:
                 cls, message = _BMC_FAULTS[effect]
                 extra = {"message_id": params["message_id"]} if cls is BMCInternalError else {}
@@ -157,6 +163,12 @@ class FakeDriver(BMCDriver):
         fault = self.fault(BMCTimeout, message, operation=operation, elapsed=elapsed)
         assert isinstance(fault, BMCTimeout)
         return fault
+
+    def session_alive(self) -> bool:
+        return self._session
+
+    def close(self) -> None:
+        self._session = False
 
     # -- contract ------------------------------------------------------------
 

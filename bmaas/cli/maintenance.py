@@ -26,6 +26,7 @@ from bmaas.cliutil import EXIT_FAILURE
 from bmaas.faults import BmaasError
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
+from bmaas.pool import DriverPool
 from bmaas.store import NodeRecord, OwnerKind, Store
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 
@@ -180,10 +181,17 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 def _pass_line(number: int, report: SyncReport) -> str:
     faulted = ", ".join(report.nodes_with(Change.FAULTED)) or "-"
     recovered = ", ".join(report.nodes_with(Change.RECOVERED)) or "-"
+    sessions = ""
+    if report.sessions is not None:
+        rpl = report.sessions.reads_per_login
+        sessions = (
+            f", logins: {report.sessions.logins}, reads per login: "
+            f"{'-' if rpl is None else f'{rpl:.1f}'}"
+        )
     return (
         f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed, "
-        f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}, "
-        f"{report.duration:.2f}s"
+        f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}"
+        f"{sessions}, {report.duration:.2f}s"
     )
 
 
@@ -242,22 +250,42 @@ def sync(
         raise click.UsageError("--count and --metrics-port need --interval")
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
-    options: dict[str, Any] = {
-        "factory": app.factory(deadline),
-        "policy": policy,
-        "workers": workers,
-    }
-    if interval is None:
-        start = time.monotonic()
-        with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
-            report = sync_pass(store, on_result=lambda _r: advance(), **options)
-        if as_json:
-            emit(report.to_dict(), as_json=True, as_yaml=False)
-            ctx.exit(EXIT_FAILURE if report.failed else 0)
-        code = print_results(report.results, as_json=False, elapsed=time.monotonic() - start)
-        click.echo(_pass_line(1, report), err=True)
-        ctx.exit(code)
+    # One pooled session per BMC for the command's life: a loop logs in once,
+    # not once per pass; every session is logged out when the command ends.
+    with DriverPool(wait=deadline) as pool:
+        options: dict[str, Any] = {
+            "factory": app.factory(deadline),
+            "policy": policy,
+            "workers": workers,
+            "pool": pool,
+        }
+        if interval is None:
+            _sync_once(ctx, store, options, as_json=as_json)
+        else:
+            _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
 
+
+def _sync_once(ctx: click.Context, store: Store, options: dict[str, Any], *, as_json: bool) -> None:
+    start = time.monotonic()
+    with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
+        report = sync_pass(store, on_result=lambda _r: advance(), **options)
+    if as_json:
+        emit(report.to_dict(), as_json=True, as_yaml=False)
+        ctx.exit(EXIT_FAILURE if report.failed else 0)
+    code = print_results(report.results, as_json=False, elapsed=time.monotonic() - start)
+    click.echo(_pass_line(1, report), err=True)
+    ctx.exit(code)
+
+
+def _sync_loop(
+    store: Store,
+    options: dict[str, Any],
+    interval: float,
+    count: int | None,
+    metrics_port: int | None,
+    metrics_addr: str,
+    as_json: bool,
+) -> None:
     metrics = SyncMetrics() if metrics_port is not None else None
     server: MetricsServer | None = None
     passes = 0

@@ -15,6 +15,7 @@ from bmaas.health import Change, Hysteresis
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
 from bmaas.sync import sync_loop, sync_pass
 from fakes.clock import FakeClock
@@ -184,3 +185,37 @@ def test_metrics_are_served_on_loopback_and_the_server_stops(
         server.close()
     assert not server.thread.is_alive()
     server.close()  # twice is fine
+
+
+def test_a_loop_with_a_pool_logs_in_once_per_node_and_reports_reads_per_login(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(4)
+    fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get", "times": 1}])
+    built: list[FakeDriver] = []
+    base = driver_factory(fleet=fleet, deadline=2.0)
+
+    def factory(record: Any) -> Any:
+        built.append(base(record))
+        return built[-1]
+
+    reports: list[Any] = []
+    with DriverPool(clock=fleet.clock, idle=30) as pool:
+        passes = sync_loop(
+            store,
+            interval=5,
+            count=10,
+            factory=factory,
+            pool=pool,
+            clock=fleet.clock,
+            wait=fleet.clock.sleep,
+            on_pass=reports.append,
+        )
+    assert passes == 10
+    # four first logins, and one more for n02 whose session missed an answer
+    assert len(built) == 5
+    last = reports[-1].to_dict()["sessions"]
+    assert (last["logins"], last["reads"], last["dropped"]) == (5, 40, 1)
+    assert last["reads_per_login"] == 8.0
+    assert reports[0].to_dict()["sessions"]["logins"] == 4
+    assert all(not d.session_alive() for d in built)  # all logged out at the end
