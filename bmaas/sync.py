@@ -39,6 +39,7 @@ from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.pool import DriverPool, PoolStats
 from bmaas.store import HealthChange, Reclaimed, Store
+from bmaas.sweep import ShardedSweeper
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
 
@@ -92,20 +93,28 @@ def sync_pass(
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     pool: DriverPool | None = None,
+    sweeper: ShardedSweeper | None = None,
 ) -> SyncReport:
-    """One pass over every node (or ``names``). See the module docstring."""
+    """One pass over every node (or ``names``). See the module docstring.
+
+    With ``sweeper`` the reads are sharded over its worker processes (each
+    with its own pool; ``factory``, ``workers`` and ``pool`` are then the
+    sweeper's business); the store is written here, by this process alone."""
     start = clock()
     reclaimed = store.reclaim_expired()
     records = store.require_nodes(names) if names is not None else store.nodes()
-    results = run_on_nodes(
-        records,
-        _read_power,
-        factory=factory,
-        workers=workers,
-        on_result=on_result,
-        clock=clock,
-        pool=pool,
-    )
+    if sweeper is not None:
+        results = sweeper.run(records, _read_power, on_result=on_result)
+    else:
+        results = run_on_nodes(
+            records,
+            _read_power,
+            factory=factory,
+            workers=workers,
+            on_result=on_result,
+            clock=clock,
+            pool=pool,
+        )
     reads: list[tuple[str, PowerState | BmaasError]] = []
     config_errors: dict[str, str] = {}
     for result in results:
@@ -125,6 +134,8 @@ def sync_pass(
         elif change.change is Change.RECOVERED:
             LOG.warning("%s: %s cleared", change.node, policy.fault)
     sessions = None if pool is None else dataclasses.replace(pool.stats)
+    if sweeper is not None:
+        sessions = sweeper.stats
     report = SyncReport(results, changes, reclaimed, clock() - start, store.clock(), sessions)
     if metrics is not None:
         metrics.observe_pass(report, store.node_counts())

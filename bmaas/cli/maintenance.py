@@ -26,8 +26,10 @@ from bmaas.cliutil import EXIT_FAILURE
 from bmaas.faults import BmaasError
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
+from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import NodeRecord, OwnerKind, Store
+from bmaas.sweep import MIN_NODES_PER_PROCESS, ShardedSweeper, auto_processes
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 
 __all__ = ["maintenance", "sync"]
@@ -224,6 +226,12 @@ def _pass_line(number: int, report: SyncReport) -> str:
     show_default=True,
     help="Good reads in a row that take it back out.",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1, max=256),
+    help="Worker processes the nodes are sharded over, each with --workers threads "
+    f"(default: one per core, one per {MIN_NODES_PER_PROCESS} nodes at most).",
+)
 @fleet_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, no progress bar.")
 @pass_app
@@ -237,6 +245,7 @@ def sync(
     metrics_addr: str,
     fault_after: int,
     recover_after: int,
+    processes: int | None,
     workers: int,
     deadline: float,
     as_json: bool,
@@ -250,15 +259,30 @@ def sync(
         raise click.UsageError("--count and --metrics-port need --interval")
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
+    if processes is None:
+        # In-process fakes (a test's fleet) cannot cross into other processes.
+        real = app.make_factory is driver_factory
+        processes = auto_processes(len(store.nodes())) if real else 1
     # One pooled session per BMC for the command's life: a loop logs in once,
     # not once per pass; every session is logged out when the command ends.
-    with DriverPool(wait=deadline) as pool:
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(DriverPool(wait=deadline))
         options: dict[str, Any] = {
             "factory": app.factory(deadline),
             "policy": policy,
             "workers": workers,
             "pool": pool,
         }
+        if processes > 1:
+            options["sweeper"] = stack.enter_context(
+                ShardedSweeper(
+                    processes=processes,
+                    workers=workers,
+                    make_factory=app.make_factory,
+                    factory_options={"deadline": deadline},
+                    wait=deadline,
+                )
+            )
         if interval is None:
             _sync_once(ctx, store, options, as_json=as_json)
         else:
