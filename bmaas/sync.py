@@ -38,6 +38,7 @@ from bmaas.health import Change, Hysteresis
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.pool import DriverPool, PoolStats
+from bmaas.share import FleetShare
 from bmaas.store import HealthChange, Reclaimed, Store
 from bmaas.sweep import ShardedSweeper
 
@@ -94,15 +95,20 @@ def sync_pass(
     clock: Callable[[], float] = time.monotonic,
     pool: DriverPool | None = None,
     sweeper: ShardedSweeper | None = None,
+    share: FleetShare | None = None,
 ) -> SyncReport:
     """One pass over every node (or ``names``). See the module docstring.
 
     With ``sweeper`` the reads are sharded over its worker processes (each
     with its own pool; ``factory``, ``workers`` and ``pool`` are then the
-    sweeper's business); the store is written here, by this process alone."""
+    sweeper's business); the store is written here, by this process alone.
+    With ``share`` only this worker's share of the fleet is read (several
+    sync workers on one database, see :mod:`bmaas.share`)."""
     start = clock()
     reclaimed = store.reclaim_expired()
     records = store.require_nodes(names) if names is not None else store.nodes()
+    if share is not None:
+        records = share.take(records)
     if sweeper is not None:
         results = sweeper.run(records, _read_power, on_result=on_result)
     else:

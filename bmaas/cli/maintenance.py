@@ -28,7 +28,8 @@ from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
-from bmaas.store import NodeRecord, OwnerKind, Store
+from bmaas.share import FleetShare
+from bmaas.store import DEFAULT_LEASE_TTL, NodeRecord, OwnerKind, Store
 from bmaas.sweep import MIN_NODES_PER_PROCESS, ShardedSweeper, auto_processes
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 
@@ -227,6 +228,19 @@ def _pass_line(number: int, report: SyncReport) -> str:
     help="Good reads in a row that take it back out.",
 )
 @click.option(
+    "--split/--no-split",
+    default=None,
+    help="Split the fleet with the other sync workers on this database (several "
+    "`bmaas sync --interval` processes; default: on with --interval).",
+)
+@click.option(
+    "--lease-ttl",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_LEASE_TTL,
+    show_default=True,
+    help="With --split: seconds after which a dead worker's nodes are taken over.",
+)
+@click.option(
     "--processes",
     type=click.IntRange(min=1, max=256),
     help="Worker processes the nodes are sharded over, each with --workers threads "
@@ -245,6 +259,8 @@ def sync(
     metrics_addr: str,
     fault_after: int,
     recover_after: int,
+    split: bool | None,
+    lease_ttl: float,
     processes: int | None,
     workers: int,
     deadline: float,
@@ -257,6 +273,8 @@ def sync(
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
+    if split is None:
+        split = interval is not None
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
     if processes is None:
@@ -273,6 +291,8 @@ def sync(
             "workers": workers,
             "pool": pool,
         }
+        if split:
+            options["share"] = stack.enter_context(FleetShare(store, ttl=lease_ttl))
         if processes > 1:
             options["sweeper"] = stack.enter_context(
                 ShardedSweeper(
