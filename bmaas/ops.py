@@ -24,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import queue
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -49,6 +50,9 @@ DEFAULT_WORKERS = 32
 #: seconds between looks at the caller's clock while waiting for ``until``: the
 #: injected clock (a test's FakeClock) decides when time is up, not the wait
 UNTIL_POLL = 0.1
+#: seconds between wake-ups while waiting for results without ``until`` (so
+#: Ctrl-C is seen promptly)
+WAIT_SLICE = 0.5
 
 T = TypeVar("T")
 #: builds the driver for one node record (the seam tests replace)
@@ -214,20 +218,33 @@ def run_on_nodes(
         max_workers=min(workers, len(records)), thread_name_prefix="bmaas-node"
     )
     cut_off = False
+    # Finished futures arrive on a queue: waiting on the whole pending set
+    # (concurrent.futures.wait) costs O(pending) per wake-up, O(N^2) a sweep.
+    finished: queue.SimpleQueue[concurrent.futures.Future[NodeResult[T]]] = queue.SimpleQueue()
     try:
-        pending = {threads.submit(one, record) for record in records}
-        while pending:
-            timeout = None
+        for record in records:
+            threads.submit(one, record).add_done_callback(finished.put)
+        remaining = len(records)
+        while remaining:
+            timeout = WAIT_SLICE
             if until is not None:
                 left = until - clock()
                 if left <= 0:
                     cut_off = True
                     break
                 timeout = min(left, UNTIL_POLL)
-            done, pending = concurrent.futures.wait(
-                pending, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            for future in done:
+            try:
+                ready = [finished.get(timeout=timeout)]
+            except queue.Empty:
+                continue
+            # Everything already finished counts, even if ``until`` passed meanwhile.
+            while True:
+                try:
+                    ready.append(finished.get_nowait())
+                except queue.Empty:
+                    break
+            remaining -= len(ready)
+            for future in ready:
                 result = future.result()
                 results[result.node] = result
                 if on_result is not None:
