@@ -304,19 +304,28 @@ class DriverPool:
             if driver is not None:
                 self.stats.reads += 1
                 self.stats.logins += max(0, driver.logins - before)
-            if drop or self._closed:
-                if self._slots.get(slot.key.bmc) is slot:
-                    del self._slots[slot.key.bmc]
-                if driver is not None and not self._closed:
+                if drop:
                     self.stats.dropped += 1
-            else:
+            if not (drop or self._closed):
                 slot.in_use = False
                 slot.last_used = self._clock()
+                self._cond.notify_all()
+                return
+        if why is not None:
+            LOG.debug("%s: session dropped after %s", slot.key.node, type(why).__name__)
+        self._retire([slot])
+
+    def _retire(self, slots: list[_Slot]) -> None:
+        """Log out held ``slots``, then free them: the BMC never sees the next
+        session begin before this one has been closed."""
+        for slot in slots:
+            if slot.driver is not None:
+                self._logout(slot.driver)
+        with self._cond:
+            for slot in slots:
+                if self._slots.get(slot.key.bmc) is slot:
+                    del self._slots[slot.key.bmc]
             self._cond.notify_all()
-        if driver is not None and (drop or self._closed):
-            if why is not None:
-                LOG.debug("%s: session dropped after %s", slot.key.node, type(why).__name__)
-            self._logout(driver)
 
     # -- idleness and shutdown ------------------------------------------------------
 
@@ -330,17 +339,11 @@ class DriverPool:
     def expire_idle(self) -> int:
         """Log out every session idle past its limit; returns how many."""
         with self._cond:
-            gone = [
-                (bmc, slot)
-                for bmc, slot in self._slots.items()
-                if not slot.in_use and self._expired(slot)
-            ]
-            for bmc, _slot in gone:
-                del self._slots[bmc]
-            self.stats.idled += sum(1 for _, slot in gone if slot.driver is not None)
-        for _bmc, slot in gone:
-            if slot.driver is not None:
-                self._logout(slot.driver)
+            gone = [s for s in self._slots.values() if not s.in_use and self._expired(s)]
+            for slot in gone:
+                slot.in_use = True  # ours until logged out
+            self.stats.idled += sum(1 for slot in gone if slot.driver is not None)
+        self._retire(gone)
         return len(gone)
 
     def open_sessions(self) -> int:
@@ -355,11 +358,9 @@ class DriverPool:
             self._closed = True
             idle = [s for s in self._slots.values() if not s.in_use]
             for slot in idle:
-                del self._slots[slot.key.bmc]
+                slot.in_use = True
             self._cond.notify_all()
-        for slot in idle:
-            if slot.driver is not None:
-                self._logout(slot.driver)
+        self._retire(idle)
 
     def __enter__(self) -> DriverPool:
         return self

@@ -286,3 +286,28 @@ def test_run_on_nodes_with_a_pool_logs_in_once_per_node_across_sweeps(
     assert pool.stats.reads_per_login == 4.0
     pool.close()
     assert all(d.closed == 1 for d in build.built)
+
+
+def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClock) -> None:
+    pool = DriverPool(clock=clock)
+    seen: list[str] = []
+
+    class Closing(SessionDriver):
+        def close(self) -> None:
+            # While this session is being logged out, nobody else gets the BMC.
+            try:
+                with pool.session(key(), lambda: Builder()(), deadline=Deadline(clock(), clock)):
+                    seen.append("opened a second session")
+            except BMCBusy:
+                seen.append("busy")
+            super().close()
+
+    with pytest.raises(BMCTimeout):
+        pool.run(
+            key(),
+            lambda: Closing("n1", fail=BMCTimeout("no answer", node="n1")),
+            lambda d: d.get_power_state(),
+        )
+    assert seen == ["busy"]
+    assert pool.open_sessions() == 0
+    read(pool, Builder())  # free once it is closed
