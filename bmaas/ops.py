@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 from bmaas import credentials, registry
 from bmaas.driver import DEFAULT_DEADLINE, BMCDriver
 from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
-from bmaas.pool import DriverPool, PoolKey
+from bmaas.pool import DriverPool
 from bmaas.store.records import NodeRecord
 
 __all__ = [
@@ -118,7 +118,7 @@ def _run_pooled(
     pool: DriverPool,
 ) -> NodeResult[T]:
     start = clock()
-    key = PoolKey.of(record.driver, record.name, record.driver_info)
+    key = pool.key_for(record.driver, record.name, record.driver_info)
     try:
         value = pool.run(key, lambda: factory(record), operation)
         return NodeResult(record.name, record.driver, value=value, elapsed=clock() - start)

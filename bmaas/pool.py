@@ -200,7 +200,18 @@ class DriverPool:
         self._cond = threading.Condition()
         self._slots: dict[str, _Slot] = {}
         self._closed = False
+        self._keys: dict[tuple[str, str], tuple[Mapping[str, Any], PoolKey]] = {}
         self.stats = PoolStats()
+
+    def key_for(self, driver: str, node: str, driver_info: Mapping[str, Any]) -> PoolKey:
+        """:meth:`PoolKey.of`, remembered per node while its driver_info stays
+        equal (a sweep asks for every node's key on every pass)."""
+        known = self._keys.get((driver, node))
+        if known is not None and known[0] == driver_info:
+            return known[1]
+        key = PoolKey.of(driver, node, driver_info)
+        self._keys[(driver, node)] = (dict(driver_info), key)
+        return key
 
     # -- taking and giving back -------------------------------------------------
 

@@ -311,3 +311,13 @@ def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClo
     assert seen == ["busy"]
     assert pool.open_sessions() == 0
     read(pool, Builder())  # free once it is closed
+
+
+def test_keys_are_remembered_until_the_driver_info_changes(clock: FakeClock) -> None:
+    pool = DriverPool(clock=clock)
+    info = {"ipmi_address": "10.0.0.1", "ipmi_password": "a"}
+    first = pool.key_for("ipmi", "n1", info)
+    assert pool.key_for("ipmi", "n1", dict(info)) is first
+    changed = pool.key_for("ipmi", "n1", {**info, "ipmi_password": "b"})
+    assert changed != first
+    assert changed.bmc == first.bmc  # the same BMC: still one session at a time
