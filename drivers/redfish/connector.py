@@ -53,6 +53,7 @@ class BoundedConnector(Connector):
         timeout: float,
         clock: _clock.ClockFn,
         on_login: Callable[[], None] | None = None,
+        keep_alive: bool = True,
     ) -> None:
         super().__init__(
             url,
@@ -70,6 +71,17 @@ class BoundedConnector(Connector):
         self._response_callback = self._remember
         #: called for every session login POST (the first and sushy's re-logins)
         self._on_login = on_login
+        # Proxies from the environment are for the operator's web traffic, not
+        # for BMCs on a management network; looking them up on every request
+        # (requests walks os.environ) was a third of a pooled read's CPU.
+        self._session.trust_env = False
+        if keep_alive:
+            # sushy asks for "Connection: close" because some BMCs choke on
+            # long-lived connections; a pooled driver reads every pass, so a
+            # fresh TCP (and TLS) handshake per read would cost more than the
+            # read. urllib3 checks a pooled connection before reusing it, and
+            # the pool logs out idle sessions well before BMCs drop sockets.
+            self._session.headers.pop("Connection", None)
 
     def _remember(self, response: requests.Response) -> None:
         self._last = response

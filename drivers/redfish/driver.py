@@ -277,7 +277,21 @@ class RedfishDriver(BMCDriver):
 
     def get_power_state(self, *, deadline: float | None = None) -> PowerState:
         def act() -> PowerState:
-            return POWER_STATES.get(self._fresh_system().power_state, PowerState.UNKNOWN)
+            system, conn = self._system, self._conn
+            assert system is not None
+            assert conn is not None
+            if self._fetched:  # read moments ago by _connect
+                return POWER_STATES.get(system.power_state, PowerState.UNKNOWN)
+            # One GET and one field: a power sync reads every node every pass,
+            # and sushy's full re-parse of the system was half of such a read.
+            # The cached System is marked stale, so other calls re-read it.
+            system.invalidate()
+            body = conn.get(system.path).json()  # not JSON: BMCProtocolError at the edge
+            try:
+                state = sushy.PowerState(body.get("PowerState") if isinstance(body, dict) else None)
+            except ValueError:  # absent or not a Redfish power state: cannot tell
+                return PowerState.UNKNOWN
+            return POWER_STATES.get(state, PowerState.UNKNOWN)
 
         return self._call(Operation.POWER_GET, deadline, act, read=Operation.POWER_GET)
 
