@@ -53,7 +53,7 @@ class BoundedConnector(Connector):
         timeout: float,
         clock: _clock.ClockFn,
         on_login: Callable[[], None] | None = None,
-        keep_alive: bool = True,
+        keep_alive: bool = False,
     ) -> None:
         super().__init__(
             url,
@@ -77,10 +77,10 @@ class BoundedConnector(Connector):
         self._session.trust_env = False
         if keep_alive:
             # sushy asks for "Connection: close" because some BMCs choke on
-            # long-lived connections; a pooled driver reads every pass, so a
-            # fresh TCP (and TLS) handshake per read would cost more than the
-            # read. urllib3 checks a pooled connection before reusing it, and
-            # the pool logs out idle sessions well before BMCs drop sockets.
+            # long-lived connections. Off by default here too, for another
+            # reason: a pooled sweep would then hold one socket per Redfish
+            # node, and pyghmi's select() breaks on descriptors past 1024 in
+            # a process that also speaks IPMI.
             self._session.headers.pop("Connection", None)
 
     def _remember(self, response: requests.Response) -> None:
