@@ -13,7 +13,10 @@ back to the one process that called it, which alone writes the store::
         results = sweeper.run(store.nodes(), read_power)   # sessions reused
 
 How, and why this mechanism (measured with ``hwlab bench fleet-sweep``,
-``docs/bench/fleet-sweep.md``):
+``docs/bench/fleet-sweep.md``: on 2 cores, 500 IPMI nodes read on kept
+sessions took 0.61 ms of client CPU per read and 765 nodes/s in one process
+with 32 threads, 0.48 ms and 1,387 nodes/s sharded over two processes; the
+threads' hand-offs, not the protocol, are what a second process removes):
 
 * **Long-lived processes, nodes pinned to a shard** (``crc32(name) %
   processes``). A node is read by the same process every pass, so its
