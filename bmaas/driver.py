@@ -162,6 +162,9 @@ class BMCDriver(abc.ABC):
     accepted_info: ClassVar[frozenset[str]] = frozenset()
     #: seconds between power-state reads while waiting for a transition
     poll_interval: float = POWER_POLL_INTERVAL
+    #: seconds a logged-in session may sit unused and still be trusted (BMCs
+    #: forget idle sessions); a driver pool logs out sooner than this
+    session_idle: ClassVar[float] = 60.0
 
     def __init__(
         self,
@@ -179,6 +182,9 @@ class BMCDriver(abc.ABC):
         self.bmc_timeout = bmc_timeout
         self._clock = clock or _clock.monotonic
         self._sleep = sleep or _clock.sleep
+        #: logins (first and re-logins) this driver made: a driver pool sums
+        #: them into "reads per login", the figure that says sessions last
+        self.logins = 0
 
     # -- identity ------------------------------------------------------------
 
@@ -288,6 +294,11 @@ class BMCDriver(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook: most drivers hold nothing
         """Release sessions and sockets. Safe to call twice."""
+
+    def session_alive(self) -> bool:
+        """Whether a logged-in session is held and believed usable (a driver
+        pool reports it; the driver re-logs in on its own when it is not)."""
+        return False
 
     def __enter__(self) -> Self:
         return self

@@ -7,6 +7,11 @@ fleet), one :class:`NodeResult` per node in the order asked. Workers talk to
 BMCs only; results come back to the calling thread (``on_result``), which is
 where the store is written, so database transactions never wait on a BMC.
 
+With a :class:`~bmaas.pool.DriverPool` (``pool=``), drivers and their BMC
+sessions are kept between operations and sweeps instead (``bmaas sync
+--interval`` keeps one for its whole life): one login per BMC, not one per
+operation.
+
 A caller's budget is a :class:`~bmaas.deadline.Deadline` (``deadline=``, the
 whole command's): the sweep returns by then, whatever is still running, and
 the nodes it did not hear from are timeouts. The operation receives the same
@@ -19,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import queue
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -27,6 +33,7 @@ from bmaas import credentials, registry
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
+from bmaas.pool import DriverPool
 from bmaas.store.records import NodeRecord
 
 __all__ = [
@@ -44,6 +51,9 @@ DEFAULT_WORKERS = 32
 #: seconds between looks at the deadline's clock while waiting on workers: the
 #: injected clock (a test's FakeClock) decides when time is up, not the wait
 DEADLINE_POLL = 0.1
+#: seconds between wake-ups while waiting for results without a deadline (so
+#: Ctrl-C is seen promptly)
+WAIT_SLICE = 0.5
 
 T = TypeVar("T")
 #: builds the driver for one node record (the seam tests replace)
@@ -103,12 +113,41 @@ def driver_factory(
     return build
 
 
+def _run_pooled(
+    record: NodeRecord,
+    operation: Callable[[BMCDriver], T],
+    factory: DriverFactory,
+    clock: Callable[[], float],
+    pool: DriverPool,
+) -> NodeResult[T]:
+    start = clock()
+    key = pool.key_for(record.driver, record.name, record.driver_info)
+    try:
+        value = pool.run(key, lambda: factory(record), operation)
+        return NodeResult(record.name, record.driver, value=value, elapsed=clock() - start)
+    except BmaasError as exc:
+        return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
+    except Exception as exc:  # the pool has dropped the session; see _run_one
+        LOG.exception("%s: driver %s raised a non-bmaas exception", record.name, record.driver)
+        fault = UnclassifiedFault(
+            f"{type(exc).__name__}: {exc}",
+            node=record.name,
+            driver=record.driver,
+            elapsed=clock() - start,
+            cause=exc,
+        )
+        return NodeResult(record.name, record.driver, error=fault, elapsed=clock() - start)
+
+
 def _run_one(
     record: NodeRecord,
     operation: Callable[[BMCDriver], T],
     factory: DriverFactory,
     clock: Callable[[], float],
+    pool: DriverPool | None = None,
 ) -> NodeResult[T]:
+    if pool is not None:
+        return _run_pooled(record, operation, factory, clock, pool)
     start = clock()
     try:
         driver = factory(record)
@@ -148,6 +187,7 @@ def run_on_nodes(
     on_result: Callable[[NodeResult[T]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     deadline: Deadline | None = None,
+    pool: DriverPool | None = None,
 ) -> list[NodeResult[T]]:
     """Run ``operation(driver)`` for every node, at most ``workers`` at once.
 
@@ -161,6 +201,9 @@ def run_on_nodes(
     nodes not started are cancelled, and the call returns without waiting for
     the running ones. Those end by the same deadline when ``operation`` hands
     its calls shares of it (as every bmaas command does).
+
+    ``pool``: run on the nodes' pooled drivers (kept open afterwards) instead
+    of building and closing one per node.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
@@ -172,31 +215,44 @@ def run_on_nodes(
 
     def one(record: NodeRecord) -> NodeResult[T]:
         started.add(record.name)
-        return _run_one(record, operation, factory, clock)
+        return _run_one(record, operation, factory, clock, pool)
 
-    pool = concurrent.futures.ThreadPoolExecutor(
+    threads = concurrent.futures.ThreadPoolExecutor(
         max_workers=min(workers, len(records)), thread_name_prefix="bmaas-node"
     )
     cut_off = False
+    # Finished futures arrive on a queue: waiting on the whole pending set
+    # (concurrent.futures.wait) costs O(pending) per wake-up, O(N^2) a sweep.
+    finished: queue.SimpleQueue[concurrent.futures.Future[NodeResult[T]]] = queue.SimpleQueue()
     try:
-        pending = {pool.submit(one, record) for record in records}
-        while pending:
-            timeout = None
+        for record in records:
+            threads.submit(one, record).add_done_callback(finished.put)
+        remaining = len(records)
+        while remaining:
+            timeout = WAIT_SLICE
             if deadline is not None:
                 if deadline.expired:
                     cut_off = True
                     break
                 timeout = min(deadline.left(), DEADLINE_POLL)
-            done, pending = concurrent.futures.wait(
-                pending, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            for future in done:
+            try:
+                ready = [finished.get(timeout=timeout)]
+            except queue.Empty:
+                continue
+            # Everything already finished counts, even if the deadline passed meanwhile.
+            while True:
+                try:
+                    ready.append(finished.get_nowait())
+                except queue.Empty:
+                    break
+            remaining -= len(ready)
+            for future in ready:
                 result = future.result()
                 results[result.node] = result
                 if on_result is not None:
                     on_result(result)
     finally:
-        pool.shutdown(wait=not cut_off, cancel_futures=True)
+        threads.shutdown(wait=not cut_off, cancel_futures=True)
     for record in records:
         if record.name not in results:
             results[record.name] = _cut_off(record, record.name in started, clock() - begun)

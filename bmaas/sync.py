@@ -27,7 +27,12 @@ learnt nothing new about the node, so nothing is overwritten (a counted fault
 records ``unknown``, never "off").
 
 :func:`sync_loop` repeats passes every ``interval`` seconds (measured start to
-start, never sleeping a negative time) until stopped.
+start, never sleeping a negative time) until stopped. Given a
+:class:`~bmaas.pool.DriverPool` (``pool=``), passes read through it: one
+login per BMC for as long as the loop runs (sessions idle longer than the
+pool allows between passes are logged out and logged in again next pass),
+and every report carries the pool's counters (``sessions``), reads per
+login among them.
 """
 
 from __future__ import annotations
@@ -47,8 +52,11 @@ from bmaas.health import Change, Hysteresis
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
+from bmaas.pool import DriverPool, PoolStats
 from bmaas.provision.reclaim import reclaim
+from bmaas.share import FleetShare
 from bmaas.store import HealthChange, Reclaimed, Store
+from bmaas.sweep import ShardedSweeper
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
 
@@ -64,6 +72,8 @@ class SyncReport:
     duration: float
     #: wall-clock time the pass ended
     finished_at: float
+    #: the driver pool's counters so far (None without a pool)
+    sessions: PoolStats | None = None
 
     @property
     def failed(self) -> list[NodeResult[PowerState]]:
@@ -86,21 +96,30 @@ class SyncReport:
             "faulted": self.nodes_with(Change.FAULTED),
             "recovered": self.nodes_with(Change.RECOVERED),
             "reclaimed": [r.owner.describe() for r in self.reclaimed],
+            "sessions": None if self.sessions is None else self.sessions.to_dict(),
             "results": [r.to_dict() for r in self.results],
         }
 
 
-def _reader(
-    retry: _retry.RetryPolicy | None, deadline: Deadline | None
-) -> Callable[[BMCDriver], PowerState]:
-    """One node's power read within the pass's ``deadline``: one attempt
-    (a share of at most the driver's ``bmc_timeout``), or through the
-    operation retry."""
-    if retry is None:
-        return lambda driver: driver.get_power_state(deadline=driver.call_deadline(deadline))
-    return lambda driver: _retry.call(
-        retry, driver.get_power_state, deadline=deadline, bmc_timeout=driver.bmc_timeout
-    )
+@dataclasses.dataclass(frozen=True)
+class PowerReader:
+    """One node's power read within the pass's ``deadline``: one attempt (a
+    share of at most the driver's ``bmc_timeout``), or through the operation
+    retry. A picklable value, so sharded sweeps can ship it to their worker
+    processes."""
+
+    retry: _retry.RetryPolicy | None = None
+    deadline: Deadline | None = None
+
+    def __call__(self, driver: BMCDriver) -> PowerState:
+        if self.retry is None:
+            return driver.get_power_state(deadline=driver.call_deadline(self.deadline))
+        return _retry.call(
+            self.retry,
+            driver.get_power_state,
+            deadline=self.deadline,
+            bmc_timeout=driver.bmc_timeout,
+        )
 
 
 def sync_pass(
@@ -115,25 +134,41 @@ def sync_pass(
     clock: Callable[[], float] = time.monotonic,
     retry: _retry.RetryPolicy | None = None,
     deadline: Deadline | None = None,
+    pool: DriverPool | None = None,
+    sweeper: ShardedSweeper | None = None,
+    share: FleetShare | None = None,
 ) -> SyncReport:
     """One pass over every node (or ``names``), each read retried under
     ``retry`` (None: one attempt). See the module docstring.
 
     ``deadline`` bounds the pass: each read gets a share of it, and nodes
-    not read by then are timeouts."""
+    not read by then are timeouts. With ``sweeper`` the reads are sharded
+    over its worker processes (each with its own pool; ``factory``,
+    ``workers`` and ``pool`` are then the sweeper's business); the store is
+    written here, by this process alone. With ``share`` only this worker's
+    share of the fleet is read (several sync workers on one database, see
+    :mod:`bmaas.share`)."""
     start = clock()
     # Nodes taken back from dead clients are powered off before they are used.
     reclaimed, _cleaned = reclaim(store, driver_factory=factory)
     records = store.require_nodes(names) if names is not None else store.nodes()
-    results = run_on_nodes(
-        records,
-        _reader(retry, deadline),
-        factory=factory,
-        workers=workers,
-        on_result=on_result,
-        clock=clock,
-        deadline=deadline,
-    )
+    if share is not None:
+        records = share.take(records)
+    reader = PowerReader(retry, deadline)
+    if sweeper is not None:
+        # the reader carries the deadline into the worker processes
+        results = sweeper.run(records, reader, on_result=on_result)
+    else:
+        results = run_on_nodes(
+            records,
+            reader,
+            factory=factory,
+            workers=workers,
+            on_result=on_result,
+            clock=clock,
+            deadline=deadline,
+            pool=pool,
+        )
     reads: list[tuple[str, PowerState | BmaasError]] = []
     uncounted: dict[str, str] = {}
     for result in results:
@@ -152,7 +187,10 @@ def sync_pass(
             LOG.warning("%s: put into maintenance (%s)", change.node, policy.fault)
         elif change.change is Change.RECOVERED:
             LOG.warning("%s: %s cleared", change.node, policy.fault)
-    report = SyncReport(results, changes, reclaimed, clock() - start, store.clock())
+    sessions = None if pool is None else dataclasses.replace(pool.stats)
+    if sweeper is not None:
+        sessions = sweeper.stats
+    report = SyncReport(results, changes, reclaimed, clock() - start, store.clock(), sessions)
     if metrics is not None:
         metrics.observe_pass(report, store.node_counts())
     return report
@@ -187,6 +225,8 @@ def sync_loop(
         budget = None if pass_deadline is None else Deadline.after(pass_deadline, clock=clock)
         report = sync_pass(store, clock=clock, deadline=budget, **kw)
         passes += 1
+        if kw.get("pool") is not None:
+            kw["pool"].expire_idle()
         if on_pass is not None:
             on_pass(report)
         if count is not None and passes >= count:

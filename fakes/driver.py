@@ -78,6 +78,8 @@ class FakeDriver(BMCDriver):
         self.machine = machine
         #: every operation sent "on the wire", in order
         self.wire_calls: list[str] = []
+        # A simulated session: the first call logs in (``logins``), close() ends it.
+        self._session = False
 
     @property
     def address(self) -> str:
@@ -105,6 +107,9 @@ class FakeDriver(BMCDriver):
             raise self.fault(
                 BMCUnreachable, "connection refused", operation=operation, elapsed=elapsed()
             )
+        if not self._session:
+            self.logins += 1
+            self._session = True
         action = decide(self.machine.plan.evaluate(str(operation), protocol="fake"))
         hardware = action.hardware
         if action.reboot is not None:
@@ -129,10 +134,11 @@ class FakeDriver(BMCDriver):
         if late:
             self._sleep(late)
         answer = action.answer
-        if answer is not None and not (
-            answer.effect is Effect.AUTH_FAIL and answer.params.get("scope") == "session"
-        ):  # an expired session: a real driver logs in again once, transparently
-            raise self._answer_fault(operation, answer, elapsed())
+        if answer is not None:
+            if answer.effect is Effect.AUTH_FAIL and answer.params.get("scope") == "session":
+                self.logins += 1  # an expired session: a real driver logs in again, transparently
+            else:
+                raise self._answer_fault(operation, answer, elapsed())
         if action.corrupt:
             fault = EFFECTS[Effect.MALFORMED_REPLY].fault
             assert fault is not None
@@ -164,6 +170,12 @@ class FakeDriver(BMCDriver):
         fault = self.fault(BMCTimeout, message, operation=operation, elapsed=elapsed)
         assert isinstance(fault, BMCTimeout)
         return fault
+
+    def session_alive(self) -> bool:
+        return self._session
+
+    def close(self) -> None:
+        self._session = False
 
     # -- contract ------------------------------------------------------------
 

@@ -228,6 +228,7 @@ class ShardServers:
                 "media": m.media,
                 "rules": [r.describe() for r in m.plan.rules],
                 "fired": m.plan.counts(),
+                "sessions": self._sessions(name),
             }
         return {"nodes": out, "events": self.events.count}
 
@@ -243,6 +244,16 @@ class ShardServers:
                 "media": m.media,
                 "rules": [r.to_dict() for r in m.plan.rules],
             }
+
+    def _sessions(self, name: str) -> dict[str, dict[str, int]]:
+        """Per protocol: logins so far, sessions open now, most open at once."""
+        out: dict[str, dict[str, int]] = {}
+        for protocol, server in (("ipmi", self._ipmi), ("redfish", self._redfish)):
+            if server is None or protocol not in self.endpoints.get(name, {}):
+                continue
+            bmc = server.bmc(name)
+            held = bmc.open_sessions() if protocol == "ipmi" else len(bmc.sessions())
+            out[protocol] = {"logins": bmc.logins, "open": held, "peak": bmc.peak_sessions}
         return out
 
     def add_rules(self, name: str, rules: Sequence[dict[str, Any]]) -> int:

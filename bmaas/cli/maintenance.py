@@ -28,9 +28,13 @@ from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
+from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
 from bmaas.provision.maintenance import evacuate as evacuate_nodes
 from bmaas.provision.readiness import readiness
-from bmaas.store import NodeRecord
+from bmaas.share import FleetShare
+from bmaas.store import DEFAULT_LEASE_TTL, NodeRecord, Store
+from bmaas.sweep import MIN_NODES_PER_PROCESS, ShardedSweeper, auto_processes
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 
 __all__ = ["maintenance", "sync"]
@@ -156,10 +160,17 @@ def _pass_line(number: int, report: SyncReport) -> str:
     faulted = ", ".join(report.nodes_with(Change.FAULTED)) or "-"
     recovered = ", ".join(report.nodes_with(Change.RECOVERED)) or "-"
     auth = f" ({len(report.auth_failed)} credentials rejected)" if report.auth_failed else ""
+    sessions = ""
+    if report.sessions is not None:
+        rpl = report.sessions.reads_per_login
+        sessions = (
+            f", logins: {report.sessions.logins}, reads per login: "
+            f"{'-' if rpl is None else f'{rpl:.1f}'}"
+        )
     return (
         f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed{auth}, "
-        f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}, "
-        f"{report.duration:.2f}s"
+        f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}"
+        f"{sessions}, {report.duration:.2f}s"
     )
 
 
@@ -192,6 +203,25 @@ def _pass_line(number: int, report: SyncReport) -> str:
     show_default=True,
     help="Good reads in a row that take it back out.",
 )
+@click.option(
+    "--split/--no-split",
+    default=None,
+    help="Split the fleet with the other sync workers on this database (several "
+    "`bmaas sync --interval` processes; default: on with --interval).",
+)
+@click.option(
+    "--lease-ttl",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_LEASE_TTL,
+    show_default=True,
+    help="With --split: seconds after which a dead worker's nodes are taken over.",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1, max=256),
+    help="Worker processes the nodes are sharded over, each with --workers threads "
+    f"(default: one per core, one per {MIN_NODES_PER_PROCESS} nodes at most).",
+)
 @fleet_options
 @retry_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, no progress bar.")
@@ -206,6 +236,9 @@ def sync(
     metrics_addr: str,
     fault_after: int,
     recover_after: int,
+    split: bool | None,
+    lease_ttl: float,
+    processes: int | None,
     workers: int,
     deadline: float,
     no_retry: bool,
@@ -219,31 +252,77 @@ def sync(
     failure' (never a busy BMC or rejected credentials). One pass by default
     (exit 1 if any read still failed); --deadline bounds it. With --interval
     it keeps running until SIGINT/SIGTERM, printing one line per pass, and
-    --deadline bounds each pass.
+    --deadline bounds each pass. Sessions last: one pooled session per BMC
+    for the command's life (reads per login in each pass line).
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
+    if split is None:
+        split = interval is not None
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
-    options: dict[str, Any] = {
-        "factory": app.factory(bmc_timeout),
-        "policy": policy,
-        "workers": workers,
-        "retry": app.retry_policy(no_retry=no_retry),
-    }
-    if interval is None:
-        start = time.monotonic()
-        with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
-            report = sync_pass(
-                store, on_result=lambda _r: advance(), deadline=app.deadline(deadline), **options
+    if processes is None:
+        # In-process fakes (a test's fleet) cannot cross into other processes.
+        real = app.make_factory is driver_factory
+        processes = auto_processes(len(store.nodes())) if real else 1
+    # One pooled session per BMC for the command's life: a loop logs in once,
+    # not once per pass; every session is logged out when the command ends.
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(DriverPool(wait=bmc_timeout))
+        options: dict[str, Any] = {
+            "factory": app.factory(bmc_timeout),
+            "policy": policy,
+            "workers": workers,
+            "pool": pool,
+            "retry": app.retry_policy(no_retry=no_retry),
+        }
+        if split:
+            options["share"] = stack.enter_context(FleetShare(store, ttl=lease_ttl))
+        if processes > 1:
+            options["sweeper"] = stack.enter_context(
+                ShardedSweeper(
+                    processes=processes,
+                    workers=workers,
+                    make_factory=app.make_factory,
+                    factory_options={"bmc_timeout": bmc_timeout},
+                    wait=bmc_timeout,
+                )
             )
-        if as_json:
-            emit(report.to_dict(), as_json=True, as_yaml=False)
-            ctx.exit(EXIT_FAILURE if report.failed else 0)
-        code = print_results(report.results, as_json=False, elapsed=time.monotonic() - start)
-        click.echo(_pass_line(1, report), err=True)
-        ctx.exit(code)
+        if interval is None:
+            _sync_once(ctx, store, options, app.deadline(deadline), as_json=as_json)
+        else:
+            options["pass_deadline"] = deadline
+            _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
 
+
+def _sync_once(
+    ctx: click.Context,
+    store: Store,
+    options: dict[str, Any],
+    deadline: Deadline,
+    *,
+    as_json: bool,
+) -> None:
+    start = time.monotonic()
+    with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
+        report = sync_pass(store, on_result=lambda _r: advance(), deadline=deadline, **options)
+    if as_json:
+        emit(report.to_dict(), as_json=True, as_yaml=False)
+        ctx.exit(EXIT_FAILURE if report.failed else 0)
+    code = print_results(report.results, as_json=False, elapsed=time.monotonic() - start)
+    click.echo(_pass_line(1, report), err=True)
+    ctx.exit(code)
+
+
+def _sync_loop(
+    store: Store,
+    options: dict[str, Any],
+    interval: float,
+    count: int | None,
+    metrics_port: int | None,
+    metrics_addr: str,
+    as_json: bool,
+) -> None:
     metrics = SyncMetrics() if metrics_port is not None else None
     server: MetricsServer | None = None
     passes = 0
@@ -268,7 +347,6 @@ def sync(
                 stop=stop,
                 on_pass=on_pass,
                 metrics=metrics,
-                pass_deadline=deadline,
                 **options,
             )
         finally:

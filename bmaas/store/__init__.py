@@ -10,6 +10,7 @@ The parts, one module each:
 :mod:`.owners`            owners, leases, claims, releases, owner swaps
 :mod:`.ports`             networks, segments, ports, IP binding
 :mod:`.lifecycle`         attempt/instance/move steps, reclaiming dead owners
+:mod:`.shares`            which sync worker reads which node (several workers)
 :mod:`.engine`            URLs, SQLite set-up (WAL, busy timeout, BEGIN IMMEDIATE)
 :mod:`.migrate`           Alembic, programmatically (``bmaas db upgrade``)
 ========================  ====================================================
@@ -44,6 +45,7 @@ from bmaas.store.records import (
     ProvisionState,
     Segment,
 )
+from bmaas.store.shares import SharesMixin
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -77,7 +79,7 @@ __all__ = [
 ]
 
 
-class Store(LifecycleMixin):
+class Store(LifecycleMixin, SharesMixin):
     """The bmaas state store. See the module docstring for its parts."""
 
     @classmethod

@@ -43,6 +43,7 @@ class OwnerKind(StrEnum):
     ATTEMPT = "attempt"  # one try of a request on one node: holds that node
     MOVE = "move"  # a move in flight: holds the source node
     INSTANCE = "instance"  # a deployed server: holds its node, durable (no lease)
+    SYNC = "sync"  # a `bmaas sync` worker: holds no allocation, only sync shares
 
 
 class ProvisionState(StrEnum):

@@ -27,6 +27,7 @@ __all__ = [
     "owners",
     "ports",
     "segments",
+    "sync_shares",
 ]
 
 # Named constraints make later migrations (and PostgreSQL) predictable.
@@ -150,4 +151,17 @@ node_events = sa.Table(
     sa.Column("message", sa.Text, nullable=False),
     sa.Column("data", sa.JSON, nullable=False),
     sa.Index("ix_node_events_node_id_at", "node_id", "at"),
+)
+
+# Which sync worker reads which node (several `bmaas sync` processes on one
+# database). One row per node at most (the primary key), so two workers can
+# never hold one node at once; a row whose lease ran out is anyone's to take.
+sync_shares = sa.Table(
+    "sync_shares",
+    metadata,
+    sa.Column("node_id", sa.ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True),
+    # the worker's owner id (an owner of kind "sync"); not a foreign key: a
+    # reclaimed worker's rows simply expire
+    sa.Column("worker_id", sa.String(36), nullable=False, index=True),
+    sa.Column("expires_at", sa.Float, nullable=False),
 )

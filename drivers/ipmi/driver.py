@@ -108,6 +108,7 @@ class IPMIDriver(BMCDriver):
     """
 
     name = "ipmi"
+    session_idle = SESSION_REUSE_IDLE
     capabilities = frozenset(
         {Capability.POWER, Capability.SOFT_POWER, Capability.BOOT_DEVICE, Capability.INVENTORY}
     )
@@ -197,6 +198,7 @@ class IPMIDriver(BMCDriver):
                 return cmd
             self._discard()
         info = self.info
+        self.logins += 1  # counted when tried: a failed login still costs the BMC one
         user = (info.ipmi_username or "").encode("utf-8")
         # pyghmi must get bytes: str credentials make a second login to the
         # same BMC in this process hang (see drivers.ipmi.session)
@@ -218,6 +220,10 @@ class IPMIDriver(BMCDriver):
         release, self._release, self._command = self._release, None, None
         if release is not None:
             release()  # BoundedCommand.close, once
+
+    def session_alive(self) -> bool:
+        cmd = self._command
+        return cmd is not None and bool(cmd.ipmi_session.usable())
 
     def close(self) -> None:
         """Log out (Close Session, not waited for). Safe to call twice."""

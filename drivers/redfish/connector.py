@@ -33,7 +33,7 @@ emulator uses it to tell apart reads of the one ComputerSystem resource.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import requests
@@ -55,7 +55,14 @@ class BoundedConnector(Connector):
     """A sushy ``Connector`` whose requests each make one bounded attempt."""
 
     def __init__(
-        self, url: str, *, verify: bool | str, bmc_timeout: float, clock: _clock.ClockFn
+        self,
+        url: str,
+        *,
+        verify: bool | str,
+        bmc_timeout: float,
+        clock: _clock.ClockFn,
+        on_login: Callable[[], None] | None = None,
+        keep_alive: bool = False,
     ) -> None:
         super().__init__(
             url,
@@ -75,6 +82,19 @@ class BoundedConnector(Connector):
         adapter = DeadlineAdapter()
         for scheme in ("https://", "http://"):
             self._session.mount(scheme, adapter)
+        #: called for every session login POST (the first and sushy's re-logins)
+        self._on_login = on_login
+        # Proxies from the environment are for the operator's web traffic, not
+        # for BMCs on a management network; looking them up on every request
+        # (requests walks os.environ) was a third of a pooled read's CPU.
+        self._session.trust_env = False
+        if keep_alive:
+            # sushy asks for "Connection: close" because some BMCs choke on
+            # long-lived connections. Off by default here too, for another
+            # reason: a pooled sweep would then hold one socket per Redfish
+            # node, and pyghmi's select() breaks on descriptors past 1024 in
+            # a process that also speaks IPMI.
+            self._session.headers.pop("Connection", None)
 
     def _remember(self, response: requests.Response) -> None:
         self._last = response
@@ -116,6 +136,13 @@ class BoundedConnector(Connector):
         if deadline.expired:
             raise DeadlineExceeded(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
+        if (
+            method == "POST"
+            and self._on_login is not None
+            and isinstance(data, dict)
+            and "UserName" in data
+        ):
+            self._on_login()  # SessionService.create_session: a login, counted when tried
         if method == "GET" and self.read_operation is not None:
             headers[OPERATION_HEADER] = str(self.read_operation)
         try:

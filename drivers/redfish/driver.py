@@ -104,6 +104,9 @@ class RedfishDriver(BMCDriver):
         "redfish_password",
     )
     accepted_info = frozenset(k for k in FIELDS if k.startswith("redfish_"))
+    #: Redfish sessions time out after SessionService.SessionTimeout (30 s at
+    #: least by the standard, 30 min on common BMCs); sushy logs in again on a 401
+    session_idle = 300.0
 
     def __init__(
         self,
@@ -198,8 +201,15 @@ class RedfishDriver(BMCDriver):
                 verify=self.info.redfish_verify_ca,
                 bmc_timeout=self.bmc_timeout,
                 clock=self._clock,
+                on_login=self._count_login,
             )
         return self._conn
+
+    def _count_login(self) -> None:
+        self.logins += 1
+
+    def session_alive(self) -> bool:
+        return self._root is not None
 
     def _connect(self, conn: BoundedConnector) -> None:
         """Read the service root and log in (once), then find the system.
@@ -213,6 +223,8 @@ class RedfishDriver(BMCDriver):
             auth = _AUTH[self.info.redfish_auth_type](
                 username=self.info.redfish_username, password=password
             )
+            if self.info.redfish_auth_type == "basic":
+                self._count_login()  # no session POST: the credentials ride on each request
             with conn.reading(Operation.PROBE):
                 self._root = sushy.Sushy(self.address, auth=auth, connector=conn)
         root = self._root
@@ -268,7 +280,21 @@ class RedfishDriver(BMCDriver):
 
     def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
         def act() -> PowerState:
-            return POWER_STATES.get(self._fresh_system().power_state, PowerState.UNKNOWN)
+            system, conn = self._system, self._conn
+            assert system is not None
+            assert conn is not None
+            if self._fetched:  # read moments ago by _connect
+                return POWER_STATES.get(system.power_state, PowerState.UNKNOWN)
+            # One GET and one field: a power sync reads every node every pass,
+            # and sushy's full re-parse of the system was half of such a read.
+            # The cached System is marked stale, so other calls re-read it.
+            system.invalidate()
+            body = conn.get(system.path).json()  # not JSON: BMCProtocolError at the edge
+            try:
+                state = sushy.PowerState(body.get("PowerState") if isinstance(body, dict) else None)
+            except ValueError:  # absent or not a Redfish power state: cannot tell
+                return PowerState.UNKNOWN
+            return POWER_STATES.get(state, PowerState.UNKNOWN)
 
         return self._call(Operation.POWER_GET, deadline, act, read=Operation.POWER_GET)
 

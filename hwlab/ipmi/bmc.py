@@ -105,6 +105,9 @@ class LabBmc(_pyghmi_bmc.Bmc):
         self._username = username.encode("utf-8")
         self._password = password.encode("utf-8")
         self.sessions: dict[Any, LabSession] = {}
+        #: sessions opened so far, and the most held at once (hwlab status "sessions")
+        self.logins = 0
+        self.peak_sessions = 0
         self._reboot_seen = machine.bmc_down_until
         self._control_fault_at: float | None = None
         self._fru = build_fru(
@@ -233,6 +236,17 @@ class LabBmc(_pyghmi_bmc.Bmc):
         if old is not None:
             old.closed = True  # the client started over from the same address
         self.sessions[addr] = LabSession(self, addr, request, suite, faults)
+        self.logins += 1
+        self.peak_sessions = max(self.peak_sessions, self.open_sessions())
+
+    def open_sessions(self) -> int:
+        """Sessions held now (a rebooted BMC, or one idle past its timeout, holds none).
+        Read-only: the control thread may ask while the server thread serves."""
+        if self.machine.bmc_down() or self._reboot_seen != self.machine.bmc_down_until:
+            return 0  # the reboot wiped them; the next datagram clears the table
+        cutoff = self.server.now() - SESSION_IDLE_TIMEOUT
+        held = list(self.sessions.values())
+        return sum(1 for s in held if not s.closed and s.last_seen >= cutoff)
 
     def _expire_idle(self) -> None:
         cutoff = self.server.now() - SESSION_IDLE_TIMEOUT

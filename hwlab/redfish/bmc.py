@@ -95,6 +95,10 @@ class Bmc:
         self.boot_targets = list(BOOT_TARGETS)
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}  # by token
+        #: sessions opened so far, and the most held at once (clients that pool
+        #: sessions are checked against these: hwlab status "sessions")
+        self.logins = 0
+        self.peak_sessions = 0
         self._ids = itertools.count(1)
         self._requests = 0
         self._records: collections.deque[RequestRecord] = collections.deque(maxlen=RECORDS_KEPT)
@@ -132,6 +136,8 @@ class Bmc:
         )
         with self._lock:
             self._sessions[session.token.reveal()] = session
+            self.logins += 1
+            self.peak_sessions = max(self.peak_sessions, len(self._sessions))
             while len(self._sessions) > MAX_SESSIONS:
                 self._sessions.pop(next(iter(self._sessions)))
         return session

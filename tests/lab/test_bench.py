@@ -63,11 +63,20 @@ def report_cell(report: dict[str, Any], protocol: str, fault: str, client: str) 
 
 def check_fleet_sweep(report: dict[str, Any]) -> None:
     (size,) = report["data"]["sizes"].values()
-    for name in ("bmaas", "bmaas, IPMI half", "ipmitool x 8", "bmaas core (fake drivers)"):
+    rows = [n for n in size if n not in ("processes", "sessions")]
+    assert len(rows) == 7
+    for name in rows:
         assert size[name]["failed_calls"] == 0
         assert size[name]["nodes_per_s"] > 0
-    assert size["bmaas"]["nodes"] == 20
-    assert size["ipmitool x 8"]["nodes"] == size["bmaas, IPMI half"]["nodes"] == 10
+        assert size[name]["cpu_per_read_ms"] > 0  # client CPU is measured for every row
+    assert size["bmaas all, steady, sharded"]["nodes"] == 20
+    assert size["ipmitool x 8"]["nodes"] == size["bmaas IPMI, steady"]["nodes"] == 10
+    # steady rows reuse sessions: one login per node for all their passes
+    for pool in size["sessions"]["in_process"]:
+        assert pool["logins"] == 10
+        assert pool["reads"] == 20  # one round: an untimed first pass, then the timed one
+    assert size["sessions"]["sharded"]["logins"] == 20  # IPMI nodes read by both sharded rows
+    assert report["data"]["cores"] == os.cpu_count()
     assert all(number(v) for v in report["headline"].values())
 
 

@@ -1,26 +1,29 @@
 """Fixtures for the core's unit tests: a store on a temp SQLite file with a
 manual wall clock, and helpers to enroll fake nodes and networks.
 
-``BMAAS_TEST_PG_URL=postgresql+psycopg://user@host:port/postgres`` runs every
-test that uses the ``store`` fixture on PostgreSQL instead (a fresh database
-per test, dropped after): the check that PostgreSQL really is a URL away.
-Tests of SQLite itself (WAL, processes on one file) always use SQLite.
+The store's own tests (``test_store_*.py``) run twice: on SQLite and, marked
+``pg``, on a real PostgreSQL (a fresh database per test, on the server
+``tests.pgserver`` starts once per session): the check that PostgreSQL
+really is a URL away. ``-m "not pg"`` leaves those out.
+``BMAAS_TEST_PG_URL=postgresql+psycopg://user@host:port/postgres`` names a
+server to use instead, and then runs *every* test that uses the ``store``
+fixture on it. Tests of SQLite itself (WAL, processes on one file) always
+use SQLite.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from bmaas.inventory import NetworkSpec, NodeSpec, SegmentSpec
 from bmaas.store import Store
 from fakes.clock import FakeClock
+from tests import pgserver
 from tests.fleet import install_stub_drivers
 
 #: a plausible epoch time, so lease arithmetic looks like the real thing
@@ -38,23 +41,30 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "bmaas.db"
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The store's own tests run on both backends."""
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if "db_backend" in metafunc.fixturenames and module.startswith("test_store_"):
+        metafunc.parametrize(
+            "db_backend", ["sqlite", pytest.param("pg", marks=pytest.mark.pg)], scope="function"
+        )
+
+
 @pytest.fixture
-def db_url(db_path: Path) -> Iterator[str]:
-    """A fresh database: SQLite in ``tmp_path``, or PostgreSQL when asked."""
-    server = os.environ.get("BMAAS_TEST_PG_URL")
-    if not server:
+def db_backend() -> str:
+    """Where ``db_url`` lives: "pg" when BMAAS_TEST_PG_URL names a server."""
+    return "pg" if os.environ.get(pgserver.ENV_VAR) else "sqlite"
+
+
+@pytest.fixture
+def db_url(db_path: Path, db_backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database: SQLite in ``tmp_path``, or PostgreSQL."""
+    if db_backend == "sqlite":
         yield str(db_path)
         return
-    name = f"bmaas_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield sa.make_url(server).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-        admin.dispose()
+    server = request.getfixturevalue("pg_server")
+    with pgserver.fresh_database(server) as url:
+        yield url
 
 
 @pytest.fixture

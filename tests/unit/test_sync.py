@@ -16,6 +16,7 @@ from bmaas.health import Change, Hysteresis
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
 from bmaas.sync import sync_loop, sync_pass
 from fakes.clock import FakeClock
@@ -226,3 +227,37 @@ def test_a_pass_retries_reads_through_the_operation_retry(
     assert report.failed == []
     # n01: two busy answers (0.5 s, 1.0 s backoff); n02: one hang (2 s), 0.5 s wait
     assert fleet.clock.sleeps == [0.5, 1.0, 2.0, 0.5]
+
+
+def test_a_loop_with_a_pool_logs_in_once_per_node_and_reports_reads_per_login(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(4)
+    fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get", "times": 1}])
+    built: list[FakeDriver] = []
+    base = driver_factory(fleet=fleet, bmc_timeout=2.0)
+
+    def factory(record: Any) -> Any:
+        built.append(base(record))
+        return built[-1]
+
+    reports: list[Any] = []
+    with DriverPool(clock=fleet.clock, idle=30) as pool:
+        passes = sync_loop(
+            store,
+            interval=5,
+            count=10,
+            factory=factory,
+            pool=pool,
+            clock=fleet.clock,
+            wait=fleet.clock.sleep,
+            on_pass=reports.append,
+        )
+    assert passes == 10
+    # four first logins, and one more for n02 whose session missed an answer
+    assert len(built) == 5
+    last = reports[-1].to_dict()["sessions"]
+    assert (last["logins"], last["reads"], last["dropped"]) == (5, 40, 1)
+    assert last["reads_per_login"] == 8.0
+    assert reports[0].to_dict()["sessions"]["logins"] == 4
+    assert all(not d.session_alive() for d in built)  # all logged out at the end

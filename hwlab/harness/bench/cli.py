@@ -175,14 +175,23 @@ def sizes_option(
 
 
 @bench.command("fleet-sweep")
-@sizes_option("100, 300 and 1000")
+@sizes_option("100, 300 and 1000", cap=10_000)
 @click.option("--rounds", type=click.IntRange(1, 20), help="Rounds per size (default 3).")
-@click.option("--workers", type=click.IntRange(1, 256), help="bmaas workers (default 32).")
+@click.option(
+    "--workers", type=click.IntRange(1, 256), help="bmaas threads per process (default 32)."
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 256),
+    help="Sweep processes of the sharded rows (default: one per core).",
+)
 @bench_options
 @click.pass_context
 def fleet_sweep(ctx: click.Context, **_: Any) -> None:
-    """Power status of every node of 100-1000-node labs: bmaas's parallel sweep
-    vs one ipmitool process per IPMI node, 8 at a time (Ironic's power sync)."""
+    """Power status of every node of labs up to 10,000 nodes: bmaas cold (a login
+    per read) and steady (sessions kept, in one process and sharded over
+    cores) vs one ipmitool process per IPMI node, 8 at a time (Ironic's power
+    sync); nodes/s and client CPU per read."""
     _scenario(ctx, "fleet_sweep")
 
 

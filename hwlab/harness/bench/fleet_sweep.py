@@ -1,30 +1,36 @@
 """fleet-sweep: the power state of every node, as a power-state sync reads it.
 
 For each fleet size a lab of that many nodes (half IPMI, half Redfish) is
-started once and enrolled into a fresh store; then, in alternating order
-round after round, only the sweeps are timed:
+started once and enrolled into a fresh store; then, round after round in
+alternating order, only the sweeps are measured:
 
-* **bmaas**: :func:`bmaas.ops.run_on_nodes` reading every node (both
-  protocols) with its default 32 workers and default deadline, a fresh
-  driver (login, read, logout) per node, as ``bmaas power status --all`` and
-  ``bmaas sync`` do;
-* **bmaas, IPMI half**: the same, on the IPMI nodes only (the same nodes
-  ipmitool reads);
+* **bmaas IPMI / Redfish, cold**: :func:`bmaas.ops.run_on_nodes` with a fresh
+  driver per node (login, read, logout), as a one-shot ``bmaas power status``;
+* **bmaas IPMI / Redfish, steady**: the same nodes through a
+  :class:`bmaas.pool.DriverPool`, each timed pass right after an untimed one
+  that logged in: the timed pass is a second pass whose sessions are
+  reused, as in ``bmaas sync --interval`` (shorter than the BMC's idle
+  timeout);
+* **bmaas all, steady, P processes**: every lab node through a
+  :class:`bmaas.sweep.ShardedSweeper` with one process per core (pooled too);
 * **ipmitool x 8**: one ``ipmitool ... power status`` process per IPMI node,
   8 at a time: Ironic's default power-sync workers and its ipmitool options
-  (see :mod:`hwlab.harness.bench.ipmitool`);
-* **bmaas core (fake drivers)**: ``run_on_nodes`` over as many in-process
-  fake drivers: what bmaas itself costs per node, with no network.
+  (see :mod:`hwlab.harness.bench.ipmitool`).
 
-The figures are medians over the rounds; nodes per second and the ratio
-bmaas / ipmitool are computed from them. Clients and lab share this
-machine's cores, as they would not in production: the absolute rates are
-lower bounds; the ratios are measured under the same load.
+Besides wall time and nodes per second, each row has the **client CPU time
+per node read**: user + system seconds of the client's processes (this
+process and its sweep workers, through ``getrusage``/psutil; the ipmitool
+processes, through ``RUSAGE_CHILDREN``), never the lab's. Nodes per second
+depends on how many cores the clients get beside the lab; CPU per read does
+not, so the ipmitool comparison holds on any machine. The core count is in
+the report.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import resource
 import statistics
 import tempfile
 import time
@@ -32,21 +38,41 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bmaas import credentials
 from bmaas import inventory as inventory_mod
+from bmaas.driver import BMCDriver, PowerState
 from bmaas.ops import DEFAULT_WORKERS, driver_factory, run_on_nodes
+from bmaas.pool import DriverPool
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
+from bmaas.sweep import ShardedSweeper
 from hwlab.harness.bench import ipmitool
 from hwlab.harness.bench.common import running_lab
 from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from hwlab.labspec import generate
 
-__all__ = ["Options", "run"]
+__all__ = ["GOALS", "Options", "read_power", "run"]
 
-CONTENDERS = ("bmaas", "bmaas, IPMI half", "ipmitool x 8", "bmaas core (fake drivers)")
+IPMI_COLD, IPMI_STEADY = "bmaas IPMI, cold", "bmaas IPMI, steady"
+REDFISH_COLD, REDFISH_STEADY = "bmaas Redfish, cold", "bmaas Redfish, steady"
+IPMI_SHARDED, ALL_SHARDED = "bmaas IPMI, steady, sharded", "bmaas all, steady, sharded"
+IPMITOOL = "ipmitool x 8"
+CONTENDERS = (
+    IPMI_COLD,
+    IPMI_STEADY,
+    IPMI_SHARDED,
+    REDFISH_COLD,
+    REDFISH_STEADY,
+    ALL_SHARDED,
+    IPMITOOL,
+)
+#: the issue's targets (issue 17), shown beside the figures
+GOALS = {
+    "ipmi_cpu_ms": 0.3,
+    "ipmi_cpu_vs_ipmitool": 0.1,
+    "redfish_cpu_ms": 1.5,
+    "ipmi_rate_vs_ipmitool": 5.0,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,79 +80,148 @@ class Options:
     sizes: tuple[int, ...] = (100, 300, 1000)
     rounds: int = 3
     workers: int = DEFAULT_WORKERS
+    #: sweep processes for the sharded rows (0: one per core)
+    processes: int = 0
     seed: int = 1
 
     @classmethod
     def smoke(cls) -> Options:
-        return cls(sizes=(20,), rounds=1)
+        return cls(sizes=(20,), rounds=1, processes=2)
 
 
-def _bmaas_sweep(records: Sequence[NodeRecord], workers: int) -> tuple[float, int]:
+def read_power(driver: BMCDriver) -> PowerState:
+    """The operation every bmaas row runs (module level: it crosses processes)."""
+    return driver.get_power_state()
+
+
+def _self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _children_cpu() -> float:
+    """CPU of children that ended (ipmitool); running lab workers are not in it."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _pids_cpu(pids: Sequence[int]) -> float:
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+#: one measured sweep: wall seconds, client CPU seconds, failed reads
+Measured = tuple[float, float, int]
+
+
+def _in_process(
+    records: Sequence[NodeRecord], workers: int, pool: DriverPool | None
+) -> Callable[[], Measured]:
     factory = driver_factory()
-    start = time.perf_counter()
-    results = run_on_nodes(records, lambda d: d.get_power_state(), factory=factory, workers=workers)
-    return time.perf_counter() - start, sum(1 for r in results if not r.ok)
+
+    def sweep() -> Measured:
+        if pool is not None:
+            # Untimed first pass: sessions logged in (again, if they idled out
+            # while the other contenders ran); the timed one is the second.
+            run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
+        cpu, start = _self_cpu(), time.perf_counter()
+        results = run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
+        wall = time.perf_counter() - start
+        return wall, _self_cpu() - cpu, sum(1 for r in results if not r.ok)
+
+    return sweep
 
 
-def _jobs(records: Sequence[NodeRecord]) -> list[ipmitool.Job]:
+def _sharded(records: Sequence[NodeRecord], sweeper: ShardedSweeper) -> Callable[[], Measured]:
+    def sweep() -> Measured:
+        sweeper.run(records, read_power)  # untimed first pass, as in _in_process
+        pids = sweeper.pids()
+        cpu = _self_cpu() + _pids_cpu(pids)
+        start = time.perf_counter()
+        results = sweeper.run(records, read_power)
+        wall = time.perf_counter() - start
+        used = _self_cpu() + _pids_cpu(pids) - cpu
+        return wall, used, sum(1 for r in results if not r.ok)
+
+    return sweep
+
+
+def _ipmitool(records: Sequence[NodeRecord]) -> Callable[[], Measured]:
     jobs = []
     for record in records:
         info = credentials.resolve_driver_info(record.driver_info, node=record.name)
         jobs.append(ipmitool.ipmitool_job(info, password=info["ipmi_password"].reveal()))
-    return jobs
 
+    def sweep() -> Measured:
+        cpu = _children_cpu()
+        wall, failed = ipmitool.sweep(jobs)
+        return wall, _children_cpu() - cpu, failed
 
-def _enroll_fakes(store: Store, count: int, workdir: Path) -> None:
-    path = workdir / "fakes.yaml"
-    nodes = [{"name": f"fake-{i:04d}", "driver": "fake"} for i in range(count)]
-    path.write_text(yaml.safe_dump({"nodes": nodes}), encoding="utf-8")
-    inventory_mod.enroll(store, inventory_mod.load(path))
+    return sweep
 
 
 def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
     spec = generate(size, protocols="mixed", seed=options.seed)
+    processes = options.processes or os.cpu_count() or 1
     with running_lab(spec, workdir / "lab") as lab:
         store = Store.open(str(workdir / "bmaas.db"))
+        pools = [DriverPool(), DriverPool()]
+        sweeper = ShardedSweeper(
+            processes=processes, workers=options.workers, make_factory=driver_factory
+        )
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
-            _enroll_fakes(store, size, workdir)
-            lab_nodes = [n for n in store.nodes() if n.driver != "fake"]
-            ipmi_nodes = [n for n in lab_nodes if n.driver == "ipmi"]
-            fakes = [n for n in store.nodes() if n.driver == "fake"]
-            jobs = _jobs(ipmi_nodes)
-            contenders: dict[str, tuple[int, Callable[[], tuple[float, int]]]] = {
-                "bmaas": (len(lab_nodes), lambda: _bmaas_sweep(lab_nodes, options.workers)),
-                "bmaas, IPMI half": (
-                    len(ipmi_nodes),
-                    lambda: _bmaas_sweep(ipmi_nodes, options.workers),
-                ),
-                "ipmitool x 8": (len(ipmi_nodes), lambda: ipmitool.sweep(jobs)),
-                "bmaas core (fake drivers)": (
-                    len(fakes),
-                    lambda: _bmaas_sweep(fakes, options.workers),
-                ),
+            every = store.nodes()
+            ipmi = [n for n in every if n.driver == "ipmi"]
+            redfish = [n for n in every if n.driver == "redfish"]
+            w = options.workers
+            contenders: dict[str, tuple[int, Callable[[], Measured]]] = {
+                IPMI_COLD: (len(ipmi), _in_process(ipmi, w, None)),
+                IPMI_STEADY: (len(ipmi), _in_process(ipmi, w, pools[0])),
+                IPMI_SHARDED: (len(ipmi), _sharded(ipmi, sweeper)),
+                REDFISH_COLD: (len(redfish), _in_process(redfish, w, None)),
+                REDFISH_STEADY: (len(redfish), _in_process(redfish, w, pools[1])),
+                ALL_SHARDED: (len(every), _sharded(every, sweeper)),
+                IPMITOOL: (len(ipmi), _ipmitool(ipmi)),
             }
-            # Untimed: driver imports and first connections are not a sweep's cost.
-            _bmaas_sweep(lab_nodes[:8] + fakes[:8], options.workers)
-            times: dict[str, list[float]] = {name: [] for name in contenders}
-            failed: dict[str, int] = dict.fromkeys(contenders, 0)
+            # Untimed: imports and the sweep processes' start. Each steady row
+            # runs its own untimed first pass before every timed one: a BMC
+            # forgets an idle session (IPMI: 20 s here) while others are timed.
+            sweeper.run(every[:8], read_power)
+            run_on_nodes(every[:8], read_power, factory=driver_factory(), workers=w)
+            measured: dict[str, list[Measured]] = {name: [] for name in contenders}
             names = list(contenders)
             for round_ in range(options.rounds):
                 for name in names if round_ % 2 == 0 else names[::-1]:
-                    seconds, failures = contenders[name][1]()
-                    times[name].append(seconds)
-                    failed[name] += failures
+                    measured[name].append(contenders[name][1]())
+            sessions = {"in_process": [p.stats.to_dict() for p in pools]}
+            sessions["sharded"] = sweeper.stats.to_dict()
         finally:
+            sweeper.close()
+            for pool in pools:
+                pool.close()
             store.close()
-    out = {}
+    out: dict[str, Any] = {"processes": processes, "sessions": sessions}
     for name, (nodes, _) in contenders.items():
-        median = statistics.median(times[name])
+        walls = [m[0] for m in measured[name]]
+        cpus = [m[1] / nodes for m in measured[name]] if nodes else []
+        median = statistics.median(walls)
         out[name] = {
             "nodes": nodes,
             "median_s": median,
-            "times_s": times[name],
+            "times_s": walls,
             "nodes_per_s": nodes / median if median else None,
-            "failed_calls": failed[name],
+            "cpu_per_read_ms": statistics.median(cpus) * 1000 if cpus else None,
+            "cpu_per_read_ms_all": [c * 1000 for c in cpus],
+            "failed_calls": sum(m[2] for m in measured[name]),
         }
     return out
 
@@ -142,83 +237,129 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     return _report(options, sizes)
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
 def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
     rows = []
     headline: dict[str, float | None] = {}
     for size, result in sizes.items():
-        tool = result["ipmitool x 8"]["nodes_per_s"]
+        tool = result[IPMITOOL]
         for name in CONTENDERS:
             r = result[name]
-            ratio = r["nodes_per_s"] / tool if tool and r["nodes_per_s"] else None
+            ipmi_only = name in (IPMI_COLD, IPMI_STEADY, IPMI_SHARDED)
             rows.append(
                 [
                     size,
                     name,
                     r["nodes"],
                     fmt_seconds(r["median_s"]),
-                    f"{r['nodes_per_s']:,.0f}",
-                    # the core row has no network: a ratio to ipmitool would mean nothing
-                    fmt_ratio(ratio) if name in ("bmaas", "bmaas, IPMI half") else "—",
+                    f"{r['nodes_per_s']:,.0f}" if r["nodes_per_s"] else "—",
+                    f"{r['cpu_per_read_ms']:.3f}" if r["cpu_per_read_ms"] is not None else "—",
+                    # the same IPMI nodes as ipmitool: only those rows compare
+                    fmt_ratio(_ratio(r["nodes_per_s"], tool["nodes_per_s"])) if ipmi_only else "—",
+                    fmt_ratio(_ratio(r["cpu_per_read_ms"], tool["cpu_per_read_ms"]))
+                    if ipmi_only
+                    else "—",
                     r["failed_calls"],
                 ]
             )
-        ours = result["bmaas, IPMI half"]["nodes_per_s"]
-        headline[f"{size} nodes: bmaas IPMI half / ipmitool x 8 (nodes/s)"] = (
-            round(ours / tool, 2) if tool else None
+        steady, sharded = result[IPMI_STEADY], result[IPMI_SHARDED]
+        best = max(steady["nodes_per_s"] or 0, sharded["nodes_per_s"] or 0)
+        headline.update(
+            {
+                f"{size} nodes: IPMI steady CPU ms/read": _round(steady["cpu_per_read_ms"]),
+                f"{size} nodes: IPMI steady CPU / ipmitool CPU per read": _ratio(
+                    steady["cpu_per_read_ms"], tool["cpu_per_read_ms"]
+                ),
+                f"{size} nodes: Redfish steady CPU ms/read": _round(
+                    result[REDFISH_STEADY]["cpu_per_read_ms"]
+                ),
+                f"{size} nodes: IPMI steady nodes/s / ipmitool x 8": _ratio(
+                    best, tool["nodes_per_s"]
+                ),
+            }
         )
-        headline[f"{size} nodes: bmaas all / ipmitool x 8 (nodes/s)"] = (
-            round(result["bmaas"]["nodes_per_s"] / tool, 2) if tool else None
-        )
+    cores = os.cpu_count()
+    processes = next(iter(sizes.values()))["processes"] if sizes else None
     notes = [
-        f"median of {options.rounds} round(s), contenders in alternating order; "
-        f"bmaas with {options.workers} workers, ipmitool with 8 (Ironic's power-sync workers)",
-        "each lab started once per size, only the sweeps timed; lab and clients share the machine",
-        "ipmitool: -I lanplus -L ADMINISTRATOR -R 1 -N 1 power status, one process per node",
+        f"{cores} cores, shared by the lab and the clients; sharded rows: {processes} "
+        f"sweep processes x {options.workers} threads",
+        f"median of {options.rounds} round(s), contenders in alternating order; each steady "
+        "row's timed pass follows its own untimed first pass (sessions kept by a driver pool)",
+        "CPU per read: user+sys of the client processes only (bmaas: this process and its "
+        "sweep workers; ipmitool: its processes), never the lab's",
+        "ipmitool: -I lanplus -L ADMINISTRATOR -R 1 -N 1 power status, one process per node, "
+        "8 at a time (Ironic's power-sync workers)",
+        "goals (issue 17): IPMI steady CPU/read <= {ipmi_cpu_ms} ms and <= "
+        "{ipmi_cpu_vs_ipmitool} of ipmitool's; Redfish steady <= {redfish_cpu_ms} ms; "
+        "IPMI steady nodes/s >= {ipmi_rate_vs_ipmitool}x ipmitool x 8".format(**GOALS),
     ]
     return Report(
         scenario="fleet-sweep",
         title="Fleet sweep: power status of every node",
-        params=dataclasses.asdict(options),
+        params={**dataclasses.asdict(options), "cores": cores},
         tables=[
             Table(
-                "sweep time by fleet size (lab: half IPMI, half Redfish)",
-                ["fleet", "contender", "nodes read", "median", "nodes/s", "vs ipmitool", "failed"],
+                "sweep by fleet size (lab: half IPMI, half Redfish)",
+                [
+                    "fleet",
+                    "contender",
+                    "nodes read",
+                    "median",
+                    "nodes/s",
+                    "CPU ms/read",
+                    "nodes/s vs ipmitool",
+                    "CPU vs ipmitool",
+                    "failed",
+                ],
                 rows,
             )
         ],
         headline=headline,
         notes=notes,
-        data={"sizes": {str(k): v for k, v in sizes.items()}},
+        data={"cores": cores, "goals": GOALS, "sizes": {str(k): v for k, v in sizes.items()}},
         plot=plot,
     )
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def plot(fig: Any, report: Report) -> None:
-    """Left: sweep time against fleet size; right: nodes per second."""
+    """Left: nodes per second against fleet size; right: client CPU per read."""
     sizes = report.data["sizes"]
     xs = [int(s) for s in sizes]
     left, right = fig.subplots(1, 2)
     styles = {
-        "bmaas": ("#1b7837", "o-", "bmaas, every node"),
-        "bmaas, IPMI half": ("#5aae61", "s--", "bmaas, IPMI half"),
-        "ipmitool x 8": ("#d95f02", "^-", "ipmitool x 8 workers, IPMI half"),
-        "bmaas core (fake drivers)": ("0.5", "x:", "bmaas core, fake drivers (no network)"),
+        IPMI_COLD: ("#a6dba0", "s:"),
+        IPMI_STEADY: ("#1b7837", "s-"),
+        IPMI_SHARDED: ("#00441b", "D-"),
+        REDFISH_COLD: ("#c2a5cf", "o:"),
+        REDFISH_STEADY: ("#762a83", "o-"),
+        ALL_SHARDED: ("#2166ac", "v-"),
+        IPMITOOL: ("#d95f02", "^-"),
     }
-    for name, (colour, style, label) in styles.items():
-        secs = [sizes[str(x)][name]["median_s"] for x in xs]
+    for name, (colour, style) in styles.items():
         rate = [sizes[str(x)][name]["nodes_per_s"] for x in xs]
-        left.plot(xs, secs, style, color=colour, label=label)
-        right.plot(xs, rate, style, color=colour, label=label)
+        cpu = [sizes[str(x)][name]["cpu_per_read_ms"] for x in xs]
+        left.plot(xs, rate, style, color=colour, label=name)
+        right.plot(xs, cpu, style, color=colour, label=name)
+    right.axhline(GOALS["ipmi_cpu_ms"], color="#1b7837", lw=0.8, ls="--", label="IPMI goal")
+    right.axhline(GOALS["redfish_cpu_ms"], color="#762a83", lw=0.8, ls="--", label="Redfish goal")
     left.set_xlabel("nodes in the lab (half IPMI, half Redfish)")
-    left.set_ylabel("seconds per sweep (median)")
-    left.set_title("time grows with the fleet")
+    left.set_ylabel("nodes read per second (median)")
+    left.set_yscale("log")
+    left.set_title(f"throughput ({report.data.get('cores')} cores, lab included)")
     right.set_xlabel("nodes in the lab")
-    right.set_ylabel("nodes read per second")
+    right.set_ylabel("client CPU ms per node read (median)")
     right.set_yscale("log")
-    right.set_title("throughput")
+    right.set_title("client CPU per read (any machine)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
-        ax.set_xticks(xs)
-    left.legend(fontsize=8)
+        ax.set_xscale("log")
+    left.legend(fontsize=7)
     fig.suptitle(report.title)
     fig.tight_layout()

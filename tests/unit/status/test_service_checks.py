@@ -25,7 +25,7 @@ Enroll = Callable[..., list[str]]
 def test_at_head_is_success(make_ctx: MakeContext, enroll: Enroll) -> None:
     enroll(2)
     [line] = run(make_ctx(), "database")["database"].details
-    assert "schema 0001 (newest), 2 node(s) enrolled" in line
+    assert "schema 0002 (newest), 2 node(s) enrolled" in line
 
 
 def test_a_missing_database_is_a_failure_and_is_not_created(
@@ -64,12 +64,14 @@ def test_an_empty_database_needs_an_upgrade(make_ctx: MakeContext, tmp_path: Pat
 def test_a_database_behind_the_newest_migration_names_the_fix(
     make_ctx: MakeContext, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # This bmaas ships 0001; pretend it ships a 0002 the database lacks.
-    monkeypatch.setattr("bmaas.status.context.head_revision", lambda: "0002")
-    monkeypatch.setattr("bmaas.status.context.known_revision", lambda rev: rev in ("0001", "0002"))
+    # This bmaas ships 0002; pretend it ships a 0003 the database lacks.
+    monkeypatch.setattr("bmaas.status.context.head_revision", lambda: "0003")
+    monkeypatch.setattr(
+        "bmaas.status.context.known_revision", lambda rev: rev in ("0001", "0002", "0003")
+    )
     results = run(make_ctx(), "database", "allocations")
     [line] = results["database"].details
-    assert line.endswith("is at schema 0001, this bmaas needs 0002: run `bmaas db upgrade`")
+    assert line.endswith("is at schema 0002, this bmaas needs 0003: run `bmaas db upgrade`")
     assert results["allocations"].result is Result.FAILURE
 
 

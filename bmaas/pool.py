@@ -1,0 +1,387 @@
+"""Sessions that last: one pooled driver (and so one BMC session) per BMC.
+
+Without a pool every operation builds a driver, logs in, does one read and
+logs out; a sync pass every minute logs in to every BMC every minute. That
+costs the client most of its CPU (an RMCP+ RAKP exchange, or a Redfish
+service-root read, session POST, system discovery and DELETE, against one
+small request) and it is unkind to BMCs, which have few session slots (iLO
+and iDRAC document small limits). Ironic's redfish hardware type keeps a
+session cache for the same reason.
+
+A :class:`DriverPool` keeps each node's driver, with its logged-in session,
+between operations and sync passes::
+
+    pool = DriverPool()
+    key = PoolKey.of("ipmi", node_name, driver_info)
+    with pool.session(key, build=lambda: build_driver(...), deadline=deadline) as driver:
+        state = driver.get_power_state()
+    ...
+    pool.close()                      # logs every session out
+
+The rules, and why:
+
+* **Keyed by node**: driver name, BMC address and a keyed digest of the whole
+  ``driver_info`` (credentials included). Changed credentials or settings
+  make a new key; the old driver is logged out before the new one logs in.
+* **One session per BMC** (driver + address): a second user of the same BMC
+  waits until the first is done, up to its deadline (else the pool's
+  ``wait``), then gets :class:`~bmaas.faults.BMCBusy` ("the session is in
+  use"), which the policy retries on the same node with backoff. A BMC never
+  sees two sessions from one pool.
+* **A session that missed an answer is never reused**: on the faults in
+  :data:`DROP_ON` the driver is closed and forgotten; the next operation
+  builds a fresh one and logs in afresh. Faults that prove the session
+  works (busy, internal error, unsupported, power/boot failure) keep it.
+* **Re-login on expiry** is the driver's job (IPMI: a dead session is
+  replaced inside the driver; Redfish: sushy logs in again on a 401), so the
+  pool counts it through ``driver.logins`` rather than doing it twice.
+* **Idle-out**: a session unused for ``idle`` seconds (capped by the
+  driver's own ``session_idle``, since BMCs forget idle sessions) is logged
+  out by :meth:`DriverPool.expire_idle` (the sync loop calls it between
+  passes) or, at the latest, when it is next asked for.
+* **Close-all** on :meth:`DriverPool.close` (and ``with DriverPool() as p``).
+
+The pool imports no protocol library: it needs only what every
+:class:`~bmaas.driver.BMCDriver` offers (``close()``, ``logins``,
+``session_idle``). Thread-safe; the clock is injected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import hmac
+import json
+import logging
+import math
+import secrets
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from bmaas import clock as _clock
+from bmaas.deadline import Deadline
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver, Operation
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCBusy,
+    BMCFault,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    UnclassifiedFault,
+)
+
+__all__ = ["DEFAULT_IDLE", "DROP_ON", "DriverPool", "PoolKey", "PoolStats"]
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: seconds a pooled session may sit unused before it is logged out (a
+#: driver's ``session_idle`` may cap it lower)
+DEFAULT_IDLE = 60.0
+
+#: faults after which a session is closed and never reused, with why
+DROP_ON: dict[type[BMCFault], str] = {
+    BMCTimeout: "sent, no answer: a late answer could be read as the next one's",
+    BMCProtocolError: "the session's framing or state can no longer be trusted",
+    BMCUnreachable: "the BMC went away; its sessions with it",
+    BMCAuthError: "the session or the credentials were rejected: log in afresh (new password?)",
+    UnclassifiedFault: "nothing is known about the session's state",
+}
+_DROP = tuple(DROP_ON)
+
+
+def _bmc_of(driver: str, node: str, info: Mapping[str, Any]) -> str:
+    """The BMC a node's sessions go to: one session at a time per value."""
+    if info.get("ipmi_address") and driver == "ipmi":
+        return f"ipmi:{info['ipmi_address']}:{info.get('ipmi_port', 623)}"
+    if info.get("redfish_address") and driver == "redfish":
+        return f"redfish:{info['redfish_address']}"
+    # unknown drivers: without an address we know of, the node is its own BMC
+    return f"{driver}:{info.get('fake_machine') or node}"
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolKey:
+    """Which pooled driver serves a node. ``digest`` covers the whole
+    driver_info (credentials included) under a per-process secret key, so
+    it can be neither reversed nor compared across processes or logs."""
+
+    node: str
+    driver: str
+    bmc: str
+    digest: str = dataclasses.field(repr=False)
+
+    _SALT = secrets.token_bytes(16)
+
+    @classmethod
+    def of(cls, driver: str, node: str, driver_info: Mapping[str, Any]) -> PoolKey:
+        """The key for ``node`` driven by ``driver`` with ``driver_info``
+        (a mapping; secrets may be :class:`~bmaas.secrets.Secret` or str)."""
+        info = {k: _plain(v) for k, v in driver_info.items()}
+        canonical = json.dumps(
+            {"driver": driver, "node": node, "info": info},
+            sort_keys=True,
+            default=str,
+        )
+        digest = hmac.new(cls._SALT, canonical.encode(), hashlib.sha256).hexdigest()
+        return cls(node, driver, _bmc_of(driver, node, driver_info), digest)
+
+
+def _plain(value: Any) -> Any:
+    reveal = getattr(value, "reveal", None)  # a Secret: its value, for the digest only
+    return reveal() if callable(reveal) else value
+
+
+@dataclasses.dataclass
+class PoolStats:
+    """What the pool did; ``reads_per_login`` is the figure that says
+    whether sessions last (1.0: a login per operation, as without a pool)."""
+
+    #: logins the drivers performed (first logins and re-logins)
+    logins: int = 0
+    #: operations run on pooled drivers
+    reads: int = 0
+    #: drivers built (a session to be)
+    opened: int = 0
+    #: sessions closed because they missed an answer (see DROP_ON)
+    dropped: int = 0
+    #: sessions logged out for idleness or changed settings
+    idled: int = 0
+    #: callers refused because the BMC's one session stayed busy
+    busy: int = 0
+
+    @property
+    def reads_per_login(self) -> float | None:
+        return self.reads / self.logins if self.logins else None
+
+    def to_dict(self) -> dict[str, Any]:
+        rpl = self.reads_per_login
+        return {
+            **dataclasses.asdict(self),
+            "reads_per_login": None if rpl is None else round(rpl, 2),
+        }
+
+    def add(self, other: PoolStats) -> None:
+        """Sum another pool's counters into this one (one per process)."""
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+@dataclasses.dataclass
+class _Slot:
+    """A BMC's one session: who it is for, and whether someone holds it."""
+
+    key: PoolKey
+    driver: BMCDriver | None = None
+    in_use: bool = True
+    last_used: float = 0.0
+
+
+class DriverPool:
+    """Pooled drivers, one per BMC. See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        idle: float = DEFAULT_IDLE,
+        wait: float = DEFAULT_BMC_TIMEOUT,
+        clock: _clock.ClockFn | None = None,
+    ) -> None:
+        if idle <= 0 or wait < 0:
+            raise ValueError("idle must be positive and wait non-negative")
+        self.idle = idle
+        #: seconds a caller with no deadline waits for a busy BMC's session
+        self.wait = wait
+        self._clock = clock or _clock.monotonic
+        self._cond = threading.Condition()
+        self._slots: dict[str, _Slot] = {}
+        self._closed = False
+        self._keys: dict[tuple[str, str], tuple[Mapping[str, Any], PoolKey]] = {}
+        self.stats = PoolStats()
+
+    def key_for(self, driver: str, node: str, driver_info: Mapping[str, Any]) -> PoolKey:
+        """:meth:`PoolKey.of`, remembered per node while its driver_info stays
+        equal (a sweep asks for every node's key on every pass)."""
+        known = self._keys.get((driver, node))
+        if known is not None and known[0] == driver_info:
+            return known[1]
+        key = PoolKey.of(driver, node, driver_info)
+        self._keys[(driver, node)] = (dict(driver_info), key)
+        return key
+
+    # -- taking and giving back -------------------------------------------------
+
+    @contextlib.contextmanager
+    def session(
+        self,
+        key: PoolKey,
+        build: Callable[[], BMCDriver],
+        *,
+        deadline: Deadline | None = None,
+    ) -> Iterator[BMCDriver]:
+        """The node's pooled driver, held by this caller alone until the
+        block ends. ``build`` makes a new one when there is none (it may
+        raise; nothing is held then). A fault in :data:`DROP_ON` (or any
+        non-bmaas exception) raised inside the block closes the driver."""
+        slot, stale = self._acquire(key, deadline)
+        for old in stale:
+            self._logout(old)
+        driver = slot.driver
+        try:
+            if driver is None:
+                driver = slot.driver = build()
+                with self._cond:
+                    self.stats.opened += 1
+        except BaseException:
+            self._release(slot, None, drop=True)
+            raise
+        before = driver.logins
+        try:
+            yield driver
+        except BMCFault as fault:
+            self._release(slot, driver, before, drop=isinstance(fault, _DROP), why=fault)
+            raise
+        except BaseException as exc:
+            # bmaas's other errors (bad input) say nothing about the session;
+            # anything else is a broken contract, so nothing is trusted.
+            self._release(slot, driver, before, drop=not isinstance(exc, BmaasError), why=exc)
+            raise
+        self._release(slot, driver, before, drop=False)
+
+    def run(
+        self,
+        key: PoolKey,
+        build: Callable[[], BMCDriver],
+        operation: Callable[[BMCDriver], T],
+        *,
+        deadline: Deadline | None = None,
+    ) -> T:
+        """``operation(driver)`` on the node's pooled driver."""
+        with self.session(key, build, deadline=deadline) as driver:
+            return operation(driver)
+
+    def _acquire(self, key: PoolKey, deadline: Deadline | None) -> tuple[_Slot, list[BMCDriver]]:
+        """Take the BMC's slot (waiting while another caller holds it); also
+        returns drivers to log out first (stale or for other settings)."""
+        until = deadline if deadline is not None else Deadline.after(self.wait, clock=self._clock)
+        stale: list[BMCDriver] = []
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("the driver pool is closed")
+                slot = self._slots.get(key.bmc)
+                if slot is None:
+                    slot = self._slots[key.bmc] = _Slot(key)
+                    return slot, stale
+                if not slot.in_use:
+                    if slot.key != key or self._expired(slot):
+                        # Settings changed, or the BMC has likely forgotten it:
+                        # log out, then start over with this caller's settings.
+                        if slot.driver is not None:
+                            stale.append(slot.driver)
+                            self.stats.idled += 1
+                        slot = self._slots[key.bmc] = _Slot(key)
+                        return slot, stale
+                    slot.in_use = True
+                    return slot, stale
+                left = until.left()
+                if left <= 0:
+                    self.stats.busy += 1
+                    raise BMCBusy(
+                        "the BMC's one session is in use by another operation; try again later",
+                        node=key.node,
+                        driver=key.driver,
+                        operation=str(Operation.LOGIN),
+                        address=key.bmc.split(":", 1)[1],
+                        elapsed=0.0,
+                    )
+                # Wake at least every 0.1 s: an injected clock may move without us.
+                self._cond.wait(min(left, 0.1))
+
+    def _release(
+        self,
+        slot: _Slot,
+        driver: BMCDriver | None,
+        before: int = 0,
+        *,
+        drop: bool,
+        why: BaseException | None = None,
+    ) -> None:
+        with self._cond:
+            if driver is not None:
+                self.stats.reads += 1
+                self.stats.logins += max(0, driver.logins - before)
+                if drop:
+                    self.stats.dropped += 1
+            if not (drop or self._closed):
+                slot.in_use = False
+                slot.last_used = self._clock()
+                self._cond.notify_all()
+                return
+        if why is not None:
+            LOG.debug("%s: session dropped after %s", slot.key.node, type(why).__name__)
+        self._retire([slot])
+
+    def _retire(self, slots: list[_Slot]) -> None:
+        """Log out held ``slots``, then free them: the BMC never sees the next
+        session begin before this one has been closed."""
+        for slot in slots:
+            if slot.driver is not None:
+                self._logout(slot.driver)
+        with self._cond:
+            for slot in slots:
+                if self._slots.get(slot.key.bmc) is slot:
+                    del self._slots[slot.key.bmc]
+            self._cond.notify_all()
+
+    # -- idleness and shutdown ------------------------------------------------------
+
+    def _limit(self, slot: _Slot) -> float:
+        own = slot.driver.session_idle if slot.driver is not None else math.inf
+        return min(self.idle, own)
+
+    def _expired(self, slot: _Slot) -> bool:
+        return self._clock() - slot.last_used >= self._limit(slot)
+
+    def expire_idle(self) -> int:
+        """Log out every session idle past its limit; returns how many."""
+        with self._cond:
+            gone = [s for s in self._slots.values() if not s.in_use and self._expired(s)]
+            for slot in gone:
+                slot.in_use = True  # ours until logged out
+            self.stats.idled += sum(1 for slot in gone if slot.driver is not None)
+        self._retire(gone)
+        return len(gone)
+
+    def open_sessions(self) -> int:
+        """Pooled drivers (held or idle) right now: at most one per BMC."""
+        with self._cond:
+            return sum(1 for slot in self._slots.values() if slot.driver is not None)
+
+    def close(self) -> None:
+        """Log every idle session out; sessions in use are logged out as
+        their holders give them back. Safe to call twice."""
+        with self._cond:
+            self._closed = True
+            idle = [s for s in self._slots.values() if not s.in_use]
+            for slot in idle:
+                slot.in_use = True
+            self._cond.notify_all()
+        self._retire(idle)
+
+    def __enter__(self) -> DriverPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _logout(driver: BMCDriver) -> None:
+        try:
+            driver.close()
+        except Exception:  # logging out is a courtesy: the BMC expires the session anyway
+            LOG.warning("%s: closing a pooled session failed", driver.node, exc_info=True)

@@ -1,0 +1,104 @@
+"""Sync shares: several ``bmaas sync`` workers on one database split the fleet.
+
+A sync worker is an owner of kind ``sync`` with a lease its process keeps
+renewing (:class:`bmaas.lease.LeaseKeeper`). Before each pass a worker
+*claims* the nodes it means to read: one row per node in ``sync_shares``
+(the node is the primary key, so one holder at most), taken only if the row
+is free, expired, or already the worker's own; every claim is one atomic
+``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (SQLite and PostgreSQL alike),
+so two workers racing for a node cannot both win it. A worker reads only
+the nodes it holds. Which nodes a worker *wants* is decided above the store
+(:mod:`bmaas.share`); the store guarantees only that no two live workers
+hold one node at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from bmaas.store import schema as t
+from bmaas.store.owners import OwnersMixin, _owner
+from bmaas.store.records import Owner, OwnerKind
+
+__all__ = ["CHUNK", "SharesMixin"]
+
+#: rows per statement (SQLite allows 32766 bound parameters; three per row)
+CHUNK = 2000
+
+
+class SharesMixin(OwnersMixin):
+    def sync_workers(self) -> list[Owner]:
+        """Live sync workers (lease not expired), oldest first."""
+        o = t.owners
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(o)
+                .where(o.c.kind == OwnerKind.SYNC.value, o.c.lease_expires_at > self._now())
+                .order_by(o.c.created_at, o.c.id)
+            ).all()
+        return [_owner(row) for row in rows]
+
+    def claim_sync_share(self, worker_id: str, names: Sequence[str], *, ttl: float) -> list[str]:
+        """Hold ``names`` for ``ttl`` seconds where nobody else does; returns
+        the ones this worker now holds (a subset of ``names``, in order)."""
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        s = t.sync_shares
+        held: set[str] = set()
+        with self._write() as conn:
+            now = self._now()
+            ids = self._node_ids(conn, names) if names else {}
+            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            by_id = {node_id: name for name, node_id in ids.items()}
+            node_ids = list(by_id)
+            for at in range(0, len(node_ids), CHUNK):
+                part = node_ids[at : at + CHUNK]
+                stmt = insert(s).values(
+                    [{"node_id": i, "worker_id": worker_id, "expires_at": now + ttl} for i in part]
+                )
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=[s.c.node_id],
+                    set_={
+                        "worker_id": stmt.excluded.worker_id,
+                        "expires_at": stmt.excluded.expires_at,
+                    },
+                    where=sa.or_(s.c.worker_id == worker_id, s.c.expires_at <= now),
+                )
+                conn.execute(stmt)
+                mine = conn.scalars(
+                    sa.select(s.c.node_id).where(
+                        s.c.node_id.in_(part), s.c.worker_id == worker_id, s.c.expires_at > now
+                    )
+                )
+                held.update(by_id[i] for i in mine)
+        return [name for name in names if name in held]
+
+    def release_sync_share(self, worker_id: str, names: Sequence[str] | None = None) -> int:
+        """Give back ``names`` (default: everything the worker holds)."""
+        s = t.sync_shares
+        with self._write() as conn:
+            where = [s.c.worker_id == worker_id]
+            if names is None:
+                return int(conn.execute(s.delete().where(*where)).rowcount or 0)
+            ids = list(self._node_ids(conn, names).values()) if names else []
+            count = 0
+            for at in range(0, len(ids), CHUNK):
+                part = ids[at : at + CHUNK]
+                count += int(
+                    conn.execute(s.delete().where(*where, s.c.node_id.in_(part))).rowcount or 0
+                )
+            return count
+
+    def sync_shares(self) -> dict[str, str]:
+        """node -> worker id, for every unexpired share."""
+        s, n = t.sync_shares, t.nodes
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(n.c.name, s.c.worker_id)
+                .join(n, n.c.id == s.c.node_id)
+                .where(s.c.expires_at > self._now())
+            ).all()
+        return {row.name: row.worker_id for row in rows}

@@ -1,0 +1,163 @@
+"""Three ``bmaas sync --interval`` processes on one PostgreSQL split the
+fleet: in steady state each node is read by exactly one of them per pass;
+SIGKILL one, and the other two take its nodes over within one lease period
+(plus the pass that reads them); the survivors leave cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bmaas import inventory as inventory_mod
+from bmaas.store import Store
+from tests.fleet import write_inventory
+
+pytestmark = pytest.mark.pg
+
+REPO = Path(__file__).resolve().parents[2]
+BMAAS = (sys.executable, "-c", "from bmaas.cli import main; main()")
+NODES = 45
+#: the workers' lease (--lease-ttl) and pass interval, seconds
+TTL = 3.0
+INTERVAL = 0.3
+SYNC_ARGS = ("--interval", str(INTERVAL), "--lease-ttl", str(TTL), "--processes", "1")
+SYNC_ARGS += ("--deadline", "2", "--json")
+#: seconds any wait in this test may last
+LIMIT = 60.0
+
+
+def _passes(path: Path) -> list[dict]:
+    """Every complete JSON document a worker printed so far."""
+    text = path.read_text()
+    decoder, out, at = json.JSONDecoder(), [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at >= len(text):
+            return out
+        try:
+            doc, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return out  # a document still being written
+        out.append(doc)
+
+
+def _read(doc: dict) -> set[str]:
+    return {r["node"] for r in doc["results"]}
+
+
+def _until(what: str, check: Callable[[], bool]) -> float:
+    deadline = time.monotonic() + LIMIT
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(0.05)
+    return time.time()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Callable[[str, str], subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(url: str, name: str) -> subprocess.Popen[bytes]:
+        out = open(tmp_path / f"{name}.json", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [*BMAAS, "--db", url, "sync", *SYNC_ARGS],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=out,
+            stderr=subprocess.PIPE,
+        )
+        out.close()
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=LIMIT)
+
+
+def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
+    pg_url: str, tmp_path: Path, workers: Callable[[str, str], subprocess.Popen[bytes]]
+) -> None:
+    store = Store.open(pg_url)
+    try:
+        inventory = [{"name": f"w{i:02d}", "driver": "fake"} for i in range(NODES)]
+        inventory_mod.enroll(
+            store, inventory_mod.load(write_inventory(tmp_path / "i.yaml", inventory))
+        )
+        everything = {f"w{i:02d}" for i in range(NODES)}
+        names = ["a", "b", "c"]
+        procs = {name: workers(pg_url, name) for name in names}
+        outputs = {name: tmp_path / f"{name}.json" for name in names}
+
+        # Steady state: three live workers, every node held by one of them.
+        _until(
+            "three workers sharing every node",
+            lambda: (
+                len(store.sync_workers()) == 3
+                and set(store.sync_shares()) == everything
+                and len(set(store.sync_shares().values())) == 3
+            ),
+        )
+        # Two more passes each, so every worker's last pass saw the final split.
+        counts = {n: len(_passes(outputs[n])) for n in names}
+        _until(
+            "two more passes each",
+            lambda: all(len(_passes(outputs[n])) >= counts[n] + 2 for n in names),
+        )
+        last = {n: _read(_passes(outputs[n])[-1]) for n in names}
+        assert set().union(*last.values()) == everything
+        assert sum(len(s) for s in last.values()) == NODES  # exactly one reader per node
+        assert all(last.values())
+
+        # Kill one: its nodes are taken over once its lease has run out.
+        shares = store.sync_shares()
+        victim = "c"
+        held = set(last[victim])
+        victim_id = shares[next(iter(held))]
+        killed_at = time.time()
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].wait(timeout=LIMIT)
+
+        def taken_over() -> bool:
+            now = store.sync_shares()
+            if any(now.get(node) in (None, victim_id) for node in held):
+                return False
+            read = {n.name: n.power_state_at or 0.0 for n in store.nodes()}
+            return all(read[node] > killed_at for node in held)
+
+        over_at = _until("the survivors taking the dead worker's nodes", taken_over)
+        # one lease period, then the survivors' next pass (interval + the pass)
+        took = over_at - killed_at
+        print(f"taken over {took:.2f}s after the kill (lease {TTL}s)")
+        assert took <= TTL + INTERVAL + 2.0, took
+        assert victim_id not in [o.id for o in store.sync_workers()]
+
+        survivors = [n for n in names if n != victim]
+        counts = {n: len(_passes(outputs[n])) for n in survivors}
+        _until(
+            "two more passes each",
+            lambda: all(len(_passes(outputs[n])) >= counts[n] + 2 for n in survivors),
+        )
+        last = {n: _read(_passes(outputs[n])[-1]) for n in survivors}
+        assert set().union(*last.values()) == everything
+        assert sum(len(s) for s in last.values()) == NODES
+
+        for name in survivors:
+            procs[name].send_signal(signal.SIGTERM)
+        for name in survivors:
+            assert procs[name].wait(timeout=LIMIT) == 0, procs[name].stderr
+        assert store.sync_workers() == []  # they left: nothing waits for a lease to run out
+        assert store.sync_shares() == {}
+    finally:
+        store.close()

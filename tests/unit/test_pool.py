@@ -1,0 +1,323 @@
+"""The driver pool: sessions reused and capped at one per BMC, a session that
+missed an answer never reused, idle-out on an injected clock, close-all."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.driver import BMCDriver, BMCInfo, BootDevice, BootSetting, PowerAction, PowerState
+from bmaas.driver_info import DriverInfo
+from bmaas.faults import BMCBusy, BMCInternalError, BMCProtocolError, BMCTimeout, InputError
+from bmaas.ops import run_on_nodes
+from bmaas.pool import DriverPool, PoolKey
+from bmaas.secrets import Secret
+from bmaas.store import Store
+from fakes.clock import FakeClock
+
+
+class SessionDriver(BMCDriver):
+    """A driver with a session: logs in on first use, logs out on close."""
+
+    name = "stub"
+    session_idle = 30.0
+    instances: list[SessionDriver]
+
+    def __init__(self, node: str, *, fail: BaseException | None = None) -> None:
+        super().__init__(node, DriverInfo())
+        self.open = False
+        self.closed = 0
+        self.calls = 0
+        self.fail = fail
+
+    @property
+    def address(self) -> str:
+        return f"{self.node}:623"
+
+    def session_alive(self) -> bool:
+        return self.open
+
+    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+        if not self.open:
+            self.open = True
+            self.logins += 1
+        self.calls += 1
+        if self.fail is not None:
+            raise self.fail
+        return PowerState.ON
+
+    def close(self) -> None:
+        self.open = False
+        self.closed += 1
+
+    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+        raise NotImplementedError
+
+    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+        raise NotImplementedError
+
+    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+        raise NotImplementedError
+
+    def set_boot_device(
+        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+    ) -> None:
+        raise NotImplementedError
+
+
+class Builder:
+    def __init__(self, **kw: Any) -> None:
+        self.built: list[SessionDriver] = []
+        self.kw = kw
+
+    def __call__(self, node: str = "n1") -> SessionDriver:
+        driver = SessionDriver(node, **self.kw)
+        self.built.append(driver)
+        return driver
+
+
+def key(node: str = "n1", password: str = "pw", address: str = "10.0.0.1") -> PoolKey:  # noqa: S107
+    info = {"ipmi_address": address, "ipmi_password": Secret(password)}
+    return PoolKey.of("ipmi", node, info)
+
+
+def read(pool: DriverPool, build: Builder, k: PoolKey | None = None) -> PowerState:
+    k = k or key()
+    return pool.run(k, lambda: build(k.node), lambda d: d.get_power_state())
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def test_a_session_is_reused_across_operations(clock: FakeClock) -> None:
+    pool, build = DriverPool(clock=clock), Builder()
+    for _ in range(5):
+        assert read(pool, build) is PowerState.ON
+        clock.advance(1)
+    assert len(build.built) == 1
+    assert build.built[0].calls == 5
+    assert pool.stats.logins == 1
+    assert pool.stats.reads == 5
+    assert pool.stats.reads_per_login == 5.0
+    assert build.built[0].closed == 0
+
+
+def test_one_session_per_bmc_a_second_user_gets_busy_at_its_deadline(clock: FakeClock) -> None:
+    pool, build = DriverPool(clock=clock), Builder()
+    k = key()
+    with pool.session(k, lambda: build()):
+        # The same BMC under another node name (or password) is the same BMC.
+        other = key(node="alias")
+        now = Deadline(clock(), clock)
+        with (
+            pytest.raises(BMCBusy, match="one session is in use") as info,
+            pool.session(other, lambda: build("alias"), deadline=now),
+        ):
+            pass
+        assert info.value.node == "alias"
+        assert "pw" not in str(info.value)
+    assert len(build.built) == 1
+    assert pool.stats.busy == 1
+    assert pool.open_sessions() == 1
+
+
+def test_a_waiting_user_gets_the_session_when_the_holder_is_done(clock: FakeClock) -> None:
+    pool, build = DriverPool(clock=clock), Builder()
+    k = key()
+    held = threading.Event()
+    release = threading.Event()
+    seen: list[SessionDriver] = []
+
+    def holder() -> None:
+        with pool.session(k, lambda: build()) as driver:
+            seen.append(driver)  # type: ignore[arg-type]
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert held.wait(10)
+    waiter_done = threading.Event()
+
+    def waiter() -> None:
+        with pool.session(k, lambda: build()) as driver:
+            seen.append(driver)  # type: ignore[arg-type]
+        waiter_done.set()
+
+    other = threading.Thread(target=waiter)
+    other.start()
+    assert not waiter_done.wait(0.3)  # still waiting: the BMC's one session is held
+    release.set()
+    thread.join(10)
+    other.join(10)
+    assert waiter_done.is_set()
+    assert seen[0] is seen[1]  # the same driver, one after the other
+    assert len(build.built) == 1
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        BMCTimeout("no answer", node="n1"),
+        BMCProtocolError("garbled", node="n1"),
+        RuntimeError("a driver broke its contract"),
+    ],
+)
+def test_a_session_that_missed_an_answer_is_never_reused(
+    clock: FakeClock, fault: BaseException
+) -> None:
+    pool = DriverPool(clock=clock)
+    failing = Builder(fail=fault)
+    with pytest.raises(type(fault)):
+        read(pool, failing)
+    first = failing.built[0]
+    assert first.closed == 1  # logged out at once
+    healthy = Builder()
+    assert read(pool, healthy) is PowerState.ON
+    assert len(healthy.built) == 1  # a fresh driver, a fresh login
+    assert first.calls == 1  # the dropped one was never asked again
+    assert pool.stats.dropped == 1
+    assert pool.stats.logins == 2
+
+
+@pytest.mark.parametrize(
+    "fault", [BMCInternalError("0xff", node="n1"), InputError("bad", field="x")]
+)
+def test_a_fault_that_proves_the_session_answers_keeps_it(
+    clock: FakeClock, fault: BaseException
+) -> None:
+    pool, build = DriverPool(clock=clock), Builder()
+    with pytest.raises(type(fault)), pool.session(key(), lambda: build()):
+        raise fault
+    read(pool, build)
+    assert len(build.built) == 1
+    assert pool.stats.dropped == 0
+
+
+def test_sessions_idle_out_on_the_injected_clock(clock: FakeClock) -> None:
+    pool, build = DriverPool(idle=60, clock=clock), Builder()
+    read(pool, build)
+    clock.advance(29)
+    assert pool.expire_idle() == 0
+    clock.advance(1)  # the driver's own session_idle (30 s) is shorter than the pool's
+    assert pool.expire_idle() == 1
+    assert build.built[0].closed == 1
+    assert pool.open_sessions() == 0
+    read(pool, build)
+    assert len(build.built) == 2
+    assert pool.stats.idled == 1
+
+
+def test_a_stale_session_is_replaced_when_next_asked_for(clock: FakeClock) -> None:
+    pool, build = DriverPool(idle=10, clock=clock), Builder()
+    read(pool, build)
+    clock.advance(10)
+    read(pool, build)  # no expire_idle() call in between
+    assert [d.closed for d in build.built] == [1, 0]
+
+
+def test_changed_credentials_log_the_old_session_out_first(clock: FakeClock) -> None:
+    pool, build = DriverPool(clock=clock), Builder()
+    read(pool, build, key(password="old"))
+    read(pool, build, key(password="new"))
+    assert [d.closed for d in build.built] == [1, 0]
+    assert pool.open_sessions() == 1
+
+
+def test_close_logs_every_session_out_even_one_in_use(clock: FakeClock) -> None:
+    pool, build = DriverPool(clock=clock), Builder()
+    for n in range(3):
+        read(pool, build, key(f"n{n}", address=f"10.0.0.{n}"))
+    k = key("busy", address="10.0.0.9")
+    with pool.session(k, lambda: build("busy")) as driver:
+        driver.get_power_state()
+        pool.close()
+        assert [d.closed for d in build.built] == [1, 1, 1, 0]
+    assert [d.closed for d in build.built] == [1, 1, 1, 1]
+    assert pool.open_sessions() == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        read(pool, build)
+    pool.close()  # twice is fine
+
+
+def test_a_failed_build_holds_nothing(clock: FakeClock) -> None:
+    pool = DriverPool(clock=clock)
+
+    def broken() -> BMCDriver:
+        raise InputError("unset password variable", field="driver_info.ipmi_password")
+
+    with pytest.raises(InputError):
+        pool.run(key(), broken, lambda d: d.get_power_state())
+    assert pool.open_sessions() == 0
+    read(pool, Builder())  # the slot is free again
+
+
+def test_keys_never_show_credentials() -> None:
+    k = key(password="s3cr3t-pw")
+    assert "s3cr3t" not in repr(k)
+    assert "s3cr3t" not in k.digest
+    assert key(password="a") != key(password="b")
+    assert key(password="a") == key(password="a")
+
+
+def test_run_on_nodes_with_a_pool_logs_in_once_per_node_across_sweeps(
+    clock: FakeClock, store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    enroll(6)
+    pool, build = DriverPool(clock=clock), Builder()
+    for _ in range(4):
+        results = run_on_nodes(
+            store.nodes(),
+            lambda d: d.get_power_state(),
+            factory=lambda r: build(r.name),
+            workers=3,
+            pool=pool,
+        )
+        assert all(r.ok for r in results)
+    assert len(build.built) == 6
+    assert pool.stats.logins == 6
+    assert pool.stats.reads == 24
+    assert pool.stats.reads_per_login == 4.0
+    pool.close()
+    assert all(d.closed == 1 for d in build.built)
+
+
+def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClock) -> None:
+    pool = DriverPool(clock=clock)
+    seen: list[str] = []
+
+    class Closing(SessionDriver):
+        def close(self) -> None:
+            # While this session is being logged out, nobody else gets the BMC.
+            try:
+                with pool.session(key(), lambda: Builder()(), deadline=Deadline(clock(), clock)):
+                    seen.append("opened a second session")
+            except BMCBusy:
+                seen.append("busy")
+            super().close()
+
+    with pytest.raises(BMCTimeout):
+        pool.run(
+            key(),
+            lambda: Closing("n1", fail=BMCTimeout("no answer", node="n1")),
+            lambda d: d.get_power_state(),
+        )
+    assert seen == ["busy"]
+    assert pool.open_sessions() == 0
+    read(pool, Builder())  # free once it is closed
+
+
+def test_keys_are_remembered_until_the_driver_info_changes(clock: FakeClock) -> None:
+    pool = DriverPool(clock=clock)
+    info = {"ipmi_address": "10.0.0.1", "ipmi_password": "a"}
+    first = pool.key_for("ipmi", "n1", info)
+    assert pool.key_for("ipmi", "n1", dict(info)) is first
+    changed = pool.key_for("ipmi", "n1", {**info, "ipmi_password": "b"})
+    assert changed != first
+    assert changed.bmc == first.bmc  # the same BMC: still one session at a time

@@ -1,0 +1,100 @@
+"""Sync shares: several sync workers on one database split the fleet, never
+hold one node twice, and take over a dead worker's nodes once its lease ran
+out. Runs on SQLite and (marked pg) on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from bmaas.share import FleetShare, owner_of
+from bmaas.store import OwnerKind, Store
+from fakes.clock import FakeClock
+
+Enroll = Callable[..., list[str]]
+TTL = 60.0
+
+
+@pytest.fixture
+def shares(store: Store) -> Iterator[list[FleetShare]]:
+    made: list[FleetShare] = []
+    yield made
+    for share in made:
+        share.keeper.close()
+
+
+def join(store: Store, shares: list[FleetShare], name: str) -> FleetShare:
+    share = FleetShare(store, ttl=TTL, name=name)
+    shares.append(share)
+    return share
+
+
+def names(share: FleetShare, store: Store) -> set[str]:
+    return {r.name for r in share.take(store.nodes())}
+
+
+def test_claims_never_give_one_node_to_two_workers(
+    store: Store, enroll: Enroll, wall: FakeClock
+) -> None:
+    nodes = enroll(6)
+    a = store.create_owner(OwnerKind.SYNC, ttl=TTL).id
+    b = store.create_owner(OwnerKind.SYNC, ttl=TTL).id
+    assert store.claim_sync_share(a, nodes[:4], ttl=10) == nodes[:4]
+    assert store.claim_sync_share(b, nodes[2:], ttl=10) == nodes[4:]
+    assert store.claim_sync_share(a, nodes[:4], ttl=10) == nodes[:4]  # renewing is fine
+    held = store.sync_shares()
+    assert held == {**dict.fromkeys(nodes[:4], a), **dict.fromkeys(nodes[4:], b)}
+    wall.advance(10)  # a's rows ran out: anyone may take them
+    assert store.claim_sync_share(b, nodes[:2], ttl=10) == nodes[:2]
+    assert store.release_sync_share(b, nodes[:1]) == 1
+    assert store.claim_sync_share(a, nodes[:1], ttl=10) == nodes[:1]
+    assert store.release_sync_share(a) == 3  # n01, and n03-n04 whose rows ran out
+    assert set(store.sync_shares()) == {nodes[1]}  # b's n05-n06 ran out too
+    assert sorted(w.id for w in store.sync_workers()) == sorted([a, b])
+
+
+def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_share(
+    store: Store, enroll: Enroll, wall: FakeClock, shares: list[FleetShare]
+) -> None:
+    everything = set(enroll(60))
+    workers = [join(store, shares, n) for n in ("a", "b", "c")]
+    taken = [names(w, store) for w in workers]
+    assert set().union(*taken) == everything
+    assert sum(len(t) for t in taken) == len(everything)  # disjoint
+    assert all(taken)  # 60 nodes: each worker has some
+    ids = [w.worker_id for w in workers]
+    assert all(owner_of(n, ids) == workers[i].worker_id for i, t in enumerate(taken) for n in t)
+
+    dead = workers.pop()
+    dead.keeper.close()  # killed: no renewal, no goodbye
+    wall.advance(TTL / 2)
+    for w in workers:
+        w.keeper.renew_now()
+    during = [names(w, store) for w in workers]
+    assert not (set().union(*during) & taken[2])  # its rows still held: nobody reads them twice
+    wall.advance(TTL / 2)  # one lease period after its last renewal
+    for w in workers:
+        w.keeper.renew_now()
+    after = [names(w, store) for w in workers]
+    assert set().union(*after) == everything
+    assert sum(len(t) for t in after) == len(everything)
+    assert dead.worker_id not in [o.id for o in store.sync_workers()]
+
+
+def test_a_joining_worker_waits_for_the_holder_to_give_nodes_back(
+    store: Store, enroll: Enroll, shares: list[FleetShare]
+) -> None:
+    everything = set(enroll(40))
+    a = join(store, shares, "a")
+    assert names(a, store) == everything
+    b = join(store, shares, "b")
+    assert names(b, store) == set()  # a still holds them all: no double read
+    mine = names(a, store)  # a sees b and gives b's share back
+    assert mine
+    assert mine != everything
+    theirs = names(b, store)
+    assert theirs == everything - mine
+    b.close()  # leaving on purpose: a takes over at once
+    shares.remove(b)
+    assert names(a, store) == everything

@@ -1,0 +1,95 @@
+"""Sharded sweeps: every node in exactly one shard, stable across passes;
+results identical to the in-process path; sessions kept per worker process
+across sweeps; a worker that dies loses only its sweep's unanswered nodes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from bmaas.faults import BMCTimeout
+from bmaas.ops import NodeResult, run_on_nodes
+from bmaas.store import Store
+from bmaas.sweep import ShardedSweeper, auto_processes, shard_of
+from tests.unit.sweep_support import make_factory, read_power
+
+Enroll = Callable[..., list[str]]
+FAULTY = ("n07", "n31")
+
+
+def outcome(results: list[NodeResult]) -> list[tuple[str, object, str | None]]:
+    return [(r.node, r.value, r.error.code if r.error else None) for r in results]
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3, 16])
+def test_shards_cover_every_node_exactly_once_and_never_move(
+    store: Store, enroll: Enroll, processes: int
+) -> None:
+    enroll(97)
+    records = store.nodes()
+    sweeper = ShardedSweeper(processes=processes, make_factory=make_factory)
+    shards = sweeper.split(records)
+    assert len(shards) == processes
+    seen = Counter(r.name for part in shards for r in part)
+    assert sorted(seen) == sorted(r.name for r in records)
+    assert set(seen.values()) == {1}
+    for index, part in enumerate(shards):
+        assert all(shard_of(r.name, processes) == index for r in part)
+    assert sweeper.split(list(reversed(records)))[0] == list(reversed(shards[0]))
+    if processes > 2:
+        assert all(shards)  # 97 nodes spread over every shard
+
+
+def test_auto_processes_is_one_per_core_but_not_for_small_fleets() -> None:
+    assert auto_processes(10, cores=16) == 1
+    assert auto_processes(450, cores=16) == 2
+    assert auto_processes(100_000, cores=16) == 16
+    assert auto_processes(100_000, cores=2) == 2
+
+
+def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
+    store: Store, enroll: Enroll
+) -> None:
+    enroll(60)
+    records = store.nodes()
+    alone = run_on_nodes(records, read_power, factory=make_factory(faulty=FAULTY), workers=4)
+    streamed: list[str] = []
+    with ShardedSweeper(
+        processes=3, workers=4, make_factory=make_factory, factory_options={"faulty": FAULTY}
+    ) as sweeper:
+        first = sweeper.run(records, read_power, on_result=lambda r: streamed.append(r.node))
+        second = sweeper.run(records, read_power)
+        assert len(set(sweeper.pids())) == 3
+        stats = sweeper.stats
+    assert outcome(first) == outcome(alone) == outcome(second)
+    assert {o[2] for o in outcome(first)} == {None, "bmc_auth_error"}
+    assert sorted(streamed) == sorted(r.name for r in records)  # each once, in this process
+    # sessions kept per worker: the second sweep logs in again only where a
+    # read was refused (auth errors drop the session)
+    assert stats.reads == 120
+    assert stats.logins == 60 + len(FAULTY)
+    assert stats.dropped == 2 * len(FAULTY)
+
+
+def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
+    store: Store, enroll: Enroll
+) -> None:
+    enroll(20)
+    records = store.nodes()
+    with ShardedSweeper(processes=2, workers=2, make_factory=make_factory) as sweeper:
+        sweeper.run(records, read_power)
+        victim = sweeper.pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        results = sweeper.run(records, read_power)
+        again = sweeper.run(records, read_power)
+        assert victim not in sweeper.pids()
+        assert len(sweeper.pids()) == 2
+    lost = [r for r in results if not r.ok]
+    assert lost  # the victim's shard
+    assert {shard_of(r.node, 2) for r in lost} == {0}
+    assert all(isinstance(r.error, BMCTimeout) and not r.started for r in lost)
+    assert all(r.ok for r in again)
