@@ -4,7 +4,12 @@
    state (``UNKNOWN`` is a fault here, never "off");
 2. **boot device**: virtual media with the image when the driver offers it,
    else PXE, once;
-3. **power**: on, or a reboot if the node was already on;
+3. **power**: on, or a reboot if the node was already on. A reboot's target
+   (on) is the state the node already reads, so reading "on" proves nothing:
+   the step waits for *evidence* that the restart happened — power seen
+   leaving "on" and coming back, or BootProgress changing where the BMC
+   reports it — or, where the protocol shows neither (IPMI's chassis status
+   reads on all through a hard reset), waits out ``restart_grace``;
 4. **settle**: the node must stay on for ``settle`` seconds (a node that falls
    back off is a ``BootFailure``) and, where the BMC reports ``BootProgress``
    (Redfish), reach ``OSRunning`` within ``boot_timeout``;
@@ -26,8 +31,15 @@ import logging
 from collections.abc import Callable
 from enum import StrEnum
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState
-from bmaas.faults import BmaasError, BMCProtocolError, BootFailure, UnsupportedOperation
+from bmaas.faults import (
+    BmaasError,
+    BMCProtocolError,
+    BootFailure,
+    PowerFailure,
+    UnsupportedOperation,
+)
 from bmaas.retry import RetryingDriver, RetryPolicy
 
 __all__ = [
@@ -76,6 +88,10 @@ class DeploySettings:
     ready_interval: float = 5.0
     #: seconds between reads while settling
     poll_interval: float = 1.0
+    #: after a reboot of a node that was on: how long to wait for evidence of
+    #: the restart (power leaving on, BootProgress changing) before trusting a
+    #: BMC that shows none (IPMI's hard reset reads on all through)
+    restart_grace: float = 5.0
     #: the whole deploy, every step included
     deadline: float = 600.0
 
@@ -91,18 +107,33 @@ class DeployReport:
     steps: dict[str, float]
 
 
-class _Deadline:
-    """The deploy's clock: how long each step may take."""
+class _Budget:
+    """The deploy's share of the caller's :class:`~bmaas.deadline.Deadline`,
+    read step by step: how long each step may take, and the retry policy it
+    runs under (never past the deadline)."""
 
-    def __init__(self, node: str, policy: RetryPolicy, total: float) -> None:
+    def __init__(
+        self,
+        node: str,
+        policy: RetryPolicy,
+        deadline: Deadline,
+        total: float,
+        check: Callable[[Step], None] | None = None,
+    ) -> None:
         self.node = node
         self.policy = policy
-        self.clock = policy.clock
-        self.end = self.clock() + total
+        self.clock = deadline.clock
+        self.deadline = deadline
         self.total = total
+        #: the caller's ``before_step`` hook, also run whenever a step asks how
+        #: long it has left (before each wait), so a lost lease or a request to
+        #: roll back is seen within one poll, not only between steps
+        self.check = check
 
     def left(self, step: Step) -> float:
-        remaining = self.end - self.clock()
+        if self.check is not None:
+            self.check(step)
+        remaining = self.deadline.left()
         if remaining <= 0:
             raise BootFailure(
                 f"deploy deadline of {self.total:g}s exceeded before {step}",
@@ -125,15 +156,20 @@ def deploy_node(
     policy: RetryPolicy | None = None,
     ready: ReadyHook | None = None,
     before_step: Callable[[Step], None] | None = None,
+    deadline: Deadline | None = None,
 ) -> DeployReport:
     """Deploy ``driver``'s node; raise the typed fault that stopped it.
 
-    ``before_step`` is called before each step (the provisioner checks its
-    leases there and stops if it lost one).
+    The deploy ends by ``deadline`` (the request's) and never takes more than
+    ``settings.deadline`` of it. ``before_step`` is called before each step
+    and before each wait inside one (the provisioner checks its leases and
+    the cancellation token there; whatever it raises stops the deploy).
     """
     policy = policy or RetryPolicy()
     clock = policy.clock
-    budget = _Deadline(driver.node, policy, settings.deadline)
+    given = deadline or Deadline.after(settings.deadline, clock=clock)
+    total = min(settings.deadline, given.left())
+    budget = _Budget(driver.node, policy, given.share(cap=settings.deadline), total, before_step)
     timings: dict[str, float] = {}
     state: dict[str, object] = {"method": "pxe", "progress": None}
 
@@ -167,14 +203,16 @@ def deploy_node(
             rd.set_boot_device(BootDevice.PXE, persistent=False)
 
     def power(rd: RetryingDriver) -> None:
-        action = (
-            PowerAction.REBOOT
-            if state["power"] in (PowerState.ON, PowerState.POWERING_ON)
-            else PowerAction.ON
-        )
-        rd.set_power_state(
-            action, wait=True, timeout=budget.limit(Step.POWER, settings.power_timeout)
-        )
+        timeout = budget.limit(Step.POWER, settings.power_timeout)
+        if state["power"] not in (PowerState.ON, PowerState.POWERING_ON):
+            rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout)
+            return
+        # The target (on) is where the node already is: reading "on" proves
+        # nothing. The safe reboot (never resent blindly) first, then evidence.
+        before = _progress(driver, rd)
+        since = clock()
+        rd.set_power_state(PowerAction.REBOOT, wait=True, timeout=timeout)
+        _await_restart(driver, rd, settings, budget, since=since, progress_before=before)
 
     def settle(rd: RetryingDriver) -> None:
         state["progress"] = _settle(driver, rd, settings, budget)
@@ -203,8 +241,68 @@ def deploy_node(
     )
 
 
+def _progress(driver: BMCDriver, rd: RetryingDriver) -> str | None:
+    """BootProgress where the BMC reports it, else None."""
+    if not driver.supports(Capability.BOOT_PROGRESS):
+        return None
+    try:
+        return rd.get_boot_progress()
+    except UnsupportedOperation:
+        return None
+
+
+def _await_restart(
+    driver: BMCDriver,
+    rd: RetryingDriver,
+    settings: DeploySettings,
+    budget: _Budget,
+    *,
+    since: float,
+    progress_before: str | None,
+) -> str:
+    """After a reboot of a node that was on, return once there is evidence it
+    restarted and it reads on again; says which evidence (``"power"``,
+    ``"progress"``, or ``"grace"`` when the BMC showed none for
+    ``restart_grace`` seconds since the reboot was sent). ``PowerFailure`` if
+    it is not back on within ``power_timeout``.
+
+    A BMC that showed the off phase only while the safe reboot was waiting,
+    and reports no BootProgress, costs the grace: rather wait a few seconds
+    than settle on the old boot (the issue-14 bug: a settle that then saw the
+    reset's off phase and fenced a good node)."""
+    clock, sleep = budget.clock, budget.policy.sleep
+    left_on = False
+    while True:
+        state = rd.get_power_state()
+        waited = clock() - since
+        if state is not PowerState.ON:
+            left_on = True
+        else:
+            if left_on:
+                return "power"
+            progress = _progress(driver, rd)
+            if progress is not None and progress != progress_before:
+                return "progress"
+            if waited >= settings.restart_grace:
+                LOG.info(
+                    "%s: no sign of the restart after %.1fs (the BMC reads on all through); "
+                    "going on",
+                    driver.node,
+                    waited,
+                )
+                return "grace"
+        if waited >= settings.power_timeout:
+            raise driver.fault(
+                PowerFailure,
+                f"power is {state}, not on, {waited:.0f}s after the reboot",
+                operation="deploy.power",
+                elapsed=waited,
+            )
+        sleep(min(settings.poll_interval, budget.left(Step.POWER)))
+
+
 def _settle(
-    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Deadline
+    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Budget
 ) -> str | None:
     """Watch the node for the settle window: it must stay on and, where
     reported, BootProgress must reach the OS. Returns the last progress."""
@@ -241,7 +339,7 @@ def _settle(
 
 
 def _await_ready(
-    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Deadline
+    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Budget
 ) -> None:
     clock, sleep = budget.clock, budget.policy.sleep
     start = clock()
@@ -265,7 +363,7 @@ def _await_ready(
                 operation="deploy.ready",
                 elapsed=waited,
             )
-        sleep(settings.ready_interval)
+        sleep(min(settings.ready_interval, budget.left(Step.READY)))
 
 
 def undeploy_node(
@@ -273,8 +371,12 @@ def undeploy_node(
     *,
     policy: RetryPolicy | None = None,
     power_timeout: float = 60.0,
+    deadline: Deadline | None = None,
 ) -> None:
-    """Power the node off and eject any virtual media. Idempotent."""
+    """Power the node off and eject any virtual media. Idempotent. Ends by
+    ``deadline`` when one is given."""
+    if deadline is not None:  # each call's retries stay bounded by the policy's own total
+        power_timeout = min(power_timeout, deadline.left())
     rd = RetryingDriver(driver, policy or RetryPolicy())
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout)
     if driver.supports(Capability.VIRTUAL_MEDIA):

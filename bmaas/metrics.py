@@ -13,7 +13,14 @@ than 5% of the rack in power failure"). Exported, on 127.0.0.1 by default:
 ``bmaas_reclaimed_owners_total``           dead owners whose holdings were reclaimed
 ``bmaas_nodes``                            nodes by ``power_state``, ``maintenance``
                                            and ``fault`` (after each pass)
+``bmaas_sync_uncounted_reads``             nodes whose read failed in the last pass
+                                           with a fault node health does not count,
+                                           by ``reason`` (the policy table's fleet
+                                           word: ``auth``, ``busy``, ``config``...)
 =========================================  =========================================
+
+``bmaas_sync_uncounted_reads{reason="auth"} > 0`` is the alert for rotated
+credentials: such a node is never fenced, so nothing else would say it.
 
 Each :class:`SyncMetrics` has its own registry, so tests (and two syncs in
 one process) never share counters.
@@ -30,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import start_http_server
 
 from bmaas.faults import BmaasError, BMCFault
+from bmaas.policy import policy_for
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -82,6 +90,13 @@ class SyncMetrics:
             registry=r,
         )
 
+        self.uncounted = Gauge(
+            "bmaas_sync_uncounted_reads",
+            "Nodes whose last-pass read failed with a fault node health does not count",
+            ["reason"],
+            registry=r,
+        )
+
     def observe_fault(self, fault: BmaasError, *, driver: str | None = None) -> None:
         operation = fault.operation if isinstance(fault, BMCFault) else None
         fault_driver = fault.driver if isinstance(fault, BMCFault) else None
@@ -96,9 +111,16 @@ class SyncMetrics:
         self, report: SyncReport, node_counts: list[tuple[str, bool, str | None, int]]
     ) -> None:
         """Record one finished pass and the fleet as it stands after it."""
+        uncounted: dict[str, int] = {}
         for result in report.results:
             if result.error is not None:
                 self.observe_fault(result.error, driver=result.driver)
+                row = policy_for(result.error)
+                if not row.counts_for_health:
+                    uncounted[row.fleet.value] = uncounted.get(row.fleet.value, 0) + 1
+        self.uncounted.clear()
+        for reason, count in uncounted.items():
+            self.uncounted.labels(reason=reason).set(count)
         for change in report.changes:
             if change.change.value != "none":
                 self.transitions.labels(change=change.change.value).inc()

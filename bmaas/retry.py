@@ -2,20 +2,24 @@
 
 This is the only place bmaas retries a BMC call. Drivers make one bounded
 attempt and classify what went wrong; this module decides whether to try again
-on the same node, and how long to wait first:
+on the same node, and how long to wait first. *Whether*, and which kind of
+retry, is the "same node" column of the policy table (:mod:`bmaas.policy`);
+the numbers are this module's :class:`RetryPolicy`:
 
-=====================  ==============================================  ==========
-fault                  retried here                                    wait
-=====================  ==============================================  ==========
-``BMCBusy``            up to ``max_attempts``                          jittered exponential,
-                                                                       at least ``retry_after``
-``BMCUnreachable``     briefly: ``unreachable_attempts`` in all        ``unreachable_wait``
-``BMCTimeout``         only for idempotent operations,                 ``timeout_wait``
-                       ``timeout_attempts`` in all
-``BMCInternalError``   once more (``internal_error_attempts`` = 2)     ``internal_error_wait``
-anything else          never here (auth, unsupported, input errors;    —
-                       power/boot/protocol faults go elsewhere)
-=====================  ==============================================  ==========
+=======================  ==========================================  ==========
+kind (e.g. fault)        retried here                                wait
+=======================  ==========================================  ==========
+``backoff``              up to ``max_attempts``                      jittered exponential,
+(``BMCBusy``)                                                        at least ``retry_after``
+``briefly``              ``unreachable_attempts`` in all             ``unreachable_wait``
+(``BMCUnreachable``)
+``idempotent_only``      only for idempotent operations,             ``timeout_wait``
+(``BMCTimeout``)         ``timeout_attempts`` in all
+``once``                 once more (``internal_error_attempts`` = 2) ``internal_error_wait``
+(``BMCInternalError``)
+``never`` (the rest)     never here (auth, unsupported, input        —
+                         errors; power/boot/protocol go elsewhere)
+=======================  ==========================================  ==========
 
 Every operation runs under a total :class:`~bmaas.deadline.Deadline`, handed
 in by the caller (``deadline=``; ``RetryPolicy.total`` seconds from now when
@@ -54,14 +58,8 @@ from bmaas.driver import (
     PowerAction,
     PowerState,
 )
-from bmaas.faults import (
-    BmaasError,
-    BMCBusy,
-    BMCFault,
-    BMCInternalError,
-    BMCTimeout,
-    BMCUnreachable,
-)
+from bmaas.faults import BmaasError, BMCFault, BMCTimeout
+from bmaas.policy import SameNode, policy_for
 
 __all__ = [
     "RetryPolicy",
@@ -95,7 +93,7 @@ class RetryPolicy:
     #: the caller hands no Deadline (one passed in is the total instead)
     total: float = 60.0
     #: attempts in all, whatever the faults
-    max_attempts: int = 6
+    max_attempts: int = 10
     #: bound of one BMC call (None: the driver's ``bmc_timeout``), clipped to time left
     bmc_timeout: float | None = None
     #: BMCBusy: first wait, growth factor, cap, and jitter (share of the wait)
@@ -107,7 +105,7 @@ class RetryPolicy:
     unreachable_attempts: int = 3
     unreachable_wait: float = 1.0
     #: BMCTimeout (idempotent operations only)
-    timeout_attempts: int = 2
+    timeout_attempts: int = 3
     timeout_wait: float = 0.5
     #: BMCInternalError: "once here, then elsewhere"
     internal_error_attempts: int = 2
@@ -128,14 +126,16 @@ class RetryPolicy:
 
     def limit_for(self, fault: BaseException, *, idempotent: bool) -> int:
         """How many attempts in all a call may make while this fault class keeps
-        recurring (1 means: do not retry it here)."""
-        if isinstance(fault, BMCBusy):
+        recurring (1 means: do not retry it here). *Whether* comes from the
+        policy table (:mod:`bmaas.policy`); *how many* from this policy."""
+        kind = policy_for(fault).same_node
+        if kind is SameNode.BACKOFF:
             return self.max_attempts
-        if isinstance(fault, BMCUnreachable):
+        if kind is SameNode.BRIEFLY:
             return self.unreachable_attempts
-        if isinstance(fault, BMCTimeout):
+        if kind is SameNode.IDEMPOTENT_ONLY:
             return self.timeout_attempts if idempotent else 1
-        if isinstance(fault, BMCInternalError):
+        if kind is SameNode.ONCE:
             return self.internal_error_attempts
         return 1
 
@@ -173,10 +173,11 @@ class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming sty
 
 
 class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming style
-    """Wait by fault class: jittered exponential backoff for busy BMCs (never
-    less than the BMC's ``retry_after``), fixed short waits otherwise.
+    """Wait by the kind of same-node retry the policy table gives the fault:
+    jittered exponential backoff for ``backoff`` (busy BMCs; never less than
+    the BMC's ``retry_after``), fixed short waits otherwise.
 
-    The busy backoff grows with the number of busy answers in this call, so
+    The backoff grows with the number of backoff faults in this call, so
     other faults in between do not inflate it. Jitter spreads out clients that
     hit the same busy BMC at once.
     """
@@ -188,16 +189,19 @@ class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
         p = self.policy
         history = faults_seen(retry_state)
         fault = history[-1] if history else None
-        if isinstance(fault, BMCBusy):
-            busy_count = sum(1 for f in history if isinstance(f, BMCBusy))
-            backoff = min(p.busy_max, p.busy_initial * p.busy_multiplier ** (busy_count - 1))
+        if fault is None:
+            return 0.0
+        kind = policy_for(fault).same_node
+        if kind is SameNode.BACKOFF:
+            backoffs = sum(1 for f in history if policy_for(f).same_node is SameNode.BACKOFF)
+            backoff = min(p.busy_max, p.busy_initial * p.busy_multiplier ** (backoffs - 1))
             backoff *= 1 + p.jitter * (2 * p.rng.random() - 1)
-            return round(max(backoff, fault.retry_after or 0.0), 6)
-        if isinstance(fault, BMCUnreachable):
+            return round(max(backoff, getattr(fault, "retry_after", None) or 0.0), 6)
+        if kind is SameNode.BRIEFLY:
             return p.unreachable_wait
-        if isinstance(fault, BMCTimeout):
+        if kind is SameNode.IDEMPOTENT_ONLY:
             return p.timeout_wait
-        if isinstance(fault, BMCInternalError):
+        if kind is SameNode.ONCE:
             return p.internal_error_wait
         return 0.0
 

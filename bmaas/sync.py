@@ -10,9 +10,21 @@ One pass (:func:`sync_pass`):
    maintenance with ``fault="power failure"`` (by "system"); it comes out
    after ``recover_after`` good reads in a row; a person's maintenance stays.
 
-Only BMC faults count toward a power failure. A node that cannot even be
-asked (a password variable unset, a driver not installed) is a configuration
-problem: its ``last_error`` says so and its streaks are left alone.
+Each read goes through the operation retry (:mod:`bmaas.retry`) when the
+pass is given a ``retry`` policy, so a BMC that is busy for a moment is asked
+again, not written down as a fault.
+
+Only faults that say something about the node count toward a power failure:
+the policy table's "health" column (:mod:`bmaas.policy`) — timeouts,
+unreachable BMCs, internal and protocol errors, power and boot failures. The
+rest leave the streaks alone and only set ``last_error``: a BMC still busy
+after the retries (it said "later", nothing is known about the node), rejected
+credentials (a credentials problem, never fenced; :class:`SyncReport`'s
+``auth_failed`` and the ``bmaas_sync_auth_failures_total`` metric say which),
+and a node that cannot even be asked (a password variable unset, a driver not
+installed). Their last-seen power state is kept, with its old timestamp: we
+learnt nothing new about the node, so nothing is overwritten (a counted fault
+records ``unknown``, never "off").
 
 :func:`sync_loop` repeats passes every ``interval`` seconds (measured start to
 start, never sleeping a negative time) until stopped.
@@ -21,19 +33,21 @@ start, never sleeping a negative time) until stopped.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bmaas import retry as _retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
-from bmaas.faults import BmaasError, BMCFault
+from bmaas.faults import BmaasError, BMCAuthError
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
+from bmaas.policy import policy_for
+from bmaas.provision.reclaim import reclaim
 from bmaas.store import HealthChange, Reclaimed, Store
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
@@ -55,6 +69,11 @@ class SyncReport:
     def failed(self) -> list[NodeResult[PowerState]]:
         return [r for r in self.results if not r.ok]
 
+    @property
+    def auth_failed(self) -> list[str]:
+        """Nodes whose BMC rejected the credentials: fix the password, not the node."""
+        return [r.node for r in self.results if isinstance(r.error, BMCAuthError)]
+
     def nodes_with(self, change: Change) -> list[str]:
         return [c.node for c in self.changes if c.change is change]
 
@@ -62,6 +81,7 @@ class SyncReport:
         return {
             "nodes": len(self.results),
             "failed": len(self.failed),
+            "auth_failed": self.auth_failed,
             "duration": round(self.duration, 3),
             "faulted": self.nodes_with(Change.FAULTED),
             "recovered": self.nodes_with(Change.RECOVERED),
@@ -70,8 +90,17 @@ class SyncReport:
         }
 
 
-def _read_power(driver: BMCDriver, *, deadline: Deadline | None) -> PowerState:
-    return driver.get_power_state(deadline=driver.call_deadline(deadline))
+def _reader(
+    retry: _retry.RetryPolicy | None, deadline: Deadline | None
+) -> Callable[[BMCDriver], PowerState]:
+    """One node's power read within the pass's ``deadline``: one attempt
+    (a share of at most the driver's ``bmc_timeout``), or through the
+    operation retry."""
+    if retry is None:
+        return lambda driver: driver.get_power_state(deadline=driver.call_deadline(deadline))
+    return lambda driver: _retry.call(
+        retry, driver.get_power_state, deadline=deadline, bmc_timeout=driver.bmc_timeout
+    )
 
 
 def sync_pass(
@@ -84,18 +113,21 @@ def sync_pass(
     names: Sequence[str] | None = None,
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    retry: _retry.RetryPolicy | None = None,
     deadline: Deadline | None = None,
 ) -> SyncReport:
-    """One pass over every node (or ``names``). See the module docstring.
+    """One pass over every node (or ``names``), each read retried under
+    ``retry`` (None: one attempt). See the module docstring.
 
-    ``deadline`` bounds the pass: each read gets a share of it of at most the
-    driver's ``bmc_timeout``, and nodes not read by then are timeouts."""
+    ``deadline`` bounds the pass: each read gets a share of it, and nodes
+    not read by then are timeouts."""
     start = clock()
-    reclaimed = store.reclaim_expired()
+    # Nodes taken back from dead clients are powered off before they are used.
+    reclaimed, _cleaned = reclaim(store, driver_factory=factory)
     records = store.require_nodes(names) if names is not None else store.nodes()
     results = run_on_nodes(
         records,
-        functools.partial(_read_power, deadline=deadline),
+        _reader(retry, deadline),
         factory=factory,
         workers=workers,
         on_result=on_result,
@@ -103,18 +135,18 @@ def sync_pass(
         deadline=deadline,
     )
     reads: list[tuple[str, PowerState | BmaasError]] = []
-    config_errors: dict[str, str] = {}
+    uncounted: dict[str, str] = {}
     for result in results:
         if result.error is None:
             assert result.value is not None
             reads.append((result.node, result.value))
-        elif isinstance(result.error, BMCFault):
+        elif policy_for(result.error).counts_for_health:
             reads.append((result.node, result.error))
-        else:
-            config_errors[result.node] = str(result.error)
+        else:  # busy, credentials, configuration: says nothing about the node
+            uncounted[result.node] = str(result.error)
     changes = store.record_power_reads(reads, policy=policy)
-    if config_errors:
-        store.note_power(errors=config_errors)
+    if uncounted:
+        store.note_power(errors=uncounted)
     for change in changes:
         if change.change is Change.FAULTED:
             LOG.warning("%s: put into maintenance (%s)", change.node, policy.fault)

@@ -2,7 +2,10 @@
 
 Like real hardware (and like sushy-tools' fake driver), a power action is
 accepted at once and *lands* after a transition time; the machine applies
-pending transitions lazily, whenever someone looks. REBOOT passes through OFF.
+pending transitions lazily, whenever someone looks. REBOOT (a power cycle,
+Redfish ForceRestart) passes through OFF; a hard reset (:meth:`FakeMachine.reset`,
+IPMI chassis control 0x03) does not: power reads on throughout, as on real
+BMCs, and the machine boots again ``reset_time`` later.
 A one-time boot device is consumed by the next power-on.
 
 Time comes from an injected clock, randomness from a seeded ``random.Random``,
@@ -46,6 +49,8 @@ class Hardware:
     soft_off_time: float = 5.0
     #: seconds from power-on until the OS runs (BootProgress OSRunning)
     os_boot_time: float = 10.0
+    #: seconds from a hard reset until the machine boots again (power stays on)
+    reset_time: float = 0.5
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Hardware:
@@ -88,6 +93,7 @@ class FakeMachine:
         #: the BMC is rebooting (bmc_reboot) until this time on the clock
         self.bmc_down_until: float | None = None
         self._boots = 0
+        self._reset_at: float | None = None  # a hard reset lands (reboots) then
 
     def __repr__(self) -> str:
         return f"<FakeMachine {self.name} {self.power_state()}>"
@@ -148,12 +154,35 @@ class FakeMachine:
             off_at = now + off_time
             self._pending = [(off_at, PowerState.OFF), (off_at + on_time, PowerState.ON)]
 
+    def reset(self, firings: Iterable[Firing] = ()) -> None:
+        """A hard reset (IPMI chassis control 0x03: the reset line, not a power
+        cycle). Power stays on and reads on all through; ``reset_time`` later
+        (``slow_power``'s seconds if it fires) the machine boots again: a boot
+        is counted, the one-time boot device consumed, BootProgress starts
+        over. A machine that is off or powering off powers on, as most BMCs do."""
+        effects = {f.effect: f for f in firings}
+        with self._lock:
+            self._settle()
+            self._apply_lost(effects)
+            if Effect.BOOT_CRASH in effects:
+                self._crash_armed = float(effects[Effect.BOOT_CRASH].params["up_for"])
+            if Effect.POWER_STUCK in effects:
+                return
+            slow = effects.get(Effect.SLOW_POWER)
+            heading = self._pending[-1][1] if self._pending else self._power
+            if self._power is PowerState.OFF or heading is PowerState.OFF:
+                self._schedule(PowerAction.ON, slow)
+                return
+            delay = float(slow.params["seconds"]) if slow else self.hardware.reset_time
+            self._reset_at = self._clock() + delay
+
     def force_power(self, state: PowerState) -> None:
         """Change power at once, behind the BMC's back (a person at the rack)."""
         if state not in (PowerState.ON, PowerState.OFF):
             raise ValueError("force_power takes ON or OFF")
         with self._lock:
             self._pending.clear()
+            self._reset_at = None
             self._land(state, self._clock())
 
     def apply(self, firings: Iterable[Firing]) -> None:
@@ -171,35 +200,52 @@ class FakeMachine:
             self.power_fault = True
 
     def _settle(self) -> None:
-        """Land every transition (and boot crash) due by now, in time order."""
+        """Land every transition, hard reset and boot crash due by now, in time order."""
         now = self._clock()
         while True:
-            crash = self._crash_deadline if self._power is PowerState.ON else None
-            due = self._pending[0][0] if self._pending else None
-            if crash is not None and crash <= now and (due is None or crash <= due):
+            on = self._power is PowerState.ON
+            due: list[tuple[float, int]] = []
+            if on and self._crash_deadline is not None and self._crash_deadline <= now:
+                due.append((self._crash_deadline, 0))
+            if self._pending and self._pending[0][0] <= now:
+                due.append((self._pending[0][0], 1))
+            if self._reset_at is not None and self._reset_at <= now:
+                due.append((self._reset_at, 2))
+            if not due:
+                return
+            at, kind = min(due)
+            if kind == 0:
                 self._pending.clear()
-                self._land(PowerState.OFF, crash)
-            elif due is not None and due <= now:
-                at, state = self._pending.pop(0)
+                self._land(PowerState.OFF, at)
+            elif kind == 1:
+                _, state = self._pending.pop(0)
                 self._land(state, at)
             else:
-                return
+                self._reset_at = None
+                if on:
+                    self._crash_deadline = None
+                    self._boot(at)
 
     def _land(self, state: PowerState, at: float) -> None:
         previous = self._power
         self._power = state
         self._crash_deadline = None
         if state is PowerState.ON and previous is PowerState.OFF:
-            self._on_since = at
-            self._boots += 1
             self.power_fault = False
-            self._last_boot = self._once or self._persistent
-            self._once = None
-            if self._crash_armed is not None:
-                self._crash_deadline = at + self._crash_armed
-                self._crash_armed = None
+            self._boot(at)
         elif state is PowerState.OFF:
             self._on_since = None
+            self._reset_at = None  # power went away before the reset landed
+
+    def _boot(self, at: float) -> None:
+        """The machine starts booting at ``at`` (a power-on, or a hard reset)."""
+        self._on_since = at
+        self._boots += 1
+        self._last_boot = self._once or self._persistent
+        self._once = None
+        if self._crash_armed is not None:
+            self._crash_deadline = at + self._crash_armed
+            self._crash_armed = None
 
     @property
     def boots(self) -> int:

@@ -8,6 +8,7 @@ fleets; ``bmaas`` itself uses the real driver factory.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import getpass
@@ -24,6 +25,8 @@ from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
+from bmaas.policy import FleetOutcome, policy_for
+from bmaas.retry import RetryPolicy
 from bmaas.secrets import mask
 from bmaas.store import NodeRecord, Store
 
@@ -35,10 +38,12 @@ __all__ = [
     "emit",
     "fleet_options",
     "node_selection",
+    "outcome",
     "output_options",
     "pass_app",
     "print_results",
     "progress",
+    "retry_option",
     "whoami",
 ]
 
@@ -55,6 +60,8 @@ class App:
     make_factory: Callable[..., DriverFactory] = driver_factory
     #: wall clock for the store (leases, timestamps)
     clock: Callable[[], float] = time.time
+    #: how fleet commands retry each node's call (tests: a fake clock and sleep)
+    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
     #: the clock a command's Deadline is made on (tests: the fake fleet's)
     deadline_clock: Callable[[], float] = time.monotonic
     _store: Store | None = None
@@ -70,6 +77,11 @@ class App:
 
     def factory(self, bmc_timeout: float) -> DriverFactory:
         return self.make_factory(bmc_timeout=bmc_timeout)
+
+    def retry_policy(self, *, no_retry: bool = False) -> RetryPolicy:
+        """The operation retry a fleet command gives each node's calls;
+        ``--no-retry``: one attempt, the BMC's raw first answer."""
+        return self.retry.replace(max_attempts=1) if no_retry else self.retry
 
     def close(self) -> None:
         if self._store is not None:
@@ -130,6 +142,15 @@ def fleet_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         default=DEFAULT_WORKERS,
         show_default=True,
         help="Nodes worked on at once.",
+    )(fn)
+
+
+def retry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--no-retry`` for commands whose BMC calls go through ``bmaas.retry``."""
+    return click.option(
+        "--no-retry",
+        is_flag=True,
+        help="One attempt per BMC call: show each BMC's raw first answer.",
     )(fn)
 
 
@@ -212,6 +233,12 @@ def describe_value(value: Any) -> str:
     return "done" if value is None else str(value)
 
 
+def outcome(result: NodeResult[Any]) -> FleetOutcome:
+    """How a node's line reads: ``ok``, or the policy table's fleet column
+    for the fault that was left once the retries were spent."""
+    return FleetOutcome.OK if result.error is None else policy_for(result.error).fleet
+
+
 def print_results(
     results: Sequence[NodeResult[Any]],
     *,
@@ -219,15 +246,16 @@ def print_results(
     elapsed: float,
     describe: Callable[[Any], str] = describe_value,
 ) -> int:
-    """One line per node (ok, or the fault class and message), a summary on
-    stderr; returns the exit code: 0 all ok, 1 some failed."""
+    """One line per node (ok, or the outcome the policy table gives its fault,
+    the fault class and message), a summary on stderr; returns the exit code:
+    0 every node ended fine (after retries), 1 some did not."""
     failed = [r for r in results if not r.ok]
     if as_json:
         click.echo(
             json.dumps(
                 mask(
                     {
-                        "results": [r.to_dict() for r in results],
+                        "results": [{**r.to_dict(), "outcome": outcome(r).value} for r in results],
                         "ok": len(results) - len(failed),
                         "failed": len(failed),
                         "elapsed": round(elapsed, 3),
@@ -240,12 +268,15 @@ def print_results(
         )
     else:
         width = max((len(r.node) for r in results), default=0)
-        for r in results:
-            if r.error is None:
-                click.echo(f"{r.node:<{width}}  ok    {describe(r.value)}")
-            else:
-                click.echo(f"{r.node:<{width}}  FAIL  {type(r.error).__name__}: {r.error}")
-        click.echo(
-            f"{len(results) - len(failed)} ok, {len(failed)} failed in {elapsed:.2f}s", err=True
-        )
+        words = [outcome(r).label for r in results]
+        column = max([4, *(len(w) for w in words)])  # "FAIL" at least, as ever
+        for r, word in zip(results, words, strict=True):
+            what = describe(r.value) if r.error is None else f"{type(r.error).__name__}: {r.error}"
+            click.echo(f"{r.node:<{width}}  {word:<{column}}  {what}")
+        counts = collections.Counter(outcome(r).value for r in failed)
+        detail = ", ".join(f"{n} {word}" for word, n in sorted(counts.items()))
+        summary = f"{len(results) - len(failed)} ok, {len(failed)} failed"
+        if detail and set(counts) != {FleetOutcome.FAILED.value}:
+            summary += f" ({detail})"
+        click.echo(f"{summary} in {elapsed:.2f}s", err=True)
     return EXIT_FAILURE if failed else 0

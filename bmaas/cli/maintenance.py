@@ -19,14 +19,18 @@ from bmaas.cli.app import (
     pass_app,
     print_results,
     progress,
+    retry_option,
     whoami,
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
+from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
-from bmaas.faults import BmaasError
+from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
-from bmaas.store import NodeRecord, OwnerKind, Store
+from bmaas.provision.maintenance import evacuate as evacuate_nodes
+from bmaas.provision.readiness import readiness
+from bmaas.store import NodeRecord
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 
 __all__ = ["maintenance", "sync"]
@@ -62,33 +66,36 @@ def maintenance_set(
     """Put NODE... into maintenance: never claimed while there."""
     store = app.store()
     store.require_nodes(nodes)
-    for name in nodes:
-        rec = store.set_maintenance(name, reason=reason, by=by or whoami())
-        held = (
-            f"; still held by {rec.owner_kind} {rec.owner_name or rec.owner_id}"
-            if rec.allocated
-            else ""
-        )
-        click.echo(f"{name}: in maintenance ({rec.maintenance_by}: {reason}){held}")
+    who = by or whoami()
     if not evacuate:
-        return
-    failed = False
-    with make_provisioner(app, **limits) as provisioner:
         for name in nodes:
-            rec = store.node(name)
-            if rec.owner_kind is not OwnerKind.INSTANCE:
-                continue
-            try:
-                moved = provisioner.move(rec.owner_id or "")
-                click.echo(f"{name}: instance {moved.instance} moved to {moved.target}")
-            except BmaasError as exc:
-                failed = True
-                click.echo(f"{name}: could not move instance {rec.owner_name}: {exc}", err=True)
+            _say_maintenance(store.set_maintenance(name, reason=reason, by=who), reason)
+        return
+    budget = Deadline.after(limits["deadline"])
+    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+        report = evacuate_nodes(
+            provisioner, nodes, reason=reason, by=who, deadline=budget, cancel=token
+        )
     for rec in store.require_nodes(nodes):
-        state = _readiness(store, rec)
-        click.echo(f"{rec.name}: {'ready' if state['ready'] else 'not ready'}: {state['detail']}")
-    if failed:
+        _say_maintenance(rec, reason)
+    for node, moved in report.moved:
+        click.echo(f"{node}: instance {moved.instance} moved to {moved.target}")
+    for node, error in report.failed:
+        click.echo(f"{node}: could not move its instance: {error}", err=True)
+    for state in report.readiness:
+        click.echo(f"{state.node}: {'ready' if state.ready else 'not ready'}: {state.detail}")
+    exit_if_interrupted(ctx, token)
+    if report.failed:
         ctx.exit(EXIT_FAILURE)
+
+
+def _say_maintenance(rec: NodeRecord, reason: str) -> None:
+    held = (
+        f"; still held by {rec.owner_kind} {rec.owner_name or rec.owner_id}"
+        if rec.allocated
+        else ""
+    )
+    click.echo(f"{rec.name}: in maintenance ({rec.maintenance_by}: {reason}){held}")
 
 
 @maintenance.command("unset")
@@ -105,39 +112,6 @@ def maintenance_unset(app: App, nodes: tuple[str, ...], by: str | None) -> None:
         click.echo(f"{name}: out of maintenance{cleared}")
 
 
-def _readiness(store: Store, rec: NodeRecord) -> dict[str, Any]:
-    """Is the node ready for work on it: in maintenance and holding nothing?"""
-    allocation = store.allocation(rec.name)
-    holds: list[str] = []
-    if allocation is not None:
-        owner = allocation.owner
-        text = f"held by {owner.describe()}"
-        if owner.lease_expires_at is not None:
-            left = owner.lease_expires_at - store.clock()
-            text += f", holder {owner.holder}, lease " + (
-                f"expires in {left:.0f}s" if left > 0 else "expired (reclaimed by the next run)"
-            )
-        holds.append(text)
-    holds += [f"port {p.id[:8]} bound ({p.ip_address})" for p in store.ports(node=rec.name)]
-    ready = rec.maintenance and not holds
-    if not rec.maintenance:
-        why = "not in maintenance: it may be claimed at any time"
-    elif holds:
-        why = "; ".join(holds)
-    else:
-        why = f"maintenance by {rec.maintenance_by}: {rec.maintenance_reason}; holds nothing"
-    return {
-        "node": rec.name,
-        "ready": ready,
-        "maintenance": rec.maintenance,
-        "maintenance_by": rec.maintenance_by,
-        "reason": rec.maintenance_reason,
-        "fault": rec.fault,
-        "held_by": holds,
-        "detail": why,
-    }
-
-
 @maintenance.command("status")
 @click.argument("nodes", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -147,7 +121,7 @@ def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_
     """Say whether NODE... is ready for work on it (in maintenance, holding no
     allocation) and what still holds it. Exit 0 only if every node is ready."""
     store = app.store()
-    states = [_readiness(store, rec) for rec in store.require_nodes(nodes)]
+    states = [readiness(store, rec.name).to_dict() for rec in store.require_nodes(nodes)]
     if not emit(states, as_json=as_json, as_yaml=False):
         width = max(len(s["node"]) for s in states)
         for s in states:
@@ -180,8 +154,9 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 def _pass_line(number: int, report: SyncReport) -> str:
     faulted = ", ".join(report.nodes_with(Change.FAULTED)) or "-"
     recovered = ", ".join(report.nodes_with(Change.RECOVERED)) or "-"
+    auth = f" ({len(report.auth_failed)} credentials rejected)" if report.auth_failed else ""
     return (
-        f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed, "
+        f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed{auth}, "
         f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}, "
         f"{report.duration:.2f}s"
     )
@@ -217,6 +192,7 @@ def _pass_line(number: int, report: SyncReport) -> str:
     help="Good reads in a row that take it back out.",
 )
 @fleet_options
+@retry_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, no progress bar.")
 @pass_app
 @click.pass_context
@@ -231,14 +207,18 @@ def sync(
     recover_after: int,
     workers: int,
     deadline: float,
+    no_retry: bool,
     bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Read every node's power state and record it, with hysteresis.
 
-    One pass by default (exit 1 if any read failed); --deadline bounds it.
-    With --interval it keeps running until SIGINT/SIGTERM, printing one line
-    per pass, and --deadline bounds each pass.
+    Each read goes through the operation retry (--no-retry: one attempt).
+    Only faults that say something about the node count toward 'power
+    failure' (never a busy BMC or rejected credentials). One pass by default
+    (exit 1 if any read still failed); --deadline bounds it. With --interval
+    it keeps running until SIGINT/SIGTERM, printing one line per pass, and
+    --deadline bounds each pass.
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
@@ -248,6 +228,7 @@ def sync(
         "factory": app.factory(bmc_timeout),
         "policy": policy,
         "workers": workers,
+        "retry": app.retry_policy(no_retry=no_retry),
     }
     if interval is None:
         start = time.monotonic()

@@ -1,12 +1,22 @@
 """``bmaas power``, ``bmaas boot-device`` and ``bmaas vmedia``: one BMC
 operation over many nodes in parallel, a result line per node.
 
-Exit codes: 0 every node succeeded, 1 some failed (their lines say why),
-2 the command could not run (unknown node, bad arguments, database).
+Every node's calls go through the operation retry
+(:class:`~bmaas.retry.RetryingDriver`): a BMC that is busy for a moment is
+asked again, a reset is never resent blindly (``power reboot`` is the safe
+:func:`~bmaas.retry.reboot`). ``--no-retry`` makes one attempt per call, to
+see each BMC's raw first answer. A node's line is ``ok`` or the policy
+table's fleet word for the fault left after the retries (``FAIL``, ``BUSY``,
+``AUTH``, ``UNSUPPORTED``, ...).
+
+Exit codes: 0 every node ended fine after retries, 1 some did not (their
+lines say why), 2 the command could not run (unknown node, bad arguments,
+database).
 
 Time: ``--deadline`` is the whole command. Its :class:`~bmaas.deadline.Deadline`
-is made once, when the command starts, and handed to every node's operation;
-each BMC call gets a share of it of at most ``--bmc-timeout``.
+is made once, when the command starts, and handed to every node's operation
+(retries and waits included); each BMC call gets a share of it of at most
+``--bmc-timeout``.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from bmaas.cli.app import (
     pass_app,
     print_results,
     progress,
+    retry_option,
     select_nodes,
     whoami,
 )
@@ -31,6 +42,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
+from bmaas.retry import RetryingDriver
 
 __all__ = ["boot_device", "power", "vmedia"]
 
@@ -44,25 +56,32 @@ def _run(
     app: App,
     nodes: Sequence[str],
     all_nodes: bool,
-    operation: Callable[[BMCDriver, Deadline], Any],
+    operation: Callable[[RetryingDriver, Deadline], Any],
     *,
     label: str,
     workers: int,
     deadline: float,
     bmc_timeout: float,
     as_json: bool,
+    no_retry: bool,
     record: Callable[[list[NodeResult[Any]]], None] | None = None,
 ) -> None:
-    """Select nodes, run ``operation(driver, deadline)`` on each, print
-    results, record, exit. ``deadline`` seconds bound the whole command."""
+    """Select nodes, run ``operation(driver, deadline)`` on each through the
+    operation retry, print results, record, exit. ``deadline`` seconds bound
+    the whole command."""
     budget = app.deadline(deadline)
     store = app.store()
     records = select_nodes(store, nodes, all_nodes)
+    policy = app.retry_policy(no_retry=no_retry)
+
+    def retried(driver: BMCDriver) -> Any:
+        return operation(RetryingDriver(driver, policy), budget)
+
     start = time.monotonic()
     with progress(len(records), label, quiet=as_json) as advance:
         results = run_on_nodes(
             records,
-            lambda driver: operation(driver, budget),
+            retried,
             factory=app.factory(bmc_timeout),
             workers=workers,
             on_result=lambda _result: advance(),
@@ -97,6 +116,7 @@ def power() -> None:
 @power.command("status")
 @node_selection
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -107,6 +127,7 @@ def power_status(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     bmc_timeout: float,
     as_json: bool,
 ) -> None:
@@ -120,12 +141,13 @@ def power_status(
         app,
         nodes,
         all_nodes,
-        lambda d, budget: d.get_power_state(deadline=d.call_deadline(budget)),
+        lambda d, budget: d.get_power_state(deadline=budget),
         label="power status",
         workers=workers,
         deadline=deadline,
         bmc_timeout=bmc_timeout,
         as_json=as_json,
+        no_retry=no_retry,
         record=record,
     )
 
@@ -147,6 +169,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         help="Seconds to wait for the target state (with --wait).",
     )
     @fleet_options
+    @retry_option
     @_json_option
     @pass_app
     @click.pass_context
@@ -159,10 +182,12 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         timeout: float,
         workers: int,
         deadline: float,
+        no_retry: bool,
         bmc_timeout: float,
         as_json: bool,
     ) -> None:
-        def operation(driver: BMCDriver, budget: Deadline) -> PowerState:
+        def operation(driver: RetryingDriver, budget: Deadline) -> PowerState:
+            # REBOOT with --wait is bmaas.retry.reboot: never resent blindly
             return driver.set_power_state(action, wait=wait, timeout=timeout, deadline=budget)
 
         def record(results: list[NodeResult[Any]]) -> None:
@@ -185,6 +210,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
             deadline=deadline,
             bmc_timeout=bmc_timeout,
             as_json=as_json,
+            no_retry=no_retry,
             record=record,
         )
 
@@ -208,6 +234,7 @@ def boot_device() -> None:
 @boot_device.command("get")
 @node_selection
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -218,6 +245,7 @@ def boot_get(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     bmc_timeout: float,
     as_json: bool,
 ) -> None:
@@ -227,12 +255,13 @@ def boot_get(
         app,
         nodes,
         all_nodes,
-        lambda d, budget: d.get_boot_device(deadline=d.call_deadline(budget)),
+        lambda d, budget: d.get_boot_device(deadline=budget),
         label="boot device",
         workers=workers,
         deadline=deadline,
         bmc_timeout=bmc_timeout,
         as_json=as_json,
+        no_retry=no_retry,
     )
 
 
@@ -247,6 +276,7 @@ def boot_get(
 )
 @click.option("--persistent", is_flag=True, help="Keep it for every boot, not just the next.")
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -259,14 +289,15 @@ def boot_set(
     persistent: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
-    def operation(driver: BMCDriver, budget: Deadline) -> str:
-        driver.set_boot_device(target, persistent=persistent, deadline=driver.call_deadline(budget))
+    def operation(driver: RetryingDriver, budget: Deadline) -> str:
+        driver.set_boot_device(target, persistent=persistent, deadline=budget)
         return f"{target} ({'persistent' if persistent else 'once'})"
 
     def record(results: list[NodeResult[Any]]) -> None:
@@ -284,6 +315,7 @@ def boot_set(
         deadline=deadline,
         bmc_timeout=bmc_timeout,
         as_json=as_json,
+        no_retry=no_retry,
         record=record,
     )
 
@@ -300,6 +332,7 @@ def vmedia() -> None:
 @node_selection
 @click.option("--url", required=True, help="Image URL the BMC fetches.")
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -311,13 +344,14 @@ def vmedia_insert(
     url: str,
     workers: int,
     deadline: float,
+    no_retry: bool,
     bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Insert the image at --url into NODE... (or --all)."""
 
-    def operation(driver: BMCDriver, budget: Deadline) -> str:
-        driver.insert_virtual_media(url, deadline=driver.call_deadline(budget))
+    def operation(driver: RetryingDriver, budget: Deadline) -> str:
+        driver.insert_virtual_media(url, deadline=budget)
         return "inserted"
 
     _run(
@@ -331,6 +365,7 @@ def vmedia_insert(
         deadline=deadline,
         bmc_timeout=bmc_timeout,
         as_json=as_json,
+        no_retry=no_retry,
         record=_events(app, "vmedia", f"virtual media inserted: {url}"),
     )
 
@@ -338,6 +373,7 @@ def vmedia_insert(
 @vmedia.command("eject")
 @node_selection
 @fleet_options
+@retry_option
 @_json_option
 @pass_app
 @click.pass_context
@@ -348,13 +384,14 @@ def vmedia_eject(
     all_nodes: bool,
     workers: int,
     deadline: float,
+    no_retry: bool,
     bmc_timeout: float,
     as_json: bool,
 ) -> None:
     """Eject virtual media from NODE... (or --all)."""
 
-    def operation(driver: BMCDriver, budget: Deadline) -> str:
-        driver.eject_virtual_media(deadline=driver.call_deadline(budget))
+    def operation(driver: RetryingDriver, budget: Deadline) -> str:
+        driver.eject_virtual_media(deadline=budget)
         return "ejected"
 
     _run(
@@ -368,5 +405,6 @@ def vmedia_eject(
         deadline=deadline,
         bmc_timeout=bmc_timeout,
         as_json=as_json,
+        no_retry=no_retry,
         record=_events(app, "vmedia", "virtual media ejected"),
     )

@@ -362,7 +362,13 @@ class LabBmc(_pyghmi_bmc.Bmc):
         if directive == 2 and self.machine.settled_power is PowerState.OFF:
             return 0xD5, b""  # power cycle has no effect on a machine that is off
         action = actions[directive]
-        self.machine.set_power(action, hw)
+        if directive == 3:
+            # A hard reset pulls the reset line: power stays on, and chassis
+            # status reads on all through, as on real BMCs. A power cycle (2)
+            # is the one that passes through off.
+            self.machine.reset(hw)
+        else:
+            self.machine.set_power(action, hw)
         self._note_stuck(action, any(f.effect is Effect.POWER_STUCK for f in hw))
         return 0, b""
 

@@ -21,6 +21,7 @@ import yaml
 
 from bmaas.driver import PowerState
 from bmaas.ops import DriverFactory, driver_factory
+from bmaas.retry import RetryPolicy
 from fakes.clock import FakeClock
 from fakes.faults import FaultRule
 from fakes.fleet import FakeFleet
@@ -52,6 +53,8 @@ class CoreFleet:
     machine: Callable[[str], FakeMachine]
     #: every credential in the inventory; no output may contain one
     secrets: list[str]
+    #: the operation retry the CLI gives fleet commands (fake: fake time)
+    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
 
     def add_rule(self, node: str, rule: dict[str, Any]) -> None:
         self.machine(node).plan.add(FaultRule.from_dict(rule))
@@ -103,6 +106,7 @@ def fake_fleet(
         power_timeout=5.0,
         machine=fleet.machine,
         secrets=[PASSWORD, REDFISH_PASSWORD],
+        retry=RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock),
     )
 
 

@@ -49,7 +49,7 @@ def bmaas(fleet: CoreFleet, db: str, runs: Run) -> Callable[..., Result]:
     with drivers from the fleet."""
 
     def run(*args: str, expect: int | None = 0) -> Result:
-        app = App(db=db, make_factory=fleet.make_factory)
+        app = App(db=db, make_factory=fleet.make_factory, retry=fleet.retry)
         result = CliRunner().invoke(cli, list(args), obj=app, catch_exceptions=False)
         runs.results.append(result)
         if expect is not None:

@@ -124,9 +124,9 @@ def test_exit_codes_say_whether_every_node_succeeded(
     result = bmaas("power", "status", "--all", expect=1)
     per_node = lines(result)
     assert per_node[enrolled[0]].startswith("ok")
-    assert per_node[enrolled[1]].startswith("FAIL  BMCAuthError: ")
+    assert per_node[enrolled[1]].startswith("AUTH  BMCAuthError: ")  # fix the password
     assert enrolled[1] in per_node[enrolled[1]]
-    assert f"{len(enrolled) - 1} ok, 1 failed" in result.stderr
+    assert f"{len(enrolled) - 1} ok, 1 failed (1 auth)" in result.stderr
     assert "BMC rejected credentials" in bmaas("node", "show", enrolled[1]).stdout
     bmaas("power", "status", expect=2)  # no node named: could not run
     bmaas("power", "status", enrolled[0], "--all", expect=2)
@@ -151,7 +151,7 @@ def test_boot_device_and_virtual_media(bmaas: Bmaas, fleet: CoreFleet, enrolled:
     without = [n for n in enrolled if n not in media]
     if without:  # IPMI has no virtual media: a typed, per-node failure
         refused = bmaas("vmedia", "insert", without[0], "--url", url, expect=1)
-        assert "FAIL  UnsupportedOperation" in refused.stdout
+        assert "UNSUPPORTED  UnsupportedOperation" in refused.stdout
     if media:
         bmaas("vmedia", "insert", media[0], "--url", url)
         assert fleet.machine(media[0]).media == url

@@ -55,7 +55,9 @@ def rig(tmp_path: Path) -> Rig:
 
 def test_bmc_timeout_bounds_each_call(rig: Rig) -> None:
     rig.hang("power.get")
-    result = rig.invoke("power", "status", "--all", "--workers", "1", "--bmc-timeout", "4")
+    result = rig.invoke(
+        "power", "status", "--all", "--workers", "1", "--bmc-timeout", "4", "--no-retry"
+    )
     assert result.exit_code == 1
     assert result.stdout.count("BMCTimeout") == 3
     assert rig.clock.sleeps == [4.0, 4.0, 4.0]  # each hung node costs one call's bound

@@ -144,3 +144,35 @@ def test_bmc_reboot_window() -> None:
     assert m.bmc_down()
     clock.advance(10)
     assert not m.bmc_down()
+
+
+def test_a_hard_reset_reads_on_all_through_and_boots_again() -> None:
+    """IPMI chassis control 0x03 on a real BMC: no off phase to see."""
+    m, clock = _machine(PowerState.ON)
+    m.set_boot_device(BootDevice.PXE, persistent=False)
+    clock.advance(20)
+    assert m.boot_progress() == "OSRunning"
+    m.reset()
+    for _ in range(10):
+        assert m.power_state() is PowerState.ON
+        assert m.settled_power is PowerState.ON
+        clock.advance(0.1)
+    assert m.boots == 1  # reset_time (0.5 s) passed: booted again
+    assert m.last_boot_device is BootDevice.PXE  # the one-time device was used
+    assert m.boot_progress() == "OSBootStarted"  # the OS starts over
+
+
+def test_a_hard_reset_of_a_machine_that_is_off_powers_it_on() -> None:
+    m, clock = _machine(PowerState.OFF)
+    m.reset()
+    assert m.power_state() is PowerState.POWERING_ON
+    clock.advance(2.0)
+    assert (m.power_state(), m.boots) == (PowerState.ON, 1)
+
+
+def test_power_off_before_a_reset_lands_cancels_it() -> None:
+    m, clock = _machine(PowerState.ON)
+    m.reset()
+    m.force_power(PowerState.OFF)
+    clock.advance(5)
+    assert (m.power_state(), m.boots) == (PowerState.OFF, 0)

@@ -128,7 +128,7 @@ def test_the_sync_reclaims_what_dead_processes_held(
 
 def test_custom_thresholds(store: Store, enroll: Enroll, fleet: FakeFleet) -> None:
     enroll(1)
-    fleet.add("n01", rules=[{"effect": "busy", "operation": "power.get", "times": 1}])
+    fleet.add("n01", rules=[{"effect": "internal_error", "operation": "power.get", "times": 1}])
     report = sync_pass(store, factory=driver_factory(fleet=fleet), policy=Hysteresis(1, 1))
     assert report.nodes_with(Change.FAULTED) == ["n01"]
     report = sync_pass(store, factory=driver_factory(fleet=fleet), policy=Hysteresis(1, 1))
@@ -185,3 +185,44 @@ def test_metrics_are_served_on_loopback_and_the_server_stops(
         server.close()
     assert not server.thread.is_alive()
     server.close()  # twice is fine
+
+
+def test_busy_and_rejected_credentials_never_count_toward_a_power_failure(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    """Issue 14: three busy answers in a row fenced healthy nodes. Busy says
+    "later", auth says "fix the password": neither says the node is broken."""
+    enroll(3)
+    fleet.add("n01", rules=[{"effect": "busy", "operation": "power.get"}])
+    fleet.add("n02", rules=[{"effect": "auth_fail", "operation": "power.get"}])
+    metrics = SyncMetrics()
+    factory = driver_factory(fleet=fleet)
+    for _ in range(5):
+        report = sync_pass(store, factory=factory, policy=Hysteresis(1, 1), metrics=metrics)
+        assert not report.nodes_with(Change.FAULTED)
+    assert report.auth_failed == ["n02"]
+    for name, summary in (("n01", "BMC busy"), ("n02", "BMC rejected credentials")):
+        record = store.node(name)
+        assert (record.maintenance, record.fault, record.fault_count) == (False, None, 0)
+        assert summary in (record.last_error or "")
+    assert samples(metrics, "bmaas_sync_uncounted_reads") == {
+        (("reason", "auth"),): 1.0,
+        (("reason", "busy"),): 1.0,
+    }
+    assert report.to_dict()["auth_failed"] == ["n02"]
+
+
+def test_a_pass_retries_reads_through_the_operation_retry(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    from bmaas.retry import RetryPolicy
+
+    enroll(2)
+    fleet.add("n01", rules=[{"effect": "busy", "operation": "power.get", "times": 2}])
+    fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get", "times": 1}])
+    retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0, total=30)
+    factory = driver_factory(fleet=fleet, bmc_timeout=2.0)
+    report = sync_pass(store, factory=factory, retry=retry, workers=1, clock=fleet.clock)
+    assert report.failed == []
+    # n01: two busy answers (0.5 s, 1.0 s backoff); n02: one hang (2 s), 0.5 s wait
+    assert fleet.clock.sleeps == [0.5, 1.0, 2.0, 0.5]

@@ -1,0 +1,186 @@
+"""One table test: for each fault class, what every layer does with it, with an
+injected clock and sleep (no real sleeps).
+
+Driven by :data:`bmaas.policy.POLICY` (one case per row, and a check that the
+expectations below cover exactly the table's rows); the expectations are
+written out by hand, so a change to the table that changes behaviour fails
+here until someone writes down the new behaviour on purpose.
+
+Columns: wire calls and sleeps of the operation retry for an idempotent call
+and for a reset (not idempotent); whether the request moves to the next
+candidate; whether a sync read failing this way counts toward "power
+failure"; the word a fleet command prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from bmaas import retry
+from bmaas.cli.app import outcome
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCBusy,
+    BMCFault,
+    BMCInternalError,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    BootFailure,
+    InputError,
+    NoCandidates,
+    NodeUnavailable,
+    PowerFailure,
+    ProvisionFailed,
+    UnclassifiedFault,
+    UnsupportedOperation,
+)
+from bmaas.health import Hysteresis
+from bmaas.ops import NodeResult
+from bmaas.policy import POLICY, FaultPolicy
+from bmaas.provision import should_reschedule
+from bmaas.store import Store
+from bmaas.sync import sync_pass
+from fakes.clock import FakeClock
+
+
+@dataclasses.dataclass(frozen=True)
+class Layers:
+    #: operation retry, idempotent call: wire calls, then the sleep sequence
+    calls: int
+    sleeps: list[float]
+    #: operation retry, a reset (not idempotent)
+    reset_calls: int
+    reset_sleeps: list[float]
+    #: request reschedule: True = next candidate, False = stop
+    next_candidate: bool
+    #: sync hysteresis counts it
+    counted: bool
+    #: the word on a fleet command's line
+    fleet: str
+
+
+BACKOFF = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0]  # capped at busy_max
+NONE = Layers(1, [], 1, [], True, True, "FAIL")  # a BMC fault retried nowhere: elsewhere
+STOP = Layers(1, [], 1, [], False, False, "ERROR")
+
+EXPECTED: dict[type[BmaasError], Layers] = {
+    BmaasError: STOP,
+    InputError: dataclasses.replace(STOP, fleet="CONFIG"),
+    BMCFault: NONE,
+    BMCUnreachable: Layers(3, [1.0, 1.0], 3, [1.0, 1.0], True, True, "FAIL"),
+    BMCTimeout: Layers(3, [0.5, 0.5], 1, [], True, True, "FAIL"),
+    BMCBusy: Layers(10, BACKOFF, 10, BACKOFF, True, False, "BUSY"),
+    BMCAuthError: dataclasses.replace(NONE, counted=False, fleet="AUTH"),
+    BMCInternalError: Layers(2, [1.0], 2, [1.0], True, True, "FAIL"),
+    BMCProtocolError: NONE,
+    UnsupportedOperation: dataclasses.replace(NONE, counted=False, fleet="UNSUPPORTED"),
+    PowerFailure: NONE,
+    BootFailure: NONE,
+    UnclassifiedFault: NONE,
+    NodeUnavailable: Layers(1, [], 1, [], True, False, "SKIPPED"),
+    NoCandidates: STOP,
+    ProvisionFailed: STOP,
+}
+
+
+def test_the_expectations_cover_exactly_the_table() -> None:
+    assert set(EXPECTED) == {row.fault for row in POLICY}
+
+
+def always(make: Callable[[], BmaasError], wire: list[str]) -> Callable[..., None]:
+    """A BMC call that fails with a fresh fault every time, as a driver does."""
+
+    def call(*_args: object, deadline: float | None = None) -> None:
+        wire.append("call")
+        raise make()
+
+    return call
+
+
+def operation_retry(cls: type[BmaasError], *, idempotent: bool) -> tuple[int, list[float]]:
+    clock = FakeClock()
+    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=60.0)
+    wire: list[str] = []
+    with pytest.raises(cls):
+        retry.call(policy, always(lambda: cls("injected"), wire), idempotent=idempotent)
+    return len(wire), clock.sleeps
+
+
+class Raising:
+    """A driver whose power read fails with one fault."""
+
+    bmc_timeout = 10.0
+
+    def __init__(self, fault: BmaasError) -> None:
+        self.fault = fault
+
+    def call_deadline(self, deadline: Deadline | None) -> Deadline:
+        return deadline or Deadline.after(self.bmc_timeout)
+
+    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+        raise self.fault
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("row", POLICY, ids=lambda r: r.fault.__name__)
+def test_each_fault_class_at_every_layer(
+    row: FaultPolicy, store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    want = EXPECTED[row.fault]
+    fault = row.fault("injected")
+
+    # operation retry: wire calls and the exact sleep sequence
+    assert operation_retry(row.fault, idempotent=True) == (want.calls, want.sleeps)
+    assert operation_retry(row.fault, idempotent=False) == (want.reset_calls, want.reset_sleeps)
+
+    # request reschedule
+    assert should_reschedule(fault) is want.next_candidate
+
+    # node health: one sync pass whose read fails this way
+    (name,) = enroll(1)
+    report = sync_pass(
+        store,
+        factory=lambda _record: Raising(fault),  # type: ignore[arg-type,return-value]
+        policy=Hysteresis(fault_after=3),
+    )
+    assert [r.node for r in report.failed] == [name]
+    record = store.node(name)
+    assert record.fault_count == (1 if want.counted else 0)
+    assert record.last_error  # counted or not, the operator sees why
+
+    # fleet command outcome
+    assert outcome(NodeResult(name, "fake", error=fault)).label == want.fleet
+
+
+def test_busy_backoff_honours_retry_after_and_stays_inside_the_deadline() -> None:
+    clock = FakeClock()
+    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=10.0)
+    wire: list[str] = []
+    with pytest.raises(BMCBusy):
+        retry.call(policy, always(lambda: BMCBusy("later", retry_after=3.0), wire))
+    assert clock.sleeps == [3.0, 3.0, 3.0]  # never less than Retry-After; a 4th would cross 10 s
+    assert len(wire) == 4
+
+
+def test_a_foreign_exception_is_a_bug_never_retried() -> None:
+    clock = FakeClock()
+    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock)
+    calls: list[int] = []
+
+    def broken(*, deadline: Deadline) -> None:
+        calls.append(1)
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        retry.call(policy, broken)
+    assert (calls, clock.sleeps) == ([1], [])
+    assert not should_reschedule(KeyError("bug"))
