@@ -14,7 +14,6 @@ import yaml
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
-from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
@@ -226,7 +225,7 @@ def deploy(
         for i in range(1, count + 1)
     ]
     start = time.monotonic()
-    budget = Deadline.after(limits["deadline"])
+    budget = app.deadline(limits["deadline"])
     with (
         interruptible() as token,
         make_provisioner(app, cancel=token, **limits) as provisioner,
@@ -286,7 +285,7 @@ def undeploy(
     if all_instances == bool(instances):
         raise InputError("name instances or give --all", field="INSTANCE")
     store = app.store()
-    budget = Deadline.after(limits["deadline"])
+    budget = app.deadline(limits["deadline"])
     failed = 0
     with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
         names = [i.name for i in provisioner.instances()] if all_instances else list(instances)
@@ -321,7 +320,7 @@ def move(
     """Re-deploy INSTANCE onto another node. The source is given back only
     once the target is up; if the target fails, the instance keeps its node.
     Exit 1 with every candidate's story when no target worked."""
-    budget = Deadline.after(limits["deadline"])
+    budget = app.deadline(limits["deadline"])
     with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
         try:
             moved = provisioner.move(instance_name, to=target, deadline=budget)

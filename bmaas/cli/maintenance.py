@@ -25,7 +25,6 @@ from bmaas.cli.app import (
 from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
-from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
@@ -76,7 +75,7 @@ def maintenance_set(
         for name in nodes:
             _say_maintenance(store.set_maintenance(name, reason=reason, by=who), reason)
         return
-    budget = Deadline.after(limits["deadline"])
+    budget = app.deadline(limits["deadline"])
     with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
         report = evacuate_nodes(
             provisioner, nodes, reason=reason, by=who, deadline=budget, cancel=token
