@@ -169,4 +169,7 @@ def _act(
     def read() -> PowerState:
         return retry.call(calls.policy(deadline, budget), drv.get_power_state)
 
-    drv.wait_for_power(action.target, timeout=min(wait, deadline.left()), read=read)
+    # Leave one call's time for the last read, so running out of budget while
+    # the node never reaches its state reads as power_failure, not a timeout.
+    timeout = max(0.0, min(wait, deadline.left() - budget.call))
+    drv.wait_for_power(action.target, timeout=timeout, read=read)

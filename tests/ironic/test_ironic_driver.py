@@ -51,7 +51,10 @@ def test_enroll_validate_power_boot_deploy_undeploy(
 
 def test_switching_an_enrolled_stock_node_to_bmaas(ironic_node: Any, baremetal: Any) -> None:
     node, _ = ironic_node("ipmi", provide=False)
-    baremetal.baremetal.update_node(node, driver="bmaas-ipmi", reset_interfaces=True)
+    # `baremetal node set --driver bmaas-ipmi --reset-interfaces`
+    baremetal.baremetal.patch_node(
+        node, [{"op": "replace", "path": "/driver", "value": "bmaas-ipmi"}], reset_interfaces=True
+    )
     node = baremetal.baremetal.get_node(node.id)
     assert (node.driver, node.power_interface) == ("bmaas-ipmi", "bmaas")
     baremetal.baremetal.set_node_power_state(node, "power on", wait=True, timeout=60)
