@@ -295,7 +295,7 @@ def _report(o: Options, faults: list[dict[str, Any]], sync: list[dict[str, Any]]
         f"call_deadline={o.call_deadline:g}s; Ironic defaults otherwise "
         "(ipmi min_command_interval 5, power_state_sync_max_retries 3)",
         "time to error is measured by the client from the API call until no power change is "
-        "pending (Ironic's API and task overhead included); '>' means still pending at --cap",
+        "pending (Ironic's API and task overhead included); '≥' means still pending at --cap",
     ]
     return Report(
         scenario="ironic",
