@@ -235,7 +235,7 @@ def policy_for(fault: BaseException | type[BaseException]) -> FaultPolicy:
     never retried, never counted."""
     cls = fault if isinstance(fault, type) else type(fault)
     for base in cls.__mro__:
-        row = _BY_CLASS.get(base)  # type: ignore[call-overload]
+        row = _BY_CLASS.get(base)
         if row is not None:
             return row
     return _BY_CLASS[BmaasError]
@@ -247,7 +247,7 @@ def policy_for(fault: BaseException | type[BaseException]) -> FaultPolicy:
 def _parent(row: FaultPolicy) -> type[BmaasError] | None:
     for base in row.fault.__mro__[1:]:
         if base in _BY_CLASS:
-            return base  # type: ignore[no-any-return]
+            return base
     return None
 
 

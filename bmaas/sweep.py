@@ -58,7 +58,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BMCTimeout
@@ -232,12 +232,13 @@ class ShardedSweeper:
                 shard.conn.send((operation, part))
             waiting[shard.conn] = (shard, part)
         while waiting:
-            for conn in multiprocessing.connection.wait(list(waiting)):
-                shard, part = waiting[conn]  # type: ignore[index]
+            for ready in multiprocessing.connection.wait(list(waiting)):
+                conn = cast(Connection, ready)  # wait() returns what it was given
+                shard, part = waiting[conn]
                 try:
-                    kind, payload = conn.recv()  # type: ignore[union-attr]
+                    kind, payload = conn.recv()
                 except (EOFError, OSError):
-                    del waiting[conn]  # type: ignore[arg-type]
+                    del waiting[conn]
                     self._lost(shard, part, results, on_result, self._clock() - start)
                     continue
                 if kind == "results":
@@ -247,7 +248,7 @@ class ShardedSweeper:
                             on_result(result)
                 elif kind == "done":
                     shard.stats = payload
-                    del waiting[conn]  # type: ignore[arg-type]
+                    del waiting[conn]
         return [results[record.name] for record in records]
 
     def _lost(

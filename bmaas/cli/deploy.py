@@ -315,7 +315,7 @@ def undeploy(
 @pass_app
 @click.pass_context
 def move(
-    ctx: click.Context, app: App, instance_name: str, target: str | None, **limits: Any
+    ctx: click.Context, app: App, /, instance_name: str, target: str | None, **limits: Any
 ) -> None:
     """Re-deploy INSTANCE onto another node. The source is given back only
     once the target is up; if the target fails, the instance keeps its node.

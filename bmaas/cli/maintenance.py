@@ -25,6 +25,7 @@ from bmaas.cli.app import (
 from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
+from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory

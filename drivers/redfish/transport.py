@@ -210,7 +210,7 @@ class DeadlineAdapter(HTTPAdapter):
             "https": _WatchedHTTPSPool,
         }
 
-    def send(  # type: ignore[override]
+    def send(
         self,
         request: requests.PreparedRequest,
         stream: bool = False,
