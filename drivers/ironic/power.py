@@ -174,10 +174,10 @@ def _act(
     every request and read retried within what is left of ``deadline``."""
     calls.call(deadline, budget, drv.request_power, action, idempotent=True)
 
-    def read() -> PowerState:
-        return calls.call(deadline, budget, drv.get_power_state)
+    def read(*, deadline: Deadline | None = deadline) -> PowerState:
+        return calls.call(deadline or Deadline.after(budget.call), budget, drv.get_power_state)
 
     # Leave one call's time for the last read, so running out of budget while
     # the node never reaches its state reads as power_failure, not a timeout.
     timeout = max(0.0, min(wait, deadline.left() - budget.call))
-    drv.wait_for_power(action.target, timeout=timeout, read=read)
+    drv.wait_for_power(action.target, timeout=timeout, deadline=deadline, read=read)
