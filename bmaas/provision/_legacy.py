@@ -55,6 +55,7 @@ from bmaas.faults import (
 from bmaas.health import Hysteresis
 from bmaas.instances import InstancesMixin, Moved, counts_against_node, fence
 from bmaas.lease import LeaseKeeper
+from bmaas.provision.records import Provisioned, Request
 from bmaas.retry import RetryPolicy
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind, Store
 from bmaas.store.records import Owner, Port, PortOrigin, ProvisionState
@@ -82,7 +83,7 @@ DEPLOY_HEALTH = Hysteresis(fault_after=2, recover_after=2, fault=DEPLOY_FAILURE)
 
 
 @dataclasses.dataclass(frozen=True)
-class Request:
+class _UnusedRequest:
     """What a user asks for. ``properties`` are minimums for numbers
     (``cpus: 8`` means at least 8) and exact for anything else."""
 
@@ -107,7 +108,7 @@ class Request:
 
 
 @dataclasses.dataclass(frozen=True)
-class Provisioned:
+class _UnusedProvisioned:
     """A request that became an instance."""
 
     request: str
