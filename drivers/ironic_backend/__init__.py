@@ -1,0 +1,28 @@
+"""bmaas's reschedule loop in front of Ironic's API (openstacksdk).
+
+::
+
+    from drivers.ironic_backend import IronicBackend
+    backend = IronicBackend.from_cloud("lab")        # clouds.yaml / OS_CLOUD / OS_*
+
+The only package that imports openstacksdk; see :mod:`.backend` for how the
+seam maps onto allocations, provision states and node history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drivers.ironic_backend.api import Api, IronicUnavailable, connect
+from drivers.ironic_backend.backend import IronicBackend
+
+__all__ = ["Api", "IronicBackend", "IronicUnavailable", "connect", "from_cloud"]
+
+
+def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
+    """An :class:`IronicBackend` on the cloud named ``cloud`` (clouds.yaml),
+    else the one ``OS_CLOUD``/``OS_*`` describe. Backend keywords
+    (``instance_info``, ``poll``, ...) are split from connection ``options``."""
+    keys = ("instance_info", "poll", "allocation_timeout", "teardown_timeout", "sleep", "clock")
+    backend_kw = {k: options.pop(k) for k in keys if k in options}
+    return IronicBackend(Api(connect(cloud, **options)), **backend_kw)
