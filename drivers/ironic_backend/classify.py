@@ -33,6 +33,7 @@ from bmaas.faults import (
     BMCTimeout,
     BMCUnreachable,
     BootFailure,
+    InputError,
     PowerFailure,
     UnclassifiedFault,
     UnsupportedOperation,
@@ -44,16 +45,23 @@ __all__ = ["STOCK_MESSAGES", "Evidence", "Row", "classify", "classify_text"]
 @dataclasses.dataclass(frozen=True)
 class Row:
     pattern: re.Pattern[str]
-    fault: type[BMCFault]
+    fault: type[BmaasError]
     why: str
 
 
-def _row(pattern: str, fault: type[BMCFault], why: str) -> Row:
+def _row(pattern: str, fault: type[BmaasError], why: str) -> Row:
     return Row(re.compile(pattern, re.IGNORECASE), fault, why)
 
 
 #: stock Ironic messages (ipmi, redfish hardware types; the conductor's own), first match wins
 STOCK_MESSAGES: tuple[Row, ...] = (
+    _row(
+        r"Validation of image href|not allowed for image source|InvalidParameterValue|"
+        r"Missing (the following|parameter)|MissingParameterValue|instance_info",
+        InputError,
+        "the request or the node's configuration is wrong (image, instance_info, driver_info):"
+        " it fails the same way on every node, so the request stops",
+    ),
     _row(
         r"\b401\b|Unauthorized|AccessDenied|Authentication fail|invalid credentials",
         BMCAuthError,
@@ -143,7 +151,9 @@ def classify_text(text: str, *, node: str | None = None) -> BmaasError | None:
         return fault
     for row in STOCK_MESSAGES:
         if row.pattern.search(text):
-            return row.fault(_clip(text), node=node, operation="ironic deploy")
+            if issubclass(row.fault, BMCFault):
+                return row.fault(_clip(text), node=node, operation="ironic deploy")
+            return InputError(_clip(text), node=node)
     return None
 
 

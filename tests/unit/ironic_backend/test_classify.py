@@ -11,6 +11,7 @@ from bmaas.faults import (
     BMCTimeout,
     BMCUnreachable,
     BootFailure,
+    InputError,
     PowerFailure,
     UnclassifiedFault,
 )
@@ -40,6 +41,11 @@ STOCK = [
         BMCInternalError,
     ),
     ("Failed to set node power state to power on.", PowerFailure),
+    (
+        "Deploy step deploy.deploy failed: Validation of image href file:///tmp/k failed, "
+        "reason: Security: Path /tmp/k is not allowed for image source file URLs.",
+        InputError,
+    ),
     ("Timeout reached while waiting for callback for node 1be2", BootFailure),
     ("Read timed out. (read timeout=60)", BMCTimeout),
     ("Failed to set boot device to PXE: some reason", BootFailure),
@@ -55,7 +61,8 @@ STOCK = [
 def test_stock_messages_map_by_table(text: str, expected: type) -> None:
     fault = classify_text(text, node="n1")
     assert type(fault) is expected
-    assert fault.node == "n1"
+    assert fault is not None
+    assert getattr(fault, "node", None) == "n1"
 
 
 def test_bmaas_prefix_is_exact_wherever_ironic_wraps_it() -> None:
