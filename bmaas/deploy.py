@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable
 from enum import StrEnum
 
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState
 from bmaas.faults import BmaasError, BMCProtocolError, BootFailure, UnsupportedOperation
 from bmaas.retry import RetryingDriver, RetryPolicy
@@ -91,18 +92,20 @@ class DeployReport:
     steps: dict[str, float]
 
 
-class _Deadline:
-    """The deploy's clock: how long each step may take."""
+class _Budget:
+    """The deploy's share of the caller's :class:`~bmaas.deadline.Deadline`,
+    read step by step: how long each step may take, and the retry policy it
+    runs under (never past the deadline)."""
 
-    def __init__(self, node: str, policy: RetryPolicy, total: float) -> None:
+    def __init__(self, node: str, policy: RetryPolicy, deadline: Deadline, total: float) -> None:
         self.node = node
         self.policy = policy
-        self.clock = policy.clock
-        self.end = self.clock() + total
+        self.clock = deadline.clock
+        self.deadline = deadline
         self.total = total
 
     def left(self, step: Step) -> float:
-        remaining = self.end - self.clock()
+        remaining = self.deadline.left()
         if remaining <= 0:
             raise BootFailure(
                 f"deploy deadline of {self.total:g}s exceeded before {step}",
@@ -125,15 +128,19 @@ def deploy_node(
     policy: RetryPolicy | None = None,
     ready: ReadyHook | None = None,
     before_step: Callable[[Step], None] | None = None,
+    deadline: Deadline | None = None,
 ) -> DeployReport:
     """Deploy ``driver``'s node; raise the typed fault that stopped it.
 
-    ``before_step`` is called before each step (the provisioner checks its
-    leases there and stops if it lost one).
+    The deploy ends by ``deadline`` (the request's) and never takes more than
+    ``settings.deadline`` of it. ``before_step`` is called before each step
+    (the provisioner checks its leases and the cancellation token there).
     """
     policy = policy or RetryPolicy()
     clock = policy.clock
-    budget = _Deadline(driver.node, policy, settings.deadline)
+    given = deadline or Deadline.after(settings.deadline, clock=clock)
+    total = min(settings.deadline, given.left())
+    budget = _Budget(driver.node, policy, given.share(cap=settings.deadline), total)
     timings: dict[str, float] = {}
     state: dict[str, object] = {"method": "pxe", "progress": None}
 
@@ -204,7 +211,7 @@ def deploy_node(
 
 
 def _settle(
-    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Deadline
+    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Budget
 ) -> str | None:
     """Watch the node for the settle window: it must stay on and, where
     reported, BootProgress must reach the OS. Returns the last progress."""
@@ -241,7 +248,7 @@ def _settle(
 
 
 def _await_ready(
-    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Deadline
+    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Budget
 ) -> None:
     clock, sleep = budget.clock, budget.policy.sleep
     start = clock()
@@ -273,9 +280,15 @@ def undeploy_node(
     *,
     policy: RetryPolicy | None = None,
     power_timeout: float = 60.0,
+    deadline: Deadline | None = None,
 ) -> None:
-    """Power the node off and eject any virtual media. Idempotent."""
-    rd = RetryingDriver(driver, policy or RetryPolicy())
+    """Power the node off and eject any virtual media. Idempotent. Ends by
+    ``deadline`` when one is given."""
+    policy = policy or RetryPolicy()
+    if deadline is not None:
+        power_timeout = min(power_timeout, deadline.left())
+        policy = policy.replace(deadline=min(policy.deadline, deadline.left()))
+    rd = RetryingDriver(driver, policy)
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout)
     if driver.supports(Capability.VIRTUAL_MEDIA):
         rd.eject_virtual_media()

@@ -392,20 +392,42 @@ class NoCandidates(BmaasError):
 
 @dataclasses.dataclass(frozen=True)
 class Attempt:
-    """One try of a request on one node, as ``ProvisionFailed`` reports it."""
+    """One entry of a request's history, as ``ProvisionFailed`` reports it:
+    a try on one node that failed (``outcome="failed"``), or a candidate that
+    could not be claimed (``outcome="refused"``: taken meanwhile, in
+    maintenance, not matching). ``decision`` says what the request did next
+    and why (from the policy table)."""
 
     node: str
     fault_code: str
     fault_class: str
     message: str
     elapsed: float
+    outcome: str = "failed"
+    decision: str = ""
 
     @classmethod
-    def from_fault(cls, node: str, fault: BmaasError, elapsed: float) -> Attempt:
-        return cls(node, fault.code, type(fault).__name__, str(fault), elapsed)
+    def from_fault(
+        cls,
+        node: str,
+        fault: BmaasError,
+        elapsed: float,
+        *,
+        outcome: str = "failed",
+        decision: str = "",
+    ) -> Attempt:
+        return cls(node, fault.code, type(fault).__name__, str(fault), elapsed, outcome, decision)
+
+    @property
+    def refused(self) -> bool:
+        return self.outcome == "refused"
 
     def __str__(self) -> str:
-        return f"{self.node}: {self.fault_class} after {self.elapsed:.2f}s ({self.message})"
+        if self.refused:
+            text = f"{self.node}: refused ({self.message})"
+        else:
+            text = f"{self.node}: {self.fault_class} after {self.elapsed:.2f}s ({self.message})"
+        return f"{text} -> {self.decision}" if self.decision else text
 
 
 class ProvisionFailed(BmaasError):
@@ -436,7 +458,10 @@ class ProvisionFailed(BmaasError):
 
     def __str__(self) -> str:
         head = f"request {self.request}" if self.request else "request"
-        text = f"{head} failed after {len(self.attempts)} attempt(s)"
+        tried = [a for a in self.attempts if not a.refused]
+        text = f"{head} failed after {len(tried)} attempt(s)"
+        if len(tried) < len(self.attempts):
+            text += f" and {len(self.attempts) - len(tried)} refused candidate(s)"
         if self.message:
             text += f": {self.message}"
         if self.attempts:

@@ -32,6 +32,7 @@ from bmaas.faults import BmaasError, BMCFault
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
+from bmaas.provision.reclaim import reclaim
 from bmaas.store import HealthChange, Reclaimed, Store
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
@@ -85,7 +86,8 @@ def sync_pass(
 ) -> SyncReport:
     """One pass over every node (or ``names``). See the module docstring."""
     start = clock()
-    reclaimed = store.reclaim_expired()
+    # Nodes taken back from dead clients are powered off before they are used.
+    reclaimed, _cleaned = reclaim(store, driver_factory=factory)
     records = store.require_nodes(names) if names is not None else store.nodes()
     results = run_on_nodes(
         records, _read_power, factory=factory, workers=workers, on_result=on_result, clock=clock

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from bmaas.store.engine import BUSY_TIMEOUT, default_db_path, make_engine, resolve_url
 from bmaas.store.errors import LeaseLost, SchemaOutOfDate, SegmentExhausted, StoreError
 from bmaas.store.health import HealthChange
-from bmaas.store.lifecycle import LifecycleMixin
+from bmaas.store.lifecycle import RECLAIMED, LifecycleMixin
 from bmaas.store.migrate import current_revision, head_revision, run_upgrade
 from bmaas.store.nodes import EnrollReport
 from bmaas.store.owners import DEFAULT_LEASE_TTL, Reclaimed, this_holder
@@ -48,6 +48,7 @@ from bmaas.store.records import (
 __all__ = [
     "DEFAULT_LEASE_TTL",
     "POWER_FAILURE",
+    "RECLAIMED",
     "SYSTEM",
     "Allocation",
     "EnrollReport",

@@ -113,13 +113,16 @@ class HealthMixin(NodesMixin):
         fault: BmaasError,
         *,
         policy: Hysteresis = Hysteresis(),  # noqa: B008 - frozen dataclass
+        context: str | None = None,
     ) -> HealthChange:
         """Count one fault against a node (a failed deploy step, say): after
         ``policy.fault_after`` in a row it goes into maintenance with
         ``policy.fault``, exactly as the sync does. Power state is left alone:
-        this was not a power read."""
+        this was not a power read. ``context`` (``"request web-1"``) prefixes
+        the recorded error, so a maintenance reason names who hit the fault."""
         with self._write() as conn:
-            return self._apply_health(conn, self._node_id(conn, name), name, fault, policy)
+            node_id = self._node_id(conn, name)
+            return self._apply_health(conn, node_id, name, fault, policy, context=context)
 
     def _apply_read(
         self,
@@ -140,6 +143,7 @@ class HealthMixin(NodesMixin):
         policy: Hysteresis,
         *,
         power_read: bool = False,
+        context: str | None = None,
     ) -> HealthChange:
         n = t.nodes
         # FOR UPDATE: on PostgreSQL two syncs must not both count the same streak.
@@ -150,6 +154,8 @@ class HealthMixin(NodesMixin):
         state: PowerState | None = None
         if isinstance(result, BaseException):
             outcome, detail = Outcome.FAULT, str(result)
+            if context:
+                detail = f"{context}: {detail}"
             values["last_error"] = detail
             if power_read:
                 state = PowerState.UNKNOWN  # we no longer know; never "off"

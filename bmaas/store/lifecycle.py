@@ -27,9 +27,12 @@ from bmaas.health import Hysteresis
 from bmaas.store import schema as t
 from bmaas.store.health import HealthMixin
 from bmaas.store.owners import DEFAULT_LEASE_TTL, OwnersMixin, Reclaimed, _owner
-from bmaas.store.records import Owner, OwnerKind, ProvisionState
+from bmaas.store.records import SYSTEM, Owner, OwnerKind, ProvisionState
 
-__all__ = ["LifecycleMixin"]
+__all__ = ["RECLAIMED", "LifecycleMixin"]
+
+#: the fault that holds a reclaimed node out of service until it is cleaned
+RECLAIMED = "reclaimed"
 
 LOG = logging.getLogger(__name__)
 
@@ -43,12 +46,15 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
         *,
         fault: BmaasError | None = None,
         policy: Hysteresis | None = None,
+        context: str | None = None,
     ) -> list[str]:
         """End a failed attempt in one transaction: its node goes back (and
         every port bound to it is unbound, ready for the next attempt), the
         fault is recorded in the node's history and ``last_error``, and, with
         a ``policy``, counted toward putting the node into maintenance.
-        Returns the nodes released. Works on an expired attempt too."""
+        ``context`` (``"request web-1"``) prefixes the recorded error so a
+        maintenance reason names the request. Returns the nodes released.
+        Works on an expired attempt too."""
         with self._write() as conn:
             attempt = self._owner_in(conn, attempt_id)
             self._expect_kind(attempt, OwnerKind.ATTEMPT)
@@ -66,12 +72,13 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
                         data=fault.to_dict(),
                     )
                     if policy is not None:
-                        self._apply_health(conn, ids[name], name, fault, policy)
+                        self._apply_health(conn, ids[name], name, fault, policy, context=context)
                     else:
+                        error = f"{context}: {fault}" if context else str(fault)
                         conn.execute(
                             t.nodes.update()
                             .where(t.nodes.c.id == ids[name])
-                            .values(last_error=str(fault))
+                            .values(last_error=error)
                         )
             return released
 
@@ -194,7 +201,7 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
             owner = self._owner_in(conn, owner_id)
             return self._delete_tree(conn, owner, "deleted")
 
-    def reclaim_expired(self) -> list[Reclaimed]:
+    def reclaim_expired(self, *, needs_cleaning: bool = True) -> list[Reclaimed]:
         """Give back everything held by owners whose lease expired (their
         process died or stopped renewing). Any run may call this; it is one
         transaction and each step is conditional on the lease still being
@@ -202,6 +209,13 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
 
         Moves are rolled back (the source returns to the instance); requests
         and attempts are deleted with their allocations and ports.
+
+        A node given back this way may still be powered on, booting whatever
+        the dead client left on it, so it is marked with the fault
+        :data:`RECLAIMED` (never claimed while marked) until
+        :func:`bmaas.provision.reclaim.clean_reclaimed` has powered it off
+        and ejected its media. ``needs_cleaning=False`` skips the mark (for
+        tests of the store alone).
         """
         o = t.owners
         out: list[Reclaimed] = []
@@ -222,8 +236,12 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
                 why = f"reclaimed: lease expired (holder {owner.holder})"
                 if owner.kind is OwnerKind.MOVE:
                     done = self._abort_move(conn, owner, f"{owner.describe()} {why}")
+                    if needs_cleaning and done.nodes:  # the target it was deploying
+                        self._mark_reclaimed(conn, done.nodes, owner)
                 else:
                     done = self._delete_tree(conn, owner, why)
+                if needs_cleaning and done.nodes:
+                    self._mark_reclaimed(conn, done.nodes, owner)
                 out.append(done)
         for done in out:
             LOG.warning(
@@ -235,6 +253,33 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
                 len(done.ports_detached),
             )
         return out
+
+    def _mark_reclaimed(self, conn: sa.Connection, nodes: list[str], owner: Owner) -> None:
+        n = t.nodes
+        ids = self._node_ids(conn, nodes)
+        for name in nodes:
+            conn.execute(
+                n.update()
+                .where(n.c.id == ids[name], n.c.fault.is_(None))
+                .values(fault=RECLAIMED, fault_at=self._now(), updated_at=self._now())
+            )
+            message = f"needs cleaning (power off, eject media): held by dead {owner.describe()}"
+            self._event(conn, ids[name], "needs_cleaning", message, actor=SYSTEM)
+
+    def clear_reclaimed(self, name: str) -> bool:
+        """The node was cleaned: drop the :data:`RECLAIMED` mark (only that
+        fault; anything set meanwhile stays). Returns whether it was marked."""
+        n = t.nodes
+        with self._write() as conn:
+            node_id = self._node_id(conn, name)
+            result = conn.execute(
+                n.update()
+                .where(n.c.id == node_id, n.c.fault == RECLAIMED)
+                .values(fault=None, fault_at=None, updated_at=self._now())
+            )
+            if result.rowcount == 1:
+                self._event(conn, node_id, "cleaned", "powered off after reclaim", actor=SYSTEM)
+            return bool(result.rowcount)
 
     # -- helpers -----------------------------------------------------------------
 

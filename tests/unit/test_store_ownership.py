@@ -11,6 +11,7 @@ from bmaas.faults import BMCTimeout, InputError, NodeUnavailable, RetryScope
 from bmaas.health import Hysteresis
 from bmaas.store import (
     POWER_FAILURE,
+    RECLAIMED,
     LeaseLost,
     OwnerKind,
     ProvisionState,
@@ -178,8 +179,13 @@ def test_reclaim_gives_back_what_dead_owners_held(
     node = store.node("n01")
     assert node.owner_id is None
     assert node.provision_state is ProvisionState.AVAILABLE  # never stuck "deploying"
-    assert store.events("n01")[-1].kind == "released"
-    assert "reclaimed" in store.events("n01")[-1].message
+    released, marked = store.events("n01")[-2:]
+    assert released.kind == "released"
+    assert "reclaimed" in released.message
+    # still powered on for all we know: held out of service until cleaned
+    assert marked.kind == "needs_cleaning"
+    assert node.fault == RECLAIMED
+    assert not node.claimable
     assert store.node("n02").owner_id == live.id
     assert store.node("n03").owner_id == inst.id  # durable: never reclaimed
     assert store.reclaim_expired() == []

@@ -1,0 +1,439 @@
+"""The embedded backend: bmaas's own store and drivers, nothing to run.
+
+How the seam maps onto the store (see :mod:`bmaas.store.lifecycle`):
+
+==================  ==========================================================
+seam                store
+==================  ==========================================================
+``open``            a REQUEST owner (leased); its ports made once (bmaas-made
+                    created, the user's attached)
+``open_move``       nothing yet: the instance and its ports are the job
+``claim``           an ATTEMPT owner claims the node and the request's ports
+                    bind to it; a move: ``begin_move`` (the move owns the
+                    source, the instance claims the target), in one transaction
+``deploy``          :func:`bmaas.deploy.deploy_node` through the drivers, the
+                    leases and the cancellation token checked before each step
+``diagnose``        the fault itself: drivers already classify exactly
+``release``         power off (unless the BMC itself is the problem), then
+                    ``release_attempt`` / ``abort_move`` in one transaction,
+                    the fault recorded and, per the policy, counted
+                    (:data:`DEPLOY_HEALTH`: two in a row -> maintenance)
+``complete``        ``promote_attempt``; a move: ports to the target, source
+                    powered off, ``finish_move``
+``close``           failure: delete the REQUEST owner (its bmaas-made ports
+                    deleted, the user's detached, any allocation dropped)
+==================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from bmaas.candidates import candidates as find_candidates
+from bmaas.candidates import matches
+from bmaas.deadline import Deadline
+from bmaas.deploy import DeploySettings, ReadyHook, Step, deploy_node, undeploy_node
+from bmaas.driver import BMCDriver, PowerAction
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCTimeout,
+    BMCUnreachable,
+    InputError,
+    NodeUnavailable,
+)
+from bmaas.health import Hysteresis
+from bmaas.lease import LeaseKeeper
+from bmaas.policy import FaultPolicy
+from bmaas.provision.backend import Readiness
+from bmaas.provision.cancel import CancelToken
+from bmaas.provision.reclaim import Cleaned, reclaim
+from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
+from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind, Reclaimed, Store
+from bmaas.store.records import NodeRecord, Owner, PortOrigin, ProvisionState
+
+__all__ = ["DEPLOY_FAILURE", "DEPLOY_HEALTH", "UNDEPLOY_FAILURE", "EmbeddedBackend"]
+
+LOG = logging.getLogger(__name__)
+
+DriverFactory = Callable[[Any], BMCDriver]
+
+#: the fault a node gets after failing deploys in a row. Unlike the sync's
+#: "power failure", good power reads do not clear it: a node that powers fine
+#: but will not boot needs a person (``bmaas maintenance unset``).
+DEPLOY_FAILURE = "deploy failure"
+DEPLOY_HEALTH = Hysteresis(fault_after=2, recover_after=2, fault=DEPLOY_FAILURE)
+#: the fault a node gets when it cannot be powered off as it is given up
+UNDEPLOY_FAILURE = "undeploy failure"
+
+
+def _bmc_cannot_act(fault: BaseException) -> bool:
+    """The BMC itself is the problem (no answer, wrong credentials), or we
+    no longer own the node: powering off would fail or trespass."""
+    return isinstance(fault, BMCTimeout | BMCUnreachable | BMCAuthError | LeaseLost)
+
+
+class EmbeddedBackend:
+    """The :class:`~bmaas.provision.backend.Backend` over a :class:`Store`.
+
+    Starting it reclaims what dead clients left (and cleans those nodes);
+    :meth:`close` stops lease renewal.
+    """
+
+    name = "embedded"
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        driver_factory: DriverFactory,
+        policy: RetryPolicy | None = None,
+        settings: DeploySettings = DeploySettings(),  # noqa: B008 - frozen dataclass
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        health: Hysteresis = DEPLOY_HEALTH,
+        ready: ReadyHook | None = None,
+        keep_leases: bool = True,
+    ) -> None:
+        self.store = store
+        self.driver_factory = driver_factory
+        self.policy = policy or RetryPolicy()
+        self.settings = settings
+        self.lease_ttl = lease_ttl
+        self.health = health
+        self.ready = ready
+        self.keeper = LeaseKeeper(store, ttl=lease_ttl).start() if keep_leases else None
+        # What a killed client left behind goes back, cleaned, before we pick nodes.
+        self.reclaimed: list[Reclaimed]
+        self.cleaned: Cleaned
+        self.reclaimed, self.cleaned = reclaim(
+            store,
+            driver_factory=driver_factory,
+            policy=self.policy,
+            power_timeout=settings.power_timeout,
+        )
+        for done in self.reclaimed:
+            LOG.warning("reclaimed from a dead client: %s", done)
+
+    def close_backend(self) -> None:
+        if self.keeper is not None:
+            self.keeper.close()
+
+    # -- leases ----------------------------------------------------------------------
+
+    def _own(self, kind: OwnerKind, **kw: Any) -> Owner:
+        owner = self.store.create_owner(kind, ttl=self.lease_ttl, **kw)
+        if self.keeper is not None:
+            self.keeper.add(owner.id)
+        return owner
+
+    def _disown(self, owner_id: str | None) -> None:
+        if self.keeper is not None and owner_id:
+            self.keeper.discard(owner_id)
+
+    def _check(self, owner_ids: Sequence[str], cancel: CancelToken) -> Callable[[Step], None]:
+        def check(step: Step) -> None:
+            cancel.check(in_flight=True)
+            if self.keeper is None:
+                return
+            for lost in self.keeper.lost:
+                if lost.owner in owner_ids:
+                    raise lost
+
+        return check
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def open(self, request: Request, *, among: Sequence[str] | None = None) -> Job:
+        owner = self._own(OwnerKind.REQUEST, name=request.name, data=request.to_data())
+        try:
+            ports = [self.store.attach_port(pid, owner.id) for pid in request.ports]
+            if request.network:
+                ports.append(
+                    self.store.create_port(
+                        request.network,
+                        owner_id=owner.id,
+                        created_by=PortOrigin.BMAAS,
+                        name=f"{request.name}-port",
+                    )
+                )
+        except BaseException:
+            self._disown(owner.id)
+            with contextlib.suppress(BmaasError):
+                self.store.delete_owner(owner.id)
+            raise
+        chosen = tuple(among) if among is not None else None
+        return Job(request, tuple(p.id for p in ports), among=chosen, handle=owner.id)
+
+    def open_move(self, instance: str, *, to: str | None = None) -> Job:
+        inst = self.instance(instance)
+        held = self.store.allocations(owner_id=inst.id)
+        if len(held) != 1:
+            raise InputError(f"instance {instance!r} holds {len(held)} nodes, not 1")
+        ports = tuple(p.id for p in self.store.ports(owner_id=inst.id))
+        return Job(inst.request(), ports, moving=inst, among=(to,) if to else None)
+
+    def close(self, job: Job, *, succeeded: bool) -> None:
+        if job.handle is None:
+            return
+        self._disown(job.handle)
+        if not succeeded:
+            with contextlib.suppress(BmaasError):  # gone already: reclaimed or promoted
+                cleanup = self.store.delete_owner(job.handle)
+                LOG.info("%s: cleaned up %s", job.label, cleanup)
+
+    # -- attempts ----------------------------------------------------------------------
+
+    def candidates(self, job: Job, *, exclude: Collection[str]) -> list[str]:
+        if job.among is not None:
+            return [n for n in job.among if n not in exclude]
+        request = job.request
+        names = find_candidates(
+            self.store,
+            resource_class=request.resource_class,
+            properties=request.properties,
+            exclude=exclude,
+        )
+        if not request.traits:
+            return names
+        keep = {r.name for r in self.store.nodes(names) if _has_traits(r, request)}
+        return [n for n in names if n in keep]
+
+    def claim(self, job: Job, node: str, *, number: int) -> Claim:
+        record = self.store.node(node)
+        request = job.request
+        if not (
+            matches(record, request.resource_class, request.properties)
+            and _has_traits(record, request)
+        ):
+            raise NodeUnavailable(
+                node=node,
+                reason=f"does not match resource class {request.resource_class!r}, "
+                f"properties {dict(request.properties)}, traits {list(request.traits)}",
+            )
+        if job.moving is not None:
+            move = self.store.begin_move(
+                job.moving.id, node, ttl=self.lease_ttl, name=f"{job.label}/{number}"
+            )
+            if self.keeper is not None:
+                self.keeper.add(move.id)
+            return Claim(job, node, number, handle=move.id)
+        attempt = self._own(
+            OwnerKind.ATTEMPT, name=f"{request.name}/{number}", parent_id=job.handle
+        )
+        try:
+            self.store.claim(node, attempt.id, provision_state=ProvisionState.DEPLOYING)
+            for port in job.ports:
+                self.store.bind_port(port, node)
+        except BaseException:
+            self._disown(attempt.id)
+            with contextlib.suppress(BmaasError):
+                self.store.delete_owner(attempt.id)
+            raise
+        return Claim(job, node, number, handle=attempt.id)
+
+    def deploy(self, claim: Claim, *, deadline: Deadline, cancel: CancelToken) -> Deployed:
+        settings = dataclasses.replace(self.settings, image_url=claim.job.request.image_url)
+        owners = [claim.handle, claim.job.handle or ""]
+        driver = self.driver_factory(self.store.node(claim.node))
+        try:
+            report = deploy_node(
+                driver,
+                settings=settings,
+                policy=self.policy,
+                ready=self.ready,
+                before_step=self._check(owners, cancel),
+                deadline=deadline,
+            )
+        finally:
+            driver.close()
+        return Deployed(claim.node, report.boot_method, report.steps)
+
+    def diagnose(self, claim: Claim, error: BmaasError) -> BmaasError:
+        return error  # bmaas's drivers classify at their edge already
+
+    def release(self, claim: Claim, fault: BmaasError, policy: FaultPolicy) -> None:
+        self._power_off_after_failure(claim.node, fault)
+        self._disown(claim.handle)
+        counted = self.health if policy.counts_for_health else None
+        context = f"request {claim.job.label}"
+        try:
+            if claim.job.moving is not None:
+                self.store.abort_move(claim.handle)
+                self._rebind(claim.job.ports, claim.job.moving.node)
+                if counted is not None:
+                    self.store.record_fault(claim.node, fault, policy=counted, context=context)
+                else:
+                    self.store.add_event(claim.node, "attempt_failed", f"{context}: {fault}")
+            else:
+                self.store.release_attempt(
+                    claim.handle, fault=fault, policy=counted, context=context
+                )
+        except LeaseLost:
+            LOG.warning("%s: attempt on %s was already reclaimed", claim.job.label, claim.node)
+
+    def _power_off_after_failure(self, node: str, fault: BaseException) -> None:
+        """Power off a node whose deploy failed half-way, once, best effort,
+        so it does not sit booting an installer. Skipped when its BMC is the
+        problem: it could not act anyway."""
+        if _bmc_cannot_act(fault):
+            return
+        try:
+            driver = self.driver_factory(self.store.node(node))
+        except BmaasError as exc:
+            LOG.info("%s: no driver to power off after a failed deploy: %s", node, exc)
+            return
+        try:
+            driver.request_power(PowerAction.OFF)
+        except BmaasError as exc:
+            LOG.info("%s: could not power off after a failed deploy: %s", node, exc)
+        finally:
+            driver.close()
+
+    def complete(self, claim: Claim, deployed: Deployed) -> Instance:
+        job = claim.job
+        if job.moving is not None:
+            return self._finish_move(claim)
+        request = job.request
+        owner = self.store.promote_attempt(
+            claim.handle,
+            instance_name=request.instance_name or request.name,
+            data={
+                **request.to_data(),
+                "request": request.name,
+                "boot_method": deployed.boot_method,
+            },
+        )
+        self._disown(claim.handle)
+        self._disown(job.handle)
+        return self._instance(owner)
+
+    def _finish_move(self, claim: Claim) -> Instance:
+        job = claim.job
+        assert job.moving is not None
+        assert job.moving.node is not None
+        source = job.moving.node
+        self._rebind(job.ports, claim.node)
+        old = self.driver_factory(self.store.node(source))
+        fenced: BmaasError | None = None
+        try:
+            RetryingDriver(old, self.policy).set_power_state(
+                PowerAction.OFF, wait=True, timeout=self.settings.power_timeout
+            )
+        except BmaasError as fault:
+            LOG.warning("%s: could not power off the move's source: %s", source, fault)
+            fenced = fault
+        finally:
+            old.close()
+        self.store.finish_move(claim.handle)
+        self._disown(claim.handle)
+        self.store.set_provision_state(claim.node, ProvisionState.ACTIVE, owner_id=job.moving.id)
+        if fenced is not None:
+            self.store.set_fault(source, UNDEPLOY_FAILURE, reason=str(fenced))
+        return self.instance(job.moving.id)
+
+    def _rebind(self, ports: Sequence[str], node: str | None) -> None:
+        for port in ports:
+            try:
+                self.store.unbind_port(port)
+                if node is not None:
+                    self.store.bind_port(port, node)
+            except BmaasError as exc:
+                LOG.error("port %s: could not go to %s: %s", port, node, exc)
+
+    # -- instances -----------------------------------------------------------------------
+
+    def _instance(self, owner: Owner) -> Instance:
+        held = self.store.allocations(owner_id=owner.id)
+        node = held[0].node if held else None
+        state = str(self.store.node(node).provision_state) if node else None
+        return Instance(owner.id, owner.name or owner.id, node, dict(owner.data), state)
+
+    def instances(self) -> list[Instance]:
+        return [self._instance(o) for o in self.store.owners(kind=OwnerKind.INSTANCE)]
+
+    def instance(self, name_or_id: str) -> Instance:
+        for owner in self.store.owners(kind=OwnerKind.INSTANCE):
+            if name_or_id in (owner.id, owner.name):
+                return self._instance(owner)
+        raise InputError(f"no instance {name_or_id!r}", field="INSTANCE")
+
+    def undeploy(self, instance: str, *, deadline: Deadline) -> list[str]:
+        inst = self.instance(instance)
+        nodes = [a.node for a in self.store.allocations(owner_id=inst.id)]
+        for node in nodes:
+            driver = self.driver_factory(self.store.node(node))
+            try:
+                undeploy_node(
+                    driver,
+                    policy=self.policy,
+                    power_timeout=self.settings.power_timeout,
+                    deadline=deadline,
+                )
+            except BmaasError as fault:
+                LOG.warning("%s: undeploy failed: %s", node, fault)
+                self.store.delete_owner(inst.id)
+                self.store.set_fault(node, UNDEPLOY_FAILURE, reason=str(fault))
+                return nodes
+            finally:
+                driver.close()
+        self.store.delete_owner(inst.id)
+        return nodes
+
+    # -- maintenance -------------------------------------------------------------------
+
+    def set_maintenance(self, node: str, *, reason: str, by: str) -> None:
+        self.store.set_maintenance(node, reason=reason, by=by)
+
+    def holder(self, node: str) -> Instance | None:
+        rec = self.store.node(node)
+        if rec.owner_kind is not OwnerKind.INSTANCE or rec.owner_id is None:
+            return None
+        return self.instance(rec.owner_id)
+
+    def readiness(self, node: str) -> Readiness:
+        return readiness(self.store, node)
+
+
+def _has_traits(record: NodeRecord, request: Request) -> bool:
+    """Traits (Ironic's word) match a node's ``traits`` property: all of the
+    request's must be there."""
+    have = record.properties.get("traits") or ()
+    return set(request.traits) <= set(have)
+
+
+def readiness(store: Store, node: str) -> Readiness:
+    """Is the node ready for work on it: in maintenance and holding nothing?"""
+    rec = store.node(node)
+    allocation = store.allocation(node)
+    holds: list[str] = []
+    if allocation is not None:
+        owner = allocation.owner
+        text = f"held by {owner.describe()}"
+        if owner.lease_expires_at is not None:
+            left = owner.lease_expires_at - store.clock()
+            text += f", holder {owner.holder}, lease " + (
+                f"expires in {left:.0f}s" if left > 0 else "expired (reclaimed by the next run)"
+            )
+        holds.append(text)
+    holds += [f"port {p.id[:8]} bound ({p.ip_address})" for p in store.ports(node=node)]
+    if not rec.maintenance:
+        why = "not in maintenance: it may be claimed at any time"
+    elif holds:
+        why = "; ".join(holds)
+    else:
+        why = f"maintenance by {rec.maintenance_by}: {rec.maintenance_reason}; holds nothing"
+    return Readiness(
+        node=node,
+        ready=rec.maintenance and not holds,
+        maintenance=rec.maintenance,
+        maintenance_by=rec.maintenance_by,
+        reason=rec.maintenance_reason,
+        fault=rec.fault,
+        held_by=tuple(holds),
+        detail=why,
+    )

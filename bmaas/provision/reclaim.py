@@ -1,0 +1,110 @@
+"""Reclaim cleans: a node taken back from a dead client is powered off (and
+its virtual media ejected) before anyone may claim it again.
+
+::
+
+    dead client's lease expires
+          │
+          ▼
+    store.reclaim_expired()   allocation dropped, node marked fault="reclaimed"
+          │                   (one transaction; never claimable while marked)
+          ▼
+    clean_reclaimed()         power off + eject, through bmaas.retry
+          ├── ok ──────────▶  mark cleared: available, and off
+          └── fault ───────▶  fault="cleaning failure", in maintenance, with
+                              the reason (a person looks before it is used)
+
+Every run that reclaims (a provisioner starting, each ``bmaas sync`` pass)
+cleans through :func:`reclaim`, so a node is never handed out still running
+what a dead deploy left on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bmaas.deadline import Deadline
+from bmaas.deploy import undeploy_node
+from bmaas.driver import BMCDriver
+from bmaas.faults import BmaasError
+from bmaas.retry import RetryPolicy
+from bmaas.store import RECLAIMED, Reclaimed, Store
+
+__all__ = ["CLEANING_FAILURE", "Cleaned", "clean_reclaimed", "reclaim"]
+
+LOG = logging.getLogger(__name__)
+
+#: the fault a reclaimed node gets when it could not be powered off
+CLEANING_FAILURE = "cleaning failure"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cleaned:
+    """What cleaning did: nodes now off and available, nodes fenced (and why)."""
+
+    cleaned: tuple[str, ...] = ()
+    fenced: tuple[tuple[str, str], ...] = ()
+
+
+def clean_reclaimed(
+    store: Store,
+    *,
+    driver_factory: Callable[[Any], BMCDriver],
+    policy: RetryPolicy | None = None,
+    power_timeout: float = 60.0,
+    deadline: Deadline | None = None,
+    nodes: Sequence[str] | None = None,
+) -> Cleaned:
+    """Power off and eject every node marked :data:`~bmaas.store.RECLAIMED`
+    (or those of ``nodes`` that are); clear the mark on success, fence the
+    node into maintenance with :data:`CLEANING_FAILURE` and the reason on failure."""
+    marked = [n.name for n in store.nodes(nodes, fault=RECLAIMED)]
+    cleaned: list[str] = []
+    fenced: list[tuple[str, str]] = []
+    for name in marked:
+        try:
+            driver = driver_factory(store.node(name))
+        except BmaasError as exc:  # no credentials, no driver: cannot clean it
+            fenced.append((name, _fence(store, name, exc)))
+            continue
+        try:
+            undeploy_node(driver, policy=policy, power_timeout=power_timeout, deadline=deadline)
+        except BmaasError as exc:
+            fenced.append((name, _fence(store, name, exc)))
+            continue
+        finally:
+            driver.close()
+        if store.clear_reclaimed(name):
+            cleaned.append(name)
+    return Cleaned(tuple(cleaned), tuple(fenced))
+
+
+def _fence(store: Store, name: str, exc: BmaasError) -> str:
+    reason = f"reclaimed from a dead client, could not power off: {exc}"
+    LOG.warning("%s: %s", name, reason)
+    store.set_fault(name, CLEANING_FAILURE, reason=reason)
+    return reason
+
+
+def reclaim(
+    store: Store,
+    *,
+    driver_factory: Callable[[Any], BMCDriver],
+    policy: RetryPolicy | None = None,
+    power_timeout: float = 60.0,
+    deadline: Deadline | None = None,
+) -> tuple[list[Reclaimed], Cleaned]:
+    """Take back what dead owners held, then clean the nodes (and any node a
+    previous run marked but could not clean before it stopped)."""
+    reclaimed = store.reclaim_expired()
+    cleaned = clean_reclaimed(
+        store,
+        driver_factory=driver_factory,
+        policy=policy,
+        power_timeout=power_timeout,
+        deadline=deadline,
+    )
+    return reclaimed, cleaned
