@@ -31,9 +31,11 @@ import openstack.connection
 from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
 
+from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable, RetryScope
+from bmaas.retry import RetryPolicy, retrying
 
-__all__ = ["Api", "IronicUnavailable", "connect", "map_errors"]
+__all__ = ["Api", "IronicBusy", "IronicUnavailable", "connect", "map_errors"]
 
 T = TypeVar("T")
 
@@ -49,6 +51,19 @@ class IronicUnavailable(BmaasError):
     code = "ironic_unavailable"
     retry = RetryScope.NEVER
     summary = "Ironic API unavailable"
+
+
+class IronicBusy(BMCBusy):
+    """Ironic said "later" about a node: 409 (the conductor holds the node's
+    lock), a reservation that lost a race for the lock, or Ironic's own
+    database being busy (SQLite's "database is locked", 503). Retried on the
+    spot with :mod:`bmaas.retry`'s busy backoff, within the caller's deadline."""
+
+    summary = "Ironic busy"
+
+
+#: 5xx answers that mean "later", not "broken"
+_BUSY_5XX = ("database is locked", "ServiceUnavailable", "Service Unavailable")
 
 
 def connect(cloud: str | None = None, **options: Any) -> openstack.connection.Connection:
@@ -77,7 +92,8 @@ def map_errors(what: str, *, node: str | None = None) -> Iterator[None]:
     ====================  ==========================  ===========================================
     Ironic said           fault                       why
     ====================  ==========================  ===========================================
-    409 (node locked)     ``BMCBusy`` "409"           the conductor holds the node's lock: later
+    409 (node locked)     ``IronicBusy`` "409"        the conductor holds the node's lock: later
+    503, db locked        ``IronicBusy``              Ironic's database is busy: later
     404                   ``NodeUnavailable``         the node/allocation went away under us
     400                   ``InputError``              our request was wrong (bad trait, state)
     other 4xx/5xx         ``IronicUnavailable``       Ironic itself is in trouble: stop
@@ -89,32 +105,56 @@ def map_errors(what: str, *, node: str | None = None) -> Iterator[None]:
     except BmaasError:
         raise
     except sdk_exc.ConflictException as exc:
-        raise BMCBusy(f"Ironic: {exc}", node=node, operation=what, status="409") from exc
+        raise IronicBusy(f"Ironic: {exc}", node=node, operation=what, status="409") from exc
     except sdk_exc.NotFoundException as exc:
         raise NodeUnavailable(f"{what}: not found: {exc}") from exc
     except sdk_exc.BadRequestException as exc:
         raise InputError(f"Ironic refused {what}: {exc}") from exc
     except sdk_exc.HttpException as exc:
+        if _status(exc) == 503 or any(m in str(exc) for m in _BUSY_5XX):
+            raise IronicBusy(
+                f"Ironic: {exc}", node=node, operation=what, status=str(_status(exc))
+            ) from exc
         raise IronicUnavailable(f"{what}: HTTP {_status(exc)}: {exc}") from exc
     except (sdk_exc.SDKException, ks_exc.ClientException) as exc:
         raise IronicUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 class Api:
-    """The baremetal proxy with every call mapped and counted."""
+    """The baremetal proxy with every call mapped, counted, and retried while
+    Ironic says "later" (:class:`IronicBusy`) through :mod:`bmaas.retry`, within
+    the caller's deadline (else ``busy`` 's own)."""
 
-    def __init__(self, conn: openstack.connection.Connection) -> None:
+    def __init__(
+        self, conn: openstack.connection.Connection, *, busy: RetryPolicy | None = None
+    ) -> None:
         self.conn = conn
         self.bm = conn.baremetal
+        self.busy = busy or RetryPolicy(
+            deadline=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0
+        )
         self._lock = threading.Lock()
         self.calls: collections.Counter[str] = collections.Counter()
 
     def call(
-        self, what: str, fn: Callable[..., T], *args: Any, node: str | None = None, **kwargs: Any
+        self,
+        what: str,
+        fn: Callable[..., T],
+        *args: Any,
+        node: str | None = None,
+        deadline: Deadline | None = None,
+        **kwargs: Any,
     ) -> T:
-        """``fn(*args, **kwargs)`` as one counted, mapped API call. A call
-        that returns a generator (``nodes()``) is drained here, so the count
-        and the mapping cover the HTTP request."""
+        """``fn(*args, **kwargs)`` as one mapped API call, counted per try. A
+        call that returns a generator (``nodes()``) is drained here, so the
+        count and the mapping cover the HTTP requests."""
+        policy = self.busy if deadline is None else self.busy.replace(deadline=deadline.left())
+        for attempt in retrying(policy, idempotent=True):
+            with attempt:
+                result = self._once(what, fn, args, kwargs, node)
+        return result
+
+    def _once(self, what: str, fn: Callable[..., T], args: Any, kwargs: Any, node: str | None) -> T:
         with self._lock:
             self.calls[what] += 1
         with map_errors(what, node=node):

@@ -52,8 +52,8 @@ from bmaas.faults import BmaasError, BMCTimeout, InputError, NodeUnavailable
 from bmaas.policy import FaultPolicy
 from bmaas.provision.cancel import CancelToken
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
-from bmaas.retry import RetryPolicy, retrying
-from drivers.ironic_backend.api import Api
+from bmaas.retry import retrying
+from drivers.ironic_backend.api import Api, IronicBusy
 from drivers.ironic_backend.classify import Evidence, classify, recent_errors
 from drivers.ironic_backend.instances import InstancesMixin
 from drivers.ironic_backend.ports import PortEntry, PortLedger
@@ -103,7 +103,6 @@ class IronicBackend(InstancesMixin):
         poll: float = 1.0,
         allocation_timeout: float = 30.0,
         teardown_timeout: float = 120.0,
-        locked_retry: RetryPolicy | None = None,
         sleep: _clock.SleepFn = _clock.sleep,
         clock: _clock.ClockFn = _clock.monotonic,
     ) -> None:
@@ -113,10 +112,6 @@ class IronicBackend(InstancesMixin):
         self.poll = poll
         self.allocation_timeout = allocation_timeout
         self.teardown_timeout = teardown_timeout
-        # 409 "node locked": the conductor is busy with the node; BMCBusy's backoff fits
-        self.locked_retry = locked_retry or RetryPolicy(
-            max_attempts=20, busy_initial=1.0, busy_max=5.0, sleep=sleep, clock=clock
-        )
         self.sleep = sleep
         self.clock = clock
         self.ports = PortLedger()
@@ -187,18 +182,14 @@ class IronicBackend(InstancesMixin):
         if resource_class is None:
             found = self.api.call("node.get", self.api.bm.get_node, node, node=node)
             resource_class = found.resource_class
-        allocation = self.api.call(
-            "allocation.create",
-            self.api.bm.create_allocation,
-            resource_class=resource_class,
-            traits=list(request.traits) or None,
-            candidate_nodes=[node],
-            extra={"bmaas_request": job.label, "bmaas_attempt": number},
-        )
-        allocation = self._settle_allocation(allocation.id, node)
-        if allocation.state != "active" or not allocation.node_id:
-            self._delete_allocation(allocation.id, node)
-            raise NodeUnavailable(node=node, reason=allocation.last_error or allocation.state)
+        extra = {"bmaas_request": job.label, "bmaas_attempt": number}
+        policy = self.api.busy.replace(deadline=self.allocation_timeout, max_attempts=3)
+        try:
+            for attempt in retrying(policy, idempotent=True):
+                with attempt:
+                    allocation = self._allocate(node, resource_class, request.traits, extra)
+        except IronicBusy as busy:  # still locked, or taken meanwhile: the next candidate
+            raise NodeUnavailable(node=node, reason=busy.message) from busy
         state: JobState = job.handle
         for port in state.ports:
             self.api.call(
@@ -211,6 +202,29 @@ class IronicBackend(InstancesMixin):
         return Claim(
             job, node, number, ClaimState(allocation.id, allocation.node_id, allocation.created_at)
         )
+
+    def _allocate(
+        self, node: str, resource_class: str, traits: Sequence[str], extra: dict[str, Any]
+    ) -> Any:
+        """One allocation restricted to ``node``: active, or deleted and
+        refused. Losing the node's lock to a periodic task at reservation
+        ("filtered out during reservation") is :class:`IronicBusy`, retried."""
+        allocation = self.api.call(
+            "allocation.create",
+            self.api.bm.create_allocation,
+            resource_class=resource_class,
+            traits=list(traits) or None,
+            candidate_nodes=[node],
+            extra=extra,
+        )
+        allocation = self._settle_allocation(allocation.id, node)
+        if allocation.state == "active" and allocation.node_id:
+            return allocation
+        self._delete_allocation(allocation.id, node)
+        why = allocation.last_error or allocation.state
+        if "filtered out during reservation" in str(why):
+            raise IronicBusy(f"lost the race for the node's lock: {why}", node=node)
+        raise NodeUnavailable(node=node, reason=why)
 
     def _settle_allocation(self, allocation_id: str, node: str) -> Any:
         deadline = Deadline.after(self.allocation_timeout, clock=self.clock)
@@ -378,13 +392,9 @@ class IronicBackend(InstancesMixin):
                 return current
 
     def _locked(self, what: str, node: str, deadline: Deadline, fn: Any) -> Any:
-        """One API call, retried on 409 (node locked) with bmaas.retry's busy
-        backoff until ``deadline``; then the BMCBusy is raised."""
-        policy = self.locked_retry.replace(deadline=deadline.left())
-        for attempt in retrying(policy, idempotent=True):
-            with attempt:
-                result = self.api.call(what, fn, node=node)
-        return result
+        """One API call, retried on 409 (node locked) and Ironic's busy answers
+        until ``deadline``; then the :class:`IronicBusy` is raised."""
+        return self.api.call(what, fn, node=node, deadline=deadline)
 
     def _quiet(self, what: str, node: str, fn: Any, *args: Any, **kwargs: Any) -> None:
         try:
