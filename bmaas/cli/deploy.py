@@ -12,11 +12,13 @@ import click
 import yaml
 
 from bmaas.cli.app import App, emit, pass_app, progress, table
+from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
+from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings
 from bmaas.driver import DEFAULT_DEADLINE
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
-from bmaas.provision import Provisioned, Provisioner, Request
+from bmaas.provision import CancelToken, Provisioned, Provisioner, Request, status_of
 from bmaas.retry import RetryPolicy
 from bmaas.store import OwnerKind
 
@@ -37,7 +39,7 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             type=click.FloatRange(min=1),
             default=900.0,
             show_default=True,
-            help="Seconds a request may take, every attempt included.",
+            help="Seconds the whole command may take, every request and attempt included.",
         ),
         click.option(
             "--bmc-deadline",
@@ -74,6 +76,7 @@ def make_provisioner(
     bmc_deadline: float,
     power_timeout: float,
     settle: float,
+    cancel: CancelToken | None = None,
 ) -> Provisioner:
     settings = DeploySettings(
         power_timeout=power_timeout,
@@ -88,6 +91,7 @@ def make_provisioner(
         settings=settings,
         max_attempts=max_attempts,
         deadline=deadline,
+        cancel=cancel,
     )
 
 
@@ -106,6 +110,7 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
         return {
             "request": result.request,
             "ok": True,
+            "status": status_of(result),
             "instance": result.instance,
             "node": result.node,
             "attempts": len(result.attempts) + 1,
@@ -117,9 +122,10 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     return {
         "request": result.request,
         "ok": False,
+        "status": status_of(result),
         "instance": None,
         "node": None,
-        "attempts": len(result.attempts),
+        "attempts": len([a for a in result.attempts if not a.refused]),
         "faults": [a.fault_code for a in result.attempts],
         "elapsed": round(sum(a.elapsed for a in result.attempts), 3),
         "error": f"{type(cause).__name__}: {cause}" if cause else str(result),
@@ -200,11 +206,15 @@ def deploy(
         for i in range(1, count + 1)
     ]
     start = time.monotonic()
+    budget = Deadline.after(limits["deadline"])
     with (
-        make_provisioner(app, **limits) as provisioner,
+        interruptible() as token,
+        make_provisioner(app, cancel=token, **limits) as provisioner,
         progress(count, "deploying", quiet=as_json) as tick,
     ):
-        results = provisioner.provision_many(requests, workers=workers, on_result=lambda _: tick())
+        results = provisioner.provision_many(
+            requests, workers=workers, on_result=lambda _: tick(), deadline=budget
+        )
     rows = [_row(r) for r in results]
     failed = [r for r in rows if not r["ok"]]
     elapsed = time.monotonic() - start
@@ -219,7 +229,7 @@ def deploy(
             [
                 (
                     r["request"],
-                    r["node"] or "FAILED",
+                    r["node"] or r["status"].upper(),
                     r["attempts"],
                     ",".join(r["faults"]),
                     f"{r['elapsed']:.1f}s",
@@ -229,9 +239,13 @@ def deploy(
             ],
             ["request", "node", "attempts", "faults seen", "time", "error"],
         )
+        not_started = sum(1 for r in rows if r["status"] == "not started")
+        tail = f" ({not_started} not started)" if not_started else ""
         click.echo(
-            f"{len(rows) - len(failed)} deployed, {len(failed)} failed in {elapsed:.1f}s", err=True
+            f"{len(rows) - len(failed)} deployed, {len(failed)} failed{tail} in {elapsed:.1f}s",
+            err=True,
         )
+    exit_if_interrupted(ctx, token)
     if failed:
         ctx.exit(EXIT_FAILURE)
 
@@ -245,20 +259,23 @@ def deploy(
 def undeploy(
     ctx: click.Context, app: App, instances: Sequence[str], all_instances: bool, **limits: Any
 ) -> None:
-    """Power off INSTANCE...'s nodes, eject media, release nodes and ports."""
-    store = app.store()
+    """Power off INSTANCE...'s nodes, eject media, release nodes and ports.
+
+    SIGINT/SIGTERM: the instance in hand is finished, the rest are reported
+    "not started", exit 130/143."""
     if all_instances == bool(instances):
         raise InputError("name instances or give --all", field="INSTANCE")
-    names = (
-        [o.name or o.id for o in store.owners(kind=OwnerKind.INSTANCE)]
-        if all_instances
-        else list(instances)
-    )
+    store = app.store()
+    budget = Deadline.after(limits["deadline"])
     failed = 0
-    with make_provisioner(app, **limits) as provisioner:
+    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+        names = [i.name for i in provisioner.instances()] if all_instances else list(instances)
         for name in names:
+            if token.cancelled:
+                click.echo(f"{name}  not started  ({token.reason})")
+                continue
             try:
-                nodes = provisioner.undeploy(name)
+                nodes = provisioner.undeploy(name, deadline=budget)
             except BmaasError as exc:
                 failed += 1
                 click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
@@ -266,6 +283,7 @@ def undeploy(
             faults = [n for n in nodes if store.node(n).fault]
             note = f" (fenced: {', '.join(faults)} could not be powered off)" if faults else ""
             click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
+    exit_if_interrupted(ctx, token)
     if failed:
         ctx.exit(EXIT_FAILURE)
 
@@ -275,15 +293,28 @@ def undeploy(
 @click.option("--to", "target", default=None, help="Move to this node (default: best candidate).")
 @provisioner_options
 @pass_app
-def move(app: App, instance_name: str, target: str | None, **limits: Any) -> None:
+@click.pass_context
+def move(
+    ctx: click.Context, app: App, instance_name: str, target: str | None, **limits: Any
+) -> None:
     """Re-deploy INSTANCE onto another node. The source is given back only
-    once the target is up; if the target fails, the instance keeps its node."""
-    with make_provisioner(app, **limits) as provisioner:
-        moved = provisioner.move(instance_name, to=target)
-    tried = "".join(f"; {a.node} failed: {a.fault_class}" for a in moved.attempts)
+    once the target is up; if the target fails, the instance keeps its node.
+    Exit 1 with every candidate's story when no target worked."""
+    budget = Deadline.after(limits["deadline"])
+    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+        try:
+            moved = provisioner.move(instance_name, to=target, deadline=budget)
+        except ProvisionFailed as exc:
+            click.echo(f"{instance_name}: not moved: {exc.message}")
+            for attempt in exc.attempts:
+                click.echo(f"  {attempt}")
+            exit_if_interrupted(ctx, token)
+            ctx.exit(EXIT_FAILURE)
+    tried = "".join(f"; {a}" for a in moved.attempts)
     click.echo(
         f"{moved.instance}: moved {moved.source} -> {moved.target} in {moved.elapsed:.1f}s{tried}"
     )
+    exit_if_interrupted(ctx, token)
 
 
 @click.group("instance")

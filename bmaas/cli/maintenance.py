@@ -22,11 +22,14 @@ from bmaas.cli.app import (
     whoami,
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
+from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
-from bmaas.faults import BmaasError
+from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
-from bmaas.store import NodeRecord, OwnerKind, Store
+from bmaas.provision.embedded import readiness
+from bmaas.provision.maintenance import evacuate as evacuate_nodes
+from bmaas.store import NodeRecord
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 
 __all__ = ["maintenance", "sync"]
@@ -62,33 +65,36 @@ def maintenance_set(
     """Put NODE... into maintenance: never claimed while there."""
     store = app.store()
     store.require_nodes(nodes)
-    for name in nodes:
-        rec = store.set_maintenance(name, reason=reason, by=by or whoami())
-        held = (
-            f"; still held by {rec.owner_kind} {rec.owner_name or rec.owner_id}"
-            if rec.allocated
-            else ""
-        )
-        click.echo(f"{name}: in maintenance ({rec.maintenance_by}: {reason}){held}")
+    who = by or whoami()
     if not evacuate:
-        return
-    failed = False
-    with make_provisioner(app, **limits) as provisioner:
         for name in nodes:
-            rec = store.node(name)
-            if rec.owner_kind is not OwnerKind.INSTANCE:
-                continue
-            try:
-                moved = provisioner.move(rec.owner_id or "")
-                click.echo(f"{name}: instance {moved.instance} moved to {moved.target}")
-            except BmaasError as exc:
-                failed = True
-                click.echo(f"{name}: could not move instance {rec.owner_name}: {exc}", err=True)
+            _say_maintenance(store.set_maintenance(name, reason=reason, by=who), reason)
+        return
+    budget = Deadline.after(limits["deadline"])
+    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+        report = evacuate_nodes(
+            provisioner, nodes, reason=reason, by=who, deadline=budget, cancel=token
+        )
     for rec in store.require_nodes(nodes):
-        state = _readiness(store, rec)
-        click.echo(f"{rec.name}: {'ready' if state['ready'] else 'not ready'}: {state['detail']}")
-    if failed:
+        _say_maintenance(rec, reason)
+    for node, moved in report.moved:
+        click.echo(f"{node}: instance {moved.instance} moved to {moved.target}")
+    for node, error in report.failed:
+        click.echo(f"{node}: could not move its instance: {error}", err=True)
+    for state in report.readiness:
+        click.echo(f"{state.node}: {'ready' if state.ready else 'not ready'}: {state.detail}")
+    exit_if_interrupted(ctx, token)
+    if report.failed:
         ctx.exit(EXIT_FAILURE)
+
+
+def _say_maintenance(rec: NodeRecord, reason: str) -> None:
+    held = (
+        f"; still held by {rec.owner_kind} {rec.owner_name or rec.owner_id}"
+        if rec.allocated
+        else ""
+    )
+    click.echo(f"{rec.name}: in maintenance ({rec.maintenance_by}: {reason}){held}")
 
 
 @maintenance.command("unset")
@@ -105,39 +111,6 @@ def maintenance_unset(app: App, nodes: tuple[str, ...], by: str | None) -> None:
         click.echo(f"{name}: out of maintenance{cleared}")
 
 
-def _readiness(store: Store, rec: NodeRecord) -> dict[str, Any]:
-    """Is the node ready for work on it: in maintenance and holding nothing?"""
-    allocation = store.allocation(rec.name)
-    holds: list[str] = []
-    if allocation is not None:
-        owner = allocation.owner
-        text = f"held by {owner.describe()}"
-        if owner.lease_expires_at is not None:
-            left = owner.lease_expires_at - store.clock()
-            text += f", holder {owner.holder}, lease " + (
-                f"expires in {left:.0f}s" if left > 0 else "expired (reclaimed by the next run)"
-            )
-        holds.append(text)
-    holds += [f"port {p.id[:8]} bound ({p.ip_address})" for p in store.ports(node=rec.name)]
-    ready = rec.maintenance and not holds
-    if not rec.maintenance:
-        why = "not in maintenance: it may be claimed at any time"
-    elif holds:
-        why = "; ".join(holds)
-    else:
-        why = f"maintenance by {rec.maintenance_by}: {rec.maintenance_reason}; holds nothing"
-    return {
-        "node": rec.name,
-        "ready": ready,
-        "maintenance": rec.maintenance,
-        "maintenance_by": rec.maintenance_by,
-        "reason": rec.maintenance_reason,
-        "fault": rec.fault,
-        "held_by": holds,
-        "detail": why,
-    }
-
-
 @maintenance.command("status")
 @click.argument("nodes", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -147,7 +120,7 @@ def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_
     """Say whether NODE... is ready for work on it (in maintenance, holding no
     allocation) and what still holds it. Exit 0 only if every node is ready."""
     store = app.store()
-    states = [_readiness(store, rec) for rec in store.require_nodes(nodes)]
+    states = [readiness(store, rec.name).to_dict() for rec in store.require_nodes(nodes)]
     if not emit(states, as_json=as_json, as_yaml=False):
         width = max(len(s["node"]) for s in states)
         for s in states:

@@ -34,6 +34,7 @@ The package::
         print(done.node, [str(a) for a in done.attempts])
 """
 
+from bmaas.faults import ProvisionFailed
 from bmaas.provision.backend import Backend, Readiness
 from bmaas.provision.cancel import CancelToken, Interrupted, exit_code_for
 from bmaas.provision.embedded import (
@@ -72,6 +73,7 @@ __all__ = [
     "Job",
     "Moved",
     "Outcome",
+    "ProvisionFailed",
     "Provisioned",
     "Provisioner",
     "Readiness",

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError
@@ -91,7 +91,7 @@ class Readiness:
     #: one line for people
     detail: str
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["held_by"] = list(self.held_by)
         return out

@@ -171,6 +171,8 @@ class EmbeddedBackend:
 
     def open_move(self, instance: str, *, to: str | None = None) -> Job:
         inst = self.instance(instance)
+        if to is not None:
+            self.store.node(to)  # an unknown node is bad input, not a refused candidate
         held = self.store.allocations(owner_id=inst.id)
         if len(held) != 1:
             raise InputError(f"instance {instance!r} holds {len(held)} nodes, not 1")

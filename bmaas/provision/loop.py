@@ -142,6 +142,9 @@ def run_job(
     """
     cancel = cancel or CancelToken()
     clock = clock or deadline.clock
+    if not deadline.allows(min_attempt):  # not even one attempt fits: claim nothing
+        why = f"deadline: {deadline.left():.1f}s left, an attempt needs {min_attempt:g}s"
+        raise ProvisionFailed(why, request=job.label)
     run = _Run()
     if job.moving is not None and job.moving.node:
         run.tried.add(job.moving.node)  # a move never lands where it starts

@@ -91,3 +91,18 @@ def test_bad_deploy_arguments_are_one_line(bmaas: Bmaas, enrolled: list[str]) ->
     missing = bmaas("move", "nope", expect=2)
     assert "no instance 'nope'" in missing.stderr
     assert bmaas("undeploy", expect=2).stderr.startswith("error: INSTANCE")
+
+
+def test_a_move_that_finds_no_target_says_why_for_each_candidate(
+    bmaas: Bmaas, fleet: CoreFleet, enrolled: list[str]
+) -> None:
+    bmaas("deploy", "-n", "1", "--name-prefix", "db", *QUICK)
+    source = _instances(bmaas)["db-001"]
+    target = next(n for n in fleet.names if n != source)
+    bmaas("maintenance", "set", target, "--reason", "fan noise", "--by", "carol")
+    failed = bmaas("move", "db-001", "--to", target, *QUICK, expect=1)
+    assert failed.stdout.startswith("db-001: not moved: candidates exhausted")
+    assert f"  {target}: refused (node {target} unavailable (in maintenance" in failed.stdout
+    assert "in maintenance (carol: fan noise)" in failed.stdout
+    assert "found no working target" not in failed.stdout
+    assert _instances(bmaas) == {"db-001": source}  # the instance kept its node

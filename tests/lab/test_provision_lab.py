@@ -4,6 +4,7 @@ mid-deploy leaves nothing a later run does not reclaim."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -140,11 +141,17 @@ def test_sigkill_mid_deploy_then_a_fresh_run_reclaims_everything(
     assert held.provision_state == "deploying"
     time.sleep(2.5)  # its 2 s lease runs out
     lab.clear_faults(node)
-    # The dead client's 60 s power-on is still under way in the hardware;
-    # reset it, as a person at the rack would, before deploying again.
-    lab.power(node, "off")
+    # The dead client's 60 s power-on is still under way in the hardware: the
+    # fresh run's reclaim powers the node off before anyone may claim it.
     with _provisioner(store) as fresh:
         assert [r.nodes for r in fresh.reclaimed] == [[node]]
+        assert fresh.embedded is not None
+        assert fresh.embedded.cleaned.cleaned == (node,)
+        assert [e.kind for e in store.events(node)[-3:]] == [
+            "released",
+            "needs_cleaning",
+            "cleaned",
+        ]
         node_now = store.node(node)
         assert node_now.owner_id is None
         assert node_now.provision_state == "available"
@@ -152,3 +159,47 @@ def test_sigkill_mid_deploy_then_a_fresh_run_reclaims_everything(
         assert store.ports() == []
         again = fresh.provision(Request("again", network="lab"), candidates=[node])
     assert again.node == node
+
+
+_CLI = "import sys; from bmaas.cli import main; main(sys.argv[1:])"
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_deploy_leaves_the_store_and_the_report_in_agreement(
+    hwlab_lab: Callable[..., Lab], store: Store, tmp_path: Path, sig: int, code: int
+) -> None:
+    _enrolled(hwlab_lab, store, nodes=6, seed=3)
+    db = str(tmp_path / "bmaas.db")
+    args = ["--db", db, "deploy", "-n", "5", "--workers", "2", "--name-prefix", "sig"]
+    args += ["--settle", "1.5", "--power-timeout", "4", "--bmc-deadline", "0.5", "--json"]
+    client = subprocess.Popen(
+        [sys.executable, "-c", _CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not store.allocations():
+            assert client.poll() is None, client.communicate()
+            assert time.monotonic() < deadline, "the deploy never claimed a node"
+            time.sleep(0.05)
+        client.send_signal(sig)  # mid-deploy: two requests in flight, three waiting
+        out, err = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait(10)
+    assert client.returncode == code, err
+    assert "Aborted" not in err.decode()
+    report = json.loads(out)
+    status = {r["request"]: r["status"] for r in report["requests"]}
+    print("report:", status, "| stderr:", err.decode().strip().splitlines()[-1:])
+    assert "not started" in status.values()  # new work stopped
+    active = {name for name, s in status.items() if s == "active"}
+    assert active  # work in flight finished, and is reported as done
+    # The store agrees with the report: exactly the active ones are instances,
+    # each holding one node; nothing else is held, no port is left behind.
+    instances = {o.name: o.id for o in store.owners(kind="instance")}
+    assert set(instances) == active
+    assert store.owners() == [o for o in store.owners() if o.kind == "instance"]
+    held = {a.owner.name for a in store.allocations()}
+    assert held == active
+    assert leaks(store) == (0, 0)
