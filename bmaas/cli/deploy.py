@@ -12,6 +12,7 @@ import click
 import yaml
 
 from bmaas.cli.app import App, emit, pass_app, progress, table
+from bmaas.cli.backends import backend_options, chosen_backend
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
@@ -65,7 +66,7 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         fn = option(fn)
-    return fn
+    return backend_options(fn)
 
 
 def make_provisioner(
@@ -78,6 +79,11 @@ def make_provisioner(
     settle: float,
     cancel: CancelToken | None = None,
 ) -> Provisioner:
+    backend = chosen_backend()  # --cloud / --backend ironic
+    if backend is not None:
+        return Provisioner(
+            backend=backend, max_attempts=max_attempts, deadline=deadline, cancel=cancel
+        )
     settings = DeploySettings(
         power_timeout=power_timeout,
         settle=settle,
@@ -265,7 +271,6 @@ def undeploy(
     "not started", exit 130/143."""
     if all_instances == bool(instances):
         raise InputError("name instances or give --all", field="INSTANCE")
-    store = app.store()
     budget = Deadline.after(limits["deadline"])
     failed = 0
     with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
@@ -280,7 +285,7 @@ def undeploy(
                 failed += 1
                 click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
                 continue
-            faults = [n for n in nodes if store.node(n).fault]
+            faults = [n for n in nodes if provisioner.store and provisioner.store.node(n).fault]
             note = f" (fenced: {', '.join(faults)} could not be powered off)" if faults else ""
             click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
     exit_if_interrupted(ctx, token)
@@ -324,12 +329,14 @@ def instance() -> None:
 
 @instance.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@backend_options
 @pass_app
 def instance_list(app: App, as_json: bool) -> None:
     """Every instance, with its node and state."""
-    store = app.store()
-    rows = []
-    for owner in store.owners(kind=OwnerKind.INSTANCE):
+    backend = chosen_backend()
+    rows = [] if backend is None else [_instance_row(i) for i in backend.instances()]
+    store = app.store() if backend is None else None
+    for owner in store.owners(kind=OwnerKind.INSTANCE) if store else ():
         for allocation in store.allocations(owner_id=owner.id) or [None]:
             node = store.node(allocation.node) if allocation else None
             rows.append(
@@ -344,3 +351,15 @@ def instance_list(app: App, as_json: bool) -> None:
             )
     if not emit(rows, as_json=as_json, as_yaml=False):
         table([(r["instance"], r["node"], r["state"]) for r in rows], ["instance", "node", "state"])
+
+
+def _instance_row(found: Any) -> dict[str, Any]:
+    """An instance from a backend (Ironic) as ``instance list`` prints it."""
+    return {
+        "instance": found.name,
+        "id": found.id,
+        "node": found.node,
+        "state": found.state,
+        "created_at": None,
+        "request": found.data.get("request"),
+    }

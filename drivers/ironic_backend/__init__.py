@@ -16,7 +16,17 @@ from typing import Any
 from drivers.ironic_backend.api import Api, IronicUnavailable, connect
 from drivers.ironic_backend.backend import IronicBackend
 
-__all__ = ["Api", "IronicBackend", "IronicUnavailable", "connect", "from_cloud"]
+__all__ = [
+    "CLOUD_INSTANCE_INFO",
+    "Api",
+    "IronicBackend",
+    "IronicUnavailable",
+    "connect",
+    "from_cloud",
+]
+
+#: the clouds.yaml key (beside ``auth``) for instance_info every deploy gets
+CLOUD_INSTANCE_INFO = "bmaas_instance_info"
 
 
 def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
@@ -25,4 +35,8 @@ def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
     (``instance_info``, ``poll``, ...) are split from connection ``options``."""
     keys = ("instance_info", "poll", "allocation_timeout", "teardown_timeout", "sleep", "clock")
     backend_kw = {k: options.pop(k) for k in keys if k in options}
-    return IronicBackend(Api(connect(cloud, **options)), **backend_kw)
+    conn = connect(cloud, **options)
+    if "instance_info" not in backend_kw:
+        # clouds.yaml may carry it beside the auth: `bmaas_instance_info: {kernel: ...}`
+        backend_kw["instance_info"] = dict(conn.config.config.get(CLOUD_INSTANCE_INFO) or {})
+    return IronicBackend(Api(conn), **backend_kw)

@@ -241,12 +241,16 @@ class IronicBackend(InstancesMixin):
         if claim.job.request.image_url:
             info["image_source"] = claim.job.request.image_url
         began = self.clock()
-        self._locked(
-            "node.update",
-            claim.node,
-            deadline,
-            lambda: self.api.bm.update_node(state.node_id, instance_info=info),
-        )
+        if info:  # key by key: what the node already has (kernel, ramdisk) stays
+            patch = [
+                {"op": "add", "path": f"/instance_info/{k}", "value": v} for k, v in info.items()
+            ]
+            self._locked(
+                "node.update",
+                claim.node,
+                deadline,
+                lambda: self.api.bm.patch_node(state.node_id, patch),
+            )
         self._locked(
             "node.set_provision_state",
             claim.node,
@@ -354,6 +358,12 @@ class IronicBackend(InstancesMixin):
                 deadline=Deadline.after(self.teardown_timeout, clock=self.clock),
             )
         return Instance(allocation.id, name, claim.node, data, ACTIVE)
+
+    def status_checks(self) -> list[Any]:
+        """``bmaas status check --cloud``'s checks (:mod:`.status`)."""
+        from drivers.ironic_backend.status import checks
+
+        return checks(self)
 
     # -- node state --------------------------------------------------------------------
 
