@@ -13,11 +13,17 @@ fault.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from bmaas.cli import cli as bmaas_cli
 from bmaas.deadline import Deadline
 from bmaas.faults import ProvisionFailed
 from bmaas.provision import Provisioner, Request
@@ -198,3 +204,93 @@ def test_undeploy_returns_the_node(cloud: Cloud) -> None:
     assert node.provision_state == "available"
     assert node.allocation_id is None
     assert "web-0" not in {i.name for i in backend.instances()}
+
+
+def _load_example() -> Any:
+    path = Path(__file__).parents[2] / "docs" / "examples" / "provision_both.py"
+    spec = importlib.util.spec_from_file_location("provision_both", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_example_and_cli_against_ironic(
+    cloud: Cloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the README's example, unchanged, on the Ironic backend (one healthy node is free)
+    with Provisioner(backend=cloud.backend(), deadline=120.0) as provisioner:
+        placed = _load_example().deploy_web(provisioner, count=1, prefix="example", network="lab")
+    assert list(placed) == ["example-0"]
+
+    # the CLI with --cloud, as an operator runs it (clouds.yaml, auth_type none)
+    clouds = tmp_path / "clouds.yaml"
+    info = {"kernel": f"file://{cloud.ironic.kernel}", "ramdisk": f"file://{cloud.ironic.ramdisk}"}
+    entry = {"auth_type": "none", "auth": {"endpoint": cloud.ironic.url}}
+    clouds.write_text(yaml.safe_dump({"clouds": {"lab": {**entry, "bmaas_instance_info": info}}}))
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds))
+    runner = CliRunner()
+
+    listed = runner.invoke(bmaas_cli, ["instance", "list", "--cloud", "lab", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = {r["instance"]: r for r in json.loads(listed.output)}
+    assert rows["example-0"]["node"] == placed["example-0"]
+    assert rows["example-0"]["state"] == "active"
+
+    gone = runner.invoke(bmaas_cli, ["undeploy", "--cloud", "lab", "example-0"])
+    assert gone.exit_code == 0, gone.output
+    assert f"example-0  ok    released {placed['example-0']}" in gone.output
+
+    deployed = runner.invoke(
+        bmaas_cli,
+        [
+            "deploy",
+            "--cloud",
+            "lab",
+            "-n",
+            "1",
+            "--name-prefix",
+            "cli",
+            "--resource-class",
+            "baremetal",
+            "--network",
+            "lab",
+            "--deadline",
+            "120",
+            "--json",
+        ],
+    )
+    assert deployed.exit_code == 0, deployed.output
+    summary = json.loads(deployed.output)
+    assert summary["ok"] == 1
+    assert summary["requests"][0]["node"] == placed["example-0"]
+
+    # nothing free now: the same command fails the request, exit 1, nothing allocated
+    before = {a.id for a in _allocations(cloud.conn)}
+    full = runner.invoke(
+        bmaas_cli,
+        [
+            "deploy",
+            "--cloud",
+            "lab",
+            "-n",
+            "1",
+            "--name-prefix",
+            "late",
+            "--resource-class",
+            "baremetal",
+            "--json",
+        ],
+    )
+    assert full.exit_code == 1, full.output
+    assert {a.id for a in _allocations(cloud.conn)} == before
+
+    checked = runner.invoke(bmaas_cli, ["status", "check", "--cloud", "lab", "--json"])
+    report = json.loads(checked.output)
+    by_name = {c["name"]: c for c in report["checks"]}
+    assert by_name["ironic-api"]["result"] == "Success"
+    assert by_name["ironic-allocations"]["result"] == "Success"  # 0 without an owner
+    assert by_name["ironic-drivers"]["nodes"]["stock"]  # the stock ipmi nodes, named
+    assert by_name["ironic-maintenance"]["nodes"]["bmaas"]  # the nodes bmaas fenced
+    assert checked.exit_code == 1  # warnings: stock drivers, fenced nodes
