@@ -30,9 +30,9 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,lab]'
 if pkg-config --exists libvirt 2>/dev/null; then
-    .venv/bin/python -m pip install -q -e '.[test,virtualbmc]'
+    .venv/bin/python -m pip install -q -e '.[test,lab,virtualbmc]'
 else
     echo "setup: libvirt-dev is missing, so bmaas[virtualbmc] (stock vbmcd for the proxy" \
         "lab tests) is not installed; apt-get install libvirt-dev pkg-config, then re-run" >&2

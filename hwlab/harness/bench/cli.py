@@ -33,6 +33,7 @@ def bench() -> None:
     hwlab bench fault-detection     # seconds to a typed fault: bmaas vs pyghmi, sushy, ipmitool
     hwlab bench fleet-sweep         # power status of 100-1000 nodes vs ipmitool x 8 workers
     hwlab bench goodput             # deploys on a flaky rack: no retry, blind reschedule, bmaas
+    hwlab bench ironic              # stock vs bmaas-* hardware types through a real Ironic
     hwlab bench lab-scale           # lab start time, memory, requests per second
     hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
     hwlab bench all --report DIR    # every scenario, charts and summaries in DIR
@@ -202,6 +203,29 @@ def goodput(ctx: click.Context, **_: Any) -> None:
     (what Nova did) and bmaas's typed retry; success, time to active, BMC
     calls, ports, leaks."""
     _scenario(ctx, "goodput")
+
+
+@bench.command("ironic")
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    type=click.Choice(["busy", "internal_error", "auth_fail", "hang", "power_stuck"]),
+    help="Fault classes to inject (repeatable; default all; smoke internal_error).",
+)
+@click.option(
+    "--cap", type=click.FloatRange(10, 3600), help="Seconds to wait for Ironic (default 150)."
+)
+@click.option("--sync-nodes", type=click.IntRange(1, 200), help="Nodes per type (default 10).")
+@click.option("--passes", type=click.IntRange(1, 100), help="Power sync passes (default 10).")
+@click.option("--busy", type=click.FloatRange(0, 1), help="Busy share of reads (default 0.5).")
+@bench_options
+@click.pass_context
+def ironic(ctx: click.Context, **_: Any) -> None:
+    """Stock ipmi/redfish vs bmaas-ipmi/bmaas-redfish through one real Ironic
+    (needs scripts/ironic-env.sh): time to error per fault, last_error,
+    maintenance, and power sync on busy BMCs with conductor CPU per node."""
+    _scenario(ctx, "ironic")
 
 
 @bench.command("lab-scale")

@@ -83,7 +83,7 @@ def interleaved(calls: Mapping[str, Callable[[], object]], rounds: int) -> dict[
 
 
 def _psutil() -> Any:
-    import psutil  # a dependency of bmaas; imported here so `hwlab --help` stays fast
+    import psutil  # bmaas[lab]; imported here so `hwlab --help` stays fast
 
     return psutil
 

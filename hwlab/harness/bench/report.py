@@ -111,7 +111,7 @@ def _ipmitool_version() -> str | None:
 def cpu_busy(interval: float = 1.0) -> float:
     """Share of all cores busy over ``interval`` seconds (0-100). Sampled
     while the benchmark itself is idle, it is other work on the machine."""
-    import psutil  # a dependency of bmaas; imported here so `hwlab --help` stays fast
+    import psutil  # bmaas[lab]; imported here so `hwlab --help` stays fast
 
     return float(psutil.cpu_percent(interval=interval))
 

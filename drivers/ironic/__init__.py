@@ -1,0 +1,15 @@
+"""bmaas inside Ironic: the ``bmaas-ipmi`` and ``bmaas-redfish`` hardware types.
+
+Installed into a conductor's environment with ``pip install 'bmaas[ironic]'``;
+Ironic finds them through its entry-point groups (``ironic.hardware.types``,
+``ironic.hardware.interfaces.power`` / ``.management``, interface ``bmaas``).
+This subpackage is the only place bmaas imports ``ironic``::
+
+    hardware.py    the two GenericHardware subclasses
+    power.py       PowerInterface: bounded, retried by fault class, sync-aware
+    management.py  ManagementInterface: boot device, virtual media
+    calls.py       one BMC operation: budget, retry policy, faults -> Ironic exceptions
+    info.py        Ironic's shared driver_info -> bmaas DriverInfo
+    pool.py        one driver (one session) per node per conductor
+    conf.py        the [bmaas] section of ironic.conf
+"""

@@ -1,0 +1,55 @@
+"""The ``[bmaas]`` section of ironic.conf: the budget of every BMC operation.
+
+Registered on import (Ironic imports the interfaces when the conductor loads
+the hardware types, before any call is made)::
+
+    [bmaas]
+    call_deadline = 5        # one BMC request, connect to last byte
+    operation_deadline = 60  # one conductor call (power action and its wait, ...), retries included
+    sync_deadline = 15       # one power-state read (the periodic sync's, and every other read)
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+__all__ = ["CONF", "GROUP", "OPTS"]
+
+GROUP = "bmaas"
+
+OPTS = [
+    cfg.FloatOpt(
+        "call_deadline",
+        default=5.0,
+        min=0.1,
+        help="Seconds one BMC request may take, connect to last byte. A BMC that "
+        "does not answer within it fails the request with bmc_timeout.",
+    ),
+    cfg.FloatOpt(
+        "operation_deadline",
+        default=60.0,
+        min=1.0,
+        help="Seconds one conductor operation (a power action and the wait for "
+        "its target state, a boot device change, ...) may take in all, "
+        "retries and waits included. Ironic's own power_state_change_timeout "
+        "still bounds the wait for a power state inside it.",
+    ),
+    cfg.FloatOpt(
+        "sync_deadline",
+        default=15.0,
+        min=0.1,
+        help="Seconds one power-state read may take in all. Inside Ironic's "
+        "periodic power sync, a busy BMC is retried (with backoff) within it, "
+        "so a BMC that is busy now and then is not counted as a sync failure; "
+        "timeouts and unreachable BMCs fail the read at once and are counted "
+        "by [conductor]power_state_sync_max_retries.",
+    ),
+]
+
+CONF = cfg.CONF
+CONF.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """For oslo-config-generator."""
+    return [(GROUP, OPTS)]

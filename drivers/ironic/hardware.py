@@ -1,0 +1,39 @@
+"""The ``bmaas-ipmi`` and ``bmaas-redfish`` hardware types.
+
+Generic hardware (pxe/ipxe boot, direct/ramdisk deploy, noop or neutron
+network, ...) whose power and management interfaces are bmaas's, so
+switching an enrolled node is ``baremetal node set --driver bmaas-ipmi``
+(its ``ipmi_*`` driver_info keys carry over). Enable them in ironic.conf::
+
+    [DEFAULT]
+    enabled_hardware_types = ipmi,redfish,bmaas-ipmi,bmaas-redfish
+    enabled_power_interfaces = ipmitool,redfish,bmaas
+    enabled_management_interfaces = ipmitool,redfish,bmaas
+"""
+
+from __future__ import annotations
+
+from ironic.drivers import generic
+
+from drivers.ironic.management import BmaasManagement
+from drivers.ironic.power import BmaasPower
+
+__all__ = ["BmaasIPMIHardware", "BmaasRedfishHardware"]
+
+
+class _BmaasHardware(generic.GenericHardware):
+    @property
+    def supported_management_interfaces(self) -> list[type]:
+        return [BmaasManagement]
+
+    @property
+    def supported_power_interfaces(self) -> list[type]:
+        return [BmaasPower]
+
+
+class BmaasIPMIHardware(_BmaasHardware):
+    """A BMC spoken to over IPMI by bmaas (pyghmi, bounded, typed faults)."""
+
+
+class BmaasRedfishHardware(_BmaasHardware):
+    """A BMC spoken to over Redfish by bmaas (sushy, bounded, typed faults)."""

@@ -1,0 +1,97 @@
+"""``bmaas`` management interface: boot device and virtual media.
+
+Boot devices are the four every bmaas driver offers (pxe, disk, cdrom, bios),
+persistent or once. Virtual media is the CD slot, where the driver has one
+(Redfish; IPMI has none and says so with ``UnsupportedDriverExtension``).
+What bmaas does not offer (sensors, boot mode, NMI, indicators) raises
+``UnsupportedDriverExtension``, which the conductor treats as "not here".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ironic.common import boot_devices, exception
+from ironic.drivers import base
+
+from bmaas import retry
+from bmaas.deadline import Deadline
+from bmaas.driver import BootDevice, Capability, Operation
+from drivers.ironic import calls, info
+from drivers.ironic.power import protocol_of
+
+__all__ = ["BmaasManagement"]
+
+_DEVICES = {
+    boot_devices.PXE: BootDevice.PXE,
+    boot_devices.DISK: BootDevice.DISK,
+    boot_devices.CDROM: BootDevice.CDROM,
+    boot_devices.BIOS: BootDevice.BIOS,
+}
+
+
+class BmaasManagement(base.ManagementInterface):
+    """Management through bmaas's IPMI or Redfish driver (by hardware type)."""
+
+    def get_properties(self) -> dict[str, str]:
+        return {**info.properties("ipmi"), **info.properties("redfish")}
+
+    def validate(self, task: Any) -> None:
+        budget = calls.Budget.from_conf()
+        with calls.translated(task, "validate", calls.BmaasDriverError):
+            calls.driver(task, protocol_of(task), budget)
+
+    def get_supported_boot_devices(self, task: Any) -> list[str]:
+        return list(_DEVICES)
+
+    def set_boot_device(self, task: Any, device: str, persistent: bool = False) -> None:
+        if device not in _DEVICES:
+            raise exception.InvalidParameterValue(
+                f"boot device {device!r} is not one of {', '.join(_DEVICES)}"
+            )
+        budget = calls.Budget.from_conf()
+        deadline = Deadline.after(budget.operation)
+        with calls.translated(task, f"set boot device {device}", calls.BmaasDriverError):
+            drv = calls.driver(task, protocol_of(task), budget)
+            retry.call(
+                calls.policy(deadline, budget),
+                drv.set_boot_device,
+                _DEVICES[device],
+                persistent=bool(persistent),
+            )
+
+    def get_boot_device(self, task: Any) -> dict[str, Any]:
+        budget = calls.Budget.from_conf()
+        deadline = Deadline.after(budget.sync)
+        with calls.translated(task, "boot device read", calls.BmaasDriverError):
+            drv = calls.driver(task, protocol_of(task), budget)
+            setting = retry.call(calls.policy(deadline, budget), drv.get_boot_device)
+        return {"boot_device": str(setting.device), "persistent": setting.persistent}
+
+    def get_sensors_data(self, task: Any) -> dict[str, Any]:
+        raise exception.UnsupportedDriverExtension(driver=task.node.driver, extension="sensors")
+
+    def attach_virtual_media(self, task: Any, device_type: str, image_url: str) -> None:
+        budget = calls.Budget.from_conf()
+        deadline = Deadline.after(budget.operation)
+        with calls.translated(task, "attach virtual media", calls.BmaasDriverError):
+            drv = self._vmedia_driver(task, budget, device_type, Operation.VMEDIA_INSERT)
+            retry.call(calls.policy(deadline, budget), drv.insert_virtual_media, image_url)
+
+    def detach_virtual_media(self, task: Any, device_types: list[str] | None = None) -> None:
+        if device_types is not None and boot_devices.CDROM not in device_types:
+            return  # bmaas drives the CD slot only; nothing else was attached by it
+        budget = calls.Budget.from_conf()
+        deadline = Deadline.after(budget.operation)
+        with calls.translated(task, "detach virtual media", calls.BmaasDriverError):
+            drv = self._vmedia_driver(task, budget, boot_devices.CDROM, Operation.VMEDIA_EJECT)
+            retry.call(calls.policy(deadline, budget), drv.eject_virtual_media)
+
+    @staticmethod
+    def _vmedia_driver(task: Any, budget: calls.Budget, device_type: str, op: Operation) -> Any:
+        drv = calls.driver(task, protocol_of(task), budget)
+        if device_type != boot_devices.CDROM:
+            raise drv.unsupported(op, f"virtual media {device_type!r}: bmaas drives the CD only")
+        if not drv.supports(Capability.VIRTUAL_MEDIA):
+            raise drv.unsupported(op)
+        return drv

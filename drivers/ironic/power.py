@@ -1,0 +1,175 @@
+"""``bmaas`` power interface: bounded, typed, and sync-aware.
+
+Differences from bmaas's own driver contract, because of how Ironic uses it:
+
+* **Reads never deadlock recovery.** Ironic reads the power state before
+  every action, during sync and during recovery. bmaas's IPMI driver raises
+  ``PowerFailure`` on a read when the BMC latches a power fault; inside
+  Ironic that would block the very chassis control that clears it. Here a
+  read that hits a latched fault reads the state anyway (``probe``), reports
+  the fault as a node history event (type ``monitoring``, not an error) and a
+  conductor warning, and returns the state so Ironic can act.
+* **A busy BMC is not a sync failure.** Inside the periodic power sync a
+  busy answer is retried within ``[bmaas]sync_deadline``; any other fault
+  fails the read at once, so ``[conductor]power_state_sync_max_retries``
+  counts passes whose read failed for a reason other than "busy" (or stayed
+  busy for the whole sync deadline).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ironic.common import exception, states
+from ironic.conductor import utils as conductor_utils
+from ironic.conf import CONF as IRONIC_CONF
+from ironic.drivers import base
+
+from bmaas import faulttext, retry
+from bmaas.deadline import Deadline
+from bmaas.driver import BMCDriver, Capability, Operation, PowerAction, PowerState
+from bmaas.faults import PowerFailure
+from drivers.ironic import calls, info
+
+__all__ = ["PROTOCOLS", "BmaasPower", "protocol_of"]
+
+LOG = logging.getLogger(__name__)
+
+#: which bmaas protocol each bmaas hardware type speaks
+PROTOCOLS = {"bmaas-ipmi": "ipmi", "bmaas-redfish": "redfish"}
+
+#: the purpose Ironic's conductor gives the task of its periodic power sync
+SYNC_PURPOSE = "power state sync"
+
+_ACTIONS = {
+    states.POWER_ON: PowerAction.ON,
+    states.POWER_OFF: PowerAction.OFF,
+    states.REBOOT: PowerAction.REBOOT,
+    states.SOFT_POWER_OFF: PowerAction.SOFT_OFF,
+    states.SOFT_REBOOT: PowerAction.SOFT_REBOOT,
+}
+
+# In transition counts as where it is heading, as Ironic's redfish does it;
+# UNKNOWN is ERROR, never OFF.
+_STATES = {
+    PowerState.ON: states.POWER_ON,
+    PowerState.POWERING_ON: states.POWER_ON,
+    PowerState.OFF: states.POWER_OFF,
+    PowerState.POWERING_OFF: states.POWER_OFF,
+    PowerState.UNKNOWN: states.ERROR,
+}
+
+
+def protocol_of(task: Any) -> str:
+    """ "ipmi" or "redfish", from the node's hardware type."""
+    try:
+        return PROTOCOLS[task.node.driver]
+    except KeyError:
+        raise exception.InvalidParameterValue(
+            f"the bmaas interfaces need hardware type bmaas-ipmi or bmaas-redfish, "
+            f"not {task.node.driver!r}"
+        ) from None
+
+
+def read_power(task: Any, drv: BMCDriver, budget: calls.Budget) -> PowerState:
+    """One power-state read under ``[bmaas]sync_deadline`` (see the module doc)."""
+    deadline = Deadline.after(budget.sync)
+    busy_only = getattr(task, "_purpose", None) == SYNC_PURPOSE
+    try:
+        return retry.call(calls.policy(deadline, budget, busy_only=busy_only), drv.get_power_state)
+    except PowerFailure as fault:
+        if fault.operation != Operation.POWER_GET:
+            raise
+        seen = retry.call(calls.policy(deadline, budget, busy_only=busy_only), drv.probe)
+        report_latched_fault(task, fault)
+        return seen.power_state
+
+
+def report_latched_fault(task: Any, fault: PowerFailure) -> None:
+    """Tell the operator about a latched power fault without failing the read."""
+    text = faulttext.format_fault(fault) + "; power state read anyway so Ironic can act"
+    LOG.warning("bmaas: %s", text)
+    try:
+        conductor_utils.node_history_record(task.node, event=text, event_type="monitoring")
+    except Exception:  # history is advisory; the read must not fail for it
+        LOG.debug("could not record node history for %s", task.node.uuid, exc_info=True)
+
+
+class BmaasPower(base.PowerInterface):
+    """Power through bmaas's IPMI or Redfish driver (by hardware type)."""
+
+    def get_properties(self) -> dict[str, str]:
+        return {**info.properties("ipmi"), **info.properties("redfish")}
+
+    def validate(self, task: Any) -> None:
+        """Check driver_info; no BMC call (Ironic validates often)."""
+        budget = calls.Budget.from_conf()
+        with calls.translated(task, "validate"):
+            calls.driver(task, protocol_of(task), budget)
+
+    def get_power_state(self, task: Any) -> str:
+        budget = calls.Budget.from_conf()
+        with calls.translated(task, "power state read"):
+            drv = calls.driver(task, protocol_of(task), budget)
+            return _STATES[read_power(task, drv, budget)]
+
+    def set_power_state(self, task: Any, power_state: str, timeout: int | None = None) -> None:
+        action = _ACTIONS.get(power_state)
+        if action is None:
+            raise exception.InvalidParameterValue(f"unsupported power state {power_state!r}")
+        budget = calls.Budget.from_conf()
+        deadline = Deadline.after(budget.operation)
+        wait = float(timeout or IRONIC_CONF.conductor.power_state_change_timeout)
+        with calls.translated(task, f"power {action}"):
+            drv = calls.driver(task, protocol_of(task), budget)
+            if not action.idempotent:
+                self._restart(task, drv, budget, deadline, action, wait)
+            else:
+                _act(drv, budget, deadline, action, wait)
+
+    def reboot(self, task: Any, timeout: int | None = None) -> None:
+        self.set_power_state(task, states.REBOOT, timeout)
+
+    def get_supported_power_states(self, task: Any) -> list[str]:
+        supported = [states.POWER_ON, states.POWER_OFF, states.REBOOT]
+        budget = calls.Budget.from_conf()
+        with calls.translated(task, "supported power states"):
+            drv = calls.driver(task, protocol_of(task), budget)
+        if drv.supports(Capability.SOFT_POWER):
+            supported += [states.SOFT_POWER_OFF, states.SOFT_REBOOT]
+        return supported
+
+    @staticmethod
+    def _restart(
+        task: Any,
+        drv: BMCDriver,
+        budget: calls.Budget,
+        deadline: Deadline,
+        action: PowerAction,
+        wait: float,
+    ) -> None:
+        """Ironic expects a reboot of an off node to power it on."""
+        if read_power(task, drv, budget) is PowerState.OFF:
+            _act(drv, budget, deadline, PowerAction.ON, wait)
+        elif action is PowerAction.SOFT_REBOOT:
+            _act(drv, budget, deadline, PowerAction.SOFT_OFF, wait)
+            _act(drv, budget, deadline, PowerAction.ON, wait)
+        else:
+            retry.reboot(drv, calls.policy(deadline, budget), timeout=min(wait, deadline.left()))
+
+
+def _act(
+    drv: BMCDriver, budget: calls.Budget, deadline: Deadline, action: PowerAction, wait: float
+) -> None:
+    """Request one idempotent power action and wait for its target state,
+    every request and read retried within what is left of ``deadline``."""
+    retry.call(calls.policy(deadline, budget), drv.request_power, action, idempotent=True)
+
+    def read() -> PowerState:
+        return retry.call(calls.policy(deadline, budget), drv.get_power_state)
+
+    # Leave one call's time for the last read, so running out of budget while
+    # the node never reaches its state reads as power_failure, not a timeout.
+    timeout = max(0.0, min(wait, deadline.left() - budget.call))
+    drv.wait_for_power(action.target, timeout=timeout, read=read)

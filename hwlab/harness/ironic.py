@@ -1,0 +1,463 @@
+"""A real, standalone OpenStack Ironic on 127.0.0.1, for tests and benchmarks.
+
+``scripts/ironic-env.sh`` installs Ironic (and bmaas, editable, so the
+conductor loads ``bmaas-ipmi``/``bmaas-redfish``) into its own venv,
+``.venv-ironic``. :class:`IronicService` then runs it the way bifrost and
+Metal3 run it, minus everything a lab does not need:
+
+* one process, API and conductor together (the ``ironic`` command),
+  ``rpc_transport = none``, ``auth_strategy = noauth``, SQLite, on a free
+  port of 127.0.0.1, everything under one temporary directory;
+* ``noop`` network, ``pxe`` boot and ``ramdisk`` deploy with ``file://``
+  kernel and ramdisk: a deploy does real BMC work (boot device, power) and
+  needs no agent, DHCP or TFTP server;
+* the stock ``ipmi`` and ``redfish`` hardware types beside bmaas's two, so a
+  benchmark compares them through the same conductor.
+
+Helpers enroll hwlab nodes (:func:`enroll`), wait for states and read a
+node's failure (:func:`failure_text`: ``last_error``, or node history once
+the power sync has cleared it). The service is a context manager; ``stop``
+kills the whole process group whatever happened.
+
+Typical use (what ``tests/ironic/conftest.py`` does)::
+
+    with IronicService(workdir) as ironic:
+        conn = ironic.connect()
+        node = enroll(conn, lab_entry, driver="bmaas-ipmi")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bmaas.faults import BmaasError
+from hwlab.proxy.stock import free_port
+
+__all__ = [
+    "HISTORY_VERSION",
+    "IronicError",
+    "IronicService",
+    "IronicSettings",
+    "enroll",
+    "failure_text",
+    "find_venv",
+    "history",
+    "history_text",
+    "wait_for_power_settled",
+    "wait_for_provision",
+]
+
+#: the API version with node history (``GET /v1/nodes/{node}/history``)
+HISTORY_VERSION = "1.78"
+
+#: hardware types the service enables, stock first
+HARDWARE_TYPES = ("ipmi", "redfish", "bmaas-ipmi", "bmaas-redfish")
+
+
+class IronicError(BmaasError):
+    """Ironic could not be found, started, or did not do what was asked."""
+
+    code = "ironic_error"
+
+
+def find_venv() -> Path:
+    """The venv ``scripts/ironic-env.sh`` made: ``$BMAAS_IRONIC_VENV``, else
+    ``.venv-ironic`` at the repository root."""
+    env = os.environ.get("BMAAS_IRONIC_VENV")
+    root = Path(__file__).resolve().parents[2]
+    venv = Path(env) if env else root / ".venv-ironic"
+    if not (venv / "bin" / "ironic").exists():
+        raise IronicError(
+            f"no Ironic in {venv}: run `bash scripts/ironic-env.sh` first "
+            "(or set BMAAS_IRONIC_VENV to a venv with ironic and bmaas[ironic])"
+        )
+    return venv
+
+
+@dataclasses.dataclass(frozen=True)
+class IronicSettings:
+    """What a test or benchmark may want to change in ironic.conf."""
+
+    #: seconds between periodic power syncs ([conductor]sync_power_state_interval)
+    sync_interval: int = 60
+    #: failed sync passes before maintenance ([conductor]power_state_sync_max_retries)
+    sync_max_retries: int = 3
+    #: seconds Ironic waits for a power state ([conductor]power_state_change_timeout)
+    power_timeout: int = 30
+    #: [ipmi]min_command_interval for the stock ipmi type (Ironic's default: 5)
+    ipmi_min_command_interval: int = 5
+    #: the [bmaas] section
+    bmaas_call_deadline: float = 2.0
+    bmaas_operation_deadline: float = 20.0
+    bmaas_sync_deadline: float = 8.0
+    #: anything else: {"section": {"option": "value"}}
+    extra: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+class IronicService:
+    """One standalone Ironic process (API + conductor) under ``workdir``."""
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        settings: IronicSettings | None = None,
+        *,
+        venv: Path | None = None,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.settings = settings or IronicSettings()
+        self.venv = venv or find_venv()
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.config_path = self.workdir / "ironic.conf"
+        self.log_path = self.workdir / "ironic.log"
+        self.kernel = self.workdir / "images" / "kernel"
+        self.ramdisk = self.workdir / "images" / "ramdisk"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- configuration -----------------------------------------------------------
+
+    def config(self) -> dict[str, dict[str, Any]]:
+        s = self.settings
+        w = self.workdir
+        sections: dict[str, dict[str, Any]] = {
+            "DEFAULT": {
+                "auth_strategy": "noauth",
+                "rpc_transport": "none",
+                "host": "bmaas-lab-conductor",
+                "debug": "false",
+                "log_file": str(self.log_path),
+                "use_stderr": "false",
+                "state_path": str(w / "state"),
+                "tempdir": str(w / "tmp"),
+                "enabled_hardware_types": ",".join(HARDWARE_TYPES),
+                "enabled_power_interfaces": "ipmitool,redfish,bmaas",
+                "enabled_management_interfaces": "ipmitool,redfish,bmaas",
+                "enabled_boot_interfaces": "pxe",
+                "default_boot_interface": "pxe",
+                "enabled_deploy_interfaces": "ramdisk",
+                "default_deploy_interface": "ramdisk",
+                "enabled_network_interfaces": "noop",
+                "default_network_interface": "noop",
+                "enabled_inspect_interfaces": "no-inspect",
+                "enabled_console_interfaces": "no-console",
+                "enabled_bios_interfaces": "no-bios",
+                "enabled_raid_interfaces": "no-raid",
+                "enabled_rescue_interfaces": "no-rescue",
+                "enabled_vendor_interfaces": "no-vendor",
+                "enabled_firmware_interfaces": "no-firmware",
+            },
+            "api": {"host_ip": "127.0.0.1", "port": self.port},
+            "database": {"connection": f"sqlite:///{w / 'ironic.sqlite'}"},
+            "conductor": {
+                "automated_clean": "false",
+                "sync_power_state_interval": s.sync_interval,
+                "power_state_sync_max_retries": s.sync_max_retries,
+                "power_state_change_timeout": s.power_timeout,
+                "node_history": "true",
+                "deploy_callback_timeout": 0,
+                "check_provision_state_interval": 5,
+                "file_url_allowed_paths": str(w / "images"),
+                "graceful_shutdown_timeout": 5,
+            },
+            "dhcp": {"dhcp_provider": "none"},
+            "pxe": {
+                "tftp_root": str(w / "tftpboot"),
+                "tftp_master_path": str(w / "tftpboot" / "master_images"),
+                "images_path": str(w / "images-cache"),
+                "instance_master_path": str(w / "images-master"),
+            },
+            "deploy": {
+                "http_root": str(w / "httpboot"),
+                "http_url": f"http://127.0.0.1:{free_port()}",
+            },
+            "ipmi": {"min_command_interval": s.ipmi_min_command_interval},
+            "oslo_concurrency": {"lock_path": str(w / "locks")},
+            "bmaas": {
+                "call_deadline": s.bmaas_call_deadline,
+                "operation_deadline": s.bmaas_operation_deadline,
+                "sync_deadline": s.bmaas_sync_deadline,
+            },
+        }
+        for section, options in s.extra.items():
+            sections.setdefault(section, {}).update(options)
+        return sections
+
+    def write_config(self) -> None:
+        for sub in ("state", "tmp", "tftpboot/master_images", "httpboot", "locks", "images"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        lines = []
+        for section, options in self.config().items():
+            lines.append(f"[{section}]")
+            lines.extend(f"{key} = {value}" for key, value in options.items())
+            lines.append("")
+        self.config_path.write_text("\n".join(lines))
+        # A deploy with the ramdisk interface copies these; any bytes will do.
+        self.kernel.write_bytes(b"bmaas lab kernel\n")
+        self.ramdisk.write_bytes(b"bmaas lab ramdisk\n")
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self, *, timeout: float = 120.0) -> None:
+        """Create the schema, start Ironic, return once the API lists every
+        enabled hardware type (the conductor has registered them)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.write_config()
+        bin_dir = self.venv / "bin"
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        env.pop("PYTHONPATH", None)  # the conductor imports bmaas from its own venv
+        dbsync = [str(bin_dir / "ironic-dbsync"), "--config-file", str(self.config_path)]
+        subprocess.run(  # noqa: S603 - our own venv's ironic-dbsync
+            [*dbsync, "create_schema"],
+            check=True,
+            capture_output=True,
+            env=env,
+            timeout=timeout,
+        )
+        with (self.workdir / "ironic.stderr").open("wb") as stderr:
+            self.process = subprocess.Popen(  # noqa: S603 - our own venv's ironic
+                [str(bin_dir / "ironic"), "--config-file", str(self.config_path)],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=env,
+                start_new_session=True,  # one process group: stop() ends every worker
+            )
+        try:
+            self._await_drivers(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _await_drivers(self, deadline: float) -> None:
+        import requests
+
+        last = ""
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise IronicError(f"ironic exited with {self.process.returncode}: {self.tail()}")
+            try:
+                answer = requests.get(f"{self.url}/v1/drivers", timeout=2)
+                if answer.ok:
+                    names = {d["name"] for d in answer.json().get("drivers", [])}
+                    if names >= set(HARDWARE_TYPES):
+                        return
+                    last = f"drivers so far: {sorted(names)}"
+            except requests.RequestException as exc:
+                last = str(exc)
+            time.sleep(0.5)
+        raise IronicError(f"ironic did not come up at {self.url} ({last}): {self.tail()}")
+
+    def tail(self, lines: int = 30) -> str:
+        """The end of Ironic's log and stderr, for failure messages."""
+        text = ""
+        for path in (self.workdir / "ironic.stderr", self.log_path):
+            if path.exists():
+                text += "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+        return text
+
+    def stop(self, *, timeout: float = 15.0) -> None:
+        """Stop Ironic (its whole process group), killing it if it lingers."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=timeout)
+        # Children that outlived the parent (forked workers) go with the group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def pids(self) -> list[int]:
+        """Ironic's processes (the launcher and its forked service)."""
+        if self.process is None:
+            return []
+        import psutil
+
+        try:
+            parent = psutil.Process(self.process.pid)
+            return [parent.pid] + [c.pid for c in parent.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by every Ironic process."""
+        import psutil
+
+        total = 0.0
+        for pid in self.pids():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = psutil.Process(pid).cpu_times()
+                total += times.user + times.system
+        return total
+
+    def __enter__(self) -> IronicService:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- clients -------------------------------------------------------------------
+
+    def connect(self) -> Any:
+        """An openstacksdk connection to this Ironic (no auth, endpoint given)."""
+        import openstack
+
+        with warnings.catch_warnings():
+            # openstacksdk warns about its own deprecated metrics options
+            # (InfluxDB) even when none is set
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
+            return openstack.connect(
+                auth_type="none",
+                baremetal_endpoint_override=self.url,
+                baremetal_api_version="1",
+                load_yaml_config=False,
+                load_envvars=False,
+            )
+
+    def clouds_yaml(self, name: str = "bmaas-lab") -> dict[str, Any]:
+        """A clouds.yaml entry for this Ironic (for `OS_CLOUD` clients)."""
+        return {"clouds": {name: {"auth_type": "none", "baremetal_endpoint_override": self.url}}}
+
+
+# -- nodes ------------------------------------------------------------------------
+
+
+def _mac(name: str) -> str:
+    digest = uuid.uuid5(uuid.NAMESPACE_DNS, name).bytes
+    return "52:54:00:" + ":".join(f"{b:02x}" for b in digest[:3])
+
+
+def enroll(
+    conn: Any,
+    entry: Mapping[str, Any],
+    *,
+    driver: str,
+    name: str | None = None,
+    kernel: Path,
+    ramdisk: Path,
+    provide: bool = True,
+    timeout: float = 120.0,
+) -> Any:
+    """Enroll one hwlab node (an entry of ``Lab.inventory()["nodes"]``) with
+    ``driver``, one port, and a ``file://`` kernel/ramdisk for ramdisk
+    deploys; with ``provide``, take it to ``available`` (manage validates
+    power, so the BMC must answer)."""
+    protocol = "redfish" if "redfish" in driver else "ipmi"
+    info = {k: v for k, v in entry["driver_info"].items() if k.startswith(protocol + "_")}
+    info["deploy_kernel"] = f"file://{kernel}"
+    info["deploy_ramdisk"] = f"file://{ramdisk}"
+    node_name = name or entry["name"]
+    node = conn.baremetal.create_node(
+        name=node_name,
+        driver=driver,
+        driver_info=info,
+        resource_class=entry.get("resource_class", "baremetal"),
+        instance_info={"kernel": f"file://{kernel}", "ramdisk": f"file://{ramdisk}"},
+    )
+    conn.baremetal.create_port(node_uuid=node.id, address=_mac(node_name))
+    if provide:
+        conn.baremetal.set_node_provision_state(node, "manage", wait=True, timeout=timeout)
+        conn.baremetal.set_node_provision_state(node, "provide", wait=True, timeout=timeout)
+    return conn.baremetal.get_node(node.id)
+
+
+def history(conn: Any, node: Any) -> list[dict[str, Any]]:
+    """The node's history events, oldest first (API 1.78)."""
+    ident = getattr(node, "id", node)
+    answer = conn.baremetal.get(f"/nodes/{ident}/history?detail=true", microversion=HISTORY_VERSION)
+    answer.raise_for_status()
+    events = answer.json().get("history", [])
+    return sorted(events, key=lambda e: e.get("created_at") or "")
+
+
+def failure_text(conn: Any, node: Any, *, since: str | None = None) -> str | None:
+    """What went wrong on ``node``: its ``last_error``, else the newest error
+    event of its history (Ironic's power sync clears ``last_error`` seconds
+    after a good read; history keeps it). ``since`` (an ISO time) ignores
+    older history."""
+    fresh = conn.baremetal.get_node(getattr(node, "id", node))
+    if fresh.last_error:
+        return str(fresh.last_error)
+    for event in reversed(history(conn, node)):
+        if since and (event.get("created_at") or "") < since:
+            break
+        if event.get("severity") == "ERROR":
+            return str(event.get("event"))
+    return None
+
+
+def history_text(conn: Any, node: Any) -> str:
+    """Every history event of the node, one a line (for "never shows X" checks)."""
+    return "\n".join(str(e.get("event")) for e in history(conn, node))
+
+
+def wait_for_power_settled(conn: Any, node: Any, *, timeout: float, poll: float = 0.25) -> Any:
+    """Poll until no power change is pending (``target_power_state`` empty);
+    the node as last read. ``IronicError`` on timeout."""
+    end = time.monotonic() + timeout
+    ident = getattr(node, "id", node)
+    while True:
+        fresh = conn.baremetal.get_node(ident)
+        if not fresh.target_power_state:
+            return fresh
+        if time.monotonic() > end:
+            raise IronicError(
+                f"node {fresh.name}: power still heading to {fresh.target_power_state} "
+                f"after {timeout:g}s"
+            )
+        time.sleep(poll)
+
+
+def wait_for_provision(
+    conn: Any, node: Any, states: set[str], *, timeout: float, poll: float = 0.5
+) -> Any:
+    """Poll until the node's provision state is one of ``states`` and no
+    target is pending; the node as last read. ``IronicError`` on timeout."""
+    end = time.monotonic() + timeout
+    ident = getattr(node, "id", node)
+    while True:
+        fresh = conn.baremetal.get_node(ident)
+        if fresh.provision_state in states and not fresh.target_provision_state:
+            return fresh
+        if time.monotonic() > end:
+            raise IronicError(
+                f"node {fresh.name}: provision state {fresh.provision_state} "
+                f"(target {fresh.target_provision_state}), not {sorted(states)}, "
+                f"after {timeout:g}s; last_error: {fresh.last_error}"
+            )
+        time.sleep(poll)
+
+
+def main() -> None:  # pragma: no cover - a manual aid: start one and wait
+    """``python -m hwlab.harness.ironic DIR``: run an Ironic until Ctrl-C."""
+    workdir = Path(sys.argv[1] if len(sys.argv) > 1 else "ironic-lab")
+    with IronicService(workdir) as ironic:
+        print(f"ironic at {ironic.url}; config {ironic.config_path}; Ctrl-C stops it")
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

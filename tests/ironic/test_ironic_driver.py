@@ -1,0 +1,113 @@
+"""bmaas-ipmi and bmaas-redfish on a real Ironic: the happy paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bmaas import faulttext
+from hwlab.harness import ironic as harness
+
+BMAAS_TYPES = ["bmaas-ipmi", "bmaas-redfish"]
+
+
+@pytest.mark.parametrize("driver", BMAAS_TYPES)
+def test_enroll_validate_power_boot_deploy_undeploy(
+    driver: str, ironic_node: Any, baremetal: Any
+) -> None:
+    node, _ = ironic_node(driver)  # manage + provide: power reads through bmaas
+    assert node.provision_state == "available"
+    assert node.power_interface == "bmaas"
+    assert node.management_interface == "bmaas"
+
+    result = baremetal.baremetal.validate_node(node, required=None)
+    assert result["power"].result, result["power"].reason
+    assert result["management"].result, result["management"].reason
+
+    baremetal.baremetal.set_node_power_state(node, "power on", wait=True, timeout=60)
+    assert baremetal.baremetal.get_node(node.id).power_state == "power on"
+    baremetal.baremetal.set_node_power_state(node, "rebooting", wait=True, timeout=60)
+    assert baremetal.baremetal.get_node(node.id).power_state == "power on"
+    baremetal.baremetal.set_node_power_state(node, "power off", wait=True, timeout=60)
+    assert baremetal.baremetal.get_node(node.id).power_state == "power off"
+
+    for device, persistent in (("pxe", True), ("disk", False)):
+        baremetal.baremetal.set_node_boot_device(node, device, persistent=persistent)
+        got = baremetal.baremetal.get_node_boot_device(node)
+        assert got["boot_device"] == device
+        assert got["persistent"] is persistent
+    supported = baremetal.baremetal.get_node_supported_boot_devices(node)
+    assert set(supported["supported_boot_devices"]) >= {"pxe", "disk", "cdrom", "bios"}
+
+    # ramdisk deploy: pxe boot sets the boot device and powers the node on
+    baremetal.baremetal.set_node_provision_state(node, "active", wait=True, timeout=120)
+    deployed = baremetal.baremetal.get_node(node.id)
+    assert deployed.power_state == "power on"
+    baremetal.baremetal.set_node_provision_state(node, "deleted", wait=True, timeout=120)
+    assert baremetal.baremetal.get_node(node.id).provision_state == "available"
+    assert baremetal.baremetal.get_node(node.id).power_state == "power off"
+
+
+def test_switching_an_enrolled_stock_node_to_bmaas(ironic_node: Any, baremetal: Any) -> None:
+    node, _ = ironic_node("ipmi", provide=False)
+    # `baremetal node set --driver bmaas-ipmi --reset-interfaces`
+    baremetal.baremetal.patch_node(
+        node, [{"op": "replace", "path": "/driver", "value": "bmaas-ipmi"}], reset_interfaces=True
+    )
+    node = baremetal.baremetal.get_node(node.id)
+    assert (node.driver, node.power_interface) == ("bmaas-ipmi", "bmaas")
+    baremetal.baremetal.set_node_power_state(node, "power on", wait=True, timeout=60)
+    assert baremetal.baremetal.get_node(node.id).power_state == "power on"
+
+
+def test_foreign_driver_info_keys_are_ignored_and_a_typo_is_named(
+    ironic_node: Any, baremetal: Any
+) -> None:
+    node, _ = ironic_node("bmaas-ipmi", provide=False)
+    # keys of other interfaces and stock ipmi-only keys are fine
+    baremetal.baremetal.patch_node(
+        node,
+        [
+            {"op": "add", "path": "/driver_info/ipmi_terminal_port", "value": 9001},
+            {"op": "add", "path": "/driver_info/rescue_kernel", "value": "file:///k"},
+        ],
+    )
+    assert baremetal.baremetal.validate_node(node, required=None)["power"].result
+    # a misspelled key of bmaas's own fails validation, naming the key
+    baremetal.baremetal.patch_node(
+        node, [{"op": "add", "path": "/driver_info/ipmi_pasword", "value": "x"}]
+    )
+    power = baremetal.baremetal.validate_node(node, required=None)["power"]
+    assert not power.result
+    parsed = faulttext.parse(power.reason)
+    assert parsed is not None
+    assert parsed.code == "input_error"
+    assert "ipmi_pasword" in power.reason
+    assert "did you mean 'ipmi_password'" in power.reason
+
+
+def test_failures_never_show_the_password(
+    ironic_node: Any, ironic_lab: Any, baremetal: Any
+) -> None:
+    node, _ = ironic_node("bmaas-redfish")
+    secret = "s3cr3t-" + node.id[:8]
+    baremetal.baremetal.patch_node(
+        node, [{"op": "replace", "path": "/driver_info/redfish_password", "value": secret}]
+    )
+    baremetal.baremetal.set_node_power_state(node, "power on", wait=False)
+    node = harness.wait_for_power_settled(baremetal, node, timeout=60)
+    text = harness.failure_text(baremetal, node) or ""
+    parsed = faulttext.parse(text)
+    assert parsed is not None
+    assert parsed.code == "bmc_auth_error"
+    assert secret not in text
+    assert secret not in ironic_lab.state_dir.joinpath("events.jsonl").read_text()
+    assert secret not in harness.history_text(baremetal, node)
+
+
+def test_the_conductor_log_never_shows_the_password(ironic: Any, ironic_lab: Any) -> None:
+    """Every password of the lab (all nodes share the lab's) is absent from
+    what the conductor logged while the other tests ran."""
+    password = ironic_lab.inventory()["nodes"][0]["driver_info"]["ipmi_password"]
+    assert password not in ironic.log_path.read_text(errors="replace")

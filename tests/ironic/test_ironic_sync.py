@@ -1,0 +1,59 @@
+"""Ironic's periodic power sync with bmaas's reads: a BMC that is busy now
+and then is never fenced, and a latched power fault does not block the
+power-on that clears it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bmaas import faulttext
+from hwlab.harness import ironic as harness
+from tests.ironic.conftest import SETTINGS
+
+#: sync passes to watch (the issue's bar is at least 10)
+PASSES = 10
+
+
+def test_busy_now_and_then_is_not_a_sync_failure(
+    ironic_node: Any, ironic_lab: Any, baremetal: Any
+) -> None:
+    nodes = [ironic_node(driver) for driver in ("bmaas-ipmi", "bmaas-redfish")]
+    for _, lab_name in nodes:
+        ironic_lab.add_faults(
+            lab_name, [{"effect": "busy", "operation": "power.get", "probability": 0.5}]
+        )
+    before = ironic_lab.status()["events"]
+    # each pass reads every node; sync_max_retries consecutive failures would fence
+    time.sleep(SETTINGS.sync_interval * (PASSES + 1))
+    assert ironic_lab.status()["events"] - before >= PASSES  # the BMCs did answer busy
+    for node, _ in nodes:
+        fresh = baremetal.baremetal.get_node(node.id)
+        assert not fresh.is_maintenance, f"{fresh.name}: {fresh.maintenance_reason}"
+        assert fresh.fault is None
+
+
+def test_latched_power_fault_is_reported_and_cleared_by_power_on(
+    ironic_node: Any, ironic_lab: Any, baremetal: Any
+) -> None:
+    node, lab_name = ironic_node("bmaas-ipmi")
+    baremetal.baremetal.set_node_power_state(node, "power on", wait=True, timeout=60)
+    # the machine turns off on its own and the BMC latches a main power fault
+    ironic_lab.add_faults(
+        lab_name, [{"effect": "power_lost", "operation": "power.get", "times": 1}]
+    )
+    end = time.monotonic() + SETTINGS.sync_interval * 6
+    reported = None
+    while time.monotonic() < end and reported is None:
+        for event in harness.history(baremetal, node):
+            parsed = faulttext.parse(str(event.get("event")))
+            if parsed is not None and parsed.code == "power_failure":
+                reported = event
+        time.sleep(0.5)
+    assert reported is not None, "the latched fault never reached node history"
+    assert "read anyway" in str(reported["event"])
+    # the read returned "power off", so Ironic could act: power on clears the latch
+    baremetal.baremetal.set_node_power_state(node, "power on", wait=True, timeout=60)
+    fresh = baremetal.baremetal.get_node(node.id)
+    assert fresh.power_state == "power on"
+    assert not fresh.is_maintenance

@@ -1,0 +1,50 @@
+"""`hwlab bench ironic`'s report: what its headline counts (no Ironic needed;
+the scenario itself runs against a real one, see docs/bench/ironic.md)."""
+
+from __future__ import annotations
+
+from hwlab.harness.bench import ironic
+
+
+def _trial(driver: str, fault: str, seconds: float, text: str | None, gave_up: bool = True):
+    return {
+        "driver": driver,
+        "fault": fault,
+        "node": "x",
+        "lab_name": "node-001",
+        "seconds": seconds,
+        "gave_up": gave_up,
+        "last_error": text,
+        "code": "bmc_busy" if text and text.startswith("[bmaas") else None,
+        "maintenance": driver == "ipmi",
+    }
+
+
+def test_headline_counts_readable_codes_budget_and_fences() -> None:
+    o = ironic.Options(operation_deadline=10.0)
+    faults = [
+        _trial("ipmi", "busy", 56.8, "IPMI call failed: power status."),
+        _trial("redfish", "hang", 150.0, None, gave_up=False),
+        _trial("bmaas-ipmi", "busy", 9.9, "[bmaas bmc_busy retry=same_node] n: ..."),
+        _trial("bmaas-redfish", "busy", 40.0, "[bmaas bmc_busy retry=same_node] n: ..."),
+    ]
+    sync = [
+        {
+            "driver": d,
+            "nodes": 2,
+            "passes": 3,
+            "fenced": f,
+            "cpu_per_node_pass_ms": 1.0,
+            "busy_answers": 4,
+        }
+        for d, f in (("ipmi", 2), ("bmaas-ipmi", 0), ("redfish", 1), ("bmaas-redfish", 0))
+    ]
+    report = ironic._report(o, faults, sync)
+    assert report.headline["bmaas_codes_readable"] == 1.0
+    assert report.headline["stock_codes_readable"] == 0.0
+    assert report.headline["bmaas_within_budget"] == 0.5  # 40 s is past 10 s + 10 % + slack
+    assert report.headline["bmaas_busy_fences"] == 0.0
+    assert report.headline["stock_busy_fences"] == 3.0
+    rows = report.tables[0].rows
+    assert rows[1][2].startswith("≥")  # still pending at the cap
+    assert [r[4] for r in rows] == ["yes", "no", "no", "no"]
