@@ -320,9 +320,10 @@ class IronicBackend(InstancesMixin):
             self._quiet(
                 "node.update",
                 claim.node,
-                self.api.bm.update_node,
+                self.api.bm.patch_node,
                 state.node_id,
-                extra={"bmaas_fault": reason[:255]},
+                # one key: the node's other extra keys are not ours
+                [{"op": "add", "path": "/extra/bmaas_fault", "value": reason[:255]}],
             )
             ended = self.tear_down(claim.node, state.node_id, deadline)
             if ended == ERROR and not policy.counts_for_health:

@@ -242,6 +242,13 @@ def test_readme_example_and_cli_against_ironic(
     assert gone.exit_code == 0, gone.output
     assert f"example-0  ok    released {placed['example-0']}" in gone.output
 
+    # move: the target (the node just freed) must be up before the source is given back
+    source = rows["web-1"]["node"]
+    moved = runner.invoke(bmaas_cli, ["move", "--cloud", "lab", "web-1", "--deadline", "120"])
+    assert moved.exit_code == 0, moved.output
+    assert f"web-1: moved {source} -> {placed['example-0']}" in moved.output
+    assert cloud.conn.baremetal.get_node(source).provision_state == "available"
+
     deployed = runner.invoke(
         bmaas_cli,
         [
@@ -264,7 +271,7 @@ def test_readme_example_and_cli_against_ironic(
     assert deployed.exit_code == 0, deployed.output
     summary = json.loads(deployed.output)
     assert summary["ok"] == 1
-    assert summary["requests"][0]["node"] == placed["example-0"]
+    assert summary["requests"][0]["node"] == source  # the node the move gave back
 
     # nothing free now: the same command fails the request, exit 1, nothing allocated
     before = {a.id for a in _allocations(cloud.conn)}

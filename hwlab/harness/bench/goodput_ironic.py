@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import tempfile
 import time
@@ -34,9 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bmaas.faults import ProvisionFailed
+from bmaas.faults import BmaasError, ProvisionFailed
 from bmaas.provision import Provisioner, Request
 from drivers.ironic_backend import Api, IronicBackend
+from drivers.ironic_backend.api import IronicBusy
 from fakes.machine import Hardware
 from hwlab.harness import ironic as harness
 from hwlab.harness.bench.common import percentile
@@ -112,6 +114,41 @@ def blind_provision(
     ports = 0
     end = time.monotonic() + timeout
     while len(errors) < max_hosts and time.monotonic() < end:
+        try:
+            node, allocation = _blind_claim(api, tried, min(end, time.monotonic() + 30.0))
+        except BmaasError as exc:  # Ironic refused us: one more failure, blind
+            errors.append(str(exc))
+            continue
+        if node is None:
+            break
+        tried.append(node)
+        ports += 1  # a new port per attempt: Nova deallocated and reallocated networks
+        try:
+            if _blind_deploy(api, node, instance_info, end, poll):
+                api.call(
+                    "allocation.update",
+                    api.bm.update_allocation,
+                    allocation,
+                    extra={"bmaas_instance": request.name},
+                )
+                return True, errors, ports
+            errors.append("deploy failed")
+            # tear down, blind: whatever the fault, the node goes back to the pool
+            api.call("node.set_provision_state", api.bm.set_node_provision_state, node, "deleted")
+            _wait(api, node, {"available", "error", "clean failed"}, end, poll)
+        except BmaasError as exc:
+            errors.append(str(exc))
+        with contextlib.suppress(BmaasError):
+            api.call("allocation.delete", api.bm.delete_allocation, allocation, ignore_missing=True)
+    return False, errors, ports
+
+
+def _blind_claim(api: Api, tried: list[str], until: float) -> tuple[str | None, str]:
+    """Ironic's random pick among the free nodes not tried yet: (node,
+    allocation), or (None, "") when none is left. An allocation that never
+    leaves ``allocating`` (Ironic on SQLite can lose it to "database is
+    locked") is deleted and picked again, as the backend does."""
+    while True:
         nodes = api.call(
             "node.list",
             api.bm.nodes,
@@ -123,43 +160,31 @@ def blind_provision(
         )
         free = [n.id for n in nodes if n.id not in tried and n.power_state is not None]
         if not free:
-            break
+            return None, ""
         allocation = api.call(
             "allocation.create",
             api.bm.create_allocation,
             resource_class="baremetal",
             candidate_nodes=free,
         )
-        while allocation.state == "allocating":
+        while allocation.state == "allocating" and time.monotonic() < until:
             time.sleep(0.2)
             allocation = api.call("allocation.get", api.bm.get_allocation, allocation.id)
-        if allocation.state != "active":
-            api.call("allocation.delete", api.bm.delete_allocation, allocation.id)
-            continue  # raced another request: the scheduler picks again
-        node = allocation.node_id
-        tried.append(node)
-        ports += 1  # a new port per attempt: Nova deallocated and reallocated networks
-        patch = [
-            {"op": "add", "path": f"/instance_info/{k}", "value": v}
-            for k, v in instance_info.items()
-        ]
-        api.call("node.update", api.bm.patch_node, node, patch)
-        api.call("node.set_provision_state", api.bm.set_node_provision_state, node, "active")
-        state = _wait(api, node, {"active", "deploy failed", "error"}, end, poll)
-        if state.provision_state == "active":
-            api.call(
-                "allocation.update",
-                api.bm.update_allocation,
-                allocation.id,
-                extra={"bmaas_instance": request.name},
-            )
-            return True, errors, ports
-        errors.append(str(state.last_error or state.provision_state))
-        # tear down, blind: whatever the fault, the node goes back to the pool
-        api.call("node.set_provision_state", api.bm.set_node_provision_state, node, "deleted")
-        _wait(api, node, {"available", "error", "clean failed"}, end, poll)
+        if allocation.state == "active":
+            return allocation.node_id, allocation.id
         api.call("allocation.delete", api.bm.delete_allocation, allocation.id, ignore_missing=True)
-    return False, errors, ports
+        if time.monotonic() >= until:
+            raise IronicBusy("no allocation within 30 s")
+
+
+def _blind_deploy(api: Api, node: str, info: dict[str, Any], end: float, poll: float) -> bool:
+    patch = [{"op": "add", "path": f"/instance_info/{k}", "value": v} for k, v in info.items()]
+    api.call("node.update", api.bm.patch_node, node, patch)
+    api.call("node.set_provision_state", api.bm.set_node_provision_state, node, "active")
+    return bool(
+        _wait(api, node, {"active", "deploy failed", "error"}, end, poll).provision_state
+        == "active"
+    )
 
 
 def _wait(api: Api, node: str, states: set[str], end: float, poll: float) -> Any:
