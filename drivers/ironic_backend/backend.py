@@ -116,6 +116,9 @@ class IronicBackend(InstancesMixin):
         self.clock = clock
         self.ports = PortLedger()
         self._rc: dict[str, str | None] = {}
+        #: nodes on the noop network interface: a VIF call there is accepted and
+        #: does nothing, so the ledger alone records the binding (no API call)
+        self._noop: set[str] = set()
 
     # -- jobs ----------------------------------------------------------------------------
 
@@ -171,6 +174,8 @@ class IronicBackend(InstancesMixin):
             if wanted and not wanted.issubset(set(node.traits or ())):
                 continue
             self._rc[name] = node.resource_class
+            if node.network_interface == "noop":
+                self._noop.add(name)
             faulted = bool((node.extra or {}).get("bmaas_fault"))
             spread = hashlib.sha256(f"{request.name}/{node.id}".encode()).hexdigest()
             ranked.append((faulted, spread, name))
@@ -191,7 +196,7 @@ class IronicBackend(InstancesMixin):
         except IronicBusy as busy:  # still locked, or taken meanwhile: the next candidate
             raise NodeUnavailable(node=node, reason=busy.message) from busy
         state: JobState = job.handle
-        for port in state.ports:
+        for port in state.ports if node not in self._noop else ():
             self.api.call(
                 "node.vif_attach",
                 self.api.bm.attach_vif_to_node,
@@ -228,12 +233,14 @@ class IronicBackend(InstancesMixin):
 
     def _settle_allocation(self, allocation_id: str, node: str) -> Any:
         deadline = Deadline.after(self.allocation_timeout, clock=self.clock)
+        wait = 0.2  # usually done in well under a second; a busy conductor takes longer
         while True:
             allocation = self.api.call(
                 "allocation.get", self.api.bm.get_allocation, allocation_id, node=node
             )
-            if allocation.state != "allocating" or not deadline.sleep(0.2, self.sleep):
+            if allocation.state != "allocating" or not deadline.sleep(wait, self.sleep):
                 return allocation
+            wait = min(wait * 1.5, 2.0)
 
     def deploy(self, claim: Claim, *, deadline: Deadline, cancel: CancelToken) -> Deployed:
         state: ClaimState = claim.handle
@@ -309,7 +316,7 @@ class IronicBackend(InstancesMixin):
         try:
             if policy.counts_for_health:
                 self.fence(claim.node, state.node_id, reason, deadline)
-            for port in claim.job.handle.ports:
+            for port in claim.job.handle.ports if claim.node not in self._noop else ():
                 self._quiet(
                     "node.vif_detach",
                     claim.node,
@@ -349,7 +356,9 @@ class IronicBackend(InstancesMixin):
                 "bmaas_request": request.name,
                 "bmaas_instance": name,
                 "bmaas_data": data,
-                "bmaas_ports": [p.to_dict() for p in job_state.ports],
+                "bmaas_ports": [
+                    {**p.to_dict(), "vif": claim.node not in self._noop} for p in job_state.ports
+                ],
             },
             node=claim.node,
         )

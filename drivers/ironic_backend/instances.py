@@ -71,6 +71,8 @@ class InstancesMixin:
             return []
         node = found.node or allocation.node_id
         for port in (allocation.extra or {}).get("bmaas_ports") or ():
+            if not port.get("vif", True):
+                continue  # a noop network interface: the ledger was the binding
             self._quiet(
                 "node.vif_detach",
                 node,
