@@ -30,7 +30,7 @@ def test_goodput_through_ironic_smoke(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "goodput-ironic.json").read_text())
     strategies = report["data"]["strategies"]
-    assert list(strategies) == ["no retry", "blind reschedule", "bmaas"]
+    assert set(strategies) == {"no retry", "blind reschedule", "bmaas"}
     for figures in strategies.values():
         assert figures["ironic_api_calls"] > 0
         assert figures["bmc_calls"] > 0  # counted at the lab's BMCs
