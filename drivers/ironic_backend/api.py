@@ -23,6 +23,7 @@ import collections
 import collections.abc
 import contextlib
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -30,6 +31,7 @@ import openstack
 import openstack.connection
 from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
+from openstack import warnings as os_warnings
 
 from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable, RetryScope
@@ -52,6 +54,9 @@ class IronicUnavailable(BmaasError):
     retry = RetryScope.NEVER
     summary = "Ironic API unavailable"
 
+    def __str__(self) -> str:
+        return f"{self.summary}: {self.message}" if self.message else self.summary
+
 
 class IronicBusy(BMCBusy):
     """Ironic said "later" about a node: 409 (the conductor holds the node's
@@ -73,7 +78,11 @@ def connect(cloud: str | None = None, **options: Any) -> openstack.connection.Co
     if "endpoint" in options and options.get("auth_type") == "none":
         options["baremetal_endpoint_override"] = options.pop("endpoint")
     try:
-        return openstack.connect(cloud=cloud, **options)
+        with warnings.catch_warnings():
+            # openstacksdk's notes about its own deprecations (metrics backends
+            # nobody configured) are not the operator's to act on
+            warnings.simplefilter("ignore", os_warnings._RemovedInSDKWarning)
+            return openstack.connect(cloud=cloud, **options)
     except (sdk_exc.ConfigException, ks_exc.MissingRequiredOptions) as exc:
         # the message names the cloud and the missing option, never a password
         raise InputError(str(exc), field="--cloud") from exc
@@ -129,7 +138,8 @@ class Api:
         self, conn: openstack.connection.Connection, *, busy: RetryPolicy | None = None
     ) -> None:
         self.conn = conn
-        self.bm = conn.baremetal
+        with map_errors("connect"):  # the proxy discovers Ironic's API versions here
+            self.bm = conn.baremetal
         self.busy = busy or RetryPolicy(
             deadline=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0
         )
