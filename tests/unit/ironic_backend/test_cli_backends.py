@@ -67,3 +67,17 @@ def test_cloud_with_embedded_backend_is_refused() -> None:
     )
     assert result.exit_code == 2
     assert "drop --backend embedded" in result.output
+
+
+def test_cloud_password_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clouds = tmp_path / "clouds.yaml"
+    clouds.write_text(
+        "clouds:\n  prod:\n    auth:\n      auth_url: http://127.0.0.1:9/identity\n"
+        "      username: admin\n      password: hunter2-s3cret\n      project_name: admin\n"
+        "      user_domain_name: Default\n      project_domain_name: Default\n"
+    )
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds))
+    for command in (["instance", "list"], ["status", "check", "--json"]):
+        result = CliRunner().invoke(bmaas_cli, [*command, "--cloud", "prod"])
+        assert result.exit_code == 2, result.output
+        assert "hunter2" not in result.output
