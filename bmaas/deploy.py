@@ -97,14 +97,27 @@ class _Budget:
     read step by step: how long each step may take, and the retry policy it
     runs under (never past the deadline)."""
 
-    def __init__(self, node: str, policy: RetryPolicy, deadline: Deadline, total: float) -> None:
+    def __init__(
+        self,
+        node: str,
+        policy: RetryPolicy,
+        deadline: Deadline,
+        total: float,
+        check: Callable[[Step], None] | None = None,
+    ) -> None:
         self.node = node
         self.policy = policy
         self.clock = deadline.clock
         self.deadline = deadline
         self.total = total
+        #: the caller's ``before_step`` hook, also run whenever a step asks how
+        #: long it has left (before each wait), so a lost lease or a request to
+        #: roll back is seen within one poll, not only between steps
+        self.check = check
 
     def left(self, step: Step) -> float:
+        if self.check is not None:
+            self.check(step)
         remaining = self.deadline.left()
         if remaining <= 0:
             raise BootFailure(
@@ -134,13 +147,14 @@ def deploy_node(
 
     The deploy ends by ``deadline`` (the request's) and never takes more than
     ``settings.deadline`` of it. ``before_step`` is called before each step
-    (the provisioner checks its leases and the cancellation token there).
+    and before each wait inside one (the provisioner checks its leases and
+    the cancellation token there; whatever it raises stops the deploy).
     """
     policy = policy or RetryPolicy()
     clock = policy.clock
     given = deadline or Deadline.after(settings.deadline, clock=clock)
     total = min(settings.deadline, given.left())
-    budget = _Budget(driver.node, policy, given.share(cap=settings.deadline), total)
+    budget = _Budget(driver.node, policy, given.share(cap=settings.deadline), total, before_step)
     timings: dict[str, float] = {}
     state: dict[str, object] = {"method": "pxe", "progress": None}
 
@@ -272,7 +286,7 @@ def _await_ready(
                 operation="deploy.ready",
                 elapsed=waited,
             )
-        sleep(settings.ready_interval)
+        sleep(min(settings.ready_interval, budget.left(Step.READY)))
 
 
 def undeploy_node(
@@ -284,11 +298,9 @@ def undeploy_node(
 ) -> None:
     """Power the node off and eject any virtual media. Idempotent. Ends by
     ``deadline`` when one is given."""
-    policy = policy or RetryPolicy()
-    if deadline is not None:
+    if deadline is not None:  # each call's retries stay bounded by the policy's own total
         power_timeout = min(power_timeout, deadline.left())
-        policy = policy.replace(deadline=min(policy.deadline, deadline.left()))
-    rd = RetryingDriver(driver, policy)
+    rd = RetryingDriver(driver, policy or RetryPolicy())
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout)
     if driver.supports(Capability.VIRTUAL_MEDIA):
         rd.eject_virtual_media()

@@ -5,9 +5,9 @@ The first signal sets the command's :class:`~bmaas.provision.CancelToken`:
 nothing new starts, work in flight finishes within its deadline, and the
 command prints what each request ended as, then exits 128 + the signal
 (130 for SIGINT, 143 for SIGTERM). A second signal rolls back what is still
-in flight at its next step (node powered off and released). Python's own
-``KeyboardInterrupt`` (click's "Aborted!") never fires in between, so nothing
-that completed is reported as aborted.
+in flight at its next step or wait (node powered off and released).
+Python's own ``KeyboardInterrupt`` (click's "Aborted!") never fires in
+between, so nothing that completed is reported as aborted.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
-from bmaas.provision.embedded import readiness
 from bmaas.provision.maintenance import evacuate as evacuate_nodes
+from bmaas.provision.readiness import readiness
 from bmaas.store import NodeRecord
 from bmaas.sync import SyncReport, sync_loop, sync_pass
 

@@ -22,7 +22,8 @@ The package::
     embedded.py     the default backend: bmaas's store + drivers
     loop.py         the reschedule loop on tenacity, and its stop strategies
     provisioner.py  Provisioner: provision / provision_many / move / undeploy
-    maintenance.py  evacuate and "ready for maintenance"
+    maintenance.py  evacuate
+    readiness.py    "ready for maintenance" on the embedded store
     reclaim.py      nodes taken back from dead clients are powered off first
     cancel.py       CancelToken, Interrupted: honest interruption
 

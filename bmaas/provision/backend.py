@@ -53,7 +53,8 @@ Rules every backend keeps:
 * ``deploy`` ends by ``deadline`` (a backend that cannot cancel a deploy, as
   Ironic cannot, stops *waiting* at the deadline and reports ``BMCTimeout``-
   or ``BootFailure``-class faults, and ``release`` then tears it down);
-  between its steps it calls ``cancel.check(in_flight=True)``;
+  between its steps and before each wait it calls
+  ``cancel.check(in_flight=True)``;
 * losing the request's lease (or allocation) behind its back raises
   :class:`~bmaas.store.LeaseLost`: the loop stops at once;
 * success leaves exactly one allocation, owned by the instance; final failure

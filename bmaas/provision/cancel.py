@@ -8,12 +8,12 @@ Two levels, because "stop" means two things to an operator:
    started is started, no failed attempt is rescheduled, and every attempt in
    flight runs to its end (success or failure) within its deadline;
 2. **roll back what is in flight** (``roll_back``, the second signal): an
-   attempt in flight stops at its next step boundary with
-   :class:`Interrupted`, and is rolled back like any failed attempt (node
+   attempt in flight stops at its next step or wait (a settle poll, a ready
+   check) with :class:`Interrupted`, and is rolled back like any failed attempt (node
    powered off when it can be, released, ports unbound).
 
 Nothing is ever reported as interrupted that completed: the loop reads the
-token only *between* steps and attempts, and a request's result is what
+token only *between* steps, waits and attempts, and a request's result is what
 actually happened to it. The token is thread-safe and needs no signals, so
 tests drive it directly.
 """

@@ -111,16 +111,20 @@ def test_cancel_mid_batch_finishes_in_flight_and_starts_nothing_else(store: Stor
 def test_second_signal_rolls_back_the_attempt_in_flight(store: Store) -> None:
     token = CancelToken()
 
+    asked: list[str] = []
+
     def ready(node: str, driver: object) -> bool:
+        asked.append(node)
         token.cancel("SIGINT received")
-        token.cancel("SIGINT received")  # pressed twice: roll back at the next step
-        return True
+        token.cancel("SIGINT received")  # pressed twice: roll back before the next wait
+        return False  # not ready yet: without the roll-back it would poll for 10s
 
     rack = Rack(store, count=2, ready=ready, cancel=token)
     (result,) = rack.provisioner.provision_many([Request("r1", network="prov")])
     assert status_of(result) == "interrupted"
     assert isinstance(result, ProvisionFailed)
     assert [(a.node, a.fault_class) for a in result.attempts] == [("n01", "Interrupted")]
+    assert asked == ["n01"]  # asked once: no further wait after the signal
     assert "n02" not in rack.drivers
     assert store.owners() == []
     assert store.allocations() == []
