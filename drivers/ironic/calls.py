@@ -2,7 +2,7 @@
 
 Every interface method goes through here, so each one:
 
-* gets the node's bmaas driver from :mod:`drivers.ironic.pool`;
+* gets the node's bmaas driver through :func:`session` (the pool seam);
 * runs under one :class:`~bmaas.deadline.Deadline` started from the
   ``[bmaas]`` options (``operation_deadline``, or ``sync_deadline`` for a
   power-state read), each BMC request capped at ``call_deadline``;
@@ -43,9 +43,12 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver
 from bmaas.faults import (
     BmaasError,
+    BMCAuthError,
+    BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
     InputError,
+    UnclassifiedFault,
     UnsupportedOperation,
 )
 from bmaas.retry import RetryPolicy
@@ -56,9 +59,9 @@ __all__ = [
     "BmaasDriverError",
     "BmaasPowerFailure",
     "Budget",
-    "driver",
     "label",
     "policy",
+    "session",
     "translated",
 ]
 
@@ -97,11 +100,28 @@ def label(task: Any) -> str:
     return str(node.name or node.uuid)
 
 
-def driver(task: Any, protocol: str, budget: Budget) -> BMCDriver:
-    """The node's bmaas driver (``InputError`` on bad driver_info)."""
+#: faults after which the node's session is not reused (it missed an answer,
+#: or its state or credentials can no longer be trusted)
+DROP_ON = (BMCTimeout, BMCUnreachable, BMCProtocolError, BMCAuthError, UnclassifiedFault)
+
+
+@contextlib.contextmanager
+def session(task: Any, protocol: str, budget: Budget) -> Iterator[BMCDriver]:
+    """The node's bmaas driver for the length of one operation.
+
+    The one seam to the driver pool: today a per-conductor cache
+    (:mod:`drivers.ironic.pool`); ``bmaas.pool.DriverPool.session`` has the
+    same shape (key, build, drop on a fault in ``DROP_ON``) and can replace
+    the body. ``InputError`` on bad driver_info.
+    """
     node = task.node
     info = parse_driver_info(node.driver_info or {}, protocol, node=label(task))
-    return pool.driver_for(node.uuid, label(task), protocol, info, call_deadline=budget.call)
+    drv = pool.driver_for(node.uuid, label(task), protocol, info, call_deadline=budget.call)
+    try:
+        yield drv
+    except DROP_ON:
+        pool.forget(node.uuid)
+        raise
 
 
 def policy(deadline: Deadline, budget: Budget, *, busy_only: bool = False) -> RetryPolicy:
@@ -134,8 +154,6 @@ def translated(
         yield
     except BmaasError as fault:
         elapsed = time.monotonic() - start
-        if isinstance(fault, BMCTimeout | BMCUnreachable):
-            pool.forget(task.node.uuid)  # the session missed an answer: log in afresh
         cls: type[exception.IronicException] = error
         if isinstance(fault, InputError):
             cls = exception.InvalidParameterValue

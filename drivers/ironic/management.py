@@ -16,7 +16,7 @@ from ironic.drivers import base
 
 from bmaas import retry
 from bmaas.deadline import Deadline
-from bmaas.driver import BootDevice, Capability, Operation
+from bmaas.driver import BMCDriver, BootDevice, Capability, Operation
 from drivers.ironic import calls, info
 from drivers.ironic.power import protocol_of
 
@@ -38,8 +38,11 @@ class BmaasManagement(base.ManagementInterface):
 
     def validate(self, task: Any) -> None:
         budget = calls.Budget.from_conf()
-        with calls.translated(task, "validate", calls.BmaasDriverError):
-            calls.driver(task, protocol_of(task), budget)
+        with (
+            calls.translated(task, "validate", calls.BmaasDriverError),
+            calls.session(task, protocol_of(task), budget),
+        ):
+            pass
 
     def get_supported_boot_devices(self, task: Any) -> list[str]:
         return list(_DEVICES)
@@ -51,8 +54,10 @@ class BmaasManagement(base.ManagementInterface):
             )
         budget = calls.Budget.from_conf()
         deadline = Deadline.after(budget.operation)
-        with calls.translated(task, f"set boot device {device}", calls.BmaasDriverError):
-            drv = calls.driver(task, protocol_of(task), budget)
+        with (
+            calls.translated(task, f"set boot device {device}", calls.BmaasDriverError),
+            calls.session(task, protocol_of(task), budget) as drv,
+        ):
             retry.call(
                 calls.policy(deadline, budget),
                 drv.set_boot_device,
@@ -63,8 +68,10 @@ class BmaasManagement(base.ManagementInterface):
     def get_boot_device(self, task: Any) -> dict[str, Any]:
         budget = calls.Budget.from_conf()
         deadline = Deadline.after(budget.sync)
-        with calls.translated(task, "boot device read", calls.BmaasDriverError):
-            drv = calls.driver(task, protocol_of(task), budget)
+        with (
+            calls.translated(task, "boot device read", calls.BmaasDriverError),
+            calls.session(task, protocol_of(task), budget) as drv,
+        ):
             setting = retry.call(calls.policy(deadline, budget), drv.get_boot_device)
         return {"boot_device": str(setting.device), "persistent": setting.persistent}
 
@@ -74,8 +81,11 @@ class BmaasManagement(base.ManagementInterface):
     def attach_virtual_media(self, task: Any, device_type: str, image_url: str) -> None:
         budget = calls.Budget.from_conf()
         deadline = Deadline.after(budget.operation)
-        with calls.translated(task, "attach virtual media", calls.BmaasDriverError):
-            drv = self._vmedia_driver(task, budget, device_type, Operation.VMEDIA_INSERT)
+        with (
+            calls.translated(task, "attach virtual media", calls.BmaasDriverError),
+            calls.session(task, protocol_of(task), budget) as drv,
+        ):
+            _check_vmedia(drv, device_type, Operation.VMEDIA_INSERT)
             retry.call(calls.policy(deadline, budget), drv.insert_virtual_media, image_url)
 
     def detach_virtual_media(self, task: Any, device_types: list[str] | None = None) -> None:
@@ -83,15 +93,16 @@ class BmaasManagement(base.ManagementInterface):
             return  # bmaas drives the CD slot only; nothing else was attached by it
         budget = calls.Budget.from_conf()
         deadline = Deadline.after(budget.operation)
-        with calls.translated(task, "detach virtual media", calls.BmaasDriverError):
-            drv = self._vmedia_driver(task, budget, boot_devices.CDROM, Operation.VMEDIA_EJECT)
+        with (
+            calls.translated(task, "detach virtual media", calls.BmaasDriverError),
+            calls.session(task, protocol_of(task), budget) as drv,
+        ):
+            _check_vmedia(drv, boot_devices.CDROM, Operation.VMEDIA_EJECT)
             retry.call(calls.policy(deadline, budget), drv.eject_virtual_media)
 
-    @staticmethod
-    def _vmedia_driver(task: Any, budget: calls.Budget, device_type: str, op: Operation) -> Any:
-        drv = calls.driver(task, protocol_of(task), budget)
-        if device_type != boot_devices.CDROM:
-            raise drv.unsupported(op, f"virtual media {device_type!r}: bmaas drives the CD only")
-        if not drv.supports(Capability.VIRTUAL_MEDIA):
-            raise drv.unsupported(op)
-        return drv
+
+def _check_vmedia(drv: BMCDriver, device_type: str, op: Operation) -> None:
+    if device_type != boot_devices.CDROM:
+        raise drv.unsupported(op, f"virtual media {device_type!r}: bmaas drives the CD only")
+    if not drv.supports(Capability.VIRTUAL_MEDIA):
+        raise drv.unsupported(op)

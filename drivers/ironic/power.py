@@ -105,13 +105,15 @@ class BmaasPower(base.PowerInterface):
     def validate(self, task: Any) -> None:
         """Check driver_info; no BMC call (Ironic validates often)."""
         budget = calls.Budget.from_conf()
-        with calls.translated(task, "validate"):
-            calls.driver(task, protocol_of(task), budget)
+        with calls.translated(task, "validate"), calls.session(task, protocol_of(task), budget):
+            pass
 
     def get_power_state(self, task: Any) -> str:
         budget = calls.Budget.from_conf()
-        with calls.translated(task, "power state read"):
-            drv = calls.driver(task, protocol_of(task), budget)
+        with (
+            calls.translated(task, "power state read"),
+            calls.session(task, protocol_of(task), budget) as drv,
+        ):
             return _STATES[read_power(task, drv, budget)]
 
     def set_power_state(self, task: Any, power_state: str, timeout: int | None = None) -> None:
@@ -121,8 +123,10 @@ class BmaasPower(base.PowerInterface):
         budget = calls.Budget.from_conf()
         deadline = Deadline.after(budget.operation)
         wait = float(timeout or IRONIC_CONF.conductor.power_state_change_timeout)
-        with calls.translated(task, f"power {action}"):
-            drv = calls.driver(task, protocol_of(task), budget)
+        with (
+            calls.translated(task, f"power {action}"),
+            calls.session(task, protocol_of(task), budget) as drv,
+        ):
             if not action.idempotent:
                 self._restart(task, drv, budget, deadline, action, wait)
             else:
@@ -134,10 +138,12 @@ class BmaasPower(base.PowerInterface):
     def get_supported_power_states(self, task: Any) -> list[str]:
         supported = [states.POWER_ON, states.POWER_OFF, states.REBOOT]
         budget = calls.Budget.from_conf()
-        with calls.translated(task, "supported power states"):
-            drv = calls.driver(task, protocol_of(task), budget)
-        if drv.supports(Capability.SOFT_POWER):
-            supported += [states.SOFT_POWER_OFF, states.SOFT_REBOOT]
+        with (
+            calls.translated(task, "supported power states"),
+            calls.session(task, protocol_of(task), budget) as drv,
+        ):
+            if drv.supports(Capability.SOFT_POWER):
+                supported += [states.SOFT_POWER_OFF, states.SOFT_REBOOT]
         return supported
 
     @staticmethod

@@ -29,6 +29,11 @@ def test_enroll_validate_power_boot_deploy_undeploy(
     assert baremetal.baremetal.get_node(node.id).power_state == "power on"
     baremetal.baremetal.set_node_power_state(node, "rebooting", wait=True, timeout=60)
     assert baremetal.baremetal.get_node(node.id).power_state == "power on"
+    baremetal.baremetal.set_node_power_state(node, "soft power off", wait=True, timeout=60)
+    assert baremetal.baremetal.get_node(node.id).power_state == "power off"
+    # a reboot of a node that is off powers it on, as Ironic expects
+    baremetal.baremetal.set_node_power_state(node, "rebooting", wait=True, timeout=60)
+    assert baremetal.baremetal.get_node(node.id).power_state == "power on"
     baremetal.baremetal.set_node_power_state(node, "power off", wait=True, timeout=60)
     assert baremetal.baremetal.get_node(node.id).power_state == "power off"
 

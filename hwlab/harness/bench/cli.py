@@ -231,6 +231,11 @@ def goodput(ctx: click.Context, **_: Any) -> None:
 @click.option(
     "--cap", type=click.FloatRange(10, 3600), help="Seconds to wait for Ironic (default 150)."
 )
+@click.option(
+    "--settle",
+    type=click.FloatRange(0, 3600),
+    help="Seconds of power sync before maintenance is read (default 40).",
+)
 @click.option("--sync-nodes", type=click.IntRange(1, 200), help="Nodes per type (default 10).")
 @click.option("--passes", type=click.IntRange(1, 100), help="Power sync passes (default 10).")
 @click.option("--busy", type=click.FloatRange(0, 1), help="Busy share of reads (default 0.5).")
