@@ -12,6 +12,7 @@ import click
 import yaml
 
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
+from bmaas.cli.backends import backend_options, chosen_backend
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deploy import DeploySettings
@@ -65,7 +66,7 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         fn = option(fn)
-    return fn
+    return backend_options(fn)
 
 
 def make_provisioner(
@@ -78,6 +79,11 @@ def make_provisioner(
     settle: float,
     cancel: CancelToken | None = None,
 ) -> Provisioner:
+    backend = chosen_backend()  # --cloud / --backend ironic
+    if backend is not None:
+        return Provisioner(
+            backend=backend, max_attempts=max_attempts, deadline=deadline, cancel=cancel
+        )
     settings = DeploySettings(
         power_timeout=power_timeout,
         settle=settle,
@@ -284,7 +290,6 @@ def undeploy(
     "not started", exit 130/143."""
     if all_instances == bool(instances):
         raise InputError("name instances or give --all", field="INSTANCE")
-    store = app.store()
     budget = app.deadline(limits["deadline"])
     failed = 0
     with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
@@ -299,7 +304,8 @@ def undeploy(
                 failed += 1
                 click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
                 continue
-            fenced = [rec for rec in map(store.node, nodes) if rec.fault]
+            store = provisioner.store
+            fenced = [rec for rec in map(store.node, nodes) if rec.fault] if store else []
             # the recorded fault names the step that failed (power.set, vmedia.eject)
             note = "".join(f" (fenced {rec.name}: {rec.last_error})" for rec in fenced)
             click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
@@ -344,24 +350,41 @@ def instance() -> None:
 
 @instance.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@backend_options
 @pass_app
 def instance_list(app: App, as_json: bool) -> None:
     """Every instance, with its node and state."""
-    store = app.store()
-    rows = []
-    for owner in store.owners(kind=OwnerKind.INSTANCE):
-        allocations: list[Allocation | None] = list(store.allocations(owner_id=owner.id))
-        for allocation in allocations or [None]:
-            node = store.node(allocation.node) if allocation else None
-            rows.append(
-                {
-                    "instance": owner.name or owner.id,
-                    "id": owner.id,
-                    "node": node.name if node else None,
-                    "state": str(node.provision_state) if node else None,
-                    "created_at": owner.created_at,
-                    "request": owner.data.get("request"),
-                }
-            )
+    backend = chosen_backend()
+    if backend is not None:
+        rows = [_instance_row(i) for i in backend.instances()]
+    else:
+        rows = []
+        store = app.store()
+        for owner in store.owners(kind=OwnerKind.INSTANCE):
+            allocations: list[Allocation | None] = list(store.allocations(owner_id=owner.id))
+            for allocation in allocations or [None]:
+                node = store.node(allocation.node) if allocation else None
+                rows.append(
+                    {
+                        "instance": owner.name or owner.id,
+                        "id": owner.id,
+                        "node": node.name if node else None,
+                        "state": str(node.provision_state) if node else None,
+                        "created_at": owner.created_at,
+                        "request": owner.data.get("request"),
+                    }
+                )
     if not emit(rows, as_json=as_json, as_yaml=False):
         table([(r["instance"], r["node"], r["state"]) for r in rows], ["instance", "node", "state"])
+
+
+def _instance_row(found: Any) -> dict[str, Any]:
+    """An instance from a backend (Ironic) as ``instance list`` prints it."""
+    return {
+        "instance": found.name,
+        "id": found.id,
+        "node": found.node,
+        "state": found.state,
+        "created_at": None,
+        "request": found.data.get("request"),
+    }

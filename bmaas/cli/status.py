@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import click
 
 from bmaas.cli.app import App, pass_app
+from bmaas.cli.backends import backend_options, chosen_backend
 from bmaas.cliutil import emit_json
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.ops import DEFAULT_WORKERS
@@ -66,6 +67,7 @@ def status() -> None:
     envvar=INVENTORY_ENV,
     help=f"Compare the enrolled nodes with this inventory file [env {INVENTORY_ENV}].",
 )
+@backend_options
 @pass_app
 @click.pass_context
 def status_check(
@@ -81,7 +83,8 @@ def status_check(
     """Check the database, the drivers and every BMC: Success, Warning or
     Failure per check. Exit 0 when all succeed, 1 on any warning, 2 on any
     failure. Reads only: changes nothing in the database or on any BMC."""
-    chosen = select(only)
+    backend = chosen_backend()  # --cloud: Ironic's checks instead of the store's
+    chosen = select(only, backend.status_checks() if backend is not None else CHECKS)
     context = CheckContext(
         app.db,
         deadline=app.deadline(deadline),

@@ -208,12 +208,27 @@ def fleet_sweep(ctx: click.Context, **_: Any) -> None:
     type=click.FloatRange(0, 1),
     help="Faulty share for the success-rate chart (repeatable; default 0 0.1 0.25 0.5).",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["embedded", "ironic"]),
+    default="embedded",
+    show_default=True,
+    help="ironic: the same three strategies through a real Ironic (scripts/ironic-env.sh).",
+)
 @bench_options
 @click.pass_context
 def goodput(ctx: click.Context, **_: Any) -> None:
     """Deploys on a seeded flaky lab, three ways: no retry, blind reschedule
     (what Nova did) and bmaas's typed retry; success, time to active, BMC
-    calls, ports, leaks."""
+    calls, ports, leaks. With --backend ironic, through a real Ironic
+    (--nodes, --requests and --seed apply; the lab layout is fixed)."""
+    if ctx.params["backend"] == "ironic":
+        for unused in ("profile", "shares"):
+            if ctx.params.pop(unused) not in (None, ()):
+                raise click.UsageError(f"--{unused} applies to the embedded backend only")
+        _scenario(ctx, "goodput_ironic")
+        return
+    ctx.params.pop("backend")
     _scenario(ctx, "goodput")
 
 

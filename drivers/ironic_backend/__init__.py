@@ -1,0 +1,42 @@
+"""bmaas's reschedule loop in front of Ironic's API (openstacksdk).
+
+::
+
+    from drivers.ironic_backend import IronicBackend
+    backend = IronicBackend.from_cloud("lab")        # clouds.yaml / OS_CLOUD / OS_*
+
+The only package that imports openstacksdk; see :mod:`.backend` for how the
+seam maps onto allocations, provision states and node history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drivers.ironic_backend.api import Api, IronicUnavailable, connect
+from drivers.ironic_backend.backend import IronicBackend
+
+__all__ = [
+    "CLOUD_INSTANCE_INFO",
+    "Api",
+    "IronicBackend",
+    "IronicUnavailable",
+    "connect",
+    "from_cloud",
+]
+
+#: the clouds.yaml key (beside ``auth``) for instance_info every deploy gets
+CLOUD_INSTANCE_INFO = "bmaas_instance_info"
+
+
+def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
+    """An :class:`IronicBackend` on the cloud named ``cloud`` (clouds.yaml),
+    else the one ``OS_CLOUD``/``OS_*`` describe. Backend keywords
+    (``instance_info``, ``poll``, ...) are split from connection ``options``."""
+    keys = ("instance_info", "poll", "allocation_timeout", "teardown_timeout", "sleep", "clock")
+    backend_kw = {k: options.pop(k) for k in keys if k in options}
+    conn = connect(cloud, **options)
+    if "instance_info" not in backend_kw:
+        # clouds.yaml may carry it beside the auth: `bmaas_instance_info: {kernel: ...}`
+        backend_kw["instance_info"] = dict(conn.config.config.get(CLOUD_INSTANCE_INFO) or {})
+    return IronicBackend(Api(conn), **backend_kw)

@@ -1,0 +1,188 @@
+"""Ironic's API through openstacksdk: the connection, the one mapping point
+for openstacksdk/keystoneauth exceptions, and a count of API calls.
+
+Connecting works as for every OpenStack client: ``connect(cloud="lab")``
+reads ``clouds.yaml`` (``OS_CLIENT_CONFIG_FILE``, ``~/.config/openstack``,
+``/etc/openstack``), ``OS_CLOUD`` or the ``OS_*`` variables. A standalone
+Ironic (no Keystone) is::
+
+    clouds:
+      lab:
+        auth_type: none
+        auth:
+          endpoint: http://127.0.0.1:6385
+
+Every call the backend makes goes through :meth:`Api.call`, which maps a
+foreign exception once (``raise X(...) from exc``) and counts the call, so a
+benchmark can say how many API calls a strategy cost.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import contextlib
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import openstack
+import openstack.connection
+from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as sdk_exc
+from openstack import warnings as os_warnings
+
+from bmaas.deadline import Deadline
+from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable, RetryScope
+from bmaas.retry import RetryPolicy, retrying
+
+__all__ = ["Api", "IronicBusy", "IronicUnavailable", "connect", "map_errors"]
+
+T = TypeVar("T")
+
+#: the API version node history needs (GET /v1/nodes/{node}/history)
+HISTORY_VERSION = "1.78"
+
+
+class IronicUnavailable(BmaasError):
+    """Ironic's API did not answer, or answered with an error that is not about
+    one node (5xx, bad auth to Ironic itself). Not a node's fault: the request
+    stops (the policy table's ``BmaasError`` row) rather than burn candidates."""
+
+    code = "ironic_unavailable"
+    retry = RetryScope.NEVER
+    summary = "Ironic API unavailable"
+
+    def __str__(self) -> str:
+        return f"{self.summary}: {self.message}" if self.message else self.summary
+
+
+class IronicBusy(BMCBusy):
+    """Ironic said "later" about a node: 409 (the conductor holds the node's
+    lock), a reservation that lost a race for the lock, or Ironic's own
+    database being busy (SQLite's "database is locked", 503). Retried on the
+    spot with :mod:`bmaas.retry`'s busy backoff, within the caller's deadline."""
+
+    summary = "Ironic busy"
+
+
+#: 5xx answers that mean "later", not "broken"
+_BUSY_5XX = ("database is locked", "ServiceUnavailable", "Service Unavailable")
+
+
+def connect(cloud: str | None = None, **options: Any) -> openstack.connection.Connection:
+    """A connection as every OpenStack client makes it (``cloud`` from
+    clouds.yaml, else ``OS_CLOUD``/``OS_*``); ``options`` override (tests pass
+    ``auth_type="none", endpoint=...``)."""
+    if "endpoint" in options and options.get("auth_type") == "none":
+        options["baremetal_endpoint_override"] = options.pop("endpoint")
+    try:
+        with warnings.catch_warnings():
+            # openstacksdk's notes about its own deprecations (metrics backends
+            # nobody configured) are not the operator's to act on
+            warnings.simplefilter("ignore", os_warnings._RemovedInSDKWarning)
+            return openstack.connect(cloud=cloud, **options)
+    except (sdk_exc.ConfigException, ks_exc.MissingRequiredOptions) as exc:
+        # the message names the cloud and the missing option, never a password
+        raise InputError(str(exc), field="--cloud") from exc
+
+
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    return int(code) if isinstance(code, int) else None
+
+
+@contextlib.contextmanager
+def map_errors(what: str, *, node: str | None = None) -> Iterator[None]:
+    """Map openstacksdk/keystoneauth exceptions raised by ``what`` (one API
+    call) to bmaas faults:
+
+    ====================  ==========================  ===========================================
+    Ironic said           fault                       why
+    ====================  ==========================  ===========================================
+    409 (node locked)     ``IronicBusy`` "409"        the conductor holds the node's lock: later
+    503, db locked        ``IronicBusy``              Ironic's database is busy: later
+    404                   ``NodeUnavailable``         the node/allocation went away under us
+    400                   ``InputError``              our request was wrong (bad trait, state)
+    other 4xx/5xx         ``IronicUnavailable``       Ironic itself is in trouble: stop
+    no answer             ``IronicUnavailable``       connect refused/timeout to the API
+    ====================  ==========================  ===========================================
+    """
+    try:
+        yield
+    except BmaasError:
+        raise
+    except sdk_exc.ConflictException as exc:
+        raise IronicBusy(f"Ironic: {exc}", node=node, operation=what, status="409") from exc
+    except sdk_exc.NotFoundException as exc:
+        raise NodeUnavailable(f"{what}: not found: {exc}") from exc
+    except sdk_exc.BadRequestException as exc:
+        raise InputError(f"Ironic refused {what}: {exc}") from exc
+    except sdk_exc.HttpException as exc:
+        if _status(exc) == 503 or any(m in str(exc) for m in _BUSY_5XX):
+            raise IronicBusy(
+                f"Ironic: {exc}", node=node, operation=what, status=str(_status(exc))
+            ) from exc
+        raise IronicUnavailable(f"{what}: HTTP {_status(exc)}: {exc}") from exc
+    except (sdk_exc.SDKException, ks_exc.ClientException) as exc:
+        raise IronicUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+class Api:
+    """The baremetal proxy with every call mapped, counted, and retried while
+    Ironic says "later" (:class:`IronicBusy`) through :mod:`bmaas.retry`, within
+    the caller's deadline (else ``busy`` 's own)."""
+
+    def __init__(
+        self, conn: openstack.connection.Connection, *, busy: RetryPolicy | None = None
+    ) -> None:
+        self.conn = conn
+        with map_errors("connect"):  # the proxy discovers Ironic's API versions here
+            self.bm = conn.baremetal
+        self.busy = busy or RetryPolicy(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
+        self._lock = threading.Lock()
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def call(
+        self,
+        what: str,
+        fn: Callable[..., T],
+        *args: Any,
+        node: str | None = None,
+        deadline: Deadline | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """``fn(*args, **kwargs)`` as one mapped API call, counted per try. A
+        call that returns a generator (``nodes()``) is drained here, so the
+        count and the mapping cover the HTTP requests."""
+        for attempt in retrying(self.busy, idempotent=True, deadline=deadline):
+            with attempt:
+                result = self._once(what, fn, args, kwargs, node)
+        return result
+
+    def _once(self, what: str, fn: Callable[..., T], args: Any, kwargs: Any, node: str | None) -> T:
+        with self._lock:
+            self.calls[what] += 1
+        with map_errors(what, node=node):
+            result = fn(*args, **kwargs)
+            if isinstance(result, collections.abc.Generator):
+                return list(result)  # type: ignore[return-value]
+            return result
+
+    def history(self, node_id: str) -> list[dict[str, Any]]:
+        """The node's history (API 1.78): oldest first, each with
+        ``created_at``, ``severity`` and ``event``. Ironic keeps it after the
+        power sync has cleared ``last_error``."""
+
+        def get() -> list[dict[str, Any]]:
+            response = self.bm.get(f"/nodes/{node_id}/history", microversion=HISTORY_VERSION)
+            sdk_exc.raise_from_response(response)
+            return list(response.json().get("history", []))
+
+        return self.call("node.history", get, node=node_id)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.calls.values())

@@ -1,0 +1,435 @@
+"""The Ironic backend: bmaas's reschedule loop in front of Ironic's API.
+
+Ironic has allocations, provision-state changes and node history, but no
+client that tries another node when a deploy fails (metalsmith deletes the
+allocation and raises; Nova's reschedule was blind). This backend gives the
+one loop (:func:`bmaas.provision.loop.run_job`) what it needs:
+
+==============  ===========================================================
+seam            Ironic
+==============  ===========================================================
+candidates      ``GET /nodes`` available, not in maintenance, unassociated,
+                with a known power state, of the request's resource class
+                and traits; minus the nodes this request tried. Ranking:
+                nodes without a bmaas fault record (``extra.bmaas_fault``)
+                first, then a per-request shuffle (sha256 of request and
+                node), so parallel requests spread like Ironic's own
+                random pick instead of all racing for one node
+claim           an allocation with ``candidate_nodes=[node]`` (Ironic has no
+                exclude list: the client restricts it), ``extra`` naming the
+                request and attempt; a refused allocation is deleted and is
+                ``NodeUnavailable`` (not an attempt)
+deploy          ``instance_info`` patched, provision to ``active``, polled
+                until active / ``deploy failed`` / the deadline. A deploy
+                cannot be cancelled: at the deadline the client stops
+                *waiting* (``BMCTimeout``) and release tears it down
+diagnose        node history (API 1.78) since the allocation was made,
+                ``last_error``, ``fault``: :mod:`.classify`
+release         policy ``counts_for_health``: maintenance first (reason
+                names the request, attempt and fault), then tear-down;
+                otherwise tear-down back to ``available``. A tear-down that
+                ends in ``error`` (the BMC is dead) puts the node into
+                maintenance; a 409 (node locked) is retried within the
+                deadline through :mod:`bmaas.retry`, then reported
+complete        the allocation becomes the instance's (``extra``:
+                ``bmaas_instance``, ``bmaas_ports``); node ``active``,
+                ``instance_uuid`` = the allocation
+==============  ===========================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from bmaas import clock as _clock
+from bmaas.deadline import Deadline
+from bmaas.faults import BmaasError, BMCTimeout, InputError, NodeUnavailable
+from bmaas.policy import FaultPolicy
+from bmaas.provision.cancel import CancelToken
+from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
+from bmaas.retry import retrying
+from drivers.ironic_backend.api import Api, IronicBusy
+from drivers.ironic_backend.classify import Evidence, classify, recent_errors
+from drivers.ironic_backend.instances import InstancesMixin
+from drivers.ironic_backend.ports import PortEntry, PortLedger
+
+__all__ = ["ClaimState", "IronicBackend", "JobState"]
+
+LOG = logging.getLogger(__name__)
+
+ACTIVE = "active"
+DEPLOY_FAILED = "deploy failed"
+ERROR = "error"
+#: states a deploy ends in, one way or the other
+DEPLOY_DONE = {ACTIVE, DEPLOY_FAILED, ERROR}
+#: states a tear-down ends in
+TEARDOWN_DONE = {"available", "clean failed", ERROR, "manageable"}
+
+
+@dataclasses.dataclass
+class JobState:
+    """The job's own bookkeeping (``Job.handle``)."""
+
+    ports: list[PortEntry]
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    closed: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimState:
+    """An attempt's allocation (``Claim.handle``)."""
+
+    allocation: str
+    node_id: str
+    #: the allocation's creation time on Ironic's clock: history since then is this attempt's
+    since: str | None
+
+
+class IronicBackend(InstancesMixin):
+    """The :class:`~bmaas.provision.backend.Backend` on Ironic's API."""
+
+    name = "ironic"
+
+    def __init__(
+        self,
+        api: Api,
+        *,
+        instance_info: Mapping[str, Any] | None = None,
+        poll: float = 1.0,
+        allocation_timeout: float = 30.0,
+        teardown_timeout: float = 120.0,
+        sleep: _clock.SleepFn = _clock.sleep,
+        clock: _clock.ClockFn = _clock.monotonic,
+    ) -> None:
+        self.api = api
+        #: merged under each request's own (image_url -> image_source)
+        self.instance_info = dict(instance_info or {})
+        self.poll = poll
+        self.allocation_timeout = allocation_timeout
+        self.teardown_timeout = teardown_timeout
+        self.sleep = sleep
+        self.clock = clock
+        self.ports = PortLedger()
+        self._rc: dict[str, str | None] = {}
+        #: nodes on the noop network interface: a VIF call there is accepted and
+        #: does nothing, so the ledger alone records the binding (no API call)
+        self._noop: set[str] = set()
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def open(self, request: Request, *, among: Sequence[str] | None = None) -> Job:
+        if request.properties:
+            raise InputError(
+                "Ironic matches resource class and traits, not properties", field="properties"
+            )
+        entries = [self.ports.user(p) for p in request.ports]
+        if request.network:
+            entries.append(self.ports.create(request.network, name=f"{request.name}-port"))
+        return Job(
+            request=request,
+            ports=tuple(e.id for e in entries),
+            among=tuple(among) if among is not None else None,
+            handle=JobState(entries),
+        )
+
+    def close(self, job: Job, *, succeeded: bool) -> None:
+        state: JobState = job.handle
+        with state.lock:
+            if state.closed:
+                return
+            state.closed = True
+        if succeeded:
+            self.ports.hand_over(state.ports)
+        else:
+            gone = self.ports.remove_created(state.ports)
+            if gone:
+                LOG.info("%s: removed the ports it created: %s", job.label, ", ".join(gone))
+
+    # -- one attempt ---------------------------------------------------------------------
+
+    def candidates(self, job: Job, *, exclude: Collection[str]) -> list[str]:
+        request = job.request
+        if job.among is not None:
+            return [n for n in job.among if n not in exclude]
+        query: dict[str, Any] = {
+            "details": True,
+            "provision_state": "available",
+            "maintenance": False,
+            "associated": False,
+        }
+        if request.resource_class:
+            query["resource_class"] = request.resource_class
+        nodes = self.api.call("node.list", self.api.bm.nodes, **query)
+        wanted = set(request.traits)
+        ranked = []
+        for node in nodes:
+            name = node.name or node.id
+            if name in exclude or node.id in exclude or node.power_state is None:
+                continue
+            if wanted and not wanted.issubset(set(node.traits or ())):
+                continue
+            self._rc[name] = node.resource_class
+            if node.network_interface == "noop":
+                self._noop.add(name)
+            faulted = bool((node.extra or {}).get("bmaas_fault"))
+            spread = hashlib.sha256(f"{request.name}/{node.id}".encode()).hexdigest()
+            ranked.append((faulted, spread, name))
+        return [name for _, _, name in sorted(ranked)]
+
+    def claim(self, job: Job, node: str, *, number: int) -> Claim:
+        request = job.request
+        resource_class = request.resource_class or self._rc.get(node)
+        if resource_class is None:
+            found = self.api.call("node.get", self.api.bm.get_node, node, node=node)
+            resource_class = found.resource_class
+        extra = {"bmaas_request": job.label, "bmaas_attempt": number}
+        policy = self.api.busy.replace(deadline=self.allocation_timeout, max_attempts=3)
+        try:
+            for attempt in retrying(policy, idempotent=True):
+                with attempt:
+                    allocation = self._allocate(node, resource_class, request.traits, extra)
+        except IronicBusy as busy:  # still locked, or taken meanwhile: the next candidate
+            raise NodeUnavailable(node=node, reason=busy.message) from busy
+        state: JobState = job.handle
+        for port in state.ports if node not in self._noop else ():
+            self.api.call(
+                "node.vif_attach",
+                self.api.bm.attach_vif_to_node,
+                allocation.node_id,
+                port.id,
+                node=node,
+            )
+        return Claim(
+            job, node, number, ClaimState(allocation.id, allocation.node_id, allocation.created_at)
+        )
+
+    def _allocate(
+        self, node: str, resource_class: str, traits: Sequence[str], extra: dict[str, Any]
+    ) -> Any:
+        """One allocation restricted to ``node``: active, or deleted and
+        refused. Losing the node's lock to a periodic task at reservation
+        ("filtered out during reservation") is :class:`IronicBusy`, retried."""
+        allocation = self.api.call(
+            "allocation.create",
+            self.api.bm.create_allocation,
+            resource_class=resource_class,
+            traits=list(traits) or None,
+            candidate_nodes=[node],
+            extra=extra,
+        )
+        allocation = self._settle_allocation(allocation.id, node)
+        if allocation.state == "active" and allocation.node_id:
+            return allocation
+        self._delete_allocation(allocation.id, node)
+        why = allocation.last_error or allocation.state
+        if "filtered out during reservation" in str(why):
+            raise IronicBusy(f"lost the race for the node's lock: {why}", node=node)
+        raise NodeUnavailable(node=node, reason=why)
+
+    def _settle_allocation(self, allocation_id: str, node: str) -> Any:
+        deadline = Deadline.after(self.allocation_timeout, clock=self.clock)
+        wait = 0.2  # usually done in well under a second; a busy conductor takes longer
+        while True:
+            allocation = self.api.call(
+                "allocation.get", self.api.bm.get_allocation, allocation_id, node=node
+            )
+            if allocation.state != "allocating" or not deadline.sleep(wait, self.sleep):
+                return allocation
+            wait = min(wait * 1.5, 2.0)
+
+    def deploy(self, claim: Claim, *, deadline: Deadline, cancel: CancelToken) -> Deployed:
+        state: ClaimState = claim.handle
+        info = {**self.instance_info}
+        if claim.job.request.image_url:
+            info["image_source"] = claim.job.request.image_url
+        began = self.clock()
+        if info:  # key by key: what the node already has (kernel, ramdisk) stays
+            patch = [
+                {"op": "add", "path": f"/instance_info/{k}", "value": v} for k, v in info.items()
+            ]
+            self._locked(
+                "node.update",
+                claim.node,
+                deadline,
+                lambda: self.api.bm.patch_node(state.node_id, patch),
+            )
+        self._locked(
+            "node.set_provision_state",
+            claim.node,
+            deadline,
+            lambda: self.api.bm.set_node_provision_state(state.node_id, "active"),
+        )
+        node = None
+        while True:
+            cancel.check(in_flight=True)
+            node = self.api.call("node.get", self.api.bm.get_node, state.node_id, node=claim.node)
+            if node.provision_state in DEPLOY_DONE:
+                break
+            if not deadline.sleep(self.poll, self.sleep):
+                raise BMCTimeout(
+                    f"deploy still {node.provision_state} at the request's deadline "
+                    "(Ironic cannot cancel a deploy: stopped waiting)",
+                    node=claim.node,
+                    driver=node.driver,
+                    operation="ironic deploy",
+                    elapsed=round(self.clock() - began, 3),
+                )
+        if node.provision_state != ACTIVE:
+            raise classify(self._evidence(claim, node))
+        return Deployed(claim.node, "ironic", {"deploy": round(self.clock() - began, 3)})
+
+    def diagnose(self, claim: Claim, error: BmaasError) -> BmaasError:
+        """Ironic's own account wins over what the client saw (a 409, its own
+        timeout) when it names a fault; reading it never raises."""
+        state: ClaimState = claim.handle
+        try:
+            node = self.api.call("node.get", self.api.bm.get_node, state.node_id, node=claim.node)
+            evidence = self._evidence(claim, node)
+        except BmaasError as unreadable:
+            LOG.warning("%s: cannot read what went wrong: %s", claim.node, unreadable)
+            return error
+        if isinstance(error, BMCTimeout) and not evidence.texts():
+            return error
+        return classify(evidence, fallback=error)
+
+    def _evidence(self, claim: Claim, node: Any) -> Evidence:
+        state: ClaimState = claim.handle
+        history = self.api.history(state.node_id)
+        return Evidence(
+            node=claim.node,
+            driver=node.driver,
+            provision_state=node.provision_state,
+            last_error=node.last_error,
+            fault=node.fault,
+            history=recent_errors(history, state.since),
+        )
+
+    def release(self, claim: Claim, fault: BmaasError, policy: FaultPolicy) -> None:
+        state: ClaimState = claim.handle
+        deadline = Deadline.after(self.teardown_timeout, clock=self.clock)
+        reason = f"bmaas: {claim.job.label} attempt {claim.number}: {fault.code}: {fault}"
+        try:
+            if policy.counts_for_health:
+                self.fence(claim.node, state.node_id, reason, deadline)
+            for port in claim.job.handle.ports if claim.node not in self._noop else ():
+                self._quiet(
+                    "node.vif_detach",
+                    claim.node,
+                    self.api.bm.detach_vif_from_node,
+                    state.node_id,
+                    port.id,
+                )
+            self._quiet(
+                "node.update",
+                claim.node,
+                self.api.bm.patch_node,
+                state.node_id,
+                # one key: the node's other extra keys are not ours
+                [{"op": "add", "path": "/extra/bmaas_fault", "value": reason[:255]}],
+            )
+            ended = self.tear_down(claim.node, state.node_id, deadline)
+            if ended == ERROR and not policy.counts_for_health:
+                self.fence(
+                    claim.node, state.node_id, f"{reason}; tear-down ended in error", deadline
+                )
+        except BmaasError as exc:
+            LOG.error("%s: could not release %s cleanly: %s", claim.job.label, claim.node, exc)
+        finally:
+            self._delete_allocation(state.allocation, claim.node)
+
+    def complete(self, claim: Claim, deployed: Deployed) -> Instance:
+        state: ClaimState = claim.handle
+        job_state: JobState = claim.job.handle
+        request = claim.job.request
+        name = request.instance_name or request.name
+        data = {**request.to_data(), "request": request.name}
+        allocation = self.api.call(
+            "allocation.update",
+            self.api.bm.update_allocation,
+            state.allocation,
+            extra={
+                "bmaas_request": request.name,
+                "bmaas_instance": name,
+                "bmaas_data": data,
+                "bmaas_ports": [
+                    {**p.to_dict(), "vif": claim.node not in self._noop} for p in job_state.ports
+                ],
+            },
+            node=claim.node,
+        )
+        if claim.job.moving is not None:  # the target is up: give the source back
+            self.undeploy(
+                claim.job.moving.id,
+                deadline=Deadline.after(self.teardown_timeout, clock=self.clock),
+            )
+        return Instance(allocation.id, name, claim.node, data, ACTIVE)
+
+    def status_checks(self) -> list[Any]:
+        """``bmaas status check --cloud``'s checks (:mod:`.status`)."""
+        from drivers.ironic_backend.status import checks
+
+        return checks(self)
+
+    # -- node state --------------------------------------------------------------------
+
+    def fence(self, node: str, node_id: str, reason: str, deadline: Deadline) -> None:
+        """Maintenance with ``reason``: Ironic never allocates the node again
+        until a person unsets it. A 409 (locked) is retried until ``deadline``."""
+        self._locked(
+            "node.set_maintenance",
+            node,
+            deadline,
+            lambda: self.api.bm.set_node_maintenance(node_id, reason=reason[:255]),
+        )
+
+    def tear_down(self, node: str, node_id: str, deadline: Deadline) -> str | None:
+        """``deleted`` (tear down: power off, clean up, allocation gone), and
+        wait until it ends; the state it ended in (``error`` when the BMC is
+        dead: expected, the caller fences it)."""
+        current = self.api.call("node.get", self.api.bm.get_node, node_id, node=node)
+        if current.provision_state in ("available", "manageable"):
+            return str(current.provision_state)
+        if current.provision_state in ("deploying", "wait call-back"):
+            current = self._wait(node, node_id, DEPLOY_DONE | {"wait call-back"}, deadline)
+        self._locked(
+            "node.set_provision_state",
+            node,
+            deadline,
+            lambda: self.api.bm.set_node_provision_state(node_id, "deleted"),
+        )
+        ended = self._wait(node, node_id, TEARDOWN_DONE, deadline)
+        return None if ended is None else str(ended.provision_state)
+
+    def _wait(self, node: str, node_id: str, states: set[str], deadline: Deadline) -> Any:
+        while True:
+            current = self.api.call("node.get", self.api.bm.get_node, node_id, node=node)
+            if current.provision_state in states or not deadline.sleep(self.poll, self.sleep):
+                return current
+
+    def _locked(self, what: str, node: str, deadline: Deadline, fn: Any) -> Any:
+        """One API call, retried on 409 (node locked) and Ironic's busy answers
+        until ``deadline``; then the :class:`IronicBusy` is raised."""
+        return self.api.call(what, fn, node=node, deadline=deadline)
+
+    def _quiet(self, what: str, node: str, fn: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            self.api.call(what, fn, *args, node=node, **kwargs)
+        except BmaasError as exc:
+            LOG.info("%s: %s failed: %s", node, what, exc)
+
+    def _delete_allocation(self, allocation: str, node: str) -> None:
+        try:
+            self.api.call(
+                "allocation.delete",
+                self.api.bm.delete_allocation,
+                allocation,
+                ignore_missing=True,
+                node=node,
+            )
+        except BmaasError as exc:
+            LOG.error("%s: allocation %s not deleted: %s", node, allocation, exc)

@@ -1,0 +1,114 @@
+"""``bmaas status check --cloud NAME``: is Ironic ready for bmaas's reschedule?
+
+Four checks, in the vocabulary of :mod:`bmaas.status` (Success / Warning /
+Failure, exit 0/1/2):
+
+====================  =========================================================
+check                 says
+====================  =========================================================
+ironic-api            the API answers (Failure if not: nothing else can run)
+ironic-drivers        nodes by hardware type: ``bmaas-*`` nodes report faults
+                      exactly (the ``[bmaas CODE retry=SCOPE]`` prefix); stock
+                      ones by message table only (Warning, with their names)
+ironic-maintenance    nodes in maintenance: fenced by bmaas (reason
+                      ``bmaas: ...``), by Ironic itself (``fault`` set, e.g.
+                      power failure), or by a person (Warning if any)
+ironic-allocations    allocations with no bmaas instance and no node in a
+                      deploy (leaked: Failure), allocations in ``error``
+====================  =========================================================
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING, Any
+
+from bmaas.status import Outcome
+from bmaas.status.checks import Check
+from bmaas.status.result import listing
+from drivers.ironic_backend.instances import is_instance
+
+if TYPE_CHECKING:
+    from drivers.ironic_backend.backend import IronicBackend
+
+__all__ = ["checks"]
+
+#: provision states in which an attempt legitimately holds an allocation
+IN_FLIGHT = {"deploying", "wait call-back", "deploy failed", "deleting", "cleaning", "active"}
+
+
+def checks(backend: IronicBackend) -> list[Check]:
+    """The Ironic checks, bound to ``backend`` (they read one node listing)."""
+    cache: dict[str, Any] = {}
+
+    def nodes() -> list[Any]:
+        if "nodes" not in cache:
+            cache["nodes"] = backend.api.call("node.list", backend.api.bm.nodes, details=True)
+        return list(cache["nodes"])
+
+    def api(_: object) -> Outcome:
+        version = backend.api.call("api.version", backend.api.bm.get_endpoint)
+        count = len(nodes())
+        return Outcome().note(f"Ironic at {version} answers; {count} node(s)")
+
+    def drivers(_: object) -> Outcome:
+        by_driver = collections.defaultdict(list)
+        for node in nodes():
+            by_driver[node.driver].append(node.name or node.id)
+        out = Outcome()
+        for driver, names in sorted(by_driver.items()):
+            if driver.startswith("bmaas-"):
+                out.note(f"{driver}: {len(names)} node(s), faults typed exactly")
+            else:
+                out.warn(
+                    f"{driver}: {len(names)} node(s) on a stock driver, faults classified by "
+                    f"message table only: {listing(sorted(names))}",
+                    key="stock",
+                    nodes=names,
+                )
+        if not by_driver:
+            out.note("no nodes enrolled")
+        return out
+
+    def maintenance(_: object) -> Outcome:
+        out = Outcome()
+        fenced = [n for n in nodes() if n.is_maintenance]
+        for node in fenced:
+            reason = node.maintenance_reason or "no reason given"
+            who = (
+                "bmaas" if reason.startswith("bmaas:") else ("Ironic" if node.fault else "a person")
+            )
+            out.warn(f"{node.name or node.id}: by {who}: {reason}", key=who, nodes=[node.name])
+        if not fenced:
+            out.note("no node in maintenance")
+        return out
+
+    def allocations(_: object) -> Outcome:
+        out = Outcome()
+        states = {n.id: n.provision_state for n in nodes()}
+        found: list[Any] = list(backend.api.call("allocation.list", backend.api.bm.allocations))
+        leaked = [
+            a.id
+            for a in found
+            if not is_instance(a) and states.get(a.node_id) not in IN_FLIGHT - {"active"}
+        ]
+        errors = [a.id for a in found if a.state == "error"]
+        if leaked:
+            out.fail(
+                f"{len(leaked)} allocation(s) without an owner: {listing(leaked)}",
+                key="leaked",
+                nodes=leaked,
+            )
+        if errors:
+            out.warn(f"{len(errors)} allocation(s) in error: {listing(errors)}")
+        if not leaked and not errors:
+            owned = sum(1 for a in found if is_instance(a))
+            out.note(f"{len(found)} allocation(s), {owned} owned by bmaas instances")
+        return out
+
+    return [
+        Check("ironic-api", "Ironic's API answers", api),
+        Check("ironic-drivers", "nodes on bmaas-* hardware types vs stock", drivers),
+        Check("ironic-maintenance", "nodes in maintenance, and who put them there", maintenance),
+        Check("ironic-allocations", "no allocation without an owner", allocations),
+    ]

@@ -1,0 +1,144 @@
+"""The Ironic backend's own logic, on openstacksdk's real resource and
+exception classes (the behaviour against Ironic itself is tests/ironic/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openstack import exceptions as sdk_exc
+from openstack.baremetal.v1.node import Node
+
+from bmaas.faults import InputError, NodeUnavailable
+from bmaas.provision.records import Request
+from bmaas.retry import RetryPolicy
+from drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
+from drivers.ironic_backend.backend import IronicBackend
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    # openstacksdk warns about its own deprecations on ordinary calls: not ours to fix
+    pytest.mark.filterwarnings("ignore::openstack.warnings.OpenStackWarning"),
+    pytest.mark.filterwarnings("ignore::openstack.warnings.RemovedInSDK50Warning"),
+    pytest.mark.filterwarnings("ignore::openstack.warnings.RemovedInSDK60Warning"),
+]
+
+
+class Response:
+    """What openstacksdk's HttpException reads from a response."""
+
+    def __init__(self, status: int, text: str = "") -> None:
+        self.status_code = status
+        self.headers: dict[str, str] = {}
+        self.text = text
+        self.reason = text
+
+    def json(self) -> dict[str, Any]:
+        return {}
+
+
+def _http(cls: type[sdk_exc.HttpException], status: int, text: str) -> sdk_exc.HttpException:
+    return cls(message=text, response=Response(status, text))
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (_http(sdk_exc.ConflictException, 409, "Node n1 is locked by host c1"), IronicBusy),
+        (_http(sdk_exc.HttpException, 503, "Service Unavailable"), IronicBusy),
+        (
+            _http(sdk_exc.HttpException, 500, "(sqlite3.OperationalError) database is locked"),
+            IronicBusy,
+        ),
+        (_http(sdk_exc.HttpException, 500, "something broke"), IronicUnavailable),
+        (_http(sdk_exc.NotFoundException, 404, "Node n1 could not be found"), NodeUnavailable),
+        (_http(sdk_exc.BadRequestException, 400, "Invalid trait"), InputError),
+        (sdk_exc.SDKException("connection refused"), IronicUnavailable),
+    ],
+)
+def test_one_mapping_point_for_api_errors(raised: Exception, expected: type) -> None:
+    with pytest.raises(expected) as info, map_errors("node.get", node="n1"):
+        raise raised
+    assert info.value.__cause__ is raised
+
+
+class FakeProxy:
+    """A baremetal proxy whose calls are scripted (for the client's own logic)."""
+
+    def __init__(self, nodes: list[Node] | None = None, fail: list[Exception] | None = None):
+        self._nodes = nodes or []
+        self.fail = list(fail or [])
+        self.calls = 0
+
+    def nodes(self, **query: Any) -> Any:
+        yield from self._nodes
+
+    def get_node(self, ident: str) -> Node:
+        self.calls += 1
+        if self.fail:
+            raise self.fail.pop(0)
+        return self._nodes[0]
+
+
+class FakeConn:
+    def __init__(self, proxy: FakeProxy) -> None:
+        self.baremetal = proxy
+
+
+def _api(proxy: FakeProxy, sleeps: list[float]) -> Api:
+    clock = iter(float(i) for i in range(1000))
+    policy = RetryPolicy(
+        total=30.0, max_attempts=5, jitter=0.0, sleep=sleeps.append, clock=lambda: next(clock)
+    )
+    return Api(FakeConn(proxy), busy=policy)  # type: ignore[arg-type]
+
+
+def test_busy_ironic_is_retried_with_backoff_and_every_try_counted() -> None:
+    locked = _http(sdk_exc.ConflictException, 409, "Node n1 is locked")
+    proxy = FakeProxy([Node(id="u1", name="n1")], fail=[locked, locked])
+    sleeps: list[float] = []
+    api = _api(proxy, sleeps)
+    assert api.call("node.get", proxy.get_node, "n1").name == "n1"
+    assert sleeps == [0.5, 1.0]  # bmaas.retry's busy backoff, no jitter
+    assert api.calls["node.get"] == 3
+
+
+def test_ironic_down_is_not_retried() -> None:
+    proxy = FakeProxy([Node(id="u1")], fail=[sdk_exc.SDKException("refused")])
+    sleeps: list[float] = []
+    with pytest.raises(IronicUnavailable):
+        _api(proxy, sleeps).call("node.get", proxy.get_node, "n1")
+    assert sleeps == []
+
+
+def _node(name: str, *, traits: tuple[str, ...] = (), fault: str | None = None) -> Node:
+    return Node(
+        id=f"uuid-{name}",
+        name=name,
+        power_state="power off",
+        traits=list(traits),
+        resource_class="baremetal",
+        extra={"bmaas_fault": fault} if fault else {},
+    )
+
+
+def test_candidates_exclude_tried_filter_traits_and_put_faulted_nodes_last() -> None:
+    nodes = [_node(f"n{i}", traits=("CUSTOM_GPU",) if i % 2 else ()) for i in range(1, 7)]
+    nodes.append(_node("n7", traits=("CUSTOM_GPU",), fault="bmaas: r0 attempt 1: boot_failure"))
+    nodes.append(Node(id="uuid-n8", name="n8", power_state=None, traits=["CUSTOM_GPU"]))
+    backend = IronicBackend(_api(FakeProxy(nodes), []))
+    job = backend.open(Request("r1", resource_class="baremetal", traits=("CUSTOM_GPU",)))
+    found = backend.candidates(job, exclude={"n1"})
+    assert set(found) == {"n3", "n5", "n7"}  # traits match, n1 tried, n8's power unknown
+    assert found[-1] == "n7"  # a node with a recorded bmaas fault goes last
+    jobs = [backend.open(Request(f"r{i}", resource_class="baremetal")) for i in range(8)]
+    first = [backend.candidates(j, exclude=set())[0] for j in jobs]
+    assert len(set(first)) >= 3  # requests spread over the nodes instead of racing for one
+    assert first == [backend.candidates(j, exclude=set())[0] for j in jobs]  # stable
+
+
+def test_properties_are_refused_before_anything_is_made() -> None:
+    backend = IronicBackend(_api(FakeProxy(), []))
+    with pytest.raises(InputError, match="resource class and traits"):
+        backend.open(Request("r1", properties={"cpus": 8}, network="lab"))
+    assert backend.ports.created == 0
