@@ -113,6 +113,26 @@ def driver_factory(
     return build
 
 
+def _unclassified(record: NodeRecord, exc: Exception, elapsed: float) -> NodeResult[Any]:
+    """A driver broke its contract. One node must not sink a 1000-node sweep:
+    count it as unclassified (the metric that says "fix a mapping table") and
+    keep the traceback in the log."""
+    LOG.error(
+        "%s: driver %s raised a non-bmaas exception",
+        record.name,
+        record.driver,
+        exc_info=exc,
+    )
+    fault = UnclassifiedFault(
+        f"{type(exc).__name__}: {exc}",
+        node=record.name,
+        driver=record.driver,
+        elapsed=elapsed,
+        cause=exc,
+    )
+    return NodeResult(record.name, record.driver, error=fault, elapsed=elapsed)
+
+
 def _run_pooled(
     record: NodeRecord,
     operation: Callable[[BMCDriver], T],
@@ -127,16 +147,8 @@ def _run_pooled(
         return NodeResult(record.name, record.driver, value=value, elapsed=clock() - start)
     except BmaasError as exc:
         return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
-    except Exception as exc:  # the pool has dropped the session; see _run_one
-        LOG.exception("%s: driver %s raised a non-bmaas exception", record.name, record.driver)
-        fault = UnclassifiedFault(
-            f"{type(exc).__name__}: {exc}",
-            node=record.name,
-            driver=record.driver,
-            elapsed=clock() - start,
-            cause=exc,
-        )
-        return NodeResult(record.name, record.driver, error=fault, elapsed=clock() - start)
+    except Exception as exc:  # the pool has dropped the session
+        return _unclassified(record, exc, clock() - start)
 
 
 def _run_one(
@@ -159,18 +171,7 @@ def _run_one(
     except BmaasError as exc:
         return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
     except Exception as exc:
-        # A driver broke its contract. One node must not sink a 1000-node
-        # sweep: count it as unclassified (the metric that says "fix a mapping
-        # table") and keep the traceback in the log.
-        LOG.exception("%s: driver %s raised a non-bmaas exception", record.name, record.driver)
-        fault = UnclassifiedFault(
-            f"{type(exc).__name__}: {exc}",
-            node=record.name,
-            driver=record.driver,
-            elapsed=clock() - start,
-            cause=exc,
-        )
-        return NodeResult(record.name, record.driver, error=fault, elapsed=clock() - start)
+        return _unclassified(record, exc, clock() - start)
     finally:
         try:
             driver.close()
