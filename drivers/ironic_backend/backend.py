@@ -188,7 +188,7 @@ class IronicBackend(InstancesMixin):
             found = self.api.call("node.get", self.api.bm.get_node, node, node=node)
             resource_class = found.resource_class
         extra = {"bmaas_request": job.label, "bmaas_attempt": number}
-        policy = self.api.busy.replace(deadline=self.allocation_timeout, max_attempts=3)
+        policy = self.api.busy.replace(total=self.allocation_timeout, max_attempts=3)
         try:
             for attempt in retrying(policy, idempotent=True):
                 with attempt:
