@@ -27,7 +27,7 @@ import click
 
 from bmaas.faults import InputError
 
-__all__ = ["BACKENDS_GROUP", "backend_options", "chosen_backend", "load_backend"]
+__all__ = ["BACKENDS_GROUP", "backend_options", "chosen_backend", "embedded_chosen", "load_backend"]
 
 BACKENDS_GROUP = "bmaas.backends"
 #: backends bmaas ships (``module:factory``); entry points add or override
@@ -80,12 +80,22 @@ def backend_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
-def chosen_backend() -> Any | None:
-    """The backend the current command was asked for; None for the embedded one."""
+def _chosen() -> tuple[str, str | None]:
     ctx = click.get_current_context(silent=True)
     chosen = ctx.meta.get(_META, {}) if ctx is not None else {}
     cloud = chosen.get("cloud")
-    name = chosen.get("backend") or ("ironic" if cloud else "embedded")
+    return chosen.get("backend") or ("ironic" if cloud else "embedded"), cloud
+
+
+def embedded_chosen() -> bool:
+    """Whether the current command runs on the embedded store (no backend is
+    loaded to answer)."""
+    return _chosen()[0] == "embedded"
+
+
+def chosen_backend() -> Any | None:
+    """The backend the current command was asked for; None for the embedded one."""
+    name, cloud = _chosen()
     if name == "embedded":
         if cloud:
             raise InputError(

@@ -12,7 +12,7 @@ import click
 import yaml
 
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
-from bmaas.cli.backends import backend_options, chosen_backend
+from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deploy import DeploySettings
@@ -212,8 +212,9 @@ def deploy(
     """
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
-    if network is not None:
+    if network is not None and embedded_chosen():
         # bad input is one line and exit 2, not a FAILED row per request
+        # (on Ironic the backend's port ledger takes any network name)
         known = sorted(n.name for n in app.store().networks())
         if network not in known:
             raise InputError(
