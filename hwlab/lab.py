@@ -244,7 +244,7 @@ class Lab:
             FaultRule.from_dict(rule, where=f"rule[{i}]")  # fail here, with a clear message
         worker = self._worker_for(node)
         count = int(self.ask(worker, "fault_add", node, raw))
-        self._changed(worker)
+        self._changed(worker, [node])
         return count
 
     def clear_faults(self, node: str | None = None) -> None:
@@ -255,7 +255,7 @@ class Lab:
         if node is not None:
             worker = self._worker_for(node)
             self.ask(worker, "fault_clear", node)
-            self._changed(worker)
+            self._changed(worker, [node])
             return
         for worker in self._workers:
             self.ask(worker, "fault_clear", None)
@@ -272,7 +272,7 @@ class Lab:
             return
         worker = self._worker_for(node)
         self.ask(worker, "power", node, state)
-        self._changed(worker)
+        self._changed(worker, [node])
 
     def status(self) -> dict[str, Any]:
         """Every node's state; a dead shard's nodes are listed as down (with
@@ -315,9 +315,9 @@ class Lab:
 
     # -- supervision (hwlab.supervisor) ----------------------------------------
 
-    def _changed(self, worker: WorkerHandle) -> None:
+    def _changed(self, worker: WorkerHandle, nodes: Sequence[str] | None = None) -> None:
         if self._supervisor is not None:
-            self._supervisor.changed(worker)
+            self._supervisor.changed(worker, nodes)
 
     def replace_worker(self, worker: WorkerHandle, shard: Shard, *, timeout: float) -> None:
         """Start a new process for ``worker``'s shard and wait until it serves."""

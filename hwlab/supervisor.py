@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fakes.faults import FaultRule
@@ -55,6 +56,8 @@ class Supervisor:
         self._thread: threading.Thread | None = None
         self._next_snapshot = 0.0
         self._next_try: dict[int, float] = {}
+        #: guards ``snapshots``: control calls and the loop both write it
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         # The first pass snapshots every worker (in the thread: not on the
@@ -70,9 +73,23 @@ class Supervisor:
             self._thread.join(RESTART_TIMEOUT)
             self._thread = None
 
-    def changed(self, worker: WorkerHandle) -> None:
-        """A control call changed this worker's machines: snapshot it soon."""
-        self._dirty.add(worker.shard.index)
+    def changed(self, worker: WorkerHandle, nodes: Sequence[str] | None = None) -> None:
+        """A control call changed this worker's machines.
+
+        Named nodes are snapshotted now (a worker killed right after a control
+        call must not lose it); a change to the whole shard is snapshotted on
+        the next pass."""
+        if nodes is None:
+            self._dirty.add(worker.shard.index)
+            return
+        try:
+            fresh = self.lab.ask(worker, "snapshot", list(nodes))
+        except Exception as exc:
+            LOG.debug("snapshot of %s failed: %s", ", ".join(nodes), exc)
+            self._dirty.add(worker.shard.index)
+            return
+        with self._lock:
+            self.snapshots.setdefault(worker.shard.index, {}).update(fresh)
 
     def down_nodes(self, worker: WorkerHandle) -> dict[str, Any]:
         """A dead shard's nodes, for status: down, with their last known rules."""
@@ -144,9 +161,12 @@ class Supervisor:
 
     def _snapshot(self, worker: WorkerHandle) -> None:
         try:
-            self.snapshots[worker.shard.index] = self.lab.ask(worker, "snapshot")
+            fresh = self.lab.ask(worker, "snapshot")
         except Exception as exc:
             LOG.debug("snapshot of worker %d failed: %s", worker.shard.index, exc)
+            return
+        with self._lock:
+            self.snapshots[worker.shard.index] = fresh
 
     def _restart(self, worker: WorkerHandle) -> None:
         index = worker.shard.index

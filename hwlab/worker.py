@@ -232,11 +232,13 @@ class ShardServers:
             }
         return {"nodes": out, "events": self.events.count}
 
-    def snapshot(self) -> dict[str, dict[str, Any]]:
-        """What a restarted worker needs to carry on each machine: settled
-        power, boot device, media, rules (compact: labs have thousands)."""
+    def snapshot(self, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """What a restarted worker needs to carry on each machine (of ``names``,
+        or all): settled power, boot device, media, rules (compact: labs have
+        thousands)."""
         out = {}
-        for name, m in self.machines.items():
+        for name in self.machines if names is None else names:
+            m = self.machine(name)
             boot = m.boot_device()
             out[name] = {
                 "power": str(m.settled_power),
@@ -244,6 +246,7 @@ class ShardServers:
                 "media": m.media,
                 "rules": [r.to_dict() for r in m.plan.rules],
             }
+        return out
 
     def _sessions(self, name: str) -> dict[str, dict[str, int]]:
         """Per protocol: logins so far, sessions open now, most open at once."""
@@ -285,7 +288,7 @@ def _handle(servers: ShardServers, command: tuple[Any, ...]) -> Any:
     if verb == "power":
         return servers.force_power(*args)
     if verb == "snapshot":
-        return servers.snapshot()
+        return servers.snapshot(*args)
     raise InputError(f"unknown worker command {verb!r}")
 
 

@@ -104,7 +104,7 @@ def test_bmc_effects_are_classified_at_once(
 
 def test_a_quick_trickle_answers_late_but_whole(lab: Lab) -> None:
     machine = lab.machine()
-    driver = lab.driver(deadline=DEADLINE)
+    driver = lab.driver(bmc_timeout=DEADLINE)
     assert driver.get_power_state() is PowerState.OFF  # logs in first
     lab.rule(machine, effect="trickle", bytes=16, every=0.1, operation="power.get")
     start = time.monotonic()

@@ -10,10 +10,9 @@ bounds the call), and record how long after that deadline each call returned
 "total means total", for every effect, on both protocols.
 
 Power actions wait for power with a long hardware window (60 s), so a node
-whose power never lands is cut by the deadline, not by the window. When the
-lab has no ``trickle`` effect of its own, the scenario adds a tiny Redfish
-server of its own that trickles its answer (one byte every 0.3 s) and one that
-sends headers and stalls, so the figure for a dribbling BMC exists.
+whose power never lands is cut by the deadline, not by the window. The lab's
+``trickle`` effect (the answer a few bytes at a time) is the dribbling BMC
+that a per-read socket timeout would let run far past its deadline.
 """
 
 from __future__ import annotations
@@ -22,11 +21,9 @@ import collections
 import contextlib
 import dataclasses
 import functools
-import socket
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from bmaas.deadline import Deadline
@@ -41,10 +38,8 @@ __all__ = ["Options", "run"]
 
 #: a power action's hardware window: long, so the deadline is what ends the wait
 POWER_WINDOW = 60.0
-#: the harness's own trickling server: one byte every this many seconds
-TRICKLE_EVERY = 0.3
-#: the smoke run's scenarios (one timeout, one quick fault, one success)
-SMOKE_SCENARIOS = ("hang", "busy", "delay-short")
+#: the smoke run's scenarios (a hang, a dribbling answer, a quick fault, a success)
+SMOKE_SCENARIOS = ("hang", "trickle", "busy", "delay-short")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,99 +167,6 @@ def _lab_cell(
     return cell
 
 
-# -- the harness's own misbehaving Redfish server -----------------------------------------
-
-_BODY = b'{"@odata.id": "/redfish/v1/", "RedfishVersion": "1.6.0"}'
-_ANSWER = (
-    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-    + str(len(_BODY)).encode()
-    + b"\r\n\r\n"
-    + _BODY
-)
-
-
-def _trickle(conn: socket.socket, stop: threading.Event) -> None:
-    for i in range(len(_ANSWER)):
-        if stop.wait(TRICKLE_EVERY):
-            return
-        conn.sendall(_ANSWER[i : i + 1])
-
-
-def _stall(conn: socket.socket, stop: threading.Event) -> None:
-    conn.sendall(_ANSWER[: _ANSWER.index(b"\r\n\r\n") + 4])
-    stop.wait(60)
-
-
-HARNESS_SERVERS: dict[str, Callable[[socket.socket, threading.Event], None]] = {
-    "trickle (harness)": _trickle,  # the whole answer, one byte every TRICKLE_EVERY
-    "stall (harness)": _stall,  # headers, then nothing
-}
-
-
-@contextlib.contextmanager
-def misbehaving_server(
-    behaviour: Callable[[socket.socket, threading.Event], None],
-) -> Iterator[str]:
-    """An HTTP server on 127.0.0.1 that reads each request, then misbehaves."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    stop = threading.Event()
-    threads: list[threading.Thread] = []
-
-    def one(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            conn.settimeout(5.0)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                data += chunk
-            behaviour(conn, stop)
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            thread = threading.Thread(target=one, args=(conn,), daemon=True)
-            threads.append(thread)
-            thread.start()
-
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        acceptor.join(2)
-        listener.close()
-        for thread in threads:
-            thread.join(2)
-
-
-def _harness_cell(name: str, options: Options) -> Cell:
-    cell = Cell(name, "redfish")
-    with misbehaving_server(HARNESS_SERVERS[name]) as url:
-        info = {
-            "redfish_address": url,
-            "redfish_username": "bench",
-            "redfish_password": "bench-not-secret",
-            "redfish_auth_type": "basic",
-        }
-        for _ in range(options.calls):
-            driver = build_driver("trickle", "redfish", info)
-            try:
-                elapsed, outcome = _timed(functools.partial(_read, driver), options.deadline)
-            finally:
-                driver.close()
-            cell.add(elapsed, options.deadline, outcome)
-    return cell
-
-
 # -- the run ----------------------------------------------------------------------------
 
 
@@ -297,17 +199,6 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
                 cells.append(_lab_cell(lab, record, protocol, scenario, options))
                 if progress is not None:
                     progress(f"{scenario.name} / {protocol}")
-    lab_has_trickle = any(s.rule.get("effect") == "trickle" for s in matrix.SCENARIOS)
-    if not lab_has_trickle:
-        notes.append(
-            "the lab has no trickle effect: the harness rows are a Redfish server of this "
-            f"scenario's own on 127.0.0.1 (trickle: the answer one byte every "
-            f"{TRICKLE_EVERY:g} s; stall: headers, then nothing)"
-        )
-        for name in HARNESS_SERVERS:
-            cells.append(_harness_cell(name, options))
-            if progress is not None:
-                progress(name)
     return _report(options, cells, notes)
 
 
