@@ -25,7 +25,7 @@ from fakes.machine import Hardware
 from hwlab.lab import Lab
 from hwlab.labspec import LabSpec, NodeSpec
 
-__all__ = ["EXPECTED", "SCENARIOS", "Result", "Scenario", "run_matrix"]
+__all__ = ["EXPECTED", "SCENARIOS", "Result", "Scenario", "probe_until_up", "run_matrix"]
 
 #: driver deadline in the matrix: short, so hangs classify fast
 MATRIX_DEADLINE = 1.0
@@ -139,7 +139,7 @@ def _run_one(
     driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline)
     driver.poll_interval = 0.1
     try:
-        _probe_until_up(driver)  # a live session first: faults then hit a real command
+        probe_until_up(driver)  # a live session first: faults then hit a real command
         lab.add_faults(node, [dict(scenario.rule)])
         if scenario.prime:
             with contextlib.suppress(BmaasError):
@@ -157,7 +157,7 @@ def _run_one(
     return Result(scenario.name, protocol, expected, seen, round(seconds, 3), message)
 
 
-def _probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:
+def probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:
     """Set-up, not measurement: a BMC the previous scenario rebooted must
     answer again before the next scenario starts."""
     until = time.monotonic() + limit

@@ -129,19 +129,6 @@ def _timed(call: Callable[[Deadline], str], seconds: float) -> tuple[float, str]
     return time.monotonic() - begun, outcome
 
 
-def _probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:
-    """Set-up, not measurement: a BMC the previous call rebooted answers again."""
-    until = time.monotonic() + limit
-    while True:
-        try:
-            driver.probe()
-            return
-        except BmaasError:
-            if time.monotonic() > until:
-                raise
-            time.sleep(0.1)
-
-
 def _lab_cell(
     lab: Any, record: dict[str, Any], protocol: str, scenario: Any, options: Options
 ) -> Cell:
@@ -154,7 +141,7 @@ def _lab_cell(
         driver = build_driver(node, protocol, record["driver_info"])
         driver.poll_interval = 0.1
         try:
-            _probe_until_up(driver)
+            matrix.probe_until_up(driver)
             lab.add_faults(node, [scenario.rule])
             if scenario.prime:
                 with contextlib.suppress(BmaasError):
