@@ -15,9 +15,9 @@ hold one node at once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from bmaas.store import schema as t
 from bmaas.store.owners import OwnersMixin, _owner
@@ -51,7 +51,7 @@ class SharesMixin(OwnersMixin):
         with self._write() as conn:
             now = self._now()
             ids = self._node_ids(conn, names) if names else {}
-            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            insert = _upsert_insert(conn.dialect.name)
             by_id = {node_id: name for name, node_id in ids.items()}
             node_ids = list(by_id)
             for at in range(0, len(node_ids), CHUNK):
@@ -102,3 +102,15 @@ class SharesMixin(OwnersMixin):
                 .where(s.c.expires_at > self._now())
             ).all()
         return {row.name: row.worker_id for row in rows}
+
+
+def _upsert_insert(dialect: str) -> Any:
+    """The dialect's INSERT with ``on_conflict_do_update``; imported here, so
+    commands that never take a share do not pay for the PostgreSQL dialect."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert

@@ -20,7 +20,6 @@ from rich.table import Table
 
 from bmaas.cliutil import EXIT_USAGE, emit_json
 from bmaas.faults import InputError
-from bmaas.inventory.specs import InventoryError
 from fakes.effects import EFFECTS, describe_effects
 from fakes.faults import FaultRule
 from hwlab.cli.common import parse_seed, state_dir_option
@@ -142,6 +141,8 @@ def up(
         shard_size=shard_size,
         restart=restart,
     )
+    from bmaas.inventory.specs import InventoryError  # only `up` reads lab files: import here
+
     try:
         spec = build_spec(options)  # every input error surfaces here, before anything starts
     except InventoryError as exc:  # a lab file's problems: all of them, one line each
