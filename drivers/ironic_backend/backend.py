@@ -264,21 +264,16 @@ class IronicBackend(InstancesMixin):
             deadline,
             lambda: self.api.bm.set_node_provision_state(state.node_id, "active"),
         )
-        node = None
-        while True:
-            cancel.check(in_flight=True)
-            node = self.api.call("node.get", self.api.bm.get_node, state.node_id, node=claim.node)
-            if node.provision_state in DEPLOY_DONE:
-                break
-            if not deadline.sleep(self.poll, self.sleep):
-                raise BMCTimeout(
-                    f"deploy still {node.provision_state} at the request's deadline "
-                    "(Ironic cannot cancel a deploy: stopped waiting)",
-                    node=claim.node,
-                    driver=node.driver,
-                    operation="ironic deploy",
-                    elapsed=round(self.clock() - began, 3),
-                )
+        node = self._wait(claim.node, state.node_id, DEPLOY_DONE, deadline, cancel=cancel)
+        if node.provision_state not in DEPLOY_DONE:
+            raise BMCTimeout(
+                f"deploy still {node.provision_state} at the request's deadline "
+                "(Ironic cannot cancel a deploy: stopped waiting)",
+                node=claim.node,
+                driver=node.driver,
+                operation="ironic deploy",
+                elapsed=round(self.clock() - began, 3),
+            )
         if node.provision_state != ACTIVE:
             raise classify(self._evidence(claim, node))
         return Deployed(claim.node, "ironic", {"deploy": round(self.clock() - began, 3)})
@@ -405,8 +400,21 @@ class IronicBackend(InstancesMixin):
         ended = self._wait(node, node_id, TEARDOWN_DONE, deadline)
         return None if ended is None else str(ended.provision_state)
 
-    def _wait(self, node: str, node_id: str, states: set[str], deadline: Deadline) -> Any:
+    def _wait(
+        self,
+        node: str,
+        node_id: str,
+        states: set[str],
+        deadline: Deadline,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Any:
+        """Poll the node until its provision state is one of ``states`` or
+        ``deadline`` passes; returns the node as last read. With ``cancel``,
+        an interrupt is honoured between polls."""
         while True:
+            if cancel is not None:
+                cancel.check(in_flight=True)
             current = self.api.call("node.get", self.api.bm.get_node, node_id, node=node)
             if current.provision_state in states or not deadline.sleep(self.poll, self.sleep):
                 return current

@@ -9,11 +9,14 @@ import pytest
 from openstack import exceptions as sdk_exc
 from openstack.baremetal.v1.node import Node
 
-from bmaas.faults import InputError, NodeUnavailable
-from bmaas.provision.records import Request
+from bmaas.deadline import Deadline
+from bmaas.faults import BMCTimeout, InputError, NodeUnavailable
+from bmaas.provision.cancel import CancelToken, Interrupted
+from bmaas.provision.records import Claim, Request
 from bmaas.retry import RetryPolicy
 from drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
-from drivers.ironic_backend.backend import IronicBackend
+from drivers.ironic_backend.backend import ClaimState, IronicBackend
+from fakes.clock import FakeClock
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -142,3 +145,57 @@ def test_properties_are_refused_before_anything_is_made() -> None:
     with pytest.raises(InputError, match="resource class and traits"):
         backend.open(Request("r1", properties={"cpus": 8}, network="lab"))
     assert backend.ports.created == 0
+
+
+class DeployingProxy(FakeProxy):
+    """A node whose deploy never ends: it stays ``deploying`` on every read."""
+
+    def __init__(self) -> None:
+        super().__init__([Node(id="uuid-n1", name="n1", provision_state="deploying")])
+        self.actions: list[str] = []
+
+    def set_node_provision_state(self, ident: str, target: str) -> None:
+        self.actions.append(target)
+
+
+def test_a_deploy_that_outlives_the_deadline_stops_waiting_with_a_timeout() -> None:
+    clock = FakeClock()
+    proxy = DeployingProxy()
+    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    api = Api(FakeConn(proxy), busy=policy)  # type: ignore[arg-type]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.sleep(seconds)
+
+    backend = IronicBackend(api, poll=2.0, sleep=sleep, clock=clock.monotonic)
+    job = backend.open(Request("r1", resource_class="baremetal"))
+    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
+    with pytest.raises(BMCTimeout, match="Ironic cannot cancel a deploy") as info:
+        backend.deploy(
+            claim, deadline=Deadline.after(5.0, clock=clock.monotonic), cancel=CancelToken()
+        )
+    assert proxy.actions == ["active"]
+    assert sleeps == [2.0, 2.0, 1.0]  # polls every 2 s, the last one cut to the deadline
+    assert proxy.calls == 4  # a read after each sleep, then the deadline ends the wait
+    assert info.value.elapsed == 5.0
+
+
+def test_a_cancelled_deploy_stops_polling_at_once() -> None:
+    clock = FakeClock()
+    proxy = DeployingProxy()
+    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        sleep=clock.sleep,
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("r1", resource_class="baremetal"))
+    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
+    cancel = CancelToken()
+    cancel.cancel(roll_back=True)  # an operator's second Ctrl-C: stop what is in flight too
+    with pytest.raises(Interrupted):
+        backend.deploy(claim, deadline=Deadline.after(60.0, clock=clock.monotonic), cancel=cancel)
+    assert proxy.actions == ["active"]  # asked before the interrupt: Ironic cannot take it back
+    assert proxy.calls == 0  # interrupted before the first poll
