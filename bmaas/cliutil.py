@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from bmaas import validate
 from bmaas.faults import BmaasError
 from bmaas.secrets import mask
 
@@ -23,7 +24,10 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "BmaasGroup",
+    "FiniteFloat",
     "LazyGroup",
+    "Name",
+    "Seconds",
     "emit_json",
     "setup_logging",
 ]
@@ -57,6 +61,61 @@ class BmaasGroup(click.Group):
                 traceback.print_exc()
             click.echo(f"error: {exc}", err=True)
             ctx.exit(EXIT_USAGE)
+
+
+class FiniteFloat(click.ParamType):
+    """A float option that is finite and in range: click's ``FloatRange``
+    lets ``nan`` through (every comparison with NaN is false), so
+    ``--interval nan`` ran a hot loop. The rules are :mod:`bmaas.validate`'s,
+    the same an inventory or lab file is held to."""
+
+    name = "number"
+    what = "a number"
+
+    def __init__(
+        self, min: float | None = None, max: float | None = None, *, min_open: bool = False
+    ) -> None:
+        self.min, self.max, self.min_open = min, max, min_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            try:
+                value = float(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not {self.what}", param, ctx)
+        try:
+            return validate.number(
+                value, low=self.min, high=self.max, low_open=self.min_open, what=self.what
+            )
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Seconds(FiniteFloat):
+    """A time option: finite seconds, at most one day unless ``max`` says
+    otherwise (:data:`bmaas.validate.MAX_SECONDS`)."""
+
+    name = "seconds"
+    what = "a number of seconds"
+
+    def __init__(
+        self, min: float = 0.0, max: float = validate.MAX_SECONDS, *, min_open: bool = False
+    ) -> None:
+        super().__init__(min, max, min_open=min_open)
+
+
+class Name(click.ParamType):
+    """A name from :data:`bmaas.validate.NAME_ALPHABET` (a node name, an
+    instance name prefix): no '/', no spaces, nothing a shell or a path would
+    read twice."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return validate.name(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _shorten(text: str, limit: int) -> str:

@@ -14,7 +14,7 @@ import yaml
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
-from bmaas.cliutil import EXIT_FAILURE
+from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deploy import DeploySettings
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
@@ -36,7 +36,7 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--deadline",
-            type=click.FloatRange(min=1),
+            type=Seconds(min=1),
             default=900.0,
             show_default=True,
             help="Seconds the whole command may take, every request, attempt and BMC call "
@@ -44,21 +44,21 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--bmc-timeout",
-            type=click.FloatRange(min=0.1),
+            type=Seconds(min=0.1),
             default=DEFAULT_BMC_TIMEOUT,
             show_default=True,
             help="Seconds one BMC call may take (each gets at most what --deadline has left).",
         ),
         click.option(
             "--power-timeout",
-            type=click.FloatRange(min=1),
+            type=Seconds(min=1),
             default=60.0,
             show_default=True,
             help="Seconds a power action may take to land.",
         ),
         click.option(
             "--settle",
-            type=click.FloatRange(min=0),
+            type=Seconds(min=0),
             default=10.0,
             show_default=True,
             help="Seconds a node must stay on after power-on.",

@@ -39,6 +39,7 @@ from bmaas.cli.app import (
     select_nodes,
     whoami,
 )
+from bmaas.cliutil import Seconds
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.faults import BMCFault
@@ -164,7 +165,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
     )
     @click.option(
         "--timeout",
-        type=click.FloatRange(min=0),
+        type=Seconds(min=0),
         default=120.0,
         show_default=True,
         help="Seconds to wait for the target state (with --wait).",

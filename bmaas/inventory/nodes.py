@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from bmaas import credentials
+from bmaas import credentials, validate
 from bmaas.driver_info import DriverInfo
 from bmaas.faults import InputError
 from bmaas.inventory.specs import Checker, NodeSpec
@@ -32,10 +32,6 @@ PROPERTY_TYPES: dict[str, tuple[type, int | None]] = {
     "local_gb": (int, 0),
     "cpu_arch": (str, None),
 }
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
-
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 
 def parse_node(
@@ -54,9 +50,9 @@ def parse_node(
         return None
     before = len(check.problems)
     name = check.text(raw, "name", prefix=f"{prefix}.", node=None, required=True)
-    if name is not None and not _NAME.match(name):
+    if name is not None and not validate.is_name(name):
         check.fail(
-            "must be letters, digits, '.', '_' or '-' (starting with a letter or digit)",
+            f"must be {validate.NAME_ALPHABET}",
             data=raw,
             key="name",
             field="name",
@@ -171,9 +167,11 @@ def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, 
                     node=node,
                 )
                 continue
-        elif not isinstance(value, str | int | float | bool):
+        elif not isinstance(value, str | int | float | bool) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
             check.fail(
-                "must be a string, number or boolean",
+                "must be a string, finite number or boolean",
                 data=props,
                 key=str(key),
                 field=field,
@@ -187,4 +185,4 @@ def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, 
 def is_valid_name(name: str) -> bool:
     """Whether ``name`` is a node name an inventory accepts (hwlab's lab files
     apply the same rule, so what hwlab writes always enrolls)."""
-    return bool(_NAME.match(name))
+    return validate.is_name(name)

@@ -18,7 +18,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import EXIT_USAGE, emit_json
+from bmaas.cliutil import EXIT_USAGE, Seconds, emit_json
 from bmaas.faults import InputError
 from fakes.effects import EFFECTS, describe_effects
 from fakes.faults import FaultRule
@@ -83,7 +83,7 @@ STDERR = Console(stderr=True)
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=Seconds(),
     default=180.0,
     show_default=True,
     help="Seconds to wait for every BMC to listen.",
@@ -214,7 +214,7 @@ def _read_lab_json(state_dir: Path) -> dict[str, Any]:
 @click.command()
 @click.option(
     "--timeout",
-    type=float,
+    type=Seconds(),
     default=30.0,
     show_default=True,
     help="Seconds to wait before killing what is left.",
