@@ -120,7 +120,7 @@ def _parse(text: str, loader_class: type[yaml.SafeLoader], source: str) -> Any:
         loader = loader_class(text)
     except yaml.reader.ReaderError as exc:
         raise _SyntaxError(
-            _unprintable(text, exc), source=source, line=_line_at(text, exc.position)
+            _unprintable(exc), source=source, line=_line_at(text, exc.position)
         ) from None
     try:
         return build_document(loader, SourceDict)
@@ -134,7 +134,7 @@ def _parse(text: str, loader_class: type[yaml.SafeLoader], source: str) -> Any:
         raise _SyntaxError(f"not valid YAML/JSON: {problem}", source=source, line=line) from None
     except yaml.reader.ReaderError as exc:  # the pure-Python reader checks as it reads
         raise _SyntaxError(
-            _unprintable(text, exc), source=source, line=_line_at(text, exc.position)
+            _unprintable(exc), source=source, line=_line_at(text, exc.position)
         ) from None
     except yaml.YAMLError as exc:
         raise _SyntaxError(f"not valid YAML/JSON: {exc}", source=source) from None

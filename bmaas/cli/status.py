@@ -8,7 +8,7 @@ import click
 
 from bmaas.cli.app import App, pass_app
 from bmaas.cli.backends import backend_options, chosen_backend
-from bmaas.cliutil import Seconds, emit_json
+from bmaas.cliutil import InputFile, Seconds, emit_json
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.ops import DEFAULT_WORKERS
 from bmaas.status import (
@@ -63,7 +63,7 @@ def status() -> None:
 )
 @click.option(
     "--inventory",
-    type=click.Path(dir_okay=False),
+    type=InputFile(),
     envvar=INVENTORY_ENV,
     help=f"Compare the enrolled nodes with this inventory file [env {INVENTORY_ENV}].",
 )

@@ -18,7 +18,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import EXIT_USAGE, Seconds, emit_json
+from bmaas.cliutil import EXIT_USAGE, InputFile, Seconds, emit_json
 from bmaas.faults import InputError
 from fakes.effects import EFFECTS, describe_effects
 from fakes.faults import FaultRule
@@ -59,7 +59,7 @@ STDERR = Console(stderr=True)
 )
 @click.option(
     "--lab-file",
-    type=click.Path(dir_okay=False, exists=True),
+    type=InputFile(exists=True),
     help="A YAML lab file (nodes, hardware, credentials, fault rules).",
 )
 @click.option(
