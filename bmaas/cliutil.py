@@ -20,7 +20,7 @@ import click
 
 from bmaas import validate
 from bmaas.faults import BmaasError, InputError
-from bmaas.secrets import mask
+from bmaas.secrets import mask, mask_urls
 
 __all__ = [
     "EXIT_FAILURE",
@@ -30,6 +30,7 @@ __all__ = [
     "InputFile",
     "InputProblems",
     "LazyGroup",
+    "MaskingFormatter",
     "Name",
     "Seconds",
     "emit_json",
@@ -66,7 +67,7 @@ class BmaasGroup(click.Group):
             # an error that carries several problems (an inventory's, unknown
             # instances) prints each on its own line
             for problem in getattr(exc, "problems", None) or [exc]:
-                click.echo(f"error: {problem}", err=True)
+                click.echo(f"error: {mask_urls(str(problem))}", err=True)
             ctx.exit(EXIT_USAGE)
 
 
@@ -215,6 +216,15 @@ def _not_chatty(record: logging.LogRecord) -> bool:
     return record.name.split(".", 1)[0] not in _CHATTY
 
 
+class MaskingFormatter(logging.Formatter):
+    """Masks the secrets of every URL in a log line (bmaas's own and the
+    protocol libraries', which log the URLs they fetch): ``--debug`` shows
+    ``http://u:***@host/``, never the password."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_urls(super().format(record))
+
+
 def setup_logging(verbose: int, debug: bool) -> None:
     """Log to stderr at WARNING (-v: INFO, --debug: DEBUG). Leaves logging
     alone when something else (a test runner, an embedding program) has
@@ -223,7 +233,7 @@ def setup_logging(verbose: int, debug: bool) -> None:
     if root.handlers:
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     if not debug and verbose < 2:
         handler.addFilter(_not_chatty)
     root.addHandler(handler)

@@ -29,6 +29,7 @@ from typing import Any
 
 from bmaas.driver import BootDevice, PowerState
 from bmaas.faults import BmaasError, InputError
+from bmaas.secrets import mask_url
 from fakes.faults import FaultPlan, FaultRule
 from fakes.machine import FakeMachine
 from hwlab.events import EventLog
@@ -225,7 +226,8 @@ class ShardServers:
                 "power": str(m.power_state()),
                 "bmc_down": m.bmc_down(),
                 "boot_device": str(m.boot_device().device),
-                "media": m.media,
+                # status is for people: an image URL's password stays hidden
+                "media": mask_url(m.media) if m.media else m.media,
                 "rules": [r.describe() for r in m.plan.rules],
                 "fired": m.plan.counts(),
                 "sessions": self._sessions(name),

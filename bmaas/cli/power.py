@@ -45,6 +45,7 @@ from bmaas.driver import BMCDriver, BootDevice, BootSetting, PowerAction, PowerS
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.retry import RetryingDriver
+from bmaas.secrets import mask_url
 
 __all__ = ["boot_device", "power", "vmedia"]
 
@@ -373,7 +374,7 @@ def vmedia_insert(
         bmc_timeout=bmc_timeout,
         as_json=as_json,
         no_retry=no_retry,
-        record=_events(app, "vmedia", f"virtual media inserted: {url}"),
+        record=_events(app, "vmedia", f"virtual media inserted: {mask_url(url)}"),
     )
 
 
