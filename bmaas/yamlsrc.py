@@ -152,7 +152,7 @@ def _unprintable(exc: yaml.reader.ReaderError) -> str:
     char = exc.character
     code = ord(char) if isinstance(char, str) else char
     what = "a NUL byte" if code == 0 else f"the unprintable character {code:#06x}"
-    return f"not a text file: {what} at character {exc.position}"
+    return f"binary input: {what} at character {exc.position}"
 
 
 def load_file(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES) -> Any:

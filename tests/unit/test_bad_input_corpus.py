@@ -555,3 +555,22 @@ def test_fault_rules_refuse_non_finite_and_out_of_range_numbers(rule: dict[str, 
 
     with pytest.raises(InputError):
         FaultRule.from_dict(rule)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        ["busy", "probability=.nan"],
+        ["delay", "seconds=.inf"],
+        ["hang", "after=1e300"],
+        ["delay", "seconds=" + "9" * 5000],
+        ["{effect: hang, x: \x01}"],
+        ["{effect: hang, times: " + "[" * DEEP + "]" * DEEP + "}"],
+    ],
+    ids=["nan", "infinity", "after-1e300", "5000-digits", "binary", "deep"],
+)
+def test_a_bad_rule_on_the_command_line_is_one_line(rule: list[str], tmp_path: Path) -> None:
+    args = ["fault", "add", "n1", *rule, "--state-dir", str(tmp_path / "state")]
+    result = CliRunner().invoke(hwlab_cli, args, catch_exceptions=False)
+    assert_refused(result, 1)
+    assert "RULE" in result.stderr
