@@ -55,7 +55,10 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more than 4300 digits has no repr
+        return "a number too long to show"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -81,23 +84,18 @@ def number(
     """``value`` as a finite float within ``[low, high]`` (``(low, high]`` with
     ``low_open``). Whole numbers are accepted; text, booleans, NaN and ±Inf
     are not."""
+    wanted = f"must be {what}{_range_text(low, high, low_open=low_open)}"
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(
-            f"must be {what}{_range_text(low, high, low_open=low_open)}, not {_shown(value)}"
-        )
+        raise ValueError(f"{wanted}, not {_shown(value)}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"must be a finite number, not {value!r}")
     try:
         result = float(value)
-    except OverflowError:
-        raise ValueError(
-            f"must be {what}{_range_text(low, high)}, not a {len(str(value))}-digit number"
-        ) from None
+    except OverflowError:  # only an int too large for a float gets here
+        raise ValueError(f"{wanted}, not a {int(value).bit_length()}-bit number") from None
     below = low is not None and (result <= low if low_open else result < low)
     if below or (high is not None and result > high):
-        raise ValueError(
-            f"must be {what}{_range_text(low, high, low_open=low_open)}, not {_shown(value)}"
-        )
+        raise ValueError(f"{wanted}, not {_shown(value)}")
     return result
 
 

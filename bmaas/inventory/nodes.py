@@ -90,6 +90,9 @@ def parse_node(
     if not isinstance(extra, Mapping):
         check.fail("must be a mapping", data=raw, key="extra", node=label)
         extra = {}
+    elif _has_non_finite(extra):
+        # stored as JSON, which has no NaN or Infinity (PostgreSQL refuses them)
+        check.fail("must hold only finite numbers", data=raw, key="extra", node=label)
     if len(check.problems) > before or name is None or driver is None:
         return None
     return NodeSpec(
@@ -180,6 +183,18 @@ def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, 
             continue
         out[str(key)] = value
     return out
+
+
+def _has_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity hides anywhere in ``value`` (the loader
+    has bounded its depth)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def is_valid_name(name: str) -> bool:

@@ -148,6 +148,7 @@ INVENTORIES = [
     Case("property-nan", "nodes:\n  - {name: n1, driver: fake, properties: {weight: .nan}}\n"),
     Case("property-infinity", "nodes:\n  - {name: n1, driver: fake, properties: {w: -.inf}}\n"),
     Case("cpus-fraction", "nodes:\n  - {name: n1, driver: fake, properties: {cpus: 4.5}}\n"),
+    Case("extra-nan", "nodes:\n  - {name: n1, driver: fake, extra: {a: [1, {b: .nan}]}}\n"),
     Case("name-path", "nodes:\n  - {name: '../../bad', driver: fake}\n"),
     Case("name-trailing-newline", 'nodes:\n  - {name: "n1\\n", driver: fake}\n'),
     Case("name-too-long", "nodes:\n  - {name: " + "n" * 256 + ", driver: fake}\n"),
