@@ -157,18 +157,13 @@ def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, 
         field = f"properties.{key}"
         if key in PROPERTY_TYPES:
             kind, low = PROPERTY_TYPES[key]
-            ok = isinstance(value, kind) and not isinstance(value, bool)
-            if ok and low is not None and value < low:
-                ok = False
-            if not ok:
-                want = f"a whole number >= {low}" if kind is int else "a string"
-                check.fail(
-                    f"must be {want}, not {value!r}",
-                    data=props,
-                    key=str(key),
-                    field=field,
-                    node=node,
-                )
+            try:
+                if kind is int:
+                    value = validate.whole(value, low=low)
+                elif not isinstance(value, str):
+                    raise ValueError(f"must be a string, not {value!r}")
+            except ValueError as exc:
+                check.fail(str(exc), data=props, key=str(key), field=field, node=node)
                 continue
         elif not isinstance(value, str | int | float | bool) or (
             isinstance(value, float) and not math.isfinite(value)
