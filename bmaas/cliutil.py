@@ -20,7 +20,7 @@ import click
 
 from bmaas import validate
 from bmaas.faults import BmaasError, InputError
-from bmaas.secrets import mask, mask_urls
+from bmaas.secrets import MaskingFormatter, mask, mask_urls
 
 __all__ = [
     "EXIT_FAILURE",
@@ -214,15 +214,6 @@ _CHATTY = ("sushy", "pyghmi", "urllib3")
 
 def _not_chatty(record: logging.LogRecord) -> bool:
     return record.name.split(".", 1)[0] not in _CHATTY
-
-
-class MaskingFormatter(logging.Formatter):
-    """Masks the secrets of every URL in a log line (bmaas's own and the
-    protocol libraries', which log the URLs they fetch): ``--debug`` shows
-    ``http://u:***@host/``, never the password."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return mask_urls(super().format(record))
 
 
 def setup_logging(verbose: int, debug: bool) -> None:

@@ -8,6 +8,7 @@ away.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -15,9 +16,11 @@ from typing import Any
 __all__ = [
     "MASK",
     "SECRET_KEY_PATTERN",
+    "MaskingFormatter",
     "Secret",
     "is_secret_key",
     "mask",
+    "mask_logs",
     "mask_url",
     "mask_urls",
 ]
@@ -154,3 +157,23 @@ def mask(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return type(data)(mask(v) for v in data)
     return data
+
+
+class MaskingFormatter(logging.Formatter):
+    """Masks the secrets of every URL in a log line (bmaas's own and the
+    protocol libraries', which log the URLs they fetch): ``--debug`` shows
+    ``http://u:***@host/``, never the password."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_urls(super().format(record))
+
+
+def mask_logs(logger: logging.Logger | None = None) -> None:
+    """Give every handler of ``logger`` (the root) a :class:`MaskingFormatter`
+    with its format kept: for processes that configure logging with
+    ``basicConfig`` (hwlab's daemon and workers)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        current = handler.formatter
+        fmt = current._fmt if current is not None else None
+        datefmt = current.datefmt if current is not None else None
+        handler.setFormatter(MaskingFormatter(fmt, datefmt))

@@ -29,7 +29,7 @@ from typing import Any
 
 from bmaas.driver import BootDevice, PowerState
 from bmaas.faults import BmaasError, InputError
-from bmaas.secrets import mask_url
+from bmaas.secrets import mask_logs, mask_url
 from fakes.faults import FaultPlan, FaultRule
 from fakes.machine import FakeMachine
 from hwlab.events import EventLog
@@ -314,6 +314,7 @@ def run_worker(shard: Shard, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     _raise_fd_limit()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker: %(message)s")
+    mask_logs()  # an image URL's password never reaches the log
     servers = ShardServers(shard)
     try:
         servers.start()

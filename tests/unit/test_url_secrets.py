@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from bmaas.cli import App, cli
-from bmaas.cliutil import MaskingFormatter, setup_logging
+from bmaas.cliutil import setup_logging
 from bmaas.driver import PowerState
 from bmaas.ops import driver_factory
 from bmaas.retry import RetryPolicy
-from bmaas.secrets import mask, mask_url, mask_urls
+from bmaas.secrets import MaskingFormatter, mask, mask_logs, mask_url, mask_urls
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
 from tests.fleet import write_inventory
@@ -115,3 +115,16 @@ def test_an_error_line_masks_urls(app: App) -> None:
     result = bmaas(app, "node", "show", f"http://u:{PASSWORD}@h/")
     assert result.exit_code == 2
     assert PASSWORD not in result.stderr
+
+
+def test_mask_logs_keeps_the_format_of_basic_config_handlers() -> None:
+    logger = logging.getLogger("w23.mask_logs")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("worker: %(message)s"))
+    logger.addHandler(handler)
+    try:
+        mask_logs(logger)
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "insert %s", (URL,), None)
+        assert handler.format(record).startswith("worker: insert http://admin:***@images")
+    finally:
+        logger.removeHandler(handler)
