@@ -143,3 +143,24 @@ def test_the_cap_is_set_per_node_in_driver_info() -> None:
 def test_a_cap_out_of_range_is_refused(value: object) -> None:
     with pytest.raises(InputError, match="redfish_max_body_bytes"):
         build_driver("n1", "redfish", {**INFO, "redfish_max_body_bytes": value})
+
+
+def test_a_power_read_against_an_endless_body_is_a_protocol_error() -> None:
+    """The whole chain: driver_info's cap reaches the transport, and the
+    driver's one mapping makes the refusal a BMCProtocolError."""
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    with serving(head, endless_chunks()) as server:
+        info = {
+            **INFO,
+            "redfish_address": f"http://127.0.0.1:{server.port}",
+            "redfish_max_body_bytes": CAP,
+        }
+        driver = build_driver("n1", "redfish", info)
+        try:
+            with pytest.raises(BMCProtocolError, match="65536-byte cap"):
+                driver.get_power_state(deadline=Deadline.after(20.0))
+        finally:
+            driver.close()
+    assert server.sent < SENT_BOUND
