@@ -10,20 +10,29 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from bmaas.faults import BmaasError
-from bmaas.secrets import mask
+from bmaas import validate
+from bmaas.faults import BmaasError, InputError
+from bmaas.secrets import MaskingFormatter, mask, mask_urls
 
 __all__ = [
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "BmaasGroup",
+    "FiniteFloat",
+    "InputFile",
+    "InputProblems",
     "LazyGroup",
+    "MaskingFormatter",
+    "Name",
+    "Seconds",
     "emit_json",
     "setup_logging",
 ]
@@ -55,8 +64,103 @@ class BmaasGroup(click.Group):
                 import traceback
 
                 traceback.print_exc()
-            click.echo(f"error: {exc}", err=True)
+            # an error that carries several problems (an inventory's, unknown
+            # instances) prints each on its own line
+            for problem in getattr(exc, "problems", None) or [exc]:
+                click.echo(f"error: {mask_urls(str(problem))}", err=True)
             ctx.exit(EXIT_USAGE)
+
+
+class InputProblems(InputError):
+    """Several problems with one command's input, each its own ``error:``
+    line (``problems``): every unknown instance named, not only the first."""
+
+    def __init__(self, problems: Sequence[InputError]) -> None:
+        first = problems[0]
+        super().__init__(first.message, source=first.source, line=first.line, field=first.field)
+        self.problems = list(problems)
+
+
+class FiniteFloat(click.ParamType[float, Any]):
+    """A float option that is finite and in range: click's ``FloatRange``
+    lets ``nan`` through (every comparison with NaN is false), so
+    ``--interval nan`` ran a hot loop. The rules are :mod:`bmaas.validate`'s,
+    the same an inventory or lab file is held to."""
+
+    name = "number"
+    what = "a number"
+
+    def __init__(
+        self, min: float | None = None, max: float | None = None, *, min_open: bool = False
+    ) -> None:
+        self.min, self.max, self.min_open = min, max, min_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            try:
+                value = float(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not {self.what}", param, ctx)
+        try:
+            return validate.number(
+                value, low=self.min, high=self.max, low_open=self.min_open, what=self.what
+            )
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Seconds(FiniteFloat):
+    """A time option: finite seconds, at most one day unless ``max`` says
+    otherwise (:data:`bmaas.validate.MAX_SECONDS`)."""
+
+    name = "seconds"
+    what = "a number of seconds"
+
+    def __init__(
+        self, min: float = 0.0, max: float = validate.MAX_SECONDS, *, min_open: bool = False
+    ) -> None:
+        super().__init__(min, max, min_open=min_open)
+
+
+class Name(click.ParamType[str, Any]):
+    """A name from :data:`bmaas.validate.NAME_ALPHABET` (a node name, an
+    instance name prefix): no '/', no spaces, nothing a shell or a path would
+    read twice."""
+
+    name = "name"
+
+    def __init__(self, *, max_length: int = 255) -> None:
+        #: shorter where bmaas appends to the name (deploy's "-001")
+        self.max_length = max_length
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            text = validate.name(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if len(text) > self.max_length:
+            self.fail(f"must be at most {self.max_length} characters", param, ctx)
+        return text
+
+
+class InputFile(click.Path):
+    """A file option that must name a regular file (as click's ``Path`` with
+    ``dir_okay=False``, and also no FIFO, device or socket): ``--inventory
+    /dev/zero`` is refused here, from ``stat``, before anything opens it.
+    The reader still bounds what it reads (:mod:`bmaas.files`)."""
+
+    def __init__(self, *, exists: bool = False) -> None:
+        super().__init__(dir_okay=False, exists=exists)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return path  # missing: click (exists=True) or the reader says so
+        if not stat.S_ISREG(mode):
+            self.fail(f"{os.fsdecode(path)!r} is not a regular file", param, ctx)
+        return path
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -120,7 +224,7 @@ def setup_logging(verbose: int, debug: bool) -> None:
     if root.handlers:
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     if not debug and verbose < 2:
         handler.addFilter(_not_chatty)
     root.addHandler(handler)

@@ -19,8 +19,11 @@ one fails there, with file, line and field, rather than at 3 a.m. The SQLite
 file is created ``0600`` for the inline case.
 
 A file's content is the password with trailing newlines removed (``echo pw >
-file`` works). A literal password that itself looks like ``${...}`` or starts
-with ``file:`` must be given through a variable or a file.
+file`` works). It must be a regular file of at most 64 KiB
+(:data:`bmaas.files.MAX_SECRET_BYTES`): a FIFO, a device such as
+``/dev/zero`` or a directory is refused without being read. A literal
+password that itself looks like ``${...}`` or starts with ``file:`` must be
+given through a variable or a file.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ import os
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from bmaas.faults import InputError
+from bmaas.files import MAX_SECRET_BYTES, read_limited
 from bmaas.secrets import Secret, is_secret_key
 
 __all__ = ["Source", "normalize", "resolve", "resolve_driver_info", "source_of", "sources"]
@@ -89,7 +92,9 @@ def resolve(
             raise InputError(f"environment variable {ref} is empty", field=field, node=node)
         return Secret(env[ref])
     try:
-        text = Path(ref).read_text(encoding="utf-8")
+        # a regular file of at most MAX_SECRET_BYTES: /dev/zero or a FIFO
+        # named by mistake is refused without reading (or waiting on) it
+        text = read_limited(ref, limit=MAX_SECRET_BYTES).decode("utf-8")
     except OSError as exc:
         raise InputError(
             f"cannot read password file {ref}: {exc.strerror}", field=field, node=node

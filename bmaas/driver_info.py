@@ -18,10 +18,11 @@ import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from bmaas import validate
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 
-__all__ = ["FIELDS", "DriverInfo", "InfoField"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "FIELDS", "DriverInfo", "InfoField"]
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -34,15 +35,19 @@ def _text(value: Any) -> str:
 
 
 def _port(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("must be a port number")
-    try:
-        port = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"must be a port number, not {value!r}") from None
-    if not 1 <= port <= 65535:
-        raise ValueError(f"must be between 1 and 65535, not {port}")
-    return port
+    # a whole number from 1 to 65535: 623.5 is refused, not read as 623
+    return validate.port(value)
+
+
+#: the largest Redfish response body read by default, and the range a node's
+#: ``redfish_max_body_bytes`` may set (a BMC's real answers are a few KiB)
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_BODY_RANGE = (64 * 1024, 1024 * 1024 * 1024)
+
+
+def _body_bytes(value: Any) -> int:
+    low, high = MAX_BODY_RANGE
+    return validate.whole(validate.digits(value), low=low, high=high, what="a number of bytes")
 
 
 def _secret(value: Any) -> Secret:
@@ -78,10 +83,7 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 
 
 def _cipher_suite(value: Any) -> int:
-    try:
-        suite = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"must be an IPMI cipher suite number, not {value!r}") from None
+    suite = validate.whole(validate.digits(value), what="an IPMI cipher suite number")
     if suite not in (3, 17):
         raise ValueError(f"cipher suite {suite} is not supported (3 or 17)")
     return suite
@@ -164,6 +166,11 @@ FIELDS: dict[str, InfoField] = {
             _choice("basic", "session", "auto"),
             "basic, session or auto (default auto)",
         ),
+        InfoField(
+            "redfish_max_body_bytes",
+            _body_bytes,
+            "largest response body read, in bytes (default 16 MiB; 64 KiB to 1 GiB)",
+        ),
         InfoField("fake_machine", _text, "name of a simulated machine (fake driver)"),
     )
 }
@@ -185,6 +192,7 @@ class DriverInfo:
     redfish_password: Secret = dataclasses.field(default_factory=Secret)
     redfish_verify_ca: bool | str = True
     redfish_auth_type: str = "auto"
+    redfish_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     fake_machine: str | None = None
 
     @classmethod

@@ -62,7 +62,15 @@ def _scalar(loader: Any, event: ev.ScalarEvent) -> Any:  # a SafeLoader (stubs: 
     if constructor is None:
         raise InputError(f"not valid YAML/JSON: unknown tag {tag!r}", line=_line(event))
     node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)  # type: ignore[arg-type]
-    return constructor(loader, node)
+    try:
+        return constructor(loader, node)
+    except ValueError:
+        # Python refuses to turn text of more than 4300 digits into an int
+        # (sys.get_int_max_str_digits); no field takes a number that long
+        raise InputError(
+            f"not valid YAML/JSON: a number of {len(event.value)} characters is too long",
+            line=_line(event),
+        ) from None
 
 
 def build_document(loader: Any, mapping_type: type[dict[str, Any]]) -> Any:
@@ -78,7 +86,12 @@ def build_document(loader: Any, mapping_type: type[dict[str, Any]]) -> Any:
     while True:
         event = loader.get_event()
         if isinstance(event, ev.ScalarEvent):
-            value, anchor = _scalar(loader, event), event.anchor
+            try:
+                value, anchor = _scalar(loader, event), event.anchor
+            except InputError as exc:
+                if stack and isinstance(stack[-1].value, dict) and stack[-1].key is not _NO_KEY:
+                    exc.field = str(stack[-1].key)  # the key whose value it is
+                raise
         elif isinstance(event, ev.AliasEvent):
             if event.anchor not in anchors:
                 raise InputError(

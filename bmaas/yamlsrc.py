@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from bmaas.faults import InputError
+from bmaas.files import MAX_INPUT_BYTES, read_limited
 from bmaas.yamlevents import build_document
 
 __all__ = ["SourceDict", "line_of", "load_file", "load_text"]
@@ -113,7 +114,14 @@ class _SyntaxError(InputError):
 
 
 def _parse(text: str, loader_class: type[yaml.SafeLoader], source: str) -> Any:
-    loader = loader_class(text)
+    try:
+        # the reader refuses NUL bytes and other unprintable characters here,
+        # before any parsing: binary input is one line naming where it starts
+        loader = loader_class(text)
+    except yaml.reader.ReaderError as exc:
+        raise _SyntaxError(
+            _unprintable(exc), source=source, line=_line_at(text, exc.position)
+        ) from None
     try:
         return build_document(loader, SourceDict)
     except InputError as exc:
@@ -124,18 +132,37 @@ def _parse(text: str, loader_class: type[yaml.SafeLoader], source: str) -> Any:
         line = mark.line + 1 if mark else None
         problem = exc.problem or str(exc)
         raise _SyntaxError(f"not valid YAML/JSON: {problem}", source=source, line=line) from None
+    except yaml.reader.ReaderError as exc:  # the pure-Python reader checks as it reads
+        raise _SyntaxError(
+            _unprintable(exc), source=source, line=_line_at(text, exc.position)
+        ) from None
     except yaml.YAMLError as exc:
         raise _SyntaxError(f"not valid YAML/JSON: {exc}", source=source) from None
     finally:
         loader.dispose()
 
 
-def load_file(path: str | os.PathLike[str]) -> Any:
-    """Read and parse a YAML/JSON file; a missing or unreadable file is an ``InputError``."""
+def _line_at(text: str, position: int) -> int:
+    return text.count("\n", 0, max(position, 0)) + 1
+
+
+def _unprintable(exc: yaml.reader.ReaderError) -> str:
+    """What a person should hear about binary input: which character, not
+    the reader's dump of the bytes around it."""
+    char = exc.character
+    code = ord(char) if isinstance(char, str) else char
+    what = "a NUL byte" if code == 0 else f"the unprintable character {code:#06x}"
+    return f"binary input: {what} at character {exc.position}"
+
+
+def load_file(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES) -> Any:
+    """Read and parse a YAML/JSON file; a missing or unreadable file, one
+    that is not a regular file (a FIFO, ``/dev/zero``, a directory) or one
+    larger than ``limit`` bytes is an ``InputError``, read no further than
+    the limit (:func:`bmaas.files.read_limited`)."""
     source = os.fspath(path)
     try:
-        with open(source, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_limited(source, limit=limit).decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", source=source) from None
     except UnicodeDecodeError:

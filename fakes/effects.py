@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from bmaas import validate
 from bmaas.driver import Operation
 from bmaas.faults import (
     BMCAuthError,
@@ -111,21 +112,21 @@ class Param:
     above_low: bool = False
 
     def check(self, value: Any) -> tuple[Any, str | None]:
-        """The value as its kind, or the reason it is refused."""
+        """The value as its kind, or the reason it is refused. Numbers follow
+        :mod:`bmaas.validate`: finite, whole where whole, and a float with
+        no upper bound of its own is a time of at most one day."""
         if self.kind is str:
             text = str(value)
             if self.choices is not None and text not in self.choices:
                 return None, f"must be one of {', '.join(self.choices)}, not {value!r}"
             return text, None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return None, f"must be a number, not {value!r}"
-        if self.kind is int and not isinstance(value, int):
-            return None, f"must be a whole number, not {value!r}"
-        if self.low is not None and (value <= self.low if self.above_low else value < self.low):
-            return None, f"must be {'>' if self.above_low else '>='} {self.low:g}, not {value!r}"
-        if self.high is not None and value > self.high:
-            return None, f"must be <= {self.high:g}, not {value!r}"
-        return self.kind(value), None
+        try:
+            if self.kind is int:
+                return validate.whole(value, low=self.low, high=self.high), None
+            high = validate.MAX_SECONDS if self.high is None else self.high
+            return validate.number(value, low=self.low, high=high, low_open=self.above_low), None
+        except ValueError as exc:
+            return None, str(exc)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -231,12 +231,21 @@ def _body(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_not_finite)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, "body is not JSON") from None
+    except RecursionError:
+        # json's decoder recurses once per level: 100,000 '[' were an HTTP 500
+        raise ApiError(400, "body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "body must be a JSON object")
     return body
+
+
+def _not_finite(constant: str) -> Any:
+    """Python's json reads ``NaN`` and ``Infinity``, which JSON does not have;
+    no number in this API may be one (:mod:`bmaas.validate`)."""
+    raise ApiError(400, f"body has {constant}: every number must be finite")
 
 
 def _error(message: str, code: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bmaas.faults import BmaasError
+from bmaas.secrets import mask_logs
 from hwlab import profiles
 from hwlab.labspec import LabSpec, generate, load_labfile
 
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         filename=state_dir / "hwlab.log",
     )
+    mask_logs()  # an image URL's password never reaches the log
     (state_dir / "hwlab.pid").write_text(f"{os.getpid()}\n")
     lab_json = state_dir / "lab.json"
     write_json(lab_json, {"state": "starting", "pid": os.getpid()})

@@ -30,10 +30,11 @@ rule ``bmaas enroll`` applies, so the inventory hwlab writes always enrolls.
 from __future__ import annotations
 
 import dataclasses
-import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from bmaas import validate
 from bmaas.driver import PowerState
 from bmaas.faults import InputError
 from bmaas.inventory.nodes import is_valid_name
@@ -83,8 +84,10 @@ MAX_LABFILE_BYTES = 4 * 1024 * 1024
 MAX_RULES = 64
 MAX_START = 10**9
 MAX_COUNT = 1 << 31
-MAX_SECONDS = 86_400.0
+MAX_SECONDS = validate.MAX_SECONDS
 MAX_TEXT = 255
+#: a format field with a width or precision of three digits or more
+_WIDE = re.compile(r"\{[^}]*:[^}]*[0-9]{3}")
 _HARDWARE_FIELDS = {f.name: f.type for f in dataclasses.fields(Hardware)}
 
 
@@ -161,17 +164,9 @@ def generate(
 
 
 def load_labfile(path: str) -> LabSpec:
-    """Read and validate a lab file: every problem at once (:class:`LabFileError`)."""
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        size = 0  # load_file says what is wrong with the path
-    if size > MAX_LABFILE_BYTES:
-        raise InputError(
-            f"is {size} bytes; a lab file may have at most {MAX_LABFILE_BYTES} (MAX_LABFILE_BYTES)",
-            source=path,
-        )
-    data = load_file(path)
+    """Read and validate a lab file: every problem at once (:class:`LabFileError`).
+    It must be a regular file of at most :data:`MAX_LABFILE_BYTES`."""
+    data = load_file(path, limit=MAX_LABFILE_BYTES)
     return parse_labfile(data, source=path)
 
 
@@ -297,6 +292,10 @@ def _expand(
     if len(check.problems) > before or not isinstance(count, int) or not isinstance(start, int):
         return []
 
+    if _WIDE.search(name):
+        # '{n:999999999d}' would make one name a gigabyte long
+        err("bad pattern: a width of at most two digits, such as {n:02d}", "name")
+        return []
     nodes = []
     for n in range(start, start + count):
         try:
@@ -371,19 +370,17 @@ def _hardware(
             bad(f"unknown hardware field (known: {', '.join(_HARDWARE_FIELDS)})")
             continue
         kind = _HARDWARE_FIELDS[key]
-        number = not isinstance(value, bool) and isinstance(value, int | float)
-        if kind in ("int", int) and not (
-            number and isinstance(value, int) and 0 <= value <= MAX_COUNT
-        ):
-            bad(f"must be a whole number from 0 to {MAX_COUNT}, not {value!r}")
-        elif kind in ("float", float) and not (number and 0 <= value <= MAX_SECONDS):
-            bad(f"must be a number of seconds from 0 to {MAX_SECONDS}, not {value!r}")
-        elif kind in ("str", str) and (
-            not isinstance(value, str | int) or len(str(value)) > MAX_TEXT
-        ):
-            bad(f"must be text of at most {MAX_TEXT} characters")
-        else:
-            out[key] = str(value) if kind in ("str", str) else value
+        try:
+            if kind in ("int", int):
+                out[key] = validate.whole(value, low=0, high=MAX_COUNT)
+            elif kind in ("float", float):
+                out[key] = validate.seconds(value, high=MAX_SECONDS)
+            elif not isinstance(value, str | int) or len(str(value)) > MAX_TEXT:
+                bad(f"must be text of at most {MAX_TEXT} characters")
+            else:
+                out[key] = str(value)
+        except ValueError as exc:
+            bad(str(exc))
     return out
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from bmaas.driver import BootDevice, PowerState
 from bmaas.faults import BmaasError, InputError
+from bmaas.secrets import mask_logs, mask_url
 from fakes.faults import FaultPlan, FaultRule
 from fakes.machine import FakeMachine
 from hwlab.events import EventLog
@@ -225,7 +226,8 @@ class ShardServers:
                 "power": str(m.power_state()),
                 "bmc_down": m.bmc_down(),
                 "boot_device": str(m.boot_device().device),
-                "media": m.media,
+                # status is for people: an image URL's password stays hidden
+                "media": mask_url(m.media) if m.media else m.media,
                 "rules": [r.describe() for r in m.plan.rules],
                 "fired": m.plan.counts(),
                 "sessions": self._sessions(name),
@@ -312,6 +314,7 @@ def run_worker(shard: Shard, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     _raise_fd_limit()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker: %(message)s")
+    mask_logs()  # an image URL's password never reaches the log
     servers = ShardServers(shard)
     try:
         servers.start()

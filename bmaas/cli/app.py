@@ -22,7 +22,7 @@ from typing import Any
 import click
 import yaml
 
-from bmaas.cliutil import EXIT_FAILURE
+from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import InputError
@@ -125,7 +125,7 @@ def bmc_timeout_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     command's ``--deadline`` has left)."""
     return click.option(
         "--bmc-timeout",
-        type=click.FloatRange(min=0.1),
+        type=Seconds(min=0.1),
         default=DEFAULT_BMC_TIMEOUT,
         show_default=True,
         help="Seconds one BMC call may take (each gets at most what --deadline has left).",
@@ -138,7 +138,7 @@ def fleet_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = bmc_timeout_option(fn)
     fn = click.option(
         "--deadline",
-        type=click.FloatRange(min=0.1),
+        type=Seconds(min=0.1),
         default=DEFAULT_FLEET_DEADLINE,
         show_default=True,
         help="Seconds the whole command may take, every node, retry and wait included; "

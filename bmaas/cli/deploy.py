@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -11,10 +12,11 @@ from typing import Any
 import click
 import yaml
 
+from bmaas import validate
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
-from bmaas.cliutil import EXIT_FAILURE
+from bmaas.cliutil import EXIT_FAILURE, InputProblems, Name, Seconds
 from bmaas.deploy import DeploySettings
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
@@ -36,7 +38,7 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--deadline",
-            type=click.FloatRange(min=1),
+            type=Seconds(min=1),
             default=900.0,
             show_default=True,
             help="Seconds the whole command may take, every request, attempt and BMC call "
@@ -44,21 +46,21 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--bmc-timeout",
-            type=click.FloatRange(min=0.1),
+            type=Seconds(min=0.1),
             default=DEFAULT_BMC_TIMEOUT,
             show_default=True,
             help="Seconds one BMC call may take (each gets at most what --deadline has left).",
         ),
         click.option(
             "--power-timeout",
-            type=click.FloatRange(min=1),
+            type=Seconds(min=1),
             default=60.0,
             show_default=True,
             help="Seconds a power action may take to land.",
         ),
         click.option(
             "--settle",
-            type=click.FloatRange(min=0),
+            type=Seconds(min=0),
             default=10.0,
             show_default=True,
             help="Seconds a node must stay on after power-on.",
@@ -102,12 +104,50 @@ def make_provisioner(
 
 
 def _properties(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--property KEY=VALUE`` pairs, each checked as an inventory's
+    ``properties`` are (cpus a whole number >= 1, no NaN, no lists); every
+    bad pair is its own error line, raised before any backend is contacted."""
+    from bmaas.inventory.nodes import PROPERTY_TYPES
+
     out: dict[str, Any] = {}
+    problems: list[InputError] = []
+
+    def bad(message: str) -> None:
+        problems.append(InputError(message, field="--property"))
+
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise InputError(f"expected key=value, got {pair!r}", field="--property")
-        out[key] = yaml.safe_load(raw)
+            bad(f"expected key=value, got {pair!r}")
+            continue
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        except ValueError:  # a number of more than 4300 digits
+            bad(f"{key}: not a number bmaas can read")
+            continue
+        if key in PROPERTY_TYPES:
+            kind, low = PROPERTY_TYPES[key]
+            if kind is str:
+                value = raw  # cpu_arch=x86_64: text as given
+            else:
+                try:
+                    value = validate.whole(value, low=low)
+                except ValueError as exc:
+                    bad(f"{key}: {exc}")
+                    continue
+        elif isinstance(value, float) and not math.isfinite(value):
+            bad(f"{key}: must be a finite number, not {value!r}")
+            continue
+        elif not isinstance(value, str | int | float | bool):
+            bad(f"{key}: must be a string, number or boolean, not {raw!r}")
+            continue
+        out[key] = value
+    if out and not problems and not embedded_chosen():
+        bad("the Ironic backend matches resource class and traits, not properties")
+    if problems:
+        raise InputProblems(problems)
     return out
 
 
@@ -160,6 +200,7 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
 )
 @click.option(
     "--name-prefix",
+    type=Name(max_length=240),
     default=None,
     help="Instance names: PREFIX-001... (default: a fresh random prefix).",
 )
@@ -295,6 +336,7 @@ def undeploy(
     failed = 0
     with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
         names = [i.name for i in provisioner.instances()] if all_instances else list(instances)
+        _all_known(provisioner, names)
         for name in names:
             if token.cancelled:
                 click.echo(f"{name}  not started  ({token.reason})")
@@ -313,6 +355,19 @@ def undeploy(
     exit_if_interrupted(ctx, token)
     if failed:
         ctx.exit(EXIT_FAILURE)
+
+
+def _all_known(provisioner: Provisioner, names: Sequence[str]) -> None:
+    """An unknown instance is bad input (exit 2, one line each), found
+    before any instance is touched, as ``move`` finds it."""
+    unknown: list[InputError] = []
+    for name in names:
+        try:
+            provisioner.instance(name)
+        except InputError as exc:
+            unknown.append(exc)
+    if unknown:
+        raise InputProblems(unknown)
 
 
 @click.command("move")

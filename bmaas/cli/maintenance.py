@@ -24,7 +24,7 @@ from bmaas.cli.app import (
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
-from bmaas.cliutil import EXIT_FAILURE
+from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
@@ -177,7 +177,7 @@ def _pass_line(number: int, report: SyncReport) -> str:
 @click.command("sync")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(min=0, min_open=True),
     help="Keep running, one pass every S seconds.",
 )
 @click.option("--count", type=click.IntRange(min=1), help="With --interval: stop after N passes.")
@@ -211,7 +211,7 @@ def _pass_line(number: int, report: SyncReport) -> str:
 )
 @click.option(
     "--lease-ttl",
-    type=click.FloatRange(min=1),
+    type=Seconds(min=1),
     default=DEFAULT_LEASE_TTL,
     show_default=True,
     help="With --split: seconds after which a dead worker's nodes are taken over.",

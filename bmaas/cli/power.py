@@ -39,11 +39,13 @@ from bmaas.cli.app import (
     select_nodes,
     whoami,
 )
+from bmaas.cliutil import Seconds
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.retry import RetryingDriver
+from bmaas.secrets import mask_url
 
 __all__ = ["boot_device", "power", "vmedia"]
 
@@ -164,7 +166,7 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
     )
     @click.option(
         "--timeout",
-        type=click.FloatRange(min=0),
+        type=Seconds(min=0),
         default=120.0,
         show_default=True,
         help="Seconds to wait for the target state (with --wait).",
@@ -372,7 +374,7 @@ def vmedia_insert(
         bmc_timeout=bmc_timeout,
         as_json=as_json,
         no_retry=no_retry,
-        record=_events(app, "vmedia", f"virtual media inserted: {url}"),
+        record=_events(app, "vmedia", f"virtual media inserted: {mask_url(url)}"),
     )
 
 

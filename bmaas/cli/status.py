@@ -8,7 +8,7 @@ import click
 
 from bmaas.cli.app import App, pass_app
 from bmaas.cli.backends import backend_options, chosen_backend
-from bmaas.cliutil import emit_json
+from bmaas.cliutil import InputFile, Seconds, emit_json
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.ops import DEFAULT_WORKERS
 from bmaas.status import (
@@ -42,14 +42,14 @@ def status() -> None:
 )
 @click.option(
     "--deadline",
-    type=click.FloatRange(min=1.0),
+    type=Seconds(min=1.0),
     default=DEFAULT_CHECK_DEADLINE,
     show_default=True,
     help="Seconds the whole check may take, dead BMCs included; each BMC call gets a share.",
 )
 @click.option(
     "--bmc-timeout",
-    type=click.FloatRange(min=0.1),
+    type=Seconds(min=0.1),
     default=DEFAULT_BMC_TIMEOUT,
     show_default=True,
     help="The most one BMC call may take (less when --deadline is short).",
@@ -63,7 +63,7 @@ def status() -> None:
 )
 @click.option(
     "--inventory",
-    type=click.Path(dir_okay=False),
+    type=InputFile(),
     envvar=INVENTORY_ENV,
     help=f"Compare the enrolled nodes with this inventory file [env {INVENTORY_ENV}].",
 )

@@ -34,7 +34,7 @@ def parse_networks(check: Checker, raw: Any, doc: Any) -> list[NetworkSpec]:
             check.fail("must be a mapping", data=doc, key="networks", field=prefix)
             continue
         check.unknown_keys(net, NETWORK_KEYS, prefix=f"{prefix}.", node=None)
-        name = check.text(net, "name", prefix=f"{prefix}.", node=None, required=True)
+        name = check.name(net, "name", prefix=f"{prefix}.", node=None, required=True)
         if name in names:
             check.fail("duplicate network name", data=net, key="name", field=f"{prefix}.name")
         segments = []
@@ -65,7 +65,7 @@ def _segment(check: Checker, seg: Any, prefix: str, net: Any) -> SegmentSpec | N
         return None
     before = len(check.problems)
     check.unknown_keys(seg, SEGMENT_KEYS, prefix=f"{prefix}.", node=None)
-    name = check.text(seg, "name", prefix=f"{prefix}.", node=None, required=True)
+    name = check.name(seg, "name", prefix=f"{prefix}.", node=None, required=True)
     cidr_text = check.text(seg, "cidr", prefix=f"{prefix}.", node=None, required=True)
     if cidr_text is None:
         return None

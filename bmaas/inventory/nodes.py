@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from bmaas import credentials
+from bmaas import credentials, validate
 from bmaas.driver_info import DriverInfo
 from bmaas.faults import InputError
 from bmaas.inventory.specs import Checker, NodeSpec
@@ -32,10 +32,6 @@ PROPERTY_TYPES: dict[str, tuple[type, int | None]] = {
     "local_gb": (int, 0),
     "cpu_arch": (str, None),
 }
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
-
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 
 def parse_node(
@@ -54,9 +50,9 @@ def parse_node(
         return None
     before = len(check.problems)
     name = check.text(raw, "name", prefix=f"{prefix}.", node=None, required=True)
-    if name is not None and not _NAME.match(name):
+    if name is not None and not validate.is_name(name):
         check.fail(
-            "must be letters, digits, '.', '_' or '-' (starting with a letter or digit)",
+            f"must be {validate.NAME_ALPHABET}",
             data=raw,
             key="name",
             field="name",
@@ -94,6 +90,9 @@ def parse_node(
     if not isinstance(extra, Mapping):
         check.fail("must be a mapping", data=raw, key="extra", node=label)
         extra = {}
+    elif _has_non_finite(extra):
+        # stored as JSON, which has no NaN or Infinity (PostgreSQL refuses them)
+        check.fail("must hold only finite numbers", data=raw, key="extra", node=label)
     if len(check.problems) > before or name is None or driver is None:
         return None
     return NodeSpec(
@@ -158,22 +157,19 @@ def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, 
         field = f"properties.{key}"
         if key in PROPERTY_TYPES:
             kind, low = PROPERTY_TYPES[key]
-            ok = isinstance(value, kind) and not isinstance(value, bool)
-            if ok and low is not None and value < low:
-                ok = False
-            if not ok:
-                want = f"a whole number >= {low}" if kind is int else "a string"
-                check.fail(
-                    f"must be {want}, not {value!r}",
-                    data=props,
-                    key=str(key),
-                    field=field,
-                    node=node,
-                )
+            try:
+                if kind is int:
+                    value = validate.whole(value, low=low)
+                elif not isinstance(value, str):
+                    raise ValueError(f"must be a string, not {value!r}")
+            except ValueError as exc:
+                check.fail(str(exc), data=props, key=str(key), field=field, node=node)
                 continue
-        elif not isinstance(value, str | int | float | bool):
+        elif not isinstance(value, str | int | float | bool) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
             check.fail(
-                "must be a string, number or boolean",
+                "must be a string, finite number or boolean",
                 data=props,
                 key=str(key),
                 field=field,
@@ -184,7 +180,19 @@ def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, 
     return out
 
 
+def _has_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity hides anywhere in ``value`` (the loader
+    has bounded its depth)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
 def is_valid_name(name: str) -> bool:
     """Whether ``name`` is a node name an inventory accepts (hwlab's lab files
     apply the same rule, so what hwlab writes always enrolls)."""
-    return bool(_NAME.match(name))
+    return validate.is_name(name)

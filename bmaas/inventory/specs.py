@@ -7,6 +7,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from bmaas import validate
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of
 
@@ -126,6 +127,28 @@ class Checker:
         if not isinstance(value, str) or not value:
             self.fail(
                 f"must be a non-empty string, not {value!r}",
+                data=data,
+                key=key,
+                field=f"{prefix}{key}",
+                node=node,
+            )
+            return None
+        return value
+
+    def name(
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        *,
+        prefix: str,
+        node: str | None,
+        required: bool = False,
+    ) -> str | None:
+        """Like :meth:`text`, and from :data:`bmaas.validate.NAME_ALPHABET`."""
+        value = self.text(data, key, prefix=prefix, node=node, required=required)
+        if value is not None and not validate.is_name(value):
+            self.fail(
+                f"must be {validate.NAME_ALPHABET}",
                 data=data,
                 key=key,
                 field=f"{prefix}{key}",

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from bmaas.faults import InputError
+from bmaas.secrets import mask, mask_urls
 from bmaas.store import schema as t
 from bmaas.store.engine import WRITE_OPTION
 from bmaas.store.errors import StoreError
@@ -111,14 +112,16 @@ class StoreBase:
         actor: str | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
-        """Append to a node's history, inside the caller's transaction."""
+        """Append to a node's history, inside the caller's transaction. A URL
+        in the message or data is stored with its secrets masked
+        (:func:`~bmaas.secrets.mask_url`): the store never holds them."""
         conn.execute(
             t.node_events.insert().values(
                 node_id=node_id,
                 at=self._now(),
                 kind=kind,
                 actor=actor,
-                message=message,
-                data=data or {},
+                message=mask_urls(message),
+                data=mask(data or {}),
             )
         )

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from bmaas.driver import PowerState
 from bmaas.faults import BmaasError
 from bmaas.health import Change, Health, Hysteresis, Outcome, step
+from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.nodes import NodesMixin
 from bmaas.store.records import SYSTEM, NodeRecord
@@ -52,13 +53,13 @@ class HealthMixin(NodesMixin):
                 values |= {
                     "maintenance": True,
                     "maintenance_by": SYSTEM,
-                    "maintenance_reason": f"{fault}: {reason}",
+                    "maintenance_reason": mask_urls(f"{fault}: {reason}"),
                     "maintenance_at": self._now(),
                 }
             conn.execute(
                 t.nodes.update()
                 .where(t.nodes.c.id == node_id)
-                .values(last_error=reason, updated_at=self._now(), **values)
+                .values(last_error=mask_urls(reason), updated_at=self._now(), **values)
             )
             self._event(conn, node_id, "fault_set", f"{fault}: {reason}", actor=SYSTEM)
         return self.node(name)
@@ -83,7 +84,7 @@ class HealthMixin(NodesMixin):
                 for name, state, error in chunk:
                     values: dict[str, Any] = {}
                     if error is not None:
-                        values["last_error"] = error
+                        values["last_error"] = mask_urls(error)
                     if state is not None:
                         values |= {"power_state": str(state), "power_state_at": now}
                     conn.execute(t.nodes.update().where(t.nodes.c.id == ids[name]).values(**values))
@@ -157,7 +158,7 @@ class HealthMixin(NodesMixin):
             outcome, detail = Outcome.FAULT, str(result)
             if context:
                 detail = f"{context}: {detail}"
-            values["last_error"] = detail
+            values["last_error"] = mask_urls(detail)
             if power_read:
                 state = PowerState.UNKNOWN  # we no longer know; never "off"
         else:

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from bmaas.faults import BmaasError, InputError, NodeUnavailable
 from bmaas.health import Hysteresis
+from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.health import HealthMixin
 from bmaas.store.owners import DEFAULT_LEASE_TTL, OwnersMixin, Reclaimed, _owner
@@ -78,7 +79,7 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
                         conn.execute(
                             t.nodes.update()
                             .where(t.nodes.c.id == ids[name])
-                            .values(last_error=error)
+                            .values(last_error=mask_urls(error))
                         )
             return released
 

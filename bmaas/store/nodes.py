@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from bmaas.driver import PowerState
 from bmaas.faults import InputError
+from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.base import StoreBase
 from bmaas.store.records import SYSTEM, Event, NodeRecord, OwnerKind, ProvisionState
@@ -94,7 +95,7 @@ def _event_row(
         "at": at,
         "kind": kind,
         "actor": actor,
-        "message": message,
+        "message": mask_urls(message),
         "data": {},
     }
 

@@ -11,8 +11,10 @@ seam maps onto allocations, provision states and node history.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from bmaas.faults import InputError
 from drivers.ironic_backend.api import Api, IronicUnavailable, connect
 from drivers.ironic_backend.backend import IronicBackend
 
@@ -38,5 +40,12 @@ def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
     conn = connect(cloud, **options)
     if "instance_info" not in backend_kw:
         # clouds.yaml may carry it beside the auth: `bmaas_instance_info: {kernel: ...}`
-        backend_kw["instance_info"] = dict(conn.config.config.get(CLOUD_INSTANCE_INFO) or {})
+        info = conn.config.config.get(CLOUD_INSTANCE_INFO) or {}
+        if not isinstance(info, Mapping):
+            raise InputError(
+                f"must be a mapping (kernel: ..., ramdisk: ...), not {type(info).__name__}",
+                source="clouds.yaml",
+                field=CLOUD_INSTANCE_INFO,
+            )
+        backend_kw["instance_info"] = dict(info)
     return IronicBackend(Api(conn), **backend_kw)

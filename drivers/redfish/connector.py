@@ -43,6 +43,7 @@ from sushy.connector import Connector
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
+from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from drivers.redfish.faults import DeadlineExceeded
 from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
@@ -63,6 +64,7 @@ class BoundedConnector(Connector):
         clock: _clock.ClockFn,
         on_login: Callable[[], None] | None = None,
         keep_alive: bool = False,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         super().__init__(
             url,
@@ -79,7 +81,7 @@ class BoundedConnector(Connector):
         self.read_operation: Operation | None = None
         self._last: requests.Response | None = None
         self._response_callback = self._remember
-        adapter = DeadlineAdapter()
+        adapter = DeadlineAdapter(max_body=max_body_bytes)
         for scheme in ("https://", "http://"):
             self._session.mount(scheme, adapter)
         #: called for every session login POST (the first and sushy's re-logins)

@@ -202,6 +202,7 @@ class RedfishDriver(BMCDriver):
                 bmc_timeout=self.bmc_timeout,
                 clock=self._clock,
                 on_login=self._count_login,
+                max_body_bytes=self.info.redfish_max_body_bytes,
             )
         return self._conn
 

@@ -56,7 +56,14 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 
-__all__ = ["MESSAGE_RULES", "DeadlineExceeded", "FaultBuilder", "map_exception", "retry_after"]
+__all__ = [
+    "MESSAGE_RULES",
+    "BodyTooLarge",
+    "DeadlineExceeded",
+    "FaultBuilder",
+    "map_exception",
+    "retry_after",
+]
 
 #: builds a BMC fault naming node, driver, operation, address and elapsed
 FaultBuilder = Callable[..., BMCFault]
@@ -64,6 +71,11 @@ FaultBuilder = Callable[..., BMCFault]
 
 class DeadlineExceeded(Exception):
     """The call's deadline passed before its next request could be sent."""
+
+
+class BodyTooLarge(Exception):
+    """The BMC's answer is larger than the node's body cap
+    (``redfish_max_body_bytes``): a malformed reply, never read whole."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +250,8 @@ def map_exception(
         return exc
     if isinstance(exc, DeadlineExceeded):
         return build(BMCTimeout, str(exc) or "deadline passed")
+    if isinstance(exc, BodyTooLarge):
+        return build(BMCProtocolError, str(exc))
     if isinstance(exc, json.JSONDecodeError):  # requests' JSONDecodeError is one too
         return build(BMCProtocolError, f"reply is not valid JSON: {exc.msg} at char {exc.pos}")
     if isinstance(exc, sushy_exc.MissingXAuthToken):

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import EXIT_USAGE, emit_json
+from bmaas.cliutil import EXIT_USAGE, InputFile, Seconds, emit_json
 from bmaas.faults import InputError
+from bmaas.yamlsrc import load_text
 from fakes.effects import EFFECTS, describe_effects
 from fakes.faults import FaultRule
 from hwlab.cli.common import parse_seed, state_dir_option
@@ -59,7 +59,7 @@ STDERR = Console(stderr=True)
 )
 @click.option(
     "--lab-file",
-    type=click.Path(dir_okay=False, exists=True),
+    type=InputFile(exists=True),
     help="A YAML lab file (nodes, hardware, credentials, fault rules).",
 )
 @click.option(
@@ -83,7 +83,7 @@ STDERR = Console(stderr=True)
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=Seconds(),
     default=180.0,
     show_default=True,
     help="Seconds to wait for every BMC to listen.",
@@ -214,7 +214,7 @@ def _read_lab_json(state_dir: Path) -> dict[str, Any]:
 @click.command()
 @click.option(
     "--timeout",
-    type=float,
+    type=Seconds(),
     default=30.0,
     show_default=True,
     help="Seconds to wait before killing what is left.",
@@ -342,23 +342,29 @@ def fault() -> None:
 
 
 def parse_rule_arg(text: str) -> dict[str, Any]:
-    """``effect=busy,operation=power.*,probability=0.5`` or a YAML/JSON mapping."""
+    """``effect=busy,operation=power.*,probability=0.5`` or a YAML/JSON mapping.
+    Parsed by bmaas's loader, so binary, deep nesting and 5,000-digit numbers
+    are one error line like an inventory's."""
     text = text.strip()
     if text.startswith("{"):
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputError(f"not a YAML/JSON mapping: {exc}", field="RULE") from None
+        value = _yaml_value(text, "RULE")
         if not isinstance(value, dict):
             raise InputError("must be a mapping", field="RULE")
-        return value
+        return dict(value)
     rule: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, raw = part.partition("=")
         if not sep or not key:
             raise InputError(f"expected key=value, got {part!r}", field="RULE")
-        rule[key.strip()] = yaml.safe_load(raw) if raw else ""
+        rule[key.strip()] = _yaml_value(raw, f"RULE.{key.strip()}") if raw else ""
     return rule
+
+
+def _yaml_value(text: str, field: str) -> Any:
+    try:
+        return load_text(text, source="<argument>")
+    except InputError as exc:
+        raise InputError(exc.message, field=field) from None
 
 
 def parse_rule_args(args: Sequence[str]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from bmaas.cliutil import InputFile
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 from hwlab.cli.common import default_state_dir, parse_seed
@@ -39,7 +40,7 @@ __all__ = ["proxy"]
 @click.option(
     "--rules",
     "rules_file",
-    type=click.Path(dir_okay=False, exists=True),
+    type=InputFile(exists=True),
     help="A YAML fault plan ({seed, rules: [...]}) for this BMC.",
 )
 @click.option("--seed", default=None, help="Seed for every random choice (default: the file's, 0).")
@@ -57,7 +58,7 @@ __all__ = ["proxy"]
 )
 @click.option(
     "--upstream-ca",
-    type=click.Path(dir_okay=False, exists=True),
+    type=InputFile(exists=True),
     help="Redfish: CA bundle to verify an https upstream with (default: system CAs).",
 )
 @click.option(

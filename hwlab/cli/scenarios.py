@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import emit_json
+from bmaas.cliutil import Seconds, emit_json
 from bmaas.faults import InputError
 from hwlab.cli.common import parse_seed
 
@@ -31,7 +31,7 @@ __all__ = ["demo", "matrix"]
 @click.option("--only", multiple=True, help="Run only these scenarios (repeatable).")
 @click.option(
     "--deadline",
-    type=float,
+    type=Seconds(),
     default=1.0,
     show_default=True,
     help="Driver deadline per call, seconds.",

@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from bmaas import validate
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 from bmaas.yamlsrc import line_of
@@ -91,25 +92,28 @@ class ProxySpec:
 
 
 def parse_hostport(text: str, *, default_port: int, field: str) -> tuple[str, int]:
-    """``host:port``, ``host`` or ``[v6]:port``."""
+    """``host:port``, ``host`` or ``[v6]:port``. Port 0 (any free port) only
+    where the default is 0 (a listen address)."""
+    low = 0 if default_port == 0 else 1
     text = text.strip()
     host, port = text, default_port
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         if rest.startswith(":"):
-            port = _port(rest[1:], field)
+            port = _port(rest[1:], field, low=low)
     elif text.count(":") == 1:
         host, raw = text.split(":")
-        port = _port(raw, field)
+        port = _port(raw, field, low=low)
     if not host:
         raise InputError(f"needs a host, not {text!r}", field=field)
     return host, port
 
 
-def _port(raw: str, field: str) -> int:
-    if not raw.isdigit() or not 0 <= int(raw) < 65536:
-        raise InputError(f"bad port {raw!r}", field=field)
-    return int(raw)
+def _port(raw: str, field: str, *, low: int) -> int:
+    try:
+        return validate.whole(validate.digits(raw), low=low, high=65535, what="a port")
+    except ValueError as exc:
+        raise InputError(str(exc), field=field) from None
 
 
 def parse_upstream(text: str, protocol: str, *, field: str = "upstream") -> tuple[str, int, bool]:

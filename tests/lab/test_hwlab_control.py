@@ -99,3 +99,22 @@ def test_twenty_malformed_requests_each_get_a_4xx_and_a_one_line_json_error(
 )
 def test_limits_are_named_in_the_error(control: ControlServer, what: str, needle: str) -> None:
     assert needle in str(_exchange(control, MALFORMED[what])[1]["error"])
+
+
+ISSUE_23: dict[str, bytes] = {
+    "probability NaN": _post(
+        "/faults/node-001", '{"rules": [{"effect": "busy", "probability": NaN}]}'
+    ),
+    "seconds Infinity": _post(
+        "/faults/node-001", '{"rules": [{"effect": "delay", "seconds": Infinity}]}'
+    ),
+    "after 1e300": _post("/faults/node-001", '{"rules": [{"effect": "hang", "after": 1e300}]}'),
+    "nested 100k deep": _post("/faults/node-001", "[" * 100_000 + "]" * 100_000),
+}
+
+
+@pytest.mark.parametrize("what", list(ISSUE_23))
+def test_non_finite_numbers_and_deep_bodies_get_a_400(control: ControlServer, what: str) -> None:
+    status, body = _exchange(control, ISSUE_23[what])
+    assert status == 400, (what, body)
+    assert "\n" not in str(body["error"])

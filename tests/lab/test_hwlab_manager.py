@@ -132,7 +132,10 @@ def test_a_port_already_taken_gets_a_clear_message(state_dir: Path) -> None:
         (["up", "--profile", "nope"], "unknown profile 'nope'"),
         (["fault", "add", "node-001", "effect"], "unknown effect 'effect'"),
         (["fault", "add", "node-001", "hang", "times"], "expected key=value"),
-        (["fault", "add", "node-001", "busy", "retry_after=-1"], "retry_after: must be >= 0"),
+        (
+            ["fault", "add", "node-001", "busy", "retry_after=-1"],
+            "retry_after: must be a number from 0 to 86400",
+        ),
         (["status"], "no lab is running"),
         (["fault", "clear"], "name one NODE or pass --all"),
         (["power", "node-001", "on"], "no lab is running"),

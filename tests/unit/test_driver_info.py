@@ -60,8 +60,8 @@ def test_mask_nested_data() -> None:
 @pytest.mark.parametrize(
     ("raw", "field", "needle"),
     [
-        ({"ipmi_address": "h", "ipmi_port": 70000}, "driver_info.ipmi_port", "between 1 and 65535"),
-        ({"ipmi_address": "h", "ipmi_port": "abc"}, "driver_info.ipmi_port", "port number"),
+        ({"ipmi_address": "h", "ipmi_port": 70000}, "driver_info.ipmi_port", "from 1 to 65535"),
+        ({"ipmi_address": "h", "ipmi_port": "abc"}, "driver_info.ipmi_port", "must be a port"),
         ({"ipmi_address": "h", "ipmi_adress": "x"}, "driver_info.ipmi_adress", "did you mean"),
         ({"ipmi_port": 623}, "driver_info.ipmi_address", "is required"),
         ({"ipmi_address": "h", "ipmi_cipher_suite": 1}, "driver_info.ipmi_cipher_suite", "3 or 17"),

@@ -146,7 +146,12 @@ def test_plan_from_yaml_with_defaults() -> None:
         ),
         ("rules:\n  - effect: explode\n", 2, "rules[0].effect", "unknown effect 'explode'"),
         ("rules:\n  - {effect: busy}\n  - effect: delay\n", 3, "rules[1].seconds", "is required"),
-        ("rules:\n  - effect: busy\n    probability: 2\n", 3, "rules[0].probability", "<= 1"),
+        (
+            "rules:\n  - effect: busy\n    probability: 2\n",
+            3,
+            "rules[0].probability",
+            "from 0 to 1",
+        ),
         ("rules:\n  - effect: busy\n    nth: 0\n", 3, "rules[0].nth", "call number"),
         ("rules:\n  - effect: busy\n    after: 5\n    until: 1\n", 4, "rules[0].until", "later"),
         ("rules:\n  - effect: hang\n    protocol: snmp\n", 3, "rules[0].protocol", "ipmi"),
@@ -186,7 +191,7 @@ def test_an_effect_names_the_operations_it_acts_on() -> None:
 def test_trickle_parameters_are_checked() -> None:
     rule = FaultRule.from_dict({"effect": "trickle", "bytes": 16, "every": 0.5})
     assert rule.params == {"bytes": 16, "every": 0.5}
-    with pytest.raises(InputError, match="must be > 0"):
+    with pytest.raises(InputError, match="must be a number > 0"):
         FaultRule.from_dict({"effect": "trickle", "every": 0})
     with pytest.raises(InputError, match="whole number"):
         FaultRule.from_dict({"effect": "trickle", "bytes": 1.5})

@@ -86,7 +86,7 @@ def test_a_good_file_parses_in_ironic_and_neutron_terms(tmp_path: Path) -> None:
             "      ipmi_username: a\n      ipmi_password: b\n      ipmi_port: 70000\n",
             7,
             "driver_info.ipmi_port",
-            "between 1 and 65535",
+            "from 1 to 65535",
         ),
         (
             "  - name: x1\n    driver: ipmi\n    driver_info:\n      ipmi_address: h\n"
