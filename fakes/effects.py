@@ -32,6 +32,8 @@ from bmaas.faults import (
     BMCUnreachable,
     UnsupportedOperation,
 )
+from bmaas.policy import policy_for
+from fakes.incidents import INCIDENTS, Incident
 
 if TYPE_CHECKING:
     from fakes.faults import Firing
@@ -47,6 +49,8 @@ __all__ = [
     "Layer",
     "Param",
     "decide",
+    "incident_cases",
+    "incident_of",
     "trickle_seconds",
 ]
 
@@ -76,6 +80,7 @@ class Effect(StrEnum):
     SLOW_POWER = "slow_power"
     BOOT_NOT_PERSISTED = "boot_not_persisted"
     BOOT_CRASH = "boot_crash"
+    INCIDENT = "incident"
 
     @property
     def layer(self) -> Layer:
@@ -141,6 +146,9 @@ class Case:
     start_on: bool = False
     #: make one untimed call first, whatever it gives, to set the fault off
     prime: bool = False
+    #: what the same call gives through bmaas's operation retry within a
+    #: budget, per protocol (empty: not asserted)
+    outcome: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,7 +379,79 @@ EFFECTS: dict[Effect, EffectDef] = {
             ),
         ),
     ),
+    Effect.INCIDENT: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "a vendor's documented answer (`incident`, see `hwlab effects`), on its trigger: "
+        "the incident's operation and power window unless the rule names its own",
+        {"incident": Param(str, required=True, choices=tuple(INCIDENTS))},
+        ipmi="the incident's completion code, or its RMCP+ status at login",
+        says="the BMC gave a vendor incident's answer",
+        # its fault depends on the incident: see fakes.incidents and incident_cases()
+    ),
 }
+
+
+def incident_of(firing: Firing) -> Incident | None:
+    """The vendor incident an ``incident`` firing replays (None for any other effect)."""
+    if firing.effect is not Effect.INCIDENT:
+        return None
+    return INCIDENTS[str(firing.params["incident"])]
+
+
+#: the matrix's window for a windowed incident: short, so the retry outlives it
+INCIDENT_WINDOW = 1.0
+
+
+def incident_cases() -> tuple[Case, ...]:
+    """One matrix scenario per incident and protocol it applies to: the
+    single call's fault class (``expected``) and what bmaas's retry makes of
+    it within a budget (``outcome``). A windowed incident gets a window
+    shorter than the budget; one without a window and retried here fires
+    once (a transient answer), one that is never retried fires every time.
+    """
+    cases = []
+    for incident in INCIDENTS.values():
+        trigger = incident.trigger
+        rule: dict[str, Any] = {"incident": incident.name}
+        retried = incident.fault is None or policy_for(incident.fault).retried_here
+        if trigger.within is not None:
+            rule["within"] = INCIDENT_WINDOW
+        elif retried:
+            rule["times"] = 1
+        action = _INCIDENT_ACTIONS.get(trigger.operation.split(".")[0], "read")
+        ok = _OK[action]
+        seen = incident.fault.__name__ if incident.fault is not None else ok
+        cases.extend(
+            Case(
+                f"{incident.name}/{protocol}",
+                {**rule, "protocol": protocol},
+                {protocol: seen},
+                action=action,
+                start_on=trigger.power == "on",
+                # never retried: one call to the BMC, no retry storm
+                outcome={protocol: ok if retried else f"{seen} x1"},
+            )
+            for protocol in incident.protocols
+        )
+    return tuple(cases)
+
+
+#: the matrix call that meets an incident, by the trigger's operation family
+_INCIDENT_ACTIONS = {
+    "power": "power_on",
+    "boot": "boot_pxe",
+    "vmedia": "vmedia_insert",
+    "login": "login",
+}
+_OK = {
+    "power_on": "ok:on",
+    "boot_pxe": "ok",
+    "vmedia_insert": "ok",
+    "login": "ok:off",
+    "read": "ok:off",
+}
+
 
 #: parameters each effect takes (a view of :data:`EFFECTS`)
 EFFECT_PARAMS: dict[Effect, Mapping[str, Param]] = {e: d.params for e, d in EFFECTS.items()}
