@@ -69,7 +69,8 @@ def test_licence_is_unsupported_never_retried_never_counted(build, name: str) ->
         http_error(fixture["status"], fixture["body"]), build, node="n", system=SYSTEM
     )
     row = policy_for(fault)
-    assert not row.retried_here and not row.counts_for_health
+    assert not row.retried_here
+    assert not row.counts_for_health
     assert "LIC501" in str(fault) or "OemLicenseNotPassed" in str(fault)
 
 
@@ -80,7 +81,8 @@ def test_transient_windows_retry_here_and_never_count(build, name: str) -> None:
         http_error(fixture["status"], fixture["body"]), build, node="n", system=SYSTEM
     )
     row = policy_for(fault)
-    assert row.retried_here and not row.counts_for_health
+    assert row.retried_here
+    assert not row.counts_for_health
 
 
 @pytest.mark.parametrize("name", sorted(n for n, i in INCIDENTS.items() if i.redfish))
@@ -124,4 +126,5 @@ def test_every_message_rule_names_its_source() -> None:
 
 def test_every_incident_names_its_source_and_a_protocol() -> None:
     for incident in INCIDENTS.values():
-        assert incident.source and incident.protocols, incident.name
+        assert incident.source, incident.name
+        assert incident.protocols, incident.name
