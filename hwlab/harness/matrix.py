@@ -63,8 +63,13 @@ def _power_on_then_settle(driver: BMCDriver) -> str:
 
 
 def _vmedia_insert(driver: BMCDriver) -> str:
-    driver.insert_virtual_media(MEDIA_URL)
+    driver.insert_virtual_media(_media_url())
     return "ok"
+
+
+def _media_url() -> str:
+    """A fresh image each time: an image already inserted is not inserted again."""
+    return f"{MEDIA_URL}?{time.monotonic_ns()}"
 
 
 def _login(driver: BMCDriver) -> str:
@@ -87,6 +92,10 @@ ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
 #: the operation budget of an outcome run: longer than every incident window
 #: (fakes.effects.INCIDENT_WINDOW) and a firmware-update reboot in the matrix
 OUTCOME_BUDGET = 8.0
+#: bmaas's retry for an outcome run: the defaults, but "briefly" spans 3 s
+#: (4 attempts 1 s apart), longer than the matrix's firmware-update reboot --
+#: what an operator whose BMCs reboot to update sets to ride it out
+OUTCOME_POLICY = RetryPolicy(bmc_timeout=1.0, unreachable_attempts=4)
 
 
 def _retried(driver: BMCDriver, action: str, deadline: Deadline, calls: list[str]) -> str:
@@ -102,7 +111,7 @@ def _retried(driver: BMCDriver, action: str, deadline: Deadline, calls: list[str
 
         return call
 
-    retrying = RetryingDriver(_Counting(driver, counted), RetryPolicy(bmc_timeout=1.0))  # type: ignore[arg-type]
+    retrying = RetryingDriver(_Counting(driver, counted), OUTCOME_POLICY)  # type: ignore[arg-type]
     if action == "power_on":
         state = retrying.set_power_state(
             PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=deadline
@@ -112,7 +121,7 @@ def _retried(driver: BMCDriver, action: str, deadline: Deadline, calls: list[str
         retrying.set_boot_device(BootDevice.PXE, persistent=True, deadline=deadline)
         return "ok"
     if action == "vmedia_insert":
-        retrying.insert_virtual_media(MEDIA_URL, deadline=deadline)
+        retrying.insert_virtual_media(_media_url(), deadline=deadline)
         return "ok"
     if action == "login":
         driver.close()
@@ -218,6 +227,10 @@ def _run_one(
     driver.poll_interval = 0.1
     try:
         probe_until_up(driver)  # a live session first: faults then hit a real command
+        if scenario.rule.get("effect") == "incident":
+            # a power window opens at the last transition: open it now, not
+            # before a probe that may have waited for a rebooted BMC
+            lab.power(node, "on" if scenario.start_on else "off")
         lab.add_faults(node, [dict(scenario.rule)])
         if scenario.prime:
             with contextlib.suppress(BmaasError):
@@ -254,13 +267,16 @@ def _outcome(
 ) -> tuple[str, float]:
     """The scenario again, from the start, through bmaas's operation retry."""
     node = record["name"]
-    lab.power(node, "on" if scenario.start_on else "off")
     driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline)
     driver.poll_interval = 0.1
     calls: list[str] = []
     try:
         probe_until_up(driver)
+        lab.power(node, "on" if scenario.start_on else "off")
         lab.add_faults(node, [dict(scenario.rule)])
+        if scenario.prime:
+            with contextlib.suppress(BmaasError):
+                driver.get_power_state()
         start = time.monotonic()
         try:
             outcome = _retried(driver, scenario.action, Deadline.after(OUTCOME_BUDGET), calls)
