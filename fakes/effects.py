@@ -49,8 +49,10 @@ __all__ = [
     "Layer",
     "Param",
     "decide",
+    "describe_trigger",
     "incident_cases",
     "incident_of",
+    "incident_record",
     "trickle_seconds",
 ]
 
@@ -562,9 +564,42 @@ def decide(
 
 
 def describe_effects(out: Callable[[str], None] = print) -> None:
-    """One line per effect: name, layer, parameters, summary (``hwlab effects``)."""
+    """One line per effect: name, layer, parameters, summary; then each
+    vendor incident with its trigger, answer and source (``hwlab effects``)."""
     for effect, spec in EFFECTS.items():
         params = " ".join(
             f"{k}={'<required>' if p.required else p.default}" for k, p in spec.params.items()
         )
         out(f"{effect:<20} {spec.layer:<9} {params:<28} {spec.summary}")
+    out("")
+    out("incidents (effect=incident incident=NAME; vendor profiles group them):")
+    for incident in INCIDENTS.values():
+        out(f"  {incident.name:<27} {incident.vendor:<10} {incident.summary}")
+        out(f"  {'':<27} {'trigger':<10} {describe_trigger(incident)}")
+        out(f"  {'':<27} {'source':<10} {incident.source}")
+
+
+def describe_trigger(incident: Incident) -> str:
+    """``power.set, off < 60 s (a power-on within 60 s of the power-off)``."""
+    trigger = incident.trigger
+    text = trigger.operation
+    if trigger.power is not None and trigger.within is not None:
+        text += f", {trigger.power} < {trigger.within:g} s"
+    return f"{text} ({trigger.what})" if trigger.what else text
+
+
+def incident_record(incident: Incident) -> dict[str, Any]:
+    """An incident as ``hwlab effects --json`` prints it."""
+    return {
+        "vendor": incident.vendor,
+        "summary": incident.summary,
+        "trigger": describe_trigger(incident),
+        "source": incident.source,
+        "protocols": list(incident.protocols),
+        "redfish_status": incident.redfish.status if incident.redfish else None,
+        "message_ids": incident.redfish.message_ids if incident.redfish else [],
+        "ipmi_code": incident.ipmi_code,
+        "rmcp_status": incident.rmcp_status,
+        "bmaas_fault": incident.fault.__name__ if incident.fault else None,
+        "outcome": incident.outcome,
+    }

@@ -20,8 +20,9 @@ from rich.table import Table
 
 from bmaas.cliutil import EXIT_USAGE, emit_json
 from bmaas.faults import InputError
-from fakes.effects import EFFECTS, describe_effects
+from fakes.effects import EFFECTS, describe_effects, incident_record
 from fakes.faults import FaultRule
+from fakes.incidents import INCIDENTS
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
@@ -331,6 +332,7 @@ def effects_cmd(as_json: bool) -> None:
                 }
                 for e, d in EFFECTS.items()
             }
+            | {"incidents": {n: incident_record(i) for n, i in INCIDENTS.items()}}
         )
         return
     describe_effects(click.echo)

@@ -137,6 +137,12 @@ def test_every_builtin_profile_has_a_one_line_description() -> None:
         "brownout",
         "reboot-storm",
         "chaos",
+        # vendor profiles: field incidents (fakes.incidents)
+        "idrac9",
+        "idrac10",
+        "ilo5",
+        "supermicro",
+        "openbmc",
     }
     for p in profiles.PROFILES.values():
         assert p.description
@@ -243,3 +249,19 @@ def test_hwlab_names_are_the_ones_bmaas_enroll_accepts() -> None:
 
     assert is_valid_name("r1-n01.rack_2")
     assert not is_valid_name("bad name!")
+
+
+def test_vendor_profiles_replay_incidents_in_lab_time() -> None:
+    from fakes.incidents import INCIDENTS
+
+    for name in ("idrac9", "idrac10", "ilo5", "supermicro", "openbmc"):
+        rules = [r for g in profiles.PROFILES[name].groups for r in g.rules]
+        incidents = [r for r in rules if r.effect == "incident"]
+        assert incidents, name
+        for rule in incidents:
+            incident = INCIDENTS[rule.params["incident"]]
+            if incident.trigger.within is not None:
+                assert rule.within == incident.trigger.within * profiles.LAB_TIME
+            if len(incident.protocols) == 1:
+                assert rule.protocol == incident.protocols[0]
+        assert any(r.name == "firmware-update" for r in rules), name
