@@ -265,3 +265,20 @@ def test_vendor_profiles_replay_incidents_in_lab_time() -> None:
             if len(incident.protocols) == 1:
                 assert rule.protocol == incident.protocols[0]
         assert any(r.name == "firmware-update" for r in rules), name
+
+
+def test_a_node_group_names_its_vendor_profile(tmp_path) -> None:
+    from hwlab.lab import _with_profile_rules
+
+    path = tmp_path / "lab.yaml"
+    path.write_text(
+        "nodes:\n  - {name: 'd-{n}', count: 2, profile: idrac10}\n  - {name: 'h-{n}', count: 2}\n"
+    )
+    spec = _with_profile_rules(load_labfile(str(path)))
+    rules = {n.name: {r.name for r in n.rules} for n in spec.nodes}
+    assert "idrac10-power-on-conflict" in rules["d-1"]
+    assert "idrac10-power-on-conflict" in rules["d-2"]
+    assert rules["h-1"] == rules["h-2"] == set()
+    path.write_text("nodes:\n  - {name: x, profile: nosuch}\n")
+    with pytest.raises(InputError, match=r"nodes\[0\]\.profile: unknown profile 'nosuch'"):
+        load_labfile(str(path))
