@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 from bmaas import credentials, registry
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
-from bmaas.failover import build_failover
+from bmaas.failover import FailoverRecord, build_failover
 from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
 from bmaas.pool import DriverPool
 from bmaas.store.records import NodeRecord
@@ -99,12 +99,14 @@ def driver_factory(
     bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
     environ: Mapping[str, str] | None = None,
     failover: bool = False,
+    on_failover: Callable[[FailoverRecord], None] | None = None,
     **options: Any,
 ) -> DriverFactory:
     """The real factory: resolve the node's password references, then build
     its driver through the ``bmaas.drivers`` entry points. ``failover``: a
     node whose driver_info configures both IPMI and Redfish falls through to
-    the other protocol (:mod:`bmaas.failover`; off by default)."""
+    the other protocol (:mod:`bmaas.failover`; off by default), each failover
+    passed to ``on_failover`` (``SyncMetrics.observe_failover``)."""
 
     def build(record: NodeRecord) -> BMCDriver:
         info = credentials.resolve_driver_info(
@@ -116,6 +118,7 @@ def driver_factory(
                 record.driver,
                 info,
                 build=registry.build_driver,
+                on_failover=on_failover,
                 bmc_timeout=bmc_timeout,
                 **options,
             )

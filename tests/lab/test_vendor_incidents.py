@@ -16,8 +16,12 @@ from pathlib import Path
 import pytest
 
 from bmaas import inventory
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerAction, PowerState
+from bmaas.failover import FailoverDriver, FailoverRecord, build_failover
 from bmaas.faults import ProvisionFailed
 from bmaas.provision import Provisioned, Request
+from bmaas.registry import build_driver
 from bmaas.store import Store
 from hwlab.events import read_events
 from hwlab.harness.demo import leaks
@@ -71,3 +75,38 @@ def test_mixed_vendor_batch_all_active_none_fenced(
     # the deploy met the windows: iDRAC10's power-on conflict after power-off
     # (retried on the same node, never fenced)
     assert "idrac10-power-on-conflict" in fired, fired
+
+
+def test_a_licence_gated_redfish_power_on_is_cured_over_ipmi(
+    hwlab_lab: Callable[..., Lab],
+) -> None:
+    """bmclib's fallthrough: Supermicro's DCMS licence answer on Redfish, and
+    the same BMC's IPMI powers the node on, within the one deadline."""
+    lab = hwlab_lab(nodes=1, protocols="both", hardware=QUICK)
+    entry = lab.inventory()["nodes"][0]
+    licence = {
+        "effect": "incident",
+        "incident": "supermicro-licence",
+        "operation": "power.set",
+        "protocol": "redfish",
+    }
+    lab.add_faults(entry["name"], [licence])
+    seen: list[FailoverRecord] = []
+    driver = build_failover(
+        entry["name"],
+        "redfish",
+        entry["driver_info"],
+        build=build_driver,
+        on_failover=seen.append,
+        bmc_timeout=2.0,
+    )
+    assert isinstance(driver, FailoverDriver)
+    try:
+        deadline = Deadline.after(10.0)
+        state = driver.set_power_state(PowerAction.ON, wait=True, timeout=5, deadline=deadline)
+    finally:
+        driver.close()
+    assert state is PowerState.ON
+    assert [(r.first, r.other, r.fault_code, r.outcome) for r in seen] == [
+        ("redfish", "ipmi", "unsupported_operation", "ok")
+    ]

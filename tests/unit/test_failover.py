@@ -117,3 +117,17 @@ def test_build_failover_only_when_both_protocols_are_configured() -> None:
     assert built == ["redfish", "ipmi"]
     one = {"redfish_address": "https://10.0.0.2"}
     assert not isinstance(build_failover("n", "redfish", one, build=build), FailoverDriver)
+
+
+def test_failovers_are_counted_in_the_sync_metrics() -> None:
+    from bmaas.metrics import SyncMetrics
+
+    metrics = SyncMetrics()
+    metrics.observe_failover(
+        FailoverRecord("n1", "power.set", "redfish", "ipmi", "unsupported_operation", "ok")
+    )
+    text = metrics.render().decode()
+    assert (
+        'bmaas_protocol_failovers_total{code="unsupported_operation",first="redfish",'
+        'other="ipmi",outcome="ok"} 1.0'
+    ) in text
