@@ -389,6 +389,7 @@ def fault_add(node: str, rule: Sequence[str], state_dir: Path) -> None:
       hwlab fault add node-003 hang
       hwlab fault add node-002 busy operation=power.* probability=0.5
       hwlab fault add node-004 bmc_reboot duration=10 times=1
+      hwlab fault add node-005 incident incident=idrac10-power-on-conflict within=5
     \b
     Also accepted: rules as key=value lists or YAML mappings, one per argument:
       hwlab fault add node-002 effect=busy,operation=power.*,probability=0.5
