@@ -146,5 +146,8 @@ def test_vendor_incidents_through_the_proxy(
         driver.probe()
         rule = {"effect": "incident", "incident": incident, "operation": "power.set"}
         host.add_faults("rf1", [rule])
+        assert (
+            expected_fault(Effect.INCIDENT, "redfish", "power.set", incident=incident) is expected
+        )
         with pytest.raises(expected):
             driver.request_power(PowerAction.REBOOT)
