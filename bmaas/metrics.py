@@ -13,6 +13,8 @@ than 5% of the rack in power failure"). Exported, on 127.0.0.1 by default:
 ``bmaas_reclaimed_owners_total``           dead owners whose holdings were reclaimed
 ``bmaas_nodes``                            nodes by ``power_state``, ``maintenance``
                                            and ``fault`` (after each pass)
+``bmaas_protocol_failovers_total``         calls that fell through to the other protocol
+                                           (``first``, ``other``, ``code``, ``outcome``)
 ``bmaas_sync_uncounted_reads``             nodes whose read failed in the last pass
                                            with a fault node health does not count,
                                            by ``reason`` (the policy table's fleet
@@ -42,6 +44,7 @@ from bmaas.policy import policy_for
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    from bmaas.failover import FailoverRecord
     from bmaas.sync import SyncReport
 
 __all__ = ["MetricsServer", "SyncMetrics"]
@@ -96,6 +99,20 @@ class SyncMetrics:
             ["reason"],
             registry=r,
         )
+        self.failovers = Counter(
+            "bmaas_protocol_failovers",
+            "Calls that fell through to the BMC's other protocol, by protocols, "
+            "the first protocol's fault code and the outcome (ok or the other's code)",
+            ["first", "other", "code", "outcome"],
+            registry=r,
+        )
+
+    def observe_failover(self, record: FailoverRecord) -> None:
+        """One protocol failover (:mod:`bmaas.failover`): pass this as the
+        driver factory's ``on_failover``."""
+        self.failovers.labels(
+            first=record.first, other=record.other, code=record.fault_code, outcome=record.outcome
+        ).inc()
 
     def observe_fault(self, fault: BmaasError, *, driver: str | None = None) -> None:
         operation = fault.operation if isinstance(fault, BMCFault) else None

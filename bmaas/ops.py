@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar
 from bmaas import credentials, registry
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
+from bmaas.failover import FailoverRecord, build_failover
 from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
 from bmaas.pool import DriverPool
 from bmaas.store.records import NodeRecord
@@ -97,15 +98,30 @@ def driver_factory(
     *,
     bmc_timeout: float = DEFAULT_BMC_TIMEOUT,
     environ: Mapping[str, str] | None = None,
+    failover: bool = False,
+    on_failover: Callable[[FailoverRecord], None] | None = None,
     **options: Any,
 ) -> DriverFactory:
     """The real factory: resolve the node's password references, then build
-    its driver through the ``bmaas.drivers`` entry points."""
+    its driver through the ``bmaas.drivers`` entry points. ``failover``: a
+    node whose driver_info configures both IPMI and Redfish falls through to
+    the other protocol (:mod:`bmaas.failover`; off by default), each failover
+    passed to ``on_failover`` (``SyncMetrics.observe_failover``)."""
 
     def build(record: NodeRecord) -> BMCDriver:
         info = credentials.resolve_driver_info(
             record.driver_info, node=record.name, environ=environ
         )
+        if failover:
+            return build_failover(
+                record.name,
+                record.driver,
+                info,
+                build=registry.build_driver,
+                on_failover=on_failover,
+                bmc_timeout=bmc_timeout,
+                **options,
+            )
         return registry.build_driver(
             record.name, record.driver, info, bmc_timeout=bmc_timeout, **options
         )

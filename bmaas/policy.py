@@ -72,6 +72,7 @@ from bmaas.faults import (
 )
 
 __all__ = [
+    "OTHER_PROTOCOL_MAY_CURE",
     "POLICY",
     "FaultPolicy",
     "FleetOutcome",
@@ -154,6 +155,12 @@ class FaultPolicy:
     def retried_here(self) -> bool:
         return self.same_node is not SameNode.NEVER
 
+    @property
+    def other_protocol_may_cure(self) -> bool:
+        """Whether the same BMC's other protocol may succeed where this one
+        failed (the "other protocol" column, :data:`OTHER_PROTOCOL_MAY_CURE`)."""
+        return self.fault in OTHER_PROTOCOL_MAY_CURE
+
 
 _S, _R, _F = SameNode, Reschedule, FleetOutcome
 _NEXT, _STOP = _R.NEXT_CANDIDATE, _R.STOP
@@ -225,6 +232,20 @@ POLICY: tuple[FaultPolicy, ...] = (
         "the request already tried its candidates",
     ),
 )  # fmt: skip
+
+#: The "other protocol" column: faults after which a node whose BMC speaks
+#: both IPMI and Redfish may try the other protocol for power and boot-device
+#: operations (bmaas.failover), within the same deadline. Only faults that
+#: say *nothing happened on this protocol*, so a non-idempotent reset is never
+#: sent twice: the operation is missing or licence-gated here
+#: (UnsupportedOperation: iDRAC LIC501, Supermicro DCMS, a Redfish service
+#: without the action), or this protocol's service never got the request
+#: (BMCUnreachable: the Redfish service down while IPMI answers). Never busy
+#: (the same BMC is busy either way), auth (one account on both), timeout
+#: (it may have acted), or hardware faults (the node is the same).
+OTHER_PROTOCOL_MAY_CURE: frozenset[type[BmaasError]] = frozenset(
+    {UnsupportedOperation, BMCUnreachable}
+)
 
 _BY_CLASS: dict[type[BmaasError], FaultPolicy] = {row.fault: row for row in POLICY}
 

@@ -37,7 +37,7 @@ from bmaas.faults import (
     BMCUnreachable,
     BootFailure,
 )
-from fakes.effects import EFFECTS, Effect, decide, trickle_seconds
+from fakes.effects import EFFECTS, Effect, decide, incident_of, trickle_seconds
 from fakes.faults import Firing
 from fakes.fleet import DEFAULT_FLEET, FakeFleet
 from fakes.machine import FakeMachine
@@ -134,6 +134,9 @@ class FakeDriver(BMCDriver):
         if late:
             self._sleep(late)
         answer = action.answer
+        incident = incident_of(answer) if answer is not None else None
+        if incident is not None and incident.fault is None:
+            answer = None  # "already there": the BMC acted, a real driver re-reads: success
         if answer is not None:
             if answer.effect is Effect.AUTH_FAIL and answer.params.get("scope") == "session":
                 self.logins += 1  # an expired session: a real driver logs in again, transparently
@@ -154,7 +157,8 @@ class FakeDriver(BMCDriver):
 
     def _answer_fault(self, operation: Operation, answer: Firing, elapsed: float) -> BMCFault:
         """The fault a BMC-layer answer is, as the real drivers raise it."""
-        cls = EFFECTS[answer.effect].fault
+        incident = incident_of(answer)
+        cls = incident.fault if incident is not None else EFFECTS[answer.effect].fault
         assert cls is not None
         params = answer.params
         extra: dict[str, Any] = {}
@@ -163,6 +167,10 @@ class FakeDriver(BMCDriver):
         elif cls is BMCInternalError:
             extra = {"message_id": params["message_id"]}
         message = EFFECTS[answer.effect].says
+        if incident is not None:
+            message = f"{incident.summary} ({incident.name})"
+            status = incident.redfish.status if incident.redfish else incident.ipmi_code
+            extra["status"] = str(status) if status is not None else None
         return self.fault(cls, message, operation=operation, elapsed=elapsed, **extra)
 
     def _timeout(self, operation: Operation, limit: float, elapsed: float) -> BMCTimeout:

@@ -33,6 +33,8 @@ from bmaas.faults import (
     BMCUnreachable,
     UnsupportedOperation,
 )
+from bmaas.policy import policy_for
+from fakes.incidents import INCIDENTS, Incident
 
 if TYPE_CHECKING:
     from fakes.faults import Firing
@@ -48,6 +50,10 @@ __all__ = [
     "Layer",
     "Param",
     "decide",
+    "describe_trigger",
+    "incident_cases",
+    "incident_of",
+    "incident_record",
     "trickle_seconds",
 ]
 
@@ -77,6 +83,7 @@ class Effect(StrEnum):
     SLOW_POWER = "slow_power"
     BOOT_NOT_PERSISTED = "boot_not_persisted"
     BOOT_CRASH = "boot_crash"
+    INCIDENT = "incident"
 
     @property
     def layer(self) -> Layer:
@@ -142,6 +149,9 @@ class Case:
     start_on: bool = False
     #: make one untimed call first, whatever it gives, to set the fault off
     prime: bool = False
+    #: what the same call gives through bmaas's operation retry within a
+    #: budget, per protocol (empty: not asserted)
+    outcome: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,6 +321,17 @@ EFFECTS: dict[Effect, EffectDef] = {
                 _both("BMCUnreachable"),
                 prime=True,
             ),
+            # A BMC rebooting to apply a firmware update (Ironic bug 2141575:
+            # power sync skips nodes in a firmware update): unreachable for a
+            # while, not broken. Shorter than the "briefly" retry
+            # (unreachable_attempts x unreachable_wait), it ends in success.
+            Case(
+                "firmware_update",
+                {"duration": 2.0, "times": 1},
+                _both("BMCUnreachable"),
+                prime=True,
+                outcome=_both("ok:off"),
+            ),
         ),
     ),
     Effect.POWER_STUCK: EffectDef(
@@ -372,7 +393,88 @@ EFFECTS: dict[Effect, EffectDef] = {
             ),
         ),
     ),
+    Effect.INCIDENT: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "a vendor's documented answer (`incident`, see `hwlab effects`), on its trigger: "
+        "the incident's operation and power window unless the rule names its own",
+        {"incident": Param(str, required=True, choices=tuple(INCIDENTS))},
+        ipmi="the incident's completion code, or its RMCP+ status at login",
+        says="the BMC gave a vendor incident's answer",
+        # its fault depends on the incident: see fakes.incidents and incident_cases()
+    ),
 }
+
+
+def incident_of(firing: Firing) -> Incident | None:
+    """The vendor incident an ``incident`` firing replays (None for any other effect)."""
+    if firing.effect is not Effect.INCIDENT:
+        return None
+    return INCIDENTS[str(firing.params["incident"])]
+
+
+#: the matrix's window for a windowed incident: short, so the retry outlives it
+INCIDENT_WINDOW = 2.0
+
+
+def incident_cases() -> tuple[Case, ...]:
+    """One matrix scenario per incident and protocol it applies to: the
+    single call's fault class (``expected``) and what bmaas's retry makes of
+    it within a budget (``outcome``). A windowed incident gets a window
+    shorter than the budget; one without a window and retried here fires
+    once (a transient answer), one that is never retried fires every time.
+    """
+    cases: list[Case] = []
+    for incident in INCIDENTS.values():
+        trigger = incident.trigger
+        rule: dict[str, Any] = {"incident": incident.name}
+        retried = incident.fault is None or policy_for(incident.fault).retried_here
+        if trigger.within is not None:
+            rule["within"] = INCIDENT_WINDOW
+        elif retried:
+            rule["times"] = 1
+        action = _INCIDENT_ACTIONS.get(trigger.operation.split(".")[0], "read")
+        ok = _OK[action]
+        for protocol in incident.protocols:
+            seen = incident.fault.__name__ if incident.fault is not None else ok
+            here = dict(rule, protocol=protocol)
+            if action == "login" and protocol == "ipmi" and "times" in here:
+                # pyghmi answers a refused Open Session by proposing another
+                # cipher once: a transient refusal must outlast that resend
+                here["times"] = 2
+            if action == "login" and protocol == "redfish":
+                # redfish_auth_type "auto" (the default): sushy falls back to
+                # Basic auth when no session can be created, so the call succeeds
+                seen = ok
+            cases.append(
+                Case(
+                    f"{incident.name}/{protocol}",
+                    here,
+                    {protocol: seen},
+                    action=action,
+                    start_on=trigger.power == "on",
+                    # never retried: one call to the BMC, no retry storm
+                    outcome={protocol: ok if retried else f"{seen} x1"},
+                )
+            )
+    return tuple(cases)
+
+
+#: the matrix call that meets an incident, by the trigger's operation family
+_INCIDENT_ACTIONS = {
+    "power": "power_on",
+    "boot": "boot_pxe",
+    "vmedia": "vmedia_insert",
+    "login": "login",
+}
+_OK = {
+    "power_on": "ok:on",
+    "boot_pxe": "ok",
+    "vmedia_insert": "ok",
+    "login": "ok:off",
+    "read": "ok:off",
+}
+
 
 #: parameters each effect takes (a view of :data:`EFFECTS`)
 EFFECT_PARAMS: dict[Effect, Mapping[str, Param]] = {e: d.params for e, d in EFFECTS.items()}
@@ -463,9 +565,42 @@ def decide(
 
 
 def describe_effects(out: Callable[[str], None] = print) -> None:
-    """One line per effect: name, layer, parameters, summary (``hwlab effects``)."""
+    """One line per effect: name, layer, parameters, summary; then each
+    vendor incident with its trigger, answer and source (``hwlab effects``)."""
     for effect, spec in EFFECTS.items():
         params = " ".join(
             f"{k}={'<required>' if p.required else p.default}" for k, p in spec.params.items()
         )
         out(f"{effect:<20} {spec.layer:<9} {params:<28} {spec.summary}")
+    out("")
+    out("incidents (effect=incident incident=NAME; vendor profiles group them):")
+    for incident in INCIDENTS.values():
+        out(f"  {incident.name:<27} {incident.vendor:<10} {incident.summary}")
+        out(f"  {'':<27} {'trigger':<10} {describe_trigger(incident)}")
+        out(f"  {'':<27} {'source':<10} {incident.source}")
+
+
+def describe_trigger(incident: Incident) -> str:
+    """``power.set, off < 60 s (a power-on within 60 s of the power-off)``."""
+    trigger = incident.trigger
+    text = trigger.operation
+    if trigger.power is not None and trigger.within is not None:
+        text += f", {trigger.power} < {trigger.within:g} s"
+    return f"{text} ({trigger.what})" if trigger.what else text
+
+
+def incident_record(incident: Incident) -> dict[str, Any]:
+    """An incident as ``hwlab effects --json`` prints it."""
+    return {
+        "vendor": incident.vendor,
+        "summary": incident.summary,
+        "trigger": describe_trigger(incident),
+        "source": incident.source,
+        "protocols": list(incident.protocols),
+        "redfish_status": incident.redfish.status if incident.redfish else None,
+        "message_ids": incident.redfish.message_ids if incident.redfish else [],
+        "ipmi_code": incident.ipmi_code,
+        "rmcp_status": incident.rmcp_status,
+        "bmaas_fault": incident.fault.__name__ if incident.fault else None,
+        "outcome": incident.outcome,
+    }

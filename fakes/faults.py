@@ -39,11 +39,12 @@ from bmaas import clock as _clock
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
 from fakes.effects import EFFECT_PARAMS, EFFECTS, Effect, Layer, Param
+from fakes.incidents import INCIDENTS, POWER_WINDOWS
 
 __all__ = ["EFFECT_PARAMS", "Effect", "FaultPlan", "FaultRule", "Firing", "Layer"]
 
 
-_WHEN_KEYS = {"nth", "probability", "after", "until", "times"}
+_WHEN_KEYS = {"nth", "probability", "after", "until", "times", "power", "within"}
 _RULE_KEYS = {"name", "operation", "protocol", "effect"} | _WHEN_KEYS
 # Rules are flat mappings, so no effect parameter may share a name with a rule key.
 assert not any(_RULE_KEYS & set(p) for p in EFFECT_PARAMS.values())
@@ -61,6 +62,13 @@ class FaultRule:
     times: int | None = None
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     name: str = ""
+    #: a power window: fire only while the machine has been ``power`` ("on",
+    #: "off", or "changed": either, since its last transition) for less than
+    #: ``within`` seconds (None: any time). Whoever serves a machine tells
+    #: the plan its power (:attr:`FaultPlan.power_window`); a proxy, which
+    #: has no machine, ignores the window and fires on the other conditions.
+    power: str | None = None
+    within: float | None = None
 
     def matches(self, operation: str, protocol: str) -> bool:
         return fnmatch.fnmatchcase(operation, self.operation) and (self.protocol in ("*", protocol))
@@ -78,6 +86,8 @@ class FaultRule:
             text += f" t=[{self.after or 0:g},{'' if self.until is None else f'{self.until:g}'}]"
         if self.times is not None:
             text += f" x{self.times}"
+        if self.power is not None:
+            text += f" {self.power}<{self.within:g}s" if self.within is not None else ""
         if self.params:
             text += " " + " ".join(f"{k}={v}" for k, v in self.params.items())
         if self.effect is Effect.BMC_REBOOT and self.times is None:
@@ -94,7 +104,7 @@ class FaultRule:
             out["name"] = self.name
         if self.nth:
             out["nth"] = list(self.nth)
-        for key in ("probability", "after", "until", "times"):
+        for key in ("probability", "after", "until", "times", "power", "within"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         out.update(self.params)
@@ -144,7 +154,8 @@ class FaultRule:
                 raise fail(f"is required for effect {effect}", key)
             elif p.default is not None:
                 params[key] = p.default
-        operation = str(data.get("operation", "*"))
+        trigger = INCIDENTS[params["incident"]].trigger if effect is Effect.INCIDENT else None
+        operation = str(data.get("operation", trigger.operation if trigger else "*"))
         if not EFFECTS[effect].applies_to(operation):
             where_to = ", ".join(EFFECTS[effect].operations)
             raise fail(f"effect {effect} acts only on {where_to}", "operation")
@@ -165,6 +176,18 @@ class FaultRule:
             kw["times"] = number("times", int, 1)
         if "after" in kw and "until" in kw and kw["until"] <= kw["after"]:
             raise fail("must be later than 'after'", "until")
+        if "power" in data:
+            if data["power"] not in POWER_WINDOWS:
+                raise fail(f"must be one of {', '.join(POWER_WINDOWS)}", "power")
+            kw["power"] = str(data["power"])
+        elif trigger is not None and trigger.power is not None:
+            kw["power"] = trigger.power
+        if "within" in data:
+            kw["within"] = number("within", float, 0.0)
+        elif trigger is not None and trigger.within is not None and "power" in kw:
+            kw["within"] = trigger.within
+        if ("power" in kw) != ("within" in kw):
+            raise fail("'power' and 'within' go together (a power window)", "within")
         protocol = str(data.get("protocol", "*"))
         if protocol not in ("*", "ipmi", "redfish", "fake"):
             raise fail(f"must be ipmi, redfish, fake or *, not {protocol!r}", "protocol")
@@ -242,6 +265,9 @@ class FaultPlan:
         self._added = 0
         self._states: list[_RuleState] = []
         self.listeners: list[Callable[[Firing], None]] = []
+        #: the machine's power now and for how long ("on"/"off", seconds),
+        #: for rules with a power window; set by the machine it is attached to
+        self.power_window: Callable[[], tuple[str, float, float]] | None = None
         for rule in rules:
             self.add(rule)
 
@@ -306,13 +332,14 @@ class FaultPlan:
         now = self._clock()
         since = now - self._start
         fired: list[Firing] = []
+        window = self.power_window() if self.power_window is not None else None
         with self._lock:
             for state in self._states:
                 rule = state.rule
                 if not rule.matches(operation, protocol):
                     continue
                 state.calls += 1
-                if not _due(rule, state, since):
+                if not _due(rule, state, since) or not _in_window(rule, window):
                     continue
                 if rule.effect is Effect.DROP and state.rng.random() >= rule.params["rate"]:
                     continue
@@ -346,6 +373,18 @@ def _due(rule: FaultRule, state: _RuleState, since: float) -> bool:
     if rule.until is not None and since >= rule.until:
         return False
     return rule.probability is None or state.rng.random() < rule.probability
+
+
+def _in_window(rule: FaultRule, window: tuple[str, float, float] | None) -> bool:
+    """Whether the machine's power is inside ``rule``'s power window.
+    ``window`` is (state, seconds in it, seconds since the last transition);
+    None (no machine: a proxy) leaves the decision to the other conditions."""
+    if rule.power is None or rule.within is None or window is None:
+        return True
+    state, in_state, since_change = window
+    if rule.power == "changed":
+        return since_change < rule.within
+    return state == rule.power and in_state < rule.within
 
 
 def parse_rules(data: Any, *, source: str | None = None, field: str = "rules") -> list[FaultRule]:

@@ -80,6 +80,8 @@ class FakeMachine:
         self._lock = threading.RLock()
         self._power: PowerState = power
         self._on_since: float | None = self._clock() if power is PowerState.ON else None
+        self._since = self._clock()  # the last power transition landed then
+        self.plan.power_window = self.power_window
         # pending transitions: (time it lands, state it lands in), in order
         self._pending: list[tuple[float, PowerState]] = []
         self._crash_armed: float | None = None  # boot_crash: seconds after next power-on
@@ -112,6 +114,17 @@ class FakeMachine:
                 if upcoming is PowerState.OFF and self._power is PowerState.ON:
                     return PowerState.POWERING_OFF
             return self._power
+
+    def power_window(self) -> tuple[str, float, float]:
+        """("on"|"off", seconds in that state, seconds since the last power
+        transition) for fault rules with a power window. "On" counts from
+        the last boot, so a hard reset opens a POST window again."""
+        with self._lock:
+            self._settle()
+            now = self._clock()
+            on = self._power is PowerState.ON
+            began = self._on_since if on and self._on_since is not None else self._since
+            return ("on" if on else "off", now - began, now - self._since)
 
     @property
     def settled_power(self) -> PowerState:
@@ -229,6 +242,7 @@ class FakeMachine:
     def _land(self, state: PowerState, at: float) -> None:
         previous = self._power
         self._power = state
+        self._since = at
         self._crash_deadline = None
         if state is PowerState.ON and previous is PowerState.OFF:
             self.power_fault = False

@@ -14,6 +14,8 @@ busy               completion code 0xC0 (node busy)
 internal_error     completion code 0xFF (unspecified error)
 unsupported        completion code 0xC1 (invalid command)
 auth_fail          completion code 0xD4 (insufficient privilege)
+incident           the incident's completion code (its RMCP+ status at login);
+                   served as usual when the incident has no IPMI answer
 malformed_reply    completion code 0 and nothing after it
 trickle            the datagram is held until its last byte would have come
 =================  ==========================================================
@@ -25,6 +27,9 @@ busy               503 + ``Retry-After`` when ``retry_after`` is set
 internal_error     500 with ``@Message.ExtendedInfo`` naming ``message_id``
 auth_fail          401 with ``WWW-Authenticate`` (scope=session: NoValidSession)
 unsupported        405 (+ ``Allow``) for changes, 501 for reads
+incident           the vendor's status, headers and body (fakes.incidents);
+                   served as usual when the incident has no Redfish answer;
+                   carried out first when the incident ``executes``
 malformed_reply    a read's JSON body cut in half; any other answer replaced
                    by a reply that is not HTTP at all
 trickle            the answer, head and body, ``bytes`` at a time every
@@ -35,9 +40,10 @@ trickle            the answer, head and body, ``bytes`` at a time every
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 
-from fakes.effects import Effect, trickle_seconds
+from fakes.effects import Effect, incident_of, trickle_seconds
 from fakes.faults import Firing
 from hwlab.http import Response, redfish_error
 
@@ -46,6 +52,9 @@ __all__ = [
     "IPMI_CODES",
     "IPMI_OVERHEAD",
     "corrupt",
+    "executes",
+    "ipmi_code",
+    "ipmi_login_status",
     "ipmi_trickle_delay",
     "redfish_answer",
     "send",
@@ -69,9 +78,46 @@ def ipmi_trickle_delay(data_bytes: int, trickle: tuple[int, float]) -> float:
     return trickle_seconds(IPMI_OVERHEAD + data_bytes, trickle)
 
 
-def redfish_answer(firing: Firing, method: str) -> Response:
-    """The error a BMC-layer effect answers a Redfish request with."""
+def ipmi_code(firing: Firing) -> int | None:
+    """The completion code a BMC-layer effect answers an in-session IPMI
+    request with; None: an incident with no IPMI answer (serve as usual)."""
+    incident = incident_of(firing)
+    if incident is not None:
+        return incident.ipmi_code
+    return IPMI_CODES[firing.effect]
+
+
+#: RMCP+ "insufficient resources to create a session" (IPMI 2.0 table 13-15)
+RMCP_BUSY = 0x01
+
+
+def ipmi_login_status(firing: Firing) -> int | None:
+    """The RMCP+ Open Session status a BMC-layer effect refuses a login with,
+    when it is a "no session now" answer (busy, or an incident that has one)."""
+    incident = incident_of(firing)
+    if incident is not None:
+        return incident.rmcp_status
+    return RMCP_BUSY if firing.effect is Effect.BUSY else None
+
+
+def executes(firing: Firing | None) -> bool:
+    """Whether the BMC carries the request out before answering (an incident
+    such as "already on", the answer a resent copy gets)."""
+    incident = incident_of(firing) if firing is not None else None
+    return incident is not None and incident.executes
+
+
+def redfish_answer(firing: Firing, method: str) -> Response | None:
+    """The error a BMC-layer effect answers a Redfish request with; None: an
+    incident with no Redfish answer (serve the request as usual)."""
     effect, params = firing.effect, firing.params
+    incident = incident_of(firing)
+    if incident is not None:
+        reply = incident.redfish
+        if reply is None:
+            return None
+        headers = [("Content-Type", "application/json"), ("OData-Version", "4.0")]
+        return Response(reply.status, [*headers, *reply.headers], json.dumps(reply.body).encode())
     if effect is Effect.BUSY:
         retry = params.get("retry_after")
         extra = [("Retry-After", str(math.ceil(retry)))] if retry is not None else []

@@ -385,12 +385,20 @@ class Lab:
 
 
 def _with_profile_rules(spec: LabSpec) -> LabSpec:
-    """The spec with its profile's rules added to the nodes the profile picks."""
-    if not spec.profile:
+    """The spec with its profiles' rules added to the nodes each profile picks:
+    the lab's among all nodes, a node's own (a vendor's BMC) among the nodes
+    naming the same profile."""
+    by_profile: dict[str, list[str]] = {}
+    for n in spec.nodes:
+        if n.profile:
+            by_profile.setdefault(n.profile, []).append(n.name)
+    if not spec.profile and not by_profile:
         return spec
-    chosen = profiles.assign(
-        profiles.resolve(spec.profile), [n.name for n in spec.nodes], spec.seed
-    )
+    chosen: dict[str, list[FaultRule]] = {n.name: [] for n in spec.nodes}
+    picks = [(spec.profile, [n.name for n in spec.nodes])] if spec.profile else []
+    for name, names in [*picks, *by_profile.items()]:
+        for node, rules in profiles.assign(profiles.resolve(name), names, spec.seed).items():
+            chosen[node].extend(rules)
     nodes = tuple(dataclasses.replace(n, rules=(*chosen[n.name], *n.rules)) for n in spec.nodes)
     return dataclasses.replace(spec, nodes=tuple(_proxy_safe(n) for n in nodes))
 

@@ -21,6 +21,8 @@ A lab file::
         count: 9
         start: 2
         protocols: [redfish]
+        profile: idrac10           # this group's BMCs: a vendor profile
+                                   # (shares pick among the nodes naming it)
 
 Every problem is reported at once, each naming the file, the line and the
 field (:class:`LabFileError`, bmaas's inventory error); node names follow the
@@ -76,6 +78,7 @@ _NODE_KEYS = {
     "faults",
     "power",
     "proxy",
+    "profile",
 }
 _TOP_KEYS = {"seed", "profile", "redfish_tls", "defaults", "nodes"}
 
@@ -108,6 +111,9 @@ class NodeSpec:
     power: PowerState = PowerState.OFF
     #: set for a node whose BMC is real (or stock): hwlab runs a proxy in front of it
     proxy: ProxySpec | None = None
+    #: a profile for this node (a vendor's BMC); its shares pick among the
+    #: nodes that name the same profile
+    profile: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,6 +290,16 @@ def _expand(
     if power_raw not in ("on", "off"):
         err("must be on or off", "power")
     rules = _rules(check, merged.get("faults"), where)
+    profile = merged.get("profile")
+    if profile is not None:
+        from hwlab.profiles import resolve  # the lab file's node names its BMC's profile
+
+        try:
+            if not isinstance(profile, str):
+                raise InputError("must be a profile name or a file path")
+            resolve(profile)
+        except InputError as exc:
+            err(exc.message, "profile")
     for key in ("network_segment", "resource_class"):
         if key in merged and (not isinstance(merged[key], str) or len(merged[key]) > MAX_TEXT):
             err(f"must be text of at most {MAX_TEXT} characters", key)
@@ -346,6 +362,7 @@ def _expand(
                 rules=rules,
                 power=PowerState(power_raw),
                 proxy=proxy,
+                profile=profile,
             )
         )
     return nodes

@@ -24,8 +24,9 @@ from typing import Any
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
 from fakes.faults import FaultRule, parse_rules
+from fakes.incidents import INCIDENTS
 
-__all__ = ["PROFILES", "Profile", "ProfileGroup", "assign", "resolve"]
+__all__ = ["PROFILES", "VENDOR_PROFILES", "Profile", "ProfileGroup", "assign", "resolve"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +84,124 @@ def _low(rule: dict[str, Any], probability: float) -> dict[str, Any]:
     return {**rule, "probability": probability}
 
 
+#: lab seconds per field second. The lab's machines power on in a fraction of
+#: a second where real servers take minutes; vendor profiles scale the
+#: documented windows the same way (iDRAC10's 60 s conflict window is 3 s in
+#: a lab). A lab file that wants field time writes the rule itself
+#: (``{effect: incident, incident: idrac10-power-on-conflict}`` keeps 60 s).
+LAB_TIME = 0.05
+
+
+def _incident(name: str, **when: Any) -> dict[str, Any]:
+    """A rule replaying a vendor incident (fakes.incidents): its own trigger
+    (operation, power window scaled to lab time) unless ``when`` narrows it."""
+    rule: dict[str, Any] = {"name": name, "effect": "incident", "incident": name, **when}
+    incident = INCIDENTS[name]
+    if len(incident.protocols) == 1:
+        rule["protocol"] = incident.protocols[0]  # its answer exists on that protocol only
+    within = incident.trigger.within
+    if within is not None and "within" not in when:
+        rule["within"] = round(within * LAB_TIME, 3)
+    return rule
+
+
+def _firmware_update(duration: float) -> dict[str, Any]:
+    """The BMC reboots to apply a firmware update, once, 30 field seconds into
+    the lab: unreachable for ``duration`` field seconds, sessions lost (Ironic
+    bug 2141575: power sync skips nodes in a firmware update)."""
+    return {
+        "name": "firmware-update",
+        "effect": "bmc_reboot",
+        "duration": round(duration * LAB_TIME, 3),
+        "after": round(30 * LAB_TIME, 3),
+        "times": 1,
+    }
+
+
+#: vendor profiles: each BMC family's documented incidents (fakes.incidents,
+#: listed with their sources by ``hwlab effects``), every node of the lab
+#: (share 1.0) unless the incident concerns some models (a licence tier),
+#: windows in lab time (:data:`LAB_TIME`)
+VENDOR_PROFILES: tuple[Profile, ...] = (
+    Profile(
+        "idrac9",
+        "Dell iDRAC9: Lifecycle Controller busy (SYS518) after power changes, 409 PSU501 "
+        "'already on', session limit (RAC0218), LIC501 on virtual media for 30% "
+        "(iDRAC Express), 5xx on InsertMedia, IPMI 0xCE, a firmware-update reboot",
+        (
+            _group(
+                1.0,
+                _incident("idrac-lc-busy"),
+                _incident("idrac-already-on", probability=0.1),
+                _incident("idrac-session-limit", probability=0.05),
+                _incident("vmedia-internal-error", probability=0.2),
+                _incident("ipmi-cannot-respond", probability=0.05),
+            ),
+            _group(0.3, _incident("idrac-licence")),
+            _group(0.2, _firmware_update(20)),
+        ),
+    ),
+    Profile(
+        "idrac10",
+        "Dell iDRAC10: 409 ActionParameterValueConflict to a power-on for 60 s (lab: 3 s) "
+        "after a power-off (Ironic bug 2162995), plus the iDRAC9 incidents",
+        (
+            _group(
+                1.0,
+                _incident("idrac10-power-on-conflict"),
+                _incident("idrac-lc-busy"),
+                _incident("idrac-already-on", probability=0.1),
+                _incident("idrac-session-limit", probability=0.05),
+            ),
+            _group(0.2, _firmware_update(20)),
+        ),
+    ),
+    Profile(
+        "ilo5",
+        "HPE iLO 5: UnableToModifyDuringSystemPOST on boot changes in POST (bug 2136275), "
+        "InvalidOperationForSystemState while settling and to an On already taken, "
+        "IPMI 0xD5 right after a power change, a firmware-update reboot",
+        (
+            _group(
+                1.0,
+                _incident("ilo-post-window"),
+                _incident("ilo-settling"),
+                _incident("ilo-already-on", probability=0.1),
+                _incident("ipmi-not-in-present-state"),
+            ),
+            _group(0.2, _firmware_update(30)),
+        ),
+    ),
+    Profile(
+        "supermicro",
+        "Supermicro: 403 'Not licensed to perform this request ... DCMS' on virtual media, "
+        "IPMI 0xC3 and RMCP+ 'insufficient resources for session', a firmware-update reboot",
+        (
+            _group(
+                1.0,
+                _incident("supermicro-licence"),
+                _incident("ipmi-timeout", probability=0.05),
+                _incident("ipmi-no-session-slot", probability=0.05),
+            ),
+            _group(0.2, _firmware_update(40)),
+        ),
+    ),
+    Profile(
+        "openbmc",
+        "OpenBMC (bmcweb, ipmid): 503 + Retry-After on InsertMedia, IPMI 0xC0 node busy, "
+        "a firmware-update reboot (image activation)",
+        (
+            _group(
+                1.0,
+                _incident("vmedia-unavailable", probability=0.3),
+                _incident("ipmi-node-busy", probability=0.05),
+            ),
+            _group(0.3, _firmware_update(15)),
+        ),
+    ),
+)
+
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
@@ -124,6 +243,7 @@ PROFILES: dict[str, Profile] = {
                 _group(0.05, _low(_REBOOT, 0.01)),
             ),
         ),
+        *VENDOR_PROFILES,
     )
 }
 

@@ -38,6 +38,15 @@ D6    subfunction disabled                   UnsupportedOperation
 FF    unspecified error                      BMCInternalError
 ====  =====================================  ======================  =======================
 
+Source of every row: IPMI v2.0 rev 1.1, table 5-2 (completion codes) and
+table 13-15 (RMCP+ status). The codes field incidents show (hwlab's
+``ipmi-*`` incidents, :mod:`fakes.incidents`) are also those Ironic's ipmitool
+driver retries by text (``IPMITOOL_RETRYABLE_FAILURES``: "Node busy" 0xC0,
+"Timeout" 0xC3, "Out of space" 0xC4, "BMC initialization in progress" 0xD2,
+and RMCP+ 0x01 "insufficient resources for session"); 0xCE and 0xD5 are the
+"cannot respond now" answers of BMCs busy with a power transition. Here each
+is classified once by code, never by substring.
+
 (1) 0xC9 and 0xD5 can both surface as "not in this state". 0xC9 speaks of a
 *parameter*: sending the same bytes again cannot bring them into range, so it
 is ``UnsupportedOperation`` (never retried). 0xD5 speaks of the *present
@@ -124,7 +133,7 @@ COMMAND_CODES: dict[tuple[int, int, int], type[BMCFault]] = {
 
 #: RMCP+ / RAKP status of a refused login (IPMI 2.0 table 13-15) -> fault class
 RMCP_STATUS: dict[int, type[BMCFault]] = {
-    0x01: BMCBusy,  # no session slot free
+    0x01: BMCBusy,  # no session slot free ("insufficient resources for session")
     0x02: BMCProtocolError,  # invalid session id
     0x03: BMCProtocolError,  # invalid payload type
     0x04: UnsupportedOperation,  # authentication algorithm

@@ -9,7 +9,8 @@ leaves through :func:`drivers.redfish.faults.map_exception`.
 Requests per call, once connected (the lab tests count them at the server):
 ``get_power_state``/``get_boot_device``/``get_inventory``/``get_boot_progress``/
 ``probe``: 1 GET. ``set_power_state``: 1 GET (state and allowed resets) + 1 POST,
-no POST when an idempotent action finds the node already there.
+no POST when an idempotent action finds the node already there, 1 more GET
+when the BMC refuses an idempotent action with 400/409 (it may be there).
 ``set_boot_device``: 1 GET (sushy reads the ETag) + 1 PATCH + 1 GET read-back.
 Virtual media: 1 GET of the CD slot + the POST(s) needed. The first call also
 reads the service root, logs in (session auth) and finds the system.
@@ -53,7 +54,7 @@ from bmaas.faults import (
 )
 from bmaas.secrets import Secret
 from drivers.redfish.connector import BoundedConnector
-from drivers.redfish.faults import map_exception
+from drivers.redfish.faults import map_exception, may_be_already_there
 
 __all__ = ["RedfishDriver"]
 
@@ -319,7 +320,27 @@ class RedfishDriver(BMCDriver):
                     Operation.POWER_SET,
                     f"{action} needs ResetType {wanted}; the system allows {offered}",
                 )
-            system.reset_system(choice)
+            try:
+                system.reset_system(choice)
+            except sushy.exceptions.HTTPError as exc:
+                if not (action.idempotent and may_be_already_there(exc)):
+                    raise
+                # iDRAC's 409 PSU501, iLO's 400 InvalidOperationForSystemState:
+                # the node may already be there (a resent On whose first copy
+                # landed). One GET decides; anything else is the answer's fault.
+                try:
+                    now = POWER_STATES.get(self._fresh_system().power_state, PowerState.UNKNOWN)
+                except Exception:
+                    raise exc from None
+                if heading.get(now, now) != action.target:
+                    raise
+                LOG.info(
+                    "%s: BMC refused %s with HTTP %s but the node is already %s: done",
+                    self.node,
+                    action,
+                    exc.status_code,
+                    now,
+                )
 
         self._call(Operation.POWER_SET, deadline, act, read=Operation.POWER_GET)
 

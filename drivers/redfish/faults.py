@@ -12,9 +12,12 @@ TLS handshake or certificate failure
 read timeout                                           ``BMCTimeout``
 connection closed or reset before any response         ``BMCTimeout`` (sent: outcome unknown)
 reply not HTTP, truncated, or not JSON                 ``BMCProtocolError``
-a vendor quirk or standard MessageId in the table      as in :data:`MESSAGE_RULES`
+a vendor answer or standard MessageId in the table     as in :data:`MESSAGE_RULES`
+(conflict and POST windows, Lifecycle Controller       (``BMCBusy``: retried here,
+busy, session limit; licence missing)                  never counted; licence:
+                                                       ``UnsupportedOperation``)
 HTTP 401, 403                                          ``BMCAuthError``
-HTTP 429, 503 (``retry_after`` from Retry-After)       ``BMCBusy``
+HTTP 409, 429, 503 (``retry_after`` from Retry-After)  ``BMCBusy``
 HTTP 500, 502 (``message_id`` from ExtendedInfo)       ``BMCInternalError``
 HTTP 504 (the BMC's own backend timed out)             ``BMCTimeout``
 HTTP 405, 501; missing action; value not allowed       ``UnsupportedOperation``
@@ -57,11 +60,13 @@ from bmaas.faults import (
 )
 
 __all__ = [
+    "ALREADY_THERE",
     "MESSAGE_RULES",
     "BodyTooLarge",
     "DeadlineExceeded",
     "FaultBuilder",
     "map_exception",
+    "may_be_already_there",
     "retry_after",
 ]
 
@@ -84,24 +89,88 @@ class MessageRule:
 
     text: str
     fault: type[BMCFault]
+    #: why this class: what the answer means for the caller
     note: str
+    #: where the answer is documented (Ironic bug or release note, sushy,
+    #: a DMTF or vendor message registry, a public report of the body)
+    source: str = "DMTF Base message registry"
 
+
+_BUSY_BY_MEANING = (
+    "a state the BMC or the node passes through: retried on the same node with "
+    "backoff, never counted against the node (BMCBusy's row in the policy table)"
+)
 
 #: Standard Base-registry MessageIds (matched without their version) and vendor
-#: quirks seen in the field. First match wins; each entry says who forced it.
+#: answers seen in the field, classified by what they mean for the caller.
+#: First match wins; each entry says why and where it is documented.
 MESSAGE_RULES: tuple[MessageRule, ...] = (
     MessageRule(
         "SYS518",
         BMCBusy,
-        "Dell iDRAC answers 400 SYS518 while the Lifecycle Controller is still busy "
-        "with a previous operation (sushy retries it itself; we report it).",
+        "Dell iDRAC answers SYS518 while the Lifecycle Controller is still busy "
+        "with a previous operation: " + _BUSY_BY_MEANING,
+        "sushy connector check_retry_on_exception (IDRAC.2.7.SYS518)",
     ),
     MessageRule(
         "InvalidOperationForSystemState",
         BMCBusy,
-        "HPE iLO rejects actions while a previous power or boot change settles. "
-        "iLO also uses it for 'On' on a node already on, which the driver avoids "
-        "by reading the power state before acting.",
+        "HPE iLO rejects a change while a previous power or boot change settles. "
+        "iLO also answers it to an On of a node already on: a power action re-reads "
+        "the state first and succeeds if the node is there (ALREADY_THERE).",
+        "sushy connector check_retry_on_exception; HPE iLO 5 message registry iLO.2.16",
+    ),
+    MessageRule(
+        "ActionParameterValueConflict",
+        BMCBusy,
+        "Dell iDRAC10 answers 409 to ComputerSystem.Reset On for up to ~60 s after a "
+        "power-off; the same On is accepted once it settles: " + _BUSY_BY_MEANING,
+        "Ironic bug 2162995 (power_on_conflict_retry_*); DMTF Base 1.18",
+    ),
+    MessageRule(
+        "UnableToModifyDuringSystemPOST",
+        BMCBusy,
+        "HPE iLO refuses boot and BIOS changes while the system is in POST; they are "
+        "accepted once POST ends: " + _BUSY_BY_MEANING,
+        "Ironic bug 2136275 (post_boot_retry_*); HPE iLO 5 message registry iLO.2.18",
+    ),
+    MessageRule(
+        "PSU50",
+        BMCBusy,
+        "Dell iDRAC's PSU501/PSU502 'Server is already powered ON/OFF.' (409). A power "
+        "action re-reads the state first and succeeds if the node is there "
+        "(ALREADY_THERE); if the read disagrees, the two agree shortly",
+        "dell/dellemc-openmanage-ansible-modules#115 (IDRAC.2.1.PSU501); Ironic release "
+        "note catch-redfish-409",
+    ),
+    MessageRule(
+        "RAC0218",
+        BMCBusy,
+        "Dell iDRAC's 'maximum number of user sessions is reached' (503 on login): no "
+        "slot now, one frees when a session ends or expires; never an auth error",
+        "stmcginnis/gofish#75, bb-Ricardo/check_redfish#89 (IDRAC.2.x.RAC0218)",
+    ),
+    MessageRule(
+        "LIC501",
+        UnsupportedOperation,
+        "Dell iDRAC's 'A required license is missing or expired' (403): the feature "
+        "is not licensed on this BMC. Asking again never helps, and it is not a bad "
+        "password (an operator would rotate a good one)",
+        "Dell iDRAC message registry LIC501; dellemc-openmanage-ansible-modules "
+        "(treated as 'skipped')",
+    ),
+    MessageRule(
+        "OemLicenseNotPassed",
+        UnsupportedOperation,
+        "Supermicro's 'Not licensed to perform this request ... DCMS' (403): the "
+        "feature needs a licence this BMC lacks",
+        "metal-stack/go-hal#67 (SMC.1.0.OemLicenseNotPassed)",
+    ),
+    MessageRule(
+        "Not licensed to perform this request",
+        UnsupportedOperation,
+        "Supermicro's licence text, when the MessageId is missing or different",
+        "metal-stack/go-hal#67",
     ),
     MessageRule(
         "ServiceTemporarilyUnavailable",
@@ -116,12 +185,31 @@ MESSAGE_RULES: tuple[MessageRule, ...] = (
     MessageRule("PropertyValueNotInList", UnsupportedOperation, "Base registry."),
 )
 
+#: statuses with which a BMC may refuse an idempotent power action because
+#: the node is *already* in the requested state (iDRAC 409 PSU501 "Server is
+#: already powered ON.", iLO 400 InvalidOperationForSystemState ["Power is
+#: on"]): the driver re-reads the power state and, if the node is there (or
+#: heading there), the action succeeded. Source: Ironic release note
+#: catch-redfish-409 (2025-10, "treated as success"); the bodies from
+#: dell/dellemc-openmanage-ansible-modules#115 and HPE's iLO 5 registry.
+ALREADY_THERE: frozenset[int] = frozenset({400, 409})
+
+
+def may_be_already_there(exc: BaseException) -> bool:
+    """Whether ``exc`` is an answer that may mean "already in that state"
+    (the caller re-reads the power state before deciding)."""
+    return isinstance(exc, sushy_exc.HTTPError) and exc.status_code in ALREADY_THERE
+
+
 _STATUS: dict[int, type[BMCFault]] = {
     401: BMCAuthError,
     403: BMCAuthError,
     405: UnsupportedOperation,
     429: BMCBusy,
     500: BMCInternalError,
+    # RFC 9110: "conflicts with the current state of the target resource" -- on
+    # a BMC a state that passes (a power transition settling), so "later"
+    409: BMCBusy,
     501: UnsupportedOperation,
     502: BMCInternalError,  # the BMC's web front end could not reach its Redfish service
     503: BMCBusy,
@@ -219,6 +307,10 @@ def _http(
     haystack = " ".join([*ids, str(exc.code or ""), str(exc.detail or "")])
     rule = next((r for r in MESSAGE_RULES if r.text in haystack), None)
     cls = rule.fault if rule else _STATUS.get(status)
+    if rule is not None:
+        # the answer that decided it, for the operator (the detail is often
+        # only "A general error has occurred")
+        what += f" [{next((i for i in ids if rule.text in i), rule.text)}]"
     if cls is None and status == 404:
         url = getattr(getattr(response, "request", None), "path_url", None) or str(exc)
         if system and url.rstrip("/").endswith(system.rstrip("/")):

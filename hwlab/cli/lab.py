@@ -20,8 +20,9 @@ from rich.table import Table
 from bmaas.cliutil import EXIT_USAGE, InputFile, Seconds, emit_json
 from bmaas.faults import InputError
 from bmaas.yamlsrc import load_text
-from fakes.effects import EFFECTS, describe_effects
+from fakes.effects import EFFECTS, describe_effects, incident_record
 from fakes.faults import FaultRule
+from fakes.incidents import INCIDENTS
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
@@ -331,6 +332,7 @@ def effects_cmd(as_json: bool) -> None:
                 }
                 for e, d in EFFECTS.items()
             }
+            | {"incidents": {n: incident_record(i) for n, i in INCIDENTS.items()}}
         )
         return
     describe_effects(click.echo)
@@ -393,6 +395,7 @@ def fault_add(node: str, rule: Sequence[str], state_dir: Path) -> None:
       hwlab fault add node-003 hang
       hwlab fault add node-002 busy operation=power.* probability=0.5
       hwlab fault add node-004 bmc_reboot duration=10 times=1
+      hwlab fault add node-005 incident incident=idrac10-power-on-conflict within=5
     \b
     Also accepted: rules as key=value lists or YAML mappings, one per argument:
       hwlab fault add node-002 effect=busy,operation=power.*,probability=0.5

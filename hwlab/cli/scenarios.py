@@ -58,10 +58,16 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
     def progress(result: Any) -> None:
         if not as_json:
             mark = "ok  " if result.passed else "FAIL"
+            outcome = f"  retried: {result.outcome}" if result.outcome_expected else ""
             click.echo(
                 f"{mark} {result.scenario:<20} {result.protocol:<8} {result.seen:<22} "
-                f"{result.seconds:6.2f}s"
+                f"{result.seconds:6.2f}s{outcome}"
                 + ("" if result.passed else f"  expected {result.expected}")
+                + (
+                    f" / retried {result.outcome_expected}"
+                    if result.outcome != result.outcome_expected
+                    else ""
+                )
             )
 
     with (

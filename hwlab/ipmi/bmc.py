@@ -34,7 +34,7 @@ from bmaas.driver import BootDevice, Operation, PowerAction, PowerState
 from fakes.effects import Action, Effect, decide
 from fakes.faults import Firing
 from fakes.machine import FakeMachine
-from hwlab.answers import IPMI_CODES, ipmi_trickle_delay
+from hwlab.answers import executes, ipmi_code, ipmi_login_status, ipmi_trickle_delay
 from hwlab.ipmi import extra
 from hwlab.ipmi.fru import build_fru
 from hwlab.ipmi.session import (
@@ -211,8 +211,9 @@ class LabBmc(_pyghmi_bmc.Bmc):
         self._expire_idle()
         suite = negotiate(request, self.suites)
         status = 0
-        if fault is Effect.BUSY:
-            status = RMCP_INSUFFICIENT_RESOURCES
+        refusal = ipmi_login_status(action.answer) if action.answer is not None else None
+        if refusal is not None:
+            status = refusal
         elif fault is Effect.UNSUPPORTED or suite is None:
             status = RMCP_NO_CIPHER_SUITE_MATCH
         elif len(request) < 32:
@@ -272,8 +273,9 @@ class LabBmc(_pyghmi_bmc.Bmc):
         action = self.judge(operation)
         if action.silent is not None:
             return
-        if action.answer is not None:
-            code, reply = IPMI_CODES[action.answer.effect], b""
+        answer = ipmi_code(action.answer) if action.answer is not None else None
+        if answer is not None and not executes(action.answer):
+            code, reply = answer, b""
         elif action.corrupt is not None:
             later = _late(action, 0)
             self.server.call_later(later, session.respond, ctx, 0, (), malformed=True)
@@ -286,6 +288,8 @@ class LabBmc(_pyghmi_bmc.Bmc):
             for _ in range(action.copies):
                 self._execute(ctx, data, action.hardware)
             code, reply = self._execute(ctx, data, action.hardware)
+            if answer is not None:  # carried out, then answered ("already on")
+                code, reply = answer, b""
         self.server.call_later(_late(action, len(reply)), session.respond, ctx, code, reply)
 
     def _unjudged(self, ctx: RequestContext, data: bytes) -> tuple[int, bytes]:

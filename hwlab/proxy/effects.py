@@ -32,6 +32,7 @@ from bmaas.faults import (
 )
 from fakes.effects import EFFECTS, Act
 from fakes.faults import Effect, FaultRule, Layer
+from fakes.incidents import INCIDENTS
 
 if TYPE_CHECKING:
     from hwlab.proxy.spec import ProxySpec
@@ -72,9 +73,14 @@ EXPECTED_FAULTS: dict[Effect, type[BMCFault]] = {
 }
 
 
-def expected_fault(effect: Effect, protocol: str, operation: str) -> type[BMCFault] | None:
+def expected_fault(
+    effect: Effect, protocol: str, operation: str, *, incident: str | None = None
+) -> type[BMCFault] | None:
     """The fault class a bmaas driver raises when a proxy carries out
-    ``effect`` on ``operation``; ``None`` when the call succeeds (duplicate)."""
+    ``effect`` on ``operation``; ``None`` when the call succeeds (duplicate).
+    For the ``incident`` effect, the named incident's own class."""
+    if effect is Effect.INCIDENT:
+        return INCIDENTS[incident].fault if incident is not None else None
     login = EFFECTS[effect].ipmi_login_fault
     if protocol == "ipmi" and operation == Operation.LOGIN and login is not None:
         return login

@@ -33,11 +33,11 @@ from collections.abc import Callable
 
 from fakes.effects import decide
 from fakes.faults import FaultPlan, Firing
-from hwlab.answers import ipmi_trickle_delay
+from hwlab.answers import ipmi_code, ipmi_trickle_delay
 from hwlab.operations import ipmi_operation
 from hwlab.proxy import rmcp
 from hwlab.proxy.effects import OPAQUE
-from hwlab.proxy.ipmi_login import CODES, Client, LoginRelay
+from hwlab.proxy.ipmi_login import Client, LoginRelay
 from hwlab.proxy.ipmi_session import Session, Verdict
 from hwlab.proxy.rmcp import Message, Packet, PayloadType
 from hwlab.proxy.spec import ProxySpec
@@ -314,7 +314,9 @@ class IPMIProxy(LoginRelay):
             # The proxy holds the request, not yet the answer: its size stands in.
             verdict.delay += ipmi_trickle_delay(size, action.trickle)
         if action.answer is not None:
-            verdict.code = CODES[action.answer.effect]
+            # an incident with no IPMI answer is relayed as usual (None); no
+            # IPMI incident "executes", so a forged code always replaces the BMC's
+            verdict.code = ipmi_code(action.answer)
         verdict.corrupt = action.corrupt is not None
         return verdict
 

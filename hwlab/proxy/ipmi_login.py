@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from bmaas.driver import Operation
 from fakes.effects import Effect, decide
 from fakes.faults import Firing
-from hwlab.answers import IPMI_CODES, ipmi_trickle_delay
+from hwlab.answers import IPMI_CODES, ipmi_login_status, ipmi_trickle_delay
 from hwlab.proxy import rmcp
 from hwlab.proxy.base import Proxy
 from hwlab.proxy.ipmi_session import Login, Session, Verdict
@@ -32,7 +32,6 @@ __all__ = ["CODES", "LOGIN_IDLE", "Client", "LoginRelay"]
 _GCAC = (0x06, 0x38)  # Get Channel Authentication Capabilities: a login starts
 #: completion codes a BMC effect answers with (the one IPMI table)
 CODES = IPMI_CODES
-_RMCP_BUSY = 0x01  # "insufficient resources to create a session"
 _RMCP_UNAUTHORIZED_NAME = 0x0D
 
 #: a login with no packet for this long is over (pyghmi retransmits within 2 s)
@@ -137,9 +136,11 @@ class LoginRelay(Proxy):
                         pending.pop(effect),
                         "the login did not start with Get Channel Authentication Capabilities",
                     )
-            if Effect.BUSY in pending:
-                answer = bytes([login.tag, _RMCP_BUSY, 0, 0]) + payload[4:8]
-                return self._login_answer(login, pending.pop(Effect.BUSY), packet, answer)
+            for effect in (Effect.BUSY, Effect.INCIDENT):
+                status = ipmi_login_status(pending[effect]) if effect in pending else None
+                if status is not None:
+                    answer = bytes([login.tag, status, 0, 0]) + payload[4:8]
+                    return self._login_answer(login, pending.pop(effect), packet, answer)
         elif packet.payload_type == PayloadType.RAKP1:
             login.rakp1(payload)
             if Effect.AUTH_FAIL in pending:

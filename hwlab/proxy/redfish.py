@@ -210,9 +210,12 @@ class RedfishProxy(Proxy):
             return False
         if action.delay:
             await asyncio.sleep(action.delay)
+        forged = None
         if action.answer is not None:
+            forged = answers.redfish_answer(action.answer, request.method)
+        if forged is not None and not answers.executes(action.answer):
             self.counters["answered"] += 1
-            response = answers.redfish_answer(action.answer, request.method)
+            response = forged
         else:
             for _ in range(1 + action.copies):
                 response = await self._forward(conn, request)
@@ -221,6 +224,9 @@ class RedfishProxy(Proxy):
                 issued = response.header("X-Auth-Token")
                 if issued:
                     self._issued.add(issued)
+            if forged is not None:  # carried out, then answered ("already on")
+                self.counters["answered"] += 1
+                response = forged
         if action.corrupt:
             data, keep = answers.corrupt(response, request.method, keep_alive=keep)
         else:

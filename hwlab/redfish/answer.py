@@ -72,7 +72,7 @@ async def answer(
     if action.delay:
         await asyncio.sleep(action.delay)
     response: Response | None = None
-    if action.answer is not None:
+    if action.answer is not None and not answers.executes(action.answer):
         response = _bmc_answer(bmc, request, action.answer)
     if response is None:
         response = _authenticate(bmc, request)
@@ -83,6 +83,9 @@ async def answer(
         for _ in range(action.copies):
             _dispatch(bmc, request, action.hardware, server=server, scheme=scheme, peer=peer)
         response = _dispatch(bmc, request, action.hardware, server=server, scheme=scheme, peer=peer)
+        if action.answer is not None and answers.executes(action.answer):
+            # carried out, then answered as a resent copy would be ("already on")
+            response = _bmc_answer(bmc, request, action.answer) or response
     record(response.status)
     keep = request.keep_alive
     if action.corrupt:

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from fakes.incidents import INCIDENTS
 from hwlab.harness.matrix import EXPECTED, SCENARIOS
 
 pytestmark = pytest.mark.lab
@@ -29,7 +30,11 @@ def test_fault_matrix_is_all_pass_with_nothing_unclassified() -> None:
     assert report["unclassified"] == 0
     assert result.returncode == 0
     seen = {(r["scenario"], r["protocol"]) for r in report["results"]}
-    assert seen == {(s.name, p) for s in SCENARIOS for p in ("ipmi", "redfish")}
+    # every effect on both protocols; every vendor incident on each protocol it answers on
+    assert seen == {(s.name, p) for s in SCENARIOS for p in ("ipmi", "redfish") if p in s.expected}
+    incidents = [r for r in report["results"] if r["scenario"].count("/")]
+    assert len(incidents) == sum(len(i.protocols) for i in INCIDENTS.values())
+    assert all(r["outcome"] == r["outcome_expected"] != "" for r in incidents)
     assert set(EXPECTED) == {s.name for s in SCENARIOS}
 
 

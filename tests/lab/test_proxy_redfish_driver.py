@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from bmaas.driver import BootSetting, PowerAction, PowerState
-from bmaas.faults import BMCBusy, BMCInternalError, BMCUnreachable, UnclassifiedFault
+from bmaas.faults import (
+    BMCBusy,
+    BMCInternalError,
+    BMCUnreachable,
+    UnclassifiedFault,
+    UnsupportedOperation,
+)
 from bmaas.registry import build_driver
 from fakes.faults import Effect
 from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
@@ -121,3 +127,27 @@ def test_bmc_reboot_is_unreachable_for_its_window(
         )
     with _driver(host, stock_sushy) as driver, pytest.raises(BMCUnreachable):
         driver.get_power_state()
+
+
+@pytest.mark.parametrize(
+    ("incident", "expected"),
+    [
+        ("idrac10-power-on-conflict", BMCBusy),  # a proxy has no machine: no window, always
+        ("supermicro-licence", UnsupportedOperation),
+        ("idrac-licence", UnsupportedOperation),
+    ],
+)
+def test_vendor_incidents_through_the_proxy(
+    stock_sushy: StockSushy, proxy_host: Start, incident: str, expected: type
+) -> None:
+    """The vendor's real answer, forged by the proxy in front of a stock BMC."""
+    host = _proxy(stock_sushy, proxy_host)
+    with _driver(host, stock_sushy) as driver:
+        driver.probe()
+        rule = {"effect": "incident", "incident": incident, "operation": "power.set"}
+        host.add_faults("rf1", [rule])
+        assert (
+            expected_fault(Effect.INCIDENT, "redfish", "power.set", incident=incident) is expected
+        )
+        with pytest.raises(expected):
+            driver.request_power(PowerAction.REBOOT)

@@ -204,3 +204,23 @@ def test_delay_past_the_deadline_still_acts_outcome_unknown() -> None:
         d.set_power_state(PowerAction.REBOOT)
     # the BMC carried the reboot out; only the answer was lost
     assert d.machine.power_state() is PowerState.POWERING_OFF
+
+
+def test_incident_window_after_power_off_then_it_passes() -> None:
+    """iDRAC10's conflict: busy while the node has been off < window, then on."""
+    d, clock = _make({"effect": "incident", "incident": "idrac10-power-on-conflict", "within": 5})
+    with pytest.raises(BMCBusy, match="ActionParameterValueConflict"):
+        d.set_power_state(PowerAction.ON)
+    clock.advance(6)  # the window closed
+    d.set_power_state(PowerAction.ON)
+    clock.advance(3)
+    assert d.get_power_state() is PowerState.ON
+
+
+def test_incident_licence_is_unsupported_and_already_on_succeeds() -> None:
+    with pytest.raises(UnsupportedOperation, match="LIC501"):
+        _driver({"effect": "incident", "incident": "idrac-licence"}).insert_virtual_media("x")
+    d, clock = _make({"effect": "incident", "incident": "idrac-already-on"})
+    d.set_power_state(PowerAction.ON)  # the BMC acted and said "already on"
+    clock.advance(3)
+    assert d.get_power_state() is PowerState.ON

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from bmaas.driver import PowerAction
 from bmaas.faults import InputError
 from bmaas.yamlsrc import load_text
 from fakes.clock import FakeClock
 from fakes.faults import Effect, FaultPlan, FaultRule
+from fakes.machine import FakeMachine, Hardware
 
 OPS = ["power.get", "power.set", "boot.get", "boot.set", "probe"]
 
@@ -195,3 +197,34 @@ def test_trickle_parameters_are_checked() -> None:
         FaultRule.from_dict({"effect": "trickle", "every": 0})
     with pytest.raises(InputError, match="whole number"):
         FaultRule.from_dict({"effect": "trickle", "bytes": 1.5})
+
+
+def test_a_power_window_fires_only_while_the_machine_has_been_off_briefly() -> None:
+    clock = FakeClock()
+    machine = FakeMachine("n1", Hardware(power_on_time=1, power_off_time=1), clock=clock.monotonic)
+    rule = FaultRule.from_dict(
+        {"effect": "busy", "operation": "power.set", "power": "off", "within": 5}
+    )
+    machine.plan.add(rule)
+    assert [f.effect for f in machine.plan.evaluate("power.set")] == [Effect.BUSY]
+    clock.advance(6)  # off for 6 s: the window closed
+    assert machine.plan.evaluate("power.set") == []
+    machine.set_power(PowerAction.ON)
+    clock.advance(2)  # on now: an "off" window never fires
+    assert machine.plan.evaluate("power.set") == []
+    machine.set_power(PowerAction.OFF)
+    clock.advance(1.5)  # landed off 0.5 s ago: open again
+    assert len(machine.plan.evaluate("power.set")) == 1
+
+
+def test_a_changed_window_counts_from_the_last_transition_and_a_proxy_ignores_it() -> None:
+    clock = FakeClock()
+    machine = FakeMachine("n1", clock=clock.monotonic)
+    machine.plan.add(FaultRule.from_dict({"effect": "incident", "incident": "ilo-settling"}))
+    assert len(machine.plan.evaluate("power.set")) == 1  # created (a transition) 0 s ago
+    clock.advance(6)
+    assert machine.plan.evaluate("power.set") == []
+    no_machine = FaultPlan(
+        [FaultRule.from_dict({"effect": "incident", "incident": "ilo-settling"})]
+    )
+    assert len(no_machine.evaluate("power.set")) == 1  # a proxy: the other conditions decide

@@ -232,13 +232,37 @@ def goodput(ctx: click.Context, **_: Any) -> None:
     _scenario(ctx, "goodput")
 
 
+#: the field incidents ``hwlab bench ironic`` can inject (its INCIDENT_FAULTS;
+#: named here so the command line loads without the harness; a test holds them equal)
+INCIDENT_NAMES = (
+    "idrac10-power-on-conflict",
+    "ilo-settling",
+    "idrac-already-on",
+    "ilo-already-on",
+    "supermicro-licence",
+    "idrac-licence",
+    "ipmi-node-busy",
+    "ipmi-not-in-present-state",
+    "ipmi-no-session-slot",
+    "firmware-update",
+)
+
+
 @bench.command("ironic")
 @click.option(
     "--fault",
     "faults",
     multiple=True,
-    type=click.Choice(["busy", "internal_error", "auth_fail", "hang", "power_stuck"]),
-    help="Fault classes to inject (repeatable; default all; smoke internal_error).",
+    type=click.Choice(
+        ["busy", "internal_error", "auth_fail", "hang", "power_stuck", *INCIDENT_NAMES]
+    ),
+    help="Fault classes or field incidents to inject (repeatable; default all; smoke "
+    "internal_error).",
+)
+@click.option(
+    "--incidents",
+    is_flag=True,
+    help="The field-incident catalogue only, with a one-pass sync phase.",
 )
 @click.option(
     "--cap", type=click.FloatRange(10, 3600), help="Seconds to wait for Ironic (default 150)."
@@ -256,7 +280,17 @@ def goodput(ctx: click.Context, **_: Any) -> None:
 def ironic(ctx: click.Context, **_: Any) -> None:
     """Stock ipmi/redfish vs bmaas-ipmi/bmaas-redfish through one real Ironic
     (needs scripts/ironic-env.sh): time to error per fault, last_error,
-    maintenance, and power sync on busy BMCs with conductor CPU per node."""
+    maintenance, and power sync on busy BMCs with conductor CPU per node.
+    With --incidents: each field incident (fakes.incidents) that a power-on
+    meets, on the hardware types of its protocol."""
+    if ctx.params.pop("incidents"):
+        from hwlab.harness.bench.ironic import INCIDENT_FAULTS
+
+        if not ctx.params.get("faults"):
+            ctx.params["faults"] = tuple(INCIDENT_FAULTS)
+        for key, value in (("settle", 10.0), ("sync_nodes", 1), ("passes", 1), ("cap", 120.0)):
+            if ctx.params.get(key) is None:
+                ctx.params[key] = value
     _scenario(ctx, "ironic")
 
 

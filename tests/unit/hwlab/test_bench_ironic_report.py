@@ -46,5 +46,17 @@ def test_headline_counts_readable_codes_budget_and_fences() -> None:
     assert report.headline["bmaas_busy_fences"] == 0.0
     assert report.headline["stock_busy_fences"] == 3.0
     rows = report.tables[0].rows
-    assert rows[1][2].startswith("≥")  # still pending at the cap
-    assert [r[4] for r in rows] == ["yes", "no", "no", "no"]
+    assert rows[1][2] == "pending"
+    assert rows[1][3].startswith("≥")  # still pending at the cap
+    assert [r[2] for r in rows] == ["error", "pending", "error", "error"]
+    assert [r[5] for r in rows] == ["yes", "no", "no", "no"]
+
+
+def test_the_command_line_names_every_incident_of_the_ironic_bench() -> None:
+    from hwlab.harness.bench.cli import INCIDENT_NAMES
+    from hwlab.harness.bench.ironic import INCIDENT_FAULTS, _applies
+
+    assert set(INCIDENT_NAMES) == set(INCIDENT_FAULTS)
+    assert _applies("idrac10-power-on-conflict", "bmaas-redfish")
+    assert not _applies("idrac10-power-on-conflict", "ipmi")
+    assert _applies("firmware-update", "ipmi")

@@ -137,6 +137,12 @@ def test_every_builtin_profile_has_a_one_line_description() -> None:
         "brownout",
         "reboot-storm",
         "chaos",
+        # vendor profiles: field incidents (fakes.incidents)
+        "idrac9",
+        "idrac10",
+        "ilo5",
+        "supermicro",
+        "openbmc",
     }
     for p in profiles.PROFILES.values():
         assert p.description
@@ -243,3 +249,36 @@ def test_hwlab_names_are_the_ones_bmaas_enroll_accepts() -> None:
 
     assert is_valid_name("r1-n01.rack_2")
     assert not is_valid_name("bad name!")
+
+
+def test_vendor_profiles_replay_incidents_in_lab_time() -> None:
+    from fakes.incidents import INCIDENTS
+
+    for name in ("idrac9", "idrac10", "ilo5", "supermicro", "openbmc"):
+        rules = [r for g in profiles.PROFILES[name].groups for r in g.rules]
+        incidents = [r for r in rules if r.effect == "incident"]
+        assert incidents, name
+        for rule in incidents:
+            incident = INCIDENTS[rule.params["incident"]]
+            if incident.trigger.within is not None:
+                assert rule.within == incident.trigger.within * profiles.LAB_TIME
+            if len(incident.protocols) == 1:
+                assert rule.protocol == incident.protocols[0]
+        assert any(r.name == "firmware-update" for r in rules), name
+
+
+def test_a_node_group_names_its_vendor_profile(tmp_path) -> None:
+    from hwlab.lab import _with_profile_rules
+
+    path = tmp_path / "lab.yaml"
+    path.write_text(
+        "nodes:\n  - {name: 'd-{n}', count: 2, profile: idrac10}\n  - {name: 'h-{n}', count: 2}\n"
+    )
+    spec = _with_profile_rules(load_labfile(str(path)))
+    rules = {n.name: {r.name for r in n.rules} for n in spec.nodes}
+    assert "idrac10-power-on-conflict" in rules["d-1"]
+    assert "idrac10-power-on-conflict" in rules["d-2"]
+    assert rules["h-1"] == rules["h-2"] == set()
+    path.write_text("nodes:\n  - {name: x, profile: nosuch}\n")
+    with pytest.raises(InputError, match=r"nodes\[0\]\.profile: unknown profile 'nosuch'"):
+        load_labfile(str(path))
