@@ -15,6 +15,7 @@ from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
+from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
@@ -77,9 +78,12 @@ def make_provisioner(
     bmc_timeout: float,
     power_timeout: float,
     settle: float,
+    budget: Deadline,
     cancel: CancelToken | None = None,
 ) -> Provisioner:
-    backend = chosen_backend()  # --cloud / --backend ironic
+    """The command's provisioner; ``budget`` (its ``--deadline``) also bounds
+    every call a backend makes to its service (Ironic's API)."""
+    backend = chosen_backend(deadline=budget)  # --cloud / --backend ironic
     if backend is not None:
         return Provisioner(
             backend=backend, max_attempts=max_attempts, deadline=deadline, cancel=cancel
@@ -235,7 +239,7 @@ def deploy(
     budget = app.deadline(limits["deadline"])
     with (
         interruptible() as token,
-        make_provisioner(app, cancel=token, **limits) as provisioner,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
         progress_lines(count, quiet=as_json, line=_progress_line) as tick,
     ):
         results = provisioner.provision_many(
@@ -293,7 +297,10 @@ def undeploy(
         raise InputError("name instances or give --all", field="INSTANCE")
     budget = app.deadline(limits["deadline"])
     failed = 0
-    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+    with (
+        interruptible() as token,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+    ):
         names = [i.name for i in provisioner.instances()] if all_instances else list(instances)
         for name in names:
             if token.cancelled:
@@ -328,7 +335,10 @@ def move(
     once the target is up; if the target fails, the instance keeps its node.
     Exit 1 with every candidate's story when no target worked."""
     budget = app.deadline(limits["deadline"])
-    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+    with (
+        interruptible() as token,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+    ):
         try:
             moved = provisioner.move(instance_name, to=target, deadline=budget)
         except ProvisionFailed as exc:

@@ -77,7 +77,10 @@ def maintenance_set(
             _say_maintenance(store.set_maintenance(name, reason=reason, by=who), reason)
         return
     budget = app.deadline(limits["deadline"])
-    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+    with (
+        interruptible() as token,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+    ):
         report = evacuate_nodes(
             provisioner, nodes, reason=reason, by=who, deadline=budget, cancel=token
         )

@@ -83,11 +83,13 @@ def status_check(
     """Check the database, the drivers and every BMC: Success, Warning or
     Failure per check. Exit 0 when all succeed, 1 on any warning, 2 on any
     failure. Reads only: changes nothing in the database or on any BMC."""
-    backend = chosen_backend()  # --cloud: Ironic's checks instead of the store's
+    budget = app.deadline(deadline)
+    # --cloud: Ironic's checks instead of the store's, every API call by the budget
+    backend = chosen_backend(deadline=budget)
     chosen = select(only, backend.status_checks() if backend is not None else CHECKS)
     context = CheckContext(
         app.db,
-        deadline=app.deadline(deadline),
+        deadline=budget,
         bmc_timeout=bmc_timeout,
         workers=workers,
         inventory=inventory,

@@ -13,14 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from drivers.ironic_backend.api import Api, IronicUnavailable, connect
+from bmaas.deadline import Deadline
+from drivers.ironic_backend.api import (
+    Api,
+    IronicTimeout,
+    IronicUnavailable,
+    IronicUnreachable,
+    connect,
+)
 from drivers.ironic_backend.backend import IronicBackend
 
 __all__ = [
     "CLOUD_INSTANCE_INFO",
     "Api",
     "IronicBackend",
+    "IronicTimeout",
     "IronicUnavailable",
+    "IronicUnreachable",
     "connect",
     "from_cloud",
 ]
@@ -29,13 +38,19 @@ __all__ = [
 CLOUD_INSTANCE_INFO = "bmaas_instance_info"
 
 
-def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
+def from_cloud(
+    cloud: str | None = None, *, deadline: Deadline | None = None, **options: Any
+) -> IronicBackend:
     """An :class:`IronicBackend` on the cloud named ``cloud`` (clouds.yaml),
     else the one ``OS_CLOUD``/``OS_*`` describe. Backend keywords
-    (``instance_info``, ``poll``, ...) are split from connection ``options``."""
+    (``instance_info``, ``poll``, ...) are split from connection ``options``.
+
+    ``deadline`` bounds every API call the backend will make (the CLI passes
+    its command's ``--deadline``); without it each HTTP exchange still ends
+    within ``exchange_timeout`` (default :data:`~.api.EXCHANGE_TIMEOUT`)."""
     keys = ("instance_info", "poll", "allocation_timeout", "teardown_timeout", "sleep", "clock")
     backend_kw = {k: options.pop(k) for k in keys if k in options}
-    conn = connect(cloud, **options)
+    conn = connect(cloud, deadline=deadline, **options)
     if "instance_info" not in backend_kw:
         # clouds.yaml may carry it beside the auth: `bmaas_instance_info: {kernel: ...}`
         backend_kw["instance_info"] = dict(conn.config.config.get(CLOUD_INSTANCE_INFO) or {})
