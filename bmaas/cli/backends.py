@@ -94,10 +94,11 @@ def embedded_chosen() -> bool:
     return _chosen()[0] == "embedded"
 
 
-def chosen_backend(*, deadline: Deadline | None = None) -> Any | None:
+def chosen_backend(*, deadline: Deadline | None = None, **options: Any) -> Any | None:
     """The backend the current command was asked for; None for the embedded
     one. ``deadline`` (the command's budget) bounds every call the backend
-    makes to its service (Ironic's API)."""
+    makes to its service (Ironic's API); ``options`` go to its factory
+    (``sleep``: the command's interruptible wait)."""
     name, cloud = _chosen()
     if name == "embedded":
         if cloud:
@@ -105,6 +106,6 @@ def chosen_backend(*, deadline: Deadline | None = None) -> Any | None:
                 "--cloud names an Ironic cloud: drop --backend embedded", field="--cloud"
             )
         return None
-    if deadline is None:
-        return load_backend(name, cloud)
-    return load_backend(name, cloud, deadline=deadline)
+    if deadline is not None:
+        options["deadline"] = deadline
+    return load_backend(name, cloud, **options)

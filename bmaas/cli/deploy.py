@@ -11,6 +11,7 @@ from typing import Any
 import click
 import yaml
 
+from bmaas import clock as _clock
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
@@ -82,8 +83,11 @@ def make_provisioner(
     cancel: CancelToken | None = None,
 ) -> Provisioner:
     """The command's provisioner; ``budget`` (its ``--deadline``) also bounds
-    every call a backend makes to its service (Ironic's API)."""
-    backend = chosen_backend(deadline=budget)  # --cloud / --backend ironic
+    every call a backend makes to its service (Ironic's API). Every wait in
+    its path (busy backoff, deploy and Ironic polls, a rollback's waits)
+    sleeps on ``cancel``: a second signal ends it at once."""
+    sleep = cancel.sleeper() if cancel is not None else _clock.sleep
+    backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
     if backend is not None:
         return Provisioner(
             backend=backend, max_attempts=max_attempts, deadline=deadline, cancel=cancel
@@ -97,7 +101,7 @@ def make_provisioner(
     return Provisioner(
         app.store(),
         driver_factory=app.factory(bmc_timeout),
-        policy=RetryPolicy(total=max(bmc_timeout * 4, 30.0)),
+        policy=RetryPolicy(total=max(bmc_timeout * 4, 30.0), sleep=sleep),
         settings=settings,
         max_attempts=max_attempts,
         deadline=deadline,
@@ -216,6 +220,8 @@ def deploy(
     """
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
+    start = time.monotonic()
+    budget = app.deadline(limits["deadline"])  # before the store opens: it bounds it too
     if network is not None and embedded_chosen():
         # bad input is one line and exit 2, not a FAILED row per request
         # (on Ironic the backend's port ledger takes any network name)
@@ -235,8 +241,6 @@ def deploy(
         )
         for i in range(1, count + 1)
     ]
-    start = time.monotonic()
-    budget = app.deadline(limits["deadline"])
     with (
         interruptible() as token,
         make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,

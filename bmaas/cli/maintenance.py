@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 import threading
 import time
 from collections.abc import Iterator
-from types import FrameType
 from typing import Any
 
 import click
@@ -23,7 +21,7 @@ from bmaas.cli.app import (
     whoami,
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
-from bmaas.cli.interrupt import exit_if_interrupted, interruptible
+from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
@@ -145,18 +143,11 @@ def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[threading.Event]:
     """An event set by SIGINT/SIGTERM, so a long sync stops between passes
-    (a pass in flight is bounded by the BMC deadlines)."""
+    (a pass in flight is bounded by the BMC deadlines). Set from the signal
+    relay's thread, never from the handler (see :func:`relayed_signals`)."""
     stop = threading.Event()
-
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with relayed_signals(lambda _signum: stop.set()):
         yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _pass_line(number: int, report: SyncReport) -> str:
@@ -262,6 +253,8 @@ def sync(
         raise click.UsageError("--count and --metrics-port need --interval")
     if split is None:
         split = interval is not None
+    # one pass: its deadline bounds the store too (made before the store opens)
+    budget = app.deadline(deadline) if interval is None else None
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
     if processes is None:
@@ -292,7 +285,8 @@ def sync(
                 )
             )
         if interval is None:
-            _sync_once(ctx, store, options, app.deadline(deadline), as_json=as_json)
+            assert budget is not None
+            _sync_once(ctx, store, options, budget, as_json=as_json)
         else:
             options["pass_deadline"] = deadline
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)

@@ -15,6 +15,7 @@ from typing import Any
 
 from bmaas.deadline import Deadline
 from drivers.ironic_backend.api import (
+    BUSY,
     Api,
     IronicTimeout,
     IronicUnavailable,
@@ -54,4 +55,6 @@ def from_cloud(
     if "instance_info" not in backend_kw:
         # clouds.yaml may carry it beside the auth: `bmaas_instance_info: {kernel: ...}`
         backend_kw["instance_info"] = dict(conn.config.config.get(CLOUD_INSTANCE_INFO) or {})
-    return IronicBackend(Api(conn), **backend_kw)
+    # the busy backoff waits like the backend's polls (the CLI's: on its cancel token)
+    busy = {"sleep": backend_kw["sleep"]} if "sleep" in backend_kw else {}
+    return IronicBackend(Api(conn, busy=BUSY.replace(**busy)), **backend_kw)

@@ -47,6 +47,7 @@ from drivers.ironic_backend import transport
 from drivers.ironic_backend.transport import IronicDeadlineExceeded, call_deadline
 
 __all__ = [
+    "BUSY",
     "EXCHANGE_TIMEOUT",
     "Api",
     "IronicBusy",
@@ -63,6 +64,8 @@ T = TypeVar("T")
 HISTORY_VERSION = "1.78"
 #: seconds one HTTP exchange with Ironic may take when no call deadline is shorter
 EXCHANGE_TIMEOUT = 60.0
+#: how long and how often an API call is retried while Ironic says "later"
+BUSY = RetryPolicy(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
 
 
 class IronicUnavailable(BmaasError):
@@ -198,7 +201,7 @@ class Api:
         self.conn = conn
         with map_errors("connect"):  # the proxy discovers Ironic's API versions here
             self.bm = conn.baremetal
-        self.busy = busy or RetryPolicy(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
+        self.busy = busy or BUSY
         self._lock = threading.Lock()
         self.calls: collections.Counter[str] = collections.Counter()
 
