@@ -13,61 +13,22 @@ Every wait of the command sleeps on the token (:meth:`CancelToken.sleeper`),
 so the second signal ends a busy backoff, a deploy poll or a rollback's
 tear-down wait at once, not after it.
 
-The signal handler itself only writes the signal's number to a pipe
-(:func:`relayed_signals`); a relay thread reads it and does the rest. A
-Python handler runs in the main thread between two bytecodes, possibly while
-that thread holds the very lock the handler would take (``Event.set``, the
-token's lock, stderr's buffer): a handler that set an Event hung ``sync
---interval`` for good about one run in seven.
+The handler takes no lock: :func:`bmaas.signals.relayed_signals` hands the
+signal to a relay thread that cancels the token and prints the line.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from types import FrameType
+from collections.abc import Iterator
 
 import click
 
-from bmaas.provision.cancel import STOP_SIGNALS, CancelToken, exit_code_for
+from bmaas.provision.cancel import CancelToken, exit_code_for
+from bmaas.signals import relayed_signals
 
 __all__ = ["exit_if_interrupted", "interruptible", "relayed_signals"]
-
-
-@contextlib.contextmanager
-def relayed_signals(
-    on_signal: Callable[[int], None], signals: Iterable[signal.Signals] = STOP_SIGNALS
-) -> Iterator[None]:
-    """Call ``on_signal(signum)`` on a relay thread for each of ``signals``
-    received while the block runs; the previous handlers come back afterwards.
-    The handler takes no lock (it writes one byte to a pipe), so a signal
-    never deadlocks the thread it interrupts."""
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        with contextlib.suppress(OSError):  # a full pipe: signals are already pending
-            os.write(write_fd, bytes([signum]))
-
-    def relay() -> None:
-        while data := os.read(read_fd, 64):
-            for signum in data:
-                on_signal(signum)
-
-    thread = threading.Thread(target=relay, name="bmaas-signals", daemon=True)
-    thread.start()
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-        os.close(write_fd)  # the relay reads what is left, then the end of the pipe
-        thread.join(timeout=5)
-        os.close(read_fd)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,6 @@ which then stops waiting and says what it left; waits *before new work*
 from __future__ import annotations
 
 import dataclasses
-import signal
 import threading
 from collections.abc import Callable
 
@@ -143,7 +142,3 @@ def exit_code_for(token: CancelToken) -> int | None:
     if token.signum is None:
         return None
     return 128 + int(token.signum)
-
-
-#: the signals a CLI command turns into a cancellation
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -25,6 +25,9 @@ from fakes.faults import FaultRule
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
+
+if TYPE_CHECKING:
+    from hwlab.daemon import LabOptions
 
 __all__ = [
     "down",
@@ -126,7 +129,7 @@ def up(
     """
     # the lab's machinery, only for the commands that start or stop one:
     # `hwlab status` stays quick
-    from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+    from hwlab.daemon import LabOptions, build_spec
 
     options = LabOptions(
         labfile=os.path.abspath(lab_file) if lab_file else None,
@@ -150,6 +153,32 @@ def up(
             click.echo(f"error: {problem}", err=True)
         raise SystemExit(EXIT_USAGE) from None
     state_dir.mkdir(parents=True, exist_ok=True)
+    from hwlab import statelock
+
+    lock = statelock.acquire(state_dir)  # held by the daemon for the lab's life
+    try:
+        info = _start(state_dir, options, spec_nodes=len(spec.nodes), lock=lock, timeout=timeout)
+    finally:
+        os.close(lock)  # the daemon has its own copy
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"lab up: {len(info['nodes'])} nodes in {info.get('start_seconds', 0):.1f}s "
+        f"(profile {spec.profile or 'none'}, seed {spec.seed})"
+    )
+    click.echo(f"  inventory: {info['inventory']}")
+    click.echo(f"  events:    {info['events']}")
+    click.echo(f"  control:   {info['control_url']}")
+
+
+def _start(
+    state_dir: Path, options: LabOptions, *, spec_nodes: int, lock: int, timeout: float
+) -> dict[str, Any]:
+    """Start the daemon (handing it the state directory's ``lock``) and wait
+    until it is ready."""
+    from hwlab.daemon import pid_alive, read_pid
+
     pid = read_pid(state_dir)
     if pid is not None and pid_alive(pid):
         raise InputError(
@@ -168,18 +197,9 @@ def up(
             stdout=log,
             stderr=log,
             start_new_session=True,
+            pass_fds=(lock,),
         )
-    info = _wait_ready(state_dir, daemon, timeout + 30, len(spec.nodes))
-    if as_json:
-        emit_json(info)
-        return
-    click.echo(
-        f"lab up: {len(info['nodes'])} nodes in {info.get('start_seconds', 0):.1f}s "
-        f"(profile {spec.profile or 'none'}, seed {spec.seed})"
-    )
-    click.echo(f"  inventory: {info['inventory']}")
-    click.echo(f"  events:    {info['events']}")
-    click.echo(f"  control:   {info['control_url']}")
+    return _wait_ready(state_dir, daemon, timeout + 30, spec_nodes)
 
 
 def _wait_ready(
