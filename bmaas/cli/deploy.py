@@ -14,7 +14,7 @@ import yaml
 from bmaas import clock as _clock
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
-from bmaas.cli.interrupt import exit_if_interrupted, interruptible
+from bmaas.cli.interrupt import exit_if_interrupted, exit_on_signals, interruptible
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings
@@ -87,6 +87,32 @@ def make_provisioner(
     its path (busy backoff, deploy and Ironic polls, a rollback's waits)
     sleeps on ``cancel``: a second signal ends it at once."""
     sleep = cancel.sleeper() if cancel is not None else _clock.sleep
+    with exit_on_signals():  # nothing started yet: a signal need not wait out a silent service
+        return _make_provisioner(
+            app,
+            max_attempts=max_attempts,
+            deadline=deadline,
+            bmc_timeout=bmc_timeout,
+            power_timeout=power_timeout,
+            settle=settle,
+            budget=budget,
+            sleep=sleep,
+            cancel=cancel,
+        )
+
+
+def _make_provisioner(
+    app: App,
+    *,
+    max_attempts: int,
+    deadline: float,
+    bmc_timeout: float,
+    power_timeout: float,
+    settle: float,
+    budget: Deadline,
+    sleep: _clock.SleepFn,
+    cancel: CancelToken | None,
+) -> Provisioner:
     backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
     if backend is not None:
         return Provisioner(
@@ -225,7 +251,8 @@ def deploy(
     if network is not None and embedded_chosen():
         # bad input is one line and exit 2, not a FAILED row per request
         # (on Ironic the backend's port ledger takes any network name)
-        known = sorted(n.name for n in app.store().networks())
+        with exit_on_signals():
+            known = sorted(n.name for n in app.store().networks())
         if network not in known:
             raise InputError(
                 f"no network {network!r} (enrolled: {', '.join(known) or 'none'})",

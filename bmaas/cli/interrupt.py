@@ -20,15 +20,17 @@ signal to a relay thread that cancels the token and prints the line.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Iterator
+from types import FrameType
 
 import click
 
 from bmaas.provision.cancel import CancelToken, exit_code_for
-from bmaas.signals import relayed_signals
+from bmaas.signals import STOP_SIGNALS, relayed_signals
 
-__all__ = ["exit_if_interrupted", "interruptible", "relayed_signals"]
+__all__ = ["exit_if_interrupted", "exit_on_signals", "interruptible", "relayed_signals"]
 
 
 @contextlib.contextmanager
@@ -51,6 +53,29 @@ def interruptible(token: CancelToken | None = None) -> Iterator[CancelToken]:
 
     with relayed_signals(on_signal):
         yield token
+
+
+@contextlib.contextmanager
+def exit_on_signals() -> Iterator[None]:
+    """While the block runs, SIGINT/SIGTERM end the command at once: one line,
+    exit 130/143 (``SystemExit`` from the handler, so ``with`` blocks and
+    ``finally`` clauses still run). For the part of a command where nothing
+    has started yet -- opening the database, connecting to Ironic -- so a
+    silent service is not waited out after an operator asked to stop. The
+    handler prints with ``os.write`` (no lock: see :mod:`bmaas.signals`)."""
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        with contextlib.suppress(OSError):
+            os.write(2, f"{name}: stopped while connecting; nothing was started\n".encode())
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def exit_if_interrupted(ctx: click.Context, token: CancelToken) -> None:

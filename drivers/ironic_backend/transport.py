@@ -119,12 +119,17 @@ class IronicAdapter(DeadlineAdapter):
         try:
             return super().send(request, stream, ExchangeDeadline(deadline), verify, cert, proxies)
         except DeadlineExceeded as exc:
-            connected = not isinstance(exc.__cause__, requests.exceptions.ConnectTimeout)
-            if str(exc).startswith("deadline passed before"):
-                connected = False
+            what = f"{request.method} {request.path_url}"
+            if str(exc).startswith("deadline passed before"):  # DeadlineAdapter sent nothing
+                raise IronicDeadlineExceeded(
+                    f"{what}: not sent, the deadline had passed", connected=False
+                ) from exc
+            if isinstance(exc.__cause__, requests.exceptions.ConnectTimeout):
+                raise IronicDeadlineExceeded(
+                    f"{what}: no connection to Ironic's API by the deadline", connected=False
+                ) from exc
             raise IronicDeadlineExceeded(
-                f"{request.method} {request.path_url}: no answer from Ironic's API by the deadline",
-                connected=connected,
+                f"{what}: no answer from Ironic's API by the deadline", connected=True
             ) from exc
 
 
