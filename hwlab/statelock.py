@@ -33,7 +33,7 @@ def acquire(state_dir: Path) -> int:
     except BlockingIOError:
         os.close(fd)
         raise InputError(
-            f"another lab is running or starting in {state_dir}; run 'hwlab down' first, "
+            f"a lab is already running or starting in {state_dir}; run 'hwlab down' first, "
             "or pick another --state-dir",
             field="--state-dir",
         ) from None
