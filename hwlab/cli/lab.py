@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bmaas.cliutil import EXIT_USAGE, emit_json
+from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 from fakes.effects import EFFECTS, describe_effects
 from fakes.faults import FaultRule
@@ -253,8 +254,8 @@ def down(timeout: float, state_dir: Path) -> None:
         (state_dir / "lab.json").unlink(missing_ok=True)
         click.echo(f"no lab is running in {state_dir} (removed a stale pid file, pid {pid})")
         return
-    try:
-        LabClient.from_state_dir(state_dir).shutdown()
+    try:  # the whole of `down` takes --timeout, asking the lab to stop included
+        LabClient.from_state_dir(state_dir, deadline=Deadline.after(timeout / 2)).shutdown()
     except (LabNotRunning, InputError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
