@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import threading
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +28,7 @@ from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
+from bmaas.provision.cancel import CancelToken
 from bmaas.provision.maintenance import evacuate as evacuate_nodes
 from bmaas.provision.readiness import readiness
 from bmaas.share import FleetShare
@@ -141,13 +142,19 @@ def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_
 
 
 @contextlib.contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT/SIGTERM, so a long sync stops between passes
-    (a pass in flight is bounded by the BMC deadlines). Set from the signal
-    relay's thread, never from the handler (see :func:`relayed_signals`)."""
-    stop = threading.Event()
-    with relayed_signals(lambda _signum: stop.set()):
-        yield stop
+def _stop_on_signals() -> Iterator[CancelToken]:
+    """A token cancelled by SIGINT/SIGTERM: the wait between passes ends at
+    once, and so does every busy backoff of the pass in flight (its reads are
+    reported, not retried further; sharded passes finish their reads within
+    the pass deadline). Cancelled from the signal relay's thread, never from
+    the handler (see :func:`relayed_signals`)."""
+    token = CancelToken()
+
+    def stop(signum: int) -> None:
+        token.cancel(f"{signal.Signals(signum).name} received", signum=signum)
+
+    with relayed_signals(stop):
+        yield token
 
 
 def _pass_line(number: int, report: SyncReport) -> str:
@@ -332,7 +339,10 @@ def _sync_loop(
         else:
             click.echo(_pass_line(passes, report))
 
-    with _stop_on_signals() as stop:
+    with _stop_on_signals() as token:
+        if options.get("sweeper") is None and options.get("retry") is not None:
+            # in-process reads: their busy backoff sleeps on the token
+            options["retry"] = options["retry"].replace(sleep=token.sleeper(in_flight=False))
         if metrics is not None:
             server = metrics.serve(metrics_port or 0, addr=metrics_addr)
             click.echo(f"metrics on http://{metrics_addr}:{server.port}/metrics", err=True)
@@ -341,7 +351,7 @@ def _sync_loop(
                 store,
                 interval=interval,
                 count=count,
-                stop=stop,
+                stop=token.event,
                 on_pass=on_pass,
                 metrics=metrics,
                 **options,

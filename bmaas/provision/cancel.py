@@ -90,6 +90,11 @@ class CancelToken:
             self._rolling_back.set()
 
     @property
+    def event(self) -> threading.Event:
+        """Set once cancelled: for loops that wait on an Event (``bmaas sync``)."""
+        return self._cancelled
+
+    @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
