@@ -110,6 +110,7 @@ class App:
         if self._store is not None:
             self._store.close()
             self._store = None
+        self._budget = None  # the next command (tests reuse an App) makes its own
 
 
 pass_app = click.make_pass_decorator(App, ensure=True)
