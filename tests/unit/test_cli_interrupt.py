@@ -11,7 +11,12 @@ import threading
 import click
 import pytest
 
-from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
+from bmaas.cli.interrupt import (
+    exit_if_interrupted,
+    exit_on_signals,
+    interruptible,
+    relayed_signals,
+)
 from bmaas.provision import CancelToken, Interrupted, exit_code_for
 
 
@@ -68,3 +73,30 @@ def test_relayed_signals_restores_handlers_and_stops_its_thread() -> None:
     assert seen == [signal.SIGTERM]  # read before the block returned
     assert signal.getsignal(signal.SIGTERM) is before
     assert not [t for t in threading.enumerate() if t.name == "bmaas-signals"]
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_while_connecting_a_signal_exits_at_once(
+    sig: int, code: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing has started while a command opens its database or reaches
+    Ironic: the signal ends it there (cleanups run), instead of waiting out
+    a silent service until the deadline."""
+    before = signal.getsignal(sig)
+    cleaned: list[bool] = []
+
+    def connect() -> None:
+        with exit_on_signals():
+            try:
+                os.kill(os.getpid(), sig)
+                for _ in range(1000):  # the handler raises somewhere in here
+                    pass
+            finally:
+                cleaned.append(True)
+
+    with pytest.raises(SystemExit) as info:
+        connect()
+    assert info.value.code == code
+    assert cleaned == [True]
+    assert signal.getsignal(sig) is before
+    assert "stopped while connecting; nothing was started" in capfd.readouterr().err
