@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError, InputError
 from fakes.faults import FaultRule
 from hwlab import http
@@ -261,14 +262,26 @@ async def _reply(
 
 
 class LabClient:
-    """Talk to a running lab's control API; same methods as :class:`Lab`."""
+    """Talk to a running lab's control API; same methods as :class:`Lab`.
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+    Every call is bounded by a :class:`~bmaas.deadline.Deadline`: the one
+    given (``deadline=``, a test's or a command's budget), at most ``timeout``
+    seconds from the call's start; connect, send and every read wait at most
+    what it has left. A lab that accepts and never answers is
+    :class:`LabNotRunning` by then."""
+
+    def __init__(
+        self, url: str, *, timeout: float = 30.0, deadline: Deadline | None = None
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        #: bounds every call of this client (with each call's own ``timeout``)
+        self.deadline = deadline
 
     @classmethod
-    def from_state_dir(cls, state_dir: str | Path) -> LabClient:
+    def from_state_dir(
+        cls, state_dir: str | Path, *, deadline: Deadline | None = None
+    ) -> LabClient:
         path = Path(state_dir) / "lab.json"
         try:
             info = json.loads(path.read_text())
@@ -278,15 +291,21 @@ class LabClient:
             raise LabNotRunning(f"cannot read {path}: {exc}") from None
         if info.get("state") != "ready" or not info.get("control_url"):
             raise LabNotRunning(f"the lab in {state_dir} is {info.get('state', 'not ready')}")
-        return cls(info["control_url"])
+        return cls(info["control_url"], deadline=deadline)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(  # noqa: S310 - a loopback http URL we wrote
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
+        deadline = Deadline.after(self.timeout)
+        if self.deadline is not None:
+            deadline = self.deadline.share(cap=self.timeout)
+        if deadline.expired:
+            raise LabNotRunning(f"the deadline passed before {method} {path}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+            # each socket step (connect, send, every read) gets what is left
+            with urllib.request.urlopen(request, timeout=deadline.left()) as response:  # noqa: S310
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             try:

@@ -9,11 +9,11 @@ removes both files when it stops. ``lab.json``'s ``state`` goes
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from bmaas.faults import BmaasError
 from bmaas.secrets import mask_logs
+from bmaas.signals import relayed_signals
 from hwlab import profiles
 from hwlab.labspec import LabSpec, generate, load_labfile
 
@@ -128,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     lab_json = state_dir / "lab.json"
     write_json(lab_json, {"state": "starting", "pid": os.getpid()})
     stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    # set from a relay thread: a handler that set the Event itself could hang
+    # on the lock stopping.wait() holds (bmaas.signals)
+    signals = contextlib.ExitStack()
+    signals.enter_context(relayed_signals(lambda _signum: stopping.set()))
     lab: Lab | None = None
     control: ControlServer | None = None
     try:
@@ -173,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if not lab_json.exists() or json.loads(lab_json.read_text()).get("state") != "failed":
             lab_json.unlink(missing_ok=True)
         (state_dir / "hwlab.pid").unlink(missing_ok=True)
+        signals.close()
 
 
 if __name__ == "__main__":

@@ -68,20 +68,35 @@ class App:
     #: the clock a command's Deadline is made on (tests: the fake fleet's)
     deadline_clock: Callable[[], float] = time.monotonic
     _store: Store | None = None
+    #: the command's budget (the first :meth:`deadline` made), which bounds the store
+    _budget: Deadline | None = None
 
     def store(self, *, check_schema: bool = True, create: bool = False) -> Store:
         """The store, opened once. Only ``bmaas enroll`` and ``bmaas db
         upgrade`` create a missing database (``create=True``); every other
-        command says "no database at X; run `bmaas enroll`"."""
+        command says "no database at X; run `bmaas enroll`". Its connects
+        and statements end by the command's ``--deadline`` when it has one
+        (else within the store's own ``BUSY_TIMEOUT`` each)."""
         if self._store is None:
             self._store = Store.open(
-                self.db, clock=self.clock, check_schema=check_schema, create=create
+                self.db,
+                clock=self.clock,
+                check_schema=check_schema,
+                create=create,
+                deadline=self._budget,
             )
         return self._store
 
     def deadline(self, seconds: float) -> Deadline:
-        """The command's budget: made once, where the command starts."""
-        return Deadline.after(seconds, clock=self.deadline_clock)
+        """The command's budget: made once, where the command starts. The
+        first one made also bounds the store, if it is opened after it (a
+        command that loops, ``sync --interval``, opens the store first: each
+        pass's deadline then bounds that pass's BMC work, and each database
+        call its own ``BUSY_TIMEOUT``)."""
+        made = Deadline.after(seconds, clock=self.deadline_clock)
+        if self._budget is None:
+            self._budget = made
+        return made
 
     def factory(self, bmc_timeout: float) -> DriverFactory:
         return self.make_factory(bmc_timeout=bmc_timeout)
@@ -95,6 +110,7 @@ class App:
         if self._store is not None:
             self._store.close()
             self._store = None
+        self._budget = None  # the next command (tests reuse an App) makes its own
 
 
 pass_app = click.make_pass_decorator(App, ensure=True)

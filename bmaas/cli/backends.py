@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 
 __all__ = ["BACKENDS_GROUP", "backend_options", "chosen_backend", "embedded_chosen", "load_backend"]
@@ -93,8 +94,11 @@ def embedded_chosen() -> bool:
     return _chosen()[0] == "embedded"
 
 
-def chosen_backend() -> Any | None:
-    """The backend the current command was asked for; None for the embedded one."""
+def chosen_backend(*, deadline: Deadline | None = None, **options: Any) -> Any | None:
+    """The backend the current command was asked for; None for the embedded
+    one. ``deadline`` (the command's budget) bounds every call the backend
+    makes to its service (Ironic's API); ``options`` go to its factory
+    (``sleep``: the command's interruptible wait)."""
     name, cloud = _chosen()
     if name == "embedded":
         if cloud:
@@ -102,4 +106,6 @@ def chosen_backend() -> Any | None:
                 "--cloud names an Ironic cloud: drop --backend embedded", field="--cloud"
             )
         return None
-    return load_backend(name, cloud)
+    if deadline is not None:
+        options["deadline"] = deadline
+    return load_backend(name, cloud, **options)

@@ -12,11 +12,13 @@ from typing import Any
 import click
 import yaml
 
+from bmaas import clock as _clock
 from bmaas import validate
 from bmaas.cli.app import App, emit, pass_app, progress_lines, table
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
-from bmaas.cli.interrupt import exit_if_interrupted, interruptible
+from bmaas.cli.interrupt import exit_if_interrupted, exit_on_signals, interruptible
 from bmaas.cliutil import EXIT_FAILURE, InputProblems, Name, Seconds
+from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
@@ -79,9 +81,41 @@ def make_provisioner(
     bmc_timeout: float,
     power_timeout: float,
     settle: float,
+    budget: Deadline,
     cancel: CancelToken | None = None,
 ) -> Provisioner:
-    backend = chosen_backend()  # --cloud / --backend ironic
+    """The command's provisioner; ``budget`` (its ``--deadline``) also bounds
+    every call a backend makes to its service (Ironic's API). Every wait in
+    its path (busy backoff, deploy and Ironic polls, a rollback's waits)
+    sleeps on ``cancel``: a second signal ends it at once."""
+    sleep = cancel.sleeper() if cancel is not None else _clock.sleep
+    with exit_on_signals():  # nothing started yet: a signal need not wait out a silent service
+        return _make_provisioner(
+            app,
+            max_attempts=max_attempts,
+            deadline=deadline,
+            bmc_timeout=bmc_timeout,
+            power_timeout=power_timeout,
+            settle=settle,
+            budget=budget,
+            sleep=sleep,
+            cancel=cancel,
+        )
+
+
+def _make_provisioner(
+    app: App,
+    *,
+    max_attempts: int,
+    deadline: float,
+    bmc_timeout: float,
+    power_timeout: float,
+    settle: float,
+    budget: Deadline,
+    sleep: _clock.SleepFn,
+    cancel: CancelToken | None,
+) -> Provisioner:
+    backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
     if backend is not None:
         return Provisioner(
             backend=backend, max_attempts=max_attempts, deadline=deadline, cancel=cancel
@@ -95,7 +129,7 @@ def make_provisioner(
     return Provisioner(
         app.store(),
         driver_factory=app.factory(bmc_timeout),
-        policy=RetryPolicy(total=max(bmc_timeout * 4, 30.0)),
+        policy=RetryPolicy(total=max(bmc_timeout * 4, 30.0), sleep=sleep),
         settings=settings,
         max_attempts=max_attempts,
         deadline=deadline,
@@ -253,10 +287,13 @@ def deploy(
     """
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
+    start = time.monotonic()
+    budget = app.deadline(limits["deadline"])  # before the store opens: it bounds it too
     if network is not None and embedded_chosen():
         # bad input is one line and exit 2, not a FAILED row per request
         # (on Ironic the backend's port ledger takes any network name)
-        known = sorted(n.name for n in app.store().networks())
+        with exit_on_signals():
+            known = sorted(n.name for n in app.store().networks())
         if network not in known:
             raise InputError(
                 f"no network {network!r} (enrolled: {', '.join(known) or 'none'})",
@@ -272,11 +309,9 @@ def deploy(
         )
         for i in range(1, count + 1)
     ]
-    start = time.monotonic()
-    budget = app.deadline(limits["deadline"])
     with (
         interruptible() as token,
-        make_provisioner(app, cancel=token, **limits) as provisioner,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
         progress_lines(count, quiet=as_json, line=_progress_line) as tick,
     ):
         results = provisioner.provision_many(
@@ -334,7 +369,10 @@ def undeploy(
         raise InputError("name instances or give --all", field="INSTANCE")
     budget = app.deadline(limits["deadline"])
     failed = 0
-    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+    with (
+        interruptible() as token,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+    ):
         names = [i.name for i in provisioner.instances()] if all_instances else list(instances)
         _all_known(provisioner, names)
         for name in names:
@@ -383,7 +421,10 @@ def move(
     once the target is up; if the target fails, the instance keeps its node.
     Exit 1 with every candidate's story when no target worked."""
     budget = app.deadline(limits["deadline"])
-    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+    with (
+        interruptible() as token,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+    ):
         try:
             moved = provisioner.move(instance_name, to=target, deadline=budget)
         except ProvisionFailed as exc:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 import time
 from collections.abc import Iterator
-from types import FrameType
 from typing import Any
 
 import click
@@ -23,13 +21,14 @@ from bmaas.cli.app import (
     whoami,
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
-from bmaas.cli.interrupt import exit_if_interrupted, interruptible
+from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
 from bmaas.health import Change, Hysteresis
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
+from bmaas.provision.cancel import CancelToken
 from bmaas.provision.maintenance import evacuate as evacuate_nodes
 from bmaas.provision.readiness import readiness
 from bmaas.share import FleetShare
@@ -77,7 +76,10 @@ def maintenance_set(
             _say_maintenance(store.set_maintenance(name, reason=reason, by=who), reason)
         return
     budget = app.deadline(limits["deadline"])
-    with interruptible() as token, make_provisioner(app, cancel=token, **limits) as provisioner:
+    with (
+        interruptible() as token,
+        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+    ):
         report = evacuate_nodes(
             provisioner, nodes, reason=reason, by=who, deadline=budget, cancel=token
         )
@@ -140,20 +142,19 @@ def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_
 
 
 @contextlib.contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT/SIGTERM, so a long sync stops between passes
-    (a pass in flight is bounded by the BMC deadlines)."""
-    stop = threading.Event()
+def _stop_on_signals() -> Iterator[CancelToken]:
+    """A token cancelled by SIGINT/SIGTERM: the wait between passes ends at
+    once, and so does every busy backoff of the pass in flight (its reads are
+    reported, not retried further; sharded passes finish their reads within
+    the pass deadline). Cancelled from the signal relay's thread, never from
+    the handler (see :func:`relayed_signals`)."""
+    token = CancelToken()
 
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+    def stop(signum: int) -> None:
+        token.cancel(f"{signal.Signals(signum).name} received", signum=signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    with relayed_signals(stop):
+        yield token
 
 
 def _pass_line(number: int, report: SyncReport) -> str:
@@ -259,6 +260,8 @@ def sync(
         raise click.UsageError("--count and --metrics-port need --interval")
     if split is None:
         split = interval is not None
+    # one pass: its deadline bounds the store too (made before the store opens)
+    budget = app.deadline(deadline) if interval is None else None
     store = app.store()
     policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
     if processes is None:
@@ -289,7 +292,8 @@ def sync(
                 )
             )
         if interval is None:
-            _sync_once(ctx, store, options, app.deadline(deadline), as_json=as_json)
+            assert budget is not None
+            _sync_once(ctx, store, options, budget, as_json=as_json)
         else:
             options["pass_deadline"] = deadline
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
@@ -335,7 +339,10 @@ def _sync_loop(
         else:
             click.echo(_pass_line(passes, report))
 
-    with _stop_on_signals() as stop:
+    with _stop_on_signals() as token:
+        if options.get("sweeper") is None and options.get("retry") is not None:
+            # in-process reads: their busy backoff sleeps on the token
+            options["retry"] = options["retry"].replace(sleep=token.sleeper(in_flight=False))
         if metrics is not None:
             server = metrics.serve(metrics_port or 0, addr=metrics_addr)
             click.echo(f"metrics on http://{metrics_addr}:{server.port}/metrics", err=True)
@@ -344,7 +351,7 @@ def _sync_loop(
                 store,
                 interval=interval,
                 count=count,
-                stop=stop,
+                stop=token.event,
                 on_pass=on_pass,
                 metrics=metrics,
                 **options,

@@ -8,7 +8,9 @@ import click
 
 from bmaas.cli.app import App, pass_app
 from bmaas.cli.backends import backend_options, chosen_backend
+from bmaas.cli.interrupt import exit_on_signals
 from bmaas.cliutil import InputFile, Seconds, emit_json
+from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.ops import DEFAULT_WORKERS
 from bmaas.status import (
@@ -83,11 +85,28 @@ def status_check(
     """Check the database, the drivers and every BMC: Success, Warning or
     Failure per check. Exit 0 when all succeed, 1 on any warning, 2 on any
     failure. Reads only: changes nothing in the database or on any BMC."""
-    backend = chosen_backend()  # --cloud: Ironic's checks instead of the store's
+    budget = app.deadline(deadline)
+    with exit_on_signals():  # a check changes nothing: a signal ends it at once
+        _status_check(ctx, app, as_json, only, (deadline, budget), bmc_timeout, workers, inventory)
+
+
+def _status_check(
+    ctx: click.Context,
+    app: App,
+    as_json: bool,
+    only: Sequence[str],
+    limits: tuple[float, Deadline],
+    bmc_timeout: float,
+    workers: int,
+    inventory: str | None,
+) -> None:
+    deadline, budget = limits  # --deadline's seconds (for the report), and the budget
+    # --cloud: Ironic's checks instead of the store's, every API call by the budget
+    backend = chosen_backend(deadline=budget)
     chosen = select(only, backend.status_checks() if backend is not None else CHECKS)
     context = CheckContext(
         app.db,
-        deadline=app.deadline(deadline),
+        deadline=budget,
         bmc_timeout=bmc_timeout,
         workers=workers,
         inventory=inventory,

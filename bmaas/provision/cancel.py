@@ -16,16 +16,37 @@ Nothing is ever reported as interrupted that completed: the loop reads the
 token only *between* steps, waits and attempts, and a request's result is what
 actually happened to it. The token is thread-safe and needs no signals, so
 tests drive it directly.
+
+**Waits are interruptible.** Every sleep in a command's path (busy backoff in
+:mod:`bmaas.retry`, the deploy's power and settle polls, Ironic's provision
+polls, a rollback's tear-down wait) is :meth:`CancelToken.sleeper`: it waits
+on the token, not on the clock, so it ends the moment the level that concerns
+it is reached, with :class:`Interrupted`. Waits *in flight* end on roll back
+(the second signal) -- including the waits of a rollback already under way,
+which then stops waiting and says what it left; waits *before new work*
+(between passes, before a request starts) end on the first. Tests inject
+``wait=`` (a fake clock's) and assert the sleep sequence, never sleeping::
+
+    token = CancelToken()
+    policy = RetryPolicy(sleep=token.sleeper())   # busy backoff ends on roll back
 """
 
 from __future__ import annotations
 
-import signal
+import dataclasses
 import threading
+from collections.abc import Callable
 
 from bmaas.faults import BmaasError, RetryScope
 
-__all__ = ["CancelToken", "Interrupted", "exit_code_for"]
+__all__ = ["CancelToken", "Interrupted", "InterruptibleSleep", "WaitFn", "exit_code_for"]
+
+#: waits on an event for up to some seconds; True when it was set (``Event.wait``)
+WaitFn = Callable[[threading.Event, float], bool]
+
+
+def _event_wait(event: threading.Event, seconds: float) -> bool:
+    return event.wait(seconds)
 
 
 class Interrupted(BmaasError):
@@ -41,9 +62,12 @@ class CancelToken:
     """Set once to stop starting new work; set again (or with ``roll_back``)
     to also roll back attempts in flight."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, wait: WaitFn | None = None) -> None:
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
+        self._rolling_back = threading.Event()
+        #: how a wait blocks: ``Event.wait`` (tests: a fake clock's)
+        self._wait = wait or _event_wait
         self._roll_back = False
         #: the signal that set it (for the exit code), None when set in code
         self.signum: int | None = None
@@ -60,8 +84,15 @@ class CancelToken:
             else:
                 self.reason = reason
                 self.signum = signum
-            self._cancelled.set()
             self._roll_back = self._roll_back or roll_back
+        self._cancelled.set()
+        if roll_back:
+            self._rolling_back.set()
+
+    @property
+    def event(self) -> threading.Event:
+        """Set once cancelled: for loops that wait on an Event (``bmaas sync``)."""
+        return self._cancelled
 
     @property
     def cancelled(self) -> bool:
@@ -81,9 +112,33 @@ class CancelToken:
             return
         raise Interrupted(self.reason)
 
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``, waking early when cancelled; True if cancelled."""
-        return self._cancelled.wait(seconds)
+    def wait(self, seconds: float, *, in_flight: bool = False) -> bool:
+        """Wait up to ``seconds``, ending at once when the token reaches the
+        level that concerns the waiter: cancelled (a wait before new work),
+        or rolling back (``in_flight``). True when it ended that way."""
+        event = self._rolling_back if in_flight else self._cancelled
+        if event.is_set():
+            return True
+        return self._wait(event, max(0.0, seconds))
+
+    def sleeper(self, *, in_flight: bool = True) -> InterruptibleSleep:
+        """A :data:`~bmaas.clock.SleepFn` for the command's path: sleeps like
+        ``time.sleep`` and raises :class:`Interrupted` the moment this token
+        rolls back (``in_flight``) or is cancelled (not ``in_flight``)."""
+        return InterruptibleSleep(self, in_flight=in_flight)
+
+
+@dataclasses.dataclass(frozen=True)
+class InterruptibleSleep:
+    """``sleep(seconds)`` that a :class:`CancelToken` cuts short: the wait
+    primitive every sleep in a command's path uses (see the module docstring)."""
+
+    token: CancelToken
+    in_flight: bool = True
+
+    def __call__(self, seconds: float) -> None:
+        if self.token.wait(seconds, in_flight=self.in_flight):
+            raise Interrupted(f"{self.token.reason}: stopped waiting")
 
 
 def exit_code_for(token: CancelToken) -> int | None:
@@ -92,7 +147,3 @@ def exit_code_for(token: CancelToken) -> int | None:
     if token.signum is None:
         return None
     return 128 + int(token.signum)
-
-
-#: the signals a CLI command turns into a cancellation
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -165,7 +165,9 @@ class CheckContext:
                 "`bmaas enroll FILE` fills it",
             )
         try:
-            store = Store.open(url, clock=self.wall_clock, check_schema=False)
+            store = Store.open(
+                url, clock=self.wall_clock, check_schema=False, deadline=self.deadline
+            )
         except InputError as exc:
             return DatabaseState(_hide_password(url), problem=str(exc))
         except (sa.exc.ArgumentError, ImportError) as exc:

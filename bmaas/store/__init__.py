@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from bmaas.deadline import Deadline
 from bmaas.store.engine import BUSY_TIMEOUT, default_db_path, make_engine, resolve_url
 from bmaas.store.errors import LeaseLost, NoDatabase, SchemaOutOfDate, SegmentExhausted, StoreError
 from bmaas.store.health import HealthChange
@@ -90,14 +91,20 @@ class Store(LifecycleMixin, SharesMixin):
         clock: Callable[[], float] = time.time,
         check_schema: bool = True,
         busy_timeout: float = BUSY_TIMEOUT,
+        deadline: Deadline | None = None,
         create: bool = True,
     ) -> Store:
         """Open the store at ``db`` (a path or URL; default ``BMAAS_DB`` or the
         per-user file). A new, empty database is created at the newest schema;
         an existing one at another revision raises ``SchemaOutOfDate`` unless
         ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``).
-        ``create=False``: a missing SQLite file raises ``NoDatabase``."""
-        engine = make_engine(resolve_url(db), busy_timeout=busy_timeout, create=create)
+        ``create=False``: a missing SQLite file raises ``NoDatabase``.
+        Every connect and statement takes at most ``busy_timeout`` seconds and
+        ends by ``deadline`` (a command's budget; a silent or locked database
+        is a ``StoreError`` by then)."""
+        engine = make_engine(
+            resolve_url(db), busy_timeout=busy_timeout, deadline=deadline, create=create
+        )
         store = cls(engine, clock=clock)
         if check_schema:
             try:

@@ -16,11 +16,33 @@ SQLite is configured for several bmaas processes on one file:
 
 The file is created ``0600`` in a ``0700`` folder: an inventory may carry
 inline passwords.
+
+**Bounded** (like every bmaas edge): a command's :class:`~bmaas.deadline.Deadline`
+(``make_engine(deadline=...)``) bounds every connect and every statement,
+else :data:`BUSY_TIMEOUT` seconds each. A database that accepts TCP and
+never answers blocked ``bmaas --db postgresql+psycopg://...`` for 130 s
+before (libpq's default: no connect timeout); now it is a
+:class:`~bmaas.store.errors.StoreError` by the deadline:
+
+* **PostgreSQL**: ``connect_timeout`` (libpq counts whole seconds, at least
+  2: the time left is rounded down, so a connect gives up before the
+  deadline, except when under 2 s were left), ``statement_timeout`` and
+  ``lock_timeout`` at connect, ``SET LOCAL statement_timeout`` at each
+  transaction's start from what is left then, and TCP keepalives so a peer
+  that vanished is noticed;
+* **SQLite**: the busy timeout (how long a writer waits for another
+  process's lock) is what is left, set again at each transaction's start.
+
+Once the deadline has passed, each connect or statement still gets
+:data:`GRACE` (1 s): a command that spent its budget on BMCs records what it
+found, and a silent database still ends it within the deadline + 1 s (a
+PostgreSQL connect started with under 2 s left: + 2 s, libpq's minimum).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -30,6 +52,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 from bmaas.store.errors import NoDatabase
 
@@ -38,8 +61,19 @@ __all__ = ["BUSY_TIMEOUT", "WRITE_OPTION", "default_db_path", "make_engine", "re
 LOG = logging.getLogger(__name__)
 
 ENV_VAR = "BMAAS_DB"
-#: seconds a writer waits for another process's write lock
+#: seconds a writer waits for another process's write lock, and the most one
+#: connect or statement may take, when no command deadline is shorter
 BUSY_TIMEOUT = 30.0
+#: seconds a connect or statement still gets once the command's deadline has
+#: passed: a command that spent its whole budget on BMCs records what it found
+GRACE = 1.0
+#: TCP keepalives for PostgreSQL: a server host that vanished is noticed in ~15 s
+_PG_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 5,
+    "keepalives_count": 2,
+}
 #: execution option that marks a connection's next transaction as a write
 WRITE_OPTION = "bmaas_write"
 
@@ -111,11 +145,26 @@ def _dialect_problem(parsed: sa.URL, exc: Exception) -> InputError:
     )
 
 
+def _left(deadline: Deadline | None, cap: float) -> float:
+    """Seconds one connect or statement may take: what ``deadline`` has
+    left, at least :data:`GRACE` and at most ``cap``."""
+    if deadline is None:
+        return cap
+    return min(cap, max(GRACE, deadline.left()))
+
+
 def make_engine(
-    url: str, *, busy_timeout: float = BUSY_TIMEOUT, echo: bool = False, create: bool = True
+    url: str,
+    *,
+    busy_timeout: float = BUSY_TIMEOUT,
+    deadline: Deadline | None = None,
+    echo: bool = False,
+    create: bool = True,
 ) -> Engine:
     """An engine for ``url``, with SQLite set up for several processes.
-    ``create=False``: a missing SQLite file is :class:`NoDatabase`, not created."""
+    ``create=False``: a missing SQLite file is :class:`NoDatabase`, not created.
+    Every connect and statement ends within ``busy_timeout`` seconds and by
+    ``deadline`` (the command's, when it has one)."""
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
@@ -125,27 +174,59 @@ def make_engine(
     if parsed.get_backend_name() != "sqlite":
         try:
             # pool_pre_ping: a server restart should cost one reconnect, not an error.
-            return sa.create_engine(parsed, pool_pre_ping=True, echo=echo)
+            engine = sa.create_engine(parsed, pool_pre_ping=True, echo=echo)
         except (ImportError, sa.exc.NoSuchModuleError, sa.exc.ArgumentError) as exc:
             raise _dialect_problem(parsed, exc) from None
+        if parsed.get_backend_name() == "postgresql":
+            _bound_postgresql(engine, busy_timeout, deadline)
+        return engine
     _prepare_sqlite_file(parsed, create=create)
     engine = sa.create_engine(
         parsed,
         echo=echo,
         connect_args={"timeout": busy_timeout, "check_same_thread": False},
     )
-    _configure_sqlite(engine, busy_timeout)
+    _configure_sqlite(engine, busy_timeout, deadline)
     return engine
 
 
-def _configure_sqlite(engine: Engine, busy_timeout: float) -> None:
+def _bound_postgresql(engine: Engine, cap: float, deadline: Deadline | None) -> None:
+    """connect_timeout, statement and lock timeouts from the time left."""
+
+    @event.listens_for(engine, "do_connect")
+    def _on_do_connect(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        left = _left(deadline, cap)
+        # libpq counts whole seconds and treats anything under 2 as 2: rounded
+        # down, so a connect ends before the deadline (unless under 2 s are left)
+        cparams["connect_timeout"] = max(2, math.floor(left))
+        for key, value in _PG_KEEPALIVES.items():
+            cparams.setdefault(key, value)
+        ms = max(1, int(left * 1000))
+        bound = f"-c statement_timeout={ms} -c lock_timeout={ms}"
+        cparams["options"] = f"{cparams.get('options', '')} {bound}".strip()
+
+    if deadline is None:
+        return
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        left = _left(deadline, cap)
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(left * 1000))}")
+
+
+def _configure_sqlite(engine: Engine, busy_timeout: float, deadline: Deadline | None) -> None:
+    @event.listens_for(engine, "do_connect")
+    def _on_do_connect(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        cparams["timeout"] = _left(deadline, busy_timeout)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Take transaction control from the sqlite3 module so BEGIN is ours.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            wait = _left(deadline, busy_timeout)
+            cursor.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")  # durable enough under WAL
             cursor.execute("PRAGMA foreign_keys = ON")
@@ -154,5 +235,8 @@ def _configure_sqlite(engine: Engine, busy_timeout: float) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
+        if deadline is not None:  # a lock wait ends by the command's deadline
+            wait = _left(deadline, busy_timeout)
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(wait * 1000)}")
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

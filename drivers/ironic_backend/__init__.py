@@ -14,15 +14,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bmaas.deadline import Deadline
 from bmaas.faults import InputError
-from drivers.ironic_backend.api import Api, IronicUnavailable, connect
+from drivers.ironic_backend.api import (
+    BUSY,
+    Api,
+    IronicTimeout,
+    IronicUnavailable,
+    IronicUnreachable,
+    connect,
+)
 from drivers.ironic_backend.backend import IronicBackend
 
 __all__ = [
     "CLOUD_INSTANCE_INFO",
     "Api",
     "IronicBackend",
+    "IronicTimeout",
     "IronicUnavailable",
+    "IronicUnreachable",
     "connect",
     "from_cloud",
 ]
@@ -31,13 +41,19 @@ __all__ = [
 CLOUD_INSTANCE_INFO = "bmaas_instance_info"
 
 
-def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
+def from_cloud(
+    cloud: str | None = None, *, deadline: Deadline | None = None, **options: Any
+) -> IronicBackend:
     """An :class:`IronicBackend` on the cloud named ``cloud`` (clouds.yaml),
     else the one ``OS_CLOUD``/``OS_*`` describe. Backend keywords
-    (``instance_info``, ``poll``, ...) are split from connection ``options``."""
+    (``instance_info``, ``poll``, ...) are split from connection ``options``.
+
+    ``deadline`` bounds every API call the backend will make (the CLI passes
+    its command's ``--deadline``); without it each HTTP exchange still ends
+    within ``exchange_timeout`` (default :data:`~.api.EXCHANGE_TIMEOUT`)."""
     keys = ("instance_info", "poll", "allocation_timeout", "teardown_timeout", "sleep", "clock")
     backend_kw = {k: options.pop(k) for k in keys if k in options}
-    conn = connect(cloud, **options)
+    conn = connect(cloud, deadline=deadline, **options)
     if "instance_info" not in backend_kw:
         # clouds.yaml may carry it beside the auth: `bmaas_instance_info: {kernel: ...}`
         info = conn.config.config.get(CLOUD_INSTANCE_INFO) or {}
@@ -48,4 +64,6 @@ def from_cloud(cloud: str | None = None, **options: Any) -> IronicBackend:
                 field=CLOUD_INSTANCE_INFO,
             )
         backend_kw["instance_info"] = dict(info)
-    return IronicBackend(Api(conn), **backend_kw)
+    # the busy backoff waits like the backend's polls (the CLI's: on its cancel token)
+    busy = {"sleep": backend_kw["sleep"]} if "sleep" in backend_kw else {}
+    return IronicBackend(Api(conn, busy=BUSY.replace(**busy)), **backend_kw)

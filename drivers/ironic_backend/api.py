@@ -15,6 +15,13 @@ Ironic (no Keystone) is::
 Every call the backend makes goes through :meth:`Api.call`, which maps a
 foreign exception once (``raise X(...) from exc``) and counts the call, so a
 benchmark can say how many API calls a strategy cost.
+
+Every call is bounded (:mod:`.transport`): each HTTP exchange ends by the
+call's ``deadline``, never after the connection's overall bound (the CLI's
+``--deadline``) nor :data:`EXCHANGE_TIMEOUT` seconds after it starts, and
+is one attempt (keystoneauth's and openstacksdk's own retries are off). A
+silent API is :class:`IronicTimeout` (or :class:`IronicUnreachable` when the
+connection never completed) by the deadline.
 """
 
 from __future__ import annotations
@@ -36,13 +43,29 @@ from openstack import warnings as os_warnings
 from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable, RetryScope
 from bmaas.retry import RetryPolicy, retrying
+from drivers.ironic_backend import transport
+from drivers.ironic_backend.transport import IronicDeadlineExceeded, call_deadline
 
-__all__ = ["Api", "IronicBusy", "IronicUnavailable", "connect", "map_errors"]
+__all__ = [
+    "BUSY",
+    "EXCHANGE_TIMEOUT",
+    "Api",
+    "IronicBusy",
+    "IronicTimeout",
+    "IronicUnavailable",
+    "IronicUnreachable",
+    "connect",
+    "map_errors",
+]
 
 T = TypeVar("T")
 
 #: the API version node history needs (GET /v1/nodes/{node}/history)
 HISTORY_VERSION = "1.78"
+#: seconds one HTTP exchange with Ironic may take when no call deadline is shorter
+EXCHANGE_TIMEOUT = 60.0
+#: how long and how often an API call is retried while Ironic says "later"
+BUSY = RetryPolicy(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
 
 
 class IronicUnavailable(BmaasError):
@@ -58,6 +81,26 @@ class IronicUnavailable(BmaasError):
         return f"{self.summary}: {self.message}" if self.message else self.summary
 
 
+class IronicUnreachable(IronicUnavailable):
+    """No connection to Ironic's API: refused, no route, DNS, or the connect
+    (TCP, TLS) not done by the deadline. Nothing was sent. Like
+    ``BMCUnreachable`` in meaning, but not a node's fault: it stops the
+    request (the policy table's ``BmaasError`` row), never counts for health."""
+
+    code = "ironic_unreachable"
+    summary = "Ironic API unreachable"
+
+
+class IronicTimeout(IronicUnavailable):
+    """Ironic's API took the request and did not answer by the deadline: the
+    outcome is unknown (``BMCTimeout``'s meaning, at the API edge). Stops the
+    request; a later read (``instance list``, the next ``deploy``) shows what
+    Ironic did."""
+
+    code = "ironic_timeout"
+    summary = "Ironic API timeout"
+
+
 class IronicBusy(BMCBusy):
     """Ironic said "later" about a node: 409 (the conductor holds the node's
     lock), a reservation that lost a race for the lock, or Ironic's own
@@ -71,21 +114,32 @@ class IronicBusy(BMCBusy):
 _BUSY_5XX = ("database is locked", "ServiceUnavailable", "Service Unavailable")
 
 
-def connect(cloud: str | None = None, **options: Any) -> openstack.connection.Connection:
+def connect(
+    cloud: str | None = None,
+    *,
+    deadline: Deadline | None = None,
+    exchange_timeout: float = EXCHANGE_TIMEOUT,
+    **options: Any,
+) -> openstack.connection.Connection:
     """A connection as every OpenStack client makes it (``cloud`` from
     clouds.yaml, else ``OS_CLOUD``/``OS_*``); ``options`` override (tests pass
-    ``auth_type="none", endpoint=...``)."""
+    ``auth_type="none", endpoint=...``). Every HTTP exchange on it ends by
+    ``deadline`` (the command's budget; None: no overall bound) and within
+    ``exchange_timeout`` seconds, one attempt each (:mod:`.transport`)."""
     if "endpoint" in options and options.get("auth_type") == "none":
         options["baremetal_endpoint_override"] = options.pop("endpoint")
+    options = {**options, **transport.NO_HIDDEN_RETRIES}
     try:
         with warnings.catch_warnings():
             # openstacksdk's notes about its own deprecations (metrics backends
             # nobody configured) are not the operator's to act on
             warnings.simplefilter("ignore", os_warnings._RemovedInSDKWarning)
-            return openstack.connect(cloud=cloud, **options)
+            conn = openstack.connect(cloud=cloud, **options)
     except (sdk_exc.ConfigException, ks_exc.MissingRequiredOptions) as exc:
         # the message names the cloud and the missing option, never a password
         raise InputError(str(exc), field="--cloud") from exc
+    transport.mount(conn.session.session, deadline, exchange_timeout=exchange_timeout)
+    return conn
 
 
 def _status(exc: BaseException) -> int | None:
@@ -106,13 +160,20 @@ def map_errors(what: str, *, node: str | None = None) -> Iterator[None]:
     404                   ``NodeUnavailable``         the node/allocation went away under us
     400                   ``InputError``              our request was wrong (bad trait, state)
     other 4xx/5xx         ``IronicUnavailable``       Ironic itself is in trouble: stop
-    no answer             ``IronicUnavailable``       connect refused/timeout to the API
+    not connected         ``IronicUnreachable``       refused, no route, connect not done in time
+    no answer in time     ``IronicTimeout``           sent; the outcome is unknown
     ====================  ==========================  ===========================================
     """
     try:
         yield
     except BmaasError:
         raise
+    except IronicDeadlineExceeded as exc:
+        if exc.connected:
+            raise IronicTimeout(f"{what}: {exc}") from exc
+        raise IronicUnreachable(f"{what}: {exc}") from exc
+    except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout) as exc:
+        raise IronicUnreachable(f"{what}: {type(exc).__name__}: {exc}") from exc
     except sdk_exc.ConflictException as exc:
         raise IronicBusy(f"Ironic: {exc}", node=node, operation=what, status="409") from exc
     except sdk_exc.NotFoundException as exc:
@@ -140,7 +201,7 @@ class Api:
         self.conn = conn
         with map_errors("connect"):  # the proxy discovers Ironic's API versions here
             self.bm = conn.baremetal
-        self.busy = busy or RetryPolicy(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
+        self.busy = busy or BUSY
         self._lock = threading.Lock()
         self.calls: collections.Counter[str] = collections.Counter()
 
@@ -155,9 +216,10 @@ class Api:
     ) -> T:
         """``fn(*args, **kwargs)`` as one mapped API call, counted per try. A
         call that returns a generator (``nodes()``) is drained here, so the
-        count and the mapping cover the HTTP requests."""
+        count and the mapping cover the HTTP requests. Every HTTP exchange of
+        the call ends by ``deadline`` (and the connection's own bound)."""
         for attempt in retrying(self.busy, idempotent=True, deadline=deadline):
-            with attempt:
+            with attempt, call_deadline(deadline):
                 result = self._once(what, fn, args, kwargs, node)
         return result
 

@@ -50,7 +50,7 @@ from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError, BMCTimeout, InputError, NodeUnavailable
 from bmaas.policy import FaultPolicy
-from bmaas.provision.cancel import CancelToken
+from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
 from bmaas.retry import retrying
 from drivers.ironic_backend.api import Api, IronicBusy
@@ -332,6 +332,16 @@ class IronicBackend(InstancesMixin):
                 self.fence(
                     claim.node, state.node_id, f"{reason}; tear-down ended in error", deadline
                 )
+        except Interrupted:
+            # the second signal ends a rollback's waits too: say what is left
+            LOG.warning(
+                "%s: rollback of %s interrupted while waiting on Ironic: left it as it is "
+                "(deploying or tearing down: Ironic finishes what it was asked; "
+                "`openstack baremetal node show %s`)",
+                claim.job.label,
+                claim.node,
+                claim.node,
+            )
         except BmaasError as exc:
             LOG.error("%s: could not release %s cleanly: %s", claim.job.label, claim.node, exc)
         finally:

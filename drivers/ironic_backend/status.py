@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from bmaas.status import Outcome
 from bmaas.status.checks import Check
+from bmaas.status.context import CheckContext
 from bmaas.status.result import listing
 from drivers.ironic_backend.instances import is_instance
 
@@ -38,22 +39,29 @@ IN_FLIGHT = {"deploying", "wait call-back", "deploy failed", "deleting", "cleani
 
 
 def checks(backend: IronicBackend) -> list[Check]:
-    """The Ironic checks, bound to ``backend`` (they read one node listing)."""
+    """The Ironic checks, bound to ``backend`` (they read one node listing).
+    Every API call ends by the command's ``--deadline`` (``ctx.deadline``):
+    a silent Ironic fails ``ironic-api`` with ``IronicTimeout`` by then, and
+    the checks after it fail at once (nothing is left to wait for)."""
     cache: dict[str, Any] = {}
 
-    def nodes() -> list[Any]:
+    def nodes(ctx: CheckContext) -> list[Any]:
         if "nodes" not in cache:
-            cache["nodes"] = backend.api.call("node.list", backend.api.bm.nodes, details=True)
+            cache["nodes"] = backend.api.call(
+                "node.list", backend.api.bm.nodes, details=True, deadline=ctx.deadline
+            )
         return list(cache["nodes"])
 
-    def api(_: object) -> Outcome:
-        version = backend.api.call("api.version", backend.api.bm.get_endpoint)
-        count = len(nodes())
+    def api(ctx: CheckContext) -> Outcome:
+        version = backend.api.call(
+            "api.version", backend.api.bm.get_endpoint, deadline=ctx.deadline
+        )
+        count = len(nodes(ctx))
         return Outcome().note(f"Ironic at {version} answers; {count} node(s)")
 
-    def drivers(_: object) -> Outcome:
+    def drivers(ctx: CheckContext) -> Outcome:
         by_driver = collections.defaultdict(list)
-        for node in nodes():
+        for node in nodes(ctx):
             by_driver[node.driver].append(node.name or node.id)
         out = Outcome()
         for driver, names in sorted(by_driver.items()):
@@ -70,9 +78,9 @@ def checks(backend: IronicBackend) -> list[Check]:
             out.note("no nodes enrolled")
         return out
 
-    def maintenance(_: object) -> Outcome:
+    def maintenance(ctx: CheckContext) -> Outcome:
         out = Outcome()
-        fenced = [n for n in nodes() if n.is_maintenance]
+        fenced = [n for n in nodes(ctx) if n.is_maintenance]
         for node in fenced:
             reason = node.maintenance_reason or "no reason given"
             who = (
@@ -83,10 +91,12 @@ def checks(backend: IronicBackend) -> list[Check]:
             out.note("no node in maintenance")
         return out
 
-    def allocations(_: object) -> Outcome:
+    def allocations(ctx: CheckContext) -> Outcome:
         out = Outcome()
-        states = {n.id: n.provision_state for n in nodes()}
-        found: list[Any] = list(backend.api.call("allocation.list", backend.api.bm.allocations))
+        states = {n.id: n.provision_state for n in nodes(ctx)}
+        found: list[Any] = list(
+            backend.api.call("allocation.list", backend.api.bm.allocations, deadline=ctx.deadline)
+        )
         leaked = [
             a.id
             for a in found

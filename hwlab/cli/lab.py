@@ -11,13 +11,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from bmaas.cliutil import EXIT_USAGE, InputFile, Seconds, emit_json
+from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 from bmaas.yamlsrc import load_text
 from fakes.effects import EFFECTS, describe_effects, incident_record
@@ -26,6 +27,9 @@ from fakes.incidents import INCIDENTS
 from hwlab.cli.common import parse_seed, state_dir_option
 from hwlab.control import LabClient, LabNotRunning
 from hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
+
+if TYPE_CHECKING:
+    from hwlab.daemon import LabOptions
 
 __all__ = [
     "down",
@@ -127,7 +131,7 @@ def up(
     """
     # the lab's machinery, only for the commands that start or stop one:
     # `hwlab status` stays quick
-    from hwlab.daemon import LabOptions, build_spec, pid_alive, read_pid
+    from hwlab.daemon import LabOptions, build_spec
 
     options = LabOptions(
         labfile=os.path.abspath(lab_file) if lab_file else None,
@@ -151,6 +155,32 @@ def up(
             click.echo(f"error: {problem}", err=True)
         raise SystemExit(EXIT_USAGE) from None
     state_dir.mkdir(parents=True, exist_ok=True)
+    from hwlab import statelock
+
+    lock = statelock.acquire(state_dir)  # held by the daemon for the lab's life
+    try:
+        info = _start(state_dir, options, spec_nodes=len(spec.nodes), lock=lock, timeout=timeout)
+    finally:
+        os.close(lock)  # the daemon has its own copy
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"lab up: {len(info['nodes'])} nodes in {info.get('start_seconds', 0):.1f}s "
+        f"(profile {spec.profile or 'none'}, seed {spec.seed})"
+    )
+    click.echo(f"  inventory: {info['inventory']}")
+    click.echo(f"  events:    {info['events']}")
+    click.echo(f"  control:   {info['control_url']}")
+
+
+def _start(
+    state_dir: Path, options: LabOptions, *, spec_nodes: int, lock: int, timeout: float
+) -> dict[str, Any]:
+    """Start the daemon (handing it the state directory's ``lock``) and wait
+    until it is ready."""
+    from hwlab.daemon import pid_alive, read_pid
+
     pid = read_pid(state_dir)
     if pid is not None and pid_alive(pid):
         raise InputError(
@@ -169,18 +199,9 @@ def up(
             stdout=log,
             stderr=log,
             start_new_session=True,
+            pass_fds=(lock,),
         )
-    info = _wait_ready(state_dir, daemon, timeout + 30, len(spec.nodes))
-    if as_json:
-        emit_json(info)
-        return
-    click.echo(
-        f"lab up: {len(info['nodes'])} nodes in {info.get('start_seconds', 0):.1f}s "
-        f"(profile {spec.profile or 'none'}, seed {spec.seed})"
-    )
-    click.echo(f"  inventory: {info['inventory']}")
-    click.echo(f"  events:    {info['events']}")
-    click.echo(f"  control:   {info['control_url']}")
+    return _wait_ready(state_dir, daemon, timeout + 30, spec_nodes)
 
 
 def _wait_ready(
@@ -234,8 +255,8 @@ def down(timeout: float, state_dir: Path) -> None:
         (state_dir / "lab.json").unlink(missing_ok=True)
         click.echo(f"no lab is running in {state_dir} (removed a stale pid file, pid {pid})")
         return
-    try:
-        LabClient.from_state_dir(state_dir).shutdown()
+    try:  # the whole of `down` takes --timeout, asking the lab to stop included
+        LabClient.from_state_dir(state_dir, deadline=Deadline.after(timeout / 2)).shutdown()
     except (LabNotRunning, InputError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout

@@ -28,20 +28,23 @@ Typical use (what ``tests/ironic/conftest.py`` does)::
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bmaas.faults import BmaasError
+from bmaas.signals import relayed_signals
 from hwlab.proxy.stock import free_port
 
 __all__ = [
@@ -212,9 +215,10 @@ class IronicService:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self, *, timeout: float = 120.0) -> None:
+    def start(self, *, timeout: float = 120.0, abort: threading.Event | None = None) -> None:
         """Create the schema, start Ironic, return once the API lists every
-        enabled hardware type (the conductor has registered them)."""
+        enabled hardware type (the conductor has registered them). ``abort``
+        set meanwhile stops it and raises :class:`IronicError`."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.write_config()
         bin_dir = self.venv / "bin"
@@ -237,12 +241,12 @@ class IronicService:
                 start_new_session=True,  # one process group: stop() ends every worker
             )
         try:
-            self._await_drivers(time.monotonic() + timeout)
+            self._await_drivers(time.monotonic() + timeout, abort or threading.Event())
         except BaseException:
             self.stop()
             raise
 
-    def _await_drivers(self, deadline: float) -> None:
+    def _await_drivers(self, deadline: float, abort: threading.Event) -> None:
         import requests
 
         last = ""
@@ -258,7 +262,8 @@ class IronicService:
                     last = f"drivers so far: {sorted(names)}"
             except requests.RequestException as exc:
                 last = str(exc)
-            time.sleep(0.5)
+            if abort.wait(0.5):
+                raise IronicError("asked to stop while Ironic was starting")
         raise IronicError(f"ironic did not come up at {self.url} ({last}): {self.tail()}")
 
     def tail(self, lines: int = 30) -> str:
@@ -449,15 +454,40 @@ def wait_for_provision(
         time.sleep(poll)
 
 
-def main() -> None:  # pragma: no cover - a manual aid: start one and wait
-    """``python -m hwlab.harness.ironic DIR``: run an Ironic until Ctrl-C."""
-    workdir = Path(sys.argv[1] if len(sys.argv) > 1 else "ironic-lab")
-    with IronicService(workdir) as ironic:
-        print(f"ironic at {ironic.url}; config {ironic.config_path}; Ctrl-C stops it")
-        with contextlib.suppress(KeyboardInterrupt):
-            while True:
-                time.sleep(3600)
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m hwlab.harness.ironic [DIR]``: run one Ironic until SIGINT
+    or SIGTERM, then stop it (its whole process group) and exit 0."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hwlab.harness.ironic",
+        description="Run a standalone Ironic on 127.0.0.1 (from .venv-ironic or "
+        "$BMAAS_IRONIC_VENV) until SIGINT or SIGTERM; both stop it.",
+    )
+    parser.add_argument(
+        "workdir",
+        nargs="?",
+        default="ironic-lab",
+        metavar="DIR",
+        help="where its config, database and logs go (default: ./ironic-lab)",
+    )
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    with relayed_signals(lambda _signum: stop.set()):
+        try:
+            ironic = IronicService(args.workdir)
+            try:
+                ironic.start(abort=stop)
+                print(f"ironic at {ironic.url}; config {ironic.config_path}; ", end="")
+                print("SIGINT/SIGTERM stops it", flush=True)
+                stop.wait()
+            finally:
+                ironic.stop()
+        except IronicError as exc:
+            if stop.is_set():
+                return 0
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    sys.exit(main())

@@ -89,6 +89,16 @@ def test_twenty_malformed_requests_each_get_a_4xx_and_a_one_line_json_error(
     assert (status, body) == (200, {"rules": 1})
 
 
+def test_a_body_nested_100k_deep_is_a_4xx_not_a_crash(control: ControlServer) -> None:
+    """json's parser gives up with RecursionError: the body's fault (was HTTP 500)."""
+    deep = '{"rules": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    status, body = _exchange(control, _post("/faults/node-001", deep))
+    assert status == 400, body
+    assert body == {"error": "body nested too deeply", "code": "bad_request"}
+    status, body = _exchange(control, _post("/faults/node-001", RULE))
+    assert (status, body) == (200, {"rules": 1})
+
+
 @pytest.mark.parametrize(
     ("what", "needle"),
     [

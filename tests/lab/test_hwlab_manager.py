@@ -91,6 +91,28 @@ def test_starting_twice_is_refused_clearly(state_dir: Path) -> None:
     assert "Traceback" not in second.stderr
 
 
+def test_two_ups_at_once_on_a_fresh_state_dir_start_one_lab(state_dir: Path) -> None:
+    """Both used to succeed (two daemons; pid file and lab.json disagreed):
+    the state directory's lock lets one through, the other exits 2."""
+    args = [HWLAB, "up", "--nodes", "1", "--protocols", "ipmi", "--state-dir", str(state_dir)]
+    first, second = (
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    )
+    results = [(p.wait(timeout=120), p.communicate()) for p in (first, second)]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for code, (_, err) in results if code == 2)
+    assert refused.count("\n") == 1, refused
+    assert "already running or starting" in refused
+    assert "Traceback" not in refused
+    info = json.loads((state_dir / "lab.json").read_text())  # pid file and lab.json agree
+    assert info["pid"] == int((state_dir / "hwlab.pid").read_text())
+    assert pid_alive(info["pid"])
+    status = hwlab("status", "--json", "--state-dir", str(state_dir))
+    assert len(json.loads(status.stdout)["nodes"]) == 1
+
+
 def test_stale_pid_file_is_cleaned_up(state_dir: Path) -> None:
     state_dir.mkdir(parents=True)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

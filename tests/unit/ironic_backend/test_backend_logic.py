@@ -10,13 +10,15 @@ from openstack import exceptions as sdk_exc
 from openstack.baremetal.v1.node import Node
 
 from bmaas.deadline import Deadline
-from bmaas.faults import BMCTimeout, InputError, NodeUnavailable
+from bmaas.faults import BMCBusy, BMCTimeout, InputError, NodeUnavailable
+from bmaas.policy import policy_for
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Request
 from bmaas.retry import RetryPolicy
 from drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
 from drivers.ironic_backend.backend import ClaimState, IronicBackend
 from fakes.clock import FakeClock
+from tests.unit.test_interruptible_wait import ScriptedSignals
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -199,3 +201,62 @@ def test_a_cancelled_deploy_stops_polling_at_once() -> None:
         backend.deploy(claim, deadline=Deadline.after(60.0, clock=clock.monotonic), cancel=cancel)
     assert proxy.actions == ["active"]  # asked before the interrupt: Ironic cannot take it back
     assert proxy.calls == 0  # interrupted before the first poll
+
+
+def test_the_deploy_poll_ends_at_the_second_signal_not_at_the_next_poll() -> None:
+    clock = FakeClock(start=0.0)
+    signals = ScriptedSignals(clock, at=[3.0, 5.0])
+    proxy = DeployingProxy()
+    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        poll=2.0,
+        sleep=signals.token.sleeper(),
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("r1", resource_class="baremetal"))
+    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
+    with pytest.raises(Interrupted):
+        backend.deploy(
+            claim, deadline=Deadline.after(60.0, clock=clock.monotonic), cancel=signals.token
+        )
+    assert clock() == 5.0  # the second signal, not the poll due at t=6
+    assert clock.sleeps == [2.0, 1.0, 1.0, 1.0]  # the first signal (t=3) let the polls go on
+    assert proxy.calls == 3
+
+
+class TearDownProxy(DeployingProxy):
+    """A node still deploying when its attempt is rolled back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: list[str] = []
+
+    def patch_node(self, ident: str, patch: Any) -> None:
+        self.actions.append("patch")
+
+    def delete_allocation(self, allocation: str, ignore_missing: bool = True) -> None:
+        self.deleted.append(allocation)
+
+
+def test_a_rollback_interrupted_in_its_wait_says_what_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock(start=0.0)
+    proxy = TearDownProxy()
+    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    token = CancelToken()
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        sleep=token.sleeper(),
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("r1", resource_class="baremetal"))
+    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
+    token.cancel("SIGINT received")
+    token.cancel("SIGINT received")  # the second signal: the rollback does not wait either
+    busy = BMCBusy("later", node="n1")
+    backend.release(claim, busy, policy_for(busy))
+    assert clock.sleeps == []  # no tear-down wait
+    assert proxy.deleted == ["alloc-1"]  # the allocation is still given back
+    assert "rollback of n1 interrupted while waiting on Ironic: left it as it is" in caplog.text
