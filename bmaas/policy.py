@@ -216,7 +216,7 @@ POLICY: tuple[FaultPolicy, ...] = (
     ),
     FaultPolicy(
         SlotTimeout, _S.BACKOFF, _NEXT, False, _F.BUSY,
-        "bmaas's own calls filled the BMC's request cap: wait and ask again; the BMC was never asked",
+        "bmaas's own calls filled the BMC's request cap: wait, ask again; the BMC was never asked",
     ),
     FaultPolicy(
         NodeUnavailable, _S.NEVER, _NEXT, False, _F.SKIPPED,

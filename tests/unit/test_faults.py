@@ -210,7 +210,9 @@ def test_module_docstring_draws_the_whole_tree() -> None:
 
 
 def test_a_slot_timeout_is_not_a_bmc_fault_and_never_says_busy() -> None:
-    fault = SlotTimeout("4 of 4 in flight", node="n1", address="redfish:https://u:p@bmc", waited=2.5)
+    fault = SlotTimeout(
+        "4 of 4 in flight", node="n1", address="redfish:https://u:p@bmc", waited=2.5
+    )
     assert not isinstance(fault, BMCFault)
     assert fault.address == "redfish:https://bmc"
     assert str(fault).startswith("n1 via redfish:https://bmc after waiting 2.50s: ")
