@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from bmaas.faults import BMCTimeout
+from bmaas.gate import bmc_of
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.store import Store
-from bmaas.gate import bmc_of
 from bmaas.sweep import ShardedSweeper, auto_processes, shard_of
 from tests.unit.sweep_support import make_factory, read_power
 
