@@ -45,11 +45,15 @@ async def answer(
     server: tuple[str, int],
     scheme: str,
     reboot: Callable[[], None],
+    service: Bmc | None = None,
 ) -> bool:
     """Answer ``request``; False when the connection must close.
 
     ``reboot`` takes the BMC's endpoint down (the ``bmc_reboot`` effect).
+    ``service``: the BMC that keeps the sessions when ``bmc`` is one system
+    of a shared Redfish service (credentials and sessions are the service's).
     """
+    keeper = service or bmc
     bmc.count_request()
     named = request.header(OPERATION_HEADER)
     operation = redfish_operation(request.method, request.path, named) or Operation.PROBE
@@ -73,9 +77,9 @@ async def answer(
         await asyncio.sleep(action.delay)
     response: Response | None = None
     if action.answer is not None:
-        response = _bmc_answer(bmc, request, action.answer)
+        response = _bmc_answer(keeper, request, action.answer)
     if response is None:
-        response = _authenticate(bmc, request)
+        response = _authenticate(keeper, request)
     if response is None:
         peer = writer.get_extra_info("peername")
         # A duplicated request is served every time it arrives (a middlebox
