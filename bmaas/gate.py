@@ -43,7 +43,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from bmaas import clock as _clock
@@ -128,6 +128,7 @@ class Gate:
         node: str | None = None,
         operation: str | None = None,
         pace: bool = True,
+        too_late: Callable[[], BaseException] | None = None,
     ) -> Iterator[None]:
         """One of the BMC's ``cap`` slots for the block, taken no sooner than
         ``spacing`` after the previous request start (``pace=False``: the
@@ -149,7 +150,7 @@ class Gate:
             self.stats.peak = max(self.stats.peak, self._in_flight)
         try:
             if pace:
-                self.pace(deadline, node=node, operation=operation)
+                self.pace(deadline, node=node, operation=operation, too_late=too_late)
             yield
         finally:
             with self._cond:
@@ -157,11 +158,21 @@ class Gate:
                 self._cond.notify()
 
     def pace(
-        self, deadline: Deadline, *, node: str | None = None, operation: str | None = None
+        self,
+        deadline: Deadline,
+        *,
+        node: str | None = None,
+        operation: str | None = None,
+        too_late: Callable[[], BaseException] | None = None,
     ) -> None:
         """Wait for this request's turn: at least ``spacing`` after the last
         request start on this BMC. The turn is reserved before sleeping, so
-        concurrent callers line up instead of all waking at once."""
+        concurrent callers line up instead of all waking at once.
+
+        A turn beyond the deadline is ``SlotTimeout`` when other callers'
+        turns stand before it (contention); when only the spacing after the
+        last request does, the caller's budget is what ran out: ``too_late()``
+        (the driver's "deadline passed before anything was sent") if given."""
         if self.spacing <= 0:
             return
         now = self._clock()
@@ -169,6 +180,8 @@ class Gate:
             turn = max(now, self._next)
             if turn - now > deadline.left():
                 self.stats.refused += 1
+                if too_late is not None and turn - now <= self.spacing:
+                    raise too_late()
                 raise self._refuse(node, operation, now, f"next turn in {turn - now:.2f}s")
             self._next = turn + self.spacing
             self.stats.paced += 1

@@ -177,7 +177,12 @@ class IPMIDriver(BMCDriver):
             )
         cmd: BoundedCommand | None = None
         try:
-            with self.gate.hold(bound, node=self.node, operation=str(operation)):
+            with self.gate.hold(
+                bound,
+                node=self.node,
+                operation=str(operation),
+                too_late=lambda: self.too_late(operation, start),
+            ):
                 cmd = self._session(bound)
                 return act(cmd.within(bound))
         except BMCFault as fault:

@@ -195,7 +195,12 @@ class RedfishDriver(BMCDriver):
         gate = self.gate
 
         def pace(deadline: Deadline) -> None:
-            gate.pace(deadline, node=self.node, operation=str(operation))
+            gate.pace(
+                deadline,
+                node=self.node,
+                operation=str(operation),
+                too_late=lambda: self.too_late(operation, start),
+            )
 
         try:
             # pace=False: the connector paces every HTTP request of the call

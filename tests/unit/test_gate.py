@@ -53,6 +53,21 @@ def test_a_turn_beyond_the_deadline_is_a_slot_timeout_and_reserves_nothing(
     assert clock.sleeps == [1.0]
 
 
+def test_a_budget_shorter_than_the_spacing_alone_is_the_callers_too_late(
+    clock: FakeClock,
+) -> None:
+    waits: list[float] = []  # sleeps that do not move the clock: callers queue up
+    gate = Gate("ipmi:10.0.0.1:623", cap=1, spacing=1.0, clock=clock, sleep=waits.append)
+    late = TimeoutError("deadline passed before anything was sent")
+    gate.pace(Deadline.after(5, clock=clock))
+    with pytest.raises(TimeoutError):  # only the spacing after the last request
+        gate.pace(Deadline.after(0.5, clock=clock), too_late=lambda: late)
+    gate.pace(Deadline.after(5, clock=clock))  # takes the turn 1 s away
+    with pytest.raises(SlotTimeout):  # behind another caller's turn: contention
+        gate.pace(Deadline.after(1.5, clock=clock), too_late=lambda: late)
+    assert waits == [1.0]
+
+
 def test_at_the_cap_a_caller_waits_then_gets_a_slot_timeout_at_its_deadline(
     clock: FakeClock,
 ) -> None:
