@@ -6,11 +6,14 @@ open when the commands are done. Issue 24."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from fakes.machine import FakeMachine, Hardware
+from hwlab.harness.bench.common import running_lab
+from hwlab.labspec import generate
 from hwlab.redfish import RedfishServer
 from tests.lab.shared_service import assert_shared_service_run, run_fleet, write_inventory
 
@@ -34,3 +37,28 @@ def test_eight_systems_behind_one_hwlab_service(tmp_path: Path) -> None:
         assert service.peak_sessions <= 2
         assert service.sessions() == []  # every command logged out
         assert all(m.power_state().value == "off" for m in machines)
+
+
+@pytest.mark.timeout(600)
+def test_the_lab_option_serves_eight_systems_from_one_port(tmp_path: Path) -> None:
+    """``hwlab up --redfish-service-size 8`` (``redfish_service_size`` in a lab
+    file): the same bar, the inventory naming each node's system."""
+    spec = generate(SYSTEMS, protocols="redfish", redfish_service_size=SYSTEMS)
+    spec = dataclasses.replace(
+        spec, nodes=tuple(dataclasses.replace(n, hardware=QUICK) for n in spec.nodes)
+    )
+    with running_lab(spec, tmp_path / "lab") as lab:
+        ports = {n["ports"]["redfish"] for n in lab.describe()["nodes"].values()}
+        assert len(ports) == 1  # one service, one port
+        nodes = lab.inventory()["nodes"]
+        assert {n["driver_info"]["redfish_system_id"] for n in nodes} == {
+            f"/redfish/v1/Systems/{n['name']}" for n in nodes
+        }
+
+        def logins() -> int:
+            counted = {n["sessions"]["redfish"]["logins"] for n in lab.status()["nodes"].values()}
+            assert len(counted) == 1  # every node reports its service's one counter
+            return counted.pop()
+
+        run = run_fleet(tmp_path, lab.inventory_path, SYSTEMS)
+        assert_shared_service_run(run, SYSTEMS, logins)
