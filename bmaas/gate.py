@@ -16,6 +16,9 @@ process share the BMC's budget::
                          └── pace(deadline) ──▶ next start >= last start + spacing
                                                  (Redfish: every HTTP request)
 
+A BMC's ``Retry-After`` holds the whole gate (:meth:`Gate.defer`): the other
+nodes behind that BMC wait too instead of asking at once.
+
 Running out of deadline while waiting is :class:`~bmaas.faults.SlotTimeout`:
 bmaas's own contention, never a BMC fault (the policy table retries it with
 backoff and never counts it toward the node's health).
@@ -173,9 +176,9 @@ class Gate:
         turns stand before it (contention); when only the spacing after the
         last request does, the caller's budget is what ran out: ``too_late()``
         (the driver's "deadline passed before anything was sent") if given."""
-        if self.spacing <= 0:
-            return
         now = self._clock()
+        if self.spacing <= 0 and self._next <= now:
+            return
         with self._cond:
             turn = max(now, self._next)
             if turn - now > deadline.left():
@@ -187,6 +190,13 @@ class Gate:
             self.stats.paced += 1
         if turn > now:
             self._sleep(turn - now)
+
+    def defer(self, seconds: float) -> None:
+        """The BMC said "later" (Redfish ``Retry-After``): no request of this
+        process starts on it before ``seconds`` from now, whichever node asks."""
+        if seconds > 0:
+            with self._cond:
+                self._next = max(self._next, self._clock() + seconds)
 
     def _refuse(
         self, node: str | None, operation: str | None, start: float, why: str

@@ -223,6 +223,9 @@ class RedfishDriver(BMCDriver):
                 node=self.node,
                 system=self._system_path(),
             )
+            retry_after = getattr(mapped, "retry_after", None)
+            if retry_after:
+                gate.defer(retry_after)  # every system of the service waits, not only this one
             if isinstance(mapped, UnclassifiedFault):
                 LOG.warning("%s: unclassified Redfish failure: %s", self.node, mapped)
             else:

@@ -155,3 +155,14 @@ def test_driver_info_lowers_the_cap_and_widens_the_spacing() -> None:
         "driver_info.bmc_max_requests",
         "driver_info.bmc_min_interval",
     ]
+
+
+def test_retry_after_holds_every_caller_of_the_bmc(clock: FakeClock) -> None:
+    gate = Gate("redfish:https://chassis", cap=4, spacing=0, clock=clock, sleep=clock.sleep)
+    gate.defer(2.0)  # one system's call got 503 Retry-After: 2
+    with gate.hold(Deadline.after(5, clock=clock), node="another-system"):
+        pass
+    assert clock.sleeps == [2.0]
+    gate.defer(3.0)
+    with pytest.raises(SlotTimeout):  # not before the BMC's time is up
+        gate.pace(Deadline.after(1.0, clock=clock))
