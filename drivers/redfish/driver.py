@@ -1,7 +1,11 @@
 """``RedfishDriver``: the driver contract over sushy.
 
-One driver holds one sushy client (and, with session auth, one Redfish session)
-per node, created on first use and reused; :meth:`close` logs out. Every call
+One driver per node; the drivers of the nodes behind one Redfish service
+(same root URL, credentials and TLS settings) share one sushy client and so
+one session (:mod:`drivers.redfish.service`), created on first use and
+reused; the last :meth:`close` logs out. Every call passes the BMC's gate
+(:mod:`bmaas.gate`: at most ``max_requests`` in flight per service, every
+HTTP request ``min_interval`` after the previous one). Every call
 runs under one deadline shared by all the HTTP requests it makes, each request
 is one attempt (see :mod:`drivers.redfish.connector`), and every failure
 leaves through :func:`drivers.redfish.faults.map_exception`.
@@ -183,6 +187,7 @@ class RedfishDriver(BMCDriver):
         def elapsed() -> float:
             return self._clock() - start
 
+        gate = self.gate  # before the lock: a bad BMAAS_BMC_* setting holds nothing
         if not self._lock.acquire(timeout=bound.left()):
             raise SlotTimeout(
                 "another call to this node is still running",
@@ -192,7 +197,6 @@ class RedfishDriver(BMCDriver):
                 address=self.bmc_label,
                 waited=elapsed(),
             )
-        gate = self.gate
 
         def pace(deadline: Deadline) -> None:
             gate.pace(
