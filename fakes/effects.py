@@ -76,6 +76,7 @@ class Effect(StrEnum):
     SLOW_POWER = "slow_power"
     BOOT_NOT_PERSISTED = "boot_not_persisted"
     BOOT_CRASH = "boot_crash"
+    SESSION_LIMIT = "session_limit"
 
     @property
     def layer(self) -> Layer:
@@ -370,6 +371,28 @@ EFFECTS: dict[Effect, EffectDef] = {
                 "power_on_then_settle",
             ),
         ),
+    ),
+    # iDRAC answers RAC0218 ("the maximum number of user sessions is reached")
+    # as HTTP 503; IPMI BMCs answer Open Session with RMCP+ status 0x01. It
+    # triggers on the BMC's state, not by chance: only where the server knows
+    # the sessions it holds (hwlab's emulators; a proxy never fires it).
+    Effect.SESSION_LIMIT: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "at most `sessions` sessions at once: a login beyond them is refused (Redfish 503 "
+        "naming `message_id`, IPMI RMCP+ status 0x01 'insufficient resources for session')",
+        {
+            "sessions": Param(int, required=True, low=0),
+            "message_id": Param(str, "Base.1.8.SessionLimitExceeded"),
+        },
+        operations=("login",),
+        fault=BMCBusy,
+        ipmi="Open Session answered with RMCP+ status 0x01 while the BMC holds `sessions`",
+        says="the maximum number of sessions is reached",
+        # The matrix's client holds its session before the rule is added: a
+        # client that keeps its session is never refused. The refusal itself:
+        # tests/lab/test_session_limit.py.
+        cases=(Case("session_limit", {"sessions": 0, "operation": "login"}, _both("ok:off")),),
     ),
 }
 

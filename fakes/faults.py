@@ -300,9 +300,15 @@ class FaultPlan:
 
     # -- evaluation ------------------------------------------------------------
 
-    def evaluate(self, operation: str, *, protocol: str = "fake") -> list[Firing]:
+    def evaluate(
+        self, operation: str, *, protocol: str = "fake", sessions: int | None = None
+    ) -> list[Firing]:
         """The effects that fire for one request, wire first, then BMC, then
-        hardware (the order in which a server must carry them out)."""
+        hardware (the order in which a server must carry them out).
+
+        ``sessions``: how many sessions the BMC holds now, where the server
+        knows (a login): ``session_limit`` fires only when they are at its
+        limit, so the event log shows each refusal, never a login let in."""
         now = self._clock()
         since = now - self._start
         fired: list[Firing] = []
@@ -312,6 +318,10 @@ class FaultPlan:
                 if not rule.matches(operation, protocol):
                     continue
                 state.calls += 1
+                if rule.effect is Effect.SESSION_LIMIT and (
+                    sessions is None or sessions < rule.params["sessions"]
+                ):
+                    continue
                 if not _due(rule, state, since):
                     continue
                 if rule.effect is Effect.DROP and state.rng.random() >= rule.params["rate"]:

@@ -201,7 +201,9 @@ class LabBmc(_pyghmi_bmc.Bmc):
     # -- login -----------------------------------------------------------------
 
     def _open_session(self, request: bytes, addr: Any) -> None:
-        action = self.judge(Operation.LOGIN)
+        self._expire_idle()
+        held = sum(1 for a, s in self.sessions.items() if not s.closed and a != addr)
+        action = self.judge(Operation.LOGIN, sessions=held)
         if action.silent is not None or len(request) < 8:
             return
         fault = action.answer.effect if action.answer is not None else None
@@ -211,7 +213,7 @@ class LabBmc(_pyghmi_bmc.Bmc):
         self._expire_idle()
         suite = negotiate(request, self.suites)
         status = 0
-        if fault is Effect.BUSY:
+        if fault in (Effect.BUSY, Effect.SESSION_LIMIT):
             status = RMCP_INSUFFICIENT_RESOURCES
         elif fault is Effect.UNSUPPORTED or suite is None:
             status = RMCP_NO_CIPHER_SUITE_MATCH
@@ -255,10 +257,11 @@ class LabBmc(_pyghmi_bmc.Bmc):
 
     # -- faults ------------------------------------------------------------------
 
-    def judge(self, operation: Operation) -> Action:
-        """Evaluate the fault plan for one request and take the BMC down
-        when ``bmc_reboot`` fires."""
-        action = decide(self.machine.plan.evaluate(str(operation), protocol="ipmi"))
+    def judge(self, operation: Operation, *, sessions: int | None = None) -> Action:
+        """Evaluate the fault plan for one request (``sessions``: held now,
+        for a login) and take the BMC down when ``bmc_reboot`` fires."""
+        firings = self.machine.plan.evaluate(str(operation), protocol="ipmi", sessions=sessions)
+        action = decide(firings)
         if action.reboot is not None:
             self.machine.reboot_bmc(action.reboot)
         return action

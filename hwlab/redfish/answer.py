@@ -57,7 +57,11 @@ async def answer(
     bmc.count_request()
     named = request.header(OPERATION_HEADER)
     operation = redfish_operation(request.method, request.path, named) or Operation.PROBE
-    firings = bmc.machine.plan.evaluate(str(operation), protocol="redfish")
+    # A login (a session POST; not a logout) is judged with the sessions the
+    # service holds now (session_limit).
+    opening = operation is Operation.LOGIN and request.method == "POST"
+    sessions = len(keeper.sessions()) if opening else None
+    firings = bmc.machine.plan.evaluate(str(operation), protocol="redfish", sessions=sessions)
     fired = tuple(str(f.effect) for f in firings)
 
     def record(status: int | None) -> None:
