@@ -77,6 +77,7 @@ class Effect(StrEnum):
     BOOT_NOT_PERSISTED = "boot_not_persisted"
     BOOT_CRASH = "boot_crash"
     SESSION_LIMIT = "session_limit"
+    OVERLOAD = "overload"
 
     @property
     def layer(self) -> Layer:
@@ -393,6 +394,27 @@ EFFECTS: dict[Effect, EffectDef] = {
         # client that keeps its session is never refused. The refusal itself:
         # tests/lab/test_session_limit.py.
         cases=(Case("session_limit", {"sessions": 0, "operation": "login"}, _both("ok:off")),),
+    ),
+    # Supermicro BMCs that stop answering after a burst of IPMI commands until
+    # reset; iDRACs that stall under parallel Redfish clients. Triggered by the
+    # load the BMC sees, in the engine: more than `max_concurrent` requests in
+    # flight (where the server counts them: hwlab's Redfish emulator) or more
+    # than `max_rate` requests in the last second; then silent for `duration`.
+    Effect.OVERLOAD: EffectDef(
+        Layer.BMC,
+        Act.SILENT,
+        "stop answering for `duration` seconds once more than `max_concurrent` requests "
+        "are in flight or more than `max_rate` arrive within one second",
+        {
+            "max_concurrent": Param(int, None, low=1),
+            "max_rate": Param(float, None, low=0.0),
+            "duration": Param(float, 10.0, low=0.0),
+        },
+        fault=BMCTimeout,
+        ipmi_login_fault=BMCUnreachable,
+        ipmi="rate only (the emulator serves one datagram at a time); no answer while down",
+        says="the BMC stopped answering (overloaded)",
+        cases=(Case("overload", {"max_rate": 0, "duration": 3.0}, _both("BMCTimeout")),),
     ),
 }
 

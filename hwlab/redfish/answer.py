@@ -61,7 +61,9 @@ async def answer(
     # service holds now (session_limit).
     opening = operation is Operation.LOGIN and request.method == "POST"
     sessions = len(keeper.sessions()) if opening else None
-    firings = bmc.machine.plan.evaluate(str(operation), protocol="redfish", sessions=sessions)
+    firings = bmc.machine.plan.evaluate(
+        str(operation), protocol="redfish", sessions=sessions, in_flight=keeper.in_flight
+    )
     fired = tuple(str(f.effect) for f in firings)
 
     def record(status: int | None) -> None:

@@ -438,16 +438,21 @@ class RedfishServer:
                     break
                 if request is None:
                     break
-                if not await answer(
-                    endpoint.route(request.path),
+                endpoint.bmc.in_flight += 1  # the service's load (overload)
+                try:
+                    served = await answer(
+                        endpoint.route(request.path),
                     request,
                     reader,
                     writer,
                     server=(self.host, endpoint.port),
                     scheme=self.scheme,
-                    reboot=functools.partial(self._take_down, endpoint),
-                    service=endpoint.bmc,
-                ):
+                        reboot=functools.partial(self._take_down, endpoint),
+                        service=endpoint.bmc,
+                    )
+                finally:
+                    endpoint.bmc.in_flight -= 1
+                if not served:
                     break
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
