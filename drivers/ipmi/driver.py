@@ -183,7 +183,16 @@ class IPMIDriver(BMCDriver):
                 operation=str(operation),
                 too_late=lambda: self.too_late(operation, start),
             ):
+                logins = self.logins
                 cmd = self._session(bound)
+                if self.logins != logins:
+                    # the login was an exchange of its own: the command waits its turn
+                    self.gate.pace(
+                        bound,
+                        node=self.node,
+                        operation=str(operation),
+                        too_late=lambda: self.too_late(operation, start),
+                    )
                 return act(cmd.within(bound))
         except BMCFault as fault:
             if fault.elapsed is None:

@@ -442,11 +442,11 @@ class RedfishServer:
                 try:
                     served = await answer(
                         endpoint.route(request.path),
-                    request,
-                    reader,
-                    writer,
-                    server=(self.host, endpoint.port),
-                    scheme=self.scheme,
+                        request,
+                        reader,
+                        writer,
+                        server=(self.host, endpoint.port),
+                        scheme=self.scheme,
                         reboot=functools.partial(self._take_down, endpoint),
                         service=endpoint.bmc,
                     )
