@@ -177,23 +177,23 @@ class IPMIDriver(BMCDriver):
             )
         cmd: BoundedCommand | None = None
         try:
-            with self.gate.hold(
-                bound,
-                node=self.node,
-                operation=str(operation),
-                too_late=lambda: self.too_late(operation, start),
-            ):
-                logins = self.logins
+            gate = self.gate
+
+            def pace(deadline: Deadline) -> None:
+                gate.pace(
+                    deadline,
+                    node=self.node,
+                    operation=str(operation),
+                    too_late=lambda: self.too_late(operation, start),
+                )
+
+            # pace=False: every command of the call waits its own turn, and
+            # a login (an exchange of its own) takes one first
+            with gate.hold(bound, node=self.node, operation=str(operation), pace=False):
+                if self._command is None:
+                    pace(bound)
                 cmd = self._session(bound)
-                if self.logins != logins:
-                    # the login was an exchange of its own: the command waits its turn
-                    self.gate.pace(
-                        bound,
-                        node=self.node,
-                        operation=str(operation),
-                        too_late=lambda: self.too_late(operation, start),
-                    )
-                return act(cmd.within(bound))
+                return act(cmd.within(bound, pace=pace))
         except BMCFault as fault:
             if fault.elapsed is None:
                 fault.elapsed = self._clock() - start
