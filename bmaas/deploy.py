@@ -3,7 +3,12 @@
 1. **check**: the BMC answers, accepts our credentials, and knows the power
    state (``UNKNOWN`` is a fault here, never "off");
 2. **boot device**: virtual media with the image when the driver offers it,
-   else PXE, once;
+   else PXE, once -- or persistent where the node's BMC is known to keep a
+   one-time override as a persistent one (:attr:`Quirk.BOOT_ONCE_KEPT_PERSISTENT`,
+   like Ironic's ``force_persistent_boot_device``; ``persistent_boot``). A
+   BMC that reads back the right device with another persistence is a
+   quirk the driver records, never a ``BootFailure``; the finalize step
+   restores disk boot either way;
 3. **power**: on, or a reboot if the node was already on. A reboot's target
    (on) is the state the node already reads, so reading "on" proves nothing:
    the step waits for *evidence* that the restart happened — power seen
@@ -32,7 +37,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState
+from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState, Quirk
 from bmaas.faults import (
     BmaasError,
     BMCProtocolError,
@@ -94,6 +99,10 @@ class DeploySettings:
     restart_grace: float = 5.0
     #: the whole deploy, every step included
     deadline: float = 600.0
+    #: ask for a persistent boot override (Ironic's force_persistent_boot_device):
+    #: None = only where the BMC is known to keep one-time overrides persistent
+    #: (a Quirk of the driver, from the node's record or seen this deploy)
+    persistent_boot: bool | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,12 +204,15 @@ def deploy_node(
             )
 
     def boot_device(rd: RetryingDriver) -> None:
+        persistent = settings.persistent_boot
+        if persistent is None:
+            persistent = Quirk.BOOT_ONCE_KEPT_PERSISTENT in driver.quirks
         if settings.image_url and driver.supports(Capability.VIRTUAL_MEDIA):
             rd.insert_virtual_media(settings.image_url)
-            rd.set_boot_device(BootDevice.CDROM, persistent=False)
+            rd.set_boot_device(BootDevice.CDROM, persistent=persistent)
             state["method"] = "vmedia"
         else:
-            rd.set_boot_device(BootDevice.PXE, persistent=False)
+            rd.set_boot_device(BootDevice.PXE, persistent=persistent)
 
     def power(rd: RetryingDriver) -> None:
         timeout = budget.limit(Step.POWER, settings.power_timeout)

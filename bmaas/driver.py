@@ -33,7 +33,8 @@ from typing import Any, ClassVar, Self
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
-from bmaas.faults import BMCFault, BMCTimeout, PowerFailure, UnsupportedOperation
+from bmaas.faults import BMCFault, BMCTimeout, BootFailure, PowerFailure, UnsupportedOperation
+from bmaas.gate import GATES, Gate, GateRegistry
 
 __all__ = [
     "DEFAULT_BMC_TIMEOUT",
@@ -46,6 +47,7 @@ __all__ = [
     "Operation",
     "PowerAction",
     "PowerState",
+    "Quirk",
 ]
 
 LOG = logging.getLogger(__name__)
@@ -90,6 +92,22 @@ class BootDevice(StrEnum):
     DISK = "disk"
     CDROM = "cdrom"
     BIOS = "bios"
+
+
+class Quirk(StrEnum):
+    """Capability facts a BMC shows in its answers, not in its declarations.
+
+    A driver adds one to ``driver.quirks`` when it sees it; a deploy records it
+    on the node (``extra.bmc_quirks``) and adapts instead of failing.
+    """
+
+    #: asked for a one-time boot override, reads back a persistent one
+    #: (stock sushy-tools, several real BMCs). Ironic's answer is
+    #: ``[*]force_persistent_boot_device``; bmaas's: ask for a persistent
+    #: override on this node, and restore the boot device after the deploy.
+    BOOT_ONCE_KEPT_PERSISTENT = "boot_once_kept_persistent"
+    #: asked for a persistent override, reads back a one-time one
+    BOOT_PERSISTENT_KEPT_ONCE = "boot_persistent_kept_once"
 
 
 class Capability(StrEnum):
@@ -165,6 +183,13 @@ class BMCDriver(abc.ABC):
     #: seconds a logged-in session may sit unused and still be trusted (BMCs
     #: forget idle sessions); a driver pool logs out sooner than this
     session_idle: ClassVar[float] = 60.0
+    #: requests one BMC serves at once from this process (:mod:`bmaas.gate`);
+    #: ``driver_info.bmc_max_requests`` may lower it for one BMC
+    max_requests: ClassVar[int] = 1
+    #: seconds between request starts on one BMC; ``bmc_min_interval`` may widen it
+    min_interval: ClassVar[float] = 0.0
+    #: the registry this driver takes its BMC's gate from (tests inject their own)
+    gates: GateRegistry = GATES
 
     def __init__(
         self,
@@ -185,6 +210,10 @@ class BMCDriver(abc.ABC):
         #: logins (first and re-logins) this driver made: a driver pool sums
         #: them into "reads per login", the figure that says sessions last
         self.logins = 0
+        #: capability facts learned from the BMC's answers (:class:`Quirk`), for
+        #: the caller to record (a deploy stores them on the node)
+        self.quirks: set[Quirk] = set()
+        self._gate: Gate | None = None
 
     # -- identity ------------------------------------------------------------
 
@@ -195,6 +224,25 @@ class BMCDriver(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} node={self.node!r} address={self.address!r}>"
+
+    @property
+    def bmc_label(self) -> str:
+        """Which BMC the requests go to, as gates and pools name it: every
+        node behind one BMC (one Redfish service) has the same label."""
+        return f"{self.name}:{self.node}"
+
+    @property
+    def gate(self) -> Gate:
+        """This BMC's request gate in this process (:mod:`bmaas.gate`): every
+        wire call of a driver runs inside ``gate.hold``."""
+        if self._gate is None:
+            cap, spacing = self.max_requests, self.min_interval
+            if self.info.bmc_max_requests is not None:
+                cap = min(cap, self.info.bmc_max_requests)
+            if self.info.bmc_min_interval is not None:
+                spacing = max(spacing, self.info.bmc_min_interval)
+            self._gate = self.gates.gate(self.bmc_label, cap=cap, spacing=spacing)
+        return self._gate
 
     @property
     def clock(self) -> _clock.ClockFn:
@@ -268,8 +316,9 @@ class BMCDriver(abc.ABC):
         """Set the device the node boots from next; ``persistent=False`` means
         once, consumed by the next power-on. Idempotent.
 
-        Drivers read the setting back and raise ``BootFailure`` when the BMC
-        accepted it but did not apply it.
+        Drivers read the setting back (:meth:`check_boot_readback`) and raise
+        ``BootFailure`` when the BMC accepted it but set another device; one
+        that keeps the device with another persistence adds a :class:`Quirk`.
         """
 
     # -- optional capabilities ----------------------------------------------
@@ -307,6 +356,37 @@ class BMCDriver(abc.ABC):
         self.close()
 
     # -- helpers for subclasses ----------------------------------------------
+
+    def check_boot_readback(self, wanted: BootSetting, applied: BootSetting) -> None:
+        """Judge a boot override's read-back: another *device* is a
+        ``BootFailure`` (the BMC ignored the request); the same device with
+        another *persistence* is a capability fact about the BMC (a
+        :class:`Quirk`, logged once per driver), never a fault."""
+        if applied.device != wanted.device:
+            raise self.fault(
+                BootFailure,
+                f"asked for {wanted.device} (persistent={wanted.persistent}), the BMC reads "
+                f"back {applied.device} (persistent={applied.persistent})",
+                operation=Operation.BOOT_SET,
+            )
+        if applied.persistent == wanted.persistent:
+            return
+        quirk = (
+            Quirk.BOOT_ONCE_KEPT_PERSISTENT
+            if applied.persistent
+            else Quirk.BOOT_PERSISTENT_KEPT_ONCE
+        )
+        if quirk not in self.quirks:
+            LOG.warning(
+                "%s: the BMC keeps boot overrides its own way (%s): asked %s persistent=%s, "
+                "reads back persistent=%s; not a fault",
+                self.node,
+                quirk,
+                wanted.device,
+                wanted.persistent,
+                applied.persistent,
+            )
+        self.quirks.add(quirk)
 
     def _deadline(self, deadline: Deadline | None) -> Deadline:
         """The bound of a one-request method: the caller's deadline as given,

@@ -50,6 +50,30 @@ def _body_bytes(value: Any) -> int:
     return validate.whole(validate.digits(value), low=low, high=high, what="a number of bytes")
 
 
+def _count(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number >= 1")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a whole number >= 1, not {value!r}") from None
+    if number < 1:
+        raise ValueError(f"must be a whole number >= 1, not {number}")
+    return number
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("must be seconds >= 0")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be seconds >= 0, not {value!r}") from None
+    if not 0 <= number < 3600:
+        raise ValueError(f"must be seconds between 0 and 3600, not {value!r}")
+    return number
+
+
 def _secret(value: Any) -> Secret:
     if isinstance(value, Secret):
         return value
@@ -172,6 +196,16 @@ FIELDS: dict[str, InfoField] = {
             "largest response body read, in bytes (default 16 MiB; 64 KiB to 1 GiB)",
         ),
         InfoField("fake_machine", _text, "name of a simulated machine (fake driver)"),
+        InfoField(
+            "bmc_max_requests",
+            _count,
+            "requests in flight to this BMC at once (lowers the protocol's default)",
+        ),
+        InfoField(
+            "bmc_min_interval",
+            _seconds,
+            "seconds between request starts on this BMC (widens the protocol's default)",
+        ),
     )
 }
 
@@ -194,6 +228,8 @@ class DriverInfo:
     redfish_auth_type: str = "auto"
     redfish_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     fake_machine: str | None = None
+    bmc_max_requests: int | None = None
+    bmc_min_interval: float | None = None
 
     @classmethod
     def parse(

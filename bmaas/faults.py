@@ -27,6 +27,9 @@ or sushy exception::
     │   │                           did not come up                      elsewhere
     │   └── UnclassifiedFault       anything the tables missed: kept
     │                               honest, logged, counted              elsewhere
+    ├── SlotTimeout                 bmaas's own requests filled the BMC's
+    │                               cap (or the node's) until the
+    │                               deadline: not a BMC fault            same node with backoff
     ├── NodeUnavailable             maintenance, claimed, faulted        pick another
     ├── NoCandidates                nothing matches the request          never
     └── ProvisionFailed             retries exhausted; .attempts history, chained from the last fault
@@ -67,6 +70,7 @@ __all__ = [
     "PowerFailure",
     "ProvisionFailed",
     "RetryScope",
+    "SlotTimeout",
     "UnclassifiedFault",
     "UnsupportedOperation",
 ]
@@ -337,6 +341,54 @@ class UnclassifiedFault(BMCFault):
     code = "unclassified_fault"
     retry = RetryScope.OTHER_NODE
     summary = "unclassified BMC fault"
+
+
+class SlotTimeout(BmaasError):
+    """No free request slot for this BMC before the caller's deadline: bmaas's
+    own calls to the BMC (or to the node) filled the per-BMC cap the whole
+    time (:mod:`bmaas.gate`, the driver's one-call-per-node lock).
+
+    Contention inside bmaas, not a fault of the BMC: the BMC was never asked,
+    so it is retried on the same node with backoff, never counted toward the
+    node's health, and never reported as "BMC busy". ``address`` is the BMC's
+    label (``redfish:https://10.0.0.5``), ``waited`` how long the caller
+    waited for a slot.
+    """
+
+    code = "slot_timeout"
+    retry = RetryScope.SAME_NODE
+    summary = "no free request slot for this BMC in bmaas (local contention, not a BMC fault)"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        node: str | None = None,
+        driver: str | None = None,
+        operation: str | None = None,
+        address: str | None = None,
+        waited: float | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message, cause=cause)
+        self.node = node
+        self.driver = driver
+        self.operation = operation
+        self.address = _strip_userinfo(address)
+        self.waited = waited
+        #: the retry layer's backoff reads it (a local wait has no Retry-After)
+        self.retry_after: float | None = None
+
+    def __str__(self) -> str:
+        head = self.node or "?"
+        if self.operation:
+            head += f": {self.operation}"
+        if self.address:
+            head += f" via {self.address}"
+        if self.waited is not None:
+            head += f" after waiting {self.waited:.2f}s"
+        tail = self.summary + (f": {self.message}" if self.message else "")
+        return f"{head}: {tail}"
 
 
 class NodeUnavailable(BmaasError):

@@ -18,6 +18,7 @@ request reschedule, node health and the fleet commands cannot drift apart::
     │   ├── PowerFailure          never            next_candidate  counts  failed
     │   ├── BootFailure           never            next_candidate  counts  failed
     │   └── UnclassifiedFault     never            next_candidate  counts  failed
+    ├── SlotTimeout               backoff          next_candidate  -       busy
     ├── NodeUnavailable           never            next_candidate  -       skipped
     ├── NoCandidates              never            stop            -       error
     └── ProvisionFailed           never            stop            -       error
@@ -67,6 +68,7 @@ from bmaas.faults import (
     NodeUnavailable,
     PowerFailure,
     ProvisionFailed,
+    SlotTimeout,
     UnclassifiedFault,
     UnsupportedOperation,
 )
@@ -218,6 +220,10 @@ POLICY: tuple[FaultPolicy, ...] = (
     FaultPolicy(
         UnclassifiedFault, _S.NEVER, _NEXT, True, _F.FAILED,
         "meaning unknown: treat as this node's, count it, fix the mapping table",
+    ),
+    FaultPolicy(
+        SlotTimeout, _S.BACKOFF, _NEXT, False, _F.BUSY,
+        "bmaas's own calls filled the BMC's request cap: wait, ask again; the BMC was never asked",
     ),
     FaultPolicy(
         NodeUnavailable, _S.NEVER, _NEXT, False, _F.SKIPPED,

@@ -1,4 +1,4 @@
-"""Sessions that last: one pooled driver (and so one BMC session) per BMC.
+"""Sessions that last: one pooled driver per node, one BMC session per service.
 
 Without a pool every operation builds a driver, logs in, does one read and
 logs out; a sync pass every minute logs in to every BMC every minute. That
@@ -9,7 +9,8 @@ and iDRAC document small limits). Ironic's redfish hardware type keeps a
 session cache for the same reason.
 
 A :class:`DriverPool` keeps each node's driver, with its logged-in session,
-between operations and sync passes::
+between operations and sync passes (nodes behind one Redfish service share
+that service's one session: :mod:`drivers.redfish.service`)::
 
     pool = DriverPool()
     key = PoolKey.of("ipmi", node_name, driver_info)
@@ -23,11 +24,15 @@ The rules, and why:
 * **Keyed by node**: driver name, BMC address and a keyed digest of the whole
   ``driver_info`` (credentials included). Changed credentials or settings
   make a new key; the old driver is logged out before the new one logs in.
-* **One session per BMC** (driver + address): a second user of the same BMC
-  waits until the first is done, up to its deadline (else the pool's
-  ``wait``), then gets :class:`~bmaas.faults.BMCBusy` ("the session is in
-  use"), which the policy retries on the same node with backoff. A BMC never
-  sees two sessions from one pool.
+* **One user per node at a time**: a second user of the same node waits
+  until the first is done, up to its deadline (else the pool's ``wait``),
+  then gets :class:`~bmaas.faults.SlotTimeout` -- bmaas's own contention,
+  not a BMC fault: retried with backoff, never counted, never "BMC busy".
+  Nodes behind one BMC (the systems of one Redfish service) do *not* wait
+  for each other here: their requests share the BMC's gate
+  (:mod:`bmaas.gate`, up to its cap in flight) and, for Redfish, one
+  session (the driver's service registry), so a BMC sees one session from
+  a process however many of its systems are used at once.
 * **A session that missed an answer is never reused**: on the faults in
   :data:`DROP_ON` the driver is closed and forgotten; the next operation
   builds a fresh one and logs in afresh. Faults that prove the session
@@ -66,13 +71,14 @@ from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver, Operation
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
-    BMCBusy,
     BMCFault,
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
+    SlotTimeout,
     UnclassifiedFault,
 )
+from bmaas.gate import bmc_of
 
 __all__ = ["DEFAULT_IDLE", "DROP_ON", "DriverPool", "PoolKey", "PoolStats"]
 
@@ -94,16 +100,6 @@ DROP_ON: dict[type[BMCFault], str] = {
 _DROP = tuple(DROP_ON)
 
 
-def _bmc_of(driver: str, node: str, info: Mapping[str, Any]) -> str:
-    """The BMC a node's sessions go to: one session at a time per value."""
-    if info.get("ipmi_address") and driver == "ipmi":
-        return f"ipmi:{info['ipmi_address']}:{info.get('ipmi_port', 623)}"
-    if info.get("redfish_address") and driver == "redfish":
-        return f"redfish:{info['redfish_address']}"
-    # unknown drivers: without an address we know of, the node is its own BMC
-    return f"{driver}:{info.get('fake_machine') or node}"
-
-
 @dataclasses.dataclass(frozen=True)
 class PoolKey:
     """Which pooled driver serves a node. ``digest`` covers the whole
@@ -114,6 +110,11 @@ class PoolKey:
     driver: str
     bmc: str
     digest: str = dataclasses.field(repr=False)
+
+    @property
+    def slot(self) -> str:
+        """The pool holds one driver, used by one caller at a time, per value."""
+        return f"{self.driver}:{self.node}"
 
     _SALT = secrets.token_bytes(16)
 
@@ -128,7 +129,7 @@ class PoolKey:
             default=str,
         )
         digest = hmac.new(cls._SALT, canonical.encode(), hashlib.sha256).hexdigest()
-        return cls(node, driver, _bmc_of(driver, node, driver_info), digest)
+        return cls(node, driver, bmc_of(driver, node, driver_info), digest)
 
 
 def _plain(value: Any) -> Any:
@@ -151,7 +152,7 @@ class PoolStats:
     dropped: int = 0
     #: sessions logged out for idleness or changed settings
     idled: int = 0
-    #: callers refused because the BMC's one session stayed busy
+    #: callers refused because another caller held the node until their deadline
     busy: int = 0
 
     @property
@@ -173,7 +174,7 @@ class PoolStats:
 
 @dataclasses.dataclass
 class _Slot:
-    """A BMC's one session: who it is for, and whether someone holds it."""
+    """A node's pooled driver: who it is for, and whether someone holds it."""
 
     key: PoolKey
     driver: BMCDriver | None = None
@@ -182,7 +183,7 @@ class _Slot:
 
 
 class DriverPool:
-    """Pooled drivers, one per BMC. See the module docstring."""
+    """Pooled drivers, one per node. See the module docstring."""
 
     def __init__(
         self,
@@ -268,14 +269,15 @@ class DriverPool:
         """Take the BMC's slot (waiting while another caller holds it); also
         returns drivers to log out first (stale or for other settings)."""
         until = deadline if deadline is not None else Deadline.after(self.wait, clock=self._clock)
+        begun = self._clock()
         stale: list[BMCDriver] = []
         with self._cond:
             while True:
                 if self._closed:
                     raise RuntimeError("the driver pool is closed")
-                slot = self._slots.get(key.bmc)
+                slot = self._slots.get(key.slot)
                 if slot is None:
-                    slot = self._slots[key.bmc] = _Slot(key)
+                    slot = self._slots[key.slot] = _Slot(key)
                     return slot, stale
                 if not slot.in_use:
                     if slot.key != key or self._expired(slot):
@@ -284,20 +286,20 @@ class DriverPool:
                         if slot.driver is not None:
                             stale.append(slot.driver)
                             self.stats.idled += 1
-                        slot = self._slots[key.bmc] = _Slot(key)
+                        slot = self._slots[key.slot] = _Slot(key)
                         return slot, stale
                     slot.in_use = True
                     return slot, stale
                 left = until.left()
                 if left <= 0:
                     self.stats.busy += 1
-                    raise BMCBusy(
-                        "the BMC's one session is in use by another operation; try again later",
+                    raise SlotTimeout(
+                        "another operation on this node holds its pooled driver",
                         node=key.node,
                         driver=key.driver,
                         operation=str(Operation.LOGIN),
-                        address=key.bmc.split(":", 1)[1],
-                        elapsed=0.0,
+                        address=key.bmc,
+                        waited=self._clock() - begun,
                     )
                 # Wake at least every 0.1 s: an injected clock may move without us.
                 self._cond.wait(min(left, 0.1))
@@ -334,8 +336,8 @@ class DriverPool:
                 self._logout(slot.driver)
         with self._cond:
             for slot in slots:
-                if self._slots.get(slot.key.bmc) is slot:
-                    del self._slots[slot.key.bmc]
+                if self._slots.get(slot.key.slot) is slot:
+                    del self._slots[slot.key.slot]
             self._cond.notify_all()
 
     # -- idleness and shutdown ------------------------------------------------------
@@ -358,7 +360,7 @@ class DriverPool:
         return len(gone)
 
     def open_sessions(self) -> int:
-        """Pooled drivers (held or idle) right now: at most one per BMC."""
+        """Pooled drivers (held or idle) right now: at most one per node."""
         with self._cond:
             return sum(1 for slot in self._slots.values() if slot.driver is not None)
 

@@ -6,7 +6,7 @@ pointed at one database split the fleet between them::
     worker A ─┐                       live workers (owners of kind "sync",
     worker B ─┼─▶ store ◀─ leases ──  leases renewed every ttl/3 by a thread)
     worker C ─┘
-    each pass:  want  = nodes whose rendezvous hash is highest for me
+    each pass:  want  = nodes whose BMC's rendezvous hash is highest for me
                 give back what I hold but no longer want
                 hold  = claim_sync_share(want)   (atomic; never two holders)
                 read  = hold
@@ -32,6 +32,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 
+from bmaas.gate import bmc_of
 from bmaas.lease import LeaseKeeper
 from bmaas.store import DEFAULT_LEASE_TTL, OwnerKind, Store
 from bmaas.store.records import NodeRecord
@@ -46,7 +47,9 @@ def _score(worker: str, node: str) -> bytes:
 
 
 def owner_of(node: str, workers: Sequence[str]) -> str:
-    """The worker that should read ``node`` (rendezvous hashing)."""
+    """The worker that should read ``node`` -- its BMC's label
+    (:func:`bmaas.gate.bmc_of`), so a BMC is read by one worker -- by
+    rendezvous hashing."""
     return max(workers, key=lambda w: _score(w, node))
 
 
@@ -83,7 +86,13 @@ class FleetShare:
         live = [o.id for o in self.store.sync_workers()]
         if self.worker_id not in live:
             live.append(self.worker_id)
-        want = [r.name for r in records if owner_of(r.name, live) == self.worker_id]
+        # By BMC: every node behind one BMC (one Redfish service's systems)
+        # goes to one worker, whose gate alone paces it.
+        want = [
+            r.name
+            for r in records
+            if owner_of(bmc_of(r.driver, r.name, r.driver_info), live) == self.worker_id
+        ]
         give_back = sorted(self._held - set(want))
         if give_back:
             self.store.release_sync_share(self.worker_id, give_back)

@@ -18,9 +18,11 @@ sessions took 0.61 ms of client CPU per read and 765 nodes/s in one process
 with 32 threads, 0.48 ms and 1,387 nodes/s sharded over two processes; the
 threads' hand-offs, not the protocol, are what a second process removes):
 
-* **Long-lived processes, nodes pinned to a shard** (``crc32(name) %
-  processes``). A node is read by the same process every pass, so its
-  pooled session is reused and a BMC never sees two sessions from one
+* **Long-lived processes, BMCs pinned to a shard** (``crc32(bmc) %
+  processes``, :func:`bmaas.gate.bmc_of`). A node is read by the same
+  process every pass, so its pooled session is reused; every node behind
+  one BMC (the systems of one Redfish service) is read by one process, so
+  the BMC sees one session and one gate (:mod:`bmaas.gate`) from a
   sweeper. ``concurrent.futures.ProcessPoolExecutor`` hands a task to any
   idle worker: sessions would be re-opened in whichever process got the
   node, and one BMC could hold a session in every process.
@@ -62,6 +64,7 @@ from typing import Any, TypeVar, cast
 
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BMCTimeout
+from bmaas.gate import bmc_of
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolStats
 from bmaas.store.records import NodeRecord
@@ -87,8 +90,9 @@ MIN_NODES_PER_PROCESS = 200
 
 
 def shard_of(name: str, processes: int) -> int:
-    """The shard (worker) that reads node ``name``: stable across passes and
-    processes (``crc32``, not ``hash()``, which is salted per process)."""
+    """The shard (worker) that reads the nodes of BMC ``name``
+    (:func:`bmaas.gate.bmc_of`): stable across passes and processes
+    (``crc32``, not ``hash()``, which is salted per process)."""
     return zlib.crc32(name.encode("utf-8")) % processes
 
 
@@ -205,7 +209,10 @@ class ShardedSweeper:
         """``records`` by shard: every node in exactly one, in the given order."""
         shards: list[list[NodeRecord]] = [[] for _ in range(self.processes)]
         for record in records:
-            shards[shard_of(record.name, self.processes)].append(record)
+            # by BMC, not by node: the systems of one Redfish service share
+            # its session and its gate, which live in one process
+            bmc = bmc_of(record.driver, record.name, record.driver_info)
+            shards[shard_of(bmc, self.processes)].append(record)
         return shards
 
     def run(

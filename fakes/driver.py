@@ -220,15 +220,11 @@ class FakeDriver(BMCDriver):
             deadline,
             lambda hw: self.machine.set_boot_device(device, persistent=persistent, firings=hw),
         )
-        applied = self.machine.boot_device()
-        if applied != BootSetting(device, persistent):
-            raise self.fault(
-                BootFailure,
-                f"asked for {device} (persistent={persistent}), BMC reads back "
-                f"{applied.device} (persistent={applied.persistent})",
-                operation=Operation.BOOT_SET,
-                elapsed=self._clock() - start,
-            )
+        try:
+            self.check_boot_readback(BootSetting(device, persistent), self.machine.boot_device())
+        except BootFailure as fault:
+            fault.elapsed = self._clock() - start
+            raise
 
     def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
         self._call(Operation.VMEDIA_INSERT, deadline, lambda hw: self.machine.insert_media(url))

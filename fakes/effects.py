@@ -84,6 +84,8 @@ class Effect(StrEnum):
     BOOT_NOT_PERSISTED = "boot_not_persisted"
     BOOT_CRASH = "boot_crash"
     INCIDENT = "incident"
+    SESSION_LIMIT = "session_limit"
+    OVERLOAD = "overload"
 
     @property
     def layer(self) -> Layer:
@@ -402,6 +404,49 @@ EFFECTS: dict[Effect, EffectDef] = {
         ipmi="the incident's completion code, or its RMCP+ status at login",
         says="the BMC gave a vendor incident's answer",
         # its fault depends on the incident: see fakes.incidents and incident_cases()
+    ),
+    # iDRAC answers RAC0218 ("the maximum number of user sessions is reached")
+    # as HTTP 503; IPMI BMCs answer Open Session with RMCP+ status 0x01. It
+    # triggers on the BMC's state, not by chance: only where the server knows
+    # the sessions it holds (hwlab's emulators; a proxy never fires it).
+    Effect.SESSION_LIMIT: EffectDef(
+        Layer.BMC,
+        Act.ANSWER,
+        "at most `sessions` sessions at once: a login beyond them is refused (Redfish 503 "
+        "naming `message_id`, IPMI RMCP+ status 0x01 'insufficient resources for session')",
+        {
+            "sessions": Param(int, required=True, low=0),
+            "message_id": Param(str, "Base.1.8.SessionLimitExceeded"),
+        },
+        operations=("login",),
+        fault=BMCBusy,
+        ipmi="Open Session answered with RMCP+ status 0x01 while the BMC holds `sessions`",
+        says="the maximum number of sessions is reached",
+        # The matrix's client holds its session before the rule is added: a
+        # client that keeps its session is never refused. The refusal itself:
+        # tests/lab/test_session_limit.py.
+        cases=(Case("session_limit", {"sessions": 0, "operation": "login"}, _both("ok:off")),),
+    ),
+    # Supermicro BMCs that stop answering after a burst of IPMI commands until
+    # reset; iDRACs that stall under parallel Redfish clients. Triggered by the
+    # load the BMC sees, in the engine: more than `max_concurrent` requests in
+    # flight (where the server counts them: hwlab's Redfish emulator) or more
+    # than `max_rate` requests in the last second; then silent for `duration`.
+    Effect.OVERLOAD: EffectDef(
+        Layer.BMC,
+        Act.SILENT,
+        "stop answering for `duration` seconds once more than `max_concurrent` requests "
+        "are in flight or more than `max_rate` arrive within one second",
+        {
+            "max_concurrent": Param(int, None, low=1),
+            "max_rate": Param(float, None, low=0.0),
+            "duration": Param(float, 10.0, low=0.0),
+        },
+        fault=BMCTimeout,
+        ipmi_login_fault=BMCUnreachable,
+        ipmi="rate only (the emulator serves one datagram at a time); no answer while down",
+        says="the BMC stopped answering (overloaded)",
+        cases=(Case("overload", {"max_rate": 0, "duration": 3.0}, _both("BMCTimeout")),),
     ),
 }
 

@@ -28,8 +28,10 @@ In YAML, a rule is one flat mapping::
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import fnmatch
+import math
 import random
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -233,13 +235,17 @@ class Firing:
 class _RuleState:
     """A rule in force: its own counters and random stream."""
 
-    __slots__ = ("calls", "fired", "rng", "rule")
+    __slots__ = ("calls", "down_until", "fired", "recent", "rng", "rule")
 
     def __init__(self, rule: FaultRule, seed: str) -> None:
         self.rule = rule
         self.rng = random.Random(seed)
         self.calls = 0
         self.fired = 0
+        #: overload: arrival times within the last second, and the end of
+        #: the silent window it set off
+        self.recent: collections.deque[float] = collections.deque()
+        self.down_until = -math.inf
 
 
 class FaultPlan:
@@ -326,9 +332,25 @@ class FaultPlan:
 
     # -- evaluation ------------------------------------------------------------
 
-    def evaluate(self, operation: str, *, protocol: str = "fake") -> list[Firing]:
+    def evaluate(
+        self,
+        operation: str,
+        *,
+        protocol: str = "fake",
+        sessions: int | None = None,
+        in_flight: int | None = None,
+    ) -> list[Firing]:
         """The effects that fire for one request, wire first, then BMC, then
-        hardware (the order in which a server must carry them out)."""
+        hardware (the order in which a server must carry them out).
+
+        ``sessions``: how many sessions the BMC holds now, where the server
+        knows (a login): ``session_limit`` fires only when they are at its
+        limit, so the event log shows each refusal, never a login let in.
+        ``in_flight``: requests the BMC is serving now, this one included,
+        where the server counts them (``overload``; its rate it counts here).
+        An ``overload`` firing that starts a silent window carries
+        ``params["trigger"]`` (what set it off); the requests lost in the
+        window fire without it."""
         now = self._clock()
         since = now - self._start
         fired: list[Firing] = []
@@ -339,7 +361,21 @@ class FaultPlan:
                 if not rule.matches(operation, protocol):
                     continue
                 state.calls += 1
-                if not _due(rule, state, since) or not _in_window(rule, window):
+                if rule.effect is Effect.SESSION_LIMIT and (
+                    sessions is None or sessions < rule.params["sessions"]
+                ):
+                    continue
+                params: Mapping[str, Any] = rule.params
+                if rule.effect is Effect.OVERLOAD:
+                    trigger = _overload(state, now, in_flight)
+                    if trigger is None:
+                        continue
+                    if trigger:  # a new window: the rule's own "when" still applies
+                        if not _due(rule, state, since):
+                            state.down_until = -math.inf
+                            continue
+                        params = {**rule.params, "trigger": trigger}
+                elif not _due(rule, state, since) or not _in_window(rule, window):
                     continue
                 if rule.effect is Effect.DROP and state.rng.random() >= rule.params["rate"]:
                     continue
@@ -352,7 +388,7 @@ class FaultPlan:
                         operation=operation,
                         effect=rule.effect,
                         rule=rule.name or rule.describe(),
-                        params=rule.params,
+                        params=params,
                     )
                 )
             listeners = list(self.listeners)
@@ -361,6 +397,32 @@ class FaultPlan:
             for listener in listeners:
                 listener(firing)
         return fired
+
+
+def _overload(state: _RuleState, now: float, in_flight: int | None) -> str | None:
+    """``overload``: None when the BMC copes; "" inside a silent window; else
+    what sets a new window off (its trigger, for the event log)."""
+    if now < state.down_until:
+        return ""
+    recent = state.recent
+    recent.append(now)
+    while recent and recent[0] <= now - 1.0:
+        recent.popleft()
+    params = state.rule.params
+    trigger = None
+    if params.get("max_rate") is not None and len(recent) > params["max_rate"]:
+        trigger = f"{len(recent)} requests within 1s > max_rate {params['max_rate']:g}"
+    elif (
+        params.get("max_concurrent") is not None
+        and in_flight is not None
+        and in_flight > params["max_concurrent"]
+    ):
+        trigger = f"{in_flight} requests in flight > max_concurrent {params['max_concurrent']}"
+    if trigger is None:
+        return None
+    state.down_until = now + float(params["duration"])
+    recent.clear()
+    return trigger
 
 
 def _due(rule: FaultRule, state: _RuleState, since: float) -> bool:

@@ -11,6 +11,7 @@ emulator's and the proxy's login code):
 
 =================  ==========================================================
 busy               completion code 0xC0 (node busy)
+session_limit      (login only) Open Session with RMCP+ status 0x01
 internal_error     completion code 0xFF (unspecified error)
 unsupported        completion code 0xC1 (invalid command)
 auth_fail          completion code 0xD4 (insufficient privilege)
@@ -24,6 +25,8 @@ Redfish:
 
 =================  ==========================================================
 busy               503 + ``Retry-After`` when ``retry_after`` is set
+session_limit      503 naming ``message_id`` (SessionLimitExceeded; iDRAC
+                   ``IDRAC.2.8.RAC0218``) on a login beyond ``sessions``
 internal_error     500 with ``@Message.ExtendedInfo`` naming ``message_id``
 auth_fail          401 with ``WWW-Authenticate`` (scope=session: NoValidSession)
 unsupported        405 (+ ``Allow``) for changes, 501 for reads
@@ -97,7 +100,8 @@ def ipmi_login_status(firing: Firing) -> int | None:
     incident = incident_of(firing)
     if incident is not None:
         return incident.rmcp_status
-    return RMCP_BUSY if firing.effect is Effect.BUSY else None
+    # busy, and a BMC at its session limit: "insufficient resources for session"
+    return RMCP_BUSY if firing.effect in (Effect.BUSY, Effect.SESSION_LIMIT) else None
 
 
 def executes(firing: Firing | None) -> bool:
@@ -126,6 +130,12 @@ def redfish_answer(firing: Firing, method: str) -> Response | None:
         )
     if effect is Effect.INTERNAL_ERROR:
         return redfish_error(500, str(params["message_id"]), "the BMC failed the request")
+    if effect is Effect.SESSION_LIMIT:
+        return redfish_error(
+            503,
+            str(params["message_id"]),
+            "the maximum number of user sessions is reached",
+        )
     if effect is Effect.AUTH_FAIL:
         realm = [("WWW-Authenticate", 'Basic realm="hwlab BMC"')]
         if params.get("scope") == "session":

@@ -45,6 +45,8 @@ class LabOptions:
     profile: str | None = None
     seed: int | str | None = None
     redfish_tls: bool = False
+    #: Redfish systems per service (hwlab up --redfish-service-size)
+    redfish_service_size: int = 1
     ipmi_base_port: int = 0
     redfish_base_port: int = 0
     control_port: int = 0
@@ -74,6 +76,8 @@ def build_spec(options: LabOptions) -> LabSpec:
             changes["seed"] = options.seed
         if options.redfish_tls:
             changes["redfish_tls"] = True
+        if options.redfish_service_size > 1:
+            changes["redfish_service_size"] = options.redfish_service_size
         spec = dataclasses.replace(spec, **changes)
     else:
         spec = generate(
@@ -82,6 +86,7 @@ def build_spec(options: LabOptions) -> LabSpec:
             seed=options.seed if options.seed is not None else 0,
             profile=options.profile,
             redfish_tls=options.redfish_tls,
+            redfish_service_size=options.redfish_service_size,
         )
     if spec.profile:
         profiles.resolve(spec.profile)  # unknown profile: fail now, not in the daemon

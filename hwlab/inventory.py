@@ -25,8 +25,10 @@ def node_entry(
     host: str,
     tls: bool = False,
     tls_cert: str | None = None,
+    system_id: str | None = None,
 ) -> dict[str, Any]:
-    """One emulated node, given the ports its BMC listens on."""
+    """One emulated node, given the ports its BMC listens on (``system_id``:
+    its system's path when its Redfish service serves several)."""
     info: dict[str, Any] = {}
     if "ipmi" in ports:
         info.update(
@@ -42,6 +44,8 @@ def node_entry(
             redfish_username=spec.username,
             redfish_password=spec.password.reveal(),
         )
+        if system_id is not None:
+            info["redfish_system_id"] = system_id
         if tls:
             # Verify against the lab's own CA; never silently turn verification off.
             if tls_cert is None:

@@ -132,6 +132,7 @@ class Lab:
                 host=self.host,
                 ipmi_ports=self._fixed_ports(nodes[index::count], self.ipmi_base_port),
                 redfish_ports=self._fixed_ports(nodes[index::count], self.redfish_base_port),
+                redfish_service_size=self.spec.redfish_service_size,
             )
             for index in range(count)
         ]
@@ -356,6 +357,11 @@ class Lab:
                 host=self.host,
                 tls=self.spec.redfish_tls,
                 tls_cert=self.tls_certs.get(spec.name),
+                system_id=(
+                    f"/redfish/v1/Systems/{spec.name}"
+                    if self.spec.redfish_service_size > 1
+                    else None
+                ),
             )
             for spec in self.spec.nodes
         ]

@@ -6,6 +6,7 @@ A lab file::
     seed: 42
     profile: flaky                 # optional: a built-in profile or a file
     redfish_tls: false
+    redfish_service_size: 1        # >1: that many Redfish systems per service (one port)
     defaults:                      # every node starts from these
       protocols: [ipmi, redfish]   # one machine, both BMC protocols
       credentials: {username: admin, password: lab-password}
@@ -80,7 +81,7 @@ _NODE_KEYS = {
     "proxy",
     "profile",
 }
-_TOP_KEYS = {"seed", "profile", "redfish_tls", "defaults", "nodes"}
+_TOP_KEYS = {"seed", "profile", "redfish_tls", "redfish_service_size", "defaults", "nodes"}
 
 #: bounds on what a lab file may ask for; each error names the limit
 MAX_LABFILE_BYTES = 4 * 1024 * 1024
@@ -123,6 +124,10 @@ class LabSpec:
     profile: str | None = None
     redfish_tls: bool = False
     source: str | None = None
+    #: Redfish systems per service: >1 serves consecutive Redfish nodes of a
+    #: worker as the systems of one service on one port (a chassis manager,
+    #: sushy-tools), each at /redfish/v1/Systems/<node name>
+    redfish_service_size: int = 1
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -141,12 +146,15 @@ def generate(
     redfish_tls: bool = False,
     hardware: Hardware | None = None,
     prefix: str = "node",
+    redfish_service_size: int = 1,
 ) -> LabSpec:
     """``count`` identical nodes named ``node-001``...; ``protocols`` is
     ``ipmi``, ``redfish``, ``both`` (every machine speaks both), or ``mixed``
     (alternating, half and half)."""
     if count < 1:
         raise InputError("must be at least 1", field="--nodes")
+    if redfish_service_size < 1:
+        raise InputError("must be at least 1", field="--redfish-service-size")
     choices = {
         "ipmi": [("ipmi",)],
         "redfish": [("redfish",)],
@@ -166,7 +174,13 @@ def generate(
         )
         for i in range(1, count + 1)
     )
-    return LabSpec(nodes=nodes, seed=seed, profile=profile, redfish_tls=redfish_tls)
+    return LabSpec(
+        nodes=nodes,
+        seed=seed,
+        profile=profile,
+        redfish_tls=redfish_tls,
+        redfish_service_size=redfish_service_size,
+    )
 
 
 def load_labfile(path: str) -> LabSpec:
@@ -190,6 +204,10 @@ def parse_labfile(data: Any, *, source: str) -> LabSpec:
     tls = data.get("redfish_tls", False)
     if not isinstance(tls, bool):
         check.fail("must be true or false", data=data, key="redfish_tls")
+    service_size = data.get("redfish_service_size", 1)
+    if isinstance(service_size, bool) or not isinstance(service_size, int) or service_size < 1:
+        check.fail("must be a whole number >= 1", data=data, key="redfish_service_size")
+        service_size = 1
     profile = data.get("profile")
     if profile is not None and not isinstance(profile, str):
         check.fail("must be a profile name or a file path", data=data, key="profile")
@@ -219,7 +237,14 @@ def parse_labfile(data: Any, *, source: str) -> LabSpec:
         seen.add(node.name)
     if check.problems:
         raise LabFileError(check.problems)
-    return LabSpec(nodes=tuple(nodes), seed=seed, profile=profile, redfish_tls=tls, source=source)
+    return LabSpec(
+        nodes=tuple(nodes),
+        seed=seed,
+        profile=profile,
+        redfish_tls=tls,
+        source=source,
+        redfish_service_size=service_size,
+    )
 
 
 def _expand(

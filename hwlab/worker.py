@@ -67,6 +67,8 @@ class Shard:
     #: (see :meth:`ShardServers.snapshot`), and the Redfish CA directory to keep
     state: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     tls_dir: str | None = None
+    #: Redfish systems per service (consecutive Redfish nodes of this shard)
+    redfish_service_size: int = 1
 
 
 #: below this many machines per worker, more workers than cores buy nothing
@@ -172,11 +174,17 @@ class ShardServers:
             self._redfish = RedfishServer(
                 host=shard.host, tls=shard.redfish_tls, tls_dir=shard.tls_dir
             )
-            for spec in wants_redfish:
-                port = self._bind(
-                    self._redfish, spec, shard.redfish_ports.get(spec.name, 0), "Redfish (TCP)"
-                )
-                self.endpoints[spec.name]["redfish"] = port
+            size = shard.redfish_service_size
+            for at in range(0, len(wants_redfish), size):
+                group = wants_redfish[at : at + size]
+                first = group[0]
+                fixed = shard.redfish_ports.get(first.name, 0)
+                if size == 1:
+                    port = self._bind(self._redfish, first, fixed, "Redfish (TCP)")
+                else:
+                    port = self._bind_service(group, fixed)
+                for spec in group:
+                    self.endpoints[spec.name]["redfish"] = port
             self._redfish.start()
             self.tls_cert = self._redfish.ca_path  # this worker's lab CA (None over HTTP)
 
@@ -194,6 +202,25 @@ class ShardServers:
             raise InputError(
                 f"cannot listen on {self.shard.host}:{port} for {what}: {exc.strerror}",
                 node=spec.name,
+            ) from None
+
+    def _bind_service(self, group: list[NodeSpec], port: int) -> int:
+        """One Redfish service for ``group`` (the first node's credentials)."""
+        assert self._redfish is not None
+        first = group[0]
+        try:
+            return int(
+                self._redfish.add_service(
+                    [self.machines[spec.name] for spec in group],
+                    username=first.username,
+                    password=first.password.reveal(),
+                    port=port,
+                )
+            )
+        except OSError as exc:
+            raise InputError(
+                f"cannot listen on {self.shard.host}:{port} for Redfish (TCP): {exc.strerror}",
+                node=first.name,
             ) from None
 
     def stop(self) -> None:

@@ -44,6 +44,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
+from bmaas.pool import DriverPool
 from bmaas.retry import RetryingDriver
 from bmaas.secrets import mask_url
 
@@ -81,7 +82,14 @@ def _run(
         return operation(RetryingDriver(driver, policy), budget)
 
     start = time.monotonic()
-    with progress(len(records), label, quiet=as_json) as advance:
+    # Pooled for the command's life: the nodes behind one Redfish service keep
+    # its one session from the first node to the last (without a pool it would
+    # be logged out whenever no node happened to be in flight), all logged out
+    # at the end.
+    with (
+        progress(len(records), label, quiet=as_json) as advance,
+        DriverPool(wait=bmc_timeout) as pool,
+    ):
         results = run_on_nodes(
             records,
             retried,
@@ -89,6 +97,7 @@ def _run(
             workers=workers,
             on_result=lambda _result: advance(),
             deadline=budget,
+            pool=pool,
         )
     if record is not None:
         record(results)

@@ -37,7 +37,7 @@ from bmaas.candidates import candidates as find_candidates
 from bmaas.candidates import matches
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, ReadyHook, Step, deploy_node, undeploy_node
-from bmaas.driver import BMCDriver, PowerAction, PowerState
+from bmaas.driver import BMCDriver, PowerAction, PowerState, Quirk
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -56,11 +56,14 @@ from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
 from bmaas.retry import RetryingDriver, RetryPolicy
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind, Reclaimed, Store
+from bmaas.store.nodes import QUIRKS_KEY
 from bmaas.store.records import NodeRecord, Owner, PortOrigin, ProvisionState
 
 __all__ = ["DEPLOY_FAILURE", "DEPLOY_HEALTH", "UNDEPLOY_FAILURE", "EmbeddedBackend"]
 
 LOG = logging.getLogger(__name__)
+
+_QUIRKS = frozenset(str(q) for q in Quirk)
 
 DriverFactory = Callable[[Any], BMCDriver]
 
@@ -242,7 +245,12 @@ class EmbeddedBackend:
     def deploy(self, claim: Claim, *, deadline: Deadline, cancel: CancelToken) -> Deployed:
         settings = dataclasses.replace(self.settings, image_url=claim.job.request.image_url)
         owners = [claim.handle, claim.job.handle or ""]
-        driver = self.driver_factory(self.store.node(claim.node))
+        record = self.store.node(claim.node)
+        driver = self.driver_factory(record)
+        # What the node's BMC showed in earlier deploys (stock sushy-tools
+        # keeps a one-time boot override as persistent): adapt, not fail.
+        known = {q for q in record.extra.get(QUIRKS_KEY) or () if q in _QUIRKS}
+        driver.quirks |= {Quirk(q) for q in known}
         try:
             report = deploy_node(
                 driver,
@@ -253,8 +261,19 @@ class EmbeddedBackend:
                 deadline=deadline,
             )
         finally:
+            learned = {str(q) for q in driver.quirks} - known
             driver.close()
+            if learned:
+                self._record_quirks(claim.node, learned)
         return Deployed(claim.node, report.boot_method, report.steps)
+
+    def _record_quirks(self, node: str, quirks: set[str]) -> None:
+        """Keep what the BMC showed on the node's record (reported once)."""
+        try:
+            for quirk in self.store.record_quirks(node, quirks):
+                LOG.warning("%s: the BMC shows %s; recorded on the node", node, quirk)
+        except BmaasError as exc:  # a capability note must not fail a deploy
+            LOG.info("%s: could not record BMC quirks %s: %s", node, sorted(quirks), exc)
 
     def diagnose(self, claim: Claim, error: BmaasError) -> BmaasError:
         return error  # bmaas's drivers classify at their edge already

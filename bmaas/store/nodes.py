@@ -10,7 +10,7 @@ maintenance; a person's ``unset`` clears both, as Ironic's API does.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -25,7 +25,10 @@ from bmaas.store.records import SYSTEM, Event, NodeRecord, OwnerKind, ProvisionS
 if TYPE_CHECKING:
     from bmaas.inventory import NetworkSpec, NodeSpec
 
-__all__ = ["EnrollReport", "NodesMixin"]
+__all__ = ["QUIRKS_KEY", "EnrollReport", "NodesMixin"]
+
+#: the key of ``extra`` under which a node's BMC quirks are kept
+QUIRKS_KEY = "bmc_quirks"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,6 +338,28 @@ class NodesMixin(StoreBase):
             return [(r[0], bool(r[1]), r[2], int(r[3])) for r in conn.execute(query)]
 
     # -- maintenance -----------------------------------------------------------------
+
+    def record_quirks(self, name: str, quirks: Collection[str]) -> list[str]:
+        """Add capability facts learned from a node's BMC (``extra.bmc_quirks``,
+        :class:`bmaas.driver.Quirk`); returns the ones that are new, each also
+        recorded once as a ``bmc_quirk`` event. Never touches health."""
+        with self._write() as conn:
+            node_id = self._node_id(conn, name)
+            row = conn.execute(sa.select(t.nodes.c.extra).where(t.nodes.c.id == node_id)).one()
+            extra = dict(row[0] or {})
+            known = set(extra.get(QUIRKS_KEY) or ())
+            new = sorted(set(quirks) - known)
+            if not new:
+                return []
+            extra[QUIRKS_KEY] = sorted(known | set(new))
+            conn.execute(
+                t.nodes.update()
+                .where(t.nodes.c.id == node_id)
+                .values(extra=extra, updated_at=self._now())
+            )
+            for quirk in new:
+                self._event(conn, node_id, "bmc_quirk", f"the BMC shows {quirk}", actor=SYSTEM)
+        return new
 
     def set_maintenance(self, name: str, *, reason: str, by: str) -> NodeRecord:
         """A person puts a node into maintenance. It is never claimed while

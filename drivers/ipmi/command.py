@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pyghmi import exceptions as pyghmi_exc
@@ -151,9 +152,12 @@ class BoundedCommand(_command.Command):
         response["data"] = bytes(response["data"])
         return response
 
-    def within(self, deadline: Deadline) -> CommandCall:
-        """This command as one driver call sees it: every request by ``deadline``."""
-        return CommandCall(self, deadline)
+    def within(
+        self, deadline: Deadline, *, pace: Callable[[Deadline], None] | None = None
+    ) -> CommandCall:
+        """This command as one driver call sees it: every request by
+        ``deadline``, each first waiting for its turn at the BMC (``pace``)."""
+        return CommandCall(self, deadline, pace)
 
     def close(self) -> None:
         self.ipmi_session.abandon()
@@ -167,11 +171,17 @@ class CommandCall:
 
     command: BoundedCommand
     deadline: Deadline
+    #: the BMC's gate spacing (bmaas.gate), before every request
+    pace: Callable[[Deadline], None] | None = None
 
     def raw_command(self, netfn: int, command: int, **kw: Any) -> dict[str, Any]:
+        if self.pace is not None:
+            self.pace(self.deadline)
         return self.command.raw_command(netfn, command, deadline=self.deadline, **kw)
 
     def xraw_command(self, netfn: int, command: int, **kw: Any) -> dict[str, Any]:
+        if self.pace is not None:
+            self.pace(self.deadline)
         return self.command.xraw_command(netfn, command, deadline=self.deadline, **kw)
 
 

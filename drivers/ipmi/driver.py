@@ -43,11 +43,10 @@ from bmaas.driver import (
 from bmaas.driver_info import DriverInfo
 from bmaas.faults import (
     BmaasError,
-    BMCBusy,
     BMCFault,
-    BootFailure,
     InputError,
     PowerFailure,
+    SlotTimeout,
     UnsupportedOperation,
 )
 from drivers.ipmi.classify import classify
@@ -109,6 +108,12 @@ class IPMIDriver(BMCDriver):
 
     name = "ipmi"
     session_idle = SESSION_REUSE_IDLE
+    #: one request at a time per BMC: one RMCP+ session answers in order,
+    #: and small BMCs fall over on bursts (Supermicro field reports)
+    max_requests = 1
+    #: Ironic spaces ipmitool commands 5 s apart because each one logs in;
+    #: a pooled session's commands need far less
+    min_interval = 0.1
     capabilities = frozenset(
         {Capability.POWER, Capability.SOFT_POWER, Capability.BOOT_DEVICE, Capability.INVENTORY}
     )
@@ -148,6 +153,10 @@ class IPMIDriver(BMCDriver):
         host = f"[{host}]" if ":" in host else host
         return f"{host}:{self.info.ipmi_port}"
 
+    @property
+    def bmc_label(self) -> str:
+        return f"ipmi:{self.address}"
+
     # -- the one place a call becomes a fault -------------------------------
 
     def _call(
@@ -158,16 +167,33 @@ class IPMIDriver(BMCDriver):
         if bound.expired:
             raise self.too_late(operation, start)
         if not self._lock.acquire(timeout=bound.left()):
-            raise self.fault(
-                BMCBusy,
-                "another call to this BMC is still running",
-                operation=operation,
-                elapsed=self._clock() - start,
+            raise SlotTimeout(
+                "another call to this node is still running",
+                node=self.node,
+                driver=self.name,
+                operation=str(operation),
+                address=self.bmc_label,
+                waited=self._clock() - start,
             )
         cmd: BoundedCommand | None = None
         try:
-            cmd = self._session(bound)
-            return act(cmd.within(bound))
+            gate = self.gate
+
+            def pace(deadline: Deadline) -> None:
+                gate.pace(
+                    deadline,
+                    node=self.node,
+                    operation=str(operation),
+                    too_late=lambda: self.too_late(operation, start),
+                )
+
+            # pace=False: every command of the call waits its own turn, and
+            # a login (an exchange of its own) takes one first
+            with gate.hold(bound, node=self.node, operation=str(operation), pace=False):
+                if self._command is None:
+                    pace(bound)
+                cmd = self._session(bound)
+                return act(cmd.within(bound, pace=pace))
         except BMCFault as fault:
             if fault.elapsed is None:
                 fault.elapsed = self._clock() - start
@@ -350,20 +376,14 @@ class IPMIDriver(BMCDriver):
         self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
     ) -> None:
         """Set System Boot Options (boot flags), then read them back in the
-        same call: ``BootFailure`` when the BMC accepted and did not apply."""
+        same call: ``BootFailure`` when the BMC accepted and set another
+        device; another persistence is a quirk (:meth:`check_boot_readback`)."""
 
         def act(cmd: CommandCall) -> None:
             flags = 0x80 | (0x40 if persistent else 0)
             data = [5, flags, _BOOT_SELECTOR[device] << 2, 0, 0, 0]
             cmd.xraw_command(netfn=0x00, command=0x08, data=data)
-            applied = self._read_boot(cmd)
-            if applied != BootSetting(device, persistent):
-                raise self.fault(
-                    BootFailure,
-                    f"asked for {device} (persistent={persistent}), the BMC reads back "
-                    f"{applied.device} (persistent={applied.persistent})",
-                    operation=Operation.BOOT_SET,
-                )
+            self.check_boot_readback(BootSetting(device, persistent), self._read_boot(cmd))
 
         self._call(Operation.BOOT_SET, deadline, act)
 

@@ -46,6 +46,7 @@ from bmaas.faults import (
     InputError,
     UnsupportedOperation,
 )
+from bmaas.gate import GATES
 from bmaas.pool import DriverPool, PoolKey
 from bmaas.registry import build_driver
 from bmaas.retry import RetryPolicy
@@ -58,6 +59,7 @@ __all__ = [
     "BmaasPowerFailure",
     "Budget",
     "call",
+    "check",
     "label",
     "policy",
     "session",
@@ -100,10 +102,12 @@ def label(task: Any) -> str:
     return str(node.name or node.uuid)
 
 
-#: the conductor's sessions: one per BMC, kept across calls and power-sync
+#: the conductor's drivers: one per node, kept across calls and power-sync
 #: passes, dropped when a call misses an answer (the pool's ``DROP_ON``), so
 #: pyghmi never watches more than one socket per node (its select() stops
-#: working past ~1000 descriptors in a process)
+#: working past ~1000 descriptors in a process). The systems behind one
+#: Redfish service share one session, and every BMC's requests pass its gate
+#: (``[bmaas]bmc_max_requests``/``bmc_min_interval``, :mod:`bmaas.gate`)
 POOL = DriverPool()
 
 
@@ -118,12 +122,23 @@ def session(
     name = label(task)
     info = parse_driver_info(node.driver_info or {}, protocol, node=name)
     key = PoolKey.of(protocol, name, node.driver_info or {})
+    group = conf.CONF.bmaas
+    GATES.configure(cap=group.bmc_max_requests or None, spacing=group.bmc_min_interval or None)
     with POOL.session(
         key,
         lambda: build_driver(name, protocol, info, bmc_timeout=budget.call),
         deadline=deadline or Deadline.after(budget.call),
     ) as drv:
         yield drv
+
+
+def check(task: Any, protocol: str) -> None:
+    """What ``validate`` checks: the node's driver_info is complete and a
+    driver can be built from it. No BMC call, no pooled driver, no wait for
+    a slot: Ironic validates often, from the API and before every action."""
+    name = label(task)
+    info = parse_driver_info(task.node.driver_info or {}, protocol, node=name)
+    build_driver(name, protocol, info).close()
 
 
 def policy(budget: Budget, *, busy_only: bool = False) -> RetryPolicy:

@@ -7,6 +7,8 @@ the hardware types, before any call is made)::
     call_deadline = 5        # one BMC request, connect to last byte
     operation_deadline = 60  # one conductor call (power action and its wait, ...), retries included
     sync_deadline = 15       # one power-state read (the periodic sync's, and every other read)
+    bmc_max_requests = 0     # requests in flight per BMC in this conductor (0: the protocol's)
+    bmc_min_interval = 0     # seconds between request starts per BMC (0: the protocol's)
 """
 
 from __future__ import annotations
@@ -43,6 +45,24 @@ OPTS = [
         "so a BMC that is busy now and then is not counted as a sync failure; "
         "timeouts and unreachable BMCs fail the read at once and are counted "
         "by [conductor]power_state_sync_max_retries.",
+    ),
+    cfg.IntOpt(
+        "bmc_max_requests",
+        default=0,
+        min=0,
+        help="Requests in flight at once to one BMC from this conductor, every "
+        "interface and the power sync together (a Redfish service counts as "
+        "one BMC however many systems it serves). 0 keeps the protocol's "
+        "default (IPMI 1, Redfish 4); a node's driver_info bmc_max_requests "
+        "may lower it further.",
+    ),
+    cfg.FloatOpt(
+        "bmc_min_interval",
+        default=0.0,
+        min=0.0,
+        help="Seconds between request starts on one BMC from this conductor. "
+        "0 keeps the protocol's default (IPMI 0.1, Redfish 0.05); the larger "
+        "of this and a node's driver_info bmc_min_interval applies.",
     ),
 ]
 

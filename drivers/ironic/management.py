@@ -36,12 +36,9 @@ class BmaasManagement(base.ManagementInterface):
         return {**info.properties("ipmi"), **info.properties("redfish")}
 
     def validate(self, task: Any) -> None:
-        budget = calls.Budget.from_conf()
-        with (
-            calls.translated(task, "validate", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget),
-        ):
-            pass
+        """Check driver_info; no BMC call and no wait for a slot."""
+        with calls.translated(task, "validate", calls.BmaasDriverError):
+            calls.check(task, protocol_of(task))
 
     def get_supported_boot_devices(self, task: Any) -> list[str]:
         return list(_DEVICES)

@@ -104,9 +104,8 @@ class BmaasPower(base.PowerInterface):
 
     def validate(self, task: Any) -> None:
         """Check driver_info; no BMC call (Ironic validates often)."""
-        budget = calls.Budget.from_conf()
-        with calls.translated(task, "validate"), calls.session(task, protocol_of(task), budget):
-            pass
+        with calls.translated(task, "validate"):
+            calls.check(task, protocol_of(task))
 
     def get_power_state(self, task: Any) -> str:
         budget = calls.Budget.from_conf()

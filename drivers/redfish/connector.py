@@ -20,10 +20,12 @@ whole exchange, every byte of the body included, ends by it.
 sushy's resources (``System.refresh``, ``reset_system``) call the connector
 with no way to pass a deadline, so the driver hands its call's ``Deadline``
 to the connector for the duration of the call (:meth:`BoundedConnector.within`,
-under the driver's lock): the value itself, never a number of seconds
-re-created here. What sushy still does on its own, on purpose: one
-re-login and one re-send when a session has expired (401 with a session), and
-a re-send without ``Accept-Encoding: identity`` on a 406.
+per thread: the nodes behind one Redfish service share one connector): the
+value itself, never a number of seconds re-created here. Each request first
+waits for its turn at the BMC's gate (``pace``, :mod:`bmaas.gate`).
+What sushy still does on its own, on purpose: one re-login and one re-send
+when a session has expired (401 with a session), and a re-send without
+``Accept-Encoding: identity`` on a 406.
 
 Every GET carries ``X-Bmaas-Operation`` naming the read it serves
 (``power.get``, ``boot.get``, ...). Real BMCs ignore unknown headers; hwlab's
@@ -33,6 +35,7 @@ emulator uses it to tell apart reads of the one ComputerSystem resource.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -75,11 +78,9 @@ class BoundedConnector(Connector):
         )
         self._clock = clock
         self._bmc_timeout = bmc_timeout
-        #: the deadline of the driver call in progress (None between calls)
-        self._deadline: Deadline | None = None
-        #: the read every GET in the current call serves (sent in OPERATION_HEADER)
-        self.read_operation: Operation | None = None
-        self._last: requests.Response | None = None
+        # Per thread: nodes behind one service share this connector
+        # (drivers.redfish.service), each call on its own thread.
+        self._local = threading.local()
         self._response_callback = self._remember
         adapter = DeadlineAdapter(max_body=max_body_bytes)
         for scheme in ("https://", "http://"):
@@ -99,17 +100,50 @@ class BoundedConnector(Connector):
             self._session.headers.pop("Connection", None)
 
     def _remember(self, response: requests.Response) -> None:
-        self._last = response
+        self._local.last = response
+
+    @property
+    def _deadline(self) -> Deadline | None:
+        """The deadline of this thread's driver call (None between calls)."""
+        return getattr(self._local, "deadline", None)
+
+    @property
+    def read_operation(self) -> Operation | None:
+        """The read every GET of this thread's call serves (OPERATION_HEADER)."""
+        return getattr(self._local, "read", None)
+
+    @read_operation.setter
+    def read_operation(self, value: Operation | None) -> None:
+        self._local.read = value
+
+    @property
+    def _last(self) -> requests.Response | None:
+        return getattr(self._local, "last", None)
 
     @contextlib.contextmanager
-    def within(self, deadline: Deadline, read: Operation) -> Iterator[None]:
-        """Every request inside ends by ``deadline`` (the driver call's)."""
-        previous = self._deadline, self.read_operation
-        self._deadline, self.read_operation = deadline, read
+    def within(
+        self,
+        deadline: Deadline,
+        read: Operation,
+        *,
+        pace: Callable[[Deadline], None] | None = None,
+        on_login: Callable[[], None] | None = None,
+    ) -> Iterator[None]:
+        """Every request inside ends by ``deadline`` (the driver call's);
+        ``pace`` is called before each one (the BMC's gate spacing),
+        ``on_login`` for each login POST (besides the connector's own)."""
+        local = self._local
+        previous = (
+            self._deadline,
+            self.read_operation,
+            getattr(local, "pace", None),
+            getattr(local, "on_login", None),
+        )
+        local.deadline, local.read, local.pace, local.on_login = deadline, read, pace, on_login
         try:
             yield
         finally:
-            self._deadline, self.read_operation = previous
+            local.deadline, local.read, local.pace, local.on_login = previous
 
     @contextlib.contextmanager
     def reading(self, read: Operation) -> Iterator[None]:
@@ -138,13 +172,14 @@ class BoundedConnector(Connector):
         if deadline.expired:
             raise DeadlineExceeded(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
-        if (
-            method == "POST"
-            and self._on_login is not None
-            and isinstance(data, dict)
-            and "UserName" in data
-        ):
-            self._on_login()  # SessionService.create_session: a login, counted when tried
+        if method == "POST" and isinstance(data, dict) and "UserName" in data:
+            # SessionService.create_session: a login, counted when tried
+            for count in (self._on_login, getattr(self._local, "on_login", None)):
+                if count is not None:
+                    count()
+        pace = getattr(self._local, "pace", None)
+        if pace is not None:
+            pace(deadline)  # SlotTimeout (a bmaas error) when no turn comes in time
         if method == "GET" and self.read_operation is not None:
             headers[OPERATION_HEADER] = str(self.read_operation)
         try:

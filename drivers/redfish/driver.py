@@ -1,7 +1,11 @@
 """``RedfishDriver``: the driver contract over sushy.
 
-One driver holds one sushy client (and, with session auth, one Redfish session)
-per node, created on first use and reused; :meth:`close` logs out. Every call
+One driver per node; the drivers of the nodes behind one Redfish service
+(same root URL, credentials and TLS settings) share one sushy client and so
+one session (:mod:`drivers.redfish.service`), created on first use and
+reused; the last :meth:`close` logs out. Every call passes the BMC's gate
+(:mod:`bmaas.gate`: at most ``max_requests`` in flight per service, every
+HTTP request ``min_interval`` after the previous one). Every call
 runs under one deadline shared by all the HTTP requests it makes, each request
 is one attempt (see :mod:`drivers.redfish.connector`), and every failure
 leaves through :func:`drivers.redfish.faults.map_exception`.
@@ -46,15 +50,15 @@ from bmaas.driver import (
 from bmaas.driver_info import FIELDS, DriverInfo
 from bmaas.faults import (
     BmaasError,
-    BMCBusy,
     BMCFault,
-    BootFailure,
     InputError,
+    SlotTimeout,
     UnclassifiedFault,
 )
 from bmaas.secrets import Secret
 from drivers.redfish.connector import BoundedConnector
 from drivers.redfish.faults import map_exception, may_be_already_there
+from drivers.redfish.service import SERVICES, RedfishService, ServiceKey
 
 __all__ = ["RedfishDriver"]
 
@@ -108,6 +112,12 @@ class RedfishDriver(BMCDriver):
     #: Redfish sessions time out after SessionService.SessionTimeout (30 s at
     #: least by the standard, 30 min on common BMCs); sushy logs in again on a 401
     session_idle = 300.0
+    #: requests in flight to one Redfish service (every system behind it)
+    max_requests = 4
+    #: seconds between HTTP request starts on one service
+    min_interval = 0.05
+    #: the process's shared service clients (tests inject their own)
+    services = SERVICES
 
     def __init__(
         self,
@@ -137,8 +147,7 @@ class RedfishDriver(BMCDriver):
                 self.address,
             )
         self._lock = threading.Lock()
-        self._conn: BoundedConnector | None = None
-        self._root: sushy.Sushy | None = None
+        self._svc: RedfishService | None = None
         self._system: System | None = None
         self._vmedia_path: str | None = None
         self._fetched = False  # the system was read moments ago, by _connect
@@ -146,6 +155,19 @@ class RedfishDriver(BMCDriver):
     @property
     def address(self) -> str:
         return str(self.info.redfish_address)
+
+    @property
+    def bmc_label(self) -> str:
+        """The service root: every system behind it is one BMC to the gate."""
+        return f"redfish:{self.address.rstrip('/')}"
+
+    @property
+    def _conn(self) -> BoundedConnector | None:
+        return self._svc.conn if self._svc is not None else None
+
+    @property
+    def _root(self) -> sushy.Sushy | None:
+        return self._svc.root if self._svc is not None else None
 
     # -- the one place calls run ------------------------------------------------
 
@@ -166,14 +188,34 @@ class RedfishDriver(BMCDriver):
         def elapsed() -> float:
             return self._clock() - start
 
+        gate = self.gate  # before the lock: a bad BMAAS_BMC_* setting holds nothing
         if not self._lock.acquire(timeout=bound.left()):
-            raise build(BMCBusy, "another call to this BMC is still running", elapsed=elapsed())
+            raise SlotTimeout(
+                "another call to this node is still running",
+                node=self.node,
+                driver=self.name,
+                operation=str(operation),
+                address=self.bmc_label,
+                waited=elapsed(),
+            )
+
+        def pace(deadline: Deadline) -> None:
+            gate.pace(
+                deadline,
+                node=self.node,
+                operation=str(operation),
+                too_late=lambda: self.too_late(operation, start),
+            )
+
         try:
-            conn = self._connector()
-            with conn.within(bound, read):
-                if self._system is None:
-                    self._connect(conn)
-                return act()
+            # pace=False: the connector paces every HTTP request of the call
+            with gate.hold(bound, node=self.node, operation=str(operation), pace=False):
+                service = self._service()
+                conn = service.conn
+                with conn.within(bound, read, pace=pace, on_login=self._count_login):
+                    if self._system is None:
+                        self._connect(service, bound)
+                    return act()
         except BMCFault as fault:  # raised by act() itself (BootFailure, unsupported)
             fault.elapsed = elapsed()
             raise
@@ -186,6 +228,9 @@ class RedfishDriver(BMCDriver):
                 node=self.node,
                 system=self._system_path(),
             )
+            retry_after = getattr(mapped, "retry_after", None)
+            if retry_after:
+                gate.defer(retry_after)  # every system of the service waits, not only this one
             if isinstance(mapped, UnclassifiedFault):
                 LOG.warning("%s: unclassified Redfish failure: %s", self.node, mapped)
             else:
@@ -195,41 +240,62 @@ class RedfishDriver(BMCDriver):
             self._fetched = False  # "just read" holds within one call only
             self._lock.release()
 
-    def _connector(self) -> BoundedConnector:
-        if self._conn is None:
-            self._conn = BoundedConnector(
-                self.address,
-                verify=self.info.redfish_verify_ca,
-                bmc_timeout=self.bmc_timeout,
-                clock=self._clock,
-                on_login=self._count_login,
-                max_body_bytes=self.info.redfish_max_body_bytes,
+    def _service(self) -> RedfishService:
+        """This node's share of its service's client (taken on first use)."""
+        if self._svc is None:
+            self._svc = self.services.acquire(
+                ServiceKey.of(self.info),
+                lambda: BoundedConnector(
+                    self.address,
+                    verify=self.info.redfish_verify_ca,
+                    bmc_timeout=self.bmc_timeout,
+                    clock=self._clock,
+                    max_body_bytes=self.info.redfish_max_body_bytes,
+                ),
             )
-        return self._conn
+        return self._svc
 
     def _count_login(self) -> None:
         self.logins += 1
+        if self._svc is not None:
+            self._svc.logins += 1
 
     def session_alive(self) -> bool:
         return self._root is not None
 
-    def _connect(self, conn: BoundedConnector) -> None:
-        """Read the service root and log in (once), then find the system.
+    def _connect(self, service: RedfishService, bound: Deadline) -> None:
+        """Read the service root and log in (once per service, whichever
+        node's call comes first), then find this node's system.
 
         The logged-in client is kept even when finding the system fails, so a
         misconfigured node does not open a session per call: BMCs allow few.
         """
-        if self._root is None:
-            # Secret() again: a DriverInfo built by hand (not parsed) may hold a str.
-            password = Secret(self.info.redfish_password).reveal()
-            auth = _AUTH[self.info.redfish_auth_type](
-                username=self.info.redfish_username, password=password
-            )
-            if self.info.redfish_auth_type == "basic":
-                self._count_login()  # no session POST: the credentials ride on each request
-            with conn.reading(Operation.PROBE):
-                self._root = sushy.Sushy(self.address, auth=auth, connector=conn)
-        root = self._root
+        conn = service.conn
+        if service.root is None:
+            if not service.login_lock.acquire(timeout=bound.left()):
+                raise SlotTimeout(
+                    "another node's call is still logging in to this service",
+                    node=self.node,
+                    driver=self.name,
+                    operation=str(Operation.LOGIN),
+                    address=self.bmc_label,
+                    waited=None,
+                )
+            try:
+                if service.root is None:
+                    # Secret() again: a DriverInfo built by hand may hold a str.
+                    password = Secret(self.info.redfish_password).reveal()
+                    auth = _AUTH[self.info.redfish_auth_type](
+                        username=self.info.redfish_username, password=password
+                    )
+                    if self.info.redfish_auth_type == "basic":
+                        self._count_login()  # no session POST: credentials ride on each request
+                    with conn.reading(Operation.PROBE):
+                        service.root = sushy.Sushy(self.address, auth=auth, connector=conn)
+            finally:
+                service.login_lock.release()
+        root = service.root
+        assert root is not None
         path = self._system_path(root)
         if path is None:  # exactly one system, or InputError
             with conn.reading(Operation.PROBE):
@@ -383,14 +449,7 @@ class RedfishDriver(BMCDriver):
             )
             self._system.set_system_boot_options(BOOT_SOURCES[device], enabled=enabled)
             self._fetched = False
-            applied = self._boot_setting(self._fresh_system())
-            if applied != wanted:
-                raise self.fault(
-                    BootFailure,
-                    f"asked for {device} (persistent={persistent}), BMC reads back "
-                    f"{applied.device} (persistent={applied.persistent})",
-                    operation=Operation.BOOT_SET,
-                )
+            self.check_boot_readback(wanted, self._boot_setting(self._fresh_system()))
 
         self._call(Operation.BOOT_SET, deadline, act, read=Operation.BOOT_GET)
 
@@ -457,25 +516,13 @@ class RedfishDriver(BMCDriver):
         )
 
     def close(self) -> None:
-        """Log out (one bounded request) and drop the connection. Safe twice."""
+        """Give this node's share of the service client back (the last node
+        of a service logs the session out: one bounded request). Safe twice."""
         with self._lock:
-            root, conn = self._root, self._conn
-            self._root = self._system = self._vmedia_path = self._conn = None
-        if conn is None:
-            return
-        # Detach sushy's auth first: Sushy.__del__ would otherwise log out
-        # again at garbage collection, whenever that happens.
-        auth = root._auth if root is not None else None
-        if root is not None:
-            root._auth = None
-        try:
-            if auth is not None:
-                with conn.within(self._deadline(None), Operation.LOGIN):
-                    auth.close()
-        except Exception as exc:  # logging out is a courtesy; the session expires anyway
-            LOG.info("%s: could not close the Redfish session: %s", self.node, type(exc).__name__)
-        finally:
-            conn.close()
+            service, self._svc = self._svc, None
+            self._system = self._vmedia_path = None
+        if service is not None:
+            self.services.release(service, Deadline.after(self.bmc_timeout, clock=self._clock))
 
 
 def _find_cd(system: System) -> str | None:

@@ -75,6 +75,14 @@ STDERR = Console(stderr=True)
 @click.option("--seed", default=None, help="Seed for every random choice (default 0).")
 @click.option("--redfish-tls", is_flag=True, help="Serve Redfish over HTTPS (self-signed).")
 @click.option(
+    "--redfish-service-size",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Redfish systems per service: >1 serves that many Redfish nodes from one "
+    "port (one service root, one SessionService), as a chassis manager or sushy-tools does.",
+)
+@click.option(
     "--ipmi-base-port",
     type=click.IntRange(0, 65535),
     default=0,
@@ -116,6 +124,7 @@ def up(
     profile: str | None,
     seed: str | None,
     redfish_tls: bool,
+    redfish_service_size: int,
     ipmi_base_port: int,
     redfish_base_port: int,
     timeout: float,
@@ -140,6 +149,7 @@ def up(
         profile=profile,
         seed=parse_seed(seed),
         redfish_tls=redfish_tls,
+        redfish_service_size=redfish_service_size,
         ipmi_base_port=ipmi_base_port,
         redfish_base_port=redfish_base_port,
         start_timeout=timeout,

@@ -201,7 +201,9 @@ class LabBmc(_pyghmi_bmc.Bmc):
     # -- login -----------------------------------------------------------------
 
     def _open_session(self, request: bytes, addr: Any) -> None:
-        action = self.judge(Operation.LOGIN)
+        self._expire_idle()
+        held = sum(1 for a, s in self.sessions.items() if not s.closed and a != addr)
+        action = self.judge(Operation.LOGIN, sessions=held)
         if action.silent is not None or len(request) < 8:
             return
         fault = action.answer.effect if action.answer is not None else None
@@ -256,10 +258,11 @@ class LabBmc(_pyghmi_bmc.Bmc):
 
     # -- faults ------------------------------------------------------------------
 
-    def judge(self, operation: Operation) -> Action:
-        """Evaluate the fault plan for one request and take the BMC down
-        when ``bmc_reboot`` fires."""
-        action = decide(self.machine.plan.evaluate(str(operation), protocol="ipmi"))
+    def judge(self, operation: Operation, *, sessions: int | None = None) -> Action:
+        """Evaluate the fault plan for one request (``sessions``: held now,
+        for a login) and take the BMC down when ``bmc_reboot`` fires."""
+        firings = self.machine.plan.evaluate(str(operation), protocol="ipmi", sessions=sessions)
+        action = decide(firings)
         if action.reboot is not None:
             self.machine.reboot_bmc(action.reboot)
         return action

@@ -45,15 +45,25 @@ async def answer(
     server: tuple[str, int],
     scheme: str,
     reboot: Callable[[], None],
+    service: Bmc | None = None,
 ) -> bool:
     """Answer ``request``; False when the connection must close.
 
     ``reboot`` takes the BMC's endpoint down (the ``bmc_reboot`` effect).
+    ``service``: the BMC that keeps the sessions when ``bmc`` is one system
+    of a shared Redfish service (credentials and sessions are the service's).
     """
+    keeper = service or bmc
     bmc.count_request()
     named = request.header(OPERATION_HEADER)
     operation = redfish_operation(request.method, request.path, named) or Operation.PROBE
-    firings = bmc.machine.plan.evaluate(str(operation), protocol="redfish")
+    # A login (a session POST; not a logout) is judged with the sessions the
+    # service holds now (session_limit).
+    opening = operation is Operation.LOGIN and request.method == "POST"
+    sessions = len(keeper.sessions()) if opening else None
+    firings = bmc.machine.plan.evaluate(
+        str(operation), protocol="redfish", sessions=sessions, in_flight=keeper.in_flight
+    )
     fired = tuple(str(f.effect) for f in firings)
 
     def record(status: int | None) -> None:
@@ -73,9 +83,9 @@ async def answer(
         await asyncio.sleep(action.delay)
     response: Response | None = None
     if action.answer is not None and not answers.executes(action.answer):
-        response = _bmc_answer(bmc, request, action.answer)
+        response = _bmc_answer(keeper, request, action.answer)
     if response is None:
-        response = _authenticate(bmc, request)
+        response = _authenticate(keeper, request)
     if response is None:
         peer = writer.get_extra_info("peername")
         # A duplicated request is served every time it arrives (a middlebox

@@ -73,7 +73,8 @@ def _bmc() -> Bmc:
 
 
 class MachineSystems(AbstractSystemsDriver):
-    """The one system of the BMC serving this request, backed by its machine."""
+    """The system(s) of the BMC serving this request, backed by their machines
+    (one per BMC; every system of a shared service in its collection)."""
 
     @property
     def driver(self) -> str:
@@ -81,7 +82,7 @@ class MachineSystems(AbstractSystemsDriver):
 
     @property
     def systems(self) -> list[str]:
-        return [_bmc().system_id]
+        return [peer.system_id for peer in _bmc().peers]
 
     def _check(self, identity: str) -> Bmc:
         bmc = _bmc()

@@ -104,6 +104,12 @@ class Bmc:
         self._records: collections.deque[RequestRecord] = collections.deque(maxlen=RECORDS_KEPT)
         #: state of the second virtual media slot (the machine models only the CD)
         self.floppy: str | None = None
+        #: every system of the Redfish service this BMC belongs to, itself
+        #: first (:meth:`RedfishServer.add_service`: one service, many systems)
+        self.peers: list[Bmc] = [self]
+        #: requests being answered now (the event loop's thread only): the
+        #: ``overload`` effect's concurrency
+        self.in_flight = 0
 
     def __repr__(self) -> str:
         return f"<Bmc {self.machine.name} system={self.system_id}>"

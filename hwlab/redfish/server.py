@@ -1,7 +1,9 @@
 """Many emulated Redfish BMCs in one process, each on its own port.
 
 Like a rack of real servers, each machine gets its own BMC endpoint on
-127.0.0.1 serving one system. One asyncio event loop (one thread) accepts on
+127.0.0.1 serving one system -- or, with :meth:`RedfishServer.add_service`,
+several machines share one endpoint as the systems of one Redfish service
+(a chassis manager, sushy-tools). One asyncio event loop (one thread) accepts on
 every endpoint's listening socket and serves requests through sushy-tools'
 Flask application, telling it which BMC is answering by the port the request
 arrived on. A hang or a delay is a suspended coroutine, so one misbehaving BMC
@@ -83,6 +85,18 @@ class _Endpoint:
     connections: set[_Connection] = dataclasses.field(default_factory=set)
     #: taken down for a BMC reboot: listen again once the machine's BMC is back
     rebooting: bool = False
+    #: a shared service's systems by id and UUID (empty: one BMC, one system)
+    systems: dict[str, Bmc] = dataclasses.field(default_factory=dict)
+
+    def route(self, path: str) -> Bmc:
+        """The BMC a request is for: the system its path names when the
+        endpoint is a shared service, else the endpoint's own."""
+        prefix = "/redfish/v1/Systems/"
+        if self.systems and path.startswith(prefix):
+            found = self.systems.get(path[len(prefix) :].split("/", 1)[0].split("?", 1)[0])
+            if found is not None:
+                return found
+        return self.bmc
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -197,6 +211,44 @@ class RedfishServer:
         with self._lock:
             self._endpoints[endpoint.port] = endpoint
             self._ports[machine.name] = endpoint.port
+            loop = self._loop
+        if loop is not None:
+            self._run(self._listen(endpoint))
+        return endpoint.port
+
+    def add_service(
+        self,
+        machines: Sequence[FakeMachine],
+        *,
+        username: str,
+        password: str | Secret,
+        port: int = 0,
+    ) -> int:
+        """Serve ``machines`` as the systems of **one** Redfish service on one
+        port, as sushy-tools, chassis and enclosure managers (Dell MX, HPE
+        Synergy) and multi-host OpenBMC do: one service root, one systems
+        collection listing them all, one SessionService (a session opened
+        for one system is valid for all; the first machine's BMC keeps the
+        sessions and counts the logins), each system at
+        ``/redfish/v1/Systems/<machine name>`` with its own fault plan.
+        Virtual media is the first system's. Returns the port."""
+        if not machines:
+            raise ValueError("a Redfish service needs at least one system")
+        bmcs = [Bmc(m, username=username, password=password) for m in machines]
+        for bmc in bmcs:
+            bmc.peers = bmcs
+        with self._lock:
+            taken = [m.name for m in machines if m.name in self._ports]
+            if taken:
+                raise ValueError(f"machines {taken} already have a Redfish endpoint")
+        sock = _bind(self.host, port)
+        endpoint = _Endpoint(bmcs[0], sock.getsockname()[1], sock)
+        for bmc in bmcs:
+            endpoint.systems[bmc.system_id] = endpoint.systems[bmc.uuid] = bmc
+        with self._lock:
+            self._endpoints[endpoint.port] = endpoint
+            for machine in machines:
+                self._ports[machine.name] = endpoint.port
             loop = self._loop
         if loop is not None:
             self._run(self._listen(endpoint))
@@ -386,15 +438,21 @@ class RedfishServer:
                     break
                 if request is None:
                     break
-                if not await answer(
-                    endpoint.bmc,
-                    request,
-                    reader,
-                    writer,
-                    server=(self.host, endpoint.port),
-                    scheme=self.scheme,
-                    reboot=functools.partial(self._take_down, endpoint),
-                ):
+                endpoint.bmc.in_flight += 1  # the service's load (overload)
+                try:
+                    served = await answer(
+                        endpoint.route(request.path),
+                        request,
+                        reader,
+                        writer,
+                        server=(self.host, endpoint.port),
+                        scheme=self.scheme,
+                        reboot=functools.partial(self._take_down, endpoint),
+                        service=endpoint.bmc,
+                    )
+                finally:
+                    endpoint.bmc.in_flight -= 1
+                if not served:
                     break
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer

@@ -124,6 +124,15 @@ def check_overrun(report: dict[str, Any]) -> None:
     assert all(number(v) for v in report["headline"].values())
 
 
+def check_overload(report: dict[str, Any]) -> None:
+    clients = report["data"]["clients"]
+    assert len(clients) == 3
+    bmaas = clients["bmaas (pooled, BMC limits)"]
+    assert bmaas["overload_events"] == 0
+    assert bmaas["failed"] == 0
+    assert report["headline"]["bmaas_overload_events"] == 0
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "fault-detection": check_fault_detection,
     "fleet-sweep": check_fleet_sweep,
@@ -131,6 +140,7 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "lab-scale": check_lab_scale,
     "overhead": check_overhead,
     "overrun": check_overrun,
+    "overload": check_overload,
 }
 
 

@@ -297,8 +297,9 @@ def test_unknown_system_is_an_input_error_naming_it(server: RedfishServer, lab: 
                 driver.get_power_state()
             assert info.value.field == "driver_info.redfish_system_id"
             assert "/redfish/v1/Systems/nope" in str(info.value)
-        # one login kept across calls: a misconfigured node does not eat the BMC's sessions
-        assert len(server.bmc(lab.port).sessions()) == sessions + 1
+        # the service's one session (shared with the lab's node, same service
+        # and credentials) serves it: a misconfigured node eats no session
+        assert len(server.bmc(lab.port).sessions()) == max(sessions, 1)
     finally:
         driver.close()
 

@@ -1,4 +1,4 @@
-"""Each of the 16 fault effects, through FakeDriver, as a real driver would fail."""
+"""Each of the 18 fault effects, through FakeDriver, as a real driver would fail."""
 
 from __future__ import annotations
 
@@ -187,6 +187,25 @@ def test_wire_calls_are_counted() -> None:
     d.get_power_state()
     d.set_boot_device(BootDevice.PXE)
     assert d.wire_calls == ["power.get", "boot.set"]
+
+
+def test_session_limit_needs_a_server_that_counts_sessions() -> None:
+    """It triggers on the BMC's sessions at a login; the in-process fake keeps
+    no sessions another client could fill, so it never fires here (hwlab's
+    emulators: tests/lab/test_session_limit.py)."""
+    d = _driver({"effect": "session_limit", "sessions": 0, "operation": "login"})
+    assert d.get_power_state() is PowerState.OFF
+    assert d.machine.plan.rules[0].effect is Effect.SESSION_LIMIT
+
+
+def test_overload_silences_the_bmc_for_its_duration() -> None:
+    d, clock = _make({"effect": "overload", "max_rate": 0, "duration": 30, "times": 1})
+    with pytest.raises(BMCTimeout):
+        d.get_power_state(deadline=Deadline.after(1.0, clock=clock.monotonic))
+    with pytest.raises(BMCTimeout):  # still down: lost, no new trigger
+        d.get_power_state(deadline=Deadline.after(1.0, clock=clock.monotonic))
+    clock.advance(30)
+    assert d.get_power_state() is PowerState.OFF
 
 
 def test_every_effect_is_covered_here() -> None:

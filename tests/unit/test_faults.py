@@ -25,6 +25,7 @@ from bmaas.faults import (
     PowerFailure,
     ProvisionFailed,
     RetryScope,
+    SlotTimeout,
     UnclassifiedFault,
     UnsupportedOperation,
 )
@@ -45,6 +46,7 @@ EXPECTED = [
     (PowerFailure, "power_failure", OTHER),
     (BootFailure, "boot_failure", OTHER),
     (UnclassifiedFault, "unclassified_fault", OTHER),
+    (SlotTimeout, "slot_timeout", SAME),
     (NodeUnavailable, "node_unavailable", OTHER),
     (NoCandidates, "no_candidates", NEVER),
     (ProvisionFailed, "provision_failed", NEVER),
@@ -205,3 +207,14 @@ def test_module_docstring_draws_the_whole_tree() -> None:
     doc = faults.__doc__ or ""
     for cls in FAULT_CLASSES.values():
         assert cls.__name__ in doc
+
+
+def test_a_slot_timeout_is_not_a_bmc_fault_and_never_says_busy() -> None:
+    fault = SlotTimeout(
+        "4 of 4 in flight", node="n1", address="redfish:https://u:p@bmc", waited=2.5
+    )
+    assert not isinstance(fault, BMCFault)
+    assert fault.address == "redfish:https://bmc"
+    assert str(fault).startswith("n1 via redfish:https://bmc after waiting 2.50s: ")
+    assert "busy" not in str(fault).lower()
+    assert pickle.loads(pickle.dumps(fault)).waited == 2.5

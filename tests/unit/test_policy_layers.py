@@ -38,6 +38,7 @@ from bmaas.faults import (
     NodeUnavailable,
     PowerFailure,
     ProvisionFailed,
+    SlotTimeout,
     UnclassifiedFault,
     UnsupportedOperation,
 )
@@ -77,6 +78,8 @@ EXPECTED: dict[type[BmaasError], Layers] = {
     BMCUnreachable: Layers(3, [1.0, 1.0], 3, [1.0, 1.0], True, True, "FAIL"),
     BMCTimeout: Layers(3, [0.5, 0.5], 1, [], True, True, "FAIL"),
     BMCBusy: Layers(10, BACKOFF, 10, BACKOFF, True, False, "BUSY"),
+    # the BMC was never asked, so even a reset is retried; never counted
+    SlotTimeout: Layers(10, BACKOFF, 10, BACKOFF, True, False, "BUSY"),
     BMCAuthError: dataclasses.replace(NONE, counted=False, fleet="AUTH"),
     BMCInternalError: Layers(2, [1.0], 2, [1.0], True, True, "FAIL"),
     BMCProtocolError: NONE,

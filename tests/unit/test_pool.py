@@ -1,5 +1,7 @@
-"""The driver pool: sessions reused and capped at one per BMC, a session that
-missed an answer never reused, idle-out on an injected clock, close-all."""
+"""The driver pool: a node's session reused, one user per node at a time
+(waiting is SlotTimeout, never BMCBusy), nodes behind one BMC never wait for
+each other here, a session that missed an answer never reused, idle-out on
+an injected clock, close-all."""
 
 from __future__ import annotations
 
@@ -12,7 +14,14 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.driver_info import DriverInfo
-from bmaas.faults import BMCBusy, BMCInternalError, BMCProtocolError, BMCTimeout, InputError
+from bmaas.faults import (
+    BMCFault,
+    BMCInternalError,
+    BMCProtocolError,
+    BMCTimeout,
+    InputError,
+    SlotTimeout,
+)
 from bmaas.ops import run_on_nodes
 from bmaas.pool import DriverPool, PoolKey
 from bmaas.secrets import Secret
@@ -108,23 +117,38 @@ def test_a_session_is_reused_across_operations(clock: FakeClock) -> None:
     assert build.built[0].closed == 0
 
 
-def test_one_session_per_bmc_a_second_user_gets_busy_at_its_deadline(clock: FakeClock) -> None:
+def test_a_second_user_of_a_node_gets_a_slot_timeout_at_its_deadline(clock: FakeClock) -> None:
     pool, build = DriverPool(clock=clock), Builder()
     k = key()
     with pool.session(k, lambda: build()):
-        # The same BMC under another node name (or password) is the same BMC.
-        other = key(node="alias")
         now = Deadline(clock(), clock)
         with (
-            pytest.raises(BMCBusy, match="one session is in use") as info,
-            pool.session(other, lambda: build("alias"), deadline=now),
+            pytest.raises(SlotTimeout, match="holds its pooled driver") as info,
+            pool.session(key(password="pw"), lambda: build(), deadline=now),
         ):
             pass
-        assert info.value.node == "alias"
+        assert info.value.node == "n1"
+        assert not isinstance(info.value, BMCFault)  # bmaas's contention, not the BMC's
+        assert "busy" not in str(info.value).lower()
         assert "pw" not in str(info.value)
     assert len(build.built) == 1
     assert pool.stats.busy == 1
     assert pool.open_sessions() == 1
+
+
+def test_nodes_behind_one_bmc_never_wait_for_each_other_here(clock: FakeClock) -> None:
+    """Systems of one Redfish service (or nodes sharing an address) are used
+    at once: the BMC's gate caps their requests, not the pool."""
+    pool, build = DriverPool(clock=clock), Builder()
+    now = Deadline(clock(), clock)
+    with (
+        pool.session(key("n1"), lambda: build("n1"), deadline=now) as one,
+        pool.session(key("n2"), lambda: build("n2"), deadline=now) as two,
+    ):
+        assert one is not two
+        assert key("n1").bmc == key("n2").bmc
+    assert pool.stats.busy == 0
+    assert pool.open_sessions() == 2
 
 
 def test_a_waiting_user_gets_the_session_when_the_holder_is_done(clock: FakeClock) -> None:
@@ -152,7 +176,7 @@ def test_a_waiting_user_gets_the_session_when_the_holder_is_done(clock: FakeCloc
 
     other = threading.Thread(target=waiter)
     other.start()
-    assert not waiter_done.wait(0.3)  # still waiting: the BMC's one session is held
+    assert not waiter_done.wait(0.3)  # still waiting: the node's driver is held
     release.set()
     thread.join(10)
     other.join(10)
@@ -298,7 +322,7 @@ def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClo
             try:
                 with pool.session(key(), lambda: Builder()(), deadline=Deadline(clock(), clock)):
                     seen.append("opened a second session")
-            except BMCBusy:
+            except SlotTimeout:
                 seen.append("busy")
             super().close()
 
@@ -320,4 +344,5 @@ def test_keys_are_remembered_until_the_driver_info_changes(clock: FakeClock) -> 
     assert pool.key_for("ipmi", "n1", dict(info)) is first
     changed = pool.key_for("ipmi", "n1", {**info, "ipmi_password": "b"})
     assert changed != first
-    assert changed.bmc == first.bmc  # the same BMC: still one session at a time
+    assert changed.bmc == first.bmc  # the same BMC (and gate)
+    assert changed.slot == first.slot  # the same node: the old driver is logged out first

@@ -127,7 +127,7 @@ INFO = {"redfish_address": "https://10.0.0.9", "redfish_username": "a", "redfish
 
 
 def _cap_of(driver: object) -> int:
-    session = driver._connector()._session  # type: ignore[attr-defined]
+    session = driver._service().conn._session  # type: ignore[attr-defined]
     adapter = session.get_adapter("https://10.0.0.9")
     assert isinstance(adapter, DeadlineAdapter)
     return adapter.max_body

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from bmaas.gate import bmc_of
 from bmaas.share import FleetShare, owner_of
 from bmaas.store import OwnerKind, Store
 from fakes.clock import FakeClock
@@ -64,7 +65,10 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_share(
     assert sum(len(t) for t in taken) == len(everything)  # disjoint
     assert all(taken)  # 60 nodes: each worker has some
     ids = [w.worker_id for w in workers]
-    assert all(owner_of(n, ids) == workers[i].worker_id for i, t in enumerate(taken) for n in t)
+    bmcs = {r.name: bmc_of(r.driver, r.name, r.driver_info) for r in store.nodes()}
+    assert all(
+        owner_of(bmcs[n], ids) == workers[i].worker_id for i, t in enumerate(taken) for n in t
+    )
 
     dead = workers.pop()
     dead.keeper.close()  # killed: no renewal, no goodbye

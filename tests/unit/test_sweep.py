@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from bmaas.faults import BMCTimeout
+from bmaas.gate import bmc_of
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.store import Store
 from bmaas.sweep import ShardedSweeper, auto_processes, shard_of
@@ -23,6 +24,16 @@ FAULTY = ("n07", "n31")
 
 def outcome(results: list[NodeResult]) -> list[tuple[str, object, str | None]]:
     return [(r.node, r.value, r.error.code if r.error else None) for r in results]
+
+
+def test_every_system_behind_one_redfish_service_goes_to_one_shard() -> None:
+    info = {"redfish_address": "https://chassis:8000/", "redfish_system_id": "x"}
+    shards = {
+        shard_of(bmc_of("redfish", f"blade-{n}", {**info, "redfish_system_id": str(n)}), 16)
+        for n in range(32)
+    }
+    assert len(shards) == 1
+    assert bmc_of("redfish", "a", info) == "redfish:https://chassis:8000"
 
 
 @pytest.mark.parametrize("processes", [1, 2, 3, 16])
@@ -38,7 +49,9 @@ def test_shards_cover_every_node_exactly_once_and_never_move(
     assert sorted(seen) == sorted(r.name for r in records)
     assert set(seen.values()) == {1}
     for index, part in enumerate(shards):
-        assert all(shard_of(r.name, processes) == index for r in part)
+        assert all(
+            shard_of(bmc_of(r.driver, r.name, r.driver_info), processes) == index for r in part
+        )
     assert sweeper.split(list(reversed(records)))[0] == list(reversed(shards[0]))
     if processes > 2:
         assert all(shards)  # 97 nodes spread over every shard
@@ -90,6 +103,7 @@ def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
         assert len(sweeper.pids()) == 2
     lost = [r for r in results if not r.ok]
     assert lost  # the victim's shard
-    assert {shard_of(r.node, 2) for r in lost} == {0}
+    by_name = {r.name: r for r in records}
+    assert {shard_of(bmc_of(r.driver, r.node, by_name[r.node].driver_info), 2) for r in lost} == {0}
     assert all(isinstance(r.error, BMCTimeout) and not r.started for r in lost)
     assert all(r.ok for r in again)

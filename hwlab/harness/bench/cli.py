@@ -37,6 +37,7 @@ def bench() -> None:
     hwlab bench lab-scale           # lab start time, memory, requests per second
     hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
     hwlab bench overrun             # how long after a 2 s deadline a call returns, per effect
+    hwlab bench overload            # overload events per client on a lab of fragile BMCs
     hwlab bench all --report DIR    # every scenario, charts and summaries in DIR
 
     Each takes --smoke (seconds), --json and --report DIR.
@@ -340,7 +341,27 @@ def overrun(ctx: click.Context, **_: Any) -> None:
 
 
 #: every scenario, in the order `all` runs them
-SCENARIOS = ("overhead", "fault-detection", "fleet-sweep", "lab-scale", "goodput", "overrun")
+@bench.command("overload")
+@click.option("--nodes", type=click.IntRange(2, 2000), help="Nodes in the lab (default 40).")
+@click.option("--sweeps", type=click.IntRange(1, 50), help="Reads of every node (default 3).")
+@bench_options
+@click.pass_context
+def overload(ctx: click.Context, **_: Any) -> None:
+    """Overload events each client sets off on a lab whose BMCs fall silent
+    past 2 requests in flight or 5 a second: bmaas vs ipmitool x 8 (Ironic's
+    sync) and bare sushy x 8 threads."""
+    _scenario(ctx, "overload")
+
+
+SCENARIOS = (
+    "overhead",
+    "fault-detection",
+    "fleet-sweep",
+    "lab-scale",
+    "goodput",
+    "overrun",
+    "overload",
+)
 
 
 @bench.command("all")
