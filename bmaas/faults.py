@@ -15,12 +15,13 @@ or sushy exception::
     │   ├── BMCBusy                 BMC said "later": IPMI 0xC0/0xC3,
     │   │                           Redfish 503/429 (+Retry-After),
     │   │                           session limit                        same node with backoff
-    │   ├── BMCAuthError            bad credentials / privilege          never (do not lock accounts)
+    │   ├── BMCAuthError            bad credentials / privilege          never here (do not lock
+    │   │                                                                accounts), elsewhere
     │   ├── BMCInternalError        BMC reported its own failure:
     │   │                           IPMI 0xFF, Redfish 500               once here, then elsewhere
     │   ├── BMCProtocolError        malformed or unexpected reply        elsewhere
     │   ├── UnsupportedOperation    IPMI 0xC1, Redfish 405/501,
-    │   │                           missing action                       never
+    │   │                           missing action                       never here, elsewhere
     │   ├── PowerFailure            action accepted but target power
     │   │                           state not reached, or power fault    elsewhere
     │   ├── BootFailure             boot device not applied / node
@@ -32,9 +33,13 @@ or sushy exception::
     └── ProvisionFailed             retries exhausted; .attempts history, chained from the last fault
 
 ``retry`` is the *first* thing to try: ``same_node`` faults are retried on the
-same node by the operation-level policy (``bmaas.retry``) and, once that policy
+same node by the operation-level retry (``bmaas.retry``) and, once that
 gives up, the request moves elsewhere; ``other_node`` faults skip straight to
-the next candidate; ``never`` faults stop the operation.
+the next candidate; ``never`` faults stop the operation. It is not written
+on the classes: it is derived from the class's row of the policy table
+(:attr:`bmaas.policy.FaultPolicy.retry`), so the scope Ironic operators read
+in ``[bmaas CODE retry=SCOPE]`` is what bmaas does. The right-hand column
+of the tree above is the gist of that table.
 
 Every fault pickles (hwlab runs BMCs in subprocesses). Pickling keeps the
 structured attributes and a one-line description of the chained cause, since
@@ -90,6 +95,17 @@ def _strip_userinfo(address: str | None) -> str | None:
     return _USERINFO.sub("", address)
 
 
+class _DerivedScope:
+    """``fault.retry`` and ``FaultClass.retry``: the scope of the class's row
+    in :data:`bmaas.policy.POLICY` (imported when read: the table imports
+    this module)."""
+
+    def __get__(self, obj: object, owner: type[BmaasError]) -> RetryScope:
+        from bmaas.policy import policy_for
+
+        return policy_for(owner).retry
+
+
 class BmaasError(Exception):
     """Root of every error bmaas raises on purpose.
 
@@ -98,7 +114,8 @@ class BmaasError(Exception):
     """
 
     code: ClassVar[str] = "bmaas_error"
-    retry: ClassVar[RetryScope] = RetryScope.NEVER
+    #: where the call may be retried: derived from the policy table's row
+    retry = _DerivedScope()
     summary: ClassVar[str] = "error"
 
     def __init__(self, message: str = "", *, cause: BaseException | None = None) -> None:
@@ -187,7 +204,6 @@ class BMCFault(BmaasError):
     (operation) and how long it took (elapsed, seconds)."""
 
     code = "bmc_fault"
-    retry = RetryScope.OTHER_NODE
     summary = "BMC fault"
 
     def __init__(
@@ -233,7 +249,6 @@ class BMCUnreachable(BMCFault):
     briefly here, then elsewhere."""
 
     code = "bmc_unreachable"
-    retry = RetryScope.SAME_NODE
     summary = "BMC unreachable"
 
 
@@ -243,7 +258,6 @@ class BMCTimeout(BMCFault):
     re-read the power state before acting again."""
 
     code = "bmc_timeout"
-    retry = RetryScope.SAME_NODE
     summary = "BMC did not answer in time"
 
 
@@ -252,7 +266,6 @@ class BMCBusy(BMCFault):
     Retry on the same node with backoff, honouring ``retry_after``."""
 
     code = "bmc_busy"
-    retry = RetryScope.SAME_NODE
     summary = "BMC busy"
 
     def __init__(self, message: str = "", *, retry_after: float | None = None, **kw: Any) -> None:
@@ -271,7 +284,6 @@ class BMCAuthError(BMCFault):
     locks accounts on many BMCs."""
 
     code = "bmc_auth_error"
-    retry = RetryScope.NEVER
     summary = "BMC rejected credentials"
 
 
@@ -281,7 +293,6 @@ class BMCInternalError(BMCFault):
     ``@Message.ExtendedInfo`` MessageId when the BMC gave one."""
 
     code = "bmc_internal_error"
-    retry = RetryScope.SAME_NODE
     summary = "BMC internal error"
 
     def __init__(self, message: str = "", *, message_id: str | None = None, **kw: Any) -> None:
@@ -300,7 +311,6 @@ class BMCProtocolError(BMCFault):
     allows. Something is wrong with this BMC: go elsewhere."""
 
     code = "bmc_protocol_error"
-    retry = RetryScope.OTHER_NODE
     summary = "malformed BMC reply"
 
 
@@ -309,7 +319,6 @@ class UnsupportedOperation(BMCFault):
     missing action or a value outside AllowableValues). Never retried."""
 
     code = "unsupported_operation"
-    retry = RetryScope.NEVER
     summary = "operation not supported"
 
 
@@ -318,7 +327,6 @@ class PowerFailure(BMCFault):
     state in time, or reported a power fault. The hardware is suspect."""
 
     code = "power_failure"
-    retry = RetryScope.OTHER_NODE
     summary = "power state not reached"
 
 
@@ -326,7 +334,6 @@ class BootFailure(BMCFault):
     """The boot device did not apply, or the node did not stay up."""
 
     code = "boot_failure"
-    retry = RetryScope.OTHER_NODE
     summary = "boot failed"
 
 
@@ -335,7 +342,6 @@ class UnclassifiedFault(BMCFault):
     the lab's fault matrix counts these, and the target count is zero."""
 
     code = "unclassified_fault"
-    retry = RetryScope.OTHER_NODE
     summary = "unclassified BMC fault"
 
 
@@ -343,7 +349,6 @@ class NodeUnavailable(BmaasError):
     """The node cannot be used now (maintenance, claimed, faulted): pick another."""
 
     code = "node_unavailable"
-    retry = RetryScope.OTHER_NODE
     summary = "node unavailable"
 
     def __init__(
@@ -372,7 +377,6 @@ class NoCandidates(BmaasError):
     """Nothing matches the request (or every match was tried)."""
 
     code = "no_candidates"
-    retry = RetryScope.NEVER
     summary = "no candidate node"
 
     def __init__(
@@ -436,7 +440,6 @@ class ProvisionFailed(BmaasError):
     fault."""
 
     code = "provision_failed"
-    retry = RetryScope.NEVER
     summary = "provisioning failed"
 
     def __init__(

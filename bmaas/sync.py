@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -108,8 +109,8 @@ class PowerReader:
     retry. A picklable value, so sharded sweeps can ship it to their worker
     processes."""
 
+    deadline: Deadline
     retry: _retry.RetryPolicy | None = None
-    deadline: Deadline | None = None
 
     def __call__(self, driver: BMCDriver) -> PowerState:
         if self.retry is None:
@@ -133,7 +134,7 @@ def sync_pass(
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     retry: _retry.RetryPolicy | None = None,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
     pool: DriverPool | None = None,
     sweeper: ShardedSweeper | None = None,
     share: FleetShare | None = None,
@@ -150,11 +151,11 @@ def sync_pass(
     :mod:`bmaas.share`)."""
     start = clock()
     # Nodes taken back from dead clients are powered off before they are used.
-    reclaimed, _cleaned = reclaim(store, driver_factory=factory)
+    reclaimed, _cleaned = reclaim(store, driver_factory=factory, deadline=deadline)
     records = store.require_nodes(names) if names is not None else store.nodes()
     if share is not None:
         records = share.take(records)
-    reader = PowerReader(retry, deadline)
+    reader = PowerReader(deadline, retry)
     if sweeper is not None:
         # the reader carries the deadline into the worker processes
         results = sweeper.run(records, reader, on_result=on_result)
@@ -210,7 +211,8 @@ def sync_loop(
 ) -> int:
     """Run passes every ``interval`` seconds until ``stop`` is set (or ``count``
     passes ran). Returns the number of passes run. Each pass may take
-    ``pass_deadline`` seconds (a Deadline made when the pass starts).
+    ``pass_deadline`` seconds (a Deadline made when the pass starts; None: no
+    bound on a pass, only each BMC call's ``bmc_timeout``).
 
     Between passes it waits on ``stop`` (so a signal ends the wait at once);
     tests pass ``wait=fake_clock.sleep`` and a fake ``clock``.
@@ -222,7 +224,7 @@ def sync_loop(
     passes = 0
     while not stop.is_set():
         started = clock()
-        budget = None if pass_deadline is None else Deadline.after(pass_deadline, clock=clock)
+        budget = Deadline.after(math.inf if pass_deadline is None else pass_deadline, clock=clock)
         report = sync_pass(store, clock=clock, deadline=budget, **kw)
         passes += 1
         if kw.get("pool") is not None:

@@ -108,6 +108,9 @@ class Provisioner:
                 health=health,
                 ready=ready,
                 keep_leases=keep_leases,
+                # the public edge: starting (reclaiming what dead clients left)
+                # gets one request's budget
+                deadline=Deadline.after(deadline, clock=self.clock),
             )
             backend = self.embedded
         self.backend: Backend = backend

@@ -55,12 +55,14 @@ def clean_reclaimed(
     driver_factory: Callable[[Any], BMCDriver],
     policy: RetryPolicy | None = None,
     power_timeout: float = 60.0,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
     nodes: Sequence[str] | None = None,
 ) -> Cleaned:
     """Power off and eject every node marked :data:`~bmaas.store.RECLAIMED`
     (or those of ``nodes`` that are); clear the mark on success, fence the
-    node into maintenance with :data:`CLEANING_FAILURE` and the reason on failure."""
+    node into maintenance with :data:`CLEANING_FAILURE` and the reason on failure.
+    Every node's clean-up ends by ``deadline`` (required); a node not cleaned
+    by then is fenced like one whose BMC failed."""
     marked = [n.name for n in store.nodes(nodes, fault=RECLAIMED)]
     cleaned: list[str] = []
     fenced: list[tuple[str, str]] = []
@@ -95,7 +97,7 @@ def reclaim(
     driver_factory: Callable[[Any], BMCDriver],
     policy: RetryPolicy | None = None,
     power_timeout: float = 60.0,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
 ) -> tuple[list[Reclaimed], Cleaned]:
     """Take back what dead owners held, then clean the nodes (and any node a
     previous run marked but could not clean before it stopped)."""

@@ -108,9 +108,7 @@ POOL = DriverPool()
 
 
 @contextlib.contextmanager
-def session(
-    task: Any, protocol: str, budget: Budget, deadline: Deadline | None = None
-) -> Iterator[BMCDriver]:
+def session(task: Any, protocol: str, budget: Budget, deadline: Deadline) -> Iterator[BMCDriver]:
     """The node's pooled bmaas driver, held by this call alone until the block
     ends (another call on the same BMC waits, up to ``deadline``). A change
     of driver_info makes a new session. ``InputError`` on bad driver_info."""
@@ -121,25 +119,21 @@ def session(
     with POOL.session(
         key,
         lambda: build_driver(name, protocol, info, bmc_timeout=budget.call),
-        deadline=deadline or Deadline.after(budget.call),
+        deadline=deadline,
     ) as drv:
         yield drv
 
 
-def policy(budget: Budget, *, busy_only: bool = False) -> RetryPolicy:
+def policy(budget: Budget, *, sync: bool = False) -> RetryPolicy:
     """The operation retry for one conductor call: each BMC request capped at
     ``[bmaas]call_deadline``; the total is the Deadline each call passes.
 
-    ``busy_only`` (the periodic power sync): a busy BMC is retried with
-    backoff, every other fault fails the read at once so that Ironic's own
-    failure counting sees it.
+    ``sync`` (Ironic's power reads, see :mod:`drivers.ironic.power`): a fault
+    the policy table's ``sync`` column counts fails the read at once, so that
+    Ironic's own failure counting sees it; one it does not count (busy) is
+    retried as usual (:attr:`bmaas.retry.RetryPolicy.sync`).
     """
-    chosen = RetryPolicy(total=budget.operation, bmc_timeout=budget.call, max_attempts=12)
-    if busy_only:
-        chosen = chosen.replace(
-            unreachable_attempts=1, timeout_attempts=1, internal_error_attempts=1
-        )
-    return chosen
+    return RetryPolicy(total=budget.operation, bmc_timeout=budget.call, max_attempts=12, sync=sync)
 
 
 def call(
@@ -147,11 +141,11 @@ def call(
     budget: Budget,
     fn: Callable[..., T],
     *args: Any,
-    busy_only: bool = False,
+    sync: bool = False,
     **kwargs: Any,
 ) -> T:
     """``fn`` (a driver method) through ``bmaas.retry`` within ``deadline``."""
-    return retry.call(policy(budget, busy_only=busy_only), fn, *args, deadline=deadline, **kwargs)
+    return retry.call(policy(budget, sync=sync), fn, *args, deadline=deadline, **kwargs)
 
 
 def message(fault: BmaasError, what: str, elapsed: float) -> str:

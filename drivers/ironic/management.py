@@ -39,7 +39,7 @@ class BmaasManagement(base.ManagementInterface):
         budget = calls.Budget.from_conf()
         with (
             calls.translated(task, "validate", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget),
+            calls.session(task, protocol_of(task), budget, Deadline.after(budget.call)),
         ):
             pass
 

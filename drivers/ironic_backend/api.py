@@ -156,6 +156,11 @@ class Api:
         """``fn(*args, **kwargs)`` as one mapped API call, counted per try. A
         call that returns a generator (``nodes()``) is drained here, so the
         count and the mapping cover the HTTP requests."""
+        # A call no step hands a deadline to (a read for a report) gets
+        # ``busy.total``; steps pass theirs (the Ironic API edge's own bounds
+        # belong to that edge).
+        if deadline is None:
+            deadline = Deadline.after(self.busy.total, clock=self.busy.clock)
         for attempt in retrying(self.busy, idempotent=True, deadline=deadline):
             with attempt:
                 result = self._once(what, fn, args, kwargs, node)

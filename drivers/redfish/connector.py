@@ -19,11 +19,14 @@ whole exchange, every byte of the body included, ends by it.
 
 sushy's resources (``System.refresh``, ``reset_system``) call the connector
 with no way to pass a deadline, so the driver hands its call's ``Deadline``
-to the connector for the duration of the call (:meth:`BoundedConnector.within`,
-under the driver's lock): the value itself, never a number of seconds
-re-created here. What sushy still does on its own, on purpose: one
-re-login and one re-send when a session has expired (401 with a session), and
-a re-send without ``Accept-Encoding: identity`` on a 406.
+to the connector for the duration of the call (:meth:`BoundedConnector.within`)
+through a :class:`contextvars.ContextVar`, not an attribute: the value is the
+calling thread's (context's) own, so a connector shared by two threads, or a
+call that forgets to reset it, can never lend one call's deadline to another.
+It is the value itself, never a number of seconds re-created here. What
+sushy still does on its own, on purpose: one re-login and one re-send when
+a session has expired (401 with a session), and a re-send
+without ``Accept-Encoding: identity`` on a 406.
 
 Every GET carries ``X-Bmaas-Operation`` naming the read it serves
 (``power.get``, ``boot.get``, ...). Real BMCs ignore unknown headers; hwlab's
@@ -33,6 +36,8 @@ emulator uses it to tell apart reads of the one ComputerSystem resource.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -49,6 +54,22 @@ from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 __all__ = ["OPERATION_HEADER", "BoundedConnector"]
 
 OPERATION_HEADER = "X-Bmaas-Operation"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """The driver call in progress on this thread: whose connector, its
+    deadline, and the read its GETs serve."""
+
+    connector: int
+    deadline: Deadline
+    read: Operation | None
+
+
+#: the driver call in progress in this context (None between calls)
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+    "bmaas_redfish_call", default=None
+)
 
 
 class BoundedConnector(Connector):
@@ -73,10 +94,6 @@ class BoundedConnector(Connector):
         )
         self._clock = clock
         self._bmc_timeout = bmc_timeout
-        #: the deadline of the driver call in progress (None between calls)
-        self._deadline: Deadline | None = None
-        #: the read every GET in the current call serves (sent in OPERATION_HEADER)
-        self.read_operation: Operation | None = None
         self._last: requests.Response | None = None
         self._response_callback = self._remember
         adapter = DeadlineAdapter()
@@ -99,24 +116,36 @@ class BoundedConnector(Connector):
     def _remember(self, response: requests.Response) -> None:
         self._last = response
 
+    def _current(self) -> _Call | None:
+        call = _CALL.get()
+        return call if call is not None and call.connector == id(self) else None
+
+    @property
+    def read_operation(self) -> Operation | None:
+        """The read every GET in the current call serves (sent in OPERATION_HEADER)."""
+        call = self._current()
+        return call.read if call is not None else None
+
     @contextlib.contextmanager
     def within(self, deadline: Deadline, read: Operation) -> Iterator[None]:
         """Every request inside ends by ``deadline`` (the driver call's)."""
-        previous = self._deadline, self.read_operation
-        self._deadline, self.read_operation = deadline, read
+        token = _CALL.set(_Call(id(self), deadline, read))
         try:
             yield
         finally:
-            self._deadline, self.read_operation = previous
+            _CALL.reset(token)
 
     @contextlib.contextmanager
     def reading(self, read: Operation) -> Iterator[None]:
         """Name a different read for the GETs inside (same deadline)."""
-        previous, self.read_operation = self.read_operation, read
+        call = self._current()
+        if call is None:
+            raise RuntimeError("reading() is only for use inside within()")
+        token = _CALL.set(dataclasses.replace(call, read=read))
         try:
             yield
         finally:
-            self.read_operation = previous
+            _CALL.reset(token)
 
     def _op(
         self,
@@ -130,9 +159,13 @@ class BoundedConnector(Connector):
         allow_reauth: bool = True,
         **kwargs: Any,
     ) -> requests.Response:
-        # Outside a driver call (sushy logging out at garbage collection) the
-        # driver's per-call bound applies.
-        deadline = self._deadline or Deadline.after(self._bmc_timeout, clock=self._clock)
+        # Outside a driver call (sushy logging out at garbage collection: no
+        # caller to hand a budget) the driver's per-call bound applies.
+        call = self._current()
+        if call is not None:
+            deadline, read = call.deadline, call.read
+        else:
+            deadline, read = Deadline.after(self._bmc_timeout, clock=self._clock), None
         if deadline.expired:
             raise DeadlineExceeded(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
@@ -143,8 +176,8 @@ class BoundedConnector(Connector):
             and "UserName" in data
         ):
             self._on_login()  # SessionService.create_session: a login, counted when tried
-        if method == "GET" and self.read_operation is not None:
-            headers[OPERATION_HEADER] = str(self.read_operation)
+        if method == "GET" and read is not None:
+            headers[OPERATION_HEADER] = str(read)
         try:
             return super()._op(
                 method,
