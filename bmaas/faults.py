@@ -29,6 +29,8 @@ or sushy exception::
     │   └── UnclassifiedFault       anything the tables missed: kept
     │                               honest, logged, counted              elsewhere
     ├── NodeUnavailable             maintenance, claimed, faulted        pick another
+    ├── LeaseLost                   our lease expired; another run
+    │                               reclaimed what we held               never (hands off)
     ├── NoCandidates                nothing matches the request          never
     └── ProvisionFailed             retries exhausted; .attempts history, chained from the last fault
 
@@ -67,6 +69,7 @@ __all__ = [
     "BmaasError",
     "BootFailure",
     "InputError",
+    "LeaseLost",
     "NoCandidates",
     "NodeUnavailable",
     "PowerFailure",
@@ -371,6 +374,25 @@ class NodeUnavailable(BmaasError):
         if self.message:
             text += f": {self.message}"
         return text
+
+
+class LeaseLost(BmaasError):
+    """The owner is gone: its lease expired and another run reclaimed what it
+    held. Its holder must stop working on those nodes (and never power them
+    off: they may be someone else's now). Raised by the store
+    (:mod:`bmaas.store`, which re-exports it); defined here so the policy
+    table can give it a row without importing the store."""
+
+    code = "lease_lost"
+    summary = "lease lost"
+
+    def __init__(self, message: str = "", *, owner: str | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
+
+    def __str__(self) -> str:
+        head = f"owner {self.owner}" if self.owner else "owner"
+        return f"{head}: {self.message or self.summary}"
 
 
 class NoCandidates(BmaasError):

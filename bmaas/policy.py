@@ -8,7 +8,7 @@ provisioning backend, the fleet commands and ``bmaas status check`` cannot
 drift apart::
 
     fault                         same node        reschedule      sync   off fence check
-    BmaasError                    never            stop            -      -   -     fault
+    BmaasError                    never            stop            -      yes -     fault
     ├── InputError                never            stop            -      yes -     cannot_ask
     ├── BMCFault                  never            next_candidate  count  yes yes   fault
     │   ├── BMCUnreachable        briefly          next_candidate  count  -   yes   unreachable
@@ -22,6 +22,7 @@ drift apart::
     │   ├── BootFailure           never            next_candidate  count  yes yes   fault
     │   └── UnclassifiedFault     never            next_candidate  count  yes yes   unclassified
     ├── NodeUnavailable           never            next_candidate  -      -   -     fault
+    ├── LeaseLost                 never            stop            -      -   -     fault
     ├── NoCandidates              never            stop            -      -   -     fault
     └── ProvisionFailed           never            stop            -      -   -     fault
 
@@ -62,7 +63,7 @@ The columns, and who reads them:
 
 The README's table also shows the derived ``retry`` scope and **fleet**.
 
-Classes not drawn here (``StoreError``, ``LeaseLost``, ``SegmentExhausted``,
+Classes not drawn here (``StoreError``, ``SegmentExhausted``, ``Interrupted``,
 a driver's own subclass) follow their nearest ancestor in the table
 (:func:`policy_for` walks the MRO). Anything that is not a ``BmaasError`` is
 a bug, not a fault: it stops and is never retried.
@@ -84,6 +85,7 @@ from bmaas.faults import (
     BMCUnreachable,
     BootFailure,
     InputError,
+    LeaseLost,
     NoCandidates,
     NodeUnavailable,
     PowerFailure,
@@ -229,8 +231,8 @@ _Y, _N = True, False
 #: deploy, fence, fleet, check, why
 POLICY: tuple[FaultPolicy, ...] = (
     FaultPolicy(
-        BmaasError, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
-        "our own state is in doubt (store, lease): stop before acting on it",
+        BmaasError, _S.NEVER, _STOP, _N, _Y, _N, _F.ERROR, _C.FAULT,
+        "our own state is in doubt (store, interrupted, a bug): stop; give the node back off",
     ),
     FaultPolicy(
         InputError, _S.NEVER, _STOP, _N, _Y, _N, _F.CONFIG, _C.CANNOT_ASK,
@@ -283,6 +285,10 @@ POLICY: tuple[FaultPolicy, ...] = (
     FaultPolicy(
         NodeUnavailable, _S.NEVER, _NEXT, _N, _N, _N, _F.SKIPPED, _C.FAULT,
         "claimed or in maintenance meanwhile: another node will do",
+    ),
+    FaultPolicy(
+        LeaseLost, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
+        "our lease expired and the node may be someone else's: hands off, stop",
     ),
     FaultPolicy(
         NoCandidates, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,

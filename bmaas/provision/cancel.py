@@ -23,7 +23,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from bmaas.faults import BmaasError, RetryScope
+from bmaas.faults import BmaasError
 
 __all__ = ["CancelToken", "Interrupted", "exit_code_for"]
 
@@ -33,7 +33,6 @@ class Interrupted(BmaasError):
     :class:`CancelToken`). Never retried, never counted against a node."""
 
     code = "interrupted"
-    retry = RetryScope.NEVER
     summary = "interrupted"
 
 

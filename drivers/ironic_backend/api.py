@@ -34,7 +34,7 @@ from openstack import exceptions as sdk_exc
 from openstack import warnings as os_warnings
 
 from bmaas.deadline import Deadline
-from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable, RetryScope
+from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable
 from bmaas.retry import RetryPolicy, retrying
 
 __all__ = ["Api", "IronicBusy", "IronicUnavailable", "connect", "map_errors"]
@@ -51,7 +51,6 @@ class IronicUnavailable(BmaasError):
     stops (the policy table's ``BmaasError`` row) rather than burn candidates."""
 
     code = "ironic_unavailable"
-    retry = RetryScope.NEVER
     summary = "Ironic API unavailable"
 
     def __str__(self) -> str:

@@ -22,6 +22,7 @@ from bmaas.faults import BmaasError
 from bmaas.registry import build_driver
 from fakes.effects import EFFECTS, Case
 from fakes.machine import Hardware
+from hwlab.harness.budgets import no_budget, per_call
 from hwlab.lab import Lab
 from hwlab.labspec import LabSpec, NodeSpec
 
@@ -42,22 +43,27 @@ Scenario = Case
 
 
 def _read(driver: BMCDriver) -> str:
-    return f"ok:{driver.get_power_state()}"
+    return f"ok:{driver.get_power_state(deadline=per_call(driver))}"
 
 
 def _power_on(driver: BMCDriver) -> str:
-    return f"ok:{driver.set_power_state(PowerAction.ON, wait=True, timeout=POWER_TIMEOUT)}"
+    state = driver.set_power_state(
+        PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=no_budget(driver)
+    )
+    return f"ok:{state}"
 
 
 def _boot_pxe(driver: BMCDriver) -> str:
-    driver.set_boot_device(BootDevice.PXE, persistent=True)
+    driver.set_boot_device(BootDevice.PXE, persistent=True, deadline=per_call(driver))
     return "ok"
 
 
 def _power_on_then_settle(driver: BMCDriver) -> str:
-    driver.set_power_state(PowerAction.ON, wait=True, timeout=POWER_TIMEOUT)
+    driver.set_power_state(
+        PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=no_budget(driver)
+    )
     time.sleep(0.8)  # longer than the rule's up_for: a crashed boot reads off by now
-    return f"ok:{driver.get_power_state()}"
+    return f"ok:{driver.get_power_state(deadline=per_call(driver))}"
 
 
 ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
@@ -143,7 +149,7 @@ def _run_one(
         lab.add_faults(node, [dict(scenario.rule)])
         if scenario.prime:
             with contextlib.suppress(BmaasError):
-                driver.get_power_state()
+                driver.get_power_state(deadline=per_call(driver))
         start = time.monotonic()
         try:
             seen, message = ACTIONS[scenario.action](driver), ""
@@ -163,7 +169,7 @@ def probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:
     until = time.monotonic() + limit
     while True:
         try:
-            driver.probe()
+            driver.probe(deadline=per_call(driver))
             return
         except BmaasError:
             if time.monotonic() > until:

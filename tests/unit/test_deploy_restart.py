@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import Capability, Operation, PowerAction, PowerState
 from bmaas.retry import RetryPolicy
@@ -33,10 +34,10 @@ class IpmiLike(FakeDriver):
         super().__init__(*args, **kw)
         self.hard_reset = hard_reset
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         return self._call(Operation.POWER_GET, deadline, lambda hw: self.machine.settled_power)
 
-    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         if action is PowerAction.REBOOT and self.hard_reset:
             self._call(Operation.POWER_SET, deadline, lambda hw: self.machine.reset(hw))
         else:
@@ -53,7 +54,8 @@ def rig(driver_cls: type[FakeDriver], **kw: Any) -> tuple[FakeDriver, FakeMachin
 
 def deploy(driver: FakeDriver, clock: FakeClock) -> dict[str, float]:
     policy = RetryPolicy(sleep=clock.sleep, clock=clock)
-    return deploy_node(driver, settings=SETTINGS, policy=policy).steps
+    deadline = Deadline.after(SETTINGS.deadline, clock=clock)
+    return deploy_node(driver, settings=SETTINGS, policy=policy, deadline=deadline).steps
 
 
 @pytest.mark.parametrize("hard_reset", [True, False], ids=["hard-reset", "old-cycle-model"])

@@ -48,6 +48,7 @@ from bmaas.provision import should_reschedule
 from bmaas.store import Store
 from bmaas.sync import sync_pass
 from fakes.clock import FakeClock
+from tests.budgets import per_operation, unbounded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +110,12 @@ def operation_retry(cls: type[BmaasError], *, idempotent: bool) -> tuple[int, li
     policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=60.0)
     wire: list[str] = []
     with pytest.raises(cls):
-        retry.call(policy, always(lambda: cls("injected"), wire), idempotent=idempotent)
+        retry.call(
+            policy,
+            always(lambda: cls("injected"), wire),
+            idempotent=idempotent,
+            deadline=per_operation(policy),
+        )
     return len(wire), clock.sleeps
 
 
@@ -151,6 +157,7 @@ def test_each_fault_class_at_every_layer(
         store,
         factory=lambda _record: Raising(fault),  # type: ignore[arg-type,return-value]
         policy=Hysteresis(fault_after=3),
+        deadline=unbounded(),
     )
     assert [r.node for r in report.failed] == [name]
     record = store.node(name)
@@ -166,7 +173,11 @@ def test_busy_backoff_honours_retry_after_and_stays_inside_the_deadline() -> Non
     policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=10.0)
     wire: list[str] = []
     with pytest.raises(BMCBusy):
-        retry.call(policy, always(lambda: BMCBusy("later", retry_after=3.0), wire))
+        retry.call(
+            policy,
+            always(lambda: BMCBusy("later", retry_after=3.0), wire),
+            deadline=per_operation(policy),
+        )
     assert clock.sleeps == [3.0, 3.0, 3.0]  # never less than Retry-After; a 4th would cross 10 s
     assert len(wire) == 4
 
@@ -181,6 +192,6 @@ def test_a_foreign_exception_is_a_bug_never_retried() -> None:
         raise KeyError("bug")
 
     with pytest.raises(KeyError):
-        retry.call(policy, broken)
+        retry.call(policy, broken, deadline=per_operation(policy))
     assert (calls, clock.sleeps) == ([1], [])
     assert not should_reschedule(KeyError("bug"))

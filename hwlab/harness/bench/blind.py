@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 
 from bmaas.candidates import candidates as find_candidates
+from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import BMCDriver, PowerAction
 from bmaas.faults import NoCandidates
@@ -35,6 +36,7 @@ from bmaas.provision import Request
 from bmaas.retry import RetryPolicy
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import NodeRecord, PortOrigin, ProvisionState
+from hwlab.harness.budgets import per_call
 
 __all__ = ["BlindReschedule", "Placement"]
 
@@ -117,10 +119,15 @@ class BlindReschedule:
             self.store.bind_port(port.id, node)
         driver = self.driver_factory(self.store.node(node))
         try:
-            deploy_node(driver, settings=self.settings, policy=self.policy)
+            deploy_node(
+                driver,
+                settings=self.settings,
+                policy=self.policy,
+                deadline=Deadline.after(self.settings.deadline, clock=self.policy.clock),
+            )
         except Exception:
             with contextlib.suppress(Exception):  # tear-down, blind, whatever the fault was
-                driver.request_power(PowerAction.OFF)
+                driver.request_power(PowerAction.OFF, deadline=per_call(driver))
             raise
         finally:
             driver.close()
