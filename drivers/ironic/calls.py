@@ -148,6 +148,26 @@ def call(
     return retry.call(policy(budget, sync=sync), fn, *args, deadline=deadline, **kwargs)
 
 
+#: the mapping table (the docstring's): bmaas faults that become a specific
+#: Ironic exception; every other fault becomes the interface's own error
+IRONIC_ERRORS: dict[type[BmaasError], type[exception.IronicException]] = {
+    InputError: exception.InvalidParameterValue,
+    UnsupportedOperation: exception.UnsupportedDriverExtension,
+}
+
+
+def _ironic_error(
+    fault: BmaasError, default: type[exception.IronicException]
+) -> type[exception.IronicException]:
+    """The Ironic exception for ``fault``: its class's (or nearest ancestor's)
+    entry in :data:`IRONIC_ERRORS`, else ``default``."""
+    for base in type(fault).__mro__:
+        found = IRONIC_ERRORS.get(base)
+        if found is not None:
+            return found
+    return default
+
+
 def message(fault: BmaasError, what: str, elapsed: float) -> str:
     """The prefixed text an Ironic exception carries for ``fault``."""
     return f"{faulttext.format_fault(fault)}; {what} gave up after {elapsed:.2f}s"
@@ -163,11 +183,7 @@ def translated(
         yield
     except BmaasError as fault:
         elapsed = time.monotonic() - start
-        cls: type[exception.IronicException] = error
-        if isinstance(fault, InputError):
-            cls = exception.InvalidParameterValue
-        elif isinstance(fault, UnsupportedOperation):
-            cls = exception.UnsupportedDriverExtension
+        cls = _ironic_error(fault, error)
         text = message(fault, what, elapsed)
         LOG.warning("bmaas: %s", text)
         raised = cls(text)
