@@ -13,6 +13,7 @@ and 60 s and BMC call bounds of 5, 10 and 20 s.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 from typing import Any
@@ -34,12 +35,12 @@ from tests.unit.test_provision import Rack
 
 #: the most a call may end after its deadline, in seconds of fake time
 OVERRUN = 0.1
-BUDGETS = (20.0, 30.0, 60.0)
-BMC_TIMEOUTS = (5.0, 10.0, 20.0)
+BUDGETS = [20.0, 30.0, 60.0]
+BMC_TIMEOUTS = [5.0, 10.0, 20.0]
 #: which requests hang: every one, or only power reads (the issue's case)
-HANGING = ("*", "power.get")
+HANGING = ["*", "power.get"]
 #: seconds into the call at which the BMC starts hanging
-HANG_FROM = (0.0, 0.5, 3.0, 8.0, 15.0, 25.0, 50.0)
+HANG_FROM = [0.0, 0.5, 3.0, 8.0, 15.0, 25.0, 50.0]
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=3, os_boot_time=4)
 SETTINGS = DeploySettings(power_timeout=60, settle=10, boot_timeout=180, poll_interval=1)
@@ -67,10 +68,8 @@ def _policy(clock: FakeClock) -> RetryPolicy:
 
 
 def _ends_in_time(clock: FakeClock, deadline: Deadline, run: Any) -> None:
-    try:
+    with contextlib.suppress(BmaasError):  # a typed fault is the expected end; what matters is when
         run()
-    except BmaasError:
-        pass  # a typed fault is the expected end; what matters is when
     overrun = clock() - deadline.at
     assert overrun <= OVERRUN, f"ended {overrun:.3f}s after the deadline"
 
@@ -108,7 +107,7 @@ def test_the_issue_case_now_ends_by_the_deadline() -> None:
 @pytest.mark.parametrize("budget", BUDGETS)
 @pytest.mark.parametrize("bmc_timeout", BMC_TIMEOUTS)
 @pytest.mark.parametrize("operation", HANGING)
-@pytest.mark.parametrize("after", (0.0, 0.5, 2.0, 5.0, 12.0))
+@pytest.mark.parametrize("after", [0.0, 0.5, 2.0, 5.0, 12.0])
 def test_undeploy_ends_by_its_deadline(
     budget: float, bmc_timeout: float, operation: str, after: float
 ) -> None:
@@ -136,7 +135,7 @@ class _Rack(Rack):
 @pytest.mark.parametrize("budget", BUDGETS)
 @pytest.mark.parametrize("bmc_timeout", BMC_TIMEOUTS)
 @pytest.mark.parametrize("node", ["n01", "n02"], ids=["source", "target"])
-@pytest.mark.parametrize("after", (0.0, 3.0, 10.0, 18.0, 25.0))
+@pytest.mark.parametrize("after", [0.0, 3.0, 10.0, 18.0, 25.0])
 def test_move_ends_by_its_deadline(
     store: Store, budget: float, bmc_timeout: float, node: str, after: float
 ) -> None:
