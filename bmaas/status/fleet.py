@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from bmaas import retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootSetting, Capability, Operation, PowerState
 from bmaas.faults import BmaasError, BMCTimeout, InputError
@@ -136,6 +137,14 @@ class FleetReport:
     elapsed: float
 
 
+def _reads(deadline: Deadline) -> retry.RetryPolicy:
+    """How a sweep read is retried: like a power-sync read (``sync=True``),
+    only what the policy table neither counts nor gives up on at once is
+    asked again (a busy BMC, with backoff and its Retry-After), within the
+    one call's share of the deadline; anything else is reported as it came."""
+    return retry.RetryPolicy(sync=True, clock=deadline.clock)
+
+
 def _ask(
     driver: BMCDriver,
     *,
@@ -146,7 +155,8 @@ def _ask(
     boot: bool,
 ) -> NodeCheck:
     """One node's reads, each handed a share of the sweep's ``deadline`` of at
-    most ``bmc_timeout``, so no call outlives the run."""
+    most ``bmc_timeout`` (a busy answer retried inside it, :func:`_reads`), so
+    no call outlives the run."""
     record = records[driver.node]
 
     def step(operation: Operation, call: Callable[..., Any]) -> Any:
@@ -156,7 +166,7 @@ def _ask(
             )
             return Problem(Finding.NOT_ASKED, late, str(operation))
         try:
-            return call(deadline=deadline.share(cap=bmc_timeout))
+            return retry.call(_reads(deadline), call, deadline=deadline.share(cap=bmc_timeout))
         except BmaasError as exc:
             return Problem(classify(exc), exc, str(operation))
 
