@@ -32,7 +32,7 @@ class Recording(FakeDriver):
         self.handed: list[tuple[str, float, float]] = []  # (operation, now, deadline.at)
 
     def _call(
-        self, operation: Operation, deadline: Deadline | None, act: Callable[[list[Firing]], T]
+        self, operation: Operation, deadline: Deadline, act: Callable[[list[Firing]], T]
     ) -> T:
         bound = self._deadline(deadline)
         self.handed.append((str(operation), self._clock(), bound.at))

@@ -96,7 +96,7 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
 class UnknownDriver(FakeDriver):
     """A BMC that answers without a usable power state."""
 
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         return PowerState.UNKNOWN
 
 
