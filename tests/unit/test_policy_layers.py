@@ -89,8 +89,6 @@ class Layers:
 BACKOFF = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0]  # capped at busy_max
 NONE = Layers(1, [], 1, [], True, True, "FAIL")  # a BMC fault retried nowhere: elsewhere
 STOP = Layers(1, [], 1, [], False, False, "ERROR", retry="never", fenced=False)
-#: the BMC itself cannot act: no power-off after a failed deploy
-SILENT = {"off": False}
 
 EXPECTED: dict[type[BmaasError], Layers] = {
     BmaasError: STOP,
@@ -107,16 +105,16 @@ EXPECTED: dict[type[BmaasError], Layers] = {
         "same_node",
         1,
         check="unreachable",
-        **SILENT,
+        off=False,
     ),
     BMCTimeout: Layers(
-        3, [0.5, 0.5], 1, [], True, True, "FAIL", "same_node", 1, check="timeout", **SILENT
+        3, [0.5, 0.5], 1, [], True, True, "FAIL", "same_node", 1, check="timeout", off=False
     ),
     BMCBusy: Layers(
         10, BACKOFF, 10, BACKOFF, True, False, "BUSY", "same_node", fenced=False, check="busy"
     ),
     BMCAuthError: dataclasses.replace(
-        NONE, counted=False, fleet="AUTH", fenced=False, check="auth", **SILENT
+        NONE, counted=False, fleet="AUTH", fenced=False, check="auth", off=False
     ),
     BMCInternalError: Layers(2, [1.0], 2, [1.0], True, True, "FAIL", "same_node", 1),
     BMCProtocolError: NONE,
@@ -126,10 +124,10 @@ EXPECTED: dict[type[BmaasError], Layers] = {
     PowerFailure: NONE,
     BootFailure: NONE,
     UnclassifiedFault: dataclasses.replace(NONE, check="unclassified"),
-    NodeUnavailable: Layers(1, [], 1, [], True, False, "SKIPPED", fenced=False, **SILENT),
-    LeaseLost: dataclasses.replace(STOP, **SILENT),
-    NoCandidates: dataclasses.replace(STOP, **SILENT),
-    ProvisionFailed: dataclasses.replace(STOP, **SILENT),
+    NodeUnavailable: Layers(1, [], 1, [], True, False, "SKIPPED", fenced=False, off=False),
+    LeaseLost: dataclasses.replace(STOP, off=False),
+    NoCandidates: dataclasses.replace(STOP, off=False),
+    ProvisionFailed: dataclasses.replace(STOP, off=False),
 }
 
 
