@@ -13,8 +13,8 @@ Names: ``deadline`` only for a ``Deadline``; seconds are ``*_s`` or
    Each inside its function (ast: the Names in the body), and as a keyword
    at every call of a function of that name (unless another function of
    the same name keeps the old parameter: then it says so and leaves them);
-   click commands (decorated functions under bmaas/cli) keep theirs, since
-   click passes ``--deadline`` by that name;
+   the CLI's functions keep ``deadline`` (the ``--deadline`` option's value,
+   passed by that name through click and ``**options``);
 3. ``self.<old>`` attributes set from a renamed ``__init__`` parameter
    (``self.policy = policy``) follow it, in that class and wherever the
    attribute is read on an object of that class's usual variable names;
@@ -79,8 +79,10 @@ def _annotation_words(node: ast.expr | None) -> set[str]:
     return set(re.findall(r"\w+", ast.unparse(node)))
 
 
-def _is_click(func: ast.FunctionDef, path: Path) -> bool:
-    return bool(func.decorator_list) and "cli" in path.parts
+def _is_click(func: ast.FunctionDef | ast.AsyncFunctionDef, path: Path, old: str) -> bool:
+    """A CLI function's ``deadline`` is the ``--deadline`` option's value,
+    passed by that name (click, ``**options``): it keeps its name."""
+    return "cli" in path.parts and (bool(func.decorator_list) or old == "deadline")
 
 
 def _call_name(call: ast.Call) -> str | None:
@@ -150,7 +152,7 @@ def rename_params(root: Path) -> None:
                 new = next(
                     (n for (old, w), n in PARAMS.items() if arg.arg == old and w in words), None
                 )
-                if new is None or _is_click(func, path):
+                if new is None or _is_click(func, path, arg.arg):
                     if any(arg.arg == old for old, _ in PARAMS):
                         kept[func.name].add(arg.arg)
                         if func.name == "__init__" and cls:
@@ -246,6 +248,15 @@ FIXUPS = [
     ("drivers/ironic/calls.py", r"retry\.call\(policy\(", "retry.call(limits("),
     ("drivers/ironic/*.py", r"\bcalls\.policy\(", "calls.limits("),
     ("tests/budgets.py", r"\bof\.policy\b", "of.limits"),
+    # keywords that reach a renamed parameter through **options
+    ("bmaas/cli/maintenance.py", r'"policy": policy,', '"health_rule": policy,'),
+    ("bmaas/cli/maintenance.py", r'options\["pass_deadline"\]', 'options["pass_timeout"]'),
+    # the README's runnable examples and prose
+    ("README.md", r"    policy=RetryLimits\(", "    limits=RetryLimits("),
+    ("README.md", r"    deadline=900\.0,  # per request", "    deadline_s=900.0,  # per request"),
+    ("README.md", r"`Provisioner\(deadline=\.\.\.\)`", "`Provisioner(deadline_s=...)`"),
+    ("README.md", r"`sync_loop`'s\s+`pass_deadline`", "`sync_loop`'s `pass_timeout`"),
+    ("tests/unit/test_provision.py", r"(Rack\([^)\n]*)\bdeadline=", r"\1deadline_s="),
     ("tests/budgets.py", r"as ``\.policy``", "as ``.limits``"),
 ]
 
