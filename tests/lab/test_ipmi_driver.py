@@ -250,7 +250,7 @@ def test_deadlines_hold_for_parallel_hung_calls(lab: Lab) -> None:
         drivers[-1].probe(deadline=per_call(drivers[-1]))  # log in, then every power read hangs
         lab.rule(machine, effect="hang", operation="power.get")
     threads = [
-        threading.Thread(target=lambda d=d: results.append(_timed(d.get_power_state)))
+        threading.Thread(target=lambda d=d: results.append(_timed(bound(d.get_power_state))))
         for d in drivers
     ]
     for t in threads:

@@ -17,7 +17,7 @@ from pyghmi.ipmi import command as pyghmi_command
 from bmaas.driver import PowerState
 from fakes.machine import FakeMachine
 from hwlab.ipmi import IPMIServer
-from tests.budgets import ask, per_call
+from tests.budgets import ask, bound, per_call
 from tests.lab.conftest import PASSWORD, USER, Lab, live_threads, open_fds
 
 pytestmark = pytest.mark.lab
@@ -135,7 +135,7 @@ def test_delayed_answers_do_not_block_other_bmcs(lab: Lab) -> None:
     lab.machine("quick")
     lab.rule(slow, effect="delay", operation="power.get", seconds=0.8)
     slow_driver, quick_driver = lab.driver("slow", bmc_timeout=2.0), lab.driver("quick")
-    thread = threading.Thread(target=slow_driver.get_power_state)
+    thread = threading.Thread(target=bound(slow_driver.get_power_state))
     thread.start()
     time.sleep(0.1)
     start = time.monotonic()
