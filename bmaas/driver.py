@@ -51,7 +51,7 @@ __all__ = [
 
 LOG = logging.getLogger(__name__)
 
-#: seconds one BMC call may take when the caller hands it no deadline
+#: seconds one BMC request may take at most (a driver's default ``bmc_timeout``)
 DEFAULT_BMC_TIMEOUT = 10.0
 #: seconds between power-state reads while waiting for a transition
 POWER_POLL_INTERVAL = 1.0
@@ -178,8 +178,8 @@ class BMCDriver(abc.ABC):
     ) -> None:
         self.node = node
         self.info = info
-        #: seconds one BMC request may take when the caller hands no deadline,
-        #: and the most each request of a several-request method gets
+        #: the most seconds each BMC request gets of the caller's deadline (one
+        #: request of a several-request method, or one attempt of a retry)
         self.bmc_timeout = bmc_timeout
         self._clock = clock or _clock.monotonic
         self._sleep = sleep or _clock.sleep
