@@ -11,6 +11,7 @@ from openstack.baremetal.v1.node import Node
 
 from bmaas.deadline import Deadline
 from bmaas.faults import BMCTimeout, InputError, NodeUnavailable
+from bmaas.policy import policy_for
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Request
 from bmaas.retry import RetryPolicy
@@ -199,3 +200,44 @@ def test_a_cancelled_deploy_stops_polling_at_once() -> None:
         backend.deploy(claim, deadline=Deadline.after(60.0, clock=clock.monotonic), cancel=cancel)
     assert proxy.actions == ["active"]  # asked before the interrupt: Ironic cannot take it back
     assert proxy.calls == 0  # interrupted before the first poll
+
+
+class TearingDownProxy(DeployingProxy):
+    """The deploying node, and every call release makes, recorded; the node
+    stays ``deploying`` (a tear-down that never ends, from our side)."""
+
+    def set_node_maintenance(self, ident: str, reason: str = "") -> None:
+        self.actions.append("maintenance")
+
+    def patch_node(self, ident: str, patch: Any) -> None:
+        self.actions.append("patch")
+
+    def delete_allocation(self, ident: str, ignore_missing: bool = False) -> None:
+        self.actions.append("delete allocation")
+
+
+@pytest.mark.parametrize("left", [0.0, 7.0])
+def test_release_runs_in_what_the_request_has_left_never_a_fresh_teardown_budget(
+    left: float,
+) -> None:
+    """Issue 23: release and undeploy made fresh ``teardown_timeout`` budgets
+    (120 s) after the request's deadline. Now they share the request's: with
+    nothing left, each API call is tried once and nothing is waited for; with
+    7 s left, the tear-down wait ends 7 s later, not 120."""
+    clock = FakeClock()
+    proxy = TearingDownProxy()
+    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        poll=2.0,
+        sleep=clock.sleep,
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("r1", resource_class="baremetal"))
+    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
+    deadline = Deadline.after(left, clock=clock.monotonic)
+    fault = BMCTimeout("deploy still deploying at the request's deadline", node="n1")
+    backend.release(claim, fault, policy_for(fault), deadline=deadline)
+    assert clock.monotonic() <= deadline.at + 0.1
+    assert proxy.actions[0] == "maintenance"  # fenced by the row (BMCTimeout fences)
+    assert proxy.actions[-1] == "delete allocation"  # the bookkeeping always happens
