@@ -46,7 +46,7 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 
 __all__ = [
     "OS_RUNNING",
@@ -99,7 +99,7 @@ class DeploySettings:
     #: BMC that shows none (IPMI's hard reset reads on all through)
     restart_grace: float = 5.0
     #: the whole deploy, every step included
-    deadline: float = 600.0
+    deadline_s: float = 600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,13 +121,13 @@ class _Budget:
     def __init__(
         self,
         node: str,
-        policy: RetryPolicy,
+        limits: RetryLimits,
         deadline: Deadline,
         total: float,
         check: Callable[[Step], None] | None = None,
     ) -> None:
         self.node = node
-        self.policy = policy
+        self.limits = limits
         self.clock = deadline.clock
         self.deadline = deadline
         self.total = total
@@ -155,14 +155,14 @@ class _Budget:
         """Wait ``seconds`` between polls, never past the deploy's deadline
         (the check before it raises once the deadline has passed)."""
         self.left(step)
-        self.deadline.sleep(seconds, self.policy.sleep)
+        self.deadline.sleep(seconds, self.limits.sleep)
 
 
 def deploy_node(
     driver: BMCDriver,
     *,
     settings: DeploySettings = DeploySettings(),
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     ready: ReadyHook | None = None,
     before_step: Callable[[Step], None] | None = None,
     deadline: Deadline,
@@ -175,10 +175,12 @@ def deploy_node(
     and before each wait inside one (the provisioner checks its leases and
     the cancellation token there; whatever it raises stops the deploy).
     """
-    policy = policy or RetryPolicy()
-    clock = policy.clock
-    total = min(settings.deadline, deadline.left())
-    budget = _Budget(driver.node, policy, deadline.share(cap=settings.deadline), total, before_step)
+    limits = limits or RetryLimits()
+    clock = limits.clock
+    total = min(settings.deadline_s, deadline.left())
+    budget = _Budget(
+        driver.node, limits, deadline.share(cap=settings.deadline_s), total, before_step
+    )
     dl = budget.deadline
     timings: dict[str, float] = {}
     state: dict[str, object] = {"method": "pxe", "progress": None}
@@ -188,7 +190,7 @@ def deploy_node(
             before_step(step)
         start = clock()
         budget.left(step)
-        rd = RetryingDriver(driver, policy)
+        rd = RetryingDriver(driver, limits)
         try:
             body(rd)
         except BmaasError as exc:
@@ -380,14 +382,14 @@ def _await_ready(
 def undeploy_node(
     driver: BMCDriver,
     *,
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     power_timeout: float = 60.0,
     deadline: Deadline,
 ) -> None:
     """Power the node off and eject any virtual media. Idempotent. Ends by
     ``deadline`` (required), every request, retry and wait included;
     ``power_timeout`` is what the hardware is allowed to reach off."""
-    rd = RetryingDriver(driver, policy or RetryPolicy())
+    rd = RetryingDriver(driver, limits or RetryLimits())
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout, deadline=deadline)
     if driver.supports(Capability.VIRTUAL_MEDIA):
         rd.eject_virtual_media(deadline=deadline)

@@ -33,7 +33,7 @@ The columns, and who reads them:
 
 * **same node** (:class:`SameNode`) — :mod:`bmaas.retry` decides *whether*
   and *which kind* of retry from here; *how many* attempts and *how long* to
-  wait stay numbers in :class:`bmaas.retry.RetryPolicy`.
+  wait stay numbers in :class:`bmaas.retry.RetryLimits`.
 * **reschedule** (:class:`Reschedule`) — the request-level loop
   (:func:`bmaas.provision.should_reschedule`): move on to the next candidate,
   or stop the request.

@@ -4,7 +4,7 @@ This is the only place bmaas retries a BMC call. Drivers make one bounded
 attempt and classify what went wrong; this module decides whether to try again
 on the same node, and how long to wait first. *Whether*, and which kind of
 retry, is the "same node" column of the policy table (:mod:`bmaas.policy`);
-the numbers are this module's :class:`RetryPolicy`:
+the numbers are this module's :class:`RetryLimits`:
 
 =======================  ==========================================  ==========
 kind (e.g. fault)        retried here                                wait
@@ -23,7 +23,7 @@ kind (e.g. fault)        retried here                                wait
 
 Every operation runs under a total :class:`~bmaas.deadline.Deadline`, handed
 in by the caller (``deadline=``, a required keyword: there is no default
-budget below the public edge), of which it takes at most ``RetryPolicy.total``
+budget below the public edge), of which it takes at most ``RetryLimits.total``
 seconds and never overruns, sleeps included: a wait that would cross it
 stops the retrying instead, and each attempt gets ``deadline.share(cap=bmc
 timeout)``, passed to it explicitly, so no attempt gets more than what is
@@ -63,7 +63,7 @@ from bmaas.faults import BmaasError, BMCFault, BMCTimeout
 from bmaas.policy import SameNode, policy_for
 
 __all__ = [
-    "RetryPolicy",
+    "RetryLimits",
     "RetryingDriver",
     "call",
     "faults_seen",
@@ -86,7 +86,7 @@ _HISTORY = "bmaas_faults"
 
 
 @dataclasses.dataclass(frozen=True)
-class RetryPolicy:
+class RetryLimits:
     """How hard to try one operation on one node. Immutable; derive variants
     with :meth:`replace`."""
 
@@ -123,11 +123,11 @@ class RetryPolicy:
     clock: _clock.ClockFn = dataclasses.field(default=_clock.monotonic, compare=False)
     rng: random.Random = dataclasses.field(default_factory=random.Random, compare=False)
 
-    def replace(self, **changes: Any) -> RetryPolicy:
+    def replace(self, **changes: Any) -> RetryLimits:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def no_retry(cls, **changes: Any) -> RetryPolicy:
+    def no_retry(cls, **changes: Any) -> RetryLimits:
         """One attempt, whatever happens (for comparisons and dry runs)."""
         return cls(max_attempts=1, **changes)
 
@@ -166,8 +166,8 @@ class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming sty
     """Retry when the last fault's class may be retried on the same node,
     given the operation's idempotency and how often that class has recurred."""
 
-    def __init__(self, policy: RetryPolicy, *, idempotent: bool) -> None:
-        self.policy = policy
+    def __init__(self, limits: RetryLimits, *, idempotent: bool) -> None:
+        self.limits = limits
         self.idempotent = idempotent
 
     def __call__(self, retry_state: RetryCallState) -> bool:
@@ -179,7 +179,7 @@ class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming sty
             return False  # a bug, not a BMC fault: never hide it behind retries
         history = faults_seen(retry_state)
         same_class = sum(1 for f in history if type(f) is type(fault))
-        return same_class < self.policy.limit_for(fault, idempotent=self.idempotent)
+        return same_class < self.limits.limit_for(fault, idempotent=self.idempotent)
 
 
 class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming style
@@ -192,11 +192,11 @@ class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
     hit the same busy BMC at once.
     """
 
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
+    def __init__(self, limits: RetryLimits) -> None:
+        self.limits = limits
 
     def __call__(self, retry_state: RetryCallState) -> float:
-        p = self.policy
+        p = self.limits
         history = faults_seen(retry_state)
         fault = history[-1] if history else None
         if fault is None:
@@ -243,23 +243,23 @@ def _log_retry(retry_state: RetryCallState) -> None:
 
 
 def retrying(
-    policy: RetryPolicy, *, idempotent: bool = True, deadline: Deadline
+    limits: RetryLimits, *, idempotent: bool = True, deadline: Deadline
 ) -> tenacity.Retrying:
     """A tenacity ``Retrying`` for one operation under ``policy``, ending by
     ``deadline``. The last fault is re-raised as itself when retrying stops."""
     return tenacity.Retrying(
-        retry=retry_if_fault(policy, idempotent=idempotent),
-        wait=wait_for_fault(policy),
-        stop=tenacity.stop_after_attempt(policy.max_attempts)
-        | stop_before_deadline(deadline, policy.min_attempt),
-        sleep=policy.sleep,
+        retry=retry_if_fault(limits, idempotent=idempotent),
+        wait=wait_for_fault(limits),
+        stop=tenacity.stop_after_attempt(limits.max_attempts)
+        | stop_before_deadline(deadline, limits.min_attempt),
+        sleep=limits.sleep,
         before_sleep=_log_retry,
         reraise=True,
     )
 
 
 def call(
-    policy: RetryPolicy,
+    limits: RetryLimits,
     fn: Callable[..., R],
     *args: Any,
     deadline: Deadline,
@@ -276,26 +276,26 @@ def call(
     left, so the last attempt cannot run past the operation's deadline.
     ``fn`` must take a ``deadline`` keyword (every driver method does).
     """
-    deadline = deadline.share(cap=policy.total)
-    cap = policy.bmc_timeout or bmc_timeout or DEFAULT_BMC_TIMEOUT
-    for attempt in retrying(policy, idempotent=idempotent, deadline=deadline):
+    deadline = deadline.share(cap=limits.total)
+    cap = limits.bmc_timeout or bmc_timeout or DEFAULT_BMC_TIMEOUT
+    for attempt in retrying(limits, idempotent=idempotent, deadline=deadline):
         with attempt:
             result = fn(*args, **kwargs, deadline=deadline.share(cap=cap))
     return result
 
 
 def retry_bmc(
-    policy: RetryPolicy | None = None, *, idempotent: bool = True
+    limits: RetryLimits | None = None, *, idempotent: bool = True
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorator form of :func:`call`::
 
-    @retry_bmc(RetryPolicy(total=30))
+    @retry_bmc(RetryLimits(total=30))
     def read_power(driver, *, deadline):
         return driver.get_power_state(deadline=deadline)
 
     read_power(driver, deadline=Deadline.after(60))  # the operation's, required
     """
-    chosen = policy or RetryPolicy()
+    chosen = limits or RetryLimits()
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
@@ -310,7 +310,7 @@ def retry_bmc(
 
 def reboot(
     driver: BMCDriver,
-    policy: RetryPolicy,
+    limits: RetryLimits,
     *,
     action: PowerAction = PowerAction.REBOOT,
     timeout: float | None = None,
@@ -331,10 +331,10 @@ def reboot(
     """
     if action.idempotent:
         raise ValueError(f"{action} is idempotent; use set_power_state")
-    rd = RetryingDriver(driver, policy)
+    rd = RetryingDriver(driver, limits)
     try:
         call(
-            policy,
+            limits,
             driver.request_power,
             action,
             deadline=deadline,
@@ -356,7 +356,7 @@ def reboot(
 
 
 class RetryingDriver:
-    """A driver whose every BMC request runs under a :class:`RetryPolicy`,
+    """A driver whose every BMC request runs under a :class:`RetryLimits`,
     with each method's idempotency applied. Waiting for power polls through
     retried reads, and restarts go through :func:`reboot`.
 
@@ -366,9 +366,9 @@ class RetryingDriver:
     ``bmc_timeout``.
     """
 
-    def __init__(self, driver: BMCDriver, policy: RetryPolicy) -> None:
+    def __init__(self, driver: BMCDriver, limits: RetryLimits) -> None:
         self.driver = driver
-        self.policy = policy
+        self.limits = limits
 
     @property
     def node(self) -> str:
@@ -376,7 +376,7 @@ class RetryingDriver:
 
     def _call(self, fn: Callable[..., R], *args: Any, deadline: Deadline, **kw: Any) -> R:
         return call(
-            self.policy, fn, *args, deadline=deadline, bmc_timeout=self.driver.bmc_timeout, **kw
+            self.limits, fn, *args, deadline=deadline, bmc_timeout=self.driver.bmc_timeout, **kw
         )
 
     def probe(self, *, deadline: Deadline) -> BMCInfo:
@@ -405,7 +405,7 @@ class RetryingDriver:
                 PowerAction.ON, wait=True, timeout=timeout, deadline=deadline
             )
         if action is PowerAction.REBOOT and wait:
-            return reboot(self.driver, self.policy, timeout=timeout, deadline=deadline)
+            return reboot(self.driver, self.limits, timeout=timeout, deadline=deadline)
         self._call(
             self.driver.request_power, action, deadline=deadline, idempotent=action.idempotent
         )

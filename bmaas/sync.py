@@ -49,7 +49,7 @@ from bmaas import retry as _retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.faults import BmaasError, BMCAuthError
-from bmaas.health import Change, Hysteresis
+from bmaas.health import Change, HealthRule
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
@@ -110,7 +110,7 @@ class PowerReader:
     processes."""
 
     deadline: Deadline
-    retry: _retry.RetryPolicy | None = None
+    retry: _retry.RetryLimits | None = None
 
     def __call__(self, driver: BMCDriver) -> PowerState:
         if self.retry is None:
@@ -127,13 +127,13 @@ def sync_pass(
     store: Store,
     *,
     factory: DriverFactory,
-    policy: Hysteresis = Hysteresis(),  # noqa: B008 - frozen dataclass
+    health_rule: HealthRule = HealthRule(),  # noqa: B008 - frozen dataclass
     workers: int = DEFAULT_WORKERS,
     metrics: SyncMetrics | None = None,
     names: Sequence[str] | None = None,
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    retry: _retry.RetryPolicy | None = None,
+    retry: _retry.RetryLimits | None = None,
     deadline: Deadline,
     pool: DriverPool | None = None,
     sweeper: ShardedSweeper | None = None,
@@ -180,14 +180,14 @@ def sync_pass(
             reads.append((result.node, result.error))
         else:  # busy, credentials, configuration: says nothing about the node
             uncounted[result.node] = str(result.error)
-    changes = store.record_power_reads(reads, policy=policy)
+    changes = store.record_power_reads(reads, health_rule=health_rule)
     if uncounted:
         store.note_power(errors=uncounted)
     for change in changes:
         if change.change is Change.FAULTED:
-            LOG.warning("%s: put into maintenance (%s)", change.node, policy.fault)
+            LOG.warning("%s: put into maintenance (%s)", change.node, health_rule.fault)
         elif change.change is Change.RECOVERED:
-            LOG.warning("%s: %s cleared", change.node, policy.fault)
+            LOG.warning("%s: %s cleared", change.node, health_rule.fault)
     sessions = None if pool is None else dataclasses.replace(pool.stats)
     if sweeper is not None:
         sessions = sweeper.stats
@@ -206,7 +206,7 @@ def sync_loop(
     on_pass: Callable[[SyncReport], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], object] | None = None,
-    pass_deadline: float | None = None,
+    pass_timeout: float | None = None,
     **kw: Any,
 ) -> int:
     """Run passes every ``interval`` seconds until ``stop`` is set (or ``count``
@@ -224,7 +224,7 @@ def sync_loop(
     passes = 0
     while not stop.is_set():
         started = clock()
-        budget = Deadline.after(math.inf if pass_deadline is None else pass_deadline, clock=clock)
+        budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
         report = sync_pass(store, clock=clock, deadline=budget, **kw)
         passes += 1
         if kw.get("pool") is not None:

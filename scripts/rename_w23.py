@@ -251,6 +251,18 @@ FIXUPS = [
     # keywords that reach a renamed parameter through **options
     ("bmaas/cli/maintenance.py", r'"policy": policy,', '"health_rule": policy,'),
     ("bmaas/cli/maintenance.py", r'options\["pass_deadline"\]', 'options["pass_timeout"]'),
+    # the module-level provision() shares its name with Provisioner.provision
+    # (whose deadline is a Deadline), so the generic rule leaves it alone
+    (
+        "bmaas/provision/provisioner.py",
+        r"    deadline: float = 900\.0,\n    limits:",
+        "    deadline_s: float = 900.0,\n    limits:",
+    ),
+    (
+        "bmaas/provision/provisioner.py",
+        r"        deadline_s=deadline,\n",
+        "        deadline_s=deadline_s,\n",
+    ),
     # the README's runnable examples and prose
     ("README.md", r"    policy=RetryLimits\(", "    limits=RetryLimits("),
     ("README.md", r"    deadline=900\.0,  # per request", "    deadline_s=900.0,  # per request"),

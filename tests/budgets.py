@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 
 __all__ = ["ask", "bound", "no_budget", "per_call", "per_operation", "unbounded"]
 
@@ -29,10 +29,10 @@ def per_call(driver: BMCDriver) -> Deadline:
     return Deadline.after(driver.bmc_timeout, clock=driver.clock)
 
 
-def per_operation(of: RetryPolicy | RetryingDriver | Any) -> Deadline:
+def per_operation(of: RetryLimits | RetryingDriver | Any) -> Deadline:
     """``policy.total`` seconds from now, on the policy's clock (``of`` is a
-    RetryPolicy or anything holding one as ``.policy``)."""
-    policy: RetryPolicy = of if isinstance(of, RetryPolicy) else of.policy
+    RetryLimits or anything holding one as ``.limits``)."""
+    policy: RetryLimits = of if isinstance(of, RetryLimits) else of.limits
     return Deadline.after(policy.total, clock=policy.clock)
 
 

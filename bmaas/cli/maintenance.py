@@ -26,7 +26,7 @@ from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
-from bmaas.health import Change, Hysteresis
+from bmaas.health import Change, HealthRule
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
@@ -260,7 +260,7 @@ def sync(
     if split is None:
         split = interval is not None
     store = app.store()
-    policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
+    policy = HealthRule(fault_after=fault_after, recover_after=recover_after)
     if processes is None:
         # In-process fakes (a test's fleet) cannot cross into other processes.
         real = app.make_factory is driver_factory
@@ -271,7 +271,7 @@ def sync(
         pool = stack.enter_context(DriverPool(wait=bmc_timeout))
         options: dict[str, Any] = {
             "factory": app.factory(bmc_timeout),
-            "policy": policy,
+            "health_rule": policy,
             "workers": workers,
             "pool": pool,
             "retry": app.retry_policy(no_retry=no_retry),
@@ -291,7 +291,7 @@ def sync(
         if interval is None:
             _sync_once(ctx, store, options, app.deadline(deadline), as_json=as_json)
         else:
-            options["pass_deadline"] = deadline
+            options["pass_timeout"] = deadline
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
 
 

@@ -44,7 +44,7 @@ from bmaas.faults import (
     InputError,
     NodeUnavailable,
 )
-from bmaas.health import Hysteresis
+from bmaas.health import HealthRule
 from bmaas.lease import LeaseKeeper
 from bmaas.policy import FaultPolicy, policy_for
 from bmaas.provision.backend import Readiness
@@ -52,7 +52,7 @@ from bmaas.provision.cancel import CancelToken
 from bmaas.provision.readiness import readiness
 from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind, Reclaimed, Store
 from bmaas.store.records import NodeRecord, Owner, PortOrigin, ProvisionState
 
@@ -66,7 +66,7 @@ DriverFactory = Callable[[Any], BMCDriver]
 #: "power failure", good power reads do not clear it: a node that powers fine
 #: but will not boot needs a person (``bmaas maintenance unset``).
 DEPLOY_FAILURE = "deploy failure"
-DEPLOY_HEALTH = Hysteresis(fault_after=2, recover_after=2, fault=DEPLOY_FAILURE)
+DEPLOY_HEALTH = HealthRule(fault_after=2, recover_after=2, fault=DEPLOY_FAILURE)
 #: the fault a node gets when it cannot be powered off as it is given up
 UNDEPLOY_FAILURE = "undeploy failure"
 
@@ -85,10 +85,10 @@ class EmbeddedBackend:
         store: Store,
         *,
         driver_factory: DriverFactory,
-        policy: RetryPolicy | None = None,
+        limits: RetryLimits | None = None,
         settings: DeploySettings = DeploySettings(),  # noqa: B008 - frozen dataclass
         lease_ttl: float = DEFAULT_LEASE_TTL,
-        health: Hysteresis = DEPLOY_HEALTH,
+        health: HealthRule = DEPLOY_HEALTH,
         ready: ReadyHook | None = None,
         keep_leases: bool = True,
         deadline: Deadline,
@@ -98,7 +98,7 @@ class EmbeddedBackend:
         provision.Provisioner`, makes it)."""
         self.store = store
         self.driver_factory = driver_factory
-        self.policy = policy or RetryPolicy()
+        self.limits = limits or RetryLimits()
         self.settings = settings
         self.lease_ttl = lease_ttl
         self.health = health
@@ -110,7 +110,7 @@ class EmbeddedBackend:
         self.reclaimed, self.cleaned = reclaim(
             store,
             driver_factory=driver_factory,
-            policy=self.policy,
+            limits=self.limits,
             power_timeout=settings.power_timeout,
             deadline=deadline,
         )
@@ -244,7 +244,7 @@ class EmbeddedBackend:
             report = deploy_node(
                 driver,
                 settings=settings,
-                policy=self.policy,
+                limits=self.limits,
                 ready=self.ready,
                 before_step=self._check(owners, cancel),
                 deadline=deadline,
@@ -268,12 +268,12 @@ class EmbeddedBackend:
                 self.store.abort_move(claim.handle)
                 self._rebind(claim.job.ports, claim.job.moving.node)
                 if counted is not None:
-                    self.store.record_fault(claim.node, fault, policy=counted, context=context)
+                    self.store.record_fault(claim.node, fault, health_rule=counted, context=context)
                 else:
                     self.store.add_event(claim.node, "attempt_failed", f"{context}: {fault}")
             else:
                 self.store.release_attempt(
-                    claim.handle, fault=fault, policy=counted, context=context
+                    claim.handle, fault=fault, health_rule=counted, context=context
                 )
         except LeaseLost:
             LOG.warning("%s: attempt on %s was already reclaimed", claim.job.label, claim.node)
@@ -332,7 +332,7 @@ class EmbeddedBackend:
         old = self.driver_factory(self.store.node(source))
         fenced: BmaasError | None = None
         try:
-            RetryingDriver(old, self.policy).set_power_state(
+            RetryingDriver(old, self.limits).set_power_state(
                 PowerAction.OFF,
                 wait=True,
                 timeout=self.settings.power_timeout,
@@ -391,7 +391,7 @@ class EmbeddedBackend:
             try:
                 undeploy_node(
                     driver,
-                    policy=self.policy,
+                    limits=self.limits,
                     power_timeout=self.settings.power_timeout,
                     deadline=deadline,
                 )

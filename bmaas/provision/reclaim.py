@@ -30,7 +30,7 @@ from bmaas.deadline import Deadline
 from bmaas.deploy import undeploy_node
 from bmaas.driver import BMCDriver
 from bmaas.faults import BmaasError
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import RECLAIMED, Reclaimed, Store
 
 __all__ = ["CLEANING_FAILURE", "Cleaned", "clean_reclaimed", "reclaim"]
@@ -53,7 +53,7 @@ def clean_reclaimed(
     store: Store,
     *,
     driver_factory: Callable[[Any], BMCDriver],
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     power_timeout: float = 60.0,
     deadline: Deadline,
     nodes: Sequence[str] | None = None,
@@ -73,7 +73,7 @@ def clean_reclaimed(
             fenced.append((name, _fence(store, name, exc)))
             continue
         try:
-            undeploy_node(driver, policy=policy, power_timeout=power_timeout, deadline=deadline)
+            undeploy_node(driver, limits=limits, power_timeout=power_timeout, deadline=deadline)
         except BmaasError as exc:
             fenced.append((name, _fence(store, name, exc)))
             continue
@@ -95,7 +95,7 @@ def reclaim(
     store: Store,
     *,
     driver_factory: Callable[[Any], BMCDriver],
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     power_timeout: float = 60.0,
     deadline: Deadline,
 ) -> tuple[list[Reclaimed], Cleaned]:
@@ -105,7 +105,7 @@ def reclaim(
     cleaned = clean_reclaimed(
         store,
         driver_factory=driver_factory,
-        policy=policy,
+        limits=limits,
         power_timeout=power_timeout,
         deadline=deadline,
     )

@@ -137,12 +137,12 @@ class FleetReport:
     elapsed: float
 
 
-def _reads(deadline: Deadline) -> retry.RetryPolicy:
+def _reads(deadline: Deadline) -> retry.RetryLimits:
     """How a sweep read is retried: like a power-sync read (``sync=True``),
     only what the policy table neither counts nor gives up on at once is
     asked again (a busy BMC, with backoff and its Retry-After), within the
     one call's share of the deadline; anything else is reported as it came."""
-    return retry.RetryPolicy(sync=True, clock=deadline.clock)
+    return retry.RetryLimits(sync=True, clock=deadline.clock)
 
 
 def _ask(

@@ -48,7 +48,7 @@ from bmaas.faults import (
 )
 from bmaas.pool import DriverPool, PoolKey
 from bmaas.registry import build_driver
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from drivers.ironic import conf
 from drivers.ironic.info import parse_driver_info
 
@@ -59,7 +59,7 @@ __all__ = [
     "Budget",
     "call",
     "label",
-    "policy",
+    "limits",
     "session",
     "translated",
 ]
@@ -124,16 +124,16 @@ def session(task: Any, protocol: str, budget: Budget, deadline: Deadline) -> Ite
         yield drv
 
 
-def policy(budget: Budget, *, sync: bool = False) -> RetryPolicy:
+def limits(budget: Budget, *, sync: bool = False) -> RetryLimits:
     """The operation retry for one conductor call: each BMC request capped at
     ``[bmaas]call_deadline``; the total is the Deadline each call passes.
 
     ``sync`` (Ironic's power reads, see :mod:`drivers.ironic.power`): a fault
     the policy table's ``sync`` column counts fails the read at once, so that
     Ironic's own failure counting sees it; one it does not count (busy) is
-    retried as usual (:attr:`bmaas.retry.RetryPolicy.sync`).
+    retried as usual (:attr:`bmaas.retry.RetryLimits.sync`).
     """
-    return RetryPolicy(total=budget.operation, bmc_timeout=budget.call, max_attempts=12, sync=sync)
+    return RetryLimits(total=budget.operation, bmc_timeout=budget.call, max_attempts=12, sync=sync)
 
 
 def call(
@@ -145,7 +145,7 @@ def call(
     **kwargs: Any,
 ) -> T:
     """``fn`` (a driver method) through ``bmaas.retry`` within ``deadline``."""
-    return retry.call(policy(budget, sync=sync), fn, *args, deadline=deadline, **kwargs)
+    return retry.call(limits(budget, sync=sync), fn, *args, deadline=deadline, **kwargs)
 
 
 #: the mapping table (the docstring's): bmaas faults that become a specific

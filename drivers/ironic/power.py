@@ -181,7 +181,7 @@ class BmaasPower(base.PowerInterface):
             _act(drv, budget, deadline, PowerAction.ON, wait)
         else:
             retry.reboot(
-                drv, calls.policy(budget), timeout=min(wait, deadline.left()), deadline=deadline
+                drv, calls.limits(budget), timeout=min(wait, deadline.left()), deadline=deadline
             )
 
 

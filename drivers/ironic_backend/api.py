@@ -35,7 +35,7 @@ from openstack import warnings as os_warnings
 
 from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable
-from bmaas.retry import RetryPolicy, retrying
+from bmaas.retry import RetryLimits, retrying
 
 __all__ = ["Api", "IronicBusy", "IronicUnavailable", "connect", "map_errors"]
 
@@ -134,12 +134,12 @@ class Api:
     the caller's deadline (else ``busy`` 's own)."""
 
     def __init__(
-        self, conn: openstack.connection.Connection, *, busy: RetryPolicy | None = None
+        self, conn: openstack.connection.Connection, *, busy: RetryLimits | None = None
     ) -> None:
         self.conn = conn
         with map_errors("connect"):  # the proxy discovers Ironic's API versions here
             self.bm = conn.baremetal
-        self.busy = busy or RetryPolicy(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
+        self.busy = busy or RetryLimits(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
         self._lock = threading.Lock()
         self.calls: collections.Counter[str] = collections.Counter()
 

@@ -120,7 +120,7 @@ def run_matrix(
     *,
     protocols: Iterable[str] = ("ipmi", "redfish"),
     scenarios: Iterable[Scenario] = SCENARIOS,
-    deadline: float = MATRIX_DEADLINE,
+    deadline_s: float = MATRIX_DEADLINE,
     progress: Callable[[Result], None] | None = None,
 ) -> list[Result]:
     """Run ``scenarios`` on ``lab``'s ``matrix-<protocol>`` nodes."""
@@ -129,7 +129,7 @@ def run_matrix(
     for scenario in scenarios:
         for protocol in protocols:
             node = f"matrix-{protocol}"
-            result = _run_one(lab, inventory[node], protocol, scenario, deadline)
+            result = _run_one(lab, inventory[node], protocol, scenario, deadline_s)
             results.append(result)
             if progress is not None:
                 progress(result)
@@ -137,12 +137,12 @@ def run_matrix(
 
 
 def _run_one(
-    lab: Lab, record: dict[str, Any], protocol: str, scenario: Scenario, deadline: float
+    lab: Lab, record: dict[str, Any], protocol: str, scenario: Scenario, deadline_s: float
 ) -> Result:
     node = record["name"]
     lab.clear_faults(node)
     lab.power(node, "on" if scenario.start_on else "off")
-    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline)
+    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s)
     driver.poll_interval = 0.1
     try:
         probe_until_up(driver)  # a live session first: faults then hit a real command

@@ -25,7 +25,7 @@ from bmaas.deploy import DeploySettings, deploy_node, undeploy_node
 from bmaas.driver import PowerState
 from bmaas.faults import BmaasError
 from bmaas.provision import Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
@@ -63,8 +63,8 @@ def _rig(bmc_timeout: float, power: PowerState) -> tuple[FakeDriver, FakeMachine
     return driver, machine, clock
 
 
-def _policy(clock: FakeClock) -> RetryPolicy:
-    return RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, rng=random.Random(0))
+def _policy(clock: FakeClock) -> RetryLimits:
+    return RetryLimits(sleep=clock.sleep, clock=clock, jitter=0.0, rng=random.Random(0))
 
 
 def _ends_in_time(clock: FakeClock, deadline: Deadline, run: Any) -> None:
@@ -88,7 +88,7 @@ def test_deploy_ends_by_its_deadline(
     _ends_in_time(
         clock,
         deadline,
-        lambda: deploy_node(driver, settings=SETTINGS, policy=_policy(clock), deadline=deadline),
+        lambda: deploy_node(driver, settings=SETTINGS, limits=_policy(clock), deadline=deadline),
     )
 
 
@@ -100,7 +100,7 @@ def test_the_issue_case_now_ends_by_the_deadline() -> None:
     deadline = Deadline.after(60, clock=clock)
     still_settling = dataclasses.replace(SETTINGS, settle=55)  # polling power at t=50
     with pytest.raises(BmaasError):
-        deploy_node(driver, settings=still_settling, policy=_policy(clock), deadline=deadline)
+        deploy_node(driver, settings=still_settling, limits=_policy(clock), deadline=deadline)
     assert clock() <= 60.0 + OVERRUN
 
 
@@ -117,7 +117,7 @@ def test_undeploy_ends_by_its_deadline(
     _ends_in_time(
         clock,
         deadline,
-        lambda: undeploy_node(driver, policy=_policy(clock), power_timeout=60.0, deadline=deadline),
+        lambda: undeploy_node(driver, limits=_policy(clock), power_timeout=60.0, deadline=deadline),
     )
 
 

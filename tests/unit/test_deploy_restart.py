@@ -11,14 +11,14 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import Capability, Operation, PowerAction, PowerState
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.machine import FakeMachine, Hardware
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=3, os_boot_time=4, reset_time=0.5)
 SETTINGS = DeploySettings(
-    power_timeout=30, settle=5, boot_timeout=30, poll_interval=1, deadline=120, restart_grace=5
+    power_timeout=30, settle=5, boot_timeout=30, poll_interval=1, deadline_s=120, restart_grace=5
 )
 
 
@@ -53,9 +53,9 @@ def rig(driver_cls: type[FakeDriver], **kw: Any) -> tuple[FakeDriver, FakeMachin
 
 
 def deploy(driver: FakeDriver, clock: FakeClock) -> dict[str, float]:
-    policy = RetryPolicy(sleep=clock.sleep, clock=clock)
-    deadline = Deadline.after(SETTINGS.deadline, clock=clock)
-    return deploy_node(driver, settings=SETTINGS, policy=policy, deadline=deadline).steps
+    policy = RetryLimits(sleep=clock.sleep, clock=clock)
+    deadline = Deadline.after(SETTINGS.deadline_s, clock=clock)
+    return deploy_node(driver, settings=SETTINGS, limits=policy, deadline=deadline).steps
 
 
 @pytest.mark.parametrize("hard_reset", [True, False], ids=["hard-reset", "old-cycle-model"])

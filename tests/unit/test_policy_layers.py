@@ -47,7 +47,7 @@ from bmaas.faults import (
     UnclassifiedFault,
     UnsupportedOperation,
 )
-from bmaas.health import Hysteresis
+from bmaas.health import HealthRule
 from bmaas.ops import NodeResult
 from bmaas.policy import POLICY, FaultPolicy, policy_for
 from bmaas.provision import Request, should_reschedule
@@ -149,7 +149,7 @@ def operation_retry(
     cls: type[BmaasError], *, idempotent: bool, sync: bool = False
 ) -> tuple[int, list[float]]:
     clock = FakeClock()
-    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=60.0, sync=sync)
+    policy = retry.RetryLimits(sleep=clock.sleep, clock=clock, jitter=0.0, total=60.0, sync=sync)
     wire: list[str] = []
     with pytest.raises(cls):
         retry.call(
@@ -198,7 +198,7 @@ def test_each_fault_class_at_every_layer(
     report = sync_pass(
         store,
         factory=lambda _record: Raising(fault),  # type: ignore[arg-type,return-value]
-        policy=Hysteresis(fault_after=3),
+        health_rule=HealthRule(fault_after=3),
         deadline=unbounded(),
     )
     assert [r.node for r in report.failed] == [name]
@@ -242,7 +242,7 @@ def test_each_fault_class_after_a_failed_deploy(row: FaultPolicy, store: Store) 
 
 def test_busy_backoff_honours_retry_after_and_stays_inside_the_deadline() -> None:
     clock = FakeClock()
-    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock, jitter=0.0, total=10.0)
+    policy = retry.RetryLimits(sleep=clock.sleep, clock=clock, jitter=0.0, total=10.0)
     wire: list[str] = []
     with pytest.raises(BMCBusy):
         retry.call(
@@ -256,7 +256,7 @@ def test_busy_backoff_honours_retry_after_and_stays_inside_the_deadline() -> Non
 
 def test_a_foreign_exception_is_a_bug_never_retried() -> None:
     clock = FakeClock()
-    policy = retry.RetryPolicy(sleep=clock.sleep, clock=clock)
+    policy = retry.RetryLimits(sleep=clock.sleep, clock=clock)
     calls: list[int] = []
 
     def broken(*, deadline: Deadline) -> None:

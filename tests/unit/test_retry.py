@@ -21,7 +21,7 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
-from bmaas.retry import RetryingDriver, RetryPolicy, call, reboot, retry_bmc
+from bmaas.retry import RetryingDriver, RetryLimits, call, reboot, retry_bmc
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
@@ -40,7 +40,7 @@ class Rig:
         self.driver: FakeDriver = self.fleet.driver("n1", bmc_timeout=5.0)
         self.clock = self.fleet.clock
         defaults: dict[str, Any] = {"jitter": 0.0, "rng": random.Random(0)}
-        self.policy = RetryPolicy(
+        self.policy = RetryLimits(
             sleep=self.clock.sleep, clock=self.clock.monotonic, **{**defaults, **policy}
         )
 
@@ -302,9 +302,9 @@ def test_policy_no_retry_is_one_attempt() -> None:
     rig = Rig({"effect": "busy"})
     with pytest.raises(BMCBusy):
         call(
-            RetryPolicy.no_retry(sleep=rig.clock.sleep, clock=rig.clock.monotonic),
+            RetryLimits.no_retry(sleep=rig.clock.sleep, clock=rig.clock.monotonic),
             rig.driver.get_power_state,
-            deadline=per_operation(RetryPolicy.no_retry(clock=rig.clock.monotonic)),
+            deadline=per_operation(RetryLimits.no_retry(clock=rig.clock.monotonic)),
         )
     assert len(rig.calls) == 1
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from bmaas.health import Change, Hysteresis
+from bmaas.health import Change, HealthRule
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
@@ -152,14 +152,14 @@ def test_custom_thresholds(store: Store, enroll: Enroll, fleet: FakeFleet) -> No
     report = sync_pass(
         store,
         factory=driver_factory(fleet=fleet),
-        policy=Hysteresis(1, 1),
+        health_rule=HealthRule(1, 1),
         deadline=unbounded(fleet.clock),
     )
     assert report.nodes_with(Change.FAULTED) == ["n01"]
     report = sync_pass(
         store,
         factory=driver_factory(fleet=fleet),
-        policy=Hysteresis(1, 1),
+        health_rule=HealthRule(1, 1),
         deadline=unbounded(fleet.clock),
     )
     assert report.nodes_with(Change.RECOVERED) == ["n01"]
@@ -233,7 +233,7 @@ def test_busy_and_rejected_credentials_never_count_toward_a_power_failure(
         report = sync_pass(
             store,
             factory=factory,
-            policy=Hysteresis(1, 1),
+            health_rule=HealthRule(1, 1),
             metrics=metrics,
             deadline=unbounded(fleet.clock),
         )
@@ -253,12 +253,12 @@ def test_busy_and_rejected_credentials_never_count_toward_a_power_failure(
 def test_a_pass_retries_reads_through_the_operation_retry(
     store: Store, enroll: Enroll, fleet: FakeFleet
 ) -> None:
-    from bmaas.retry import RetryPolicy
+    from bmaas.retry import RetryLimits
 
     enroll(2)
     fleet.add("n01", rules=[{"effect": "busy", "operation": "power.get", "times": 2}])
     fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get", "times": 1}])
-    retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0, total=30)
+    retry = RetryLimits(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0, total=30)
     factory = driver_factory(fleet=fleet, bmc_timeout=2.0)
     report = sync_pass(
         store,

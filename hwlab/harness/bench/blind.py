@@ -33,7 +33,7 @@ from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import BMCDriver, PowerAction
 from bmaas.faults import NoCandidates
 from bmaas.provision import Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import NodeRecord, PortOrigin, ProvisionState
 from hwlab.harness.budgets import per_call
@@ -62,14 +62,14 @@ class BlindReschedule:
         driver_factory: Callable[[NodeRecord], BMCDriver],
         settings: DeploySettings,
         max_hosts: int = 3,
-        policy: RetryPolicy | None = None,
+        limits: RetryLimits | None = None,
     ) -> None:
         self.store = store
         self.driver_factory = driver_factory
         self.settings = settings
         self.max_hosts = max_hosts
         #: one attempt per BMC call (tests hand in one on a fake clock)
-        self.policy = (policy or RetryPolicy()).replace(max_attempts=1)
+        self.limits = (limits or RetryLimits()).replace(max_attempts=1)
 
     def provision(self, request: Request) -> Placement:
         tried: list[str] = []
@@ -122,8 +122,8 @@ class BlindReschedule:
             deploy_node(
                 driver,
                 settings=self.settings,
-                policy=self.policy,
-                deadline=Deadline.after(self.settings.deadline, clock=self.policy.clock),
+                limits=self.limits,
+                deadline=Deadline.after(self.settings.deadline_s, clock=self.limits.clock),
             )
         except Exception:
             with contextlib.suppress(Exception):  # tear-down, blind, whatever the fault was

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from bmaas.driver import PowerAction
 from bmaas.faults import BMCTimeout
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
 from hwlab.harness.bench import fault_detection, ipmitool
@@ -131,7 +131,7 @@ def test_counted_drivers_count_internal_calls_and_keep_their_deadline() -> None:
     assert counts["bmc.get_power_state"] >= 2  # the reads while waiting, made on self
     # The retry layer must still see the driver's own 2 s deadline, not the default 10 s.
     dead = build(type("Record", (), {"name": "n2"})())
-    policy = RetryPolicy.no_retry(clock=fleet.clock.monotonic, sleep=fleet.clock.sleep)
+    policy = RetryLimits.no_retry(clock=fleet.clock.monotonic, sleep=fleet.clock.sleep)
     start = fleet.clock.monotonic()
     with pytest.raises(BMCTimeout):
         ask(RetryingDriver(dead, policy).get_power_state)

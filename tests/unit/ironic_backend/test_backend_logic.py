@@ -14,7 +14,7 @@ from bmaas.faults import BMCTimeout, InputError, NodeUnavailable
 from bmaas.policy import policy_for
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
 from drivers.ironic_backend.backend import ClaimState, IronicBackend
 from fakes.clock import FakeClock
@@ -91,7 +91,7 @@ class FakeConn:
 
 def _api(proxy: FakeProxy, sleeps: list[float]) -> Api:
     clock = iter(float(i) for i in range(1000))
-    policy = RetryPolicy(
+    policy = RetryLimits(
         total=30.0, max_attempts=5, jitter=0.0, sleep=sleeps.append, clock=lambda: next(clock)
     )
     return Api(FakeConn(proxy), busy=policy)  # type: ignore[arg-type]
@@ -162,7 +162,7 @@ class DeployingProxy(FakeProxy):
 def test_a_deploy_that_outlives_the_deadline_stops_waiting_with_a_timeout() -> None:
     clock = FakeClock()
     proxy = DeployingProxy()
-    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     api = Api(FakeConn(proxy), busy=policy)  # type: ignore[arg-type]
     sleeps: list[float] = []
 
@@ -186,7 +186,7 @@ def test_a_deploy_that_outlives_the_deadline_stops_waiting_with_a_timeout() -> N
 def test_a_cancelled_deploy_stops_polling_at_once() -> None:
     clock = FakeClock()
     proxy = DeployingProxy()
-    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     backend = IronicBackend(
         Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
         sleep=clock.sleep,
@@ -226,7 +226,7 @@ def test_release_runs_in_what_the_request_has_left_never_a_fresh_teardown_budget
     7 s left, the tear-down wait ends 7 s later, not 120."""
     clock = FakeClock()
     proxy = TearingDownProxy()
-    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     backend = IronicBackend(
         Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
         poll=2.0,
