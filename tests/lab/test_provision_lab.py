@@ -46,7 +46,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def _provisioner(store: Store, **kw: object) -> Provisioner:
     options: dict[str, object] = {
         "driver_factory": driver_factory(bmc_timeout=0.5),
-        "policy": RetryLimits(total=6.0),
+        "limits": RetryLimits(total=6.0),
         "settings": SETTINGS,
         "deadline": 60.0,
         **kw,
@@ -106,8 +106,8 @@ _KILLED_CLIENT = textwrap.dedent(
 
     store = Store.open(sys.argv[1])
     p = Provisioner(store, driver_factory=driver_factory(bmc_timeout=0.5), lease_ttl=2.0,
-                    policy=RetryLimits(total=5.0),
-                    settings=DeploySettings(power_timeout=120, settle=0.5, deadline=300))
+                    limits=RetryLimits(total=5.0),
+                    settings=DeploySettings(power_timeout=120, settle=0.5, deadline_s=300))
     p.provision(Request("doomed", network="lab"), candidates=[sys.argv[2]])
     """
 )
