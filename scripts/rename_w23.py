@@ -267,6 +267,7 @@ FIXUPS = [
     ("**/*.py", r'"policy": RetryLimits\(', '"limits": RetryLimits('),
     ("**/*.py", r"\bpolicy=RetryLimits\(", "limits=RetryLimits("),
     ("**/*.py", r"(DeploySettings\([^)]*?)\bdeadline=", r"\1deadline_s="),
+    ("tests/lab/test_provision_lab.py", r'"deadline": 60\.0,', '"deadline_s": 60.0,'),
     # the README's runnable examples and prose
     ("README.md", r"    policy=RetryLimits\(", "    limits=RetryLimits("),
     ("README.md", r"    deadline=900\.0,  # per request", "    deadline_s=900.0,  # per request"),

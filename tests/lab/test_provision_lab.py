@@ -48,7 +48,7 @@ def _provisioner(store: Store, **kw: object) -> Provisioner:
         "driver_factory": driver_factory(bmc_timeout=0.5),
         "limits": RetryLimits(total=6.0),
         "settings": SETTINGS,
-        "deadline": 60.0,
+        "deadline_s": 60.0,
         **kw,
     }
     return Provisioner(store, **options)  # type: ignore[arg-type]
