@@ -24,9 +24,15 @@
 
 Every BMC request goes through :class:`~bmaas.retry.RetryingDriver`, so busy
 or briefly unreachable BMCs are retried here and only faults that mean "this
-node" escape. Each step has its own limit and the whole deploy a deadline;
-a step never gets more time than the deploy has left. A fault that escapes
-carries a note naming the step it happened in.
+node" escape. The whole deploy runs under one :class:`~bmaas.deadline.Deadline`
+(``deadline=``, required: the request's), of which it takes a share of at
+most ``settings.deadline`` seconds; each step hands that same Deadline to
+every BMC call, retry and wait in it (each call then takes its own share, at
+most ``bmc_timeout``), so a step never gives a call more than the deploy has
+left and a BMC that hangs at any point ends the deploy by its deadline.
+Steps' own limits (``power_timeout``, ``settle``, ``boot_timeout``) are what
+the *hardware* is allowed, never a budget re-created in seconds. A fault
+that escapes carries a note naming the step it happened in.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 
 __all__ = [
     "OS_RUNNING",
@@ -98,7 +104,7 @@ class DeploySettings:
     #: BMC that shows none (IPMI's hard reset reads on all through)
     restart_grace: float = 5.0
     #: the whole deploy, every step included
-    deadline: float = 600.0
+    deadline_s: float = 600.0
     #: ask for a persistent boot override (Ironic's force_persistent_boot_device):
     #: None = only where the BMC is known to keep one-time overrides persistent
     #: (a Quirk of the driver, from the node's record or seen this deploy)
@@ -118,19 +124,19 @@ class DeployReport:
 
 class _Budget:
     """The deploy's share of the caller's :class:`~bmaas.deadline.Deadline`,
-    read step by step: how long each step may take, and the retry policy it
-    runs under (never past the deadline)."""
+    read step by step: the Deadline every call in a step is handed (never a
+    number of seconds), and how long a step may wait."""
 
     def __init__(
         self,
         node: str,
-        policy: RetryPolicy,
+        limits: RetryLimits,
         deadline: Deadline,
         total: float,
         check: Callable[[Step], None] | None = None,
     ) -> None:
         self.node = node
-        self.policy = policy
+        self.limits = limits
         self.clock = deadline.clock
         self.deadline = deadline
         self.total = total
@@ -154,31 +160,37 @@ class _Budget:
     def limit(self, step: Step, wanted: float) -> float:
         return min(wanted, self.left(step))
 
-    def policy_for(self, step: Step) -> RetryPolicy:
-        return self.policy.replace(total=self.limit(step, self.policy.total))
+    def sleep(self, step: Step, seconds: float) -> None:
+        """Wait ``seconds`` between polls, never past the deploy's deadline
+        (the check before it raises once the deadline has passed)."""
+        self.left(step)
+        self.deadline.sleep(seconds, self.limits.sleep)
 
 
 def deploy_node(
     driver: BMCDriver,
     *,
     settings: DeploySettings = DeploySettings(),
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     ready: ReadyHook | None = None,
     before_step: Callable[[Step], None] | None = None,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
 ) -> DeployReport:
     """Deploy ``driver``'s node; raise the typed fault that stopped it.
 
-    The deploy ends by ``deadline`` (the request's) and never takes more than
-    ``settings.deadline`` of it. ``before_step`` is called before each step
+    The deploy ends by ``deadline`` (the request's; required: there is no
+    default budget below the public edge) and never takes more than
+    ``settings.deadline`` seconds of it. ``before_step`` is called before each step
     and before each wait inside one (the provisioner checks its leases and
     the cancellation token there; whatever it raises stops the deploy).
     """
-    policy = policy or RetryPolicy()
-    clock = policy.clock
-    given = deadline or Deadline.after(settings.deadline, clock=clock)
-    total = min(settings.deadline, given.left())
-    budget = _Budget(driver.node, policy, given.share(cap=settings.deadline), total, before_step)
+    limits = limits or RetryLimits()
+    clock = limits.clock
+    total = min(settings.deadline_s, deadline.left())
+    budget = _Budget(
+        driver.node, limits, deadline.share(cap=settings.deadline_s), total, before_step
+    )
+    dl = budget.deadline
     timings: dict[str, float] = {}
     state: dict[str, object] = {"method": "pxe", "progress": None}
 
@@ -186,7 +198,8 @@ def deploy_node(
         if before_step is not None:
             before_step(step)
         start = clock()
-        rd = RetryingDriver(driver, budget.policy_for(step))
+        budget.left(step)
+        rd = RetryingDriver(driver, limits)
         try:
             body(rd)
         except BmaasError as exc:
@@ -196,7 +209,7 @@ def deploy_node(
             timings[str(step)] = round(clock() - start, 3)
 
     def check(rd: RetryingDriver) -> None:
-        info = rd.probe()
+        info = rd.probe(deadline=dl)
         state["power"] = info.power_state
         if info.power_state is PowerState.UNKNOWN:
             raise driver.fault(
@@ -208,22 +221,22 @@ def deploy_node(
         if persistent is None:
             persistent = Quirk.BOOT_ONCE_KEPT_PERSISTENT in driver.quirks
         if settings.image_url and driver.supports(Capability.VIRTUAL_MEDIA):
-            rd.insert_virtual_media(settings.image_url)
-            rd.set_boot_device(BootDevice.CDROM, persistent=persistent)
+            rd.insert_virtual_media(settings.image_url, deadline=dl)
+            rd.set_boot_device(BootDevice.CDROM, persistent=persistent, deadline=dl)
             state["method"] = "vmedia"
         else:
-            rd.set_boot_device(BootDevice.PXE, persistent=persistent)
+            rd.set_boot_device(BootDevice.PXE, persistent=persistent, deadline=dl)
 
     def power(rd: RetryingDriver) -> None:
         timeout = budget.limit(Step.POWER, settings.power_timeout)
         if state["power"] not in (PowerState.ON, PowerState.POWERING_ON):
-            rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout)
+            rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout, deadline=dl)
             return
         # The target (on) is where the node already is: reading "on" proves
         # nothing. The safe reboot (never resent blindly) first, then evidence.
-        before = _progress(driver, rd)
+        before = _progress(driver, rd, dl)
         since = clock()
-        rd.set_power_state(PowerAction.REBOOT, wait=True, timeout=timeout)
+        rd.set_power_state(PowerAction.REBOOT, wait=True, timeout=timeout, deadline=dl)
         _await_restart(driver, rd, settings, budget, since=since, progress_before=before)
 
     def settle(rd: RetryingDriver) -> None:
@@ -234,9 +247,9 @@ def deploy_node(
         _await_ready(driver, ready, settings, budget)
 
     def finalize(rd: RetryingDriver) -> None:
-        rd.set_boot_device(BootDevice.DISK, persistent=True)
+        rd.set_boot_device(BootDevice.DISK, persistent=True, deadline=dl)
         if state["method"] == "vmedia":
-            rd.eject_virtual_media()
+            rd.eject_virtual_media(deadline=dl)
 
     run(Step.CHECK, check)
     run(Step.BOOT_DEVICE, boot_device)
@@ -253,12 +266,12 @@ def deploy_node(
     )
 
 
-def _progress(driver: BMCDriver, rd: RetryingDriver) -> str | None:
+def _progress(driver: BMCDriver, rd: RetryingDriver, deadline: Deadline) -> str | None:
     """BootProgress where the BMC reports it, else None."""
     if not driver.supports(Capability.BOOT_PROGRESS):
         return None
     try:
-        return rd.get_boot_progress()
+        return rd.get_boot_progress(deadline=deadline)
     except UnsupportedOperation:
         return None
 
@@ -282,17 +295,17 @@ def _await_restart(
     and reports no BootProgress, costs the grace: rather wait a few seconds
     than settle on the old boot (the issue-14 bug: a settle that then saw the
     reset's off phase and fenced a good node)."""
-    clock, sleep = budget.clock, budget.policy.sleep
+    clock, deadline = budget.clock, budget.deadline
     left_on = False
     while True:
-        state = rd.get_power_state()
+        state = rd.get_power_state(deadline=deadline)
         waited = clock() - since
         if state is not PowerState.ON:
             left_on = True
         else:
             if left_on:
                 return "power"
-            progress = _progress(driver, rd)
+            progress = _progress(driver, rd, deadline)
             if progress is not None and progress != progress_before:
                 return "progress"
             if waited >= settings.restart_grace:
@@ -310,7 +323,7 @@ def _await_restart(
                 operation="deploy.power",
                 elapsed=waited,
             )
-        sleep(min(settings.poll_interval, budget.left(Step.POWER)))
+        budget.sleep(Step.POWER, settings.poll_interval)
 
 
 def _settle(
@@ -318,12 +331,12 @@ def _settle(
 ) -> str | None:
     """Watch the node for the settle window: it must stay on and, where
     reported, BootProgress must reach the OS. Returns the last progress."""
-    clock, sleep = budget.clock, budget.policy.sleep
+    clock, deadline = budget.clock, budget.deadline
     since = clock()
     reports_progress = driver.supports(Capability.BOOT_PROGRESS)
     progress: str | None = None
     while True:
-        state = rd.get_power_state()
+        state = rd.get_power_state(deadline=deadline)
         up_for = clock() - since
         if state is not PowerState.ON:
             raise driver.fault(
@@ -334,7 +347,7 @@ def _settle(
             )
         if reports_progress:
             try:
-                progress = rd.get_boot_progress()
+                progress = rd.get_boot_progress(deadline=deadline)
             except UnsupportedOperation:
                 reports_progress = False  # this BMC lacks it after all: settle on power alone
         booted = progress is None or progress == OS_RUNNING
@@ -347,13 +360,13 @@ def _settle(
                 operation="deploy.settle",
                 elapsed=up_for,
             )
-        sleep(min(settings.poll_interval, budget.left(Step.SETTLE)))
+        budget.sleep(Step.SETTLE, settings.poll_interval)
 
 
 def _await_ready(
     driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Budget
 ) -> None:
-    clock, sleep = budget.clock, budget.policy.sleep
+    clock = budget.clock
     start = clock()
     limit = budget.limit(Step.READY, settings.ready_timeout)
     while True:
@@ -375,21 +388,20 @@ def _await_ready(
                 operation="deploy.ready",
                 elapsed=waited,
             )
-        sleep(min(settings.ready_interval, budget.left(Step.READY)))
+        budget.sleep(Step.READY, settings.ready_interval)
 
 
 def undeploy_node(
     driver: BMCDriver,
     *,
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     power_timeout: float = 60.0,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
 ) -> None:
     """Power the node off and eject any virtual media. Idempotent. Ends by
-    ``deadline`` when one is given."""
-    if deadline is not None:  # each call's retries stay bounded by the policy's own total
-        power_timeout = min(power_timeout, deadline.left())
-    rd = RetryingDriver(driver, policy or RetryPolicy())
-    rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout)
+    ``deadline`` (required), every request, retry and wait included;
+    ``power_timeout`` is what the hardware is allowed to reach off."""
+    rd = RetryingDriver(driver, limits or RetryLimits())
+    rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout, deadline=deadline)
     if driver.supports(Capability.VIRTUAL_MEDIA):
-        rd.eject_virtual_media()
+        rd.eject_virtual_media(deadline=deadline)

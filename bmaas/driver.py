@@ -8,8 +8,9 @@ without calling them (bmclib's provider features).
 
 Every method:
 
-* runs under a :class:`~bmaas.deadline.Deadline` (``deadline=``, handed down by
-  the caller; ``None`` means "``bmc_timeout`` seconds from now") and never
+* runs under a :class:`~bmaas.deadline.Deadline` (``deadline=``, a
+  **required** keyword: the caller's budget, handed down; there is no
+  default, so a missing one is a type error, never a fresh budget) and never
   blocks past it; a call whose deadline has passed sends nothing and raises
   ``BMCTimeout``. A method that makes several BMC requests (``set_power_state``
   with ``wait``) gives each one a share of at most ``bmc_timeout``;
@@ -52,7 +53,7 @@ __all__ = [
 
 LOG = logging.getLogger(__name__)
 
-#: seconds one BMC call may take when the caller hands it no deadline
+#: seconds one BMC request may take at most (a driver's default ``bmc_timeout``)
 DEFAULT_BMC_TIMEOUT = 10.0
 #: seconds between power-state reads while waiting for a transition
 POWER_POLL_INTERVAL = 1.0
@@ -202,8 +203,8 @@ class BMCDriver(abc.ABC):
     ) -> None:
         self.node = node
         self.info = info
-        #: seconds one BMC request may take when the caller hands no deadline,
-        #: and the most each request of a several-request method gets
+        #: the most seconds each BMC request gets of the caller's deadline (one
+        #: request of a several-request method, or one attempt of a retry)
         self.bmc_timeout = bmc_timeout
         self._clock = clock or _clock.monotonic
         self._sleep = sleep or _clock.sleep
@@ -256,7 +257,7 @@ class BMCDriver(abc.ABC):
     # -- required core ---------------------------------------------------------
 
     @abc.abstractmethod
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         """Check that the BMC answers and accepts our credentials.
 
         Read-only and idempotent. Raises ``BMCAuthError`` on bad credentials,
@@ -264,7 +265,7 @@ class BMCDriver(abc.ABC):
         """
 
     @abc.abstractmethod
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         """Read the power state. Read-only and idempotent.
 
         Returns ``UNKNOWN`` when the BMC answers without a usable state; a BMC
@@ -277,7 +278,7 @@ class BMCDriver(abc.ABC):
         *,
         wait: bool = False,
         timeout: float | None = None,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> PowerState:
         """Ask for a power action; with ``wait``, poll until the target state.
 
@@ -300,18 +301,18 @@ class BMCDriver(abc.ABC):
         return self.wait_for_power(action.target, timeout=timeout, deadline=deadline, start=start)
 
     @abc.abstractmethod
-    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         """Send exactly one power request to the BMC and return once it is
         accepted, without waiting for it to land. The unit the retry layer
         retries: idempotency is the action's (see :class:`PowerAction`)."""
 
     @abc.abstractmethod
-    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         """Read the next-boot device and whether it persists. Idempotent."""
 
     @abc.abstractmethod
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
         """Set the device the node boots from next; ``persistent=False`` means
         once, consumed by the next power-on. Idempotent.
@@ -323,20 +324,20 @@ class BMCDriver(abc.ABC):
 
     # -- optional capabilities ----------------------------------------------
 
-    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         """Insert an image (by URL) into the virtual CD slot. Idempotent for
         the same URL."""
         raise self.unsupported(Operation.VMEDIA_INSERT)
 
-    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline) -> None:
         """Eject the virtual CD. Idempotent: ejecting an empty slot succeeds."""
         raise self.unsupported(Operation.VMEDIA_EJECT)
 
-    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline) -> Inventory:
         """Read static hardware facts (vendor, model, serial, cpus, memory). Idempotent."""
         raise self.unsupported(Operation.INVENTORY_GET)
 
-    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         """Read how far the node got in booting (Redfish ``BootProgress.LastState``,
         e.g. ``OSRunning``); ``None`` when the BMC does not say. Idempotent."""
         raise self.unsupported(Operation.BOOT_PROGRESS_GET)
@@ -388,11 +389,9 @@ class BMCDriver(abc.ABC):
             )
         self.quirks.add(quirk)
 
-    def _deadline(self, deadline: Deadline | None) -> Deadline:
-        """The bound of a one-request method: the caller's deadline as given,
-        else ``bmc_timeout`` from now."""
-        if deadline is None:
-            return Deadline.after(self.bmc_timeout, clock=self._clock)
+    def _deadline(self, deadline: Deadline) -> Deadline:
+        """The bound of a one-request method: the caller's deadline as given
+        (checked to be a :class:`Deadline`, not seconds)."""
         return _checked(deadline)
 
     def too_late(self, operation: Operation | str, start: float) -> BMCTimeout:
@@ -406,11 +405,9 @@ class BMCDriver(abc.ABC):
         assert isinstance(fault, BMCTimeout)
         return fault
 
-    def call_deadline(self, deadline: Deadline | None) -> Deadline:
+    def call_deadline(self, deadline: Deadline) -> Deadline:
         """The bound of one BMC request inside a longer method: a share of
-        ``deadline`` of at most ``bmc_timeout`` (from now when None)."""
-        if deadline is None:
-            return Deadline.after(self.bmc_timeout, clock=self._clock)
+        ``deadline`` of at most ``bmc_timeout``."""
         return _checked(deadline).share(cap=self.bmc_timeout)
 
     def fault(
@@ -444,7 +441,7 @@ class BMCDriver(abc.ABC):
         target: PowerState,
         *,
         timeout: float | None,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         start: float | None = None,
         read: Callable[..., PowerState] | None = None,
     ) -> PowerState:
@@ -466,7 +463,7 @@ class BMCDriver(abc.ABC):
         start = self._clock() if start is None else start
         if read is None:
 
-            def read(*, deadline: Deadline | None) -> PowerState:
+            def read(*, deadline: Deadline) -> PowerState:
                 return self.get_power_state(deadline=self.call_deadline(deadline))
 
         window_end = start + timeout
@@ -479,9 +476,7 @@ class BMCDriver(abc.ABC):
             if remaining <= 0:
                 break
             pause = min(self.poll_interval, remaining)
-            if deadline is None:
-                self._sleep(pause)
-            elif not deadline.sleep(pause, self._sleep) or deadline.expired:
+            if not deadline.sleep(pause, self._sleep) or deadline.expired:
                 if deadline.at >= window_end:
                     break  # the hardware's time ran out too: its failure, not ours
                 raise self.fault(

@@ -102,7 +102,7 @@ class FailoverDriver(BMCDriver):
         return self.first.address
 
     def _fall_through(
-        self, operation: Operation, call: Callable[[BMCDriver], R], deadline: Deadline | None
+        self, operation: Operation, call: Callable[[BMCDriver], R], deadline: Deadline
     ) -> R:
         bound = self._deadline(deadline)
         try:
@@ -138,26 +138,26 @@ class FailoverDriver(BMCDriver):
 
     # -- power and boot device: may fall through ------------------------------------
 
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         bound = self._deadline(deadline)
         return self._fall_through(
             Operation.POWER_GET, lambda d: d.get_power_state(deadline=bound), bound
         )
 
-    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         bound = self._deadline(deadline)
         self._fall_through(
             Operation.POWER_SET, lambda d: d.request_power(action, deadline=bound), bound
         )
 
-    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         bound = self._deadline(deadline)
         return self._fall_through(
             Operation.BOOT_GET, lambda d: d.get_boot_device(deadline=bound), bound
         )
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
         bound = self._deadline(deadline)
         self._fall_through(
@@ -168,19 +168,19 @@ class FailoverDriver(BMCDriver):
 
     # -- the rest: the first protocol only ------------------------------------------
 
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         return self.first.probe(deadline=self._deadline(deadline))
 
-    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         self.first.insert_virtual_media(url, deadline=self._deadline(deadline))
 
-    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline) -> None:
         self.first.eject_virtual_media(deadline=self._deadline(deadline))
 
-    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline) -> Inventory:
         return self.first.get_inventory(deadline=self._deadline(deadline))
 
-    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self.first.get_boot_progress(deadline=self._deadline(deadline))
 
     def session_alive(self) -> bool:

@@ -15,12 +15,13 @@ or sushy exception::
     │   ├── BMCBusy                 BMC said "later": IPMI 0xC0/0xC3,
     │   │                           Redfish 503/429 (+Retry-After),
     │   │                           session limit                        same node with backoff
-    │   ├── BMCAuthError            bad credentials / privilege          never (do not lock accounts)
+    │   ├── BMCAuthError            bad credentials / privilege          never here (do not lock
+    │   │                                                                accounts), elsewhere
     │   ├── BMCInternalError        BMC reported its own failure:
     │   │                           IPMI 0xFF, Redfish 500               once here, then elsewhere
     │   ├── BMCProtocolError        malformed or unexpected reply        elsewhere
     │   ├── UnsupportedOperation    IPMI 0xC1, Redfish 405/501,
-    │   │                           missing action                       never
+    │   │                           missing action                       never here, elsewhere
     │   ├── PowerFailure            action accepted but target power
     │   │                           state not reached, or power fault    elsewhere
     │   ├── BootFailure             boot device not applied / node
@@ -31,13 +32,19 @@ or sushy exception::
     │                               cap (or the node's) until the
     │                               deadline: not a BMC fault            same node with backoff
     ├── NodeUnavailable             maintenance, claimed, faulted        pick another
+    ├── LeaseLost                   our lease expired; another run
+    │                               reclaimed what we held               never (hands off)
     ├── NoCandidates                nothing matches the request          never
     └── ProvisionFailed             retries exhausted; .attempts history, chained from the last fault
 
 ``retry`` is the *first* thing to try: ``same_node`` faults are retried on the
-same node by the operation-level policy (``bmaas.retry``) and, once that policy
+same node by the operation-level retry (``bmaas.retry``) and, once that
 gives up, the request moves elsewhere; ``other_node`` faults skip straight to
-the next candidate; ``never`` faults stop the operation.
+the next candidate; ``never`` faults stop the operation. It is not written
+on the classes: it is derived from the class's row of the policy table
+(:attr:`bmaas.policy.FaultPolicy.retry`), so the scope Ironic operators read
+in ``[bmaas CODE retry=SCOPE]`` is what bmaas does. The right-hand column
+of the tree above is the gist of that table.
 
 Every fault pickles (hwlab runs BMCs in subprocesses). Pickling keeps the
 structured attributes and a one-line description of the chained cause, since
@@ -65,6 +72,7 @@ __all__ = [
     "BmaasError",
     "BootFailure",
     "InputError",
+    "LeaseLost",
     "NoCandidates",
     "NodeUnavailable",
     "PowerFailure",
@@ -94,6 +102,17 @@ def _strip_userinfo(address: str | None) -> str | None:
     return _USERINFO.sub("", address)
 
 
+class _DerivedScope:
+    """``fault.retry`` and ``FaultClass.retry``: the scope of the class's row
+    in :data:`bmaas.policy.POLICY` (imported when read: the table imports
+    this module)."""
+
+    def __get__(self, obj: object, owner: type[BmaasError]) -> RetryScope:
+        from bmaas.policy import policy_for
+
+        return policy_for(owner).retry
+
+
 class BmaasError(Exception):
     """Root of every error bmaas raises on purpose.
 
@@ -102,7 +121,8 @@ class BmaasError(Exception):
     """
 
     code: ClassVar[str] = "bmaas_error"
-    retry: ClassVar[RetryScope] = RetryScope.NEVER
+    #: where the call may be retried: derived from the policy table's row
+    retry = _DerivedScope()
     summary: ClassVar[str] = "error"
 
     def __init__(self, message: str = "", *, cause: BaseException | None = None) -> None:
@@ -191,7 +211,6 @@ class BMCFault(BmaasError):
     (operation) and how long it took (elapsed, seconds)."""
 
     code = "bmc_fault"
-    retry = RetryScope.OTHER_NODE
     summary = "BMC fault"
 
     def __init__(
@@ -237,7 +256,6 @@ class BMCUnreachable(BMCFault):
     briefly here, then elsewhere."""
 
     code = "bmc_unreachable"
-    retry = RetryScope.SAME_NODE
     summary = "BMC unreachable"
 
 
@@ -247,7 +265,6 @@ class BMCTimeout(BMCFault):
     re-read the power state before acting again."""
 
     code = "bmc_timeout"
-    retry = RetryScope.SAME_NODE
     summary = "BMC did not answer in time"
 
 
@@ -256,7 +273,6 @@ class BMCBusy(BMCFault):
     Retry on the same node with backoff, honouring ``retry_after``."""
 
     code = "bmc_busy"
-    retry = RetryScope.SAME_NODE
     summary = "BMC busy"
 
     def __init__(self, message: str = "", *, retry_after: float | None = None, **kw: Any) -> None:
@@ -275,7 +291,6 @@ class BMCAuthError(BMCFault):
     locks accounts on many BMCs."""
 
     code = "bmc_auth_error"
-    retry = RetryScope.NEVER
     summary = "BMC rejected credentials"
 
 
@@ -285,7 +300,6 @@ class BMCInternalError(BMCFault):
     ``@Message.ExtendedInfo`` MessageId when the BMC gave one."""
 
     code = "bmc_internal_error"
-    retry = RetryScope.SAME_NODE
     summary = "BMC internal error"
 
     def __init__(self, message: str = "", *, message_id: str | None = None, **kw: Any) -> None:
@@ -304,7 +318,6 @@ class BMCProtocolError(BMCFault):
     allows. Something is wrong with this BMC: go elsewhere."""
 
     code = "bmc_protocol_error"
-    retry = RetryScope.OTHER_NODE
     summary = "malformed BMC reply"
 
 
@@ -313,7 +326,6 @@ class UnsupportedOperation(BMCFault):
     missing action or a value outside AllowableValues). Never retried."""
 
     code = "unsupported_operation"
-    retry = RetryScope.NEVER
     summary = "operation not supported"
 
 
@@ -322,7 +334,6 @@ class PowerFailure(BMCFault):
     state in time, or reported a power fault. The hardware is suspect."""
 
     code = "power_failure"
-    retry = RetryScope.OTHER_NODE
     summary = "power state not reached"
 
 
@@ -330,7 +341,6 @@ class BootFailure(BMCFault):
     """The boot device did not apply, or the node did not stay up."""
 
     code = "boot_failure"
-    retry = RetryScope.OTHER_NODE
     summary = "boot failed"
 
 
@@ -339,7 +349,6 @@ class UnclassifiedFault(BMCFault):
     the lab's fault matrix counts these, and the target count is zero."""
 
     code = "unclassified_fault"
-    retry = RetryScope.OTHER_NODE
     summary = "unclassified BMC fault"
 
 
@@ -356,7 +365,6 @@ class SlotTimeout(BmaasError):
     """
 
     code = "slot_timeout"
-    retry = RetryScope.SAME_NODE
     summary = "no free request slot for this BMC in bmaas (local contention, not a BMC fault)"
 
     def __init__(
@@ -395,7 +403,6 @@ class NodeUnavailable(BmaasError):
     """The node cannot be used now (maintenance, claimed, faulted): pick another."""
 
     code = "node_unavailable"
-    retry = RetryScope.OTHER_NODE
     summary = "node unavailable"
 
     def __init__(
@@ -420,11 +427,29 @@ class NodeUnavailable(BmaasError):
         return text
 
 
+class LeaseLost(BmaasError):
+    """The owner is gone: its lease expired and another run reclaimed what it
+    held. Its holder must stop working on those nodes (and never power them
+    off: they may be someone else's now). Raised by the store
+    (:mod:`bmaas.store`, which re-exports it); defined here so the policy
+    table can give it a row without importing the store."""
+
+    code = "lease_lost"
+    summary = "lease lost"
+
+    def __init__(self, message: str = "", *, owner: str | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
+
+    def __str__(self) -> str:
+        head = f"owner {self.owner}" if self.owner else "owner"
+        return f"{head}: {self.message or self.summary}"
+
+
 class NoCandidates(BmaasError):
     """Nothing matches the request (or every match was tried)."""
 
     code = "no_candidates"
-    retry = RetryScope.NEVER
     summary = "no candidate node"
 
     def __init__(
@@ -488,7 +513,6 @@ class ProvisionFailed(BmaasError):
     fault."""
 
     code = "provision_failed"
-    retry = RetryScope.NEVER
     summary = "provisioning failed"
 
     def __init__(

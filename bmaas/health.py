@@ -1,4 +1,4 @@
-"""Hysteresis for node health: when repeated faults put a node into
+"""HealthRule for node health: when repeated faults put a node into
 maintenance, and when good reads take it back out.
 
 Ironic's power sync puts a node into maintenance with ``fault="power
@@ -28,11 +28,11 @@ from enum import StrEnum
 
 from bmaas.store.records import POWER_FAILURE, SYSTEM
 
-__all__ = ["Change", "Health", "Hysteresis", "Outcome", "step"]
+__all__ = ["Change", "Health", "HealthRule", "Outcome", "step"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Hysteresis:
+class HealthRule:
     """How many reads in a row put a node into fault, and take it out."""
 
     fault_after: int = 3
@@ -70,16 +70,16 @@ class Health:
 
 
 def step(
-    health: Health, outcome: Outcome, policy: Hysteresis, *, detail: str = ""
+    health: Health, outcome: Outcome, health_rule: HealthRule, *, detail: str = ""
 ) -> tuple[Health, Change]:
     """The node's health after one more read, and what changed."""
     replace = dataclasses.replace
     if outcome is Outcome.FAULT:
         count = health.fault_count + 1
-        if health.fault is None and count >= policy.fault_after:
-            after = replace(health, fault=policy.fault, fault_count=count, good_count=0)
+        if health.fault is None and count >= health_rule.fault_after:
+            after = replace(health, fault=health_rule.fault, fault_count=count, good_count=0)
             if not health.maintenance:
-                reason = f"{policy.fault}: {count} faults in a row"
+                reason = f"{health_rule.fault}: {count} faults in a row"
                 if detail:
                     reason += f"; last: {detail}"
                 after = replace(
@@ -89,9 +89,9 @@ def step(
         return replace(health, fault_count=count, good_count=0), Change.NONE
     if outcome is Outcome.UNKNOWN:
         return replace(health, good_count=0), Change.NONE
-    if health.fault == policy.fault:
+    if health.fault == health_rule.fault:
         good = health.good_count + 1
-        if good < policy.recover_after:
+        if good < health_rule.recover_after:
             return replace(health, fault_count=0, good_count=good), Change.NONE
         after = replace(health, fault=None, fault_count=0, good_count=0)
         if health.maintenance_by == SYSTEM:

@@ -2,26 +2,30 @@
 
 The taxonomy (:mod:`bmaas.faults`) says what a fault *means*; this table says
 what each layer *does*, in one place, so that the operation retry, the
-request reschedule, node health and the fleet commands cannot drift apart::
+request reschedule, the ``[bmaas CODE retry=SCOPE]`` prefix, the power sync
+(bmaas's and Ironic's), the clean-up after a failed deploy, fencing by either
+provisioning backend, the fleet commands and ``bmaas status check`` cannot
+drift apart::
 
-    fault                         same node        reschedule      health  fleet
-    BmaasError                    never            stop            -       error
-    ├── InputError                never            stop            -       config
-    ├── BMCFault                  never            next_candidate  counts  failed
-    │   ├── BMCUnreachable        briefly          next_candidate  counts  failed
-    │   ├── BMCTimeout            idempotent_only  next_candidate  counts  failed
-    │   ├── BMCBusy               backoff          next_candidate  -       busy
-    │   ├── BMCAuthError          never            next_candidate  -       auth
-    │   ├── BMCInternalError      once             next_candidate  counts  failed
-    │   ├── BMCProtocolError      never            next_candidate  counts  failed
-    │   ├── UnsupportedOperation  never            next_candidate  -       unsupported
-    │   ├── PowerFailure          never            next_candidate  counts  failed
-    │   ├── BootFailure           never            next_candidate  counts  failed
-    │   └── UnclassifiedFault     never            next_candidate  counts  failed
-    ├── SlotTimeout               backoff          next_candidate  -       busy
-    ├── NodeUnavailable           never            next_candidate  -       skipped
-    ├── NoCandidates              never            stop            -       error
-    └── ProvisionFailed           never            stop            -       error
+    fault                         same node        reschedule      sync   off fence check
+    BmaasError                    never            stop            -      yes -     fault
+    ├── InputError                never            stop            -      yes -     cannot_ask
+    ├── BMCFault                  never            next_candidate  count  yes yes   fault
+    │   ├── BMCUnreachable        briefly          next_candidate  count  -   yes   unreachable
+    │   ├── BMCTimeout            idempotent_only  next_candidate  count  -   yes   timeout
+    │   ├── BMCBusy               backoff          next_candidate  -      yes -     busy!
+    │   ├── BMCAuthError          never            next_candidate  -      -   -     auth
+    │   ├── BMCInternalError      once             next_candidate  count  yes yes   fault
+    │   ├── BMCProtocolError      never            next_candidate  count  yes yes   fault
+    │   ├── UnsupportedOperation  never            next_candidate  -      yes -     fault
+    │   ├── PowerFailure          never            next_candidate  count  yes yes   fault
+    │   ├── BootFailure           never            next_candidate  count  yes yes   fault
+    │   └── UnclassifiedFault     never            next_candidate  count  yes yes   unclassified
+    ├── SlotTimeout               backoff          next_candidate  -      yes -     busy!
+    ├── NodeUnavailable           never            next_candidate  -      -   -     fault
+    ├── LeaseLost                 never            stop            -      -   -     fault
+    ├── NoCandidates              never            stop            -      -   -     fault
+    └── ProvisionFailed           never            stop            -      -   -     fault
 
 (:func:`render_tree` draws this picture from :data:`POLICY`; a test keeps the
 two equal, and another holds the table against the fault tree.)
@@ -30,19 +34,37 @@ The columns, and who reads them:
 
 * **same node** (:class:`SameNode`) — :mod:`bmaas.retry` decides *whether*
   and *which kind* of retry from here; *how many* attempts and *how long* to
-  wait stay numbers in :class:`bmaas.retry.RetryPolicy`.
+  wait stay numbers in :class:`bmaas.retry.RetryLimits`.
 * **reschedule** (:class:`Reschedule`) — the request-level loop
   (:func:`bmaas.provision.should_reschedule`): move on to the next candidate,
   or stop the request.
-* **health** (``counts_for_health``) — whether the sync's hysteresis (and a
-  failed deploy) counts the fault toward putting the node into maintenance.
+* **retry** (:attr:`FaultPolicy.retry`, derived, not a column) — the scope
+  a fault advertises (``fault.retry``, the ``[bmaas CODE retry=SCOPE]``
+  prefix): ``same_node`` when the operation retry takes it, else
+  ``other_node`` when the reschedule moves on, else ``never``.
+* **sync** (``counts_for_health``) — whether the power sync counts the fault
+  toward putting the node into maintenance: bmaas's hysteresis
+  (:mod:`bmaas.sync`), a failed deploy's streak (embedded backend), and
+  Ironic's sync (``drivers/ironic``: a read in Ironic's sync fails at once on
+  a counted fault and retries one not counted within ``sync_deadline``).
   Only faults that say something about the node count; a busy BMC or a
   rejected password never does.
+* **off** (``power_off_after_failure``) — a failed deploy powers the node
+  off (embedded backend), except when the BMC is the problem (it could not
+  act) or our own claim on the node is in doubt.
+* **fence** (``fences``) — a provisioning backend fences the node after a
+  failed deploy: the embedded backend counts it toward its deploy-failure
+  streak (two in a row: maintenance), Ironic's sets maintenance at once.
 * **fleet** (:class:`FleetOutcome`) — how ``bmaas power|boot-device|vmedia``
   and a one-shot ``sync`` report a node whose call still failed after the
   operation retry.
+* **check** (:class:`CheckFinding`) — what ``bmaas status check`` shows for
+  a BMC call that raised it; only ``busy`` is a Warning (``!`` in the
+  picture), the rest Failures.
 
-Classes not drawn here (``StoreError``, ``LeaseLost``, ``SegmentExhausted``,
+The README's table also shows the derived ``retry`` scope and **fleet**.
+
+Classes not drawn here (``StoreError``, ``SegmentExhausted``, ``Interrupted``,
 a driver's own subclass) follow their nearest ancestor in the table
 (:func:`policy_for` walks the MRO). Anything that is not a ``BmaasError`` is
 a bug, not a fault: it stops and is never retried.
@@ -64,10 +86,12 @@ from bmaas.faults import (
     BMCUnreachable,
     BootFailure,
     InputError,
+    LeaseLost,
     NoCandidates,
     NodeUnavailable,
     PowerFailure,
     ProvisionFailed,
+    RetryScope,
     SlotTimeout,
     UnclassifiedFault,
     UnsupportedOperation,
@@ -76,6 +100,7 @@ from bmaas.faults import (
 __all__ = [
     "OTHER_PROTOCOL_MAY_CURE",
     "POLICY",
+    "CheckFinding",
     "FaultPolicy",
     "FleetOutcome",
     "Reschedule",
@@ -140,6 +165,26 @@ class FleetOutcome(StrEnum):
         return "FAIL" if self is FleetOutcome.FAILED else self.value.upper()
 
 
+class CheckFinding(StrEnum):
+    """What ``bmaas status check`` shows for a node whose BMC call raised the
+    fault (the keys of its ``--json`` ``nodes``), and whether that is a
+    Warning or a Failure. Only ``busy`` is a Warning: a BMC that said
+    "later" is working."""
+
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+    AUTH = "auth"
+    BUSY = "busy"
+    UNCLASSIFIED = "unclassified"
+    CANNOT_ASK = "cannot_ask"
+    FAULT = "fault"
+
+    @property
+    def warning(self) -> bool:
+        """A Warning (exit 1 at worst), not a Failure (exit 2)."""
+        return self is CheckFinding.BUSY
+
+
 @dataclasses.dataclass(frozen=True)
 class FaultPolicy:
     """One row of the table: what each layer does with ``fault``."""
@@ -147,9 +192,19 @@ class FaultPolicy:
     fault: type[BmaasError]
     same_node: SameNode
     reschedule: Reschedule
-    #: does node power-health hysteresis count it toward maintenance
+    #: the power sync counts it toward maintenance: bmaas's hysteresis, a
+    #: failed deploy's streak, and Ironic's sync (a read inside Ironic's sync
+    #: fails at once on it; one not counted is retried within sync_deadline)
     counts_for_health: bool
+    #: a failed deploy powers the node off (not when the BMC is the problem:
+    #: it could not act; not when our own claim on the node is in doubt)
+    power_off_after_failure: bool
+    #: a provisioning backend fences the node (embedded: counted toward its
+    #: deploy-failure streak; Ironic: maintenance at once)
+    fences: bool
     fleet: FleetOutcome
+    #: what ``bmaas status check`` shows (busy is a Warning)
+    check: CheckFinding
     #: one-line reason, shown in the README
     why: str
 
@@ -163,78 +218,97 @@ class FaultPolicy:
         failed (the "other protocol" column, :data:`OTHER_PROTOCOL_MAY_CURE`)."""
         return self.fault in OTHER_PROTOCOL_MAY_CURE
 
+    @property
+    def retry(self) -> RetryScope:
+        """The scope in ``[bmaas CODE retry=SCOPE]`` and ``fault.retry``,
+        derived from the row: retried on the same node first when the
+        operation retry takes it, else elsewhere when the reschedule moves
+        on, else never."""
+        if self.same_node is not SameNode.NEVER:
+            return RetryScope.SAME_NODE
+        if self.reschedule is Reschedule.NEXT_CANDIDATE:
+            return RetryScope.OTHER_NODE
+        return RetryScope.NEVER
 
-_S, _R, _F = SameNode, Reschedule, FleetOutcome
+
+_S, _R, _F, _C = SameNode, Reschedule, FleetOutcome, CheckFinding
 _NEXT, _STOP = _R.NEXT_CANDIDATE, _R.STOP
+_Y, _N = True, False
 
-#: the table, in the fault tree's order (parents before children)
+#: the table, in the fault tree's order (parents before children). Columns:
+#: fault, same node, reschedule, sync (counts), power off after a failed
+#: deploy, fence, fleet, check, why
 POLICY: tuple[FaultPolicy, ...] = (
     FaultPolicy(
-        BmaasError, _S.NEVER, _STOP, False, _F.ERROR,
-        "our own state is in doubt (store, lease): stop before acting on it",
+        BmaasError, _S.NEVER, _STOP, _N, _Y, _N, _F.ERROR, _C.FAULT,
+        "our own state is in doubt (store, interrupted, a bug): stop; give the node back off",
     ),
     FaultPolicy(
-        InputError, _S.NEVER, _STOP, False, _F.CONFIG,
+        InputError, _S.NEVER, _STOP, _N, _Y, _N, _F.CONFIG, _C.CANNOT_ASK,
         "bad input fails the same way on every node: fix it",
     ),
     FaultPolicy(
-        BMCFault, _S.NEVER, _NEXT, True, _F.FAILED,
+        BMCFault, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
         "a BMC fault no subclass names: this node's problem",
     ),
     FaultPolicy(
-        BMCUnreachable, _S.BRIEFLY, _NEXT, True, _F.FAILED,
+        BMCUnreachable, _S.BRIEFLY, _NEXT, _Y, _N, _Y, _F.FAILED, _C.UNREACHABLE,
         "never delivered, so safe to resend; a BMC that stays away is down",
     ),
     FaultPolicy(
-        BMCTimeout, _S.IDEMPOTENT_ONLY, _NEXT, True, _F.FAILED,
+        BMCTimeout, _S.IDEMPOTENT_ONLY, _NEXT, _Y, _N, _Y, _F.FAILED, _C.TIMEOUT,
         "outcome unknown: resend only what is idempotent (a reset is re-read first)",
     ),
     FaultPolicy(
-        BMCBusy, _S.BACKOFF, _NEXT, False, _F.BUSY,
+        BMCBusy, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY,
         'the BMC said "later": ask again later; says nothing about the node',
     ),
     FaultPolicy(
-        BMCAuthError, _S.NEVER, _NEXT, False, _F.AUTH,
+        BMCAuthError, _S.NEVER, _NEXT, _N, _N, _N, _F.AUTH, _C.AUTH,
         "repeating a bad login locks accounts; a credentials problem, not a broken node",
     ),
     FaultPolicy(
-        BMCInternalError, _S.ONCE, _NEXT, True, _F.FAILED,
+        BMCInternalError, _S.ONCE, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
         "the BMC failed itself: worth one more try, then elsewhere",
     ),
     FaultPolicy(
-        BMCProtocolError, _S.NEVER, _NEXT, True, _F.FAILED,
+        BMCProtocolError, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
         "a malformed answer repeats; something is wrong with this BMC",
     ),
     FaultPolicy(
-        UnsupportedOperation, _S.NEVER, _NEXT, False, _F.UNSUPPORTED,
+        UnsupportedOperation, _S.NEVER, _NEXT, _N, _Y, _N, _F.UNSUPPORTED, _C.FAULT,
         "asking again never helps; another node may have the capability",
     ),
     FaultPolicy(
-        PowerFailure, _S.NEVER, _NEXT, True, _F.FAILED,
+        PowerFailure, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
         "power accepted but not reached: the hardware is suspect",
     ),
     FaultPolicy(
-        BootFailure, _S.NEVER, _NEXT, True, _F.FAILED,
+        BootFailure, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
         "the node did not come up: the hardware is suspect",
     ),
     FaultPolicy(
-        UnclassifiedFault, _S.NEVER, _NEXT, True, _F.FAILED,
+        UnclassifiedFault, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.UNCLASSIFIED,
         "meaning unknown: treat as this node's, count it, fix the mapping table",
     ),
     FaultPolicy(
-        SlotTimeout, _S.BACKOFF, _NEXT, False, _F.BUSY,
+        SlotTimeout, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY,
         "bmaas's own calls filled the BMC's request cap: wait, ask again; the BMC was never asked",
     ),
     FaultPolicy(
-        NodeUnavailable, _S.NEVER, _NEXT, False, _F.SKIPPED,
+        NodeUnavailable, _S.NEVER, _NEXT, _N, _N, _N, _F.SKIPPED, _C.FAULT,
         "claimed or in maintenance meanwhile: another node will do",
     ),
     FaultPolicy(
-        NoCandidates, _S.NEVER, _STOP, False, _F.ERROR,
+        LeaseLost, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
+        "our lease expired and the node may be someone else's: hands off, stop",
+    ),
+    FaultPolicy(
+        NoCandidates, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
         "nothing matches: no other node to try",
     ),
     FaultPolicy(
-        ProvisionFailed, _S.NEVER, _STOP, False, _F.ERROR,
+        ProvisionFailed, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
         "the request already tried its candidates",
     ),
 )  # fmt: skip
@@ -298,28 +372,61 @@ def _tree_names() -> list[str]:
     return [names[row.fault] for row in POLICY]
 
 
+#: the tree's columns (the README's table adds ``retry`` and ``fleet``)
+_TREE_COLUMNS = (
+    ("same node", 17),
+    ("reschedule", 16),
+    ("sync", 7),
+    ("off", 4),
+    ("fence", 6),
+    ("check", 0),
+)
+
+
+def _cells(row: FaultPolicy) -> tuple[str, ...]:
+    def yes(flag: bool, word: str) -> str:
+        return word if flag else "-"
+
+    return (
+        str(row.same_node),
+        str(row.reschedule),
+        yes(row.counts_for_health, "count"),
+        yes(row.power_off_after_failure, "yes"),
+        yes(row.fences, "yes"),
+        f"{row.check}{'!' if row.check.warning else ''}",
+    )
+
+
 def render_tree() -> str:
     """The table as the module docstring draws it (a test compares them)."""
     names = _tree_names()
-    lines = [f"{'fault':<30}{'same node':<17}{'reschedule':<16}{'health':<8}fleet"]
+    header = f"{'fault':<30}" + "".join(f"{title:<{width}}" for title, width in _TREE_COLUMNS)
+    lines = [header.rstrip()]
     for name, row in zip(names, POLICY, strict=True):
-        health = "counts" if row.counts_for_health else "-"
-        lines.append(
-            f"{name:<30}{row.same_node:<17}{row.reschedule:<16}{health:<8}{row.fleet}".rstrip()
+        cells = "".join(
+            f"{cell:<{width}}" for cell, (_, width) in zip(_cells(row), _TREE_COLUMNS, strict=True)
         )
+        lines.append(f"{name:<30}{cells}".rstrip())
     return "\n".join(lines)
 
 
 def render_markdown() -> str:
     """The table as the README's Faults section shows it (a test compares them)."""
     lines = [
-        "| fault | same node (`bmaas.retry`) | reschedule | counts for health | fleet | why |",
-        "|---|---|---|---|---|---|",
+        "| fault | same node (`bmaas.retry`) | reschedule | `retry=` scope "
+        "| counts for the power sync "
+        "| powered off after a failed deploy | fenced by a backend | fleet | status check | why |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in POLICY:
-        health = "yes" if row.counts_for_health else "no"
+
+        def yn(flag: bool) -> str:
+            return "yes" if flag else "no"
+
+        check = f"{row.check} ({'Warning' if row.check.warning else 'Failure'})"
         lines.append(
-            f"| `{row.fault.__name__}` | {row.same_node} | {row.reschedule} | {health} "
-            f"| {row.fleet.label} | {row.why} |"
+            f"| `{row.fault.__name__}` | {row.same_node} | {row.reschedule} | {row.retry} "
+            f"| {yn(row.counts_for_health)} | {yn(row.power_off_after_failure)} "
+            f"| {yn(row.fences)} | {row.fleet.label} | {check} | {row.why} |"
         )
     return "\n".join(lines)

@@ -15,7 +15,7 @@ that service's one session: :mod:`drivers.redfish.service`)::
     pool = DriverPool()
     key = PoolKey.of("ipmi", node_name, driver_info)
     with pool.session(key, build=lambda: build_driver(...), deadline=deadline) as driver:
-        state = driver.get_power_state()
+        state = driver.get_power_state(deadline=deadline.share(cap=driver.bmc_timeout))
     ...
     pool.close()                      # logs every session out
 

@@ -4,7 +4,7 @@ This is the only place bmaas retries a BMC call. Drivers make one bounded
 attempt and classify what went wrong; this module decides whether to try again
 on the same node, and how long to wait first. *Whether*, and which kind of
 retry, is the "same node" column of the policy table (:mod:`bmaas.policy`);
-the numbers are this module's :class:`RetryPolicy`:
+the numbers are this module's :class:`RetryLimits`:
 
 =======================  ==========================================  ==========
 kind (e.g. fault)        retried here                                wait
@@ -22,8 +22,9 @@ kind (e.g. fault)        retried here                                wait
 =======================  ==========================================  ==========
 
 Every operation runs under a total :class:`~bmaas.deadline.Deadline`, handed
-in by the caller (``deadline=``; ``RetryPolicy.total`` seconds from now when
-none is), that it never overruns, sleeps included: a wait that would cross it
+in by the caller (``deadline=``, a required keyword: there is no default
+budget below the public edge), of which it takes at most ``RetryLimits.total``
+seconds and never overruns, sleeps included: a wait that would cross it
 stops the retrying instead, and each attempt gets ``deadline.share(cap=bmc
 timeout)``, passed to it explicitly, so no attempt gets more than what is
 left. Sleep, clock and the jitter source are injectable so tests assert the
@@ -62,7 +63,7 @@ from bmaas.faults import BmaasError, BMCFault, BMCTimeout
 from bmaas.policy import SameNode, policy_for
 
 __all__ = [
-    "RetryPolicy",
+    "RetryLimits",
     "RetryingDriver",
     "call",
     "faults_seen",
@@ -85,12 +86,13 @@ _HISTORY = "bmaas_faults"
 
 
 @dataclasses.dataclass(frozen=True)
-class RetryPolicy:
+class RetryLimits:
     """How hard to try one operation on one node. Immutable; derive variants
     with :meth:`replace`."""
 
-    #: seconds for the whole operation, every attempt and sleep included, when
-    #: the caller hands no Deadline (one passed in is the total instead)
+    #: the most seconds one operation (every attempt and sleep included) takes
+    #: of the Deadline it is handed; a public edge that makes a Deadline for
+    #: one operation may start it from this
     total: float = 60.0
     #: attempts in all, whatever the faults
     max_attempts: int = 10
@@ -112,15 +114,20 @@ class RetryPolicy:
     internal_error_wait: float = 1.0
     #: the shortest attempt worth starting; less time left than this stops
     min_attempt: float = 0.05
+    #: a power sync's read: a fault the policy table's ``sync`` column
+    #: (``counts_for_health``) counts is not retried here (it fails the read
+    #: at once, so the sync counts it); one it does not count (busy) is
+    #: retried as usual
+    sync: bool = False
     sleep: _clock.SleepFn = dataclasses.field(default=_clock.sleep, compare=False)
     clock: _clock.ClockFn = dataclasses.field(default=_clock.monotonic, compare=False)
     rng: random.Random = dataclasses.field(default_factory=random.Random, compare=False)
 
-    def replace(self, **changes: Any) -> RetryPolicy:
+    def replace(self, **changes: Any) -> RetryLimits:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def no_retry(cls, **changes: Any) -> RetryPolicy:
+    def no_retry(cls, **changes: Any) -> RetryLimits:
         """One attempt, whatever happens (for comparisons and dry runs)."""
         return cls(max_attempts=1, **changes)
 
@@ -128,7 +135,10 @@ class RetryPolicy:
         """How many attempts in all a call may make while this fault class keeps
         recurring (1 means: do not retry it here). *Whether* comes from the
         policy table (:mod:`bmaas.policy`); *how many* from this policy."""
-        kind = policy_for(fault).same_node
+        row = policy_for(fault)
+        if self.sync and row.counts_for_health:
+            return 1
+        kind = row.same_node
         if kind is SameNode.BACKOFF:
             return self.max_attempts
         if kind is SameNode.BRIEFLY:
@@ -156,8 +166,8 @@ class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming sty
     """Retry when the last fault's class may be retried on the same node,
     given the operation's idempotency and how often that class has recurred."""
 
-    def __init__(self, policy: RetryPolicy, *, idempotent: bool) -> None:
-        self.policy = policy
+    def __init__(self, limits: RetryLimits, *, idempotent: bool) -> None:
+        self.limits = limits
         self.idempotent = idempotent
 
     def __call__(self, retry_state: RetryCallState) -> bool:
@@ -169,7 +179,7 @@ class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming sty
             return False  # a bug, not a BMC fault: never hide it behind retries
         history = faults_seen(retry_state)
         same_class = sum(1 for f in history if type(f) is type(fault))
-        return same_class < self.policy.limit_for(fault, idempotent=self.idempotent)
+        return same_class < self.limits.limit_for(fault, idempotent=self.idempotent)
 
 
 class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming style
@@ -182,11 +192,11 @@ class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
     hit the same busy BMC at once.
     """
 
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
+    def __init__(self, limits: RetryLimits) -> None:
+        self.limits = limits
 
     def __call__(self, retry_state: RetryCallState) -> float:
-        p = self.policy
+        p = self.limits
         history = faults_seen(retry_state)
         fault = history[-1] if history else None
         if fault is None:
@@ -233,61 +243,59 @@ def _log_retry(retry_state: RetryCallState) -> None:
 
 
 def retrying(
-    policy: RetryPolicy, *, idempotent: bool = True, deadline: Deadline | None = None
+    limits: RetryLimits, *, idempotent: bool = True, deadline: Deadline
 ) -> tenacity.Retrying:
     """A tenacity ``Retrying`` for one operation under ``policy``, ending by
-    ``deadline`` (``policy.total`` from now when None). The last fault is
-    re-raised as itself when retrying stops."""
-    if deadline is None:
-        deadline = Deadline.after(policy.total, clock=policy.clock)
+    ``deadline``. The last fault is re-raised as itself when retrying stops."""
     return tenacity.Retrying(
-        retry=retry_if_fault(policy, idempotent=idempotent),
-        wait=wait_for_fault(policy),
-        stop=tenacity.stop_after_attempt(policy.max_attempts)
-        | stop_before_deadline(deadline, policy.min_attempt),
-        sleep=policy.sleep,
+        retry=retry_if_fault(limits, idempotent=idempotent),
+        wait=wait_for_fault(limits),
+        stop=tenacity.stop_after_attempt(limits.max_attempts)
+        | stop_before_deadline(deadline, limits.min_attempt),
+        sleep=limits.sleep,
         before_sleep=_log_retry,
         reraise=True,
     )
 
 
 def call(
-    policy: RetryPolicy,
+    limits: RetryLimits,
     fn: Callable[..., R],
     *args: Any,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
     bmc_timeout: float | None = None,
     idempotent: bool = True,
     **kwargs: Any,
 ) -> R:
     """Call ``fn(*args, **kwargs, deadline=...)`` under ``policy``.
 
-    ``deadline`` is the operation's total (``policy.total`` seconds from now
-    when None). Each attempt is passed ``deadline.share(cap=...)``: at most
+    ``deadline`` bounds the operation, of which it takes at most
+    ``policy.total`` seconds. Each attempt is passed ``deadline.share(cap=...)``: at most
     one BMC call's bound (``policy.bmc_timeout``, else ``bmc_timeout``, else
     :data:`~bmaas.driver.DEFAULT_BMC_TIMEOUT`) and never more than what is
     left, so the last attempt cannot run past the operation's deadline.
     ``fn`` must take a ``deadline`` keyword (every driver method does).
     """
-    if deadline is None:
-        deadline = Deadline.after(policy.total, clock=policy.clock)
-    cap = policy.bmc_timeout or bmc_timeout or DEFAULT_BMC_TIMEOUT
-    for attempt in retrying(policy, idempotent=idempotent, deadline=deadline):
+    deadline = deadline.share(cap=limits.total)
+    cap = limits.bmc_timeout or bmc_timeout or DEFAULT_BMC_TIMEOUT
+    for attempt in retrying(limits, idempotent=idempotent, deadline=deadline):
         with attempt:
             result = fn(*args, **kwargs, deadline=deadline.share(cap=cap))
     return result
 
 
 def retry_bmc(
-    policy: RetryPolicy | None = None, *, idempotent: bool = True
+    limits: RetryLimits | None = None, *, idempotent: bool = True
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorator form of :func:`call`::
 
-    @retry_bmc(RetryPolicy(total=30))
+    @retry_bmc(RetryLimits(total=30))
     def read_power(driver, *, deadline):
         return driver.get_power_state(deadline=deadline)
+
+    read_power(driver, deadline=Deadline.after(60))  # the operation's, required
     """
-    chosen = policy or RetryPolicy()
+    chosen = limits or RetryLimits()
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
@@ -302,14 +310,14 @@ def retry_bmc(
 
 def reboot(
     driver: BMCDriver,
-    policy: RetryPolicy,
+    limits: RetryLimits,
     *,
     action: PowerAction = PowerAction.REBOOT,
     timeout: float | None = None,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
 ) -> PowerState:
     """Restart ``driver``'s node once, safely, and wait until it is on, all by
-    ``deadline`` (``policy.total`` from now when None).
+    ``deadline``.
 
     REBOOT (and SOFT_REBOOT) is not idempotent, so it is never resent blindly.
     After a ``BMCTimeout`` (sent, answer lost) the power state is read first:
@@ -323,12 +331,10 @@ def reboot(
     """
     if action.idempotent:
         raise ValueError(f"{action} is idempotent; use set_power_state")
-    if deadline is None:
-        deadline = Deadline.after(policy.total, clock=policy.clock)
-    rd = RetryingDriver(driver, policy)
+    rd = RetryingDriver(driver, limits)
     try:
         call(
-            policy,
+            limits,
             driver.request_power,
             action,
             deadline=deadline,
@@ -350,36 +356,33 @@ def reboot(
 
 
 class RetryingDriver:
-    """A driver whose every BMC request runs under a :class:`RetryPolicy`,
+    """A driver whose every BMC request runs under a :class:`RetryLimits`,
     with each method's idempotency applied. Waiting for power polls through
     retried reads, and restarts go through :func:`reboot`.
 
     Every method takes the operation's ``deadline`` (a
-    :class:`~bmaas.deadline.Deadline`; ``policy.total`` from now when None);
-    each BMC attempt gets a share of it of at most ``policy.bmc_timeout``, else
-    the driver's ``bmc_timeout``.
+    :class:`~bmaas.deadline.Deadline`, required); each BMC attempt gets a
+    share of it of at most ``policy.bmc_timeout``, else the driver's
+    ``bmc_timeout``.
     """
 
-    def __init__(self, driver: BMCDriver, policy: RetryPolicy) -> None:
+    def __init__(self, driver: BMCDriver, limits: RetryLimits) -> None:
         self.driver = driver
-        self.policy = policy
+        self.limits = limits
 
     @property
     def node(self) -> str:
         return self.driver.node
 
-    def _call(self, fn: Callable[..., R], *args: Any, deadline: Deadline | None, **kw: Any) -> R:
+    def _call(self, fn: Callable[..., R], *args: Any, deadline: Deadline, **kw: Any) -> R:
         return call(
-            self.policy, fn, *args, deadline=deadline, bmc_timeout=self.driver.bmc_timeout, **kw
+            self.limits, fn, *args, deadline=deadline, bmc_timeout=self.driver.bmc_timeout, **kw
         )
 
-    def _total(self, deadline: Deadline | None) -> Deadline:
-        return deadline or Deadline.after(self.policy.total, clock=self.policy.clock)
-
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         return self._call(self.driver.probe, deadline=deadline)
 
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         return self._call(self.driver.get_power_state, deadline=deadline)
 
     def set_power_state(
@@ -388,11 +391,10 @@ class RetryingDriver:
         *,
         wait: bool = False,
         timeout: float | None = None,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> PowerState:
         """Like ``BMCDriver.set_power_state``; a restart with ``wait`` is a
         :func:`reboot`. ``deadline`` bounds the request and the wait together."""
-        deadline = self._total(deadline)
         if action is PowerAction.SOFT_REBOOT and wait:
             # Two idempotent steps are safe to retry, and every driver can do them
             # (IPMI has no single soft-reboot request).
@@ -403,7 +405,7 @@ class RetryingDriver:
                 PowerAction.ON, wait=True, timeout=timeout, deadline=deadline
             )
         if action is PowerAction.REBOOT and wait:
-            return reboot(self.driver, self.policy, timeout=timeout, deadline=deadline)
+            return reboot(self.driver, self.limits, timeout=timeout, deadline=deadline)
         self._call(
             self.driver.request_power, action, deadline=deadline, idempotent=action.idempotent
         )
@@ -413,19 +415,19 @@ class RetryingDriver:
             action.target, timeout=timeout, deadline=deadline, read=self.get_power_state
         )
 
-    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         return self._call(self.driver.get_boot_device, deadline=deadline)
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
         self._call(self.driver.set_boot_device, device, persistent=persistent, deadline=deadline)
 
-    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         self._call(self.driver.insert_virtual_media, url, deadline=deadline)
 
-    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline) -> None:
         self._call(self.driver.eject_virtual_media, deadline=deadline)
 
-    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self._call(self.driver.get_boot_progress, deadline=deadline)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +49,7 @@ from bmaas import retry as _retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.faults import BmaasError, BMCAuthError
-from bmaas.health import Change, Hysteresis
+from bmaas.health import Change, HealthRule
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
@@ -108,8 +109,8 @@ class PowerReader:
     retry. A picklable value, so sharded sweeps can ship it to their worker
     processes."""
 
-    retry: _retry.RetryPolicy | None = None
-    deadline: Deadline | None = None
+    deadline: Deadline
+    retry: _retry.RetryLimits | None = None
 
     def __call__(self, driver: BMCDriver) -> PowerState:
         if self.retry is None:
@@ -126,14 +127,14 @@ def sync_pass(
     store: Store,
     *,
     factory: DriverFactory,
-    policy: Hysteresis = Hysteresis(),  # noqa: B008 - frozen dataclass
+    health_rule: HealthRule = HealthRule(),  # noqa: B008 - frozen dataclass
     workers: int = DEFAULT_WORKERS,
     metrics: SyncMetrics | None = None,
     names: Sequence[str] | None = None,
     on_result: Callable[[NodeResult[PowerState]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    retry: _retry.RetryPolicy | None = None,
-    deadline: Deadline | None = None,
+    retry: _retry.RetryLimits | None = None,
+    deadline: Deadline,
     pool: DriverPool | None = None,
     sweeper: ShardedSweeper | None = None,
     share: FleetShare | None = None,
@@ -150,11 +151,11 @@ def sync_pass(
     :mod:`bmaas.share`)."""
     start = clock()
     # Nodes taken back from dead clients are powered off before they are used.
-    reclaimed, _cleaned = reclaim(store, driver_factory=factory)
+    reclaimed, _cleaned = reclaim(store, driver_factory=factory, deadline=deadline)
     records = store.require_nodes(names) if names is not None else store.nodes()
     if share is not None:
         records = share.take(records)
-    reader = PowerReader(retry, deadline)
+    reader = PowerReader(deadline, retry)
     if sweeper is not None:
         # the reader carries the deadline into the worker processes
         results = sweeper.run(records, reader, on_result=on_result)
@@ -179,14 +180,14 @@ def sync_pass(
             reads.append((result.node, result.error))
         else:  # busy, credentials, configuration: says nothing about the node
             uncounted[result.node] = str(result.error)
-    changes = store.record_power_reads(reads, policy=policy)
+    changes = store.record_power_reads(reads, health_rule=health_rule)
     if uncounted:
         store.note_power(errors=uncounted)
     for change in changes:
         if change.change is Change.FAULTED:
-            LOG.warning("%s: put into maintenance (%s)", change.node, policy.fault)
+            LOG.warning("%s: put into maintenance (%s)", change.node, health_rule.fault)
         elif change.change is Change.RECOVERED:
-            LOG.warning("%s: %s cleared", change.node, policy.fault)
+            LOG.warning("%s: %s cleared", change.node, health_rule.fault)
     sessions = None if pool is None else dataclasses.replace(pool.stats)
     if sweeper is not None:
         sessions = sweeper.stats
@@ -205,12 +206,13 @@ def sync_loop(
     on_pass: Callable[[SyncReport], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], object] | None = None,
-    pass_deadline: float | None = None,
+    pass_timeout: float | None = None,
     **kw: Any,
 ) -> int:
     """Run passes every ``interval`` seconds until ``stop`` is set (or ``count``
     passes ran). Returns the number of passes run. Each pass may take
-    ``pass_deadline`` seconds (a Deadline made when the pass starts).
+    ``pass_deadline`` seconds (a Deadline made when the pass starts; None: no
+    bound on a pass, only each BMC call's ``bmc_timeout``).
 
     Between passes it waits on ``stop`` (so a signal ends the wait at once);
     tests pass ``wait=fake_clock.sleep`` and a fake ``clock``.
@@ -222,7 +224,7 @@ def sync_loop(
     passes = 0
     while not stop.is_set():
         started = clock()
-        budget = None if pass_deadline is None else Deadline.after(pass_deadline, clock=clock)
+        budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
         report = sync_pass(store, clock=clock, deadline=budget, **kw)
         passes += 1
         if kw.get("pool") is not None:

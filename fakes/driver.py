@@ -90,7 +90,7 @@ class FakeDriver(BMCDriver):
     def _call(
         self,
         operation: Operation,
-        deadline: Deadline | None,
+        deadline: Deadline,
         act: Callable[[list[Firing]], T],
     ) -> T:
         limit = self._deadline(deadline).left()
@@ -187,7 +187,7 @@ class FakeDriver(BMCDriver):
 
     # -- contract ------------------------------------------------------------
 
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         def act(hw: list[Firing]) -> BMCInfo:
             self.machine.apply(hw)
             return BMCInfo(
@@ -198,21 +198,21 @@ class FakeDriver(BMCDriver):
 
         return self._call(Operation.PROBE, deadline, act)
 
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         def act(hw: list[Firing]) -> PowerState:
             self.machine.apply(hw)
             return self.machine.power_state()
 
         return self._call(Operation.POWER_GET, deadline, act)
 
-    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         self._call(Operation.POWER_SET, deadline, lambda hw: self.machine.set_power(action, hw))
 
-    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         return self._call(Operation.BOOT_GET, deadline, lambda hw: self.machine.boot_device())
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
         start = self._clock()
         self._call(
@@ -226,18 +226,18 @@ class FakeDriver(BMCDriver):
             fault.elapsed = self._clock() - start
             raise
 
-    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         self._call(Operation.VMEDIA_INSERT, deadline, lambda hw: self.machine.insert_media(url))
 
-    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline) -> None:
         self._call(Operation.VMEDIA_EJECT, deadline, lambda hw: self.machine.eject_media())
 
-    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline) -> Inventory:
         return self._call(
             Operation.INVENTORY_GET, deadline, lambda hw: Inventory(**self.machine.inventory())
         )
 
-    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self._call(
             Operation.BOOT_PROGRESS_GET, deadline, lambda hw: self.machine.boot_progress()
         )

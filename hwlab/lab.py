@@ -158,8 +158,8 @@ class Lab:
         order = {n.name: i for i, n in enumerate(self.spec.nodes)}
         return {n.name: base + order[n.name] for n in chunk}
 
-    def _await_ready(self, worker: WorkerHandle, deadline: float) -> None:
-        left = max(0.0, deadline - time.monotonic())
+    def _await_ready(self, worker: WorkerHandle, deadline_s: float) -> None:
+        left = max(0.0, deadline_s - time.monotonic())
         if not worker.conn.poll(left):
             raise LabError(f"worker {worker.shard.index} did not start within the timeout")
         try:

@@ -48,7 +48,7 @@ def bmaas(db: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[s
     )
 
 
-def run_check(db: Path, deadline: float, workers: int) -> tuple[float, dict[str, Any]]:
+def run_check(db: Path, deadline_s: float, workers: int) -> tuple[float, dict[str, Any]]:
     """Wall seconds for one ``bmaas status check``, and its JSON report."""
     start = time.perf_counter()
     done = bmaas(
@@ -57,10 +57,10 @@ def run_check(db: Path, deadline: float, workers: int) -> tuple[float, dict[str,
         "check",
         "--json",
         "--deadline",
-        f"{deadline:g}",
+        f"{deadline_s:g}",
         "--workers",
         str(workers),
-        timeout=deadline + MARGIN,
+        timeout=deadline_s + MARGIN,
     )
     wall = time.perf_counter() - start
     if done.returncode not in (0, 1, 2) or not done.stdout.startswith("{"):

@@ -28,7 +28,7 @@ from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
 from bmaas.policy import FleetOutcome, policy_for
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.secrets import mask
 from bmaas.store import NodeRecord, Store
 
@@ -64,7 +64,7 @@ class App:
     #: wall clock for the store (leases, timestamps)
     clock: Callable[[], float] = time.time
     #: how fleet commands retry each node's call (tests: a fake clock and sleep)
-    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    retry: RetryLimits = dataclasses.field(default_factory=RetryLimits)
     #: the clock a command's Deadline is made on (tests: the fake fleet's)
     deadline_clock: Callable[[], float] = time.monotonic
     _store: Store | None = None
@@ -101,7 +101,7 @@ class App:
     def factory(self, bmc_timeout: float) -> DriverFactory:
         return self.make_factory(bmc_timeout=bmc_timeout)
 
-    def retry_policy(self, *, no_retry: bool = False) -> RetryPolicy:
+    def retry_policy(self, *, no_retry: bool = False) -> RetryLimits:
         """The operation retry a fleet command gives each node's calls;
         ``--no-retry``: one attempt, the BMC's raw first answer."""
         return self.retry.replace(max_attempts=1) if no_retry else self.retry

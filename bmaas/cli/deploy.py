@@ -23,7 +23,7 @@ from bmaas.deploy import DeploySettings
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import CancelToken, Provisioned, Provisioner, Request, status_of
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import Allocation, OwnerKind
 
 __all__ = ["deploy", "instance", "move", "undeploy"]
@@ -118,21 +118,21 @@ def _make_provisioner(
     backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
     if backend is not None:
         return Provisioner(
-            backend=backend, max_attempts=max_attempts, deadline=deadline, cancel=cancel
+            backend=backend, max_attempts=max_attempts, deadline_s=deadline, cancel=cancel
         )
     settings = DeploySettings(
         power_timeout=power_timeout,
         settle=settle,
         boot_timeout=max(settle * 3, 60.0),
-        deadline=deadline,
+        deadline_s=deadline,
     )
     return Provisioner(
         app.store(),
         driver_factory=app.factory(bmc_timeout),
-        policy=RetryPolicy(total=max(bmc_timeout * 4, 30.0), sleep=sleep),
+        limits=RetryLimits(total=max(bmc_timeout * 4, 30.0), sleep=sleep),
         settings=settings,
         max_attempts=max_attempts,
-        deadline=deadline,
+        deadline_s=deadline,
         cancel=cancel,
     )
 

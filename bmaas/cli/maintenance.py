@@ -24,7 +24,7 @@ from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
-from bmaas.health import Change, Hysteresis
+from bmaas.health import Change, HealthRule
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
@@ -263,7 +263,7 @@ def sync(
     # one pass: its deadline bounds the store too (made before the store opens)
     budget = app.deadline(deadline) if interval is None else None
     store = app.store()
-    policy = Hysteresis(fault_after=fault_after, recover_after=recover_after)
+    policy = HealthRule(fault_after=fault_after, recover_after=recover_after)
     if processes is None:
         # In-process fakes (a test's fleet) cannot cross into other processes.
         real = app.make_factory is driver_factory
@@ -274,7 +274,7 @@ def sync(
         pool = stack.enter_context(DriverPool(wait=bmc_timeout))
         options: dict[str, Any] = {
             "factory": app.factory(bmc_timeout),
-            "policy": policy,
+            "health_rule": policy,
             "workers": workers,
             "pool": pool,
             "retry": app.retry_policy(no_retry=no_retry),
@@ -295,7 +295,7 @@ def sync(
             assert budget is not None
             _sync_once(ctx, store, options, budget, as_json=as_json)
         else:
-            options["pass_deadline"] = deadline
+            options["pass_timeout"] = deadline
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
 
 

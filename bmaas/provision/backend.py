@@ -18,16 +18,17 @@ One request, as the loop drives a backend::
     ┌─▶ candidates(job, exclude=tried) ─▶ [n3, n7, ...]  best first, none tried yet
     │     │ (empty: stop, "candidates exhausted")
     │     ▼
-    │   claim(job, n3, number=k) ───▶ Claim   one allocation, owned by this attempt
+    │   claim(job, n3, number=k, deadline) ─▶ Claim   one allocation, owned by this attempt
     │     │ NodeUnavailable: "refused" in the history, next candidate, not an attempt
     │     ▼
-    │   deploy(claim, deadline, cancel) ─▶ Deployed ──▶ complete(claim) ─▶ Instance
+    │   deploy(claim, deadline, cancel) ─▶ Deployed ──▶ complete(claim, deployed,
+    │     │                                              deadline) ─▶ Instance
     │     │ raises                                       the instance owns the node
     │     ▼                                              and the ports; close(job, True)
     │   diagnose(claim, error) ─▶ BmaasError   what really went wrong (Ironic:
     │     │                                    node history / last_error, classified)
     │     ▼
-    │   release(claim, fault, policy_for(fault))  node back to available, or into
+    │   release(claim, fault, policy_for(fault), deadline)  node back to available, or into
     │     │                                       maintenance naming request + fault;
     │     │                                       the job's ports unbound, kept
     └─────┘ policy says NEXT_CANDIDATE, attempts and deadline allow, not cancelled
@@ -50,6 +51,13 @@ Rules every backend keeps:
 * ``claim`` is one conditional write (no read-then-write): two requests never
   hold one node; a node it cannot have raises ``NodeUnavailable`` with a
   ``reason`` (allocated, maintenance, faulted, does not match);
+* every step that talks to a BMC or a service (``claim``, ``deploy``,
+  ``release``, ``complete``, ``undeploy``) takes the request's
+  :class:`~bmaas.deadline.Deadline` as a required keyword and ends by it,
+  handing shares of it down (``deadline.share(cap=...)``); a clean-up never
+  starts a fresh budget of its own. A clean-up whose deadline has passed
+  does its bookkeeping (store, allocation) and leaves the node as it is:
+  a node left on is powered off by the next deploy on it, or by reclaim;
 * ``deploy`` ends by ``deadline`` (a backend that cannot cancel a deploy, as
   Ironic cannot, stops *waiting* at the deadline and reports ``BMCTimeout``-
   or ``BootFailure``-class faults, and ``release`` then tears it down);
@@ -135,7 +143,7 @@ class Backend(Protocol):
         refuse (so the history can say why)."""
         ...
 
-    def claim(self, job: Job, node: str, *, number: int) -> Claim:
+    def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
         """Give ``node`` to attempt ``number`` of ``job`` in one conditional
         write, and bind the job's ports to it. ``NodeUnavailable`` (with
         ``reason``) if the node cannot be had; ``LeaseLost`` if the job is gone."""
@@ -153,7 +161,9 @@ class Backend(Protocol):
         of the node's history, ``last_error`` and ``fault`` (Ironic). Never raises."""
         ...
 
-    def release(self, claim: Claim, fault: BmaasError, policy: FaultPolicy) -> None:
+    def release(
+        self, claim: Claim, fault: BmaasError, policy: FaultPolicy, *, deadline: Deadline
+    ) -> None:
         """Give a failed attempt's node back: power it off where the fault
         allows, unbind the job's ports (kept for the next attempt), record
         ``fault`` on the node, and, when ``policy.counts_for_health`` says
@@ -162,7 +172,7 @@ class Backend(Protocol):
         for the node's sake; ``LeaseLost`` is logged, not raised."""
         ...
 
-    def complete(self, claim: Claim, deployed: Deployed) -> Instance:
+    def complete(self, claim: Claim, deployed: Deployed, *, deadline: Deadline) -> Instance:
         """The attempt worked: in one step the instance owns the node and the
         job's ports (a move: the target; the source is powered off and given back)."""
         ...

@@ -28,7 +28,7 @@ which then stops waiting and says what it left; waits *before new work*
 ``wait=`` (a fake clock's) and assert the sleep sequence, never sleeping::
 
     token = CancelToken()
-    policy = RetryPolicy(sleep=token.sleeper())   # busy backoff ends on roll back
+    policy = RetryLimits(sleep=token.sleeper())   # busy backoff ends on roll back
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 
-from bmaas.faults import BmaasError, RetryScope
+from bmaas.faults import BmaasError
 
 __all__ = ["CancelToken", "Interrupted", "InterruptibleSleep", "WaitFn", "exit_code_for"]
 
@@ -54,7 +54,6 @@ class Interrupted(BmaasError):
     :class:`CancelToken`). Never retried, never counted against a node."""
 
     code = "interrupted"
-    retry = RetryScope.NEVER
     summary = "interrupted"
 
 

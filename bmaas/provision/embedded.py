@@ -14,9 +14,10 @@ seam                store
 ``deploy``          :func:`bmaas.deploy.deploy_node` through the drivers, the
                     leases and the cancellation token checked before each step
 ``diagnose``        the fault itself: drivers already classify exactly
-``release``         power off (unless the BMC itself is the problem), then
-                    ``release_attempt`` / ``abort_move`` in one transaction,
-                    the fault recorded and, per the policy, counted
+``release``         power off (when the policy row's ``power_off_after_
+                    failure`` says so), then ``release_attempt`` /
+                    ``abort_move`` in one transaction, the fault recorded
+                    and, when the row ``fences``, counted
                     (:data:`DEPLOY_HEALTH`: two in a row -> maintenance)
 ``complete``        ``promote_attempt``; a move: ports to the target, source
                     powered off, ``finish_move``
@@ -40,21 +41,18 @@ from bmaas.deploy import DeploySettings, ReadyHook, Step, deploy_node, undeploy_
 from bmaas.driver import BMCDriver, PowerAction, PowerState, Quirk
 from bmaas.faults import (
     BmaasError,
-    BMCAuthError,
-    BMCTimeout,
-    BMCUnreachable,
     InputError,
     NodeUnavailable,
 )
-from bmaas.health import Hysteresis
+from bmaas.health import HealthRule
 from bmaas.lease import LeaseKeeper
-from bmaas.policy import FaultPolicy
+from bmaas.policy import FaultPolicy, policy_for
 from bmaas.provision.backend import Readiness
 from bmaas.provision.cancel import CancelToken
 from bmaas.provision.readiness import readiness
 from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind, Reclaimed, Store
 from bmaas.store.nodes import QUIRKS_KEY
 from bmaas.store.records import NodeRecord, Owner, PortOrigin, ProvisionState
@@ -71,15 +69,9 @@ DriverFactory = Callable[[Any], BMCDriver]
 #: "power failure", good power reads do not clear it: a node that powers fine
 #: but will not boot needs a person (``bmaas maintenance unset``).
 DEPLOY_FAILURE = "deploy failure"
-DEPLOY_HEALTH = Hysteresis(fault_after=2, recover_after=2, fault=DEPLOY_FAILURE)
+DEPLOY_HEALTH = HealthRule(fault_after=2, recover_after=2, fault=DEPLOY_FAILURE)
 #: the fault a node gets when it cannot be powered off as it is given up
 UNDEPLOY_FAILURE = "undeploy failure"
-
-
-def _bmc_cannot_act(fault: BaseException) -> bool:
-    """The BMC itself is the problem (no answer, wrong credentials), or we
-    no longer own the node: powering off would fail or trespass."""
-    return isinstance(fault, BMCTimeout | BMCUnreachable | BMCAuthError | LeaseLost)
 
 
 class EmbeddedBackend:
@@ -96,16 +88,20 @@ class EmbeddedBackend:
         store: Store,
         *,
         driver_factory: DriverFactory,
-        policy: RetryPolicy | None = None,
+        limits: RetryLimits | None = None,
         settings: DeploySettings = DeploySettings(),  # noqa: B008 - frozen dataclass
         lease_ttl: float = DEFAULT_LEASE_TTL,
-        health: Hysteresis = DEPLOY_HEALTH,
+        health: HealthRule = DEPLOY_HEALTH,
         ready: ReadyHook | None = None,
         keep_leases: bool = True,
+        deadline: Deadline,
     ) -> None:
+        """``deadline`` bounds what starting does: reclaiming and cleaning
+        what dead clients left (required; the public edge, :class:`~bmaas.
+        provision.Provisioner`, makes it)."""
         self.store = store
         self.driver_factory = driver_factory
-        self.policy = policy or RetryPolicy()
+        self.limits = limits or RetryLimits()
         self.settings = settings
         self.lease_ttl = lease_ttl
         self.health = health
@@ -117,8 +113,9 @@ class EmbeddedBackend:
         self.reclaimed, self.cleaned = reclaim(
             store,
             driver_factory=driver_factory,
-            policy=self.policy,
+            limits=self.limits,
             power_timeout=settings.power_timeout,
+            deadline=deadline,
         )
         for done in self.reclaimed:
             LOG.warning("reclaimed from a dead client: %s", done)
@@ -209,7 +206,7 @@ class EmbeddedBackend:
         keep = {r.name for r in self.store.nodes(names) if _has_traits(r, request)}
         return [n for n in names if n in keep]
 
-    def claim(self, job: Job, node: str, *, number: int) -> Claim:
+    def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
         record = self.store.node(node)
         request = job.request
         if not (
@@ -255,7 +252,7 @@ class EmbeddedBackend:
             report = deploy_node(
                 driver,
                 settings=settings,
-                policy=self.policy,
+                limits=self.limits,
                 ready=self.ready,
                 before_step=self._check(owners, cancel),
                 deadline=deadline,
@@ -278,31 +275,38 @@ class EmbeddedBackend:
     def diagnose(self, claim: Claim, error: BmaasError) -> BmaasError:
         return error  # bmaas's drivers classify at their edge already
 
-    def release(self, claim: Claim, fault: BmaasError, policy: FaultPolicy) -> None:
-        self._power_off_after_failure(claim.node, fault)
+    def release(
+        self, claim: Claim, fault: BmaasError, policy: FaultPolicy, *, deadline: Deadline
+    ) -> None:
+        self._power_off_after_failure(claim.node, fault, deadline)
         self._disown(claim.handle)
-        counted = self.health if policy.counts_for_health else None
+        counted = self.health if policy.fences else None
         context = f"request {claim.job.label}"
         try:
             if claim.job.moving is not None:
                 self.store.abort_move(claim.handle)
                 self._rebind(claim.job.ports, claim.job.moving.node)
                 if counted is not None:
-                    self.store.record_fault(claim.node, fault, policy=counted, context=context)
+                    self.store.record_fault(claim.node, fault, health_rule=counted, context=context)
                 else:
                     self.store.add_event(claim.node, "attempt_failed", f"{context}: {fault}")
             else:
                 self.store.release_attempt(
-                    claim.handle, fault=fault, policy=counted, context=context
+                    claim.handle, fault=fault, health_rule=counted, context=context
                 )
         except LeaseLost:
             LOG.warning("%s: attempt on %s was already reclaimed", claim.job.label, claim.node)
 
-    def _power_off_after_failure(self, node: str, fault: BaseException) -> None:
+    def _power_off_after_failure(self, node: str, fault: BaseException, deadline: Deadline) -> None:
         """Power off a node whose deploy failed half-way, once, best effort,
-        so it does not sit booting an installer. Skipped when its BMC is the
-        problem: it could not act anyway."""
-        if _bmc_cannot_act(fault):
+        so it does not sit booting an installer, within the request's
+        ``deadline`` (one request of at most ``bmc_timeout``). Skipped when its
+        BMC is the problem (it could not act anyway) or our claim is in doubt
+        (the policy table's ``power_off_after_failure``), or when no time is left."""
+        if not policy_for(fault).power_off_after_failure:
+            return
+        if deadline.expired:
+            LOG.info("%s: no time left to power off after a failed deploy", node)
             return
         try:
             driver = self.driver_factory(self.store.node(node))
@@ -310,16 +314,16 @@ class EmbeddedBackend:
             LOG.info("%s: no driver to power off after a failed deploy: %s", node, exc)
             return
         try:
-            driver.request_power(PowerAction.OFF)
+            driver.request_power(PowerAction.OFF, deadline=driver.call_deadline(deadline))
         except BmaasError as exc:
             LOG.info("%s: could not power off after a failed deploy: %s", node, exc)
         finally:
             driver.close()
 
-    def complete(self, claim: Claim, deployed: Deployed) -> Instance:
+    def complete(self, claim: Claim, deployed: Deployed, *, deadline: Deadline) -> Instance:
         job = claim.job
         if job.moving is not None:
-            return self._finish_move(claim)
+            return self._finish_move(claim, deadline)
         request = job.request
         owner = self.store.promote_attempt(
             claim.handle,
@@ -336,7 +340,9 @@ class EmbeddedBackend:
         self.store.note_power(states={claim.node: PowerState.ON})
         return self._instance(owner)
 
-    def _finish_move(self, claim: Claim) -> Instance:
+    def _finish_move(self, claim: Claim, deadline: Deadline) -> Instance:
+        """The target is up: ports to it, the source powered off within the
+        request's ``deadline`` (a source not off by then is fenced)."""
         job = claim.job
         assert job.moving is not None
         assert job.moving.node is not None
@@ -345,8 +351,11 @@ class EmbeddedBackend:
         old = self.driver_factory(self.store.node(source))
         fenced: BmaasError | None = None
         try:
-            RetryingDriver(old, self.policy).set_power_state(
-                PowerAction.OFF, wait=True, timeout=self.settings.power_timeout
+            RetryingDriver(old, self.limits).set_power_state(
+                PowerAction.OFF,
+                wait=True,
+                timeout=self.settings.power_timeout,
+                deadline=deadline,
             )
         except BmaasError as fault:
             LOG.warning("%s: could not power off the move's source: %s", source, fault)
@@ -401,7 +410,7 @@ class EmbeddedBackend:
             try:
                 undeploy_node(
                     driver,
-                    policy=self.policy,
+                    limits=self.limits,
                     power_timeout=self.settings.power_timeout,
                     deadline=deadline,
                 )

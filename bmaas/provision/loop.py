@@ -151,11 +151,11 @@ def run_job(
 
     def attempt() -> tuple[Instance, Deployed]:
         cancel.check()
-        claim = _claim_next(backend, job, run)
+        claim = _claim_next(backend, job, run, deadline)
         began = clock()
         try:
             deployed = backend.deploy(claim, deadline=deadline, cancel=cancel)
-            return backend.complete(claim, deployed), deployed
+            return backend.complete(claim, deployed, deadline=deadline), deployed
         except BmaasError as error:
             fault = backend.diagnose(claim, error)
             run.last_fault = fault
@@ -164,13 +164,13 @@ def run_job(
                 Attempt.from_fault(claim.node, fault, round(clock() - began, 3), decision=decision)
             )
             LOG.warning("%s: %s failed (%s); %s", job.label, claim.node, fault, decision)
-            backend.release(claim, fault, policy_for(fault))
+            backend.release(claim, fault, policy_for(fault), deadline=deadline)
             if fault is not error:
                 raise fault from error
             raise
         except BaseException as bug:  # not a fault: give the node back, then let it surface
             internal = BmaasError(f"internal error: {type(bug).__name__}: {bug}")
-            backend.release(claim, internal, policy_for(internal))
+            backend.release(claim, internal, policy_for(internal), deadline=deadline)
             raise
 
     retrying = tenacity.Retrying(
@@ -191,7 +191,7 @@ def run_job(
     return Outcome(instance, deployed, tuple(run.history))
 
 
-def _claim_next(backend: Backend, job: Job, run: _Run) -> Claim:
+def _claim_next(backend: Backend, job: Job, run: _Run, deadline: Deadline) -> Claim:
     """Claim the best untried candidate; a refusal goes into the history and
     the next one is asked for. ``NoCandidates`` when none is left."""
     while True:
@@ -201,7 +201,7 @@ def _claim_next(backend: Backend, job: Job, run: _Run) -> Claim:
         node = names[0]
         run.tried.add(node)
         try:
-            return backend.claim(job, node, number=run.failures + 1)
+            return backend.claim(job, node, number=run.failures + 1, deadline=deadline)
         except NodeUnavailable as refused:
             run.history.append(
                 Attempt.from_fault(node, refused, 0.0, outcome="refused", decision="next candidate")

@@ -28,13 +28,13 @@ from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, ReadyHook
 from bmaas.driver import BMCDriver
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
-from bmaas.health import Hysteresis
+from bmaas.health import HealthRule
 from bmaas.provision.backend import Backend, Readiness
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.embedded import DEPLOY_HEALTH, EmbeddedBackend
 from bmaas.provision.loop import run_job
 from bmaas.provision.records import Instance, Moved, Provisioned, Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import DEFAULT_LEASE_TTL, Store
 
 __all__ = ["Provisioner", "provision", "status_of"]
@@ -71,13 +71,13 @@ class Provisioner:
         *,
         driver_factory: DriverFactory | None = None,
         backend: Backend | None = None,
-        policy: RetryPolicy | None = None,
+        limits: RetryLimits | None = None,
         settings: DeploySettings = DeploySettings(),  # noqa: B008 - frozen dataclass
         max_attempts: int = 3,
-        deadline: float = 900.0,
+        deadline_s: float = 900.0,
         min_attempt: float | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
-        health: Hysteresis = DEPLOY_HEALTH,
+        health: HealthRule = DEPLOY_HEALTH,
         ready: ReadyHook | None = None,
         keep_leases: bool = True,
         clock: _clock.ClockFn | None = None,
@@ -85,14 +85,14 @@ class Provisioner:
     ) -> None:
         if max_attempts < 1:
             raise InputError("must be at least 1", field="max_attempts")
-        self.policy = policy or RetryPolicy()
+        self.limits = limits or RetryLimits()
         self.settings = settings
         self.max_attempts = max_attempts
-        self.deadline = deadline
+        self.deadline_s = deadline_s
         #: the shortest time a deploy can succeed in: the settle window. Less
         #: left than this and no new attempt starts.
         self.min_attempt = settings.settle if min_attempt is None else min_attempt
-        self.clock = clock or self.policy.clock
+        self.clock = clock or self.limits.clock
         self.cancel = cancel or CancelToken()
         self.store = store
         self.embedded: EmbeddedBackend | None = None
@@ -102,12 +102,15 @@ class Provisioner:
             self.embedded = EmbeddedBackend(
                 store,
                 driver_factory=driver_factory,
-                policy=self.policy,
+                limits=self.limits,
                 settings=settings,
                 lease_ttl=lease_ttl,
                 health=health,
                 ready=ready,
                 keep_leases=keep_leases,
+                # the public edge: starting (reclaiming what dead clients left)
+                # gets one request's budget
+                deadline=Deadline.after(deadline_s, clock=self.clock),
             )
             backend = self.embedded
         self.backend: Backend = backend
@@ -126,8 +129,8 @@ class Provisioner:
     def _budget(self, deadline: Deadline | None) -> Deadline:
         """One request's budget: ``self.deadline`` seconds, within the caller's."""
         if deadline is None:
-            return Deadline.after(self.deadline, clock=self.clock)
-        return deadline.share(cap=self.deadline)
+            return Deadline.after(self.deadline_s, clock=self.clock)
+        return deadline.share(cap=self.deadline_s)
 
     def _run(self, job: Any, deadline: Deadline | None, cancel: CancelToken | None) -> Any:
         return run_job(
@@ -137,7 +140,7 @@ class Provisioner:
             cancel=cancel or self.cancel,
             max_attempts=self.max_attempts,
             min_attempt=self.min_attempt,
-            sleep=self.policy.sleep,
+            sleep=self.limits.sleep,
             clock=self.clock,
         )
 
@@ -271,8 +274,8 @@ def provision(
     driver_factory: DriverFactory,
     candidates: Sequence[str] | None = None,
     max_attempts: int = 3,
-    deadline: float = 900.0,
-    policy: RetryPolicy | None = None,
+    deadline_s: float = 900.0,
+    limits: RetryLimits | None = None,
     **options: Any,
 ) -> Provisioned:
     """Provision one request (see :class:`Provisioner` for the options)."""
@@ -280,8 +283,8 @@ def provision(
         store,
         driver_factory=driver_factory,
         max_attempts=max_attempts,
-        deadline=deadline,
-        policy=policy,
+        deadline_s=deadline_s,
+        limits=limits,
         **options,
     ) as provisioner:
         return provisioner.provision(request, candidates=candidates)

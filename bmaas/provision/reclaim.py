@@ -30,7 +30,7 @@ from bmaas.deadline import Deadline
 from bmaas.deploy import undeploy_node
 from bmaas.driver import BMCDriver
 from bmaas.faults import BmaasError
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import RECLAIMED, Reclaimed, Store
 
 __all__ = ["CLEANING_FAILURE", "Cleaned", "clean_reclaimed", "reclaim"]
@@ -53,14 +53,16 @@ def clean_reclaimed(
     store: Store,
     *,
     driver_factory: Callable[[Any], BMCDriver],
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     power_timeout: float = 60.0,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
     nodes: Sequence[str] | None = None,
 ) -> Cleaned:
     """Power off and eject every node marked :data:`~bmaas.store.RECLAIMED`
     (or those of ``nodes`` that are); clear the mark on success, fence the
-    node into maintenance with :data:`CLEANING_FAILURE` and the reason on failure."""
+    node into maintenance with :data:`CLEANING_FAILURE` and the reason on failure.
+    Every node's clean-up ends by ``deadline`` (required); a node not cleaned
+    by then is fenced like one whose BMC failed."""
     marked = [n.name for n in store.nodes(nodes, fault=RECLAIMED)]
     cleaned: list[str] = []
     fenced: list[tuple[str, str]] = []
@@ -71,7 +73,7 @@ def clean_reclaimed(
             fenced.append((name, _fence(store, name, exc)))
             continue
         try:
-            undeploy_node(driver, policy=policy, power_timeout=power_timeout, deadline=deadline)
+            undeploy_node(driver, limits=limits, power_timeout=power_timeout, deadline=deadline)
         except BmaasError as exc:
             fenced.append((name, _fence(store, name, exc)))
             continue
@@ -93,9 +95,9 @@ def reclaim(
     store: Store,
     *,
     driver_factory: Callable[[Any], BMCDriver],
-    policy: RetryPolicy | None = None,
+    limits: RetryLimits | None = None,
     power_timeout: float = 60.0,
-    deadline: Deadline | None = None,
+    deadline: Deadline,
 ) -> tuple[list[Reclaimed], Cleaned]:
     """Take back what dead owners held, then clean the nodes (and any node a
     previous run marked but could not clean before it stopped)."""
@@ -103,7 +105,7 @@ def reclaim(
     cleaned = clean_reclaimed(
         store,
         driver_factory=driver_factory,
-        policy=policy,
+        limits=limits,
         power_timeout=power_timeout,
         deadline=deadline,
     )

@@ -19,18 +19,12 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from bmaas import retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootSetting, Capability, Operation, PowerState
-from bmaas.faults import (
-    BmaasError,
-    BMCAuthError,
-    BMCBusy,
-    BMCTimeout,
-    BMCUnreachable,
-    InputError,
-    UnclassifiedFault,
-)
+from bmaas.faults import BmaasError, BMCTimeout, InputError
 from bmaas.ops import run_on_nodes
+from bmaas.policy import CheckFinding, policy_for
 from bmaas.status.result import Outcome, Result, listing
 from bmaas.store import NodeRecord
 
@@ -44,7 +38,12 @@ SHOWN_MESSAGES = 5
 
 
 class Finding(StrEnum):
-    """What a failed call means to the operator (keys of ``--json``'s ``nodes``)."""
+    """What a failed call means to the operator (keys of ``--json``'s ``nodes``).
+
+    A fault's finding, and whether it is a Warning or a Failure, is its row's
+    ``check`` column in the policy table (:class:`bmaas.policy.CheckFinding`,
+    whose values these repeat); ``not_asked`` and ``no_driver`` are the
+    sweep's own (no call was made)."""
 
     TIMEOUT = "timeout"
     UNREACHABLE = "unreachable"
@@ -65,22 +64,31 @@ class FindingInfo:
     messages: bool = False
 
 
+def _by_table(finding: CheckFinding) -> Result:
+    return Result.WARNING if finding.warning else Result.FAILURE
+
+
 FINDINGS: dict[Finding, FindingInfo] = {
-    Finding.TIMEOUT: FindingInfo("did not answer in time", Result.FAILURE),
-    Finding.UNREACHABLE: FindingInfo("unreachable", Result.FAILURE),
+    Finding.TIMEOUT: FindingInfo("did not answer in time", _by_table(CheckFinding.TIMEOUT)),
+    Finding.UNREACHABLE: FindingInfo("unreachable", _by_table(CheckFinding.UNREACHABLE)),
     Finding.NOT_ASKED: FindingInfo(
         "not asked before the deadline (raise --deadline or --workers)", Result.FAILURE
     ),
     Finding.AUTH: FindingInfo(
-        "rejected the credentials (rotated password? bad user or privilege?)", Result.FAILURE
+        "rejected the credentials (rotated password? bad user or privilege?)",
+        _by_table(CheckFinding.AUTH),
     ),
-    Finding.BUSY: FindingInfo("busy (the BMC said to try later)", Result.WARNING),
+    Finding.BUSY: FindingInfo("busy (the BMC said to try later)", _by_table(CheckFinding.BUSY)),
     Finding.UNCLASSIFIED: FindingInfo(
-        "unclassified fault (no mapping table knew it)", Result.FAILURE, messages=True
+        "unclassified fault (no mapping table knew it)",
+        _by_table(CheckFinding.UNCLASSIFIED),
+        messages=True,
     ),
     Finding.NO_DRIVER: FindingInfo("not asked: driver does not load (see drivers)", Result.FAILURE),
-    Finding.CANNOT_ASK: FindingInfo("could not be asked", Result.FAILURE, messages=True),
-    Finding.FAULT: FindingInfo("faulted", Result.FAILURE, messages=True),
+    Finding.CANNOT_ASK: FindingInfo(
+        "could not be asked", _by_table(CheckFinding.CANNOT_ASK), messages=True
+    ),
+    Finding.FAULT: FindingInfo("faulted", _by_table(CheckFinding.FAULT), messages=True),
 }
 
 #: a probe that ended like this skips the node's other reads
@@ -90,19 +98,11 @@ _STOP_AFTER_PROBE = frozenset(
 
 
 def classify(error: BmaasError, *, started: bool = True) -> Finding:
-    if isinstance(error, BMCTimeout):
-        return Finding.TIMEOUT if started else Finding.NOT_ASKED
-    if isinstance(error, BMCUnreachable):
-        return Finding.UNREACHABLE
-    if isinstance(error, BMCAuthError):
-        return Finding.AUTH
-    if isinstance(error, BMCBusy):
-        return Finding.BUSY
-    if isinstance(error, UnclassifiedFault):
-        return Finding.UNCLASSIFIED
-    if isinstance(error, InputError):
-        return Finding.CANNOT_ASK  # unset password variable, unreadable file, bad driver_info
-    return Finding.FAULT
+    """The policy table's ``check`` for ``error``; a call no worker started
+    before the deadline is ``not_asked`` whatever it raised."""
+    if not started:
+        return Finding.NOT_ASKED
+    return Finding(policy_for(error).check)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +137,14 @@ class FleetReport:
     elapsed: float
 
 
+def _reads(deadline: Deadline) -> retry.RetryLimits:
+    """How a sweep read is retried: like a power-sync read (``sync=True``),
+    only what the policy table neither counts nor gives up on at once is
+    asked again (a busy BMC, with backoff and its Retry-After), within the
+    one call's share of the deadline; anything else is reported as it came."""
+    return retry.RetryLimits(sync=True, clock=deadline.clock)
+
+
 def _ask(
     driver: BMCDriver,
     *,
@@ -147,7 +155,8 @@ def _ask(
     boot: bool,
 ) -> NodeCheck:
     """One node's reads, each handed a share of the sweep's ``deadline`` of at
-    most ``bmc_timeout``, so no call outlives the run."""
+    most ``bmc_timeout`` (a busy answer retried inside it, :func:`_reads`), so
+    no call outlives the run."""
     record = records[driver.node]
 
     def step(operation: Operation, call: Callable[..., Any]) -> Any:
@@ -157,7 +166,7 @@ def _ask(
             )
             return Problem(Finding.NOT_ASKED, late, str(operation))
         try:
-            return call(deadline=deadline.share(cap=bmc_timeout))
+            return retry.call(_reads(deadline), call, deadline=deadline.share(cap=bmc_timeout))
         except BmaasError as exc:
             return Problem(classify(exc), exc, str(operation))
 

@@ -8,7 +8,7 @@ its edge.
 
 from __future__ import annotations
 
-from bmaas.faults import BmaasError, NodeUnavailable, RetryScope
+from bmaas.faults import BmaasError, LeaseLost, NodeUnavailable
 
 __all__ = ["LeaseLost", "NoDatabase", "SchemaOutOfDate", "SegmentExhausted", "StoreError"]
 
@@ -17,7 +17,6 @@ class StoreError(BmaasError):
     """The database could not be used (unreachable, locked for too long, corrupt)."""
 
     code = "store_error"
-    retry = RetryScope.NEVER
     summary = "state store error"
 
 
@@ -40,23 +39,6 @@ class SchemaOutOfDate(StoreError):
         super().__init__(message)
         self.current = current
         self.head = head
-
-
-class LeaseLost(BmaasError):
-    """The owner is gone: its lease expired and another run reclaimed what it
-    held. Its holder must stop working on those nodes."""
-
-    code = "lease_lost"
-    retry = RetryScope.NEVER
-    summary = "lease lost"
-
-    def __init__(self, message: str = "", *, owner: str | None = None) -> None:
-        super().__init__(message)
-        self.owner = owner
-
-    def __str__(self) -> str:
-        head = f"owner {self.owner}" if self.owner else "owner"
-        return f"{head}: {self.message or self.summary}"
 
 
 class SegmentExhausted(NodeUnavailable):

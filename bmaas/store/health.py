@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from bmaas.driver import PowerState
 from bmaas.faults import BmaasError
-from bmaas.health import Change, Health, Hysteresis, Outcome, step
+from bmaas.health import Change, Health, HealthRule, Outcome, step
 from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.nodes import NodesMixin
@@ -93,7 +93,7 @@ class HealthMixin(NodesMixin):
         self,
         results: Sequence[tuple[str, PowerState | BmaasError]],
         *,
-        policy: Hysteresis = Hysteresis(),  # noqa: B008 - frozen dataclass
+        health_rule: HealthRule = HealthRule(),  # noqa: B008 - frozen dataclass
     ) -> list[HealthChange]:
         """Apply one sync pass's reads: last-seen power state plus hysteresis.
 
@@ -106,7 +106,7 @@ class HealthMixin(NodesMixin):
             with self._write() as conn:
                 ids = self._node_ids(conn, [name for name, _ in chunk])
                 for name, result in chunk:
-                    changes.append(self._apply_read(conn, ids[name], name, result, policy))
+                    changes.append(self._apply_read(conn, ids[name], name, result, health_rule))
         return changes
 
     def record_fault(
@@ -114,7 +114,7 @@ class HealthMixin(NodesMixin):
         name: str,
         fault: BmaasError,
         *,
-        policy: Hysteresis = Hysteresis(),  # noqa: B008 - frozen dataclass
+        health_rule: HealthRule = HealthRule(),  # noqa: B008 - frozen dataclass
         context: str | None = None,
     ) -> HealthChange:
         """Count one fault against a node (a failed deploy step, say): after
@@ -124,7 +124,7 @@ class HealthMixin(NodesMixin):
         the recorded error, so a maintenance reason names who hit the fault."""
         with self._write() as conn:
             node_id = self._node_id(conn, name)
-            return self._apply_health(conn, node_id, name, fault, policy, context=context)
+            return self._apply_health(conn, node_id, name, fault, health_rule, context=context)
 
     def _apply_read(
         self,
@@ -132,9 +132,9 @@ class HealthMixin(NodesMixin):
         node_id: int,
         name: str,
         result: PowerState | BmaasError,
-        policy: Hysteresis,
+        health_rule: HealthRule,
     ) -> HealthChange:
-        return self._apply_health(conn, node_id, name, result, policy, power_read=True)
+        return self._apply_health(conn, node_id, name, result, health_rule, power_read=True)
 
     def _apply_health(
         self,
@@ -142,7 +142,7 @@ class HealthMixin(NodesMixin):
         node_id: int,
         name: str,
         result: PowerState | BmaasError,
-        policy: Hysteresis,
+        health_rule: HealthRule,
         *,
         power_read: bool = False,
         context: str | None = None,
@@ -164,7 +164,7 @@ class HealthMixin(NodesMixin):
         else:
             state, detail = result, ""
             outcome = Outcome.UNKNOWN if state is PowerState.UNKNOWN else Outcome.GOOD
-        after, change = step(before, outcome, policy, detail=detail)
+        after, change = step(before, outcome, health_rule, detail=detail)
         values |= {k: getattr(after, k) for k in _HEALTH_FIELDS}
         if state is not None:
             values |= {"power_state": state.value, "power_state_at": now}
@@ -175,13 +175,15 @@ class HealthMixin(NodesMixin):
             values |= {"fault_at": now, "updated_at": now}
             if not before.maintenance:
                 values["maintenance_at"] = now
-            message = f"{policy.fault}: {after.fault_count} faults in a row; last: {detail}"
+            message = f"{health_rule.fault}: {after.fault_count} faults in a row; last: {detail}"
             self._event(conn, node_id, "fault_set", message, actor=SYSTEM)
         elif change is Change.RECOVERED:
             values |= {"fault_at": None, "updated_at": now}
             if not after.maintenance:
                 values["maintenance_at"] = None
-            message = f"{policy.fault} cleared after {policy.recover_after} good reads in a row"
+            message = (
+                f"{health_rule.fault} cleared after {health_rule.recover_after} good reads in a row"
+            )
             self._event(conn, node_id, "fault_cleared", message, actor=SYSTEM)
         conn.execute(n.update().where(n.c.id == node_id).values(**values))
         return HealthChange(name, change, state, after.fault_count, after.good_count)

@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bmaas.faults import BmaasError, InputError, NodeUnavailable
-from bmaas.health import Hysteresis
+from bmaas.health import HealthRule
 from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.health import HealthMixin
@@ -46,7 +46,7 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
         attempt_id: str,
         *,
         fault: BmaasError | None = None,
-        policy: Hysteresis | None = None,
+        health_rule: HealthRule | None = None,
         context: str | None = None,
     ) -> list[str]:
         """End a failed attempt in one transaction: its node goes back (and
@@ -72,8 +72,10 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
                         actor=attempt.id,
                         data=fault.to_dict(),
                     )
-                    if policy is not None:
-                        self._apply_health(conn, ids[name], name, fault, policy, context=context)
+                    if health_rule is not None:
+                        self._apply_health(
+                            conn, ids[name], name, fault, health_rule, context=context
+                        )
                     else:
                         error = f"{context}: {fault}" if context else str(fault)
                         conn.execute(

@@ -159,9 +159,7 @@ class IPMIDriver(BMCDriver):
 
     # -- the one place a call becomes a fault -------------------------------
 
-    def _call(
-        self, operation: Operation, deadline: Deadline | None, act: Callable[[CommandCall], T]
-    ) -> T:
+    def _call(self, operation: Operation, deadline: Deadline, act: Callable[[CommandCall], T]) -> T:
         bound = self._deadline(deadline)
         start = self._clock()
         if bound.expired:
@@ -261,7 +259,7 @@ class IPMIDriver(BMCDriver):
     def _chassis_status(self, cmd: CommandCall) -> ChassisStatus:
         return ChassisStatus.decode(cmd.xraw_command(netfn=0x00, command=0x01)["data"])
 
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         """Log in, read Get Device ID and the chassis power state."""
 
         def act(cmd: CommandCall) -> BMCInfo:
@@ -288,7 +286,7 @@ class IPMIDriver(BMCDriver):
 
         return self._call(Operation.PROBE, deadline, act)
 
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         """ON or OFF from Get Chassis Status. Raises ``PowerFailure`` when the
         BMC reports a main power fault or a power control fault (it commanded
         power and the system did not follow): the hardware is suspect."""
@@ -311,7 +309,7 @@ class IPMIDriver(BMCDriver):
 
         return self._call(Operation.POWER_GET, deadline, act)
 
-    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         if action not in _CHASSIS_CONTROL:
             raise self.unsupported(Operation.POWER_SET, f"{action} is not one IPMI request")
         # A reset must not be retransmitted: a BMC that acted and lost its
@@ -333,7 +331,7 @@ class IPMIDriver(BMCDriver):
         *,
         wait: bool = False,
         timeout: float | None = None,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> PowerState:
         """As :meth:`BMCDriver.set_power_state`. IPMI has no soft reboot, so
         SOFT_REBOOT is a soft shutdown, a wait for off (within ``timeout``),
@@ -369,11 +367,11 @@ class IPMIDriver(BMCDriver):
             )
         return BootSetting(device, persistent=bool(flags & 0x40))
 
-    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         return self._call(Operation.BOOT_GET, deadline, self._read_boot)
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
         """Set System Boot Options (boot flags), then read them back in the
         same call: ``BootFailure`` when the BMC accepted and set another
@@ -389,7 +387,7 @@ class IPMIDriver(BMCDriver):
 
     # -- inventory -----------------------------------------------------------------
 
-    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline) -> Inventory:
         """Manufacturer, model and serial from FRU 0 (IPMI has no standard
         record for CPU count or memory). ``UnsupportedOperation`` when the BMC
         has no FRU 0."""

@@ -49,7 +49,7 @@ from bmaas.faults import (
 from bmaas.gate import GATES
 from bmaas.pool import DriverPool, PoolKey
 from bmaas.registry import build_driver
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from drivers.ironic import conf
 from drivers.ironic.info import parse_driver_info
 
@@ -61,7 +61,7 @@ __all__ = [
     "call",
     "check",
     "label",
-    "policy",
+    "limits",
     "session",
     "translated",
 ]
@@ -112,9 +112,7 @@ POOL = DriverPool()
 
 
 @contextlib.contextmanager
-def session(
-    task: Any, protocol: str, budget: Budget, deadline: Deadline | None = None
-) -> Iterator[BMCDriver]:
+def session(task: Any, protocol: str, budget: Budget, deadline: Deadline) -> Iterator[BMCDriver]:
     """The node's pooled bmaas driver, held by this call alone until the block
     ends (another call on the same BMC waits, up to ``deadline``). A change
     of driver_info makes a new session. ``InputError`` on bad driver_info."""
@@ -127,7 +125,7 @@ def session(
     with POOL.session(
         key,
         lambda: build_driver(name, protocol, info, bmc_timeout=budget.call),
-        deadline=deadline or Deadline.after(budget.call),
+        deadline=deadline,
     ) as drv:
         yield drv
 
@@ -141,20 +139,16 @@ def check(task: Any, protocol: str) -> None:
     build_driver(name, protocol, info).close()
 
 
-def policy(budget: Budget, *, busy_only: bool = False) -> RetryPolicy:
+def limits(budget: Budget, *, sync: bool = False) -> RetryLimits:
     """The operation retry for one conductor call: each BMC request capped at
     ``[bmaas]call_deadline``; the total is the Deadline each call passes.
 
-    ``busy_only`` (the periodic power sync): a busy BMC is retried with
-    backoff, every other fault fails the read at once so that Ironic's own
-    failure counting sees it.
+    ``sync`` (Ironic's power reads, see :mod:`drivers.ironic.power`): a fault
+    the policy table's ``sync`` column counts fails the read at once, so that
+    Ironic's own failure counting sees it; one it does not count (busy) is
+    retried as usual (:attr:`bmaas.retry.RetryLimits.sync`).
     """
-    chosen = RetryPolicy(total=budget.operation, bmc_timeout=budget.call, max_attempts=12)
-    if busy_only:
-        chosen = chosen.replace(
-            unreachable_attempts=1, timeout_attempts=1, internal_error_attempts=1
-        )
-    return chosen
+    return RetryLimits(total=budget.operation, bmc_timeout=budget.call, max_attempts=12, sync=sync)
 
 
 def call(
@@ -162,11 +156,31 @@ def call(
     budget: Budget,
     fn: Callable[..., T],
     *args: Any,
-    busy_only: bool = False,
+    sync: bool = False,
     **kwargs: Any,
 ) -> T:
     """``fn`` (a driver method) through ``bmaas.retry`` within ``deadline``."""
-    return retry.call(policy(budget, busy_only=busy_only), fn, *args, deadline=deadline, **kwargs)
+    return retry.call(limits(budget, sync=sync), fn, *args, deadline=deadline, **kwargs)
+
+
+#: the mapping table (the docstring's): bmaas faults that become a specific
+#: Ironic exception; every other fault becomes the interface's own error
+IRONIC_ERRORS: dict[type[BmaasError], type[exception.IronicException]] = {
+    InputError: exception.InvalidParameterValue,
+    UnsupportedOperation: exception.UnsupportedDriverExtension,
+}
+
+
+def _ironic_error(
+    fault: BmaasError, default: type[exception.IronicException]
+) -> type[exception.IronicException]:
+    """The Ironic exception for ``fault``: its class's (or nearest ancestor's)
+    entry in :data:`IRONIC_ERRORS`, else ``default``."""
+    for base in type(fault).__mro__:
+        found = IRONIC_ERRORS.get(base)
+        if found is not None:
+            return found
+    return default
 
 
 def message(fault: BmaasError, what: str, elapsed: float) -> str:
@@ -184,11 +198,7 @@ def translated(
         yield
     except BmaasError as fault:
         elapsed = time.monotonic() - start
-        cls: type[exception.IronicException] = error
-        if isinstance(fault, InputError):
-            cls = exception.InvalidParameterValue
-        elif isinstance(fault, UnsupportedOperation):
-            cls = exception.UnsupportedDriverExtension
+        cls = _ironic_error(fault, error)
         text = message(fault, what, elapsed)
         LOG.warning("bmaas: %s", text)
         raised = cls(text)

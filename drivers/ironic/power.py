@@ -9,11 +9,18 @@ Differences from bmaas's own driver contract, because of how Ironic uses it:
   read that hits a latched fault reads the state anyway (``probe``), reports
   the fault as a node history event (type ``monitoring``, not an error) and a
   conductor warning, and returns the state so Ironic can act.
-* **A busy BMC is not a sync failure.** Inside the periodic power sync a
-  busy answer is retried within ``[bmaas]sync_deadline``; any other fault
-  fails the read at once, so ``[conductor]power_state_sync_max_retries``
-  counts passes whose read failed for a reason other than "busy" (or stayed
-  busy for the whole sync deadline).
+* **A busy BMC is not a sync failure.** Ironic reads power through one entry
+  point, :meth:`BmaasPower.get_power_state` (its periodic sync, and the
+  check before a power action, both call it); that entry point reads with
+  ``sync=True`` under its own ``[bmaas]sync_deadline``: a fault the policy
+  table's ``sync`` column does not count (busy) is retried within it, any
+  fault it counts fails the read at once, so
+  ``[conductor]power_state_sync_max_retries`` counts passes whose read failed
+  for a reason other than "busy" (or stayed busy for the whole sync
+  deadline). Reads inside one of our own operations (a restart) pass
+  ``sync=False`` and the operation's Deadline: the operation retry, by the
+  table, within what the operation has left. Nothing reads Ironic's private
+  ``task._purpose``.
 """
 
 from __future__ import annotations
@@ -38,9 +45,6 @@ LOG = logging.getLogger(__name__)
 
 #: which bmaas protocol each bmaas hardware type speaks
 PROTOCOLS = {"bmaas-ipmi": "ipmi", "bmaas-redfish": "redfish"}
-
-#: the purpose Ironic's conductor gives the task of its periodic power sync
-SYNC_PURPOSE = "power state sync"
 
 _ACTIONS = {
     states.POWER_ON: PowerAction.ON,
@@ -72,16 +76,18 @@ def protocol_of(task: Any) -> str:
         ) from None
 
 
-def read_power(task: Any, drv: BMCDriver, budget: calls.Budget) -> PowerState:
-    """One power-state read under ``[bmaas]sync_deadline`` (see the module doc)."""
-    deadline = Deadline.after(budget.sync)
-    busy_only = getattr(task, "_purpose", None) == SYNC_PURPOSE
+def read_power(
+    task: Any, drv: BMCDriver, budget: calls.Budget, *, deadline: Deadline, sync: bool
+) -> PowerState:
+    """One power-state read by ``deadline`` (see the module doc): ``sync``
+    for Ironic's own reads (the table's ``sync`` column decides what is
+    retried), else a read inside one of our operations."""
     try:
-        return calls.call(deadline, budget, drv.get_power_state, busy_only=busy_only)
+        return calls.call(deadline, budget, drv.get_power_state, sync=sync)
     except PowerFailure as fault:
         if fault.operation != Operation.POWER_GET:
             raise
-        seen = calls.call(deadline, budget, drv.probe, busy_only=busy_only)
+        seen = calls.call(deadline, budget, drv.probe, sync=sync)
         report_latched_fault(task, fault)
         return seen.power_state
 
@@ -108,14 +114,21 @@ class BmaasPower(base.PowerInterface):
             calls.check(task, protocol_of(task))
 
     def get_power_state(self, task: Any) -> str:
+        """Ironic's entry point for every power read it makes (the periodic
+        sync and the check before an action): one read under a Deadline of
+        ``[bmaas]sync_deadline`` made here, with the sync's retry (``sync=True``)."""
         budget = calls.Budget.from_conf()
+        deadline = Deadline.after(budget.sync)
         with (
             calls.translated(task, "power state read"),
-            calls.session(task, protocol_of(task), budget) as drv,
+            calls.session(task, protocol_of(task), budget, deadline) as drv,
         ):
-            return _STATES[read_power(task, drv, budget)]
+            return _STATES[read_power(task, drv, budget, deadline=deadline, sync=True)]
 
     def set_power_state(self, task: Any, power_state: str, timeout: int | None = None) -> None:
+        """Ironic's entry point for a power action: the whole action (reads,
+        request, wait) under one Deadline of ``[bmaas]operation_deadline``
+        made here."""
         action = _ACTIONS.get(power_state)
         if action is None:
             raise exception.InvalidParameterValue(f"unsupported power state {power_state!r}")
@@ -139,7 +152,8 @@ class BmaasPower(base.PowerInterface):
         budget = calls.Budget.from_conf()
         with (
             calls.translated(task, "supported power states"),
-            calls.session(task, protocol_of(task), budget) as drv,
+            # no BMC call: the session only builds the driver
+            calls.session(task, protocol_of(task), budget, Deadline.after(budget.call)) as drv,
         ):
             if drv.supports(Capability.SOFT_POWER):
                 supported += [states.SOFT_POWER_OFF, states.SOFT_REBOOT]
@@ -154,15 +168,16 @@ class BmaasPower(base.PowerInterface):
         action: PowerAction,
         wait: float,
     ) -> None:
-        """Ironic expects a reboot of an off node to power it on."""
-        if read_power(task, drv, budget) is PowerState.OFF:
+        """Ironic expects a reboot of an off node to power it on. The first
+        read is the operation's (``deadline``), not a sync read of its own."""
+        if read_power(task, drv, budget, deadline=deadline, sync=False) is PowerState.OFF:
             _act(drv, budget, deadline, PowerAction.ON, wait)
         elif action is PowerAction.SOFT_REBOOT:
             _act(drv, budget, deadline, PowerAction.SOFT_OFF, wait)
             _act(drv, budget, deadline, PowerAction.ON, wait)
         else:
             retry.reboot(
-                drv, calls.policy(budget), timeout=min(wait, deadline.left()), deadline=deadline
+                drv, calls.limits(budget), timeout=min(wait, deadline.left()), deadline=deadline
             )
 
 
@@ -173,8 +188,8 @@ def _act(
     every request and read retried within what is left of ``deadline``."""
     calls.call(deadline, budget, drv.request_power, action, idempotent=True)
 
-    def read(*, deadline: Deadline | None = deadline) -> PowerState:
-        return calls.call(deadline or Deadline.after(budget.call), budget, drv.get_power_state)
+    def read(*, deadline: Deadline) -> PowerState:
+        return calls.call(deadline, budget, drv.get_power_state)
 
     # Leave one call's time for the last read, so running out of budget while
     # the node never reaches its state reads as power_failure, not a timeout.

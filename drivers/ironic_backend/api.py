@@ -41,8 +41,8 @@ from openstack import exceptions as sdk_exc
 from openstack import warnings as os_warnings
 
 from bmaas.deadline import Deadline
-from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable, RetryScope
-from bmaas.retry import RetryPolicy, retrying
+from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable
+from bmaas.retry import RetryLimits, retrying
 from drivers.ironic_backend import transport
 from drivers.ironic_backend.transport import IronicDeadlineExceeded, call_deadline
 
@@ -65,7 +65,7 @@ HISTORY_VERSION = "1.78"
 #: seconds one HTTP exchange with Ironic may take when no call deadline is shorter
 EXCHANGE_TIMEOUT = 60.0
 #: how long and how often an API call is retried while Ironic says "later"
-BUSY = RetryPolicy(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
+BUSY = RetryLimits(total=30.0, max_attempts=10, busy_initial=0.5, busy_max=4.0)
 
 
 class IronicUnavailable(BmaasError):
@@ -74,7 +74,6 @@ class IronicUnavailable(BmaasError):
     stops (the policy table's ``BmaasError`` row) rather than burn candidates."""
 
     code = "ironic_unavailable"
-    retry = RetryScope.NEVER
     summary = "Ironic API unavailable"
 
     def __str__(self) -> str:
@@ -196,7 +195,7 @@ class Api:
     the caller's deadline (else ``busy`` 's own)."""
 
     def __init__(
-        self, conn: openstack.connection.Connection, *, busy: RetryPolicy | None = None
+        self, conn: openstack.connection.Connection, *, busy: RetryLimits | None = None
     ) -> None:
         self.conn = conn
         with map_errors("connect"):  # the proxy discovers Ironic's API versions here
@@ -218,6 +217,11 @@ class Api:
         call that returns a generator (``nodes()``) is drained here, so the
         count and the mapping cover the HTTP requests. Every HTTP exchange of
         the call ends by ``deadline`` (and the connection's own bound)."""
+        # A call no step hands a deadline to (a read for a report) gets
+        # ``busy.total``; steps pass theirs (the Ironic API edge's own bounds
+        # belong to that edge).
+        if deadline is None:
+            deadline = Deadline.after(self.busy.total, clock=self.busy.clock)
         for attempt in retrying(self.busy, idempotent=True, deadline=deadline):
             with attempt, call_deadline(deadline):
                 result = self._once(what, fn, args, kwargs, node)

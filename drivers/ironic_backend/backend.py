@@ -25,7 +25,7 @@ deploy          ``instance_info`` patched, provision to ``active``, polled
                 *waiting* (``BMCTimeout``) and release tears it down
 diagnose        node history (API 1.78) since the allocation was made,
                 ``last_error``, ``fault``: :mod:`.classify`
-release         policy ``counts_for_health``: maintenance first (reason
+release         the policy row ``fences``: maintenance first (reason
                 names the request, attempt and fault), then tear-down;
                 otherwise tear-down back to ``available``. A tear-down that
                 ends in ``error`` (the BMC is dead) puts the node into
@@ -181,18 +181,21 @@ class IronicBackend(InstancesMixin):
             ranked.append((faulted, spread, name))
         return [name for _, _, name in sorted(ranked)]
 
-    def claim(self, job: Job, node: str, *, number: int) -> Claim:
+    def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
         request = job.request
         resource_class = request.resource_class or self._rc.get(node)
         if resource_class is None:
             found = self.api.call("node.get", self.api.bm.get_node, node, node=node)
             resource_class = found.resource_class
         extra = {"bmaas_request": job.label, "bmaas_attempt": number}
-        policy = self.api.busy.replace(total=self.allocation_timeout, max_attempts=3)
+        policy = self.api.busy.replace(max_attempts=3)
+        allocating = deadline.share(cap=self.allocation_timeout)
         try:
-            for attempt in retrying(policy, idempotent=True):
+            for attempt in retrying(policy, idempotent=True, deadline=allocating):
                 with attempt:
-                    allocation = self._allocate(node, resource_class, request.traits, extra)
+                    allocation = self._allocate(
+                        node, resource_class, request.traits, extra, allocating
+                    )
         except IronicBusy as busy:  # still locked, or taken meanwhile: the next candidate
             raise NodeUnavailable(node=node, reason=busy.message) from busy
         state: JobState = job.handle
@@ -209,7 +212,12 @@ class IronicBackend(InstancesMixin):
         )
 
     def _allocate(
-        self, node: str, resource_class: str, traits: Sequence[str], extra: dict[str, Any]
+        self,
+        node: str,
+        resource_class: str,
+        traits: Sequence[str],
+        extra: dict[str, Any],
+        deadline: Deadline,
     ) -> Any:
         """One allocation restricted to ``node``: active, or deleted and
         refused. Losing the node's lock to a periodic task at reservation
@@ -221,8 +229,9 @@ class IronicBackend(InstancesMixin):
             traits=list(traits) or None,
             candidate_nodes=[node],
             extra=extra,
+            deadline=deadline,
         )
-        allocation = self._settle_allocation(allocation.id, node)
+        allocation = self._settle_allocation(allocation.id, node, deadline)
         if allocation.state == "active" and allocation.node_id:
             return allocation
         self._delete_allocation(allocation.id, node)
@@ -231,12 +240,15 @@ class IronicBackend(InstancesMixin):
             raise IronicBusy(f"lost the race for the node's lock: {why}", node=node)
         raise NodeUnavailable(node=node, reason=why)
 
-    def _settle_allocation(self, allocation_id: str, node: str) -> Any:
-        deadline = Deadline.after(self.allocation_timeout, clock=self.clock)
+    def _settle_allocation(self, allocation_id: str, node: str, deadline: Deadline) -> Any:
         wait = 0.2  # usually done in well under a second; a busy conductor takes longer
         while True:
             allocation = self.api.call(
-                "allocation.get", self.api.bm.get_allocation, allocation_id, node=node
+                "allocation.get",
+                self.api.bm.get_allocation,
+                allocation_id,
+                node=node,
+                deadline=deadline,
             )
             if allocation.state != "allocating" or not deadline.sleep(wait, self.sleep):
                 return allocation
@@ -304,12 +316,17 @@ class IronicBackend(InstancesMixin):
             history=recent_errors(history, state.since),
         )
 
-    def release(self, claim: Claim, fault: BmaasError, policy: FaultPolicy) -> None:
+    def release(
+        self, claim: Claim, fault: BmaasError, policy: FaultPolicy, *, deadline: Deadline
+    ) -> None:
+        """Fence (by the policy row), detach, tear down: within a share of the
+        request's ``deadline`` of at most ``teardown_timeout`` (never a fresh
+        budget); past it, each API call is tried once and nothing is waited for."""
         state: ClaimState = claim.handle
-        deadline = Deadline.after(self.teardown_timeout, clock=self.clock)
+        deadline = deadline.share(cap=self.teardown_timeout)
         reason = f"bmaas: {claim.job.label} attempt {claim.number}: {fault.code}: {fault}"
         try:
-            if policy.counts_for_health:
+            if policy.fences:
                 self.fence(claim.node, state.node_id, reason, deadline)
             for port in claim.job.handle.ports if claim.node not in self._noop else ():
                 self._quiet(
@@ -328,7 +345,7 @@ class IronicBackend(InstancesMixin):
                 [{"op": "add", "path": "/extra/bmaas_fault", "value": reason[:255]}],
             )
             ended = self.tear_down(claim.node, state.node_id, deadline)
-            if ended == ERROR and not policy.counts_for_health:
+            if ended == ERROR and not policy.fences:
                 self.fence(
                     claim.node, state.node_id, f"{reason}; tear-down ended in error", deadline
                 )
@@ -347,7 +364,7 @@ class IronicBackend(InstancesMixin):
         finally:
             self._delete_allocation(state.allocation, claim.node)
 
-    def complete(self, claim: Claim, deployed: Deployed) -> Instance:
+    def complete(self, claim: Claim, deployed: Deployed, *, deadline: Deadline) -> Instance:
         state: ClaimState = claim.handle
         job_state: JobState = claim.job.handle
         request = claim.job.request
@@ -368,10 +385,7 @@ class IronicBackend(InstancesMixin):
             node=claim.node,
         )
         if claim.job.moving is not None:  # the target is up: give the source back
-            self.undeploy(
-                claim.job.moving.id,
-                deadline=Deadline.after(self.teardown_timeout, clock=self.clock),
-            )
+            self.undeploy(claim.job.moving.id, deadline=deadline)
         return Instance(allocation.id, name, claim.node, data, ACTIVE)
 
     def status_checks(self) -> list[Any]:

@@ -19,12 +19,15 @@ whole exchange, every byte of the body included, ends by it.
 
 sushy's resources (``System.refresh``, ``reset_system``) call the connector
 with no way to pass a deadline, so the driver hands its call's ``Deadline``
-to the connector for the duration of the call (:meth:`BoundedConnector.within`,
-per thread: the nodes behind one Redfish service share one connector): the
-value itself, never a number of seconds re-created here. Each request first
-waits for its turn at the BMC's gate (``pace``, :mod:`bmaas.gate`).
-What sushy still does on its own, on purpose: one re-login and one re-send
-when a session has expired (401 with a session), and a re-send without
+to the connector for the duration of the call (:meth:`BoundedConnector.within`)
+through a :class:`contextvars.ContextVar`, not an attribute: the value is the
+calling thread's (context's) own, so a connector shared by two threads (the
+nodes behind one Redfish service share one connector) or a call that forgets
+to reset it can never lend one call's deadline to another. It is the value
+itself, never a number of seconds re-created here. Each request first waits
+for its turn at the BMC's gate (``pace``, :mod:`bmaas.gate`). What sushy
+still does on its own, on purpose: one re-login and one re-send when a
+session has expired (401 with a session), and a re-send without
 ``Accept-Encoding: identity`` on a 406.
 
 Every GET carries ``X-Bmaas-Operation`` naming the read it serves
@@ -35,6 +38,8 @@ emulator uses it to tell apart reads of the one ComputerSystem resource.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -53,6 +58,25 @@ from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 __all__ = ["OPERATION_HEADER", "BoundedConnector"]
 
 OPERATION_HEADER = "X-Bmaas-Operation"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """The driver call in progress on this thread: whose connector, its
+    deadline, the read its GETs serve, its turn at the BMC's gate (``pace``)
+    and who counts its logins (``on_login``)."""
+
+    connector: int
+    deadline: Deadline
+    read: Operation | None
+    pace: Callable[[Deadline], None] | None = None
+    on_login: Callable[[], None] | None = None
+
+
+#: the driver call in progress in this context (None between calls)
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+    "bmaas_redfish_call", default=None
+)
 
 
 class BoundedConnector(Connector):
@@ -78,8 +102,8 @@ class BoundedConnector(Connector):
         )
         self._clock = clock
         self._bmc_timeout = bmc_timeout
-        # Per thread: nodes behind one service share this connector
-        # (drivers.redfish.service), each call on its own thread.
+        # The last response seen by each thread (nodes behind one service
+        # share this connector, each call on its own thread).
         self._local = threading.local()
         self._response_callback = self._remember
         adapter = DeadlineAdapter(max_body=max_body_bytes)
@@ -103,22 +127,18 @@ class BoundedConnector(Connector):
         self._local.last = response
 
     @property
-    def _deadline(self) -> Deadline | None:
-        """The deadline of this thread's driver call (None between calls)."""
-        return getattr(self._local, "deadline", None)
+    def _last(self) -> requests.Response | None:
+        return getattr(self._local, "last", None)
+
+    def _current(self) -> _Call | None:
+        call = _CALL.get()
+        return call if call is not None and call.connector == id(self) else None
 
     @property
     def read_operation(self) -> Operation | None:
-        """The read every GET of this thread's call serves (OPERATION_HEADER)."""
-        return getattr(self._local, "read", None)
-
-    @read_operation.setter
-    def read_operation(self, value: Operation | None) -> None:
-        self._local.read = value
-
-    @property
-    def _last(self) -> requests.Response | None:
-        return getattr(self._local, "last", None)
+        """The read every GET in the current call serves (sent in OPERATION_HEADER)."""
+        call = self._current()
+        return call.read if call is not None else None
 
     @contextlib.contextmanager
     def within(
@@ -132,27 +152,23 @@ class BoundedConnector(Connector):
         """Every request inside ends by ``deadline`` (the driver call's);
         ``pace`` is called before each one (the BMC's gate spacing),
         ``on_login`` for each login POST (besides the connector's own)."""
-        local = self._local
-        previous = (
-            self._deadline,
-            self.read_operation,
-            getattr(local, "pace", None),
-            getattr(local, "on_login", None),
-        )
-        local.deadline, local.read, local.pace, local.on_login = deadline, read, pace, on_login
+        token = _CALL.set(_Call(id(self), deadline, read, pace, on_login))
         try:
             yield
         finally:
-            local.deadline, local.read, local.pace, local.on_login = previous
+            _CALL.reset(token)
 
     @contextlib.contextmanager
     def reading(self, read: Operation) -> Iterator[None]:
         """Name a different read for the GETs inside (same deadline)."""
-        previous, self.read_operation = self.read_operation, read
+        call = self._current()
+        if call is None:
+            raise RuntimeError("reading() is only for use inside within()")
+        token = _CALL.set(dataclasses.replace(call, read=read))
         try:
             yield
         finally:
-            self.read_operation = previous
+            _CALL.reset(token)
 
     def _op(
         self,
@@ -166,22 +182,24 @@ class BoundedConnector(Connector):
         allow_reauth: bool = True,
         **kwargs: Any,
     ) -> requests.Response:
-        # Outside a driver call (sushy logging out at garbage collection) the
-        # driver's per-call bound applies.
-        deadline = self._deadline or Deadline.after(self._bmc_timeout, clock=self._clock)
+        # Outside a driver call (sushy logging out at garbage collection: no
+        # caller to hand a budget) the driver's per-call bound applies.
+        call = self._current()
+        if call is None:
+            call = _Call(id(self), Deadline.after(self._bmc_timeout, clock=self._clock), None)
+        deadline, read = call.deadline, call.read
         if deadline.expired:
             raise DeadlineExceeded(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
         if method == "POST" and isinstance(data, dict) and "UserName" in data:
             # SessionService.create_session: a login, counted when tried
-            for count in (self._on_login, getattr(self._local, "on_login", None)):
+            for count in (self._on_login, call.on_login):
                 if count is not None:
                     count()
-        pace = getattr(self._local, "pace", None)
-        if pace is not None:
-            pace(deadline)  # SlotTimeout (a bmaas error) when no turn comes in time
-        if method == "GET" and self.read_operation is not None:
-            headers[OPERATION_HEADER] = str(self.read_operation)
+        if call.pace is not None:
+            call.pace(deadline)  # SlotTimeout (a bmaas error) when no turn comes in time
+        if method == "GET" and read is not None:
+            headers[OPERATION_HEADER] = str(read)
         try:
             return super()._op(
                 method,

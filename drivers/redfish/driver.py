@@ -174,7 +174,7 @@ class RedfishDriver(BMCDriver):
     def _call(
         self,
         operation: Operation,
-        deadline: Deadline | None,
+        deadline: Deadline,
         act: Callable[[], T],
         *,
         read: Operation,
@@ -334,7 +334,7 @@ class RedfishDriver(BMCDriver):
 
     # -- required core ------------------------------------------------------------
 
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         def act() -> BMCInfo:
             system = self._fresh_system()
             assert self._root is not None
@@ -346,7 +346,7 @@ class RedfishDriver(BMCDriver):
 
         return self._call(Operation.PROBE, deadline, act, read=Operation.PROBE)
 
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         def act() -> PowerState:
             system, conn = self._system, self._conn
             assert system is not None
@@ -366,7 +366,7 @@ class RedfishDriver(BMCDriver):
 
         return self._call(Operation.POWER_GET, deadline, act, read=Operation.POWER_GET)
 
-    def request_power(self, action: PowerAction, *, deadline: Deadline | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         def act() -> None:
             system = self._fresh_system()
             state = POWER_STATES.get(system.power_state, PowerState.UNKNOWN)
@@ -410,7 +410,7 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.POWER_SET, deadline, act, read=Operation.POWER_GET)
 
-    def get_boot_device(self, *, deadline: Deadline | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         return self._call(
             Operation.BOOT_GET,
             deadline,
@@ -436,7 +436,7 @@ class RedfishDriver(BMCDriver):
         return BootSetting(device, persistent=enabled is sushy.BootSourceOverrideEnabled.CONTINUOUS)
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
         wanted = BootSetting(device, persistent)
 
@@ -468,7 +468,7 @@ class RedfishDriver(BMCDriver):
                 )
         return VirtualMedia(self._conn, self._vmedia_path, root=self._root)
 
-    def insert_virtual_media(self, url: str, *, deadline: Deadline | None = None) -> None:
+    def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         def act() -> None:
             slot = self._cd_slot()
             if slot.inserted and slot.image == url:
@@ -479,7 +479,7 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
 
-    def eject_virtual_media(self, *, deadline: Deadline | None = None) -> None:
+    def eject_virtual_media(self, *, deadline: Deadline) -> None:
         def act() -> None:
             slot = self._cd_slot()
             if slot.inserted:
@@ -487,7 +487,7 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
 
-    def get_inventory(self, *, deadline: Deadline | None = None) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline) -> Inventory:
         def act() -> Inventory:
             system = self._fresh_system()
             cpus = (system.json.get("ProcessorSummary") or {}).get("Count")
@@ -503,7 +503,7 @@ class RedfishDriver(BMCDriver):
 
         return self._call(Operation.INVENTORY_GET, deadline, act, read=Operation.INVENTORY_GET)
 
-    def get_boot_progress(self, *, deadline: Deadline | None = None) -> str | None:
+    def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         def act() -> str | None:
             progress = self._fresh_system().json.get("BootProgress") or {}
             state = progress.get("LastState")

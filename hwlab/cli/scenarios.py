@@ -75,7 +75,7 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
         Lab(matrix_spec(protocols), tmp) as lab,
     ):
         results = run_matrix(
-            lab, protocols=protocols, scenarios=chosen, deadline=deadline, progress=progress
+            lab, protocols=protocols, scenarios=chosen, deadline_s=deadline, progress=progress
         )
     failed = [r for r in results if not r.passed]
     unclassified = [r for r in results if r.unclassified]

@@ -23,7 +23,7 @@ from bmaas.deploy import DeploySettings
 from bmaas.faults import ProvisionFailed
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioned, Provisioner, Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import SYSTEM, PortOrigin
 from fakes.machine import Hardware
@@ -105,7 +105,7 @@ def run_demo(
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             settings = DeploySettings(
-                power_timeout=8.0, settle=options.settle, boot_timeout=20.0, deadline=60.0
+                power_timeout=8.0, settle=options.settle, boot_timeout=20.0, deadline_s=60.0
             )
             requests = [
                 Request(f"demo-{i:03d}", network="lab") for i in range(1, options.requests + 1)
@@ -113,10 +113,10 @@ def run_demo(
             with Provisioner(
                 store,
                 driver_factory=driver_factory(bmc_timeout=options.bmc_deadline),
-                policy=RetryPolicy(total=15.0),
+                limits=RetryLimits(total=15.0),
                 settings=settings,
                 max_attempts=3,
-                deadline=180.0,
+                deadline_s=180.0,
             ) as provisioner:
                 results = provisioner.provision_many(
                     requests, workers=options.workers, on_result=on_result

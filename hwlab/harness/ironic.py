@@ -246,11 +246,11 @@ class IronicService:
             self.stop()
             raise
 
-    def _await_drivers(self, deadline: float, abort: threading.Event) -> None:
+    def _await_drivers(self, deadline_s: float, abort: threading.Event) -> None:
         import requests
 
         last = ""
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline_s:
             if self.process is not None and self.process.poll() is not None:
                 raise IronicError(f"ironic exited with {self.process.returncode}: {self.tail()}")
             try:

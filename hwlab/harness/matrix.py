@@ -21,9 +21,10 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction
 from bmaas.faults import BmaasError
 from bmaas.registry import build_driver
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 from fakes.effects import EFFECTS, Case, incident_cases
 from fakes.machine import Hardware
+from hwlab.harness.budgets import no_budget, per_call
 from hwlab.lab import Lab
 from hwlab.labspec import LabSpec, NodeSpec
 
@@ -44,22 +45,27 @@ Scenario = Case
 
 
 def _read(driver: BMCDriver) -> str:
-    return f"ok:{driver.get_power_state()}"
+    return f"ok:{driver.get_power_state(deadline=per_call(driver))}"
 
 
 def _power_on(driver: BMCDriver) -> str:
-    return f"ok:{driver.set_power_state(PowerAction.ON, wait=True, timeout=POWER_TIMEOUT)}"
+    state = driver.set_power_state(
+        PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=no_budget(driver)
+    )
+    return f"ok:{state}"
 
 
 def _boot_pxe(driver: BMCDriver) -> str:
-    driver.set_boot_device(BootDevice.PXE, persistent=True)
+    driver.set_boot_device(BootDevice.PXE, persistent=True, deadline=per_call(driver))
     return "ok"
 
 
 def _power_on_then_settle(driver: BMCDriver) -> str:
-    driver.set_power_state(PowerAction.ON, wait=True, timeout=POWER_TIMEOUT)
+    driver.set_power_state(
+        PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=no_budget(driver)
+    )
     time.sleep(0.8)  # longer than the rule's up_for: a crashed boot reads off by now
-    return f"ok:{driver.get_power_state()}"
+    return f"ok:{driver.get_power_state(deadline=per_call(driver))}"
 
 
 def _vmedia_insert(driver: BMCDriver) -> str:
@@ -95,7 +101,7 @@ OUTCOME_BUDGET = 8.0
 #: bmaas's retry for an outcome run: the defaults, but "briefly" spans 3 s
 #: (4 attempts 1 s apart), longer than the matrix's firmware-update reboot --
 #: what an operator whose BMCs reboot to update sets to ride it out
-OUTCOME_POLICY = RetryPolicy(bmc_timeout=1.0, unreachable_attempts=4)
+OUTCOME_POLICY = RetryLimits(bmc_timeout=1.0, unreachable_attempts=4)
 
 
 def _retried(driver: BMCDriver, action: str, deadline: Deadline, calls: list[str]) -> str:
@@ -199,7 +205,7 @@ def run_matrix(
     *,
     protocols: Iterable[str] = ("ipmi", "redfish"),
     scenarios: Iterable[Scenario] = SCENARIOS,
-    deadline: float = MATRIX_DEADLINE,
+    deadline_s: float = MATRIX_DEADLINE,
     progress: Callable[[Result], None] | None = None,
 ) -> list[Result]:
     """Run ``scenarios`` on ``lab``'s ``matrix-<protocol>`` nodes."""
@@ -210,7 +216,7 @@ def run_matrix(
             if protocol not in scenario.expected:
                 continue  # a vendor incident of the other protocol
             node = f"matrix-{protocol}"
-            result = _run_one(lab, inventory[node], protocol, scenario, deadline)
+            result = _run_one(lab, inventory[node], protocol, scenario, deadline_s)
             results.append(result)
             if progress is not None:
                 progress(result)
@@ -218,12 +224,12 @@ def run_matrix(
 
 
 def _run_one(
-    lab: Lab, record: dict[str, Any], protocol: str, scenario: Scenario, deadline: float
+    lab: Lab, record: dict[str, Any], protocol: str, scenario: Scenario, deadline_s: float
 ) -> Result:
     node = record["name"]
     lab.clear_faults(node)
     lab.power(node, "on" if scenario.start_on else "off")
-    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline)
+    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s)
     driver.poll_interval = 0.1
     try:
         probe_until_up(driver)  # a live session first: faults then hit a real command
@@ -234,7 +240,7 @@ def _run_one(
         lab.add_faults(node, [dict(scenario.rule)])
         if scenario.prime:
             with contextlib.suppress(BmaasError):
-                driver.get_power_state()
+                driver.get_power_state(deadline=per_call(driver))
         start = time.monotonic()
         try:
             seen, message = ACTIONS[scenario.action](driver), ""
@@ -248,7 +254,7 @@ def _run_one(
     outcome_expected = scenario.outcome.get(protocol, "")
     outcome, outcome_seconds = "", 0.0
     if outcome_expected:
-        outcome, outcome_seconds = _outcome(lab, record, protocol, scenario, deadline)
+        outcome, outcome_seconds = _outcome(lab, record, protocol, scenario, deadline_s)
     return Result(
         scenario.name,
         protocol,
@@ -263,11 +269,11 @@ def _run_one(
 
 
 def _outcome(
-    lab: Lab, record: dict[str, Any], protocol: str, scenario: Scenario, deadline: float
+    lab: Lab, record: dict[str, Any], protocol: str, scenario: Scenario, deadline_s: float
 ) -> tuple[str, float]:
     """The scenario again, from the start, through bmaas's operation retry."""
     node = record["name"]
-    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline)
+    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s)
     driver.poll_interval = 0.1
     calls: list[str] = []
     try:
@@ -295,7 +301,7 @@ def probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:
     until = time.monotonic() + limit
     while True:
         try:
-            driver.probe()
+            driver.probe(deadline=per_call(driver))
             return
         except BmaasError:
             if time.monotonic() > until:

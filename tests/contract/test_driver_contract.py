@@ -17,6 +17,7 @@ from bmaas.driver import (
 )
 from bmaas.faults import BmaasError, BMCTimeout, UnsupportedOperation
 from fakes.faults import FaultRule
+from tests.budgets import no_budget, per_call
 from tests.contract.backends import BACKENDS, Target
 
 
@@ -27,7 +28,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
 
 
 def test_probe_answers_with_a_known_power_state(target: Target) -> None:
-    info = target.driver.probe()
+    info = target.driver.probe(deadline=per_call(target.driver))
     assert isinstance(info, BMCInfo)
     assert info.power_state in (PowerState.ON, PowerState.OFF)
 
@@ -35,42 +36,55 @@ def test_probe_answers_with_a_known_power_state(target: Target) -> None:
 def test_power_on_converges_and_is_idempotent(target: Target) -> None:
     d = target.driver
     assert (
-        d.set_power_state(PowerAction.ON, wait=True, timeout=target.power_timeout) is PowerState.ON
+        d.set_power_state(
+            PowerAction.ON, wait=True, timeout=target.power_timeout, deadline=no_budget(d)
+        )
+        is PowerState.ON
     )
     boots = target.machine.boots
     assert (
-        d.set_power_state(PowerAction.ON, wait=True, timeout=target.power_timeout) is PowerState.ON
+        d.set_power_state(
+            PowerAction.ON, wait=True, timeout=target.power_timeout, deadline=no_budget(d)
+        )
+        is PowerState.ON
     )
     assert target.machine.boots == boots  # powering on a node that is on does nothing
-    assert d.get_power_state() is PowerState.ON
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.ON
 
 
 def test_power_off_converges_and_is_idempotent(target: Target) -> None:
     target.machine.force_power(PowerState.ON)
     d = target.driver
     assert (
-        d.set_power_state(PowerAction.OFF, wait=True, timeout=target.power_timeout)
+        d.set_power_state(
+            PowerAction.OFF, wait=True, timeout=target.power_timeout, deadline=no_budget(d)
+        )
         is PowerState.OFF
     )
     assert (
-        d.set_power_state(PowerAction.OFF, wait=True, timeout=target.power_timeout)
+        d.set_power_state(
+            PowerAction.OFF, wait=True, timeout=target.power_timeout, deadline=no_budget(d)
+        )
         is PowerState.OFF
     )
-    assert d.get_power_state() is PowerState.OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.OFF
 
 
 def test_power_state_eventually_converges_without_wait(target: Target) -> None:
     d = target.driver
-    d.set_power_state(PowerAction.ON)
+    d.set_power_state(PowerAction.ON, deadline=per_call(d))
     target.wait(target.machine.hardware.power_on_time + 0.1)
-    assert d.get_power_state() is PowerState.ON
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.ON
 
 
 def test_reboot_restarts_the_node(target: Target) -> None:
     target.machine.force_power(PowerState.ON)
     boots = target.machine.boots
     state = target.driver.set_power_state(
-        PowerAction.REBOOT, wait=True, timeout=target.power_timeout
+        PowerAction.REBOOT,
+        wait=True,
+        timeout=target.power_timeout,
+        deadline=no_budget(target.driver),
     )
     assert state is PowerState.ON
     target.wait(0.5)
@@ -82,7 +96,10 @@ def test_soft_off_when_supported(target: Target) -> None:
         pytest.skip("driver declares no soft power")  # a declared absence, not a missing feature
     target.machine.force_power(PowerState.ON)
     state = target.driver.set_power_state(
-        PowerAction.SOFT_OFF, wait=True, timeout=target.power_timeout
+        PowerAction.SOFT_OFF,
+        wait=True,
+        timeout=target.power_timeout,
+        deadline=no_budget(target.driver),
     )
     assert state is PowerState.OFF
 
@@ -90,14 +107,18 @@ def test_soft_off_when_supported(target: Target) -> None:
 @pytest.mark.parametrize("persistent", [True, False])
 @pytest.mark.parametrize("device", list(BootDevice))
 def test_boot_device_round_trip(target: Target, device: BootDevice, persistent: bool) -> None:
-    target.driver.set_boot_device(device, persistent=persistent)
-    assert target.driver.get_boot_device() == BootSetting(device, persistent)
+    target.driver.set_boot_device(device, persistent=persistent, deadline=per_call(target.driver))
+    assert target.driver.get_boot_device(deadline=per_call(target.driver)) == BootSetting(
+        device, persistent
+    )
 
 
 OPTIONAL: dict[Capability, Callable[[Target], object]] = {
-    Capability.VIRTUAL_MEDIA: lambda t: t.driver.insert_virtual_media("http://img/x.iso"),
-    Capability.INVENTORY: lambda t: t.driver.get_inventory(),
-    Capability.BOOT_PROGRESS: lambda t: t.driver.get_boot_progress(),
+    Capability.VIRTUAL_MEDIA: lambda t: t.driver.insert_virtual_media(
+        "http://img/x.iso", deadline=per_call(t.driver)
+    ),
+    Capability.INVENTORY: lambda t: t.driver.get_inventory(deadline=per_call(t.driver)),
+    Capability.BOOT_PROGRESS: lambda t: t.driver.get_boot_progress(deadline=per_call(t.driver)),
 }
 
 
@@ -116,13 +137,13 @@ def test_virtual_media_insert_and_eject_are_idempotent(target: Target) -> None:
     d = target.driver
     if not d.supports(Capability.VIRTUAL_MEDIA):
         with pytest.raises(UnsupportedOperation):
-            d.eject_virtual_media()
+            d.eject_virtual_media(deadline=per_call(d))
         return
-    d.insert_virtual_media("http://img/a.iso")
-    d.insert_virtual_media("http://img/a.iso")
+    d.insert_virtual_media("http://img/a.iso", deadline=per_call(d))
+    d.insert_virtual_media("http://img/a.iso", deadline=per_call(d))
     assert target.machine.media == "http://img/a.iso"
-    d.eject_virtual_media()
-    d.eject_virtual_media()
+    d.eject_virtual_media(deadline=per_call(d))
+    d.eject_virtual_media(deadline=per_call(d))
     assert target.machine.media is None
 
 
@@ -130,7 +151,7 @@ def test_virtual_media_insert_and_eject_are_idempotent(target: Target) -> None:
 def test_every_failure_is_a_bmaas_error(target: Target, effect: str) -> None:
     target.machine.plan.add(FaultRule.from_dict({"effect": effect, "operation": "power.get"}))
     with pytest.raises(BmaasError) as info:
-        target.driver.get_power_state()
+        target.driver.get_power_state(deadline=per_call(target.driver))
     assert info.value.node == target.driver.node
     assert info.value.operation == "power.get"
     assert type(info.value).__module__ == "bmaas.faults"

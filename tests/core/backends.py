@@ -21,7 +21,7 @@ import yaml
 
 from bmaas.driver import PowerState
 from bmaas.ops import DriverFactory, driver_factory
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from fakes.clock import FakeClock
 from fakes.faults import FaultRule
 from fakes.fleet import FakeFleet
@@ -54,7 +54,7 @@ class CoreFleet:
     #: every credential in the inventory; no output may contain one
     secrets: list[str]
     #: the operation retry the CLI gives fleet commands (fake: fake time)
-    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    retry: RetryLimits = dataclasses.field(default_factory=RetryLimits)
 
     def add_rule(self, node: str, rule: dict[str, Any]) -> None:
         self.machine(node).plan.add(FaultRule.from_dict(rule))
@@ -106,7 +106,7 @@ def fake_fleet(
         power_timeout=5.0,
         machine=fleet.machine,
         secrets=[PASSWORD, REDFISH_PASSWORD],
-        retry=RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock),
+        retry=RetryLimits(sleep=fleet.clock.sleep, clock=fleet.clock),
     )
 
 

@@ -129,7 +129,7 @@ def test_concurrent_requests_reschedule_through_ironic(cloud: Cloud) -> None:
     dead = [n for n, f in cloud.faults.items() if f == "dead"]
     stuck = [n for n, f in cloud.faults.items() if f == "power-stuck"]
     requests = [Request(f"web-{i}", resource_class="baremetal", network="lab") for i in range(3)]
-    with Provisioner(backend=backend, max_attempts=4, deadline=240.0) as provisioner:
+    with Provisioner(backend=backend, max_attempts=4, deadline_s=240.0) as provisioner:
         # one request that must walk past both kinds of broken node
         walker = provisioner.provision(
             Request("walker", resource_class="baremetal", network="lab"),
@@ -181,7 +181,7 @@ def test_final_failure_leaves_nothing_allocated(cloud: Cloud) -> None:
         if cloud.conn.baremetal.get_node(name).is_maintenance:
             cloud.conn.baremetal.unset_node_maintenance(name)
     with (
-        Provisioner(backend=backend, max_attempts=3, deadline=120.0) as provisioner,
+        Provisioner(backend=backend, max_attempts=3, deadline_s=120.0) as provisioner,
         pytest.raises(ProvisionFailed) as failed,
     ):
         provisioner.provision(
@@ -220,7 +220,7 @@ def test_readme_example_and_cli_against_ironic(
     cloud: Cloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the README's example, unchanged, on the Ironic backend (one healthy node is free)
-    with Provisioner(backend=cloud.backend(), deadline=120.0) as provisioner:
+    with Provisioner(backend=cloud.backend(), deadline_s=120.0) as provisioner:
         placed = _load_example().deploy_web(provisioner, count=1, prefix="example", network="lab")
     assert list(placed) == ["example-0"]
 

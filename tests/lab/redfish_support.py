@@ -22,6 +22,7 @@ from drivers.redfish import RedfishDriver
 from fakes.faults import FaultRule
 from fakes.machine import FakeMachine, Hardware
 from hwlab.redfish import RedfishServer
+from tests.budgets import per_call
 
 #: quick transitions, so power changes land in well under a second
 HARDWARE = Hardware(power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5)
@@ -90,7 +91,9 @@ def lab_bmc(
     driver = driver_for(server, port, **info)
     try:
         if warm:
-            driver.probe()  # connected and logged in: the calls under test are steady-state
+            driver.probe(
+                deadline=per_call(driver)
+            )  # connected and logged in: the calls under test are steady-state
         yield Lab(server, machine, port, driver)
     finally:
         driver.close()

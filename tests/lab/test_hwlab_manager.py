@@ -25,6 +25,7 @@ from hwlab.control import LabClient
 from hwlab.daemon import pid_alive
 from hwlab.events import read_events
 from hwlab.lab import Lab
+from tests.budgets import per_call
 from tests.lab.proxy_support import port_is_free
 
 pytestmark = pytest.mark.lab
@@ -219,12 +220,12 @@ def test_runtime_control_through_the_api(state_dir: Path) -> None:
         )
         assert added.returncode == 0, added.stderr
         with pytest.raises(BmaasError) as info:
-            driver.get_power_state()
+            driver.get_power_state(deadline=per_call(driver))
         assert type(info.value).__name__ == "BMCBusy"
         assert hwlab("fault", "clear", "--all", "--state-dir", str(state_dir)).returncode == 0
-        assert str(driver.get_power_state()) == "off"
+        assert str(driver.get_power_state(deadline=per_call(driver))) == "off"
         assert hwlab("power", node["name"], "on", "--state-dir", str(state_dir)).returncode == 0
-        assert str(driver.get_power_state()) == "on"
+        assert str(driver.get_power_state(deadline=per_call(driver))) == "on"
     finally:
         driver.close()
     status = client.status()["nodes"][node["name"]]
@@ -260,7 +261,9 @@ def _drive(lab: Lab, calls: int) -> list[tuple[str, str]]:
         try:
             for _ in range(calls):
                 try:
-                    seen.append((node["name"], str(driver.get_power_state())))
+                    seen.append(
+                        (node["name"], str(driver.get_power_state(deadline=per_call(driver))))
+                    )
                 except BmaasError as exc:
                     seen.append((node["name"], type(exc).__name__))
         finally:
@@ -350,6 +353,6 @@ def test_tls_lab_across_workers_verifies_every_node(hwlab_lab: Callable[..., Lab
         assert node["driver_info"]["redfish_address"].startswith("https://")
         driver = build_driver(node["name"], "redfish", node["driver_info"], bmc_timeout=2.0)
         try:
-            assert str(driver.get_power_state()) == "off"
+            assert str(driver.get_power_state(deadline=per_call(driver))) == "off"
         finally:
             driver.close()

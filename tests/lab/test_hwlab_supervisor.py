@@ -15,6 +15,7 @@ import yaml
 from bmaas.driver import PowerState
 from bmaas.registry import build_driver
 from hwlab.daemon import pid_alive
+from tests.budgets import per_call
 from tests.lab.test_hwlab_manager import hwlab, state_dir
 
 __all__ = ["state_dir"]  # the fixture, shared with the manager's tests
@@ -98,7 +99,7 @@ def test_a_killed_worker_is_reported_then_restarted_with_its_machines(state_dir:
     record = next(n for n in inventory["nodes"] if n["name"] == "node-002")
     driver = build_driver("node-002", record["driver"], record["driver_info"], bmc_timeout=5.0)
     try:
-        assert driver.get_power_state() is PowerState.ON
+        assert driver.get_power_state(deadline=per_call(driver)) is PowerState.ON
     finally:
         driver.close()
     assert not pid_alive(pid)

@@ -25,6 +25,7 @@ from bmaas.faults import (
 )
 from bmaas.registry import build_driver
 from drivers.ipmi import IPMIDriver
+from tests.budgets import ask, bound, no_budget, per_call
 from tests.lab.conftest import PASSWORD, Lab
 
 pytestmark = pytest.mark.lab
@@ -49,7 +50,7 @@ def _timed(call: Callable[[], object]) -> tuple[BaseException | None, float]:
 )
 def test_wrong_credentials_fail_fast_with_auth_error(lab: Lab, creds: dict[str, str]) -> None:
     lab.machine()
-    fault, took = _timed(lab.driver(bmc_timeout=5.0, **creds).get_power_state)
+    fault, took = _timed(bound(lab.driver(bmc_timeout=5.0, **creds).get_power_state))
     assert isinstance(fault, BMCAuthError)
     assert took < FAST
 
@@ -60,7 +61,7 @@ def test_a_closed_port_is_unreachable_at_once(lab: Lab) -> None:
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there now: the kernel answers ICMP port unreachable
     lab.machine()
-    fault, took = _timed(lab.driver(bmc_timeout=5.0, ipmi_port=port).probe)
+    fault, took = _timed(bound(lab.driver(bmc_timeout=5.0, ipmi_port=port).probe))
     assert isinstance(fault, BMCUnreachable)
     assert "ICMP" in str(fault)
     assert took < FAST
@@ -71,7 +72,7 @@ def test_built_through_the_registry_with_driver_info(lab: Lab) -> None:
     info = lab.info().to_dict(reveal=True)
     with build_driver("n1", "ipmi", info, bmc_timeout=2.0) as driver:
         assert isinstance(driver, IPMIDriver)
-        assert driver.probe().power_state is PowerState.OFF
+        assert driver.probe(deadline=per_call(driver)).power_state is PowerState.OFF
 
 
 # -- sessions ------------------------------------------------------------------
@@ -82,8 +83,8 @@ def test_one_login_serves_many_calls(lab: Lab) -> None:
     logins = lab.counter(machine, "login")
     driver = lab.driver()
     for _ in range(5):
-        driver.get_power_state()
-    driver.set_boot_device(BootDevice.PXE)
+        driver.get_power_state(deadline=per_call(driver))
+    driver.set_boot_device(BootDevice.PXE, deadline=per_call(driver))
     assert machine.plan.counts()[logins] == 1
 
 
@@ -92,15 +93,15 @@ def test_an_idle_session_is_not_reused(lab: Lab, monkeypatch: pytest.MonkeyPatch
     machine = lab.machine()
     logins = lab.counter(machine, "login")
     driver = lab.driver()
-    driver.get_power_state()
-    driver.get_power_state()
+    driver.get_power_state(deadline=per_call(driver))
+    driver.get_power_state(deadline=per_call(driver))
     assert machine.plan.counts()[logins] == 2
 
 
 def test_close_logs_out(lab: Lab) -> None:
     lab.machine()
     driver = lab.driver()
-    driver.get_power_state()
+    driver.get_power_state(deadline=per_call(driver))
     bmc = lab.server.bmc("n1")
     assert len(bmc.sessions) == 1
     driver.close()
@@ -108,13 +109,15 @@ def test_close_logs_out(lab: Lab) -> None:
     while bmc.sessions and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not bmc.sessions  # Close Session reached the BMC
-    assert driver.get_power_state() is PowerState.OFF  # and the driver can log in again
+    assert (
+        driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
+    )  # and the driver can log in again
 
 
 def test_a_dropped_driver_logs_out(lab: Lab) -> None:
     lab.machine()
     driver = IPMIDriver("n1", lab.info(), bmc_timeout=1.0)
-    driver.get_power_state()
+    driver.get_power_state(deadline=per_call(driver))
     bmc = lab.server.bmc("n1")
     assert len(bmc.sessions) == 1
     del driver
@@ -128,9 +131,11 @@ def test_a_dropped_driver_logs_out(lab: Lab) -> None:
 def test_two_drivers_for_one_bmc_each_keep_their_session(lab: Lab) -> None:
     lab.machine()
     first, second = lab.driver(), lab.driver()
-    assert first.get_power_state() is PowerState.OFF
-    assert second.get_power_state() is PowerState.OFF  # a second socket, woken for it
-    assert first.get_power_state() is PowerState.OFF
+    assert first.get_power_state(deadline=per_call(first)) is PowerState.OFF
+    assert (
+        second.get_power_state(deadline=per_call(second)) is PowerState.OFF
+    )  # a second socket, woken for it
+    assert first.get_power_state(deadline=per_call(first)) is PowerState.OFF
     assert len(lab.server.bmc("n1").sessions) == 2
 
 
@@ -141,15 +146,15 @@ def test_two_drivers_for_one_bmc_each_keep_their_session(lab: Lab) -> None:
 def test_cipher_suites(lab: Lab, suite: int | None) -> None:
     lab.machine()
     extra = {"ipmi_cipher_suite": suite} if suite else {}
-    lab.driver(**extra).get_power_state()
+    ask(lab.driver(**extra).get_power_state)
     (session,) = lab.server.bmc("n1").sessions.values()
     assert session.suite.number == (suite or 17)
 
 
 def test_a_bmc_without_suite_17(lab: Lab) -> None:
     lab.machine(cipher_suites=(3,))
-    assert lab.driver().get_power_state() is PowerState.OFF  # falls back to suite 3
-    fault, took = _timed(lab.driver(ipmi_cipher_suite=17).get_power_state)
+    assert ask(lab.driver().get_power_state) is PowerState.OFF  # falls back to suite 3
+    fault, took = _timed(bound(lab.driver(ipmi_cipher_suite=17).get_power_state))
     assert isinstance(fault, UnsupportedOperation)  # 17 was required: no downgrade
     assert took < FAST
 
@@ -157,9 +162,9 @@ def test_a_bmc_without_suite_17(lab: Lab) -> None:
 def test_user_privilege_reads_but_cannot_act(lab: Lab) -> None:
     machine = lab.machine()
     driver = lab.driver(ipmi_priv_level="user")
-    assert driver.get_power_state() is PowerState.OFF
+    assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
     with pytest.raises(BMCAuthError) as info:
-        driver.set_power_state(PowerAction.ON)
+        driver.set_power_state(PowerAction.ON, deadline=per_call(driver))
     assert info.value.status == "0xD4"
     assert machine.power_state() is PowerState.OFF
 
@@ -170,19 +175,21 @@ def test_user_privilege_reads_but_cannot_act(lab: Lab) -> None:
 def test_soft_reboot_is_soft_off_then_on(lab: Lab) -> None:
     machine = lab.machine(power=PowerState.ON)
     driver = lab.driver()
-    assert driver.set_power_state(PowerAction.SOFT_REBOOT, wait=True, timeout=3.0) is (
-        PowerState.ON
-    )
+    assert driver.set_power_state(
+        PowerAction.SOFT_REBOOT, wait=True, timeout=3.0, deadline=no_budget(driver)
+    ) is (PowerState.ON)
     assert machine.boots == 1
 
 
 def test_one_time_boot_device_is_consumed_by_the_next_power_on(lab: Lab) -> None:
     machine = lab.machine()
     driver = lab.driver()
-    driver.set_boot_device(BootDevice.PXE, persistent=False)
-    driver.set_power_state(PowerAction.ON, wait=True, timeout=3.0)
+    driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=per_call(driver))
+    driver.set_power_state(PowerAction.ON, wait=True, timeout=3.0, deadline=no_budget(driver))
     assert machine.last_boot_device is BootDevice.PXE
-    assert driver.get_boot_device() == BootSetting(BootDevice.DISK, persistent=True)
+    assert driver.get_boot_device(deadline=per_call(driver)) == BootSetting(
+        BootDevice.DISK, persistent=True
+    )
 
 
 def test_command_specific_codes_are_read_with_their_command(
@@ -194,15 +201,15 @@ def test_command_specific_codes_are_read_with_their_command(
     monkeypatch.setattr(lab.server.bmc("n1"), "_get_boot_options", lambda data: (0x80, b""))
     driver = lab.driver()
     with pytest.raises(UnsupportedOperation) as info:
-        driver.get_boot_device()
+        driver.get_boot_device(deadline=per_call(driver))
     assert info.value.status == "0x80"
-    assert driver.get_power_state() is PowerState.OFF
+    assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
     assert machine.plan.counts()[logins] == 1  # an answered error keeps the session
 
 
 def test_inventory_from_fru(lab: Lab) -> None:
     machine = lab.machine()
-    inventory = lab.driver().get_inventory()
+    inventory = ask(lab.driver().get_inventory)
     assert inventory.manufacturer == machine.hardware.vendor
     assert inventory.model == machine.hardware.model
 
@@ -221,7 +228,7 @@ def test_parallel_calls_on_many_bmcs(lab: Lab) -> None:
     def work(driver: IPMIDriver) -> None:
         try:
             for _ in range(15):
-                assert driver.get_power_state() is PowerState.OFF
+                assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
         except BaseException as exc:
             errors.append(exc)
 
@@ -240,10 +247,10 @@ def test_deadlines_hold_for_parallel_hung_calls(lab: Lab) -> None:
     for name in ("h1", "h2", "h3"):
         machine = lab.machine(name)
         drivers.append(lab.driver(name, bmc_timeout=1.0))
-        drivers[-1].probe()  # log in, then every power read hangs
+        drivers[-1].probe(deadline=per_call(drivers[-1]))  # log in, then every power read hangs
         lab.rule(machine, effect="hang", operation="power.get")
     threads = [
-        threading.Thread(target=lambda d=d: results.append(_timed(d.get_power_state)))
+        threading.Thread(target=lambda d=d: results.append(_timed(bound(d.get_power_state))))
         for d in drivers
     ]
     for t in threads:
@@ -272,12 +279,12 @@ def test_secrets_never_leak(
     ]
     for driver in attempts[:2]:
         with pytest.raises(BMCFault) as info:
-            driver.probe()
+            driver.probe(deadline=per_call(driver))
         faults.append(info.value)
     for effect in ("auth_fail", "malformed_reply"):
         lab.rule(machine, effect=effect, operation="power.get", times=1)
         with pytest.raises(BMCFault) as info:
-            attempts[2].get_power_state()
+            attempts[2].get_power_state(deadline=per_call(attempts[2]))
         faults.append(info.value)
     out = capsys.readouterr()
     texts = [caplog.text, out.out, out.err]

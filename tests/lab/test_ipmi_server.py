@@ -17,6 +17,7 @@ from pyghmi.ipmi import command as pyghmi_command
 from bmaas.driver import PowerState
 from fakes.machine import FakeMachine
 from hwlab.ipmi import IPMIServer
+from tests.budgets import ask, bound, per_call
 from tests.lab.conftest import PASSWORD, USER, Lab, live_threads, open_fds
 
 pytestmark = pytest.mark.lab
@@ -74,7 +75,7 @@ def test_many_bmcs_answer_from_one_loop(lab: Lab) -> None:
         lab.machine(name, power=PowerState.ON if i % 2 else PowerState.OFF)
     for i, name in enumerate(names[::6]):
         expected = PowerState.ON if names.index(name) % 2 else PowerState.OFF
-        assert lab.driver(name).get_power_state() is expected, (i, name)
+        assert ask(lab.driver(name).get_power_state) is expected, (i, name)
     assert len({t.name for t in threading.enumerate() if t.name == "hwlab-ipmi"}) == 1
 
 
@@ -102,7 +103,7 @@ def test_garbage_does_not_stop_the_server(lab: Lab, caplog: pytest.LogCaptureFix
             if head.endswith(b"\x06"):
                 body = bytes([rng.choice([0x00, 0x10, 0x12, 0x14, 0xC0])]) + body
             sock.sendto(head + body, ("127.0.0.1", port))
-    assert lab.driver().get_power_state() is PowerState.OFF
+    assert ask(lab.driver().get_power_state) is PowerState.OFF
 
 
 def test_a_handler_that_raises_is_logged_and_survived(
@@ -125,7 +126,7 @@ def test_a_handler_that_raises_is_logged_and_survived(
     deadline = time.monotonic() + 1.0
     while not calls and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert lab.driver().get_power_state() is PowerState.OFF
+    assert ask(lab.driver().get_power_state) is PowerState.OFF
     assert "broke its handler" in caplog.text
 
 
@@ -134,11 +135,11 @@ def test_delayed_answers_do_not_block_other_bmcs(lab: Lab) -> None:
     lab.machine("quick")
     lab.rule(slow, effect="delay", operation="power.get", seconds=0.8)
     slow_driver, quick_driver = lab.driver("slow", bmc_timeout=2.0), lab.driver("quick")
-    thread = threading.Thread(target=slow_driver.get_power_state)
+    thread = threading.Thread(target=bound(slow_driver.get_power_state))
     thread.start()
     time.sleep(0.1)
     start = time.monotonic()
-    assert quick_driver.get_power_state() is PowerState.OFF
+    assert quick_driver.get_power_state(deadline=per_call(quick_driver)) is PowerState.OFF
     assert time.monotonic() - start < 0.3
     thread.join(timeout=5)
 
@@ -169,12 +170,12 @@ def test_stock_pyghmi_client_gets_suite_17(lab: Lab) -> None:
 def test_a_stock_pyghmi_client_never_shares_a_driver_session(lab: Lab) -> None:
     lab.machine()
     driver = lab.driver()
-    driver.get_power_state()
+    driver.get_power_state(deadline=per_call(driver))
     cmd = _pyghmi(lab.server.endpoints["n1"], USER.encode(), PASSWORD.encode())
     try:
         assert type(cmd.ipmi_session).__module__ == "pyghmi.ipmi.private.session"
         assert cmd.get_power() == {"powerstate": "off"}
-        assert driver.get_power_state() is PowerState.OFF
+        assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
         assert len(lab.server.bmc("n1").sessions) == 2
     finally:
         cmd.ipmi_session.logout()
@@ -207,5 +208,5 @@ def test_logging_is_quiet_for_healthy_traffic(lab: Lab, caplog: pytest.LogCaptur
     lab.machine()
     driver = lab.driver()
     for _ in range(3):
-        driver.get_power_state()
+        driver.get_power_state(deadline=per_call(driver))
     assert not caplog.records

@@ -21,7 +21,7 @@ from bmaas.driver import PowerState
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioner, Request
 from bmaas.registry import available_drivers
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from fakes.machine import Hardware
 from hwlab.inventory import inventory_document, node_entry
@@ -40,8 +40,8 @@ BROKEN = {"dead", "power-stuck", "power-lost", "boot-crash"}
 SYNC_PASSES = int(os.environ.get("BMAAS_SYNC_PASSES", "100"))
 
 
-def bmaas(db: Path, *args: str, expect: int | None = 0, retry: RetryPolicy | None = None) -> Result:
-    app = App(db=str(db), retry=retry or RetryPolicy(total=20.0))
+def bmaas(db: Path, *args: str, expect: int | None = 0, retry: RetryLimits | None = None) -> Result:
+    app = App(db=str(db), retry=retry or RetryLimits(total=20.0))
     result = CliRunner().invoke(cli, list(args), obj=app, catch_exceptions=False)
     if expect is not None:
         assert result.exit_code == expect, result.stdout + result.stderr
@@ -133,7 +133,7 @@ def test_sync_on_a_flaky_lab_fences_only_broken_nodes(
     bmaas(db, "enroll", str(lab.inventory_path))
     began = time.monotonic()
     # Short waits after a timeout keep a dead BMC from setting the pace.
-    quick = RetryPolicy(total=10.0, timeout_wait=0.05, unreachable_wait=0.05)
+    quick = RetryLimits(total=10.0, timeout_wait=0.05, unreachable_wait=0.05)
     result = bmaas(
         db,
         *("sync", "--interval", "0.05", "--count", str(SYNC_PASSES), "--bmc-timeout", "0.2"),
@@ -183,15 +183,15 @@ def test_deploy_onto_a_node_that_is_already_on(
         time.sleep(QUICK.os_boot_time)  # the old OS runs
         boots = machine.boots
         settings = DeploySettings(
-            power_timeout=5, settle=0.6, boot_timeout=8, poll_interval=0.1, deadline=30,
+            power_timeout=5, settle=0.6, boot_timeout=8, poll_interval=0.1, deadline_s=30,
             restart_grace=1.0,
         )  # fmt: skip
         with Provisioner(
             store,
             driver_factory=driver_factory(bmc_timeout=1.0),
-            policy=RetryPolicy(total=6.0),
+            limits=RetryLimits(total=6.0),
             settings=settings,
-            deadline=60.0,
+            deadline_s=60.0,
             max_attempts=1,
         ) as p:
             done = p.provision(Request("on-already", network="lab"), candidates=[name])

@@ -21,7 +21,7 @@ from bmaas.deploy import DeploySettings
 from bmaas.faults import ProvisionFailed
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioned, Provisioner, Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from fakes.machine import Hardware
 from hwlab import profiles
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.lab
 
 QUICK = Hardware(power_on_time=0.3, power_off_time=0.2, soft_off_time=0.3, os_boot_time=0.6)
 SETTINGS = DeploySettings(
-    power_timeout=4, settle=0.6, boot_timeout=8, poll_interval=0.2, deadline=30
+    power_timeout=4, settle=0.6, boot_timeout=8, poll_interval=0.2, deadline_s=30
 )
 
 
@@ -46,9 +46,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def _provisioner(store: Store, **kw: object) -> Provisioner:
     options: dict[str, object] = {
         "driver_factory": driver_factory(bmc_timeout=0.5),
-        "policy": RetryPolicy(total=6.0),
+        "limits": RetryLimits(total=6.0),
         "settings": SETTINGS,
-        "deadline": 60.0,
+        "deadline_s": 60.0,
         **kw,
     }
     return Provisioner(store, **options)  # type: ignore[arg-type]
@@ -101,13 +101,13 @@ _KILLED_CLIENT = textwrap.dedent(
     from bmaas.deploy import DeploySettings
     from bmaas.ops import driver_factory
     from bmaas.provision import Provisioner, Request
-    from bmaas.retry import RetryPolicy
+    from bmaas.retry import RetryLimits
     from bmaas.store import Store
 
     store = Store.open(sys.argv[1])
     p = Provisioner(store, driver_factory=driver_factory(bmc_timeout=0.5), lease_ttl=2.0,
-                    policy=RetryPolicy(total=5.0),
-                    settings=DeploySettings(power_timeout=120, settle=0.5, deadline=300))
+                    limits=RetryLimits(total=5.0),
+                    settings=DeploySettings(power_timeout=120, settle=0.5, deadline_s=300))
     p.provision(Request("doomed", network="lab"), candidates=[sys.argv[2]])
     """
 )

@@ -22,6 +22,7 @@ from bmaas.secrets import Secret
 from fakes.faults import Effect
 from hwlab.proxy import ProxyHost, ProxySpec, expected_fault, rmcp
 from hwlab.proxy.stock import StockVbmc
+from tests.budgets import ask
 from tests.lab.proxy_support import VBMC_PASSWORD, VBMC_USER, require_driver
 
 require_driver("ipmi")
@@ -59,10 +60,10 @@ def test_every_call_works_through_the_proxy_without_rules(
     stock_vbmc: StockVbmc, proxy_host: Start
 ) -> None:
     with _driver(_proxy(stock_vbmc, proxy_host)) as driver:
-        assert driver.probe().power_state is PowerState.ON  # the test domain runs
-        assert driver.get_power_state() is PowerState.ON
-        assert isinstance(driver.get_boot_device(), BootSetting)
-        driver.request_power(PowerAction.ON)
+        assert ask(driver.probe).power_state is PowerState.ON  # the test domain runs
+        assert ask(driver.get_power_state) is PowerState.ON
+        assert isinstance(ask(driver.get_boot_device), BootSetting)
+        ask(driver.request_power, PowerAction.ON)
 
 
 CASES = [
@@ -100,7 +101,7 @@ def test_each_effect_is_the_expected_fault(
     with _driver(_proxy(stock_vbmc, proxy_host, [rule])) as driver:
         start = time.monotonic()
         with pytest.raises(expected) as info:
-            driver.get_power_state()
+            ask(driver.get_power_state)
     assert not isinstance(info.value, UnclassifiedFault)
     assert time.monotonic() - start < DEADLINE + 3
     assert info.value.node == "vm1"
@@ -113,10 +114,10 @@ def test_bmc_reboot_is_unreachable_for_its_window(stock_vbmc: StockVbmc, proxy_h
         sock.sendto(rmcp.channel_auth_request(), ("127.0.0.1", port))
     time.sleep(0.2)
     with _driver(port) as driver, pytest.raises(BMCUnreachable):
-        driver.get_power_state()
+        ask(driver.get_power_state)
 
 
 def test_duplicate_power_request_still_succeeds(stock_vbmc: StockVbmc, proxy_host: Start) -> None:
     rule = {"effect": "duplicate", "operation": "power.set"}
     with _driver(_proxy(stock_vbmc, proxy_host, [rule])) as driver:
-        driver.request_power(PowerAction.ON)
+        ask(driver.request_power, PowerAction.ON)

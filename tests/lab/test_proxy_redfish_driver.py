@@ -27,6 +27,7 @@ from bmaas.registry import build_driver
 from fakes.faults import Effect
 from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
 from hwlab.proxy.stock import StockSushy
+from tests.budgets import ask, bound
 from tests.lab.proxy_support import require_driver
 
 require_driver("redfish")
@@ -58,10 +59,10 @@ def test_every_call_works_through_the_proxy_without_rules(
 ) -> None:
     host = _proxy(stock_sushy, proxy_host)
     with _driver(host, stock_sushy) as driver:
-        driver.probe()
-        assert driver.get_power_state() in (PowerState.ON, PowerState.OFF)
-        assert isinstance(driver.get_boot_device(), BootSetting)
-        driver.request_power(PowerAction.ON)
+        ask(driver.probe)
+        assert ask(driver.get_power_state) in (PowerState.ON, PowerState.OFF)
+        assert isinstance(ask(driver.get_boot_device), BootSetting)
+        ask(driver.request_power, PowerAction.ON)
     assert host.status()["events"] == 0
 
 
@@ -89,15 +90,15 @@ def test_each_effect_is_the_expected_fault(
     expected = expected_fault(Effect(effect), "redfish", operation)
     assert expected is not None
     with _driver(host, stock_sushy) as driver:
-        driver.probe()  # connected and authenticated before the rule goes in
+        ask(driver.probe)  # connected and authenticated before the rule goes in
         host.add_faults("rf1", [{"effect": effect, "operation": operation, **params}])
         # REBOOT is always sent (the driver skips an ON the node already reads,
         # and the stock emulator's earlier power-on lands at a random moment);
         # the proxy answers it without forwarding, so nothing reboots.
         call = (
-            (lambda: driver.request_power(PowerAction.REBOOT))
+            (lambda: ask(driver.request_power, PowerAction.REBOOT))
             if operation == "power.set"
-            else driver.get_power_state
+            else bound(driver.get_power_state)
         )
         start = time.monotonic()
         with pytest.raises(expected) as info:
@@ -126,7 +127,7 @@ def test_bmc_reboot_is_unreachable_for_its_window(
             context=context,
         )
     with _driver(host, stock_sushy) as driver, pytest.raises(BMCUnreachable):
-        driver.get_power_state()
+        ask(driver.get_power_state)
 
 
 @pytest.mark.parametrize(
@@ -143,11 +144,11 @@ def test_vendor_incidents_through_the_proxy(
     """The vendor's real answer, forged by the proxy in front of a stock BMC."""
     host = _proxy(stock_sushy, proxy_host)
     with _driver(host, stock_sushy) as driver:
-        driver.probe()
+        ask(driver.probe)
         rule = {"effect": "incident", "incident": incident, "operation": "power.set"}
         host.add_faults("rf1", [rule])
         assert (
             expected_fault(Effect.INCIDENT, "redfish", "power.set", incident=incident) is expected
         )
         with pytest.raises(expected):
-            driver.request_power(PowerAction.REBOOT)
+            ask(driver.request_power, PowerAction.REBOOT)

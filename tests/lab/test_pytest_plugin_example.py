@@ -2,6 +2,7 @@
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.faults import BMCTimeout
 from bmaas.registry import build_driver
 
@@ -14,6 +15,6 @@ def test_a_hung_bmc_is_a_timeout_not_a_hang(hwlab_lab):
     driver = build_driver(node["name"], node["driver"], node["driver_info"], bmc_timeout=1.0)
     try:
         with pytest.raises(BMCTimeout):
-            driver.get_power_state()
+            driver.get_power_state(deadline=Deadline.after(1.0))
     finally:
         driver.close()

@@ -14,6 +14,7 @@ from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.faults import BMCAuthError, BMCFault, BMCInternalError, BMCUnreachable
 from fakes.clock import FakeClock
 from hwlab.redfish import RedfishServer
+from tests.budgets import ask, no_budget, per_call
 from tests.lab.redfish_support import PASSWORD, Lab, driver_for, lab_bmc
 
 pytestmark = pytest.mark.lab
@@ -33,15 +34,22 @@ def lab(tls_server: RedfishServer) -> Iterator[Lab]:
 
 def test_one_time_pxe_is_consumed_at_the_next_power_on(lab: Lab) -> None:
     driver, machine = lab.driver, lab.machine
-    driver.set_boot_device(BootDevice.PXE, persistent=False)
-    assert driver.get_boot_device() == BootSetting(BootDevice.PXE, persistent=False)
+    driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=per_call(driver))
+    assert driver.get_boot_device(deadline=per_call(driver)) == BootSetting(
+        BootDevice.PXE, persistent=False
+    )
 
-    assert driver.set_power_state(PowerAction.ON, wait=True, timeout=3) is PowerState.ON
+    assert (
+        driver.set_power_state(PowerAction.ON, wait=True, timeout=3, deadline=no_budget(driver))
+        is PowerState.ON
+    )
     assert machine.last_boot_device is BootDevice.PXE
     # consumed: the next boot is from the persistent device again
-    assert driver.get_boot_device() == BootSetting(BootDevice.DISK, persistent=True)
+    assert driver.get_boot_device(deadline=per_call(driver)) == BootSetting(
+        BootDevice.DISK, persistent=True
+    )
 
-    driver.set_power_state(PowerAction.REBOOT, wait=True, timeout=3)
+    driver.set_power_state(PowerAction.REBOOT, wait=True, timeout=3, deadline=no_budget(driver))
     for _ in range(40):  # bounded: the reboot lands within ~0.3 s
         if machine.boots == 2:
             break
@@ -51,24 +59,26 @@ def test_one_time_pxe_is_consumed_at_the_next_power_on(lab: Lab) -> None:
 
 
 def test_persistent_boot_survives_power_cycles(lab: Lab) -> None:
-    lab.driver.set_boot_device(BootDevice.CDROM, persistent=True)
-    lab.driver.set_power_state(PowerAction.ON, wait=True, timeout=3)
+    lab.driver.set_boot_device(BootDevice.CDROM, persistent=True, deadline=per_call(lab.driver))
+    lab.driver.set_power_state(PowerAction.ON, wait=True, timeout=3, deadline=no_budget(lab.driver))
     assert lab.machine.last_boot_device is BootDevice.CDROM
-    assert lab.driver.get_boot_device() == BootSetting(BootDevice.CDROM, persistent=True)
+    assert lab.driver.get_boot_device(deadline=per_call(lab.driver)) == BootSetting(
+        BootDevice.CDROM, persistent=True
+    )
 
 
 def test_boot_progress_follows_the_boot(tls_server: RedfishServer) -> None:
     clock = FakeClock()  # the machine's time: the boot advances when the test says so
     with lab_bmc(tls_server, clock=clock.monotonic) as lab:
-        assert lab.driver.get_boot_progress() == "None"
+        assert lab.driver.get_boot_progress(deadline=per_call(lab.driver)) == "None"
         lab.machine.force_power(PowerState.ON)
-        assert lab.driver.get_boot_progress() == "OSBootStarted"
+        assert lab.driver.get_boot_progress(deadline=per_call(lab.driver)) == "OSBootStarted"
         clock.advance(lab.machine.hardware.os_boot_time)
-        assert lab.driver.get_boot_progress() == "OSRunning"
+        assert lab.driver.get_boot_progress(deadline=per_call(lab.driver)) == "OSRunning"
 
 
 def test_inventory_reads_the_machine(lab: Lab) -> None:
-    inventory = lab.driver.get_inventory()
+    inventory = lab.driver.get_inventory(deadline=per_call(lab.driver))
     hw = lab.machine.hardware
     assert (inventory.manufacturer, inventory.model, inventory.cpus, inventory.memory_mb) == (
         hw.vendor,
@@ -83,7 +93,7 @@ def test_an_unknown_ca_is_refused(tls_server: RedfishServer, lab: Lab) -> None:
     try:
         driver = driver_for(tls_server, lab.port, redfish_verify_ca=other.ca_path)
         with pytest.raises(BMCUnreachable, match="TLS"):
-            driver.get_power_state()
+            driver.get_power_state(deadline=per_call(driver))
         driver.close()
     finally:
         other.stop()
@@ -95,8 +105,8 @@ def test_verify_off_warns_once_and_still_works(
     caplog.set_level(logging.WARNING, logger="drivers.redfish")
     driver = driver_for(tls_server, lab.port, redfish_verify_ca=False)
     try:
-        assert driver.get_power_state() is PowerState.OFF
-        assert driver.get_power_state() is PowerState.OFF
+        assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
+        assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
     finally:
         driver.close()
     warnings = [r for r in caplog.records if "verification is off" in r.getMessage()]
@@ -123,7 +133,7 @@ def test_failing_calls_leak_neither_password_nor_token(
     faults: list[BMCFault] = []
     for call in (lab.driver.get_power_state, lab.driver.get_boot_device):
         with pytest.raises(BMCFault) as info:
-            call()
+            ask(call)
         faults.append(info.value)
     tokens |= _tokens(lab)  # the re-login during the auth failure made a new one
     assert isinstance(faults[0], BMCInternalError)

@@ -30,6 +30,7 @@ from bmaas.faults import (
 from fakes.machine import FakeMachine
 from hwlab.redfish import RedfishServer
 from hwlab.redfish.server import SWEEP_INTERVAL
+from tests.budgets import bound, no_budget, per_call
 from tests.lab.redfish_support import (
     DEADLINE,
     HARDWARE,
@@ -68,7 +69,7 @@ def basic_lab(server: RedfishServer) -> Iterator[Lab]:
 
 def test_hang_times_out_at_the_deadline(lab: Lab) -> None:
     lab.rule(effect="hang", operation="power.get")
-    fault, took, sent = lab.fails(lab.driver.get_power_state)
+    fault, took, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCTimeout)
     assert DEADLINE * 0.9 <= took < DEADLINE + SLACK
     assert sent == 1
@@ -87,7 +88,7 @@ def test_trickle_dribbles_the_answer_bytes_at_a_time(lab: Lab) -> None:
 
 def test_delay_past_the_deadline_times_out(lab: Lab) -> None:
     lab.rule(effect="delay", seconds=5, operation="power.get")
-    fault, took, sent = lab.fails(lab.driver.get_power_state)
+    fault, took, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCTimeout)
     assert took < DEADLINE + SLACK
     assert sent == 1
@@ -96,7 +97,7 @@ def test_delay_past_the_deadline_times_out(lab: Lab) -> None:
 def test_short_delay_is_only_slow(lab: Lab) -> None:
     lab.rule(effect="delay", seconds=0.2, operation="power.get")
     start = time.monotonic()
-    state, sent = lab.succeeds(lab.driver.get_power_state)
+    state, sent = lab.succeeds(bound(lab.driver.get_power_state))
     assert state is PowerState.OFF
     assert time.monotonic() - start >= 0.2
     assert sent == 1
@@ -104,7 +105,9 @@ def test_short_delay_is_only_slow(lab: Lab) -> None:
 
 def test_drop_is_a_timeout_with_unknown_outcome(lab: Lab) -> None:
     lab.rule(effect="drop", operation="power.set")
-    fault, took, sent = lab.fails(lambda: lab.driver.set_power_state(PowerAction.ON))
+    fault, took, sent = lab.fails(
+        lambda: lab.driver.set_power_state(PowerAction.ON, deadline=per_call(lab.driver))
+    )
     assert isinstance(fault, BMCTimeout)
     assert "without a response" in fault.message
     assert took < DEADLINE + SLACK
@@ -116,7 +119,7 @@ def test_drop_is_a_timeout_with_unknown_outcome(lab: Lab) -> None:
 
 def test_busy_carries_retry_after(lab: Lab) -> None:
     lab.rule(effect="busy", retry_after=7, operation="power.get")
-    fault, took, sent = lab.fails(lab.driver.get_power_state)
+    fault, took, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCBusy)
     assert fault.retry_after == 7.0
     assert fault.status == "503"
@@ -126,7 +129,7 @@ def test_busy_carries_retry_after(lab: Lab) -> None:
 
 def test_internal_error_carries_the_message_id_and_is_not_retried(lab: Lab) -> None:
     lab.rule(effect="internal_error", message_id="Oem.1.0.FanFailure", operation="power.get")
-    fault, took, sent = lab.fails(lab.driver.get_power_state)
+    fault, took, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCInternalError)
     assert fault.message_id == "Oem.1.0.FanFailure"
     assert took < DEADLINE + SLACK
@@ -135,7 +138,9 @@ def test_internal_error_carries_the_message_id_and_is_not_retried(lab: Lab) -> N
 
 def test_internal_error_on_a_reset_is_sent_once(lab: Lab) -> None:
     lab.rule(effect="internal_error", operation="power.set")
-    fault, _, sent = lab.fails(lambda: lab.driver.set_power_state(PowerAction.REBOOT))
+    fault, _, sent = lab.fails(
+        lambda: lab.driver.set_power_state(PowerAction.REBOOT, deadline=per_call(lab.driver))
+    )
     assert isinstance(fault, BMCInternalError)
     assert sent == 2  # GET + one POST
     assert lab.machine.boots == 0
@@ -143,7 +148,7 @@ def test_internal_error_on_a_reset_is_sent_once(lab: Lab) -> None:
 
 def test_auth_fail_with_a_session_relogs_in_once(lab: Lab) -> None:
     lab.rule(effect="auth_fail", operation="power.get")
-    fault, took, sent = lab.fails(lab.driver.get_power_state)
+    fault, took, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCAuthError)
     assert took < DEADLINE + SLACK
     assert sent == 3  # GET 401, one fresh login, the GET again (401)
@@ -151,21 +156,21 @@ def test_auth_fail_with_a_session_relogs_in_once(lab: Lab) -> None:
 
 def test_auth_fail_with_basic_auth_is_final(basic_lab: Lab) -> None:
     basic_lab.rule(effect="auth_fail", operation="power.get")
-    fault, _, sent = basic_lab.fails(basic_lab.driver.get_power_state)
+    fault, _, sent = basic_lab.fails(bound(basic_lab.driver.get_power_state))
     assert isinstance(fault, BMCAuthError)
     assert sent == 1
 
 
 def test_expired_session_is_renewed_transparently(lab: Lab) -> None:
     lab.rule(effect="auth_fail", scope="session", operation="power.get", nth=1)
-    state, sent = lab.succeeds(lab.driver.get_power_state)
+    state, sent = lab.succeeds(bound(lab.driver.get_power_state))
     assert state is PowerState.OFF
     assert sent == 3  # GET 401 (session gone), login, GET
 
 
 def test_session_expiry_after_n_requests(lab: Lab) -> None:
     lab.rule(effect="auth_fail", scope="session", operation="*", nth=[4])
-    counts = [lab.succeeds(lab.driver.get_power_state)[1] for _ in range(5)]
+    counts = [lab.succeeds(bound(lab.driver.get_power_state))[1] for _ in range(5)]
     assert counts == [1, 1, 1, 3, 1]
 
 
@@ -174,11 +179,11 @@ def test_wrong_password_is_an_auth_error(server: RedfishServer, lab: Lab) -> Non
     try:
         before = lab.requests
         with pytest.raises(BMCAuthError):
-            driver.get_power_state()
+            driver.get_power_state(deadline=per_call(driver))
         # service root, session login refused, sushy falls back to Basic: the GET
         assert lab.requests - before == 3
         with pytest.raises(BMCAuthError):
-            driver.get_power_state()
+            driver.get_power_state(deadline=per_call(driver))
         assert lab.requests - before == 4  # no second login attempt: one GET
     finally:
         driver.close()
@@ -186,7 +191,7 @@ def test_wrong_password_is_an_auth_error(server: RedfishServer, lab: Lab) -> Non
 
 def test_unsupported_read_is_501(lab: Lab) -> None:
     lab.rule(effect="unsupported", operation="power.get")
-    fault, _, sent = lab.fails(lab.driver.get_power_state)
+    fault, _, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, UnsupportedOperation)
     assert fault.status == "501"
     assert sent == 1
@@ -194,7 +199,9 @@ def test_unsupported_read_is_501(lab: Lab) -> None:
 
 def test_unsupported_action_is_405(lab: Lab) -> None:
     lab.rule(effect="unsupported", operation="vmedia.insert")
-    fault, _, sent = lab.fails(lambda: lab.driver.insert_virtual_media("http://img/a.iso"))
+    fault, _, sent = lab.fails(
+        lambda: lab.driver.insert_virtual_media("http://img/a.iso", deadline=per_call(lab.driver))
+    )
     assert isinstance(fault, UnsupportedOperation)
     assert fault.status == "405"
     assert sent == 6  # finding the CD slot (5 GETs, once per driver) + the POST
@@ -205,12 +212,12 @@ def test_reset_type_the_system_does_not_offer(server: RedfishServer) -> None:
     port = server.add(machine, username=USERNAME, password=PASSWORD, reset_types=["On", "ForceOff"])
     driver = driver_for(server, port)
     try:
-        driver.probe()
+        driver.probe(deadline=per_call(driver))
         before = server.request_count(port)
         with pytest.raises(
             UnsupportedOperation, match="GracefulShutdown; the system allows ForceOff, On"
         ):
-            driver.set_power_state(PowerAction.SOFT_OFF)
+            driver.set_power_state(PowerAction.SOFT_OFF, deadline=per_call(driver))
         assert server.request_count(port) - before == 1  # read, refused locally, nothing sent
         assert machine.power_state() is PowerState.ON
     finally:
@@ -219,7 +226,7 @@ def test_reset_type_the_system_does_not_offer(server: RedfishServer) -> None:
 
 def test_malformed_json_is_a_protocol_error(lab: Lab) -> None:
     lab.rule(effect="malformed_reply", operation="power.get")
-    fault, _, sent = lab.fails(lab.driver.get_power_state)
+    fault, _, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCProtocolError)
     assert "JSON" in fault.message
     assert sent == 1
@@ -227,18 +234,20 @@ def test_malformed_json_is_a_protocol_error(lab: Lab) -> None:
 
 def test_reply_that_is_not_http_is_a_protocol_error(lab: Lab) -> None:
     lab.rule(effect="malformed_reply", operation="power.set")
-    fault, _, sent = lab.fails(lambda: lab.driver.set_power_state(PowerAction.ON))
+    fault, _, sent = lab.fails(
+        lambda: lab.driver.set_power_state(PowerAction.ON, deadline=per_call(lab.driver))
+    )
     assert isinstance(fault, BMCProtocolError)
     assert sent == 2
 
 
 def test_bmc_reboot_refuses_connections_for_the_window(lab: Lab) -> None:
     lab.rule(effect="bmc_reboot", duration=0.6, operation="power.get", times=1)
-    fault, took, sent = lab.fails(lab.driver.get_power_state)
+    fault, took, sent = lab.fails(bound(lab.driver.get_power_state))
     # The request that rebooted the BMC is lost with it: outcome unknown.
     assert isinstance(fault, BMCTimeout)
     assert sent == 1
-    fault, took, sent = lab.fails(lab.driver.get_power_state)
+    fault, took, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCUnreachable)
     assert "refused" in fault.message
     assert took < 0.5
@@ -248,7 +257,7 @@ def test_bmc_reboot_refuses_connections_for_the_window(lab: Lab) -> None:
             break
         time.sleep(0.05)
     time.sleep(SWEEP_INTERVAL * 3)  # the server listens again on its next sweep
-    state, sent = lab.succeeds(lab.driver.get_power_state)
+    state, sent = lab.succeeds(bound(lab.driver.get_power_state))
     assert state is PowerState.OFF
     assert sent == 3  # the BMC forgot the session: 401, login, GET
 
@@ -256,7 +265,7 @@ def test_bmc_reboot_refuses_connections_for_the_window(lab: Lab) -> None:
 def test_bmc_rebooted_by_another_protocol_refuses_too(lab: Lab) -> None:
     lab.machine.reboot_bmc(0.5)  # as the IPMI emulator does for the same machine
     time.sleep(SWEEP_INTERVAL * 3)
-    fault, _, sent = lab.fails(lab.driver.get_power_state)
+    fault, _, sent = lab.fails(bound(lab.driver.get_power_state))
     assert isinstance(fault, BMCUnreachable)
     assert sent == 0
 
@@ -267,13 +276,19 @@ def test_bmc_rebooted_by_another_protocol_refuses_too(lab: Lab) -> None:
 def test_power_stuck_is_a_power_failure(lab: Lab) -> None:
     lab.rule(effect="power_stuck", operation="power.set")
     with pytest.raises(PowerFailure):
-        lab.driver.set_power_state(PowerAction.ON, wait=True, timeout=0.5)
+        lab.driver.set_power_state(
+            PowerAction.ON, wait=True, timeout=0.5, deadline=no_budget(lab.driver)
+        )
     assert lab.machine.power_state() is PowerState.OFF
 
 
 def test_boot_not_persisted_is_a_boot_failure(lab: Lab) -> None:
     lab.rule(effect="boot_not_persisted", operation="boot.set")
-    fault, _, sent = lab.fails(lambda: lab.driver.set_boot_device(BootDevice.PXE, persistent=True))
+    fault, _, sent = lab.fails(
+        lambda: lab.driver.set_boot_device(
+            BootDevice.PXE, persistent=True, deadline=per_call(lab.driver)
+        )
+    )
     assert isinstance(fault, BootFailure)
     assert sent == 3  # GET for the ETag, PATCH, read-back GET
 
@@ -281,7 +296,7 @@ def test_boot_not_persisted_is_a_boot_failure(lab: Lab) -> None:
 def test_power_lost_reads_off(lab: Lab) -> None:
     lab.machine.force_power(PowerState.ON)
     lab.rule(effect="power_lost", operation="power.get", times=1)
-    assert lab.driver.get_power_state() is PowerState.OFF
+    assert lab.driver.get_power_state(deadline=per_call(lab.driver)) is PowerState.OFF
     assert lab.machine.power_fault
 
 
@@ -294,7 +309,7 @@ def test_unknown_system_is_an_input_error_naming_it(server: RedfishServer, lab: 
     try:
         for _ in range(2):
             with pytest.raises(InputError) as info:
-                driver.get_power_state()
+                driver.get_power_state(deadline=per_call(driver))
             assert info.value.field == "driver_info.redfish_system_id"
             assert "/redfish/v1/Systems/nope" in str(info.value)
         # the service's one session (shared with the lab's node, same service

@@ -23,6 +23,7 @@ import sushy
 from bmaas.driver import BootDevice, PowerState
 from fakes.machine import FakeMachine
 from hwlab.redfish import RedfishServer
+from tests.budgets import ask
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
 
 pytestmark = pytest.mark.lab
@@ -191,7 +192,7 @@ def test_parallel_clients_on_many_endpoints(server: RedfishServer) -> None:
     ]
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
-            states = list(pool.map(lambda d: [d.get_power_state() for _ in range(3)], drivers))
+            states = list(pool.map(lambda d: [ask(d.get_power_state) for _ in range(3)], drivers))
     finally:
         for driver in drivers:
             driver.close()

@@ -23,6 +23,7 @@ from bmaas.store import OwnerKind, Store
 from bmaas.store.migrate import MIGRATIONS
 from hwlab.lab import Lab
 from hwlab.labspec import DEFAULT_PASSWORD
+from hwlab.profiles import PROFILES
 
 pytestmark = pytest.mark.lab
 
@@ -211,3 +212,33 @@ def test_an_orphaned_allocation_warns_until_sync_reclaims_it(
     assert synced.exit_code == 0, synced.stdout + synced.stderr
     result, checks = check(db, "--deadline", "10", clock=an_hour_later)
     assert result.exit_code == 0, result.stdout
+
+
+def test_busy_bmcs_are_a_warning_never_a_failure(hwlab_lab: StartLab, tmp_path: Path) -> None:
+    """BMCs that only ever say "busy" work: the policy table's ``check``
+    column makes busy a Warning in every check that asks them (bmc, power,
+    boot), never a Failure (issue 23: power and boot failed on busy alone)."""
+    lab, db = enrolled_lab(hwlab_lab, tmp_path, nodes=3)
+    for name in ("node-001", "node-002", "node-003"):
+        lab.add_faults(name, [{"effect": "busy", "retry_after": 0.1}])
+    result, checks = check(db, "--deadline", "20", "--only", "bmc,power,boot")
+    assert {n: c["result"] for n, c in checks.items()} == {
+        "bmc": "Warning",
+        "power": "Warning",
+        "boot": "Warning",
+    }, checks
+    assert result.exit_code == 1
+    assert set(checks["bmc"]["nodes"]) == {"busy"}
+
+
+def test_a_flaky_lab_whose_bmcs_are_only_busy_passes(hwlab_lab: StartLab, tmp_path: Path) -> None:
+    """The ``flaky`` profile's busy BMCs (busy now and then, Retry-After
+    0.5 s) on every node: the check's reads retry a busy answer within their
+    share of the deadline (by the policy table: busy is retried, never
+    counted), so the check succeeds."""
+    lab, db = enrolled_lab(hwlab_lab, tmp_path, nodes=4)
+    (busy,) = [g.rules for g in PROFILES["flaky"].groups if g.rules[0].effect == "busy"]
+    for i in range(1, 5):
+        lab.add_faults(f"node-{i:03d}", list(busy))
+    result, checks = check(db, "--deadline", "30", "--only", "bmc,power,boot")
+    assert result.exit_code == 0, checks

@@ -11,6 +11,7 @@ from bmaas.ops import DriverFactory
 from bmaas.store.records import NodeRecord
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
+from tests.budgets import per_call
 
 
 def make_factory(*, bmc_timeout: float = 2.0, faulty: tuple[str, ...] = ()) -> DriverFactory:
@@ -34,4 +35,4 @@ def make_factory(*, bmc_timeout: float = 2.0, faulty: tuple[str, ...] = ()) -> D
 
 
 def read_power(driver: BMCDriver) -> PowerState:
-    return driver.get_power_state()
+    return driver.get_power_state(deadline=per_call(driver))

@@ -9,6 +9,7 @@ from bmaas.faults import BMCAuthError, InputError
 from fakes.clock import FakeClock
 from fakes.faults import FaultRule
 from fakes.fleet import FakeFleet
+from tests.budgets import ask
 
 
 def test_scope_defaults_to_credentials_and_is_omitted() -> None:
@@ -30,6 +31,6 @@ def test_fake_driver_renews_an_expired_session_like_a_real_driver() -> None:
     fleet = FakeFleet(clock=FakeClock())
     fleet.add("n1", rules=[{"effect": "auth_fail", "scope": "session", "operation": "power.get"}])
     fleet.add("n2", rules=[{"effect": "auth_fail", "operation": "power.get"}])
-    assert fleet.driver("n1").get_power_state() is PowerState.OFF
+    assert ask(fleet.driver("n1").get_power_state) is PowerState.OFF
     with pytest.raises(BMCAuthError):
-        fleet.driver("n2").get_power_state()
+        ask(fleet.driver("n2").get_power_state)

@@ -14,7 +14,7 @@ from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import BootDevice, BootSetting, PowerState, Quirk
 from bmaas.faults import BootFailure
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from bmaas.store.nodes import QUIRKS_KEY
 from fakes.clock import FakeClock
@@ -23,7 +23,7 @@ from fakes.machine import FakeMachine, Hardware
 
 HW = Hardware(power_on_time=1, power_off_time=1, soft_off_time=1, os_boot_time=1, reset_time=0.5)
 SETTINGS = DeploySettings(
-    power_timeout=30, settle=2, boot_timeout=30, poll_interval=1, deadline=120
+    power_timeout=30, settle=2, boot_timeout=30, poll_interval=1, deadline_s=120
 )
 
 
@@ -50,7 +50,7 @@ def rig(machine_cls: type[FakeMachine]) -> tuple[FakeDriver, FakeMachine, FakeCl
 
 
 def deploy(driver: FakeDriver, clock: FakeClock, **kw: Any) -> None:
-    policy = RetryPolicy(sleep=clock.sleep, clock=clock)
+    policy = RetryLimits(sleep=clock.sleep, clock=clock)
     settings = DeploySettings(**{**SETTINGS.__dict__, **kw})
     deploy_node(driver, settings=settings, policy=policy, deadline=Deadline.after(600, clock=clock))
 

@@ -12,7 +12,7 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation, PowerAction, PowerState
 from bmaas.faults import BMCBusy, BMCTimeout, PowerFailure
-from bmaas.retry import RetryingDriver, RetryPolicy, call, reboot
+from bmaas.retry import RetryingDriver, RetryLimits, call, reboot
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.faults import Firing
@@ -32,7 +32,7 @@ class Recording(FakeDriver):
         self.handed: list[tuple[str, float, float]] = []  # (operation, now, deadline.at)
 
     def _call(
-        self, operation: Operation, deadline: Deadline | None, act: Callable[[list[Firing]], T]
+        self, operation: Operation, deadline: Deadline, act: Callable[[list[Firing]], T]
     ) -> T:
         bound = self._deadline(deadline)
         self.handed.append((str(operation), self._clock(), bound.at))
@@ -41,14 +41,14 @@ class Recording(FakeDriver):
 
 def rig(
     *rules: dict[str, Any], power: PowerState = PowerState.OFF, bmc_timeout: float = 5.0
-) -> tuple[Recording, FakeClock, RetryPolicy]:
+) -> tuple[Recording, FakeClock, RetryLimits]:
     clock = FakeClock(start=0.0)
     fleet = FakeFleet(clock=clock, seed=5)
     machine = fleet.add("n1", hardware=HW, rules=rules, power=power)
     driver = Recording(
         "n1", machine=machine, bmc_timeout=bmc_timeout, clock=clock.monotonic, sleep=clock.sleep
     )
-    policy = RetryPolicy(sleep=clock.sleep, clock=clock.monotonic, jitter=0.0, rng=random.Random(0))
+    policy = RetryLimits(sleep=clock.sleep, clock=clock.monotonic, jitter=0.0, rng=random.Random(0))
     return driver, clock, policy
 
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from bmaas.cli import App, cli
 from bmaas.driver import PowerState
 from bmaas.ops import driver_factory
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from fakes.clock import FakeClock
 from fakes.faults import FaultRule
 from fakes.fleet import FakeFleet
@@ -32,7 +32,7 @@ def fleet() -> FakeFleet:
 
 @pytest.fixture
 def app(tmp_path: Path, fleet: FakeFleet) -> App:
-    retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0)
+    retry = RetryLimits(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0)
     app = App(
         db=str(tmp_path / "b.db"),
         make_factory=lambda bmc_timeout: driver_factory(fleet=fleet, bmc_timeout=bmc_timeout),

@@ -8,16 +8,17 @@ from typing import Any
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import Capability, Operation, PowerAction, PowerState
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.machine import FakeMachine, Hardware
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=3, os_boot_time=4, reset_time=0.5)
 SETTINGS = DeploySettings(
-    power_timeout=30, settle=5, boot_timeout=30, poll_interval=1, deadline=120, restart_grace=5
+    power_timeout=30, settle=5, boot_timeout=30, poll_interval=1, deadline_s=120, restart_grace=5
 )
 
 
@@ -33,10 +34,10 @@ class IpmiLike(FakeDriver):
         super().__init__(*args, **kw)
         self.hard_reset = hard_reset
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         return self._call(Operation.POWER_GET, deadline, lambda hw: self.machine.settled_power)
 
-    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         if action is PowerAction.REBOOT and self.hard_reset:
             self._call(Operation.POWER_SET, deadline, lambda hw: self.machine.reset(hw))
         else:
@@ -52,8 +53,9 @@ def rig(driver_cls: type[FakeDriver], **kw: Any) -> tuple[FakeDriver, FakeMachin
 
 
 def deploy(driver: FakeDriver, clock: FakeClock) -> dict[str, float]:
-    policy = RetryPolicy(sleep=clock.sleep, clock=clock)
-    return deploy_node(driver, settings=SETTINGS, policy=policy).steps
+    policy = RetryLimits(sleep=clock.sleep, clock=clock)
+    deadline = Deadline.after(SETTINGS.deadline_s, clock=clock)
+    return deploy_node(driver, settings=SETTINGS, limits=policy, deadline=deadline).steps
 
 
 @pytest.mark.parametrize("hard_reset", [True, False], ids=["hard-reset", "old-cycle-model"])

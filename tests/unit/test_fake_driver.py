@@ -25,6 +25,7 @@ from fakes.driver import FakeDriver
 from fakes.faults import Effect
 from fakes.fleet import FakeFleet
 from fakes.machine import Hardware
+from tests.budgets import ask, no_budget, per_call
 
 DEADLINE = 5.0
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=5, os_boot_time=10)
@@ -44,8 +45,11 @@ def _driver(*rules: dict[str, Any], power: PowerState = PowerState.OFF) -> FakeD
 
 def test_healthy_power_cycle_converges_on_the_fake_clock() -> None:
     d = _driver()
-    assert d.set_power_state(PowerAction.ON, wait=True, timeout=10) is PowerState.ON
-    assert d.get_power_state() is PowerState.ON
+    assert (
+        d.set_power_state(PowerAction.ON, wait=True, timeout=10, deadline=no_budget(d))
+        is PowerState.ON
+    )
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.ON
     assert d.machine.boots == 1
 
 
@@ -60,8 +64,8 @@ def test_hang_times_out_after_the_deadline_without_sleeping() -> None:
 
 def test_drop_all_is_a_timeout_and_drop_none_succeeds() -> None:
     with pytest.raises(BMCTimeout):
-        _driver({"effect": "drop", "rate": 1.0}).get_power_state()
-    assert _driver({"effect": "drop", "rate": 0.0}).get_power_state() is PowerState.OFF
+        ask(_driver({"effect": "drop", "rate": 1.0}).get_power_state)
+    assert ask(_driver({"effect": "drop", "rate": 0.0}).get_power_state) is PowerState.OFF
 
 
 def test_drop_rate_is_a_share_of_calls_and_replays() -> None:
@@ -70,7 +74,7 @@ def test_drop_rate_is_a_share_of_calls_and_replays() -> None:
         seen = []
         for _ in range(200):
             try:
-                d.get_power_state()
+                d.get_power_state(deadline=per_call(d))
                 seen.append(True)
             except BMCTimeout:
                 seen.append(False)
@@ -83,27 +87,27 @@ def test_drop_rate_is_a_share_of_calls_and_replays() -> None:
 
 def test_delay_below_deadline_succeeds_late_and_above_times_out() -> None:
     d, clock = _make({"effect": "delay", "seconds": 1.5})
-    assert d.get_power_state() is PowerState.OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.OFF
     assert clock.sleeps == [1.5]
     with pytest.raises(BMCTimeout):
-        _driver({"effect": "delay", "seconds": 9}).get_power_state()
+        ask(_driver({"effect": "delay", "seconds": 9}).get_power_state)
 
 
 def test_trickle_is_as_late_as_the_whole_answer_takes_to_dribble_in() -> None:
     # A 2 KiB answer at 512 bytes every 0.5 s arrives whole after 2 s.
     d, clock = _make({"effect": "trickle", "bytes": 512, "every": 0.5})
-    assert d.get_power_state() is PowerState.OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.OFF
     assert clock.sleeps == [2.0]
     # One byte every 0.3 s: never whole within the 5 s deadline.
     d, clock = _make({"effect": "trickle", "operation": "power.get"})
     with pytest.raises(BMCTimeout):
-        d.get_power_state()
+        d.get_power_state(deadline=per_call(d))
     assert clock.sleeps == [DEADLINE]
 
 
 def test_busy_carries_retry_after() -> None:
     with pytest.raises(BMCBusy) as info:
-        _driver({"effect": "busy", "retry_after": 3}).get_power_state()
+        ask(_driver({"effect": "busy", "retry_after": 3}).get_power_state)
     assert info.value.retry_after == 3.0
 
 
@@ -118,74 +122,77 @@ def test_busy_carries_retry_after() -> None:
 )
 def test_bmc_effects_map_to_their_fault(effect: str, cls: type[BmaasError]) -> None:
     with pytest.raises(cls) as info:
-        _driver({"effect": effect}).probe()
+        ask(_driver({"effect": effect}).probe)
     assert info.value.node == "n1"
     assert info.value.operation == "probe"
 
 
 def test_internal_error_has_message_id() -> None:
     with pytest.raises(BMCInternalError) as info:
-        _driver({"effect": "internal_error", "message_id": "Oem.1.0.Broken"}).probe()
+        ask(_driver({"effect": "internal_error", "message_id": "Oem.1.0.Broken"}).probe)
     assert info.value.message_id == "Oem.1.0.Broken"
 
 
 def test_bmc_reboot_is_unreachable_for_the_window_then_recovers() -> None:
     d, clock = _make({"effect": "bmc_reboot", "duration": 20, "times": 1})
     with pytest.raises(BMCUnreachable):
-        d.get_power_state()
+        d.get_power_state(deadline=per_call(d))
     with pytest.raises(BMCUnreachable):
-        d.get_power_state()
+        d.get_power_state(deadline=per_call(d))
     clock.advance(20)
-    assert d.get_power_state() is PowerState.OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.OFF
 
 
 def test_power_stuck_is_a_power_failure_when_waiting() -> None:
     d = _driver({"effect": "power_stuck", "operation": "power.set"})
     with pytest.raises(PowerFailure) as info:
-        d.set_power_state(PowerAction.ON, wait=True, timeout=10)
+        d.set_power_state(PowerAction.ON, wait=True, timeout=10, deadline=no_budget(d))
     assert info.value.elapsed == pytest.approx(10)
-    assert d.get_power_state() is PowerState.OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.OFF
 
 
 def test_power_lost_turns_the_node_off() -> None:
     d = _driver({"effect": "power_lost", "operation": "power.get", "nth": 2}, power=PowerState.ON)
-    assert d.get_power_state() is PowerState.ON
-    assert d.get_power_state() is PowerState.OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.ON
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.OFF
     assert d.machine.power_fault
 
 
 def test_slow_power_beats_a_short_wait_and_lands_later() -> None:
     d, clock = _make({"effect": "slow_power", "seconds": 30})
     with pytest.raises(PowerFailure):
-        d.set_power_state(PowerAction.ON, wait=True, timeout=10)
+        d.set_power_state(PowerAction.ON, wait=True, timeout=10, deadline=no_budget(d))
     clock.advance(25)
-    assert d.get_power_state() is PowerState.ON
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.ON
 
 
 def test_boot_not_persisted_is_a_boot_failure() -> None:
     d = _driver({"effect": "boot_not_persisted"})
     with pytest.raises(BootFailure, match="reads back disk"):
-        d.set_boot_device(BootDevice.PXE, persistent=True)
+        d.set_boot_device(BootDevice.PXE, persistent=True, deadline=per_call(d))
 
 
 def test_boot_crash_powers_on_then_falls_off() -> None:
     d, clock = _make({"effect": "boot_crash", "up_for": 4, "operation": "power.set"})
-    assert d.set_power_state(PowerAction.ON, wait=True, timeout=10) is PowerState.ON
+    assert (
+        d.set_power_state(PowerAction.ON, wait=True, timeout=10, deadline=no_budget(d))
+        is PowerState.ON
+    )
     clock.advance(5)
-    assert d.get_power_state() is PowerState.OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.OFF
 
 
 def test_duplicate_reaches_the_bmc_twice_and_answers_once() -> None:
     d = _driver({"effect": "duplicate", "operation": "power.set"}, power=PowerState.ON)
-    d.request_power(PowerAction.REBOOT)
+    d.request_power(PowerAction.REBOOT, deadline=per_call(d))
     assert d.wire_calls == ["power.set", "power.set"]
-    assert d.get_power_state() is PowerState.POWERING_OFF
+    assert d.get_power_state(deadline=per_call(d)) is PowerState.POWERING_OFF
 
 
 def test_wire_calls_are_counted() -> None:
     d = _driver()
-    d.get_power_state()
-    d.set_boot_device(BootDevice.PXE)
+    d.get_power_state(deadline=per_call(d))
+    d.set_boot_device(BootDevice.PXE, deadline=per_call(d))
     assert d.wire_calls == ["power.get", "boot.set"]
 
 
@@ -220,7 +227,7 @@ def test_every_effect_is_covered_here() -> None:
 def test_delay_past_the_deadline_still_acts_outcome_unknown() -> None:
     d = _driver({"effect": "delay", "seconds": 30, "operation": "power.set"}, power=PowerState.ON)
     with pytest.raises(BMCTimeout):
-        d.set_power_state(PowerAction.REBOOT)
+        d.set_power_state(PowerAction.REBOOT, deadline=per_call(d))
     # the BMC carried the reboot out; only the answer was lost
     assert d.machine.power_state() is PowerState.POWERING_OFF
 

@@ -20,6 +20,7 @@ from bmaas.faults import (
     BMCUnreachable,
     BootFailure,
     InputError,
+    LeaseLost,
     NoCandidates,
     NodeUnavailable,
     PowerFailure,
@@ -39,15 +40,16 @@ EXPECTED = [
     (BMCUnreachable, "bmc_unreachable", SAME),
     (BMCTimeout, "bmc_timeout", SAME),
     (BMCBusy, "bmc_busy", SAME),
-    (BMCAuthError, "bmc_auth_error", NEVER),
+    (BMCAuthError, "bmc_auth_error", OTHER),  # never here (accounts lock), elsewhere
     (BMCInternalError, "bmc_internal_error", SAME),
     (BMCProtocolError, "bmc_protocol_error", OTHER),
-    (UnsupportedOperation, "unsupported_operation", NEVER),
+    (UnsupportedOperation, "unsupported_operation", OTHER),  # another node may have it
     (PowerFailure, "power_failure", OTHER),
     (BootFailure, "boot_failure", OTHER),
     (UnclassifiedFault, "unclassified_fault", OTHER),
     (SlotTimeout, "slot_timeout", SAME),
     (NodeUnavailable, "node_unavailable", OTHER),
+    (LeaseLost, "lease_lost", NEVER),
     (NoCandidates, "no_candidates", NEVER),
     (ProvisionFailed, "provision_failed", NEVER),
 ]

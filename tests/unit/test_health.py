@@ -1,21 +1,23 @@
-"""Hysteresis: N faulted reads in a row to go in, M good reads to come out,
+"""HealthRule: N faulted reads in a row to go in, M good reads to come out,
 a person's maintenance untouched, UNKNOWN neither good nor faulted."""
 
 from __future__ import annotations
 
 import pytest
 
-from bmaas.health import Change, Health, Hysteresis, Outcome, step
+from bmaas.health import Change, Health, HealthRule, Outcome, step
 from bmaas.store import POWER_FAILURE, SYSTEM
 
 F, G, U = Outcome.FAULT, Outcome.GOOD, Outcome.UNKNOWN
 
 
-def run(outcomes: list[Outcome], *, start: Health | None = None, policy: Hysteresis | None = None):
+def run(
+    outcomes: list[Outcome], *, start: Health | None = None, health_rule: HealthRule | None = None
+):
     health = start or Health()
     changes = []
     for outcome in outcomes:
-        health, change = step(health, outcome, policy or Hysteresis(), detail="boom")
+        health, change = step(health, outcome, health_rule or HealthRule(), detail="boom")
         changes.append(change)
     return health, changes
 
@@ -72,12 +74,12 @@ def test_a_fault_set_by_someone_else_is_not_cleared_by_good_reads() -> None:
 
 @pytest.mark.parametrize(("n", "m"), [(1, 1), (5, 3)])
 def test_thresholds_are_configurable(n: int, m: int) -> None:
-    policy = Hysteresis(fault_after=n, recover_after=m)
-    _, changes = run([F] * n + [G] * m, policy=policy)
+    policy = HealthRule(fault_after=n, recover_after=m)
+    _, changes = run([F] * n + [G] * m, health_rule=policy)
     assert changes.index(Change.FAULTED) == n - 1
     assert changes.index(Change.RECOVERED) == n + m - 1
 
 
 def test_thresholds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        Hysteresis(fault_after=0)
+        HealthRule(fault_after=0)

@@ -26,7 +26,7 @@ from bmaas.provision import (
     Request,
     status_of,
 )
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from fakes.clock import FakeClock
 from tests.unit.test_provision import SETTINGS, Rack
@@ -100,7 +100,7 @@ def test_the_retry_layers_busy_backoff_ends_at_the_second_signal(clock: FakeCloc
     """The reproduced bug: a second SIGINT during a busy backoff used to be
     slept through (33.6 s more, then FAILED BMCBusy)."""
     signals = ScriptedSignals(clock, at=[0.7, 0.9])
-    policy = RetryPolicy(
+    policy = RetryLimits(
         sleep=signals.token.sleeper(),
         clock=clock,
         jitter=0.0,

@@ -14,6 +14,7 @@ from bmaas.registry import build_driver, load_driver
 from drivers.ipmi import IPMIDriver
 from drivers.ipmi.driver import ChassisStatus
 from hwlab.ipmi.fru import build_fru
+from tests.budgets import per_call
 
 
 def _driver(**raw: Any) -> IPMIDriver:
@@ -73,7 +74,9 @@ def test_capabilities_are_what_ipmi_offers() -> None:
     assert driver.supports(Capability.INVENTORY)
     assert not driver.supports(Capability.VIRTUAL_MEDIA)
     with pytest.raises(UnsupportedOperation) as info:
-        driver.insert_virtual_media("http://img/x.iso")  # no BMC needed to say no
+        driver.insert_virtual_media(
+            "http://img/x.iso", deadline=per_call(driver)
+        )  # no BMC needed to say no
     assert info.value.node == "r1-n04"
     driver.close()
     driver.close()

@@ -15,6 +15,7 @@ from bmaas.ops import NodeResult, driver_factory, run_on_nodes
 from bmaas.store import NodeRecord, Store
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
+from tests.budgets import per_call
 
 Enroll = Callable[..., list[str]]
 
@@ -32,7 +33,7 @@ def test_results_come_back_in_order_with_values_and_faults(
     seen: list[str] = []
     results = run_on_nodes(
         store.nodes(),
-        lambda d: d.get_power_state(),
+        lambda d: d.get_power_state(deadline=per_call(d)),
         factory=driver_factory(fleet=fleet),
         workers=3,
         on_result=lambda r: seen.append(r.node),
@@ -54,7 +55,9 @@ def test_a_node_that_cannot_be_built_is_a_result_not_a_crash(store: Store, enrol
             raise InputError("environment variable X is not set", node="n01")
         return FakeFleet(clock=FakeClock()).driver(record.name)
 
-    results = run_on_nodes(store.nodes(), lambda d: d.get_power_state(), factory=factory)
+    results = run_on_nodes(
+        store.nodes(), lambda d: d.get_power_state(deadline=per_call(d)), factory=factory
+    )
     assert isinstance(results[0].error, InputError)
     assert results[1].ok
 
@@ -75,8 +78,10 @@ def test_a_driver_breaking_its_contract_becomes_an_unclassified_fault(
             closed.append("n01")
 
     [result] = run_on_nodes(
-        store.nodes(), lambda d: d.get_power_state(), factory=lambda r: Broken()
-    )  # type: ignore[arg-type,return-value]
+        store.nodes(),
+        lambda d: d.get_power_state(),  # type: ignore[call-arg]
+        factory=lambda r: Broken(),  # type: ignore[arg-type,return-value]
+    )
     assert isinstance(result.error, UnclassifiedFault)
     assert "KeyError" in str(result.error)
     assert closed == ["n01"]  # closed even when it failed
@@ -125,10 +130,12 @@ class Blocking:
 
     def __init__(self, node: str, clock: FakeClock, release: threading.Event) -> None:
         self.node = node
+        self.bmc_timeout = 10.0
+        self.clock = clock.monotonic
         self._clock = clock
         self._release = release
 
-    def get_power_state(self) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         self._clock.advance(60)
         self._release.wait(timeout=10)
         return PowerState.ON
@@ -152,7 +159,7 @@ def test_the_deadline_returns_on_time_and_says_which_nodes_never_finished(
     try:
         results = run_on_nodes(
             store.nodes(),
-            lambda d: d.get_power_state(),
+            lambda d: d.get_power_state(deadline=per_call(d)),
             factory=factory,
             workers=1,
             clock=clock.monotonic,
@@ -178,7 +185,7 @@ def test_the_deadline_waits_for_nothing_when_everything_finishes_in_time(
     enroll(4)
     results = run_on_nodes(
         store.nodes(),
-        lambda d: d.get_power_state(),
+        lambda d: d.get_power_state(deadline=per_call(d)),
         factory=driver_factory(fleet=fleet),
         workers=2,
         clock=fleet.clock.monotonic,

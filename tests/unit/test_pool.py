@@ -27,6 +27,7 @@ from bmaas.pool import DriverPool, PoolKey
 from bmaas.secrets import Secret
 from bmaas.store import Store
 from fakes.clock import FakeClock
+from tests.budgets import per_call
 
 
 class SessionDriver(BMCDriver):
@@ -50,7 +51,7 @@ class SessionDriver(BMCDriver):
     def session_alive(self) -> bool:
         return self.open
 
-    def get_power_state(self, *, deadline: float | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         if not self.open:
             self.open = True
             self.logins += 1
@@ -63,17 +64,17 @@ class SessionDriver(BMCDriver):
         self.open = False
         self.closed += 1
 
-    def probe(self, *, deadline: float | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         raise NotImplementedError
 
-    def request_power(self, action: PowerAction, *, deadline: float | None = None) -> None:
+    def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:
         raise NotImplementedError
 
-    def get_boot_device(self, *, deadline: float | None = None) -> BootSetting:
+    def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         raise NotImplementedError
 
     def set_boot_device(
-        self, device: BootDevice, *, persistent: bool = False, deadline: float | None = None
+        self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
         raise NotImplementedError
 
@@ -96,7 +97,7 @@ def key(node: str = "n1", password: str = "pw", address: str = "10.0.0.1") -> Po
 
 def read(pool: DriverPool, build: Builder, k: PoolKey | None = None) -> PowerState:
     k = k or key()
-    return pool.run(k, lambda: build(k.node), lambda d: d.get_power_state())
+    return pool.run(k, lambda: build(k.node), lambda d: d.get_power_state(deadline=per_call(d)))
 
 
 @pytest.fixture
@@ -260,7 +261,7 @@ def test_close_logs_every_session_out_even_one_in_use(clock: FakeClock) -> None:
         read(pool, build, key(f"n{n}", address=f"10.0.0.{n}"))
     k = key("busy", address="10.0.0.9")
     with pool.session(k, lambda: build("busy")) as driver:
-        driver.get_power_state()
+        driver.get_power_state(deadline=per_call(driver))
         pool.close()
         assert [d.closed for d in build.built] == [1, 1, 1, 0]
     assert [d.closed for d in build.built] == [1, 1, 1, 1]
@@ -277,7 +278,7 @@ def test_a_failed_build_holds_nothing(clock: FakeClock) -> None:
         raise InputError("unset password variable", field="driver_info.ipmi_password")
 
     with pytest.raises(InputError):
-        pool.run(key(), broken, lambda d: d.get_power_state())
+        pool.run(key(), broken, lambda d: d.get_power_state(deadline=per_call(d)))
     assert pool.open_sessions() == 0
     read(pool, Builder())  # the slot is free again
 
@@ -298,7 +299,7 @@ def test_run_on_nodes_with_a_pool_logs_in_once_per_node_across_sweeps(
     for _ in range(4):
         results = run_on_nodes(
             store.nodes(),
-            lambda d: d.get_power_state(),
+            lambda d: d.get_power_state(deadline=per_call(d)),
             factory=lambda r: build(r.name),
             workers=3,
             pool=pool,
@@ -330,7 +331,7 @@ def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClo
         pool.run(
             key(),
             lambda: Closing("n1", fail=BMCTimeout("no answer", node="n1")),
-            lambda d: d.get_power_state(),
+            lambda d: d.get_power_state(deadline=per_call(d)),
         )
     assert seen == ["busy"]
     assert pool.open_sessions() == 0

@@ -20,7 +20,7 @@ from bmaas.faults import (
     ProvisionFailed,
 )
 from bmaas.provision import DEPLOY_FAILURE, Provisioner, Request, should_reschedule
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, ProvisionState, Store
 from bmaas.store.records import PortOrigin
 from fakes.clock import FakeClock
@@ -35,7 +35,7 @@ SETTINGS = DeploySettings(
     settle=5,
     boot_timeout=30,
     poll_interval=1,
-    deadline=120,
+    deadline_s=120,
     ready_interval=2,
     ready_timeout=10,
 )
@@ -72,7 +72,7 @@ class Rack:
             [network_spec("prov", {"rack1": ("10.1.0.0/24", "10.1.0.10", "10.1.0.20")})],
         )
         self.drivers: dict[str, Any] = {}
-        self.policy = RetryPolicy(
+        self.policy = RetryLimits(
             sleep=self.fleet.clock.sleep,
             clock=self.fleet.clock.monotonic,
             jitter=0.0,
@@ -81,7 +81,7 @@ class Rack:
         )
         options: dict[str, Any] = {"settings": SETTINGS, "keep_leases": False, **kw}
         self.provisioner = Provisioner(
-            store, driver_factory=self.factory, policy=self.policy, **options
+            store, driver_factory=self.factory, limits=self.policy, **options
         )
 
     def factory(self, record: Any) -> Any:
@@ -304,7 +304,7 @@ def test_request_deadline_is_never_overrun_per_attempt(store: Store) -> None:
         n: [{"effect": "slow_power", "seconds": 50, "operation": "power.set"}]
         for n in ("n01", "n02", "n03")
     }
-    rack = Rack(store, count=3, rules=rules, deadline=25.0)
+    rack = Rack(store, count=3, rules=rules, deadline_s=25.0)
     start = rack.fleet.clock.monotonic()
     with pytest.raises(ProvisionFailed) as info:
         rack.provisioner.provision(Request("r1"))

@@ -156,7 +156,7 @@ def _dead_request_on(store: Store, wall: FakeClock, node: str) -> None:
 def _fresh_run(rack: Rack) -> Provisioner:
     """What the next client does first: reclaim what dead ones left, and clean."""
     return Provisioner(
-        rack.store, driver_factory=rack.factory, policy=rack.policy, keep_leases=False
+        rack.store, driver_factory=rack.factory, limits=rack.policy, keep_leases=False
     )
 
 

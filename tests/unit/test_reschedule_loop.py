@@ -72,7 +72,7 @@ class ScriptedBackend:
         pool = job.among if job.among is not None else self.nodes
         return [n for n in pool if n not in exclude]
 
-    def claim(self, job: Job, node: str, *, number: int) -> Claim:
+    def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
         self.calls.append(("claim", (node, number)))
         if node in self.refuse:
             raise NodeUnavailable(node=node, reason=self.refuse[node])
@@ -92,12 +92,14 @@ class ScriptedBackend:
     def diagnose(self, claim: Claim, error: BmaasError) -> BmaasError:
         return self.diagnosis(error) if self.diagnosis else error
 
-    def release(self, claim: Claim, fault: BmaasError, policy: FaultPolicy) -> None:
+    def release(
+        self, claim: Claim, fault: BmaasError, policy: FaultPolicy, *, deadline: Deadline
+    ) -> None:
         self.released.append(
             (claim.node, type(fault).__name__, policy.reschedule, policy.counts_for_health)
         )
 
-    def complete(self, claim: Claim, deployed: Deployed) -> Instance:
+    def complete(self, claim: Claim, deployed: Deployed, *, deadline: Deadline) -> Instance:
         self.calls.append(("complete", claim.node))
         return Instance("i-1", claim.job.request.name, claim.node)
 

@@ -21,11 +21,12 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
-from bmaas.retry import RetryingDriver, RetryPolicy, call, reboot, retry_bmc
+from bmaas.retry import RetryingDriver, RetryLimits, call, reboot, retry_bmc
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
 from fakes.machine import Hardware
+from tests.budgets import per_operation
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=5, os_boot_time=10)
 
@@ -39,7 +40,7 @@ class Rig:
         self.driver: FakeDriver = self.fleet.driver("n1", bmc_timeout=5.0)
         self.clock = self.fleet.clock
         defaults: dict[str, Any] = {"jitter": 0.0, "rng": random.Random(0)}
-        self.policy = RetryPolicy(
+        self.policy = RetryLimits(
             sleep=self.clock.sleep, clock=self.clock.monotonic, **{**defaults, **policy}
         )
 
@@ -50,21 +51,24 @@ class Rig:
 
 def test_busy_backs_off_exponentially_then_succeeds() -> None:
     rig = Rig({"effect": "busy", "nth": [1, 2, 3]})
-    assert call(rig.policy, rig.driver.get_power_state) is PowerState.OFF
+    assert (
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
+        is PowerState.OFF
+    )
     assert rig.clock.sleeps == [0.5, 1.0, 2.0]
     assert rig.calls == ["power.get"] * 4
 
 
 def test_busy_honours_retry_after_when_longer_than_backoff() -> None:
     rig = Rig({"effect": "busy", "retry_after": 3, "nth": [1, 2]})
-    call(rig.policy, rig.driver.get_power_state)
+    call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
     assert rig.clock.sleeps == [3.0, 3.0]
 
 
 def test_busy_forever_stops_after_max_attempts_and_reraises_the_fault() -> None:
     rig = Rig({"effect": "busy"}, total=600)
     with pytest.raises(BMCBusy):
-        call(rig.policy, rig.driver.get_power_state)
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
     assert rig.clock.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0]
     assert len(rig.calls) == rig.policy.max_attempts == 10
 
@@ -73,7 +77,7 @@ def test_jitter_is_seeded_and_bounded() -> None:
     def sleeps(seed: int) -> list[float]:
         rig = Rig({"effect": "busy"}, total=600, jitter=0.25, rng=random.Random(seed))
         with pytest.raises(BMCBusy):
-            call(rig.policy, rig.driver.get_power_state)
+            call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
         return rig.clock.sleeps
 
     a = sleeps(1)
@@ -87,7 +91,7 @@ def test_the_deadline_is_never_overrun_sleep_included() -> None:
     rig = Rig({"effect": "busy"}, total=5.0, min_attempt=0.1)
     start = rig.clock.monotonic()
     with pytest.raises(BMCBusy):
-        call(rig.policy, rig.driver.get_power_state)
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
     # 0.5 + 1 + 2 = 3.5; the next 4 s wait would cross 5 s, so it stops there
     assert rig.clock.sleeps == [0.5, 1.0, 2.0]
     assert rig.clock.monotonic() - start <= 5.0
@@ -97,7 +101,7 @@ def test_each_attempt_deadline_is_clipped_to_the_time_left() -> None:
     rig = Rig({"effect": "hang"}, total=7.0, bmc_timeout=4.0, timeout_wait=0.5)
     start = rig.clock.monotonic()
     with pytest.raises(BMCTimeout):
-        call(rig.policy, rig.driver.get_power_state)
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
     # attempt 1 waits 4 s (its cap), sleeps 0.5, attempt 2 gets the 2.5 s left
     assert rig.clock.sleeps == [4.0, 0.5, 2.5]
     assert rig.clock.monotonic() - start == pytest.approx(7.0)
@@ -105,7 +109,10 @@ def test_each_attempt_deadline_is_clipped_to_the_time_left() -> None:
 
 def test_unreachable_is_retried_briefly() -> None:
     rig = Rig({"effect": "bmc_reboot", "duration": 1.5, "times": 1})
-    assert call(rig.policy, rig.driver.get_power_state) is PowerState.OFF
+    assert (
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
+        is PowerState.OFF
+    )
     assert len(rig.calls) == 3
     assert [s for s in rig.clock.sleeps if s >= 0.5] == [1.0, 1.0]
 
@@ -113,18 +120,30 @@ def test_unreachable_is_retried_briefly() -> None:
 def test_unreachable_gives_up_after_its_own_limit() -> None:
     rig = Rig({"effect": "bmc_reboot", "duration": 60, "times": 1})
     with pytest.raises(BMCUnreachable):
-        call(rig.policy, rig.driver.get_power_state)
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
     assert len(rig.calls) == rig.policy.unreachable_attempts == 3
 
 
 def test_timeout_is_retried_for_idempotent_operations_only() -> None:
     rig = Rig({"effect": "hang", "operation": "power.set", "nth": 1})
-    call(rig.policy, rig.driver.request_power, PowerAction.ON, idempotent=True)
+    call(
+        rig.policy,
+        rig.driver.request_power,
+        PowerAction.ON,
+        idempotent=True,
+        deadline=per_operation(rig.policy),
+    )
     assert rig.calls == ["power.set", "power.set"]
 
     rig = Rig({"effect": "hang", "operation": "power.set", "nth": 1}, power=PowerState.ON)
     with pytest.raises(BMCTimeout):
-        call(rig.policy, rig.driver.request_power, PowerAction.REBOOT, idempotent=False)
+        call(
+            rig.policy,
+            rig.driver.request_power,
+            PowerAction.REBOOT,
+            idempotent=False,
+            deadline=per_operation(rig.policy),
+        )
     assert rig.calls == ["power.set"]
 
 
@@ -139,7 +158,7 @@ def test_timeout_is_retried_for_idempotent_operations_only() -> None:
 def test_never_retried_here(effect: str, cls: type[BmaasError]) -> None:
     rig = Rig({"effect": effect})
     with pytest.raises(cls):
-        call(rig.policy, rig.driver.get_power_state)
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
     assert rig.calls == ["power.get"]
     assert rig.clock.sleeps == []
 
@@ -157,16 +176,16 @@ def test_input_errors_and_bugs_are_never_retried() -> None:
         raise KeyError("not a fault")
 
     with pytest.raises(UnsupportedOperation):
-        call(rig.policy, bad_input)
+        call(rig.policy, bad_input, deadline=per_operation(rig.policy))
     with pytest.raises(KeyError):
-        call(rig.policy, bug)
+        call(rig.policy, bug, deadline=per_operation(rig.policy))
     assert len(attempts) == 2
 
 
 def test_internal_error_is_retried_once_then_goes_elsewhere() -> None:
     rig = Rig({"effect": "internal_error"})
     with pytest.raises(BMCInternalError):
-        call(rig.policy, rig.driver.get_power_state)
+        call(rig.policy, rig.driver.get_power_state, deadline=per_operation(rig.policy))
     assert rig.calls == ["power.get", "power.get"]
     assert rig.clock.sleeps == [1.0]
 
@@ -177,7 +196,12 @@ def test_busy_backoff_counts_only_busy_answers() -> None:
         {"effect": "hang", "nth": [2]},
         timeout_wait=0.25,
     )
-    call(rig.policy, rig.driver.get_power_state, bmc_timeout=rig.driver.bmc_timeout)
+    call(
+        rig.policy,
+        rig.driver.get_power_state,
+        bmc_timeout=rig.driver.bmc_timeout,
+        deadline=per_operation(rig.policy),
+    )
     # busy(0.5) - hang(5 s call deadline, then 0.25) - busy again: 1.0, not 2.0
     assert rig.clock.sleeps == [0.5, 5.0, 0.25, 1.0]
 
@@ -188,7 +212,10 @@ def test_reboot_after_lost_answer_that_landed_does_not_reboot_again() -> None:
         {"effect": "delay", "seconds": 30, "operation": "power.set", "nth": 1}, power=PowerState.ON
     )
     boots = rig.machine.boots
-    assert reboot(rig.driver, rig.policy, timeout=10) is PowerState.ON
+    assert (
+        reboot(rig.driver, rig.policy, timeout=10, deadline=per_operation(rig.policy))
+        is PowerState.ON
+    )
     assert rig.machine.boots == boots + 1
     # one REBOOT request, one read, then an idempotent ON: no second reboot
     assert rig.calls[:3] == ["power.set", "power.get", "power.set"]
@@ -199,7 +226,10 @@ def test_reboot_after_lost_request_finishes_with_off_then_on() -> None:
     # The request never reached the BMC: the node still reads on.
     rig = Rig({"effect": "hang", "operation": "power.set", "nth": 1}, power=PowerState.ON)
     boots = rig.machine.boots
-    assert reboot(rig.driver, rig.policy, timeout=10) is PowerState.ON
+    assert (
+        reboot(rig.driver, rig.policy, timeout=10, deadline=per_operation(rig.policy))
+        is PowerState.ON
+    )
     assert rig.machine.boots == boots + 1
     assert rig.calls.count("power.set") == 3  # the lost REBOOT, then OFF, then ON
 
@@ -211,35 +241,41 @@ def test_reboot_with_unreadable_power_state_reraises_the_timeout() -> None:
         power=PowerState.ON,
     )
     with pytest.raises(BMCTimeout):
-        reboot(rig.driver, rig.policy, timeout=10)
+        reboot(rig.driver, rig.policy, timeout=10, deadline=per_operation(rig.policy))
     assert rig.calls == ["power.set", "power.get"]
 
 
 def test_retrying_driver_waits_through_busy_reads_without_resending_reboot() -> None:
     rig = Rig({"effect": "busy", "operation": "power.get", "nth": [1, 2]}, power=PowerState.ON)
     rd = RetryingDriver(rig.driver, rig.policy)
-    assert rd.set_power_state(PowerAction.REBOOT, wait=True, timeout=30) is PowerState.ON
+    assert (
+        rd.set_power_state(PowerAction.REBOOT, wait=True, timeout=30, deadline=per_operation(rd))
+        is PowerState.ON
+    )
     assert rig.calls.count("power.set") == 1
 
 
 def test_retrying_driver_power_on_converges_and_power_stuck_fails() -> None:
     rig = Rig()
     rd = RetryingDriver(rig.driver, rig.policy)
-    assert rd.set_power_state(PowerAction.ON, wait=True, timeout=10) is PowerState.ON
+    assert (
+        rd.set_power_state(PowerAction.ON, wait=True, timeout=10, deadline=per_operation(rd))
+        is PowerState.ON
+    )
     rig = Rig({"effect": "power_stuck", "operation": "power.set"})
     rd = RetryingDriver(rig.driver, rig.policy)
     with pytest.raises(PowerFailure):
-        rd.set_power_state(PowerAction.ON, wait=True, timeout=10)
+        rd.set_power_state(PowerAction.ON, wait=True, timeout=10, deadline=per_operation(rd))
     assert rig.calls.count("power.set") == 1  # a power failure is never retried here
 
 
 def test_retrying_driver_boot_device_and_media() -> None:
     rig = Rig({"effect": "busy", "operation": "boot.set", "nth": 1})
     rd = RetryingDriver(rig.driver, rig.policy)
-    rd.set_boot_device(BootDevice.PXE, persistent=False)
-    assert rd.get_boot_device().device is BootDevice.PXE
-    rd.insert_virtual_media("http://x/y.iso")
-    rd.eject_virtual_media()
+    rd.set_boot_device(BootDevice.PXE, persistent=False, deadline=per_operation(rd))
+    assert rd.get_boot_device(deadline=per_operation(rd)).device is BootDevice.PXE
+    rd.insert_virtual_media("http://x/y.iso", deadline=per_operation(rd))
+    rd.eject_virtual_media(deadline=per_operation(rd))
     assert rig.calls.count("boot.set") == 2
 
 
@@ -257,7 +293,7 @@ def test_retry_bmc_decorates_any_callable_and_clips_its_deadline() -> None:
             raise item
         return item
 
-    assert flaky() == "done"
+    assert flaky(deadline=per_operation(rig.policy)) == "done"
     assert seen == pytest.approx([3.0, 2.25, 1.0])
     assert rig.clock.sleeps == [0.5, 1.0]
 
@@ -266,8 +302,9 @@ def test_policy_no_retry_is_one_attempt() -> None:
     rig = Rig({"effect": "busy"})
     with pytest.raises(BMCBusy):
         call(
-            RetryPolicy.no_retry(sleep=rig.clock.sleep, clock=rig.clock.monotonic),
+            RetryLimits.no_retry(sleep=rig.clock.sleep, clock=rig.clock.monotonic),
             rig.driver.get_power_state,
+            deadline=per_operation(RetryLimits.no_retry(clock=rig.clock.monotonic)),
         )
     assert len(rig.calls) == 1
 
@@ -276,7 +313,12 @@ def test_soft_reboot_is_two_idempotent_steps() -> None:
     rig = Rig({"effect": "busy", "operation": "power.set", "nth": 2}, power=PowerState.ON)
     boots = rig.machine.boots
     rd = RetryingDriver(rig.driver, rig.policy)
-    assert rd.set_power_state(PowerAction.SOFT_REBOOT, wait=True, timeout=30) is PowerState.ON
+    assert (
+        rd.set_power_state(
+            PowerAction.SOFT_REBOOT, wait=True, timeout=30, deadline=per_operation(rd)
+        )
+        is PowerState.ON
+    )
     assert rig.machine.boots == boots + 1
     # SOFT_OFF, then ON answered busy and retried: never a resent restart
     assert rig.calls.count("power.set") == 3

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from bmaas.faults import BMCTimeout, InputError, NodeUnavailable, RetryScope
-from bmaas.health import Hysteresis
+from bmaas.health import HealthRule
 from bmaas.store import (
     POWER_FAILURE,
     RECLAIMED,
@@ -194,13 +194,13 @@ def test_reclaim_gives_back_what_dead_owners_held(
 
 def test_release_attempt_frees_the_node_and_counts_the_fault(store: Store, enroll: Enroll) -> None:
     enroll(1)
-    policy = Hysteresis(fault_after=2)
+    policy = HealthRule(fault_after=2)
     fault = BMCTimeout("no answer", node="n01", driver="ipmi", operation="power.set")
     for round_ in range(2):
         req = store.create_owner(OwnerKind.REQUEST)
         attempt = store.create_owner(OwnerKind.ATTEMPT, parent_id=req.id)
         store.claim("n01", attempt.id, provision_state=ProvisionState.DEPLOYING)
-        assert store.release_attempt(attempt.id, fault=fault, policy=policy) == ["n01"]
+        assert store.release_attempt(attempt.id, fault=fault, health_rule=policy) == ["n01"]
         with pytest.raises(LeaseLost):
             store.owner(attempt.id)
         assert store.owner(req.id).kind is OwnerKind.REQUEST  # the request lives on

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from bmaas.health import Change, Hysteresis
+from bmaas.health import Change, HealthRule
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
@@ -22,6 +22,7 @@ from bmaas.sync import sync_loop, sync_pass
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
+from tests.budgets import unbounded
 
 Enroll = Callable[..., list[str]]
 
@@ -49,7 +50,13 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
     metrics = SyncMetrics()
     factory = driver_factory(fleet=fleet, bmc_timeout=2.0)
     for _ in range(3):
-        report = sync_pass(store, factory=factory, metrics=metrics, clock=fleet.clock)
+        report = sync_pass(
+            store,
+            factory=factory,
+            metrics=metrics,
+            clock=fleet.clock,
+            deadline=unbounded(fleet.clock),
+        )
     assert report.nodes_with(Change.FAULTED) == ["n02"]
     assert [r.node for r in report.failed] == ["n02"]
     assert fleet.clock.sleeps == [2.0, 2.0, 2.0]  # each hang cost one deadline, fake time
@@ -74,7 +81,13 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
 
     fleet.machine("n02").plan.clear()
     for _ in range(2):
-        report = sync_pass(store, factory=factory, metrics=metrics, clock=fleet.clock)
+        report = sync_pass(
+            store,
+            factory=factory,
+            metrics=metrics,
+            clock=fleet.clock,
+            deadline=unbounded(fleet.clock),
+        )
     assert report.nodes_with(Change.RECOVERED) == ["n02"]
     nodes = samples(metrics, "bmaas_nodes")
     assert all(labels[0] == ("fault", "") for labels in nodes)  # stale combinations dropped
@@ -83,7 +96,7 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
 class UnknownDriver(FakeDriver):
     """A BMC that answers without a usable power state."""
 
-    def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         return PowerState.UNKNOWN
 
 
@@ -92,7 +105,11 @@ def test_unknown_is_recorded_as_unknown_and_never_faults(store: Store, enroll: E
     store.note_power(states={"n01": PowerState.OFF})
     fleet = FakeFleet(clock=FakeClock())
     for _ in range(5):
-        report = sync_pass(store, factory=lambda r: UnknownDriver(r.name, fleet=fleet))
+        report = sync_pass(
+            store,
+            factory=lambda r: UnknownDriver(r.name, fleet=fleet),
+            deadline=unbounded(fleet.clock),
+        )
     assert report.results[0].value is PowerState.UNKNOWN
     node = store.node("n01")
     assert node.power_state is PowerState.UNKNOWN
@@ -107,7 +124,9 @@ def test_a_node_that_cannot_be_asked_is_not_a_power_failure(
     store.enroll([NodeSpec("c1", "ipmi", info)])
     fleet = FakeFleet(clock=FakeClock())
     for _ in range(4):
-        report = sync_pass(store, factory=driver_factory(fleet=fleet))
+        report = sync_pass(
+            store, factory=driver_factory(fleet=fleet), deadline=unbounded(fleet.clock)
+        )
     assert "NOT_SET_PW is not set" in str(report.failed[0].error)
     node = store.node("c1")
     assert (node.fault, node.fault_count) == (None, 0)
@@ -122,7 +141,7 @@ def test_the_sync_reclaims_what_dead_processes_held(
     owner = store.create_owner(OwnerKind.ATTEMPT, ttl=10)
     store.claim("n01", owner.id)
     wall.advance(11)
-    report = sync_pass(store, factory=driver_factory(fleet=fleet))
+    report = sync_pass(store, factory=driver_factory(fleet=fleet), deadline=unbounded(fleet.clock))
     assert [r.owner.id for r in report.reclaimed] == [owner.id]
     assert store.allocations() == []
 
@@ -130,9 +149,19 @@ def test_the_sync_reclaims_what_dead_processes_held(
 def test_custom_thresholds(store: Store, enroll: Enroll, fleet: FakeFleet) -> None:
     enroll(1)
     fleet.add("n01", rules=[{"effect": "internal_error", "operation": "power.get", "times": 1}])
-    report = sync_pass(store, factory=driver_factory(fleet=fleet), policy=Hysteresis(1, 1))
+    report = sync_pass(
+        store,
+        factory=driver_factory(fleet=fleet),
+        health_rule=HealthRule(1, 1),
+        deadline=unbounded(fleet.clock),
+    )
     assert report.nodes_with(Change.FAULTED) == ["n01"]
-    report = sync_pass(store, factory=driver_factory(fleet=fleet), policy=Hysteresis(1, 1))
+    report = sync_pass(
+        store,
+        factory=driver_factory(fleet=fleet),
+        health_rule=HealthRule(1, 1),
+        deadline=unbounded(fleet.clock),
+    )
     assert report.nodes_with(Change.RECOVERED) == ["n01"]
 
 
@@ -174,7 +203,9 @@ def test_metrics_are_served_on_loopback_and_the_server_stops(
 ) -> None:
     enroll(1)
     metrics = SyncMetrics()
-    sync_pass(store, factory=driver_factory(fleet=fleet), metrics=metrics)
+    sync_pass(
+        store, factory=driver_factory(fleet=fleet), metrics=metrics, deadline=unbounded(fleet.clock)
+    )
     server = metrics.serve(0)
     try:
         assert server.server.server_address[0] == "127.0.0.1"
@@ -199,7 +230,13 @@ def test_busy_and_rejected_credentials_never_count_toward_a_power_failure(
     metrics = SyncMetrics()
     factory = driver_factory(fleet=fleet)
     for _ in range(5):
-        report = sync_pass(store, factory=factory, policy=Hysteresis(1, 1), metrics=metrics)
+        report = sync_pass(
+            store,
+            factory=factory,
+            health_rule=HealthRule(1, 1),
+            metrics=metrics,
+            deadline=unbounded(fleet.clock),
+        )
         assert not report.nodes_with(Change.FAULTED)
     assert report.auth_failed == ["n02"]
     for name, summary in (("n01", "BMC busy"), ("n02", "BMC rejected credentials")):
@@ -216,14 +253,21 @@ def test_busy_and_rejected_credentials_never_count_toward_a_power_failure(
 def test_a_pass_retries_reads_through_the_operation_retry(
     store: Store, enroll: Enroll, fleet: FakeFleet
 ) -> None:
-    from bmaas.retry import RetryPolicy
+    from bmaas.retry import RetryLimits
 
     enroll(2)
     fleet.add("n01", rules=[{"effect": "busy", "operation": "power.get", "times": 2}])
     fleet.add("n02", rules=[{"effect": "hang", "operation": "power.get", "times": 1}])
-    retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0, total=30)
+    retry = RetryLimits(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0, total=30)
     factory = driver_factory(fleet=fleet, bmc_timeout=2.0)
-    report = sync_pass(store, factory=factory, retry=retry, workers=1, clock=fleet.clock)
+    report = sync_pass(
+        store,
+        factory=factory,
+        retry=retry,
+        workers=1,
+        clock=fleet.clock,
+        deadline=unbounded(fleet.clock),
+    )
     assert report.failed == []
     # n01: two busy answers (0.5 s, 1.0 s backoff); n02: one hang (2 s), 0.5 s wait
     assert fleet.clock.sleeps == [0.5, 1.0, 2.0, 0.5]

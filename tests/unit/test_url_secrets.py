@@ -15,7 +15,7 @@ from bmaas.cli import App, cli
 from bmaas.cliutil import setup_logging
 from bmaas.driver import PowerState
 from bmaas.ops import driver_factory
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.secrets import MaskingFormatter, mask, mask_logs, mask_url, mask_urls
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
@@ -60,7 +60,7 @@ def test_urls_inside_text_and_data_are_masked() -> None:
 def app(tmp_path: Path) -> App:
     fleet = FakeFleet(clock=FakeClock())
     fleet.add("n1", power=PowerState.OFF)
-    retry = RetryPolicy(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0)
+    retry = RetryLimits(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0)
     app = App(
         db=str(tmp_path / "b.db"),
         make_factory=lambda bmc_timeout: driver_factory(fleet=fleet, bmc_timeout=bmc_timeout),

@@ -28,13 +28,15 @@ import logging
 from collections.abc import Callable
 
 from bmaas.candidates import candidates as find_candidates
+from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import BMCDriver, PowerAction
 from bmaas.faults import NoCandidates
 from bmaas.provision import Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import NodeRecord, PortOrigin, ProvisionState
+from hwlab.harness.budgets import per_call
 
 __all__ = ["BlindReschedule", "Placement"]
 
@@ -60,14 +62,14 @@ class BlindReschedule:
         driver_factory: Callable[[NodeRecord], BMCDriver],
         settings: DeploySettings,
         max_hosts: int = 3,
-        policy: RetryPolicy | None = None,
+        limits: RetryLimits | None = None,
     ) -> None:
         self.store = store
         self.driver_factory = driver_factory
         self.settings = settings
         self.max_hosts = max_hosts
         #: one attempt per BMC call (tests hand in one on a fake clock)
-        self.policy = (policy or RetryPolicy()).replace(max_attempts=1)
+        self.limits = (limits or RetryLimits()).replace(max_attempts=1)
 
     def provision(self, request: Request) -> Placement:
         tried: list[str] = []
@@ -117,10 +119,15 @@ class BlindReschedule:
             self.store.bind_port(port.id, node)
         driver = self.driver_factory(self.store.node(node))
         try:
-            deploy_node(driver, settings=self.settings, policy=self.policy)
+            deploy_node(
+                driver,
+                settings=self.settings,
+                limits=self.limits,
+                deadline=Deadline.after(self.settings.deadline_s, clock=self.limits.clock),
+            )
         except Exception:
             with contextlib.suppress(Exception):  # tear-down, blind, whatever the fault was
-                driver.request_power(PowerAction.OFF)
+                driver.request_power(PowerAction.OFF, deadline=per_call(driver))
             raise
         finally:
             driver.close()

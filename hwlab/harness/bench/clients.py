@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hwlab.harness.budgets import per_call
+
 __all__ = ["CLIENTS", "run_trial"]
 
 #: seconds a child may take to import its client library before the call
@@ -56,7 +58,7 @@ def _bmaas(job: Mapping[str, Any]) -> Callable[[], str]:
     def call() -> str:
         driver = build_driver(job["node"], protocol, info)  # the default deadline
         try:
-            return str(driver.get_power_state())
+            return str(driver.get_power_state(deadline=per_call(driver)))
         finally:
             driver.close()
 

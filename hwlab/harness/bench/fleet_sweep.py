@@ -49,6 +49,7 @@ from bmaas.sweep import ShardedSweeper
 from hwlab.harness.bench import ipmitool
 from hwlab.harness.bench.common import running_lab
 from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from hwlab.harness.budgets import per_call
 from hwlab.labspec import generate
 
 __all__ = ["GOALS", "Options", "read_power", "run"]
@@ -91,7 +92,7 @@ class Options:
 
 def read_power(driver: BMCDriver) -> PowerState:
     """The operation every bmaas row runs (module level: it crosses processes)."""
-    return driver.get_power_state()
+    return driver.get_power_state(deadline=per_call(driver))
 
 
 def _self_cpu() -> float:

@@ -6,12 +6,12 @@ BMCs, slow power, dead BMCs, power that never comes on, nodes that fall
 over after boot) three ways, each on a fresh lab started from the same seed:
 
 * **no retry**: bmaas's :class:`~bmaas.provision.Provisioner` with
-  ``RetryPolicy.no_retry()`` and ``max_attempts=1``: a failed build ends in
+  ``RetryLimits.no_retry()`` and ``max_attempts=1``: a failed build ends in
   ERROR;
 * **blind reschedule**: :mod:`hwlab.harness.bench.blind`, what Nova did: any
   exception moves the request to another host (up to 3), no operation-level
   retries, no classification, a new port per attempt;
-* **bmaas**: the ``Provisioner`` with its typed retries (``RetryPolicy()``,
+* **bmaas**: the ``Provisioner`` with its typed retries (``RetryLimits()``,
   up to 3 nodes, faults recorded so broken nodes stop being picked).
 
 For each: success rate, time to active (p50, p95) of the successful ones,
@@ -48,7 +48,7 @@ from bmaas.driver import BMCDriver
 from bmaas.faults import BmaasError, ProvisionFailed
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioner, Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 from fakes.faults import FaultRule
@@ -116,7 +116,7 @@ class Options:
 
     def settings(self) -> DeploySettings:
         return DeploySettings(
-            power_timeout=8.0, settle=self.settle, boot_timeout=20.0, deadline=60.0
+            power_timeout=8.0, settle=self.settle, boot_timeout=20.0, deadline_s=60.0
         )
 
 
@@ -168,14 +168,14 @@ def _strategy(
 
         yield place
         return
-    policy, attempts = (RetryPolicy.no_retry(), 1) if name == "no retry" else (RetryPolicy(), 3)
+    policy, attempts = (RetryLimits.no_retry(), 1) if name == "no retry" else (RetryLimits(), 3)
     with Provisioner(
         store,
         driver_factory=factory,
-        policy=policy,
+        limits=policy,
         settings=options.settings(),
         max_attempts=attempts,
-        deadline=180.0,
+        deadline_s=180.0,
     ) as provisioner:
 
         def provision(request: Request) -> Outcome:

@@ -274,7 +274,7 @@ def _stream(
         with concurrent.futures.ThreadPoolExecutor(o.workers) as pool:
             return list(pool.map(place, stream))
     attempts = 1 if name == "no retry" else 3
-    with Provisioner(backend=backend, max_attempts=attempts, deadline=o.deadline) as p:
+    with Provisioner(backend=backend, max_attempts=attempts, deadline_s=o.deadline) as p:
         out = []
         for result in p.provision_many(stream, workers=o.workers):
             codes = [a.fault_code for a in result.attempts if not a.refused]

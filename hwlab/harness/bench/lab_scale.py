@@ -37,6 +37,7 @@ from hwlab.control import LabClient
 from hwlab.daemon import LabOptions
 from hwlab.harness.bench.common import process_tree_rss
 from hwlab.harness.bench.report import Report, Table, fmt_seconds
+from hwlab.harness.budgets import per_call
 
 __all__ = ["Options", "run"]
 
@@ -83,7 +84,8 @@ def _reader(
         i = 0
         while mine and time.monotonic() < until:
             try:
-                mine[i % len(mine)].get_power_state()
+                one = mine[i % len(mine)]
+                one.get_power_state(deadline=per_call(one))
                 counts[index][0] += 1
             except BmaasError:
                 counts[index][1] += 1

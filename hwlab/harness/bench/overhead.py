@@ -31,6 +31,7 @@ from bmaas.registry import build_driver
 from hwlab.harness.bench import ipmitool
 from hwlab.harness.bench.common import interleaved, running_lab
 from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from hwlab.harness.budgets import per_call
 from hwlab.labspec import LabSpec, NodeSpec
 
 __all__ = ["Options", "run"]
@@ -69,7 +70,10 @@ def _ipmi(entry: dict[str, Any], options: Options) -> dict[str, list[float]]:
     )
     try:
         times = interleaved(
-            {"bmaas": driver.get_power_state, "pyghmi": lambda: bare.get_power()},
+            {
+                "bmaas": lambda: driver.get_power_state(deadline=per_call(driver)),
+                "pyghmi": lambda: bare.get_power(),
+            },
             options.calls,
         )
     finally:
@@ -78,7 +82,7 @@ def _ipmi(entry: dict[str, Any], options: Options) -> dict[str, list[float]]:
 
     def fresh() -> None:
         with build_driver(entry["name"], "ipmi", info) as one:
-            one.get_power_state()
+            one.get_power_state(deadline=per_call(one))
 
     job = ipmitool.ipmitool_job(info, password=info["ipmi_password"])
 
@@ -107,7 +111,10 @@ def _redfish(entry: dict[str, Any], options: Options) -> dict[str, list[float]]:
         return system.power_state
 
     try:
-        return interleaved({"bmaas": driver.get_power_state, "sushy": bare}, options.calls)
+        return interleaved(
+            {"bmaas": lambda: driver.get_power_state(deadline=per_call(driver)), "sushy": bare},
+            options.calls,
+        )
     finally:
         driver.close()
         root._auth.close()  # sushy closes its session only in __del__ otherwise

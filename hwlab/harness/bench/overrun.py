@@ -100,18 +100,18 @@ class Cell:
     elapsed: list[float] = dataclasses.field(default_factory=list)
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
-    def add(self, elapsed: float, deadline: float, outcome: str) -> None:
+    def add(self, elapsed: float, deadline_s: float, outcome: str) -> None:
         self.elapsed.append(elapsed)
-        self.overruns.append(max(0.0, elapsed - deadline))
+        self.overruns.append(max(0.0, elapsed - deadline_s))
         self.outcomes[outcome] += 1
 
-    def to_dict(self, deadline: float) -> dict[str, Any]:
+    def to_dict(self, deadline_s: float) -> dict[str, Any]:
         return {
             "scenario": self.scenario,
             "protocol": self.protocol,
             "calls": len(self.elapsed),
             "outcomes": dict(self.outcomes),
-            "at_deadline": sum(1 for e in self.elapsed if e >= deadline * 0.99),
+            "at_deadline": sum(1 for e in self.elapsed if e >= deadline_s * 0.99),
             "overrun_median_s": percentile(self.overruns, 0.5),
             "overrun_p99_s": percentile(self.overruns, 0.99),
             "overrun_max_s": max(self.overruns, default=None),

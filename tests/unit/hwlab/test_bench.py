@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from bmaas.driver import PowerAction
 from bmaas.faults import BMCTimeout
-from bmaas.retry import RetryingDriver, RetryPolicy
+from bmaas.retry import RetryingDriver, RetryLimits
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
 from hwlab.harness.bench import fault_detection, ipmitool
@@ -23,6 +23,7 @@ from hwlab.harness.bench.cli import _command, bench_options
 from hwlab.harness.bench.common import CallCounter, percentile, summary
 from hwlab.harness.bench.goodput import counting_factory
 from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds, markdown, write_report
+from tests.budgets import ask, no_budget
 
 JOB: ipmitool.Job = (["ipmitool", "power", "status"], {})
 
@@ -124,16 +125,16 @@ def test_counted_drivers_count_internal_calls_and_keep_their_deadline() -> None:
     counter = CallCounter()
     build = counting_factory(lambda r: fleet.driver(r.name, bmc_timeout=2.0), counter)
     driver = build(type("Record", (), {"name": "n1"})())
-    driver.set_power_state(PowerAction.ON, wait=True, timeout=30)
+    driver.set_power_state(PowerAction.ON, wait=True, timeout=30, deadline=no_budget(driver))
     counts = counter.counts()
     assert counts["bmc.request_power"] == 1
     assert counts["bmc.get_power_state"] >= 2  # the reads while waiting, made on self
     # The retry layer must still see the driver's own 2 s deadline, not the default 10 s.
     dead = build(type("Record", (), {"name": "n2"})())
-    policy = RetryPolicy.no_retry(clock=fleet.clock.monotonic, sleep=fleet.clock.sleep)
+    policy = RetryLimits.no_retry(clock=fleet.clock.monotonic, sleep=fleet.clock.sleep)
     start = fleet.clock.monotonic()
     with pytest.raises(BMCTimeout):
-        RetryingDriver(dead, policy).get_power_state()
+        ask(RetryingDriver(dead, policy).get_power_state)
     assert fleet.clock.monotonic() - start == pytest.approx(2.0)
 
 

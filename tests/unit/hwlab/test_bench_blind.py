@@ -22,7 +22,7 @@ def blind(rack: Rack, counter: CallCounter | None = None) -> BlindReschedule:
     if counter is not None:
         counter.wrap(store, ["create_port", "delete_owner"])
     return BlindReschedule(
-        store, driver_factory=rack.factory, settings=SETTINGS, policy=rack.policy
+        store, driver_factory=rack.factory, settings=SETTINGS, limits=rack.policy
     )
 
 

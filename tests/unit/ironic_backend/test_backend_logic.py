@@ -14,7 +14,7 @@ from bmaas.faults import BMCBusy, BMCTimeout, InputError, NodeUnavailable
 from bmaas.policy import policy_for
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Request
-from bmaas.retry import RetryPolicy
+from bmaas.retry import RetryLimits
 from drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
 from drivers.ironic_backend.backend import ClaimState, IronicBackend
 from fakes.clock import FakeClock
@@ -92,7 +92,7 @@ class FakeConn:
 
 def _api(proxy: FakeProxy, sleeps: list[float]) -> Api:
     clock = iter(float(i) for i in range(1000))
-    policy = RetryPolicy(
+    policy = RetryLimits(
         total=30.0, max_attempts=5, jitter=0.0, sleep=sleeps.append, clock=lambda: next(clock)
     )
     return Api(FakeConn(proxy), busy=policy)  # type: ignore[arg-type]
@@ -163,7 +163,7 @@ class DeployingProxy(FakeProxy):
 def test_a_deploy_that_outlives_the_deadline_stops_waiting_with_a_timeout() -> None:
     clock = FakeClock()
     proxy = DeployingProxy()
-    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     api = Api(FakeConn(proxy), busy=policy)  # type: ignore[arg-type]
     sleeps: list[float] = []
 
@@ -187,7 +187,7 @@ def test_a_deploy_that_outlives_the_deadline_stops_waiting_with_a_timeout() -> N
 def test_a_cancelled_deploy_stops_polling_at_once() -> None:
     clock = FakeClock()
     proxy = DeployingProxy()
-    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     backend = IronicBackend(
         Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
         sleep=clock.sleep,
@@ -203,11 +203,52 @@ def test_a_cancelled_deploy_stops_polling_at_once() -> None:
     assert proxy.calls == 0  # interrupted before the first poll
 
 
+class TearingDownProxy(DeployingProxy):
+    """The deploying node, and every call release makes, recorded; the node
+    stays ``deploying`` (a tear-down that never ends, from our side)."""
+
+    def set_node_maintenance(self, ident: str, reason: str = "") -> None:
+        self.actions.append("maintenance")
+
+    def patch_node(self, ident: str, patch: Any) -> None:
+        self.actions.append("patch")
+
+    def delete_allocation(self, ident: str, ignore_missing: bool = False) -> None:
+        self.actions.append("delete allocation")
+
+
+@pytest.mark.parametrize("left", [0.0, 7.0])
+def test_release_runs_in_what_the_request_has_left_never_a_fresh_teardown_budget(
+    left: float,
+) -> None:
+    """Issue 23: release and undeploy made fresh ``teardown_timeout`` budgets
+    (120 s) after the request's deadline. Now they share the request's: with
+    nothing left, each API call is tried once and nothing is waited for; with
+    7 s left, the tear-down wait ends 7 s later, not 120."""
+    clock = FakeClock()
+    proxy = TearingDownProxy()
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        poll=2.0,
+        sleep=clock.sleep,
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("r1", resource_class="baremetal"))
+    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
+    deadline = Deadline.after(left, clock=clock.monotonic)
+    fault = BMCTimeout("deploy still deploying at the request's deadline", node="n1")
+    backend.release(claim, fault, policy_for(fault), deadline=deadline)
+    assert clock.monotonic() <= deadline.at + 0.1
+    assert proxy.actions[0] == "maintenance"  # fenced by the row (BMCTimeout fences)
+    assert proxy.actions[-1] == "delete allocation"  # the bookkeeping always happens
+
+
 def test_the_deploy_poll_ends_at_the_second_signal_not_at_the_next_poll() -> None:
     clock = FakeClock(start=0.0)
     signals = ScriptedSignals(clock, at=[3.0, 5.0])
     proxy = DeployingProxy()
-    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     backend = IronicBackend(
         Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
         poll=2.0,
@@ -244,7 +285,7 @@ def test_a_rollback_interrupted_in_its_wait_says_what_it_left(
 ) -> None:
     clock = FakeClock(start=0.0)
     proxy = TearDownProxy()
-    policy = RetryPolicy(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     token = CancelToken()
     backend = IronicBackend(
         Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
@@ -256,7 +297,9 @@ def test_a_rollback_interrupted_in_its_wait_says_what_it_left(
     token.cancel("SIGINT received")
     token.cancel("SIGINT received")  # the second signal: the rollback does not wait either
     busy = BMCBusy("later", node="n1")
-    backend.release(claim, busy, policy_for(busy))
+    backend.release(
+        claim, busy, policy_for(busy), deadline=Deadline.after(30.0, clock=clock.monotonic)
+    )
     assert clock.sleeps == []  # no tear-down wait
     assert proxy.deleted == ["alloc-1"]  # the allocation is still given back
     assert "rollback of n1 interrupted while waiting on Ironic: left it as it is" in caplog.text

@@ -83,7 +83,7 @@ def test_busy_alone_is_a_warning(make_ctx: MakeContext, enroll: Enroll, fleet: F
 class Garbling(FakeDriver):
     """A driver whose mapping table missed something: honest, unclassified."""
 
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         raise self.fault(UnclassifiedFault, "reply 0x42 means nothing to us", operation="probe")
 
 
@@ -130,7 +130,7 @@ def test_an_unknown_power_state_is_not_readable(
     enroll(2)
 
     class Unsure(FakeDriver):
-        def get_power_state(self, *, deadline: Deadline | None = None) -> PowerState:
+        def get_power_state(self, *, deadline: Deadline) -> PowerState:
             return PowerState.UNKNOWN
 
     def make(bmc_timeout: float) -> DriverFactory:
@@ -229,7 +229,7 @@ class Stuck(FakeDriver):
 
     release = threading.Event()
 
-    def probe(self, *, deadline: Deadline | None = None) -> BMCInfo:
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
         self._sleep(3600)  # the fake clock: an hour passes while it hangs
         type(self).release.wait(timeout=10)
         return super().probe(deadline=deadline)

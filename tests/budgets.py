@@ -1,0 +1,69 @@
+"""Deadlines for tests, made where a test's budget starts.
+
+The driver contract, ``bmaas.retry`` and the deploy take a ``Deadline`` as a
+required keyword; these make the one a test means, on the clock of what it
+drives (a FakeClock driver gets a deadline on its FakeClock):
+
+* :func:`per_call` — one BMC call: the driver's ``bmc_timeout`` from now;
+* :func:`per_operation` — one retried operation: the policy's ``total``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from bmaas.deadline import Deadline
+from bmaas.driver import BMCDriver
+from bmaas.retry import RetryingDriver, RetryLimits
+
+__all__ = ["ask", "bound", "no_budget", "per_call", "per_operation", "unbounded"]
+
+T = TypeVar("T")
+
+
+def per_call(driver: BMCDriver) -> Deadline:
+    """``driver.bmc_timeout`` seconds from now, on the driver's clock."""
+    return Deadline.after(driver.bmc_timeout, clock=driver.clock)
+
+
+def per_operation(of: RetryLimits | RetryingDriver | Any) -> Deadline:
+    """``policy.total`` seconds from now, on the policy's clock (``of`` is a
+    RetryLimits or anything holding one as ``.limits``)."""
+    policy: RetryLimits = of if isinstance(of, RetryLimits) else of.limits
+    return Deadline.after(policy.total, clock=policy.clock)
+
+
+def no_budget(driver: BMCDriver) -> Deadline:
+    """No overall bound, on the driver's clock: each BMC request in a
+    several-request method still gets ``bmc_timeout``, a power wait its
+    ``timeout`` (what a call with no deadline got before deadlines were
+    required; for tests of those inner limits)."""
+    return Deadline.after(math.inf, clock=driver.clock)
+
+
+def _for(owner: Any) -> Deadline:
+    if isinstance(owner, RetryingDriver):
+        return per_operation(owner)
+    return per_call(owner)
+
+
+def ask(method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call a driver's (or RetryingDriver's) bound ``method`` with the
+    deadline it would have made for itself before deadlines were required."""
+    return method(*args, **kwargs, deadline=_for(getattr(method, "__self__", None)))
+
+
+def bound(method: Callable[..., T], *args: Any, **kwargs: Any) -> Callable[[], T]:
+    """``method`` as a no-argument callable that calls it through :func:`ask`
+    (for helpers that take ``driver.get_power_state`` and call it later)."""
+    return functools.partial(ask, method, *args, **kwargs)
+
+
+def unbounded(clock: Any = None) -> Deadline:
+    """No bound at all (a sync pass or fleet run a test does not mean to cut
+    off); ``clock`` is a FakeClock, a clock function, or None for the real one."""
+    fn = getattr(clock, "monotonic", clock)
+    return Deadline.after(math.inf, clock=fn)
