@@ -69,7 +69,7 @@ def _power_on_then_settle(driver: BMCDriver) -> str:
 
 
 def _vmedia_insert(driver: BMCDriver) -> str:
-    driver.insert_virtual_media(_media_url())
+    driver.insert_virtual_media(_media_url(), deadline=per_call(driver))
     return "ok"
 
 
@@ -282,7 +282,7 @@ def _outcome(
         lab.add_faults(node, [dict(scenario.rule)])
         if scenario.prime:
             with contextlib.suppress(BmaasError):
-                driver.get_power_state()
+                driver.get_power_state(deadline=per_call(driver))
         start = time.monotonic()
         try:
             outcome = _retried(driver, scenario.action, Deadline.after(OUTCOME_BUDGET), calls)

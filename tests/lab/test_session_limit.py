@@ -20,6 +20,7 @@ from bmaas.faults import BMCBusy
 from fakes.faults import FaultRule, Firing
 from fakes.machine import FakeMachine
 from hwlab.redfish import RedfishServer
+from tests.budgets import ask
 from tests.lab.conftest import PASSWORD, USER
 from tests.lab.conftest import Lab as IpmiLab
 from tests.lab.redfish_support import HARDWARE, driver_for
@@ -61,7 +62,7 @@ def test_redfish_login_beyond_the_limit_is_a_503_naming_rac0218(
     driver = driver_for(server, port, redfish_auth_type="session")
     try:
         with pytest.raises(BMCBusy, match="503"):
-            driver.get_power_state()
+            ask(driver.get_power_state)
         refused = requests.post(login, json=body, timeout=5)
         assert refused.status_code == 503
         info = refused.json()["error"]["@Message.ExtendedInfo"]
@@ -74,7 +75,7 @@ def test_redfish_login_beyond_the_limit_is_a_503_naming_rac0218(
             timeout=5,
         )
         assert gone.status_code in (200, 204)
-        assert driver.get_power_state() is not None
+        assert ask(driver.get_power_state) is not None
         assert len(fired) == 2
     finally:
         driver.close()
@@ -91,16 +92,16 @@ def test_ipmi_login_beyond_the_limit_is_rmcp_status_1(lab: IpmiLab) -> None:
     machine = lab.machine()
     fired = limit(machine, 1)
     driver = lab.driver()
-    driver.get_power_state()  # bmaas holds the one session (kept: a pooled session)
+    ask(driver.get_power_state)  # bmaas holds the one session (kept: a pooled session)
     assert fired == []
     refused = _ipmitool(lab, "power", "status")  # another client: no slot
     assert refused.returncode != 0
     assert "insufficient resources" in (refused.stderr + refused.stdout).lower()
     assert [f.effect for f in fired] == ["session_limit"]
-    driver.get_power_state()  # the session bmaas holds is never refused
+    ask(driver.get_power_state)  # the session bmaas holds is never refused
     driver.close()
     strict = lab.driver()
     limit(machine, 0)
     with pytest.raises(BMCBusy):
-        strict.get_power_state()
+        ask(strict.get_power_state)
     assert json.dumps(fired[0].to_dict())  # the event log records each refusal

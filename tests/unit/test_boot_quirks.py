@@ -20,6 +20,7 @@ from bmaas.store.nodes import QUIRKS_KEY
 from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.machine import FakeMachine, Hardware
+from tests.budgets import ask
 
 HW = Hardware(power_on_time=1, power_off_time=1, soft_off_time=1, os_boot_time=1, reset_time=0.5)
 SETTINGS = DeploySettings(
@@ -50,17 +51,17 @@ def rig(machine_cls: type[FakeMachine]) -> tuple[FakeDriver, FakeMachine, FakeCl
 
 
 def deploy(driver: FakeDriver, clock: FakeClock, **kw: Any) -> None:
-    policy = RetryLimits(sleep=clock.sleep, clock=clock)
+    limits = RetryLimits(sleep=clock.sleep, clock=clock)
     settings = DeploySettings(**{**SETTINGS.__dict__, **kw})
-    deploy_node(driver, settings=settings, policy=policy, deadline=Deadline.after(600, clock=clock))
+    deploy_node(driver, settings=settings, limits=limits, deadline=Deadline.after(600, clock=clock))
 
 
 def test_a_one_time_override_read_back_persistent_is_a_quirk_not_a_fault(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     driver, _, _ = rig(KeepsPersistent)
-    driver.set_boot_device(BootDevice.PXE, persistent=False)
-    driver.set_boot_device(BootDevice.PXE, persistent=False)
+    ask(driver.set_boot_device, BootDevice.PXE, persistent=False)
+    ask(driver.set_boot_device, BootDevice.PXE, persistent=False)
     assert driver.quirks == {Quirk.BOOT_ONCE_KEPT_PERSISTENT}
     warned = [r for r in caplog.records if "boot_once_kept_persistent" in r.getMessage()]
     assert len(warned) == 1  # reported once
@@ -69,7 +70,7 @@ def test_a_one_time_override_read_back_persistent_is_a_quirk_not_a_fault(
 def test_another_device_is_still_a_boot_failure() -> None:
     driver, _, _ = rig(IgnoresDevice)
     with pytest.raises(BootFailure, match="asked for pxe"):
-        driver.set_boot_device(BootDevice.PXE, persistent=False)
+        ask(driver.set_boot_device, BootDevice.PXE, persistent=False)
     assert driver.quirks == set()
 
 

@@ -22,6 +22,7 @@ from bmaas.policy import OTHER_PROTOCOL_MAY_CURE, POLICY, policy_for
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
 from fakes.machine import Hardware
+from tests.budgets import ask
 
 HW = Hardware(power_on_time=1, power_off_time=1)
 
@@ -65,7 +66,7 @@ def test_unsupported_or_licence_gated_falls_through_and_is_recorded(rule: dict[s
 def test_busy_is_not_cured_elsewhere() -> None:
     driver, _, seen = _pair({"effect": "busy", "operation": "power.get"})
     with pytest.raises(BMCBusy):
-        driver.get_power_state()
+        ask(driver.get_power_state)
     assert seen == []
 
 
@@ -73,7 +74,7 @@ def test_a_timeout_never_resends_elsewhere() -> None:
     """It may have acted: a reset sent over the other protocol would be a second reset."""
     driver, _, seen = _pair({"effect": "hang", "operation": "power.set"})
     with pytest.raises(BMCTimeout):
-        driver.request_power(PowerAction.REBOOT)
+        ask(driver.request_power, PowerAction.REBOOT)
     assert seen == []
 
 
@@ -82,7 +83,7 @@ def test_when_the_other_fails_too_its_fault_names_the_first() -> None:
     fleet.add("n1", hardware=HW, rules=[{"effect": "unsupported", "operation": "boot.set"}])
     driver = FailoverDriver(fleet.driver("n1"), fleet.driver("n1"))
     with pytest.raises(UnsupportedOperation) as info:
-        driver.set_boot_device(BootDevice.PXE)
+        ask(driver.set_boot_device, BootDevice.PXE)
     assert any("after failing over from fake" in note for note in info.value.__notes__)
     assert [r.outcome for r in driver.history] == ["unsupported_operation"]
 
@@ -98,7 +99,7 @@ def test_no_time_left_no_failover() -> None:
 def test_vmedia_stays_on_the_first_protocol() -> None:
     driver, _, seen = _pair({"effect": "incident", "incident": "idrac-licence"})
     with pytest.raises(UnsupportedOperation):
-        driver.insert_virtual_media("http://x/y.iso")
+        ask(driver.insert_virtual_media, "http://x/y.iso")
     assert seen == []
 
 

@@ -201,7 +201,7 @@ def test_session_limit_needs_a_server_that_counts_sessions() -> None:
     no sessions another client could fill, so it never fires here (hwlab's
     emulators: tests/lab/test_session_limit.py)."""
     d = _driver({"effect": "session_limit", "sessions": 0, "operation": "login"})
-    assert d.get_power_state() is PowerState.OFF
+    assert ask(d.get_power_state) is PowerState.OFF
     assert d.machine.plan.rules[0].effect is Effect.SESSION_LIMIT
 
 
@@ -212,7 +212,7 @@ def test_overload_silences_the_bmc_for_its_duration() -> None:
     with pytest.raises(BMCTimeout):  # still down: lost, no new trigger
         d.get_power_state(deadline=Deadline.after(1.0, clock=clock.monotonic))
     clock.advance(30)
-    assert d.get_power_state() is PowerState.OFF
+    assert ask(d.get_power_state) is PowerState.OFF
 
 
 def test_every_effect_is_covered_here() -> None:
@@ -236,17 +236,17 @@ def test_incident_window_after_power_off_then_it_passes() -> None:
     """iDRAC10's conflict: busy while the node has been off < window, then on."""
     d, clock = _make({"effect": "incident", "incident": "idrac10-power-on-conflict", "within": 5})
     with pytest.raises(BMCBusy, match="ActionParameterValueConflict"):
-        d.set_power_state(PowerAction.ON)
+        ask(d.set_power_state, PowerAction.ON)
     clock.advance(6)  # the window closed
-    d.set_power_state(PowerAction.ON)
+    ask(d.set_power_state, PowerAction.ON)
     clock.advance(3)
-    assert d.get_power_state() is PowerState.ON
+    assert ask(d.get_power_state) is PowerState.ON
 
 
 def test_incident_licence_is_unsupported_and_already_on_succeeds() -> None:
     with pytest.raises(UnsupportedOperation, match="LIC501"):
-        _driver({"effect": "incident", "incident": "idrac-licence"}).insert_virtual_media("x")
+        ask(_driver({"effect": "incident", "incident": "idrac-licence"}).insert_virtual_media, "x")
     d, clock = _make({"effect": "incident", "incident": "idrac-already-on"})
-    d.set_power_state(PowerAction.ON)  # the BMC acted and said "already on"
+    ask(d.set_power_state, PowerAction.ON)  # the BMC acted and said "already on"
     clock.advance(3)
-    assert d.get_power_state() is PowerState.ON
+    assert ask(d.get_power_state) is PowerState.ON

@@ -136,7 +136,7 @@ def test_a_deploy_in_a_busy_backoff_is_rolled_back_at_the_second_signal(store: S
     provisioner = Provisioner(
         store,
         driver_factory=rack.factory,
-        policy=rack.policy.replace(sleep=signals.token.sleeper()),
+        limits=rack.policy.replace(sleep=signals.token.sleeper()),
         cancel=signals.token,
         **options,
     )

@@ -16,6 +16,7 @@ import sushy.exceptions as sushy_exc
 from bmaas.driver import PowerAction
 from bmaas.driver_info import DriverInfo
 from drivers.redfish import RedfishDriver
+from tests.budgets import ask
 from tests.unit.test_redfish_faults import http_error
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "incidents"
@@ -68,7 +69,7 @@ OFF, ON, POWERING_ON = sushy.PowerState.OFF, sushy.PowerState.ON, sushy.PowerSta
 @pytest.mark.parametrize("now", [ON, POWERING_ON])
 def test_already_on_is_success_after_one_reread(name: str, now: Any) -> None:
     system = StubSystem([OFF, OFF, now], _answer(name))
-    _driver(system).request_power(PowerAction.ON)
+    ask(_driver(system).request_power, PowerAction.ON)
     assert system.resets == [sushy.ResetType.ON]
     assert system.refreshes == 2  # the read before acting, and the one re-read
 
@@ -77,12 +78,12 @@ def test_a_conflict_while_still_off_is_the_answers_fault() -> None:
     refusal = _answer("idrac10-power-on-conflict")
     system = StubSystem([OFF, OFF, OFF], refusal)
     with pytest.raises(sushy_exc.HTTPError) as info:
-        _driver(system).request_power(PowerAction.ON)
+        ask(_driver(system).request_power, PowerAction.ON)
     assert info.value is refusal  # mapped at the edge to BMCBusy (test_incident_classes)
 
 
 def test_a_reset_is_never_reread_into_success() -> None:
     system = StubSystem([ON, ON, ON], _answer("idrac-already-on"))
     with pytest.raises(sushy_exc.HTTPError):
-        _driver(system).request_power(PowerAction.REBOOT)
+        ask(_driver(system).request_power, PowerAction.REBOOT)
     assert system.refreshes == 1  # only the read before acting
