@@ -138,7 +138,7 @@ def generate(
     (alternating, half and half)."""
     if count < 1:
         raise InputError("must be at least 1", field="--nodes")
-    choices = {
+    choices: dict[str, list[tuple[str, ...]]] = {
         "ipmi": [("ipmi",)],
         "redfish": [("redfish",)],
         "both": [PROTOCOLS],

@@ -1,13 +1,94 @@
-"""Fixtures every test folder may use: ``pg_server`` (a real PostgreSQL,
-started once per session, see :mod:`tests.pgserver`)."""
+"""What every test folder shares.
+
+* ``pg_server`` (a real PostgreSQL, started once per session -- with
+  pytest-xdist once per worker, see :mod:`tests.pgserver`) and ``pg_url`` (a
+  fresh database on it per test).
+* A private home for per-user defaults: ``XDG_*`` point into a temporary
+  folder per test session (per xdist worker), so no test reads or writes the
+  developer's ``~/.local/share/bmaas/bmaas.db`` or hwlab's default lab, and two
+  workers never share one.
+* The venv's ``bin`` first on ``PATH``: the console scripts (``bmaas``,
+  ``hwlab``) sit beside :data:`sys.executable`, and tests that run them (and
+  the README's shell blocks) find them there whether or not the venv is
+  activated.
+* The extras guard: a test that needs an opt-in extra (``vbmc``: virtualbmc,
+  libvirt-python) must carry its marker, or collection fails with one line
+  per test; see :data:`EXTRA_NEEDS`.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tempfile
+import types
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests import pgserver
+
+#: marker -> names whose use in a test body means the test needs that extra
+#: (tests that get it through a fixture are marked by the folder's conftest)
+EXTRA_NEEDS: dict[str, frozenset[str]] = {
+    "vbmc": frozenset({"StockVbmc", "virtualbmc", "libvirt"}),
+}
+
+_SANDBOX = "BMAAS_TEST_SANDBOX"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    bindir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bindir:
+        os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    sandbox = tempfile.mkdtemp(prefix=f"bmaas-tests-{worker}-")
+    config.stash[_sandbox_key] = sandbox
+    for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+        os.environ[var] = os.path.join(sandbox, var.lower())
+    os.environ[_SANDBOX] = sandbox
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    sandbox = config.stash.get(_sandbox_key, None)
+    if sandbox:
+        shutil.rmtree(sandbox, ignore_errors=True)
+
+
+_sandbox_key = pytest.StashKey[str]()
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """Every global/attribute name a function's code (and its nested code) uses."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _names(const)
+    return found
+
+
+@pytest.hookimpl(trylast=True)  # after the folders' conftests have marked fixture users
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Fail collection when a test uses an extra's code without its marker:
+    without the extra it would fail instead of being deselected, and with it
+    (CI) nobody would notice the dependency."""
+    unmarked = []
+    for item in items:
+        function = getattr(item, "function", None)
+        code = getattr(function, "__code__", None)
+        if code is None:
+            continue
+        used = _names(code)
+        for marker, needs in EXTRA_NEEDS.items():
+            hit = sorted(used & needs)
+            if hit and item.get_closest_marker(marker) is None:
+                unmarked.append(f"{item.nodeid}: uses {', '.join(hit)} but is not marked {marker}")
+    if unmarked:
+        raise pytest.UsageError(
+            "tests that need an extra must carry its marker:\n" + "\n".join(unmarked)
+        )
 
 
 @pytest.fixture(scope="session")

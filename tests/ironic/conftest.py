@@ -55,10 +55,14 @@ _SDK_WARNINGS = [
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark this folder ``ironic``, and keep it on one pytest-xdist worker
+    (``--dist loadgroup``, scripts/test.sh): one Ironic and one 40-node lab
+    serve them all, instead of one per worker."""
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.ironic)
+            item.add_marker(pytest.mark.xdist_group("ironic"))
             for mark in _SDK_WARNINGS:
                 item.add_marker(mark)
 

@@ -51,6 +51,7 @@ def test_auto_processes_is_one_per_core_but_not_for_small_fleets() -> None:
     assert auto_processes(100_000, cores=2) == 2
 
 
+@pytest.mark.procs
 def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
     store: Store, enroll: Enroll
 ) -> None:
@@ -75,6 +76,7 @@ def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
     assert stats.dropped == 2 * len(FAULTY)
 
 
+@pytest.mark.procs
 def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     store: Store, enroll: Enroll
 ) -> None:
