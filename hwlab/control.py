@@ -169,6 +169,12 @@ class ControlServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
+        except asyncio.CancelledError:
+            # stop() cancels open connections (`hwlab down` arrives on one).
+            # Ending quietly is deliberate: on Python 3.11 asyncio's own
+            # done-callback for a cancelled connection task calls
+            # task.exception(), which raises and logs a 15-line traceback.
+            pass
         finally:
             writer.close()
 

@@ -54,6 +54,7 @@ _SDK_WARNINGS = [
 ]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark this folder ``ironic``, and keep it on one pytest-xdist worker
     (``--dist loadgroup``, scripts/test.sh): one Ironic and one 40-node lab

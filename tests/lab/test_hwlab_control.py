@@ -99,3 +99,19 @@ def test_twenty_malformed_requests_each_get_a_4xx_and_a_one_line_json_error(
 )
 def test_limits_are_named_in_the_error(control: ControlServer, what: str, needle: str) -> None:
     assert needle in str(_exchange(control, MALFORMED[what])[1]["error"])
+
+
+def test_stopping_with_a_client_connected_logs_no_traceback(
+    control: ControlServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`hwlab down` stops the server from a request on an open keep-alive
+    connection: cancelling that connection must end quietly (Python 3.11's
+    asyncio logged a CancelledError traceback from its own done-callback)."""
+    host, port = control.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as client:
+        client.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.recv(65536).startswith(b"HTTP/1.1 200")  # kept alive: a task waits on it
+        with caplog.at_level("DEBUG", logger="asyncio"):
+            control.stop()
+    assert "CancelledError" not in caplog.text
+    assert "Traceback" not in caplog.text
