@@ -10,8 +10,8 @@
 # (BMC transitions, timeouts), so on a 2-core machine 4 workers finish sooner
 # than `-n auto` (2); `-n 0` (as a pytest argument) runs serially for a debugger.
 # Each worker has its own ports, temp dirs, PostgreSQL and XDG home
-# (tests/conftest.py); the `ironic` tests share one worker and one Ironic
-# (--dist loadgroup). The run ends with the 15 slowest tests.
+# (tests/conftest.py, which also keeps the `ironic` tests on one Ironic per
+# group: XDIST_GROUPS). The run ends with the 15 slowest tests.
 #
 # The `ironic` tests run a real Ironic from .venv-ironic (scripts/ironic-env.sh,
 # about a minute the first time, seconds after); the `pg` tests start Debian's
@@ -67,5 +67,5 @@ if [ $under_load = yes ]; then
 fi
 
 workers=${BMAAS_TEST_WORKERS:-4}
-step python -m pytest -n "$workers" --dist loadgroup "$@"
+step python -m pytest -n "$workers" "$@"
 echo "test: load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -11,6 +11,8 @@
   ``hwlab``) sit beside :data:`sys.executable`, and tests that run them (and
   the README's shell blocks) find them there whether or not the venv is
   activated.
+* Which tests share a pytest-xdist worker (:data:`XDIST_GROUPS`,
+  :func:`pytest_xdist_make_scheduler`).
 * The extras guard: a test that needs an opt-in extra (``vbmc``: virtualbmc,
   libvirt-python) must carry its marker, or collection fails with one line
   per test; see :data:`EXTRA_NEEDS`.
@@ -18,6 +20,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -25,6 +28,7 @@ import tempfile
 import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +41,39 @@ EXTRA_NEEDS: dict[str, frozenset[str]] = {
 }
 
 _SANDBOX = "BMAAS_TEST_SANDBOX"
+
+#: test module -> the group of tests that must run on one pytest-xdist worker,
+#: in order. The ironic tests on tests/ironic/conftest.py's session Ironic share
+#: one worker (one Ironic and one 40-node lab, not one per worker); a module
+#: that starts an Ironic of its own is a group (its tests build on each other).
+#: Every other test is scheduled alone, wherever a worker is free.
+XDIST_GROUPS: dict[str, str] = {
+    "tests/ironic/test_ironic_driver.py": "ironic-session",
+    "tests/ironic/test_ironic_faults.py": "ironic-session",
+    "tests/ironic/test_ironic_sync.py": "ironic-session",
+    "tests/ironic/test_backend_ironic.py": "ironic-backend",
+    "tests/ironic/test_bench_goodput_ironic.py": "ironic-goodput",
+}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to: its group, else the test alone."""
+    return XDIST_GROUPS.get(nodeid.split("::", 1)[0], nodeid)
+
+
+if importlib.util.find_spec("xdist") is not None:  # the hook exists only with pytest-xdist
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """Groups by :func:`xdist_scope`, biggest group first. (pytest-xdist's
+        own ``--dist loadgroup`` reads ``xdist_group`` marks through a node id
+        suffix that pytest 9 no longer keeps, so it would not group at all.)"""
+        from xdist.scheduler import LoadScopeScheduling
+
+        class GroupScheduling(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return xdist_scope(nodeid)
+
+        return GroupScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,10 +122,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             hit = sorted(used & needs)
             if hit and item.get_closest_marker(marker) is None:
                 unmarked.append(f"{item.nodeid}: uses {', '.join(hit)} but is not marked {marker}")
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith("tests/ironic/test_") and path not in XDIST_GROUPS:
+            unmarked.append(f"{path}: an ironic test module missing from XDIST_GROUPS")
     if unmarked:
-        raise pytest.UsageError(
-            "tests that need an extra must carry its marker:\n" + "\n".join(unmarked)
-        )
+        raise pytest.UsageError("collection refused (tests/conftest.py):\n" + "\n".join(unmarked))
 
 
 @pytest.fixture(scope="session")

@@ -54,25 +54,13 @@ _SDK_WARNINGS = [
 ]
 
 
-#: modules that start an Ironic of their own (module fixture or a benchmark):
-#: each is one pytest-xdist group; the rest share this file's session Ironic
-OWN_IRONIC = ("test_backend_ironic", "test_bench_goodput_ironic")
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark this folder ``ironic`` and group it for ``--dist loadgroup``
-    (scripts/test.sh): the tests on the session Ironic run on one worker (one
-    Ironic and one 40-node lab, not one per worker); a module with an Ironic
-    of its own is a group of its own, in order (its tests build on each
-    other), so the slow ones run beside each other."""
+    """Mark this folder ``ironic``. (Which of its tests share a pytest-xdist
+    worker: ``XDIST_GROUPS`` in tests/conftest.py.)"""
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.ironic)
-            module = Path(str(item.fspath)).stem
-            group = f"ironic-{module}" if module in OWN_IRONIC else "ironic-session"
-            item.add_marker(pytest.mark.xdist_group(group))
             for mark in _SDK_WARNINGS:
                 item.add_marker(mark)
 
