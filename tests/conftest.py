@@ -12,7 +12,8 @@
   the README's shell blocks) find them there whether or not the venv is
   activated.
 * Which tests share a pytest-xdist worker (:data:`XDIST_GROUPS`,
-  :func:`pytest_xdist_make_scheduler`).
+  :func:`pytest_xdist_make_scheduler`), and the slowest files first
+  (:data:`SLOW_FIRST`), so a 4-worker run does not end on one long test.
 * The extras guard: a test that needs an opt-in extra (``vbmc``: virtualbmc,
   libvirt-python) must carry its marker, or collection fails with one line
   per test; see :data:`EXTRA_NEEDS`.
@@ -54,6 +55,17 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_backend_ironic.py": "ironic-backend",
     "tests/ironic/test_bench_goodput_ironic.py": "ironic-goodput",
 }
+
+
+#: test files whose tests take a minute or more each (benchmarks at smoke size,
+#: the README run end to end, fleet-wide policy runs): collected first, so
+#: pytest-xdist starts them first instead of leaving one for the end
+SLOW_FIRST = (
+    "tests/lab/test_bench.py",
+    "tests/lab/test_readme.py",
+    "tests/lab/test_policy_lab.py",
+    "tests/lab/test_matrix_and_demo.py",
+)
 
 
 def xdist_scope(nodeid: str) -> str:
@@ -122,6 +134,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             hit = sorted(used & needs)
             if hit and item.get_closest_marker(marker) is None:
                 unmarked.append(f"{item.nodeid}: uses {', '.join(hit)} but is not marked {marker}")
+    slow = [i for i in items if i.nodeid.split("::", 1)[0] in SLOW_FIRST]
+    if slow:  # stable: each file keeps its order, so module fixtures stay shared
+        items[:] = slow + [i for i in items if i.nodeid.split("::", 1)[0] not in SLOW_FIRST]
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         if path.startswith("tests/ironic/test_") and path not in XDIST_GROUPS:
