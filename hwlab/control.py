@@ -170,6 +170,12 @@ class ControlServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
+        except asyncio.CancelledError:
+            # stop() cancels open connections (`hwlab down` arrives on one).
+            # Ending quietly is deliberate: on Python 3.11 asyncio's own
+            # done-callback for a cancelled connection task calls
+            # task.exception(), which raises and logs a 15-line traceback.
+            pass
         finally:
             writer.close()
 
@@ -317,9 +323,10 @@ class LabClient:
             raise LabNotRunning(f"the lab at {self.url} does not answer: {exc}") from None
 
     def status(self) -> dict[str, Any]:
-        return self._call("GET", "/status")
+        status: dict[str, Any] = self._call("GET", "/status")
+        return status
 
-    def add_faults(self, node: str, rules: list[dict[str, Any] | FaultRule]) -> int:
+    def add_faults(self, node: str, rules: Sequence[dict[str, Any] | FaultRule]) -> int:
         raw = [r.to_dict() if isinstance(r, FaultRule) else r for r in rules]
         return int(self._call("POST", f"/faults/{node}", {"rules": raw})["rules"])
 

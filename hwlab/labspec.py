@@ -155,7 +155,7 @@ def generate(
         raise InputError("must be at least 1", field="--nodes")
     if redfish_service_size < 1:
         raise InputError("must be at least 1", field="--redfish-service-size")
-    choices = {
+    choices: dict[str, list[tuple[str, ...]]] = {
         "ipmi": [("ipmi",)],
         "redfish": [("redfish",)],
         "both": [PROTOCOLS],

@@ -17,18 +17,44 @@ cd "$(dirname "$0")/.."
 IRONIC_VERSION=${IRONIC_VERSION:-39.0.0}
 venv=${BMAAS_IRONIC_VENV:-.venv-ironic}
 python=${PYTHON:-python3}
+t0=$(date +%s.%N)
 
-command -v ipmitool >/dev/null 2>&1 || echo "ironic-env: stock ipmi needs ipmitool (apt-get install ipmitool)" >&2
+say() { printf 'ironic-env: %s\n' "$*" >&2; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
+
+command -v ipmitool >/dev/null 2>&1 || say "stock ipmi needs ipmitool (apt-get install ipmitool)"
 
 if [ ! -x "$venv/bin/python" ]; then
+    t=$(date +%s.%N)
+    say "creating $venv with $("$python" --version 2>&1)..."
     "$python" -m venv "$venv"
+    say "created $venv ($(since "$t"))"
 fi
 have=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("ironic"))' 2>/dev/null || true)
 if [ "$have" != "$IRONIC_VERSION" ]; then
+    t=$(date +%s.%N)
+    say "installing Ironic $IRONIC_VERSION into $venv (pip; about a minute the first time)..."
     "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
     "$venv/bin/python" -m pip install -q "ironic==$IRONIC_VERSION"
+    say "installed Ironic $IRONIC_VERSION ($(since "$t"))"
+else
+    say "Ironic $IRONIC_VERSION already in $venv"
 fi
-# bmaas itself, editable, with the conductor-side extra only (no lab, no tests).
-"$venv/bin/python" -m pip install -q -e '.[ironic]'
-"$venv/bin/python" -c 'import ironic, drivers.ironic' >/dev/null
-echo "ironic-env: Ironic $IRONIC_VERSION in $venv" >&2
+# bmaas itself, editable, with the conductor-side extra only (no lab, no tests);
+# skipped while pyproject.toml (entry points, dependencies) is what was installed
+# from this checkout, which a stamp in the venv records.
+stamp="$venv/.bmaas-stamp"
+want="$(sha256sum pyproject.toml | cut -c1-16) $PWD"
+if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$venv/bin/python" -c 'import drivers.ironic' 2>/dev/null; then
+    say "bmaas[ironic] up to date in $venv (editable, this checkout)"
+else
+    t=$(date +%s.%N)
+    say "installing bmaas[ironic] (editable) into $venv..."
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[ironic]' 2>&1 |
+        grep -v -e BuildBackendWarning -e '^ *!!' -e '^ *\*\*\*' -e 'careful with folders' \
+            -e 'name as your package' -e 'WheelFile(wheel_path' -e '^ *$' >&2 || true
+    "$venv/bin/python" -c 'import ironic, drivers.ironic' >/dev/null
+    echo "$want" >"$stamp"
+    say "installed bmaas[ironic] ($(since "$t"))"
+fi
+say "Ironic $IRONIC_VERSION in $venv, done in $(since "$t0")"

@@ -2,12 +2,13 @@
 # Set up a development environment: ipmitool (the real client some lab tests
 # drive), a venv in .venv, and bmaas installed editable with what the job
 # needs: `--for demo` (scripts/demo.sh) bmaas and its lab extra; `--for test`
-# (the default; scripts/test.sh) the test extra too (pytest, ruff, mypy,
-# matplotlib). Prints each step and how long it took. Re-running is a no-op
+# (the default; scripts/test.sh) the test extra too (pytest, pytest-xdist,
+# ruff, mypy, matplotlib, and the lab extra). Prints each step and how long it took. Re-running is a no-op
 # (well under a second) while pyproject.toml and this script are unchanged
 # and what is installed covers what is asked: a stamp in .venv records it.
 #
-# Opt-in, for the stock-vbmcd proxy tests (pytest marker `vbmc`; CI sets it):
+# Opt-in, for the stock-vbmcd proxy tests (pytest marker `vbmc`; CI installs
+# it as its own step after scripts/test.sh, see .ci/run):
 #   BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh
 # which also installs Debian's libvirt-dev and pkg-config to build libvirt-python.
 set -euo pipefail

@@ -1,15 +1,37 @@
 #!/usr/bin/env bash
 # Set up everything, then lint, type-check and run the whole test suite (unit,
-# contract, lab, a real Ironic, a real PostgreSQL). Extra arguments go to
-# pytest: scripts/test.sh -m "not lab" -x
+# contract, lab, a real Ironic, a real PostgreSQL) on pytest-xdist workers.
+#
+#   bash scripts/test.sh                      # what CI runs first, and a newcomer
+#   bash scripts/test.sh -m "not lab" -x      # extra arguments go to pytest
+#   bash scripts/test.sh --under-load         # the same with two CPU burners beside it
+#
+# Workers: BMAAS_TEST_WORKERS (default 4). Lab tests mostly wait on real time
+# (BMC transitions, timeouts), so on a 2-core machine 4 workers finish sooner
+# than `-n auto` (2); `-n 0` (as a pytest argument) runs serially for a debugger.
+# Each worker has its own ports, temp dirs, PostgreSQL and XDG home
+# (tests/conftest.py, which also keeps the `ironic` tests on one Ironic per
+# group: XDIST_GROUPS). The run ends with the 15 slowest tests.
+#
 # The `ironic` tests run a real Ironic from .venv-ironic (scripts/ironic-env.sh,
 # about a minute the first time, seconds after); the `pg` tests start Debian's
 # postgresql themselves (scripts/postgres.sh installs it when missing).
 # Tests marked `vbmc` (stock vbmcd behind hwlab proxies) need the
 # bmaas[virtualbmc] extra; without it pytest deselects them, with one line
-# saying so (CI installs it and sets BMAAS_REQUIRE_VBMC=1, see .ci/run).
+# saying so (CI runs them as a second step, see .ci/run).
+#
+# --under-load starts two busy-looping processes (one per core here) for the
+# whole run and stops them whatever happens: a timing-sensitive test shows up
+# as a failure here before it flakes on a busy CI runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+under_load=no
+if [ "${1:-}" = --under-load ]; then
+    under_load=yes
+    shift
+fi
+
 bash scripts/setup.sh
 bash scripts/ironic-env.sh
 . .venv/bin/activate
@@ -21,8 +43,29 @@ step() {
     echo "test: $1 ok ($((SECONDS - t)) s)" >&2
 }
 
+burners=()
+stop_burners() {
+    if [ ${#burners[@]} -gt 0 ]; then
+        kill "${burners[@]}" 2>/dev/null || true
+        wait "${burners[@]}" 2>/dev/null || true
+        echo "test: stopped the CPU burners (${burners[*]})" >&2
+        burners=()
+    fi
+}
+trap stop_burners EXIT INT TERM
+
 step ruff check .
 step ruff format --check .
-step mypy  # bmaas/ drivers/ fakes/, strict; configured in pyproject.toml
+step mypy # bmaas/ drivers/ fakes/ hwlab/, strict; configured in pyproject.toml
 
-step python -m pytest "$@"
+if [ $under_load = yes ]; then
+    for _ in 1 2; do
+        python -c 'while True: pass' &
+        burners+=($!)
+    done
+    echo "test: under load: two CPU burners running (pids ${burners[*]}); load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+fi
+
+workers=${BMAAS_TEST_WORKERS:-4}
+step python -m pytest -n "$workers" "$@"
+echo "test: load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

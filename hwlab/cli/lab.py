@@ -238,7 +238,8 @@ def _wait_ready(
 
 def _read_lab_json(state_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((state_dir / "lab.json").read_text())
+        data: dict[str, Any] = json.loads((state_dir / "lab.json").read_text())
+        return data
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
 

@@ -110,7 +110,7 @@ class IPMIServer:
                 raise
             self._bmcs[machine.name] = bmc
         LOG.debug("serving %s over IPMI on %s:%d", machine.name, self.host, bmc.port)
-        return bmc.port
+        return int(bmc.port)
 
     def bmc(self, name: str) -> LabBmc:
         """The emulated BMC of machine ``name`` (for lab control and tests)."""

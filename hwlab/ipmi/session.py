@@ -165,8 +165,8 @@ class LabSession(_pyghmi_server.ServerSession):
         self.servermode = True
         self.ipmiversion = 2.0
         self.authtype = 6
-        self.integrityalgo = 0
-        self.confalgo = 0
+        self.integrityalgo: int | str = 0  # pyghmi's names once the session is up
+        self.confalgo: int | str = 0
         self.sequencenumber = 0
         self.sessionid = 0
         self.rqaddr = constants.IPMI_BMC_ADDRESS

@@ -33,6 +33,7 @@ from bmaas.faults import (
 from fakes.effects import EFFECTS, Act
 from fakes.faults import Effect, FaultRule, Layer
 from fakes.incidents import INCIDENTS
+from hwlab.operations import REDFISH_ROUTES
 
 if TYPE_CHECKING:
     from hwlab.proxy.spec import ProxySpec
@@ -87,6 +88,12 @@ def expected_fault(
     return EXPECTED_FAULTS.get(effect)
 
 
+#: what a Redfish proxy can name a request (by method and path; clients such
+#: as Ironic's sushy send no X-Bmaas-Operation header): a boot device read is
+#: the same GET of the system as a power read, so ``boot.get`` never fires
+REDFISH_PROXY_OPERATIONS = tuple(sorted({str(op) for _, _, op in REDFISH_ROUTES}))
+
+
 def _operations(protocol: str) -> list[str]:
     names = [str(op) for op in Operation]
     return [*names, OPAQUE] if protocol == "ipmi" else names
@@ -129,6 +136,18 @@ def check_rule(
             f"{name}: answering in-session IPMI requests for the BMC ({rule.effect}) needs the "
             "session keys, which the proxy derives from the BMC credentials: give the proxy "
             "username and password, or narrow the rule to operation 'login'",
+            source=source,
+            line=line,
+            field=where,
+            node=node,
+        )
+    if protocol == "redfish" and not any(
+        fnmatch.fnmatchcase(op, rule.operation) for op in REDFISH_PROXY_OPERATIONS
+    ):
+        raise InputError(
+            f"{name}: a Redfish proxy names requests by method and path, so operation "
+            f"{rule.operation!r} never matches (it sees {', '.join(REDFISH_PROXY_OPERATIONS)}; "
+            "a boot device read is the system's GET, operation 'power.get')",
             source=source,
             line=line,
             field=where,

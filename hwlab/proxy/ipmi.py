@@ -80,7 +80,8 @@ class IPMIProxy(LoginRelay):
         infos = await self._loop.getaddrinfo(
             spec.upstream_host, spec.upstream_port, type=socket.SOCK_DGRAM
         )
-        self._upstream = (infos[0][0], infos[0][4][:2])
+        family, address = infos[0][0], infos[0][4]
+        self._upstream = (family, (str(address[0]), int(address[1])))
         family = socket.AF_INET6 if ":" in spec.listen_host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_DGRAM)
         try:

@@ -101,9 +101,9 @@ class ProxiedNodes:
         for name, s in specs.items():
             if s.stock == "sushy":
                 by_uri.setdefault(s.libvirt_uri, []).append(name)
-        for i, (uri, names) in enumerate(sorted(by_uri.items(), key=lambda kv: str(kv[0]))):
-            systems = [specs[n].domain or n for n in names] if uri else names
-            sushy = StockSushy(self.workdir / f"sushy-{i}", systems, libvirt_uri=uri)
+        for i, (sushy_uri, names) in enumerate(sorted(by_uri.items(), key=lambda kv: str(kv[0]))):
+            systems = [specs[n].domain or n for n in names] if sushy_uri else names
+            sushy = StockSushy(self.workdir / f"sushy-{i}", systems, libvirt_uri=sushy_uri)
             self._stock.append(sushy)
             sushy.start(timeout)
             for name, system in zip(names, systems, strict=True):

@@ -249,6 +249,6 @@ class StockSushy(_Process):
             with urllib.request.urlopen(  # noqa: S310 - our own loopback URL
                 self.url + "/redfish/v1/", timeout=1, context=context
             ) as response:
-                return response.status == 200
+                return bool(response.status == 200)
         except OSError:
             return False

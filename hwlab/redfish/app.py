@@ -148,7 +148,7 @@ class MachineVirtualMedia(_vmedia.BaseDriver):
         # BaseDriver.__init__ opens a sqlite file; we keep no state of our own.
         self._config = config
         self._logger = logger
-        self._device_types = {
+        self._device_types: dict[str, dict[str, Any]] = {
             "Cd": {"Name": "Virtual CD", "MediaTypes": ["CD", "DVD"]},
             "Floppy": {"Name": "Virtual Removable Media", "MediaTypes": ["Floppy", "USBStick"]},
         }
@@ -299,9 +299,8 @@ def _install() -> None:
     # Our templates first; sushy-tools' for everything we do not override.
     stock = APP.jinja_loader
     if not isinstance(stock, jinja2.ChoiceLoader):
-        APP.jinja_loader = jinja2.ChoiceLoader(  # type: ignore[assignment]
-            [jinja2.FileSystemLoader(str(_TEMPLATES)), stock]
-        )
+        loaders: list[jinja2.BaseLoader] = [jinja2.FileSystemLoader(str(_TEMPLATES))]
+        APP.jinja_loader = jinja2.ChoiceLoader([*loaders, *([stock] if stock else [])])
     if "hwlab_sessions" not in APP.blueprints:
         APP.register_blueprint(sessions)
 

@@ -62,7 +62,7 @@ class _Connection:
     writer: asyncio.StreamWriter
     task: asyncio.Task[Any]
     #: the socket's own transport (under TLS, once the handshake started)
-    raw: asyncio.BaseTransport
+    raw: asyncio.WriteTransport
     secured: bool
 
     def cut(self) -> None:
@@ -141,7 +141,7 @@ class RedfishServer:
         self._cert: LabCertificate | None = None
         self._ssl: ssl.SSLContext | None = None
         self._stopping = False
-        self._raw: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
+        self._raw: weakref.WeakSet[asyncio.WriteTransport] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         state = "running" if self._thread else "stopped"

@@ -55,6 +55,8 @@ _SDK_WARNINGS = [
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark this folder ``ironic``. (Which of its tests share a pytest-xdist
+    worker: ``XDIST_GROUPS`` in tests/conftest.py.)"""
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:

@@ -18,6 +18,7 @@ from drivers.ipmi import IPMIDriver
 from fakes.faults import Effect, FaultRule
 from fakes.machine import FakeMachine, Hardware
 from hwlab.ipmi import IPMIServer
+from hwlab.proxy.stock import StockVbmc
 from tests.lab.proxy_support import proxy_host, stock_sushy, stock_vbmc
 
 __all__ = ["proxy_host", "stock_sushy", "stock_vbmc"]  # fixtures for the proxy tests
@@ -47,6 +48,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"deselected {len(dropped)} 'vbmc' test(s): bmaas[virtualbmc] is not installed "
                 "(BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh)"
             )
+
+
+@pytest.fixture(autouse=True)
+def _vbmc_needs_its_marker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run-time half of the extras guard (tests/conftest.py has the
+    collection half): a test not marked ``vbmc`` that reaches a stock vbmcd
+    (through a helper, a proxy lab spec with ``stock: vbmc``, ...) fails here,
+    with the extra installed or not."""
+    if request.node.get_closest_marker("vbmc") is not None:
+        return
+
+    def refuse(*_args: object, **_kw: object) -> None:
+        pytest.fail(f"{request.node.nodeid} starts a stock vbmcd: mark it @pytest.mark.vbmc")
+
+    monkeypatch.setattr(StockVbmc, "start", refuse)
 
 
 #: quick transitions so real-time tests converge in well under a second

@@ -128,3 +128,19 @@ def test_non_finite_numbers_and_deep_bodies_get_a_400(control: ControlServer, wh
     status, body = _exchange(control, ISSUE_23[what])
     assert status == 400, (what, body)
     assert "\n" not in str(body["error"])
+
+
+def test_stopping_with_a_client_connected_logs_no_traceback(
+    control: ControlServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`hwlab down` stops the server from a request on an open keep-alive
+    connection: cancelling that connection must end quietly (Python 3.11's
+    asyncio logged a CancelledError traceback from its own done-callback)."""
+    host, port = control.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as client:
+        client.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.recv(65536).startswith(b"HTTP/1.1 200")  # kept alive: a task waits on it
+        with caplog.at_level("DEBUG", logger="asyncio"):
+            control.stop()
+    assert "CancelledError" not in caplog.text
+    assert "Traceback" not in caplog.text

@@ -30,7 +30,9 @@ from tests.lab.conftest import PASSWORD, Lab
 
 pytestmark = pytest.mark.lab
 
-FAST = 0.5  # seconds: an answered failure must be this quick with a 5 s deadline
+#: seconds: an answered failure comes back well before the 5 s deadline these
+#: tests give; half of it, not a tighter figure, so a loaded machine passes too
+FAST = 2.5
 
 
 def _timed(call: Callable[[], object]) -> tuple[BaseException | None, float]:

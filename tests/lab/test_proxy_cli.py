@@ -115,6 +115,23 @@ def test_hwlab_proxy_refuses_hardware_rules_before_listening(tmp_path: Path) -> 
     assert not (tmp_path / "state" / "lab.json").exists()
 
 
+def test_hwlab_proxy_refuses_redfish_rules_that_can_never_fire(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {name: slow-boot-read, effect: busy, operation: boot.get}\n")
+    result = hwlab(
+        "proxy",
+        *("--protocol", "redfish", "--upstream", "http://127.0.0.1:9", "--rules", str(rules)),
+        *("--state-dir", str(tmp_path / "state")),
+        timeout=30,
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, result.stderr
+    assert "rule 'slow-boot-read'" in errors[0]
+    assert "never matches" in errors[0]
+    assert not (tmp_path / "state" / "lab.json").exists()
+
+
 LABFILE = """\
 seed: 3
 nodes:

@@ -279,6 +279,7 @@ def test_wrong_proxy_password_leaves_sessions_opaque_and_says_so(
 # -- lifecycle -----------------------------------------------------------------------
 
 
+@pytest.mark.vbmc  # starts its own stock vbmcd (not through the stock_vbmc fixture)
 def test_stop_leaves_no_port_thread_or_process(tmp_path: Path) -> None:
     vbmc = StockVbmc(tmp_path / "vbmc", ["test"])
     vbmc.start()

@@ -31,6 +31,31 @@ def test_the_readme_marks_its_examples_runnable() -> None:
     assert "--network provisioning" not in README.read_text()  # hwlab's network is `lab`
 
 
+FENCE = re.compile(r"^( *)```")
+
+
+def unmarked_blocks(text: str) -> list[str]:
+    """Code blocks not preceded by ``<!-- runnable ... -->`` (run below) or
+    ``<!-- not run: WHY -->``: each block is run, or says why not."""
+    lines = text.splitlines()
+    found, inside = [], False
+    for number, line in enumerate(lines, 1):
+        if not FENCE.match(line):
+            continue
+        if not inside:
+            before = lines[number - 2].strip() if number > 1 else ""
+            if not re.fullmatch(r"<!-- (runnable\b.*|not run: \S.*) -->", before):
+                found.append(f"README.md:{number}: {line.strip()}")
+        inside = not inside
+    return found
+
+
+def test_every_readme_block_is_run_or_says_why_not() -> None:
+    assert unmarked_blocks(README.read_text()) == []
+    assert unmarked_blocks("x\n```sh\nls\n```\n") == ["README.md:2: ```sh"]
+    assert unmarked_blocks("<!-- not run: output -->\n```\nok\n```\n") == []
+
+
 @pytest.mark.lab
 @pytest.mark.timeout(900)
 def test_every_runnable_readme_block_runs_against_a_lab(tmp_path: Path) -> None:

@@ -103,7 +103,8 @@ def test_verify_off_warns_once_and_still_works(
     tls_server: RedfishServer, lab: Lab, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="drivers.redfish")
-    driver = driver_for(tls_server, lab.port, redfish_verify_ca=False)
+    # not a deadline test: a roomy budget, so a TLS login on a loaded machine fits
+    driver = driver_for(tls_server, lab.port, bmc_timeout=10.0, redfish_verify_ca=False)
     try:
         assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
         assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF

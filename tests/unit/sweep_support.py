@@ -4,11 +4,14 @@ so a sharded sweep and an in-process one must return the same results."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.ops import DriverFactory
 from bmaas.store.records import NodeRecord
+from bmaas.sweep import shard_of
 from fakes.clock import FakeClock
 from fakes.fleet import FakeFleet
 from tests.budgets import per_call
@@ -35,4 +38,14 @@ def make_factory(*, bmc_timeout: float = 2.0, faulty: tuple[str, ...] = ()) -> D
 
 
 def read_power(driver: BMCDriver) -> PowerState:
+    return driver.get_power_state(deadline=per_call(driver))
+
+
+def die_in_shard_zero(driver: BMCDriver) -> PowerState:
+    """Kill the worker process itself on a shard-0 node (of two): a worker
+    that dies mid-sweep, every time. A SIGKILL sent from the test between
+    sweeps races the sweeper's liveness check: on a loaded machine the death
+    is noticed first, the worker replaced, and nothing is lost."""
+    if shard_of(driver.bmc_label, 2) == 0:  # sweeps shard by BMC (bmaas.gate.bmc_of)
+        os.kill(os.getpid(), signal.SIGKILL)
     return driver.get_power_state(deadline=per_call(driver))

@@ -20,6 +20,8 @@ import pytest
 
 from bmaas.store import OwnerKind, Store
 
+pytestmark = pytest.mark.procs  # real processes: seconds each, outside the quick loop
+
 REPO = Path(__file__).resolve().parents[2]
 #: seconds any one process may take
 LIMIT = 90.0

@@ -4,8 +4,6 @@ across sweeps; a worker that dies loses only its sweep's unanswered nodes."""
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import Counter
 from collections.abc import Callable
 
@@ -16,7 +14,7 @@ from bmaas.gate import bmc_of
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.store import Store
 from bmaas.sweep import ShardedSweeper, auto_processes, shard_of
-from tests.unit.sweep_support import make_factory, read_power
+from tests.unit.sweep_support import die_in_shard_zero, make_factory, read_power
 
 Enroll = Callable[..., list[str]]
 FAULTY = ("n07", "n31")
@@ -64,6 +62,7 @@ def test_auto_processes_is_one_per_core_but_not_for_small_fleets() -> None:
     assert auto_processes(100_000, cores=2) == 2
 
 
+@pytest.mark.procs
 def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
     store: Store, enroll: Enroll
 ) -> None:
@@ -88,6 +87,7 @@ def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
     assert stats.dropped == 2 * len(FAULTY)
 
 
+@pytest.mark.procs
 def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     store: Store, enroll: Enroll
 ) -> None:
@@ -96,8 +96,7 @@ def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     with ShardedSweeper(processes=2, workers=2, make_factory=make_factory) as sweeper:
         sweeper.run(records, read_power)
         victim = sweeper.pids()[0]
-        os.kill(victim, signal.SIGKILL)
-        results = sweeper.run(records, read_power)
+        results = sweeper.run(records, die_in_shard_zero)  # shard 0 dies mid-sweep
         again = sweeper.run(records, read_power)
         assert victim not in sweeper.pids()
         assert len(sweeper.pids()) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from bmaas.cli import App, cli
@@ -42,6 +43,7 @@ def test_a_sync_loop_reports_reads_per_login(tmp_path: Path) -> None:
     assert "logins: 5, reads per login: 4.0" in lines[3]
 
 
+@pytest.mark.procs
 def test_a_sharded_sync_reads_every_node_once_and_writes_the_store(tmp_path: Path) -> None:
     app = _enroll(tmp_path, 30)
     result = CliRunner().invoke(

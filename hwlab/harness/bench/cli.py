@@ -11,6 +11,7 @@ matplotlib, psutil, the drivers) are imported only when a command runs, so
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 import time
@@ -158,7 +159,7 @@ def _scenario(ctx: click.Context, module_name: str) -> None:
 @click.option("--parallel", type=click.IntRange(1, 32), help="Trials at once (default 10).")
 @bench_options
 @click.pass_context
-def fault_detection(ctx: click.Context, **_: Any) -> None:
+def fault_detection(ctx: click.Context, /, **_: Any) -> None:
     """Seconds from a power read to a typed fault (hang, refused, busy, wrong
     password): bmaas vs bare pyghmi, bare sushy and ipmitool as Ironic runs it."""
     _scenario(ctx, "fault_detection")
@@ -189,7 +190,7 @@ def sizes_option(
 )
 @bench_options
 @click.pass_context
-def fleet_sweep(ctx: click.Context, **_: Any) -> None:
+def fleet_sweep(ctx: click.Context, /, **_: Any) -> None:
     """Power status of every node of labs up to 10,000 nodes: bmaas cold (a login
     per read) and steady (sessions kept, in one process and sharded over
     cores) vs one ipmitool process per IPMI node, 8 at a time (Ironic's power
@@ -218,7 +219,7 @@ def fleet_sweep(ctx: click.Context, **_: Any) -> None:
 )
 @bench_options
 @click.pass_context
-def goodput(ctx: click.Context, **_: Any) -> None:
+def goodput(ctx: click.Context, /, **_: Any) -> None:
     """Deploys on a seeded flaky lab, three ways: no retry, blind reschedule
     (what Nova did) and bmaas's typed retry; success, time to active, BMC
     calls, ports, leaks. With --backend ironic, through a real Ironic
@@ -278,7 +279,7 @@ INCIDENT_NAMES = (
 @click.option("--busy", type=click.FloatRange(0, 1), help="Busy share of reads (default 0.5).")
 @bench_options
 @click.pass_context
-def ironic(ctx: click.Context, **_: Any) -> None:
+def ironic(ctx: click.Context, /, **_: Any) -> None:
     """Stock ipmi/redfish vs bmaas-ipmi/bmaas-redfish through one real Ironic
     (needs scripts/ironic-env.sh): time to error per fault, last_error,
     maintenance, and power sync on busy BMCs with conductor CPU per node.
@@ -302,7 +303,7 @@ def ironic(ctx: click.Context, **_: Any) -> None:
 )
 @bench_options
 @click.pass_context
-def lab_scale(ctx: click.Context, **_: Any) -> None:
+def lab_scale(ctx: click.Context, /, **_: Any) -> None:
     """Lab start time, memory of all lab processes, and power reads per second
     one lab serves."""
     _scenario(ctx, "lab_scale")
@@ -312,7 +313,7 @@ def lab_scale(ctx: click.Context, **_: Any) -> None:
 @click.option("--calls", type=click.IntRange(5, 100000), help="Reads per client (default 500).")
 @bench_options
 @click.pass_context
-def overhead(ctx: click.Context, **_: Any) -> None:
+def overhead(ctx: click.Context, /, **_: Any) -> None:
     """One power read through bmaas vs bare pyghmi and bare sushy on the same
     emulated BMC, sessions reused: median per call and the ratio."""
     _scenario(ctx, "overhead")
@@ -334,7 +335,7 @@ def overhead(ctx: click.Context, **_: Any) -> None:
 )
 @bench_options
 @click.pass_context
-def overrun(ctx: click.Context, **_: Any) -> None:
+def overrun(ctx: click.Context, /, **_: Any) -> None:
     """For every effect of the fault matrix, on both protocols: how long after
     its deadline a BMC call returns (median, p99, max)."""
     _scenario(ctx, "overrun")
@@ -346,7 +347,7 @@ def overrun(ctx: click.Context, **_: Any) -> None:
 @click.option("--sweeps", type=click.IntRange(1, 50), help="Reads of every node (default 3).")
 @bench_options
 @click.pass_context
-def overload(ctx: click.Context, **_: Any) -> None:
+def overload(ctx: click.Context, /, **_: Any) -> None:
     """Overload events each client sets off on a lab whose BMCs fall silent
     past 2 requests in flight or 5 a second: bmaas vs ipmitool x 8 (Ironic's
     sync) and bare sushy x 8 threads."""
@@ -383,7 +384,7 @@ def all_scenarios(ctx: click.Context, smoke: bool, as_json: bool, report_dir: Pa
         reports.append(
             _run(
                 ctx,
-                lambda module=module, options=options: module.run(options, progress=_progress),
+                functools.partial(module.run, options, progress=_progress),
                 smoke=smoke,
                 as_json=False,
                 report_dir=report_dir,

@@ -203,7 +203,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             for round_ in range(options.rounds):
                 for name in names if round_ % 2 == 0 else names[::-1]:
                     measured[name].append(contenders[name][1]())
-            sessions = {"in_process": [p.stats.to_dict() for p in pools]}
+            sessions: dict[str, Any] = {"in_process": [p.stats.to_dict() for p in pools]}
             sessions["sharded"] = sweeper.stats.to_dict()
         finally:
             sweeper.close()

@@ -181,7 +181,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
         ):
             workers = len(LabClient.from_state_dir(tmp).status()["worker_pids"])
             rss = process_tree_rss([pid])
-            served = {"reads": 0, "faults": 0, "seconds": 0.0, "reads_per_s": None}
+            served: dict[str, Any] = {"reads": 0, "faults": 0, "seconds": 0.0, "reads_per_s": None}
             loaded_rss = None
             if size <= READS_UP_TO:
                 inventory = yaml.safe_load((Path(tmp) / "inventory.yaml").read_text())

@@ -146,7 +146,7 @@ def _report(options: Options, results: dict[str, dict[str, list[float]]]) -> Rep
         for name, median in values.items():
             samples = len(results[protocol][name])
             rows.append([protocol, name, samples, fmt_seconds(median), fmt_ratio(median / base)])
-    headline = {
+    headline: dict[str, float | None] = {
         f"{p}: bmaas / {bare[p]} (median per read)": round(
             medians[p]["bmaas"] / medians[p][bare[p]], 3
         )

@@ -49,7 +49,7 @@ def _suite3() -> None:
         original(self)
         self.attemptedhash = 1
 
-    pyghmi_session.Session._initsession = initsession  # type: ignore[method-assign]
+    pyghmi_session.Session._initsession = initsession
 
 
 def measure(

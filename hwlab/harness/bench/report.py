@@ -82,7 +82,8 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "plot"}
         out["tables"] = [t.to_dict() for t in self.tables]
-        return mask(out)
+        masked: dict[str, Any] = mask(out)
+        return masked
 
 
 # -- the machine ------------------------------------------------------------------

@@ -87,6 +87,26 @@ def test_ipmi_wire_rules_without_credentials_must_be_able_to_match() -> None:
     )
 
 
+@pytest.mark.parametrize("operation", ["boot.get", "boot_progress.get", "boot.g*"])
+def test_redfish_rules_that_can_never_fire_are_refused(operation: str) -> None:
+    with pytest.raises(InputError, match="never matches") as info:
+        check_rule(rule(effect="busy", operation=operation), "redfish", credentials=True, where="r")
+    assert "power.get" in str(info.value)  # says what to write instead
+    assert "\n" not in str(info.value)
+
+
+def test_redfish_rules_that_can_fire_are_kept() -> None:
+    for operation in ("*", "power.get", "boot.*", "boot.set", "vmedia.*", "login", "probe"):
+        check_rule(rule(effect="busy", operation=operation), "redfish", credentials=True, where="r")
+    # aimed at IPMI only: never fires on Redfish, harmless
+    check_rule(
+        rule(effect="busy", operation="boot.get", protocol="ipmi"),
+        "redfish",
+        credentials=True,
+        where="r",
+    )
+
+
 def test_expected_faults_cover_every_proxy_effect_but_duplicate() -> None:
     proxy_effects = {e for e in Effect if e.layer is not Layer.HARDWARE}
     # an incident's fault is the incident's own (fakes.incidents), not the effect's
