@@ -122,14 +122,15 @@ def test_an_ironic_that_stalls_after_discovery_is_bounded_per_call(tmp_path: Pat
         assert "IronicTimeout" in output, output
         assert "Traceback" not in output
         assert elapsed < 5 + MARGIN, output
-        # 12 s: on Ironic an attempt needs the default settle window (10 s) to start
-        args = ["deploy", "--cloud", "silent", "-n", "1", "--deadline", "12"]
+        # 20 s: on Ironic an attempt needs the default settle window (10 s) to
+        # start, and a loaded machine may spend seconds starting the command
+        args = ["deploy", "--cloud", "silent", "-n", "1", "--deadline", "20"]
         code, output, elapsed = _run(args, env, 60)
         assert code == 1, output  # the command ran; the request failed (its row says why)
         assert "IronicTimeout" in output, output
         assert "FAILED" in output, output
         assert "Traceback" not in output
-        assert elapsed < 12 + MARGIN, output
+        assert elapsed < 20 + MARGIN, output
 
 
 @pytest.mark.parametrize(
