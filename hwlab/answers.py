@@ -48,6 +48,7 @@ import math
 
 from fakes.effects import Effect, incident_of, trickle_seconds
 from fakes.faults import Firing
+from fakes.incidents import INCIDENTS, Incident
 from hwlab.http import Response, redfish_error
 
 __all__ = [
@@ -111,11 +112,29 @@ def executes(firing: Firing | None) -> bool:
     return incident is not None and incident.executes
 
 
+def _session_limit_incident(firing: Firing) -> Incident | None:
+    """A ``session_limit`` naming a vendor's MessageId (iDRAC's RAC0218) is
+    answered with that vendor's whole documented body (fakes.incidents), not
+    a generic one: the count is the trigger, the incident the answer."""
+    if firing.effect is not Effect.SESSION_LIMIT:
+        return None
+    wanted = str(firing.params.get("message_id", ""))
+    for incident in INCIDENTS.values():
+        reply = incident.redfish
+        if (
+            reply is not None
+            and incident.trigger.operation == "login"
+            and wanted in reply.message_ids
+        ):
+            return incident
+    return None
+
+
 def redfish_answer(firing: Firing, method: str) -> Response | None:
     """The error a BMC-layer effect answers a Redfish request with; None: an
     incident with no Redfish answer (serve the request as usual)."""
     effect, params = firing.effect, firing.params
-    incident = incident_of(firing)
+    incident = incident_of(firing) or _session_limit_incident(firing)
     if incident is not None:
         reply = incident.redfish
         if reply is None:

@@ -128,3 +128,37 @@ def test_every_incident_names_its_source_and_a_protocol() -> None:
     for incident in INCIDENTS.values():
         assert incident.source, incident.name
         assert incident.protocols, incident.name
+
+
+def test_a_session_limit_naming_rac0218_answers_with_idracs_own_body() -> None:
+    """The count is the trigger (session_limit), the vendor's documented
+    answer the reply: iDRAC's whole RAC0218 body, which maps to BMCBusy."""
+    from fakes.effects import Effect
+    from fakes.faults import Firing
+    from hwlab.answers import redfish_answer
+
+    rac = Firing(
+        0.0,
+        "n1",
+        "redfish",
+        "login",
+        Effect.SESSION_LIMIT,
+        "r",
+        {"sessions": 2, "message_id": "IDRAC.2.1.RAC0218"},
+    )
+    answer = redfish_answer(rac, "POST")
+    assert answer is not None
+    assert answer.status == 503
+    assert b"The maximum number of user sessions is reached." in answer.body
+    generic = Firing(
+        0.0,
+        "n1",
+        "redfish",
+        "login",
+        Effect.SESSION_LIMIT,
+        "r",
+        {"sessions": 2, "message_id": "Base.1.8.SessionLimitExceeded"},
+    )
+    plain = redfish_answer(generic, "POST")
+    assert plain is not None
+    assert b"Base.1.8.SessionLimitExceeded" in plain.body
