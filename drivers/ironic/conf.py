@@ -13,21 +13,44 @@ the hardware types, before any call is made)::
 
 from __future__ import annotations
 
-from oslo_config import cfg
+import math
+from typing import Any
+
+from oslo_config import cfg, types
 
 __all__ = ["CONF", "GROUP", "OPTS"]
+
+
+class Seconds(types.Float):  # type: ignore[misc]
+    """A finite float within ``[min, max]``: oslo's ``Float`` lets ``nan``
+    and ``inf`` through its bounds (every comparison with NaN is false), and
+    a NaN budget would make every Deadline in the conductor meaningless."""
+
+    def __init__(self, min: float = 0.0, max: float = 86400.0) -> None:
+        super().__init__(min=min, max=max, type_name="finite number of seconds")
+
+    def __call__(self, value: Any) -> float:
+        number = float(super().__call__(value))
+        if not math.isfinite(number):
+            raise ValueError(f"must be a finite number of seconds, not {value!r}")
+        return number
+
+
+def _seconds(name: str, *, default: float, min: float, help: str) -> cfg.Opt:
+    return cfg.Opt(name, type=Seconds(min=min), default=default, help=help)
+
 
 GROUP = "bmaas"
 
 OPTS = [
-    cfg.FloatOpt(
+    _seconds(
         "call_deadline",
         default=5.0,
         min=0.1,
         help="Seconds one BMC request may take, connect to last byte. A BMC that "
         "does not answer within it fails the request with bmc_timeout.",
     ),
-    cfg.FloatOpt(
+    _seconds(
         "operation_deadline",
         default=60.0,
         min=1.0,
@@ -36,7 +59,7 @@ OPTS = [
         "retries and waits included. Ironic's own power_state_change_timeout "
         "still bounds the wait for a power state inside it.",
     ),
-    cfg.FloatOpt(
+    _seconds(
         "sync_deadline",
         default=15.0,
         min=0.1,
@@ -56,7 +79,7 @@ OPTS = [
         "default (IPMI 1, Redfish 4); a node's driver_info bmc_max_requests "
         "may lower it further.",
     ),
-    cfg.FloatOpt(
+    _seconds(
         "bmc_min_interval",
         default=0.0,
         min=0.0,

@@ -116,3 +116,41 @@ def test_the_conductor_log_never_shows_the_password(ironic: Any, ironic_lab: Any
     what the conductor logged while the other tests ran."""
     password = ironic_lab.inventory()["nodes"][0]["driver_info"]["ipmi_password"]
     assert password not in ironic.log_path.read_text(errors="replace")
+
+
+_PARSE_CONF = """
+import sys
+from oslo_config import cfg
+from drivers.ironic import conf
+opts = cfg.ConfigOpts()
+opts.register_opts(conf.OPTS, group=conf.GROUP)
+opts(["--config-file", sys.argv[1]])
+try:
+    print(opts.bmaas.call_deadline, opts.bmaas.sync_deadline)
+except cfg.ConfigFileValueError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("nan", "refused: "), ("inf", "refused: "), ("-1", "refused: "), ("2.5", "2.5 15.0")],
+)
+def test_the_bmaas_section_takes_finite_seconds_only(
+    tmp_path: Any, value: str, expected: str
+) -> None:
+    """oslo's FloatOpt lets nan through its bounds; [bmaas] refuses it (a NaN
+    budget would make every Deadline in the conductor meaningless)."""
+    import subprocess
+
+    config = tmp_path / "ironic.conf"
+    config.write_text(f"[bmaas]\ncall_deadline = {value}\n")
+    python = harness.find_venv() / "bin" / "python"
+    done = subprocess.run(
+        [str(python), "-c", _PARSE_CONF, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.startswith(expected), done.stdout + done.stderr
