@@ -94,7 +94,7 @@ def test_a_body_nested_100k_deep_is_a_4xx_not_a_crash(control: ControlServer) ->
     deep = '{"rules": ' + "[" * 100_000 + "]" * 100_000 + "}"
     status, body = _exchange(control, _post("/faults/node-001", deep))
     assert status == 400, body
-    assert body == {"error": "body nested too deeply", "code": "bad_request"}
+    assert body == {"error": "body is nested too deeply", "code": "bad_request"}
     status, body = _exchange(control, _post("/faults/node-001", RULE))
     assert (status, body) == (200, {"rules": 1})
 
