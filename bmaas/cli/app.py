@@ -52,6 +52,7 @@ __all__ = [
     "progress",
     "progress_lines",
     "retry_option",
+    "seconds_option",
     "select_nodes",
     "whoami",
     "workers_option",
@@ -172,13 +173,18 @@ _FLEET_DEADLINE_HELP = (
 _BMC_TIMEOUT_HELP = "Seconds one BMC call may take (each gets at most what --deadline has left)."
 
 
+def seconds_option(flag: str, default: float, least: float, help_text: str) -> Decorator:
+    """A number of seconds, at least ``least`` (``10``, ``1.5``; never NaN or inf)."""
+    return click.option(
+        flag, type=Seconds(min=least), default=default, show_default=True, help=help_text
+    )
+
+
 def deadline_option(
     *, default: float = DEFAULT_FLEET_DEADLINE, least: float = 0.1, help: str = _FLEET_DEADLINE_HELP
 ) -> Decorator:
     """``--deadline``: the seconds the whole command may take (its one Deadline)."""
-    return click.option(
-        "--deadline", type=Seconds(min=least), default=default, show_default=True, help=help
-    )
+    return seconds_option("--deadline", default, least, help)
 
 
 def bmc_timeout_option(help: str = _BMC_TIMEOUT_HELP) -> Decorator:
