@@ -56,11 +56,12 @@ import asyncio
 import dataclasses
 import json
 import math
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 
-from fakes.effects import Effect, incident_of, trickle_seconds
+from fakes.effects import Action, Effect, incident_of, trickle_seconds
 from fakes.faults import Firing
-from hwlab.http import Response, redfish_error
+from hwlab.http import Request, Response, redfish_error
 
 __all__ = [
     "GARBLED_REPLY",
@@ -69,6 +70,7 @@ __all__ = [
     "IPMI_OVERHEAD",
     "LoginAnswer",
     "LoginPhase",
+    "carry_out",
     "corrupt",
     "executes",
     "ipmi_code",
@@ -236,6 +238,59 @@ def corrupt(response: Response, method: str, *, keep_alive: bool) -> tuple[bytes
         return GARBLED_REPLY, False
     cut = Response(response.status, response.headers, response.body[: len(response.body) // 2])
     return cut.encode(keep_alive=keep_alive), keep_alive
+
+
+async def carry_out(
+    action: Action,
+    request: Request,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    forge: Callable[[Firing], Response | None],
+    serve: Callable[[int], Awaitable[tuple[Response, bool]]],
+    drop: Callable[[], None],
+    answered: Callable[[Response | None], None] | None = None,
+) -> bool:
+    """Carry out one HTTP request's :class:`~fakes.effects.Action`, the one
+    executor of the Redfish emulator and the Redfish proxy; False when the
+    connection must close.
+
+    Silent: ``hang`` holds the connection until the client goes, anything
+    else is ``drop()`` (closed; the server resets it, reboots). Then the
+    delay; then the BMC answer ``forge`` gives in the server's place, or
+    ``serve(copies)`` (the request served 1 + ``copies`` times, the last
+    answer kept; its flag False when it was refused before being served,
+    such as a 401), with an executing answer (an incident's "already on")
+    given after serving. ``answered`` sees the response (None when silent)
+    before it is sent, corrupted or trickled as the action says.
+    """
+    if action.silent is not None:
+        if answered is not None:
+            answered(None)
+        if action.hangs:
+            while await reader.read(65536):
+                pass  # accept, never answer: wait for the client to give up
+        else:
+            drop()
+        return False
+    if action.delay:
+        await asyncio.sleep(action.delay)
+    forged = forge(action.answer) if action.answer is not None else None
+    if forged is not None and not executes(action.answer):
+        response = forged
+    else:
+        response, served = await serve(action.copies)
+        if forged is not None and served:
+            response = forged  # carried out, then answered as a resent copy would be
+    if answered is not None:
+        answered(response)
+    keep = request.keep_alive
+    if action.corrupt:
+        data, keep = corrupt(response, request.method, keep_alive=keep)
+    else:
+        data = response.encode(keep_alive=keep)
+    await send(writer, data, action.trickle)
+    return keep
 
 
 async def send(
