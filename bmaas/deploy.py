@@ -41,6 +41,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from enum import StrEnum
+from typing import Literal, TypeVar
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState, Quirk
@@ -51,6 +52,7 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
+from bmaas.poll import PENDING, Pending, poll_until
 from bmaas.retry import RetryingDriver, RetryLimits
 
 __all__ = [
@@ -64,6 +66,8 @@ __all__ = [
 ]
 
 LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Redfish ``BootProgress.LastState`` once the operating system runs
 OS_RUNNING = "OSRunning"
@@ -150,21 +154,33 @@ class _Budget:
             self.check(step)
         remaining = self.deadline.left()
         if remaining <= 0:
-            raise BootFailure(
-                f"deploy deadline of {self.total:g}s exceeded before {step}",
-                node=self.node,
-                operation=f"deploy.{step}",
-            )
+            raise self.exceeded(step)
         return remaining
+
+    def exceeded(self, step: Step) -> BootFailure:
+        return BootFailure(
+            f"deploy deadline of {self.total:g}s exceeded before {step}",
+            node=self.node,
+            operation=f"deploy.{step}",
+        )
 
     def limit(self, step: Step, wanted: float) -> float:
         return min(wanted, self.left(step))
 
-    def sleep(self, step: Step, seconds: float) -> None:
-        """Wait ``seconds`` between polls, never past the deploy's deadline
-        (the check before it raises once the deadline has passed)."""
-        self.left(step)
-        self.deadline.sleep(seconds, self.limits.sleep)
+    def poll(
+        self, step: Step, interval: float, predicate: Callable[[], T | Literal[Pending.PENDING]]
+    ) -> T:
+        """Ask ``predicate`` every ``interval`` seconds until it answers; the
+        step's check (and the deadline) before each wait, which sleeps
+        through the retry limits' (interruptible) sleep."""
+        return poll_until(
+            predicate,
+            self.deadline,
+            interval,
+            sleep=self.limits.sleep,
+            spent=lambda: self.exceeded(step),
+            before_wait=lambda: self.left(step),
+        )
 
 
 def deploy_node(
@@ -297,7 +313,9 @@ def _await_restart(
     reset's off phase and fenced a good node)."""
     clock, deadline = budget.clock, budget.deadline
     left_on = False
-    while True:
+
+    def restarted() -> str | Literal[Pending.PENDING]:
+        nonlocal left_on
         state = rd.get_power_state(deadline=deadline)
         waited = clock() - since
         if state is not PowerState.ON:
@@ -323,7 +341,9 @@ def _await_restart(
                 operation="deploy.power",
                 elapsed=waited,
             )
-        budget.sleep(Step.POWER, settings.poll_interval)
+        return PENDING
+
+    return budget.poll(Step.POWER, settings.poll_interval, restarted)
 
 
 def _settle(
@@ -335,7 +355,9 @@ def _settle(
     since = clock()
     reports_progress = driver.supports(Capability.BOOT_PROGRESS)
     progress: str | None = None
-    while True:
+
+    def settled() -> str | Literal[Pending.PENDING] | None:
+        nonlocal reports_progress, progress
         state = rd.get_power_state(deadline=deadline)
         up_for = clock() - since
         if state is not PowerState.ON:
@@ -360,7 +382,9 @@ def _settle(
                 operation="deploy.settle",
                 elapsed=up_for,
             )
-        budget.sleep(Step.SETTLE, settings.poll_interval)
+        return PENDING
+
+    return budget.poll(Step.SETTLE, settings.poll_interval, settled)
 
 
 def _await_ready(
@@ -369,10 +393,11 @@ def _await_ready(
     clock = budget.clock
     start = clock()
     limit = budget.limit(Step.READY, settings.ready_timeout)
-    while True:
+
+    def is_ready() -> bool | Literal[Pending.PENDING]:
         try:
             if ready(driver.node, driver):
-                return
+                return True
         except Exception as exc:  # the hook is the user's code: wrap, never leak
             raise driver.fault(
                 BootFailure,
@@ -388,7 +413,9 @@ def _await_ready(
                 operation="deploy.ready",
                 elapsed=waited,
             )
-        budget.sleep(Step.READY, settings.ready_interval)
+        return PENDING
+
+    budget.poll(Step.READY, settings.ready_interval, is_ready)
 
 
 def undeploy_node(

@@ -6,19 +6,29 @@ the emulators (``hwlab/ipmi``, ``hwlab/redfish``) and the fault proxies
 (``hwlab/proxy``) answer from these tables, so an emulated BMC and a proxied
 real one fail the same way.
 
-IPMI (in-session requests; the login exchange has its own answers, in the
-emulator's and the proxy's login code):
+IPMI, in-session requests (:data:`IPMI_CODES`):
 
 =================  ==========================================================
 busy               completion code 0xC0 (node busy)
-session_limit      (login only) Open Session with RMCP+ status 0x01
 internal_error     completion code 0xFF (unspecified error)
 unsupported        completion code 0xC1 (invalid command)
 auth_fail          completion code 0xD4 (insufficient privilege)
-incident           the incident's completion code (its RMCP+ status at login);
-                   served as usual when the incident has no IPMI answer
+incident           the incident's completion code; served as usual when the
+                   incident has no IPMI answer
 malformed_reply    completion code 0 and nothing after it
 trickle            the datagram is held until its last byte would have come
+=================  ==========================================================
+
+IPMI, the login (:data:`IPMI_LOGIN_ANSWERS`; one evaluation per login):
+
+=================  ==========================================================
+internal_error     Get Channel Authentication Capabilities: completion 0xFF
+busy               Open Session Response: RMCP+ status 0x01 (no resources)
+session_limit      Open Session Response: RMCP+ status 0x01
+unsupported        Open Session Response: RMCP+ status 0x11 (no cipher suite)
+incident           Open Session Response: the incident's RMCP+ status
+auth_fail          RAKP2: RMCP+ status 0x0D (unauthorized name)
+malformed_reply    the BMC's RAKP2 cut short
 =================  ==========================================================
 
 Redfish:
@@ -43,21 +53,29 @@ trickle            the answer, head and body, ``bytes`` at a time every
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
 
-from fakes.effects import Effect, incident_of, trickle_seconds
+from fakes.effects import Action, Effect, incident_of, trickle_seconds
 from fakes.faults import Firing
 from fakes.incidents import INCIDENTS, Incident
-from hwlab.http import Response, redfish_error
+from hwlab.http import Request, Response, redfish_error
 
 __all__ = [
     "GARBLED_REPLY",
     "IPMI_CODES",
+    "IPMI_LOGIN_ANSWERS",
     "IPMI_OVERHEAD",
+    "LoginAnswer",
+    "LoginPhase",
+    "carry_out",
     "corrupt",
     "executes",
     "ipmi_code",
+    "ipmi_login_answer",
     "ipmi_login_status",
     "ipmi_trickle_delay",
     "redfish_answer",
@@ -93,16 +111,66 @@ def ipmi_code(firing: Firing) -> int | None:
 
 #: RMCP+ "insufficient resources to create a session" (IPMI 2.0 table 13-15)
 RMCP_BUSY = 0x01
+#: RMCP+ "no cipher suite match with proposed security algorithms"
+RMCP_NO_CIPHER_SUITE = 0x11
+#: RMCP+ "unauthorized name": what a BMC answers RAKP1 for credentials it rejects
+RMCP_UNAUTHORIZED_NAME = 0x0D
+
+
+class LoginPhase(StrEnum):
+    """The step of an RMCP+ login a BMC-layer effect shows at: the first
+    answer of the login that can show it to a client with no session key."""
+
+    #: Get Channel Authentication Capabilities: a completion code
+    CHANNEL_AUTH = "channel_auth"
+    #: Open Session Response: an RMCP+ status
+    OPEN_SESSION = "open_session"
+    #: RAKP message 2: an RMCP+ status
+    RAKP2 = "rakp2"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoginAnswer:
+    """What a login gets: at ``phase``, ``code`` (a completion code at
+    CHANNEL_AUTH, else an RMCP+ status), the login ending there."""
+
+    phase: LoginPhase
+    code: int
+
+
+#: the one table of what each BMC-layer effect answers an IPMI login with,
+#: used by the emulator (hwlab/ipmi) and the proxy (hwlab/proxy) alike; each
+#: is what real BMCs answer, and what the bmaas IPMI driver classifies to the
+#: effect's fault (drivers/ipmi/classify.py)
+IPMI_LOGIN_ANSWERS: dict[Effect, LoginAnswer] = {
+    # no session slot now (a BMC at its session limit answers the same)
+    Effect.BUSY: LoginAnswer(LoginPhase.OPEN_SESSION, RMCP_BUSY),
+    Effect.SESSION_LIMIT: LoginAnswer(LoginPhase.OPEN_SESSION, RMCP_BUSY),
+    # a BMC without the proposed cipher suite (suite 3 or 17 turned off)
+    Effect.UNSUPPORTED: LoginAnswer(LoginPhase.OPEN_SESSION, RMCP_NO_CIPHER_SUITE),
+    # the user name / credentials rejected at RAKP1
+    Effect.AUTH_FAIL: LoginAnswer(LoginPhase.RAKP2, RMCP_UNAUTHORIZED_NAME),
+    # the BMC's IPMI stack failing the login's first request
+    Effect.INTERNAL_ERROR: LoginAnswer(LoginPhase.CHANNEL_AUTH, 0xFF),
+}
+
+
+def ipmi_login_answer(firing: Firing) -> LoginAnswer | None:
+    """What a BMC-layer effect answers an IPMI login with; None: not a login
+    answer (an incident with no RMCP+ status; malformed_reply, which cuts the
+    BMC's own RAKP2 short)."""
+    incident = incident_of(firing)
+    if incident is not None:
+        status = incident.rmcp_status
+        return None if status is None else LoginAnswer(LoginPhase.OPEN_SESSION, status)
+    return IPMI_LOGIN_ANSWERS.get(firing.effect)
 
 
 def ipmi_login_status(firing: Firing) -> int | None:
     """The RMCP+ Open Session status a BMC-layer effect refuses a login with,
-    when it is a "no session now" answer (busy, or an incident that has one)."""
-    incident = incident_of(firing)
-    if incident is not None:
-        return incident.rmcp_status
-    # busy, and a BMC at its session limit: "insufficient resources for session"
-    return RMCP_BUSY if firing.effect in (Effect.BUSY, Effect.SESSION_LIMIT) else None
+    when it answers there (busy, session_limit, unsupported, an incident)."""
+    answer = ipmi_login_answer(firing)
+    return answer.code if answer is not None and answer.phase is LoginPhase.OPEN_SESSION else None
 
 
 def executes(firing: Firing | None) -> bool:
@@ -189,6 +257,59 @@ def corrupt(response: Response, method: str, *, keep_alive: bool) -> tuple[bytes
         return GARBLED_REPLY, False
     cut = Response(response.status, response.headers, response.body[: len(response.body) // 2])
     return cut.encode(keep_alive=keep_alive), keep_alive
+
+
+async def carry_out(
+    action: Action,
+    request: Request,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    forge: Callable[[Firing], Response | None],
+    serve: Callable[[int], Awaitable[tuple[Response, bool]]],
+    drop: Callable[[], None],
+    answered: Callable[[Response | None], None] | None = None,
+) -> bool:
+    """Carry out one HTTP request's :class:`~fakes.effects.Action`, the one
+    executor of the Redfish emulator and the Redfish proxy; False when the
+    connection must close.
+
+    Silent: ``hang`` holds the connection until the client goes, anything
+    else is ``drop()`` (closed; the server resets it, reboots). Then the
+    delay; then the BMC answer ``forge`` gives in the server's place, or
+    ``serve(copies)`` (the request served 1 + ``copies`` times, the last
+    answer kept; its flag False when it was refused before being served,
+    such as a 401), with an executing answer (an incident's "already on")
+    given after serving. ``answered`` sees the response (None when silent)
+    before it is sent, corrupted or trickled as the action says.
+    """
+    if action.silent is not None:
+        if answered is not None:
+            answered(None)
+        if action.hangs:
+            while await reader.read(65536):
+                pass  # accept, never answer: wait for the client to give up
+        else:
+            drop()
+        return False
+    if action.delay:
+        await asyncio.sleep(action.delay)
+    forged = forge(action.answer) if action.answer is not None else None
+    if forged is not None and not executes(action.answer):
+        response = forged
+    else:
+        response, served = await serve(action.copies)
+        if forged is not None and served:
+            response = forged  # carried out, then answered as a resent copy would be
+    if answered is not None:
+        answered(response)
+    keep = request.keep_alive
+    if action.corrupt:
+        data, keep = corrupt(response, request.method, keep_alive=keep)
+    else:
+        data = response.encode(keep_alive=keep)
+    await send(writer, data, action.trickle)
+    return keep
 
 
 async def send(

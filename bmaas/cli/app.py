@@ -36,10 +36,15 @@ __all__ = [
     "DEFAULT_FLEET_DEADLINE",
     "PROGRESS_MIN_NODES",
     "App",
+    "Decorator",
     "bmc_timeout_option",
+    "deadline_option",
     "emit",
     "fleet_options",
+    "fleet_run_options",
+    "json_option",
     "node_selection",
+    "options",
     "outcome",
     "output_options",
     "pass_app",
@@ -47,7 +52,10 @@ __all__ = [
     "progress",
     "progress_lines",
     "retry_option",
+    "seconds_option",
+    "select_nodes",
     "whoami",
+    "workers_option",
 ]
 
 #: below this many nodes a run is quick enough that a bar is noise
@@ -125,18 +133,61 @@ def whoami() -> str:
 
 
 # -- options ----------------------------------------------------------------------
+#
+# Each flag is made in one place; a command lists the groups it takes. A group
+# is a list of click options applied in the order they read in ``--help``.
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def options(*decorators: Decorator) -> Decorator:
+    """One decorator applying ``decorators`` so that they read in ``--help``
+    in the order given (as if stacked top to bottom over the function)."""
+
+    def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+def json_option(help: str = "Print JSON.") -> Decorator:
+    """``--json`` (as ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--yaml", "as_yaml", is_flag=True, help="Print YAML.")(fn)
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+    return options(
+        json_option(), click.option("--yaml", "as_yaml", is_flag=True, help="Print YAML.")
+    )(fn)
 
 
 #: seconds a fleet command (power, boot-device, vmedia, sync) may take in all
 DEFAULT_FLEET_DEADLINE = 300.0
 
+_FLEET_DEADLINE_HELP = (
+    "Seconds the whole command may take, every node, retry and wait included; "
+    "nodes not done by then are reported as timeouts."
+)
+_BMC_TIMEOUT_HELP = "Seconds one BMC call may take (each gets at most what --deadline has left)."
 
-def bmc_timeout_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+
+def seconds_option(flag: str, default: float, least: float, help_text: str) -> Decorator:
+    """A number of seconds, at least ``least`` (``10``, ``1.5``; never NaN or inf)."""
+    return click.option(
+        flag, type=Seconds(min=least), default=default, show_default=True, help=help_text
+    )
+
+
+def deadline_option(
+    *, default: float = DEFAULT_FLEET_DEADLINE, least: float = 0.1, help: str = _FLEET_DEADLINE_HELP
+) -> Decorator:
+    """``--deadline``: the seconds the whole command may take (its one Deadline)."""
+    return seconds_option("--deadline", default, least, help)
+
+
+def bmc_timeout_option(help: str = _BMC_TIMEOUT_HELP) -> Decorator:
     """``--bmc-timeout``: the bound of one BMC call (never more than what the
     command's ``--deadline`` has left)."""
     return click.option(
@@ -144,43 +195,44 @@ def bmc_timeout_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         type=Seconds(min=0.1),
         default=DEFAULT_BMC_TIMEOUT,
         show_default=True,
-        help="Seconds one BMC call may take (each gets at most what --deadline has left).",
-    )(fn)
+        help=help,
+    )
 
 
-def fleet_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--workers``, ``--deadline`` (the whole command) and ``--bmc-timeout``
-    (one BMC call) for commands that talk to many BMCs."""
-    fn = bmc_timeout_option(fn)
-    fn = click.option(
-        "--deadline",
-        type=Seconds(min=0.1),
-        default=DEFAULT_FLEET_DEADLINE,
-        show_default=True,
-        help="Seconds the whole command may take, every node, retry and wait included; "
-        "nodes not done by then are reported as timeouts.",
-    )(fn)
+def workers_option(
+    *, default: int = DEFAULT_WORKERS, most: int = 512, help: str = "Nodes worked on at once."
+) -> Decorator:
+    """``--workers``: how many nodes (or requests) are worked on at once."""
     return click.option(
         "--workers",
-        type=click.IntRange(min=1, max=512),
-        default=DEFAULT_WORKERS,
+        type=click.IntRange(min=1, max=most),
+        default=default,
         show_default=True,
-        help="Nodes worked on at once.",
-    )(fn)
+        help=help,
+    )
 
 
-def retry_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--no-retry`` for commands whose BMC calls go through ``bmaas.retry``."""
-    return click.option(
-        "--no-retry",
-        is_flag=True,
-        help="One attempt per BMC call: show each BMC's raw first answer.",
-    )(fn)
+#: ``--workers``, ``--deadline`` (the whole command) and ``--bmc-timeout``
+#: (one BMC call) for commands that talk to many BMCs
+fleet_options = options(workers_option(), deadline_option(), bmc_timeout_option())
 
+#: ``--no-retry`` for commands whose BMC calls go through ``bmaas.retry``
+retry_option = click.option(
+    "--no-retry",
+    is_flag=True,
+    help="One attempt per BMC call: show each BMC's raw first answer.",
+)
 
-def node_selection(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--all", "all_nodes", is_flag=True, help="Every enrolled node.")(fn)
-    return click.argument("nodes", nargs=-1)(fn)
+#: the budgets, retry and output flags of a fleet command (power, sync, ...)
+fleet_run_options = options(
+    fleet_options, retry_option, json_option("Print JSON, no progress bar.")
+)
+
+#: NODE... or ``--all``
+node_selection = options(
+    click.argument("nodes", nargs=-1),
+    click.option("--all", "all_nodes", is_flag=True, help="Every enrolled node."),
+)
 
 
 def select_nodes(store: Store, nodes: Sequence[str], all_nodes: bool) -> list[NodeRecord]:

@@ -14,13 +14,25 @@ import yaml
 
 from bmaas import clock as _clock
 from bmaas import validate
-from bmaas.cli.app import App, emit, pass_app, progress_lines, table
+from bmaas.cli.app import (
+    App,
+    Decorator,
+    bmc_timeout_option,
+    deadline_option,
+    emit,
+    json_option,
+    options,
+    pass_app,
+    progress_lines,
+    seconds_option,
+    table,
+    workers_option,
+)
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, exit_on_signals, interruptible
-from bmaas.cliutil import EXIT_FAILURE, InputProblems, Name, Seconds
+from bmaas.cliutil import EXIT_FAILURE, InputProblems, Name
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings
-from bmaas.driver import DEFAULT_BMC_TIMEOUT
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import CancelToken, Provisioned, Provisioner, Request, status_of
 from bmaas.retry import RetryLimits
@@ -30,7 +42,7 @@ __all__ = ["deploy", "instance", "move", "undeploy"]
 
 
 def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
+    flags: list[Decorator] = [
         click.option(
             "--max-attempts",
             type=click.IntRange(1, 20),
@@ -38,39 +50,17 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Nodes a request may try before it fails.",
         ),
-        click.option(
-            "--deadline",
-            type=Seconds(min=1),
+        deadline_option(
             default=900.0,
-            show_default=True,
+            least=1,
             help="Seconds the whole command may take, every request, attempt and BMC call "
             "included.",
         ),
-        click.option(
-            "--bmc-timeout",
-            type=Seconds(min=0.1),
-            default=DEFAULT_BMC_TIMEOUT,
-            show_default=True,
-            help="Seconds one BMC call may take (each gets at most what --deadline has left).",
-        ),
-        click.option(
-            "--power-timeout",
-            type=Seconds(min=1),
-            default=60.0,
-            show_default=True,
-            help="Seconds a power action may take to land.",
-        ),
-        click.option(
-            "--settle",
-            type=Seconds(min=0),
-            default=10.0,
-            show_default=True,
-            help="Seconds a node must stay on after power-on.",
-        ),
+        bmc_timeout_option(),
+        seconds_option("--power-timeout", 60.0, 1, "Seconds a power action may take to land."),
+        seconds_option("--settle", 10.0, 0, "Seconds a node must stay on after power-on."),
     ]
-    for option in reversed(options):
-        fn = option(fn)
-    return backend_options(fn)
+    return options(backend_options, *flags)(fn)
 
 
 def make_provisioner(
@@ -90,51 +80,26 @@ def make_provisioner(
     sleeps on ``cancel``: a second signal ends it at once."""
     sleep = cancel.sleeper() if cancel is not None else _clock.sleep
     with exit_on_signals():  # nothing started yet: a signal need not wait out a silent service
-        return _make_provisioner(
-            app,
-            max_attempts=max_attempts,
-            deadline=deadline,
-            bmc_timeout=bmc_timeout,
+        backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
+        if backend is not None:
+            return Provisioner(
+                backend=backend, max_attempts=max_attempts, deadline_s=deadline, cancel=cancel
+            )
+        settings = DeploySettings(
             power_timeout=power_timeout,
             settle=settle,
-            budget=budget,
-            sleep=sleep,
+            boot_timeout=max(settle * 3, 60.0),
+            deadline_s=deadline,
+        )
+        return Provisioner(
+            app.store(),
+            driver_factory=app.factory(bmc_timeout),
+            limits=RetryLimits(total=max(bmc_timeout * 4, 30.0), sleep=sleep),
+            settings=settings,
+            max_attempts=max_attempts,
+            deadline_s=deadline,
             cancel=cancel,
         )
-
-
-def _make_provisioner(
-    app: App,
-    *,
-    max_attempts: int,
-    deadline: float,
-    bmc_timeout: float,
-    power_timeout: float,
-    settle: float,
-    budget: Deadline,
-    sleep: _clock.SleepFn,
-    cancel: CancelToken | None,
-) -> Provisioner:
-    backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
-    if backend is not None:
-        return Provisioner(
-            backend=backend, max_attempts=max_attempts, deadline_s=deadline, cancel=cancel
-        )
-    settings = DeploySettings(
-        power_timeout=power_timeout,
-        settle=settle,
-        boot_timeout=max(settle * 3, 60.0),
-        deadline_s=deadline,
-    )
-    return Provisioner(
-        app.store(),
-        driver_factory=app.factory(bmc_timeout),
-        limits=RetryLimits(total=max(bmc_timeout * 4, 30.0), sleep=sleep),
-        settings=settings,
-        max_attempts=max_attempts,
-        deadline_s=deadline,
-        cancel=cancel,
-    )
 
 
 def _properties(pairs: Sequence[str]) -> dict[str, Any]:
@@ -257,15 +222,9 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     help="Image URL to boot by virtual media where the node supports it (else PXE).",
 )
 @click.option("--network", default=None, help="Create a port for each instance on this network.")
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 256),
-    default=8,
-    show_default=True,
-    help="Requests worked on at once.",
-)
+@workers_option(default=8, most=256, help="Requests worked on at once.")
 @provisioner_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_app
 @click.pass_context
 def deploy(
@@ -450,7 +409,7 @@ def instance() -> None:
 
 
 @instance.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @backend_options
 @pass_app
 def instance_list(app: App, as_json: bool) -> None:

@@ -12,12 +12,13 @@ import click
 
 from bmaas.cli.app import (
     App,
+    Decorator,
     emit,
-    fleet_options,
+    fleet_run_options,
+    json_option,
     pass_app,
     print_results,
     progress,
-    retry_option,
     whoami,
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
@@ -121,7 +122,7 @@ def maintenance_unset(app: App, nodes: tuple[str, ...], by: str | None) -> None:
 
 @maintenance.command("status")
 @click.argument("nodes", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_app
 @click.pass_context
 def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_json: bool) -> None:
@@ -175,6 +176,13 @@ def _pass_line(number: int, report: SyncReport) -> str:
     )
 
 
+def _in_a_row(flag: str, default: int, help_text: str) -> Decorator:
+    """A hysteresis count: reads in a row (at least one)."""
+    return click.option(
+        flag, type=click.IntRange(min=1), default=default, show_default=True, help=help_text
+    )
+
+
 @click.command("sync")
 @click.option(
     "--interval",
@@ -190,20 +198,8 @@ def _pass_line(number: int, report: SyncReport) -> str:
 @click.option(
     "--metrics-addr", default="127.0.0.1", show_default=True, help="Address to serve metrics on."
 )
-@click.option(
-    "--fault-after",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Faulted reads in a row that put a node into 'power failure'.",
-)
-@click.option(
-    "--recover-after",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Good reads in a row that take it back out.",
-)
+@_in_a_row("--fault-after", 3, "Faulted reads in a row that put a node into 'power failure'.")
+@_in_a_row("--recover-after", 2, "Good reads in a row that take it back out.")
 @click.option(
     "--split/--no-split",
     default=None,
@@ -223,9 +219,7 @@ def _pass_line(number: int, report: SyncReport) -> str:
     help="Worker processes the nodes are sharded over, each with --workers threads "
     f"(default: one per core, one per {MIN_NODES_PER_PROCESS} nodes at most).",
 )
-@fleet_options
-@retry_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, no progress bar.")
+@fleet_run_options
 @pass_app
 @click.pass_context
 def sync(

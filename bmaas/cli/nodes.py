@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from bmaas import credentials
-from bmaas.cli.app import App, emit, output_options, pass_app, table, whoami
+from bmaas.cli.app import App, emit, json_option, output_options, pass_app, table, whoami
 from bmaas.cliutil import EXIT_FAILURE, EXIT_USAGE
 from bmaas.driver import PowerState
 from bmaas.store import NoDatabase, NodeRecord, ProvisionState, head_revision
@@ -30,7 +30,7 @@ def _ago(then: float | None, now: float) -> str:
 @click.command("enroll")
 @click.argument("file")  # read by the loader: a directory is one `error:` line
 @click.option("--dry-run", is_flag=True, help="Validate only; change nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_app
 @click.pass_context
 def enroll(ctx: click.Context, app: App, file: str, dry_run: bool, as_json: bool) -> None:
@@ -207,7 +207,7 @@ def db_upgrade(app: App, revision: str) -> None:
 
 
 @db.command("current")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_app
 @click.pass_context
 def db_current(ctx: click.Context, app: App, as_json: bool) -> None:

@@ -21,100 +21,20 @@ is made once, when the command starts, and handed to every node's operation
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from bmaas.cli.app import (
-    App,
-    describe_value,
-    fleet_options,
-    node_selection,
-    pass_app,
-    print_results,
-    progress,
-    retry_option,
-    select_nodes,
-    whoami,
-)
+from bmaas.cli.app import describe_value, whoami
+from bmaas.cli.fleet import FleetArgs, events, fleet_command, run_fleet
 from bmaas.cliutil import Seconds
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver, BootDevice, BootSetting, PowerAction, PowerState
-from bmaas.faults import BMCFault
-from bmaas.ops import NodeResult, run_on_nodes
-from bmaas.pool import DriverPool
+from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
+from bmaas.ops import NodeResult
 from bmaas.retry import RetryingDriver
 from bmaas.secrets import mask_url
 
 __all__ = ["boot_device", "power", "vmedia"]
-
-
-def _json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON, no progress bar.")(fn)
-
-
-def _run(
-    ctx: click.Context,
-    app: App,
-    nodes: Sequence[str],
-    all_nodes: bool,
-    operation: Callable[[RetryingDriver, Deadline], Any],
-    *,
-    label: str,
-    workers: int,
-    deadline: float,
-    bmc_timeout: float,
-    as_json: bool,
-    no_retry: bool,
-    record: Callable[[list[NodeResult[Any]]], None] | None = None,
-) -> None:
-    """Select nodes, run ``operation(driver, deadline)`` on each through the
-    operation retry, print results, record, exit. ``deadline`` seconds bound
-    the whole command."""
-    budget = app.deadline(deadline)
-    store = app.store()
-    records = select_nodes(store, nodes, all_nodes)
-    policy = app.retry_policy(no_retry=no_retry)
-
-    def retried(driver: BMCDriver) -> Any:
-        return operation(RetryingDriver(driver, policy), budget)
-
-    start = time.monotonic()
-    # Pooled for the command's life: the nodes behind one Redfish service keep
-    # its one session from the first node to the last (without a pool it would
-    # be logged out whenever no node happened to be in flight), all logged out
-    # at the end.
-    with (
-        progress(len(records), label, quiet=as_json) as advance,
-        DriverPool(wait=bmc_timeout) as pool,
-    ):
-        results = run_on_nodes(
-            records,
-            retried,
-            factory=app.factory(bmc_timeout),
-            workers=workers,
-            on_result=lambda _result: advance(),
-            deadline=budget,
-            pool=pool,
-        )
-    if record is not None:
-        record(results)
-    # A BMC fault is the last error a person will want to see on `node show`.
-    errors = {r.node: str(r.error) for r in results if isinstance(r.error, BMCFault)}
-    if errors:
-        store.note_power(errors=errors)
-    ctx.exit(print_results(results, as_json=as_json, elapsed=time.monotonic() - start))
-
-
-def _events(app: App, kind: str, message: str) -> Callable[[list[NodeResult[Any]]], None]:
-    """A ``record`` step that writes one history event per node that succeeded."""
-
-    def record(results: list[NodeResult[Any]]) -> None:
-        app.store().add_events([(r.node, kind, message) for r in results if r.ok], actor=whoami())
-
-    return record
 
 
 # -- power ----------------------------------------------------------------------------
@@ -126,105 +46,54 @@ def power() -> None:
 
 
 @power.command("status")
-@node_selection
-@fleet_options
-@retry_option
-@_json_option
-@pass_app
-@click.pass_context
-def power_status(
-    ctx: click.Context,
-    app: App,
-    nodes: tuple[str, ...],
-    all_nodes: bool,
-    workers: int,
-    deadline: float,
-    no_retry: bool,
-    bmc_timeout: float,
-    as_json: bool,
-) -> None:
+@fleet_command()
+def power_status(args: FleetArgs) -> None:
     """Read the power state of NODE... (or --all) and record it."""
 
     def record(results: list[NodeResult[Any]]) -> None:
-        app.store().note_power(states={r.node: r.value for r in results if r.ok and r.value})
+        args.app.store().note_power(states={r.node: r.value for r in results if r.ok and r.value})
 
-    _run(
-        ctx,
-        app,
-        nodes,
-        all_nodes,
+    run_fleet(
+        args,
         lambda d, budget: d.get_power_state(deadline=budget),
         label="power status",
-        workers=workers,
-        deadline=deadline,
-        bmc_timeout=bmc_timeout,
-        as_json=as_json,
-        no_retry=no_retry,
         record=record,
     )
 
 
+_WAIT = click.option(
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Wait until the node reads the target state.",
+)
+_TIMEOUT = click.option(
+    "--timeout",
+    type=Seconds(min=0),
+    default=120.0,
+    show_default=True,
+    help="Seconds to wait for the target state (with --wait).",
+)
+
+
 def _power_command(action: PowerAction, help_text: str) -> click.Command:
     @click.command(action.value.replace("_", "-"), help=help_text)
-    @node_selection
-    @click.option(
-        "--wait/--no-wait",
-        default=True,
-        show_default=True,
-        help="Wait until the node reads the target state.",
-    )
-    @click.option(
-        "--timeout",
-        type=Seconds(min=0),
-        default=120.0,
-        show_default=True,
-        help="Seconds to wait for the target state (with --wait).",
-    )
-    @fleet_options
-    @retry_option
-    @_json_option
-    @pass_app
-    @click.pass_context
-    def command(
-        ctx: click.Context,
-        app: App,
-        nodes: tuple[str, ...],
-        all_nodes: bool,
-        wait: bool,
-        timeout: float,
-        workers: int,
-        deadline: float,
-        no_retry: bool,
-        bmc_timeout: float,
-        as_json: bool,
-    ) -> None:
+    @fleet_command(_WAIT, _TIMEOUT)
+    def command(args: FleetArgs, *, wait: bool, timeout: float) -> None:
         def operation(driver: RetryingDriver, budget: Deadline) -> PowerState:
             # REBOOT with --wait is bmaas.retry.reboot: never resent blindly
             return driver.set_power_state(action, wait=wait, timeout=timeout, deadline=budget)
 
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
-            store = app.store()
+            store = args.app.store()
             store.note_power(states={r.node: r.value for r in ok if r.value})
             store.add_events(
                 [(r.node, "power_action", f"power {action} requested") for r in ok],
                 actor=whoami(),
             )
 
-        _run(
-            ctx,
-            app,
-            nodes,
-            all_nodes,
-            operation,
-            label=f"power {action}",
-            workers=workers,
-            deadline=deadline,
-            bmc_timeout=bmc_timeout,
-            as_json=as_json,
-            no_retry=no_retry,
-            record=record,
-        )
+        run_fleet(args, operation, label=f"power {action}", record=record)
 
     return command
 
@@ -244,67 +113,24 @@ def boot_device() -> None:
 
 
 @boot_device.command("get")
-@node_selection
-@fleet_options
-@retry_option
-@_json_option
-@pass_app
-@click.pass_context
-def boot_get(
-    ctx: click.Context,
-    app: App,
-    nodes: tuple[str, ...],
-    all_nodes: bool,
-    workers: int,
-    deadline: float,
-    no_retry: bool,
-    bmc_timeout: float,
-    as_json: bool,
-) -> None:
+@fleet_command()
+def boot_get(args: FleetArgs) -> None:
     """Read the next boot device of NODE... (or --all)."""
-    _run(
-        ctx,
-        app,
-        nodes,
-        all_nodes,
-        lambda d, budget: d.get_boot_device(deadline=budget),
-        label="boot device",
-        workers=workers,
-        deadline=deadline,
-        bmc_timeout=bmc_timeout,
-        as_json=as_json,
-        no_retry=no_retry,
-    )
+    run_fleet(args, lambda d, budget: d.get_boot_device(deadline=budget), label="boot device")
 
 
 @boot_device.command("set")
-@node_selection
-@click.option(
-    "--device",
-    "-d",
-    required=True,
-    type=click.Choice([d.value for d in BootDevice]),
-    help="Device to boot from next.",
+@fleet_command(
+    click.option(
+        "--device",
+        "-d",
+        required=True,
+        type=click.Choice([d.value for d in BootDevice]),
+        help="Device to boot from next.",
+    ),
+    click.option("--persistent", is_flag=True, help="Keep it for every boot, not just the next."),
 )
-@click.option("--persistent", is_flag=True, help="Keep it for every boot, not just the next.")
-@fleet_options
-@retry_option
-@_json_option
-@pass_app
-@click.pass_context
-def boot_set(
-    ctx: click.Context,
-    app: App,
-    nodes: tuple[str, ...],
-    all_nodes: bool,
-    device: str,
-    persistent: bool,
-    workers: int,
-    deadline: float,
-    no_retry: bool,
-    bmc_timeout: float,
-    as_json: bool,
-) -> None:
+def boot_set(args: FleetArgs, *, device: str, persistent: bool) -> None:
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
@@ -314,27 +140,14 @@ def boot_set(
         return BootSetting(target, persistent)
 
     def record(results: list[NodeResult[Any]]) -> None:
-        events = [
+        said = [
             (r.node, "boot_device", f"boot device set to {describe_value(r.value)}")
             for r in results
             if r.ok
         ]
-        app.store().add_events(events, actor=whoami())
+        args.app.store().add_events(said, actor=whoami())
 
-    _run(
-        ctx,
-        app,
-        nodes,
-        all_nodes,
-        operation,
-        label="boot device",
-        workers=workers,
-        deadline=deadline,
-        bmc_timeout=bmc_timeout,
-        as_json=as_json,
-        no_retry=no_retry,
-        record=record,
-    )
+    run_fleet(args, operation, label="boot device", record=record)
 
 
 # -- virtual media ----------------------------------------------------------------------
@@ -346,82 +159,26 @@ def vmedia() -> None:
 
 
 @vmedia.command("insert")
-@node_selection
-@click.option("--url", required=True, help="Image URL the BMC fetches.")
-@fleet_options
-@retry_option
-@_json_option
-@pass_app
-@click.pass_context
-def vmedia_insert(
-    ctx: click.Context,
-    app: App,
-    nodes: tuple[str, ...],
-    all_nodes: bool,
-    url: str,
-    workers: int,
-    deadline: float,
-    no_retry: bool,
-    bmc_timeout: float,
-    as_json: bool,
-) -> None:
+@fleet_command(click.option("--url", required=True, help="Image URL the BMC fetches."))
+def vmedia_insert(args: FleetArgs, *, url: str) -> None:
     """Insert the image at --url into NODE... (or --all)."""
 
     def operation(driver: RetryingDriver, budget: Deadline) -> str:
         driver.insert_virtual_media(url, deadline=budget)
         return "inserted"
 
-    _run(
-        ctx,
-        app,
-        nodes,
-        all_nodes,
-        operation,
-        label="vmedia insert",
-        workers=workers,
-        deadline=deadline,
-        bmc_timeout=bmc_timeout,
-        as_json=as_json,
-        no_retry=no_retry,
-        record=_events(app, "vmedia", f"virtual media inserted: {mask_url(url)}"),
-    )
+    said = f"virtual media inserted: {mask_url(url)}"
+    run_fleet(args, operation, label="vmedia insert", record=events(args.app, "vmedia", said))
 
 
 @vmedia.command("eject")
-@node_selection
-@fleet_options
-@retry_option
-@_json_option
-@pass_app
-@click.pass_context
-def vmedia_eject(
-    ctx: click.Context,
-    app: App,
-    nodes: tuple[str, ...],
-    all_nodes: bool,
-    workers: int,
-    deadline: float,
-    no_retry: bool,
-    bmc_timeout: float,
-    as_json: bool,
-) -> None:
+@fleet_command()
+def vmedia_eject(args: FleetArgs) -> None:
     """Eject virtual media from NODE... (or --all)."""
 
     def operation(driver: RetryingDriver, budget: Deadline) -> str:
         driver.eject_virtual_media(deadline=budget)
         return "ejected"
 
-    _run(
-        ctx,
-        app,
-        nodes,
-        all_nodes,
-        operation,
-        label="vmedia eject",
-        workers=workers,
-        deadline=deadline,
-        bmc_timeout=bmc_timeout,
-        as_json=as_json,
-        no_retry=no_retry,
-        record=_events(app, "vmedia", "virtual media ejected"),
-    )
+    said = "virtual media ejected"
+    run_fleet(args, operation, label="vmedia eject", record=events(args.app, "vmedia", said))

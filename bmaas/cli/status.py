@@ -6,13 +6,19 @@ from collections.abc import Sequence
 
 import click
 
-from bmaas.cli.app import App, pass_app
+from bmaas.cli.app import (
+    App,
+    bmc_timeout_option,
+    deadline_option,
+    json_option,
+    options,
+    pass_app,
+    workers_option,
+)
 from bmaas.cli.backends import backend_options, chosen_backend
 from bmaas.cli.interrupt import exit_on_signals
-from bmaas.cliutil import InputFile, Seconds, emit_json
+from bmaas.cliutil import InputFile, emit_json
 from bmaas.deadline import Deadline
-from bmaas.driver import DEFAULT_BMC_TIMEOUT
-from bmaas.ops import DEFAULT_WORKERS
 from bmaas.status import (
     CHECKS,
     DEFAULT_CHECK_DEADLINE,
@@ -35,33 +41,21 @@ def status() -> None:
 
 
 @status.command("check", epilog=_EPILOG)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option(
-    "--only",
-    multiple=True,
-    metavar="NAME[,NAME]",
-    help="Run only these checks (repeatable).",
-)
-@click.option(
-    "--deadline",
-    type=Seconds(min=1.0),
-    default=DEFAULT_CHECK_DEADLINE,
-    show_default=True,
-    help="Seconds the whole check may take, dead BMCs included; each BMC call gets a share.",
-)
-@click.option(
-    "--bmc-timeout",
-    type=Seconds(min=0.1),
-    default=DEFAULT_BMC_TIMEOUT,
-    show_default=True,
-    help="The most one BMC call may take (less when --deadline is short).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1, max=512),
-    default=DEFAULT_WORKERS,
-    show_default=True,
-    help="BMCs asked at once.",
+@options(
+    json_option(),
+    click.option(
+        "--only",
+        multiple=True,
+        metavar="NAME[,NAME]",
+        help="Run only these checks (repeatable).",
+    ),
+    deadline_option(
+        default=DEFAULT_CHECK_DEADLINE,
+        least=1.0,
+        help="Seconds the whole check may take, dead BMCs included; each BMC call gets a share.",
+    ),
+    bmc_timeout_option("The most one BMC call may take (less when --deadline is short)."),
+    workers_option(help="BMCs asked at once."),
 )
 @click.option(
     "--inventory",

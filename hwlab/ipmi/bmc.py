@@ -7,10 +7,13 @@ machine's :class:`~fakes.faults.FaultPlan`; what fires is carried out as
 :func:`fakes.effects.decide` says, answered from :data:`hwlab.answers.IPMI_CODES`
 (the table the IPMI proxy answers from too). At login, BMC effects show as:
 busy, RMCP+ status 0x01 (no session slot); unsupported, status 0x11 (no cipher
-suite); auth_fail, RAKP2 signed with another key; internal_error, Set Session
-Privilege answered 0xFF; malformed_reply, RAKP2 cut short.
+suite); auth_fail, RAKP2 with status 0x0D; internal_error, Get Channel
+Authentication Capabilities answered 0xFF; malformed_reply, RAKP2 cut short
+(:data:`hwlab.answers.IPMI_LOGIN_ANSWERS`, the proxy's table too). A login is
+evaluated once, at its first packet (Get Channel Authentication Capabilities).
 
-Requests map to operations as: Open Session Request -> ``login``, Get Device
+Requests map to operations as: a login (from Get Channel Authentication
+Capabilities, else Open Session Request) -> ``login``, Get Device
 ID -> ``probe``, Get Chassis Status -> ``power.get``, Chassis Control ->
 ``power.set``, Get/Set System Boot Options -> ``boot.get``/``boot.set``, FRU
 reads -> ``inventory.get``. Each request is evaluated once, so a client call
@@ -20,7 +23,6 @@ machine with the request that carries them.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import socket
@@ -34,7 +36,14 @@ from bmaas.driver import BootDevice, Operation, PowerAction, PowerState
 from fakes.effects import Action, Effect, decide
 from fakes.faults import Firing
 from fakes.machine import FakeMachine
-from hwlab.answers import executes, ipmi_code, ipmi_login_status, ipmi_trickle_delay
+from hwlab.answers import (
+    LoginPhase,
+    executes,
+    ipmi_code,
+    ipmi_login_answer,
+    ipmi_login_status,
+    ipmi_trickle_delay,
+)
 from hwlab.ipmi import extra
 from hwlab.ipmi.fru import build_fru
 from hwlab.ipmi.session import (
@@ -59,6 +68,9 @@ LOG = logging.getLogger(__name__)
 #: sessions one BMC holds at once; more get RMCP+ status 0x01 (real BMCs allow 4-32)
 MAX_SESSIONS = 32
 #: seconds without a packet after which a session is forgotten (a common BMC default)
+#: a login begun by Get Channel Authentication Capabilities waits this long for
+#: its Open Session (pyghmi retransmits within 2 s; the IPMI proxy's LOGIN_IDLE)
+LOGIN_IDLE = 2.5
 SESSION_IDLE_TIMEOUT = 60.0
 #: largest Read FRU Data count answered; more gets 0xCA, as on small BMCs
 MAX_FRU_READ = 224
@@ -105,6 +117,8 @@ class LabBmc(_pyghmi_bmc.Bmc):
         self._username = username.encode("utf-8")
         self._password = password.encode("utf-8")
         self.sessions: dict[Any, LabSession] = {}
+        #: logins begun (Get Channel Authentication Capabilities): their one evaluation
+        self._logins: dict[Any, tuple[Action, float]] = {}
         #: sessions opened so far, and the most held at once (hwlab status "sessions")
         self.logins = 0
         self.peak_sessions = 0
@@ -124,11 +138,8 @@ class LabBmc(_pyghmi_bmc.Bmc):
     def knows_user(self, name: bytes) -> bool:
         return hmac.compare_digest(name, self._username)
 
-    def user_key(self, *, wrong: bool = False) -> bytes:
-        """Kuid, the user's password; with ``wrong``, a key the client cannot
-        know (what rotated credentials look like from the client's side)."""
-        if wrong:
-            return hashlib.sha256(b"rotated:" + self._password).digest()[:16]
+    def user_key(self) -> bytes:
+        """Kuid, the user's password."""
         return self._password
 
     # -- packets in ------------------------------------------------------------
@@ -180,9 +191,18 @@ class LabBmc(_pyghmi_bmc.Bmc):
         if len(msg) < 7 or msg[1] >> 2 != 0x06:
             return
         command, body = msg[5], msg[6:-1]
-        if command == 0x38:  # Get Channel Authentication Capabilities
-            # channel 1; IPMI 2.0 extended data; non-null user names; IPMI 2.0 only
-            reply = bytes([1, 0x80, 0x04, 0x02, 0, 0, 0, 0])
+        code, later = 0, 0.0
+        if command == 0x38:  # Get Channel Authentication Capabilities: a login starts
+            action = self._start_login(addr)
+            if action.silent is not None:
+                return
+            answer = ipmi_login_answer(action.answer) if action.answer is not None else None
+            if answer is not None and answer.phase is LoginPhase.CHANNEL_AUTH:
+                self._logins.pop(addr, None)  # the login ends here
+                code, reply, later = answer.code, b"", _late(action, 0)
+            else:
+                # channel 1; IPMI 2.0 extended data; non-null user names; IPMI 2.0 only
+                reply = bytes([1, 0x80, 0x04, 0x02, 0, 0, 0, 0])
         elif command == 0x54:  # Get Channel Cipher Suites
             index = body[2] & 0x3F if len(body) > 2 else 0
             records = b"".join(CIPHER_SUITES[n].record() for n in self.suites)
@@ -190,20 +210,33 @@ class LabBmc(_pyghmi_bmc.Bmc):
         else:
             return  # nothing else is answered before a session exists
         head = bytes([msg[3], ((msg[1] >> 2) + 1) << 2 | (msg[4] & 0x03)])
-        tail = bytes([msg[0], (msg[4] & 0xFC) | (msg[1] & 0x03), command, 0]) + reply
+        tail = bytes([msg[0], (msg[4] & 0xFC) | (msg[1] & 0x03), command, code]) + reply
         message = head + bytes([_checksum(head)]) + tail + bytes([_checksum(tail)])
         if msg_at == 16:
             frame = bytes([6, 0]) + bytes(8) + struct.pack("<H", len(message))
         else:
             frame = bytes(9) + bytes([len(message)])
-        self.send(_RMCP_IPMI + frame + message, addr)
+        self.server.call_later(later, self.send, _RMCP_IPMI + frame + message, addr)
 
     # -- login -----------------------------------------------------------------
 
-    def _open_session(self, request: bytes, addr: Any) -> None:
+    def _start_login(self, addr: Any) -> Action:
+        """Evaluate the plan for a login, once, at its first packet (Get
+        Channel Authentication Capabilities, as the IPMI proxy does); its
+        Open Session within :data:`LOGIN_IDLE` seconds goes on from there."""
         self._expire_idle()
         held = sum(1 for a, s in self.sessions.items() if not s.closed and a != addr)
         action = self.judge(Operation.LOGIN, sessions=held)
+        self._logins[addr] = (action, self.server.now())
+        return action
+
+    def _open_session(self, request: bytes, addr: Any) -> None:
+        started = self._logins.pop(addr, None)
+        if started is not None and self.server.now() - started[1] <= LOGIN_IDLE:
+            action = started[0]
+        else:  # a client that skipped Get Channel Authentication Capabilities
+            action = self._start_login(addr)
+            self._logins.pop(addr, None)
         if action.silent is not None or len(request) < 8:
             return
         fault = action.answer.effect if action.answer is not None else None
@@ -230,7 +263,6 @@ class LabBmc(_pyghmi_bmc.Bmc):
         faults = LoginFaults(
             auth_fail=fault is Effect.AUTH_FAIL,
             malformed=fault is Effect.MALFORMED_REPLY,
-            internal_error=fault is Effect.INTERNAL_ERROR,
         )
         self.server.call_later(later, self._start_session, addr, request, suite, faults)
 

@@ -41,6 +41,9 @@ from typing import TYPE_CHECKING, Any
 from pyghmi.ipmi.private import constants
 from pyghmi.ipmi.private import serversession as _pyghmi_server
 
+from fakes.effects import Effect
+from hwlab.answers import IPMI_LOGIN_ANSWERS
+
 if TYPE_CHECKING:
     from hwlab.ipmi.bmc import LabBmc
 
@@ -115,15 +118,13 @@ class LoginFaults:
 
     * ``busy``: Open Session answered with status 0x01 (no session slot)
     * ``unsupported``: Open Session answered with status 0x11 (no cipher suite)
-    * ``auth_fail``: RAKP2 signed with a key that is not the user's password,
-      exactly what a client sees when its password is wrong
+    * ``auth_fail``: RAKP2 with status 0x0D (unauthorized name), the
+      credentials rejected (:data:`hwlab.answers.IPMI_LOGIN_ANSWERS`)
     * ``malformed``: RAKP2 cut short (a truncated key-exchange auth code)
-    * ``internal_error``: Set Session Privilege Level answered 0xFF
     """
 
     auth_fail: bool = False
     malformed: bool = False
-    internal_error: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +236,9 @@ class LabSession(_pyghmi_server.ServerSession):
         if namelen > 16 or len(self.username) != namelen:
             self._rakp_error("rakp2", tag, RMCP_INVALID_NAME_LENGTH)
             return
+        if self.faults.auth_fail:
+            self._rakp_error("rakp2", tag, IPMI_LOGIN_ANSWERS[Effect.AUTH_FAIL].code)
+            return
         if not self.bmc.knows_user(self.username):
             LOG.debug("%s: RAKP1 for an unknown user: status 0x0D", self.bmc.name)
             self._rakp_error("rakp2", tag, RMCP_UNAUTHORIZED_NAME)
@@ -244,7 +248,7 @@ class LabSession(_pyghmi_server.ServerSession):
             return
         self.maxpriv = min(self.maxpriv, (self.rolem & 0x0F) or ADMINISTRATOR)
         self.Rc = os.urandom(16)
-        self.kuid = self.bmc.user_key(wrong=self.faults.auth_fail)
+        self.kuid = self.bmc.user_key()
         self.kg = self.kuid  # no BMC key (Kg) configured: Kuid stands in, per the spec
         signed = (
             self.clientsessionid
@@ -272,7 +276,7 @@ class LabSession(_pyghmi_server.ServerSession):
         expected = hmac.new(
             self.kuid, self.Rc + self.clientsessionid + namelen + self.username, self.suite.digest
         ).digest()
-        if self.faults.auth_fail or not hmac.compare_digest(bytes(data[8:]), expected):
+        if not hmac.compare_digest(bytes(data[8:]), expected):
             self._rakp_error("rakp4", tag, RMCP_INVALID_INTEGRITY_VALUE)
             return
         digest = self.suite.digest
@@ -311,9 +315,6 @@ class LabSession(_pyghmi_server.ServerSession):
             self.bmc.handle_request(self, ctx, data)
 
     def _set_privilege(self, ctx: RequestContext, data: bytes) -> None:
-        if self.faults.internal_error:
-            self.respond(ctx, 0xFF)
-            return
         wanted = data[0] & 0x0F if data else 0
         if wanted == 0:  # "present level": what the session runs at now
             self.respond(ctx, data=[self.clientpriv or min(self.maxpriv, 2)])

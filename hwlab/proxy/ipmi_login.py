@@ -4,9 +4,10 @@ A login is several packets (Get Channel Auth Capabilities, maybe Get Channel
 Cipher Suites, Open Session, RAKP 1 and 3 from the client; Open Session
 Response, RAKP 2 and 4 from the BMC). The plan is evaluated once, at its
 first packet; wire effects apply to that packet, and each BMC effect waits
-for the stage that can show it to the client without any key (the login is
-in the clear): internal_error and unsupported answer Get Channel Auth
-Capabilities, busy answers Open Session, auth_fail answers RAKP1, and
+for the phase :data:`hwlab.answers.IPMI_LOGIN_ANSWERS` names (the table the
+emulator answers from too; the login is in the clear, so no key is needed):
+internal_error answers Get Channel Auth Capabilities, busy, session_limit
+and unsupported answer Open Session, auth_fail answers RAKP1, and
 malformed_reply strips the BMC's RAKP2. Retransmitted packets (same bytes)
 get the same treatment, and a login with no packet for :data:`LOGIN_IDLE`
 seconds is over.
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from bmaas.driver import Operation
 from fakes.effects import Effect, decide
 from fakes.faults import Firing
-from hwlab.answers import IPMI_CODES, ipmi_login_status, ipmi_trickle_delay
+from hwlab.answers import IPMI_CODES, LoginPhase, ipmi_login_answer, ipmi_trickle_delay
 from hwlab.proxy import rmcp
 from hwlab.proxy.base import Proxy
 from hwlab.proxy.ipmi_session import Login, Session, Verdict
@@ -32,7 +33,6 @@ __all__ = ["CODES", "LOGIN_IDLE", "Client", "LoginRelay"]
 _GCAC = (0x06, 0x38)  # Get Channel Authentication Capabilities: a login starts
 #: completion codes a BMC effect answers with (the one IPMI table)
 CODES = IPMI_CODES
-_RMCP_UNAUTHORIZED_NAME = 0x0D
 
 #: a login with no packet for this long is over (pyghmi retransmits within 2 s)
 LOGIN_IDLE = 2.5
@@ -114,40 +114,51 @@ class LoginRelay(Proxy):
     def _login_stage(
         self, login: Login, packet: Packet, message: Message | None
     ) -> tuple[str, bytes]:
-        """What to do with one client packet of a login: forward, or answer."""
-        pending = login.pending
+        """What to do with one client packet of a login: forward, or answer
+        (from :data:`hwlab.answers.IPMI_LOGIN_ANSWERS`, at the phase it names)."""
         if message is not None:
             if (message.netfn, message.cmd) == _GCAC:
-                for effect in (Effect.INTERNAL_ERROR, Effect.UNSUPPORTED):
-                    if effect in pending:
-                        return self._login_answer(
-                            login,
-                            pending.pop(effect),
-                            packet,
-                            rmcp.response_message(message, CODES[effect]),
-                        )
+                found = self._due(login, LoginPhase.CHANNEL_AUTH)
+                if found is not None:
+                    firing, code = found
+                    answer = rmcp.response_message(message, code)
+                    return self._login_answer(login, firing, packet, answer)
             return ("forward", b"")
         payload = packet.payload
         if packet.payload_type == PayloadType.OPEN_SESSION_REQUEST:
             login.open_request(payload)
-            for effect in (Effect.INTERNAL_ERROR, Effect.UNSUPPORTED):
-                if effect in pending:
+            for effect, firing in list(login.pending.items()):
+                answer_at = ipmi_login_answer(firing)
+                if answer_at is not None and answer_at.phase is LoginPhase.CHANNEL_AUTH:
                     self.skipped(
-                        pending.pop(effect),
+                        login.pending.pop(effect),
                         "the login did not start with Get Channel Authentication Capabilities",
                     )
-            for effect in (Effect.BUSY, Effect.INCIDENT):
-                status = ipmi_login_status(pending[effect]) if effect in pending else None
-                if status is not None:
-                    answer = bytes([login.tag, status, 0, 0]) + payload[4:8]
-                    return self._login_answer(login, pending.pop(effect), packet, answer)
+            found = self._due(login, LoginPhase.OPEN_SESSION)
+            if found is not None:
+                firing, status = found
+                answer = bytes([login.tag, status, 0, 0]) + payload[4:8]
+                return self._login_answer(login, firing, packet, answer)
         elif packet.payload_type == PayloadType.RAKP1:
             login.rakp1(payload)
-            if Effect.AUTH_FAIL in pending:
+            found = self._due(login, LoginPhase.RAKP2)
+            if found is not None:
+                firing, status = found
                 sid = struct.pack("<I", login.console_sid)
-                answer = bytes([login.tag, _RMCP_UNAUTHORIZED_NAME, 0, 0]) + sid
-                return self._login_answer(login, pending.pop(Effect.AUTH_FAIL), packet, answer)
+                answer = bytes([login.tag, status, 0, 0]) + sid
+                return self._login_answer(login, firing, packet, answer)
         return ("forward", b"")
+
+    @staticmethod
+    def _due(login: Login, phase: LoginPhase) -> tuple[Firing, int] | None:
+        """The pending effect that answers at ``phase`` (taken off the
+        login), and its code."""
+        for effect, firing in login.pending.items():
+            answer = ipmi_login_answer(firing)
+            if answer is not None and answer.phase is phase:
+                del login.pending[effect]
+                return firing, answer.code
+        return None
 
     def _login_answer(
         self, login: Login, firing: Firing, packet: Packet, payload: bytes

@@ -197,42 +197,34 @@ class RedfishProxy(Proxy):
             self.carried(firing)
         for firing, why in action.skipped:
             self.skipped(firing, why)
-        if action.silent is not None:
-            if action.hangs:
-                self.counters["hung"] += 1
-                while await conn.reader.read(65536):
-                    pass  # hold the connection until the client gives up
-                return False
+        if action.hangs:
+            self.counters["hung"] += 1  # held until the client gives up
+
+        def drop() -> None:
             self.counters["resets"] += 1
             self._reset(conn)
             if action.reboot is not None:
                 self.reboot(action.reboot)
-            return False
-        if action.delay:
-            await asyncio.sleep(action.delay)
-        forged = None
-        if action.answer is not None:
-            forged = answers.redfish_answer(action.answer, request.method)
-        if forged is not None and not answers.executes(action.answer):
-            self.counters["answered"] += 1
-            response = forged
-        else:
-            for _ in range(1 + action.copies):
-                response = await self._forward(conn, request)
-            response = self._relocate(response)
+
+        def forge(firing: Firing) -> Response | None:
+            forged = answers.redfish_answer(firing, request.method)
+            if forged is not None:
+                self.counters["answered"] += 1
+            return forged
+
+        async def serve(copies: int) -> tuple[Response, bool]:
+            for _ in range(copies):
+                await self._forward(conn, request)
+            response = self._relocate(await self._forward(conn, request))
             if operation == Operation.LOGIN and response.status in (200, 201):
                 issued = response.header("X-Auth-Token")
                 if issued:
                     self._issued.add(issued)
-            if forged is not None:  # carried out, then answered ("already on")
-                self.counters["answered"] += 1
-                response = forged
-        if action.corrupt:
-            data, keep = answers.corrupt(response, request.method, keep_alive=keep)
-        else:
-            data = response.encode(keep_alive=keep)
-        await answers.send(conn.writer, data, action.trickle)
-        return keep
+            return response, True
+
+        return await answers.carry_out(
+            action, request, conn.reader, conn.writer, forge=forge, serve=serve, drop=drop
+        )
 
     def _relocate(self, response: Response) -> Response:
         """Point an absolute ``Location`` at the upstream back at the proxy,

@@ -2,7 +2,7 @@
 
 In order: count it, evaluate the machine's fault plan for its operation
 (:func:`fakes.effects.decide`), carry out the wire and BMC effects on the
-socket with the answers of :mod:`hwlab.answers` (shared with the fault proxy),
+socket with :func:`hwlab.answers.carry_out` (the fault proxy's executor too),
 check credentials, and only then hand the request, with any hardware effects,
 to sushy-tools' application.
 """
@@ -70,40 +70,37 @@ async def answer(
         bmc.record(RequestRecord(request.method, request.path, operation, status, fired))
 
     action = decide(firings)
-    if action.silent is not None:
-        record(None)
+    peer = writer.get_extra_info("peername")
+
+    def drop() -> None:
         if action.reboot is not None:
             bmc.machine.reboot_bmc(action.reboot)
             reboot()
-        elif action.hangs:
-            while await reader.read(65536):
-                pass  # accept, never answer: wait for the client to give up
-        return False  # hang: the client went; drop: closed without a response
-    if action.delay:
-        await asyncio.sleep(action.delay)
-    response: Response | None = None
-    if action.answer is not None and not answers.executes(action.answer):
-        response = _bmc_answer(keeper, request, action.answer)
-    if response is None:
-        response = _authenticate(keeper, request)
-    if response is None:
-        peer = writer.get_extra_info("peername")
+
+    async def serve(copies: int) -> tuple[Response, bool]:
+        refused = _authenticate(keeper, request)
+        if refused is not None:
+            return refused, False
         # A duplicated request is served every time it arrives (a middlebox
         # resent it); the client reads one answer.
-        for _ in range(action.copies):
+        for _ in range(copies):
             _dispatch(bmc, request, action.hardware, server=server, scheme=scheme, peer=peer)
-        response = _dispatch(bmc, request, action.hardware, server=server, scheme=scheme, peer=peer)
-        if action.answer is not None and answers.executes(action.answer):
-            # carried out, then answered as a resent copy would be ("already on")
-            response = _bmc_answer(bmc, request, action.answer) or response
-    record(response.status)
-    keep = request.keep_alive
-    if action.corrupt:
-        data, keep = answers.corrupt(response, request.method, keep_alive=keep)
-    else:
-        data = response.encode(keep_alive=keep)
-    await answers.send(writer, data, action.trickle)
-    return keep
+        last = _dispatch(bmc, request, action.hardware, server=server, scheme=scheme, peer=peer)
+        return last, True
+
+    def answered(response: Response | None) -> None:
+        record(None if response is None else response.status)
+
+    return await answers.carry_out(
+        action,
+        request,
+        reader,
+        writer,
+        forge=lambda firing: _bmc_answer(keeper, request, firing),
+        serve=serve,
+        drop=drop,
+        answered=answered,
+    )
 
 
 def _bmc_answer(bmc: Bmc, request: Request, firing: Firing) -> Response | None:
