@@ -152,7 +152,7 @@ def sync_pass(
     start = clock()
     # Nodes taken back from dead clients are powered off before they are used.
     reclaimed, _cleaned = reclaim(store, driver_factory=factory, deadline=deadline)
-    records = store.require_nodes(names) if names is not None else store.nodes()
+    records = store.nodes.require(names) if names is not None else store.nodes.find()
     if share is not None:
         records = share.take(records)
     reader = PowerReader(deadline, retry)
@@ -180,9 +180,9 @@ def sync_pass(
             reads.append((result.node, result.error))
         else:  # busy, credentials, configuration: says nothing about the node
             uncounted[result.node] = str(result.error)
-    changes = store.record_power_reads(reads, health_rule=health_rule)
+    changes = store.health.record_power_reads(reads, health_rule=health_rule)
     if uncounted:
-        store.note_power(errors=uncounted)
+        store.health.note_power(errors=uncounted)
     for change in changes:
         if change.change is Change.FAULTED:
             LOG.warning("%s: put into maintenance (%s)", change.node, health_rule.fault)
@@ -193,7 +193,7 @@ def sync_pass(
         sessions = sweeper.stats
     report = SyncReport(results, changes, reclaimed, clock() - start, store.clock(), sessions)
     if metrics is not None:
-        metrics.observe_pass(report, store.node_counts())
+        metrics.observe_pass(report, store.nodes.counts())
     return report
 
 

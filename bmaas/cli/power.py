@@ -104,7 +104,7 @@ def _run(
     # A BMC fault is the last error a person will want to see on `node show`.
     errors = {r.node: str(r.error) for r in results if isinstance(r.error, BMCFault)}
     if errors:
-        store.note_power(errors=errors)
+        store.health.note_power(errors=errors)
     ctx.exit(print_results(results, as_json=as_json, elapsed=time.monotonic() - start))
 
 
@@ -112,7 +112,9 @@ def _events(app: App, kind: str, message: str) -> Callable[[list[NodeResult[Any]
     """A ``record`` step that writes one history event per node that succeeded."""
 
     def record(results: list[NodeResult[Any]]) -> None:
-        app.store().add_events([(r.node, kind, message) for r in results if r.ok], actor=whoami())
+        app.store().nodes.add_events(
+            [(r.node, kind, message) for r in results if r.ok], actor=whoami()
+        )
 
     return record
 
@@ -146,7 +148,7 @@ def power_status(
     """Read the power state of NODE... (or --all) and record it."""
 
     def record(results: list[NodeResult[Any]]) -> None:
-        app.store().note_power(states={r.node: r.value for r in results if r.ok and r.value})
+        app.store().health.note_power(states={r.node: r.value for r in results if r.ok and r.value})
 
     _run(
         ctx,
@@ -205,8 +207,8 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
             store = app.store()
-            store.note_power(states={r.node: r.value for r in ok if r.value})
-            store.add_events(
+            store.health.note_power(states={r.node: r.value for r in ok if r.value})
+            store.nodes.add_events(
                 [(r.node, "power_action", f"power {action} requested") for r in ok],
                 actor=whoami(),
             )
@@ -319,7 +321,7 @@ def boot_set(
             for r in results
             if r.ok
         ]
-        app.store().add_events(events, actor=whoami())
+        app.store().nodes.add_events(events, actor=whoami())
 
     _run(
         ctx,

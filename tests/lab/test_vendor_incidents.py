@@ -69,7 +69,7 @@ def test_mixed_vendor_batch_all_active_none_fenced(
         for r in results:
             assert all(a.fault_class != "UnclassifiedFault" for a in r.attempts), r
         assert leaks(store) == (0, 0)
-    fenced = [n.name for n in store.nodes() if n.fault]
+    fenced = [n.name for n in store.nodes.find() if n.fault]
     assert fenced == []
     fired = {e["params"].get("incident") or e["rule"] for e in read_events(str(lab.events_path))}
     # the deploy met the windows: iDRAC10's power-on conflict after power-off
