@@ -38,7 +38,7 @@ def test_a_database_hiccup_is_logged_not_fatal(
     def locked(*_a: object, **_kw: object) -> None:
         raise StoreError("sqlite:///x.db: database is locked")
 
-    monkeypatch.setattr(store, "renew_leases", locked)
+    monkeypatch.setattr(store.owners, "renew_leases", locked)
     assert keeper.renew_now() == []
     assert "could not renew 1 lease(s)" in caplog.text
     monkeypatch.undo()
