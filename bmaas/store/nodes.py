@@ -23,7 +23,7 @@ from bmaas.store.base import Database, Tx
 from bmaas.store.records import SYSTEM, Event, NodeRecord, OwnerKind, ProvisionState
 
 if TYPE_CHECKING:
-    from bmaas.inventory import NetworkSpec, NodeSpec
+    from bmaas.inventory.specs import NetworkSpec, NodeSpec
 
 __all__ = ["QUIRKS_KEY", "EnrollReport", "NodesRepo", "node_in"]
 
