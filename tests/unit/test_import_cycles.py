@@ -24,11 +24,8 @@ PACKAGES = ("bmaas", "drivers", "fakes", "hwlab")
 #: is broken (take it off this list) and when any other appears.
 KNOWN: set[tuple[str, ...]] = {
     ("bmaas.faults", "bmaas.policy"),
-    ("drivers.ironic_backend.backend", "drivers.ironic_backend.status"),
     ("fakes.driver", "fakes.fleet"),
-    ("fakes.effects", "fakes.faults"),
     ("hwlab.ipmi.bmc", "hwlab.ipmi.server", "hwlab.ipmi.session"),
-    ("hwlab.lab", "hwlab.supervisor"),
 }
 
 
