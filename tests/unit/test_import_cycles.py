@@ -24,7 +24,6 @@ PACKAGES = ("bmaas", "drivers", "fakes", "hwlab")
 #: is broken (take it off this list) and when any other appears.
 KNOWN: set[tuple[str, ...]] = {
     ("bmaas.faults", "bmaas.policy"),
-    ("fakes.driver", "fakes.fleet"),
     ("hwlab.ipmi.bmc", "hwlab.ipmi.server", "hwlab.ipmi.session"),
 }
 

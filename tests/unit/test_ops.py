@@ -14,6 +14,7 @@ from bmaas.faults import BMCAuthError, BMCTimeout, InputError, UnclassifiedFault
 from bmaas.ops import NodeResult, driver_factory, run_on_nodes
 from bmaas.store import NodeRecord, Store
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
 from tests.budgets import per_call
 
@@ -53,7 +54,7 @@ def test_a_node_that_cannot_be_built_is_a_result_not_a_crash(store: Store, enrol
     def factory(record: NodeRecord) -> BMCDriver:
         if record.name == "n01":
             raise InputError("environment variable X is not set", node="n01")
-        return FakeFleet(clock=FakeClock()).driver(record.name)
+        return FakeDriver(record.name, fleet=FakeFleet(clock=FakeClock()))
 
     results = run_on_nodes(
         store.nodes.find(), lambda d: d.get_power_state(deadline=per_call(d)), factory=factory
@@ -154,7 +155,7 @@ def test_the_deadline_returns_on_time_and_says_which_nodes_never_finished(
     def factory(record: NodeRecord) -> BMCDriver:
         if record.name == "n01":
             return Blocking("n01", clock, release)  # type: ignore[return-value]
-        return fleet.driver(record.name)
+        return FakeDriver(record.name, fleet=fleet)
 
     try:
         results = run_on_nodes(

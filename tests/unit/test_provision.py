@@ -24,6 +24,7 @@ from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, ProvisionState, Store
 from bmaas.store.records import PortOrigin
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.faults import FaultRule
 from fakes.fleet import FakeFleet
 from fakes.machine import Hardware
@@ -85,7 +86,7 @@ class Rack:
         )
 
     def factory(self, record: Any) -> Any:
-        driver = self.fleet.driver(record.name, bmc_timeout=5.0)
+        driver = FakeDriver(record.name, fleet=self.fleet, bmc_timeout=5.0)
         self.drivers.setdefault(record.name, []).append(driver)
         return driver
 
