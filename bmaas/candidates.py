@@ -66,7 +66,7 @@ def candidates(
     """Names of the nodes that could serve the request now, best first.
     ``among`` limits the choice to a caller's list (kept in its order)."""
     properties = properties or {}
-    free = store.nodes(
+    free = store.nodes.find(
         maintenance=False, faulted=False, allocated=False, resource_class=resource_class
     )
     usable = [n for n in free if n.name not in exclude and matches(n, resource_class, properties)]

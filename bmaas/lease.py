@@ -7,7 +7,7 @@ every third of the lease, from a background thread, so the code doing the
 work (a deploy waiting minutes for a node to boot) never has to::
 
     with LeaseKeeper(store, ttl=60) as keeper:
-        request = store.create_owner(OwnerKind.REQUEST, ttl=60)
+        request = store.owners.create(OwnerKind.REQUEST, ttl=60)
         keeper.add(request.id)
         ...
         if keeper.lost:            # reclaimed behind our back: stop touching it
@@ -68,7 +68,7 @@ class LeaseKeeper:
         if not ids:
             return []
         try:
-            lost = self.store.renew_leases(ids, ttl=self.ttl)
+            lost = self.store.owners.renew_leases(ids, ttl=self.ttl)
         except StoreError as exc:
             # The lease still has two thirds left; the next round may get through.
             LOG.warning("could not renew %d lease(s): %s", len(ids), exc)

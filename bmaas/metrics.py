@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from bmaas.failover import FailoverRecord
-    from bmaas.sync import SyncReport
+    from bmaas.sync_report import SyncReport
 
 __all__ = ["MetricsServer", "SyncMetrics"]
 

@@ -69,7 +69,7 @@ class FleetShare:
         self._held: set[str] = set()
 
     def _join(self) -> str:
-        owner = self.store.create_owner(OwnerKind.SYNC, name=self.name, ttl=self.ttl)
+        owner = self.store.owners.create(OwnerKind.SYNC, name=self.name, ttl=self.ttl)
         self.keeper.add(owner.id)
         LOG.info("sync worker %s joined", owner.id)
         return owner.id
@@ -83,7 +83,7 @@ class FleetShare:
             self.keeper.lost.clear()
             self._held.clear()
             self.worker_id = self._join()
-        live = [o.id for o in self.store.sync_workers()]
+        live = [o.id for o in self.store.shares.workers()]
         if self.worker_id not in live:
             live.append(self.worker_id)
         # By BMC: every node behind one BMC (one Redfish service's systems)
@@ -95,8 +95,8 @@ class FleetShare:
         ]
         give_back = sorted(self._held - set(want))
         if give_back:
-            self.store.release_sync_share(self.worker_id, give_back)
-        held = set(self.store.claim_sync_share(self.worker_id, want, ttl=self.ttl))
+            self.store.shares.release(self.worker_id, give_back)
+        held = set(self.store.shares.claim(self.worker_id, want, ttl=self.ttl))
         self._held = held
         return [r for r in records if r.name in held]
 
@@ -104,8 +104,8 @@ class FleetShare:
         """Give back every share and leave (the others take over at once)."""
         self.keeper.close()
         try:
-            self.store.release_sync_share(self.worker_id)
-            self.store.delete_owner(self.worker_id)
+            self.store.shares.release(self.worker_id)
+            self.store.lifecycle.delete_owner(self.worker_id)
         except Exception:  # leaving is a courtesy: the lease expires anyway
             LOG.warning("sync worker %s could not leave cleanly", self.worker_id, exc_info=True)
 

@@ -9,8 +9,8 @@ back to the one process that called it, which alone writes the store::
 
     with ShardedSweeper(processes=4, make_factory=driver_factory,
                         factory_options={"bmc_timeout": 10.0}) as sweeper:
-        results = sweeper.run(store.nodes(), read_power, on_result=write)
-        results = sweeper.run(store.nodes(), read_power)   # sessions reused
+        results = sweeper.run(store.nodes.find(), read_power, on_result=write)
+        results = sweeper.run(store.nodes.find(), read_power)   # sessions reused
 
 How, and why this mechanism (measured with ``hwlab bench fleet-sweep``,
 ``docs/bench/fleet-sweep.md``: on 2 cores, 500 IPMI nodes read on kept

@@ -48,58 +48,21 @@ from typing import Any
 from bmaas import retry as _retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
-from bmaas.faults import BmaasError, BMCAuthError
+from bmaas.faults import BmaasError
 from bmaas.health import Change, HealthRule
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
-from bmaas.pool import DriverPool, PoolStats
+from bmaas.pool import DriverPool
 from bmaas.provision.reclaim import reclaim
 from bmaas.share import FleetShare
-from bmaas.store import HealthChange, Reclaimed, Store
+from bmaas.store import Store
 from bmaas.sweep import ShardedSweeper
+from bmaas.sync_report import SyncReport
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class SyncReport:
-    results: list[NodeResult[PowerState]]
-    changes: list[HealthChange]
-    reclaimed: list[Reclaimed]
-    #: seconds the pass took (monotonic)
-    duration: float
-    #: wall-clock time the pass ended
-    finished_at: float
-    #: the driver pool's counters so far (None without a pool)
-    sessions: PoolStats | None = None
-
-    @property
-    def failed(self) -> list[NodeResult[PowerState]]:
-        return [r for r in self.results if not r.ok]
-
-    @property
-    def auth_failed(self) -> list[str]:
-        """Nodes whose BMC rejected the credentials: fix the password, not the node."""
-        return [r.node for r in self.results if isinstance(r.error, BMCAuthError)]
-
-    def nodes_with(self, change: Change) -> list[str]:
-        return [c.node for c in self.changes if c.change is change]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodes": len(self.results),
-            "failed": len(self.failed),
-            "auth_failed": self.auth_failed,
-            "duration": round(self.duration, 3),
-            "faulted": self.nodes_with(Change.FAULTED),
-            "recovered": self.nodes_with(Change.RECOVERED),
-            "reclaimed": [r.owner.describe() for r in self.reclaimed],
-            "sessions": None if self.sessions is None else self.sessions.to_dict(),
-            "results": [r.to_dict() for r in self.results],
-        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +115,7 @@ def sync_pass(
     start = clock()
     # Nodes taken back from dead clients are powered off before they are used.
     reclaimed, _cleaned = reclaim(store, driver_factory=factory, deadline=deadline)
-    records = store.require_nodes(names) if names is not None else store.nodes()
+    records = store.nodes.require(names) if names is not None else store.nodes.find()
     if share is not None:
         records = share.take(records)
     reader = PowerReader(deadline, retry)
@@ -180,9 +143,9 @@ def sync_pass(
             reads.append((result.node, result.error))
         else:  # busy, credentials, configuration: says nothing about the node
             uncounted[result.node] = str(result.error)
-    changes = store.record_power_reads(reads, health_rule=health_rule)
+    changes = store.health.record_power_reads(reads, health_rule=health_rule)
     if uncounted:
-        store.note_power(errors=uncounted)
+        store.health.note_power(errors=uncounted)
     for change in changes:
         if change.change is Change.FAULTED:
             LOG.warning("%s: put into maintenance (%s)", change.node, health_rule.fault)
@@ -193,7 +156,7 @@ def sync_pass(
         sessions = sweeper.stats
     report = SyncReport(results, changes, reclaimed, clock() - start, store.clock(), sessions)
     if metrics is not None:
-        metrics.observe_pass(report, store.node_counts())
+        metrics.observe_pass(report, store.nodes.counts())
     return report
 
 

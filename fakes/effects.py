@@ -19,7 +19,7 @@ import dataclasses
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bmaas import validate
 from bmaas.driver import Operation
@@ -36,9 +36,6 @@ from bmaas.faults import (
 from bmaas.policy import policy_for
 from fakes.incidents import INCIDENTS, Incident
 
-if TYPE_CHECKING:
-    from fakes.faults import Firing
-
 __all__ = [
     "EFFECTS",
     "EFFECT_PARAMS",
@@ -47,6 +44,7 @@ __all__ = [
     "Case",
     "Effect",
     "EffectDef",
+    "Firing",
     "Layer",
     "Param",
     "decide",
@@ -449,6 +447,34 @@ EFFECTS: dict[Effect, EffectDef] = {
         cases=(Case("overload", {"max_rate": 0, "duration": 3.0}, _both("BMCTimeout")),),
     ),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class Firing:
+    """One effect that fired: what the event log records."""
+
+    time: float
+    node: str
+    protocol: str
+    operation: str
+    effect: Effect
+    rule: str
+    params: Mapping[str, Any]
+
+    @property
+    def layer(self) -> Layer:
+        return self.effect.layer
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time": round(self.time, 6),
+            "node": self.node,
+            "protocol": self.protocol,
+            "operation": self.operation,
+            "effect": str(self.effect),
+            "rule": self.rule,
+            "params": dict(self.params),
+        }
 
 
 def incident_of(firing: Firing) -> Incident | None:

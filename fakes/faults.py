@@ -40,7 +40,7 @@ from typing import Any
 from bmaas import clock as _clock
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
-from fakes.effects import EFFECT_PARAMS, EFFECTS, Effect, Layer, Param
+from fakes.effects import EFFECT_PARAMS, EFFECTS, Effect, Firing, Layer, Param
 from fakes.incidents import INCIDENTS, POWER_WINDOWS
 
 __all__ = ["EFFECT_PARAMS", "Effect", "FaultPlan", "FaultRule", "Firing", "Layer"]
@@ -202,34 +202,6 @@ class FaultRule:
             name=str(data.get("name", "")),
             **kw,
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class Firing:
-    """One effect that fired: what the event log records."""
-
-    time: float
-    node: str
-    protocol: str
-    operation: str
-    effect: Effect
-    rule: str
-    params: Mapping[str, Any]
-
-    @property
-    def layer(self) -> Layer:
-        return self.effect.layer
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "time": round(self.time, 6),
-            "node": self.node,
-            "protocol": self.protocol,
-            "operation": self.operation,
-            "effect": str(self.effect),
-            "rule": self.rule,
-            "params": dict(self.params),
-        }
 
 
 class _RuleState:

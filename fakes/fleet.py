@@ -4,22 +4,20 @@ Code that builds drivers through the entry point (``build_driver(node, "fake",
 {...})``) has no machine to hand over; :class:`FakeDriver` then looks its
 machine up here by ``driver_info.fake_machine`` or node name, creating a
 healthy one on first use. Tests make their own ``FakeFleet`` with a
-:class:`~fakes.clock.FakeClock` so nothing sleeps for real.
+:class:`~fakes.clock.FakeClock` so nothing sleeps for real, and a driver on
+it with ``FakeDriver(name, fleet=fleet)`` (its clock, its machine).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bmaas.driver import PowerState
 from fakes.clock import FakeClock
 from fakes.faults import FaultPlan, FaultRule
 from fakes.machine import FakeMachine, Hardware
-
-if TYPE_CHECKING:
-    from fakes.driver import FakeDriver
 
 __all__ = ["DEFAULT_FLEET", "FakeFleet"]
 
@@ -56,18 +54,6 @@ class FakeFleet:
     def __iter__(self) -> Iterator[FakeMachine]:
         with self._lock:
             return iter(list(self._machines.values()))
-
-    def driver(self, name: str, **kw: Any) -> FakeDriver:
-        """A driver for machine ``name`` on this fleet's clock."""
-        from fakes.driver import FakeDriver
-
-        return FakeDriver(
-            name,
-            machine=self.machine(name),
-            clock=self.clock.monotonic,
-            sleep=self.clock.sleep,
-            **kw,
-        )
 
 
 #: the fleet behind ``build_driver(..., "fake", ...)``

@@ -20,18 +20,33 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fakes.faults import FaultRule
 
 if TYPE_CHECKING:
-    from hwlab.lab import Lab
     from hwlab.worker import Shard, WorkerHandle
 
 __all__ = ["CHECK_INTERVAL", "SNAPSHOT_INTERVAL", "Supervisor"]
 
 LOG = logging.getLogger(__name__)
+
+
+class Lab(Protocol):
+    """What the supervisor reads and calls on its lab (:class:`hwlab.lab.Lab`
+    is one); stated here so the two modules do not import each other."""
+
+    endpoints: dict[str, dict[str, int]]
+    tls_certs: dict[str, str]
+    on_restart: Callable[[], None] | None
+
+    def workers(self) -> list[WorkerHandle]: ...
+
+    def ask(self, worker: WorkerHandle, *command: Any) -> Any: ...
+
+    def replace_worker(self, worker: WorkerHandle, shard: Shard, *, timeout: float) -> None: ...
+
 
 #: seconds between liveness checks
 CHECK_INTERVAL = 0.5

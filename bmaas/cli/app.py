@@ -240,10 +240,10 @@ def select_nodes(store: Store, nodes: Sequence[str], all_nodes: bool) -> list[No
     if all_nodes and nodes:
         raise InputError("name nodes or give --all, not both", field="NODE")
     if all_nodes:
-        return store.nodes()
+        return store.nodes.find()
     if not nodes:
         raise InputError("name at least one node, or give --all", field="NODE")
-    return store.require_nodes(nodes)
+    return store.nodes.require(nodes)
 
 
 # -- output -------------------------------------------------------------------------

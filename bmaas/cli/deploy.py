@@ -256,7 +256,7 @@ def deploy(
         # bad input is one line and exit 2, not a FAILED row per request
         # (on Ironic the backend's port ledger takes any network name)
         with exit_on_signals():
-            known = sorted(n.name for n in app.store().networks())
+            known = sorted(n.name for n in app.store().ports.networks())
         if network not in known:
             raise InputError(
                 f"no network {network!r} (enrolled: {', '.join(known) or 'none'})",
@@ -349,7 +349,7 @@ def undeploy(
                 click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
                 continue
             store = provisioner.store
-            fenced = [rec for rec in map(store.node, nodes) if rec.fault] if store else []
+            fenced = [rec for rec in map(store.nodes.get, nodes) if rec.fault] if store else []
             # the recorded fault names the step that failed (power.set, vmedia.eject)
             note = "".join(f" (fenced {rec.name}: {rec.last_error})" for rec in fenced)
             click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
@@ -420,10 +420,10 @@ def instance_list(app: App, as_json: bool) -> None:
     else:
         rows = []
         store = app.store()
-        for owner in store.owners(kind=OwnerKind.INSTANCE):
-            allocations: list[Allocation | None] = list(store.allocations(owner_id=owner.id))
+        for owner in store.owners.find(kind=OwnerKind.INSTANCE):
+            allocations: list[Allocation | None] = list(store.owners.allocations(owner_id=owner.id))
             for allocation in allocations or [None]:
-                node = store.node(allocation.node) if allocation else None
+                node = store.nodes.get(allocation.node) if allocation else None
                 rows.append(
                     {
                         "instance": owner.name or owner.id,

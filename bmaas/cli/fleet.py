@@ -136,7 +136,7 @@ def run_fleet(
     # A BMC fault is the last error a person will want to see on `node show`.
     errors = {r.node: str(r.error) for r in results if isinstance(r.error, BMCFault)}
     if errors:
-        store.note_power(errors=errors)
+        store.health.note_power(errors=errors)
     elapsed = time.monotonic() - start
     args.ctx.exit(print_results(results, as_json=args.as_json, elapsed=elapsed))
 
@@ -145,6 +145,6 @@ def events(app: App, kind: str, message: str) -> Record:
     """A ``record`` step that writes one history event per node that succeeded."""
 
     def record(results: Sequence[NodeResult[Any]]) -> None:
-        app.store().add_events([(r.node, kind, message) for r in results if r.ok], actor=whoami())
+        app.store().nodes.add_events([(r.node, kind, message) for r in results if r.ok], actor=whoami())
 
     return record

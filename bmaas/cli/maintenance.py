@@ -70,11 +70,11 @@ def maintenance_set(
 ) -> None:
     """Put NODE... into maintenance: never claimed while there."""
     store = app.store()
-    store.require_nodes(nodes)
+    store.nodes.require(nodes)
     who = by or whoami()
     if not evacuate:
         for name in nodes:
-            _say_maintenance(store.set_maintenance(name, reason=reason, by=who), reason)
+            _say_maintenance(store.nodes.set_maintenance(name, reason=reason, by=who), reason)
         return
     budget = app.deadline(limits["deadline"])
     with (
@@ -84,7 +84,7 @@ def maintenance_set(
         report = evacuate_nodes(
             provisioner, nodes, reason=reason, by=who, deadline=budget, cancel=token
         )
-    for rec in store.require_nodes(nodes):
+    for rec in store.nodes.require(nodes):
         _say_maintenance(rec, reason)
     for node, moved in report.moved:
         click.echo(f"{node}: instance {moved.instance} moved to {moved.target}")
@@ -113,9 +113,9 @@ def _say_maintenance(rec: NodeRecord, reason: str) -> None:
 def maintenance_unset(app: App, nodes: tuple[str, ...], by: str | None) -> None:
     """Take NODE... out of maintenance (and clear a system-set fault)."""
     store = app.store()
-    before = {r.name: r for r in store.require_nodes(nodes)}
+    before = {r.name: r for r in store.nodes.require(nodes)}
     for name in nodes:
-        store.unset_maintenance(name, by=by or whoami())
+        store.nodes.unset_maintenance(name, by=by or whoami())
         cleared = f" (fault {before[name].fault!r} cleared)" if before[name].fault else ""
         click.echo(f"{name}: out of maintenance{cleared}")
 
@@ -129,7 +129,7 @@ def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_
     """Say whether NODE... is ready for work on it (in maintenance, holding no
     allocation) and what still holds it. Exit 0 only if every node is ready."""
     store = app.store()
-    states = [readiness(store, rec.name).to_dict() for rec in store.require_nodes(nodes)]
+    states = [readiness(store, rec.name).to_dict() for rec in store.nodes.require(nodes)]
     if not emit(states, as_json=as_json, as_yaml=False):
         width = max(len(s["node"]) for s in states)
         for s in states:
@@ -261,7 +261,7 @@ def sync(
     if processes is None:
         # In-process fakes (a test's fleet) cannot cross into other processes.
         real = app.make_factory is driver_factory
-        processes = auto_processes(len(store.nodes())) if real else 1
+        processes = auto_processes(len(store.nodes.find())) if real else 1
     # One pooled session per BMC for the command's life: a loop logs in once,
     # not once per pass; every session is logged out when the command ends.
     with contextlib.ExitStack() as stack:
@@ -302,7 +302,7 @@ def _sync_once(
     as_json: bool,
 ) -> None:
     start = time.monotonic()
-    with progress(len(store.nodes()), "sync", quiet=as_json) as advance:
+    with progress(len(store.nodes.find()), "sync", quiet=as_json) as advance:
         report = sync_pass(store, on_result=lambda _r: advance(), deadline=deadline, **options)
     if as_json:
         emit(report.to_dict(), as_json=True, as_yaml=False)

@@ -43,7 +43,7 @@ def enroll(ctx: click.Context, app: App, file: str, dry_run: bool, as_json: bool
     from bmaas import inventory  # the validators and driver registry, for enroll only
 
     try:
-        known: set[str] = set(app.store().segment_names())
+        known: set[str] = set(app.store().nodes.segment_names())
     except NoDatabase:
         known = set()  # nothing enrolled yet; --dry-run and bad files create nothing
     try:
@@ -121,7 +121,7 @@ def _row(rec: NodeRecord) -> list[Any]:
 @pass_app
 def node_list(app: App, /, as_json: bool, as_yaml: bool, **filters: Any) -> None:
     """List nodes (table, --json or --yaml), filtered."""
-    records = app.store().nodes(**filters)
+    records = app.store().nodes.find(**filters)
     # to_dict (a deep copy, secrets masked) only for the formats that print it
     data = [r.to_dict() for r in records] if as_json or as_yaml else None
     if emit(data, as_json=as_json, as_yaml=as_yaml):
@@ -148,10 +148,10 @@ def node_list(app: App, /, as_json: bool, as_yaml: bool, **filters: Any) -> None
 def node_show(app: App, name: str, n_events: int, as_json: bool, as_yaml: bool) -> None:
     """Everything about one node: state, maintenance, allocation, ports, history."""
     store = app.store()
-    rec = store.node(name)
-    allocation = store.allocation(name)
-    ports = store.ports(node=name)
-    events = store.events(name, limit=n_events)
+    rec = store.nodes.get(name)
+    allocation = store.owners.allocation(name)
+    ports = store.ports.find(node=name)
+    events = store.nodes.events(name, limit=n_events)
     data = rec.to_dict()
     data["credentials"] = credentials.sources(rec.driver_info)
     data["allocation"] = allocation.to_dict() if allocation else None

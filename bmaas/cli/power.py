@@ -51,7 +51,7 @@ def power_status(args: FleetArgs) -> None:
     """Read the power state of NODE... (or --all) and record it."""
 
     def record(results: list[NodeResult[Any]]) -> None:
-        args.app.store().note_power(states={r.node: r.value for r in results if r.ok and r.value})
+        args.app.store().health.note_power(states={r.node: r.value for r in results if r.ok and r.value})
 
     run_fleet(
         args,
@@ -87,8 +87,8 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
             store = args.app.store()
-            store.note_power(states={r.node: r.value for r in ok if r.value})
-            store.add_events(
+            store.health.note_power(states={r.node: r.value for r in ok if r.value})
+            store.nodes.add_events(
                 [(r.node, "power_action", f"power {action} requested") for r in ok],
                 actor=whoami(),
             )
@@ -145,7 +145,7 @@ def boot_set(args: FleetArgs, *, device: str, persistent: bool) -> None:
             for r in results
             if r.ok
         ]
-        args.app.store().add_events(said, actor=whoami())
+        args.app.store().nodes.add_events(said, actor=whoami())
 
     run_fleet(args, operation, label="boot device", record=record)
 

@@ -157,7 +157,7 @@ def enroll(store: Store, inventory: Inventory, *, actor: str | None = None) -> E
     A node's ``network_segment`` must name a segment in this file or one
     already enrolled.
     """
-    known = inventory.segment_names() | store.segment_names()
+    known = inventory.segment_names() | store.nodes.segment_names()
     problems = [
         InputError(
             f"unknown segment {spec.network_segment!r}",
@@ -171,4 +171,4 @@ def enroll(store: Store, inventory: Inventory, *, actor: str | None = None) -> E
     ]
     if problems:
         raise InventoryError(problems)
-    return store.enroll(inventory.nodes, inventory.networks, actor=actor)
+    return store.nodes.enroll(inventory.nodes, inventory.networks, actor=actor)

@@ -127,7 +127,7 @@ class EmbeddedBackend:
     # -- leases ----------------------------------------------------------------------
 
     def _own(self, kind: OwnerKind, **kw: Any) -> Owner:
-        owner = self.store.create_owner(kind, ttl=self.lease_ttl, **kw)
+        owner = self.store.owners.create(kind, ttl=self.lease_ttl, **kw)
         if self.keeper is not None:
             self.keeper.add(owner.id)
         return owner
@@ -152,10 +152,10 @@ class EmbeddedBackend:
     def open(self, request: Request, *, among: Sequence[str] | None = None) -> Job:
         owner = self._own(OwnerKind.REQUEST, name=request.name, data=request.to_data())
         try:
-            ports = [self.store.attach_port(pid, owner.id) for pid in request.ports]
+            ports = [self.store.ports.attach(pid, owner.id) for pid in request.ports]
             if request.network:
                 ports.append(
-                    self.store.create_port(
+                    self.store.ports.create(
                         request.network,
                         owner_id=owner.id,
                         created_by=PortOrigin.BMAAS,
@@ -165,7 +165,7 @@ class EmbeddedBackend:
         except BaseException:
             self._disown(owner.id)
             with contextlib.suppress(BmaasError):
-                self.store.delete_owner(owner.id)
+                self.store.lifecycle.delete_owner(owner.id)
             raise
         chosen = tuple(among) if among is not None else None
         return Job(request, tuple(p.id for p in ports), among=chosen, handle=owner.id)
@@ -173,11 +173,11 @@ class EmbeddedBackend:
     def open_move(self, instance: str, *, to: str | None = None) -> Job:
         inst = self.instance(instance)
         if to is not None:
-            self.store.node(to)  # an unknown node is bad input, not a refused candidate
-        held = self.store.allocations(owner_id=inst.id)
+            self.store.nodes.get(to)  # an unknown node is bad input, not a refused candidate
+        held = self.store.owners.allocations(owner_id=inst.id)
         if len(held) != 1:
             raise InputError(f"instance {instance!r} holds {len(held)} nodes, not 1")
-        ports = tuple(p.id for p in self.store.ports(owner_id=inst.id))
+        ports = tuple(p.id for p in self.store.ports.find(owner_id=inst.id))
         return Job(inst.request(), ports, moving=inst, among=(to,) if to else None)
 
     def close(self, job: Job, *, succeeded: bool) -> None:
@@ -186,7 +186,7 @@ class EmbeddedBackend:
         self._disown(job.handle)
         if not succeeded:
             with contextlib.suppress(BmaasError):  # gone already: reclaimed or promoted
-                cleanup = self.store.delete_owner(job.handle)
+                cleanup = self.store.lifecycle.delete_owner(job.handle)
                 LOG.info("%s: cleaned up %s", job.label, cleanup)
 
     # -- attempts ----------------------------------------------------------------------
@@ -203,11 +203,11 @@ class EmbeddedBackend:
         )
         if not request.traits:
             return names
-        keep = {r.name for r in self.store.nodes(names) if _has_traits(r, request)}
+        keep = {r.name for r in self.store.nodes.find(names) if _has_traits(r, request)}
         return [n for n in names if n in keep]
 
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
-        record = self.store.node(node)
+        record = self.store.nodes.get(node)
         request = job.request
         if not (
             matches(record, request.resource_class, request.properties)
@@ -219,7 +219,7 @@ class EmbeddedBackend:
                 f"properties {dict(request.properties)}, traits {list(request.traits)}",
             )
         if job.moving is not None:
-            move = self.store.begin_move(
+            move = self.store.lifecycle.begin_move(
                 job.moving.id, node, ttl=self.lease_ttl, name=f"{job.label}/{number}"
             )
             if self.keeper is not None:
@@ -229,20 +229,20 @@ class EmbeddedBackend:
             OwnerKind.ATTEMPT, name=f"{request.name}/{number}", parent_id=job.handle
         )
         try:
-            self.store.claim(node, attempt.id, provision_state=ProvisionState.DEPLOYING)
+            self.store.owners.claim(node, attempt.id, provision_state=ProvisionState.DEPLOYING)
             for port in job.ports:
-                self.store.bind_port(port, node)
+                self.store.ports.bind(port, node)
         except BaseException:
             self._disown(attempt.id)
             with contextlib.suppress(BmaasError):
-                self.store.delete_owner(attempt.id)
+                self.store.lifecycle.delete_owner(attempt.id)
             raise
         return Claim(job, node, number, handle=attempt.id)
 
     def deploy(self, claim: Claim, *, deadline: Deadline, cancel: CancelToken) -> Deployed:
         settings = dataclasses.replace(self.settings, image_url=claim.job.request.image_url)
         owners = [claim.handle, claim.job.handle or ""]
-        record = self.store.node(claim.node)
+        record = self.store.nodes.get(claim.node)
         driver = self.driver_factory(record)
         # What the node's BMC showed in earlier deploys (stock sushy-tools
         # keeps a one-time boot override as persistent): adapt, not fail.
@@ -267,7 +267,7 @@ class EmbeddedBackend:
     def _record_quirks(self, node: str, quirks: set[str]) -> None:
         """Keep what the BMC showed on the node's record (reported once)."""
         try:
-            for quirk in self.store.record_quirks(node, quirks):
+            for quirk in self.store.nodes.record_quirks(node, quirks):
                 LOG.warning("%s: the BMC shows %s; recorded on the node", node, quirk)
         except BmaasError as exc:  # a capability note must not fail a deploy
             LOG.info("%s: could not record BMC quirks %s: %s", node, sorted(quirks), exc)
@@ -284,14 +284,16 @@ class EmbeddedBackend:
         context = f"request {claim.job.label}"
         try:
             if claim.job.moving is not None:
-                self.store.abort_move(claim.handle)
+                self.store.lifecycle.abort_move(claim.handle)
                 self._rebind(claim.job.ports, claim.job.moving.node)
                 if counted is not None:
-                    self.store.record_fault(claim.node, fault, health_rule=counted, context=context)
+                    self.store.health.record_fault(
+                        claim.node, fault, health_rule=counted, context=context
+                    )
                 else:
-                    self.store.add_event(claim.node, "attempt_failed", f"{context}: {fault}")
+                    self.store.nodes.add_event(claim.node, "attempt_failed", f"{context}: {fault}")
             else:
-                self.store.release_attempt(
+                self.store.lifecycle.release_attempt(
                     claim.handle, fault=fault, health_rule=counted, context=context
                 )
         except LeaseLost:
@@ -309,7 +311,7 @@ class EmbeddedBackend:
             LOG.info("%s: no time left to power off after a failed deploy", node)
             return
         try:
-            driver = self.driver_factory(self.store.node(node))
+            driver = self.driver_factory(self.store.nodes.get(node))
         except BmaasError as exc:
             LOG.info("%s: no driver to power off after a failed deploy: %s", node, exc)
             return
@@ -325,7 +327,7 @@ class EmbeddedBackend:
         if job.moving is not None:
             return self._finish_move(claim, deadline)
         request = job.request
-        owner = self.store.promote_attempt(
+        owner = self.store.lifecycle.promote_attempt(
             claim.handle,
             instance_name=request.instance_name or request.name,
             data={
@@ -337,7 +339,7 @@ class EmbeddedBackend:
         self._disown(claim.handle)
         self._disown(job.handle)
         # a deploy leaves its node on: record it, as `power on` would
-        self.store.note_power(states={claim.node: PowerState.ON})
+        self.store.health.note_power(states={claim.node: PowerState.ON})
         return self._instance(owner)
 
     def _finish_move(self, claim: Claim, deadline: Deadline) -> Instance:
@@ -348,7 +350,7 @@ class EmbeddedBackend:
         assert job.moving.node is not None
         source = job.moving.node
         self._rebind(job.ports, claim.node)
-        old = self.driver_factory(self.store.node(source))
+        old = self.driver_factory(self.store.nodes.get(source))
         fenced: BmaasError | None = None
         try:
             RetryingDriver(old, self.limits).set_power_state(
@@ -362,51 +364,53 @@ class EmbeddedBackend:
             fenced = fault
         finally:
             old.close()
-        self.store.finish_move(claim.handle)
+        self.store.lifecycle.finish_move(claim.handle)
         self._disown(claim.handle)
-        self.store.set_provision_state(claim.node, ProvisionState.ACTIVE, owner_id=job.moving.id)
+        self.store.owners.set_provision_state(
+            claim.node, ProvisionState.ACTIVE, owner_id=job.moving.id
+        )
         # the power states the move left: target on, source off (or unknown)
-        self.store.note_power(
+        self.store.health.note_power(
             states={
                 claim.node: PowerState.ON,
                 source: PowerState.UNKNOWN if fenced is not None else PowerState.OFF,
             }
         )
         if fenced is not None:
-            self.store.set_fault(source, UNDEPLOY_FAILURE, reason=str(fenced))
+            self.store.health.set_fault(source, UNDEPLOY_FAILURE, reason=str(fenced))
         return self.instance(job.moving.id)
 
     def _rebind(self, ports: Sequence[str], node: str | None) -> None:
         for port in ports:
             try:
-                self.store.unbind_port(port)
+                self.store.ports.unbind(port)
                 if node is not None:
-                    self.store.bind_port(port, node)
+                    self.store.ports.bind(port, node)
             except BmaasError as exc:
                 LOG.error("port %s: could not go to %s: %s", port, node, exc)
 
     # -- instances -----------------------------------------------------------------------
 
     def _instance(self, owner: Owner) -> Instance:
-        held = self.store.allocations(owner_id=owner.id)
+        held = self.store.owners.allocations(owner_id=owner.id)
         node = held[0].node if held else None
-        state = str(self.store.node(node).provision_state) if node else None
+        state = str(self.store.nodes.get(node).provision_state) if node else None
         return Instance(owner.id, owner.name or owner.id, node, dict(owner.data), state)
 
     def instances(self) -> list[Instance]:
-        return [self._instance(o) for o in self.store.owners(kind=OwnerKind.INSTANCE)]
+        return [self._instance(o) for o in self.store.owners.find(kind=OwnerKind.INSTANCE)]
 
     def instance(self, name_or_id: str) -> Instance:
-        for owner in self.store.owners(kind=OwnerKind.INSTANCE):
+        for owner in self.store.owners.find(kind=OwnerKind.INSTANCE):
             if name_or_id in (owner.id, owner.name):
                 return self._instance(owner)
         raise InputError(f"no instance {name_or_id!r}", field="INSTANCE")
 
     def undeploy(self, instance: str, *, deadline: Deadline) -> list[str]:
         inst = self.instance(instance)
-        nodes = [a.node for a in self.store.allocations(owner_id=inst.id)]
+        nodes = [a.node for a in self.store.owners.allocations(owner_id=inst.id)]
         for node in nodes:
-            driver = self.driver_factory(self.store.node(node))
+            driver = self.driver_factory(self.store.nodes.get(node))
             try:
                 undeploy_node(
                     driver,
@@ -416,28 +420,28 @@ class EmbeddedBackend:
                 )
             except BmaasError as fault:
                 LOG.warning("%s: undeploy failed: %s", node, fault)
-                self.store.delete_owner(inst.id)
+                self.store.lifecycle.delete_owner(inst.id)
                 # The fault's message names the step that failed (power.set or
                 # vmedia.eject); an eject fails only after the power-off worked.
-                self.store.set_fault(node, UNDEPLOY_FAILURE, reason=str(fault))
+                self.store.health.set_fault(node, UNDEPLOY_FAILURE, reason=str(fault))
                 powered_off = str(getattr(fault, "operation", "") or "").startswith("vmedia")
-                self.store.note_power(
+                self.store.health.note_power(
                     states={node: PowerState.OFF if powered_off else PowerState.UNKNOWN}
                 )
                 return nodes
             finally:
                 driver.close()
-            self.store.note_power(states={node: PowerState.OFF})  # the state it was left in
-        self.store.delete_owner(inst.id)
+            self.store.health.note_power(states={node: PowerState.OFF})  # the state it was left in
+        self.store.lifecycle.delete_owner(inst.id)
         return nodes
 
     # -- maintenance -------------------------------------------------------------------
 
     def set_maintenance(self, node: str, *, reason: str, by: str) -> None:
-        self.store.set_maintenance(node, reason=reason, by=by)
+        self.store.nodes.set_maintenance(node, reason=reason, by=by)
 
     def holder(self, node: str) -> Instance | None:
-        rec = self.store.node(node)
+        rec = self.store.nodes.get(node)
         if rec.owner_kind is not OwnerKind.INSTANCE or rec.owner_id is None:
             return None
         return self.instance(rec.owner_id)

@@ -14,8 +14,8 @@ __all__ = ["readiness"]
 
 def readiness(store: Store, node: str) -> Readiness:
     """Is the node ready for work on it: in maintenance and holding nothing?"""
-    rec = store.node(node)
-    allocation = store.allocation(node)
+    rec = store.nodes.get(node)
+    allocation = store.owners.allocation(node)
     holds: list[str] = []
     if allocation is not None:
         owner = allocation.owner
@@ -26,7 +26,7 @@ def readiness(store: Store, node: str) -> Readiness:
                 f"expires in {left:.0f}s" if left > 0 else "expired (reclaimed by the next run)"
             )
         holds.append(text)
-    holds += [f"port {p.id[:8]} bound ({p.ip_address})" for p in store.ports(node=node)]
+    holds += [f"port {p.id[:8]} bound ({p.ip_address})" for p in store.ports.find(node=node)]
     if not rec.maintenance:
         why = "not in maintenance: it may be claimed at any time"
     elif holds:

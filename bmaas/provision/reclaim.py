@@ -6,7 +6,7 @@ its virtual media ejected) before anyone may claim it again.
     dead client's lease expires
           │
           ▼
-    store.reclaim_expired()   allocation dropped, node marked fault="reclaimed"
+    store.lifecycle.reclaim_expired()   allocation dropped, node marked fault="reclaimed"
           │                   (one transaction; never claimable while marked)
           ▼
     clean_reclaimed()         power off + eject, through bmaas.retry
@@ -63,12 +63,12 @@ def clean_reclaimed(
     node into maintenance with :data:`CLEANING_FAILURE` and the reason on failure.
     Every node's clean-up ends by ``deadline`` (required); a node not cleaned
     by then is fenced like one whose BMC failed."""
-    marked = [n.name for n in store.nodes(nodes, fault=RECLAIMED)]
+    marked = [n.name for n in store.nodes.find(nodes, fault=RECLAIMED)]
     cleaned: list[str] = []
     fenced: list[tuple[str, str]] = []
     for name in marked:
         try:
-            driver = driver_factory(store.node(name))
+            driver = driver_factory(store.nodes.get(name))
         except BmaasError as exc:  # no credentials, no driver: cannot clean it
             fenced.append((name, _fence(store, name, exc)))
             continue
@@ -79,7 +79,7 @@ def clean_reclaimed(
             continue
         finally:
             driver.close()
-        if store.clear_reclaimed(name):
+        if store.health.clear_reclaimed(name):
             cleaned.append(name)
     return Cleaned(tuple(cleaned), tuple(fenced))
 
@@ -87,7 +87,7 @@ def clean_reclaimed(
 def _fence(store: Store, name: str, exc: BmaasError) -> str:
     reason = f"reclaimed from a dead client, could not power off: {exc}"
     LOG.warning("%s: %s", name, reason)
-    store.set_fault(name, CLEANING_FAILURE, reason=reason)
+    store.health.set_fault(name, CLEANING_FAILURE, reason=reason)
     return reason
 
 
@@ -101,7 +101,7 @@ def reclaim(
 ) -> tuple[list[Reclaimed], Cleaned]:
     """Take back what dead owners held, then clean the nodes (and any node a
     previous run marked but could not clean before it stopped)."""
-    reclaimed = store.reclaim_expired()
+    reclaimed = store.lifecycle.reclaim_expired()
     cleaned = clean_reclaimed(
         store,
         driver_factory=driver_factory,

@@ -205,7 +205,7 @@ class CheckContext:
 
     @functools.cached_property
     def _nodes(self) -> list[NodeRecord]:
-        return self.store().nodes()
+        return self.store().nodes.find()
 
     def nodes(self) -> list[NodeRecord]:
         """Every enrolled node, read once."""

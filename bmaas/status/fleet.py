@@ -17,19 +17,16 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bmaas import retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootSetting, Capability, Operation, PowerState
 from bmaas.faults import BmaasError, BMCTimeout, InputError
-from bmaas.ops import run_on_nodes
+from bmaas.ops import DriverFactory, run_on_nodes
 from bmaas.policy import CheckFinding, policy_for
 from bmaas.status.result import Outcome, Result, listing
 from bmaas.store import NodeRecord
-
-if TYPE_CHECKING:
-    from bmaas.status.context import CheckContext
 
 __all__ = ["FINDINGS", "Finding", "FleetReport", "NodeCheck", "Problem", "report", "sweep"]
 
@@ -182,7 +179,28 @@ def _ask(
     return NodeCheck(record, probe, state, setting)
 
 
-def sweep(ctx: CheckContext) -> FleetReport:
+class SweepSource(Protocol):
+    """What a sweep reads from the run (:class:`bmaas.status.context.CheckContext`
+    is one); stated here so this module needs not import the context."""
+
+    clock: Callable[[], float]
+    workers: int
+    make_factory: Callable[..., DriverFactory]
+
+    @property
+    def sweep_deadline(self) -> Deadline: ...
+
+    @property
+    def bmc_timeout(self) -> float: ...
+
+    def nodes(self) -> list[NodeRecord]: ...
+
+    def driver_class(self, name: str) -> type[BMCDriver] | InputError: ...
+
+    def wants(self, check: str) -> bool: ...
+
+
+def sweep(ctx: SweepSource) -> FleetReport:
     """Ask every enrolled node whose driver loads; the others are findings."""
     began = ctx.clock()
     records = ctx.nodes()

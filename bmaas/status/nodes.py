@@ -74,7 +74,7 @@ def check_allocations(ctx: CheckContext) -> Outcome:
     store = ctx.store()
     now = store.clock()
     out = Outcome()
-    expired = store.allocations(expired=True)
+    expired = store.owners.allocations(expired=True)
     if expired:
         held = [
             f"{a.node} ({a.owner.describe()}, lease expired "
@@ -99,7 +99,7 @@ def check_allocations(ctx: CheckContext) -> Outcome:
             key="allocated_in_maintenance",
             nodes=[r.name for r in in_maintenance],
         )
-    orphaned = store.ports(orphaned=True)
+    orphaned = store.ports.find(orphaned=True)
     reclaimable = [p.id[:8] for p in orphaned if p.owner_id is not None]
     if reclaimable:
         out.warn(
@@ -111,10 +111,11 @@ def check_allocations(ctx: CheckContext) -> Outcome:
     if ownerless:
         out.warn(
             f"{len(ownerless)} port(s) bmaas created have no owner and nothing will reclaim "
-            f"them (delete them with Store.delete_port): {listing(ownerless)}",
+            f"them (only a hand-edited or damaged database has these; no bmaas command "
+            f"deletes them: remove their rows from the ports table): {listing(ownerless)}",
             key="ownerless_ports",
         )
-    stray = [p for p in store.ports(orphaned=False) if p.owner_id is None and p.bound]
+    stray = [p for p in store.ports.find(orphaned=False) if p.owner_id is None and p.bound]
     if stray:
         out.warn(
             f"{len(stray)} port(s) bound to a node without an owner hold an IP address: "
@@ -123,7 +124,7 @@ def check_allocations(ctx: CheckContext) -> Outcome:
             nodes=sorted({p.node for p in stray if p.node}),
         )
     if not out.details:
-        count = len(store.allocations())
+        count = len(store.owners.allocations())
         out.note(f"{count} allocation(s), every owner alive; no port without an owner")
     return out
 

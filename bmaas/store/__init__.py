@@ -1,19 +1,24 @@
-"""The state store: the fleet, who holds what, and what happened.
+r"""The state store: the fleet, who holds what, and what happened.
 
 Open it with :meth:`Store.open` (``--db`` / ``BMAAS_DB`` / the per-user
-SQLite file). Every method is one short transaction; none talks to a BMC.
-The parts, one module each:
+SQLite file). A store is composed of repositories over one engine and one
+transaction type (:class:`~bmaas.store.base.Tx`), as sushy composes
+``system.bios`` and ``system.managers``; every repository method is one short
+transaction and none talks to a BMC. Steps that span tables (claiming,
+ending an owner, promoting an attempt) are functions taking a ``Tx``, so one
+transaction composes them:
 
-========================  ====================================================
-:mod:`.nodes`             enrollment, queries, history, a person's maintenance
-:mod:`.health`            power state as seen, fault counting (hysteresis)
-:mod:`.owners`            owners, leases, claims, releases, owner swaps
-:mod:`.ports`             networks, segments, ports, IP binding
-:mod:`.lifecycle`         attempt/instance/move steps, reclaiming dead owners
-:mod:`.shares`            which sync worker reads which node (several workers)
-:mod:`.engine`            URLs, SQLite set-up (WAL, busy timeout, BEGIN IMMEDIATE)
-:mod:`.migrate`           Alembic, programmatically (``bmaas db upgrade``)
-========================  ====================================================
+=====================  ==================  ==========================================
+``store.nodes``        :mod:`.nodes`       enrollment, queries, history, maintenance
+``store.health``       :mod:`.health`      power as seen, fault counting, reclaim mark
+``store.owners``       :mod:`.owners`      owners, leases, claims, releases, swaps
+``store.ports``        :mod:`.ports`       networks, segments, ports, IP binding
+``store.lifecycle``    :mod:`.lifecycle`   attempt/instance/move steps, reclaiming
+``store.shares``       :mod:`.shares`      which sync worker reads which node
+\                      :mod:`.base`        the engine + clock, ``Tx``, owner lookups
+\                      :mod:`.engine`      URLs, SQLite set-up (WAL, BEGIN IMMEDIATE)
+\                      :mod:`.migrate`     Alembic, programmatically (``db upgrade``)
+=====================  ==================  ==========================================
 """
 
 from __future__ import annotations
@@ -22,16 +27,18 @@ import time
 from collections.abc import Callable
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Engine
 
 from bmaas.deadline import Deadline
+from bmaas.store.base import Database
 from bmaas.store.engine import BUSY_TIMEOUT, default_db_path, make_engine, resolve_url
 from bmaas.store.errors import LeaseLost, NoDatabase, SchemaOutOfDate, SegmentExhausted, StoreError
-from bmaas.store.health import HealthChange
-from bmaas.store.lifecycle import RECLAIMED, LifecycleMixin
+from bmaas.store.health import RECLAIMED, HealthChange, HealthRepo
+from bmaas.store.lifecycle import LifecycleSteps
 from bmaas.store.migrate import current_revision, head_revision, run_upgrade
-from bmaas.store.nodes import EnrollReport
-from bmaas.store.owners import DEFAULT_LEASE_TTL, Reclaimed, this_holder
-from bmaas.store.ports import PortCleanup
+from bmaas.store.nodes import EnrollReport, NodesRepo
+from bmaas.store.owners import DEFAULT_LEASE_TTL, OwnersRepo, Reclaimed, this_holder
+from bmaas.store.ports import PortCleanup, PortsRepo
 from bmaas.store.records import (
     POWER_FAILURE,
     SYSTEM,
@@ -46,7 +53,7 @@ from bmaas.store.records import (
     ProvisionState,
     Segment,
 )
-from bmaas.store.shares import SharesMixin
+from bmaas.store.shares import SharesRepo
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -80,8 +87,41 @@ __all__ = [
 ]
 
 
-class Store(LifecycleMixin, SharesMixin):
-    """The bmaas state store. See the module docstring for its parts."""
+class Store:
+    """The bmaas state store: its repositories over one engine. See the
+    module docstring for the parts."""
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = Database(engine, clock=clock)
+        self.nodes = NodesRepo(self.db)
+        self.health = HealthRepo(self.db)
+        self.owners = OwnersRepo(self.db)
+        self.ports = PortsRepo(self.db)
+        self.lifecycle = LifecycleSteps(self.db)
+        self.shares = SharesRepo(self.db)
+
+    @property
+    def engine(self) -> Engine:
+        return self.db.engine
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Wall-clock seconds: leases and timestamps cross processes and hosts."""
+        return self.db.clock
+
+    @property
+    def url(self) -> str:
+        """The database URL, password hidden."""
+        return self.db.url
+
+    def close(self) -> None:
+        self.db.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def open(
@@ -116,22 +156,22 @@ class Store(LifecycleMixin, SharesMixin):
 
     def schema_revision(self) -> str | None:
         """The revision the database is at (``None``: never migrated)."""
-        with self._read() as conn:
-            return current_revision(conn)
+        with self.db.read() as tx:
+            return current_revision(tx.conn)
 
     def ensure_schema(self) -> None:
         """Create a fresh database at head; refuse one at another revision."""
         head = head_revision()
-        with self._read() as conn:
-            if current_revision(conn) == head:
+        with self.db.read() as tx:
+            if current_revision(tx.conn) == head:
                 return
-        with self._write() as conn:
+        with self.db.write() as tx:
             # Re-check under the write lock: another process may have just created it.
-            current = current_revision(conn)
+            current = current_revision(tx.conn)
             if current == head:
                 return
-            if current is None and not sa.inspect(conn).has_table("nodes"):
-                run_upgrade(conn, "head")
+            if current is None and not sa.inspect(tx.conn).has_table("nodes"):
+                run_upgrade(tx.conn, "head")
                 return
         raise SchemaOutOfDate(
             f"{self.url} is at schema {current or 'none'}, this bmaas needs {head}: "
@@ -142,7 +182,7 @@ class Store(LifecycleMixin, SharesMixin):
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Migrate to ``revision``; returns ``(before, after)``."""
-        with self._write() as conn:
-            before = current_revision(conn)
-            run_upgrade(conn, revision)
-            return before, current_revision(conn)
+        with self.db.write() as tx:
+            before = current_revision(tx.conn)
+            run_upgrade(tx.conn, revision)
+            return before, current_revision(tx.conn)

@@ -1,8 +1,13 @@
-"""The store's plumbing: transactions, time, the node-name lookup, events.
+"""The store's plumbing: one engine, one transaction type.
 
-Every public store method is one short transaction, opened here:
-:meth:`StoreBase._write` (``BEGIN IMMEDIATE`` on SQLite) for anything that
-changes state, :meth:`StoreBase._read` for the rest. No method holds a
+:class:`Database` holds the engine and the clock; every repository method
+(``store.nodes``, ``store.owners``, ...) is one short transaction it opens:
+:meth:`Database.write` (``BEGIN IMMEDIATE`` on SQLite) for anything that
+changes state, :meth:`Database.read` for the rest. Each hands out a
+:class:`Tx`: the connection plus what every table needs inside it (the time,
+the node-name lookup, the history). Cross-table steps (claiming, swapping
+owners, ending an owner) are plain functions taking a ``Tx``, so one
+transaction can compose several. No method holds a
 transaction while it talks to a BMC. Database errors are mapped to
 :class:`~bmaas.store.errors.StoreError` here, once; ``IntegrityError`` is left
 to the few callers that expect one (a claim racing another on PostgreSQL).
@@ -24,15 +29,86 @@ from bmaas.faults import InputError
 from bmaas.secrets import mask, mask_urls
 from bmaas.store import schema as t
 from bmaas.store.engine import WRITE_OPTION
-from bmaas.store.errors import StoreError
+from bmaas.store.errors import LeaseLost, StoreError
+from bmaas.store.records import Owner, OwnerKind
 
-__all__ = ["StoreBase"]
+__all__ = ["Database", "Tx", "owner_in", "owner_row", "require_alive"]
 
 LOG = logging.getLogger(__name__)
 
 
-class StoreBase:
-    """Engine, clock and transaction helpers shared by the store's parts."""
+class Tx:
+    """One open transaction: its connection, the clock, the node lookups
+    and the history every table writes to."""
+
+    def __init__(self, conn: sa.Connection, clock: Callable[[], float]) -> None:
+        self.conn = conn
+        self._clock = clock
+
+    def now(self) -> float:
+        return float(self._clock())
+
+    @property
+    def dialect(self) -> sa.Dialect:
+        return self.conn.dialect
+
+    def execute(self, statement: Any, parameters: Any = None) -> sa.CursorResult[Any]:
+        return self.conn.execute(statement, parameters)
+
+    def scalar(self, statement: Any) -> Any:
+        return self.conn.scalar(statement)
+
+    def scalars(self, statement: Any) -> sa.ScalarResult[Any]:
+        return self.conn.scalars(statement)
+
+    def unknown_node(self, name: str) -> InputError:
+        names = list(self.scalars(sa.select(t.nodes.c.name)))
+        hint = difflib.get_close_matches(name, names, n=1)
+        extra = f"; did you mean {hint[0]!r}?" if hint else ""
+        return InputError(f"no such node{extra}", node=name)
+
+    def node_id(self, name: str) -> int:
+        node_id = self.scalar(sa.select(t.nodes.c.id).where(t.nodes.c.name == name))
+        if node_id is None:
+            raise self.unknown_node(name)
+        return int(node_id)
+
+    def node_ids(self, names: Sequence[str]) -> dict[str, int]:
+        rows = self.execute(
+            sa.select(t.nodes.c.name, t.nodes.c.id).where(t.nodes.c.name.in_(list(names)))
+        )
+        found = {row.name: int(row.id) for row in rows}
+        for name in names:
+            if name not in found:
+                raise self.unknown_node(name)
+        return found
+
+    def event(
+        self,
+        node_id: int,
+        kind: str,
+        message: str,
+        *,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Append to a node's history, inside this transaction. A URL in the
+        message or data is stored with its secrets masked
+        (:func:`~bmaas.secrets.mask_url`): the store never holds them."""
+        self.execute(
+            t.node_events.insert().values(
+                node_id=node_id,
+                at=self.now(),
+                kind=kind,
+                actor=actor,
+                message=mask_urls(message),
+                data=mask(data or {}),
+            )
+        )
+
+
+class Database:
+    """The engine and the clock the repositories share."""
 
     def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
         self.engine = engine
@@ -44,84 +120,59 @@ class StoreBase:
         """The database URL, password hidden."""
         return self.engine.url.render_as_string(hide_password=True)
 
-    def close(self) -> None:
-        self.engine.dispose()
-
-    def __enter__(self) -> StoreBase:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _now(self) -> float:
+    def now(self) -> float:
         return float(self.clock())
 
-    # -- transactions ------------------------------------------------------------
-
     @contextlib.contextmanager
-    def _transaction(self, write: bool) -> Iterator[sa.Connection]:
+    def _transaction(self, write: bool) -> Iterator[Tx]:
         try:
             with self.engine.connect() as conn:
                 if write:
                     conn.execution_options(**{WRITE_OPTION: True})
                 with conn.begin():
-                    yield conn
+                    yield Tx(conn, self.clock)
         except sa.exc.IntegrityError:
             raise
         except sa.exc.DBAPIError as exc:
             detail = str(exc.orig) if exc.orig is not None else type(exc).__name__
             raise StoreError(f"{self.url}: {detail}", cause=exc) from exc
 
-    def _write(self) -> contextlib.AbstractContextManager[sa.Connection]:
+    def write(self) -> contextlib.AbstractContextManager[Tx]:
         return self._transaction(True)
 
-    def _read(self) -> contextlib.AbstractContextManager[sa.Connection]:
+    def read(self) -> contextlib.AbstractContextManager[Tx]:
         return self._transaction(False)
 
-    # -- shared lookups ------------------------------------------------------------
 
-    def _unknown_node(self, conn: sa.Connection, name: str) -> InputError:
-        names = list(conn.scalars(sa.select(t.nodes.c.name)))
-        hint = difflib.get_close_matches(name, names, n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        return InputError(f"no such node{extra}", node=name)
+# -- owner lookups every table needs (ports and claims check a lease is alive) --
 
-    def _node_id(self, conn: sa.Connection, name: str) -> int:
-        node_id = conn.scalar(sa.select(t.nodes.c.id).where(t.nodes.c.name == name))
-        if node_id is None:
-            raise self._unknown_node(conn, name)
-        return int(node_id)
 
-    def _node_ids(self, conn: sa.Connection, names: Sequence[str]) -> dict[str, int]:
-        rows = conn.execute(
-            sa.select(t.nodes.c.name, t.nodes.c.id).where(t.nodes.c.name.in_(list(names)))
-        )
-        found = {row.name: int(row.id) for row in rows}
-        for name in names:
-            if name not in found:
-                raise self._unknown_node(conn, name)
-        return found
+def owner_row(row: sa.Row[Any]) -> Owner:
+    m = row._mapping
+    return Owner(
+        id=m["id"],
+        kind=OwnerKind(m["kind"]),
+        name=m["name"],
+        parent_id=m["parent_id"],
+        holder=m["holder"],
+        lease_expires_at=m["lease_expires_at"],
+        data=dict(m["data"]),
+        created_at=m["created_at"],
+    )
 
-    def _event(
-        self,
-        conn: sa.Connection,
-        node_id: int,
-        kind: str,
-        message: str,
-        *,
-        actor: str | None = None,
-        data: dict[str, Any] | None = None,
-    ) -> None:
-        """Append to a node's history, inside the caller's transaction. A URL
-        in the message or data is stored with its secrets masked
-        (:func:`~bmaas.secrets.mask_url`): the store never holds them."""
-        conn.execute(
-            t.node_events.insert().values(
-                node_id=node_id,
-                at=self._now(),
-                kind=kind,
-                actor=actor,
-                message=mask_urls(message),
-                data=mask(data or {}),
-            )
-        )
+
+def owner_in(tx: Tx, owner_id: str) -> Owner:
+    row = tx.execute(sa.select(t.owners).where(t.owners.c.id == owner_id)).first()
+    if row is None:
+        raise LeaseLost("is gone (reclaimed or deleted)", owner=owner_id)
+    return owner_row(row)
+
+
+def require_alive(tx: Tx, owner_id: str) -> sa.Row[Any]:
+    o = t.owners
+    row = tx.execute(sa.select(o).where(o.c.id == owner_id)).first()
+    if row is None:
+        raise LeaseLost("is gone (reclaimed or deleted)", owner=owner_id)
+    if row.lease_expires_at is not None and row.lease_expires_at <= tx.now():
+        raise LeaseLost("lease expired", owner=owner_id)
+    return row

@@ -1,8 +1,8 @@
 """Power state and health as the system records them.
 
-Commands note what they saw (:meth:`HealthMixin.note_power`); the sync and
-the retry layer *count* (:meth:`HealthMixin.record_power_reads`,
-:meth:`HealthMixin.record_fault`), applying :func:`bmaas.health.step` inside
+Commands note what they saw (``store.health.note_power``); the sync and
+the retry layer *count* (``record_power_reads``,
+``record_fault``), applying :func:`bmaas.health.step` inside
 one transaction per node, so two counters never race on one streak.
 """
 
@@ -19,13 +19,17 @@ from bmaas.faults import BmaasError
 from bmaas.health import Change, Health, HealthRule, Outcome, step
 from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
-from bmaas.store.nodes import NodesMixin
-from bmaas.store.records import SYSTEM, NodeRecord
+from bmaas.store.base import Database, Tx
+from bmaas.store.nodes import node_in
+from bmaas.store.records import SYSTEM, NodeRecord, Owner
 
-__all__ = ["BATCH", "HealthChange", "HealthMixin"]
+__all__ = ["BATCH", "RECLAIMED", "HealthChange", "HealthRepo", "apply_health", "mark_reclaimed"]
 
 #: results written per transaction when recording a sweep (keeps each write short)
 BATCH = 100
+
+#: the fault that holds a reclaimed node out of service until it is cleaned
+RECLAIMED = "reclaimed"
 
 _HEALTH_FIELDS = [f.name for f in dataclasses.fields(Health)]
 
@@ -41,28 +45,34 @@ class HealthChange:
     good_count: int
 
 
-class HealthMixin(NodesMixin):
+class HealthRepo:
+    """``store.health``: power state as seen, fault counting, reclaim marks."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
     def set_fault(self, name: str, fault: str, *, reason: str) -> NodeRecord:
         """The system marks a node faulted at once (and in maintenance, unless a
         person already put it there). For callers that decide without counting."""
-        with self._write() as conn:
-            node_id = self._node_id(conn, name)
-            row = conn.execute(sa.select(t.nodes).where(t.nodes.c.id == node_id)).one()
-            values: dict[str, Any] = {"fault": fault, "fault_at": self._now()}
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            row = tx.execute(sa.select(t.nodes).where(t.nodes.c.id == node_id)).one()
+            values: dict[str, Any] = {"fault": fault, "fault_at": self._db.now()}
             if not row.maintenance:
                 values |= {
                     "maintenance": True,
                     "maintenance_by": SYSTEM,
                     "maintenance_reason": mask_urls(f"{fault}: {reason}"),
-                    "maintenance_at": self._now(),
+                    "maintenance_at": self._db.now(),
                 }
-            conn.execute(
+            tx.execute(
                 t.nodes.update()
                 .where(t.nodes.c.id == node_id)
-                .values(last_error=mask_urls(reason), updated_at=self._now(), **values)
+                .values(last_error=mask_urls(reason), updated_at=self._db.now(), **values)
             )
-            self._event(conn, node_id, "fault_set", f"{fault}: {reason}", actor=SYSTEM)
-        return self.node(name)
+            tx.event(node_id, "fault_set", f"{fault}: {reason}", actor=SYSTEM)
+        with self._db.read() as tx:
+            return node_in(tx, name)
 
     # -- power state and health --------------------------------------------------------
 
@@ -73,21 +83,21 @@ class HealthMixin(NodesMixin):
     ) -> None:
         """Record what a command saw, without hysteresis (only the sync counts):
         power states read, and the last error of nodes that failed."""
-        now = self._now()
+        now = self._db.now()
         items: list[tuple[str, PowerState | None, str | None]]
         items = [(k, v, None) for k, v in (states or {}).items()]
         items += [(k, None, e) for k, e in (errors or {}).items()]
         for start in range(0, len(items), BATCH):
             chunk = items[start : start + BATCH]
-            with self._write() as conn:
-                ids = self._node_ids(conn, [name for name, _, _ in chunk])
+            with self._db.write() as tx:
+                ids = tx.node_ids([name for name, _, _ in chunk])
                 for name, state, error in chunk:
                     values: dict[str, Any] = {}
                     if error is not None:
                         values["last_error"] = mask_urls(error)
                     if state is not None:
                         values |= {"power_state": str(state), "power_state_at": now}
-                    conn.execute(t.nodes.update().where(t.nodes.c.id == ids[name]).values(**values))
+                    tx.execute(t.nodes.update().where(t.nodes.c.id == ids[name]).values(**values))
 
     def record_power_reads(
         self,
@@ -103,10 +113,10 @@ class HealthMixin(NodesMixin):
         changes: list[HealthChange] = []
         for start in range(0, len(results), BATCH):
             chunk = results[start : start + BATCH]
-            with self._write() as conn:
-                ids = self._node_ids(conn, [name for name, _ in chunk])
+            with self._db.write() as tx:
+                ids = tx.node_ids([name for name, _ in chunk])
                 for name, result in chunk:
-                    changes.append(self._apply_read(conn, ids[name], name, result, health_rule))
+                    changes.append(apply_read(tx, ids[name], name, result, health_rule))
         return changes
 
     def record_fault(
@@ -122,68 +132,96 @@ class HealthMixin(NodesMixin):
         ``policy.fault``, exactly as the sync does. Power state is left alone:
         this was not a power read. ``context`` (``"request web-1"``) prefixes
         the recorded error, so a maintenance reason names who hit the fault."""
-        with self._write() as conn:
-            node_id = self._node_id(conn, name)
-            return self._apply_health(conn, node_id, name, fault, health_rule, context=context)
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            return apply_health(tx, node_id, name, fault, health_rule, context=context)
 
-    def _apply_read(
-        self,
-        conn: sa.Connection,
-        node_id: int,
-        name: str,
-        result: PowerState | BmaasError,
-        health_rule: HealthRule,
-    ) -> HealthChange:
-        return self._apply_health(conn, node_id, name, result, health_rule, power_read=True)
-
-    def _apply_health(
-        self,
-        conn: sa.Connection,
-        node_id: int,
-        name: str,
-        result: PowerState | BmaasError,
-        health_rule: HealthRule,
-        *,
-        power_read: bool = False,
-        context: str | None = None,
-    ) -> HealthChange:
+    def clear_reclaimed(self, name: str) -> bool:
+        """The node was cleaned: drop the :data:`RECLAIMED` mark (only that
+        fault; anything set meanwhile stays). Returns whether it was marked."""
         n = t.nodes
-        # FOR UPDATE: on PostgreSQL two syncs must not both count the same streak.
-        row = conn.execute(sa.select(n).where(n.c.id == node_id).with_for_update()).one()
-        before = Health(**{k: row._mapping[k] for k in _HEALTH_FIELDS})
-        now = self._now()
-        values: dict[str, Any] = {}
-        state: PowerState | None = None
-        if isinstance(result, BaseException):
-            outcome, detail = Outcome.FAULT, str(result)
-            if context:
-                detail = f"{context}: {detail}"
-            values["last_error"] = mask_urls(detail)
-            if power_read:
-                state = PowerState.UNKNOWN  # we no longer know; never "off"
-        else:
-            state, detail = result, ""
-            outcome = Outcome.UNKNOWN if state is PowerState.UNKNOWN else Outcome.GOOD
-        after, change = step(before, outcome, health_rule, detail=detail)
-        values |= {k: getattr(after, k) for k in _HEALTH_FIELDS}
-        if state is not None:
-            values |= {"power_state": state.value, "power_state_at": now}
-            if row.power_state != state.value:
-                message = f"power {row.power_state} -> {state.value}"
-                self._event(conn, node_id, "power", message, actor=SYSTEM)
-        if change is Change.FAULTED:
-            values |= {"fault_at": now, "updated_at": now}
-            if not before.maintenance:
-                values["maintenance_at"] = now
-            message = f"{health_rule.fault}: {after.fault_count} faults in a row; last: {detail}"
-            self._event(conn, node_id, "fault_set", message, actor=SYSTEM)
-        elif change is Change.RECOVERED:
-            values |= {"fault_at": None, "updated_at": now}
-            if not after.maintenance:
-                values["maintenance_at"] = None
-            message = (
-                f"{health_rule.fault} cleared after {health_rule.recover_after} good reads in a row"
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            result = tx.execute(
+                n.update()
+                .where(n.c.id == node_id, n.c.fault == RECLAIMED)
+                .values(fault=None, fault_at=None, updated_at=tx.now())
             )
-            self._event(conn, node_id, "fault_cleared", message, actor=SYSTEM)
-        conn.execute(n.update().where(n.c.id == node_id).values(**values))
-        return HealthChange(name, change, state, after.fault_count, after.good_count)
+            if result.rowcount == 1:
+                tx.event(node_id, "cleaned", "powered off after reclaim", actor=SYSTEM)
+            return bool(result.rowcount)
+
+
+def apply_read(
+    tx: Tx,
+    node_id: int,
+    name: str,
+    result: PowerState | BmaasError,
+    health_rule: HealthRule,
+) -> HealthChange:
+    return apply_health(tx, node_id, name, result, health_rule, power_read=True)
+
+
+def apply_health(
+    tx: Tx,
+    node_id: int,
+    name: str,
+    result: PowerState | BmaasError,
+    health_rule: HealthRule,
+    *,
+    power_read: bool = False,
+    context: str | None = None,
+) -> HealthChange:
+    n = t.nodes
+    # FOR UPDATE: on PostgreSQL two syncs must not both count the same streak.
+    row = tx.execute(sa.select(n).where(n.c.id == node_id).with_for_update()).one()
+    before = Health(**{k: row._mapping[k] for k in _HEALTH_FIELDS})
+    now = tx.now()
+    values: dict[str, Any] = {}
+    state: PowerState | None = None
+    if isinstance(result, BaseException):
+        outcome, detail = Outcome.FAULT, str(result)
+        if context:
+            detail = f"{context}: {detail}"
+        values["last_error"] = mask_urls(detail)
+        if power_read:
+            state = PowerState.UNKNOWN  # we no longer know; never "off"
+    else:
+        state, detail = result, ""
+        outcome = Outcome.UNKNOWN if state is PowerState.UNKNOWN else Outcome.GOOD
+    after, change = step(before, outcome, health_rule, detail=detail)
+    values |= {k: getattr(after, k) for k in _HEALTH_FIELDS}
+    if state is not None:
+        values |= {"power_state": state.value, "power_state_at": now}
+        if row.power_state != state.value:
+            message = f"power {row.power_state} -> {state.value}"
+            tx.event(node_id, "power", message, actor=SYSTEM)
+    if change is Change.FAULTED:
+        values |= {"fault_at": now, "updated_at": now}
+        if not before.maintenance:
+            values["maintenance_at"] = now
+        message = f"{health_rule.fault}: {after.fault_count} faults in a row; last: {detail}"
+        tx.event(node_id, "fault_set", message, actor=SYSTEM)
+    elif change is Change.RECOVERED:
+        values |= {"fault_at": None, "updated_at": now}
+        if not after.maintenance:
+            values["maintenance_at"] = None
+        message = (
+            f"{health_rule.fault} cleared after {health_rule.recover_after} good reads in a row"
+        )
+        tx.event(node_id, "fault_cleared", message, actor=SYSTEM)
+    tx.execute(n.update().where(n.c.id == node_id).values(**values))
+    return HealthChange(name, change, state, after.fault_count, after.good_count)
+
+
+def mark_reclaimed(tx: Tx, nodes: list[str], owner: Owner) -> None:
+    n = t.nodes
+    ids = tx.node_ids(nodes)
+    for name in nodes:
+        tx.execute(
+            n.update()
+            .where(n.c.id == ids[name], n.c.fault.is_(None))
+            .values(fault=RECLAIMED, fault_at=tx.now(), updated_at=tx.now())
+        )
+        message = f"needs cleaning (power off, eject media): held by dead {owner.describe()}"
+        tx.event(ids[name], "needs_cleaning", message, actor=SYSTEM)

@@ -4,14 +4,14 @@ These are what the retry layer (``bmaas.retry``) and moves call, so that no
 crash between two writes can leave a node held by two owners, held by
 nobody while still "deploying", or a port bound to a node nobody holds:
 
-* :meth:`LifecycleMixin.release_attempt` - an attempt failed: drop its node,
+* ``store.lifecycle.release_attempt`` - an attempt failed: drop its node,
   unbind the request's ports from it, record the fault;
-* :meth:`LifecycleMixin.promote_attempt` - an attempt succeeded: the new
+* ``store.lifecycle.promote_attempt`` - an attempt succeeded: the new
   instance owns the node and the request's ports, the attempt and request end;
-* :meth:`LifecycleMixin.begin_move` / ``finish_move`` / ``abort_move`` - the
+* ``store.lifecycle.begin_move`` / ``finish_move`` / ``abort_move`` - the
   move owns the source, the instance owns the target; success drops the
   source, failure drops the target and gives the source back;
-* :meth:`LifecycleMixin.delete_owner` and :meth:`LifecycleMixin.reclaim_expired`
+* ``store.lifecycle.delete_owner`` and ``store.lifecycle.reclaim_expired``
   - an owner ends (or its process died): everything it held goes back.
 """
 
@@ -26,19 +26,33 @@ from bmaas.faults import BmaasError, InputError, NodeUnavailable
 from bmaas.health import HealthRule
 from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
-from bmaas.store.health import HealthMixin
-from bmaas.store.owners import DEFAULT_LEASE_TTL, OwnersMixin, Reclaimed, _owner
-from bmaas.store.records import SYSTEM, Owner, OwnerKind, ProvisionState
+from bmaas.store.base import Database, Tx, owner_in, owner_row, require_alive
+from bmaas.store.health import apply_health, mark_reclaimed
+from bmaas.store.owners import (
+    DEFAULT_LEASE_TTL,
+    Reclaimed,
+    allocations_in,
+    claim_in,
+    drop_allocations,
+    insert_owner,
+    set_state,
+    swap_one,
+)
+from bmaas.store.ports import cleanup_owner_ports
+from bmaas.store.records import Owner, OwnerKind, ProvisionState
 
-__all__ = ["RECLAIMED", "LifecycleMixin"]
-
-#: the fault that holds a reclaimed node out of service until it is cleaned
-RECLAIMED = "reclaimed"
+__all__ = ["LifecycleSteps", "delete_tree", "rollback_move"]
 
 LOG = logging.getLogger(__name__)
 
 
-class LifecycleMixin(OwnersMixin, HealthMixin):
+class LifecycleSteps:
+    """``store.lifecycle``: the steps of a request's life, each one
+    transaction over owners, allocations, ports and health."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
     # -- attempts ------------------------------------------------------------------
 
     def release_attempt(
@@ -56,16 +70,15 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
         ``context`` (``"request web-1"``) prefixes the recorded error so a
         maintenance reason names the request. Returns the nodes released.
         Works on an expired attempt too."""
-        with self._write() as conn:
-            attempt = self._owner_in(conn, attempt_id)
-            self._expect_kind(attempt, OwnerKind.ATTEMPT)
+        with self._db.write() as tx:
+            attempt = owner_in(tx, attempt_id)
+            expect_kind(attempt, OwnerKind.ATTEMPT)
             why = "failed" + (f": {type(fault).__name__}" if fault else "")
-            released = self._delete_tree(conn, attempt, why).nodes
+            released = delete_tree(tx, attempt, why).nodes
             if fault is not None:
-                ids = self._node_ids(conn, released)
+                ids = tx.node_ids(released)
                 for name in released:
-                    self._event(
-                        conn,
+                    tx.event(
                         ids[name],
                         "attempt_failed",
                         str(fault),
@@ -73,12 +86,10 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
                         data=fault.to_dict(),
                     )
                     if health_rule is not None:
-                        self._apply_health(
-                            conn, ids[name], name, fault, health_rule, context=context
-                        )
+                        apply_health(tx, ids[name], name, fault, health_rule, context=context)
                     else:
                         error = f"{context}: {fault}" if context else str(fault)
-                        conn.execute(
+                        tx.execute(
                             t.nodes.update()
                             .where(t.nodes.c.id == ids[name])
                             .values(last_error=mask_urls(error))
@@ -96,31 +107,29 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
         """The attempt succeeded: in ONE transaction create the instance (a
         durable owner), make it the owner of the attempt's node and of the
         request's ports, and end the attempt and its request."""
-        with self._write() as conn:
-            attempt = _owner(self._require_alive(conn, attempt_id))
-            self._expect_kind(attempt, OwnerKind.ATTEMPT)
-            held = self._allocations_in(conn, t.allocations.c.owner_id == attempt.id)
+        with self._db.write() as tx:
+            attempt = owner_row(require_alive(tx, attempt_id))
+            expect_kind(attempt, OwnerKind.ATTEMPT)
+            held = allocations_in(tx, t.allocations.c.owner_id == attempt.id)
             if not held:
                 raise InputError("holds no node", field=f"attempt {attempt.id}")
-            instance = self._insert_owner(
-                conn, OwnerKind.INSTANCE, instance_name, None, None, data, None
-            )
+            instance = insert_owner(tx, OwnerKind.INSTANCE, instance_name, None, None, data, None)
             for allocation in held:
-                self._swap_one(conn, allocation.node, attempt.id, instance.id)
-            ids = self._node_ids(conn, [a.node for a in held])
-            self._set_state(conn, list(ids.values()), provision_state)
+                swap_one(tx, allocation.node, attempt.id, instance.id)
+            ids = tx.node_ids([a.node for a in held])
+            set_state(tx, list(ids.values()), provision_state)
             if attempt.parent_id is not None:
-                conn.execute(
+                tx.execute(
                     t.ports.update()
                     .where(t.ports.c.owner_id == attempt.parent_id)
                     .values(owner_id=instance.id)
                 )
-            conn.execute(t.owners.delete().where(t.owners.c.id == attempt.id))
-            parent = conn.execute(
+            tx.execute(t.owners.delete().where(t.owners.c.id == attempt.id))
+            parent = tx.execute(
                 sa.select(t.owners).where(t.owners.c.id == attempt.parent_id)
             ).first()
             if parent is not None and parent.kind == OwnerKind.REQUEST.value:
-                self._delete_tree(conn, _owner(parent), "completed")
+                delete_tree(tx, owner_row(parent), "completed")
             return instance
 
     # -- moves -------------------------------------------------------------------
@@ -147,10 +156,10 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
     def _begin_move(
         self, instance_id: str, target: str, *, ttl: float, name: str | None, holder: str | None
     ) -> Owner:
-        with self._write() as conn:
-            instance = self._owner_in(conn, instance_id)
-            self._expect_kind(instance, OwnerKind.INSTANCE)
-            held = self._allocations_in(conn, t.allocations.c.owner_id == instance.id)
+        with self._db.write() as tx:
+            instance = owner_in(tx, instance_id)
+            expect_kind(instance, OwnerKind.INSTANCE)
+            held = allocations_in(tx, t.allocations.c.owner_id == instance.id)
             if len(held) != 1:
                 raise InputError(
                     f"holds {len(held)} nodes; a move needs exactly one",
@@ -158,51 +167,35 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
                 )
             source = held[0].node
             data = {"instance": instance.id, "source": source, "target": target}
-            move = self._insert_owner(conn, OwnerKind.MOVE, name, instance.id, ttl, data, holder)
-            self._swap_one(conn, source, instance.id, move.id)
-            self._claim_in(conn, target, instance.id, ProvisionState.DEPLOYING)
+            move = insert_owner(tx, OwnerKind.MOVE, name, instance.id, ttl, data, holder)
+            swap_one(tx, source, instance.id, move.id)
+            claim_in(tx, target, instance.id, ProvisionState.DEPLOYING)
             return move
 
     def finish_move(self, move_id: str) -> list[str]:
         """The move succeeded: drop the source (the move's allocation) and end
         the move. The instance keeps the target. Returns the nodes released."""
-        with self._write() as conn:
-            move = _owner(self._require_alive(conn, move_id))
-            self._expect_kind(move, OwnerKind.MOVE)
-            return self._delete_tree(conn, move, "finished").nodes
+        with self._db.write() as tx:
+            move = owner_row(require_alive(tx, move_id))
+            expect_kind(move, OwnerKind.MOVE)
+            return delete_tree(tx, move, "finished").nodes
 
     def abort_move(self, move_id: str) -> Reclaimed:
         """The move failed: drop the instance's target allocation and give the
         source back to the instance, in one transaction."""
-        with self._write() as conn:
-            move = self._owner_in(conn, move_id)
-            self._expect_kind(move, OwnerKind.MOVE)
-            return self._abort_move(conn, move, "move aborted")
-
-    def _abort_move(self, conn: sa.Connection, move: Owner, why: str) -> Reclaimed:
-        a = t.allocations
-        instance_id, target = move.parent_id, move.data.get("target")
-        dropped: list[str] = []
-        if instance_id is not None and target is not None:
-            target_id = conn.scalar(sa.select(t.nodes.c.id).where(t.nodes.c.name == target))
-            dropped = self._drop_allocations(
-                conn, sa.and_(a.c.node_id == target_id, a.c.owner_id == instance_id), why
-            )
-        for allocation in self._allocations_in(conn, a.c.owner_id == move.id):
-            assert instance_id is not None, "a move always has its instance as parent"
-            self._swap_one(conn, allocation.node, move.id, instance_id)
-        cleanup = self._cleanup_owner_ports(conn, move.id)
-        conn.execute(t.owners.delete().where(t.owners.c.id == move.id))
-        return Reclaimed(move, dropped, cleanup.deleted, cleanup.detached, move_rolled_back=True)
+        with self._db.write() as tx:
+            move = owner_in(tx, move_id)
+            expect_kind(move, OwnerKind.MOVE)
+            return rollback_move(tx, move, "move aborted")
 
     # -- ending owners -------------------------------------------------------------
 
     def delete_owner(self, owner_id: str) -> Reclaimed:
         """End an owner: its children, allocations and ports go with it, in one
         transaction (bmaas-created ports deleted, users' ports handed back)."""
-        with self._write() as conn:
-            owner = self._owner_in(conn, owner_id)
-            return self._delete_tree(conn, owner, "deleted")
+        with self._db.write() as tx:
+            owner = owner_in(tx, owner_id)
+            return delete_tree(tx, owner, "deleted")
 
     def reclaim_expired(self, *, needs_cleaning: bool = True) -> list[Reclaimed]:
         """Give back everything held by owners whose lease expired (their
@@ -222,9 +215,9 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
         """
         o = t.owners
         out: list[Reclaimed] = []
-        with self._write() as conn:
-            now = self._now()
-            expired = conn.execute(
+        with self._db.write() as tx:
+            now = self._db.now()
+            expired = tx.execute(
                 sa.select(o.c.id, o.c.kind)
                 .where(o.c.lease_expires_at.is_not(None), o.c.lease_expires_at <= now)
                 .order_by(o.c.created_at)
@@ -232,19 +225,19 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
             # Moves first: rolling one back needs its instance's allocations intact.
             ordered = sorted(expired, key=lambda r: r.kind != OwnerKind.MOVE.value)
             for row in ordered:
-                current = conn.execute(sa.select(o).where(o.c.id == row.id)).first()
+                current = tx.execute(sa.select(o).where(o.c.id == row.id)).first()
                 if current is None:
                     continue  # went with an expired parent
-                owner = _owner(current)
+                owner = owner_row(current)
                 why = f"reclaimed: lease expired (holder {owner.holder})"
                 if owner.kind is OwnerKind.MOVE:
-                    done = self._abort_move(conn, owner, f"{owner.describe()} {why}")
+                    done = rollback_move(tx, owner, f"{owner.describe()} {why}")
                     if needs_cleaning and done.nodes:  # the target it was deploying
-                        self._mark_reclaimed(conn, done.nodes, owner)
+                        mark_reclaimed(tx, done.nodes, owner)
                 else:
-                    done = self._delete_tree(conn, owner, why)
+                    done = delete_tree(tx, owner, why)
                 if needs_cleaning and done.nodes:
-                    self._mark_reclaimed(conn, done.nodes, owner)
+                    mark_reclaimed(tx, done.nodes, owner)
                 out.append(done)
         for done in out:
             LOG.warning(
@@ -257,56 +250,41 @@ class LifecycleMixin(OwnersMixin, HealthMixin):
             )
         return out
 
-    def _mark_reclaimed(self, conn: sa.Connection, nodes: list[str], owner: Owner) -> None:
-        n = t.nodes
-        ids = self._node_ids(conn, nodes)
-        for name in nodes:
-            conn.execute(
-                n.update()
-                .where(n.c.id == ids[name], n.c.fault.is_(None))
-                .values(fault=RECLAIMED, fault_at=self._now(), updated_at=self._now())
-            )
-            message = f"needs cleaning (power off, eject media): held by dead {owner.describe()}"
-            self._event(conn, ids[name], "needs_cleaning", message, actor=SYSTEM)
 
-    def clear_reclaimed(self, name: str) -> bool:
-        """The node was cleaned: drop the :data:`RECLAIMED` mark (only that
-        fault; anything set meanwhile stays). Returns whether it was marked."""
-        n = t.nodes
-        with self._write() as conn:
-            node_id = self._node_id(conn, name)
-            result = conn.execute(
-                n.update()
-                .where(n.c.id == node_id, n.c.fault == RECLAIMED)
-                .values(fault=None, fault_at=None, updated_at=self._now())
-            )
-            if result.rowcount == 1:
-                self._event(conn, node_id, "cleaned", "powered off after reclaim", actor=SYSTEM)
-            return bool(result.rowcount)
+def expect_kind(owner: Owner, kind: OwnerKind) -> None:
+    if owner.kind is not kind:
+        raise InputError(f"is a {owner.kind}, not a {kind}", field=f"owner {owner.id}")
 
-    # -- helpers -----------------------------------------------------------------
 
-    @staticmethod
-    def _expect_kind(owner: Owner, kind: OwnerKind) -> None:
-        if owner.kind is not kind:
-            raise InputError(f"is a {owner.kind}, not a {kind}", field=f"owner {owner.id}")
-
-    def _delete_tree(self, conn: sa.Connection, owner: Owner, why: str) -> Reclaimed:
-        """Delete an owner and everything it holds, children first."""
-        nodes: list[str] = []
-        deleted: list[str] = []
-        detached: list[str] = []
-        children = conn.execute(sa.select(t.owners).where(t.owners.c.parent_id == owner.id)).all()
-        for child in children:
-            done = self._delete_tree(conn, _owner(child), why)
-            nodes += done.nodes
-            deleted += done.ports_deleted
-            detached += done.ports_detached
-        nodes += self._drop_allocations(
-            conn, t.allocations.c.owner_id == owner.id, f"{owner.describe()} {why}"
+def rollback_move(tx: Tx, move: Owner, why: str) -> Reclaimed:
+    a = t.allocations
+    instance_id, target = move.parent_id, move.data.get("target")
+    dropped: list[str] = []
+    if instance_id is not None and target is not None:
+        target_id = tx.scalar(sa.select(t.nodes.c.id).where(t.nodes.c.name == target))
+        dropped = drop_allocations(
+            tx, sa.and_(a.c.node_id == target_id, a.c.owner_id == instance_id), why
         )
-        cleanup = self._cleanup_owner_ports(conn, owner.id)
-        conn.execute(t.owners.delete().where(t.owners.c.id == owner.id))
-        return Reclaimed(
-            owner, sorted(nodes), deleted + cleanup.deleted, detached + cleanup.detached
-        )
+    for allocation in allocations_in(tx, a.c.owner_id == move.id):
+        assert instance_id is not None, "a move always has its instance as parent"
+        swap_one(tx, allocation.node, move.id, instance_id)
+    cleanup = cleanup_owner_ports(tx, move.id)
+    tx.execute(t.owners.delete().where(t.owners.c.id == move.id))
+    return Reclaimed(move, dropped, cleanup.deleted, cleanup.detached, move_rolled_back=True)
+
+
+def delete_tree(tx: Tx, owner: Owner, why: str) -> Reclaimed:
+    """Delete an owner and everything it holds, children first."""
+    nodes: list[str] = []
+    deleted: list[str] = []
+    detached: list[str] = []
+    children = tx.execute(sa.select(t.owners).where(t.owners.c.parent_id == owner.id)).all()
+    for child in children:
+        done = delete_tree(tx, owner_row(child), why)
+        nodes += done.nodes
+        deleted += done.ports_deleted
+        detached += done.ports_detached
+    nodes += drop_allocations(tx, t.allocations.c.owner_id == owner.id, f"{owner.describe()} {why}")
+    cleanup = cleanup_owner_ports(tx, owner.id)
+    tx.execute(t.owners.delete().where(t.owners.c.id == owner.id))
+    return Reclaimed(owner, sorted(nodes), deleted + cleanup.deleted, detached + cleanup.detached)

@@ -19,13 +19,13 @@ from bmaas.driver import PowerState
 from bmaas.faults import InputError
 from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
-from bmaas.store.base import StoreBase
+from bmaas.store.base import Database, Tx
 from bmaas.store.records import SYSTEM, Event, NodeRecord, OwnerKind, ProvisionState
 
 if TYPE_CHECKING:
-    from bmaas.inventory import NetworkSpec, NodeSpec
+    from bmaas.inventory.specs import NetworkSpec, NodeSpec
 
-__all__ = ["QUIRKS_KEY", "EnrollReport", "NodesMixin"]
+__all__ = ["QUIRKS_KEY", "EnrollReport", "NodesRepo", "node_in"]
 
 #: the key of ``extra`` under which a node's BMC quirks are kept
 QUIRKS_KEY = "bmc_quirks"
@@ -92,7 +92,7 @@ def _record(row: sa.Row[Any]) -> NodeRecord:
 def _event_row(
     node_id: int, at: float, kind: str, message: str, actor: str | None
 ) -> dict[str, Any]:
-    """A node_events row, as :meth:`StoreBase._event` writes one."""
+    """A node_events row, as :meth:`Tx.event` writes one."""
     return {
         "node_id": node_id,
         "at": at,
@@ -103,12 +103,17 @@ def _event_row(
     }
 
 
-class NodesMixin(StoreBase):
+class NodesRepo:
+    """``store.nodes``: the fleet, its history and a person's maintenance."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
     # -- enrollment --------------------------------------------------------------
 
     def segment_names(self) -> set[str]:
-        with self._read() as conn:
-            return set(conn.scalars(sa.select(t.segments.c.name)))
+        with self._db.read() as tx:
+            return set(tx.scalars(sa.select(t.segments.c.name)))
 
     def enroll(
         self,
@@ -124,18 +129,18 @@ class NodesMixin(StoreBase):
         Validation belongs to :mod:`bmaas.inventory`; this only refuses what it
         cannot store (a segment that exists nowhere).
         """
-        now = self._now()
+        now = self._db.now()
         created: list[str] = []
         updated: list[str] = []
         unchanged: list[str] = []
-        with self._write() as conn:
+        with self._db.write() as tx:
             for net in networks:
-                self._upsert_network(conn, net, now)
+                upsert_network(tx, net, now)
             segment_ids = {
                 row.name: row.id
-                for row in conn.execute(sa.select(t.segments.c.name, t.segments.c.id))
+                for row in tx.execute(sa.select(t.segments.c.name, t.segments.c.id))
             }
-            existing = {row.name: row for row in conn.execute(sa.select(t.nodes))}
+            existing = {row.name: row for row in tx.execute(sa.select(t.nodes))}
             # Bulk statements (executemany): one round of SQL per kind of
             # change, not one per node: 50,000 nodes enroll in seconds.
             new_rows: list[dict[str, Any]] = []
@@ -171,7 +176,7 @@ class NodesMixin(StoreBase):
                 changes.append((row.id, values, changed))
             events: list[dict[str, Any]] = []
             if new_rows:
-                conn.execute(
+                tx.execute(
                     t.nodes.insert().values(
                         power_state=PowerState.UNKNOWN.value,
                         provision_state=ProvisionState.AVAILABLE.value,
@@ -183,13 +188,13 @@ class NodesMixin(StoreBase):
                     ),
                     new_rows,
                 )
-                ids = dict(conn.execute(sa.select(t.nodes.c.name, t.nodes.c.id)).all())
+                ids = dict(tx.conn.execute(sa.select(t.nodes.c.name, t.nodes.c.id)).all())
                 events += [
                     _event_row(ids[r["name"]], now, "enrolled", f"enrolled ({r['driver']})", actor)
                     for r in new_rows
                 ]
             if changes:
-                conn.execute(
+                tx.execute(
                     t.nodes.update()
                     .where(t.nodes.c.id == sa.bindparam("node_id"))
                     .values(updated_at=now),
@@ -201,41 +206,14 @@ class NodesMixin(StoreBase):
                     for node_id, _, ch in changes
                 ]
             if events:
-                conn.execute(t.node_events.insert(), events)
+                tx.execute(t.node_events.insert(), events)
         named = {spec.name for spec in nodes}
         not_in_file = sorted(name for name in existing if name not in named)
         return EnrollReport(created, updated, unchanged, not_in_file)
 
-    def _upsert_network(self, conn: sa.Connection, net: NetworkSpec, now: float) -> None:
-        network_id = conn.scalar(sa.select(t.networks.c.id).where(t.networks.c.name == net.name))
-        if network_id is None:
-            network_id = conn.execute(
-                t.networks.insert().values(name=net.name, created_at=now)
-            ).inserted_primary_key[0]  # type: ignore[index]
-        for seg in net.segments:
-            row = conn.execute(sa.select(t.segments).where(t.segments.c.name == seg.name)).first()
-            values = {
-                "cidr": seg.cidr,
-                "gateway_ip": seg.gateway_ip,
-                "allocation_pools": [dict(p) for p in seg.allocation_pools],
-            }
-            if row is None:
-                conn.execute(
-                    t.segments.insert().values(
-                        name=seg.name, network_id=network_id, created_at=now, **values
-                    )
-                )
-            elif row.network_id != network_id:
-                raise InputError(
-                    f"segment {seg.name!r} already belongs to another network",
-                    field=f"networks.{net.name}.segments",
-                )
-            else:
-                conn.execute(t.segments.update().where(t.segments.c.id == row.id).values(**values))
-
     # -- queries -------------------------------------------------------------------
 
-    def nodes(
+    def find(
         self,
         names: Iterable[str] | None = None,
         *,
@@ -269,32 +247,29 @@ class NodesMixin(StoreBase):
             query = query.where(n.c.resource_class == resource_class)
         if allocated is not None:
             query = query.where(a.c.id.is_not(None) if allocated else a.c.id.is_(None))
-        with self._read() as conn:
-            return [_record(row) for row in conn.execute(query)]
+        with self._db.read() as tx:
+            return [_record(row) for row in tx.execute(query)]
 
-    def node(self, name: str) -> NodeRecord:
+    def get(self, name: str) -> NodeRecord:
         """One node; ``InputError`` (with a did-you-mean) when there is none."""
-        with self._read() as conn:
-            row = conn.execute(_node_query().where(t.nodes.c.name == name)).first()
-            if row is None:
-                raise self._unknown_node(conn, name)
-            return _record(row)
+        with self._db.read() as tx:
+            return node_in(tx, name)
 
-    def require_nodes(self, names: Sequence[str]) -> list[NodeRecord]:
+    def require(self, names: Sequence[str]) -> list[NodeRecord]:
         """The named nodes in the order given; ``InputError`` naming the first
         unknown one, before anything acts on any of them."""
-        found = {r.name: r for r in self.nodes(names)}
+        found = {r.name: r for r in self.find(names)}
         missing = [name for name in names if name not in found]
         if missing:
-            self.node(missing[0])  # raises with a did-you-mean
+            self.get(missing[0])  # raises with a did-you-mean
         return [found[name] for name in dict.fromkeys(names)]
 
     def events(self, name: str, *, limit: int = 20) -> list[Event]:
         """A node's most recent events, newest last."""
         e = t.node_events
-        with self._read() as conn:
-            node_id = self._node_id(conn, name)
-            rows = conn.execute(
+        with self._db.read() as tx:
+            node_id = tx.node_id(name)
+            rows = tx.execute(
                 sa.select(e).where(e.c.node_id == node_id).order_by(e.c.id.desc()).limit(limit)
             ).all()
         return [
@@ -312,8 +287,8 @@ class NodesMixin(StoreBase):
         data: dict[str, Any] | None = None,
     ) -> None:
         """Append to a node's history (deploy steps, operator notes)."""
-        with self._write() as conn:
-            self._event(conn, self._node_id(conn, name), kind, message, actor=actor, data=data)
+        with self._db.write() as tx:
+            tx.event(tx.node_id(name), kind, message, actor=actor, data=data)
 
     def add_events(
         self, events: Sequence[tuple[str, str, str]], *, actor: str | None = None
@@ -322,20 +297,20 @@ class NodesMixin(StoreBase):
         actions over many nodes)."""
         if not events:
             return
-        with self._write() as conn:
-            ids = self._node_ids(conn, [name for name, _, _ in events])
+        with self._db.write() as tx:
+            ids = tx.node_ids([name for name, _, _ in events])
             for name, kind, message in events:
-                self._event(conn, ids[name], kind, message, actor=actor)
+                tx.event(ids[name], kind, message, actor=actor)
 
-    def node_counts(self) -> list[tuple[str, bool, str | None, int]]:
+    def counts(self) -> list[tuple[str, bool, str | None, int]]:
         """``(power_state, maintenance, fault, count)`` for every combination
         present: what the metrics gauge exports."""
         n = t.nodes
         query = sa.select(n.c.power_state, n.c.maintenance, n.c.fault, sa.func.count()).group_by(
             n.c.power_state, n.c.maintenance, n.c.fault
         )
-        with self._read() as conn:
-            return [(r[0], bool(r[1]), r[2], int(r[3])) for r in conn.execute(query)]
+        with self._db.read() as tx:
+            return [(r[0], bool(r[1]), r[2], int(r[3])) for r in tx.conn.execute(query)]
 
     # -- maintenance -----------------------------------------------------------------
 
@@ -343,22 +318,22 @@ class NodesMixin(StoreBase):
         """Add capability facts learned from a node's BMC (``extra.bmc_quirks``,
         :class:`bmaas.driver.Quirk`); returns the ones that are new, each also
         recorded once as a ``bmc_quirk`` event. Never touches health."""
-        with self._write() as conn:
-            node_id = self._node_id(conn, name)
-            row = conn.execute(sa.select(t.nodes.c.extra).where(t.nodes.c.id == node_id)).one()
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            row = tx.execute(sa.select(t.nodes.c.extra).where(t.nodes.c.id == node_id)).one()
             extra = dict(row[0] or {})
             known = set(extra.get(QUIRKS_KEY) or ())
             new = sorted(set(quirks) - known)
             if not new:
                 return []
             extra[QUIRKS_KEY] = sorted(known | set(new))
-            conn.execute(
+            tx.execute(
                 t.nodes.update()
                 .where(t.nodes.c.id == node_id)
-                .values(extra=extra, updated_at=self._now())
+                .values(extra=extra, updated_at=self._db.now())
             )
             for quirk in new:
-                self._event(conn, node_id, "bmc_quirk", f"the BMC shows {quirk}", actor=SYSTEM)
+                tx.event(node_id, "bmc_quirk", f"the BMC shows {quirk}", actor=SYSTEM)
         return new
 
     def set_maintenance(self, name: str, *, reason: str, by: str) -> NodeRecord:
@@ -368,29 +343,29 @@ class NodesMixin(StoreBase):
             raise InputError("a reason is required", field="--reason", node=name)
         if by == SYSTEM:
             raise InputError(f"{SYSTEM!r} is reserved for bmaas itself", field="--by", node=name)
-        with self._write() as conn:
-            node_id = self._node_id(conn, name)
-            conn.execute(
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            tx.execute(
                 t.nodes.update()
                 .where(t.nodes.c.id == node_id)
                 .values(
                     maintenance=True,
                     maintenance_reason=reason,
                     maintenance_by=by,
-                    maintenance_at=self._now(),
-                    updated_at=self._now(),
+                    maintenance_at=self._db.now(),
+                    updated_at=self._db.now(),
                 )
             )
-            self._event(conn, node_id, "maintenance_set", reason, actor=by)
-        return self.node(name)
+            tx.event(node_id, "maintenance_set", reason, actor=by)
+        return self.get(name)
 
     def unset_maintenance(self, name: str, *, by: str) -> NodeRecord:
         """A person takes a node out of maintenance. This also clears a fault
         the system set: the person has looked at the node and vouches for it."""
-        with self._write() as conn:
-            node_id = self._node_id(conn, name)
-            before = conn.execute(sa.select(t.nodes.c.fault).where(t.nodes.c.id == node_id)).one()
-            conn.execute(
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            before = tx.execute(sa.select(t.nodes.c.fault).where(t.nodes.c.id == node_id)).one()
+            tx.execute(
                 t.nodes.update()
                 .where(t.nodes.c.id == node_id)
                 .values(
@@ -402,11 +377,47 @@ class NodesMixin(StoreBase):
                     fault_at=None,
                     fault_count=0,
                     good_count=0,
-                    updated_at=self._now(),
+                    updated_at=self._db.now(),
                 )
             )
             message = "maintenance cleared"
             if before.fault:
                 message += f" (and fault {before.fault!r})"
-            self._event(conn, node_id, "maintenance_unset", message, actor=by)
-        return self.node(name)
+            tx.event(node_id, "maintenance_unset", message, actor=by)
+        return self.get(name)
+
+
+def upsert_network(tx: Tx, net: NetworkSpec, now: float) -> None:
+    network_id = tx.scalar(sa.select(t.networks.c.id).where(t.networks.c.name == net.name))
+    if network_id is None:
+        network_id = tx.execute(
+            t.networks.insert().values(name=net.name, created_at=now)
+        ).inserted_primary_key[0]  # type: ignore[index]
+    for seg in net.segments:
+        row = tx.execute(sa.select(t.segments).where(t.segments.c.name == seg.name)).first()
+        values = {
+            "cidr": seg.cidr,
+            "gateway_ip": seg.gateway_ip,
+            "allocation_pools": [dict(p) for p in seg.allocation_pools],
+        }
+        if row is None:
+            tx.execute(
+                t.segments.insert().values(
+                    name=seg.name, network_id=network_id, created_at=now, **values
+                )
+            )
+        elif row.network_id != network_id:
+            raise InputError(
+                f"segment {seg.name!r} already belongs to another network",
+                field=f"networks.{net.name}.segments",
+            )
+        else:
+            tx.execute(t.segments.update().where(t.segments.c.id == row.id).values(**values))
+
+
+def node_in(tx: Tx, name: str) -> NodeRecord:
+    """One node, read inside ``tx``; ``InputError`` (with a did-you-mean)."""
+    row = tx.execute(_node_query().where(t.nodes.c.name == name)).first()
+    if row is None:
+        raise tx.unknown_node(name)
+    return _record(row)

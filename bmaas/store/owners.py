@@ -2,7 +2,7 @@
 
 An owner is a request, an attempt, a move or an instance. Each transient owner
 holds a *lease* on the wall clock; its holder renews it while it works. When a
-process dies, its leases run out and any later run's :meth:`reclaim_expired`
+process dies, its leases run out and any later run's ``store.lifecycle.reclaim_expired``
 gives back what it held. Instances are durable (no lease): a deployed server
 outlives the process that deployed it.
 
@@ -33,11 +33,23 @@ import sqlalchemy as sa
 
 from bmaas.faults import BmaasError, InputError, NodeUnavailable
 from bmaas.store import schema as t
+from bmaas.store.base import Database, Tx, owner_in, owner_row, require_alive
 from bmaas.store.errors import LeaseLost
-from bmaas.store.ports import PortsMixin
+from bmaas.store.ports import unbind
 from bmaas.store.records import Allocation, Owner, OwnerKind, ProvisionState
 
-__all__ = ["DEFAULT_LEASE_TTL", "OwnersMixin", "Reclaimed", "this_holder"]
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "OwnersRepo",
+    "Reclaimed",
+    "allocations_in",
+    "claim_in",
+    "drop_allocations",
+    "insert_owner",
+    "set_state",
+    "swap_one",
+    "this_holder",
+]
 
 #: seconds a lease lasts unless renewed; holders renew every third of it
 DEFAULT_LEASE_TTL = 60.0
@@ -50,7 +62,7 @@ def this_holder() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Reclaimed:
-    """What :meth:`OwnersMixin.reclaim_expired` gave back for one dead owner."""
+    """What ``store.lifecycle.reclaim_expired`` gave back for one dead owner."""
 
     owner: Owner
     nodes: list[str]
@@ -60,24 +72,15 @@ class Reclaimed:
     move_rolled_back: bool = False
 
 
-def _owner(row: sa.Row[Any]) -> Owner:
-    m = row._mapping
-    return Owner(
-        id=m["id"],
-        kind=OwnerKind(m["kind"]),
-        name=m["name"],
-        parent_id=m["parent_id"],
-        holder=m["holder"],
-        lease_expires_at=m["lease_expires_at"],
-        data=dict(m["data"]),
-        created_at=m["created_at"],
-    )
+class OwnersRepo:
+    """``store.owners``: owners, leases, claims, releases and owner swaps."""
 
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
-class OwnersMixin(PortsMixin):
     # -- owners and leases ---------------------------------------------------------
 
-    def create_owner(
+    def create(
         self,
         kind: OwnerKind | str,
         *,
@@ -92,44 +95,15 @@ class OwnersMixin(PortsMixin):
         kind = OwnerKind(kind)
         if kind is not OwnerKind.INSTANCE and ttl <= 0:
             raise InputError("must be positive", field="ttl")
-        with self._write() as conn:
-            return self._insert_owner(conn, kind, name, parent_id, ttl, data, holder)
+        with self._db.write() as tx:
+            return insert_owner(tx, kind, name, parent_id, ttl, data, holder)
 
-    def _insert_owner(
-        self,
-        conn: sa.Connection,
-        kind: OwnerKind,
-        name: str | None,
-        parent_id: str | None,
-        ttl: float | None,
-        data: dict[str, Any] | None,
-        holder: str | None,
-    ) -> Owner:
-        if parent_id is not None:
-            self._require_alive(conn, parent_id)
-        now = self._now()
-        durable = kind is OwnerKind.INSTANCE or ttl is None
-        owner_id = str(uuid.uuid4())
-        conn.execute(
-            t.owners.insert().values(
-                id=owner_id,
-                kind=kind.value,
-                name=name,
-                parent_id=parent_id,
-                holder=None if durable else (holder or this_holder()),
-                lease_expires_at=None if durable else now + float(ttl or 0),
-                data=data or {},
-                created_at=now,
-            )
-        )
-        return self._owner_in(conn, owner_id)
-
-    def owner(self, owner_id: str) -> Owner:
+    def get(self, owner_id: str) -> Owner:
         """The owner; ``LeaseLost`` if it is gone."""
-        with self._read() as conn:
-            return self._owner_in(conn, owner_id)
+        with self._db.read() as tx:
+            return owner_in(tx, owner_id)
 
-    def owners(
+    def find(
         self,
         *,
         kind: OwnerKind | str | None = None,
@@ -143,10 +117,12 @@ class OwnersMixin(PortsMixin):
         if parent_id is not None:
             query = query.where(o.c.parent_id == parent_id)
         if expired is not None:
-            dead = sa.and_(o.c.lease_expires_at.is_not(None), o.c.lease_expires_at <= self._now())
+            dead = sa.and_(
+                o.c.lease_expires_at.is_not(None), o.c.lease_expires_at <= self._db.now()
+            )
             query = query.where(dead if expired else ~dead)
-        with self._read() as conn:
-            return [_owner(row) for row in conn.execute(query)]
+        with self._db.read() as tx:
+            return [owner_row(row) for row in tx.execute(query)]
 
     def renew_lease(self, owner_id: str, *, ttl: float = DEFAULT_LEASE_TTL) -> Owner:
         """Extend a live lease to ``now + ttl``. An expired lease is lost even
@@ -154,7 +130,7 @@ class OwnersMixin(PortsMixin):
         lost = self.renew_leases([owner_id], ttl=ttl)
         if lost:
             raise lost[0]
-        return self.owner(owner_id)
+        return self.get(owner_id)
 
     def renew_leases(
         self, owner_ids: Sequence[str], *, ttl: float = DEFAULT_LEASE_TTL
@@ -162,10 +138,10 @@ class OwnersMixin(PortsMixin):
         """Renew several leases in one transaction; returns the ones lost."""
         o = t.owners
         lost: list[LeaseLost] = []
-        with self._write() as conn:
-            now = self._now()
+        with self._db.write() as tx:
+            now = self._db.now()
             for owner_id in owner_ids:
-                result = conn.execute(
+                result = tx.execute(
                     o.update()
                     .where(o.c.id == owner_id, o.c.lease_expires_at > now)
                     .values(lease_expires_at=now + ttl)
@@ -173,7 +149,7 @@ class OwnersMixin(PortsMixin):
                 if result.rowcount == 1:
                     continue
                 try:
-                    self._require_alive(conn, owner_id)  # durable owners pass
+                    require_alive(tx, owner_id)  # durable owners pass
                 except LeaseLost as exc:
                     lost.append(exc)
         return lost
@@ -194,45 +170,13 @@ class OwnersMixin(PortsMixin):
         gone or expired. Never read-then-write.
         """
         try:
-            with self._write() as conn:
-                return self._claim_in(conn, node, owner_id, provision_state)
+            with self._db.write() as tx:
+                return claim_in(tx, node, owner_id, provision_state)
         except sa.exc.IntegrityError as exc:
             # Only reachable where writers are not serialised (PostgreSQL).
             raise NodeUnavailable(
                 "another owner claimed it at the same moment", node=node, reason="claimed"
             ) from exc
-
-    def _claim_in(
-        self,
-        conn: sa.Connection,
-        node: str,
-        owner_id: str,
-        provision_state: ProvisionState | None = None,
-    ) -> Allocation:
-        n, a, o = t.nodes, t.allocations, t.owners
-        now = self._now()
-        free = (
-            sa.select(n.c.id, sa.literal(owner_id), sa.literal(now))
-            .where(n.c.name == node, n.c.maintenance.is_(False), n.c.fault.is_(None))
-            .where(~sa.exists().where(a.c.node_id == n.c.id))
-            .where(
-                sa.exists().where(
-                    o.c.id == owner_id,
-                    sa.or_(o.c.lease_expires_at.is_(None), o.c.lease_expires_at > now),
-                )
-            )
-        )
-        # preserve_rowcount: DBAPIs report INSERT row counts only if asked (psycopg).
-        insert = a.insert().from_select(["node_id", "owner_id", "created_at"], free)
-        result = conn.execute(insert.execution_options(preserve_rowcount=True))
-        if result.rowcount != 1:
-            raise self._why_not(conn, node, owner_id)
-        node_id = self._node_id(conn, node)
-        if provision_state is not None:
-            self._set_state(conn, [node_id], provision_state)
-        owner = self._owner_in(conn, owner_id)
-        self._event(conn, node_id, "claimed", f"claimed by {owner.describe()}", actor=owner.id)
-        return Allocation(node, owner, now)
 
     def claim_first(self, nodes: Sequence[str], owner_id: str, **kw: Any) -> Allocation:
         """Claim the first node of ``nodes`` that can be claimed (a candidate
@@ -252,24 +196,24 @@ class OwnersMixin(PortsMixin):
         """Give a node back. ``False`` if it was not allocated at all (releasing
         twice is harmless); ``NodeUnavailable`` if someone else holds it."""
         a = t.allocations
-        with self._write() as conn:
-            node_id = self._node_id(conn, node)
-            holder = conn.scalar(sa.select(a.c.owner_id).where(a.c.node_id == node_id))
+        with self._db.write() as tx:
+            node_id = tx.node_id(node)
+            holder = tx.scalar(sa.select(a.c.owner_id).where(a.c.node_id == node_id))
             if holder is None:
                 return False
             if holder != owner_id:
                 raise NodeUnavailable(
-                    f"not released: held by {self._owner_in(conn, holder).describe()}",
+                    f"not released: held by {owner_in(tx, holder).describe()}",
                     node=node,
                     reason="held by another owner",
                 )
-            self._drop_allocations(conn, a.c.node_id == node_id, f"released by {owner_id[:8]}")
+            drop_allocations(tx, a.c.node_id == node_id, f"released by {owner_id[:8]}")
             return True
 
     def allocation(self, node: str) -> Allocation | None:
-        with self._read() as conn:
-            self._node_id(conn, node)
-            found = self._allocations_in(conn, t.nodes.c.name == node)
+        with self._db.read() as tx:
+            tx.node_id(node)
+            found = allocations_in(tx, t.nodes.c.name == node)
         return found[0] if found else None
 
     def allocations(
@@ -282,116 +226,172 @@ class OwnersMixin(PortsMixin):
         if owner_id is not None:
             where.append(a.c.owner_id == owner_id)
         if expired is not None:
-            dead = sa.and_(o.c.lease_expires_at.is_not(None), o.c.lease_expires_at <= self._now())
+            dead = sa.and_(
+                o.c.lease_expires_at.is_not(None), o.c.lease_expires_at <= self._db.now()
+            )
             where.append(dead if expired else ~dead)
-        with self._read() as conn:
-            return self._allocations_in(conn, *where)
+        with self._db.read() as tx:
+            return allocations_in(tx, *where)
 
     def set_provision_state(self, node: str, state: ProvisionState, *, owner_id: str) -> None:
         """Move a node the owner holds to ``state`` (conditional on holding it)."""
         a = t.allocations
-        with self._write() as conn:
-            self._require_alive(conn, owner_id)
-            node_id = self._node_id(conn, node)
-            holder = conn.scalar(sa.select(a.c.owner_id).where(a.c.node_id == node_id))
+        with self._db.write() as tx:
+            require_alive(tx, owner_id)
+            node_id = tx.node_id(node)
+            holder = tx.scalar(sa.select(a.c.owner_id).where(a.c.node_id == node_id))
             if holder != owner_id:
                 raise NodeUnavailable(
                     "is not held by this owner", node=node, reason="held by another owner"
                 )
-            self._set_state(conn, [node_id], state)
+            set_state(tx, [node_id], state)
 
     # -- owner swaps -------------------------------------------------------------
 
-    def swap_owners(self, changes: Sequence[tuple[str, str, str]]) -> None:
+    def swap(self, changes: Sequence[tuple[str, str, str]]) -> None:
         """Apply ``(node, old_owner, new_owner)`` changes in ONE transaction.
 
         Each change is conditional on ``old_owner`` still holding the node and
         ``new_owner`` being alive; if any fails, none is applied.
         """
-        with self._write() as conn:
+        with self._db.write() as tx:
             for node, old, new in changes:
-                self._swap_one(conn, node, old, new)
-
-    def _swap_one(self, conn: sa.Connection, node: str, old: str, new: str) -> None:
-        a = t.allocations
-        new_owner = _owner(self._require_alive(conn, new))
-        node_id = self._node_id(conn, node)
-        result = conn.execute(
-            a.update().where(a.c.node_id == node_id, a.c.owner_id == old).values(owner_id=new)
-        )
-        if result.rowcount != 1:
-            raise NodeUnavailable(
-                f"owner swap refused: not held by {old[:8]}", node=node, reason="owner changed"
-            )
-        self._event(
-            conn, node_id, "owner_changed", f"{old[:8]} -> {new_owner.describe()}", actor=new
-        )
+                swap_one(tx, node, old, new)
 
     # -- helpers, inside a transaction ---------------------------------------------
 
-    def _owner_in(self, conn: sa.Connection, owner_id: str) -> Owner:
-        row = conn.execute(sa.select(t.owners).where(t.owners.c.id == owner_id)).first()
-        if row is None:
-            raise LeaseLost("is gone (reclaimed or deleted)", owner=owner_id)
-        return _owner(row)
 
-    def _allocations_in(
-        self, conn: sa.Connection, *where: sa.ColumnElement[bool]
-    ) -> list[Allocation]:
-        a, n, o = t.allocations, t.nodes, t.owners
-        query = (
-            sa.select(n.c.name.label("node_name"), a.c.created_at.label("allocated_at"), o)
-            .select_from(a.join(n, n.c.id == a.c.node_id).join(o, o.c.id == a.c.owner_id))
-            .where(*where)
-            .order_by(n.c.name)
+def insert_owner(
+    tx: Tx,
+    kind: OwnerKind,
+    name: str | None,
+    parent_id: str | None,
+    ttl: float | None,
+    data: dict[str, Any] | None,
+    holder: str | None,
+) -> Owner:
+    if parent_id is not None:
+        require_alive(tx, parent_id)
+    now = tx.now()
+    durable = kind is OwnerKind.INSTANCE or ttl is None
+    owner_id = str(uuid.uuid4())
+    tx.execute(
+        t.owners.insert().values(
+            id=owner_id,
+            kind=kind.value,
+            name=name,
+            parent_id=parent_id,
+            holder=None if durable else (holder or this_holder()),
+            lease_expires_at=None if durable else now + float(ttl or 0),
+            data=data or {},
+            created_at=now,
         )
-        return [
-            Allocation(row.node_name, _owner(row), row.allocated_at) for row in conn.execute(query)
-        ]
+    )
+    return owner_in(tx, owner_id)
 
-    def _why_not(self, conn: sa.Connection, node: str, owner_id: str) -> BmaasError:
-        """Why a claim's conditional write matched nothing (read in the same
-        transaction, so the answer is what the write saw)."""
-        n, a = t.nodes, t.allocations
-        row = conn.execute(sa.select(n).where(n.c.name == node)).first()
-        if row is None:
-            return self._unknown_node(conn, node)
-        try:
-            self._require_alive(conn, owner_id)
-        except LeaseLost as exc:
-            return exc
-        holder = conn.scalar(sa.select(a.c.owner_id).where(a.c.node_id == row.id))
-        if holder is not None:
-            held_by = self._owner_in(conn, holder).describe()
-            return NodeUnavailable(node=node, reason=f"allocated to {held_by}")
-        if row.fault is not None:
-            return NodeUnavailable(node=node, reason=f"faulted: {row.fault}")
-        return NodeUnavailable(
-            node=node, reason=f"in maintenance ({row.maintenance_by}: {row.maintenance_reason})"
+
+def claim_in(
+    tx: Tx,
+    node: str,
+    owner_id: str,
+    provision_state: ProvisionState | None = None,
+) -> Allocation:
+    n, a, o = t.nodes, t.allocations, t.owners
+    now = tx.now()
+    free = (
+        sa.select(n.c.id, sa.literal(owner_id), sa.literal(now))
+        .where(n.c.name == node, n.c.maintenance.is_(False), n.c.fault.is_(None))
+        .where(~sa.exists().where(a.c.node_id == n.c.id))
+        .where(
+            sa.exists().where(
+                o.c.id == owner_id,
+                sa.or_(o.c.lease_expires_at.is_(None), o.c.lease_expires_at > now),
+            )
         )
+    )
+    # preserve_rowcount: DBAPIs report INSERT row counts only if asked (psycopg).
+    insert = a.insert().from_select(["node_id", "owner_id", "created_at"], free)
+    result = tx.execute(insert.execution_options(preserve_rowcount=True))
+    if result.rowcount != 1:
+        raise why_not(tx, node, owner_id)
+    node_id = tx.node_id(node)
+    if provision_state is not None:
+        set_state(tx, [node_id], provision_state)
+    owner = owner_in(tx, owner_id)
+    tx.event(node_id, "claimed", f"claimed by {owner.describe()}", actor=owner.id)
+    return Allocation(node, owner, now)
 
-    def _set_state(self, conn: sa.Connection, node_ids: list[int], state: ProvisionState) -> None:
-        conn.execute(
-            t.nodes.update()
-            .where(t.nodes.c.id.in_(node_ids))
-            .values(provision_state=state.value, updated_at=self._now())
+
+def swap_one(tx: Tx, node: str, old: str, new: str) -> None:
+    a = t.allocations
+    new_owner = owner_row(require_alive(tx, new))
+    node_id = tx.node_id(node)
+    result = tx.execute(
+        a.update().where(a.c.node_id == node_id, a.c.owner_id == old).values(owner_id=new)
+    )
+    if result.rowcount != 1:
+        raise NodeUnavailable(
+            f"owner swap refused: not held by {old[:8]}", node=node, reason="owner changed"
         )
+    tx.event(node_id, "owner_changed", f"{old[:8]} -> {new_owner.describe()}", actor=new)
 
-    def _drop_allocations(
-        self, conn: sa.Connection, where: sa.ColumnElement[bool], why: str
-    ) -> list[str]:
-        """Delete matching allocations; their nodes become available and lose
-        every port binding."""
-        a, n = t.allocations, t.nodes
-        rows = conn.execute(
-            sa.select(a.c.id, a.c.node_id, n.c.name).join(n, n.c.id == a.c.node_id).where(where)
-        ).all()
-        if not rows:
-            return []
-        node_ids = [row.node_id for row in rows]
-        self._unbind(conn, t.ports.c.node_id.in_(node_ids))
-        conn.execute(a.delete().where(a.c.id.in_([row.id for row in rows])))
-        self._set_state(conn, node_ids, ProvisionState.AVAILABLE)
-        for row in rows:
-            self._event(conn, row.node_id, "released", why)
-        return sorted(row.name for row in rows)
+
+def allocations_in(tx: Tx, *where: sa.ColumnElement[bool]) -> list[Allocation]:
+    a, n, o = t.allocations, t.nodes, t.owners
+    query = (
+        sa.select(n.c.name.label("node_name"), a.c.created_at.label("allocated_at"), o)
+        .select_from(a.join(n, n.c.id == a.c.node_id).join(o, o.c.id == a.c.owner_id))
+        .where(*where)
+        .order_by(n.c.name)
+    )
+    return [
+        Allocation(row.node_name, owner_row(row), row.allocated_at) for row in tx.execute(query)
+    ]
+
+
+def why_not(tx: Tx, node: str, owner_id: str) -> BmaasError:
+    """Why a claim's conditional write matched nothing (read in the same
+    transaction, so the answer is what the write saw)."""
+    n, a = t.nodes, t.allocations
+    row = tx.execute(sa.select(n).where(n.c.name == node)).first()
+    if row is None:
+        return tx.unknown_node(node)
+    try:
+        require_alive(tx, owner_id)
+    except LeaseLost as exc:
+        return exc
+    holder = tx.scalar(sa.select(a.c.owner_id).where(a.c.node_id == row.id))
+    if holder is not None:
+        held_by = owner_in(tx, holder).describe()
+        return NodeUnavailable(node=node, reason=f"allocated to {held_by}")
+    if row.fault is not None:
+        return NodeUnavailable(node=node, reason=f"faulted: {row.fault}")
+    return NodeUnavailable(
+        node=node, reason=f"in maintenance ({row.maintenance_by}: {row.maintenance_reason})"
+    )
+
+
+def set_state(tx: Tx, node_ids: list[int], state: ProvisionState) -> None:
+    tx.execute(
+        t.nodes.update()
+        .where(t.nodes.c.id.in_(node_ids))
+        .values(provision_state=state.value, updated_at=tx.now())
+    )
+
+
+def drop_allocations(tx: Tx, where: sa.ColumnElement[bool], why: str) -> list[str]:
+    """Delete matching allocations; their nodes become available and lose
+    every port binding."""
+    a, n = t.allocations, t.nodes
+    rows = tx.execute(
+        sa.select(a.c.id, a.c.node_id, n.c.name).join(n, n.c.id == a.c.node_id).where(where)
+    ).all()
+    if not rows:
+        return []
+    node_ids = [row.node_id for row in rows]
+    unbind(tx, t.ports.c.node_id.in_(node_ids))
+    tx.execute(a.delete().where(a.c.id.in_([row.id for row in rows])))
+    set_state(tx, node_ids, ProvisionState.AVAILABLE)
+    for row in rows:
+        tx.event(row.node_id, "released", why)
+    return sorted(row.name for row in rows)

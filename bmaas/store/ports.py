@@ -26,11 +26,11 @@ import sqlalchemy as sa
 
 from bmaas.faults import InputError, NodeUnavailable
 from bmaas.store import schema as t
-from bmaas.store.base import StoreBase
-from bmaas.store.errors import LeaseLost, SegmentExhausted
+from bmaas.store.base import Database, Tx, require_alive
+from bmaas.store.errors import SegmentExhausted
 from bmaas.store.records import Network, Port, PortOrigin, Segment
 
-__all__ = ["PortCleanup", "PortsMixin"]
+__all__ = ["PortCleanup", "PortsRepo", "cleanup_owner_ports", "unbind"]
 
 #: attempts at picking a free IP when another writer took it first (PostgreSQL)
 _BIND_TRIES = 3
@@ -90,14 +90,19 @@ def pool_addresses(
                 yield address
 
 
-class PortsMixin(StoreBase):
+class PortsRepo:
+    """``store.ports``: networks, segments, ports and IP binding."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
     # -- networks ----------------------------------------------------------------
 
     def networks(self) -> list[Network]:
         net, s = t.networks, t.segments
-        with self._read() as conn:
-            nets = conn.execute(sa.select(net).order_by(net.c.name)).all()
-            segs = conn.execute(sa.select(s).order_by(s.c.name)).all()
+        with self._db.read() as tx:
+            nets = tx.execute(sa.select(net).order_by(net.c.name)).all()
+            segs = tx.execute(sa.select(s).order_by(s.c.name)).all()
         names = {row.id: row.name for row in nets}
         by_net: dict[int, list[Segment]] = {row.id: [] for row in nets}
         for row in segs:
@@ -114,7 +119,7 @@ class PortsMixin(StoreBase):
 
     # -- ports -----------------------------------------------------------------
 
-    def create_port(
+    def create(
         self,
         network: str,
         *,
@@ -125,18 +130,18 @@ class PortsMixin(StoreBase):
     ) -> Port:
         """A port on ``network``, unbound. Ports bmaas creates always have an
         owner (a request); a user's port may be created without one and
-        attached to a request later with :meth:`attach_port`."""
+        attached to a request later with ``attach``."""
         origin = PortOrigin(created_by)
         if origin is PortOrigin.BMAAS and owner_id is None:
             raise InputError("a port bmaas creates needs an owner", field="owner_id")
         port_id = str(uuid.uuid4())
-        with self._write() as conn:
-            network_id = conn.scalar(sa.select(t.networks.c.id).where(t.networks.c.name == network))
+        with self._db.write() as tx:
+            network_id = tx.scalar(sa.select(t.networks.c.id).where(t.networks.c.name == network))
             if network_id is None:
                 raise InputError(f"no such network {network!r}", field="network")
             if owner_id is not None:
-                self._require_alive(conn, owner_id)
-            conn.execute(
+                require_alive(tx, owner_id)
+            tx.execute(
                 t.ports.insert().values(
                     id=port_id,
                     network_id=network_id,
@@ -144,26 +149,26 @@ class PortsMixin(StoreBase):
                     created_by=origin.value,
                     name=name,
                     mac_address=mac_address,
-                    created_at=self._now(),
+                    created_at=self._db.now(),
                 )
             )
-            return self._port_in(conn, port_id)
+            return port_in(tx, port_id)
 
-    def attach_port(self, port_id: str, owner_id: str) -> Port:
+    def attach(self, port_id: str, owner_id: str) -> Port:
         """Give an unowned (user) port to ``owner_id``; idempotent for the same owner."""
-        with self._write() as conn:
-            self._require_alive(conn, owner_id)
-            port = self._port_in(conn, port_id)
+        with self._db.write() as tx:
+            require_alive(tx, owner_id)
+            port = port_in(tx, port_id)
             if port.owner_id not in (None, owner_id):
                 raise InputError("is held by another owner", field=f"port {port_id}")
-            conn.execute(t.ports.update().where(t.ports.c.id == port_id).values(owner_id=owner_id))
-            return self._port_in(conn, port_id)
+            tx.execute(t.ports.update().where(t.ports.c.id == port_id).values(owner_id=owner_id))
+            return port_in(tx, port_id)
 
-    def port(self, port_id: str) -> Port:
-        with self._read() as conn:
-            return self._port_in(conn, port_id)
+    def get(self, port_id: str) -> Port:
+        with self._db.read() as tx:
+            return port_in(tx, port_id)
 
-    def ports(
+    def find(
         self,
         *,
         owner_id: str | None = None,
@@ -185,159 +190,144 @@ class PortsMixin(StoreBase):
             expired = sa.exists().where(
                 o.c.id == p.c.owner_id,
                 o.c.lease_expires_at.is_not(None),
-                o.c.lease_expires_at <= self._now(),
+                o.c.lease_expires_at <= self._db.now(),
             )
             condition = sa.and_(
                 p.c.created_by == PortOrigin.BMAAS.value,
                 sa.or_(p.c.owner_id.is_(None), expired),
             )
             query = query.where(condition if orphaned else ~condition)
-        with self._read() as conn:
-            return [_port(row) for row in conn.execute(query)]
+        with self._db.read() as tx:
+            return [_port(row) for row in tx.execute(query)]
 
-    def bind_port(self, port_id: str, node: str) -> Port:
+    def bind(self, port_id: str, node: str) -> Port:
         """Bind a port to a node its owner holds, with an IP from the node's
         segment. Idempotent for the same node. ``SegmentExhausted`` (scope:
         elsewhere) when the segment has no free IP; ``NodeUnavailable`` when
         the node is not on the port's network."""
         for attempt in range(_BIND_TRIES):
             try:
-                with self._write() as conn:
-                    return self._bind(conn, port_id, node)
+                with self._db.write() as tx:
+                    return bind(tx, port_id, node)
             except sa.exc.IntegrityError:
                 # Another writer took the same IP between our read and write.
                 if attempt == _BIND_TRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
-    def _bind(self, conn: sa.Connection, port_id: str, node: str) -> Port:
-        port = self._port_in(conn, port_id)
-        if port.node == node:
-            return port
-        if port.node is not None:
-            raise InputError(f"is bound to {port.node}; unbind it first", field=f"port {port_id}")
-        n, s, a, o = t.nodes, t.segments, t.allocations, t.owners
-        row = conn.execute(
-            sa.select(n.c.id, s.c.id.label("segment_id"), s.c.name.label("segment"), s.c.network_id)
-            .select_from(n.outerjoin(s, s.c.id == n.c.segment_id))
-            .where(n.c.name == node)
-        ).first()
-        if row is None:
-            raise self._unknown_node(conn, node)
-        holder = conn.execute(
-            sa.select(o.c.id, o.c.parent_id)
-            .select_from(a.join(o, o.c.id == a.c.owner_id))
-            .where(a.c.node_id == row.id)
-        ).first()
-        if (
-            port.owner_id is None
-            or holder is None
-            or port.owner_id not in (holder.id, holder.parent_id)
-        ):
-            raise NodeUnavailable(
-                f"port {port_id} may be bound only to a node its owner holds",
-                node=node,
-                reason="not held by the port's owner",
-            )
-        if row.segment_id is None:
-            raise NodeUnavailable("has no network segment", node=node, reason="no segment")
-        seg = conn.execute(sa.select(s).where(s.c.id == row.segment_id)).one()
-        network_id = conn.scalar(sa.select(t.ports.c.network_id).where(t.ports.c.id == port_id))
-        if seg.network_id != network_id:
-            raise NodeUnavailable(
-                f"segment {seg.name} is not on network {port.network}",
-                node=node,
-                reason="not on the port's network",
-            )
-        used = set(
-            conn.scalars(
-                sa.select(t.ports.c.ip_address).where(
-                    t.ports.c.segment_id == seg.id, t.ports.c.ip_address.is_not(None)
-                )
-            )
-        )
-        free = (
-            str(ip)
-            for ip in pool_addresses(seg.allocation_pools, skip=[seg.gateway_ip])
-            if str(ip) not in used
-        )
-        address = next(free, None)
-        if address is None:
-            raise SegmentExhausted(
-                f"no free IP in segment {seg.name} ({len(used)} bound)",
-                node=node,
-                reason=f"segment {seg.name} out of IPs",
-            )
-        conn.execute(
-            t.ports.update()
-            .where(t.ports.c.id == port_id)
-            .values(node_id=row.id, segment_id=seg.id, ip_address=address, bound_at=self._now())
-        )
-        self._event(conn, row.id, "port_bound", f"port {port_id[:8]} bound, {address}")
-        return self._port_in(conn, port_id)
-
-    def unbind_port(self, port_id: str) -> Port:
+    def unbind(self, port_id: str) -> Port:
         """Release a port's binding and IP; the port stays for the next attempt."""
-        with self._write() as conn:
-            self._port_in(conn, port_id)
-            self._unbind(conn, t.ports.c.id == port_id)
-            return self._port_in(conn, port_id)
+        with self._db.write() as tx:
+            port_in(tx, port_id)
+            unbind(tx, t.ports.c.id == port_id)
+            return port_in(tx, port_id)
 
-    def cleanup_ports(self, owner_id: str) -> PortCleanup:
+    def cleanup(self, owner_id: str) -> PortCleanup:
         """End of a request: delete the ports bmaas created for it, unbind and
         detach the ones the user supplied."""
-        with self._write() as conn:
-            return self._cleanup_owner_ports(conn, owner_id)
+        with self._db.write() as tx:
+            return cleanup_owner_ports(tx, owner_id)
 
-    def delete_port(self, port_id: str) -> None:
-        with self._write() as conn:
-            self._port_in(conn, port_id)
-            self._unbind(conn, t.ports.c.id == port_id)
-            conn.execute(t.ports.delete().where(t.ports.c.id == port_id))
 
-    # -- helpers, inside a transaction ----------------------------------------------
-
-    def _port_in(self, conn: sa.Connection, port_id: str) -> Port:
-        row = conn.execute(_port_query().where(t.ports.c.id == port_id)).first()
-        if row is None:
-            raise InputError("no such port", field=f"port {port_id}")
-        return _port(row)
-
-    def _require_alive(self, conn: sa.Connection, owner_id: str) -> sa.Row[Any]:
-        o = t.owners
-        row = conn.execute(sa.select(o).where(o.c.id == owner_id)).first()
-        if row is None:
-            raise LeaseLost("is gone (reclaimed or deleted)", owner=owner_id)
-        if row.lease_expires_at is not None and row.lease_expires_at <= self._now():
-            raise LeaseLost("lease expired", owner=owner_id)
-        return row
-
-    def _unbind(self, conn: sa.Connection, where: sa.ColumnElement[bool]) -> list[str]:
-        """Unbind the ports matching ``where`` (an event on each node)."""
-        p = t.ports
-        bound = conn.execute(
-            sa.select(p.c.id, p.c.node_id, p.c.ip_address).where(where, p.c.node_id.is_not(None))
-        ).all()
-        for row in bound:
-            self._event(
-                conn, row.node_id, "port_unbound", f"port {row.id[:8]} unbound, {row.ip_address}"
+def bind(tx: Tx, port_id: str, node: str) -> Port:
+    port = port_in(tx, port_id)
+    if port.node == node:
+        return port
+    if port.node is not None:
+        raise InputError(f"is bound to {port.node}; unbind it first", field=f"port {port_id}")
+    n, s, a, o = t.nodes, t.segments, t.allocations, t.owners
+    row = tx.execute(
+        sa.select(n.c.id, s.c.id.label("segment_id"), s.c.name.label("segment"), s.c.network_id)
+        .select_from(n.outerjoin(s, s.c.id == n.c.segment_id))
+        .where(n.c.name == node)
+    ).first()
+    if row is None:
+        raise tx.unknown_node(node)
+    holder = tx.execute(
+        sa.select(o.c.id, o.c.parent_id)
+        .select_from(a.join(o, o.c.id == a.c.owner_id))
+        .where(a.c.node_id == row.id)
+    ).first()
+    if (
+        port.owner_id is None
+        or holder is None
+        or port.owner_id not in (holder.id, holder.parent_id)
+    ):
+        raise NodeUnavailable(
+            f"port {port_id} may be bound only to a node its owner holds",
+            node=node,
+            reason="not held by the port's owner",
+        )
+    if row.segment_id is None:
+        raise NodeUnavailable("has no network segment", node=node, reason="no segment")
+    seg = tx.execute(sa.select(s).where(s.c.id == row.segment_id)).one()
+    network_id = tx.scalar(sa.select(t.ports.c.network_id).where(t.ports.c.id == port_id))
+    if seg.network_id != network_id:
+        raise NodeUnavailable(
+            f"segment {seg.name} is not on network {port.network}",
+            node=node,
+            reason="not on the port's network",
+        )
+    used = set(
+        tx.scalars(
+            sa.select(t.ports.c.ip_address).where(
+                t.ports.c.segment_id == seg.id, t.ports.c.ip_address.is_not(None)
             )
-        if bound:
-            conn.execute(
-                p.update()
-                .where(p.c.id.in_([row.id for row in bound]))
-                .values(node_id=None, segment_id=None, ip_address=None, bound_at=None)
-            )
-        return [row.id for row in bound]
+        )
+    )
+    free = (
+        str(ip)
+        for ip in pool_addresses(seg.allocation_pools, skip=[seg.gateway_ip])
+        if str(ip) not in used
+    )
+    address = next(free, None)
+    if address is None:
+        raise SegmentExhausted(
+            f"no free IP in segment {seg.name} ({len(used)} bound)",
+            node=node,
+            reason=f"segment {seg.name} out of IPs",
+        )
+    tx.execute(
+        t.ports.update()
+        .where(t.ports.c.id == port_id)
+        .values(node_id=row.id, segment_id=seg.id, ip_address=address, bound_at=tx.now())
+    )
+    tx.event(row.id, "port_bound", f"port {port_id[:8]} bound, {address}")
+    return port_in(tx, port_id)
 
-    def _cleanup_owner_ports(self, conn: sa.Connection, owner_id: str) -> PortCleanup:
-        p = t.ports
-        self._unbind(conn, p.c.owner_id == owner_id)
-        rows = conn.execute(sa.select(p.c.id, p.c.created_by).where(p.c.owner_id == owner_id)).all()
-        deleted = [r.id for r in rows if r.created_by == PortOrigin.BMAAS.value]
-        detached = [r.id for r in rows if r.created_by != PortOrigin.BMAAS.value]
-        if deleted:
-            conn.execute(p.delete().where(p.c.id.in_(deleted)))
-        if detached:
-            conn.execute(p.update().where(p.c.id.in_(detached)).values(owner_id=None))
-        return PortCleanup(deleted, detached)
+
+def port_in(tx: Tx, port_id: str) -> Port:
+    row = tx.execute(_port_query().where(t.ports.c.id == port_id)).first()
+    if row is None:
+        raise InputError("no such port", field=f"port {port_id}")
+    return _port(row)
+
+
+def unbind(tx: Tx, where: sa.ColumnElement[bool]) -> list[str]:
+    """Unbind the ports matching ``where`` (an event on each node)."""
+    p = t.ports
+    bound = tx.execute(
+        sa.select(p.c.id, p.c.node_id, p.c.ip_address).where(where, p.c.node_id.is_not(None))
+    ).all()
+    for row in bound:
+        tx.event(row.node_id, "port_unbound", f"port {row.id[:8]} unbound, {row.ip_address}")
+    if bound:
+        tx.execute(
+            p.update()
+            .where(p.c.id.in_([row.id for row in bound]))
+            .values(node_id=None, segment_id=None, ip_address=None, bound_at=None)
+        )
+    return [row.id for row in bound]
+
+
+def cleanup_owner_ports(tx: Tx, owner_id: str) -> PortCleanup:
+    p = t.ports
+    unbind(tx, p.c.owner_id == owner_id)
+    rows = tx.execute(sa.select(p.c.id, p.c.created_by).where(p.c.owner_id == owner_id)).all()
+    deleted = [r.id for r in rows if r.created_by == PortOrigin.BMAAS.value]
+    detached = [r.id for r in rows if r.created_by != PortOrigin.BMAAS.value]
+    if deleted:
+        tx.execute(p.delete().where(p.c.id.in_(deleted)))
+    if detached:
+        tx.execute(p.update().where(p.c.id.in_(detached)).values(owner_id=None))
+    return PortCleanup(deleted, detached)

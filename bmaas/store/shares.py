@@ -20,38 +20,43 @@ from typing import Any
 import sqlalchemy as sa
 
 from bmaas.store import schema as t
-from bmaas.store.owners import OwnersMixin, _owner
+from bmaas.store.base import Database, owner_row
 from bmaas.store.records import Owner, OwnerKind
 
-__all__ = ["CHUNK", "SharesMixin"]
+__all__ = ["CHUNK", "SharesRepo"]
 
 #: rows per statement (SQLite allows 32766 bound parameters; three per row)
 CHUNK = 2000
 
 
-class SharesMixin(OwnersMixin):
-    def sync_workers(self) -> list[Owner]:
+class SharesRepo:
+    """``store.shares``: which sync worker reads which node."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def workers(self) -> list[Owner]:
         """Live sync workers (lease not expired), oldest first."""
         o = t.owners
-        with self._read() as conn:
-            rows = conn.execute(
+        with self._db.read() as tx:
+            rows = tx.execute(
                 sa.select(o)
-                .where(o.c.kind == OwnerKind.SYNC.value, o.c.lease_expires_at > self._now())
+                .where(o.c.kind == OwnerKind.SYNC.value, o.c.lease_expires_at > self._db.now())
                 .order_by(o.c.created_at, o.c.id)
             ).all()
-        return [_owner(row) for row in rows]
+        return [owner_row(row) for row in rows]
 
-    def claim_sync_share(self, worker_id: str, names: Sequence[str], *, ttl: float) -> list[str]:
+    def claim(self, worker_id: str, names: Sequence[str], *, ttl: float) -> list[str]:
         """Hold ``names`` for ``ttl`` seconds where nobody else does; returns
         the ones this worker now holds (a subset of ``names``, in order)."""
         if ttl <= 0:
             raise ValueError("ttl must be positive")
         s = t.sync_shares
         held: set[str] = set()
-        with self._write() as conn:
-            now = self._now()
-            ids = self._node_ids(conn, names) if names else {}
-            insert = _upsert_insert(conn.dialect.name)
+        with self._db.write() as tx:
+            now = self._db.now()
+            ids = tx.node_ids(names) if names else {}
+            insert = _upsert_insert(tx.dialect.name)
             by_id = {node_id: name for name, node_id in ids.items()}
             node_ids = list(by_id)
             for at in range(0, len(node_ids), CHUNK):
@@ -67,8 +72,8 @@ class SharesMixin(OwnersMixin):
                     },
                     where=sa.or_(s.c.worker_id == worker_id, s.c.expires_at <= now),
                 )
-                conn.execute(stmt)
-                mine = conn.scalars(
+                tx.execute(stmt)
+                mine = tx.scalars(
                     sa.select(s.c.node_id).where(
                         s.c.node_id.in_(part), s.c.worker_id == worker_id, s.c.expires_at > now
                     )
@@ -76,30 +81,30 @@ class SharesMixin(OwnersMixin):
                 held.update(by_id[i] for i in mine)
         return [name for name in names if name in held]
 
-    def release_sync_share(self, worker_id: str, names: Sequence[str] | None = None) -> int:
+    def release(self, worker_id: str, names: Sequence[str] | None = None) -> int:
         """Give back ``names`` (default: everything the worker holds)."""
         s = t.sync_shares
-        with self._write() as conn:
+        with self._db.write() as tx:
             where = [s.c.worker_id == worker_id]
             if names is None:
-                return int(conn.execute(s.delete().where(*where)).rowcount or 0)
-            ids = list(self._node_ids(conn, names).values()) if names else []
+                return int(tx.execute(s.delete().where(*where)).rowcount or 0)
+            ids = list(tx.node_ids(names).values()) if names else []
             count = 0
             for at in range(0, len(ids), CHUNK):
                 part = ids[at : at + CHUNK]
                 count += int(
-                    conn.execute(s.delete().where(*where, s.c.node_id.in_(part))).rowcount or 0
+                    tx.execute(s.delete().where(*where, s.c.node_id.in_(part))).rowcount or 0
                 )
             return count
 
-    def sync_shares(self) -> dict[str, str]:
+    def held(self) -> dict[str, str]:
         """node -> worker id, for every unexpired share."""
         s, n = t.sync_shares, t.nodes
-        with self._read() as conn:
-            rows = conn.execute(
+        with self._db.read() as tx:
+            rows = tx.execute(
                 sa.select(n.c.name, s.c.worker_id)
                 .join(n, n.c.id == s.c.node_id)
-                .where(s.c.expires_at > self._now())
+                .where(s.c.expires_at > self._db.now())
             ).all()
         return {row.name: row.worker_id for row in rows}
 

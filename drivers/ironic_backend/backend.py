@@ -392,7 +392,7 @@ class IronicBackend(InstancesMixin):
         """``bmaas status check --cloud``'s checks (:mod:`.status`)."""
         from drivers.ironic_backend.status import checks
 
-        return checks(self)
+        return checks(self.api)
 
     # -- node state --------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from bmaas.status.result import listing
 from drivers.ironic_backend.instances import is_instance
 
 if TYPE_CHECKING:
-    from drivers.ironic_backend.backend import IronicBackend
+    from drivers.ironic_backend.api import Api
 
 __all__ = ["checks"]
 
@@ -38,8 +38,8 @@ __all__ = ["checks"]
 IN_FLIGHT = {"deploying", "wait call-back", "deploy failed", "deleting", "cleaning", "active"}
 
 
-def checks(backend: IronicBackend) -> list[Check]:
-    """The Ironic checks, bound to ``backend`` (they read one node listing).
+def checks(ironic: Api) -> list[Check]:
+    """The Ironic checks, bound to the backend's ``ironic`` API (they read one node listing).
     Every API call ends by the command's ``--deadline`` (``ctx.deadline``):
     a silent Ironic fails ``ironic-api`` with ``IronicTimeout`` by then, and
     the checks after it fail at once (nothing is left to wait for)."""
@@ -47,15 +47,13 @@ def checks(backend: IronicBackend) -> list[Check]:
 
     def nodes(ctx: CheckContext) -> list[Any]:
         if "nodes" not in cache:
-            cache["nodes"] = backend.api.call(
-                "node.list", backend.api.bm.nodes, details=True, deadline=ctx.deadline
+            cache["nodes"] = ironic.call(
+                "node.list", ironic.bm.nodes, details=True, deadline=ctx.deadline
             )
         return list(cache["nodes"])
 
     def api(ctx: CheckContext) -> Outcome:
-        version = backend.api.call(
-            "api.version", backend.api.bm.get_endpoint, deadline=ctx.deadline
-        )
+        version = ironic.call("api.version", ironic.bm.get_endpoint, deadline=ctx.deadline)
         count = len(nodes(ctx))
         return Outcome().note(f"Ironic at {version} answers; {count} node(s)")
 
@@ -95,7 +93,7 @@ def checks(backend: IronicBackend) -> list[Check]:
         out = Outcome()
         states = {n.id: n.provision_state for n in nodes(ctx)}
         found: list[Any] = list(
-            backend.api.call("allocation.list", backend.api.bm.allocations, deadline=ctx.deadline)
+            ironic.call("allocation.list", ironic.bm.allocations, deadline=ctx.deadline)
         )
         leaked = [
             a.id

@@ -76,10 +76,14 @@ class DemoSummary:
 def leaks(store: Store) -> tuple[int, int]:
     """Allocations held by anything but an instance, and bmaas-made ports
     owned by anything but an instance: after a batch, both must be zero."""
-    allocations = sum(1 for a in store.allocations() if a.owner.kind is not OwnerKind.INSTANCE)
-    instances = {o.id for o in store.owners(kind=OwnerKind.INSTANCE)}
+    allocations = sum(
+        1 for a in store.owners.allocations() if a.owner.kind is not OwnerKind.INSTANCE
+    )
+    instances = {o.id for o in store.owners.find(kind=OwnerKind.INSTANCE)}
     ports = sum(
-        1 for p in store.ports() if p.created_by is PortOrigin.BMAAS and p.owner_id not in instances
+        1
+        for p in store.ports.find()
+        if p.created_by is PortOrigin.BMAAS and p.owner_id not in instances
     )
     return allocations, ports
 
@@ -129,11 +133,11 @@ def run_demo(
             # node fenced because it would not power off at undeploy.
             maintenance = [
                 f"{n.name} ({n.fault})"
-                for n in store.nodes()
+                for n in store.nodes.find()
                 if n.fault or (n.maintenance and n.maintenance_by == SYSTEM)
             ]
-            after = len(store.allocations()) + sum(
-                1 for p in store.ports() if p.created_by is PortOrigin.BMAAS
+            after = len(store.owners.allocations()) + sum(
+                1 for p in store.ports.find() if p.created_by is PortOrigin.BMAAS
             )
         finally:
             store.close()

@@ -171,14 +171,14 @@ def test_maintenance_status_says_what_still_holds_a_node(
     assert "not in maintenance" in out
     # Something holds it (as the retry layer would): not ready until released.
     store = Store.open(db)
-    owner = store.create_owner(OwnerKind.ATTEMPT, name="req-1/1")
-    store.claim(node, owner.id)
+    owner = store.owners.create(OwnerKind.ATTEMPT, name="req-1/1")
+    store.owners.claim(node, owner.id)
     set_out = bmaas("maintenance", "set", node, "--reason", "swap PSU").stdout
     assert "still held by attempt req-1/1" in set_out
     status = json.loads(bmaas("maintenance", "status", node, "--json", expect=1).stdout)
     assert status[0]["ready"] is False
     assert "held by attempt req-1/1" in status[0]["held_by"][0]
-    store.release(node, owner.id)
+    store.owners.release(node, owner.id)
     store.close()
     assert "ready" in bmaas("maintenance", "status", node).stdout
     assert "out of maintenance" in bmaas("maintenance", "unset", node).stdout

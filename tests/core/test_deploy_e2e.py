@@ -56,8 +56,8 @@ def test_deploy_list_move_evacuate_undeploy(
     assert _instances(bmaas) == {}
     store = Store.open(db)
     try:
-        assert store.allocations() == []
-        assert store.owners() == []
+        assert store.owners.allocations() == []
+        assert store.owners.find() == []
     finally:
         store.close()
     for secret in fleet.secrets:
@@ -79,8 +79,8 @@ def test_a_request_that_finds_no_working_node_fails_with_its_attempts(
     assert "bmc_auth_error" in table.stdout
     store = Store.open(db)
     try:
-        assert store.allocations() == []
-        assert store.owners(kind=OwnerKind.REQUEST) == []
+        assert store.owners.allocations() == []
+        assert store.owners.find(kind=OwnerKind.REQUEST) == []
     finally:
         store.close()
 

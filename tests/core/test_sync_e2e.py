@@ -53,7 +53,7 @@ def test_sync_into_power_failure_and_back_out_with_hysteresis(
     store = Store.open(db)
     try:
         with pytest.raises(NodeUnavailable, match="faulted: power failure"):
-            store.claim(flaky, store.create_owner(OwnerKind.ATTEMPT).id)
+            store.owners.claim(flaky, store.owners.create(OwnerKind.ATTEMPT).id)
     finally:
         store.close()
 

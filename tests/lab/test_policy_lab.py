@@ -199,6 +199,6 @@ def test_deploy_onto_a_node_that_is_already_on(
         assert done.attempts == ()
         assert machine.boots == boots + 1  # restarted exactly once
         assert machine.power_state() is PowerState.ON
-        assert store.node(name).fault is None
+        assert store.nodes.get(name).fault is None
     finally:
         store.close()

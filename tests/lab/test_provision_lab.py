@@ -79,8 +79,8 @@ def test_deploys_on_every_profile_leak_nothing(
         _assert_typed(results)
         for r in done:
             p.undeploy(r.instance)
-    assert store.allocations() == []
-    assert [p for p in store.ports() if p.created_by == "bmaas"] == []
+    assert store.owners.allocations() == []
+    assert [p for p in store.ports.find() if p.created_by == "bmaas"] == []
 
 
 def test_flaky_rack_every_request_with_a_healthy_candidate_succeeds(
@@ -124,19 +124,19 @@ def test_sigkill_mid_deploy_then_a_fresh_run_reclaims_everything(
     client = subprocess.Popen([sys.executable, "-c", _KILLED_CLIENT, db, node])
     try:
         deadline = time.monotonic() + 30
-        while store.node(node).owner_id is None:
+        while store.nodes.get(node).owner_id is None:
             assert client.poll() is None, "the client ended before it claimed the node"
             assert time.monotonic() < deadline, "the client never claimed the node"
             time.sleep(0.1)
         time.sleep(0.5)  # inside the deploy, ports bound, waiting for power
-        assert [p.node for p in store.ports()] == [node]
+        assert [p.node for p in store.ports.find()] == [node]
         os.kill(client.pid, signal.SIGKILL)
         client.wait(10)
     finally:
         if client.poll() is None:
             client.kill()
             client.wait(10)
-    held = store.node(node)
+    held = store.nodes.get(node)
     assert held.owner_id is not None  # nobody knows yet that the client died
     assert held.provision_state == "deploying"
     time.sleep(2.5)  # its 2 s lease runs out
@@ -147,16 +147,16 @@ def test_sigkill_mid_deploy_then_a_fresh_run_reclaims_everything(
         assert [r.nodes for r in fresh.reclaimed] == [[node]]
         assert fresh.embedded is not None
         assert fresh.embedded.cleaned.cleaned == (node,)
-        assert [e.kind for e in store.events(node)[-3:]] == [
+        assert [e.kind for e in store.nodes.events(node)[-3:]] == [
             "released",
             "needs_cleaning",
             "cleaned",
         ]
-        node_now = store.node(node)
+        node_now = store.nodes.get(node)
         assert node_now.owner_id is None
         assert node_now.provision_state == "available"
-        assert store.owners() == []
-        assert store.ports() == []
+        assert store.owners.find() == []
+        assert store.ports.find() == []
         again = fresh.provision(Request("again", network="lab"), candidates=[node])
     assert again.node == node
 
@@ -177,7 +177,7 @@ def test_a_signal_mid_deploy_leaves_the_store_and_the_report_in_agreement(
     )
     try:
         deadline = time.monotonic() + 30
-        while not store.allocations():
+        while not store.owners.allocations():
             assert client.poll() is None, client.communicate()
             assert time.monotonic() < deadline, "the deploy never claimed a node"
             time.sleep(0.05)
@@ -197,9 +197,9 @@ def test_a_signal_mid_deploy_leaves_the_store_and_the_report_in_agreement(
     assert active  # work in flight finished, and is reported as done
     # The store agrees with the report: exactly the active ones are instances,
     # each holding one node; nothing else is held, no port is left behind.
-    instances = {o.name: o.id for o in store.owners(kind="instance")}
+    instances = {o.name: o.id for o in store.owners.find(kind="instance")}
     assert set(instances) == active
-    assert store.owners() == [o for o in store.owners() if o.kind == "instance"]
-    held = {a.owner.name for a in store.allocations()}
+    assert store.owners.find() == [o for o in store.owners.find() if o.kind == "instance"]
+    held = {a.owner.name for a in store.owners.allocations()}
     assert held == active
     assert leaks(store) == (0, 0)

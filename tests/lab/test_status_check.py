@@ -192,8 +192,8 @@ def test_an_orphaned_allocation_warns_until_sync_reclaims_it(
     _, db = enrolled_lab(hwlab_lab, tmp_path)
     store = Store.open(str(db))
     try:
-        owner = store.create_owner(OwnerKind.ATTEMPT, name="r-9/1", ttl=30)
-        store.claim("node-001", owner.id)
+        owner = store.owners.create(OwnerKind.ATTEMPT, name="r-9/1", ttl=30)
+        store.owners.claim("node-001", owner.id)
     finally:
         store.close()
 

@@ -70,13 +70,13 @@ def test_mixed_vendor_batch_all_active_none_fenced(
         for r in results:
             assert all(a.fault_class != "UnclassifiedFault" for a in r.attempts), r
         assert leaks(store) == (0, 0)
-    fenced = [n.name for n in store.nodes() if n.fault]
+    fenced = [n.name for n in store.nodes.find() if n.fault]
     assert fenced == []
     # Which nodes the batch picked is the scheduler's business; iDRAC10's
     # power-on conflict after a power-off is met on purpose: a power cycle
     # through the operation retry ends ON, the conflict retried on the same
     # node within the budget, never a fault the node carries.
-    record = store.node("idrac10-1")
+    record = store.nodes.get("idrac10-1")
     driver = build_driver(record.name, record.driver, record.driver_info, bmc_timeout=5.0)
     try:
         retrying = RetryingDriver(driver, RetryLimits(total=30.0))

@@ -104,9 +104,9 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
         _until(
             "three workers sharing every node",
             lambda: (
-                len(store.sync_workers()) == 3
-                and set(store.sync_shares()) == everything
-                and len(set(store.sync_shares().values())) == 3
+                len(store.shares.workers()) == 3
+                and set(store.shares.held()) == everything
+                and len(set(store.shares.held().values())) == 3
             ),
         )
         # Two more passes each, so every worker's last pass saw the final split.
@@ -121,7 +121,7 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
         assert all(last.values())
 
         # Kill one: its nodes are taken over once its lease has run out.
-        shares = store.sync_shares()
+        shares = store.shares.held()
         victim = "c"
         held = set(last[victim])
         victim_id = shares[next(iter(held))]
@@ -130,10 +130,10 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
         procs[victim].wait(timeout=LIMIT)
 
         def taken_over() -> bool:
-            now = store.sync_shares()
+            now = store.shares.held()
             if any(now.get(node) in (None, victim_id) for node in held):
                 return False
-            read = {n.name: n.power_state_at or 0.0 for n in store.nodes()}
+            read = {n.name: n.power_state_at or 0.0 for n in store.nodes.find()}
             return all(read[node] > killed_at for node in held)
 
         over_at = _until("the survivors taking the dead worker's nodes", taken_over)
@@ -141,7 +141,7 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
         took = over_at - killed_at
         print(f"taken over {took:.2f}s after the kill (lease {TTL}s)")
         assert took <= TTL + INTERVAL + 2.0, took
-        assert victim_id not in [o.id for o in store.sync_workers()]
+        assert victim_id not in [o.id for o in store.shares.workers()]
 
         survivors = [n for n in names if n != victim]
         counts = {n: len(_passes(outputs[n])) for n in survivors}
@@ -157,7 +157,7 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
             procs[name].send_signal(signal.SIGTERM)
         for name in survivors:
             assert procs[name].wait(timeout=LIMIT) == 0, procs[name].stderr
-        assert store.sync_workers() == []  # they left: nothing waits for a lease to run out
-        assert store.sync_shares() == {}
+        assert store.shares.workers() == []  # they left: nothing waits for a lease to run out
+        assert store.shares.held() == {}
     finally:
         store.close()

@@ -117,7 +117,7 @@ def enroll(store: Store) -> Callable[..., list[str]]:
 
     def run(count: int, *, segment: str | None = None, networks: Any = (), prefix: str = "n"):
         names = [f"{prefix}{i:02d}" for i in range(1, count + 1)]
-        store.enroll([node_spec(n, segment=segment) for n in names], list(networks))
+        store.nodes.enroll([node_spec(n, segment=segment) for n in names], list(networks))
         return names
 
     return run

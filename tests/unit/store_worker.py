@@ -23,6 +23,8 @@ from typing import Any
 
 from bmaas.faults import NodeUnavailable
 from bmaas.store import OwnerKind, Store
+from bmaas.store import owners as store_owners
+from bmaas.store.base import Tx
 
 #: seconds any wait in a worker may last
 LIMIT = 60.0
@@ -44,15 +46,15 @@ def _block_forever(ready: Path, note: dict[str, Any]) -> None:
 
 def race(db: str, go: str, out: str, seed: str) -> None:
     store = Store.open(db)
-    owner = store.create_owner(OwnerKind.ATTEMPT, name=f"racer-{seed}", ttl=600)
-    names = [n.name for n in store.nodes()]
+    owner = store.owners.create(OwnerKind.ATTEMPT, name=f"racer-{seed}", ttl=600)
+    names = [n.name for n in store.nodes.find()]
     random.Random(seed).shuffle(names)
     _wait_for(Path(go))
     claimed: list[str] = []
     refused: dict[str, str] = {}
     for name in names:
         try:
-            claimed.append(store.claim(name, owner.id).node)
+            claimed.append(store.owners.claim(name, owner.id).node)
         except NodeUnavailable as exc:
             refused[name] = exc.reason or ""
     Path(out).write_text(json.dumps({"owner": owner.id, "claimed": claimed, "refused": refused}))
@@ -60,37 +62,37 @@ def race(db: str, go: str, out: str, seed: str) -> None:
 
 def hold(db: str, ready: str, claims: str) -> None:
     store = Store.open(db)
-    owner = store.create_owner(OwnerKind.ATTEMPT, name="doomed", ttl=30)
-    names = [n.name for n in store.nodes()]
+    owner = store.owners.create(OwnerKind.ATTEMPT, name="doomed", ttl=30)
+    names = [n.name for n in store.nodes.find()]
     for name in names[: int(claims)]:
-        store.claim(name, owner.id)
-    real = Store._event
+        store.owners.claim(name, owner.id)
+    real = Tx.event
 
-    def stop_inside(self: Store, conn: Any, node_id: int, kind: str, *a: Any, **kw: Any) -> None:
-        real(self, conn, node_id, kind, *a, **kw)
+    def stop_inside(self: Tx, node_id: int, kind: str, *a: Any, **kw: Any) -> None:
+        real(self, node_id, kind, *a, **kw)
         if kind == "claimed":  # the INSERT is done, the commit is not
             _block_forever(Path(ready), {"owner": owner.id, "mid_claim": names[int(claims)]})
 
-    Store._event = stop_inside  # type: ignore[method-assign]
-    store.claim(names[int(claims)], owner.id)
+    Tx.event = stop_inside  # type: ignore[method-assign]
+    store.owners.claim(names[int(claims)], owner.id)
 
 
 def swap(db: str, ready: str) -> None:
     store = Store.open(db)
-    move = next(o for o in store.owners(kind=OwnerKind.MOVE))
-    instance = next(o for o in store.owners(kind=OwnerKind.INSTANCE))
-    nodes = [a.node for a in store.allocations(owner_id=move.id)]
-    real = Store._swap_one
+    move = next(o for o in store.owners.find(kind=OwnerKind.MOVE))
+    instance = next(o for o in store.owners.find(kind=OwnerKind.INSTANCE))
+    nodes = [a.node for a in store.owners.allocations(owner_id=move.id)]
+    real = store_owners.swap_one
     done: list[str] = []
 
-    def stop_between(self: Store, conn: Any, node: str, old: str, new: str) -> None:
+    def stop_between(tx: Tx, node: str, old: str, new: str) -> None:
         if done:
             _block_forever(Path(ready), {"swapped_first": done[0]})
-        real(self, conn, node, old, new)
+        real(tx, node, old, new)
         done.append(node)
 
-    Store._swap_one = stop_between  # type: ignore[method-assign]
-    store.swap_owners([(n, move.id, instance.id) for n in nodes])
+    store_owners.swap_one = stop_between
+    store.owners.swap([(n, move.id, instance.id) for n in nodes])
 
 
 if __name__ == "__main__":

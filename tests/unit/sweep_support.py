@@ -13,6 +13,7 @@ from bmaas.ops import DriverFactory
 from bmaas.store.records import NodeRecord
 from bmaas.sweep import shard_of
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
 from tests.budgets import per_call
 
@@ -32,7 +33,7 @@ def make_factory(*, bmc_timeout: float = 2.0, faulty: tuple[str, ...] = ()) -> D
                     [{"effect": "auth_fail", "operation": "power.get"}] if name in faulty else []
                 )
                 fleet.add(name, power=PowerState.ON if on else PowerState.OFF, rules=rules)
-        return fleet.driver(name, bmc_timeout=bmc_timeout)
+        return FakeDriver(name, fleet=fleet, bmc_timeout=bmc_timeout)
 
     return build
 

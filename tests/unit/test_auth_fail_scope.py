@@ -7,6 +7,7 @@ import pytest
 from bmaas.driver import PowerState
 from bmaas.faults import BMCAuthError, InputError
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.faults import FaultRule
 from fakes.fleet import FakeFleet
 from tests.budgets import ask
@@ -31,6 +32,6 @@ def test_fake_driver_renews_an_expired_session_like_a_real_driver() -> None:
     fleet = FakeFleet(clock=FakeClock())
     fleet.add("n1", rules=[{"effect": "auth_fail", "scope": "session", "operation": "power.get"}])
     fleet.add("n2", rules=[{"effect": "auth_fail", "operation": "power.get"}])
-    assert ask(fleet.driver("n1").get_power_state) is PowerState.OFF
+    assert ask(FakeDriver("n1", fleet=fleet).get_power_state) is PowerState.OFF
     with pytest.raises(BMCAuthError):
-        ask(fleet.driver("n2").get_power_state)
+        ask(FakeDriver("n2", fleet=fleet).get_power_state)

@@ -100,11 +100,13 @@ def test_the_store_keeps_each_quirk_once_with_one_event(
     store: Store, enroll: Callable[..., list[str]]
 ) -> None:
     (name,) = enroll(1)
-    assert store.record_quirks(name, ["boot_once_kept_persistent"]) == ["boot_once_kept_persistent"]
-    assert store.record_quirks(name, ["boot_once_kept_persistent"]) == []
-    node = store.node(name)
+    assert store.nodes.record_quirks(name, ["boot_once_kept_persistent"]) == [
+        "boot_once_kept_persistent"
+    ]
+    assert store.nodes.record_quirks(name, ["boot_once_kept_persistent"]) == []
+    node = store.nodes.get(name)
     assert node.extra[QUIRKS_KEY] == ["boot_once_kept_persistent"]
     assert node.fault is None  # never counted against health
     assert node.fault_count == 0
-    events = [e for e in store.events(name) if e.kind == "bmc_quirk"]
+    events = [e for e in store.nodes.events(name) if e.kind == "bmc_quirk"]
     assert len(events) == 1

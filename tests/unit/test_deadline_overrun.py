@@ -127,7 +127,7 @@ class _Rack(Rack):
     bmc_timeout = 5.0
 
     def factory(self, record: Any) -> Any:
-        driver = self.fleet.driver(record.name, bmc_timeout=self.bmc_timeout)
+        driver = FakeDriver(record.name, fleet=self.fleet, bmc_timeout=self.bmc_timeout)
         self.drivers.setdefault(record.name, []).append(driver)
         return driver
 

@@ -20,6 +20,7 @@ from bmaas.faults import (
 )
 from bmaas.policy import OTHER_PROTOCOL_MAY_CURE, POLICY, policy_for
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
 from fakes.machine import Hardware
 from tests.budgets import ask
@@ -32,7 +33,10 @@ def _pair(*rules: dict[str, Any]) -> tuple[FailoverDriver, FakeFleet, list[Failo
     fleet = FakeFleet(clock=FakeClock(), seed=1)
     fleet.add("n1", hardware=HW, rules=[{**r, "times": 1} for r in rules])
     seen: list[FailoverRecord] = []
-    first, other = fleet.driver("n1", bmc_timeout=5.0), fleet.driver("n1", bmc_timeout=5.0)
+    first, other = (
+        FakeDriver("n1", fleet=fleet, bmc_timeout=5.0),
+        FakeDriver("n1", fleet=fleet, bmc_timeout=5.0),
+    )
     return FailoverDriver(first, other, on_failover=seen.append), fleet, seen
 
 
@@ -81,7 +85,7 @@ def test_a_timeout_never_resends_elsewhere() -> None:
 def test_when_the_other_fails_too_its_fault_names_the_first() -> None:
     fleet = FakeFleet(clock=FakeClock(), seed=1)
     fleet.add("n1", hardware=HW, rules=[{"effect": "unsupported", "operation": "boot.set"}])
-    driver = FailoverDriver(fleet.driver("n1"), fleet.driver("n1"))
+    driver = FailoverDriver(FakeDriver("n1", fleet=fleet), FakeDriver("n1", fleet=fleet))
     with pytest.raises(UnsupportedOperation) as info:
         ask(driver.set_boot_device, BootDevice.PXE)
     assert any("after failing over from fake" in note for note in info.value.__notes__)
@@ -110,7 +114,7 @@ def test_build_failover_only_when_both_protocols_are_configured() -> None:
         built.append(driver)
         fleet = FakeFleet(clock=FakeClock())
         fleet.add(node, hardware=HW)
-        return fleet.driver(node)
+        return FakeDriver(node, fleet=fleet)
 
     both = {"ipmi_address": "10.0.0.1", "redfish_address": "https://10.0.0.2"}
     assert protocols_in(both) == ["ipmi", "redfish"]

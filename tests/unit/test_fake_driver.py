@@ -36,7 +36,7 @@ def _make(
 ) -> tuple[FakeDriver, FakeClock]:
     fleet = FakeFleet(clock=FakeClock(), seed=3)
     fleet.add("n1", hardware=HW, rules=rules, power=power)
-    return fleet.driver("n1", bmc_timeout=DEADLINE), fleet.clock
+    return FakeDriver("n1", fleet=fleet, bmc_timeout=DEADLINE), fleet.clock
 
 
 def _driver(*rules: dict[str, Any], power: PowerState = PowerState.OFF) -> FakeDriver:

@@ -147,4 +147,4 @@ def test_a_deploy_in_a_busy_backoff_is_rolled_back_at_the_second_signal(store: S
     assert [(a.node, a.fault_class) for a in result.attempts] == [("n01", "Interrupted")]
     assert clock() - start == pytest.approx(2.0)  # ended at the second signal
     assert "n02" not in rack.drivers  # nothing new after the first
-    assert store.allocations() == []
+    assert store.owners.allocations() == []

@@ -194,7 +194,7 @@ def test_enrollment_is_atomic_one_bad_node_enrolls_nothing(tmp_path: Path, store
     inv = inventory.load(path)  # parses: segments are checked against the store
     with pytest.raises(InventoryError, match="unknown segment 'missing'"):
         inventory.enroll(store, inv)
-    assert store.nodes() == []
+    assert store.nodes.find() == []
 
 
 def test_enrollment_is_one_transaction_even_when_the_store_refuses(
@@ -202,7 +202,7 @@ def test_enrollment_is_one_transaction_even_when_the_store_refuses(
 ) -> None:
     # The store refuses a segment that already belongs to another network;
     # nodes written before that point in the same transaction must vanish.
-    store.enroll(
+    store.nodes.enroll(
         [], [inventory.NetworkSpec("a", [inventory.SegmentSpec("s", "10.0.0.0/24", None, [])])]
     )
     inv = inventory.parse(
@@ -213,7 +213,7 @@ def test_enrollment_is_one_transaction_even_when_the_store_refuses(
     )
     with pytest.raises(InputError, match="another network"):
         inventory.enroll(store, inv)
-    assert store.nodes() == []
+    assert store.nodes.find() == []
 
 
 def test_re_enrolling_updates_in_place_and_keeps_state(tmp_path: Path, store: Store) -> None:
@@ -221,21 +221,21 @@ def test_re_enrolling_updates_in_place_and_keeps_state(tmp_path: Path, store: St
     path.write_text(GOOD)
     first = inventory.enroll(store, inventory.load(path))
     assert first.created == ["r1-n01", "r1-n02"]
-    store.set_maintenance("r1-n01", reason="fan", by="alice")
+    store.nodes.set_maintenance("r1-n01", reason="fan", by="alice")
     path.write_text(GOOD.replace("baremetal.small", "baremetal.large"))
     second = inventory.enroll(store, inventory.load(path))
     assert (second.created, second.updated, second.unchanged) == ([], ["r1-n01"], ["r1-n02"])
-    node = store.node("r1-n01")
+    node = store.nodes.get("r1-n01")
     assert node.resource_class == "baremetal.large"
     assert node.maintenance  # state kept
     assert node.maintenance_by == "alice"
-    kinds = [e.kind for e in store.events("r1-n01")]
+    kinds = [e.kind for e in store.nodes.events("r1-n01")]
     assert kinds == ["enrolled", "maintenance_set", "updated"]
     # A file that leaves a node out does not delete it: it reports it.
     write_inventory(path, [{"name": "r1-n02", "driver": "fake", "network_segment": "rack2"}])
     third = inventory.enroll(store, inventory.load(path))
     assert third.not_in_file == ["r1-n01"]
-    assert len(store.nodes()) == 2
+    assert len(store.nodes.find()) == 2
 
 
 def test_password_from_env_is_stored_as_a_reference_and_resolved_at_use(
@@ -244,7 +244,7 @@ def test_password_from_env_is_stored_as_a_reference_and_resolved_at_use(
     monkeypatch.setenv("BMC_PW_TEST", PASSWORD)
     path = write_inventory(tmp_path / "inv.yaml", [ipmi_node("e1", password="${BMC_PW_TEST}")])
     inventory.enroll(store, inventory.load(path))
-    record = store.node("e1")
+    record = store.nodes.get("e1")
     assert record.driver_info["ipmi_password"] == "${BMC_PW_TEST}"
     with store.engine.connect() as conn:  # nowhere in the database: nodes, events, ...
         dump = [conn.execute(table.select()).all() for table in metadata.sorted_tables]
@@ -280,10 +280,10 @@ def test_password_from_a_file_relative_to_the_inventory(tmp_path: Path, store: S
         tmp_path / "inv.yaml", [ipmi_node("f1", password="file:secrets/r1.pass")]
     )
     inventory.enroll(store, inventory.load(path))
-    stored = store.node("f1").driver_info["ipmi_password"]
+    stored = store.nodes.get("f1").driver_info["ipmi_password"]
     assert stored == f"file:{secrets / 'r1.pass'}"
-    assert driver_factory()(store.node("f1")).info.ipmi_password.reveal() == PASSWORD
-    assert credentials.sources(store.node("f1").driver_info) == {
+    assert driver_factory()(store.nodes.get("f1")).info.ipmi_password.reveal() == PASSWORD
+    assert credentials.sources(store.nodes.get("f1").driver_info) == {
         "ipmi": f"file {secrets / 'r1.pass'}"
     }
 

@@ -13,14 +13,14 @@ def test_renews_every_owner_and_drops_the_lost_ones(store: Store, wall: FakeCloc
     lost: list[LeaseLost] = []
     keeper = LeaseKeeper(store, ttl=30, on_lost=lost.append)
     assert keeper.interval == 10
-    alive = store.create_owner(OwnerKind.REQUEST, ttl=30)
-    doomed = store.create_owner(OwnerKind.ATTEMPT, ttl=5)
+    alive = store.owners.create(OwnerKind.REQUEST, ttl=30)
+    doomed = store.owners.create(OwnerKind.ATTEMPT, ttl=5)
     keeper.add(alive.id)
     keeper.add(doomed.id)
     for _ in range(4):  # 40s of work, renewed every 10s: the request never expires
         wall.advance(10)
         keeper.renew_now()
-    assert store.owner(alive.id).lease_expires_at == wall.monotonic() + 30
+    assert store.owners.get(alive.id).lease_expires_at == wall.monotonic() + 30
     assert [e.owner for e in lost] == [doomed.id]
     assert [e.owner for e in keeper.lost] == [doomed.id]
     assert keeper.renew_now() == []  # a lost lease is not retried
@@ -32,13 +32,13 @@ def test_a_database_hiccup_is_logged_not_fatal(
     store: Store, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     keeper = LeaseKeeper(store, ttl=30)
-    owner = store.create_owner(OwnerKind.REQUEST)
+    owner = store.owners.create(OwnerKind.REQUEST)
     keeper.add(owner.id)
 
     def locked(*_a: object, **_kw: object) -> None:
         raise StoreError("sqlite:///x.db: database is locked")
 
-    monkeypatch.setattr(store, "renew_leases", locked)
+    monkeypatch.setattr(store.owners, "renew_leases", locked)
     assert keeper.renew_now() == []
     assert "could not renew 1 lease(s)" in caplog.text
     monkeypatch.undo()

@@ -14,6 +14,7 @@ from bmaas.faults import BMCAuthError, BMCTimeout, InputError, UnclassifiedFault
 from bmaas.ops import NodeResult, driver_factory, run_on_nodes
 from bmaas.store import NodeRecord, Store
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
 from tests.budgets import per_call
 
@@ -32,7 +33,7 @@ def test_results_come_back_in_order_with_values_and_faults(
     fleet.add("n03", rules=[{"effect": "auth_fail", "operation": "power.get"}], power=PowerState.ON)
     seen: list[str] = []
     results = run_on_nodes(
-        store.nodes(),
+        store.nodes.find(),
         lambda d: d.get_power_state(deadline=per_call(d)),
         factory=driver_factory(fleet=fleet),
         workers=3,
@@ -53,10 +54,10 @@ def test_a_node_that_cannot_be_built_is_a_result_not_a_crash(store: Store, enrol
     def factory(record: NodeRecord) -> BMCDriver:
         if record.name == "n01":
             raise InputError("environment variable X is not set", node="n01")
-        return FakeFleet(clock=FakeClock()).driver(record.name)
+        return FakeDriver(record.name, fleet=FakeFleet(clock=FakeClock()))
 
     results = run_on_nodes(
-        store.nodes(), lambda d: d.get_power_state(deadline=per_call(d)), factory=factory
+        store.nodes.find(), lambda d: d.get_power_state(deadline=per_call(d)), factory=factory
     )
     assert isinstance(results[0].error, InputError)
     assert results[1].ok
@@ -78,7 +79,7 @@ def test_a_driver_breaking_its_contract_becomes_an_unclassified_fault(
             closed.append("n01")
 
     [result] = run_on_nodes(
-        store.nodes(),
+        store.nodes.find(),
         lambda d: d.get_power_state(),  # type: ignore[call-arg]
         factory=lambda r: Broken(),  # type: ignore[arg-type,return-value]
     )
@@ -111,7 +112,7 @@ def test_no_more_than_workers_nodes_at_once(store: Store, enroll: Enroll, fleet:
         return 1
 
     results: list[NodeResult[int]] = run_on_nodes(
-        store.nodes(), operation, factory=driver_factory(fleet=fleet), workers=4
+        store.nodes.find(), operation, factory=driver_factory(fleet=fleet), workers=4
     )
     assert all(r.ok for r in results)
     assert peak == 4
@@ -154,11 +155,11 @@ def test_the_deadline_returns_on_time_and_says_which_nodes_never_finished(
     def factory(record: NodeRecord) -> BMCDriver:
         if record.name == "n01":
             return Blocking("n01", clock, release)  # type: ignore[return-value]
-        return fleet.driver(record.name)
+        return FakeDriver(record.name, fleet=fleet)
 
     try:
         results = run_on_nodes(
-            store.nodes(),
+            store.nodes.find(),
             lambda d: d.get_power_state(deadline=per_call(d)),
             factory=factory,
             workers=1,
@@ -184,7 +185,7 @@ def test_the_deadline_waits_for_nothing_when_everything_finishes_in_time(
 ) -> None:
     enroll(4)
     results = run_on_nodes(
-        store.nodes(),
+        store.nodes.find(),
         lambda d: d.get_power_state(deadline=per_call(d)),
         factory=driver_factory(fleet=fleet),
         workers=2,

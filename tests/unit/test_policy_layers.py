@@ -207,7 +207,7 @@ def test_each_fault_class_at_every_layer(
         deadline=unbounded(),
     )
     assert [r.node for r in report.failed] == [name]
-    record = store.node(name)
+    record = store.nodes.get(name)
     assert record.fault_count == (1 if want.counted else 0)
     assert record.last_error  # counted or not, the operator sees why
 
@@ -242,7 +242,7 @@ def test_each_fault_class_after_a_failed_deploy(row: FaultPolicy, store: Store) 
     backend.release(claim, fault, policy_for(fault), deadline=budget)
     power = rack.fleet.machine("n01").power_state()
     assert (power is not PowerState.ON) is want.off, power
-    assert store.node("n01").fault_count == (1 if want.fenced else 0)
+    assert store.nodes.get("n01").fault_count == (1 if want.fenced else 0)
 
 
 def test_busy_backoff_honours_retry_after_and_stays_inside_the_deadline() -> None:

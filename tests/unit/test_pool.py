@@ -298,7 +298,7 @@ def test_run_on_nodes_with_a_pool_logs_in_once_per_node_across_sweeps(
     pool, build = DriverPool(clock=clock), Builder()
     for _ in range(4):
         results = run_on_nodes(
-            store.nodes(),
+            store.nodes.find(),
             lambda d: d.get_power_state(deadline=per_call(d)),
             factory=lambda r: build(r.name),
             workers=3,

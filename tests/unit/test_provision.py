@@ -24,6 +24,7 @@ from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, ProvisionState, Store
 from bmaas.store.records import PortOrigin
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.faults import FaultRule
 from fakes.fleet import FakeFleet
 from fakes.machine import Hardware
@@ -59,7 +60,7 @@ class Rack:
         rules = rules or {}
         for name in self.names:
             self.fleet.add(name, hardware=HW, rules=rules.get(name, ()), power=power)
-        store.enroll(
+        store.nodes.enroll(
             [
                 node_spec(
                     n,
@@ -85,7 +86,7 @@ class Rack:
         )
 
     def factory(self, record: Any) -> Any:
-        driver = self.fleet.driver(record.name, bmc_timeout=5.0)
+        driver = FakeDriver(record.name, fleet=self.fleet, bmc_timeout=5.0)
         self.drivers.setdefault(record.name, []).append(driver)
         return driver
 
@@ -93,7 +94,7 @@ class Rack:
         return [c for d in self.drivers.get(node, []) for c in d.wire_calls]
 
     def holder(self, node: str) -> OwnerKind | None:
-        return self.store.node(node).owner_kind
+        return self.store.nodes.get(node).owner_kind
 
 
 def test_a_healthy_request_becomes_an_instance(store: Store) -> None:
@@ -101,7 +102,7 @@ def test_a_healthy_request_becomes_an_instance(store: Store) -> None:
     done = rack.provisioner.provision(Request("web-1", resource_class="baremetal", network="prov"))
     assert done.node == "n01"
     assert done.attempts == ()
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.owner_kind is OwnerKind.INSTANCE
     assert node.owner_name == "web-1"
     assert node.provision_state is ProvisionState.ACTIVE
@@ -110,11 +111,11 @@ def test_a_healthy_request_becomes_an_instance(store: Store) -> None:
     assert machine.last_boot_device is not None
     assert machine.last_boot_device.value == "pxe"
     assert machine.boot_device().device.value == "disk"  # finalize: disk from now on
-    (port,) = store.ports(owner_id=done.instance_id)
+    (port,) = store.ports.find(owner_id=done.instance_id)
     assert port.node == "n01"
     assert port.ip_address is not None
-    assert store.owners(kind=OwnerKind.REQUEST) == []
-    assert store.owners(kind=OwnerKind.ATTEMPT) == []
+    assert store.owners.find(kind=OwnerKind.REQUEST) == []
+    assert store.owners.find(kind=OwnerKind.ATTEMPT) == []
 
 
 def test_busy_bmc_is_retried_on_the_same_node_not_rescheduled(store: Store) -> None:
@@ -132,19 +133,19 @@ def test_auth_error_is_never_retried_here_but_the_request_moves_on(store: Store)
     assert done.node == "n02"
     assert [a.fault_class for a in done.attempts] == ["BMCAuthError"]
     assert rack.calls("n01") == ["probe"]  # one login attempt, no lockout-inducing retries
-    assert store.node("n01").owner_id is None
-    assert "login rejected" in (store.node("n01").last_error or "")
+    assert store.nodes.get("n01").owner_id is None
+    assert "login rejected" in (store.nodes.get("n01").last_error or "")
 
 
 def test_ports_are_created_once_and_reused_by_the_next_attempt(store: Store) -> None:
     rack = Rack(store, rules={"n01": [{"effect": "power_stuck", "operation": "power.set"}]})
     done = rack.provisioner.provision(Request("r1", network="prov"))
     assert done.node == "n02"
-    (port,) = store.ports(owner_id=done.instance_id)
+    (port,) = store.ports.find(owner_id=done.instance_id)
     assert done.ports == (port.id,)
     assert port.node == "n02"
     assert port.created_by is PortOrigin.BMAAS
-    assert [p.id for p in store.ports()] == [port.id]  # no second port was ever made
+    assert [p.id for p in store.ports.find()] == [port.id]  # no second port was ever made
 
 
 def test_failed_request_deletes_only_the_ports_it_created(store: Store) -> None:
@@ -153,7 +154,7 @@ def test_failed_request_deletes_only_the_ports_it_created(store: Store) -> None:
         count=2,
         rules={n: [{"effect": "power_stuck", "operation": "power.set"}] for n in ("n01", "n02")},
     )
-    user_port = store.create_port("prov", created_by=PortOrigin.USER, name="mine")
+    user_port = store.ports.create("prov", created_by=PortOrigin.USER, name="mine")
     with pytest.raises(ProvisionFailed) as info:
         rack.provisioner.provision(Request("r1", network="prov", ports=(user_port.id,)))
     failed = info.value
@@ -164,13 +165,13 @@ def test_failed_request_deletes_only_the_ports_it_created(store: Store) -> None:
     assert all(a.elapsed > 0 for a in failed.attempts)
     assert isinstance(failed.__cause__, PowerFailure)
     assert "request r1 failed after 2 attempt(s)" in str(failed)
-    remaining = store.ports()
+    remaining = store.ports.find()
     assert [p.id for p in remaining] == [user_port.id]
     assert remaining[0].owner_id is None
     assert remaining[0].node is None
-    assert store.allocations() == []
-    assert store.owners() == []
-    assert [n.provision_state for n in store.nodes()] == [ProvisionState.AVAILABLE] * 2
+    assert store.owners.allocations() == []
+    assert store.owners.find() == []
+    assert [n.provision_state for n in store.nodes.find()] == [ProvisionState.AVAILABLE] * 2
 
 
 def test_max_attempts_bounds_the_reschedules(store: Store) -> None:
@@ -187,9 +188,9 @@ def test_max_attempts_bounds_the_reschedules(store: Store) -> None:
 
 def test_alternates_skip_maintenance_faulted_and_other_classes(store: Store) -> None:
     rack = Rack(store, count=3, rules={"n03": [{"effect": "hang"}]})
-    store.set_maintenance("n01", reason="psu", by="alice")
-    store.set_fault("n02", "power failure", reason="sync")
-    store.enroll([node_spec("gpu1", resource_class="gpu")], [])
+    store.nodes.set_maintenance("n01", reason="psu", by="alice")
+    store.health.set_fault("n02", "power failure", reason="sync")
+    store.nodes.enroll([node_spec("gpu1", resource_class="gpu")], [])
     with pytest.raises(ProvisionFailed) as info:
         rack.provisioner.provision(Request("r1", resource_class="baremetal"))
     assert [a.node for a in info.value.attempts] == ["n03"]
@@ -203,7 +204,7 @@ def test_no_matching_node_is_no_candidates(store: Store) -> None:
         rack.provisioner.provision(Request("big", properties={"cpus": 64}))
     assert info.value.attempts == []
     assert isinstance(info.value.__cause__, NoCandidates)
-    assert store.owners() == []
+    assert store.owners.find() == []
 
 
 def test_properties_are_minimums(store: Store) -> None:
@@ -215,7 +216,7 @@ def test_bad_input_stops_before_any_node_and_leaves_nothing(store: Store) -> Non
     rack = Rack(store)
     with pytest.raises(InputError, match="no such network"):
         rack.provisioner.provision(Request("r1", network="nope"))
-    assert store.owners() == []
+    assert store.owners.find() == []
     assert rack.drivers == {}
 
 
@@ -229,7 +230,7 @@ def test_repeated_deploy_faults_put_a_node_into_maintenance(store: Store) -> Non
     for name in ("r1", "r2"):
         with pytest.raises(ProvisionFailed):
             rack.provisioner.provision(Request(name), candidates=["n01"])
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.fault == DEPLOY_FAILURE
     assert node.maintenance
     assert node.maintenance_by_system
@@ -324,13 +325,13 @@ def test_parallel_requests_never_share_a_node(store: Store) -> None:
 
 def test_undeploy_powers_off_and_frees_node_and_ports(store: Store) -> None:
     rack = Rack(store, count=1)
-    user_port = store.create_port("prov", created_by=PortOrigin.USER)
+    user_port = store.ports.create("prov", created_by=PortOrigin.USER)
     done = rack.provisioner.provision(Request("r1", network="prov", ports=(user_port.id,)))
     assert rack.provisioner.undeploy("r1") == ["n01"]
     assert rack.fleet.machine("n01").power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
-    assert store.node("n01").owner_id is None
-    assert [p.id for p in store.ports()] == [user_port.id]
-    assert done.instance_id not in {o.id for o in store.owners()}
+    assert store.nodes.get("n01").owner_id is None
+    assert [p.id for p in store.ports.find()] == [user_port.id]
+    assert done.instance_id not in {o.id for o in store.owners.find()}
 
 
 def test_undeploy_that_cannot_power_off_fences_the_node(store: Store) -> None:
@@ -338,7 +339,7 @@ def test_undeploy_that_cannot_power_off_fences_the_node(store: Store) -> None:
     rack.provisioner.provision(Request("r1"))
     rack.fleet.machine("n01").plan.add(FaultRule.from_dict({"effect": "auth_fail"}))
     rack.provisioner.undeploy("r1")
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.owner_id is None
     assert node.fault == "undeploy failure"
     assert not node.claimable
@@ -349,13 +350,13 @@ def test_move_success_frees_the_source(store: Store) -> None:
     done = rack.provisioner.provision(Request("r1", network="prov"))
     moved = rack.provisioner.move("r1")
     assert (moved.source, moved.target) == ("n01", "n02")
-    assert store.node("n01").owner_id is None
-    assert store.node("n02").owner_id == done.instance_id
-    assert store.node("n02").provision_state is ProvisionState.ACTIVE
-    (port,) = store.ports(owner_id=done.instance_id)
+    assert store.nodes.get("n01").owner_id is None
+    assert store.nodes.get("n02").owner_id == done.instance_id
+    assert store.nodes.get("n02").provision_state is ProvisionState.ACTIVE
+    (port,) = store.ports.find(owner_id=done.instance_id)
     assert port.node == "n02"
     assert rack.fleet.machine("n01").power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
-    assert store.owners(kind=OwnerKind.MOVE) == []
+    assert store.owners.find(kind=OwnerKind.MOVE) == []
 
 
 def test_move_failure_gives_the_source_back(store: Store) -> None:
@@ -369,11 +370,11 @@ def test_move_failure_gives_the_source_back(store: Store) -> None:
     with pytest.raises(ProvisionFailed) as info:
         rack.provisioner.move("r1", to="n02")
     assert [a.node for a in info.value.attempts] == ["n02"]
-    assert store.node("n01").owner_id == done.instance_id
-    assert store.node("n02").owner_id is None
-    (port,) = store.ports(owner_id=done.instance_id)
+    assert store.nodes.get("n01").owner_id == done.instance_id
+    assert store.nodes.get("n02").owner_id is None
+    (port,) = store.ports.find(owner_id=done.instance_id)
     assert port.node == "n01"
-    assert store.owners(kind=OwnerKind.MOVE) == []
+    assert store.owners.find(kind=OwnerKind.MOVE) == []
 
 
 def test_reschedule_decision_by_fault_type() -> None:

@@ -28,7 +28,7 @@ STUCK = [{"effect": "power_stuck", "operation": "power.set"}]
 def test_move_history_says_why_each_candidate_was_refused_or_failed(store: Store) -> None:
     rack = Rack(store, count=4, rules={"n03": STUCK})
     rack.provisioner.provision(Request("r1"), candidates=["n01"])
-    store.set_maintenance("n02", reason="PSU", by="alice")
+    store.nodes.set_maintenance("n02", reason="PSU", by="alice")
     with pytest.raises(ProvisionFailed) as info:
         rack.provisioner.move("r1", to="n02")
     (refused,) = info.value.attempts
@@ -36,14 +36,14 @@ def test_move_history_says_why_each_candidate_was_refused_or_failed(store: Store
     assert "in maintenance (alice: PSU)" in refused.message
     assert "found no working target" not in str(info.value)
     assert "request move:r1 failed after 0 attempt(s) and 1 refused" in str(info.value)
-    assert store.node("n01").owner_kind is OwnerKind.INSTANCE  # the instance kept its node
+    assert store.nodes.get("n01").owner_kind is OwnerKind.INSTANCE  # the instance kept its node
 
     moved = rack.provisioner.move("r1")
     assert moved.target == "n04"  # n02 in maintenance is not a candidate; n03 failed
     assert [(a.node, a.fault_class) for a in moved.attempts] == [("n03", "PowerFailure")]
     assert moved.attempts[0].decision.startswith("next candidate")
-    assert store.node("n03").owner_id is None
-    assert store.owners(kind=OwnerKind.MOVE) == []
+    assert store.nodes.get("n03").owner_id is None
+    assert store.owners.find(kind=OwnerKind.MOVE) == []
 
 
 def test_move_stops_on_bad_input_instead_of_trying_on(store: Store) -> None:
@@ -53,7 +53,7 @@ def test_move_stops_on_bad_input_instead_of_trying_on(store: Store) -> None:
         rack.provisioner.move("nope")
     with pytest.raises(InputError, match="no such node"):
         rack.provisioner.move("r1", to="n99")
-    assert store.owners(kind=OwnerKind.MOVE) == []
+    assert store.owners.find(kind=OwnerKind.MOVE) == []
 
 
 def test_repeated_faults_fence_a_node_with_a_reason_naming_the_request(store: Store) -> None:
@@ -61,7 +61,7 @@ def test_repeated_faults_fence_a_node_with_a_reason_naming_the_request(store: St
     for name in ("r1", "r2"):
         with pytest.raises(ProvisionFailed):
             rack.provisioner.provision(Request(name), candidates=["n01"])
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.maintenance
     assert "request r2: n01: power.set" in (node.maintenance_reason or "")
 
@@ -83,8 +83,8 @@ def test_evacuate_moves_instances_and_reports_readiness(store: Store) -> None:
     assert not ready["n02"].ready
     assert "held by instance b" in ready["n02"].detail
     assert not report.ok
-    assert store.node("n01").maintenance_by == "bob"
-    (port,) = store.ports()
+    assert store.nodes.get("n01").maintenance_by == "bob"
+    (port,) = store.ports.find()
     assert port.node == "n04"
 
 
@@ -102,10 +102,10 @@ def test_cancel_mid_batch_finishes_in_flight_and_starts_nothing_else(store: Stor
     assert [status_of(r) for r in results] == ["active", "not started", "not started"]
     assert isinstance(results[0], Provisioned)
     # the store agrees with the report: one instance, nothing else held or left
-    (instance,) = store.owners()
+    (instance,) = store.owners.find()
     assert instance.kind is OwnerKind.INSTANCE
-    assert [a.node for a in store.allocations()] == [results[0].node]
-    assert len(store.ports()) == 1
+    assert [a.node for a in store.owners.allocations()] == [results[0].node]
+    assert len(store.ports.find()) == 1
 
 
 def test_second_signal_rolls_back_the_attempt_in_flight(store: Store) -> None:
@@ -126,9 +126,9 @@ def test_second_signal_rolls_back_the_attempt_in_flight(store: Store) -> None:
     assert [(a.node, a.fault_class) for a in result.attempts] == [("n01", "Interrupted")]
     assert asked == ["n01"]  # asked once: no further wait after the signal
     assert "n02" not in rack.drivers
-    assert store.owners() == []
-    assert store.allocations() == []
-    assert store.ports() == []
+    assert store.owners.find() == []
+    assert store.owners.allocations() == []
+    assert store.ports.find() == []
     assert rack.fleet.machine("n01").power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
 
 
@@ -147,9 +147,9 @@ def test_a_command_budget_is_shared_by_its_requests(store: Store) -> None:
 
 
 def _dead_request_on(store: Store, wall: FakeClock, node: str) -> None:
-    request = store.create_owner(OwnerKind.REQUEST, name="dead", ttl=30)
-    attempt = store.create_owner(OwnerKind.ATTEMPT, parent_id=request.id, ttl=30)
-    store.claim(node, attempt.id, provision_state=ProvisionState.DEPLOYING)
+    request = store.owners.create(OwnerKind.REQUEST, name="dead", ttl=30)
+    attempt = store.owners.create(OwnerKind.ATTEMPT, parent_id=request.id, ttl=30)
+    store.owners.claim(node, attempt.id, provision_state=ProvisionState.DEPLOYING)
     wall.advance(31)
 
 
@@ -167,19 +167,19 @@ def test_reclaim_powers_off_and_ejects_before_the_node_is_available(
     machine = rack.fleet.machine("n01")
     machine.insert_media("http://images/installer.iso")
     _dead_request_on(store, wall, "n01")
-    assert store.reclaim_expired() != []
-    assert store.node("n01").fault == RECLAIMED
-    assert not store.node("n01").claimable  # still on: nobody may have it yet
+    assert store.lifecycle.reclaim_expired() != []
+    assert store.nodes.get("n01").fault == RECLAIMED
+    assert not store.nodes.get("n01").claimable  # still on: nobody may have it yet
 
     fresh = _fresh_run(rack)
     assert fresh.embedded is not None
     assert fresh.embedded.cleaned.cleaned == ("n01",)
     assert machine.power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
     assert machine.media is None
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.fault is None
     assert node.claimable
-    assert store.events("n01")[-1].kind == "cleaned"
+    assert store.nodes.events("n01")[-1].kind == "cleaned"
     assert rack.fleet.machine("n02").power_state() is PowerState.ON  # not reclaimed: untouched
 
 
@@ -193,12 +193,12 @@ def test_a_reclaimed_node_that_will_not_power_off_goes_into_maintenance(
     assert fresh.embedded is not None
     ((name, why),) = fresh.embedded.cleaned.fenced
     assert name == "n01"
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.fault == CLEANING_FAILURE
     assert node.maintenance
     assert "reclaimed from a dead client, could not power off" in (node.maintenance_reason or "")
     assert "rejected credentials" in why
-    assert store.node("n02").claimable
+    assert store.nodes.get("n02").claimable
 
 
 def test_the_readme_example_imports_what_exists() -> None:

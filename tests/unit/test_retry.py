@@ -37,7 +37,7 @@ class Rig:
     def __init__(self, *rules: dict[str, Any], power: PowerState = PowerState.OFF, **policy: Any):
         self.fleet = FakeFleet(clock=FakeClock(start=0.0), seed=11)
         self.machine = self.fleet.add("n1", hardware=HW, rules=rules, power=power)
-        self.driver: FakeDriver = self.fleet.driver("n1", bmc_timeout=5.0)
+        self.driver: FakeDriver = FakeDriver("n1", fleet=self.fleet, bmc_timeout=5.0)
         self.clock = self.fleet.clock
         defaults: dict[str, Any] = {"jitter": 0.0, "rng": random.Random(0)}
         self.policy = RetryLimits(

@@ -14,7 +14,7 @@ def test_undeploy_records_off(store: Store) -> None:
     rack = Rack(store, count=1)
     rack.provisioner.provision(Request("r1"))
     rack.provisioner.undeploy("r1")
-    assert store.node("n01").power_state is PowerState.OFF
+    assert store.nodes.get("n01").power_state is PowerState.OFF
 
 
 def test_a_failed_eject_fences_naming_the_eject_and_records_off(store: Store) -> None:
@@ -23,7 +23,7 @@ def test_a_failed_eject_fences_naming_the_eject_and_records_off(store: Store) ->
     rule = {"effect": "unsupported", "operation": "vmedia.eject"}
     rack.fleet.machine("n01").plan.add(FaultRule.from_dict(rule))
     rack.provisioner.undeploy("r1")
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.fault == "undeploy failure"
     assert "vmedia.eject" in (node.last_error or "")
     assert node.power_state is PowerState.OFF  # the power-off before it worked
@@ -34,7 +34,7 @@ def test_a_failed_power_off_records_unknown(store: Store) -> None:
     rack.provisioner.provision(Request("r1"))
     rack.fleet.machine("n01").plan.add(FaultRule.from_dict({"effect": "auth_fail"}))
     rack.provisioner.undeploy("r1")
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert "power" in (node.last_error or "")
     assert node.power_state is PowerState.UNKNOWN
 
@@ -43,5 +43,5 @@ def test_move_records_target_on_and_source_off(store: Store) -> None:
     rack = Rack(store, count=2)
     rack.provisioner.provision(Request("r1"))
     moved = rack.provisioner.move("r1")
-    assert store.node(moved.target).power_state is PowerState.ON
-    assert store.node(moved.source).power_state is PowerState.OFF
+    assert store.nodes.get(moved.target).power_state is PowerState.ON
+    assert store.nodes.get(moved.source).power_state is PowerState.OFF

@@ -16,8 +16,8 @@ from fakes.clock import FakeClock
 
 
 def _busy_timeout_ms(store: Store) -> int:
-    with store._read() as conn:  # the pragma the transaction started with
-        return int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar() or 0)
+    with store.db.read() as tx:  # the pragma the transaction started with
+        return int(tx.conn.exec_driver_sql("PRAGMA busy_timeout").scalar() or 0)
 
 
 def test_sqlite_waits_for_a_lock_only_as_long_as_the_deadline_has_left(db_path: Path) -> None:

@@ -74,15 +74,15 @@ def test_where_the_database_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 def test_filters(store: Store, enroll: Enroll) -> None:
     enroll(4)
-    store.set_maintenance("n01", reason="x", by="bob")
-    store.set_fault("n02", POWER_FAILURE, reason="dead")
-    store.claim(
-        "n03", store.create_owner(OwnerKind.ATTEMPT).id, provision_state=ProvisionState.DEPLOYING
+    store.nodes.set_maintenance("n01", reason="x", by="bob")
+    store.health.set_fault("n02", POWER_FAILURE, reason="dead")
+    store.owners.claim(
+        "n03", store.owners.create(OwnerKind.ATTEMPT).id, provision_state=ProvisionState.DEPLOYING
     )
-    store.note_power(states={"n04": PowerState.ON})
+    store.health.note_power(states={"n04": PowerState.ON})
 
     def names(**kw: object) -> list[str]:
-        return [n.name for n in store.nodes(**kw)]  # type: ignore[arg-type]
+        return [n.name for n in store.nodes.find(**kw)]  # type: ignore[arg-type]
 
     assert names(maintenance=True) == ["n01", "n02"]
     assert names(faulted=True) == ["n02"]
@@ -92,10 +92,10 @@ def test_filters(store: Store, enroll: Enroll) -> None:
     assert names(provision_state="deploying") == ["n03"]
     assert names(power_state="on") == ["n04"]
     assert names(driver="fake") == ["n01", "n02", "n03", "n04"]
-    assert [n.name for n in store.nodes(["n04", "n01"])] == ["n01", "n04"]
-    assert [n.name for n in store.require_nodes(["n04", "n01"])] == ["n04", "n01"]
+    assert [n.name for n in store.nodes.find(["n04", "n01"])] == ["n01", "n04"]
+    assert [n.name for n in store.nodes.require(["n04", "n01"])] == ["n04", "n01"]
     with pytest.raises(InputError, match="did you mean 'n01'"):
-        store.require_nodes(["n01", "n1"])
+        store.nodes.require(["n01", "n1"])
 
 
 def test_maintenance_by_a_person_and_by_the_system_are_kept_apart(
@@ -103,25 +103,25 @@ def test_maintenance_by_a_person_and_by_the_system_are_kept_apart(
 ) -> None:
     enroll(1)
     with pytest.raises(InputError, match="reason is required"):
-        store.set_maintenance("n01", reason=" ", by="bob")
+        store.nodes.set_maintenance("n01", reason=" ", by="bob")
     with pytest.raises(InputError, match="reserved"):
-        store.set_maintenance("n01", reason="x", by=SYSTEM)
-    store.set_fault("n01", POWER_FAILURE, reason="3 reads")
-    node = store.node("n01")
+        store.nodes.set_maintenance("n01", reason="x", by=SYSTEM)
+    store.health.set_fault("n01", POWER_FAILURE, reason="3 reads")
+    node = store.nodes.get("n01")
     assert (node.maintenance, node.maintenance_by, node.fault) == (True, SYSTEM, POWER_FAILURE)
     assert node.maintenance_by_system
     # A person takes over the maintenance; the fault stays the system's.
-    node = store.set_maintenance("n01", reason="replacing PSU", by="alice")
+    node = store.nodes.set_maintenance("n01", reason="replacing PSU", by="alice")
     assert (node.maintenance_by, node.fault) == ("alice", POWER_FAILURE)
     # A person's unset vouches for the node: fault and streaks cleared too.
-    node = store.unset_maintenance("n01", by="alice")
+    node = store.nodes.unset_maintenance("n01", by="alice")
     assert (node.maintenance, node.fault, node.fault_count) == (False, None, 0)
-    assert [e.kind for e in store.events("n01")][-3:] == [
+    assert [e.kind for e in store.nodes.events("n01")][-3:] == [
         "fault_set",
         "maintenance_set",
         "maintenance_unset",
     ]
-    assert store.events("n01")[-1].actor == "alice"
+    assert store.nodes.events("n01")[-1].actor == "alice"
 
 
 def test_power_reads_apply_hysteresis_and_unknown_stays_unknown(
@@ -129,41 +129,41 @@ def test_power_reads_apply_hysteresis_and_unknown_stays_unknown(
 ) -> None:
     enroll(1)
     fault = BMCTimeout("no answer", node="n01", driver="fake", operation="power.get")
-    store.record_power_reads([("n01", PowerState.ON)])
-    assert store.node("n01").power_state is PowerState.ON
-    changes = [store.record_power_reads([("n01", fault)])[0].change for _ in range(3)]
+    store.health.record_power_reads([("n01", PowerState.ON)])
+    assert store.nodes.get("n01").power_state is PowerState.ON
+    changes = [store.health.record_power_reads([("n01", fault)])[0].change for _ in range(3)]
     assert changes == [Change.NONE, Change.NONE, Change.FAULTED]
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.power_state is PowerState.UNKNOWN  # a failed read is not "off"
     assert node.last_error == str(fault)
     assert (node.fault, node.maintenance_by) == (POWER_FAILURE, SYSTEM)
-    store.record_power_reads([("n01", PowerState.UNKNOWN)])
-    store.record_power_reads([("n01", PowerState.OFF)])
-    assert store.node("n01").fault == POWER_FAILURE
-    [change] = store.record_power_reads([("n01", PowerState.OFF)])
+    store.health.record_power_reads([("n01", PowerState.UNKNOWN)])
+    store.health.record_power_reads([("n01", PowerState.OFF)])
+    assert store.nodes.get("n01").fault == POWER_FAILURE
+    [change] = store.health.record_power_reads([("n01", PowerState.OFF)])
     assert change.change is Change.RECOVERED
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert (node.fault, node.maintenance, node.power_state) == (None, False, PowerState.OFF)
-    kinds = [e.kind for e in store.events("n01")]
+    kinds = [e.kind for e in store.nodes.events("n01")]
     assert kinds.count("fault_set") == 1
     assert kinds.count("fault_cleared") == 1
 
 
 def test_record_fault_counts_without_touching_power_state(store: Store, enroll: Enroll) -> None:
     enroll(1)
-    store.note_power(states={"n01": PowerState.ON})
+    store.health.note_power(states={"n01": PowerState.ON})
     for _ in range(3):
-        store.record_fault("n01", BMCTimeout("x", node="n01"))
-    node = store.node("n01")
+        store.health.record_fault("n01", BMCTimeout("x", node="n01"))
+    node = store.nodes.get("n01")
     assert node.fault == POWER_FAILURE
     assert node.power_state is PowerState.ON
 
 
 def test_node_counts_group_the_fleet(store: Store, enroll: Enroll) -> None:
     enroll(3)
-    store.note_power(states={"n01": PowerState.ON, "n02": PowerState.ON})
-    store.set_fault("n03", POWER_FAILURE, reason="x")
-    assert sorted(store.node_counts()) == [
+    store.health.note_power(states={"n01": PowerState.ON, "n02": PowerState.ON})
+    store.health.set_fault("n03", POWER_FAILURE, reason="x")
+    assert sorted(store.nodes.counts()) == [
         ("on", False, None, 2),
         ("unknown", True, POWER_FAILURE, 1),
     ]
@@ -172,5 +172,5 @@ def test_node_counts_group_the_fleet(store: Store, enroll: Enroll) -> None:
 def test_records_mask_inline_passwords(store: Store) -> None:
     from bmaas.inventory import NodeSpec
 
-    store.enroll([NodeSpec("p1", "fake", {"ipmi_password": "hunter2", "fake_machine": "p1"})])
-    assert "hunter2" not in repr(store.node("p1").to_dict())
+    store.nodes.enroll([NodeSpec("p1", "fake", {"ipmi_password": "hunter2", "fake_machine": "p1"})])
+    assert "hunter2" not in repr(store.nodes.get("p1").to_dict())

@@ -40,58 +40,58 @@ def rack(enroll: Enroll) -> list[str]:
 def test_the_request_lifecycle_reuses_its_port_across_attempts(
     store: Store, rack: list[str]
 ) -> None:
-    request = store.create_owner(OwnerKind.REQUEST, name="req-1")
-    port = store.create_port(
+    request = store.owners.create(OwnerKind.REQUEST, name="req-1")
+    port = store.ports.create(
         "prov", owner_id=request.id, name="eth0", mac_address="52:54:00:aa:bb:01"
     )
     assert (port.bound, port.created_by, port.owner_id) == (False, PortOrigin.BMAAS, request.id)
 
     # Attempt 1 on n01 binds, then fails: the node goes back and the port is unbound.
-    a1 = store.create_owner(OwnerKind.ATTEMPT, parent_id=request.id)
-    store.claim("n01", a1.id)
-    bound = store.bind_port(port.id, "n01")
+    a1 = store.owners.create(OwnerKind.ATTEMPT, parent_id=request.id)
+    store.owners.claim("n01", a1.id)
+    bound = store.ports.bind(port.id, "n01")
     assert (bound.node, bound.segment, bound.ip_address) == ("n01", "rack1", "10.1.0.10")
-    assert store.bind_port(port.id, "n01") == bound  # idempotent
-    store.release_attempt(a1.id, fault=BMCTimeout("late", node="n01"))
-    after = store.port(port.id)
+    assert store.ports.bind(port.id, "n01") == bound  # idempotent
+    store.lifecycle.release_attempt(a1.id, fault=BMCTimeout("late", node="n01"))
+    after = store.ports.get(port.id)
     assert (after.node, after.ip_address) == (None, None)
 
     # Attempt 2 on n02 reuses the same port (same id, same MAC).
-    a2 = store.create_owner(OwnerKind.ATTEMPT, parent_id=request.id)
-    store.claim("n02", a2.id)
-    rebound = store.bind_port(port.id, "n02")
+    a2 = store.owners.create(OwnerKind.ATTEMPT, parent_id=request.id)
+    store.owners.claim("n02", a2.id)
+    rebound = store.ports.bind(port.id, "n02")
     assert (rebound.id, rebound.mac_address, rebound.node) == (port.id, "52:54:00:aa:bb:01", "n02")
 
     # Success: the instance owns the node and the port, the request is gone.
-    instance = store.promote_attempt(a2.id, instance_name="vm-1")
-    final = store.port(port.id)
+    instance = store.lifecycle.promote_attempt(a2.id, instance_name="vm-1")
+    final = store.ports.get(port.id)
     assert (final.owner_id, final.node, final.ip_address) == (
         instance.id,
         "n02",
         rebound.ip_address,
     )
-    assert store.ports(owner_id=request.id) == []
+    assert store.ports.find(owner_id=request.id) == []
 
 
 def test_cleanup_deletes_bmaas_ports_and_hands_back_user_ports(
     store: Store, rack: list[str]
 ) -> None:
-    user_port = store.create_port("prov", created_by=PortOrigin.USER, name="mine")
+    user_port = store.ports.create("prov", created_by=PortOrigin.USER, name="mine")
     assert user_port.owner_id is None
-    request = store.create_owner(OwnerKind.REQUEST)
-    ours = store.create_port("prov", owner_id=request.id)
-    store.attach_port(user_port.id, request.id)
-    store.attach_port(user_port.id, request.id)  # idempotent
-    store.claim("n01", request.id)
-    store.bind_port(ours.id, "n01")
-    store.bind_port(user_port.id, "n01")
+    request = store.owners.create(OwnerKind.REQUEST)
+    ours = store.ports.create("prov", owner_id=request.id)
+    store.ports.attach(user_port.id, request.id)
+    store.ports.attach(user_port.id, request.id)  # idempotent
+    store.owners.claim("n01", request.id)
+    store.ports.bind(ours.id, "n01")
+    store.ports.bind(user_port.id, "n01")
 
-    done = store.cleanup_ports(request.id)
+    done = store.ports.cleanup(request.id)
     assert done.deleted == [ours.id]
     assert done.detached == [user_port.id]
     with pytest.raises(InputError, match="no such port"):
-        store.port(ours.id)
-    kept = store.port(user_port.id)
+        store.ports.get(ours.id)
+    kept = store.ports.get(user_port.id)
     assert (kept.owner_id, kept.node, kept.ip_address) == (None, None, None)
     assert kept.created_by is PortOrigin.USER
 
@@ -99,31 +99,31 @@ def test_cleanup_deletes_bmaas_ports_and_hands_back_user_ports(
 def test_final_failure_path_user_port_survives_request_deletion(
     store: Store, rack: list[str], wall: FakeClock
 ) -> None:
-    user_port = store.create_port("prov", created_by=PortOrigin.USER)
-    request = store.create_owner(OwnerKind.REQUEST, ttl=30)
-    store.create_port("prov", owner_id=request.id)
-    store.attach_port(user_port.id, request.id)
+    user_port = store.ports.create("prov", created_by=PortOrigin.USER)
+    request = store.owners.create(OwnerKind.REQUEST, ttl=30)
+    store.ports.create("prov", owner_id=request.id)
+    store.ports.attach(user_port.id, request.id)
     wall.advance(31)  # the client died: reclaim must clean like a final failure
-    [done] = store.reclaim_expired()
+    [done] = store.lifecycle.reclaim_expired()
     assert len(done.ports_deleted) == 1
     assert done.ports_detached == [user_port.id]
-    assert [p.id for p in store.ports()] == [user_port.id]
+    assert [p.id for p in store.ports.find()] == [user_port.id]
 
 
 def test_a_port_binds_only_to_a_node_its_owner_holds(store: Store, rack: list[str]) -> None:
-    request = store.create_owner(OwnerKind.REQUEST)
-    port = store.create_port("prov", owner_id=request.id)
+    request = store.owners.create(OwnerKind.REQUEST)
+    port = store.ports.create("prov", owner_id=request.id)
     with pytest.raises(NodeUnavailable, match="its owner holds"):
-        store.bind_port(port.id, "n01")
-    stranger = store.create_owner(OwnerKind.ATTEMPT)
-    store.claim("n01", stranger.id)
+        store.ports.bind(port.id, "n01")
+    stranger = store.owners.create(OwnerKind.ATTEMPT)
+    store.owners.claim("n01", stranger.id)
     with pytest.raises(NodeUnavailable, match="its owner holds"):
-        store.bind_port(port.id, "n01")
-    attempt = store.create_owner(OwnerKind.ATTEMPT, parent_id=request.id)
-    store.claim("n02", attempt.id)
-    store.bind_port(port.id, "n02")
+        store.ports.bind(port.id, "n01")
+    attempt = store.owners.create(OwnerKind.ATTEMPT, parent_id=request.id)
+    store.owners.claim("n02", attempt.id)
+    store.ports.bind(port.id, "n02")
     with pytest.raises(InputError, match="unbind it first"):
-        store.bind_port(port.id, "n01")
+        store.ports.bind(port.id, "n01")
 
 
 def test_ips_come_from_the_nodes_segment_never_twice_never_the_gateway(
@@ -134,30 +134,30 @@ def test_ips_come_from_the_nodes_segment_never_twice_never_the_gateway(
     )
     net = NetworkSpec("prov", [tiny])
     enroll(4, segment="tiny", networks=[net])
-    request = store.create_owner(OwnerKind.REQUEST)
+    request = store.owners.create(OwnerKind.REQUEST)
     ips = []
     for name in ("n01", "n02", "n03"):
-        store.claim(name, request.id)
+        store.owners.claim(name, request.id)
         ips.append(
-            store.bind_port(store.create_port("prov", owner_id=request.id).id, name).ip_address
+            store.ports.bind(store.ports.create("prov", owner_id=request.id).id, name).ip_address
         )
     assert ips == ["10.9.0.2", "10.9.0.3", "10.9.0.4"]
 
     # The fourth has nowhere to go: a typed fault that says "try elsewhere".
-    store.claim("n04", request.id)
-    port = store.create_port("prov", owner_id=request.id)
+    store.owners.claim("n04", request.id)
+    port = store.ports.create("prov", owner_id=request.id)
     with pytest.raises(SegmentExhausted) as info:
-        store.bind_port(port.id, "n04")
+        store.ports.bind(port.id, "n04")
     assert isinstance(info.value, NodeUnavailable)
     assert info.value.retry is RetryScope.OTHER_NODE
     assert info.value.code == "segment_exhausted"
     assert "tiny" in str(info.value)
-    assert store.port(port.id).node is None
+    assert store.ports.get(port.id).node is None
 
     # Unbinding frees an address for the next binding.
-    first = store.ports(node="n01")[0]
-    store.unbind_port(first.id)
-    assert store.bind_port(port.id, "n04").ip_address == "10.9.0.2"
+    first = store.ports.find(node="n01")[0]
+    store.ports.unbind(first.id)
+    assert store.ports.bind(port.id, "n04").ip_address == "10.9.0.2"
 
 
 def test_a_node_on_another_network_or_none_is_unavailable(store: Store, enroll: Enroll) -> None:
@@ -169,26 +169,26 @@ def test_a_node_on_another_network_or_none_is_unavailable(store: Store, enroll: 
         networks=[network_spec("other", {"s2": ("10.5.0.0/24", "10.5.0.9", "10.5.0.9")})],
     )
     enroll(1, prefix="c")
-    request = store.create_owner(OwnerKind.REQUEST)
-    port = store.create_port("prov", owner_id=request.id)
+    request = store.owners.create(OwnerKind.REQUEST)
+    port = store.ports.create("prov", owner_id=request.id)
     for node, reason in (("b01", "not on the port's network"), ("c01", "no segment")):
-        store.claim(node, request.id)
+        store.owners.claim(node, request.id)
         with pytest.raises(NodeUnavailable) as info:
-            store.bind_port(port.id, node)
+            store.ports.bind(port.id, node)
         assert info.value.reason == reason
 
 
 def test_releasing_an_allocation_unbinds_every_port_on_the_node(
     store: Store, rack: list[str]
 ) -> None:
-    request = store.create_owner(OwnerKind.REQUEST)
-    ports = [store.create_port("prov", owner_id=request.id) for _ in range(2)]
-    store.claim("n01", request.id)
+    request = store.owners.create(OwnerKind.REQUEST)
+    ports = [store.ports.create("prov", owner_id=request.id) for _ in range(2)]
+    store.owners.claim("n01", request.id)
     for port in ports:
-        store.bind_port(port.id, "n01")
-    store.release("n01", request.id)
-    assert all(not store.port(p.id).bound for p in ports)
-    kinds = [e.kind for e in store.events("n01")]
+        store.ports.bind(port.id, "n01")
+    store.owners.release("n01", request.id)
+    assert all(not store.ports.get(p.id).bound for p in ports)
+    kinds = [e.kind for e in store.nodes.events("n01")]
     assert kinds.count("port_bound") == 2
     assert kinds.count("port_unbound") == 2
 
@@ -196,26 +196,26 @@ def test_releasing_an_allocation_unbinds_every_port_on_the_node(
 def test_orphaned_ports_are_the_ones_whose_owner_died(
     store: Store, rack: list[str], wall: FakeClock
 ) -> None:
-    live = store.create_owner(OwnerKind.REQUEST, ttl=300)
-    dead = store.create_owner(OwnerKind.REQUEST, ttl=10)
-    store.create_port("prov", owner_id=live.id)
-    orphan = store.create_port("prov", owner_id=dead.id)
-    store.create_port("prov", created_by="user")  # unowned user port: not an orphan
+    live = store.owners.create(OwnerKind.REQUEST, ttl=300)
+    dead = store.owners.create(OwnerKind.REQUEST, ttl=10)
+    store.ports.create("prov", owner_id=live.id)
+    orphan = store.ports.create("prov", owner_id=dead.id)
+    store.ports.create("prov", created_by="user")  # unowned user port: not an orphan
     wall.advance(11)
-    assert [p.id for p in store.ports(orphaned=True)] == [orphan.id]
-    assert len(store.ports(orphaned=False)) == 2
+    assert [p.id for p in store.ports.find(orphaned=True)] == [orphan.id]
+    assert len(store.ports.find(orphaned=False)) == 2
 
 
 def test_port_arguments_are_checked(store: Store, rack: list[str], wall: FakeClock) -> None:
     with pytest.raises(InputError, match="needs an owner"):
-        store.create_port("prov")
-    request = store.create_owner(OwnerKind.REQUEST, ttl=5)
+        store.ports.create("prov")
+    request = store.owners.create(OwnerKind.REQUEST, ttl=5)
     with pytest.raises(InputError, match="no such network"):
-        store.create_port("nope", owner_id=request.id)
-    other = store.create_owner(OwnerKind.REQUEST)
-    port = store.create_port("prov", owner_id=other.id)
+        store.ports.create("nope", owner_id=request.id)
+    other = store.owners.create(OwnerKind.REQUEST)
+    port = store.ports.create("prov", owner_id=other.id)
     with pytest.raises(InputError, match="another owner"):
-        store.attach_port(port.id, request.id)
+        store.ports.attach(port.id, request.id)
     wall.advance(6)
     with pytest.raises(LeaseLost):
-        store.create_port("prov", owner_id=request.id)
+        store.ports.create("prov", owner_id=request.id)

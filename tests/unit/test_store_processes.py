@@ -90,16 +90,18 @@ def test_eight_processes_racing_for_twenty_nodes_never_share_one(
         assert proc.returncode == 0, err
     results = [json.loads(out.read_text()) for out in outs]
     claims = Counter(node for r in results for node in r["claimed"])
-    assert sorted(claims) == sorted(n.name for n in store.nodes())  # every node went to someone
+    assert sorted(claims) == sorted(
+        n.name for n in store.nodes.find()
+    )  # every node went to someone
     assert set(claims.values()) == {1}  # and to exactly one
     for r in results:  # what each process believes it holds is what the store says
-        assert sorted(a.node for a in store.allocations(owner_id=r["owner"])) == sorted(
+        assert sorted(a.node for a in store.owners.allocations(owner_id=r["owner"])) == sorted(
             r["claimed"]
         )
         assert all(
             reason.startswith("allocated to attempt racer-") for reason in r["refused"].values()
         )
-    assert len(store.allocations()) == 20
+    assert len(store.owners.allocations()) == 20
 
 
 def test_sigkill_mid_claim_then_lease_expiry_gives_everything_back(
@@ -117,27 +119,29 @@ def test_sigkill_mid_claim_then_lease_expiry_gives_everything_back(
 
     # The three committed claims survive the crash; the one in flight does not.
     # (``store`` reads on a fake clock; only reclaiming depends on the time.)
-    held = store.allocations()
+    held = store.owners.allocations()
     assert [a.node for a in held] == ["n01", "n02", "n03"]
     assert note["mid_claim"] == "n04"
-    assert store.node("n04").owner_id is None
+    assert store.nodes.get("n04").owner_id is None
     assert all(a.owner.id == note["owner"] for a in held)
 
     # Before the lease runs out nothing is reclaimed (the holder may be slow, not dead).
     now = Store.open(str(db_path), clock=time.time)
     try:
-        assert now.reclaim_expired() == []
+        assert now.lifecycle.reclaim_expired() == []
     finally:
         now.close()
     # A later run, once the lease expired, takes everything back.
     later = Store.open(str(db_path), clock=lambda: time.time() + 31)
     try:
-        assert [a.node for a in later.allocations(expired=True)] == ["n01", "n02", "n03"]
-        [done] = later.reclaim_expired(needs_cleaning=False)  # the store alone: no drivers
+        assert [a.node for a in later.owners.allocations(expired=True)] == ["n01", "n02", "n03"]
+        [done] = later.lifecycle.reclaim_expired(
+            needs_cleaning=False
+        )  # the store alone: no drivers
         assert done.nodes == ["n01", "n02", "n03"]
-        assert later.allocations() == []
-        fresh = later.create_owner(OwnerKind.ATTEMPT)
-        assert [later.claim(n.name, fresh.id).node for n in later.nodes()] == [
+        assert later.owners.allocations() == []
+        fresh = later.owners.create(OwnerKind.ATTEMPT)
+        assert [later.owners.claim(n.name, fresh.id).node for n in later.nodes.find()] == [
             "n01",
             "n02",
             "n03",
@@ -156,13 +160,16 @@ def test_sigkill_mid_swap_leaves_the_old_owner_everywhere(
     spawn: Callable[..., subprocess.Popen[str]],
 ) -> None:
     enroll(2)
-    move = store.create_owner(OwnerKind.MOVE, ttl=600)
-    store.create_owner(OwnerKind.INSTANCE)
-    store.claim("n01", move.id)
-    store.claim("n02", move.id)
+    move = store.owners.create(OwnerKind.MOVE, ttl=600)
+    store.owners.create(OwnerKind.INSTANCE)
+    store.owners.claim("n01", move.id)
+    store.owners.claim("n02", move.id)
     ready = tmp_path / "ready"
     proc = spawn("swap", str(db_path), str(ready))
     note = _wait_for_file(ready, proc)
     assert note["swapped_first"] == "n01"  # the first change was written, uncommitted
     _kill(proc)
-    assert {a.node: a.owner.id for a in store.allocations()} == {"n01": move.id, "n02": move.id}
+    assert {a.node: a.owner.id for a in store.owners.allocations()} == {
+        "n01": move.id,
+        "n02": move.id,
+    }

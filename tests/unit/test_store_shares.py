@@ -32,27 +32,27 @@ def join(store: Store, shares: list[FleetShare], name: str) -> FleetShare:
 
 
 def names(share: FleetShare, store: Store) -> set[str]:
-    return {r.name for r in share.take(store.nodes())}
+    return {r.name for r in share.take(store.nodes.find())}
 
 
 def test_claims_never_give_one_node_to_two_workers(
     store: Store, enroll: Enroll, wall: FakeClock
 ) -> None:
     nodes = enroll(6)
-    a = store.create_owner(OwnerKind.SYNC, ttl=TTL).id
-    b = store.create_owner(OwnerKind.SYNC, ttl=TTL).id
-    assert store.claim_sync_share(a, nodes[:4], ttl=10) == nodes[:4]
-    assert store.claim_sync_share(b, nodes[2:], ttl=10) == nodes[4:]
-    assert store.claim_sync_share(a, nodes[:4], ttl=10) == nodes[:4]  # renewing is fine
-    held = store.sync_shares()
+    a = store.owners.create(OwnerKind.SYNC, ttl=TTL).id
+    b = store.owners.create(OwnerKind.SYNC, ttl=TTL).id
+    assert store.shares.claim(a, nodes[:4], ttl=10) == nodes[:4]
+    assert store.shares.claim(b, nodes[2:], ttl=10) == nodes[4:]
+    assert store.shares.claim(a, nodes[:4], ttl=10) == nodes[:4]  # renewing is fine
+    held = store.shares.held()
     assert held == {**dict.fromkeys(nodes[:4], a), **dict.fromkeys(nodes[4:], b)}
     wall.advance(10)  # a's rows ran out: anyone may take them
-    assert store.claim_sync_share(b, nodes[:2], ttl=10) == nodes[:2]
-    assert store.release_sync_share(b, nodes[:1]) == 1
-    assert store.claim_sync_share(a, nodes[:1], ttl=10) == nodes[:1]
-    assert store.release_sync_share(a) == 3  # n01, and n03-n04 whose rows ran out
-    assert set(store.sync_shares()) == {nodes[1]}  # b's n05-n06 ran out too
-    assert sorted(w.id for w in store.sync_workers()) == sorted([a, b])
+    assert store.shares.claim(b, nodes[:2], ttl=10) == nodes[:2]
+    assert store.shares.release(b, nodes[:1]) == 1
+    assert store.shares.claim(a, nodes[:1], ttl=10) == nodes[:1]
+    assert store.shares.release(a) == 3  # n01, and n03-n04 whose rows ran out
+    assert set(store.shares.held()) == {nodes[1]}  # b's n05-n06 ran out too
+    assert sorted(w.id for w in store.shares.workers()) == sorted([a, b])
 
 
 def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_share(
@@ -65,7 +65,7 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_share(
     assert sum(len(t) for t in taken) == len(everything)  # disjoint
     assert all(taken)  # 60 nodes: each worker has some
     ids = [w.worker_id for w in workers]
-    bmcs = {r.name: bmc_of(r.driver, r.name, r.driver_info) for r in store.nodes()}
+    bmcs = {r.name: bmc_of(r.driver, r.name, r.driver_info) for r in store.nodes.find()}
     assert all(
         owner_of(bmcs[n], ids) == workers[i].worker_id for i, t in enumerate(taken) for n in t
     )
@@ -83,7 +83,7 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_share(
     after = [names(w, store) for w in workers]
     assert set().union(*after) == everything
     assert sum(len(t) for t in after) == len(everything)
-    assert dead.worker_id not in [o.id for o in store.sync_workers()]
+    assert dead.worker_id not in [o.id for o in store.shares.workers()]
 
 
 def test_a_joining_worker_waits_for_the_holder_to_give_nodes_back(

@@ -39,7 +39,7 @@ def test_shards_cover_every_node_exactly_once_and_never_move(
     store: Store, enroll: Enroll, processes: int
 ) -> None:
     enroll(97)
-    records = store.nodes()
+    records = store.nodes.find()
     sweeper = ShardedSweeper(processes=processes, make_factory=make_factory)
     shards = sweeper.split(records)
     assert len(shards) == processes
@@ -67,7 +67,7 @@ def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
     store: Store, enroll: Enroll
 ) -> None:
     enroll(60)
-    records = store.nodes()
+    records = store.nodes.find()
     alone = run_on_nodes(records, read_power, factory=make_factory(faulty=FAULTY), workers=4)
     streamed: list[str] = []
     with ShardedSweeper(
@@ -92,7 +92,7 @@ def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     store: Store, enroll: Enroll
 ) -> None:
     enroll(20)
-    records = store.nodes()
+    records = store.nodes.find()
     with ShardedSweeper(processes=2, workers=2, make_factory=make_factory) as sweeper:
         sweeper.run(records, read_power)
         victim = sweeper.pids()[0]

@@ -102,7 +102,7 @@ class UnknownDriver(FakeDriver):
 
 def test_unknown_is_recorded_as_unknown_and_never_faults(store: Store, enroll: Enroll) -> None:
     enroll(1)
-    store.note_power(states={"n01": PowerState.OFF})
+    store.health.note_power(states={"n01": PowerState.OFF})
     fleet = FakeFleet(clock=FakeClock())
     for _ in range(5):
         report = sync_pass(
@@ -111,7 +111,7 @@ def test_unknown_is_recorded_as_unknown_and_never_faults(store: Store, enroll: E
             deadline=unbounded(fleet.clock),
         )
     assert report.results[0].value is PowerState.UNKNOWN
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert node.power_state is PowerState.UNKNOWN
     assert (node.fault, node.maintenance, node.fault_count) == (None, False, 0)
 
@@ -121,14 +121,14 @@ def test_a_node_that_cannot_be_asked_is_not_a_power_failure(
 ) -> None:
     monkeypatch.delenv("NOT_SET_PW", raising=False)
     info = {"ipmi_address": "h", "ipmi_username": "u", "ipmi_password": "${NOT_SET_PW}"}
-    store.enroll([NodeSpec("c1", "ipmi", info)])
+    store.nodes.enroll([NodeSpec("c1", "ipmi", info)])
     fleet = FakeFleet(clock=FakeClock())
     for _ in range(4):
         report = sync_pass(
             store, factory=driver_factory(fleet=fleet), deadline=unbounded(fleet.clock)
         )
     assert "NOT_SET_PW is not set" in str(report.failed[0].error)
-    node = store.node("c1")
+    node = store.nodes.get("c1")
     assert (node.fault, node.fault_count) == (None, 0)
     assert node.last_error is not None
     assert "NOT_SET_PW" in node.last_error
@@ -138,12 +138,12 @@ def test_the_sync_reclaims_what_dead_processes_held(
     store: Store, enroll: Enroll, fleet: FakeFleet, wall: FakeClock
 ) -> None:
     enroll(2)
-    owner = store.create_owner(OwnerKind.ATTEMPT, ttl=10)
-    store.claim("n01", owner.id)
+    owner = store.owners.create(OwnerKind.ATTEMPT, ttl=10)
+    store.owners.claim("n01", owner.id)
     wall.advance(11)
     report = sync_pass(store, factory=driver_factory(fleet=fleet), deadline=unbounded(fleet.clock))
     assert [r.owner.id for r in report.reclaimed] == [owner.id]
-    assert store.allocations() == []
+    assert store.owners.allocations() == []
 
 
 def test_custom_thresholds(store: Store, enroll: Enroll, fleet: FakeFleet) -> None:
@@ -240,7 +240,7 @@ def test_busy_and_rejected_credentials_never_count_toward_a_power_failure(
         assert not report.nodes_with(Change.FAULTED)
     assert report.auth_failed == ["n02"]
     for name, summary in (("n01", "BMC busy"), ("n02", "BMC rejected credentials")):
-        record = store.node(name)
+        record = store.nodes.get(name)
         assert (record.maintenance, record.fault, record.fault_count) == (False, None, 0)
         assert summary in (record.last_error or "")
     assert samples(metrics, "bmaas_sync_uncounted_reads") == {

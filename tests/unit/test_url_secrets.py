@@ -87,7 +87,7 @@ def test_a_url_password_never_reaches_history_node_show_or_the_store(
         assert "virtual media inserted: http://admin:***@images.example" in shown.output
         assert PASSWORD not in shown.output
         assert TOKEN not in shown.output
-    history = app.store().events("n1")
+    history = app.store().nodes.events("n1")
     assert any("admin:***@" in e.message for e in history)
     assert all(PASSWORD not in e.message for e in history)
     # the database file itself never held it

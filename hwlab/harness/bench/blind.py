@@ -75,32 +75,32 @@ class BlindReschedule:
         tried: list[str] = []
         faults: list[str] = []
         for host in range(1, self.max_hosts + 1):
-            build = self.store.create_owner(
+            build = self.store.owners.create(
                 OwnerKind.REQUEST, name=f"{request.name}#{host}", ttl=LEASE_TTL
             )
             try:
                 node = self._attempt(request, build.id, host, tried)
             except NoCandidates as exc:  # Nova's NoValidHost: nowhere left to go
                 faults.append(type(exc).__name__)
-                self.store.delete_owner(build.id)
+                self.store.lifecycle.delete_owner(build.id)
                 break
             except Exception as exc:  # any failure at all: reschedule, unclassified
                 faults.append(type(exc).__name__)
                 LOG.info("%s: attempt %d failed (%s); rescheduling", request.name, host, exc)
-                self.store.delete_owner(build.id)  # port deleted, node released
+                self.store.lifecycle.delete_owner(build.id)  # port deleted, node released
                 continue
             return Placement(True, node, tuple(faults))
         return Placement(False, None, tuple(faults))
 
     def _attempt(self, request: Request, build_id: str, host: int, tried: list[str]) -> str:
         if request.network is not None:
-            port = self.store.create_port(
+            port = self.store.ports.create(
                 request.network,
                 owner_id=build_id,
                 created_by=PortOrigin.BMAAS,
                 name=f"{request.name}-port-{host}",
             )
-        attempt = self.store.create_owner(
+        attempt = self.store.owners.create(
             OwnerKind.ATTEMPT, name=f"{request.name}/{host}", parent_id=build_id, ttl=LEASE_TTL
         )
         names = find_candidates(
@@ -111,13 +111,13 @@ class BlindReschedule:
         )
         if not names:
             raise NoCandidates("no free node left", request=request.name)
-        node = self.store.claim_first(
+        node = self.store.owners.claim_first(
             names, attempt.id, provision_state=ProvisionState.DEPLOYING
         ).node
         tried.append(node)
         if request.network is not None:
-            self.store.bind_port(port.id, node)
-        driver = self.driver_factory(self.store.node(node))
+            self.store.ports.bind(port.id, node)
+        driver = self.driver_factory(self.store.nodes.get(node))
         try:
             deploy_node(
                 driver,
@@ -131,5 +131,5 @@ class BlindReschedule:
             raise
         finally:
             driver.close()
-        self.store.promote_attempt(attempt.id, instance_name=request.name)
+        self.store.lifecycle.promote_attempt(attempt.id, instance_name=request.name)
         return node

@@ -180,7 +180,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
         )
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
-            every = store.nodes()
+            every = store.nodes.find()
             ipmi = [n for n in every if n.driver == "ipmi"]
             redfish = [n for n in every if n.driver == "redfish"]
             w = options.workers

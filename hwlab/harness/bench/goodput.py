@@ -21,7 +21,7 @@ leaked after the batch (held by anything but an instance:
 a driver's BMC methods (probe, power read/request, boot device, virtual
 media, boot progress) through a wrapped driver factory; one driver call is
 one bounded BMC operation (1 UDP exchange for IPMI, 1-3 HTTP requests for
-Redfish). Ports are counted at ``Store.create_port``.
+Redfish). Ports are counted at ``store.ports.create``.
 
 Then the same three against labs where a growing share of the nodes is
 faulty (half with a dead BMC, half whose power never comes on): success
@@ -202,7 +202,7 @@ def _run_strategy(name: str, spec: LabSpec, requests: int, options: Options) -> 
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             counter = CallCounter()
-            counter.wrap(store, ["create_port"], prefix="store.")
+            counter.wrap(store.ports, ["create"], prefix="store.ports.")
             factory = counting_factory(driver_factory(bmc_timeout=options.bmc_deadline), counter)
             stream = [Request(f"gp-{i:03d}", network="lab") for i in range(1, requests + 1)]
             start = time.monotonic()
@@ -226,7 +226,7 @@ def _run_strategy(name: str, spec: LabSpec, requests: int, options: Options) -> 
         "deploys_per_min": 60 * succeeded / wall if wall else None,
         "bmc_calls": counter.total("bmc."),
         "bmc_calls_by_method": {k[4:]: v for k, v in counter.counts().items() if k[:4] == "bmc."},
-        "ports_created": counter.total("store.create_port"),
+        "ports_created": counter.total("store.ports.create"),
         "leaked_allocations": leaked_allocations,
         "leaked_ports": leaked_ports,
         "faults": dict(collections.Counter(f for o in outcomes for f in o.faults).most_common()),
@@ -305,7 +305,7 @@ def _report(
         "from the same seed",
         f"every BMC call bounded at {options.bmc_deadline:g} s; settle {options.settle:g} s",
         "BMC calls: driver calls counted at the client (one bounded BMC operation each); "
-        "ports: Store.create_port calls",
+        "ports: store.ports.create calls",
         "leaked: allocations and bmaas-made ports held by anything but an instance after the batch",
         f"faulty-share runs: {options.share_requests} requests on {options.share_nodes} nodes, "
         "faulty nodes half dead BMC, half power never on",

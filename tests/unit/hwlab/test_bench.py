@@ -17,6 +17,7 @@ from bmaas.driver import PowerAction
 from bmaas.faults import BMCTimeout
 from bmaas.retry import RetryingDriver, RetryLimits
 from fakes.clock import FakeClock
+from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
 from hwlab.harness.bench import fault_detection, ipmitool
 from hwlab.harness.bench.cli import _command, bench_options
@@ -123,7 +124,7 @@ def test_counted_drivers_count_internal_calls_and_keep_their_deadline() -> None:
     fleet.add("n1")
     fleet.add("n2", rules=[{"effect": "hang"}])
     counter = CallCounter()
-    build = counting_factory(lambda r: fleet.driver(r.name, bmc_timeout=2.0), counter)
+    build = counting_factory(lambda r: FakeDriver(r.name, fleet=fleet, bmc_timeout=2.0), counter)
     driver = build(type("Record", (), {"name": "n1"})())
     driver.set_power_state(PowerAction.ON, wait=True, timeout=30, deadline=no_budget(driver))
     counts = counter.counts()

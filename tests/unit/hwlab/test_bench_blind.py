@@ -20,7 +20,8 @@ REQUEST = Request("web-1", resource_class="baremetal", network="prov")
 def blind(rack: Rack, counter: CallCounter | None = None) -> BlindReschedule:
     store = rack.store
     if counter is not None:
-        counter.wrap(store, ["create_port", "delete_owner"])
+        counter.wrap(store.ports, ["create"], prefix="ports.")
+        counter.wrap(store.lifecycle, ["delete_owner"], prefix="lifecycle.")
     return BlindReschedule(
         store, driver_factory=rack.factory, settings=SETTINGS, limits=rack.policy
     )
@@ -30,9 +31,9 @@ def test_a_healthy_node_is_deployed_with_one_port(store: Store) -> None:
     rack = Rack(store)
     done = blind(rack).provision(REQUEST)
     assert (done.ok, done.node, done.faults) == (True, "n01", ())
-    instance = store.node("n01")
+    instance = store.nodes.get("n01")
     assert instance.owner_kind is OwnerKind.INSTANCE
-    (port,) = store.ports(node="n01")
+    (port,) = store.ports.find(node="n01")
     assert port.created_by is PortOrigin.BMAAS
     assert rack.fleet.machine("n01").power_state() is PowerState.ON
     assert leaks(store) == (0, 0)
@@ -46,9 +47,9 @@ def test_a_busy_answer_is_not_retried_on_the_spot_but_rescheduled(store: Store) 
     assert (done.ok, done.node, done.faults) == (True, "n02", ("BMCBusy",))
     # the busy probe, then the blind tear-down power-off: no second probe on n01
     assert rack.calls("n01") == ["probe", "power.set"]
-    assert counter.counts() == {"create_port": 2, "delete_owner": 1}
-    assert store.node("n01").allocated is False
-    assert len(store.ports()) == 1  # the first attempt's port was deleted, not reused
+    assert counter.counts() == {"ports.create": 2, "lifecycle.delete_owner": 1}
+    assert store.nodes.get("n01").allocated is False
+    assert len(store.ports.find()) == 1  # the first attempt's port was deleted, not reused
 
 
 def test_failures_are_not_recorded_so_the_broken_node_is_picked_again(store: Store) -> None:
@@ -58,7 +59,7 @@ def test_failures_are_not_recorded_so_the_broken_node_is_picked_again(store: Sto
     second = strategy.provision(Request("web-2", resource_class="baremetal", network="prov"))
     assert (first.node, first.faults) == ("n02", ("BMCTimeout",))
     assert (second.node, second.faults) == ("n03", ("BMCTimeout",))
-    node = store.node("n01")
+    node = store.nodes.get("n01")
     assert (node.fault, node.fault_count, node.maintenance) == (None, 0, False)
 
 
@@ -73,9 +74,9 @@ def test_any_exception_is_rescheduled_until_the_hosts_run_out(store: Store) -> N
     assert done.ok is False
     assert done.faults == ("BMCAuthError", "PowerFailure", "BMCTimeout")
     assert "n04" not in rack.drivers  # three hosts, no more
-    assert store.allocations() == []
-    assert store.ports() == []
-    assert store.owners() == []
+    assert store.owners.allocations() == []
+    assert store.ports.find() == []
+    assert store.owners.find() == []
 
 
 def test_running_out_of_candidates_ends_the_request(store: Store) -> None:
@@ -84,4 +85,4 @@ def test_running_out_of_candidates_ends_the_request(store: Store) -> None:
     assert done.ok is False
     assert done.faults == ("BMCTimeout", "NoCandidates")
     assert leaks(store) == (0, 0)
-    assert store.owners() == []
+    assert store.owners.find() == []

@@ -145,7 +145,7 @@ def test_maintenance_nodes_are_probed_but_only_warn_and_are_not_read(
     make_ctx: MakeContext, enroll: Enroll, fleet: FakeFleet, store: Store
 ) -> None:
     enroll(3)
-    store.set_maintenance("n01", reason="PSU swap", by="alice")
+    store.nodes.set_maintenance("n01", reason="PSU swap", by="alice")
     fleet.add("n01", rules=[{"effect": "hang"}])
     results = run(make_ctx(), *BMC_CHECKS)
     bmc = results["bmc"]
@@ -169,7 +169,7 @@ def test_a_node_that_cannot_be_asked_says_why_without_the_password(
         "ipmi_username": "admin",
         "ipmi_password": "${STATUS_TEST_PW}",
     }
-    store.enroll(
+    store.nodes.enroll(
         [
             NodeSpec("i01", "ipmi", info),
             NodeSpec("i02", "ipmi", {**info, "ipmi_password": PASSWORD}),

@@ -36,10 +36,10 @@ def test_a_persons_maintenance_and_a_system_fault_are_told_apart(
     make_ctx: MakeContext, enroll: Enroll, store: Store
 ) -> None:
     enroll(5)
-    store.set_maintenance("n01", reason="replacing PSU", by="alice")
-    store.set_maintenance("n02", reason="replacing PSU", by="alice")
-    store.set_maintenance("n03", reason="firmware", by="bob")
-    store.set_fault("n04", POWER_FAILURE, reason="3 power reads failed")
+    store.nodes.set_maintenance("n01", reason="replacing PSU", by="alice")
+    store.nodes.set_maintenance("n02", reason="replacing PSU", by="alice")
+    store.nodes.set_maintenance("n03", reason="firmware", by="bob")
+    store.health.set_fault("n04", POWER_FAILURE, reason="3 power reads failed")
     maintenance = run(make_ctx(), "maintenance")["maintenance"]
     assert maintenance.result is Result.WARNING
     assert maintenance.nodes == {"faulted": ["n04"], "maintenance": ["n01", "n02", "n03"]}
@@ -55,8 +55,8 @@ def test_a_fault_on_a_node_a_person_already_holds_counts_in_both(
     make_ctx: MakeContext, enroll: Enroll, store: Store
 ) -> None:
     enroll(1)
-    store.set_maintenance("n01", reason="DIMM", by="carol")
-    store.set_fault("n01", POWER_FAILURE, reason="power fault latched")
+    store.nodes.set_maintenance("n01", reason="DIMM", by="carol")
+    store.health.set_fault("n01", POWER_FAILURE, reason="power fault latched")
     maintenance = run(make_ctx(), "maintenance")["maintenance"]
     assert maintenance.nodes == {"faulted": ["n01"], "maintenance": ["n01"]}
 
@@ -66,8 +66,8 @@ def test_a_fault_on_a_node_a_person_already_holds_counts_in_both(
 
 def test_live_allocations_are_success(make_ctx: MakeContext, enroll: Enroll, store: Store) -> None:
     enroll(2)
-    owner = store.create_owner(OwnerKind.ATTEMPT, ttl=60)
-    store.claim("n01", owner.id)
+    owner = store.owners.create(OwnerKind.ATTEMPT, ttl=60)
+    store.owners.claim("n01", owner.id)
     allocations = run(make_ctx(), "allocations")["allocations"]
     assert allocations.result is Result.SUCCESS
     assert allocations.details[0].startswith("1 allocation(s), every owner alive")
@@ -77,11 +77,11 @@ def test_an_orphaned_allocation_warns_until_a_sync_reclaims_it(
     make_ctx: MakeContext, enroll: Enroll, store: Store, wall: FakeClock
 ) -> None:
     enroll(2, segment="rack1", networks=[network_spec()])
-    request = store.create_owner(OwnerKind.REQUEST, name="r-1", ttl=60)
-    attempt = store.create_owner(OwnerKind.ATTEMPT, name="r-1/1", parent_id=request.id, ttl=60)
-    port = store.create_port("prov", owner_id=request.id)
-    store.claim("n01", attempt.id)
-    store.bind_port(port.id, "n01")
+    request = store.owners.create(OwnerKind.REQUEST, name="r-1", ttl=60)
+    attempt = store.owners.create(OwnerKind.ATTEMPT, name="r-1/1", parent_id=request.id, ttl=60)
+    port = store.ports.create("prov", owner_id=request.id)
+    store.owners.claim("n01", attempt.id)
+    store.ports.bind(port.id, "n01")
     wall.advance(600)  # the process holding them died ten minutes ago
     allocations = run(make_ctx(), "allocations")["allocations"]
     assert allocations.result is Result.WARNING
@@ -90,7 +90,7 @@ def test_an_orphaned_allocation_warns_until_a_sync_reclaims_it(
     assert "`bmaas sync`" in allocations.details[0]
     assert any(f"{port.id[:8]}" in line for line in allocations.details)
 
-    store.reclaim_expired()  # what the next `bmaas sync` pass does
+    store.lifecycle.reclaim_expired()  # what the next `bmaas sync` pass does
     after = run(make_ctx(), "allocations")["allocations"]
     assert after.result is Result.SUCCESS
 
@@ -99,9 +99,9 @@ def test_an_allocation_on_a_node_in_maintenance_warns(
     make_ctx: MakeContext, enroll: Enroll, store: Store
 ) -> None:
     enroll(2)
-    instance = store.create_owner(OwnerKind.INSTANCE, name="web-1")
-    store.claim("n02", instance.id)
-    store.set_maintenance("n02", reason="fan noise", by="dave")
+    instance = store.owners.create(OwnerKind.INSTANCE, name="web-1")
+    store.owners.claim("n02", instance.id)
+    store.nodes.set_maintenance("n02", reason="fan noise", by="dave")
     allocations = run(make_ctx(), "allocations")["allocations"]
     assert allocations.result is Result.WARNING
     assert allocations.nodes == {"allocated_in_maintenance": ["n02"]}
@@ -112,11 +112,11 @@ def test_ports_without_an_owner_warn(
     make_ctx: MakeContext, enroll: Enroll, store: Store, db_url: str
 ) -> None:
     enroll(1, segment="rack1", networks=[network_spec()])
-    instance = store.create_owner(OwnerKind.INSTANCE, name="db-1")
-    mine = store.create_port("prov", owner_id=instance.id)
-    user = store.create_port("prov", owner_id=instance.id, created_by="user")
-    store.claim("n01", instance.id)
-    store.bind_port(user.id, "n01")
+    instance = store.owners.create(OwnerKind.INSTANCE, name="db-1")
+    mine = store.ports.create("prov", owner_id=instance.id)
+    user = store.ports.create("prov", owner_id=instance.id, created_by="user")
+    store.owners.claim("n01", instance.id)
+    store.ports.bind(user.id, "n01")
     # Neither can happen through the store's API; a hand-edited or damaged
     # database can have both, and nothing would ever reclaim them.
     with store.engine.begin() as conn:
@@ -163,14 +163,14 @@ def test_verification_on_or_a_ca_bundle_is_success(
 ) -> None:
     bundle = tmp_path / "ca.pem"
     bundle.write_text("-----BEGIN CERTIFICATE-----\n")
-    store.enroll([redfish("r1"), redfish("r2", redfish_verify_ca=str(bundle))])
+    store.nodes.enroll([redfish("r1"), redfish("r2", redfish_verify_ca=str(bundle))])
     tls = run(make_ctx(), "tls")["tls"]
     assert (tls.result, tls.details) == (Result.SUCCESS, ("2 Redfish node(s), all verifying TLS",))
 
 
 @pytest.mark.usefixtures("stubs")
 def test_verification_off_and_plain_http_warn(make_ctx: MakeContext, store: Store) -> None:
-    store.enroll(
+    store.nodes.enroll(
         [
             redfish("r1", redfish_verify_ca=False),
             redfish("r2", redfish_verify_ca="no"),
@@ -188,7 +188,7 @@ def test_verification_off_and_plain_http_warn(make_ctx: MakeContext, store: Stor
 def test_plain_http_on_loopback_is_a_note_not_a_warning(
     make_ctx: MakeContext, store: Store
 ) -> None:
-    store.enroll(
+    store.nodes.enroll(
         [
             redfish("r1", redfish_address="http://127.0.0.1:8000"),
             redfish("r2", redfish_address="http://[::1]:8001"),
@@ -204,7 +204,7 @@ def test_plain_http_on_loopback_is_a_note_not_a_warning(
 @pytest.mark.usefixtures("stubs")
 def test_a_missing_ca_bundle_fails(make_ctx: MakeContext, store: Store, tmp_path: Path) -> None:
     gone = tmp_path / "gone.pem"
-    store.enroll([redfish("r1", redfish_verify_ca=str(gone))])
+    store.nodes.enroll([redfish("r1", redfish_verify_ca=str(gone))])
     tls = run(make_ctx(), "tls")["tls"]
     assert tls.result is Result.FAILURE
     assert tls.nodes == {"missing_ca": ["r1"]}
@@ -216,5 +216,5 @@ def test_ipmi_nodes_with_redfish_keys_are_not_redfish_nodes(
     make_ctx: MakeContext, store: Store
 ) -> None:
     info = {"ipmi_address": "10.0.0.9", "ipmi_username": "a", "ipmi_password": "${X}"}
-    store.enroll([NodeSpec("i1", "ipmi", {**info, "redfish_verify_ca": False})])
+    store.nodes.enroll([NodeSpec("i1", "ipmi", {**info, "redfish_verify_ca": False})])
     assert run(make_ctx(), "tls")["tls"].details == ("no Redfish nodes",)
