@@ -199,7 +199,10 @@ class OwnersMixin(PortsMixin):
         except sa.exc.IntegrityError as exc:
             # Only reachable where writers are not serialised (PostgreSQL).
             raise NodeUnavailable(
-                "another owner claimed it at the same moment", node=node, reason="claimed"
+                "another owner claimed it at the same moment",
+                node=node,
+                reason="claimed",
+                taken=True,
             ) from exc
 
     def _claim_in(
@@ -363,7 +366,7 @@ class OwnersMixin(PortsMixin):
         holder = conn.scalar(sa.select(a.c.owner_id).where(a.c.node_id == row.id))
         if holder is not None:
             held_by = self._owner_in(conn, holder).describe()
-            return NodeUnavailable(node=node, reason=f"allocated to {held_by}")
+            return NodeUnavailable(node=node, reason=f"allocated to {held_by}", taken=True)
         if row.fault is not None:
             return NodeUnavailable(node=node, reason=f"faulted: {row.fault}")
         return NodeUnavailable(
