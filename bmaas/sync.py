@@ -32,7 +32,9 @@ records ``unknown``, never "off").
 start, never sleeping a negative time) until stopped. Given a
 :class:`~bmaas.pool.DriverPool` (``pool=``), passes read through it: one
 login per BMC for as long as the loop runs (sessions idle longer than the
-pool allows between passes are logged out and logged in again next pass),
+pool allows between passes are logged out and logged in again next pass;
+drivers that keep sessions alive, as IPMI's, get a keepalive while the loop
+waits, so their sessions last any interval),
 and every report carries the pool's counters (``sessions``), reads per
 login among them.
 """
@@ -313,5 +315,31 @@ def _passes(
             on_pass(report)
         if count is not None and passes >= count:
             break
-        wait(max(0.0, interval - (clock() - started)))
+        _wait_keeping_alive(started + interval, kw.get("pool"), stop, wait, clock)
     return passes
+
+
+def _wait_keeping_alive(
+    until: float,
+    pool: DriverPool | None,
+    stop: threading.Event,
+    wait: Callable[[float], object],
+    clock: Callable[[], float],
+) -> None:
+    """Wait until ``until`` (never a negative time); with a pool, wake when
+    an idle session is due a keepalive and send it, so sessions outlive the
+    interval (an IPMI BMC forgets a session idle for long; a login costs
+    four exchanges, a keepalive one)."""
+    while True:
+        left = until - clock()
+        due = pool.keepalive_due_in() if pool is not None else None
+        if due is None or due >= left:
+            wait(max(0.0, left))
+            return
+        wait(due)
+        if stop.is_set():
+            return
+        assert pool is not None
+        # each keepalive gets a share of what is left of the wait, at most
+        # its driver's bmc_timeout: the next pass starts on time
+        pool.keepalive(Deadline.after(max(0.0, until - clock()), clock=clock))

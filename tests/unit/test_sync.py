@@ -382,3 +382,61 @@ def test_a_fenced_hung_bmc_is_read_on_its_back_off_and_never_holds_a_pass(
     assert collected == [4, 10, 22, 46, 94]  # the pass after each read started
     assert reports[0].backed_off == ["n01"]
     assert store.node("n01").fault == POWER_FAILURE
+
+
+class KeptAliveDriver(FakeDriver):
+    """A fake session the BMC forgets after 20 s idle, kept alive every 10 s
+    (IPMI's shape); records when each keepalive went out."""
+
+    session_idle = 20.0
+    session_keepalive: float | None = 10.0
+    sent: list[tuple[str, float]] = []
+
+    def keepalive(self, *, deadline: Deadline) -> bool:
+        KeptAliveDriver.sent.append((self.node, self._clock()))
+        return self.session_alive()
+
+
+@pytest.mark.parametrize("keepalive", [10.0, None])
+def test_keepalives_between_passes_keep_one_login_per_bmc_at_a_long_interval(
+    store: Store, enroll: Enroll, fleet: FakeFleet, keepalive: float | None
+) -> None:
+    """Passes 60 s apart, sessions trusted for 20 s idle: with keepalives every
+    10 s of idleness each BMC logs in once over 5 passes (and gets 5
+    keepalives between each two passes, none after the last); without, every
+    pass logs in again."""
+    enroll(2)
+    base = driver_factory(fleet=fleet)
+    KeptAliveDriver.sent = []
+
+    class Driver(KeptAliveDriver):
+        session_keepalive = keepalive
+
+    def factory(record: Any) -> Any:
+        plain = base(record)
+        return Driver(record.name, plain.info, fleet=fleet)
+
+    reports: list[Any] = []
+    t0 = fleet.clock()
+    with DriverPool(clock=fleet.clock) as pool:
+        sync_loop(
+            store,
+            interval=60.0,
+            count=5,
+            factory=factory,
+            pool=pool,
+            clock=fleet.clock,
+            wait=fleet.clock.advance,
+            on_pass=reports.append,
+        )
+    sessions = reports[-1].sessions
+    assert sessions.reads == 10
+    if keepalive is None:
+        assert sessions.logins == 10  # one login per BMC per pass
+        assert KeptAliveDriver.sent == []
+        return
+    assert sessions.logins == 2  # one per BMC
+    assert sessions.reads_per_login == 5.0
+    assert sessions.keepalives == 2 * 5 * 4
+    schedule = [60.0 * k + 10.0 * j for k in range(4) for j in range(1, 6)]
+    assert [at - t0 for node, at in KeptAliveDriver.sent if node == "n01"] == schedule
