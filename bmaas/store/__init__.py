@@ -14,24 +14,20 @@ The parts, one module each:
 :mod:`.engine`            URLs, SQLite set-up (WAL, busy timeout, BEGIN IMMEDIATE)
 :mod:`.migrate`           Alembic, programmatically (``bmaas db upgrade``)
 ========================  ====================================================
+
+Importing this package is cheap: records and errors are plain Python, and
+everything that needs SQLAlchemy (``Store`` and its parts) is imported on
+first use (PEP 562 ``__getattr__``), so a command that never opens the store
+through SQLAlchemy (``bmaas node list`` on SQLite reads it with
+:mod:`.lite`) does not pay SQLAlchemy's import (0.3-0.5 s).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
-from bmaas.deadline import Deadline
-from bmaas.store.engine import BUSY_TIMEOUT, default_db_path, make_engine, resolve_url
 from bmaas.store.errors import LeaseLost, NoDatabase, SchemaOutOfDate, SegmentExhausted, StoreError
-from bmaas.store.health import HealthChange
-from bmaas.store.lifecycle import RECLAIMED, LifecycleMixin
-from bmaas.store.migrate import current_revision, head_revision, run_upgrade
-from bmaas.store.nodes import EnrollReport
-from bmaas.store.owners import DEFAULT_LEASE_TTL, Reclaimed, this_holder
-from bmaas.store.ports import PortCleanup
 from bmaas.store.records import (
     POWER_FAILURE,
     SYSTEM,
@@ -46,7 +42,41 @@ from bmaas.store.records import (
     ProvisionState,
     Segment,
 )
-from bmaas.store.shares import SharesMixin
+
+if TYPE_CHECKING:
+    from bmaas.store.facade import Store
+    from bmaas.store.health import HealthChange
+    from bmaas.store.lifecycle import RECLAIMED
+    from bmaas.store.location import default_db_path, resolve_url
+    from bmaas.store.migrate import head_revision
+    from bmaas.store.nodes import EnrollReport
+    from bmaas.store.owners import DEFAULT_LEASE_TTL, Reclaimed, this_holder
+    from bmaas.store.ports import PortCleanup
+
+#: names that need SQLAlchemy, and the module each comes from
+_LAZY = {
+    "Store": "bmaas.store.facade",
+    "default_db_path": "bmaas.store.location",
+    "resolve_url": "bmaas.store.location",
+    "HealthChange": "bmaas.store.health",
+    "RECLAIMED": "bmaas.store.lifecycle",
+    "head_revision": "bmaas.store.migrate",  # no SQLAlchemy either
+    "EnrollReport": "bmaas.store.nodes",
+    "DEFAULT_LEASE_TTL": "bmaas.store.owners",
+    "Reclaimed": "bmaas.store.owners",
+    "this_holder": "bmaas.store.owners",
+    "PortCleanup": "bmaas.store.ports",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -78,71 +108,3 @@ __all__ = [
     "resolve_url",
     "this_holder",
 ]
-
-
-class Store(LifecycleMixin, SharesMixin):
-    """The bmaas state store. See the module docstring for its parts."""
-
-    @classmethod
-    def open(
-        cls,
-        db: str | None = None,
-        *,
-        clock: Callable[[], float] = time.time,
-        check_schema: bool = True,
-        busy_timeout: float = BUSY_TIMEOUT,
-        deadline: Deadline | None = None,
-        create: bool = True,
-    ) -> Store:
-        """Open the store at ``db`` (a path or URL; default ``BMAAS_DB`` or the
-        per-user file). A new, empty database is created at the newest schema;
-        an existing one at another revision raises ``SchemaOutOfDate`` unless
-        ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``).
-        ``create=False``: a missing SQLite file raises ``NoDatabase``.
-        Every connect and statement takes at most ``busy_timeout`` seconds and
-        ends by ``deadline`` (a command's budget; a silent or locked database
-        is a ``StoreError`` by then)."""
-        engine = make_engine(
-            resolve_url(db), busy_timeout=busy_timeout, deadline=deadline, create=create
-        )
-        store = cls(engine, clock=clock)
-        if check_schema:
-            try:
-                store.ensure_schema()
-            except BaseException:
-                store.close()
-                raise
-        return store
-
-    def schema_revision(self) -> str | None:
-        """The revision the database is at (``None``: never migrated)."""
-        with self._read() as conn:
-            return current_revision(conn)
-
-    def ensure_schema(self) -> None:
-        """Create a fresh database at head; refuse one at another revision."""
-        head = head_revision()
-        with self._read() as conn:
-            if current_revision(conn) == head:
-                return
-        with self._write() as conn:
-            # Re-check under the write lock: another process may have just created it.
-            current = current_revision(conn)
-            if current == head:
-                return
-            if current is None and not sa.inspect(conn).has_table("nodes"):
-                run_upgrade(conn, "head")
-                return
-        raise SchemaOutOfDate(
-            f"{self.url} is at schema {current or 'none'}, this bmaas needs {head}: "
-            "run `bmaas db upgrade`",
-            current=current,
-            head=head,
-        )
-
-    def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
-        """Migrate to ``revision``; returns ``(before, after)``."""
-        with self._write() as conn:
-            before = current_revision(conn)
-            run_upgrade(conn, revision)
-            return before, current_revision(conn)
