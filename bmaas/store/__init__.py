@@ -13,6 +13,9 @@ The parts, one module each:
 :mod:`.shares`            which sync worker reads which node (several workers)
 :mod:`.engine`            URLs, SQLite set-up (WAL, busy timeout, BEGIN IMMEDIATE)
 :mod:`.migrate`           Alembic, programmatically (``bmaas db upgrade``)
+:mod:`.facade`            the ``Store`` class: the parts together, open, schema
+:mod:`.location`          which database (``--db``, ``BMAAS_DB``, per-user file)
+:mod:`.lite`              read-only node listing on SQLite with ``sqlite3``
 ========================  ====================================================
 
 Importing this package is cheap: records and errors are plain Python, and
