@@ -184,6 +184,10 @@ class BMCDriver(abc.ABC):
     #: seconds a logged-in session may sit unused and still be trusted (BMCs
     #: forget idle sessions); a driver pool logs out sooner than this
     session_idle: ClassVar[float] = 60.0
+    #: seconds of idleness after which a driver pool sends :meth:`keepalive`
+    #: on the session (None: this driver keeps no session alive, the pool
+    #: logs it out after ``session_idle``); below ``session_idle``
+    session_keepalive: ClassVar[float | None] = None
     #: requests one BMC serves at once from this process (:mod:`bmaas.gate`);
     #: ``driver_info.bmc_max_requests`` may lower it for one BMC
     max_requests: ClassVar[int] = 1
@@ -341,6 +345,14 @@ class BMCDriver(abc.ABC):
         """Read how far the node got in booting (Redfish ``BootProgress.LastState``,
         e.g. ``OSRunning``); ``None`` when the BMC does not say. Idempotent."""
         raise self.unsupported(Operation.BOOT_PROGRESS_GET)
+
+    def keepalive(self, *, deadline: Deadline) -> bool:
+        """Keep an established session alive with the cheapest request the
+        protocol has, so a long wait between uses (a sync interval) costs no
+        login. Never logs in: ``False`` when there is no trusted session to
+        keep (the pool then logs it out). Drivers without
+        ``session_keepalive`` return ``False``."""
+        return False
 
     def close(self) -> None:  # noqa: B027 - optional hook: most drivers hold nothing
         """Release sessions and sockets. Safe to call twice."""

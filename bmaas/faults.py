@@ -400,7 +400,11 @@ class SlotTimeout(BmaasError):
 
 
 class NodeUnavailable(BmaasError):
-    """The node cannot be used now (maintenance, claimed, faulted): pick another."""
+    """The node cannot be used now (maintenance, claimed, faulted): pick another.
+
+    ``taken``: another owner holds it (a parallel request won the race for
+    it). That says nothing about the node, so the reschedule loop moves on
+    without writing a refusal into the request's history."""
 
     code = "node_unavailable"
     summary = "node unavailable"
@@ -411,11 +415,13 @@ class NodeUnavailable(BmaasError):
         *,
         node: str | None = None,
         reason: str | None = None,
+        taken: bool = False,
         cause: BaseException | None = None,
     ) -> None:
         super().__init__(message, cause=cause)
         self.node = node
         self.reason = reason
+        self.taken = taken
 
     def __str__(self) -> str:
         head = f"node {self.node}" if self.node else "node"

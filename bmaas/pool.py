@@ -44,6 +44,13 @@ The rules, and why:
   driver's own ``session_idle``, since BMCs forget idle sessions) is logged
   out by :meth:`DriverPool.expire_idle` (the sync loop calls it between
   passes) or, at the latest, when it is next asked for.
+* **Keepalive**: a session idle for its driver's ``session_keepalive``
+  seconds gets :meth:`BMCDriver.keepalive` (IPMI: one Get Device ID) from
+  :meth:`DriverPool.keepalive`, which the sync loop calls while it waits
+  between passes (:meth:`DriverPool.keepalive_due_in` says when). Its idle
+  time starts again, so a session outlives any sync interval, as long as the
+  BMC answers; one that does not answer, or has no trusted session left, is
+  logged out. Keepalives are counted (``keepalives``), never as reads.
 * **Close-all** on :meth:`DriverPool.close` (and ``with DriverPool() as p``).
 
 The pool imports no protocol library: it needs only what every
@@ -154,6 +161,8 @@ class PoolStats:
     idled: int = 0
     #: callers refused because another caller held the node until their deadline
     busy: int = 0
+    #: keepalives sent on idle sessions (not reads: no operation asked for them)
+    keepalives: int = 0
 
     @property
     def reads_per_login(self) -> float | None:
@@ -358,6 +367,57 @@ class DriverPool:
             self.stats.idled += sum(1 for slot in gone if slot.driver is not None)
         self._retire(gone)
         return len(gone)
+
+    def _keepalive_at(self, slot: _Slot) -> float | None:
+        every = slot.driver.session_keepalive if slot.driver is not None else None
+        return None if every is None else slot.last_used + every
+
+    def keepalive_due_in(self) -> float | None:
+        """Seconds until the next idle session needs a keepalive (0: now);
+        None when no pooled session keeps alive."""
+        with self._cond:
+            due = [
+                at
+                for s in self._slots.values()
+                if not s.in_use and (at := self._keepalive_at(s)) is not None
+            ]
+        return max(0.0, min(due) - self._clock()) if due else None
+
+    def keepalive(self, deadline: Deadline) -> int:
+        """Send a keepalive on every idle session that is due, one after the
+        other, each within ``deadline`` (its BMC request a share of at most
+        the driver's ``bmc_timeout``); returns how many were kept. A session
+        that gets no answer, or has none left to keep, is logged out."""
+        now = self._clock()
+        with self._cond:
+            due = [
+                s
+                for s in self._slots.values()
+                if not s.in_use and (at := self._keepalive_at(s)) is not None and at <= now
+            ]
+            for slot in due:
+                slot.in_use = True
+        kept = 0
+        for slot in due:
+            driver = slot.driver
+            assert driver is not None
+            try:
+                alive = driver.keepalive(deadline=driver.call_deadline(deadline))
+            except BmaasError as fault:
+                LOG.debug("%s: keepalive failed: %s", slot.key.node, fault)
+                alive = False
+            if not alive:
+                with self._cond:
+                    self.stats.dropped += 1
+                self._retire([slot])
+                continue
+            kept += 1
+            with self._cond:
+                self.stats.keepalives += 1
+                slot.in_use = False
+                slot.last_used = self._clock()
+                self._cond.notify_all()
+        return kept
 
     def open_sessions(self) -> int:
         """Pooled drivers (held or idle) right now: at most one per node."""

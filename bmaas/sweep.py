@@ -62,6 +62,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar, cast
 
+from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
@@ -138,7 +139,7 @@ def _worker(
     pool = DriverPool(idle=idle, wait=wait)
     try:
         while True:
-            message = conn.recv()
+            message = _next_message(conn, pool, wait)
             if message is None:
                 break
             operation, records = message
@@ -155,6 +156,19 @@ def _worker(
         pool.close()
         with contextlib.suppress(OSError, ValueError):
             conn.send(("closed", pool.stats))
+
+
+def _next_message(conn: Connection, pool: DriverPool, wait: float) -> Any:
+    """The next sweep (or "stop"); while none comes, keep the pool's idle
+    sessions alive (:meth:`DriverPool.keepalive`), so a worker's sessions
+    outlive the sync interval as the in-process loop's do. Each keepalive
+    round gets ``wait`` seconds (the BMC timeout), each keepalive at most
+    its driver's ``bmc_timeout`` of it."""
+    while True:
+        due = pool.keepalive_due_in()
+        if due is None or conn.poll(due):
+            return conn.recv()
+        pool.keepalive(Deadline.after(max(wait, 0.1)))
 
 
 class _Shard:

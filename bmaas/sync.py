@@ -5,6 +5,8 @@ One pass (:func:`sync_pass`):
 1. reclaim what dead processes held (expired leases) - the sync is the one
    long-running bmaas process, so it is the natural janitor;
 2. read every node's power state in parallel (``bmaas.ops``);
+   nodes the sync itself fenced (``power failure``) are read on a back-off
+   schedule, in the background, never waited for (:mod:`bmaas.fenced`);
 3. record the reads in the store with hysteresis (:mod:`bmaas.health`): a
    node whose reads fault ``fault_after`` times in a row goes into
    maintenance with ``fault="power failure"`` (by "system"); it comes out
@@ -30,7 +32,9 @@ records ``unknown``, never "off").
 start, never sleeping a negative time) until stopped. Given a
 :class:`~bmaas.pool.DriverPool` (``pool=``), passes read through it: one
 login per BMC for as long as the loop runs (sessions idle longer than the
-pool allows between passes are logged out and logged in again next pass),
+pool allows between passes are logged out and logged in again next pass;
+drivers that keep sessions alive, as IPMI's, get a keepalive while the loop
+waits, so their sessions last any interval),
 and every report carries the pool's counters (``sessions``), reads per
 login among them.
 """
@@ -49,6 +53,7 @@ from bmaas import retry as _retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.faults import BmaasError
+from bmaas.fenced import FencedReads
 from bmaas.health import Change, HealthRule
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
@@ -57,6 +62,7 @@ from bmaas.pool import DriverPool
 from bmaas.provision.reclaim import reclaim
 from bmaas.share import FleetShare
 from bmaas.store import Store
+from bmaas.store.records import NodeRecord
 from bmaas.sweep import ShardedSweeper
 from bmaas.sync_report import SyncReport
 
@@ -101,6 +107,7 @@ def sync_pass(
     pool: DriverPool | None = None,
     sweeper: ShardedSweeper | None = None,
     share: FleetShare | None = None,
+    fenced: FencedReads[NodeResult[PowerState]] | None = None,
 ) -> SyncReport:
     """One pass over every node (or ``names``), each read retried under
     ``retry`` (None: one attempt). See the module docstring.
@@ -111,7 +118,10 @@ def sync_pass(
     ``workers`` and ``pool`` are then the sweeper's business); the store is
     written here, by this process alone. With ``share`` only this worker's
     share of the fleet is read (several sync workers on one database, see
-    :mod:`bmaas.share`)."""
+    :mod:`bmaas.share`). With ``fenced`` the nodes this rule fenced are read
+    on their back-off schedule in the background (in this process, through
+    ``factory`` and ``pool``), and the pass records those that have finished
+    without waiting for the others (:mod:`bmaas.fenced`)."""
     start = clock()
     # Nodes taken back from dead clients are powered off before they are used.
     reclaimed, _cleaned = reclaim(store, driver_factory=factory, deadline=deadline)
@@ -119,6 +129,14 @@ def sync_pass(
     if share is not None:
         records = share.take(records)
     reader = PowerReader(deadline, retry)
+    backed_off: list[str] = []
+    if fenced is not None:
+        records, fenced_records = fenced.split(records)
+        started = fenced.start_due(
+            fenced_records,
+            _background_read(factory, pool, fenced.backoff.timeout, retry, clock),
+        )
+        backed_off = [r.name for r in fenced_records if r.name not in started]
     if sweeper is not None:
         # the reader carries the deadline into the worker processes
         results = sweeper.run(records, reader, on_result=on_result)
@@ -133,6 +151,9 @@ def sync_pass(
             deadline=deadline,
             pool=pool,
         )
+    if fenced is not None:  # what finished meanwhile; never waits for the rest
+        results = results + fenced.collect(lambda r: r.error is None)
+        backed_off = [n for n in backed_off if n not in {r.node for r in results}]
     reads: list[tuple[str, PowerState | BmaasError]] = []
     uncounted: dict[str, str] = {}
     for result in results:
@@ -154,10 +175,38 @@ def sync_pass(
     sessions = None if pool is None else dataclasses.replace(pool.stats)
     if sweeper is not None:
         sessions = sweeper.stats
-    report = SyncReport(results, changes, reclaimed, clock() - start, store.clock(), sessions)
+    report = SyncReport(
+        results, changes, reclaimed, clock() - start, store.clock(), sessions, backed_off
+    )
     if metrics is not None:
         metrics.observe_pass(report, store.nodes.counts())
     return report
+
+
+def _background_read(
+    factory: DriverFactory,
+    pool: DriverPool | None,
+    timeout: float,
+    retry: _retry.RetryLimits | None,
+    clock: Callable[[], float],
+) -> Callable[[NodeRecord], NodeResult[PowerState]]:
+    """One fenced node's read, bounded by its own ``timeout`` deadline (made
+    when it starts, not the pass's: the pass does not wait for it)."""
+
+    def read(record: NodeRecord) -> NodeResult[PowerState]:
+        deadline = Deadline.after(timeout, clock=clock)
+        (result,) = run_on_nodes(
+            [record],
+            PowerReader(deadline, retry),
+            factory=factory,
+            workers=1,
+            clock=clock,
+            deadline=deadline,
+            pool=pool,
+        )
+        return result
+
+    return read
 
 
 def sync_loop(
@@ -179,11 +228,40 @@ def sync_loop(
 
     Between passes it waits on ``stop`` (so a signal ends the wait at once);
     tests pass ``wait=fake_clock.sleep`` and a fake ``clock``.
+
+    Fenced nodes are read on a back-off (:mod:`bmaas.fenced`): pass
+    ``fenced=`` to choose the schedule; by default the loop makes one with
+    :class:`~bmaas.fenced.FencedBackoff`'s defaults for the ``health_rule``'s
+    fault, and stops it when the loop ends.
     """
     if interval <= 0:
         raise ValueError("interval must be positive")
     stop = stop or threading.Event()
     wait = wait or stop.wait
+    passes = 0
+    owned: FencedReads[NodeResult[PowerState]] | None = None
+    if kw.get("fenced") is None:
+        rule: HealthRule = kw.get("health_rule", HealthRule())
+        owned = kw["fenced"] = FencedReads(fault=rule.fault, clock=clock)
+    try:
+        passes = _passes(store, interval, count, stop, wait, on_pass, clock, pass_timeout, kw)
+    finally:
+        if owned is not None:
+            owned.close()
+    return passes
+
+
+def _passes(
+    store: Store,
+    interval: float,
+    count: int | None,
+    stop: threading.Event,
+    wait: Callable[[float], object],
+    on_pass: Callable[[SyncReport], None] | None,
+    clock: Callable[[], float],
+    pass_timeout: float | None,
+    kw: dict[str, Any],
+) -> int:
     passes = 0
     while not stop.is_set():
         started = clock()
@@ -196,5 +274,31 @@ def sync_loop(
             on_pass(report)
         if count is not None and passes >= count:
             break
-        wait(max(0.0, interval - (clock() - started)))
+        _wait_keeping_alive(started + interval, kw.get("pool"), stop, wait, clock)
     return passes
+
+
+def _wait_keeping_alive(
+    until: float,
+    pool: DriverPool | None,
+    stop: threading.Event,
+    wait: Callable[[float], object],
+    clock: Callable[[], float],
+) -> None:
+    """Wait until ``until`` (never a negative time); with a pool, wake when
+    an idle session is due a keepalive and send it, so sessions outlive the
+    interval (an IPMI BMC forgets a session idle for long; a login costs
+    four exchanges, a keepalive one)."""
+    while True:
+        left = until - clock()
+        due = pool.keepalive_due_in() if pool is not None else None
+        if due is None or due >= left:
+            wait(max(0.0, left))
+            return
+        wait(due)
+        if stop.is_set():
+            return
+        assert pool is not None
+        # each keepalive gets a share of what is left of the wait, at most
+        # its driver's bmc_timeout: the next pass starts on time
+        pool.keepalive(Deadline.after(max(0.0, until - clock()), clock=clock))

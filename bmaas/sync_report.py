@@ -30,6 +30,9 @@ class SyncReport:
     finished_at: float
     #: the driver pool's counters so far (None without a pool)
     sessions: PoolStats | None = None
+    #: fenced nodes not read in this pass: not due on their back-off, or
+    #: their background read is still running (see :mod:`bmaas.fenced`)
+    backed_off: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> list[NodeResult[PowerState]]:
@@ -53,5 +56,6 @@ class SyncReport:
             "recovered": self.nodes_with(Change.RECOVERED),
             "reclaimed": [r.owner.describe() for r in self.reclaimed],
             "sessions": None if self.sessions is None else self.sessions.to_dict(),
+            "backed_off": self.backed_off,
             "results": [r.to_dict() for r in self.results],
         }

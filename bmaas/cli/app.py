@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -30,7 +30,10 @@ from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
 from bmaas.policy import FleetOutcome, policy_for
 from bmaas.retry import RetryLimits
 from bmaas.secrets import mask
-from bmaas.store import NodeRecord, Store
+from bmaas.store import NodeRecord
+
+if TYPE_CHECKING:  # SQLAlchemy is imported only when a command opens the store
+    from bmaas.store import Store
 
 __all__ = [
     "DEFAULT_FLEET_DEADLINE",
@@ -86,6 +89,8 @@ class App:
         and statements end by the command's ``--deadline`` when it has one
         (else within the store's own ``BUSY_TIMEOUT`` each)."""
         if self._store is None:
+            from bmaas.store import Store
+
             self._store = Store.open(
                 self.db,
                 clock=self.clock,

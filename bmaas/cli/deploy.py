@@ -168,11 +168,11 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
             "status": status_of(result),
             "instance": result.instance,
             "node": result.node,
-            # nodes a deploy was tried on; candidates another request claimed
-            # first (a database write, no BMC call) are counted apart
+            # nodes a deploy was tried on; refused candidates (maintenance, no
+            # match: a database write, no BMC call) are counted apart
             "attempts": len([a for a in result.attempts if not a.refused]) + 1,
             "refused": len([a for a in result.attempts if a.refused]),
-            "faults": [a.fault_code for a in result.attempts],
+            "faults": [a.fault_code for a in result.attempts if not a.refused],
             "elapsed": result.elapsed,
             "boot": result.boot_method,
         }
@@ -185,7 +185,7 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
         "node": None,
         "attempts": len([a for a in result.attempts if not a.refused]),
         "refused": len([a for a in result.attempts if a.refused]),
-        "faults": [a.fault_code for a in result.attempts],
+        "faults": [a.fault_code for a in result.attempts if not a.refused],
         "elapsed": round(sum(a.elapsed for a in result.attempts), 3),
         "error": f"{type(cause).__name__}: {cause}" if cause else str(result),
         "attempt_details": [dataclasses.asdict(a) for a in result.attempts],

@@ -145,6 +145,8 @@ def events(app: App, kind: str, message: str) -> Record:
     """A ``record`` step that writes one history event per node that succeeded."""
 
     def record(results: Sequence[NodeResult[Any]]) -> None:
-        app.store().nodes.add_events([(r.node, kind, message) for r in results if r.ok], actor=whoami())
+        app.store().nodes.add_events(
+            [(r.node, kind, message) for r in results if r.ok], actor=whoami()
+        )
 
     return record

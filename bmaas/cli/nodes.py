@@ -12,6 +12,7 @@ from bmaas.cli.app import App, emit, json_option, output_options, pass_app, tabl
 from bmaas.cliutil import EXIT_FAILURE, EXIT_USAGE
 from bmaas.driver import PowerState
 from bmaas.store import NoDatabase, NodeRecord, ProvisionState, head_revision
+from bmaas.store.lite import read_nodes
 
 __all__ = ["db", "enroll", "node"]
 
@@ -121,7 +122,10 @@ def _row(rec: NodeRecord) -> list[Any]:
 @pass_app
 def node_list(app: App, /, as_json: bool, as_yaml: bool, **filters: Any) -> None:
     """List nodes (table, --json or --yaml), filtered."""
-    records = app.store().nodes.find(**filters)
+    # SQLite at the current schema: read with sqlite3, SQLAlchemy never loaded
+    records = read_nodes(app.db, **filters)
+    if records is None:
+        records = app.store().nodes.find(**filters)
     # to_dict (a deep copy, secrets masked) only for the formats that print it
     data = [r.to_dict() for r in records] if as_json or as_yaml else None
     if emit(data, as_json=as_json, as_yaml=as_yaml):

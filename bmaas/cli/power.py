@@ -51,7 +51,9 @@ def power_status(args: FleetArgs) -> None:
     """Read the power state of NODE... (or --all) and record it."""
 
     def record(results: list[NodeResult[Any]]) -> None:
-        args.app.store().health.note_power(states={r.node: r.value for r in results if r.ok and r.value})
+        args.app.store().health.note_power(
+            states={r.node: r.value for r in results if r.ok and r.value}
+        )
 
     run_fleet(
         args,

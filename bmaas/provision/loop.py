@@ -22,7 +22,12 @@ strategy                           stops / retries when
 Candidates run out inside an attempt: it raises ``NoCandidates`` (a STOP
 fault). A candidate the backend refuses to give (claimed meanwhile, in
 maintenance, not matching) is written into the history as ``refused`` and
-the next one is asked for; a refusal is not an attempt.
+the next one is asked for; a refusal is not an attempt. Parallel requests
+share one candidate order (best first), so they race for the same nodes: a
+claim is one conditional write (claim-then-check), and a node another request
+won meanwhile (``NodeUnavailable.taken``) is skipped for the next one in the
+list without a history entry, so a pool with at least as many free nodes as
+requests gives every request its node with no refusal at all.
 
 The history (:class:`~bmaas.faults.Attempt`, oldest first) says for every
 node why it was refused or how it failed, and what the loop decided next;
@@ -198,15 +203,21 @@ def _claim_next(backend: Backend, job: Job, run: _Run, deadline: Deadline) -> Cl
         names = backend.candidates(job, exclude=run.tried)
         if not names:
             raise _no_candidates(job, run)
-        node = names[0]
-        run.tried.add(node)
-        try:
-            return backend.claim(job, node, number=run.failures + 1, deadline=deadline)
-        except NodeUnavailable as refused:
-            run.history.append(
-                Attempt.from_fault(node, refused, 0.0, outcome="refused", decision="next candidate")
-            )
-            LOG.info("%s: %s refused: %s", job.label, node, refused)
+        for node in names:  # claim-then-check: the claim is the check
+            run.tried.add(node)
+            try:
+                return backend.claim(job, node, number=run.failures + 1, deadline=deadline)
+            except NodeUnavailable as refused:
+                if refused.taken:  # a parallel request won it: not about the node
+                    LOG.debug("%s: %s taken meanwhile: %s", job.label, node, refused)
+                    continue
+                run.history.append(
+                    Attempt.from_fault(
+                        node, refused, 0.0, outcome="refused", decision="next candidate"
+                    )
+                )
+                LOG.info("%s: %s refused: %s", job.label, node, refused)
+                break  # ask again: what the refusal changed may change the list
 
 
 def _no_candidates(job: Job, run: _Run) -> NoCandidates:

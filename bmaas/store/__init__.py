@@ -18,27 +18,24 @@ transaction composes them:
 \                      :mod:`.base`        the engine + clock, ``Tx``, owner lookups
 \                      :mod:`.engine`      URLs, SQLite set-up (WAL, BEGIN IMMEDIATE)
 \                      :mod:`.migrate`     Alembic, programmatically (``db upgrade``)
+\                      :mod:`.facade`      the ``Store`` class: repositories, open, schema
+\                      :mod:`.location`    which database (``--db``, ``BMAAS_DB``, per user)
+\                      :mod:`.lite`        read-only node listing on SQLite with ``sqlite3``
 =====================  ==================  ==========================================
+
+Importing this package is cheap: records and errors are plain Python, and
+everything that needs SQLAlchemy (``Store`` and its parts) is imported on
+first use (PEP 562 ``__getattr__``), so a command that never opens the store
+through SQLAlchemy (``bmaas node list`` on SQLite reads it with
+:mod:`.lite`) does not pay SQLAlchemy's import (0.3-0.5 s).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Engine
-
-from bmaas.deadline import Deadline
-from bmaas.store.base import Database
-from bmaas.store.engine import BUSY_TIMEOUT, default_db_path, make_engine, resolve_url
 from bmaas.store.errors import LeaseLost, NoDatabase, SchemaOutOfDate, SegmentExhausted, StoreError
-from bmaas.store.health import RECLAIMED, HealthChange, HealthRepo
-from bmaas.store.lifecycle import LifecycleSteps
-from bmaas.store.migrate import current_revision, head_revision, run_upgrade
-from bmaas.store.nodes import EnrollReport, NodesRepo
-from bmaas.store.owners import DEFAULT_LEASE_TTL, OwnersRepo, Reclaimed, this_holder
-from bmaas.store.ports import PortCleanup, PortsRepo
 from bmaas.store.records import (
     POWER_FAILURE,
     SYSTEM,
@@ -53,7 +50,40 @@ from bmaas.store.records import (
     ProvisionState,
     Segment,
 )
-from bmaas.store.shares import SharesRepo
+
+if TYPE_CHECKING:
+    from bmaas.store.facade import Store
+    from bmaas.store.health import RECLAIMED, HealthChange
+    from bmaas.store.location import default_db_path, resolve_url
+    from bmaas.store.migrate import head_revision
+    from bmaas.store.nodes import EnrollReport
+    from bmaas.store.owners import DEFAULT_LEASE_TTL, Reclaimed, this_holder
+    from bmaas.store.ports import PortCleanup
+
+#: names that need SQLAlchemy, and the module each comes from
+_LAZY = {
+    "Store": "bmaas.store.facade",
+    "default_db_path": "bmaas.store.location",
+    "resolve_url": "bmaas.store.location",
+    "HealthChange": "bmaas.store.health",
+    "RECLAIMED": "bmaas.store.health",
+    "head_revision": "bmaas.store.migrate",  # no SQLAlchemy either
+    "EnrollReport": "bmaas.store.nodes",
+    "DEFAULT_LEASE_TTL": "bmaas.store.owners",
+    "Reclaimed": "bmaas.store.owners",
+    "this_holder": "bmaas.store.owners",
+    "PortCleanup": "bmaas.store.ports",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -85,104 +115,3 @@ __all__ = [
     "resolve_url",
     "this_holder",
 ]
-
-
-class Store:
-    """The bmaas state store: its repositories over one engine. See the
-    module docstring for the parts."""
-
-    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
-        self.db = Database(engine, clock=clock)
-        self.nodes = NodesRepo(self.db)
-        self.health = HealthRepo(self.db)
-        self.owners = OwnersRepo(self.db)
-        self.ports = PortsRepo(self.db)
-        self.lifecycle = LifecycleSteps(self.db)
-        self.shares = SharesRepo(self.db)
-
-    @property
-    def engine(self) -> Engine:
-        return self.db.engine
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        """Wall-clock seconds: leases and timestamps cross processes and hosts."""
-        return self.db.clock
-
-    @property
-    def url(self) -> str:
-        """The database URL, password hidden."""
-        return self.db.url
-
-    def close(self) -> None:
-        self.db.engine.dispose()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @classmethod
-    def open(
-        cls,
-        db: str | None = None,
-        *,
-        clock: Callable[[], float] = time.time,
-        check_schema: bool = True,
-        busy_timeout: float = BUSY_TIMEOUT,
-        deadline: Deadline | None = None,
-        create: bool = True,
-    ) -> Store:
-        """Open the store at ``db`` (a path or URL; default ``BMAAS_DB`` or the
-        per-user file). A new, empty database is created at the newest schema;
-        an existing one at another revision raises ``SchemaOutOfDate`` unless
-        ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``).
-        ``create=False``: a missing SQLite file raises ``NoDatabase``.
-        Every connect and statement takes at most ``busy_timeout`` seconds and
-        ends by ``deadline`` (a command's budget; a silent or locked database
-        is a ``StoreError`` by then)."""
-        engine = make_engine(
-            resolve_url(db), busy_timeout=busy_timeout, deadline=deadline, create=create
-        )
-        store = cls(engine, clock=clock)
-        if check_schema:
-            try:
-                store.ensure_schema()
-            except BaseException:
-                store.close()
-                raise
-        return store
-
-    def schema_revision(self) -> str | None:
-        """The revision the database is at (``None``: never migrated)."""
-        with self.db.read() as tx:
-            return current_revision(tx.conn)
-
-    def ensure_schema(self) -> None:
-        """Create a fresh database at head; refuse one at another revision."""
-        head = head_revision()
-        with self.db.read() as tx:
-            if current_revision(tx.conn) == head:
-                return
-        with self.db.write() as tx:
-            # Re-check under the write lock: another process may have just created it.
-            current = current_revision(tx.conn)
-            if current == head:
-                return
-            if current is None and not sa.inspect(tx.conn).has_table("nodes"):
-                run_upgrade(tx.conn, "head")
-                return
-        raise SchemaOutOfDate(
-            f"{self.url} is at schema {current or 'none'}, this bmaas needs {head}: "
-            "run `bmaas db upgrade`",
-            current=current,
-            head=head,
-        )
-
-    def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
-        """Migrate to ``revision``; returns ``(before, after)``."""
-        with self.db.write() as tx:
-            before = current_revision(tx.conn)
-            run_upgrade(tx.conn, revision)
-            return before, current_revision(tx.conn)

@@ -47,7 +47,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -55,12 +54,12 @@ from sqlalchemy.engine import Engine
 from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 from bmaas.store.errors import NoDatabase
+from bmaas.store.location import default_db_path, resolve_url
 
 __all__ = ["BUSY_TIMEOUT", "WRITE_OPTION", "default_db_path", "make_engine", "resolve_url"]
 
 LOG = logging.getLogger(__name__)
 
-ENV_VAR = "BMAAS_DB"
 #: seconds a writer waits for another process's write lock, and the most one
 #: connect or statement may take, when no command deadline is shorter
 BUSY_TIMEOUT = 30.0
@@ -76,24 +75,6 @@ _PG_KEEPALIVES = {
 }
 #: execution option that marks a connection's next transaction as a write
 WRITE_OPTION = "bmaas_write"
-
-
-def default_db_path() -> Path:
-    """``~/.local/share/bmaas/bmaas.db`` on Linux (per platformdirs)."""
-    return platformdirs.user_data_path("bmaas") / "bmaas.db"
-
-
-def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
-    """A SQLAlchemy URL from ``--db``, else ``BMAAS_DB``, else the per-user file.
-
-    Anything with ``://`` is taken as a URL; anything else as a file path.
-    """
-    raw = os.fspath(db) if db is not None else (os.environ.get(ENV_VAR) or "")
-    if not raw:
-        raw = os.fspath(default_db_path())
-    if "://" in raw:
-        return raw
-    return "sqlite:///" + os.path.abspath(os.path.expanduser(raw))
 
 
 def _prepare_sqlite_file(url: sa.URL, *, create: bool) -> None:

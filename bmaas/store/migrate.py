@@ -19,9 +19,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
 if TYPE_CHECKING:
+    import sqlalchemy as sa
     from alembic.config import Config
 
 __all__ = ["MIGRATIONS", "current_revision", "head_revision", "known_revision", "run_upgrade"]
@@ -71,6 +70,8 @@ def known_revision(revision: str) -> bool:
 def current_revision(connection: sa.Connection) -> str | None:
     """The revision the database is at; ``None`` for a database never migrated
     (what Alembic's ``MigrationContext.get_current_revision`` answers)."""
+    import sqlalchemy as sa  # here: reading the head revision needs no SQLAlchemy
+
     if not sa.inspect(connection).has_table(VERSION_TABLE):
         return None
     # a constant table name, no input: S608 does not apply

@@ -175,7 +175,10 @@ class OwnersRepo:
         except sa.exc.IntegrityError as exc:
             # Only reachable where writers are not serialised (PostgreSQL).
             raise NodeUnavailable(
-                "another owner claimed it at the same moment", node=node, reason="claimed"
+                "another owner claimed it at the same moment",
+                node=node,
+                reason="claimed",
+                taken=True,
             ) from exc
 
     def claim_first(self, nodes: Sequence[str], owner_id: str, **kw: Any) -> Allocation:
@@ -363,7 +366,7 @@ def why_not(tx: Tx, node: str, owner_id: str) -> BmaasError:
     holder = tx.scalar(sa.select(a.c.owner_id).where(a.c.node_id == row.id))
     if holder is not None:
         held_by = owner_in(tx, holder).describe()
-        return NodeUnavailable(node=node, reason=f"allocated to {held_by}")
+        return NodeUnavailable(node=node, reason=f"allocated to {held_by}", taken=True)
     if row.fault is not None:
         return NodeUnavailable(node=node, reason=f"faulted: {row.fault}")
     return NodeUnavailable(

@@ -9,8 +9,12 @@ that need IPMI semantics: power faults reported by Get Chassis Status
 Sessions: one RMCP+ session per driver, reused while it is healthy (a power
 read on a reused session costs a fraction of a millisecond on loopback, a
 login a few). A session that missed an answer, failed to parse a reply, or
-sat idle longer than :data:`SESSION_REUSE_IDLE` is never reused: the next call
-logs in afresh. Calls on one driver are serialised.
+sat idle longer than ``session_idle`` (:data:`SESSION_REUSE_IDLE`) is never
+reused: the next call logs in afresh. A driver pool keeps a session alive
+across long waits (a sync interval of 60 or 120 s) by calling
+:meth:`IPMIDriver.keepalive` once it has been idle ``session_keepalive``
+seconds (:data:`SESSION_KEEPALIVE`): one Get Device ID on the session, a
+quarter of a login's exchanges. Calls on one driver are serialised.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import struct
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pyghmi.exceptions import IpmiException
 from pyghmi.ipmi import fru as pyghmi_fru
@@ -52,16 +56,19 @@ from bmaas.faults import (
 from drivers.ipmi.classify import classify
 from drivers.ipmi.command import BoundedCommand, CommandCall, open_command
 
-__all__ = ["SESSION_REUSE_IDLE", "IPMIDriver"]
+__all__ = ["SESSION_KEEPALIVE", "SESSION_REUSE_IDLE", "IPMIDriver"]
 
 LOG = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 #: seconds of idleness after which a session is not reused. BMCs drop idle
-#: sessions (60 s is common, less is allowed) and this driver sends no
-#: keepalives, so a fresh login (milliseconds) beats a timeout on a dead one.
+#: sessions (60 s is common, less is allowed), so a fresh login
+#: (milliseconds) beats a timeout on a dead one.
 SESSION_REUSE_IDLE = 20.0
+#: seconds of idleness after which a driver pool sends a keepalive (Get
+#: Device ID, as pyghmi's own keepalive): well inside SESSION_REUSE_IDLE
+SESSION_KEEPALIVE = 10.0
 
 _PRIVILEGE = {"administrator": 4, "operator": 3, "user": 2}
 # Chassis Control (IPMI 2.0 section 28.3) directives
@@ -107,7 +114,10 @@ class IPMIDriver(BMCDriver):
     """
 
     name = "ipmi"
+    #: class attributes, so a test (or a site with stricter BMCs) can set
+    #: shorter ones; keepalive below idle
     session_idle = SESSION_REUSE_IDLE
+    session_keepalive: ClassVar[float | None] = SESSION_KEEPALIVE
     #: one request at a time per BMC: one RMCP+ session answers in order,
     #: and small BMCs fall over on bursts (Supermicro field reports)
     max_requests = 1
@@ -218,7 +228,7 @@ class IPMIDriver(BMCDriver):
     def _session(self, deadline: Deadline) -> BoundedCommand:
         cmd = self._command
         if cmd is not None:
-            if cmd.ipmi_session.usable() and self._clock() - cmd.last_used < SESSION_REUSE_IDLE:
+            if self._trusted(cmd):
                 return cmd
             self._discard()
         info = self.info
@@ -239,6 +249,23 @@ class IPMIDriver(BMCDriver):
         self._command = cmd
         self._release = weakref.finalize(self, cmd.close)
         return cmd
+
+    def _trusted(self, cmd: BoundedCommand) -> bool:
+        """A session that may be reused: alive, and not idle so long the BMC
+        may have forgotten it."""
+        return bool(cmd.ipmi_session.usable()) and (
+            self._clock() - cmd.last_used < self.session_idle
+        )
+
+    def keepalive(self, *, deadline: Deadline) -> bool:
+        """Get Device ID on the trusted session (never a login): the session's
+        idle time starts again. ``False`` when there is no trusted session;
+        a fault (the BMC did not answer) is raised as any call's."""
+        cmd = self._command
+        if cmd is None or not self._trusted(cmd):
+            return False
+        self._call(Operation.PROBE, deadline, lambda c: c.xraw_command(netfn=0x06, command=0x01))
+        return True
 
     def _discard(self) -> None:
         release, self._release, self._command = self._release, None, None

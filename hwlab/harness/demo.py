@@ -143,14 +143,17 @@ def run_demo(
             store.close()
     done = [r for r in results if isinstance(r, Provisioned)]
     failed = [r for r in results if isinstance(r, ProvisionFailed)]
-    faults = collections.Counter(a.fault_class for r in results for a in r.attempts)
+    # BMC faults only: a refused candidate (maintenance, no match) is no fault
+    faults = collections.Counter(
+        a.fault_class for r in results for a in r.attempts if not a.refused
+    )
     times = [r.elapsed for r in done]
     return DemoSummary(
         nodes=options.nodes,
         requests=options.requests,
         succeeded=len(done),
         failed=len(failed),
-        attempts=sum(len(r.attempts) + 1 for r in done) + sum(len(r.attempts) for r in failed),
+        attempts=sum(_tried(r) for r in done) + len(done) + sum(_tried(r) for r in failed),
         faults_by_class=dict(faults.most_common()),
         maintenance=maintenance,
         leaked_allocations=leaked_allocations,
@@ -163,17 +166,22 @@ def run_demo(
     )
 
 
+def _tried(result: Provisioned | ProvisionFailed) -> int:
+    """Failed deploys in a result's history (refusals are not attempts)."""
+    return sum(1 for a in result.attempts if not a.refused)
+
+
 def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     if isinstance(result, Provisioned):
         return {
             "request": result.request,
             "node": result.node,
-            "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts],
+            "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts if not a.refused],
             "elapsed": result.elapsed,
         }
     return {
         "request": result.request,
         "node": None,
-        "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts],
+        "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts if not a.refused],
         "error": str(result.__cause__ or result),
     }

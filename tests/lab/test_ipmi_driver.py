@@ -91,7 +91,7 @@ def test_one_login_serves_many_calls(lab: Lab) -> None:
 
 
 def test_an_idle_session_is_not_reused(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ipmi_driver, "SESSION_REUSE_IDLE", 0.0)
+    monkeypatch.setattr(ipmi_driver.IPMIDriver, "session_idle", 0.0)
     machine = lab.machine()
     logins = lab.counter(machine, "login")
     driver = lab.driver()
@@ -298,3 +298,20 @@ def test_secrets_never_leak(
     for text in texts:
         assert PASSWORD not in text
         assert PASSWORD.encode().hex() not in text
+
+
+def test_a_keepalive_keeps_the_session_and_never_logs_in(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine = lab.machine()
+    logins = lab.counter(machine, "login")
+    driver = lab.driver()
+    assert driver.keepalive(deadline=per_call(driver)) is False  # no session: no login
+    assert machine.plan.counts()[logins] == 0
+    driver.get_power_state(deadline=per_call(driver))
+    assert driver.keepalive(deadline=per_call(driver)) is True
+    driver.get_power_state(deadline=per_call(driver))
+    assert machine.plan.counts()[logins] == 1
+    monkeypatch.setattr(ipmi_driver.IPMIDriver, "session_idle", 0.0)  # the BMC forgot it
+    assert driver.keepalive(deadline=per_call(driver)) is False
+    assert machine.plan.counts()[logins] == 1

@@ -347,3 +347,55 @@ def test_keys_are_remembered_until_the_driver_info_changes(clock: FakeClock) -> 
     assert changed != first
     assert changed.bmc == first.bmc  # the same BMC (and gate)
     assert changed.slot == first.slot  # the same node: the old driver is logged out first
+
+
+class KeptAlive(SessionDriver):
+    """A session kept alive every 10 s of idleness; a BMC that may stop answering."""
+
+    session_idle = 20.0
+    session_keepalive = 10.0
+
+    def __init__(self, node: str, clock: FakeClock) -> None:
+        super().__init__(node)
+        self.fake = clock
+        self.kept: list[float] = []
+        self.dead = False
+
+    def keepalive(self, *, deadline: Deadline) -> bool:
+        if self.dead:
+            raise BMCTimeout("no answer", node=self.node)
+        self.kept.append(self.fake())
+        return self.open
+
+
+def test_keepalives_are_due_on_schedule_and_a_dead_session_is_logged_out() -> None:
+    clock = FakeClock(start=0.0)
+    drivers: dict[str, KeptAlive] = {}
+
+    def build(node: str) -> KeptAlive:
+        drivers[node] = KeptAlive(node, clock)
+        return drivers[node]
+
+    with DriverPool(clock=clock, idle=60) as pool:
+        assert pool.keepalive_due_in() is None  # nothing pooled
+        for node in ("n1", "n2"):
+            read(pool, build, key(node))
+        assert pool.keepalive_due_in() == 10.0
+        clock.advance(10)
+        assert pool.keepalive(per_call_deadline(clock)) == 2
+        assert pool.keepalive_due_in() == 10.0
+        drivers["n2"].dead = True
+        clock.advance(10)
+        assert pool.keepalive(per_call_deadline(clock)) == 1  # n2 gave no answer: logged out
+        assert drivers["n2"].closed == 1
+        assert pool.open_sessions() == 1
+        clock.advance(45)  # well past session_idle: kept alive, never expired
+        assert pool.keepalive(per_call_deadline(clock)) == 1
+        assert pool.expire_idle() == 0
+        read(pool, build, key("n1"))
+        assert drivers["n1"].kept == [10.0, 20.0, 65.0]
+        assert (pool.stats.logins, pool.stats.keepalives, pool.stats.dropped) == (2, 4, 1)
+
+
+def per_call_deadline(clock: FakeClock) -> Deadline:
+    return Deadline.after(5.0, clock=clock)

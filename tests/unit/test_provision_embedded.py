@@ -3,6 +3,9 @@ reschedule loop on the embedded backend (FakeDriver, fake clock)."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 
 from bmaas.deadline import Deadline
@@ -217,3 +220,40 @@ def test_the_readme_example_imports_what_exists() -> None:
             module = importlib.import_module(node.module)
             for alias in node.names:
                 assert hasattr(module, alias.name), f"{node.module}.{alias.name}"
+
+
+def test_parallel_requests_on_a_healthy_pool_never_collide(store: Store) -> None:
+    """Eight requests list their candidates at the same moment (a barrier
+    holds each until all have listed), so all eight see the same best node
+    first; claim-then-check gives each its own node with no refusal: exactly
+    eight deploys, one per node, and nothing in any request's history."""
+    rack = Rack(store, count=8)
+    backend = rack.provisioner.backend
+    barrier = threading.Barrier(8, timeout=10)
+    listed: set[int] = set()
+    deployed: list[str] = []
+    lock = threading.Lock()
+    list_candidates, deploy = backend.candidates, backend.deploy
+
+    def candidates(job: Any, *, exclude: Any) -> list[str]:
+        names = list_candidates(job, exclude=exclude)
+        with lock:
+            first = threading.get_ident() not in listed
+            listed.add(threading.get_ident())
+        if first:
+            barrier.wait()  # every request has its list before anyone claims
+        return names
+
+    def counted_deploy(claim: Any, **kw: Any) -> Any:
+        with lock:
+            deployed.append(claim.node)
+        return deploy(claim, **kw)
+
+    backend.candidates = candidates  # type: ignore[method-assign]
+    backend.deploy = counted_deploy  # type: ignore[method-assign]
+    results = rack.provisioner.provision_many(
+        [Request(f"r{i}") for i in range(8)], workers=8, deadline=Deadline.after(600.0)
+    )
+    assert all(isinstance(r, Provisioned) for r in results), results
+    assert [r.attempts for r in results] == [()] * 8  # no refusal, no failure
+    assert sorted(deployed) == rack.names  # 8 attempts, one per node

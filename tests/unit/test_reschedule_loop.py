@@ -51,6 +51,8 @@ class ScriptedBackend:
     nodes: Sequence[str]
     script: Script = dataclasses.field(default_factory=dict)
     refuse: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: nodes a parallel request claims first (NodeUnavailable.taken)
+    taken: set[str] = dataclasses.field(default_factory=set)
     seconds_per_deploy: float = 10.0
     on_deploy: Callable[[str], None] | None = None
     diagnosis: Callable[[BmaasError], BmaasError] | None = None
@@ -76,6 +78,8 @@ class ScriptedBackend:
         self.calls.append(("claim", (node, number)))
         if node in self.refuse:
             raise NodeUnavailable(node=node, reason=self.refuse[node])
+        if node in self.taken:
+            raise NodeUnavailable(node=node, reason="allocated to request other", taken=True)
         return Claim(job, node, number)
 
     def deploy(self, claim: Claim, *, deadline: Deadline, cancel: CancelToken) -> Deployed:
@@ -204,6 +208,18 @@ def test_refused_candidates_are_in_the_history_but_are_not_attempts(clock: FakeC
     assert "in maintenance (alice: PSU)" in info.value.attempts[1].message
     assert "after 1 attempt(s) and 2 refused candidate(s)" in str(info.value)
     assert ("claim", ("n3", 1)) in backend.calls  # refusals do not use up attempt numbers
+
+
+def test_a_node_taken_by_a_parallel_request_is_skipped_without_a_history_entry(
+    clock: FakeClock,
+) -> None:
+    backend = ScriptedBackend(clock, ["n1", "n2", "n3"], taken={"n1", "n2"})
+    outcome = _run(backend, max_attempts=1)
+    assert outcome.instance.node == "n3"
+    assert outcome.attempts == ()  # a lost race is neither an attempt nor a refusal
+    claims = [c for c in backend.calls if c[0] == "claim"]
+    assert claims == [("claim", ("n1", 1)), ("claim", ("n2", 1)), ("claim", ("n3", 1))]
+    assert len([c for c in backend.calls if c[0] == "deploy"]) == 1
 
 
 def test_policy_stop_ends_the_request_at_once(clock: FakeClock) -> None:

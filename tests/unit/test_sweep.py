@@ -12,9 +12,12 @@ import pytest
 from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
 from bmaas.ops import NodeResult, run_on_nodes
+from bmaas.pool import DriverPool
 from bmaas.store import Store
-from bmaas.sweep import ShardedSweeper, auto_processes, shard_of
+from bmaas.sweep import ShardedSweeper, _next_message, auto_processes, shard_of
+from fakes.clock import FakeClock
 from tests.unit.sweep_support import die_in_shard_zero, make_factory, read_power
+from tests.unit.test_pool import KeptAlive, key, read
 
 Enroll = Callable[..., list[str]]
 FAULTY = ("n07", "n31")
@@ -106,3 +109,37 @@ def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     assert {shard_of(bmc_of(r.driver, r.node, by_name[r.node].driver_info), 2) for r in lost} == {0}
     assert all(isinstance(r.error, BMCTimeout) and not r.started for r in lost)
     assert all(r.ok for r in again)
+
+
+def test_a_worker_keeps_its_sessions_alive_while_it_waits_for_the_next_sweep() -> None:
+    """_next_message: no message for 35 s (fake), sessions kept alive every
+    10 s of idleness; then the next sweep arrives."""
+
+    clock = FakeClock(start=0.0)
+    built: list[KeptAlive] = []
+
+    def build(node: str) -> KeptAlive:
+        built.append(KeptAlive(node, clock))
+        return built[-1]
+
+    class Conn:
+        polls: list[float] = []
+
+        def poll(self, timeout: float) -> bool:
+            self.polls.append(timeout)
+            if clock() + timeout > 35:
+                clock.advance(35 - clock())
+                return True
+            clock.advance(timeout)
+            return False
+
+        def recv(self) -> str:
+            return "next sweep"
+
+    conn = Conn()
+    with DriverPool(clock=clock) as pool:
+        read(pool, build, key("n1"))
+        assert _next_message(conn, pool, 1.0) == "next sweep"  # type: ignore[arg-type]
+        assert conn.polls == [10.0, 10.0, 10.0, 10.0]
+        assert built[0].kept == [10.0, 20.0, 30.0]
+        assert pool.stats.logins == 1

@@ -12,6 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
+from bmaas.faults import BMCTimeout
+from bmaas.fenced import FencedBackoff, FencedReads
 from bmaas.health import Change, HealthRule
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
@@ -305,3 +307,136 @@ def test_a_loop_with_a_pool_logs_in_once_per_node_and_reports_reads_per_login(
     assert last["reads_per_login"] == 8.0
     assert reports[0].to_dict()["sessions"]["logins"] == 4
     assert all(not d.session_alive() for d in built)  # all logged out at the end
+
+
+class HungDriver(FakeDriver):
+    """A BMC that answers nothing until the test lets it go (a real block on
+    an Event: the fake clock does not move while it hangs), then times out.
+    Records the fake-clock time of every read."""
+
+    entered = threading.Semaphore(0)
+    release = threading.Semaphore(0)
+    reads: list[float] = []
+    clock: Callable[[], float] = FakeClock()
+
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
+        HungDriver.reads.append(HungDriver.clock())
+        HungDriver.entered.release()
+        HungDriver.release.acquire(timeout=30)  # bounded; the test lets it go
+        raise BMCTimeout("no answer", node=self.node)
+
+
+def test_a_fenced_hung_bmc_is_read_on_its_back_off_and_never_holds_a_pass(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    """n01 is fenced (power failure) and hangs. Passes every 10 s (fake) for
+    20 minutes read it 30, 90, 210, 450 and 930 s after the fence (the
+    back-off); each pass that starts that read ends with the read still
+    hanging (the pass never waits for it), and records it the pass after."""
+    names = enroll(3)
+    rule = HealthRule()
+    for _ in range(rule.fault_after):  # the sync fenced it earlier
+        store.health.record_power_reads([("n01", BMCTimeout("x", node="n01"))], health_rule=rule)
+    assert store.nodes.get("n01").fault == POWER_FAILURE
+    healthy = driver_factory(fleet=fleet)
+    HungDriver.reads, HungDriver.clock = [], fleet.clock
+    HungDriver.entered, HungDriver.release = threading.Semaphore(0), threading.Semaphore(0)
+    backoff = FencedBackoff(first=30, factor=2, cap=600, timeout=60)
+    fenced: FencedReads[Any] = FencedReads(backoff, fault=rule.fault, clock=fleet.clock)
+    t0 = fleet.clock()
+    reports: list[Any] = []
+    hung_during: list[float] = []
+
+    def on_pass(report: Any) -> None:
+        reports.append(report)
+        if fenced.in_flight():  # started by this pass, still hanging after it
+            assert HungDriver.entered.acquire(timeout=10)
+            assert "n01" not in [r.node for r in report.results]
+            hung_during.append(fleet.clock() - t0)
+            HungDriver.release.release()
+            assert fenced.wait(timeout=10)
+
+    try:
+        sync_loop(
+            store,
+            interval=10.0,
+            count=121,  # 0 .. 1200 s
+            wait=fleet.clock.advance,
+            clock=fleet.clock,
+            on_pass=on_pass,
+            factory=lambda r: HungDriver(r.name, fleet=fleet) if r.name == "n01" else healthy(r),
+            fenced=fenced,
+        )
+    finally:
+        for _ in range(5):
+            HungDriver.release.release()
+        fenced.close()
+    schedule = [30.0, 90.0, 210.0, 450.0, 930.0]
+    assert [at - t0 for at in HungDriver.reads] == schedule
+    assert [at - t0 for _, at in fenced.started] == schedule
+    assert hung_during == schedule  # each pass that started it ended while it hung
+    assert backoff.schedule(6) == [*schedule, 1530.0]
+    assert all(r.duration == 0.0 for r in reports)  # no pass waited for the hung read
+    assert all(sorted(x.node for x in r.results if x.ok) == names[1:] for r in reports)
+    collected = [i for i, r in enumerate(reports) if "n01" in [x.node for x in r.results]]
+    assert collected == [4, 10, 22, 46, 94]  # the pass after each read started
+    assert reports[0].backed_off == ["n01"]
+    assert store.nodes.get("n01").fault == POWER_FAILURE
+
+
+class KeptAliveDriver(FakeDriver):
+    """A fake session the BMC forgets after 20 s idle, kept alive every 10 s
+    (IPMI's shape); records when each keepalive went out."""
+
+    session_idle = 20.0
+    session_keepalive: float | None = 10.0
+    sent: list[tuple[str, float]] = []
+
+    def keepalive(self, *, deadline: Deadline) -> bool:
+        KeptAliveDriver.sent.append((self.node, self._clock()))
+        return self.session_alive()
+
+
+@pytest.mark.parametrize("keepalive", [10.0, None])
+def test_keepalives_between_passes_keep_one_login_per_bmc_at_a_long_interval(
+    store: Store, enroll: Enroll, fleet: FakeFleet, keepalive: float | None
+) -> None:
+    """Passes 60 s apart, sessions trusted for 20 s idle: with keepalives every
+    10 s of idleness each BMC logs in once over 5 passes (and gets 5
+    keepalives between each two passes, none after the last); without, every
+    pass logs in again."""
+    enroll(2)
+    base = driver_factory(fleet=fleet)
+    KeptAliveDriver.sent = []
+
+    class Driver(KeptAliveDriver):
+        session_keepalive = keepalive
+
+    def factory(record: Any) -> Any:
+        plain = base(record)
+        return Driver(record.name, plain.info, fleet=fleet)
+
+    reports: list[Any] = []
+    t0 = fleet.clock()
+    with DriverPool(clock=fleet.clock) as pool:
+        sync_loop(
+            store,
+            interval=60.0,
+            count=5,
+            factory=factory,
+            pool=pool,
+            clock=fleet.clock,
+            wait=fleet.clock.advance,
+            on_pass=reports.append,
+        )
+    sessions = reports[-1].sessions
+    assert sessions.reads == 10
+    if keepalive is None:
+        assert sessions.logins == 10  # one login per BMC per pass
+        assert KeptAliveDriver.sent == []
+        return
+    assert sessions.logins == 2  # one per BMC
+    assert sessions.reads_per_login == 5.0
+    assert sessions.keepalives == 2 * 5 * 4
+    schedule = [60.0 * k + 10.0 * j for k in range(4) for j in range(1, 6)]
+    assert [at - t0 for node, at in KeptAliveDriver.sent if node == "n01"] == schedule

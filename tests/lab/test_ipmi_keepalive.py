@@ -1,0 +1,70 @@
+"""IPMI sessions outlive a sync interval far longer than the driver trusts an
+idle session: keepalives (Get Device ID) between passes, so the lab's IPMI
+BMCs see one login each over several passes.
+
+The interval is scaled down rather than waited for: the driver's idle
+threshold (20 s in production, against a 60-120 s sync interval) is set to
+0.6 s here and the keepalive to 0.25 s, against a 1.5 s interval; the
+proportions are the production ones (interval well past the idle limit).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bmaas import inventory as inventory_mod
+from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
+from bmaas.store import Store
+from bmaas.sync import SyncReport, sync_loop
+from drivers.ipmi.driver import IPMIDriver
+from hwlab.harness.bench.common import running_lab
+from hwlab.labspec import generate
+
+pytestmark = pytest.mark.lab
+
+NODES = 3
+PASSES = 4
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("keepalive", [0.25, None])
+def test_a_long_interval_logs_in_once_per_ipmi_bmc_with_keepalives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keepalive: float | None
+) -> None:
+    monkeypatch.setattr(IPMIDriver, "session_idle", 0.6)
+    monkeypatch.setattr(IPMIDriver, "session_keepalive", keepalive)
+    spec = generate(NODES, protocols="ipmi", seed=3)
+    with running_lab(spec, tmp_path / "lab") as lab:
+        store = Store.open(str(tmp_path / "bmaas.db"))
+        try:
+            inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
+            reports: list[SyncReport] = []
+            with DriverPool() as pool:
+                sync_loop(
+                    store,
+                    interval=1.5,
+                    count=PASSES,
+                    factory=driver_factory(bmc_timeout=1.0),
+                    pool=pool,
+                    workers=NODES,
+                    on_pass=reports.append,
+                )
+            status: dict[str, Any] = lab.status()
+        finally:
+            store.close()
+    assert all(not r.failed for r in reports), [r.failed for r in reports]
+    final = reports[-1].sessions
+    assert final is not None
+    assert final.reads == NODES * PASSES
+    logins = {name: node["sessions"]["ipmi"]["logins"] for name, node in status["nodes"].items()}
+    if keepalive is None:  # the control: the same loop without keepalives logs in every pass
+        assert final.logins == NODES * PASSES
+        assert all(n == PASSES for n in logins.values()), logins
+        return
+    assert final.logins == NODES, final
+    assert all(n == 1 for n in logins.values()), logins
+    assert final.keepalives >= NODES * (PASSES - 1)  # at least one per gap per BMC
