@@ -80,6 +80,7 @@ class Effect(StrEnum):
     POWER_LOST = "power_lost"
     SLOW_POWER = "slow_power"
     BOOT_NOT_PERSISTED = "boot_not_persisted"
+    BOOT_ONCE_PERSISTENT = "boot_once_persistent"
     BOOT_CRASH = "boot_crash"
     INCIDENT = "incident"
     SESSION_LIMIT = "session_limit"
@@ -377,6 +378,23 @@ EFFECTS: dict[Effect, EffectDef] = {
         "boot device accepted, not stored",
         operations=("boot.set",),
         cases=(Case("boot_not_persisted", {}, _both("BootFailure"), "boot_pxe"),),
+    ),
+    # Stock sushy-tools and several real BMCs keep no one-time override apart
+    # from a persistent one (Ironic's force_persistent_boot_device exists for
+    # them): a capability quirk, never a BootFailure.
+    Effect.BOOT_ONCE_PERSISTENT: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "a one-time boot override is stored as persistent (reads back Continuous)",
+        operations=("boot.set",),
+        cases=(
+            Case(
+                "boot_once_persistent",
+                {},
+                _both("ok:boot_once_kept_persistent"),
+                "boot_pxe_once",
+            ),
+        ),
     ),
     Effect.BOOT_CRASH: EffectDef(
         Layer.HARDWARE,

@@ -283,6 +283,8 @@ class FakeMachine:
     ) -> None:
         if any(f.effect is Effect.BOOT_NOT_PERSISTED for f in firings):
             return
+        if any(f.effect is Effect.BOOT_ONCE_PERSISTENT for f in firings):
+            persistent = True  # this BMC keeps no one-time override apart
         with self._lock:
             if persistent:
                 self._persistent = device

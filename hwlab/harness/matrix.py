@@ -60,6 +60,12 @@ def _boot_pxe(driver: BMCDriver) -> str:
     return "ok"
 
 
+def _boot_pxe_once(driver: BMCDriver) -> str:
+    """A one-time override; the quirks the driver learnt from its read-back."""
+    driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=per_call(driver))
+    return "ok:" + ",".join(sorted(str(q) for q in driver.quirks))
+
+
 def _power_on_then_settle(driver: BMCDriver) -> str:
     driver.set_power_state(
         PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=no_budget(driver)
@@ -90,6 +96,7 @@ ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
     "read": _read,
     "power_on": _power_on,
     "boot_pxe": _boot_pxe,
+    "boot_pxe_once": _boot_pxe_once,
     "power_on_then_settle": _power_on_then_settle,
     "vmedia_insert": _vmedia_insert,
     "login": _login,

@@ -172,6 +172,17 @@ def test_boot_not_persisted_is_a_boot_failure() -> None:
         d.set_boot_device(BootDevice.PXE, persistent=True, deadline=per_call(d))
 
 
+def test_boot_once_persistent_is_a_quirk_not_a_boot_failure() -> None:
+    """The one-time boot kept as persistent (stock sushy-tools, several real
+    BMCs): the override is applied, read back Continuous, and recorded as a
+    quirk of the BMC, never a fault."""
+    d = _driver({"effect": "boot_once_persistent"})
+    d.set_boot_device(BootDevice.PXE, persistent=False, deadline=per_call(d))
+    setting = d.get_boot_device(deadline=per_call(d))
+    assert (setting.device, setting.persistent) == (BootDevice.PXE, True)
+    assert [str(q) for q in d.quirks] == ["boot_once_kept_persistent"]
+
+
 def test_boot_crash_powers_on_then_falls_off() -> None:
     d, clock = _make({"effect": "boot_crash", "up_for": 4, "operation": "power.set"})
     assert (
