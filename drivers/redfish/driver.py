@@ -12,7 +12,9 @@ leaves through :func:`drivers.redfish.faults.map_exception`.
 
 Requests per call, once connected (the lab tests count them at the server):
 ``get_power_state``/``get_boot_device``/``get_inventory``/``get_boot_progress``/
-``probe``: 1 GET. ``set_power_state``: 1 GET (state and allowed resets) + 1 POST,
+``probe``: 1 GET (``get_power_state`` through the lean read of
+:mod:`drivers.redfish.lean`; 2 once per service if it advertises ``$select``
+and then refuses it). ``set_power_state``: 1 GET (state and allowed resets) + 1 POST,
 no POST when an idempotent action finds the node already there, 1 more GET
 when the BMC refuses an idempotent action with 400/409 (it may be there).
 ``set_boot_device``: 1 GET (sushy reads the ETag) + 1 PATCH + 1 GET read-back.
