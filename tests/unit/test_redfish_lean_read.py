@@ -229,3 +229,14 @@ def test_the_deadline_ends_a_read_the_bmc_never_answers() -> None:
         with pytest.raises(BMCTimeout):
             d.get_power_state(deadline=Deadline.after(0.3))
         d.close()
+
+
+def test_past_the_services_limit_the_connection_is_not_kept() -> None:
+    fake = Fake()
+    with serving(fake) as url:
+        d = driver(url)
+        d.keep_alive_services = 0  # one open service is already past it
+        assert reads(d, 3) == [PowerState.ON] * 3
+        d.close()
+    lean = [h for _, h in fake.system_gets()[1:]]
+    assert [h.get("Connection", "").lower() for h in lean] == ["close", "close"]
