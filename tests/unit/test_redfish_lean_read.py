@@ -112,7 +112,7 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
 def serving(fake: Fake) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
