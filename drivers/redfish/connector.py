@@ -53,6 +53,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from drivers.redfish.faults import DeadlineExceeded
+from drivers.redfish.lean import LeanReader
 from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
 __all__ = ["OPERATION_HEADER", "BoundedConnector"]
@@ -122,6 +123,14 @@ class BoundedConnector(Connector):
             # node, and pyghmi's select() breaks on descriptors past 1024 in
             # a process that also speaks IPMI.
             self._session.headers.pop("Connection", None)
+        #: the hot read's lean path (see :mod:`drivers.redfish.lean`)
+        self.lean = LeanReader(
+            self._session,
+            url,
+            verify=verify,
+            after_denial=self._after_denial,
+            on_response=self._remember,
+        )
 
     def _remember(self, response: requests.Response) -> None:
         self._local.last = response
@@ -169,6 +178,30 @@ class BoundedConnector(Connector):
             yield
         finally:
             _CALL.reset(token)
+
+    def read_fields(self, path: str, fields: tuple[str, ...]) -> dict[str, Any]:
+        """The ``fields`` of the resource at ``path`` through the lean read,
+        inside :meth:`within` (its deadline, read name and gate)."""
+        call = self._current()
+        if call is None:
+            raise RuntimeError("read_fields() is only for use inside within()")
+        if call.deadline.expired:
+            raise DeadlineExceeded(f"deadline passed before GET {path}")
+        headers = {OPERATION_HEADER: str(call.read)} if call.read is not None else {}
+        return self.lean.read(path, fields, call.deadline, headers=headers, pace=call.pace)
+
+    def _after_denial(self, path: str, error: sushy_exc.AccessError) -> requests.Response:
+        """What sushy's ``_op`` does when a GET is refused 401/403: with a
+        session, log in again and send the GET once more (no further
+        re-login); with basic auth or no auth, the refusal is final."""
+        auth = self._auth
+        if auth is None or self._session.auth is not None:
+            raise error
+        if auth.can_refresh_session():
+            auth.refresh_session()
+        else:
+            auth.authenticate()
+        return self._op("GET", path, allow_reauth=False)
 
     def _op(
         self,

@@ -12,7 +12,9 @@ leaves through :func:`drivers.redfish.faults.map_exception`.
 
 Requests per call, once connected (the lab tests count them at the server):
 ``get_power_state``/``get_boot_device``/``get_inventory``/``get_boot_progress``/
-``probe``: 1 GET. ``set_power_state``: 1 GET (state and allowed resets) + 1 POST,
+``probe``: 1 GET (``get_power_state`` through the lean read of
+:mod:`drivers.redfish.lean`; 2 once per service if it advertises ``$select``
+and then refuses it). ``set_power_state``: 1 GET (state and allowed resets) + 1 POST,
 no POST when an idempotent action finds the node already there, 1 more GET
 when the BMC refuses an idempotent action with 400/409 (it may be there).
 ``set_boot_device``: 1 GET (sushy reads the ETag) + 1 PATCH + 1 GET read-back.
@@ -116,6 +118,11 @@ class RedfishDriver(BMCDriver):
     max_requests = 4
     #: seconds between HTTP request starts on one service
     min_interval = 0.05
+    #: the power read keeps its HTTP connection open while the process holds
+    #: at most this many services (one socket each): past it, a sweep of
+    #: thousands of services would hold thousands of descriptors, and pyghmi's
+    #: select() breaks on descriptors past 1024 in a process that speaks IPMI
+    keep_alive_services = 256
     #: the process's shared service clients (tests inject their own)
     services = SERVICES
 
@@ -292,6 +299,8 @@ class RedfishDriver(BMCDriver):
                         self._count_login()  # no session POST: credentials ride on each request
                     with conn.reading(Operation.PROBE):
                         service.root = sushy.Sushy(self.address, auth=auth, connector=conn)
+                    features = service.root.json.get("ProtocolFeaturesSupported") or {}
+                    conn.lean.select = features.get("SelectQuery") is True
             finally:
                 service.login_lock.release()
         root = service.root
@@ -353,13 +362,14 @@ class RedfishDriver(BMCDriver):
             assert conn is not None
             if self._fetched:  # read moments ago by _connect
                 return POWER_STATES.get(system.power_state, PowerState.UNKNOWN)
-            # One GET and one field: a power sync reads every node every pass,
-            # and sushy's full re-parse of the system was half of such a read.
-            # The cached System is marked stale, so other calls re-read it.
+            # One lean GET for one field (drivers.redfish.lean): a power sync
+            # reads every node every pass. The cached System is marked stale,
+            # so other calls re-read it.
             system.invalidate()
-            body = conn.get(system.path).json()  # not JSON: BMCProtocolError at the edge
+            conn.lean.keep_alive = self.services.open_services() <= self.keep_alive_services
+            body = conn.read_fields(system.path, ("PowerState",))
             try:
-                state = sushy.PowerState(body.get("PowerState") if isinstance(body, dict) else None)
+                state = sushy.PowerState(body.get("PowerState"))
             except ValueError:  # absent or not a Redfish power state: cannot tell
                 return PowerState.UNKNOWN
             return POWER_STATES.get(state, PowerState.UNKNOWN)

@@ -313,6 +313,7 @@ def _http(
         what += f" [{next((i for i in ids if rule.text in i), rule.text)}]"
     if cls is None and status == 404:
         url = getattr(getattr(response, "request", None), "path_url", None) or str(exc)
+        url = url.partition("?")[0]  # the lean read may add $select
         if system and url.rstrip("/").endswith(system.rstrip("/")):
             return InputError(
                 f"the BMC has no system {system} (HTTP 404)",

@@ -63,8 +63,13 @@ def report_cell(report: dict[str, Any], protocol: str, fault: str, client: str) 
 
 def check_fleet_sweep(report: dict[str, Any]) -> None:
     (size,) = report["data"]["sizes"].values()
-    rows = [n for n in size if n not in ("processes", "sessions")]
-    assert len(rows) == 7
+    rows = [n for n in size if n not in ("processes", "sessions", "hung")]
+    assert len(rows) == 8
+    assert size["bare sushy x 8"]["nodes"] == size["bmaas Redfish, steady"]["nodes"] == 10
+    hung = size["hung"]
+    assert hung["hung_nodes"] == 2
+    assert hung["hung_pass_failed"] == [2, 2]  # the two hung BMCs, nothing else
+    assert all(r > 0 for r in hung["ratio"])
     for name in rows:
         assert size[name]["failed_calls"] == 0
         assert size[name]["nodes_per_s"] > 0

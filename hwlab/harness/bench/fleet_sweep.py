@@ -13,6 +13,11 @@ alternating order, only the sweeps are measured:
   timeout);
 * **bmaas all, steady, P processes**: every lab node through a
   :class:`bmaas.sweep.ShardedSweeper` with one process per core (pooled too);
+* **bare sushy x 8**: the same Redfish nodes through plain sushy, one
+  ``sushy.Sushy`` client (session auth, logged in by an untimed first pass)
+  and its ``System`` kept per node, ``system.refresh()`` and
+  ``power_state`` per read, 8 threads: the baseline the lean Redfish read is
+  measured against, side by side in the same run;
 * **ipmitool x 8**: one ``ipmitool ... power status`` process per IPMI node,
   8 at a time: Ironic's default power-sync workers and its ipmitool options
   (see :mod:`hwlab.harness.bench.ipmitool`).
@@ -24,10 +29,17 @@ processes, through ``RUSAGE_CHILDREN``), never the lab's. Nodes per second
 depends on how many cores the clients get beside the lab; CPU per read does
 not, so the ipmitool comparison holds on any machine. The core count is in
 the report.
+
+After the rounds, the **hung-BMC pass ratio**: one pooled pass over every
+node, healthy, then ``HUNG`` of them (one IPMI, one Redfish) made to hang
+(hwlab's ``hang`` effect) and two more pooled passes timed: each hung pass's
+wall time over the healthy one's. Reads per login come from the pools.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import os
 import resource
@@ -58,6 +70,9 @@ IPMI_COLD, IPMI_STEADY = "bmaas IPMI, cold", "bmaas IPMI, steady"
 REDFISH_COLD, REDFISH_STEADY = "bmaas Redfish, cold", "bmaas Redfish, steady"
 IPMI_SHARDED, ALL_SHARDED = "bmaas IPMI, steady, sharded", "bmaas all, steady, sharded"
 IPMITOOL = "ipmitool x 8"
+BARE_SUSHY = "bare sushy x 8"
+#: nodes made to hang for the hung-BMC pass ratio (one of each protocol)
+HUNG = 2
 CONTENDERS = (
     IPMI_COLD,
     IPMI_STEADY,
@@ -65,6 +80,7 @@ CONTENDERS = (
     REDFISH_COLD,
     REDFISH_STEADY,
     ALL_SHARDED,
+    BARE_SUSHY,
     IPMITOOL,
 )
 #: the issue's targets (issue 17), shown beside the figures
@@ -73,6 +89,9 @@ GOALS = {
     "ipmi_cpu_vs_ipmitool": 0.1,
     "redfish_cpu_ms": 1.5,
     "ipmi_rate_vs_ipmitool": 5.0,
+    # issue 26
+    "redfish_lean_cpu_ms": 0.5,
+    "redfish_cpu_vs_sushy": 1 / 3,
 }
 
 
@@ -169,6 +188,96 @@ def _ipmitool(records: Sequence[NodeRecord]) -> Callable[[], Measured]:
     return sweep
 
 
+def _bare_sushy(
+    records: Sequence[NodeRecord], workers: int
+) -> tuple[Callable[[], Measured], Callable[[], None]]:
+    """Plain sushy, as a power sync built on it reads: a kept client and
+    ``System`` per node (made, and logged in, by the first untimed pass).
+    Also returns what logs them out, to call while the lab still runs
+    (sushy would log out at garbage collection, after it: 3 x 60 s each)."""
+    import sushy
+
+    systems: dict[str, Any] = {}
+    roots: list[Any] = []
+
+    def one(record: NodeRecord) -> bool:
+        try:
+            system = systems.get(record.name)
+            if system is None:
+                info = credentials.resolve_driver_info(record.driver_info, node=record.name)
+                root = sushy.Sushy(
+                    str(info["redfish_address"]),
+                    username=info["redfish_username"],
+                    password=info["redfish_password"].reveal(),
+                    verify=False,
+                )
+                wanted = info.get("redfish_system_id")
+                path = wanted or root.get_system_collection().members_identities[0]
+                roots.append(root)
+                system = systems[record.name] = root.get_system(path)
+            else:
+                system.refresh()
+            return system.power_state is not None
+        except Exception:  # a failed read is counted, as for the other rows
+            return False
+
+    def sweep() -> Measured:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, records))  # untimed: clients made, sessions kept
+            cpu, start = _self_cpu(), time.perf_counter()
+            ok = list(pool.map(one, records))
+            wall = time.perf_counter() - start
+        return wall, _self_cpu() - cpu, ok.count(False)
+
+    def close() -> None:
+        for root in roots:
+            auth, root._auth = root._auth, None
+            with contextlib.suppress(Exception):  # a courtesy: sessions expire anyway
+                if auth is not None:
+                    auth.close()
+        roots.clear()
+        systems.clear()
+
+    return sweep, close
+
+
+def _hung_ratio(lab: Any, every: Sequence[NodeRecord], workers: int) -> dict[str, Any]:
+    """Wall time of pooled passes with ``HUNG`` hung BMCs over a healthy one's."""
+    factory = driver_factory()
+    pool = DriverPool()
+    hung = [
+        next(n for n in every if n.driver == "ipmi"),
+        next(n for n in every if n.driver == "redfish"),
+    ][:HUNG]
+
+    def timed() -> tuple[float, int]:
+        start = time.perf_counter()
+        results = run_on_nodes(every, read_power, factory=factory, workers=workers, pool=pool)
+        return time.perf_counter() - start, sum(1 for r in results if not r.ok)
+
+    try:
+        run_on_nodes(every, read_power, factory=factory, workers=workers, pool=pool)
+        healthy, _ = timed()
+        for node in hung:
+            lab.add_faults(node.name, [{"name": "bench-hang", "effect": "hang"}])
+        try:
+            passes = [timed() for _ in range(2)]
+        finally:
+            for node in hung:
+                lab.clear_faults(node.name)
+        stats = pool.stats.to_dict()
+    finally:
+        pool.close()
+    return {
+        "hung_nodes": len(hung),
+        "healthy_s": healthy,
+        "hung_pass_s": [p[0] for p in passes],
+        "hung_pass_failed": [p[1] for p in passes],
+        "ratio": [p[0] / healthy if healthy else None for p in passes],
+        "sessions": stats,
+    }
+
+
 def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
     spec = generate(size, protocols="mixed", seed=options.seed)
     processes = options.processes or os.cpu_count() or 1
@@ -184,6 +293,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             ipmi = [n for n in every if n.driver == "ipmi"]
             redfish = [n for n in every if n.driver == "redfish"]
             w = options.workers
+            bare_sushy, close_sushy = _bare_sushy(redfish, 8)  # 8 threads, as the row says
             contenders: dict[str, tuple[int, Callable[[], Measured]]] = {
                 IPMI_COLD: (len(ipmi), _in_process(ipmi, w, None)),
                 IPMI_STEADY: (len(ipmi), _in_process(ipmi, w, pools[0])),
@@ -191,6 +301,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
                 REDFISH_COLD: (len(redfish), _in_process(redfish, w, None)),
                 REDFISH_STEADY: (len(redfish), _in_process(redfish, w, pools[1])),
                 ALL_SHARDED: (len(every), _sharded(every, sweeper)),
+                BARE_SUSHY: (len(redfish), bare_sushy),
                 IPMITOOL: (len(ipmi), _ipmitool(ipmi)),
             }
             # Untimed: imports and the sweep processes' start. Each steady row
@@ -205,12 +316,15 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
                     measured[name].append(contenders[name][1]())
             sessions: dict[str, Any] = {"in_process": [p.stats.to_dict() for p in pools]}
             sessions["sharded"] = sweeper.stats.to_dict()
+            hung = _hung_ratio(lab, every, w)
         finally:
+            if "close_sushy" in locals():
+                close_sushy()
             sweeper.close()
             for pool in pools:
                 pool.close()
             store.close()
-    out: dict[str, Any] = {"processes": processes, "sessions": sessions}
+    out: dict[str, Any] = {"processes": processes, "sessions": sessions, "hung": hung}
     for name, (nodes, _) in contenders.items():
         walls = [m[0] for m in measured[name]]
         cpus = [m[1] / nodes for m in measured[name]] if nodes else []
@@ -280,6 +394,22 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                 f"{size} nodes: IPMI steady nodes/s / ipmitool x 8": _ratio(
                     best, tool["nodes_per_s"]
                 ),
+                f"{size} nodes: bare sushy CPU ms/read": _round(
+                    result[BARE_SUSHY]["cpu_per_read_ms"]
+                ),
+                f"{size} nodes: Redfish steady CPU / bare sushy CPU per read": _ratio(
+                    result[REDFISH_STEADY]["cpu_per_read_ms"],
+                    result[BARE_SUSHY]["cpu_per_read_ms"],
+                ),
+                f"{size} nodes: IPMI steady reads per login": result["sessions"]["in_process"][0][
+                    "reads_per_login"
+                ],
+                f"{size} nodes: Redfish steady reads per login": result["sessions"]["in_process"][
+                    1
+                ]["reads_per_login"],
+                f"{size} nodes: hung-BMC pass / healthy pass (worst of 2)": _round(
+                    max((r for r in result["hung"]["ratio"] if r is not None), default=None)
+                ),
             }
         )
     cores = os.cpu_count()
@@ -293,6 +423,12 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
         "sweep workers; ipmitool: its processes), never the lab's",
         "ipmitool: -I lanplus -L ADMINISTRATOR -R 1 -N 1 power status, one process per node, "
         "8 at a time (Ironic's power-sync workers)",
+        f"hung-BMC pass ratio: {HUNG} BMCs (one IPMI, one Redfish) hang after a healthy "
+        "pooled pass over every node; two pooled passes follow, each over the healthy one",
+        "bare sushy x 8: a kept sushy client and System per node, system.refresh() a read, "
+        "8 threads, in this process (its CPU per read is beside bmaas Redfish's)",
+        "goals (issue 26): Redfish steady CPU/read <= {redfish_lean_cpu_ms} ms and <= "
+        "1/3 of bare sushy's".format(**GOALS),
         "goals (issue 17): IPMI steady CPU/read <= {ipmi_cpu_ms} ms and <= "
         "{ipmi_cpu_vs_ipmitool} of ipmitool's; Redfish steady <= {redfish_cpu_ms} ms; "
         "IPMI steady nodes/s >= {ipmi_rate_vs_ipmitool}x ipmitool x 8".format(**GOALS),
