@@ -19,10 +19,9 @@ import os
 import sqlite3
 from typing import Any
 
-from bmaas.driver import PowerState
 from bmaas.store.location import resolve_url
 from bmaas.store.migrate import VERSION_TABLE, head_revision
-from bmaas.store.records import NodeRecord, OwnerKind, ProvisionState
+from bmaas.store.records import NodeRecord, node_record
 
 __all__ = ["read_nodes"]
 
@@ -91,29 +90,4 @@ def read_nodes(db: str | None, **filters: Any) -> list[NodeRecord] | None:
 
 
 def _record(m: sqlite3.Row) -> NodeRecord:
-    return NodeRecord(
-        name=m["name"],
-        driver=m["driver"],
-        driver_info=dict(json.loads(m["driver_info"])),
-        resource_class=m["resource_class"],
-        properties=dict(json.loads(m["properties"])),
-        extra=dict(json.loads(m["extra"])),
-        network_segment=m["segment_name"],
-        power_state=PowerState(m["power_state"]),
-        power_state_at=m["power_state_at"],
-        provision_state=ProvisionState(m["provision_state"]),
-        maintenance=bool(m["maintenance"]),
-        maintenance_reason=m["maintenance_reason"],
-        maintenance_by=m["maintenance_by"],
-        maintenance_at=m["maintenance_at"],
-        fault=m["fault"],
-        fault_at=m["fault_at"],
-        last_error=m["last_error"],
-        fault_count=m["fault_count"],
-        good_count=m["good_count"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        owner_id=m["owner_id"],
-        owner_kind=OwnerKind(m["owner_kind"]) if m["owner_kind"] else None,
-        owner_name=m["owner_name"],
-    )
+    return node_record(m, json_column=json.loads)

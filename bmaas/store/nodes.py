@@ -20,7 +20,7 @@ from bmaas.faults import InputError
 from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx
-from bmaas.store.records import SYSTEM, Event, NodeRecord, OwnerKind, ProvisionState
+from bmaas.store.records import SYSTEM, Event, NodeRecord, ProvisionState, node_record
 
 if TYPE_CHECKING:
     from bmaas.inventory.specs import NetworkSpec, NodeSpec
@@ -60,33 +60,7 @@ def _node_query() -> sa.Select[Any]:
 
 
 def _record(row: sa.Row[Any]) -> NodeRecord:
-    m = row._mapping
-    return NodeRecord(
-        name=m["name"],
-        driver=m["driver"],
-        driver_info=dict(m["driver_info"]),
-        resource_class=m["resource_class"],
-        properties=dict(m["properties"]),
-        extra=dict(m["extra"]),
-        network_segment=m["segment_name"],
-        power_state=PowerState(m["power_state"]),
-        power_state_at=m["power_state_at"],
-        provision_state=ProvisionState(m["provision_state"]),
-        maintenance=bool(m["maintenance"]),
-        maintenance_reason=m["maintenance_reason"],
-        maintenance_by=m["maintenance_by"],
-        maintenance_at=m["maintenance_at"],
-        fault=m["fault"],
-        fault_at=m["fault_at"],
-        last_error=m["last_error"],
-        fault_count=m["fault_count"],
-        good_count=m["good_count"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        owner_id=m["owner_id"],
-        owner_kind=OwnerKind(m["owner_kind"]) if m["owner_kind"] else None,
-        owner_name=m["owner_name"],
-    )
+    return node_record(row._mapping)
 
 
 def _event_row(

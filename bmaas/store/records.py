@@ -9,8 +9,9 @@ an inline password).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from bmaas.driver import PowerState
 from bmaas.secrets import mask
@@ -28,6 +29,7 @@ __all__ = [
     "PortOrigin",
     "ProvisionState",
     "Segment",
+    "node_record",
 ]
 
 #: the ``maintenance_by`` of maintenance bmaas set itself (never a person's name)
@@ -196,3 +198,44 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         masked: dict[str, Any] = mask(dataclasses.asdict(self))
         return masked
+
+
+class Columns(Protocol):
+    """A row read by column name (SQLAlchemy's ``RowMapping``, ``sqlite3.Row``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+def node_record(
+    m: Columns, *, json_column: Callable[[Any], Any] = lambda value: value
+) -> NodeRecord:
+    """A :class:`NodeRecord` from one row of the node listing query (nodes
+    joined with segment and owner), by column name. ``json_column`` decodes
+    the JSON columns: SQLAlchemy hands them decoded, the ``sqlite3`` reader
+    of :mod:`bmaas.store.lite` as text (``json.loads``)."""
+    return NodeRecord(
+        name=m["name"],
+        driver=m["driver"],
+        driver_info=dict(json_column(m["driver_info"])),
+        resource_class=m["resource_class"],
+        properties=dict(json_column(m["properties"])),
+        extra=dict(json_column(m["extra"])),
+        network_segment=m["segment_name"],
+        power_state=PowerState(m["power_state"]),
+        power_state_at=m["power_state_at"],
+        provision_state=ProvisionState(m["provision_state"]),
+        maintenance=bool(m["maintenance"]),
+        maintenance_reason=m["maintenance_reason"],
+        maintenance_by=m["maintenance_by"],
+        maintenance_at=m["maintenance_at"],
+        fault=m["fault"],
+        fault_at=m["fault_at"],
+        last_error=m["last_error"],
+        fault_count=m["fault_count"],
+        good_count=m["good_count"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        owner_id=m["owner_id"],
+        owner_kind=OwnerKind(m["owner_kind"]) if m["owner_kind"] else None,
+        owner_name=m["owner_name"],
+    )
