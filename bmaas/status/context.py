@@ -111,6 +111,7 @@ class CheckContext:
         make_factory: Callable[..., DriverFactory] = driver_factory,
         wall_clock: Callable[[], float] = time.time,
         clock: ClockFn = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
         selected: frozenset[str] | None = None,
     ) -> None:
         self.db = db
@@ -125,6 +126,8 @@ class CheckContext:
         self.wall_clock = wall_clock
         #: the clock elapsed times are measured on (the deadline's own)
         self.clock = self.deadline.clock
+        #: how a busy BMC's backoff waits (tests inject their fake clock's)
+        self.sleep = sleep
         #: the checks being run (None: all); the sweep asks only what they need
         self.selected = selected
         self.started = self.clock()

@@ -134,12 +134,12 @@ class FleetReport:
     elapsed: float
 
 
-def _reads(deadline: Deadline) -> retry.RetryLimits:
+def _reads(deadline: Deadline, sleep: Callable[[float], None]) -> retry.RetryLimits:
     """How a sweep read is retried: like a power-sync read (``sync=True``),
     only what the policy table neither counts nor gives up on at once is
     asked again (a busy BMC, with backoff and its Retry-After), within the
     one call's share of the deadline; anything else is reported as it came."""
-    return retry.RetryLimits(sync=True, clock=deadline.clock)
+    return retry.RetryLimits(sync=True, clock=deadline.clock, sleep=sleep)
 
 
 def _ask(
@@ -148,6 +148,7 @@ def _ask(
     records: Mapping[str, NodeRecord],
     bmc_timeout: float,
     deadline: Deadline,
+    sleep: Callable[[float], None],
     power: bool,
     boot: bool,
 ) -> NodeCheck:
@@ -163,7 +164,8 @@ def _ask(
             )
             return Problem(Finding.NOT_ASKED, late, str(operation))
         try:
-            return retry.call(_reads(deadline), call, deadline=deadline.share(cap=bmc_timeout))
+            limits = _reads(deadline, sleep)
+            return retry.call(limits, call, deadline=deadline.share(cap=bmc_timeout))
         except BmaasError as exc:
             return Problem(classify(exc), exc, str(operation))
 
@@ -184,6 +186,7 @@ class SweepSource(Protocol):
     is one); stated here so this module needs not import the context."""
 
     clock: Callable[[], float]
+    sleep: Callable[[float], None]
     workers: int
     make_factory: Callable[..., DriverFactory]
 
@@ -218,6 +221,7 @@ def sweep(ctx: SweepSource) -> FleetReport:
         records={r.name: r for r in askable},
         bmc_timeout=bmc_timeout,
         deadline=ctx.sweep_deadline,
+        sleep=ctx.sleep,
         power=ctx.wants("power"),
         boot=ctx.wants("boot"),
     )

@@ -53,6 +53,7 @@ def make_ctx(
             kw["deadline"] = Deadline.after(kw["deadline"], clock=clock.monotonic)
         kw.setdefault("make_factory", make_factory)
         kw.setdefault("db", db_url)
+        kw.setdefault("sleep", clock.sleep)
         ctx = CheckContext(wall_clock=wall, clock=clock.monotonic, **kw)
         made.append(ctx)
         return ctx
