@@ -34,7 +34,14 @@ from typing import Any, ClassVar, Self
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
-from bmaas.faults import BMCFault, BMCTimeout, BootFailure, PowerFailure, UnsupportedOperation
+from bmaas.faults import (
+    BMCFault,
+    BMCTimeout,
+    BootFailure,
+    PowerFailure,
+    SlotTimeout,
+    UnsupportedOperation,
+)
 from bmaas.gate import GATES, Gate, GateRegistry
 
 __all__ = [
@@ -416,6 +423,19 @@ class BMCDriver(abc.ABC):
         )
         assert isinstance(fault, BMCTimeout)
         return fault
+
+    def node_busy(self, operation: Operation | str, start: float) -> SlotTimeout:
+        """The fault of a call that waited out its deadline for this node's one
+        call slot (another call on the node still running): bmaas's own
+        contention, never the BMC's."""
+        return SlotTimeout(
+            "another call to this node is still running",
+            node=self.node,
+            driver=self.name,
+            operation=str(operation),
+            address=self.bmc_label,
+            waited=self._clock() - start,
+        )
 
     def call_deadline(self, deadline: Deadline) -> Deadline:
         """The bound of one BMC request inside a longer method: a share of

@@ -50,7 +50,6 @@ from bmaas.faults import (
     BMCFault,
     InputError,
     PowerFailure,
-    SlotTimeout,
     UnsupportedOperation,
 )
 from drivers.ipmi.classify import classify
@@ -175,14 +174,7 @@ class IPMIDriver(BMCDriver):
         if bound.expired:
             raise self.too_late(operation, start)
         if not self._lock.acquire(timeout=bound.left()):
-            raise SlotTimeout(
-                "another call to this node is still running",
-                node=self.node,
-                driver=self.name,
-                operation=str(operation),
-                address=self.bmc_label,
-                waited=self._clock() - start,
-            )
+            raise self.node_busy(operation, start)
         cmd: BoundedCommand | None = None
         try:
             gate = self.gate

@@ -197,14 +197,7 @@ class RedfishDriver(BMCDriver):
 
         gate = self.gate  # before the lock: a bad BMAAS_BMC_* setting holds nothing
         if not self._lock.acquire(timeout=bound.left()):
-            raise SlotTimeout(
-                "another call to this node is still running",
-                node=self.node,
-                driver=self.name,
-                operation=str(operation),
-                address=self.bmc_label,
-                waited=elapsed(),
-            )
+            raise self.node_busy(operation, start)
 
         def pace(deadline: Deadline) -> None:
             gate.pace(
