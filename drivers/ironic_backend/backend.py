@@ -220,8 +220,11 @@ class IronicBackend(InstancesMixin):
         deadline: Deadline,
     ) -> Any:
         """One allocation restricted to ``node``: active, or deleted and
-        refused. Losing the node's lock to a periodic task at reservation
-        ("filtered out during reservation") is :class:`IronicBusy`, retried."""
+        refused. A node another allocation now holds (a parallel request won
+        it) is refused as ``taken``: that says nothing about the node, and
+        retrying cannot win it back. Otherwise losing the node's lock to a
+        periodic task at reservation ("filtered out during reservation") is
+        :class:`IronicBusy`, retried."""
         allocation = self.api.call(
             "allocation.create",
             self.api.bm.create_allocation,
@@ -236,9 +239,20 @@ class IronicBackend(InstancesMixin):
             return allocation
         self._delete_allocation(allocation.id, node)
         why = allocation.last_error or allocation.state
+        holder = self._holder(node, deadline)
+        if holder is not None:
+            raise NodeUnavailable(node=node, reason=f"allocated to {holder}: {why}", taken=True)
         if "filtered out during reservation" in str(why):
             raise IronicBusy(f"lost the race for the node's lock: {why}", node=node)
         raise NodeUnavailable(node=node, reason=why)
+
+    def _holder(self, node: str, deadline: Deadline) -> str | None:
+        """The allocation (or instance) holding ``node`` now, if any: read once
+        after a refused allocation, because Ironic's refusal text is the same
+        whether the node was taken or merely did not match."""
+        found = self.api.call("node.get", self.api.bm.get_node, node, node=node, deadline=deadline)
+        holder = found.allocation_id or found.instance_id
+        return str(holder) if holder else None
 
     def _settle_allocation(self, allocation_id: str, node: str, deadline: Deadline) -> Any:
         wait = 0.2  # usually done in well under a second; a busy conductor takes longer

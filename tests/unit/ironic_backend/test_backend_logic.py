@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from openstack import exceptions as sdk_exc
+from openstack.baremetal.v1.allocation import Allocation
 from openstack.baremetal.v1.node import Node
 
 from bmaas.deadline import Deadline
@@ -303,3 +304,48 @@ def test_a_rollback_interrupted_in_its_wait_says_what_it_left(
     assert clock.sleeps == []  # no tear-down wait
     assert proxy.deleted == ["alloc-1"]  # the allocation is still given back
     assert "rollback of n1 interrupted while waiting on Ironic: left it as it is" in caplog.text
+
+
+class RefusingProxy(FakeProxy):
+    """Every allocation ends in ``error`` with Ironic's one refusal text; the
+    node is held by ``holder`` (another request's allocation) or by nobody."""
+
+    def __init__(self, holder: str | None) -> None:
+        super().__init__([Node(id="uuid-n1", name="n1", allocation_id=holder)])
+        self.created = 0
+        self.deleted: list[str] = []
+
+    def create_allocation(self, **attrs: Any) -> Any:
+        self.created += 1
+        return Allocation(id=f"alloc-{self.created}", state="allocating")
+
+    def get_allocation(self, ident: str) -> Any:
+        text = "none of the requested nodes are available and match the resource class baremetal"
+        return Allocation(id=ident, state="error", last_error=text)
+
+    def delete_allocation(self, ident: str, ignore_missing: bool = True) -> None:
+        self.deleted.append(ident)
+
+
+@pytest.mark.parametrize(("holder", "taken"), [("alloc-of-web-1", True), (None, False)])
+def test_a_node_a_parallel_request_won_is_refused_as_taken(holder: str | None, taken: bool) -> None:
+    """Issue 26: losing a node to a parallel request is not a fault of the
+    node, so the reschedule loop must be told (``taken``) to move on without
+    an attempt in the history. Ironic's refusal reads the same either way;
+    who holds the node now decides. One allocation, given back."""
+    clock = FakeClock()
+    proxy = RefusingProxy(holder)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        sleep=clock.sleep,
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("web-0", resource_class="baremetal"))
+    with pytest.raises(NodeUnavailable) as info:
+        backend.claim(job, "n1", number=1, deadline=Deadline.after(60.0, clock=clock.monotonic))
+    assert info.value.taken is taken
+    assert proxy.created == 1  # a refusal is final: no second allocation
+    assert proxy.deleted == ["alloc-1"]
+    if taken:
+        assert "allocated to alloc-of-web-1" in str(info.value)
