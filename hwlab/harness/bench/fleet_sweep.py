@@ -58,7 +58,7 @@ from bmaas.pool import DriverPool
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 from bmaas.sweep import ShardedSweeper
-from hwlab.harness.bench import ipmitool
+from hwlab.harness.bench import hung_sync, ipmitool
 from hwlab.harness.bench.common import running_lab
 from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from hwlab.harness.budgets import per_call
@@ -103,10 +103,13 @@ class Options:
     #: sweep processes for the sharded rows (0: one per core)
     processes: int = 0
     seed: int = 1
+    #: with a share of hung BMCs (0.05: 5 %), also the sync's pass ratio
+    #: once they are fenced (:mod:`hwlab.harness.bench.hung_sync`); 0: not run
+    hung_fraction: float = 0.0
 
     @classmethod
     def smoke(cls) -> Options:
-        return cls(sizes=(20,), rounds=1, processes=2)
+        return cls(sizes=(20,), rounds=1, processes=2, hung_fraction=0.1)
 
 
 def read_power(driver: BMCDriver) -> PowerState:
@@ -136,6 +139,27 @@ def _pids_cpu(pids: Sequence[int]) -> float:
             continue
         total += times.user + times.system
     return total
+
+
+def _threads_cpu(pids: Sequence[int]) -> float:
+    """CPU seconds of the running threads of ``pids``, to the nanosecond
+    (``/proc/<pid>/task/<tid>/schedstat``; psutil's process times count
+    clock ticks, 10 ms, too coarse for a lab pass of a few tens of ms).
+    For long-lived threads only (a lab worker's servers): the time of a
+    thread that ended is not in it. Falls back to :func:`_pids_cpu`."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return _pids_cpu(pids)
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                    total += int(stat.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended meanwhile
+    return total / 1e9
 
 
 #: one measured sweep: wall seconds, client CPU seconds, failed reads, lab CPU seconds
@@ -300,7 +324,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             lab_pids = lab.pids()
 
             def lab_cpu() -> float:
-                return _pids_cpu(lab_pids)
+                return _threads_cpu(lab_pids)
 
             bare_sushy, close_sushy = _bare_sushy(redfish, 8, lab_cpu)  # 8 threads, as named
             contenders: dict[str, tuple[int, Callable[[], Measured]]] = {
@@ -326,6 +350,10 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             sessions: dict[str, Any] = {"in_process": [p.stats.to_dict() for p in pools]}
             sessions["sharded"] = sweeper.stats.to_dict()
             hung = _hung_ratio(lab, every, w)
+            if options.hung_fraction:
+                hung_fenced = hung_sync.measure(
+                    lab, store, every, workers=w, fraction=options.hung_fraction
+                )
         finally:
             if "close_sushy" in locals():
                 close_sushy()
@@ -334,6 +362,8 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
                 pool.close()
             store.close()
     out: dict[str, Any] = {"processes": processes, "sessions": sessions, "hung": hung}
+    if options.hung_fraction:
+        out["hung_sync"] = hung_fenced
     for name, (nodes, _) in contenders.items():
         walls = [m[0] for m in measured[name]]
         cpus = [m[1] / nodes for m in measured[name]] if nodes else []
@@ -432,6 +462,12 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                 ),
             }
         )
+        fenced = result.get("hung_sync")
+        if fenced is not None:
+            share = f"{fenced['hung_fraction']:.0%} hung"
+            headline[f"{size} nodes: sync pass, {share} and fenced / healthy (median)"] = _round(
+                fenced["ratio_median"]
+            )
     cores = os.cpu_count()
     processes = next(iter(sizes.values()))["processes"] if sizes else None
     notes = [
@@ -441,13 +477,17 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
         "row's timed pass follows its own untimed first pass (sessions kept by a driver pool)",
         "CPU per read: user+sys of the client processes only (bmaas: this process and its "
         "sweep workers; ipmitool: its processes), never the lab's",
-        "lab CPU per read: user+sys of the lab's worker processes (every BMC emulator) over "
+        "lab CPU per read: on-CPU time of the lab's worker processes' threads (every BMC "
+        "emulator; /proc schedstat, ns) over "
         "the same timed pass, per node read; a steady read is one answer (one Redfish GET, "
         "one IPMI command), a cold one a login's exchanges too",
         "ipmitool: -I lanplus -L ADMINISTRATOR -R 1 -N 1 power status, one process per node, "
         "8 at a time (Ironic's power-sync workers)",
         f"hung-BMC pass ratio: {HUNG} BMCs (one IPMI, one Redfish) hang after a healthy "
         "pooled pass over every node; two pooled passes follow, each over the healthy one",
+        "hung-BMC sync ratio (--hung-fraction): that share of the nodes hang, the sync "
+        f"(bmaas sync --interval, BMC timeout {hung_sync.BMC_TIMEOUT:g} s) fences them, "
+        f"then {hung_sync.STEADY} passes, each over the healthy pass's time",
         "bare sushy x 8: a kept sushy client and System per node, system.refresh() a read, "
         "8 threads, in this process (its CPU per read is beside bmaas Redfish's)",
         "goals (issue 26): Redfish steady CPU/read <= {redfish_lean_cpu_ms} ms and <= "
