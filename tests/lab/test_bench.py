@@ -80,7 +80,8 @@ def check_fleet_sweep(report: dict[str, Any]) -> None:
     # then reads every healthy node each pass without waiting for them
     fenced = size["hung_sync"]
     assert (fenced["hung_nodes"], fenced["fenced_nodes"]) == (2, 2)
-    assert fenced["failed_healthy"] == [0, 0, 0]
+    assert fenced["failed_healthy"] == fenced["failed_healthy_before"] == [0, 0, 0]
+    assert len(fenced["healthy_pass_s"]) == 3
     assert len(fenced["ratio"]) == 3
     assert all(t >= fenced["bmc_timeout_s"] for t in fenced["fencing_pass_s"])
     assert size["ipmitool x 8"]["nodes"] == size["bmaas IPMI, steady"]["nodes"] == 10

@@ -10,11 +10,12 @@ never waited for (:mod:`bmaas.fenced`). Measured here on the lab of
 as ``bmaas sync --interval`` runs it (pooled sessions, production
 back-off: the first recovery read 30 s after the fence):
 
-* a healthy pass (the second of two, sessions logged in by the first);
+* healthy passes: one that logs in, then ``STEADY`` timed (their median
+  is the healthy pass);
 * ``hang`` on ``fraction`` of the nodes, spread over both protocols;
 * ``fault_after`` passes that wait for the hung reads' deadline (the BMC
   timeout) and fence them, then ``STEADY`` passes timed: each over the
-  healthy one is the ratio.
+  healthy median is a ratio.
 
 The hung nodes are left fenced in the bench's store; their faults are
 cleared in the lab.
@@ -98,7 +99,7 @@ def measure(
 
     pool = DriverPool()
     try:
-        healthy = passes(2)[-1]
+        healthy = passes(1 + STEADY)[1:]  # the first logs in
         for node in hung:
             lab.add_faults(node.name, [{"name": "bench-hang", "effect": "hang"}])
         try:
@@ -111,19 +112,22 @@ def measure(
     finally:
         fenced.close()
         pool.close()
-    ratios = [r.duration / healthy.duration for r in steady] if healthy.duration else []
+    base = statistics.median(r.duration for r in healthy)
+    ratios = [r.duration / base for r in steady] if base else []
     names = {node.name for node in hung}
     return {
         "nodes": len(every),
         "hung_nodes": len(hung),
         "hung_fraction": fraction,
         "bmc_timeout_s": BMC_TIMEOUT,
-        "healthy_s": healthy.duration,
+        "healthy_s": base,
+        "healthy_pass_s": [r.duration for r in healthy],
         "fencing_pass_s": [r.duration for r in fencing],
         "fenced_pass_s": [r.duration for r in steady],
         "fenced_nodes": len(steady[-1].backed_off) if steady else 0,
         "failed_healthy": [sum(1 for x in r.failed if x.node not in names) for r in steady],
         "ratio": ratios,
         "ratio_median": statistics.median(ratios) if ratios else None,
+        "failed_healthy_before": [len(r.failed) for r in healthy],
         "sessions": stats,
     }
