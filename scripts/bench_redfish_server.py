@@ -85,21 +85,31 @@ def _login(port: int) -> tuple[socket.socket, str]:
     return sock, token
 
 
-def _reads(conns: list[tuple[socket.socket, str, str]], count: int, bad: list[int]) -> None:
+def _reads(
+    conns: list[tuple[socket.socket, str, str]], count: int, bad: list[int], fresh: bool = False
+) -> None:
+    """``count`` reads of each BMC's system resource; ``fresh``: each on a
+    new connection (``Connection: close``), as a client that keeps none."""
     for sock, token, name in conns:
         request = (
             f"GET /redfish/v1/Systems/{name} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"X-Auth-Token: {token}\r\nAccept: application/json\r\n"
-            "Connection: keep-alive\r\n\r\n"
+            f"Connection: {'close' if fresh else 'keep-alive'}\r\n\r\n"
         ).encode()
         buf = b""
+        port = sock.getpeername()[1]
         for _ in range(count):
-            sock.sendall(request)
-            status, _, buf = _answer(sock, buf)
+            if fresh:
+                with socket.create_connection(("127.0.0.1", port)) as one:
+                    one.sendall(request)
+                    status, _, _ = _answer(one, b"")
+            else:
+                sock.sendall(request)
+                status, _, buf = _answer(sock, buf)
             bad.append(status != 200)
 
 
-def server_cpu(tree: Path, nodes: int, reads: int) -> float:
+def server_cpu(tree: Path, nodes: int, reads: int, fresh: bool = False) -> float:
     """Milliseconds of the server's CPU per answer, for ``tree``'s hwlab."""
     import psutil
 
@@ -117,7 +127,7 @@ def server_cpu(tree: Path, nodes: int, reads: int) -> float:
         server = psutil.Process(proc.pid)
         before = server.cpu_times()
         threads = [
-            threading.Thread(target=_reads, args=(conns[i::4], reads, bad)) for i in range(4)
+            threading.Thread(target=_reads, args=(conns[i::4], reads, bad, fresh)) for i in range(4)
         ]
         for thread in threads:
             thread.start()
@@ -210,17 +220,23 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=200, help="reads per BMC per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--parse", action="store_true", help="also hwlab.http vs h11")
+    parser.add_argument(
+        "--new-connections", action="store_true", help="each read on a connection of its own"
+    )
     args = parser.parse_args()
     trees = [t.resolve() for t in args.tree or [Path.cwd()]]
     out: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cores": os.cpu_count(),
         "load_before": _load(),
+        "connections": "one per read" if args.new_connections else "kept",
     }
     figures: dict[str, list[float]] = {str(t): [] for t in trees}
     for round_ in range(args.rounds):
         for tree in trees if round_ % 2 == 0 else trees[::-1]:
-            figures[str(tree)].append(server_cpu(tree, args.nodes, args.reads))
+            figures[str(tree)].append(
+                server_cpu(tree, args.nodes, args.reads, args.new_connections)
+            )
     out["server_cpu_ms_per_answer"] = {
         tree: {"median": round(statistics.median(v), 4), "all": [round(x, 4) for x in v]}
         for tree, v in figures.items()
