@@ -87,7 +87,7 @@ from bmaas.faults import (
 )
 from bmaas.gate import bmc_of
 
-__all__ = ["DEFAULT_IDLE", "DROP_ON", "DriverPool", "PoolKey", "PoolStats"]
+__all__ = ["DEFAULT_IDLE", "DROP_ON", "DriverPool", "PoolKey", "PoolStats", "idle_for_interval"]
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,6 +95,22 @@ T = TypeVar("T")
 #: seconds a pooled session may sit unused before it is logged out (a
 #: driver's ``session_idle`` may cap it lower)
 DEFAULT_IDLE = 60.0
+
+
+def idle_for_interval(interval: float | None) -> float:
+    """The pool ``idle`` that keeps sessions used once every ``interval``
+    seconds (a sync loop): twice the interval, so a pass that runs long or
+    starts late does not log every session out, and never below
+    :data:`DEFAULT_IDLE`. The driver's own ``session_idle`` still caps it
+    (what its BMCs are trusted to keep: Redfish 300 s; IPMI 20 s, kept
+    alive by keepalives). Without it a Redfish session idle for a 120 s
+    interval (Ironic's default) was logged out every pass."""
+    if interval is None:
+        return DEFAULT_IDLE
+    if interval <= 0:
+        raise ValueError("interval must be positive")
+    return max(DEFAULT_IDLE, 2.0 * interval)
+
 
 #: faults after which a session is closed and never reused, with why
 DROP_ON: dict[type[BMCFault], str] = {

@@ -31,10 +31,12 @@ records ``unknown``, never "off").
 :func:`sync_loop` repeats passes every ``interval`` seconds (measured start to
 start, never sleeping a negative time) until stopped. Given a
 :class:`~bmaas.pool.DriverPool` (``pool=``), passes read through it: one
-login per BMC for as long as the loop runs (sessions idle longer than the
-pool allows between passes are logged out and logged in again next pass;
-drivers that keep sessions alive, as IPMI's, get a keepalive while the loop
-waits, so their sessions last any interval),
+login per BMC for as long as the loop runs (the loop raises the pool's
+``idle`` to :func:`~bmaas.pool.idle_for_interval`, twice the interval, so a
+session used every pass is not logged out between passes; one idle longer
+than its driver trusts, ``session_idle``, is logged out and logged in again
+next pass; drivers that keep sessions alive, as IPMI's, get a keepalive
+while the loop waits, so their sessions last any interval),
 and every report carries the pool's counters (``sessions``), reads per
 login among them.
 """
@@ -58,7 +60,7 @@ from bmaas.health import Change, HealthRule
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
-from bmaas.pool import DriverPool
+from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.reclaim import reclaim
 from bmaas.share import FleetShare
 from bmaas.store import Store
@@ -236,6 +238,9 @@ def sync_loop(
     """
     if interval <= 0:
         raise ValueError("interval must be positive")
+    if kw.get("pool") is not None:
+        # sessions used once a pass must outlive the wait between passes
+        kw["pool"].idle = max(kw["pool"].idle, idle_for_interval(interval))
     stop = stop or threading.Event()
     wait = wait or stop.wait
     passes = 0

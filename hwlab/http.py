@@ -20,6 +20,7 @@ import io
 import json
 import sys
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -53,6 +54,8 @@ HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
+#: status code -> its reason phrase (RFC 9110)
+_REASONS = {status.value: status.phrase for status in http.HTTPStatus}
 
 
 class HttpError(ValueError):
@@ -68,6 +71,14 @@ def _header(headers: list[tuple[str, str]], name: str) -> str | None:
     return next((v for k, v in headers if k.lower() == name), None)
 
 
+def _index(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """Headers by lower-case name, the first of each name winning (as :func:`_header`)."""
+    index: dict[str, str] = {}
+    for key, value in headers:
+        index.setdefault(key.lower(), value)
+    return index
+
+
 @dataclasses.dataclass
 class Request:
     method: str
@@ -75,14 +86,22 @@ class Request:
     version: str
     headers: list[tuple[str, str]]
     body: bytes = b""
+    #: ``headers`` by lower-case name, made on the first lookup: a lab BMC
+    #: asks each request for several headers (``headers`` is not changed
+    #: after a request is read)
+    _by_name: dict[str, str] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def path(self) -> str:
         return self.target.split("?", 1)[0]
 
     def header(self, name: str, default: str | None = None) -> str | None:
-        found = _header(self.headers, name)
-        return default if found is None else found
+        by_name = self._by_name
+        if by_name is None:
+            by_name = self._by_name = _index(self.headers)
+        return by_name.get(name.lower(), default)
 
     @property
     def keep_alive(self) -> bool:
@@ -117,12 +136,7 @@ class Response:
         return _header(self.headers, name)
 
     def encode(self, *, keep_alive: bool) -> bytes:
-        reason = self.reason
-        if not reason:
-            try:
-                reason = http.HTTPStatus(self.status).phrase
-            except ValueError:
-                reason = "Unknown"
+        reason = self.reason or _REASONS.get(self.status, "Unknown")
         lines = [f"HTTP/1.1 {self.status} {reason}"]
         lines += [f"{k}: {v}" for k, v in self.headers if k.lower() not in HOP_BY_HOP]
         lines.append(f"Content-Length: {len(self.body)}")
@@ -163,13 +177,13 @@ def _headers(lines: list[str]) -> list[tuple[str, str]]:
 
 async def _body(
     reader: asyncio.StreamReader,
-    headers: list[tuple[str, str]],
+    header: Callable[[str], str | None],
     *,
     until_close: bool,
     limit: int,
 ) -> bytes:
     too_large = HttpError(f"body larger than {limit} bytes", 413)
-    if "chunked" in (_header(headers, "transfer-encoding") or "").lower():
+    if "chunked" in (header("transfer-encoding") or "").lower():
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -187,7 +201,7 @@ async def _body(
                 raise too_large
             chunks.append(await reader.readexactly(size))
             await reader.readexactly(2)
-    length_text = _header(headers, "content-length")
+    length_text = header("content-length")
     if length_text is not None:
         if not length_text.strip().isdigit():
             raise HttpError(f"bad Content-Length {length_text[:20]!r}")
@@ -210,9 +224,9 @@ async def read_request(reader: asyncio.StreamReader, *, max_body: int = MAX_BODY
         raise HttpError(f"bad request line {lines[0][:80]!r}")
     if not parts[2].startswith("HTTP/1."):
         raise HttpError("only HTTP/1.x is served", 505)
-    headers = _headers(lines[1:])
-    body = await _body(reader, headers, until_close=False, limit=max_body)
-    return Request(parts[0].upper(), parts[1], parts[2], headers, body)
+    request = Request(parts[0].upper(), parts[1], parts[2], _headers(lines[1:]))
+    request.body = await _body(reader, request.header, until_close=False, limit=max_body)
+    return request
 
 
 async def read_response(reader: asyncio.StreamReader, method: str) -> Response:
@@ -225,10 +239,11 @@ async def read_response(reader: asyncio.StreamReader, method: str) -> Response:
         raise HttpError(f"bad status line {lines[0][:80]!r}")
     status = int(code)
     headers = _headers(lines[1:])
-    connection = (_header(headers, "connection") or "").lower()
+    header = _index(headers).get
+    connection = (header("connection") or "").lower()
     closes = "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection)
     no_body = method == "HEAD" or status in (204, 304) or 100 <= status < 200
-    body = b"" if no_body else await _body(reader, headers, until_close=True, limit=MAX_BODY)
+    body = b"" if no_body else await _body(reader, header, until_close=True, limit=MAX_BODY)
     return Response(status, headers, body, reason, closes)
 
 

@@ -28,7 +28,7 @@ from bmaas.deadline import Deadline
 from bmaas.health import Change, HealthRule
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool
+from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.cancel import CancelToken
 from bmaas.provision.maintenance import evacuate as evacuate_nodes
 from bmaas.provision.readiness import readiness
@@ -265,7 +265,9 @@ def sync(
     # One pooled session per BMC for the command's life: a loop logs in once,
     # not once per pass; every session is logged out when the command ends.
     with contextlib.ExitStack() as stack:
-        pool = stack.enter_context(DriverPool(wait=bmc_timeout))
+        # sessions used once a pass outlive the wait between passes
+        idle = idle_for_interval(interval)
+        pool = stack.enter_context(DriverPool(wait=bmc_timeout, idle=idle))
         options: dict[str, Any] = {
             "factory": app.factory(bmc_timeout),
             "health_rule": policy,
@@ -282,6 +284,7 @@ def sync(
                     workers=workers,
                     make_factory=app.make_factory,
                     factory_options={"bmc_timeout": bmc_timeout},
+                    idle=idle,
                     wait=bmc_timeout,
                 )
             )

@@ -22,7 +22,7 @@ from hwlab import answers
 from hwlab.http import Request, Response, environ, redfish_error
 from hwlab.operations import OPERATION_HEADER, redfish_operation
 from hwlab.redfish.app import RequestContext, call_app
-from hwlab.redfish.bmc import Bmc, RequestRecord
+from hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
 
 __all__ = ["answer"]
 
@@ -148,7 +148,27 @@ def _dispatch(
     scheme: str,
     peer: Any,
 ) -> Response:
-    """Serve the request through sushy-tools' app; hardware effects go to the machine."""
+    """Serve the request through sushy-tools' app; hardware effects go to the
+    machine. A plain read of the system resource (no hardware effect) is
+    served from :meth:`Bmc.rendered` while the machine's state is unchanged."""
+    if request.method == "GET" and not hardware and request.path in bmc.system_paths:
+        code, headers, body = bmc.rendered(
+            request.target,
+            lambda: _render(bmc, request, [], server=server, scheme=scheme, peer=peer),
+        )
+        return Response(code, list(headers), body)
+    return Response(*_render(bmc, request, hardware, server=server, scheme=scheme, peer=peer))
+
+
+def _render(
+    bmc: Bmc,
+    request: Request,
+    hardware: list[Firing],
+    *,
+    server: tuple[str, int],
+    scheme: str,
+    peer: Any,
+) -> Rendered:
     context = RequestContext(bmc, hardware)
     if request.method == "GET" and hardware:
         bmc.machine.apply(context.take_firings())  # power_lost, seen by this very read
@@ -157,4 +177,4 @@ def _dispatch(
     if hardware and not context.consumed:
         bmc.machine.apply(context.take_firings())
     code = int(status.split(" ", 1)[0])
-    return Response(code, [*headers, ("OData-Version", "4.0")], body)
+    return code, [*headers, ("OData-Version", "4.0")], body

@@ -15,13 +15,16 @@ import itertools
 import secrets
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from bmaas.driver import BootDevice, PowerAction
 from bmaas.secrets import Secret
 from fakes.machine import FakeMachine, Hardware
 
-__all__ = ["BOOT_TARGETS", "RESET_ACTIONS", "Bmc", "RequestRecord", "Session"]
+__all__ = ["BOOT_TARGETS", "RESET_ACTIONS", "Bmc", "Rendered", "RequestRecord", "Session"]
+
+#: a rendered answer: status, headers, body (see :meth:`Bmc.rendered`)
+Rendered = tuple[int, list[tuple[str, str]], bytes]
 
 #: Redfish ResetType -> what the machine does
 RESET_ACTIONS: dict[str, PowerAction] = {
@@ -92,7 +95,7 @@ class Bmc:
         if unknown:
             raise ValueError(f"unknown Redfish reset types: {', '.join(unknown)}")
         self.reset_types = types
-        self.boot_targets = list(BOOT_TARGETS)
+        self.boot_targets = tuple(BOOT_TARGETS)
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}  # by token
         #: sessions opened so far, and the most held at once (clients that pool
@@ -110,6 +113,12 @@ class Bmc:
         #: requests being answered now (the event loop's thread only): the
         #: ``overload`` effect's concurrency
         self.in_flight = 0
+        #: the system resource's paths (by id and by UUID): the answers kept
+        #: rendered, see :meth:`rendered`
+        self.system_paths = frozenset(
+            f"/redfish/v1/Systems/{name}" for name in (self.system_id, self.uuid)
+        )
+        self._rendered: dict[str, tuple[tuple[object, ...], Rendered]] = {}
 
     def __repr__(self) -> str:
         return f"<Bmc {self.machine.name} system={self.system_id}>"
@@ -127,6 +136,32 @@ class Bmc:
     @property
     def boot_progress(self) -> str:
         return self.machine.boot_progress()
+
+    # -- the system resource, kept rendered ----------------------------------
+
+    def state_key(self) -> tuple[object, ...]:
+        """Everything the system resource shows that can change: the answer
+        to ``GET /redfish/v1/Systems/<id>`` is a function of this and the
+        path (hardware, names, reset types and boot targets are fixed)."""
+        machine = self.machine
+        boot = machine.boot_device()
+        return (machine.power_state(), boot.device, boot.persistent, machine.boot_progress())
+
+    def rendered(self, target: str, render: Callable[[], Rendered]) -> Rendered:
+        """The system resource's answer at ``target``, rendered by ``render``
+        (sushy-tools' Flask view and its Jinja template: most of a lab
+        BMC's CPU per answer) only when the machine's :meth:`state_key`
+        changed since the last one. A power sync reads the same unchanged
+        document from every BMC every pass. An answer rendered while the
+        state moved (a transition landed) is not kept."""
+        key = self.state_key()
+        kept = self._rendered.get(target)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        answer = render()
+        if answer[0] == 200 and self.state_key() == key:
+            self._rendered[target] = (key, answer)
+        return answer
 
     # -- credentials and sessions ----------------------------------------------
 

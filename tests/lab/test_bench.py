@@ -63,7 +63,7 @@ def report_cell(report: dict[str, Any], protocol: str, fault: str, client: str) 
 
 def check_fleet_sweep(report: dict[str, Any]) -> None:
     (size,) = report["data"]["sizes"].values()
-    rows = [n for n in size if n not in ("processes", "sessions", "hung")]
+    rows = [n for n in size if n not in ("processes", "sessions", "hung", "hung_sync")]
     assert len(rows) == 8
     assert size["bare sushy x 8"]["nodes"] == size["bmaas Redfish, steady"]["nodes"] == 10
     hung = size["hung"]
@@ -74,7 +74,16 @@ def check_fleet_sweep(report: dict[str, Any]) -> None:
         assert size[name]["failed_calls"] == 0
         assert size[name]["nodes_per_s"] > 0
         assert size[name]["cpu_per_read_ms"] > 0  # client CPU is measured for every row
+        assert size[name]["lab_cpu_per_read_ms"] > 0  # and the lab's
     assert size["bmaas all, steady, sharded"]["nodes"] == 20
+    # smoke: 10% of 20 hang (one IPMI, one Redfish); the sync fences both,
+    # then reads every healthy node each pass without waiting for them
+    fenced = size["hung_sync"]
+    assert (fenced["hung_nodes"], fenced["fenced_nodes"]) == (2, 2)
+    assert fenced["failed_healthy"] == fenced["failed_healthy_before"] == [0, 0, 0]
+    assert len(fenced["healthy_pass_s"]) == 3
+    assert len(fenced["ratio"]) == 3
+    assert all(t >= fenced["bmc_timeout_s"] for t in fenced["fencing_pass_s"])
     assert size["ipmitool x 8"]["nodes"] == size["bmaas IPMI, steady"]["nodes"] == 10
     # steady rows reuse sessions: one login per node for all their passes
     for pool in size["sessions"]["in_process"]:

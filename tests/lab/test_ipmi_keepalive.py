@@ -27,7 +27,7 @@ from hwlab.labspec import generate
 pytestmark = pytest.mark.lab
 
 NODES = 3
-PASSES = 4
+PASSES = 5
 
 
 @pytest.mark.timeout(120)

@@ -10,9 +10,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,3 +205,30 @@ def test_a_signal_mid_deploy_leaves_the_store_and_the_report_in_agreement(
     held = {a.owner.name for a in store.owners.allocations()}
     assert held == active
     assert leaks(store) == (0, 0)
+
+
+def test_eight_parallel_deploys_on_eight_free_healthy_nodes_make_eight_attempts(
+    hwlab_lab: Callable[..., Lab], store: Store
+) -> None:
+    """Issue 26: concurrent requests pick distinct candidates, so a healthy
+    pool with as many free nodes as requests gives exactly one deploy
+    attempt per request (counted at the backend), each on its own node, and
+    nothing in any request's history: no ``node_unavailable``, no fault."""
+    _enrolled(hwlab_lab, store, nodes=8, seed=26)
+    with _provisioner(store) as p:
+        deployed: list[str] = []
+        lock = threading.Lock()
+        deploy = p.backend.deploy
+
+        def counted(claim: Any, **kw: Any) -> Any:
+            with lock:
+                deployed.append(claim.node)
+            return deploy(claim, **kw)
+
+        p.backend.deploy = counted  # type: ignore[method-assign]
+        results = p.provision_many([Request(f"r{i}", network="lab") for i in range(8)], workers=8)
+        assert all(isinstance(r, Provisioned) for r in results), results
+        assert [r.attempts for r in results] == [()] * 8
+        assert len(deployed) == 8
+        assert sorted(deployed) == sorted({r.node for r in results if isinstance(r, Provisioned)})
+        assert leaks(store) == (0, 0)

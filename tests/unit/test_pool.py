@@ -23,7 +23,7 @@ from bmaas.faults import (
     SlotTimeout,
 )
 from bmaas.ops import run_on_nodes
-from bmaas.pool import DriverPool, PoolKey
+from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolKey, idle_for_interval
 from bmaas.secrets import Secret
 from bmaas.store import Store
 from fakes.clock import FakeClock
@@ -237,6 +237,15 @@ def test_sessions_idle_out_on_the_injected_clock(clock: FakeClock) -> None:
     read(pool, build)
     assert len(build.built) == 2
     assert pool.stats.idled == 1
+
+
+def test_the_idle_for_a_sync_interval_is_twice_it_and_never_below_the_default() -> None:
+    assert idle_for_interval(None) == DEFAULT_IDLE
+    assert idle_for_interval(10.0) == DEFAULT_IDLE
+    assert idle_for_interval(60.0) == 120.0
+    assert idle_for_interval(120.0) == 240.0
+    with pytest.raises(ValueError, match="positive"):
+        idle_for_interval(0.0)
 
 
 def test_a_stale_session_is_replaced_when_next_asked_for(clock: FakeClock) -> None:

@@ -18,7 +18,7 @@ from bmaas.health import Change, HealthRule
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool
+from bmaas.pool import DEFAULT_IDLE, DriverPool, idle_for_interval
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
 from bmaas.sync import sync_loop, sync_pass
 from fakes.clock import FakeClock
@@ -440,3 +440,43 @@ def test_keepalives_between_passes_keep_one_login_per_bmc_at_a_long_interval(
     assert sessions.keepalives == 2 * 5 * 4
     schedule = [60.0 * k + 10.0 * j for k in range(4) for j in range(1, 6)]
     assert [at - t0 for node, at in KeptAliveDriver.sent if node == "n01"] == schedule
+
+
+@pytest.mark.parametrize(("session_idle", "logins"), [(300.0, 2), (100.0, 10)])
+def test_sessions_without_keepalives_last_an_interval_past_the_pool_default(
+    store: Store, enroll: Enroll, fleet: FakeFleet, session_idle: float, logins: int
+) -> None:
+    """Passes 120 s apart (Ironic's default), a pool made with the default
+    60 s idle, sessions with no keepalive (Redfish's shape): the loop raises
+    the pool's idle past the interval, so a session its BMC keeps for 300 s
+    logs in once per BMC over 5 passes; one its driver trusts for only 100 s
+    still logs in every pass (the driver's limit wins)."""
+    enroll(2)
+    base = driver_factory(fleet=fleet)
+
+    class Driver(FakeDriver):
+        session_keepalive = None
+
+    Driver.session_idle = session_idle
+
+    def factory(record: Any) -> Any:
+        return Driver(record.name, base(record).info, fleet=fleet)
+
+    reports: list[Any] = []
+    with DriverPool(clock=fleet.clock) as pool:
+        assert pool.idle == DEFAULT_IDLE
+        sync_loop(
+            store,
+            interval=120.0,
+            count=5,
+            factory=factory,
+            pool=pool,
+            clock=fleet.clock,
+            wait=fleet.clock.advance,
+            on_pass=reports.append,
+        )
+        assert pool.idle == idle_for_interval(120.0) == 240.0
+    sessions = reports[-1].sessions
+    assert sessions.reads == 10
+    assert sessions.logins == logins
+    assert sessions.idled == (0 if logins == 2 else 8)

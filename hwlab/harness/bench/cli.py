@@ -188,6 +188,12 @@ def sizes_option(
     type=click.IntRange(1, 256),
     help="Sweep processes of the sharded rows (default: one per core).",
 )
+@click.option(
+    "--hung-fraction",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Also hang this share of the nodes (0.05: 5%) and time the sync's passes "
+    "once it has fenced them, over a healthy pass.",
+)
 @bench_options
 @click.pass_context
 def fleet_sweep(ctx: click.Context, /, **_: Any) -> None:

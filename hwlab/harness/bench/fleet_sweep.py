@@ -54,11 +54,11 @@ from bmaas import credentials
 from bmaas import inventory as inventory_mod
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.ops import DEFAULT_WORKERS, driver_factory, run_on_nodes
-from bmaas.pool import DriverPool
+from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 from bmaas.sweep import ShardedSweeper
-from hwlab.harness.bench import ipmitool
+from hwlab.harness.bench import hung_sync, ipmitool
 from hwlab.harness.bench.common import running_lab
 from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from hwlab.harness.budgets import per_call
@@ -83,6 +83,9 @@ CONTENDERS = (
     BARE_SUSHY,
     IPMITOOL,
 )
+#: the steady rows' pool idle: passes up to 5 min apart, as `bmaas sync
+#: --interval 300` keeps them (drivers' own ``session_idle`` still caps it)
+STEADY_IDLE = idle_for_interval(300.0)
 #: the issue's targets (issue 17), shown beside the figures
 GOALS = {
     "ipmi_cpu_ms": 0.3,
@@ -103,10 +106,13 @@ class Options:
     #: sweep processes for the sharded rows (0: one per core)
     processes: int = 0
     seed: int = 1
+    #: with a share of hung BMCs (0.05: 5 %), also the sync's pass ratio
+    #: once they are fenced (:mod:`hwlab.harness.bench.hung_sync`); 0: not run
+    hung_fraction: float = 0.0
 
     @classmethod
     def smoke(cls) -> Options:
-        return cls(sizes=(20,), rounds=1, processes=2)
+        return cls(sizes=(20,), rounds=1, processes=2, hung_fraction=0.1)
 
 
 def read_power(driver: BMCDriver) -> PowerState:
@@ -138,12 +144,35 @@ def _pids_cpu(pids: Sequence[int]) -> float:
     return total
 
 
-#: one measured sweep: wall seconds, client CPU seconds, failed reads
-Measured = tuple[float, float, int]
+def _threads_cpu(pids: Sequence[int]) -> float:
+    """CPU seconds of the running threads of ``pids``, to the nanosecond
+    (``/proc/<pid>/task/<tid>/schedstat``; psutil's process times count
+    clock ticks, 10 ms, too coarse for a lab pass of a few tens of ms).
+    For long-lived threads only (a lab worker's servers): the time of a
+    thread that ended is not in it. Falls back to :func:`_pids_cpu`."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return _pids_cpu(pids)
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                    total += int(stat.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended meanwhile
+    return total / 1e9
+
+
+#: one measured sweep: wall seconds, client CPU seconds, failed reads, lab CPU seconds
+Measured = tuple[float, float, int, float]
+#: the lab's CPU seconds so far (its worker processes: every BMC it serves)
+LabCpu = Callable[[], float]
 
 
 def _in_process(
-    records: Sequence[NodeRecord], workers: int, pool: DriverPool | None
+    records: Sequence[NodeRecord], workers: int, pool: DriverPool | None, lab_cpu: LabCpu
 ) -> Callable[[], Measured]:
     factory = driver_factory()
 
@@ -152,44 +181,46 @@ def _in_process(
             # Untimed first pass: sessions logged in (again, if they idled out
             # while the other contenders ran); the timed one is the second.
             run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
-        cpu, start = _self_cpu(), time.perf_counter()
+        lab, cpu, start = lab_cpu(), _self_cpu(), time.perf_counter()
         results = run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
         wall = time.perf_counter() - start
-        return wall, _self_cpu() - cpu, sum(1 for r in results if not r.ok)
+        return wall, _self_cpu() - cpu, sum(1 for r in results if not r.ok), lab_cpu() - lab
 
     return sweep
 
 
-def _sharded(records: Sequence[NodeRecord], sweeper: ShardedSweeper) -> Callable[[], Measured]:
+def _sharded(
+    records: Sequence[NodeRecord], sweeper: ShardedSweeper, lab_cpu: LabCpu
+) -> Callable[[], Measured]:
     def sweep() -> Measured:
         sweeper.run(records, read_power)  # untimed first pass, as in _in_process
         pids = sweeper.pids()
-        cpu = _self_cpu() + _pids_cpu(pids)
+        lab, cpu = lab_cpu(), _self_cpu() + _pids_cpu(pids)
         start = time.perf_counter()
         results = sweeper.run(records, read_power)
         wall = time.perf_counter() - start
         used = _self_cpu() + _pids_cpu(pids) - cpu
-        return wall, used, sum(1 for r in results if not r.ok)
+        return wall, used, sum(1 for r in results if not r.ok), lab_cpu() - lab
 
     return sweep
 
 
-def _ipmitool(records: Sequence[NodeRecord]) -> Callable[[], Measured]:
+def _ipmitool(records: Sequence[NodeRecord], lab_cpu: LabCpu) -> Callable[[], Measured]:
     jobs = []
     for record in records:
         info = credentials.resolve_driver_info(record.driver_info, node=record.name)
         jobs.append(ipmitool.ipmitool_job(info, password=info["ipmi_password"].reveal()))
 
     def sweep() -> Measured:
-        cpu = _children_cpu()
+        lab, cpu = lab_cpu(), _children_cpu()
         wall, failed = ipmitool.sweep(jobs)
-        return wall, _children_cpu() - cpu, failed
+        return wall, _children_cpu() - cpu, failed, lab_cpu() - lab
 
     return sweep
 
 
 def _bare_sushy(
-    records: Sequence[NodeRecord], workers: int
+    records: Sequence[NodeRecord], workers: int, lab_cpu: LabCpu
 ) -> tuple[Callable[[], Measured], Callable[[], None]]:
     """Plain sushy, as a power sync built on it reads: a kept client and
     ``System`` per node (made, and logged in, by the first untimed pass).
@@ -224,10 +255,10 @@ def _bare_sushy(
     def sweep() -> Measured:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, records))  # untimed: clients made, sessions kept
-            cpu, start = _self_cpu(), time.perf_counter()
+            lab, cpu, start = lab_cpu(), _self_cpu(), time.perf_counter()
             ok = list(pool.map(one, records))
             wall = time.perf_counter() - start
-        return wall, _self_cpu() - cpu, ok.count(False)
+        return wall, _self_cpu() - cpu, ok.count(False), lab_cpu() - lab
 
     def close() -> None:
         for root in roots:
@@ -283,9 +314,15 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
     processes = options.processes or os.cpu_count() or 1
     with running_lab(spec, workdir / "lab") as lab:
         store = Store.open(str(workdir / "bmaas.db"))
-        pools = [DriverPool(), DriverPool()]
+        # Steady rows keep sessions as `bmaas sync` does (its pool's idle is
+        # twice the interval): a first pass of 10,000 nodes on a loaded box
+        # outlasts the default 60 s, which turned the timed pass cold.
+        pools = [DriverPool(idle=STEADY_IDLE), DriverPool(idle=STEADY_IDLE)]
         sweeper = ShardedSweeper(
-            processes=processes, workers=options.workers, make_factory=driver_factory
+            processes=processes,
+            workers=options.workers,
+            make_factory=driver_factory,
+            idle=STEADY_IDLE,
         )
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
@@ -293,16 +330,21 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             ipmi = [n for n in every if n.driver == "ipmi"]
             redfish = [n for n in every if n.driver == "redfish"]
             w = options.workers
-            bare_sushy, close_sushy = _bare_sushy(redfish, 8)  # 8 threads, as the row says
+            lab_pids = lab.pids()
+
+            def lab_cpu() -> float:
+                return _threads_cpu(lab_pids)
+
+            bare_sushy, close_sushy = _bare_sushy(redfish, 8, lab_cpu)  # 8 threads, as named
             contenders: dict[str, tuple[int, Callable[[], Measured]]] = {
-                IPMI_COLD: (len(ipmi), _in_process(ipmi, w, None)),
-                IPMI_STEADY: (len(ipmi), _in_process(ipmi, w, pools[0])),
-                IPMI_SHARDED: (len(ipmi), _sharded(ipmi, sweeper)),
-                REDFISH_COLD: (len(redfish), _in_process(redfish, w, None)),
-                REDFISH_STEADY: (len(redfish), _in_process(redfish, w, pools[1])),
-                ALL_SHARDED: (len(every), _sharded(every, sweeper)),
+                IPMI_COLD: (len(ipmi), _in_process(ipmi, w, None, lab_cpu)),
+                IPMI_STEADY: (len(ipmi), _in_process(ipmi, w, pools[0], lab_cpu)),
+                IPMI_SHARDED: (len(ipmi), _sharded(ipmi, sweeper, lab_cpu)),
+                REDFISH_COLD: (len(redfish), _in_process(redfish, w, None, lab_cpu)),
+                REDFISH_STEADY: (len(redfish), _in_process(redfish, w, pools[1], lab_cpu)),
+                ALL_SHARDED: (len(every), _sharded(every, sweeper, lab_cpu)),
                 BARE_SUSHY: (len(redfish), bare_sushy),
-                IPMITOOL: (len(ipmi), _ipmitool(ipmi)),
+                IPMITOOL: (len(ipmi), _ipmitool(ipmi, lab_cpu)),
             }
             # Untimed: imports and the sweep processes' start. Each steady row
             # runs its own untimed first pass before every timed one: a BMC
@@ -317,6 +359,10 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             sessions: dict[str, Any] = {"in_process": [p.stats.to_dict() for p in pools]}
             sessions["sharded"] = sweeper.stats.to_dict()
             hung = _hung_ratio(lab, every, w)
+            if options.hung_fraction:
+                hung_fenced = hung_sync.measure(
+                    lab, store, every, workers=w, fraction=options.hung_fraction
+                )
         finally:
             if "close_sushy" in locals():
                 close_sushy()
@@ -325,9 +371,12 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
                 pool.close()
             store.close()
     out: dict[str, Any] = {"processes": processes, "sessions": sessions, "hung": hung}
+    if options.hung_fraction:
+        out["hung_sync"] = hung_fenced
     for name, (nodes, _) in contenders.items():
         walls = [m[0] for m in measured[name]]
         cpus = [m[1] / nodes for m in measured[name]] if nodes else []
+        lab_cpus = [m[3] / nodes for m in measured[name]] if nodes else []
         median = statistics.median(walls)
         out[name] = {
             "nodes": nodes,
@@ -336,6 +385,9 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             "nodes_per_s": nodes / median if median else None,
             "cpu_per_read_ms": statistics.median(cpus) * 1000 if cpus else None,
             "cpu_per_read_ms_all": [c * 1000 for c in cpus],
+            # the lab's side: its worker processes' CPU over the same pass
+            "lab_cpu_per_read_ms": statistics.median(lab_cpus) * 1000 if lab_cpus else None,
+            "lab_cpu_per_read_ms_all": [c * 1000 for c in lab_cpus],
             "failed_calls": sum(m[2] for m in measured[name]),
         }
     return out
@@ -372,6 +424,7 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                     fmt_seconds(r["median_s"]),
                     f"{r['nodes_per_s']:,.0f}" if r["nodes_per_s"] else "—",
                     f"{r['cpu_per_read_ms']:.3f}" if r["cpu_per_read_ms"] is not None else "—",
+                    _ms(r.get("lab_cpu_per_read_ms")),
                     # the same IPMI nodes as ipmitool: only those rows compare
                     fmt_ratio(_ratio(r["nodes_per_s"], tool["nodes_per_s"])) if ipmi_only else "—",
                     fmt_ratio(_ratio(r["cpu_per_read_ms"], tool["cpu_per_read_ms"]))
@@ -390,6 +443,12 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                 ),
                 f"{size} nodes: Redfish steady CPU ms/read": _round(
                     result[REDFISH_STEADY]["cpu_per_read_ms"]
+                ),
+                f"{size} nodes: lab CPU ms per IPMI steady read": _round(
+                    steady.get("lab_cpu_per_read_ms")
+                ),
+                f"{size} nodes: lab CPU ms per Redfish steady read": _round(
+                    result[REDFISH_STEADY].get("lab_cpu_per_read_ms")
                 ),
                 f"{size} nodes: IPMI steady nodes/s / ipmitool x 8": _ratio(
                     best, tool["nodes_per_s"]
@@ -412,19 +471,33 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                 ),
             }
         )
+        fenced = result.get("hung_sync")
+        if fenced is not None:
+            share = f"{fenced['hung_fraction']:.0%} hung"
+            headline[f"{size} nodes: sync pass, {share} and fenced / healthy (median)"] = _round(
+                fenced["ratio_median"]
+            )
     cores = os.cpu_count()
     processes = next(iter(sizes.values()))["processes"] if sizes else None
     notes = [
         f"{cores} cores, shared by the lab and the clients; sharded rows: {processes} "
         f"sweep processes x {options.workers} threads",
         f"median of {options.rounds} round(s), contenders in alternating order; each steady "
-        "row's timed pass follows its own untimed first pass (sessions kept by a driver pool)",
+        "row's timed pass follows its own untimed first pass (sessions kept by a driver pool, "
+        f"idle up to {STEADY_IDLE:g} s as bmaas sync keeps them, capped by each driver's own)",
         "CPU per read: user+sys of the client processes only (bmaas: this process and its "
         "sweep workers; ipmitool: its processes), never the lab's",
+        "lab CPU per read: on-CPU time of the lab's worker processes' threads (every BMC "
+        "emulator; /proc schedstat, ns) over "
+        "the same timed pass, per node read; a steady read is one answer (one Redfish GET, "
+        "one IPMI command), a cold one a login's exchanges too",
         "ipmitool: -I lanplus -L ADMINISTRATOR -R 1 -N 1 power status, one process per node, "
         "8 at a time (Ironic's power-sync workers)",
         f"hung-BMC pass ratio: {HUNG} BMCs (one IPMI, one Redfish) hang after a healthy "
         "pooled pass over every node; two pooled passes follow, each over the healthy one",
+        "hung-BMC sync ratio (--hung-fraction): that share of the nodes hang, the sync "
+        f"(bmaas sync --interval, BMC timeout {hung_sync.BMC_TIMEOUT:g} s) fences them, "
+        f"then {hung_sync.STEADY} passes, each over the healthy pass's time",
         "bare sushy x 8: a kept sushy client and System per node, system.refresh() a read, "
         "8 threads, in this process (its CPU per read is beside bmaas Redfish's)",
         "goals (issue 26): Redfish steady CPU/read <= {redfish_lean_cpu_ms} ms and <= "
@@ -447,6 +520,7 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                     "median",
                     "nodes/s",
                     "CPU ms/read",
+                    "lab CPU ms/read",
                     "nodes/s vs ipmitool",
                     "CPU vs ipmitool",
                     "failed",
@@ -459,6 +533,10 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
         data={"cores": cores, "goals": GOALS, "sizes": {str(k): v for k, v in sizes.items()}},
         plot=plot,
     )
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
 
 
 def _round(value: float | None) -> float | None:

@@ -1,0 +1,84 @@
+"""A power sync at a long interval logs in once per BMC, both protocols.
+
+``bmaas sync --interval 30`` (and Ironic's default 120 s) on a healthy mixed
+lab, 5 passes: each IPMI and Redfish BMC sees one login. Time is scaled
+down by ``SCALE`` rather than waited for, every limit with it, so the
+proportions are the production ones: the IPMI driver's 20 s idle trust and
+10 s keepalive, the Redfish driver's 300 s idle trust, the pool's 60 s
+default idle (made explicit: ``DriverPool()``'s default is bound at import).
+At 120 s the interval is past the pool's default idle: the loop raises it
+(:func:`bmaas.pool.idle_for_interval`), or every Redfish session would be
+logged out between passes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bmaas import inventory as inventory_mod
+from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
+from bmaas.store import Store
+from bmaas.sync import SyncReport, sync_loop
+from drivers.ipmi.driver import IPMIDriver
+from drivers.redfish.driver import RedfishDriver
+from hwlab.harness.bench.common import running_lab
+from hwlab.labspec import generate
+
+pytestmark = pytest.mark.lab
+
+NODES = 4  # node-001, -003 speak IPMI; -002, -004 Redfish
+PASSES = 5
+#: lab seconds per production second
+SCALE = 0.03
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("interval", [30.0, 120.0])
+def test_a_long_interval_sync_logs_in_once_per_bmc_over_five_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interval: float
+) -> None:
+    monkeypatch.setattr(IPMIDriver, "session_idle", 20.0 * SCALE)
+    monkeypatch.setattr(IPMIDriver, "session_keepalive", 10.0 * SCALE)
+    monkeypatch.setattr(RedfishDriver, "session_idle", 300.0 * SCALE)
+    monkeypatch.setattr("bmaas.pool.DEFAULT_IDLE", 60.0 * SCALE)
+    spec = generate(NODES, protocols="mixed", seed=3)
+    with running_lab(spec, tmp_path / "lab") as lab:
+        store = Store.open(str(tmp_path / "bmaas.db"))
+        try:
+            inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
+            reports: list[SyncReport] = []
+            with DriverPool(idle=60.0 * SCALE) as pool:
+                sync_loop(
+                    store,
+                    interval=interval * SCALE,
+                    count=PASSES,
+                    factory=driver_factory(bmc_timeout=1.0),
+                    pool=pool,
+                    workers=NODES,
+                    on_pass=reports.append,
+                )
+            status: dict[str, Any] = lab.status()
+        finally:
+            store.close()
+    assert all(not r.failed for r in reports), [r.failed for r in reports]
+    final = reports[-1].sessions
+    assert final is not None
+    assert final.reads == NODES * PASSES
+    assert final.logins == NODES, final
+    assert final.reads_per_login == PASSES
+    assert final.idled == 0
+    logins = {
+        name: (protocol, counters["logins"])
+        for name, node in status["nodes"].items()
+        for protocol, counters in node["sessions"].items()
+    }
+    assert logins == {
+        "node-001": ("ipmi", 1),
+        "node-002": ("redfish", 1),
+        "node-003": ("ipmi", 1),
+        "node-004": ("redfish", 1),
+    }
