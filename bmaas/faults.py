@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -81,6 +82,7 @@ __all__ = [
     "SlotTimeout",
     "UnclassifiedFault",
     "UnsupportedOperation",
+    "derive_retry_scope",
 ]
 
 
@@ -104,13 +106,28 @@ def _strip_userinfo(address: str | None) -> str | None:
 
 class _DerivedScope:
     """``fault.retry`` and ``FaultClass.retry``: the scope of the class's row
-    in :data:`bmaas.policy.POLICY` (imported when read: the table imports
-    this module)."""
+    in :data:`bmaas.policy.POLICY`.
+
+    The table imports this module, so this module cannot import the table:
+    :mod:`bmaas.policy` registers its derivation here when it loads
+    (:func:`derive_retry_scope`), and :mod:`bmaas` loads the table with the
+    package, so every fault has its scope wherever it is imported from. The
+    taxonomy stays the leaf of the import graph; the decision stays in the
+    table.
+    """
+
+    derive: ClassVar[Callable[[type[BmaasError]], RetryScope] | None] = None
 
     def __get__(self, obj: object, owner: type[BmaasError]) -> RetryScope:
-        from bmaas.policy import policy_for
+        derive = _DerivedScope.derive
+        if derive is None:  # only if bmaas/__init__ was bypassed: a packaging bug
+            raise RuntimeError("bmaas.policy is not loaded: no fault has a retry scope")
+        return derive(owner)
 
-        return policy_for(owner).retry
+
+def derive_retry_scope(derive: Callable[[type[BmaasError]], RetryScope]) -> None:
+    """Called once by :mod:`bmaas.policy`: how ``fault.retry`` is derived."""
+    _DerivedScope.derive = derive
 
 
 class BmaasError(Exception):

@@ -95,6 +95,7 @@ from bmaas.faults import (
     SlotTimeout,
     UnclassifiedFault,
     UnsupportedOperation,
+    derive_retry_scope,
 )
 
 __all__ = [
@@ -340,6 +341,11 @@ def policy_for(fault: BaseException | type[BaseException]) -> FaultPolicy:
         if row is not None:
             return row
     return _BY_CLASS[BmaasError]
+
+
+# ``fault.retry`` is this table's scope for the fault's class (bmaas.faults
+# cannot import the table that imports it: the table registers itself).
+derive_retry_scope(lambda cls: policy_for(cls).retry)
 
 
 # -- rendering -------------------------------------------------------------------------

@@ -220,3 +220,20 @@ def test_a_slot_timeout_is_not_a_bmc_fault_and_never_says_busy() -> None:
     assert str(fault).startswith("n1 via redfish:https://bmc after waiting 2.50s: ")
     assert "busy" not in str(fault).lower()
     assert pickle.loads(pickle.dumps(fault)).waited == 2.5
+
+
+def test_a_fault_has_its_scope_when_only_the_taxonomy_is_imported() -> None:
+    """bmaas.faults imports nothing of the table (no cycle); the package loads
+    the table, which registers the derivation: a fresh interpreter that
+    imports only the taxonomy still reads every scope from the table."""
+    import subprocess
+    import sys
+
+    code = (
+        "from bmaas.faults import BMCBusy, BMCAuthError, PowerFailure;"
+        "print(BMCBusy.retry, BMCAuthError('x').retry, PowerFailure.retry)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["same_node", "other_node", "other_node"]

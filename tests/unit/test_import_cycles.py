@@ -23,7 +23,6 @@ PACKAGES = ("bmaas", "drivers", "fakes", "hwlab")
 #: cycles still to break, each as its sorted modules. The test fails when one
 #: is broken (take it off this list) and when any other appears.
 KNOWN: set[tuple[str, ...]] = {
-    ("bmaas.faults", "bmaas.policy"),
     ("hwlab.ipmi.bmc", "hwlab.ipmi.server", "hwlab.ipmi.session"),
 }
 
