@@ -28,7 +28,7 @@ import logging
 import socket
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyghmi.ipmi import bmc as _pyghmi_bmc
 
@@ -51,15 +51,13 @@ from hwlab.ipmi.session import (
     RMCP_ILLEGAL_PARAMETER,
     RMCP_INSUFFICIENT_RESOURCES,
     RMCP_NO_CIPHER_SUITE_MATCH,
+    EventLoop,
     LabSession,
     LoginFaults,
     RequestContext,
     negotiate,
 )
 from hwlab.operations import ipmi_operation
-
-if TYPE_CHECKING:
-    from hwlab.ipmi.server import IPMIServer
 
 __all__ = ["LabBmc"]
 
@@ -96,7 +94,7 @@ class LabBmc(_pyghmi_bmc.Bmc):
 
     def __init__(
         self,
-        server: IPMIServer,
+        server: EventLoop,
         machine: FakeMachine,
         sock: socket.socket,
         *,

@@ -34,9 +34,11 @@ import hashlib
 import hmac
 import logging
 import os
+import socket
 import struct
+import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pyghmi.ipmi.private import constants
 from pyghmi.ipmi.private import serversession as _pyghmi_server
@@ -44,10 +46,15 @@ from pyghmi.ipmi.private import serversession as _pyghmi_server
 from fakes.effects import Effect
 from hwlab.answers import IPMI_LOGIN_ANSWERS
 
-if TYPE_CHECKING:
-    from hwlab.ipmi.bmc import LabBmc
-
-__all__ = ["CIPHER_SUITES", "CipherSuite", "LabSession", "LoginFaults", "RequestContext"]
+__all__ = [
+    "CIPHER_SUITES",
+    "CipherSuite",
+    "EventLoop",
+    "LabSession",
+    "LoginFaults",
+    "RequestContext",
+    "SessionHost",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -139,6 +146,39 @@ class RequestContext:
     rqlun: int
 
 
+class EventLoop(Protocol):
+    """What a lab BMC and its sessions need of the loop that serves them
+    (:class:`hwlab.ipmi.server.IPMIServer`): its clock, its timers, its sends.
+    Said here, where both sides meet, so neither imports the other."""
+
+    def now(self) -> float: ...
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any, **kw: Any) -> None: ...
+
+    def sendto(self, sock: socket.socket, packet: bytes, addr: Any) -> None: ...
+
+
+class SessionHost(Protocol):
+    """What a :class:`LabSession` needs of its BMC
+    (:class:`hwlab.ipmi.bmc.LabBmc`): who it is, its socket and loop, its
+    one user, and where requests and dropped sessions go."""
+
+    name: str
+    socket: socket.socket
+    uuid: uuid.UUID
+    server: EventLoop
+
+    def knows_user(self, name: bytes) -> bool: ...
+
+    def user_key(self) -> bytes: ...
+
+    def send(self, packet: bytes, addr: Any) -> None: ...
+
+    def drop_session(self, session: LabSession) -> None: ...
+
+    def handle_request(self, session: LabSession, ctx: RequestContext, data: bytes) -> None: ...
+
+
 class LabSession(_pyghmi_server.ServerSession):
     """The BMC end of one RMCP+ session with one client address."""
 
@@ -149,7 +189,7 @@ class LabSession(_pyghmi_server.ServerSession):
 
     def __init__(
         self,
-        bmc: LabBmc,
+        bmc: SessionHost,
         clientaddr: Any,
         request: bytes,
         suite: CipherSuite,

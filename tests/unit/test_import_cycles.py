@@ -20,12 +20,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("bmaas", "drivers", "fakes", "hwlab")
 
-#: cycles still to break, each as its sorted modules. The test fails when one
-#: is broken (take it off this list) and when any other appears.
-KNOWN: set[tuple[str, ...]] = {
-    ("hwlab.ipmi.bmc", "hwlab.ipmi.server", "hwlab.ipmi.session"),
-}
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -147,9 +141,5 @@ def test_cycles_are_found() -> None:
 
 def test_no_import_cycles() -> None:
     graph = import_graph()
-    found = cycles(graph)
-    new = [c for c in found if c not in KNOWN]
-    gone = sorted(KNOWN - set(found))
-    problems = [f"import cycle: {_describe(c, graph)}" for c in new]
-    problems += [f"no longer a cycle, take it off KNOWN: {' | '.join(c)}" for c in gone]
+    problems = [f"import cycle: {_describe(c, graph)}" for c in cycles(graph)]
     assert not problems, "\n".join(problems)
