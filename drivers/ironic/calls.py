@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from ironic.common import exception
+from oslo_config import cfg
 
 from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
@@ -47,13 +48,15 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from bmaas.gate import GATES
-from bmaas.pool import DriverPool, PoolKey
+from bmaas.keeper import SessionKeeper
+from bmaas.pool import DriverPool, PoolKey, idle_for_interval
 from bmaas.registry import build_driver
 from bmaas.retry import RetryLimits
 from drivers.ironic import conf
 from drivers.ironic.info import parse_driver_info
 
 __all__ = [
+    "KEEPER",
     "POOL",
     "BmaasDriverError",
     "BmaasPowerFailure",
@@ -109,6 +112,24 @@ def label(task: Any) -> str:
 #: Redfish service share one session, and every BMC's requests pass its gate
 #: (``[bmaas]bmc_max_requests``/``bmc_min_interval``, :mod:`bmaas.gate`)
 POOL = DriverPool()
+#: keeps POOL's sessions alive between the power sync's cycles (the conductor
+#: has no loop of ours to send keepalives from): started on first use
+KEEPER = SessionKeeper(POOL)
+
+
+def keep_sessions() -> None:
+    """Start :data:`KEEPER` once (``[bmaas]keep_sessions``), with the pool
+    keeping sessions for twice Ironic's power-sync interval: without it
+    every BMC was logged in to again every cycle."""
+    if KEEPER.running or not conf.CONF.bmaas.keep_sessions:
+        return
+    try:
+        interval = float(conf.CONF.conductor.sync_power_state_interval)
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):  # outside a conductor's config
+        interval = 0.0
+    if interval > 0:  # 0 or less: Ironic's sync is off; the pool's default stays
+        POOL.idle = idle_for_interval(interval)
+    KEEPER.start()
 
 
 @contextlib.contextmanager
@@ -121,6 +142,7 @@ def session(task: Any, protocol: str, budget: Budget, deadline: Deadline) -> Ite
     info = parse_driver_info(node.driver_info or {}, protocol, node=name)
     key = PoolKey.of(protocol, name, node.driver_info or {})
     group = conf.CONF.bmaas
+    keep_sessions()
     GATES.configure(cap=group.bmc_max_requests or None, spacing=group.bmc_min_interval or None)
     with POOL.session(
         key,

@@ -9,6 +9,7 @@ the hardware types, before any call is made)::
     sync_deadline = 15       # one power-state read (the periodic sync's, and every other read)
     bmc_max_requests = 0     # requests in flight per BMC in this conductor (0: the protocol's)
     bmc_min_interval = 0     # seconds between request starts per BMC (0: the protocol's)
+    keep_sessions = true     # keepalives between sync cycles (bmaas.keeper)
 """
 
 from __future__ import annotations
@@ -86,6 +87,15 @@ OPTS = [
         help="Seconds between request starts on one BMC from this conductor. "
         "0 keeps the protocol's default (IPMI 0.1, Redfish 0.05); the larger "
         "of this and a node's driver_info bmc_min_interval applies.",
+    ),
+    cfg.BoolOpt(
+        "keep_sessions",
+        default=True,
+        help="Keep each BMC's session alive between power-sync cycles from a "
+        "background thread (IPMI: one Get Device ID after 10 s idle), and keep "
+        "pooled sessions for twice [conductor]sync_power_state_interval, so a "
+        "node is not logged in to again every cycle. False logs in afresh "
+        "whenever a session sat idle past what its BMC is trusted to keep.",
     ),
 ]
 

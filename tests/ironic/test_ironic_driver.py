@@ -154,3 +154,43 @@ def test_the_bmaas_section_takes_finite_seconds_only(
         check=True,
     )
     assert done.stdout.startswith(expected), done.stdout + done.stderr
+
+
+_KEEP = """
+import sys
+import ironic.conf
+from drivers.ironic import calls
+calls.conf.CONF(sys.argv[1:], project="ironic")
+calls.keep_sessions()
+print(calls.POOL.idle, calls.KEEPER.running)
+calls.KEEPER.stop()
+"""
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("", "240.0 True"),  # Ironic's default sync interval, 120 s
+        ("[conductor]\nsync_power_state_interval = 300\n", "600.0 True"),
+        ("[bmaas]\nkeep_sessions = false\n", "60.0 False"),
+    ],
+)
+def test_the_conductor_keeps_sessions_across_its_sync_interval(
+    tmp_path: Any, config: str, expected: str
+) -> None:
+    """Issue 26: inside the conductor nobody sent keepalives, so bmaas-ipmi
+    logged in to every BMC every sync cycle. The first call starts the
+    keeper and sizes the pool's idle from Ironic's own interval."""
+    import subprocess
+
+    conf_file = tmp_path / "ironic.conf"
+    conf_file.write_text(config)
+    python = harness.find_venv() / "bin" / "python"
+    done = subprocess.run(
+        [str(python), "-c", _KEEP, "--config-file", str(conf_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip().splitlines()[-1] == expected, done.stdout + done.stderr

@@ -1,0 +1,106 @@
+"""Sessions kept alive for a pool whose users have no loop of their own.
+
+``bmaas sync --interval`` keeps its pool's sessions alive while it waits
+between passes (:mod:`bmaas.sync`). A host that calls bmaas only when it
+needs something -- Ironic's conductor, whose power sync reads each node once
+every ``[conductor]sync_power_state_interval`` (120 s by default) -- has no
+such wait: each IPMI session sits idle past what its BMC is trusted to keep
+(``session_idle``, 20 s), so every sync cycle logged in to every BMC again (a
+login is four exchanges and the most CPU of a read; measured in a
+1000-node Ironic: two BMC requests a node a cycle where one would do).
+
+A :class:`SessionKeeper` is one daemon thread per pool. Each round it logs
+out sessions idle past their limit (:meth:`DriverPool.expire_idle`) and
+sends the keepalives that are due (:meth:`DriverPool.keepalive`, each
+within its driver's ``bmc_timeout``, the round within ``round_budget``),
+then sleeps until the next keepalive is due, never longer than ``tick``.
+:meth:`SessionKeeper.stop` ends the sleep at once::
+
+    keeper = SessionKeeper(pool)
+    keeper.start()          # idempotent: call it on first use
+    ...
+    keeper.stop()
+
+The clock and the wait are injected, so :meth:`step` runs on a
+:class:`~fakes.clock.FakeClock` in tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from bmaas.deadline import Deadline
+from bmaas.pool import DriverPool
+
+__all__ = ["SessionKeeper"]
+
+LOG = logging.getLogger(__name__)
+
+
+class SessionKeeper:
+    """Keeps ``pool``'s idle sessions alive from a background thread."""
+
+    def __init__(
+        self,
+        pool: DriverPool,
+        *,
+        tick: float = 5.0,
+        round_budget: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if tick <= 0 or round_budget <= 0:
+            raise ValueError("tick and round_budget must be positive")
+        self.pool = pool
+        self.tick = tick
+        self.round_budget = round_budget
+        self._clock = clock
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def step(self) -> float:
+        """One round: expire idle sessions, send the keepalives due now;
+        returns the seconds to sleep before the next round (at most ``tick``)."""
+        self.pool.expire_idle()
+        due = self.pool.keepalive_due_in()
+        if due == 0.0:
+            self.pool.keepalive(Deadline.after(self.round_budget, clock=self._clock))
+            due = self.pool.keepalive_due_in()
+        return self.tick if due is None else min(self.tick, max(due, 0.0))
+
+    def start(self) -> None:
+        """Start the thread unless it runs (safe from many threads at once)."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="bmaas-session-keeper", daemon=True
+            )
+            self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Wake the thread and wait up to ``timeout`` seconds for it to end
+        (a keepalive in flight ends within its driver's ``bmc_timeout``)."""
+        self._stop.set()
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                wait = self.step()
+            except Exception:  # a keeper that dies silently is worse: log, go on
+                LOG.exception("session keeper: a round failed; next in %.0f s", self.tick)
+                wait = self.tick
+            self._stop.wait(wait)
