@@ -3,6 +3,10 @@ the scenario itself runs against a real one, see docs/bench/ironic.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from hwlab.harness.bench import ironic
 
 
@@ -60,3 +64,25 @@ def test_the_command_line_names_every_incident_of_the_ironic_bench() -> None:
     assert _applies("idrac10-power-on-conflict", "bmaas-redfish")
     assert not _applies("idrac10-power-on-conflict", "ipmi")
     assert _applies("firmware-update", "ipmi")
+
+
+def test_conductor_cpu_counts_the_children_it_waited_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Stock ``ipmi`` runs ipmitool once a read: the published CPU column
+    left that out (psutil's user+system are the process's own). A child that
+    burns CPU and is waited for now shows in ``cpu_seconds``."""
+    import os
+    import subprocess
+    import sys
+
+    from hwlab.harness import ironic as harness
+
+    service = harness.IronicService(tmp_path, venv=tmp_path)
+    monkeypatch.setattr(service, "pids", lambda: [os.getpid()])
+    before = service.cpu_seconds()
+    own = os.times()
+    subprocess.run([sys.executable, "-c", "sum(range(3 * 10**7))"], check=True, timeout=120)
+    child = os.times().children_user - own.children_user
+    assert child > 0.05  # the child did burn CPU
+    assert service.cpu_seconds() - before >= child * 0.9
