@@ -59,6 +59,7 @@ from bmaas.faults import (
 )
 from bmaas.secrets import Secret
 from drivers.redfish.connector import BoundedConnector
+from drivers.redfish.descriptors import keepable_services
 from drivers.redfish.faults import map_exception, may_be_already_there
 from drivers.redfish.service import SERVICES, RedfishService, ServiceKey
 
@@ -119,10 +120,11 @@ class RedfishDriver(BMCDriver):
     #: seconds between HTTP request starts on one service
     min_interval = 0.05
     #: the power read keeps its HTTP connection open while the process holds
-    #: at most this many services (one socket each): past it, a sweep of
-    #: thousands of services would hold thousands of descriptors, and pyghmi's
-    #: select() breaks on descriptors past 1024 in a process that speaks IPMI
-    keep_alive_services = 256
+    #: at most this many services (one socket each). Connections live on
+    #: descriptors above 1024, where pyghmi's select() never looks, so the
+    #: cap is the room the descriptor limit leaves there (18,700 at a limit
+    #: of 20,000); 256 where nothing can move (drivers.redfish.descriptors)
+    keep_alive_services = keepable_services()
     #: the process's shared service clients (tests inject their own)
     services = SERVICES
 

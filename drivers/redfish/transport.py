@@ -49,6 +49,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
+from drivers.redfish.descriptors import move_high
 from drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
 
 __all__ = ["DeadlineAdapter", "ExchangeDeadline"]
@@ -166,10 +167,11 @@ def _watch(sock: socket.socket | None) -> None:
 
 class _WatchedHTTPConnection(HTTPConnection):
     """Hands its socket to the running exchange: when created (TCP connect),
-    once connected, and when reused for another request."""
+    once connected, and when reused for another request. A new socket is
+    moved above ``select()``'s reach (:mod:`drivers.redfish.descriptors`)."""
 
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
+        sock = move_high(super()._new_conn())
         _watch(sock)
         return sock
 
@@ -184,7 +186,7 @@ class _WatchedHTTPConnection(HTTPConnection):
 
 class _WatchedHTTPSConnection(HTTPSConnection):
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
+        sock = move_high(super()._new_conn())
         _watch(sock)
         return sock
 
