@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
@@ -14,6 +15,17 @@ from tests.unit.test_pool import KeptAlive, key, read
 
 #: Ironic's default [conductor]sync_power_state_interval
 INTERVAL = 120.0
+
+
+def _builder(clock: FakeClock) -> tuple[dict[str, KeptAlive], Callable[[str], KeptAlive]]:
+    """A driver factory for the pool, and the drivers it built, by node."""
+    drivers: dict[str, KeptAlive] = {}
+
+    def build(node: str) -> KeptAlive:
+        drivers[node] = KeptAlive(node, clock)
+        return drivers[node]
+
+    return drivers, build
 
 
 def _run(keeper: SessionKeeper, clock: FakeClock, until: float) -> list[float]:
@@ -31,11 +43,7 @@ def test_a_session_read_once_a_sync_interval_logs_in_once_over_three_cycles() ->
     With the keeper, one login for three cycles of 120 s, a keepalive every
     10 s of idleness in between (the driver's session_keepalive)."""
     clock = FakeClock(start=0.0)
-    drivers: dict[str, KeptAlive] = {}
-
-    def build(node: str) -> KeptAlive:
-        drivers[node] = KeptAlive(node, clock)
-        return drivers[node]
+    drivers, build = _builder(clock)
 
     with DriverPool(clock=clock, idle=idle_for_interval(INTERVAL)) as pool:
         keeper = SessionKeeper(pool, tick=5.0, clock=clock)
@@ -67,11 +75,7 @@ def test_without_the_keeper_every_cycle_logs_in_again() -> None:
 
 def test_a_dead_bmc_is_logged_out_and_the_keeper_sleeps_until_the_next_due() -> None:
     clock = FakeClock(start=0.0)
-    drivers: dict[str, KeptAlive] = {}
-
-    def build(node: str) -> KeptAlive:
-        drivers[node] = KeptAlive(node, clock)
-        return drivers[node]
+    drivers, build = _builder(clock)
 
     with DriverPool(clock=clock, idle=idle_for_interval(INTERVAL)) as pool:
         keeper = SessionKeeper(pool, tick=30.0, clock=clock)
