@@ -76,10 +76,11 @@ def test_a_fenced_hung_bmc_is_read_on_its_backoff_schedule(tmp_path: Path) -> No
             store.close()
         events = list(read_events(str(lab.events_path)))
     assert faults == {"node-001": POWER_FAILURE, "node-002": POWER_FAILURE} | dict.fromkeys(HEALTHY)
-    # the healthy nodes: read, and answered, every pass
+    # the healthy nodes: read every pass, never fenced (above); a read may
+    # miss its 0.3 s on a loaded runner, which one pass of two does not fence
     for name in HEALTHY:
-        good = [r for report in reports for r in report.results if r.node == name and r.ok]
-        assert len(good) == PASSES, name
+        read = [r for report in reports for r in report.results if r.node == name and r.started]
+        assert len(read) == PASSES, name
     for name in HUNG:
         started = [at for node, at in fenced.started if node == name]
         assert len(started) >= 3, (name, started)  # recovery reads do happen
