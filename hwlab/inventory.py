@@ -23,16 +23,18 @@ def node_entry(
     ports: Mapping[str, int],
     *,
     host: str,
+    ipmi_host: str | None = None,
     tls: bool = False,
     tls_cert: str | None = None,
     system_id: str | None = None,
 ) -> dict[str, Any]:
     """One emulated node, given the ports its BMC listens on (``system_id``:
-    its system's path when its Redfish service serves several)."""
+    its system's path when its Redfish service serves several; ``ipmi_host``:
+    its IPMI BMC's own address, if not ``host``)."""
     info: dict[str, Any] = {}
     if "ipmi" in ports:
         info.update(
-            ipmi_address=host,
+            ipmi_address=ipmi_host or host,
             ipmi_port=ports["ipmi"],
             ipmi_username=spec.username,
             ipmi_password=spec.password.reveal(),

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,13 @@ class Lab:
         ipmi_base_port: int = 0,
         redfish_base_port: int = 0,
         restart: bool = True,
+        ipmi_hosts: Mapping[str, str] | None = None,
     ) -> None:
         self.spec = _with_profile_rules(spec)
+        #: IPMI BMCs on addresses of their own (node name -> address; others
+        #: on ``host``): Ironic's stock ``ipmi`` spaces its ipmitool calls per
+        #: address string, so a fleet on one address is throttled as one BMC
+        self.ipmi_hosts = dict(ipmi_hosts or {})
         #: restart a worker that dies (False: leave it dead, report it)
         self.restart = restart
         #: called after a dead worker was restarted (the daemon rewrites lab.json)
@@ -130,6 +135,11 @@ class Lab:
                 events_path=str(self.events_path),
                 redfish_tls=self.spec.redfish_tls,
                 host=self.host,
+                ipmi_hosts={
+                    n.name: self.ipmi_hosts[n.name]
+                    for n in nodes[index::count]
+                    if n.name in self.ipmi_hosts
+                },
                 ipmi_ports=self._fixed_ports(nodes[index::count], self.ipmi_base_port),
                 redfish_ports=self._fixed_ports(nodes[index::count], self.redfish_base_port),
                 redfish_service_size=self.spec.redfish_service_size,
@@ -355,6 +365,7 @@ class Lab:
                 spec,
                 self.endpoints.get(spec.name, {}),
                 host=self.host,
+                ipmi_host=self.ipmi_hosts.get(spec.name),
                 tls=self.spec.redfish_tls,
                 tls_cert=self.tls_certs.get(spec.name),
                 system_id=(

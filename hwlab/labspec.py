@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bmaas import validate
@@ -61,6 +61,7 @@ __all__ = [
     "NodeSpec",
     "generate",
     "load_labfile",
+    "loopback_hosts",
 ]
 
 PROTOCOLS = ("ipmi", "redfish")
@@ -467,3 +468,21 @@ def _proxy(
         password = creds.get("password", "password" if spec.stock == "vbmc" else "")
         spec = dataclasses.replace(spec, username=str(user), password=Secret(str(password)))
     return spec
+
+
+def loopback_hosts(names: Sequence[str]) -> dict[str, str]:
+    """A loopback address of its own for each of ``names``: ``127.1.0.1``,
+    ``127.1.0.2``, ... (254 per third octet, then the second; room for
+    16 million). Linux answers the whole of 127.0.0.0/8 on ``lo``, so these
+    need no configuration. Why: Ironic's stock ``ipmi`` waits
+    ``[ipmi]min_command_interval`` between two commands to the same address
+    *string*, so BMCs sharing 127.0.0.1 are throttled as one."""
+    per_octet = 254
+    out = {}
+    for index, name in enumerate(names):
+        high, low = divmod(index, per_octet)
+        second, third = divmod(high, 256)
+        if second > 254:
+            raise InputError(f"more than {254 * 256 * per_octet} loopback addresses asked for")
+        out[name] = f"127.{1 + second}.{third}.{low + 1}"
+    return out

@@ -60,6 +60,9 @@ class Shard:
     events_path: str
     redfish_tls: bool = False
     host: str = "127.0.0.1"
+    #: IPMI BMCs that listen on an address of their own (node name -> address),
+    #: see :func:`hwlab.labspec.loopback_hosts`
+    ipmi_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
     #: fixed ports per node name (from --ipmi-port/--redfish-port bases); 0 = any free
     ipmi_ports: dict[str, int] = dataclasses.field(default_factory=dict)
     redfish_ports: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -164,7 +167,11 @@ class ShardServers:
             self._ipmi = IPMIServer(host=shard.host, max_bmcs=len(wants_ipmi))
             for spec in wants_ipmi:
                 port = self._bind(
-                    self._ipmi, spec, shard.ipmi_ports.get(spec.name, 0), "IPMI (UDP)"
+                    self._ipmi,
+                    spec,
+                    shard.ipmi_ports.get(spec.name, 0),
+                    "IPMI (UDP)",
+                    host=shard.ipmi_hosts.get(spec.name),
                 )
                 self.endpoints[spec.name]["ipmi"] = port
             self._ipmi.start()
@@ -188,7 +195,10 @@ class ShardServers:
             self._redfish.start()
             self.tls_cert = self._redfish.ca_path  # this worker's lab CA (None over HTTP)
 
-    def _bind(self, server: Any, spec: NodeSpec, port: int, what: str) -> int:
+    def _bind(
+        self, server: Any, spec: NodeSpec, port: int, what: str, *, host: str | None = None
+    ) -> int:
+        where = {"host": host} if host else {}
         try:
             return int(
                 server.add(
@@ -196,11 +206,12 @@ class ShardServers:
                     username=spec.username,
                     password=spec.password.reveal(),
                     port=port,
+                    **where,
                 )
             )
         except OSError as exc:
             raise InputError(
-                f"cannot listen on {self.shard.host}:{port} for {what}: {exc.strerror}",
+                f"cannot listen on {host or self.shard.host}:{port} for {what}: {exc.strerror}",
                 node=spec.name,
             ) from None
 

@@ -78,8 +78,11 @@ class IPMIServer:
         password: str,
         port: int = 0,
         cipher_suites: tuple[int, ...] = (17, 3),
+        host: str | None = None,
     ) -> int:
-        """Serve ``machine`` on a new UDP port (``port=0``: a free one); returns the port."""
+        """Serve ``machine`` on a new UDP port (``port=0``: a free one) of
+        ``host`` (default: the server's); returns the port."""
+        host = host or self.host
         with self._lock:
             if self._closed:
                 raise RuntimeError("this IPMIServer has been stopped")
@@ -91,10 +94,10 @@ class IPMIServer:
                     "(select() limit of pyghmi clients); shard machines across processes"
                 )
             sock = socket.socket(
-                socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_DGRAM
+                socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM
             )
             try:
-                sock.bind((self.host, port))
+                sock.bind((host, port))
                 sock.setblocking(False)
                 bmc = LabBmc(
                     self,
@@ -109,7 +112,7 @@ class IPMIServer:
                 sock.close()
                 raise
             self._bmcs[machine.name] = bmc
-        LOG.debug("serving %s over IPMI on %s:%d", machine.name, self.host, bmc.port)
+        LOG.debug("serving %s over IPMI on %s:%d", machine.name, host, bmc.port)
         return int(bmc.port)
 
     def bmc(self, name: str) -> LabBmc:

@@ -35,6 +35,7 @@ def bench() -> None:
     hwlab bench fleet-sweep         # power status of 100-1000 nodes vs ipmitool x 8 workers
     hwlab bench goodput             # deploys on a flaky rack: no retry, blind reschedule, bmaas
     hwlab bench ironic              # stock vs bmaas-* hardware types through a real Ironic
+    hwlab bench ironic-scale        # nodes per Ironic conductor: sync pass, CPU, API p95
     hwlab bench lab-scale           # lab start time, memory, requests per second
     hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
     hwlab bench overrun             # how long after a 2 s deadline a call returns, per effect
@@ -300,6 +301,46 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
             if ctx.params.get(key) is None:
                 ctx.params[key] = value
     _scenario(ctx, "ironic")
+
+
+@bench.command("ironic-scale")
+@sizes_option("100 and 1000", cap=10_000)
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice(["ipmi", "bmaas-ipmi", "redfish", "bmaas-redfish"]),
+    help="Hardware types to measure (repeatable; default all four; smoke ipmi, bmaas-ipmi).",
+)
+@click.option(
+    "--interval",
+    type=click.IntRange(2, 3600),
+    help="Ironic's [conductor]sync_power_state_interval (default 120, Ironic's).",
+)
+@click.option("--passes", type=click.IntRange(1, 20), help="Clean passes measured (default 2).")
+@click.option(
+    "--fence/--no-fence",
+    default=None,
+    help="Time how long Ironic takes to fence one dead BMC (default on).",
+)
+@click.option(
+    "--hung-fraction",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Also hang this share of the BMCs (0.05: 5%) and report the longest pass until "
+    "Ironic has fenced them, over the clean median.",
+)
+@click.option(
+    "--cap", type=click.FloatRange(10, 7200), help="Seconds any one wait may take (default 1800)."
+)
+@bench_options
+@click.pass_context
+def ironic_scale(ctx: click.Context, /, **_: Any) -> None:
+    """Nodes per Ironic conductor (needs scripts/ironic-env.sh): for each size
+    and hardware type, a fresh lab and Ironic; a clean power-sync pass's
+    duration (Ironic's own timer), conductor CPU per node per pass with its
+    children, API p95 during the sync, logins per node per pass, and the time
+    until one dead BMC is fenced."""
+    _scenario(ctx, "ironic_scale")
 
 
 @bench.command("lab-scale")

@@ -1,0 +1,407 @@
+"""``hwlab bench ironic-scale``: how many nodes one Ironic conductor syncs, per hardware type.
+
+For each size and hardware type: a fresh hwlab lab and a fresh standalone
+Ironic (API and conductor in one process, SQLite, as the ``ironic`` tests run
+it, Ironic's defaults: 8 sync workers, ``[ipmi]min_command_interval`` 5 s,
+``power_state_sync_max_retries`` 3). Every IPMI BMC listens on a loopback
+address of its own (:func:`hwlab.labspec.loopback_hosts`): stock ``ipmi``
+spaces its ipmitool calls per address *string*, and a fleet on one
+127.0.0.1 would be throttled as one BMC. The nodes are enrolled and managed
+through the REST API, then measured:
+
+* **a clean sync pass**: its duration, as Ironic itself times
+  ``ConductorManager._sync_power_states`` (statsd, heard by
+  :class:`~hwlab.harness.statsd.StatsdSink`); the first pass that starts
+  after enrollment is skipped (the CPU window needs a pass end before it);
+* **conductor CPU per node per pass**: user + system of every Ironic process
+  and of the children it waited for (stock ``ipmi``'s ipmitool), from one
+  pass end to the next, minus the idle conductor's rate over the same time,
+  over the nodes -- everything one cycle costs, keepalives included;
+* **API p95 during the sync**: ``GET /v1/nodes/<uuid>`` of random nodes
+  every 0.25 s, the calls made while a measured pass ran;
+* **logins per node per pass** at the lab's BMCs (1/passes: sessions last);
+* **time to fence one dead BMC**: ``hang`` on one node, seconds until
+  Ironic has it in maintenance with fault ``power failure``;
+* with ``--hung-fraction``, **the stretch**: that share of the BMCs hangs,
+  and the longest pass until Ironic has fenced them, over the clean median.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from fakes.machine import Hardware
+from hwlab.harness import ironic as harness
+from hwlab.harness.bench.common import percentile
+from hwlab.harness.bench.report import Report, Table, fmt_seconds
+from hwlab.harness.ironic_rest import IronicRest
+from hwlab.harness.statsd import Metric, StatsdSink
+from hwlab.lab import Lab
+from hwlab.labspec import generate, loopback_hosts
+
+__all__ = ["TYPES", "Options", "run"]
+
+TYPES = ("ipmi", "bmaas-ipmi", "redfish", "bmaas-redfish")
+#: Ironic's timer around one whole power-sync pass
+SYNC_TIMER = "ConductorManager._sync_power_states"
+QUICK = Hardware(power_on_time=0.3, power_off_time=0.2, soft_off_time=0.5, os_boot_time=1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    sizes: tuple[int, ...] = (100, 1000)
+    types: tuple[str, ...] = TYPES
+    #: [conductor]sync_power_state_interval (Ironic's default: 120)
+    interval: int = 120
+    #: clean passes measured per size and type
+    passes: int = 2
+    fence: bool = True
+    #: share of BMCs hung for the stretch (0: not measured)
+    hung_fraction: float = 0.0
+    #: threads enrolling nodes
+    enroll_workers: int = 8
+    #: seconds any one wait (enrollment, a pass, a fence) may take
+    cap: float = 1800.0
+
+    @classmethod
+    def smoke(cls) -> Options:
+        return cls(
+            sizes=(6,),
+            types=("ipmi", "bmaas-ipmi"),
+            # over [ipmi]min_command_interval (5 s): stock ipmi would wait for it
+            interval=6,
+            passes=1,
+            hung_fraction=0.0,
+            cap=30.0,
+        )
+
+
+@dataclasses.dataclass
+class _Pass:
+    start: float
+    end: float
+    cpu: float  # Ironic's CPU seconds (children included) when the pass ended
+
+
+class _Watch:
+    """The passes Ironic reports, each with the conductor's CPU at its end."""
+
+    def __init__(self, ironic: harness.IronicService) -> None:
+        self.ironic = ironic
+        self.passes: list[_Pass] = []
+        self.cond = threading.Condition()
+
+    def heard(self, metric: Metric) -> None:
+        if SYNC_TIMER not in metric.name or metric.kind != "ms":
+            return
+        cpu = self.ironic.cpu_seconds()
+        with self.cond:
+            self.passes.append(_Pass(metric.at - metric.value / 1000.0, metric.at, cpu))
+            self.cond.notify_all()
+
+    def after(self, since: float, count: int, cap: float) -> list[_Pass]:
+        """The first ``count`` passes that started at or after ``since``
+        (waits for them, up to ``cap`` seconds; fewer if it ran out)."""
+        end = time.monotonic() + cap
+        with self.cond:
+            while True:
+                found = [p for p in self.passes if p.start >= since]
+                left = end - time.monotonic()
+                if len(found) >= count or left <= 0:
+                    return found[:count]
+                self.cond.wait(min(left, 1.0))
+
+    def before(self, moment: float) -> _Pass | None:
+        with self.cond:
+            ended = [p for p in self.passes if p.end <= moment]
+        return ended[-1] if ended else None
+
+
+class _Prober:
+    """``GET /v1/nodes/<uuid>`` of random nodes every 0.25 s, timed."""
+
+    def __init__(self, rest: IronicRest, nodes: list[str], seed: int = 3) -> None:
+        self.rest = rest
+        self.nodes = nodes
+        self.random = random.Random(seed)
+        self.samples: list[tuple[float, float]] = []  # (started, seconds)
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="api-prober", daemon=True)
+
+    def __enter__(self) -> _Prober:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            node = self.random.choice(self.nodes)
+            start = time.monotonic()
+            try:
+                self.rest.node(node)
+            except Exception:  # a failed probe is counted, not fatal
+                self.errors += 1
+                continue
+            self.samples.append((start, time.monotonic() - start))
+
+    def within(self, passes: list[_Pass]) -> list[float]:
+        return [s for t, s in self.samples if any(p.start <= t <= p.end for p in passes)]
+
+
+def _settings(o: Options, statsd_port: int) -> harness.IronicSettings:
+    return harness.IronicSettings(
+        sync_interval=o.interval,
+        extra={
+            "metrics": {"backend": "statsd"},
+            "metrics_statsd": {"statsd_host": "127.0.0.1", "statsd_port": statsd_port},
+        },
+    )
+
+
+def _enroll(rest: IronicRest, lab: Lab, driver: str, workers: int, cap: float) -> list[str]:
+    """Every lab node enrolled with ``driver`` and managed (power validated at
+    its BMC); their UUIDs. Raises if they are not all manageable by ``cap``."""
+    protocol = driver.removeprefix("bmaas-")
+    entries = lab.inventory()["nodes"]
+
+    def one(entry: dict[str, Any]) -> str:
+        info = {k: v for k, v in entry["driver_info"].items() if k.startswith(protocol + "_")}
+        uuid = rest.create_node(name=f"{driver}-{entry['name']}", driver=driver, driver_info=info)
+        rest.provision(uuid, "manage")
+        return uuid
+
+    with ThreadPoolExecutor(workers) as pool:
+        uuids = list(pool.map(one, entries))
+    end = time.monotonic() + cap
+    while True:
+        states = [n["provision_state"] for n in rest.nodes(("provision_state",))]
+        waiting = sum(s != "manageable" for s in states)
+        if not waiting:
+            return uuids
+        if time.monotonic() > end:
+            raise harness.IronicError(
+                f"{waiting} of {len(states)} nodes not manageable by {cap:g}s"
+            )
+        time.sleep(2.0)
+
+
+def _logins(lab: Lab, protocol: str) -> int:
+    status = lab.status()["nodes"]
+    return sum(n.get("sessions", {}).get(protocol, {}).get("logins", 0) for n in status.values())
+
+
+def _fenced(rest: IronicRest, uuids: set[str]) -> int:
+    return sum(
+        1
+        for n in rest.nodes(("maintenance", "fault"))
+        if n["uuid"] in uuids and n["maintenance"] and n.get("fault") == "power failure"
+    )
+
+
+def _idle_rate(ironic: harness.IronicService, seconds: float) -> float:
+    cpu0, t0 = ironic.cpu_seconds(), time.monotonic()
+    time.sleep(seconds)
+    return (ironic.cpu_seconds() - cpu0) / (time.monotonic() - t0)
+
+
+def _trial(
+    o: Options, size: int, driver: str, workdir: Path, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    protocol = driver.removeprefix("bmaas-")
+    spec = generate(size, protocols=protocol, seed=11, hardware=QUICK)
+    hosts = loopback_hosts([n.name for n in spec.nodes]) if protocol == "ipmi" else {}
+    lab = Lab(spec, workdir / "lab", ipmi_hosts=hosts)
+    watch: _Watch | None = None
+    out: dict[str, Any] = {"driver": driver, "nodes": size}
+    with StatsdSink([SYNC_TIMER]) as sink:
+        ironic = harness.IronicService(workdir / "ironic", _settings(o, sink.port))
+        watch = _Watch(ironic)
+        sink.on_metric = watch.heard
+        try:
+            lab.start(timeout=300)
+            ironic.start(timeout=180)
+            idle = _idle_rate(ironic, 3.0)
+            rest = IronicRest(ironic.url)
+            progress(f"{driver} x {size}: enrolling")
+            t0 = time.monotonic()
+            uuids = _enroll(rest, lab, driver, o.enroll_workers, o.cap)
+            enrolled = time.monotonic()
+            out["enroll_s"] = round(enrolled - t0, 1)
+            progress(f"{driver} x {size}: enrolled in {enrolled - t0:.0f}s; timing passes")
+            with _Prober(rest, uuids) as prober:
+                first = watch.after(enrolled, 1, o.cap + o.interval)
+                logins0 = _logins(lab, protocol)
+                measured = watch.after(enrolled, 1 + o.passes, o.cap + o.interval * o.passes)[1:]
+                logins1 = _logins(lab, protocol)
+                out.update(_passes(first + measured, size, idle))
+                api = prober.within(measured)
+            out["api_p95_ms"] = _ms(percentile(api, 0.95))
+            out["api_samples"] = len(api)
+            out["api_errors"] = prober.errors
+            counted = len(measured)
+            out["logins_per_node_pass"] = (
+                round((logins1 - logins0) / (size * counted), 3) if counted else None
+            )
+            if o.fence:
+                out.update(_fence(o, rest, lab, spec.nodes[size // 2].name, uuids, size))
+            if o.hung_fraction > 0:
+                out.update(_stretch(o, rest, lab, watch, spec, uuids, out.get("pass_median_s")))
+        finally:
+            ironic.stop()
+            lab.stop()
+    return out
+
+
+def _passes(passes: list[_Pass], size: int, idle: float) -> dict[str, Any]:
+    """Durations of the measured passes (all but the first given) and the
+    conductor's CPU per node per pass between consecutive pass ends."""
+    durations = [p.end - p.start for p in passes[1:]]
+    cpu = [
+        max(0.0, (b.cpu - a.cpu) - idle * (b.end - a.end)) / size
+        for a, b in itertools.pairwise(passes)
+    ]
+    return {
+        "passes": len(durations),
+        "pass_s": [round(d, 2) for d in durations],
+        "pass_median_s": round(statistics.median(durations), 2) if durations else None,
+        "cpu_per_node_pass_ms": _ms(statistics.median(cpu)) if cpu else None,
+        "idle_cpu_per_s": round(idle, 4),
+    }
+
+
+def _fence(
+    o: Options, rest: IronicRest, lab: Lab, name: str, uuids: list[str], size: int
+) -> dict[str, Any]:
+    """Seconds until Ironic fences the one BMC that hangs from now on."""
+    uuid = uuids[size // 2]
+    lab.add_faults(name, [{"effect": "hang"}])
+    start = time.monotonic()
+    cap = min(o.cap, (3 + 3) * o.interval + 120)
+    while time.monotonic() - start < cap:
+        node = rest.node(uuid)
+        if node.get("maintenance") and node.get("fault") == "power failure":
+            return {"fence_s": round(time.monotonic() - start, 1), "fence_capped": False}
+        time.sleep(1.0)
+    return {"fence_s": round(cap, 1), "fence_capped": True}
+
+
+def _stretch(
+    o: Options,
+    rest: IronicRest,
+    lab: Lab,
+    watch: _Watch,
+    spec: Any,
+    uuids: list[str],
+    clean: float | None,
+) -> dict[str, Any]:
+    """The longest pass while ``hung_fraction`` of the BMCs hang, until all are
+    fenced (or ``cap``), over the clean median."""
+    every = max(1, round(1 / o.hung_fraction))
+    picked = [i for i in range(0, len(uuids), every) if i != len(uuids) // 2]
+    for i in picked:
+        lab.add_faults(spec.nodes[i].name, [{"effect": "hang"}])
+    start = time.monotonic()
+    hung = {uuids[i] for i in picked}
+    end = start + o.cap
+    while time.monotonic() < end and _fenced(rest, hung) < len(hung):
+        time.sleep(2.0)
+    fenced_at = time.monotonic()
+    # the pass running when the last one was fenced counts too
+    watch.after(fenced_at - 0.001, 1, o.interval * 2 + 60)
+    with watch.cond:
+        during = [p.end - p.start for p in watch.passes if p.end > start]
+    longest = max(during) if during else None
+    return {
+        "hung": len(hung),
+        "hung_fenced": _fenced(rest, hung),
+        "hung_fenced_s": round(fenced_at - start, 1),
+        "hung_pass_s": [round(d, 2) for d in during],
+        "stretch": round(longest / clean, 2) if longest and clean else None,
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
+    o = options
+    trials = []
+    for size in o.sizes:
+        for driver in o.types:
+            with tempfile.TemporaryDirectory(prefix="bench-ironic-scale-") as tmp:
+                trials.append(_trial(o, size, driver, Path(tmp), progress))
+    return _report(o, trials)
+
+
+def _report(o: Options, trials: list[dict[str, Any]]) -> Report:
+    rows = [
+        [
+            t["nodes"],
+            t["driver"],
+            fmt_seconds(t.get("enroll_s")),
+            fmt_seconds(t.get("pass_median_s")),
+            f"{t['cpu_per_node_pass_ms']} ms" if t.get("cpu_per_node_pass_ms") is not None else "—",
+            f"{t['api_p95_ms']} ms" if t.get("api_p95_ms") is not None else "—",
+            t.get("logins_per_node_pass", "—"),
+            fmt_seconds(t.get("fence_s"), lower_bound=bool(t.get("fence_capped"))),
+            t.get("stretch") or "—",
+        ]
+        for t in trials
+    ]
+    table = Table(
+        f"One Ironic conductor's power sync (every {o.interval}s, 8 workers)",
+        [
+            "nodes",
+            "hardware type",
+            "enroll",
+            "sync pass (median)",
+            "conductor CPU per node per pass",
+            "API p95 during sync",
+            "logins per node per pass",
+            "time to fence one dead BMC",
+            f"pass with {o.hung_fraction:.0%} hung / clean" if o.hung_fraction else "hung stretch",
+        ],
+        rows,
+    )
+    headline: dict[str, float | None] = {}
+    for t in trials:
+        key = f"{t['driver']}_{t['nodes']}"
+        headline[f"{key}_pass_s"] = t.get("pass_median_s")
+        headline[f"{key}_api_p95_ms"] = t.get("api_p95_ms")
+    notes = [
+        "one standalone Ironic per row (API + conductor, SQLite), Ironic's defaults: "
+        "sync_power_state_workers 8, ipmi min_command_interval 5, "
+        "power_state_sync_max_retries 3; bmaas-* with the README's defaults of its bmaas section",
+        "every IPMI BMC on its own loopback address (127.1.x.y): stock ipmi spaces its "
+        "commands per address string",
+        "pass duration: Ironic's own statsd timer ConductorManager._sync_power_states; "
+        "the first pass after enrollment is not counted",
+        "conductor CPU: every Ironic process and the children it waited for (ipmitool), "
+        "from one pass end to the next, minus the idle conductor's rate, over the nodes",
+        "API p95: GET /v1/nodes/<uuid> of random nodes every 0.25 s, calls made while a "
+        "measured pass ran",
+    ]
+    return Report(
+        scenario="ironic-scale",
+        title="Nodes per Ironic conductor: power sync by hardware type",
+        params=dataclasses.asdict(o),
+        tables=[table],
+        headline=headline,
+        notes=notes,
+        data={"trials": trials},
+    )
