@@ -55,6 +55,7 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_backend_ironic.py": "ironic-backend",
     "tests/ironic/test_bench_goodput_ironic.py": "ironic-goodput",
     "tests/ironic/test_ironic_shared_service.py": "ironic-shared-service",  # its own Ironic
+    "tests/ironic/test_bench_ironic_scale.py": "ironic-scale",  # its own Ironic per type
 }
 
 
@@ -62,6 +63,7 @@ XDIST_GROUPS: dict[str, str] = {
 #: the README run end to end, fleet-wide policy runs): collected first, so
 #: pytest-xdist starts them first instead of leaving one for the end
 SLOW_FIRST = (
+    "tests/ironic/test_bench_ironic_scale.py",
     "tests/lab/test_bench.py",
     "tests/lab/test_readme.py",
     "tests/lab/test_policy_lab.py",

@@ -1,0 +1,42 @@
+"""IPMI BMCs on loopback addresses of their own (``Lab(ipmi_hosts=...)``): what
+``hwlab bench ironic-scale`` gives stock ``ipmi``, which spaces its ipmitool
+calls per address string. Each BMC answers on its address and only there."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from bmaas.driver import PowerState
+from bmaas.registry import build_driver
+from hwlab.lab import Lab
+from hwlab.labspec import generate, loopback_hosts
+from tests.budgets import per_call
+
+pytestmark = pytest.mark.lab
+
+
+def test_each_ipmi_bmc_answers_on_its_own_address(tmp_path: Path) -> None:
+    spec = generate(3, protocols="both", seed=4)
+    hosts = loopback_hosts([n.name for n in spec.nodes])
+    lab = Lab(spec, tmp_path / "lab", ipmi_hosts=hosts, shard_size=2)
+    lab.start(timeout=60)
+    try:
+        entries = {e["name"]: e for e in lab.inventory()["nodes"]}
+        assert {n: e["driver_info"]["ipmi_address"] for n, e in entries.items()} == hosts
+        # Redfish stays on the lab's address
+        assert all("//127.0.0.1:" in e["driver_info"]["redfish_address"] for e in entries.values())
+        for name, entry in entries.items():
+            driver = build_driver(name, "ipmi", entry["driver_info"], bmc_timeout=5.0)
+            try:
+                assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
+            finally:
+                driver.close()
+        # bound to its address only: the same port on 127.0.0.1 is not this BMC
+        info = entries[spec.nodes[0].name]["driver_info"]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.bind(("127.0.0.1", info["ipmi_port"]))  # free there: would fail if taken
+    finally:
+        lab.stop()
