@@ -34,11 +34,13 @@ def test_the_sink_keeps_only_what_it_wants_and_calls_back() -> None:
         heard.append(metric)
         got_one.set()
 
-    with StatsdSink([SYNC_TIMER], on_metric) as sink:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
-            sender.sendto(b"do_sync_power_state:3|ms", ("127.0.0.1", sink.port))
-            sender.sendto(f"a.{SYNC_TIMER}:250|ms".encode(), ("127.0.0.1", sink.port))
-            assert got_one.wait(10)
+    with (
+        StatsdSink([SYNC_TIMER], on_metric) as sink,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender,
+    ):
+        sender.sendto(b"do_sync_power_state:3|ms", ("127.0.0.1", sink.port))
+        sender.sendto(f"a.{SYNC_TIMER}:250|ms".encode(), ("127.0.0.1", sink.port))
+        assert got_one.wait(10)
     assert [m.value for m in heard] == [250.0]
     assert [m.value for m in sink.named(SYNC_TIMER)] == [250.0]
     assert sink.dropped == 1
@@ -83,4 +85,5 @@ def test_loopback_hosts_are_distinct_and_in_127_slash_8() -> None:
     assert hosts["node-254"] == "127.1.1.1"
     for address in hosts.values():
         octets = [int(o) for o in address.split(".")]
-        assert octets[0] == 127 and 1 <= octets[3] <= 254
+        assert octets[0] == 127
+        assert 1 <= octets[3] <= 254
