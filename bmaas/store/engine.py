@@ -178,8 +178,11 @@ def _bound_postgresql(engine: Engine, cap: float, deadline: Deadline | None) -> 
     def _on_do_connect(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
         left = _left(deadline, cap)
         # libpq counts whole seconds and treats anything under 2 as 2: rounded
-        # down, so a connect ends before the deadline (unless under 2 s are left)
-        cparams["connect_timeout"] = max(2, math.floor(left))
+        # down, so a connect ends before the deadline (unless under 2 s are left).
+        # psycopg gives *each* attempt (every host, every address a name
+        # resolves to: "localhost" is ::1 and 127.0.0.1) the whole timeout,
+        # so the time left is shared between them.
+        cparams["connect_timeout"] = max(2, math.floor(left / _attempts(cparams)))
         for key, value in _PG_KEEPALIVES.items():
             cparams.setdefault(key, value)
         ms = max(1, int(left * 1000))
@@ -193,6 +196,18 @@ def _bound_postgresql(engine: Engine, cap: float, deadline: Deadline | None) -> 
     def _on_begin(conn: sa.Connection) -> None:
         left = _left(deadline, cap)
         conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(left * 1000))}")
+
+
+def _attempts(cparams: dict[str, Any]) -> int:
+    """How many connection attempts psycopg will make for ``cparams``: one
+    per host and per address each host name resolves to (1 if that cannot
+    be told: the connect then fails with psycopg's own message)."""
+    try:
+        from psycopg.conninfo import conninfo_attempts
+
+        return max(1, len(conninfo_attempts(dict(cparams))))
+    except Exception:  # unresolvable, or no psycopg: the connect itself says why
+        return 1
 
 
 def _configure_sqlite(engine: Engine, busy_timeout: float, deadline: Deadline | None) -> None:

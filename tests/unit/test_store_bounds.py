@@ -42,11 +42,11 @@ def test_without_a_deadline_sqlite_keeps_its_30s_busy_timeout(db_path: Path) -> 
         store.close()
 
 
-def _pg_connect_params(deadline: Deadline | None) -> dict[str, Any]:
+def _pg_connect_params(deadline: Deadline | None, host: str = "127.0.0.1") -> dict[str, Any]:
     """What the engine hands psycopg for a new connection (no server needed:
     the ``do_connect`` hooks run, the connect itself is not made)."""
     engine = make_engine("postgresql+psycopg://u@127.0.0.1:1/x", deadline=deadline)
-    cparams: dict[str, Any] = {"host": "127.0.0.1"}
+    cparams: dict[str, Any] = {"host": host, "port": 1}
     engine.dialect.dispatch.do_connect(engine.dialect, None, [], cparams)
     engine.dispose()
     return cparams
@@ -77,3 +77,13 @@ def test_postgresql_without_a_deadline_is_bounded_by_the_store_timeout() -> None
     params = _pg_connect_params(None)
     assert params["connect_timeout"] == int(BUSY_TIMEOUT)
     assert f"statement_timeout={int(BUSY_TIMEOUT * 1000)}" in params["options"]
+
+
+def test_several_hosts_share_the_time_left_to_connect() -> None:
+    """psycopg tries each host (and each address of a name) with the whole
+    connect_timeout: two hosts and 9.7 s left must not take 18 s."""
+    clock = FakeClock(start=0.0)
+    params = _pg_connect_params(Deadline.after(9.7, clock=clock), host="127.0.0.1,127.0.0.2")
+    assert params["connect_timeout"] == 4
+    # the statements still get the whole time left
+    assert "-c statement_timeout=9700" in params["options"]
