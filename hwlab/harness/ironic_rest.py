@@ -24,7 +24,9 @@ __all__ = ["IronicRest"]
 #: node history and everything the benches read are in this version
 API_VERSION = "1.78"
 #: seconds one API call may take before the bench calls Ironic silent
-CALL_TIMEOUT = 30.0
+CALL_TIMEOUT = 60.0
+#: seconds a call is retried for (503, and a GET that timed out)
+RETRY_FOR = 120.0
 #: Ironic's default [api]max_limit: the longest page a list returns
 PAGE = 1000
 
@@ -45,16 +47,23 @@ class IronicRest:
         return session
 
     def call(self, method: str, path: str, body: Any = None) -> requests.Response:
-        """One call; 503 (no free conductor worker) is retried for up to a minute,
-        anything else that is not 2xx raises :class:`IronicError`."""
-        end = time.monotonic() + 60.0
+        """One call. 503 (no free conductor worker) is retried for up to a
+        minute, and so is a GET that timed out or lost its connection (a
+        loaded 2-core box: SQLite serialises the API's writes behind the
+        conductor's); anything else that is not 2xx raises :class:`IronicError`."""
+        end = time.monotonic() + RETRY_FOR
         pause = 0.2
         while True:
-            answer = self._session().request(
-                method, f"{self.url}/v1{path}", json=body, timeout=CALL_TIMEOUT
-            )
-            if answer.status_code != 503 or time.monotonic() + pause > end:
-                break
+            try:
+                answer = self._session().request(
+                    method, f"{self.url}/v1{path}", json=body, timeout=CALL_TIMEOUT
+                )
+            except (requests.Timeout, requests.ConnectionError) as exc:
+                if method != "GET" or time.monotonic() + pause > end:
+                    raise IronicError(f"{method} {path}: {exc}") from exc
+            else:
+                if answer.status_code != 503 or time.monotonic() + pause > end:
+                    break
             time.sleep(pause)
             pause = min(2.0, pause * 2)
         if not answer.ok:
@@ -62,8 +71,17 @@ class IronicRest:
         return answer
 
     def create_node(self, **fields: Any) -> str:
-        """A new node; its UUID."""
-        return str(self.call("POST", "/nodes", fields).json()["uuid"])
+        """A new node (named: a create that timed out is looked up by its
+        name before it is tried again, so none is made twice); its UUID."""
+        name = fields["name"]
+        for _ in range(3):
+            try:
+                return str(self.call("POST", "/nodes", fields).json()["uuid"])
+            except IronicError:
+                answer = self._session().get(f"{self.url}/v1/nodes/{name}", timeout=CALL_TIMEOUT)
+                if answer.ok:
+                    return str(answer.json()["uuid"])
+        raise IronicError(f"could not create node {name}")
 
     def provision(self, node: str, target: str) -> None:
         """Ask for a provision state change (``manage``, ``provide``); returns at once."""
