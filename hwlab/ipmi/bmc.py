@@ -3,9 +3,10 @@
 Like virtualbmc, this subclasses ``pyghmi.ipmi.bmc.Bmc`` and keeps its
 vocabulary (``power_on``, ``get_boot_device``, ...), with a simulated machine
 instead of libvirt. Unlike virtualbmc, every request first goes through the
-machine's :class:`~fakes.faults.FaultPlan`; what fires is carried out as
-:func:`fakes.effects.decide` says, answered from :data:`hwlab.answers.IPMI_CODES`
-(the table the IPMI proxy answers from too). At login, BMC effects show as:
+machine's :class:`~fakes.faults.FaultPlan`; what fires is decided by
+:func:`fakes.effects.decide` and, in a session, carried out by
+:func:`hwlab.ipmi_action.carry_out` (the IPMI proxy's executor too), answered
+from :data:`hwlab.answers.IPMI_CODES`. At login, BMC effects show as:
 busy, RMCP+ status 0x01 (no session slot); unsupported, status 0x11 (no cipher
 suite); auth_fail, RAKP2 with status 0x0D; internal_error, Get Channel
 Authentication Capabilities answered 0xFF; malformed_reply, RAKP2 cut short
@@ -23,11 +24,14 @@ machine with the request that carries them.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 import socket
 import struct
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from pyghmi.ipmi import bmc as _pyghmi_bmc
@@ -36,14 +40,7 @@ from bmaas.driver import BootDevice, Operation, PowerAction, PowerState
 from fakes.effects import Action, Effect, decide
 from fakes.faults import Firing
 from fakes.machine import FakeMachine
-from hwlab.answers import (
-    LoginPhase,
-    executes,
-    ipmi_code,
-    ipmi_login_answer,
-    ipmi_login_status,
-    ipmi_trickle_delay,
-)
+from hwlab.answers import LoginPhase, ipmi_login_answer, ipmi_login_status
 from hwlab.ipmi import extra
 from hwlab.ipmi.fru import build_fru
 from hwlab.ipmi.session import (
@@ -57,6 +54,7 @@ from hwlab.ipmi.session import (
     RequestContext,
     negotiate,
 )
+from hwlab.ipmi_action import Served, answer_time, carry_out
 from hwlab.operations import ipmi_operation
 
 __all__ = ["LabBmc"]
@@ -197,7 +195,7 @@ class LabBmc(_pyghmi_bmc.Bmc):
             answer = ipmi_login_answer(action.answer) if action.answer is not None else None
             if answer is not None and answer.phase is LoginPhase.CHANNEL_AUTH:
                 self._logins.pop(addr, None)  # the login ends here
-                code, reply, later = answer.code, b"", _late(action, 0)
+                code, reply, later = answer.code, b"", answer_time(action, 0)
             else:
                 # channel 1; IPMI 2.0 extended data; non-null user names; IPMI 2.0 only
                 reply = bytes([1, 0x80, 0x04, 0x02, 0, 0, 0, 0])
@@ -240,7 +238,7 @@ class LabBmc(_pyghmi_bmc.Bmc):
         fault = action.answer.effect if action.answer is not None else None
         if action.corrupt is not None and fault is None:
             fault = Effect.MALFORMED_REPLY
-        later = _late(action, 24)
+        later = answer_time(action, 24)
         self._expire_idle()
         suite = negotiate(request, self.suites)
         status = 0
@@ -304,26 +302,21 @@ class LabBmc(_pyghmi_bmc.Bmc):
             session.respond(ctx, *self._unjudged(ctx, data))
             return
         action = self.judge(operation)
-        if action.silent is not None:
-            return
-        answer = ipmi_code(action.answer) if action.answer is not None else None
-        if answer is not None and not executes(action.answer):
-            code, reply = answer, b""
-        elif action.corrupt is not None:
-            later = _late(action, 0)
-            self.server.call_later(later, session.respond, ctx, 0, (), malformed=True)
-            return
-        elif (ctx.netfn, ctx.command) in _NEEDS_OPERATOR and session.clientpriv < 3:
-            code, reply = 0xD4, b""  # insufficient privilege
-        else:
-            # A duplicated request is acted on every time it arrives; the
-            # client keeps the first answer (same sequence number).
-            for _ in range(action.copies):
-                self._execute(ctx, data, action.hardware)
-            code, reply = self._execute(ctx, data, action.hardware)
-            if answer is not None:  # carried out, then answered ("already on")
-                code, reply = answer, b""
-        self.server.call_later(_late(action, len(reply)), session.respond, ctx, code, reply)
+        carry_out(action, _Answering(self, session, ctx, data, action.hardware))
+
+    def serve(
+        self, session: LabSession, ctx: RequestContext, data: bytes, hw: list[Firing], copies: int
+    ) -> Served:
+        """Act on one request 1 + ``copies`` times; its answer, to be sent."""
+        if (ctx.netfn, ctx.command) in _NEEDS_OPERATOR and session.clientpriv < 3:
+            refused = partial(session.respond, ctx, 0xD4, b"")  # insufficient privilege
+            return Served(0, refused, served=False)
+        # A duplicated request is acted on every time it arrives; the
+        # client keeps the first answer (same sequence number).
+        for _ in range(copies):
+            self._execute(ctx, data, hw)
+        code, reply = self._execute(ctx, data, hw)
+        return Served(len(reply), partial(session.respond, ctx, code, reply))
 
     def _unjudged(self, ctx: RequestContext, data: bytes) -> tuple[int, bytes]:
         """Commands no fault rule names (see :mod:`hwlab.ipmi.extra`)."""
@@ -443,8 +436,25 @@ class LabBmc(_pyghmi_bmc.Bmc):
         return 0, bytes([len(chunk)]) + chunk
 
 
-def _late(action: Action, data_bytes: int) -> float:
-    """Seconds until an answer of ``data_bytes`` leaves: delay, then trickle."""
-    if action.trickle is None:
-        return action.delay
-    return action.delay + ipmi_trickle_delay(data_bytes, action.trickle)
+@dataclasses.dataclass(frozen=True)
+class _Answering:
+    """The :class:`~hwlab.ipmi_action.Wire` of one request to the emulator:
+    the BMC answers for itself."""
+
+    bmc: LabBmc
+    session: LabSession
+    ctx: RequestContext
+    data: bytes
+    hardware: list[Firing]
+
+    def later(self, seconds: float, send: Callable[[], None]) -> None:
+        self.bmc.server.call_later(seconds, send)
+
+    def answer(self, code: int) -> None:
+        self.session.respond(self.ctx, code, b"")
+
+    def malformed(self, copies: int) -> None:
+        self.session.respond(self.ctx, 0, (), malformed=True)
+
+    def serve(self, copies: int) -> Served:
+        return self.bmc.serve(self.session, self.ctx, self.data, self.hardware, copies)

@@ -11,14 +11,15 @@ sessions by (netfn, command, rqSeq, data) too (ipmitool rebuilds the packet
 with a new session sequence number); an unreadable retransmission with new
 bytes counts as a new request.
 
-Each effect is carried out as :func:`fakes.effects.decide` says, answering
-in-session requests from :data:`hwlab.answers.IPMI_CODES` (the table the IPMI
-emulator answers from too). Proxy specifics: hang, drop and bmc_reboot relay
-nothing (bmc_reboot: for ``duration`` s, and sessions opened before are
-dropped afterwards); delay relays late; duplicate relays 1 + ``copies``
-times; malformed_reply strips the data from the BMC's answer; trickle holds
-the request as long as a datagram its size would take to dribble in. The
-login has its own answers (:mod:`hwlab.proxy.ipmi_login`).
+Each effect is decided by :func:`fakes.effects.decide` and carried out by
+:func:`hwlab.ipmi_action.carry_out`, the IPMI emulator's executor too,
+answering in-session requests from :data:`hwlab.answers.IPMI_CODES`. Proxy
+specifics: hang, drop and bmc_reboot relay nothing (bmc_reboot: for
+``duration`` s, and sessions opened before are dropped afterwards); delay
+relays late; duplicate relays 1 + ``copies`` times; malformed_reply strips
+the data from the BMC's answer; trickle holds a relayed request as long as a
+datagram its size would take to dribble in (a forged answer: one with no
+data). The login has its own answers (:mod:`hwlab.proxy.ipmi_login`).
 
 Answers in the BMC's place inside a session need the session keys (see
 :mod:`hwlab.proxy.ipmi_session`), hence the BMC credentials on the proxy.
@@ -27,13 +28,15 @@ Answers in the BMC's place inside a session need the session keys (see
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 from collections.abc import Callable
+from functools import partial
 
 from fakes.effects import decide
 from fakes.faults import FaultPlan, Firing
-from hwlab.answers import ipmi_code, ipmi_trickle_delay
+from hwlab.ipmi_action import Served, carry_out
 from hwlab.operations import ipmi_operation
 from hwlab.proxy import rmcp
 from hwlab.proxy.effects import OPAQUE
@@ -147,9 +150,9 @@ class IPMIProxy(LoginRelay):
             except Exception:  # one bad packet must never stop the relay
                 LOG.exception("%s: could not handle a packet; relaying it as is", self.spec.node)
                 if client is None and addr[:2] in self._clients:
-                    self._up(self._clients[addr[:2]], data)
+                    self.to_bmc(self._clients[addr[:2]], data)
                 elif client is not None:
-                    self._down(client, data)
+                    self.to_client(client, data)
 
     def _client(self, addr: tuple[str, int]) -> Client:
         client = self._clients.get(addr)
@@ -177,14 +180,14 @@ class IPMIProxy(LoginRelay):
                 self._forget(client)
         self.later(30.0, self._sweep)
 
-    def _up(self, client: Client, data: bytes) -> None:
+    def to_bmc(self, client: Client, data: bytes) -> None:
         self.counters["relayed_up"] += 1
         try:
             client.sock.send(data)
         except OSError as exc:
             LOG.debug("%s: send to BMC failed: %s", self.spec.node, exc)
 
-    def _down(self, client: Client, data: bytes) -> None:
+    def to_client(self, client: Client, data: bytes) -> None:
         self.counters["relayed_down"] += 1
         if self._sock is not None:
             try:
@@ -201,7 +204,7 @@ class IPMIProxy(LoginRelay):
             return
         packet = rmcp.parse(data)
         if packet is None:
-            self._up(client, data)
+            self.to_bmc(client, data)
             return
         if packet.version == 20 and packet.payload_type in (0x10, 0x12, 0x14):
             self._login(client, packet, None)
@@ -213,7 +216,7 @@ class IPMIProxy(LoginRelay):
                 return
             operation = ipmi_operation(message.netfn, message.cmd)
             if operation is None:
-                self._up(client, data)
+                self.to_bmc(client, data)
                 return
             self._request(client, packet, operation, message, None)
             return
@@ -228,17 +231,17 @@ class IPMIProxy(LoginRelay):
             return
         if session is None or session.keys is None or packet.payload_type != PayloadType.IPMI:
             if packet.payload_type != PayloadType.IPMI:
-                self._up(client, data)  # SOL: relayed as is
+                self.to_bmc(client, data)  # SOL: relayed as is
                 return
             self._request(client, packet, OPAQUE, None, None)
             return
         message = Message.parse(session.keys.unwrap(packet))
         if (message.netfn, message.cmd) in _SESSION_HOUSEKEEPING:
-            self._up(client, data)
+            self.to_bmc(client, data)
             return
         operation = ipmi_operation(message.netfn, message.cmd)
         if operation is None:
-            self._up(client, data)
+            self.to_bmc(client, data)
             return
         self._request(client, packet, operation, message, session)
 
@@ -255,7 +258,7 @@ class IPMIProxy(LoginRelay):
             key = (message.netfn, message.cmd, message.rq_seq)
             verdict = session.recent.get(key)
             if verdict is None or verdict.expiry < now or verdict.data != message.data:
-                verdict = self._decide(operation, can_forge=True, size=len(message.data))
+                verdict = self._decide(operation, can_forge=True)
                 verdict.data = message.data
                 session.recent[key] = verdict
             else:
@@ -263,41 +266,17 @@ class IPMIProxy(LoginRelay):
         else:
             verdict = client.recent.get(packet.raw)
             if verdict is None or verdict.expiry < now:
-                verdict = self._decide(
-                    operation, can_forge=message is not None, size=len(packet.raw)
-                )
+                verdict = self._decide(operation, can_forge=message is not None)
                 client.recent[packet.raw] = verdict
                 if len(client.recent) > 256:
                     client.recent = {k: v for k, v in client.recent.items() if v.expiry >= now}
             else:
                 self.counters["retransmits"] += 1
         verdict.expiry = now + RETRANSMIT_WINDOW
-        if verdict.drop:
+        if not carry_out(verdict.action, _Relaying(self, client, packet, message, session)):
             self.counters["dropped"] += 1
-            return
 
-        def carry_out() -> None:
-            if verdict.code is not None and message is not None:
-                if session is not None:
-                    reply = session.forge(message, verdict.code)
-                else:
-                    reply = rmcp.build_sessionless(
-                        packet, rmcp.response_message(message, verdict.code)
-                    )
-                self.counters["answered"] += 1
-                self._down(client, reply)
-                return
-            if verdict.corrupt and session is not None and message is not None:
-                session.corrupt.add((message.cmd, message.rq_seq))
-            for _ in range(1 + verdict.copies):
-                self._up(client, packet.raw)
-
-        if verdict.delay:
-            self.later(verdict.delay, carry_out)
-        else:
-            carry_out()
-
-    def _decide(self, operation: str, *, can_forge: bool, size: int) -> Verdict:
+    def _decide(self, operation: str, *, can_forge: bool) -> Verdict:
         action = decide(
             self.evaluate(operation),
             forge=can_forge,
@@ -310,16 +289,7 @@ class IPMIProxy(LoginRelay):
             self.skipped(firing, why)
         if action.reboot is not None:
             self.reboot(action.reboot)
-        verdict = Verdict(drop=action.silent is not None, delay=action.delay, copies=action.copies)
-        if action.trickle is not None:
-            # The proxy holds the request, not yet the answer: its size stands in.
-            verdict.delay += ipmi_trickle_delay(size, action.trickle)
-        if action.answer is not None:
-            # an incident with no IPMI answer is relayed as usual (None); no
-            # IPMI incident "executes", so a forged code always replaces the BMC's
-            verdict.code = ipmi_code(action.answer)
-        verdict.corrupt = action.corrupt is not None
-        return verdict
+        return Verdict(action)
 
     # -- BMC -> client -----------------------------------------------------------------
 
@@ -331,19 +301,65 @@ class IPMIProxy(LoginRelay):
         login = client.login
         if packet is None or packet.version != 20:
             client.recent.clear()  # sessionless answers: a new request may reuse the bytes
-            self._down(client, data)
+            self.to_client(client, data)
             return
         if packet.payload_type in (0x11, 0x13, 0x15):
             if login is not None and not login.done:
                 data = self._login_reply(client, login, packet)
-            self._down(client, data)
+            self.to_client(client, data)
             return
         if packet.sessionless:
             client.recent.clear()
-            self._down(client, data)
+            self.to_client(client, data)
             return
         session = client.by_console.get(packet.session_id)
         if session is None:
-            self._down(client, data)
+            self.to_client(client, data)
             return
-        self._down(client, session.outbound(packet))
+        self.to_client(client, session.outbound(packet))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Relaying:
+    """The :class:`~hwlab.ipmi_action.Wire` of one request through the
+    proxy: answers forged in the BMC's name, the rest relayed to it."""
+
+    proxy: IPMIProxy
+    client: Client
+    packet: Packet
+    #: None: an opaque session (nothing is forged there, see ``_decide``)
+    message: Message | None
+    session: Session | None
+
+    def later(self, seconds: float, send: Callable[[], None]) -> None:
+        if seconds:
+            self.proxy.later(seconds, send)
+        else:
+            send()
+
+    def answer(self, code: int) -> None:
+        message = self.message
+        assert message is not None  # decide(forge=False) answers nothing
+        if self.session is not None:
+            reply = self.session.forge(message, code)
+        else:
+            reply = rmcp.build_sessionless(self.packet, rmcp.response_message(message, code))
+        self.proxy.counters["answered"] += 1
+        self.proxy.to_client(self.client, reply)
+
+    def malformed(self, copies: int) -> None:
+        if self.session is not None and self.message is not None:
+            self.session.corrupt.add((self.message.cmd, self.message.rq_seq))
+        self._relay(copies)
+
+    def serve(self, copies: int) -> Served:
+        # The proxy holds the request, not yet the answer: its size stands in.
+        if self.session is not None and self.message is not None:
+            size = len(self.message.data)
+        else:
+            size = len(self.packet.raw)
+        return Served(size, partial(self._relay, copies))
+
+    def _relay(self, copies: int) -> None:
+        for _ in range(1 + copies):
+            self.proxy.to_bmc(self.client, self.packet.raw)

@@ -54,14 +54,14 @@ class Client:
 
 class LoginRelay(Proxy):
     """Login handling for :class:`hwlab.proxy.ipmi.IPMIProxy`, which provides
-    the sockets (``_up``, ``_down``) and the reboot epoch."""
+    the sockets (``to_bmc``, ``to_client``) and the reboot epoch."""
 
     _epoch: int
 
-    def _up(self, client: Client, data: bytes) -> None:
+    def to_bmc(self, client: Client, data: bytes) -> None:
         raise NotImplementedError
 
-    def _down(self, client: Client, data: bytes) -> None:
+    def to_client(self, client: Client, data: bytes) -> None:
         raise NotImplementedError
 
     def _login(self, client: Client, packet: Packet, message: Message | None) -> None:
@@ -186,10 +186,10 @@ class LoginRelay(Proxy):
 
         def send() -> None:
             if kind == "reply":
-                self._down(client, data)
+                self.to_client(client, data)
             else:
                 for _ in range(1 + copies):
-                    self._up(client, packet.raw)
+                    self.to_bmc(client, packet.raw)
 
         if delay:
             self.later(delay, send)

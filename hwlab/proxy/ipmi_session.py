@@ -22,6 +22,7 @@ import logging
 import struct
 
 from bmaas.secrets import Secret
+from fakes.effects import Action
 from fakes.faults import Effect, Firing
 from hwlab.proxy import rmcp
 from hwlab.proxy.rmcp import Algorithms, Message, PayloadType, SessionKeys
@@ -33,15 +34,10 @@ LOG = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Verdict:
-    """What the relay does with one request and its retransmissions."""
+    """What the relay does with one request and its retransmissions: the
+    action carried out on each (:func:`hwlab.ipmi_action.carry_out`)."""
 
-    drop: bool = False
-    delay: float = 0.0
-    copies: int = 0
-    #: answer in the BMC's place with this completion code
-    code: int | None = None
-    #: forward, then strip the data from the BMC's answer
-    corrupt: bool = False
+    action: Action
     data: bytes = b""
     expiry: float = 0.0
 

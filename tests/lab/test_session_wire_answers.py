@@ -3,7 +3,10 @@ wire-layer effect on a power read reaches a client as the same answer from
 an emulated node (hwlab/ipmi) and from a proxied one (hwlab/proxy in front
 of an emulated BMC with no rules): the completion code of
 :data:`hwlab.answers.IPMI_CODES` (or silence, or a reply cut short) and
-the fault class the bmaas IPMI driver classifies it to. The login phase is
+the fault class the bmaas IPMI driver classifies it to; a late, trickled or
+duplicated request is the same answer, and a delay past the deadline the
+same timeout. Both carry the effect out with one executor
+(:func:`hwlab.ipmi_action.carry_out`). The login phase is
 tests/lab/test_login_wire_answers.py."""
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from collections.abc import Callable
 
 import pytest
 
-from bmaas.faults import BMCFault
+from bmaas.driver import PowerState
+from bmaas.faults import BMCFault, BMCTimeout
 from bmaas.secrets import Secret
+from drivers.ipmi import IPMIDriver
 from fakes.faults import Effect
 from hwlab.answers import IPMI_CODES
 from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
@@ -35,18 +40,17 @@ SESSION_EFFECTS = [
 ]
 
 
-def _read_fault(lab: Lab, name: str, **overrides: object) -> BMCFault:
-    driver = lab.driver(name, bmc_timeout=1.5, **overrides)
-    with pytest.raises(BMCFault) as info:
-        ask(driver.get_power_state)
-    return info.value
+#: wire effects a client sees only in the answer's timing, or not at all
+LATE = [
+    ("delay", {"seconds": 0.2}),
+    ("trickle", {"bytes": 16, "every": 0.02}),
+    ("duplicate", {"copies": 1}),
+]
 
 
-@pytest.mark.parametrize("effect", SESSION_EFFECTS, ids=str)
-def test_an_in_session_effect_is_the_same_answer_emulated_and_proxied(
-    lab: Lab, proxy_host: Start, effect: Effect
-) -> None:
-    rule = {"effect": str(effect), "operation": "power.get"}
+def _pair(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[IPMIDriver, IPMIDriver]:
+    """Drivers to an emulated node with ``rule``, and to a proxied one (the
+    proxy in front of an emulated BMC with no rules) with the same rule."""
     emulated = lab.machine("emu")
     lab.rule(emulated, **rule)
     lab.machine("real")  # no rules: the proxy answers in its place
@@ -59,8 +63,22 @@ def test_an_in_session_effect_is_the_same_answer_emulated_and_proxied(
         password=Secret(PASSWORD),
     )
     port = proxy_host(spec, [rule]).endpoints["real"]["ipmi"]
-    from_emulator = _read_fault(lab, "emu")
-    from_proxy = _read_fault(lab, "real", ipmi_port=port)
+    return lab.driver("emu", bmc_timeout=1.5), lab.driver("real", bmc_timeout=1.5, ipmi_port=port)
+
+
+def _read_fault(driver: IPMIDriver) -> BMCFault:
+    with pytest.raises(BMCFault) as info:
+        ask(driver.get_power_state)
+    return info.value
+
+
+@pytest.mark.parametrize("effect", SESSION_EFFECTS, ids=str)
+def test_an_in_session_effect_is_the_same_answer_emulated_and_proxied(
+    lab: Lab, proxy_host: Start, effect: Effect
+) -> None:
+    emulator, proxied = _pair(lab, proxy_host, {"effect": str(effect), "operation": "power.get"})
+    from_emulator = _read_fault(emulator)
+    from_proxy = _read_fault(proxied)
 
     assert (type(from_emulator), from_emulator.status) == (type(from_proxy), from_proxy.status)
     code = IPMI_CODES.get(effect)
@@ -68,3 +86,20 @@ def test_an_in_session_effect_is_the_same_answer_emulated_and_proxied(
     expected = expected_fault(effect, "ipmi", "power.get")
     assert expected is not None
     assert isinstance(from_emulator, expected)
+
+
+@pytest.mark.parametrize(("effect", "params"), LATE, ids=[e for e, _ in LATE])
+def test_a_late_or_duplicated_request_is_the_same_answer_emulated_and_proxied(
+    lab: Lab, proxy_host: Start, effect: str, params: dict[str, object]
+) -> None:
+    rule = {"effect": effect, "operation": "power.get", **params}
+    emulator, proxied = _pair(lab, proxy_host, rule)
+    assert ask(emulator.get_power_state) is ask(proxied.get_power_state) is PowerState.OFF
+
+
+def test_a_delay_past_the_deadline_is_the_same_timeout_emulated_and_proxied(
+    lab: Lab, proxy_host: Start
+) -> None:
+    rule = {"effect": "delay", "operation": "power.get", "seconds": 5.0}
+    emulator, proxied = _pair(lab, proxy_host, rule)
+    assert type(_read_fault(emulator)) is type(_read_fault(proxied)) is BMCTimeout
