@@ -55,6 +55,8 @@ class LabOptions:
     start_timeout: float = 120.0
     #: restart a worker that dies (hwlab up --no-restart: leave it dead)
     restart: bool = True
+    #: every IPMI BMC on a loopback address of its own (hwlab up --ipmi-own-addresses)
+    ipmi_own_addresses: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     # this module again as its main, and needs none of this.
     from hwlab.control import ControlServer
     from hwlab.lab import Lab, write_json
+    from hwlab.labspec import loopback_hosts
 
     args = argv if argv is not None else sys.argv[1:]
     state_dir = Path(args[0])
@@ -149,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
             ipmi_base_port=options.ipmi_base_port,
             redfish_base_port=options.redfish_base_port,
             restart=options.restart,
+            ipmi_hosts=(
+                loopback_hosts([n.name for n in spec.nodes if "ipmi" in n.protocols])
+                if options.ipmi_own_addresses
+                else None
+            ),
         )
         started = time.monotonic()
         lab.start(timeout=options.start_timeout)

@@ -95,6 +95,13 @@ STDERR = Console(stderr=True)
     help="Give Redfish BMCs consecutive TCP ports from here (default: any free port).",
 )
 @click.option(
+    "--ipmi-own-addresses",
+    is_flag=True,
+    help="Put every IPMI BMC on a loopback address of its own (127.1.0.1, 127.1.0.2, "
+    "...; Linux needs no setup): Ironic's stock ipmi waits min_command_interval between "
+    "commands to one address, so BMCs sharing 127.0.0.1 are throttled as one.",
+)
+@click.option(
     "--timeout",
     type=Seconds(),
     default=180.0,
@@ -127,6 +134,7 @@ def up(
     redfish_service_size: int,
     ipmi_base_port: int,
     redfish_base_port: int,
+    ipmi_own_addresses: bool,
     timeout: float,
     shard_size: int | None,
     restart: bool,
@@ -152,6 +160,7 @@ def up(
         redfish_service_size=redfish_service_size,
         ipmi_base_port=ipmi_base_port,
         redfish_base_port=redfish_base_port,
+        ipmi_own_addresses=ipmi_own_addresses,
         start_timeout=timeout,
         shard_size=shard_size,
         restart=restart,

@@ -14,6 +14,9 @@ from bmaas.registry import build_driver
 from hwlab.lab import Lab
 from hwlab.labspec import generate, loopback_hosts
 from tests.budgets import per_call
+from tests.lab.test_hwlab_manager import hwlab, state_dir
+
+__all__ = ["state_dir"]  # the fixture
 
 pytestmark = pytest.mark.lab
 
@@ -40,3 +43,15 @@ def test_each_ipmi_bmc_answers_on_its_own_address(tmp_path: Path) -> None:
             probe.bind(("127.0.0.1", info["ipmi_port"]))  # free there: would fail if taken
     finally:
         lab.stop()
+
+
+def test_hwlab_up_ipmi_own_addresses_writes_them_to_the_inventory(state_dir: Path) -> None:
+    up = hwlab("up", "--nodes", "4", "--ipmi-own-addresses", "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stderr
+    try:
+        text = (state_dir / "inventory.yaml").read_text()
+        assert '"ipmi_address": "127.1.0.1"' in text
+        assert '"ipmi_address": "127.1.0.2"' in text  # the second IPMI node of a mixed lab
+        assert '"redfish_address": "http://127.0.0.1:' in text
+    finally:
+        assert hwlab("down", "--state-dir", str(state_dir)).returncode == 0
