@@ -332,6 +332,11 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
 @click.option(
     "--cap", type=click.FloatRange(10, 7200), help="Seconds any one wait may take (default 1800)."
 )
+@click.option(
+    "--journal",
+    type=click.Path(dir_okay=False),
+    help="Append each finished row to FILE as a JSON line (kept if the run is interrupted).",
+)
 @bench_options
 @click.pass_context
 def ironic_scale(ctx: click.Context, /, **_: Any) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import random
 import statistics
 import tempfile
@@ -74,6 +75,9 @@ class Options:
     enroll_workers: int = 4
     #: seconds any one wait (enrollment, a pass, a fence) may take
     cap: float = 1800.0
+    #: append each finished row here as a JSON line (a long run keeps what it
+    #: measured if it is interrupted)
+    journal: str | None = None
 
     @classmethod
     def smoke(cls) -> Options:
@@ -356,6 +360,9 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
                 except harness.IronicError as exc:  # the other rows still count
                     progress(f"{driver} x {size}: {exc}")
                     trials.append({"driver": driver, "nodes": size, "error": str(exc)})
+            if o.journal:
+                with open(o.journal, "a", encoding="utf-8") as journal:
+                    journal.write(json.dumps(trials[-1]) + "\n")
     return _report(o, trials)
 
 
