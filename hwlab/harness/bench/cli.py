@@ -333,6 +333,13 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     "--cap", type=click.FloatRange(10, 7200), help="Seconds any one wait may take (default 1800)."
 )
 @click.option(
+    "--conf",
+    multiple=True,
+    metavar="SECTION.OPTION=VALUE",
+    help="An ironic.conf setting for every Ironic of the run (repeatable), e.g. "
+    "bmaas.keep_sessions=false.",
+)
+@click.option(
     "--journal",
     type=click.Path(dir_okay=False),
     help="Append each finished row to FILE as a JSON line (kept if the run is interrupted).",

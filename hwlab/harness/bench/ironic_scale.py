@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bmaas.faults import InputError
 from fakes.machine import Hardware
 from hwlab.harness import ironic as harness
 from hwlab.harness.bench.common import percentile
@@ -75,6 +76,9 @@ class Options:
     enroll_workers: int = 4
     #: seconds any one wait (enrollment, a pass, a fence) may take
     cap: float = 1800.0
+    #: more ironic.conf settings, each ``section.option=value`` (e.g.
+    #: ``bmaas.keep_sessions=false``), for every Ironic of the run
+    conf: tuple[str, ...] = ()
     #: append each finished row here as a JSON line (a long run keeps what it
     #: measured if it is interrupted)
     journal: str | None = None
@@ -170,13 +174,30 @@ class _Prober:
 
 
 def _settings(o: Options, statsd_port: int) -> harness.IronicSettings:
-    return harness.IronicSettings(
-        sync_interval=o.interval,
-        extra={
-            "metrics": {"backend": "statsd"},
-            "metrics_statsd": {"statsd_host": "127.0.0.1", "statsd_port": statsd_port},
-        },
-    )
+    extra: dict[str, dict[str, str | int]] = {
+        "metrics": {"backend": "statsd"},
+        "metrics_statsd": {"statsd_host": "127.0.0.1", "statsd_port": statsd_port},
+    }
+    for section, option, value in parse_conf(o.conf):
+        extra.setdefault(section, {})[option] = value
+    return harness.IronicSettings(sync_interval=o.interval, extra=extra)
+
+
+def parse_conf(items: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """``section.option=value`` settings; every malformed one named at once."""
+    out, bad = [], []
+    for item in items:
+        key, sep, value = item.partition("=")
+        section, dot, option = key.strip().partition(".")
+        if not (sep and dot and section and option):
+            bad.append(item)
+            continue
+        out.append((section, option.strip(), value.strip()))
+    if bad:
+        raise InputError(
+            f"--conf takes section.option=value, not {', '.join(map(repr, bad))}", field="--conf"
+        )
+    return out
 
 
 def _enroll(rest: IronicRest, lab: Lab, driver: str, workers: int, cap: float) -> list[str]:
@@ -351,6 +372,7 @@ def _ms(seconds: float | None) -> float | None:
 
 def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     o = options
+    parse_conf(o.conf)  # a malformed setting is an input error before anything starts
     trials = []
     for size in o.sizes:
         for driver in o.types:
@@ -401,7 +423,7 @@ def _report(o: Options, trials: list[dict[str, Any]]) -> Report:
         key = f"{t['driver']}_{t['nodes']}"
         headline[f"{key}_pass_s"] = t.get("pass_median_s")
         headline[f"{key}_api_p95_ms"] = t.get("api_p95_ms")
-    notes = [
+    notes = [f"ironic.conf: {item}" for item in o.conf] + [
         "one standalone Ironic per row (API + conductor, SQLite), Ironic's defaults: "
         "sync_power_state_workers 8, ipmi min_command_interval 5, "
         "power_state_sync_max_retries 3; bmaas-* with the README's defaults of its bmaas section",

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from hwlab.harness.bench.ironic_scale import SYNC_TIMER, _Pass, _passes, _Watch
+from bmaas.faults import InputError
+from hwlab.harness.bench.ironic_scale import SYNC_TIMER, _Pass, _passes, _Watch, parse_conf
 from hwlab.harness.statsd import Metric, StatsdSink, parse
 from hwlab.labspec import loopback_hosts
 
@@ -87,3 +88,14 @@ def test_loopback_hosts_are_distinct_and_in_127_slash_8() -> None:
         octets = [int(o) for o in address.split(".")]
         assert octets[0] == 127
         assert 1 <= octets[3] <= 254
+
+
+def test_conf_settings_are_parsed_and_every_bad_one_is_named() -> None:
+    assert parse_conf(("bmaas.keep_sessions = false", "ipmi.min_command_interval=1")) == [
+        ("bmaas", "keep_sessions", "false"),
+        ("ipmi", "min_command_interval", "1"),
+    ]
+    with pytest.raises(InputError) as caught:
+        parse_conf(("nodot=1", "a.b=c", "missing.equals"))
+    assert "'nodot=1'" in str(caught.value)
+    assert "'missing.equals'" in str(caught.value)
