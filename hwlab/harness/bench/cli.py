@@ -333,6 +333,13 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     "--cap", type=click.FloatRange(10, 7200), help="Seconds any one wait may take (default 1800)."
 )
 @click.option(
+    "--enroll-via",
+    type=click.Choice(["api", "db"]),
+    help="api (default): create and manage each node through the REST API; db: write "
+    "them manageable through Ironic's object layer before it starts (10,000 nodes in a "
+    "minute instead of 40).",
+)
+@click.option(
     "--conf",
     multiple=True,
     metavar="SECTION.OPTION=VALUE",
