@@ -129,8 +129,13 @@ class BoundedConnector(Connector):
             url,
             verify=verify,
             after_denial=self._after_denial,
-            on_response=self._remember,
+            max_body=max_body_bytes,
         )
+
+    def close(self) -> None:
+        """Close the lean read's kept connections and sushy's session."""
+        self.lean.close()
+        super().close()
 
     def _remember(self, response: requests.Response) -> None:
         self._local.last = response
