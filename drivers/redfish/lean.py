@@ -226,6 +226,8 @@ class LeanReader:
         return wire
 
     def _keep_etag(self, path: str, etag: str | None, found: dict[str, Any]) -> None:
+        if not etag and path not in self._etags:
+            return  # nothing kept, nothing to keep: the common case, no copy
         with self._lock:
             etags = dict(self._etags)
             if etag and not any(c in etag for c in _ILLEGAL):
@@ -247,7 +249,9 @@ class LeanReader:
         # sushy's per-request defaults too: identity encoding keeps ETags strong
         headers = {**session.headers, "OData-Version": "4.0", "Accept-Encoding": "identity"}
         if self.keep_alive:
-            headers.pop("Connection", None)
+            headers.pop("Connection", None)  # HTTP/1.1's default: kept
+        else:
+            headers["Connection"] = "close"  # the socket is closed after the answer
         request = requests.PreparedRequest()
         request.prepare(method="GET", url=url, headers=headers, auth=session.auth)
         if any(c in request.path_url for c in (*_ILLEGAL, " ")):
