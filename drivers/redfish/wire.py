@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import http.client
 import re
 import socket
@@ -98,7 +99,11 @@ class Target:
         return cls(host, port, authority, tls)
 
 
+@functools.lru_cache(maxsize=32)
 def _context(verify: bool | str) -> ssl.SSLContext:
+    """One context per ``verify`` value for the process: loading a CA bundle
+    (certifi's: ~150 certificates) per service would cost a fleet dearly,
+    and a context is safe to share between threads."""
     if verify is False:
         context = create_urllib3_context(cert_reqs=ssl.CERT_NONE)
         context.check_hostname = False
@@ -140,6 +145,7 @@ class KeptConnections:
         self._max_idle = max_idle
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._closed = False
         #: connections opened (for tests and benches)
         self.opened = 0
 
@@ -173,7 +179,7 @@ class KeptConnections:
             answer, reusable = _exchange(sock, request, deadline, what, max_body, reused=reused)
         except StaleConnection:
             _close(sock)
-            self.close()
+            self._drop_idle()
             raise
         except BaseException:
             _close(sock)
@@ -185,7 +191,11 @@ class KeptConnections:
         return answer
 
     def close(self) -> None:
-        """Close every idle socket (a socket in use closes when its GET ends)."""
+        """Close every idle socket; one in use closes when its GET ends."""
+        self._closed = True
+        self._drop_idle()
+
+    def _drop_idle(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
         for sock in idle:
@@ -197,16 +207,15 @@ class KeptConnections:
 
     def _give_back(self, sock: socket.socket) -> None:
         with self._lock:
-            if len(self._idle) < self._max_idle:
+            if not self._closed and len(self._idle) < self._max_idle:
                 self._idle.append(sock)
                 return
         _close(sock)
 
     def _connect(self, deadline: Deadline, what: str) -> socket.socket:
         target = self.target
-        left = _left(deadline, what)
         try:
-            sock = socket.create_connection((target.host, target.port), timeout=left)
+            sock = _open(target.host, target.port, deadline, what)
         except OSError as exc:
             if deadline.expired:
                 raise DeadlineExceeded(f"{what}: no connection by the deadline") from exc
@@ -230,6 +239,28 @@ class KeptConnections:
             _close(sock)
             raise
         return sock
+
+
+def _open(host: str, port: int, deadline: Deadline, what: str) -> socket.socket:
+    """A TCP connection to the first address of ``host`` that takes one, each
+    try bounded by what is left (``socket.create_connection`` would give
+    every address the whole timeout). The name lookup itself is not bounded,
+    as it is not through urllib3."""
+    error: OSError = ConnectionRefusedError("no address")
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(_left(deadline, what))
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    raise error
 
 
 def _close(sock: socket.socket) -> None:
@@ -374,8 +405,10 @@ def _body(
     reader: _Reader, status: int, headers: dict[str, str], what: str, limit: int
 ) -> tuple[bytes, bool]:
     """The body, and whether it was framed (so the connection may go on)."""
-    if status in _NO_BODY or 100 <= status < 200:
+    if status in _NO_BODY:
         return b"", True
+    if 100 <= status < 200:  # 101: the connection now speaks something else
+        return b"", False
     coding = headers.get("transfer-encoding")
     if coding is not None:
         if coding.lower().rsplit(",", 1)[-1].strip() != "chunked":
