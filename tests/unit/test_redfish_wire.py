@@ -31,7 +31,7 @@ from bmaas.faults import (
     BMCTimeout,
     BMCUnreachable,
 )
-from drivers.redfish.faults import BodyTooLarge, DeadlineExceeded, map_exception
+from drivers.redfish.faults import BodyTooLarge, ConnectFailed, DeadlineExceeded, map_exception
 from drivers.redfish.lean import LeanReader
 from drivers.redfish.wire import KeptConnections, StaleConnection, Target
 from hwlab.tls import make_certificate, server_context
@@ -456,3 +456,27 @@ def test_tls_unchecked_when_verify_is_false(lab_tls: Any) -> None:
     with serving(answers(answer()), tls=server_context(lab_tls)) as server:
         lean = reader(server.url, verify=False)
         assert read(lean) == {"PowerState": "On"}
+
+
+def _raised_from(outer: BaseException, inner: BaseException) -> BaseException:
+    try:
+        raise outer from inner
+    except BaseException as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("inner", "text"),
+    [
+        (socket.gaierror(-2, "Name or service not known"), "does not resolve"),
+        (OSError(113, "No route to host"), "could not connect"),
+        (TimeoutError("timed out"), "could not connect"),
+    ],
+)
+def test_a_connection_never_made_is_unreachable(inner: OSError, text: str) -> None:
+    """The lean read's own connect failures map as urllib3's do (never sent)."""
+    failed = _raised_from(ConnectFailed("GET /redfish/v1/Systems/1: OSError"), inner)
+    wrapped = _raised_from(sushy_exc.ConnectionError(url="http://bmc", error=failed), failed)
+    fault = mapped(wrapped)
+    assert isinstance(fault, BMCUnreachable)
+    assert text in str(fault)
