@@ -15,7 +15,10 @@ So we build the connector with ``server_side_retries=1`` (one transport try),
 pass ``server_side_retries_left=0`` on every request (no 5xx or vendor retry),
 and send every request through :class:`~drivers.redfish.transport.DeadlineAdapter`
 with the call's :class:`~bmaas.deadline.Deadline` as its ``timeout``: the
-whole exchange, every byte of the body included, ends by it.
+whole exchange, every byte of the body included, ends by it. The hot read
+(:meth:`BoundedConnector.read_fields`, the power state) skips requests for
+its own HTTP on a kept socket (:mod:`drivers.redfish.lean`,
+:mod:`drivers.redfish.wire`) with the same deadline, body cap and gate.
 
 sushy's resources (``System.refresh``, ``reset_system``) call the connector
 with no way to pass a deadline, so the driver hands its call's ``Deadline``
@@ -129,8 +132,13 @@ class BoundedConnector(Connector):
             url,
             verify=verify,
             after_denial=self._after_denial,
-            on_response=self._remember,
+            max_body=max_body_bytes,
         )
+
+    def close(self) -> None:
+        """Close the lean read's kept connections and sushy's session."""
+        self.lean.close()
+        super().close()
 
     def _remember(self, response: requests.Response) -> None:
         self._local.last = response

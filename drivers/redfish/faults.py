@@ -8,7 +8,8 @@ what happened                                          fault
 =====================================================  ======================
 our own per-call deadline ran out between requests     ``BMCTimeout``
 connection refused, DNS failure, connect timeout,      ``BMCUnreachable``
-TLS handshake or certificate failure
+TLS handshake or certificate failure (through requests
+or the lean read's own connection, ``ConnectFailed``)
 read timeout                                           ``BMCTimeout``
 connection closed or reset before any response         ``BMCTimeout`` (sent: outcome unknown)
 reply not HTTP, truncated, or not JSON                 ``BMCProtocolError``
@@ -36,6 +37,7 @@ import dataclasses
 import email.utils
 import http.client
 import json
+import socket
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -63,6 +65,7 @@ __all__ = [
     "ALREADY_THERE",
     "MESSAGE_RULES",
     "BodyTooLarge",
+    "ConnectFailed",
     "DeadlineExceeded",
     "FaultBuilder",
     "map_exception",
@@ -76,6 +79,13 @@ FaultBuilder = Callable[..., BMCFault]
 
 class DeadlineExceeded(Exception):
     """The call's deadline passed before its next request could be sent."""
+
+
+class ConnectFailed(Exception):
+    """The lean read's own connection (:mod:`drivers.redfish.wire`) could not
+    be made: no route, reset during connect, a connect timeout before the
+    deadline -- the request was never sent (urllib3's ``NewConnectionError``
+    for the requests path). The OS error is its ``__cause__``."""
 
 
 class BodyTooLarge(Exception):
@@ -264,12 +274,13 @@ def _transport(exc: BaseException, build: FaultBuilder) -> BMCFault | None:
 
     if inner := has(requests.exceptions.SSLError, ssl.SSLError, u3.SSLError):
         return build(BMCUnreachable, f"TLS handshake failed: {_short(inner)}")
-    if has(u3.NameResolutionError):
+    # socket.gaierror: the lean read's own connect (drivers.redfish.wire)
+    if has(u3.NameResolutionError, socket.gaierror):
         return build(BMCUnreachable, "BMC host name does not resolve")
     if has(ConnectionRefusedError):
         return build(BMCUnreachable, "connection refused")
     # urllib3's NewConnectionError subclasses ConnectTimeoutError: test it first.
-    if inner := has(u3.NewConnectionError):
+    if inner := has(u3.NewConnectionError, ConnectFailed):
         return build(BMCUnreachable, f"could not connect: {_short(inner.__cause__ or inner)}")
     if has(requests.exceptions.ConnectTimeout, u3.ConnectTimeoutError):
         return build(BMCUnreachable, "connect timed out")
