@@ -64,6 +64,10 @@ def _command(ctx: click.Context) -> str:
     words = [ctx.command_path]
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")
+        secondary = getattr(param, "secondary_opts", None)
+        if value is False and secondary and value != param.default:
+            words.append(secondary[0])  # --no-fence
+            continue
         if value in (None, False, ()) or value == param.default or not param.opts:
             continue
         flag = max(param.opts, key=len)

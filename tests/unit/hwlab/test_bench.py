@@ -208,6 +208,7 @@ def test_the_quoted_command_has_the_options_that_were_given() -> None:
     @click.command("sample")
     @click.option("--runs", type=int, default=None)
     @click.option("--size", "sizes", multiple=True, type=int)
+    @click.option("--fence/--no-fence", default=None)
     @bench_options
     @click.pass_context
     def sample(ctx: click.Context, **_: Any) -> None:
@@ -215,4 +216,6 @@ def test_the_quoted_command_has_the_options_that_were_given() -> None:
 
     result = CliRunner().invoke(sample, ["--runs", "3", "--size", "10", "--size", "20", "--smoke"])
     assert result.exit_code == 0, result.output
-    assert seen == ["sample --runs 3 --size 10 --size 20 --smoke"]
+    result = CliRunner().invoke(sample, ["--no-fence"])  # a switched-off flag is named too
+    assert result.exit_code == 0, result.output
+    assert seen == ["sample --runs 3 --size 10 --size 20 --smoke", "sample --no-fence"]
