@@ -28,6 +28,7 @@ The clock and the wait are injected, so :meth:`step` runs on a
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -35,9 +36,28 @@ from collections.abc import Callable
 from bmaas.deadline import Deadline
 from bmaas.pool import DriverPool
 
-__all__ = ["SessionKeeper"]
+__all__ = ["LOGIN_EXCHANGES", "SessionKeeper", "keepalives_pay"]
 
 LOG = logging.getLogger(__name__)
+
+#: BMC exchanges of an IPMI 2.0 login: Get Channel Authentication
+#: Capabilities, Open Session, RAKP 1, RAKP 3, Set Session Privilege Level.
+#: Its client CPU is about as many keepalives' too (measured on hwlab: a
+#: login 2.2 ms, a keepalive 0.45 ms).
+LOGIN_EXCHANGES = 5
+
+
+def keepalives_pay(interval: float, every: float, *, login: int = LOGIN_EXCHANGES) -> bool:
+    """Whether keeping a session alive through ``interval`` idle seconds
+    (a keepalive each ``every`` seconds of idleness) costs no more than one
+    login at its end. Keepalives are not free: across Ironic's default
+    120 s a 10 s keepalive is sent 11 times, twice a login's exchanges and
+    CPU, so there logging in again each cycle is the cheaper way. An
+    unknown interval (0 or less) keeps sessions alive."""
+    if interval <= 0 or every <= 0:
+        return True
+    needed = max(0, math.ceil(interval / every) - 1)
+    return needed <= login
 
 
 class SessionKeeper:

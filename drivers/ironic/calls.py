@@ -48,10 +48,11 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from bmaas.gate import GATES
-from bmaas.keeper import SessionKeeper
+from bmaas.keeper import SessionKeeper, keepalives_pay
 from bmaas.pool import DriverPool, PoolKey, idle_for_interval
 from bmaas.registry import build_driver
 from bmaas.retry import RetryLimits
+from drivers.ipmi.driver import SESSION_KEEPALIVE
 from drivers.ironic import conf
 from drivers.ironic.info import parse_driver_info
 
@@ -118,10 +119,21 @@ KEEPER = SessionKeeper(POOL)
 
 
 def keep_sessions() -> None:
-    """Start :data:`KEEPER` once (``[bmaas]keep_sessions``), with the pool
-    keeping sessions for twice Ironic's power-sync interval: without it
-    every BMC was logged in to again every cycle."""
-    if KEEPER.running or not conf.CONF.bmaas.keep_sessions:
+    """Size the pool from Ironic's power-sync interval and start
+    :data:`KEEPER` when it pays (``[bmaas]keep_sessions``), once.
+
+    Pooled sessions are kept for twice the interval (a Redfish session lives
+    as long as its BMC keeps it: without this every Redfish service logged in
+    again each cycle). IPMI sessions need a keepalive every 10 s of
+    idleness to be trusted: ``auto`` sends them only when that costs no more
+    than a login a cycle (:func:`bmaas.keeper.keepalives_pay`: intervals up
+    to 60 s), ``true`` always, ``false`` never."""
+    global _SIZED
+    if _SIZED:
+        return
+    mode = str(conf.CONF.bmaas.keep_sessions).lower()
+    _SIZED = True
+    if mode == "false":
         return
     try:
         interval = float(conf.CONF.conductor.sync_power_state_interval)
@@ -129,7 +141,12 @@ def keep_sessions() -> None:
         interval = 0.0
     if interval > 0:  # 0 or less: Ironic's sync is off; the pool's default stays
         POOL.idle = idle_for_interval(interval)
-    KEEPER.start()
+    if mode == "true" or keepalives_pay(interval, SESSION_KEEPALIVE):
+        KEEPER.start()
+
+
+#: keep_sessions() has looked at the configuration (once per process)
+_SIZED = False
 
 
 @contextlib.contextmanager

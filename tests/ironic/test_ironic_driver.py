@@ -170,8 +170,11 @@ calls.KEEPER.stop()
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ("", "240.0 True"),  # Ironic's default sync interval, 120 s
-        ("[conductor]\nsync_power_state_interval = 300\n", "600.0 True"),
+        # Ironic's default 120 s: 11 keepalives would cost more than a login
+        ("", "240.0 False"),
+        ("[conductor]\nsync_power_state_interval = 300\n", "600.0 False"),
+        ("[conductor]\nsync_power_state_interval = 60\n", "120.0 True"),
+        ("[bmaas]\nkeep_sessions = True\n", "240.0 True"),
         ("[bmaas]\nkeep_sessions = false\n", "60.0 False"),
     ],
 )
@@ -179,8 +182,9 @@ def test_the_conductor_keeps_sessions_across_its_sync_interval(
     tmp_path: Any, config: str, expected: str
 ) -> None:
     """Issue 26: inside the conductor nobody sent keepalives, so bmaas-ipmi
-    logged in to every BMC every sync cycle. The first call starts the
-    keeper and sizes the pool's idle from Ironic's own interval."""
+    logged in to every BMC every sync cycle. The first call sizes the pool's
+    idle from Ironic's own interval and starts the keeper where keepalives
+    cost less than a login a cycle (``auto``), or always (``true``)."""
     import subprocess
 
     conf_file = tmp_path / "ironic.conf"

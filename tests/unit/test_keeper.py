@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bmaas.keeper import SessionKeeper
+from bmaas.keeper import SessionKeeper, keepalives_pay
 from bmaas.pool import DriverPool, idle_for_interval
 from fakes.clock import FakeClock
 from tests.unit.test_pool import KeptAlive, key, read
@@ -108,3 +108,19 @@ def test_the_thread_starts_once_and_stops_at_once() -> None:
 def test_nonsense_settings_are_refused(tick: float, budget: float) -> None:
     with DriverPool() as pool, pytest.raises(ValueError, match="must be positive"):
         SessionKeeper(pool, tick=tick, round_budget=budget)
+
+
+@pytest.mark.parametrize(
+    ("interval", "pays"),
+    [
+        (30.0, True),  # 2 keepalives instead of a 5-exchange login
+        (60.0, True),  # 5 keepalives: a login's worth, and the session lasts
+        (61.0, False),  # 6
+        (120.0, False),  # Ironic's default: 11 keepalives, twice a login
+        (0.0, True),  # no interval known: keep sessions alive
+    ],
+)
+def test_keepalives_are_sent_only_where_they_cost_no_more_than_a_login(
+    interval: float, pays: bool
+) -> None:
+    assert keepalives_pay(interval, 10.0) is pays
