@@ -99,7 +99,7 @@ def _run(
 
     busy_before = cpu_busy()
     start = time.monotonic()
-    with no_stray_children() as killed, _quiet_library_logs():
+    with no_stray_children() as killed, _quiet_library_logs(), _sigterm_interrupts():
         report = build()
     report.elapsed = round(time.monotonic() - start, 1)
     report.smoke = smoke
@@ -115,6 +115,27 @@ def _run(
         for path in written.values():
             click.echo(f"wrote {path}")
     return report
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a benchmark as Ctrl-C does: every lab, Ironic and
+    worker it started is stopped on the way out (a background run, whose
+    SIGINT the shell ignores, is stopped with ``kill``)."""
+    import signal
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (a test runner's): leave it be
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
