@@ -257,8 +257,12 @@ class GateRegistry:
 
     def configure(self, *, cap: int | None = None, spacing: float | None = None) -> None:
         """Process-wide limits for every BMC (applied to gates made from now on,
-        and tightening the ones that exist)."""
+        and tightening the ones that exist). The same limits again are a
+        no-op: an Ironic conductor calls this on every BMC call, and walking
+        every gate each time made a 10,000-node sync pass quadratic."""
         with self._lock:
+            if (cap, spacing) == (self.cap, self.spacing):
+                return
             self.cap, self.spacing = cap, spacing
             gates = list(self._gates.values())
         for gate in gates:
