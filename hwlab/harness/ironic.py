@@ -52,6 +52,7 @@ __all__ = [
     "IronicError",
     "IronicService",
     "IronicSettings",
+    "driver_info_for",
     "enroll",
     "failure_text",
     "find_venv",
@@ -391,6 +392,13 @@ def _mac(name: str) -> str:
     return "52:54:00:" + ":".join(f"{b:02x}" for b in digest[:3])
 
 
+def driver_info_for(entry: Mapping[str, Any], driver: str) -> dict[str, Any]:
+    """The keys of a lab inventory entry's ``driver_info`` that hardware type
+    ``driver`` reads (``ipmi_*`` or ``redfish_*``: a node may speak both)."""
+    prefix = ("redfish" if "redfish" in driver else "ipmi") + "_"
+    return {k: v for k, v in entry["driver_info"].items() if k.startswith(prefix)}
+
+
 def enroll(
     conn: Any,
     entry: Mapping[str, Any],
@@ -406,8 +414,7 @@ def enroll(
     ``driver``, one port, and a ``file://`` kernel/ramdisk for ramdisk
     deploys; with ``provide``, take it to ``available`` (manage validates
     power, so the BMC must answer)."""
-    protocol = "redfish" if "redfish" in driver else "ipmi"
-    info = {k: v for k, v in entry["driver_info"].items() if k.startswith(protocol + "_")}
+    info = driver_info_for(entry, driver)
     info["deploy_kernel"] = f"file://{kernel}"
     info["deploy_ramdisk"] = f"file://{ramdisk}"
     node_name = name or entry["name"]

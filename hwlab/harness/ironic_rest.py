@@ -10,6 +10,7 @@ and one paginated list to learn every node's state at once.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -78,9 +79,8 @@ class IronicRest:
             try:
                 return str(self.call("POST", "/nodes", fields).json()["uuid"])
             except IronicError:
-                answer = self._session().get(f"{self.url}/v1/nodes/{name}", timeout=CALL_TIMEOUT)
-                if answer.ok:
-                    return str(answer.json()["uuid"])
+                with contextlib.suppress(IronicError):  # not there: create it again
+                    return str(self.node(name)["uuid"])
         raise IronicError(f"could not create node {name}")
 
     def provision(self, node: str, target: str) -> None:

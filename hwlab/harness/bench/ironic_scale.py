@@ -135,11 +135,6 @@ class _Watch:
                     return found[:count]
                 self.cond.wait(min(left, 1.0))
 
-    def before(self, moment: float) -> _Pass | None:
-        with self.cond:
-            ended = [p for p in self.passes if p.end <= moment]
-        return ended[-1] if ended else None
-
 
 class _Prober:
     """``GET /v1/nodes/<uuid>`` of random nodes every 0.25 s, timed."""
@@ -167,7 +162,7 @@ class _Prober:
             start = time.monotonic()
             try:
                 self.rest.node(node)
-            except Exception:  # a failed probe is counted, not fatal
+            except (harness.IronicError, ValueError):  # counted, not fatal
                 self.errors += 1
                 continue
             self.samples.append((start, time.monotonic() - start))
@@ -206,11 +201,10 @@ def parse_conf(items: tuple[str, ...]) -> list[tuple[str, str, str]]:
 def _enroll(rest: IronicRest, lab: Lab, driver: str, workers: int, cap: float) -> list[str]:
     """Every lab node enrolled with ``driver`` and managed (power validated at
     its BMC); their UUIDs. Raises if they are not all manageable by ``cap``."""
-    protocol = driver.removeprefix("bmaas-")
     entries = lab.inventory()["nodes"]
 
     def one(entry: dict[str, Any]) -> str:
-        info = {k: v for k, v in entry["driver_info"].items() if k.startswith(protocol + "_")}
+        info = harness.driver_info_for(entry, driver)
         uuid = rest.create_node(name=f"{driver}-{entry['name']}", driver=driver, driver_info=info)
         rest.provision(uuid, "manage")
         return uuid
@@ -235,14 +229,11 @@ def _enroll(rest: IronicRest, lab: Lab, driver: str, workers: int, cap: float) -
 
 
 def _bulk(lab: Lab, driver: str) -> list[dict[str, Any]]:
-    protocol = driver.removeprefix("bmaas-")
     return [
         {
             "name": f"{driver}-{entry['name']}",
             "driver": driver,
-            "driver_info": {
-                k: v for k, v in entry["driver_info"].items() if k.startswith(protocol + "_")
-            },
+            "driver_info": harness.driver_info_for(entry, driver),
         }
         for entry in lab.inventory()["nodes"]
     ]
@@ -274,7 +265,8 @@ def _trial(
     spec = generate(size, protocols=protocol, seed=11, hardware=QUICK)
     hosts = loopback_hosts([n.name for n in spec.nodes]) if protocol == "ipmi" else {}
     lab = Lab(spec, workdir / "lab", ipmi_hosts=hosts)
-    watch: _Watch | None = None
+    #: the node whose BMC dies for the fence timing (the stretch spares it)
+    dead = size // 2
     out: dict[str, Any] = {"driver": driver, "nodes": size}
     with StatsdSink([SYNC_TIMER]) as sink:
         ironic = harness.IronicService(workdir / "ironic", _settings(o, sink.port))
@@ -312,9 +304,10 @@ def _trial(
                 round((logins1 - logins0) / (size * counted), 3) if counted else None
             )
             if o.fence and driver in o.fence_types:
-                out.update(_fence(o, rest, lab, spec.nodes[size // 2].name, uuids, size))
+                out.update(_fence(o, rest, lab, spec.nodes[dead].name, uuids[dead]))
             if o.hung_fraction > 0:
-                out.update(_stretch(o, rest, lab, watch, spec, uuids, out.get("pass_median_s")))
+                clean = out.get("pass_median_s")
+                out.update(_stretch(o, rest, lab, watch, spec, uuids, dead, clean))
         finally:
             ironic.stop()
             lab.stop()
@@ -338,11 +331,9 @@ def _passes(passes: list[_Pass], size: int, idle: float) -> dict[str, Any]:
     }
 
 
-def _fence(
-    o: Options, rest: IronicRest, lab: Lab, name: str, uuids: list[str], size: int
-) -> dict[str, Any]:
-    """Seconds until Ironic fences the one BMC that hangs from now on."""
-    uuid = uuids[size // 2]
+def _fence(o: Options, rest: IronicRest, lab: Lab, name: str, uuid: str) -> dict[str, Any]:
+    """Seconds until Ironic fences node ``uuid`` (lab node ``name``), whose
+    BMC hangs from now on."""
     lab.add_faults(name, [{"effect": "hang"}])
     start = time.monotonic()
     cap = min(o.cap, (3 + 3) * o.interval + 120)
@@ -361,12 +352,14 @@ def _stretch(
     watch: _Watch,
     spec: Any,
     uuids: list[str],
+    spared: int,
     clean: float | None,
 ) -> dict[str, Any]:
-    """The longest pass while ``hung_fraction`` of the BMCs hang, until all are
-    fenced (or ``cap``), over the clean median."""
+    """The longest pass while ``hung_fraction`` of the BMCs hang (never node
+    ``spared``, already fenced), until all are fenced (or ``cap``), over the
+    clean median."""
     every = max(1, round(1 / o.hung_fraction))
-    picked = [i for i in range(0, len(uuids), every) if i != len(uuids) // 2]
+    picked = [i for i in range(0, len(uuids), every) if i != spared]
     for i in picked:
         lab.add_faults(spec.nodes[i].name, [{"effect": "hang"}])
     start = time.monotonic()

@@ -64,7 +64,6 @@ def test_a_pass_is_dated_by_its_end_minus_its_duration_with_the_cpu_at_its_end()
     assert watch.passes == [_Pass(97.5, 100.0, 4.0)]
     assert watch.after(97.0, 1, cap=0) == [_Pass(97.5, 100.0, 4.0)]
     assert watch.after(98.0, 1, cap=0) == []  # started before: not clean
-    assert watch.before(100.0) == _Pass(97.5, 100.0, 4.0)
 
 
 def test_cpu_per_node_per_pass_is_end_to_end_minus_the_idle_rate() -> None:
