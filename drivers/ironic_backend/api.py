@@ -112,6 +112,12 @@ class IronicBusy(BMCBusy):
 #: 5xx answers that mean "later", not "broken"
 _BUSY_5XX = ("database is locked", "ServiceUnavailable", "Service Unavailable")
 
+#: an allocation's ``last_error`` that says "later" about Ironic itself, not
+#: "no" about the node: a periodic task held the node's lock at reservation,
+#: or SQLite was locked when the conductor saved the allocation (Ironic 39
+#: retries most SQLite writes on "database is locked", not ``update_allocation``)
+BUSY_ALLOCATION = ("filtered out during reservation", "database is locked")
+
 
 def connect(
     cloud: str | None = None,

@@ -53,7 +53,7 @@ from bmaas.policy import FaultPolicy
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
 from bmaas.retry import retrying
-from drivers.ironic_backend.api import Api, IronicBusy
+from drivers.ironic_backend.api import BUSY_ALLOCATION, Api, IronicBusy
 from drivers.ironic_backend.classify import Evidence, classify, recent_errors
 from drivers.ironic_backend.instances import InstancesMixin
 from drivers.ironic_backend.ports import PortEntry, PortLedger
@@ -222,9 +222,10 @@ class IronicBackend(InstancesMixin):
         """One allocation restricted to ``node``: active, or deleted and
         refused. A node another allocation now holds (a parallel request won
         it) is refused as ``taken``: that says nothing about the node, and
-        retrying cannot win it back. Otherwise losing the node's lock to a
-        periodic task at reservation ("filtered out during reservation") is
-        :class:`IronicBusy`, retried."""
+        retrying cannot win it back. Otherwise Ironic's own "later"
+        (:data:`~.api.BUSY_ALLOCATION`: the node's lock lost to a periodic
+        task at reservation, its database locked) is :class:`IronicBusy`,
+        retried on the same node."""
         allocation = self.api.call(
             "allocation.create",
             self.api.bm.create_allocation,
@@ -242,8 +243,8 @@ class IronicBackend(InstancesMixin):
         holder = self._holder(node, deadline)
         if holder is not None:
             raise NodeUnavailable(node=node, reason=f"allocated to {holder}: {why}", taken=True)
-        if "filtered out during reservation" in str(why):
-            raise IronicBusy(f"lost the race for the node's lock: {why}", node=node)
+        if any(m in str(why) for m in BUSY_ALLOCATION):
+            raise IronicBusy(f"Ironic said later: {why}", node=node)
         raise NodeUnavailable(node=node, reason=why)
 
     def _holder(self, node: str, deadline: Deadline) -> str | None:

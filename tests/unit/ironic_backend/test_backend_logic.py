@@ -349,3 +349,46 @@ def test_a_node_a_parallel_request_won_is_refused_as_taken(holder: str | None, t
     assert proxy.deleted == ["alloc-1"]
     if taken:
         assert "allocated to alloc-of-web-1" in str(info.value)
+
+
+class LockedOnceProxy(RefusingProxy):
+    """The first allocation fails inside Ironic with ``last_error`` naming
+    one of its own "later" answers; the second one is fulfilled."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(holder=None)
+        self.why = why
+
+    def get_allocation(self, ident: str) -> Any:
+        if ident == "alloc-1":
+            return Allocation(id=ident, state="error", last_error=self.why)
+        return Allocation(id=ident, state="active", node_id="uuid-n1")
+
+
+@pytest.mark.parametrize(
+    "why",
+    [
+        # CI, 2026-11-25: Ironic 39 on SQLite does not retry update_allocation
+        "(sqlite3.OperationalError) database is locked\n[SQL: UPDATE allocations SET "
+        "node_id=?, state=?, updated_at=? WHERE allocations.id = ?]",
+        "Node uuid-n1 was filtered out during reservation",
+    ],
+)
+def test_an_allocation_ironic_itself_failed_is_retried_on_the_same_node(why: str) -> None:
+    """Ironic's own "later" in an allocation says nothing about the node: the
+    claim retries it with the busy backoff instead of giving the node up (a
+    request lost its last healthy candidate this way in CI)."""
+    clock = FakeClock()
+    proxy = LockedOnceProxy(why)
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        sleep=clock.sleep,
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("web-0", resource_class="baremetal"))
+    claim = backend.claim(job, "n1", number=1, deadline=Deadline.after(60.0, clock=clock.monotonic))
+    assert claim.handle.allocation == "alloc-2"
+    assert proxy.created == 2
+    assert proxy.deleted == ["alloc-1"]  # the failed one given back, once
+    assert clock.sleeps == [0.5]  # bmaas.retry's busy backoff, no jitter
