@@ -308,6 +308,7 @@ class Lab:
                     "restarts": worker.restarts,
                     "died_at": worker.died_at,
                     "cause": worker.cause,
+                    "died_pid": worker.died_pid,
                 }
             )
         if self._proxied.names:
@@ -344,6 +345,7 @@ class Lab:
             fresh.conn.close()
             raise
         fresh.restarts = worker.restarts + 1
+        fresh.died_at, fresh.cause, fresh.died_pid = worker.died_at, worker.cause, worker.died_pid
         with worker.lock:  # callers holding the old worker see the new one next time
             self._workers[self._workers.index(worker)] = fresh
             for spec in shard.nodes:

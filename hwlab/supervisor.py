@@ -162,6 +162,7 @@ class Supervisor:
     def _died(self, worker: WorkerHandle) -> None:
         worker.state = "dead"
         worker.died_at = time.time()
+        worker.died_pid = worker.process.pid
         code = worker.process.exitcode
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
         LOG.error(

@@ -103,8 +103,11 @@ class WorkerHandle:
     state: str = "alive"
     restarts: int = 0
     restart_failures: int = 0
+    #: the shard's last death (kept by its restarted worker: ``hwlab status``
+    #: still says why a shard restarted after it serves again)
     died_at: float | None = None
     cause: str = ""
+    died_pid: int | None = None
 
 
 def spawn(shard: Shard) -> WorkerHandle:

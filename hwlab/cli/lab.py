@@ -335,7 +335,10 @@ def _worker_line(worker: dict[str, Any], *, restart: bool) -> str:
     """One line about a shard that died: what happened, what happens next."""
     index, count = worker["index"], worker["nodes"]
     if worker["state"] == "alive":
-        return f"worker {index}: restarted {worker['restarts']} time(s); its {count} nodes serve"
+        died = worker.get("cause")
+        last = f", last {died} (pid {worker['died_pid']})" if died else ""
+        restarts = worker["restarts"]
+        return f"worker {index}: restarted {restarts} time(s){last}; its {count} nodes serve"
     what = f"worker {index} (pid {worker['pid']}) {worker['state']}"
     if worker.get("cause"):
         what += f", {worker['cause']}"

@@ -22,7 +22,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from bmaas.cli import cli as bmaas_cli
 from bmaas.deadline import Deadline
 from hwlab.control import LabClient, LabNotRunning
 from tests.silent import SilentServer, ironic_that_stalls, silent_port
@@ -37,6 +39,9 @@ BMAAS = [str(Path(sys.executable).with_name("bmaas"))]
 #: README's deadline table): an overrun under load that is not understood
 #: yet, noted in issue 26's closing note rather than hidden
 MARGIN = 10.0
+#: seconds past the deadline a command run in the test's own process may take
+#: (nothing to import: what is left is the exchange's own wind-down)
+IN_PROCESS_MARGIN = 2.0
 #: seconds a command may take to exit after SIGTERM
 PROMPT = 5.0
 
@@ -88,16 +93,23 @@ def silent() -> Iterator[SilentServer]:
 
 
 def test_status_check_on_a_silent_ironic_ends_by_its_deadline(
-    tmp_path: Path, silent: SilentServer
+    tmp_path: Path, silent: SilentServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = _clouds(tmp_path, f"http://127.0.0.1:{silent.port}")
-    code, output, elapsed = _run(
-        ["status", "check", "--cloud", "silent", "--deadline", "5"], env, 60
-    )
-    assert code == 2, output  # the command could not run (README: Exit codes)
-    assert "Ironic API timeout" in output
-    assert "Traceback" not in output
-    assert elapsed < 5 + MARGIN, output
+    """In this process, where bmaas is imported already: a subprocess on a
+    loaded runner spent the whole 5 s budget starting up (CI, 2026-11-25),
+    and the bound under test is the one on Ironic's silence, not start-up.
+    The deploy below runs as an operator runs it, in its own process."""
+    for name, value in _clouds(tmp_path, f"http://127.0.0.1:{silent.port}").items():
+        monkeypatch.setenv(name, value)
+    began = time.monotonic()
+    args = ["status", "check", "--cloud", "silent", "--deadline", "5"]
+    result = CliRunner().invoke(bmaas_cli, args)
+    elapsed = time.monotonic() - began
+    assert result.exit_code == 2, result.output  # the command could not run (README: Exit codes)
+    assert "Ironic API timeout" in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert silent.accepted >= 1  # it did reach the silent API, and waited on it
+    assert 5 <= elapsed < 5 + IN_PROCESS_MARGIN, result.output
 
 
 def test_deploy_on_a_silent_ironic_ends_by_its_deadline(
