@@ -52,6 +52,10 @@ class SyncReport:
             "failed": len(self.failed),
             "auth_failed": self.auth_failed,
             "duration": round(self.duration, 3),
+            # wall clock (Unix seconds): when each pass ran, for scripts that
+            # line passes up with other events (a worker's death, a lease)
+            "started_at": round(self.finished_at - self.duration, 3),
+            "finished_at": round(self.finished_at, 3),
             "faulted": self.nodes_with(Change.FAULTED),
             "recovered": self.nodes_with(Change.RECOVERED),
             "reclaimed": [r.owner.describe() for r in self.reclaimed],
