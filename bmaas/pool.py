@@ -60,6 +60,7 @@ The pool imports no protocol library: it needs only what every
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
@@ -87,7 +88,15 @@ from bmaas.faults import (
 )
 from bmaas.gate import bmc_of
 
-__all__ = ["DEFAULT_IDLE", "DROP_ON", "DriverPool", "PoolKey", "PoolStats", "idle_for_interval"]
+__all__ = [
+    "DEFAULT_IDLE",
+    "DROP_ON",
+    "KEEPALIVE_THREADS",
+    "DriverPool",
+    "PoolKey",
+    "PoolStats",
+    "idle_for_interval",
+]
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -111,6 +120,10 @@ def idle_for_interval(interval: float | None) -> float:
         raise ValueError("interval must be positive")
     return max(DEFAULT_IDLE, 2.0 * interval)
 
+
+#: keepalives a round sends at once: a silent BMC holds one thread for its
+#: ``bmc_timeout``, the others go on
+KEEPALIVE_THREADS = 8
 
 #: faults after which a session is closed and never reused, with why
 DROP_ON: dict[type[BMCFault], str] = {
@@ -399,11 +412,18 @@ class DriverPool:
             ]
         return max(0.0, min(due) - self._clock()) if due else None
 
-    def keepalive(self, deadline: Deadline) -> int:
-        """Send a keepalive on every idle session that is due, one after the
-        other, each within ``deadline`` (its BMC request a share of at most
-        the driver's ``bmc_timeout``); returns how many were kept. A session
-        that gets no answer, or has none left to keep, is logged out."""
+    def keepalive(self, deadline: Deadline, *, parallel: int = KEEPALIVE_THREADS) -> int:
+        """Send a keepalive on every idle session that is due, up to
+        ``parallel`` at once, each within ``deadline`` (its BMC request a
+        share of at most the driver's ``bmc_timeout``); returns how many
+        were kept. A session that gets no answer, or has none left to keep,
+        is logged out. One after the other, a handful of silent BMCs (each
+        holding the round for its ``bmc_timeout``) ran the round's budget
+        out, and every healthy session behind them was logged out unasked:
+        now a silent BMC holds one of ``parallel`` threads, and a session
+        the round had no time left to ask is given back as it was."""
+        if parallel < 1:
+            raise ValueError("parallel must be at least 1")
         now = self._clock()
         with self._cond:
             due = [
@@ -413,27 +433,41 @@ class DriverPool:
             ]
             for slot in due:
                 slot.in_use = True
-        kept = 0
-        for slot in due:
-            driver = slot.driver
-            assert driver is not None
-            try:
-                alive = driver.keepalive(deadline=driver.call_deadline(deadline))
-            except BmaasError as fault:
-                LOG.debug("%s: keepalive failed: %s", slot.key.node, fault)
-                alive = False
-            if not alive:
-                with self._cond:
-                    self.stats.dropped += 1
-                self._retire([slot])
-                continue
-            kept += 1
+        if len(due) <= 1 or parallel == 1:
+            return sum(self._keep(slot, deadline) for slot in due)
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(parallel, len(due)), thread_name_prefix="bmaas-keepalive"
+        ) as threads:
+            return sum(threads.map(lambda slot: self._keep(slot, deadline), due))
+
+    def _keep(self, slot: _Slot, deadline: Deadline) -> bool:
+        """One held slot's keepalive; the slot is given back or retired."""
+        driver = slot.driver
+        assert driver is not None
+        if deadline.expired:  # not asked: says nothing about the session
+            self._give_back(slot, used=False)
+            return False
+        try:
+            alive = driver.keepalive(deadline=driver.call_deadline(deadline))
+        except BmaasError as fault:
+            LOG.debug("%s: keepalive failed: %s", slot.key.node, fault)
+            alive = False
+        if not alive:
             with self._cond:
-                self.stats.keepalives += 1
-                slot.in_use = False
+                self.stats.dropped += 1
+            self._retire([slot])
+            return False
+        with self._cond:
+            self.stats.keepalives += 1
+        self._give_back(slot, used=True)
+        return True
+
+    def _give_back(self, slot: _Slot, *, used: bool) -> None:
+        with self._cond:
+            slot.in_use = False
+            if used:
                 slot.last_used = self._clock()
-                self._cond.notify_all()
-        return kept
+            self._cond.notify_all()
 
     def open_sessions(self) -> int:
         """Pooled drivers (held or idle) right now: at most one per node."""

@@ -408,3 +408,86 @@ def test_keepalives_are_due_on_schedule_and_a_dead_session_is_logged_out() -> No
 
 def per_call_deadline(clock: FakeClock) -> Deadline:
     return Deadline.after(5.0, clock=clock)
+
+
+class Silent(KeptAlive):
+    """A BMC that stopped answering: its keepalive waits out ``wait`` (a
+    fake wait: the clock moves) and gets no answer."""
+
+    def __init__(self, node: str, clock: FakeClock, wait: float) -> None:
+        super().__init__(node, clock)
+        self.wait = wait
+        self.asked = 0
+
+    def keepalive(self, *, deadline: Deadline) -> bool:
+        self.asked += 1
+        self.fake.advance(min(self.wait, deadline.left()))
+        raise BMCTimeout("no answer", node=self.node)
+
+
+def test_a_round_out_of_time_gives_the_sessions_it_did_not_ask_back_unharmed() -> None:
+    """Issue 26: one after the other, a silent BMC ran the keeper's round
+    budget out and every healthy session after it was logged out unasked
+    (and logged in again at the next read). One thread here, so the order
+    is fixed: the silent one first, its wait the whole round."""
+    clock = FakeClock(start=0.0)
+    built: dict[str, KeptAlive] = {}
+
+    def build(node: str) -> KeptAlive:
+        made = Silent(node, clock, 5.0) if node == "n0" else KeptAlive(node, clock)
+        built[node] = made
+        return made
+
+    with DriverPool(clock=clock, idle=60) as pool:
+        for node in ("n0", "n1", "n2"):
+            read(pool, build, key(node))
+        clock.advance(10)
+        assert pool.keepalive(Deadline.after(5.0, clock=clock), parallel=1) == 0
+        assert built["n0"].closed == 1  # no answer: logged out
+        assert [built[n].closed for n in ("n1", "n2")] == [0, 0]  # not asked: kept
+        assert pool.open_sessions() == 2
+        assert (pool.stats.keepalives, pool.stats.dropped) == (0, 1)
+        assert pool.keepalive_due_in() == 0.0  # still due: asked in the next round
+        assert pool.keepalive(Deadline.after(5.0, clock=clock), parallel=1) == 2
+        assert built["n1"].kept == built["n2"].kept == [15.0]
+
+
+class Hung(KeptAlive):
+    """A silent BMC whose keepalive waits (really, bounded) until released."""
+
+    def __init__(self, node: str, clock: FakeClock, release: threading.Event) -> None:
+        super().__init__(node, clock)
+        self.release = release
+
+    def keepalive(self, *, deadline: Deadline) -> bool:
+        assert self.release.wait(10.0), "never released"
+        raise BMCTimeout("no answer", node=self.node)
+
+
+def test_a_silent_bmc_holds_one_keepalive_thread_and_the_others_go_on() -> None:
+    """The healthy sessions' keepalives are all answered while the silent
+    BMC's is still waiting: it holds one thread of the round, not the round."""
+    clock = FakeClock(start=0.0)
+    release = threading.Event()
+    healthy = [KeptAlive(f"n{i}", clock) for i in range(1, 6)]
+
+    class Watching(KeptAlive):
+        def keepalive(self, *, deadline: Deadline) -> bool:
+            kept = super().keepalive(deadline=deadline)
+            if all(h.kept for h in healthy) and self.kept:
+                release.set()  # the last healthy one answered: let the silent one end
+            return kept
+
+    drivers: dict[str, KeptAlive] = {"n0": Hung("n0", clock, release)}
+    for made in healthy:
+        made.__class__ = Watching
+        drivers[made.node] = made
+    with DriverPool(clock=clock, idle=60) as pool:
+        for node, made in drivers.items():
+            read(pool, lambda _n, d=made: d, key(node))
+        clock.advance(10)
+        assert pool.keepalive(Deadline.after(5.0, clock=clock), parallel=3) == 5
+        assert release.is_set()  # released by the healthy ones, not by a timeout
+        assert drivers["n0"].closed == 1
+        assert all(h.kept == [10.0] and h.closed == 0 for h in healthy)
+        assert (pool.stats.keepalives, pool.stats.dropped) == (5, 1)
