@@ -87,6 +87,7 @@ from bmaas.faults import (
     UnclassifiedFault,
 )
 from bmaas.gate import bmc_of
+from bmaas.silence import SILENCE, SilentBMCs
 
 __all__ = [
     "DEFAULT_IDLE",
@@ -218,6 +219,8 @@ class _Slot:
     driver: BMCDriver | None = None
     in_use: bool = True
     last_used: float = 0.0
+    #: how its last user built a driver (a background probe builds the same)
+    build: Callable[[], BMCDriver] | None = None
 
 
 class DriverPool:
@@ -229,10 +232,14 @@ class DriverPool:
         idle: float = DEFAULT_IDLE,
         wait: float = DEFAULT_BMC_TIMEOUT,
         clock: _clock.ClockFn | None = None,
+        silence: SilentBMCs | None = None,
     ) -> None:
         if idle <= 0 or wait < 0:
             raise ValueError("idle must be positive and wait non-negative")
         self.idle = idle
+        #: where BMCs that gave no answer are noted and probed in the
+        #: background (:mod:`bmaas.silence`); None: nothing is noted
+        self.silence = silence
         #: seconds a caller with no deadline waits for a busy BMC's session
         self.wait = wait
         self._clock = clock or _clock.monotonic
@@ -267,6 +274,7 @@ class DriverPool:
         raise; nothing is held then). A fault in :data:`DROP_ON` (or any
         non-bmaas exception) raised inside the block closes the driver."""
         slot, stale = self._acquire(key, deadline)
+        slot.build = build
         for old in stale:
             self._logout(old)
         driver = slot.driver
@@ -351,6 +359,8 @@ class DriverPool:
         drop: bool,
         why: BaseException | None = None,
     ) -> None:
+        if driver is not None:
+            self._note(slot, why)
         with self._cond:
             if driver is not None:
                 self.stats.reads += 1
@@ -451,6 +461,7 @@ class DriverPool:
             alive = driver.keepalive(deadline=driver.call_deadline(deadline))
         except BmaasError as fault:
             LOG.debug("%s: keepalive failed: %s", slot.key.node, fault)
+            self._note(slot, fault)
             alive = False
         if not alive:
             with self._cond:
@@ -468,6 +479,40 @@ class DriverPool:
             if used:
                 slot.last_used = self._clock()
             self._cond.notify_all()
+
+    # -- silent BMCs (bmaas.silence) -------------------------------------------------
+
+    def _note(self, slot: _Slot, why: BaseException | None) -> None:
+        """Tell :attr:`silence` what the BMC did: no answer, or an answer
+        (success, or a fault the BMC itself sent)."""
+        if self.silence is None:
+            return
+        if isinstance(why, SILENCE):
+            self.silence.silent(slot.key, why, self._prober(slot.key, slot.build))
+        elif why is None or isinstance(why, BMCFault):
+            self.silence.heard(slot.key)
+
+    def _prober(self, key: PoolKey, build: Callable[[], BMCDriver] | None) -> Callable[[], None]:
+        """A background probe of ``key``'s BMC: one power read through the
+        pool (an answer leaves its session pooled for the next user), within
+        three of the pool's ``wait``. Settings changed meanwhile: forgotten."""
+
+        def probe() -> None:
+            assert self.silence is not None
+            with self._cond:
+                slot = self._slots.get(key.slot)
+                current = slot.key if slot is not None else key
+            if build is None or current != key or self._closed:
+                self.silence.heard(key)  # nothing to ask it with, or not this node's BMC now
+                return
+            deadline = Deadline.after(3 * self.wait, clock=self._clock)
+            try:
+                with self.session(key, build, deadline=deadline) as driver:
+                    driver.get_power_state(deadline=driver.call_deadline(deadline))
+            except BmaasError as exc:  # noted by session() (silence, or an answer)
+                LOG.debug("%s: background probe: %s", key.node, exc)
+
+        return probe
 
     def open_sessions(self) -> int:
         """Pooled drivers (held or idle) right now: at most one per node."""

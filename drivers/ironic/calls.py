@@ -41,9 +41,10 @@ from oslo_config import cfg
 
 from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver
+from bmaas.driver import BMCDriver, Operation
 from bmaas.faults import (
     BmaasError,
+    BMCFault,
     InputError,
     UnsupportedOperation,
 )
@@ -52,6 +53,7 @@ from bmaas.keeper import SessionKeeper, keepalives_pay
 from bmaas.pool import DriverPool, PoolKey, idle_for_interval
 from bmaas.registry import build_driver
 from bmaas.retry import RetryLimits
+from bmaas.silence import Silence, SilentBMCs
 from drivers.ipmi.driver import SESSION_KEEPALIVE
 from drivers.ironic import conf
 from drivers.ironic.info import parse_driver_info
@@ -59,6 +61,7 @@ from drivers.ironic.info import parse_driver_info
 __all__ = [
     "KEEPER",
     "POOL",
+    "SILENT",
     "BmaasDriverError",
     "BmaasPowerFailure",
     "Budget",
@@ -106,13 +109,18 @@ def label(task: Any) -> str:
     return str(node.name or node.uuid)
 
 
+#: the conductor's BMCs that stopped answering, probed in the background
+#: (:mod:`bmaas.silence`): a power read of one fails at once instead of
+#: holding one of the power sync's workers for the call deadline every cycle
+#: until Ironic fences the node
+SILENT = SilentBMCs()
 #: the conductor's drivers: one per node, kept across calls and power-sync
 #: passes, dropped when a call misses an answer (the pool's ``DROP_ON``), so
 #: pyghmi never watches more than one socket per node (its select() stops
 #: working past ~1000 descriptors in a process). The systems behind one
 #: Redfish service share one session, and every BMC's requests pass its gate
 #: (``[bmaas]bmc_max_requests``/``bmc_min_interval``, :mod:`bmaas.gate`)
-POOL = DriverPool()
+POOL = DriverPool(silence=SILENT)
 #: keeps POOL's sessions alive between the power sync's cycles (the conductor
 #: has no loop of ours to send keepalives from): started on first use
 KEEPER = SessionKeeper(POOL)
@@ -150,14 +158,25 @@ _SIZED = False
 
 
 @contextlib.contextmanager
-def session(task: Any, protocol: str, budget: Budget, deadline: Deadline) -> Iterator[BMCDriver]:
+def session(
+    task: Any, protocol: str, budget: Budget, deadline: Deadline, *, read: bool = False
+) -> Iterator[BMCDriver]:
     """The node's pooled bmaas driver, held by this call alone until the block
     ends (another call on the same BMC waits, up to ``deadline``). A change
-    of driver_info makes a new session. ``InputError`` on bad driver_info."""
+    of driver_info makes a new session. ``InputError`` on bad driver_info.
+
+    ``read`` (a power-state read): when the BMC gave no answer lately and
+    still gives none to the background probes (:data:`SILENT`), fail at
+    once with that fault, saying how long and when it is asked next; a
+    power action always asks the BMC itself."""
     node = task.node
     name = label(task)
     info = parse_driver_info(node.driver_info or {}, protocol, node=name)
     key = PoolKey.of(protocol, name, node.driver_info or {})
+    if read:
+        known = SILENT.evidence(key)
+        if known is not None:
+            raise _still_silent(known, key)
     group = conf.CONF.bmaas
     keep_sessions()
     GATES.configure(cap=group.bmc_max_requests or None, spacing=group.bmc_min_interval or None)
@@ -167,6 +186,20 @@ def session(task: Any, protocol: str, budget: Budget, deadline: Deadline) -> Ite
         deadline=deadline,
     ) as drv:
         yield drv
+
+
+def _still_silent(known: Silence, key: PoolKey) -> BMCFault:
+    """The fault a read fails with while its BMC is known silent."""
+    now = time.monotonic()
+    return type(known.fault)(
+        f"no answer from the BMC for {now - known.since:.0f}s (last asked {now - known.last:.0f}s "
+        f"ago; bmaas asks it again in the background in {max(0.0, known.next_probe - now):.0f}s): "
+        f"not asked again by this read. Last: {known.fault.message}",
+        node=key.node,
+        driver=key.driver,
+        operation=str(Operation.POWER_GET),
+        address=key.bmc,
+    )
 
 
 def check(task: Any, protocol: str) -> None:

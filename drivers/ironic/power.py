@@ -121,7 +121,7 @@ class BmaasPower(base.PowerInterface):
         deadline = Deadline.after(budget.sync)
         with (
             calls.translated(task, "power state read"),
-            calls.session(task, protocol_of(task), budget, deadline) as drv,
+            calls.session(task, protocol_of(task), budget, deadline, read=True) as drv,
         ):
             return _STATES[read_power(task, drv, budget, deadline=deadline, sync=True)]
 

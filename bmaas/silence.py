@@ -1,0 +1,224 @@
+"""BMCs that stopped answering, re-probed in the background, so that a caller
+with no loop of its own is not held by them again and again.
+
+Inside Ironic's conductor every power-sync read of a hung BMC held one of
+the sync's 8 workers for the whole ``[bmaas]call_deadline``, and did so
+every cycle until Ironic fenced the node four cycles later: 49 hung BMCs
+among 1000 stretched a 5.1 s cycle to 27 s, then 17-19 s for three more
+(``hwlab bench ironic-scale --size 1000 --type bmaas-ipmi --interval 60
+--hung-fraction 0.05``, 2026-11-25). ``bmaas sync`` has its own answer
+(:mod:`bmaas.fenced`: fenced nodes are read in the background on a back-off);
+this is the one for a host that only calls bmaas when it needs an answer.
+
+A :class:`SilentBMCs` remembers, per pooled node, that its BMC gave no
+answer (:data:`SILENCE`: a read's, an action's, a keepalive's), and probes
+it in the background through a probe the pool hands over (a power read
+through the pool, so an answer leaves a logged-in session behind): at once,
+then at gaps of ``first`` seconds doubling up to ``cap``. Once a probe got
+no answer either, the silence is *confirmed* and
+:meth:`SilentBMCs.evidence` says so: the caller may fail at once instead of
+waiting out the timeout again, on evidence at most one probe gap old. Any
+answer clears it (a busy or an error answer is an answer), so a BMC that
+hung on one command but answers a read is never taken for silent.
+
+Probes run on at most ``threads`` daemon threads, each bounded by the
+probe's own deadline; the schedule is kept by one daemon thread, started on
+the first silence. The clock and the way a probe is started are injected,
+so :meth:`SilentBMCs.run_due` runs on a fake clock in tests.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+
+from bmaas.faults import BMCFault, BMCTimeout, BMCUnreachable
+
+__all__ = ["SILENCE", "STALE_SLACK", "Silence", "SilentBMCs"]
+
+LOG = logging.getLogger(__name__)
+
+#: the faults that mean "the BMC did not answer" (anything else is an answer)
+SILENCE: tuple[type[BMCFault], ...] = (BMCTimeout, BMCUnreachable)
+
+#: seconds past two probe gaps after which a silence is no longer known
+STALE_SLACK = 30.0
+
+#: a probe: asks the BMC once, within its own deadline; it reports what it
+#: saw back through :meth:`SilentBMCs.silent` or :meth:`SilentBMCs.heard`
+Probe = Callable[[], None]
+
+
+@dataclasses.dataclass
+class Silence:
+    """What is known about one silent BMC (times on the book's clock)."""
+
+    #: whose BMC: the pool's key for the node (new settings, a new key)
+    key: Hashable
+    #: the latest no-answer
+    fault: BMCFault
+    #: the first no-answer of this silence, and the latest
+    since: float
+    last: float
+    #: the next background probe, and the gap after it
+    next_probe: float
+    gap: float
+    probe: Probe = dataclasses.field(repr=False)
+    probes: int = 0
+    probing: bool = False
+    #: a background probe got no answer either (not just one command)
+    confirmed: bool = False
+
+
+class SilentBMCs:
+    """The silent BMCs of one process, by pool key. See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        first: float = 10.0,
+        cap: float = 120.0,
+        threads: int = 16,
+        clock: Callable[[], float] = time.monotonic,
+        start: Callable[[Callable[[], None]], object] | None = None,
+    ) -> None:
+        if first <= 0 or cap < first or threads < 1:
+            raise ValueError("need 0 < first <= cap and threads >= 1")
+        self.first, self.cap, self.threads = first, cap, threads
+        self._clock = clock
+        self._start = start
+        self._book: dict[Hashable, Silence] = {}
+        self._cond = threading.Condition()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._scheduler: threading.Thread | None = None
+        self._stopped = False
+
+    def silent(self, key: Hashable, fault: BMCFault, probe: Probe) -> None:
+        """``key``'s BMC gave no answer (``fault``); ``probe`` asks it again.
+        The first no-answer starts a probe at once; only the probe's own
+        no-answer makes the silence *confirmed* (a BMC that hung on one
+        command may well answer a read)."""
+        now = self._clock()
+        with self._cond:
+            known = self._book.get(key)
+            if known is None:
+                LOG.info("%s: no answer from the BMC; probing it in the background", fault.node)
+                self._book[key] = Silence(key, fault, now, now, now, self.first, probe)
+            else:
+                known.fault, known.last, known.probe = fault, now, probe
+                if known.probing:  # the probe's own no-answer: confirmed, next after a gap
+                    known.probing = False
+                    known.confirmed = True
+                    known.next_probe = now + known.gap
+                    known.gap = min(self.cap, known.gap * 2)
+            self._cond.notify_all()
+        if self._start is None:
+            self._ensure_scheduler()
+
+    def heard(self, key: Hashable) -> None:
+        """``key``'s BMC answered (or its node's settings changed): not silent."""
+        with self._cond:
+            gone = self._book.pop(key, None)
+        if gone is not None:
+            quiet = self._clock() - gone.since
+            LOG.info("%s: the BMC answers again (silent for %.0f s)", gone.fault.node, quiet)
+
+    def evidence(self, key: Hashable) -> Silence | None:
+        """What is known about ``key``'s confirmed silence (a copy): None if
+        it answers, if no background probe has confirmed it yet, or if the
+        last no-answer is older than two probe gaps and
+        :data:`STALE_SLACK` (probes lagging behind): then nothing is known,
+        and the caller asks the BMC itself."""
+        now = self._clock()
+        with self._cond:
+            known = self._book.get(key)
+            if known is None or not known.confirmed:
+                return None
+            if now - known.last > 2 * known.gap + STALE_SLACK:
+                return None
+            return dataclasses.replace(known)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._book)
+
+    # -- the background probes -----------------------------------------------------
+
+    def run_due(self) -> float | None:
+        """Start every probe that is due; returns the seconds until the next
+        one (None: nothing is silent)."""
+        now = self._clock()
+        with self._cond:
+            due = [s for s in self._book.values() if not s.probing and s.next_probe <= now]
+            for entry in due:
+                entry.probing = True
+                entry.probes += 1
+            waiting = [s.next_probe for s in self._book.values() if not s.probing]
+        for entry in due:
+            self._launch(entry)
+        return max(0.0, min(waiting) - now) if waiting else None
+
+    def _launch(self, entry: Silence) -> None:
+        probe = entry.probe
+
+        def guarded() -> None:
+            try:
+                probe()
+            except Exception:  # a probe must never take the schedule down: log, go on
+                LOG.warning("a background BMC probe failed", exc_info=True)
+            finally:
+                self._probed(entry)
+
+        if self._start is not None:
+            self._start(guarded)
+            return
+        with self._cond:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.threads, thread_name_prefix="bmaas-probe"
+                )
+            executor = self._executor
+        executor.submit(guarded)
+
+    def _probed(self, entry: Silence) -> None:
+        """A probe ended without a verdict (the node was in use, an error):
+        the same gap again, so the silence is never left unwatched."""
+        with self._cond:
+            if entry.probing and self._book.get(entry.key) is entry:
+                entry.probing = False
+                entry.next_probe = self._clock() + entry.gap
+                self._cond.notify_all()
+
+    def _ensure_scheduler(self) -> None:
+        with self._cond:
+            if self._stopped or (self._scheduler is not None and self._scheduler.is_alive()):
+                return
+            self._scheduler = threading.Thread(
+                target=self._schedule, name="bmaas-silent-bmcs", daemon=True
+            )
+            self._scheduler.start()
+
+    def _schedule(self) -> None:
+        while True:
+            wait = self.run_due()
+            with self._cond:
+                if self._stopped:
+                    return
+                # woken early by a new silence; a finished probe reschedules through silent()
+                self._cond.wait(self.cap if wait is None else max(wait, 0.05))
+                if self._stopped:
+                    return
+
+    def stop(self) -> None:
+        """End the schedule and let running probes finish on their own (they
+        are bounded by their deadlines); nothing new starts."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)

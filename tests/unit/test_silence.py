@@ -1,0 +1,199 @@
+"""Silent BMCs (bmaas.silence): noted, probed in the background on a
+doubling schedule, confirmed only by a probe of their own, cleared by any
+answer; and the pool's part (bmaas.pool): what it notes, what a probe does.
+No threads and no real time: probes are collected and run by the test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from bmaas.driver import PowerState
+from bmaas.faults import BMCBusy, BMCTimeout, BMCUnreachable
+from bmaas.pool import DriverPool
+from bmaas.silence import STALE_SLACK, SilentBMCs
+from fakes.clock import FakeClock
+from tests.unit.test_pool import SessionDriver, key, read
+
+NO_ANSWER = BMCTimeout("no answer", node="n1")
+
+
+class Probes:
+    """Collects what the book starts; the test runs them."""
+
+    def __init__(self) -> None:
+        self.started: list[Callable[[], None]] = []
+
+    def __call__(self, probe: Callable[[], None]) -> None:
+        self.started.append(probe)
+
+    def run_all(self) -> int:
+        ran, self.started = self.started, []
+        for probe in ran:
+            probe()
+        return len(ran)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(start=0.0)
+
+
+def _book(clock: FakeClock, probes: Probes) -> SilentBMCs:
+    return SilentBMCs(first=10.0, cap=40.0, clock=clock, start=probes)
+
+
+def test_a_silence_is_confirmed_by_a_probe_and_probed_at_doubling_gaps(clock: FakeClock) -> None:
+    probes, asked = Probes(), []
+    book = _book(clock, probes)
+
+    def probe() -> None:  # the BMC still gives no answer
+        asked.append(clock())
+        book.silent("n1", NO_ANSWER, probe)
+
+    book.silent("n1", NO_ANSWER, probe)
+    assert book.evidence("n1") is None  # one command unanswered: not yet known silent
+    assert book.run_due() is None  # the probe started at once; nothing else waits
+    assert probes.run_all() == 1
+    known = book.evidence("n1")
+    assert known is not None
+    assert known.confirmed
+    assert known.probes == 1
+    for _ in range(6):
+        wait = book.run_due()
+        assert wait is not None
+        clock.advance(wait)
+        book.run_due()
+        assert probes.run_all() == 1
+    assert asked == [0.0, 10.0, 30.0, 70.0, 110.0, 150.0, 190.0]  # gaps 10, 20, 40, then the cap
+    book.heard("n1")
+    assert book.evidence("n1") is None
+    assert len(book) == 0
+
+
+def test_a_bmc_that_answers_the_probe_is_not_silent(clock: FakeClock) -> None:
+    """A BMC that hung on one command (a power action) but answers a read
+    is never reported silent: the probe's answer clears it."""
+    probes = Probes()
+    book = _book(clock, probes)
+    book.silent("n1", NO_ANSWER, lambda: book.heard("n1"))
+    book.run_due()
+    probes.run_all()
+    assert book.evidence("n1") is None
+    assert len(book) == 0
+
+
+def test_a_probe_without_a_verdict_is_tried_again_after_the_gap(clock: FakeClock) -> None:
+    probes, tries = Probes(), []
+    book = _book(clock, probes)
+
+    def probe() -> None:  # e.g. the node was in use: neither silent() nor heard()
+        tries.append(clock())
+        if len(tries) == 1:
+            raise RuntimeError("a broken probe")
+
+    book.silent("n1", NO_ANSWER, probe)
+    book.run_due()
+    probes.run_all()  # raised: logged, the schedule survives
+    assert book.run_due() == 10.0
+    clock.advance(10)
+    book.run_due()
+    probes.run_all()
+    assert tries == [0.0, 10.0]
+    assert book.evidence("n1") is None  # never confirmed
+
+
+def test_evidence_goes_stale_when_the_probes_fall_behind(clock: FakeClock) -> None:
+    probes = Probes()
+    book = _book(clock, probes)
+    book.silent("n1", NO_ANSWER, lambda: book.silent("n1", NO_ANSWER, lambda: None))
+    book.run_due()
+    probes.run_all()
+    known = book.evidence("n1")
+    assert known is not None
+    assert known.gap == 20.0
+    clock.advance(2 * 20.0 + STALE_SLACK - 1)
+    assert book.evidence("n1") is not None
+    clock.advance(2)  # no probe ran meanwhile: nothing is known any more
+    assert book.evidence("n1") is None
+
+
+# -- the pool's part ---------------------------------------------------------------------
+
+
+class Flaky(SessionDriver):
+    """A node whose BMC answers or not, as ``bmc`` says (shared by every
+    driver built for it, as a real BMC is)."""
+
+    def __init__(self, node: str, bmc: dict[str, Exception | None]) -> None:
+        super().__init__(node)
+        self.bmc = bmc
+
+    def get_power_state(self, *, deadline: object) -> PowerState:
+        self.fail = self.bmc["fail"]
+        return super().get_power_state(deadline=deadline)  # type: ignore[arg-type]
+
+
+def test_the_pool_notes_silence_and_its_probe_leaves_a_session_behind(clock: FakeClock) -> None:
+    probes = Probes()
+    book = _book(clock, probes)
+    pool = DriverPool(clock=clock, silence=book)
+    bmc: dict[str, Exception | None] = {"fail": BMCUnreachable("no answer to the login")}
+    built: list[Flaky] = []
+
+    def build(node: str) -> Flaky:
+        built.append(Flaky(node, bmc))
+        return built[-1]
+
+    k = key("n1")
+    with pytest.raises(BMCUnreachable):
+        read(pool, build, k)  # type: ignore[arg-type]
+    assert pool.open_sessions() == 0  # dropped (DROP_ON)
+    book.run_due()
+    probes.run_all()  # the probe: a read through the pool, no answer either
+    known = book.evidence(k)
+    assert known is not None
+    assert isinstance(known.fault, BMCUnreachable)
+    assert len(built) == 2
+
+    bmc["fail"] = None  # the BMC is back
+    clock.advance(10)
+    book.run_due()
+    probes.run_all()
+    assert book.evidence(k) is None
+    assert pool.open_sessions() == 1  # the probe's session, kept for the next user
+    logins = pool.stats.logins
+    assert read(pool, build, k) is PowerState.ON  # type: ignore[arg-type]
+    assert pool.stats.logins == logins  # no login: the probe's session served it
+    assert len(built) == 3
+
+
+def test_an_answer_that_is_a_fault_is_still_an_answer(clock: FakeClock) -> None:
+    probes = Probes()
+    book = _book(clock, probes)
+    pool = DriverPool(clock=clock, silence=book)
+    bmc: dict[str, Exception | None] = {"fail": NO_ANSWER}
+    k = key("n1")
+    with pytest.raises(BMCTimeout):
+        read(pool, lambda n: Flaky(n, bmc), k)  # type: ignore[arg-type]
+    bmc["fail"] = BMCBusy("later", node="n1")
+    book.run_due()
+    probes.run_all()  # the probe is told "busy": the BMC answers
+    assert len(book) == 0
+
+
+def test_a_probe_for_settings_that_changed_is_forgotten(clock: FakeClock) -> None:
+    probes = Probes()
+    book = _book(clock, probes)
+    pool = DriverPool(clock=clock, silence=book)
+    bmc: dict[str, Exception | None] = {"fail": NO_ANSWER}
+    old, new = key("n1", address="10.0.0.1"), key("n1", address="10.0.0.2")
+    with pytest.raises(BMCTimeout):
+        read(pool, lambda n: Flaky(n, bmc), old)  # type: ignore[arg-type]
+    bmc["fail"] = None
+    read(pool, lambda n: Flaky(n, bmc), new)  # type: ignore[arg-type]  # the operator fixed it
+    book.run_due()
+    probes.run_all()  # the old address is not asked: its silence is forgotten
+    assert len(book) == 0
+    assert pool.open_sessions() == 1
