@@ -4,6 +4,7 @@ power-on that clears it."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -57,3 +58,31 @@ def test_latched_power_fault_is_reported_and_cleared_by_power_on(
     fresh = baremetal.baremetal.get_node(node.id)
     assert fresh.power_state == "power on"
     assert not fresh.is_maintenance
+
+
+def test_a_hung_bmc_is_fenced_without_holding_the_sync_for_its_timeout(
+    ironic_node: Any, ironic_lab: Any, baremetal: Any
+) -> None:
+    """Issue 26: a hung BMC used to hold one of the sync's workers for the
+    whole call deadline every cycle until Ironic fenced it. Once bmaas's own
+    background probe has confirmed the silence, the sync's reads of it fail
+    at once (the read's text says so and took well under the call deadline),
+    and Ironic still fences the node as before (its counting is unchanged)."""
+    node, lab_name = ironic_node("bmaas-ipmi")
+    ironic_lab.add_faults(lab_name, [{"effect": "hang"}])  # every request, logins too
+    end = time.monotonic() + SETTINGS.sync_interval * 10 + SETTINGS.bmaas_sync_deadline * 4
+    fresh = baremetal.baremetal.get_node(node.id)
+    while time.monotonic() < end and not fresh.is_maintenance:
+        time.sleep(0.5)
+        fresh = baremetal.baremetal.get_node(node.id)
+    assert fresh.is_maintenance, "Ironic never fenced the hung BMC's node"
+    assert fresh.fault == "power failure"
+    reason = str(fresh.maintenance_reason)
+    parsed = faulttext.parse(reason)
+    assert parsed is not None, reason
+    assert parsed.code in ("bmc_timeout", "bmc_unreachable"), reason
+    # the read that tipped it over did not ask the BMC: the background probe had
+    assert "not asked again by this read" in reason, reason
+    took = re.search(r"power state read gave up after (\d+\.\d+)s", reason)
+    assert took is not None, reason
+    assert float(took[1]) < SETTINGS.bmaas_call_deadline / 4, reason
