@@ -470,6 +470,8 @@ class DriverPool:
             return False
         with self._cond:
             self.stats.keepalives += 1
+        if self.silence is not None:
+            self.silence.heard(slot.key)
         self._give_back(slot, used=True)
         return True
 
@@ -483,13 +485,15 @@ class DriverPool:
     # -- silent BMCs (bmaas.silence) -------------------------------------------------
 
     def _note(self, slot: _Slot, why: BaseException | None) -> None:
-        """Tell :attr:`silence` what the BMC did: no answer, or an answer
-        (success, or a fault the BMC itself sent)."""
+        """Tell :attr:`silence` what the BMC did: no answer, or a fault the
+        BMC itself sent (an answer). A clean end says nothing: the caller
+        may not have asked the BMC at all (it says :meth:`SilentBMCs.heard`
+        itself when it did), a probe and a keepalive do."""
         if self.silence is None:
             return
         if isinstance(why, SILENCE):
             self.silence.silent(slot.key, why, self._prober(slot.key, slot.build))
-        elif why is None or isinstance(why, BMCFault):
+        elif isinstance(why, BMCFault):
             self.silence.heard(slot.key)
 
     def _prober(self, key: PoolKey, build: Callable[[], BMCDriver] | None) -> Callable[[], None]:
@@ -511,6 +515,8 @@ class DriverPool:
                     driver.get_power_state(deadline=driver.call_deadline(deadline))
             except BmaasError as exc:  # noted by session() (silence, or an answer)
                 LOG.debug("%s: background probe: %s", key.node, exc)
+                return
+            self.silence.heard(key)
 
         return probe
 

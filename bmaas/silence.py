@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
+from bmaas.deadline import Deadline
 from bmaas.faults import BMCFault, BMCTimeout, BMCUnreachable
 
 __all__ = ["SILENCE", "STALE_SLACK", "Silence", "SilentBMCs"]
@@ -123,6 +124,8 @@ class SilentBMCs:
         """``key``'s BMC answered (or its node's settings changed): not silent."""
         with self._cond:
             gone = self._book.pop(key, None)
+            if gone is not None:
+                self._cond.notify_all()
         if gone is not None:
             quiet = self._clock() - gone.since
             LOG.info("%s: the BMC answers again (silent for %.0f s)", gone.fault.node, quiet)
@@ -141,6 +144,20 @@ class SilentBMCs:
             if now - known.last > 2 * known.gap + STALE_SLACK:
                 return None
             return dataclasses.replace(known)
+
+    def settle(self, key: Hashable, deadline: Deadline) -> None:
+        """Wait (up to ``deadline``) for the verdict of ``key``'s first probe
+        if it is running: a caller about to ask the BMC itself would
+        otherwise wait for the probe's session, then for its own timeout."""
+        with self._cond:
+            while True:
+                known = self._book.get(key)
+                if known is None or known.confirmed or not known.probing:
+                    return
+                left = deadline.left()
+                if left <= 0:
+                    return
+                self._cond.wait(min(left, 0.1))
 
     def __len__(self) -> int:
         with self._cond:

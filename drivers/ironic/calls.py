@@ -167,13 +167,15 @@ def session(
 
     ``read`` (a power-state read): when the BMC gave no answer lately and
     still gives none to the background probes (:data:`SILENT`), fail at
-    once with that fault, saying how long and when it is asked next; a
-    power action always asks the BMC itself."""
+    once with that fault, saying how long and when it is asked next (after
+    the verdict of a first probe still running); a read that got its answer
+    clears the silence. A power action always asks the BMC itself."""
     node = task.node
     name = label(task)
     info = parse_driver_info(node.driver_info or {}, protocol, node=name)
     key = PoolKey.of(protocol, name, node.driver_info or {})
     if read:
+        SILENT.settle(key, deadline)  # a first probe running: its verdict, not its session
         known = SILENT.evidence(key)
         if known is not None:
             raise _still_silent(known, key)
@@ -186,6 +188,8 @@ def session(
         deadline=deadline,
     ) as drv:
         yield drv
+    if read:  # the BMC answered a read
+        SILENT.heard(key)
 
 
 def _still_silent(known: Silence, key: PoolKey) -> BMCFault:

@@ -95,7 +95,9 @@ def key(node: str = "n1", password: str = "pw", address: str = "10.0.0.1") -> Po
     return PoolKey.of("ipmi", node, info)
 
 
-def read(pool: DriverPool, build: Builder, k: PoolKey | None = None) -> PowerState:
+def read(
+    pool: DriverPool, build: Callable[[str], BMCDriver], k: PoolKey | None = None
+) -> PowerState:
     k = k or key()
     return pool.run(k, lambda: build(k.node), lambda d: d.get_power_state(deadline=per_call(d)))
 
@@ -483,8 +485,8 @@ def test_a_silent_bmc_holds_one_keepalive_thread_and_the_others_go_on() -> None:
         made.__class__ = Watching
         drivers[made.node] = made
     with DriverPool(clock=clock, idle=60) as pool:
-        for node, made in drivers.items():
-            read(pool, lambda _n, d=made: d, key(node))
+        for node in drivers:
+            read(pool, drivers.__getitem__, key(node))
         clock.advance(10)
         assert pool.keepalive(Deadline.after(5.0, clock=clock), parallel=3) == 5
         assert release.is_set()  # released by the healthy ones, not by a timeout

@@ -5,10 +5,12 @@ No threads and no real time: probes are collected and run by the test."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.faults import BMCBusy, BMCTimeout, BMCUnreachable
 from bmaas.pool import DriverPool
@@ -130,9 +132,9 @@ class Flaky(SessionDriver):
         super().__init__(node)
         self.bmc = bmc
 
-    def get_power_state(self, *, deadline: object) -> PowerState:
+    def get_power_state(self, *, deadline: Deadline) -> PowerState:
         self.fail = self.bmc["fail"]
-        return super().get_power_state(deadline=deadline)  # type: ignore[arg-type]
+        return super().get_power_state(deadline=deadline)
 
 
 def test_the_pool_notes_silence_and_its_probe_leaves_a_session_behind(clock: FakeClock) -> None:
@@ -148,7 +150,7 @@ def test_the_pool_notes_silence_and_its_probe_leaves_a_session_behind(clock: Fak
 
     k = key("n1")
     with pytest.raises(BMCUnreachable):
-        read(pool, build, k)  # type: ignore[arg-type]
+        read(pool, build, k)
     assert pool.open_sessions() == 0  # dropped (DROP_ON)
     book.run_due()
     probes.run_all()  # the probe: a read through the pool, no answer either
@@ -164,7 +166,7 @@ def test_the_pool_notes_silence_and_its_probe_leaves_a_session_behind(clock: Fak
     assert book.evidence(k) is None
     assert pool.open_sessions() == 1  # the probe's session, kept for the next user
     logins = pool.stats.logins
-    assert read(pool, build, k) is PowerState.ON  # type: ignore[arg-type]
+    assert read(pool, build, k) is PowerState.ON
     assert pool.stats.logins == logins  # no login: the probe's session served it
     assert len(built) == 3
 
@@ -176,7 +178,7 @@ def test_an_answer_that_is_a_fault_is_still_an_answer(clock: FakeClock) -> None:
     bmc: dict[str, Exception | None] = {"fail": NO_ANSWER}
     k = key("n1")
     with pytest.raises(BMCTimeout):
-        read(pool, lambda n: Flaky(n, bmc), k)  # type: ignore[arg-type]
+        read(pool, lambda n: Flaky(n, bmc), k)
     bmc["fail"] = BMCBusy("later", node="n1")
     book.run_due()
     probes.run_all()  # the probe is told "busy": the BMC answers
@@ -190,10 +192,46 @@ def test_a_probe_for_settings_that_changed_is_forgotten(clock: FakeClock) -> Non
     bmc: dict[str, Exception | None] = {"fail": NO_ANSWER}
     old, new = key("n1", address="10.0.0.1"), key("n1", address="10.0.0.2")
     with pytest.raises(BMCTimeout):
-        read(pool, lambda n: Flaky(n, bmc), old)  # type: ignore[arg-type]
+        read(pool, lambda n: Flaky(n, bmc), old)
     bmc["fail"] = None
-    read(pool, lambda n: Flaky(n, bmc), new)  # type: ignore[arg-type]  # the operator fixed it
+    read(pool, lambda n: Flaky(n, bmc), new)  # the operator fixed it
     book.run_due()
     probes.run_all()  # the old address is not asked: its silence is forgotten
     assert len(book) == 0
     assert pool.open_sessions() == 1
+
+
+def test_a_read_waits_for_the_first_probes_verdict_not_for_its_session(clock: FakeClock) -> None:
+    """settle(): the read about to ask the BMC waits for the running first
+    probe's verdict (here: no answer), then knows the BMC is silent."""
+    probes = Probes()
+    book = _book(clock, probes)
+    book.silent("n1", NO_ANSWER, lambda: None)
+    book.run_due()  # the first probe is running (collected, not yet run)
+    settled = threading.Event()
+
+    def read() -> None:
+        book.settle("n1", Deadline.after(30.0))
+        settled.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert not settled.wait(0.3)  # still waiting for the verdict
+    book.silent("n1", NO_ANSWER, lambda: None)  # the probe's verdict: no answer either
+    reader.join(5.0)
+    assert settled.is_set()
+    assert book.evidence("n1") is not None
+    book.settle("n1", Deadline.after(30.0))  # confirmed: nothing to wait for
+
+
+def test_a_clean_use_that_may_not_have_asked_the_bmc_clears_nothing(clock: FakeClock) -> None:
+    probes = Probes()
+    book = _book(clock, probes)
+    pool = DriverPool(clock=clock, silence=book)
+    k = key("n1")
+    book.silent(k, NO_ANSWER, lambda: book.silent(k, NO_ANSWER, lambda: None))
+    book.run_due()
+    probes.run_all()
+    with pool.session(k, lambda: SessionDriver("n1")):
+        pass  # e.g. Ironic asking which power states the driver supports: no BMC call
+    assert book.evidence(k) is not None
