@@ -90,12 +90,16 @@ class IronicRest:
     def node(self, node: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/nodes/{node}").json())
 
-    def nodes(self, fields: tuple[str, ...]) -> Iterator[Mapping[str, Any]]:
-        """Every node, page by page, with ``fields`` (``uuid`` always included)."""
+    def nodes(
+        self, fields: tuple[str, ...], *, maintenance: bool | None = None
+    ) -> Iterator[Mapping[str, Any]]:
+        """Every node (or those in or out of ``maintenance``: Ironic filters),
+        page by page, with ``fields`` (``uuid`` always included)."""
         wanted = ",".join(dict.fromkeys(("uuid", *fields)))
+        only = "" if maintenance is None else f"&maintenance={str(maintenance).lower()}"
         marker = None
         while True:
-            path = f"/nodes?fields={wanted}&limit={PAGE}"
+            path = f"/nodes?fields={wanted}&limit={PAGE}{only}"
             if marker:
                 path += f"&marker={marker}"
             page = self.call("GET", path).json().get("nodes", [])

@@ -245,10 +245,14 @@ def _logins(lab: Lab, protocol: str) -> int:
 
 
 def _fenced(rest: IronicRest, uuids: set[str]) -> int:
+    """How many of ``uuids`` Ironic has fenced. Asks for nodes in maintenance
+    only: listing all 1000 every 2 s cost the conductor (API and conductor
+    are one process here) 0.25 s a call, 13% of a core during the very
+    passes the stretch measures."""
     return sum(
         1
-        for n in rest.nodes(("maintenance", "fault"))
-        if n["uuid"] in uuids and n["maintenance"] and n.get("fault") == "power failure"
+        for n in rest.nodes(("fault",), maintenance=True)
+        if n["uuid"] in uuids and n.get("fault") == "power failure"
     )
 
 
