@@ -171,11 +171,18 @@ def test_the_pool_notes_silence_and_its_probe_leaves_a_session_behind(clock: Fak
     assert len(built) == 3
 
 
-def test_an_answer_that_is_a_fault_is_still_an_answer(clock: FakeClock) -> None:
+def _silent_node(
+    clock: FakeClock,
+) -> tuple[Probes, SilentBMCs, DriverPool, dict[str, Exception | None]]:
+    """A pool noting silence in a book whose probes the test runs, and one
+    node's BMC (``fail``: what it does), silent to start with."""
     probes = Probes()
     book = _book(clock, probes)
-    pool = DriverPool(clock=clock, silence=book)
-    bmc: dict[str, Exception | None] = {"fail": NO_ANSWER}
+    return probes, book, DriverPool(clock=clock, silence=book), {"fail": NO_ANSWER}
+
+
+def test_an_answer_that_is_a_fault_is_still_an_answer(clock: FakeClock) -> None:
+    probes, book, pool, bmc = _silent_node(clock)
     k = key("n1")
     with pytest.raises(BMCTimeout):
         read(pool, lambda n: Flaky(n, bmc), k)
@@ -186,10 +193,7 @@ def test_an_answer_that_is_a_fault_is_still_an_answer(clock: FakeClock) -> None:
 
 
 def test_a_probe_for_settings_that_changed_is_forgotten(clock: FakeClock) -> None:
-    probes = Probes()
-    book = _book(clock, probes)
-    pool = DriverPool(clock=clock, silence=book)
-    bmc: dict[str, Exception | None] = {"fail": NO_ANSWER}
+    probes, book, pool, bmc = _silent_node(clock)
     old, new = key("n1", address="10.0.0.1"), key("n1", address="10.0.0.2")
     with pytest.raises(BMCTimeout):
         read(pool, lambda n: Flaky(n, bmc), old)

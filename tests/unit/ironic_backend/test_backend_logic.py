@@ -327,6 +327,16 @@ class RefusingProxy(FakeProxy):
         self.deleted.append(ident)
 
 
+def _claiming(proxy: FakeProxy, clock: FakeClock) -> IronicBackend:
+    """A backend on ``proxy`` whose busy retries and waits run on ``clock``."""
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    return IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        sleep=clock.sleep,
+        clock=clock.monotonic,
+    )
+
+
 @pytest.mark.parametrize(("holder", "taken"), [("alloc-of-web-1", True), (None, False)])
 def test_a_node_a_parallel_request_won_is_refused_as_taken(holder: str | None, taken: bool) -> None:
     """Issue 26: losing a node to a parallel request is not a fault of the
@@ -335,12 +345,7 @@ def test_a_node_a_parallel_request_won_is_refused_as_taken(holder: str | None, t
     who holds the node now decides. One allocation, given back."""
     clock = FakeClock()
     proxy = RefusingProxy(holder)
-    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
-    backend = IronicBackend(
-        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
-        sleep=clock.sleep,
-        clock=clock.monotonic,
-    )
+    backend = _claiming(proxy, clock)
     job = backend.open(Request("web-0", resource_class="baremetal"))
     with pytest.raises(NodeUnavailable) as info:
         backend.claim(job, "n1", number=1, deadline=Deadline.after(60.0, clock=clock.monotonic))
@@ -380,12 +385,7 @@ def test_an_allocation_ironic_itself_failed_is_retried_on_the_same_node(why: str
     request lost its last healthy candidate this way in CI)."""
     clock = FakeClock()
     proxy = LockedOnceProxy(why)
-    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
-    backend = IronicBackend(
-        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
-        sleep=clock.sleep,
-        clock=clock.monotonic,
-    )
+    backend = _claiming(proxy, clock)
     job = backend.open(Request("web-0", resource_class="baremetal"))
     claim = backend.claim(job, "n1", number=1, deadline=Deadline.after(60.0, clock=clock.monotonic))
     assert claim.handle.allocation == "alloc-2"
