@@ -12,9 +12,11 @@ fault.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,10 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
         ipmi_min_command_interval=1,
         bmaas_call_deadline=1.0,
         bmaas_operation_deadline=6.0,
+        # concurrent allocations on a loaded runner: readers must not lock the
+        # writer out (CI, 2026-11-25: an allocation failed on "database is
+        # locked", another stayed "allocating" past the claim's 30 s)
+        sqlite_wal=True,
         # Ironic 39 serves file:// images only from allowed paths
         extra={"conductor": {"file_url_allowed_paths": str(workdir / "ironic")}},
     )
@@ -124,6 +130,8 @@ def _allocations(conn: Any) -> list[Any]:
 
 
 def test_concurrent_requests_reschedule_through_ironic(cloud: Cloud) -> None:
+    with contextlib.closing(sqlite3.connect(cloud.ironic.database_path)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # sqlite_wal=True
     backend = cloud.backend()
     healthy = [n for n, f in cloud.faults.items() if f is None]
     dead = [n for n, f in cloud.faults.items() if f == "dead"]
