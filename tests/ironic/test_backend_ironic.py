@@ -77,7 +77,11 @@ class Cloud:
             "kernel": f"file://{self.ironic.kernel}",
             "ramdisk": f"file://{self.ironic.ramdisk}",
         }
-        return IronicBackend(Api(self.conn), instance_info=info, poll=0.5)
+        # a loaded CI runner (6 test workers, labs and this Ironic on 2 cores)
+        # left an allocation "allocating" past the default 30 s twice
+        # (2026-11-25): Ironic's own slowness, given the time here, not a
+        # refusal of a healthy node
+        return IronicBackend(Api(self.conn), instance_info=info, poll=0.5, allocation_timeout=90.0)
 
 
 @pytest.fixture(scope="module")
