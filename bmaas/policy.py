@@ -99,6 +99,7 @@ from bmaas.faults import (
 )
 
 __all__ = [
+    "NO_ANSWER",
     "OTHER_PROTOCOL_MAY_CURE",
     "POLICY",
     "CheckFinding",
@@ -220,6 +221,13 @@ class FaultPolicy:
         return self.fault in OTHER_PROTOCOL_MAY_CURE
 
     @property
+    def no_answer(self) -> bool:
+        """Whether the fault means the BMC gave no answer at all (the "no
+        answer" column, :data:`NO_ANSWER`): the conductor probes such a BMC
+        in the background (:mod:`bmaas.silence`)."""
+        return self.fault in NO_ANSWER
+
+    @property
     def retry(self) -> RetryScope:
         """The scope in ``[bmaas CODE retry=SCOPE]`` and ``fault.retry``,
         derived from the row: retried on the same node first when the
@@ -327,6 +335,13 @@ POLICY: tuple[FaultPolicy, ...] = (
 OTHER_PROTOCOL_MAY_CURE: frozenset[type[BmaasError]] = frozenset(
     {UnsupportedOperation, BMCUnreachable}
 )
+
+#: the "no answer" column: faults that say the BMC did not answer at all
+#: (not sent an answer, not even "busy" or an error), so a host without a loop
+#: of its own (Ironic's conductor) probes that BMC in the background and its
+#: power reads fail at once while the silence lasts (:mod:`bmaas.silence`).
+#: Every other fault is an answer, and proves the BMC is there.
+NO_ANSWER: frozenset[type[BmaasError]] = frozenset({BMCTimeout, BMCUnreachable})
 
 _BY_CLASS: dict[type[BmaasError], FaultPolicy] = {row.fault: row for row in POLICY}
 

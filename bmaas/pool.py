@@ -87,7 +87,8 @@ from bmaas.faults import (
     UnclassifiedFault,
 )
 from bmaas.gate import bmc_of
-from bmaas.silence import SILENCE, SilentBMCs
+from bmaas.policy import policy_for
+from bmaas.silence import SilentBMCs
 
 __all__ = [
     "DEFAULT_IDLE",
@@ -489,11 +490,11 @@ class DriverPool:
         BMC itself sent (an answer). A clean end says nothing: the caller
         may not have asked the BMC at all (it says :meth:`SilentBMCs.heard`
         itself when it did), a probe and a keepalive do."""
-        if self.silence is None:
+        if self.silence is None or not isinstance(why, BMCFault):
             return
-        if isinstance(why, SILENCE):
+        if policy_for(why).no_answer:
             self.silence.silent(slot.key, why, self._prober(slot.key, slot.build))
-        elif isinstance(why, BMCFault):
+        else:
             self.silence.heard(slot.key)
 
     def _prober(self, key: PoolKey, build: Callable[[], BMCDriver] | None) -> Callable[[], None]:

@@ -11,7 +11,8 @@ among 1000 stretched a 5.1 s cycle to 27 s, then 17-19 s for three more
 this is the one for a host that only calls bmaas when it needs an answer.
 
 A :class:`SilentBMCs` remembers, per pooled node, that its BMC gave no
-answer (:data:`SILENCE`: a read's, an action's, a keepalive's), and probes
+answer (the policy table's :data:`~bmaas.policy.NO_ANSWER` column: a
+read's, an action's, a keepalive's), and probes
 it in the background through a probe the pool hands over (a power read
 through the pool, so an answer leaves a logged-in session behind): at once,
 then at gaps of ``first`` seconds doubling up to ``cap``. Once a probe got
@@ -37,14 +38,11 @@ import time
 from collections.abc import Callable, Hashable
 
 from bmaas.deadline import Deadline
-from bmaas.faults import BMCFault, BMCTimeout, BMCUnreachable
+from bmaas.faults import BMCFault
 
-__all__ = ["SILENCE", "STALE_SLACK", "Silence", "SilentBMCs"]
+__all__ = ["STALE_SLACK", "Silence", "SilentBMCs"]
 
 LOG = logging.getLogger(__name__)
-
-#: the faults that mean "the BMC did not answer" (anything else is an answer)
-SILENCE: tuple[type[BMCFault], ...] = (BMCTimeout, BMCUnreachable)
 
 #: seconds past two probe gaps after which a silence is no longer known
 STALE_SLACK = 30.0

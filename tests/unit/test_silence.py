@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas import policy
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.faults import BMCBusy, BMCTimeout, BMCUnreachable
@@ -119,6 +120,13 @@ def test_evidence_goes_stale_when_the_probes_fall_behind(clock: FakeClock) -> No
     assert book.evidence("n1") is not None
     clock.advance(2)  # no probe ran meanwhile: nothing is known any more
     assert book.evidence("n1") is None
+
+
+def test_the_no_answer_column_is_timeout_and_unreachable_only() -> None:
+    """What the pool notes as silence comes from the policy table; every
+    other fault is an answer (busy, auth, internal error, a bad reply)."""
+    no_answer = {r.fault for r in policy.POLICY if r.no_answer}
+    assert no_answer == policy.NO_ANSWER == {BMCTimeout, BMCUnreachable}
 
 
 # -- the pool's part ---------------------------------------------------------------------
