@@ -489,7 +489,8 @@ class BMCDriver(abc.ABC):
         as is, unless ``read`` (e.g. a retrying reader from ``bmaas.retry``,
         called as ``read(deadline=...)``) handles it. Each read gets the
         deadline (the default reader takes a share of at most ``bmc_timeout``).
-        The last poll never sleeps past ``timeout``.
+        The last poll never sleeps past ``timeout``, and the read that calls
+        it a failure is one asked after ``timeout`` ran out.
         """
         timeout = self.bmc_timeout * 3 if timeout is None else timeout
         start = self._clock() if start is None else start
@@ -501,12 +502,19 @@ class BMCDriver(abc.ABC):
         window_end = start + timeout
         state = PowerState.UNKNOWN
         while True:
+            asked = self._clock()
             state = read(deadline=deadline)
             if state == target:
                 return state
             remaining = window_end - self._clock()
             if remaining <= 0:
-                break
+                if asked >= window_end or deadline.expired:
+                    break
+                # That read was asked inside the window and answered after it:
+                # power may have landed in between. Only a read asked once the
+                # window is over may call it a failure (a slow BMC's answer
+                # is not the hardware missing its time).
+                continue
             pause = min(self.poll_interval, remaining)
             if not deadline.sleep(pause, self._sleep) or deadline.expired:
                 if deadline.at >= window_end:

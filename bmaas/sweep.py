@@ -36,6 +36,10 @@ threads' hand-offs, not the protocol, are what a second process removes):
   server, pyghmi's IO thread, a lease keeper); forking a threaded process
   can copy a held lock. Each worker pays an interpreter start once per
   sweeper's life, not per sweep.
+* **The heap settled after a pass that opened sessions**
+  (:class:`~bmaas.heap.HeapSettler`): a worker is bmaas's own process, so
+  it collects and freezes its pool's objects before it reports the pass
+  done, and no later pass walks them in a full collection.
 * **Results as batches over a pipe** (up to :data:`BATCH` results or
   :data:`FLUSH` seconds), pickled: faults pickle by design
   (:mod:`bmaas.faults`). The caller's ``on_result`` runs in its own thread
@@ -66,6 +70,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
+from bmaas.heap import HeapSettler
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolStats
 from bmaas.store.records import NodeRecord
@@ -137,6 +142,7 @@ def _worker(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when to stop
     factory = make_factory(**factory_options)
     pool = DriverPool(idle=idle, wait=wait)
+    heap = HeapSettler()  # this process is ours: its pool is its heap
     try:
         while True:
             message = _next_message(conn, pool, wait)
@@ -149,6 +155,9 @@ def _worker(
             )
             stream.flush()
             pool.expire_idle()
+            # before "done": the pass that opened sessions pays for them,
+            # not the next one (bmaas.heap)
+            heap.after_pass(pool.stats)
             conn.send(("done", pool.stats))
     except (EOFError, KeyboardInterrupt):
         pass  # the caller went away: log out and end

@@ -57,6 +57,7 @@ from bmaas.driver import BMCDriver, PowerState
 from bmaas.faults import BmaasError
 from bmaas.fenced import FencedReads
 from bmaas.health import Change, HealthRule
+from bmaas.heap import HeapSettler
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
@@ -221,6 +222,7 @@ def sync_loop(
     clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], object] | None = None,
     pass_timeout: float | None = None,
+    heap: HeapSettler | None = None,
     **kw: Any,
 ) -> int:
     """Run passes every ``interval`` seconds until ``stop`` is set (or ``count``
@@ -230,6 +232,9 @@ def sync_loop(
 
     Between passes it waits on ``stop`` (so a signal ends the wait at once);
     tests pass ``wait=fake_clock.sleep`` and a fake ``clock``.
+
+    ``heap``: settle this process's heap after each pass that changed the
+    pool (:mod:`bmaas.heap`); only for a process the caller owns (the CLI).
 
     Fenced nodes are read on a back-off (:mod:`bmaas.fenced`): pass
     ``fenced=`` to choose the schedule; by default the loop makes one with
@@ -249,7 +254,7 @@ def sync_loop(
         rule: HealthRule = kw.get("health_rule", HealthRule())
         owned = kw["fenced"] = FencedReads(fault=rule.fault, clock=clock)
     try:
-        passes = _passes(store, interval, count, stop, wait, on_pass, clock, pass_timeout, kw)
+        passes = _passes(store, interval, count, stop, wait, on_pass, clock, pass_timeout, heap, kw)
     finally:
         if owned is not None:
             owned.close()
@@ -265,6 +270,7 @@ def _passes(
     on_pass: Callable[[SyncReport], None] | None,
     clock: Callable[[], float],
     pass_timeout: float | None,
+    heap: HeapSettler | None,
     kw: dict[str, Any],
 ) -> int:
     passes = 0
@@ -275,6 +281,8 @@ def _passes(
         passes += 1
         if kw.get("pool") is not None:
             kw["pool"].expire_idle()
+            if heap is not None:
+                heap.after_pass(kw["pool"].stats)
         if on_pass is not None:
             on_pass(report)
         if count is not None and passes >= count:

@@ -26,6 +26,7 @@ from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_sign
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
 from bmaas.health import Change, HealthRule
+from bmaas.heap import HeapSettler
 from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool, idle_for_interval
@@ -346,6 +347,8 @@ def _sync_loop(
         try:
             sync_loop(
                 store,
+                # this process is the command's own (bmaas.heap)
+                heap=HeapSettler() if options.get("sweeper") is None else None,
                 interval=interval,
                 count=count,
                 stop=token.event,

@@ -50,3 +50,12 @@ def die_in_shard_zero(driver: BMCDriver) -> PowerState:
     if shard_of(driver.bmc_label, 2) == 0:  # sweeps shard by BMC (bmaas.gate.bmc_of)
         os.kill(os.getpid(), signal.SIGKILL)
     return driver.get_power_state(deadline=per_call(driver))
+
+
+def frozen_objects(driver: BMCDriver) -> int:
+    """How many objects the worker process's collector has frozen
+    (:mod:`bmaas.heap`): 0 until a pass that opened sessions was settled."""
+    import gc
+
+    driver.get_power_state(deadline=per_call(driver))
+    return gc.get_freeze_count()

@@ -122,6 +122,45 @@ def test_the_hardware_window_ending_first_is_a_power_failure() -> None:
     assert_within(driver, step, cap=driver.bmc_timeout)
 
 
+def slow_reader(clock: FakeClock, lands_at: float, takes: float, asked: list[float]) -> Any:
+    """A slow BMC's power read: the state when it was asked, answered
+    ``takes`` seconds later."""
+
+    def read(*, deadline: Deadline) -> PowerState:
+        asked.append(clock.monotonic())
+        state = PowerState.ON if clock.monotonic() >= lands_at else PowerState.OFF
+        clock.advance(takes)
+        return state
+
+    return read
+
+
+def test_a_read_asked_inside_the_window_and_answered_after_it_is_not_the_verdict() -> None:
+    """Power lands at 9.5 s of a 10 s window; the read asked at 4.5 s + the
+    poll interval still says off and answers after 10 s. One more read,
+    asked once the window is over, decides: on."""
+    driver, clock, _ = rig()
+    driver.poll_interval = 1.0
+    asked: list[float] = []
+    step = Deadline.after(60.0, clock=clock)
+    read = slow_reader(clock, lands_at=9.5, takes=4.5, asked=asked)
+    state = driver.wait_for_power(PowerState.ON, timeout=10, deadline=step, start=0.0, read=read)
+    assert state is PowerState.ON
+    assert asked == [0.0, 5.5, 10.0]
+    assert clock.sleeps == [1.0]
+
+
+def test_power_that_never_lands_fails_after_one_read_asked_past_the_window() -> None:
+    driver, clock, _ = rig()
+    driver.poll_interval = 1.0
+    asked: list[float] = []
+    step = Deadline.after(60.0, clock=clock)
+    read = slow_reader(clock, lands_at=float("inf"), takes=4.5, asked=asked)
+    with pytest.raises(PowerFailure):
+        driver.wait_for_power(PowerState.ON, timeout=10, deadline=step, start=0.0, read=read)
+    assert asked == [0.0, 5.5, 10.0]  # the last asked at the window's end, and no more
+
+
 def test_a_bare_driver_gives_each_request_of_a_wait_at_most_its_bmc_timeout() -> None:
     driver, clock, _ = rig()
     step = Deadline.after(40.0, clock=clock)

@@ -11,12 +11,13 @@ import pytest
 
 from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
+from bmaas.heap import MIN_CHANGES
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.pool import DriverPool
 from bmaas.store import Store
 from bmaas.sweep import ShardedSweeper, _next_message, auto_processes, shard_of
 from fakes.clock import FakeClock
-from tests.unit.sweep_support import die_in_shard_zero, make_factory, read_power
+from tests.unit.sweep_support import die_in_shard_zero, frozen_objects, make_factory, read_power
 from tests.unit.test_pool import KeptAlive, key, read
 
 Enroll = Callable[..., list[str]]
@@ -88,6 +89,22 @@ def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
     assert stats.reads == 120
     assert stats.logins == 60 + len(FAULTY)
     assert stats.dropped == 2 * len(FAULTY)
+
+
+@pytest.mark.procs
+def test_a_worker_settles_its_heap_after_the_pass_that_opened_its_sessions(
+    store: Store, enroll: Enroll
+) -> None:
+    """bmaas.heap in a worker: the first pass opens MIN_CHANGES sessions and
+    finds nothing frozen; the worker settles before it reports the pass done,
+    so the second pass finds the pool's objects frozen."""
+    enroll(MIN_CHANGES)
+    records = store.nodes.find()
+    with ShardedSweeper(processes=1, workers=4, make_factory=make_factory) as sweeper:
+        first = sweeper.run(records, frozen_objects)
+        second = sweeper.run(records, frozen_objects)
+    assert {r.value for r in first} == {0}
+    assert all(r.value for r in second)  # frozen objects, in every read
 
 
 @pytest.mark.procs

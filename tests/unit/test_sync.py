@@ -15,6 +15,7 @@ from bmaas.driver import PowerState
 from bmaas.faults import BMCTimeout
 from bmaas.fenced import FencedBackoff, FencedReads
 from bmaas.health import Change, HealthRule
+from bmaas.heap import HeapSettler
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
@@ -25,6 +26,7 @@ from fakes.clock import FakeClock
 from fakes.driver import FakeDriver
 from fakes.fleet import FakeFleet
 from tests.budgets import unbounded
+from tests.unit.test_heap import Recorder
 
 Enroll = Callable[..., list[str]]
 
@@ -307,6 +309,25 @@ def test_a_loop_with_a_pool_logs_in_once_per_node_and_reports_reads_per_login(
     assert last["reads_per_login"] == 8.0
     assert reports[0].to_dict()["sessions"]["logins"] == 4
     assert all(not d.session_alive() for d in built)  # all logged out at the end
+
+
+def test_a_loop_settles_its_heap_once_after_the_pass_that_logged_in(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(4)
+    gc_ = Recorder()
+    with DriverPool(clock=fleet.clock, idle=30) as pool:
+        sync_loop(
+            store,
+            interval=5,
+            count=3,
+            factory=driver_factory(fleet=fleet, bmc_timeout=2.0),
+            pool=pool,
+            heap=HeapSettler(min_changes=4, collector=gc_),
+            clock=fleet.clock,
+            wait=fleet.clock.sleep,
+        )
+    assert gc_.calls == ["collect", "freeze"]  # pass 1 opened 4 sessions; 2 and 3 reused them
 
 
 class HungDriver(FakeDriver):

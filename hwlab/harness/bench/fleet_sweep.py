@@ -7,10 +7,11 @@ alternating order, only the sweeps are measured:
 * **bmaas IPMI / Redfish, cold**: :func:`bmaas.ops.run_on_nodes` with a fresh
   driver per node (login, read, logout), as a one-shot ``bmaas power status``;
 * **bmaas IPMI / Redfish, steady**: the same nodes through a
-  :class:`bmaas.pool.DriverPool`, each timed pass right after an untimed one
-  that logged in: the timed pass is a second pass whose sessions are
-  reused, as in ``bmaas sync --interval`` (shorter than the BMC's idle
-  timeout);
+  :class:`bmaas.pool.DriverPool`, each timed pass right after
+  :data:`WARM_PASSES` untimed ones (the first logs in; the second opens the
+  lean Redfish read's own connection, as a sync's second pass does): the
+  timed pass reuses sessions and connections, as every later pass of
+  ``bmaas sync --interval`` does (shorter than the BMC's idle timeout);
 * **bmaas all, steady, P processes**: every lab node through a
   :class:`bmaas.sweep.ShardedSweeper` with one process per core (pooled too);
 * **bare sushy x 8**: the same Redfish nodes through plain sushy, one
@@ -41,6 +42,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import gc
 import os
 import resource
 import statistics
@@ -83,6 +85,12 @@ CONTENDERS = (
     BARE_SUSHY,
     IPMITOOL,
 )
+#: untimed passes before each steady row's timed one: the first logs in (and
+#: its read is the login's own System GET); the second opens the lean
+#: Redfish read's kept connection (:mod:`drivers.redfish.lean`). Only from
+#: the third on is a pass what a sync repeats every interval.
+WARM_PASSES = 2
+
 #: the steady rows' pool idle: passes up to 5 min apart, as `bmaas sync
 #: --interval 300` keeps them (drivers' own ``session_idle`` still caps it)
 STEADY_IDLE = idle_for_interval(300.0)
@@ -165,6 +173,15 @@ def _threads_cpu(pids: Sequence[int]) -> float:
     return total / 1e9
 
 
+def _settle() -> None:
+    """A full collection of this process's heap before every timed pass, for
+    every contender alike: each row's warm passes leave objects behind that
+    the next full collection walks, and without this the timed pass of
+    whichever row comes next paid for them (0.8 s at 5,000 Redfish nodes).
+    ``bmaas sync`` settles its own heap between passes (:mod:`bmaas.heap`)."""
+    gc.collect()
+
+
 #: one measured sweep: wall seconds, client CPU seconds, failed reads, lab CPU seconds
 Measured = tuple[float, float, int, float]
 #: the lab's CPU seconds so far (its worker processes: every BMC it serves)
@@ -178,9 +195,11 @@ def _in_process(
 
     def sweep() -> Measured:
         if pool is not None:
-            # Untimed first pass: sessions logged in (again, if they idled out
-            # while the other contenders ran); the timed one is the second.
-            run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
+            # Untimed warm passes: sessions logged in (again, if they idled
+            # out while the other contenders ran), connections opened.
+            for _ in range(WARM_PASSES):
+                run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
+        _settle()
         lab, cpu, start = lab_cpu(), _self_cpu(), time.perf_counter()
         results = run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
         wall = time.perf_counter() - start
@@ -193,7 +212,9 @@ def _sharded(
     records: Sequence[NodeRecord], sweeper: ShardedSweeper, lab_cpu: LabCpu
 ) -> Callable[[], Measured]:
     def sweep() -> Measured:
-        sweeper.run(records, read_power)  # untimed first pass, as in _in_process
+        for _ in range(WARM_PASSES):  # untimed, as in _in_process
+            sweeper.run(records, read_power)
+        _settle()  # this process; each worker settles its own (bmaas.heap)
         pids = sweeper.pids()
         lab, cpu = lab_cpu(), _self_cpu() + _pids_cpu(pids)
         start = time.perf_counter()
@@ -212,6 +233,7 @@ def _ipmitool(records: Sequence[NodeRecord], lab_cpu: LabCpu) -> Callable[[], Me
         jobs.append(ipmitool.ipmitool_job(info, password=info["ipmi_password"].reveal()))
 
     def sweep() -> Measured:
+        _settle()
         lab, cpu = lab_cpu(), _children_cpu()
         wall, failed = ipmitool.sweep(jobs)
         return wall, _children_cpu() - cpu, failed, lab_cpu() - lab
@@ -254,7 +276,9 @@ def _bare_sushy(
 
     def sweep() -> Measured:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            list(pool.map(one, records))  # untimed: clients made, sessions kept
+            for _ in range(WARM_PASSES):  # untimed: clients made, sessions kept
+                list(pool.map(one, records))
+            _settle()
             lab, cpu, start = lab_cpu(), _self_cpu(), time.perf_counter()
             ok = list(pool.map(one, records))
             wall = time.perf_counter() - start
@@ -347,7 +371,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
                 IPMITOOL: (len(ipmi), _ipmitool(ipmi, lab_cpu)),
             }
             # Untimed: imports and the sweep processes' start. Each steady row
-            # runs its own untimed first pass before every timed one: a BMC
+            # runs its own untimed warm passes before every timed one: a BMC
             # forgets an idle session (IPMI: 20 s here) while others are timed.
             sweeper.run(every[:8], read_power)
             run_on_nodes(every[:8], read_power, factory=driver_factory(), workers=w)
@@ -483,8 +507,11 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
         f"{cores} cores, shared by the lab and the clients; sharded rows: {processes} "
         f"sweep processes x {options.workers} threads",
         f"median of {options.rounds} round(s), contenders in alternating order; each steady "
-        "row's timed pass follows its own untimed first pass (sessions kept by a driver pool, "
-        f"idle up to {STEADY_IDLE:g} s as bmaas sync keeps them, capped by each driver's own)",
+        f"row's timed pass follows its own {WARM_PASSES} untimed passes (the first logs in, "
+        "the second opens the lean Redfish read's connection; sessions kept by a driver pool, "
+        f"idle up to {STEADY_IDLE:g} s as bmaas sync keeps them, capped by each driver's own); "
+        "a full collection of the bench process's heap before every timed pass, every row "
+        "alike (sweep workers settle their own, as bmaas sync's do: bmaas.heap)",
         "CPU per read: user+sys of the client processes only (bmaas: this process and its "
         "sweep workers; ipmitool: its processes), never the lab's",
         "lab CPU per read: on-CPU time of the lab's worker processes' threads (every BMC "
