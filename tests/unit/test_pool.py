@@ -23,7 +23,7 @@ from bmaas.faults import (
     SlotTimeout,
 )
 from bmaas.ops import run_on_nodes
-from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolKey, idle_for_interval
+from bmaas.pool import DEFAULT_IDLE, KEEPALIVE_EARLY, DriverPool, PoolKey, idle_for_interval
 from bmaas.secrets import Secret
 from bmaas.store import Store
 from fakes.clock import FakeClock
@@ -406,6 +406,36 @@ def test_keepalives_are_due_on_schedule_and_a_dead_session_is_logged_out() -> No
         read(pool, build, key("n1"))
         assert drivers["n1"].kept == [10.0, 20.0, 65.0]
         assert (pool.stats.logins, pool.stats.keepalives, pool.stats.dropped) == (2, 4, 1)
+
+
+def test_sessions_falling_due_one_after_another_are_kept_in_few_rounds() -> None:
+    """A pass uses sessions 0.25 s apart: without coalescing, each fell due
+    on its own and each had a round of its own (a scan of the whole pool).
+    A round also keeps what is due within KEEPALIVE_EARLY of the period
+    (1 s of 10): 8 sessions, 2 rounds, none kept more than 1 s early."""
+    clock = FakeClock(start=0.0)
+    drivers: dict[str, KeptAlive] = {}
+
+    def build(node: str) -> KeptAlive:
+        drivers[node] = KeptAlive(node, clock)
+        return drivers[node]
+
+    assert KEEPALIVE_EARLY == 0.1
+    with DriverPool(clock=clock, idle=60) as pool:
+        for i in range(8):
+            read(pool, build, key(f"n{i}"))
+            clock.advance(0.25)
+        rounds = []
+        while clock() < 12.5:
+            due = pool.keepalive_due_in()
+            assert due is not None
+            clock.advance(due)
+            rounds.append((clock(), pool.keepalive(per_call_deadline(clock))))
+    assert rounds == [(10.0, 5), (11.25, 3), (20.0, 5)]
+    # each kept at 9-10 s of idleness, never later than due
+    for i in range(8):
+        idle = drivers[f"n{i}"].kept[0] - 0.25 * i
+        assert 9.0 <= idle <= 10.0
 
 
 def per_call_deadline(clock: FakeClock) -> Deadline:
