@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from bmaas.faults import InputError
+from hwlab.harness.bench import ironic_scale
 from hwlab.harness.bench.ironic_scale import SYNC_TIMER, _Pass, _passes, _Watch, parse_conf
 from hwlab.harness.statsd import Metric, StatsdSink, parse
 from hwlab.labspec import loopback_hosts
@@ -98,3 +99,9 @@ def test_conf_settings_are_parsed_and_every_bad_one_is_named() -> None:
         parse_conf(("nodot=1", "a.b=c", "missing.equals"))
     assert "'nodot=1'" in str(caught.value)
     assert "'missing.equals'" in str(caught.value)
+
+
+def test_the_stretch_cell_shows_the_longest_and_the_median_hung_pass() -> None:
+    assert ironic_scale._stretch_cell({"stretch": 2.24, "stretch_median": 1.4}) == "2.24 (1.4)"
+    assert ironic_scale._stretch_cell({"stretch": 1.1}) == "1.1"  # a report from before
+    assert ironic_scale._stretch_cell({}) == "—"
