@@ -20,6 +20,8 @@ from typing import Any
 import psutil
 import pytest
 
+from hwlab.harness.bench.fleet_sweep import WARM_PASSES
+
 pytestmark = pytest.mark.lab
 
 HWLAB = str(Path(sys.executable).with_name("hwlab"))
@@ -88,7 +90,8 @@ def check_fleet_sweep(report: dict[str, Any]) -> None:
     # steady rows reuse sessions: one login per node for all their passes
     for pool in size["sessions"]["in_process"]:
         assert pool["logins"] == 10
-        assert pool["reads"] == 20  # one round: an untimed first pass, then the timed one
+        # one round: the untimed warm passes, then the timed one
+        assert pool["reads"] == 10 * (WARM_PASSES + 1)
     assert size["sessions"]["sharded"]["logins"] == 20  # IPMI nodes read by both sharded rows
     assert report["data"]["cores"] == os.cpu_count()
     assert all(number(v) for v in report["headline"].values())
