@@ -52,9 +52,13 @@ from hwlab.harness.statsd import Metric, StatsdSink
 from hwlab.lab import Lab
 from hwlab.labspec import generate, loopback_hosts
 
-__all__ = ["TYPES", "Options", "run"]
+__all__ = ["FLOOR", "TYPES", "Options", "run"]
 
 TYPES = ("ipmi", "bmaas-ipmi", "redfish", "bmaas-redfish")
+#: Ironic's own fake-hardware, only when asked for (``--type fake-hardware``):
+#: no BMC is asked, so its pass is what Ironic's sync costs by itself (task
+#: locks, node loads, its database) -- the floor under every driver's pass
+FLOOR = "fake-hardware"
 #: Ironic's timer around one whole power-sync pass
 SYNC_TIMER = "ConductorManager._sync_power_states"
 QUICK = Hardware(power_on_time=0.3, power_off_time=0.2, soft_off_time=0.5, os_boot_time=1.0)
@@ -266,7 +270,8 @@ def _idle_rate(ironic: harness.IronicService, seconds: float) -> float:
 def _trial(
     o: Options, size: int, driver: str, workdir: Path, progress: Callable[[str], None]
 ) -> dict[str, Any]:
-    protocol = driver.removeprefix("bmaas-")
+    # the floor's nodes get a lab of IPMI BMCs too (never asked: fake power)
+    protocol = "ipmi" if driver == FLOOR else driver.removeprefix("bmaas-")
     spec = generate(size, protocols=protocol, seed=11, hardware=QUICK)
     hosts = loopback_hosts([n.name for n in spec.nodes]) if protocol == "ipmi" else {}
     lab = Lab(spec, workdir / "lab", ipmi_hosts=hosts)
@@ -310,7 +315,7 @@ def _trial(
             )
             if o.fence and driver in o.fence_types:
                 out.update(_fence(o, rest, lab, spec.nodes[dead].name, uuids[dead]))
-            if o.hung_fraction > 0:
+            if o.hung_fraction > 0 and driver != FLOOR:  # fake power never hangs
                 clean = out.get("pass_median_s")
                 out.update(_stretch(o, rest, lab, watch, spec, uuids, dead, clean))
         finally:
@@ -474,6 +479,11 @@ def _report(o: Options, trials: list[dict[str, Any]]) -> Report:
         "API p95: GET /v1/nodes/<uuid> of random nodes every 0.25 s, calls made while a "
         "measured pass ran",
     ]
+    if FLOOR in o.types:
+        notes.append(
+            f"{FLOOR}: Ironic's own fake power interface (reads the database, asks no BMC): "
+            "the floor of a sync pass, Ironic's own work alone"
+        )
     notes += [
         f"{t['driver']} x {t['nodes']}: not measured: {t['error']}" for t in trials if "error" in t
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +106,22 @@ def test_the_stretch_cell_shows_the_longest_and_the_median_hung_pass() -> None:
     assert ironic_scale._stretch_cell({"stretch": 2.24, "stretch_median": 1.4}) == "2.24 (1.4)"
     assert ironic_scale._stretch_cell({"stretch": 1.1}) == "1.1"  # a report from before
     assert ironic_scale._stretch_cell({}) == "—"
+
+
+def test_the_floor_runs_only_when_asked_and_its_ironic_enables_fake_power(tmp_path: Path) -> None:
+    """``--type fake-hardware``: Ironic's own pass with no BMC asked. Not a
+    default row (it measures Ironic, not a driver); the harness's Ironic
+    loads it and its fake power; the report says what the row is."""
+    from hwlab.harness import ironic as harness
+
+    assert ironic_scale.FLOOR not in ironic_scale.TYPES
+    assert ironic_scale.FLOOR in harness.HARDWARE_TYPES
+    conf = harness.IronicService(tmp_path, venv=tmp_path).config()
+    assert "fake" in conf["DEFAULT"]["enabled_power_interfaces"].split(",")
+    assert "fake" in conf["DEFAULT"]["enabled_management_interfaces"].split(",")
+    options = ironic_scale.Options(types=(ironic_scale.FLOOR,))
+    trial = {"nodes": 10, "driver": ironic_scale.FLOOR, "pass_median_s": 1.0}
+    notes = ironic_scale._report(options, [trial]).notes
+    assert any(n.startswith("fake-hardware: Ironic's own fake power") for n in notes)
+    without = ironic_scale._report(ironic_scale.Options(), [trial]).notes
+    assert not any(n.startswith("fake-hardware") for n in without)
