@@ -4,6 +4,7 @@ so a sharded sweep and an in-process one must return the same results."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -55,7 +56,5 @@ def die_in_shard_zero(driver: BMCDriver) -> PowerState:
 def frozen_objects(driver: BMCDriver) -> int:
     """How many objects the worker process's collector has frozen
     (:mod:`bmaas.heap`): 0 until a pass that opened sessions was settled."""
-    import gc
-
     driver.get_power_state(deadline=per_call(driver))
     return gc.get_freeze_count()

@@ -9,7 +9,6 @@ import weakref
 
 from bmaas.heap import HeapSettler
 from bmaas.pool import PoolStats
-from fakes.clock import FakeClock
 
 
 class Recorder:
@@ -29,7 +28,7 @@ class Recorder:
 
 def test_a_pass_that_opened_sessions_is_settled_and_steady_passes_are_not() -> None:
     gc_ = Recorder()
-    settler = HeapSettler(min_changes=100, collector=gc_, clock=FakeClock())
+    settler = HeapSettler(min_changes=100, collector=gc_)
     stats = PoolStats(opened=99)
     assert not settler.after_pass(stats)  # too few to be worth a full walk
     assert gc_.calls == []
@@ -44,7 +43,7 @@ def test_a_pass_that_opened_sessions_is_settled_and_steady_passes_are_not() -> N
 
 def test_retired_sessions_unfreeze_first_and_changes_count_since_the_last_settle() -> None:
     gc_ = Recorder()
-    settler = HeapSettler(min_changes=10, collector=gc_, clock=FakeClock())
+    settler = HeapSettler(min_changes=10, collector=gc_)
     stats = PoolStats(opened=10)
     settler.after_pass(stats)
     stats.dropped, stats.idled = 3, 3  # 6 retired since: not yet
