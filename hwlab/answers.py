@@ -38,7 +38,9 @@ busy               503 + ``Retry-After`` when ``retry_after`` is set
 session_limit      503 naming ``message_id`` (SessionLimitExceeded; iDRAC
                    ``IDRAC.2.8.RAC0218``) on a login beyond ``sessions``
 internal_error     500 with ``@Message.ExtendedInfo`` naming ``message_id``
-auth_fail          401 with ``WWW-Authenticate`` (scope=session: NoValidSession)
+auth_fail          401 with ``WWW-Authenticate`` (scope=session: NoValidSession,
+                   to a request with a session token; every token dies, and
+                   Basic auth, which has no session to lose, is served)
 unsupported        405 (+ ``Allow``) for changes, 501 for reads
 incident           the vendor's status, headers and body (fakes.incidents);
                    served as usual when the incident has no Redfish answer;
@@ -47,15 +49,21 @@ malformed_reply    a read's JSON body cut in half; any other answer replaced
                    by a reply that is not HTTP at all
 trickle            the answer, head and body, ``bytes`` at a time every
                    ``every`` seconds
+hang               nothing: the connection held open until the client goes
+drop, bmc_reboot,  nothing: the connection reset (a TCP RST, not a FIN),
+overload           and bmc_reboot's port closed for its window
 =================  ==========================================================
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import math
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 
@@ -74,11 +82,14 @@ __all__ = [
     "carry_out",
     "corrupt",
     "executes",
+    "expires_sessions",
     "ipmi_code",
     "ipmi_login_answer",
     "ipmi_login_status",
     "ipmi_trickle_delay",
     "redfish_answer",
+    "redfish_forged",
+    "reset",
     "send",
 ]
 
@@ -198,6 +209,21 @@ def _session_limit_incident(firing: Firing) -> Incident | None:
     return None
 
 
+def expires_sessions(firing: Firing) -> bool:
+    """``auth_fail`` with ``scope=session``: every session token the BMC
+    issued dies (the server forgets them), a fresh login works."""
+    return firing.effect is Effect.AUTH_FAIL and firing.params.get("scope") == "session"
+
+
+def redfish_forged(firing: Firing, request: Request) -> Response | None:
+    """The answer a BMC-layer effect gives ``request`` in the BMC's place;
+    None: serve it as usual. An expired session is a 401 only to a request
+    that carries a session token: Basic auth has no session to lose."""
+    if expires_sessions(firing) and request.header("x-auth-token") is None:
+        return None
+    return redfish_answer(firing, request.method)
+
+
 def redfish_answer(firing: Firing, method: str) -> Response | None:
     """The error a BMC-layer effect answers a Redfish request with; None: an
     incident with no Redfish answer (serve the request as usual)."""
@@ -275,7 +301,8 @@ async def carry_out(
     connection must close.
 
     Silent: ``hang`` holds the connection until the client goes, anything
-    else is ``drop()`` (closed; the server resets it, reboots). Then the
+    else resets it (:func:`reset`), then ``drop()`` (the server forgets
+    it; ``bmc_reboot`` takes the BMC down). Then the
     delay; then the BMC answer ``forge`` gives in the server's place, or
     ``serve(copies)`` (the request served 1 + ``copies`` times, the last
     answer kept; its flag False when it was refused before being served,
@@ -290,6 +317,7 @@ async def carry_out(
             while await reader.read(65536):
                 pass  # accept, never answer: wait for the client to give up
         else:
+            reset(writer)
             drop()
         return False
     if action.delay:
@@ -310,6 +338,16 @@ async def carry_out(
         data = response.encode(keep_alive=keep)
     await send(writer, data, action.trickle)
     return keep
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Abort a connection with a TCP reset, as a crashing BMC's stack does:
+    the client reads ECONNRESET, never a clean end of the answer (a FIN)."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 async def send(

@@ -3,7 +3,9 @@
 A proxy sits on the wire in front of a BMC it does not control, so it can
 carry out wire effects (it holds the packets) and BMC effects (it answers in
 the BMC's place), never hardware effects: making a real server's power stick
-or fail needs acting on the machine. Rules asking for one are refused with an
+or fail needs acting on the machine. Nor ``session_limit``, which fires on
+the sessions the BMC holds: a proxy cannot count them (:data:`REFUSED`).
+Rules asking for one are refused with an
 :class:`~bmaas.faults.InputError` that names the rule.
 
 IPMI adds one limit: in-session requests of an IPMI 2.0 session are
@@ -42,6 +44,8 @@ __all__ = [
     "EXPECTED_FAULTS",
     "OPAQUE",
     "PROTOCOLS",
+    "REFUSED",
+    "SUPPORTED",
     "check_rule",
     "expected_fault",
     "ipmi_needs_credentials",
@@ -57,10 +61,25 @@ PROTOCOLS = ("ipmi", "redfish")
 #: whose operation glob matches it (``*``) apply, and only wire effects.
 OPAQUE = "opaque"
 
-#: effects a proxy carries out, per protocol (everything but hardware)
+_HARDWARE_WHY = (
+    "acts on the server's hardware; a proxy only sits on the wire in front of a real BMC "
+    "and can fake wire and BMC effects, never power or boot behaviour (use an hwlab "
+    "emulated node for hardware effects)"
+)
+
+#: effects a proxy never carries out, and why: a rule asking for one is refused
+REFUSED: dict[Effect, str] = {
+    **{e: _HARDWARE_WHY for e in Effect if e.layer is Layer.HARDWARE},
+    Effect.SESSION_LIMIT: (
+        "fires on the number of sessions the BMC holds, which a proxy cannot count (sessions "
+        "opened around it, closed inside encrypted IPMI sessions or expired in the BMC); use "
+        "an hwlab emulated node, or busy on operation 'login' for a refused login"
+    ),
+}
+
+#: effects a proxy carries out, per protocol (everything it does not refuse)
 SUPPORTED: dict[str, frozenset[Effect]] = {
-    protocol: frozenset(e for e in Effect if e.layer is not Layer.HARDWARE)
-    for protocol in PROTOCOLS
+    protocol: frozenset(e for e in Effect if e not in REFUSED) for protocol in PROTOCOLS
 }
 
 #: IPMI effects a proxy can carry out on an in-session request only when it
@@ -119,11 +138,9 @@ def check_rule(
 ) -> None:
     """Refuse a rule a proxy for ``protocol`` cannot carry out, saying why."""
     name = f"rule {rule.name or rule.describe()!r}"
-    if rule.effect.layer is Layer.HARDWARE:
+    if rule.effect in REFUSED:
         raise InputError(
-            f"{name}: {rule.effect} acts on the server's hardware; a proxy only sits on the "
-            "wire in front of a real BMC and can fake wire and BMC effects, never power or "
-            "boot behaviour (use an hwlab emulated node for hardware effects)",
+            f"{name}: {rule.effect} {REFUSED[rule.effect]}",
             source=source,
             line=line,
             field=where,

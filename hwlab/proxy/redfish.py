@@ -19,11 +19,8 @@ Answers made by the proxy never touch the upstream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 import ssl
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,14 +118,18 @@ class RedfishProxy(Proxy):
 
     def reboot(self, duration: float) -> None:
         super().reboot(duration)
-        self._revoked |= self._issued
-        self._issued.clear()
+        self._revoke()
         if self._server is not None:
             self._server.close()  # new connections are refused, as by a BMC that is down
             self._server = None
         for conn in list(self._conns):
             self._reset(conn)
         self.later(duration, self._relisten)
+
+    def _revoke(self) -> None:
+        """Every session token issued so far dies (401 from now on)."""
+        self._revoked |= self._issued
+        self._issued.clear()
 
     def _relisten(self) -> None:
         async def bind() -> None:
@@ -169,11 +170,7 @@ class RedfishProxy(Proxy):
 
     def _reset(self, conn: _Conn) -> None:
         """Abort the client connection with a TCP reset, as a crashing BMC would."""
-        sock = conn.writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):  # already closed
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        conn.writer.transport.abort()
+        answers.reset(conn.writer)
         self._close_upstream(conn)
 
     def _close_upstream(self, conn: _Conn) -> None:
@@ -200,14 +197,16 @@ class RedfishProxy(Proxy):
         if action.hangs:
             self.counters["hung"] += 1  # held until the client gives up
 
-        def drop() -> None:
+        def drop() -> None:  # carry_out reset the client's connection
             self.counters["resets"] += 1
-            self._reset(conn)
+            self._close_upstream(conn)
             if action.reboot is not None:
                 self.reboot(action.reboot)
 
         def forge(firing: Firing) -> Response | None:
-            forged = answers.redfish_answer(firing, request.method)
+            if answers.expires_sessions(firing):
+                self._revoke()  # every token dies, a fresh login works
+            forged = answers.redfish_forged(firing, request)
             if forged is not None:
                 self.counters["answered"] += 1
             return forged

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bmaas.driver import Operation
-from fakes.effects import Effect, decide
+from fakes.effects import decide
 from fakes.faults import Firing
 from hwlab import answers
 from hwlab.http import Request, Response, environ, redfish_error
@@ -105,13 +105,9 @@ async def answer(
 
 def _bmc_answer(bmc: Bmc, request: Request, firing: Firing) -> Response | None:
     """The answer a BMC-layer effect gives (None: serve the request anyway)."""
-    if firing.effect is Effect.AUTH_FAIL and firing.params.get("scope") == "session":
-        # The session expired: every token dies, a fresh login works.
-        # Basic auth has no session to lose, so it is served as usual.
-        bmc.forget_sessions()
-        if request.header("x-auth-token") is None:
-            return None
-    return answers.redfish_answer(firing, request.method)
+    if answers.expires_sessions(firing):
+        bmc.forget_sessions()  # every token dies, a fresh login works
+    return answers.redfish_forged(firing, request)
 
 
 def _authenticate(bmc: Bmc, request: Request) -> Response | None:

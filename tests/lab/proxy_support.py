@@ -87,6 +87,10 @@ def ipmitool(
 
 def port_is_free(port: int, kind: int = socket.SOCK_DGRAM) -> bool:
     with socket.socket(socket.AF_INET, kind) as sock:
+        if kind == socket.SOCK_STREAM:
+            # a connection the proxy closed first (a garbled answer) lingers
+            # in TIME_WAIT, no socket of the proxy's; a listener still counts
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

@@ -1,28 +1,45 @@
-"""One executor for Redfish (hwlab.answers.carry_out): every BMC-layer effect
-reaches a client as the same HTTP answer from an emulated node (hwlab/redfish)
-and a proxied one (hwlab/proxy in front of an emulated node with no rules):
-the same status, ``@Message.ExtendedInfo`` MessageId and ``Retry-After``."""
+"""One executor for Redfish (hwlab.answers.carry_out): every effect a Redfish
+proxy carries out reaches a client as the same wire answer from an emulated
+node (hwlab/redfish) and a proxied one (hwlab/proxy in front of an emulated
+node with no rules). An answer is the same status, ``@Message.ExtendedInfo``
+MessageId (or PowerState) and ``Retry-After``; silence is the same thing
+seen on the socket (a timeout, a TCP reset, a refused connection), request
+after request while a window lasts; a late, trickled or duplicated request
+is the same answer; every vendor incident that applies to Redfish is its
+vendor's same answer. :data:`COVERED` is held equal to what a proxy carries
+out (:data:`hwlab.proxy.effects.SUPPORTED`), so a new effect without a case
+here fails the suite. Not here: ``session_limit``, which a proxy refuses (it
+cannot count the sessions the BMC holds; tests/unit/hwlab/test_proxy_config.py).
+"""
 
 from __future__ import annotations
 
 import base64
 import http.client
+import itertools
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from bmaas.driver import PowerState
 from bmaas.secrets import Secret
-from fakes.faults import FaultRule
+from fakes.faults import Effect, FaultRule
+from fakes.incidents import INCIDENTS
 from fakes.machine import FakeMachine
 from hwlab.proxy import ProxyHost, ProxySpec
+from hwlab.proxy.effects import SUPPORTED
 from hwlab.redfish import RedfishServer
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
 
 pytestmark = pytest.mark.lab
 
 Start = Callable[..., ProxyHost]
+#: what a client sees of one request: (status, MessageId or PowerState,
+#: Retry-After) for an HTTP answer, else (what the socket said, None, None)
+Seen = tuple[int | str, Any, str | None]
 
 #: (effect, parameters, method): each BMC effect, on a read and on a change
 CASES: list[tuple[str, dict[str, Any], str]] = [
@@ -33,7 +50,42 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("unsupported", {}, "POST"),
     ("auth_fail", {}, "GET"),
     ("malformed_reply", {}, "GET"),
+    ("malformed_reply", {}, "POST"),
 ]
+
+#: (effect, parameters, method): wire effects a client sees only in the
+#: answer's timing, or not at all
+LATE: list[tuple[str, dict[str, Any], str]] = [
+    ("delay", {"seconds": 0.2}, "GET"),
+    ("trickle", {"bytes": 512, "every": 0.01}, "GET"),
+    ("duplicate", {"copies": 1}, "GET"),
+    ("duplicate", {"copies": 2}, "POST"),
+]
+
+#: (effect, parameters, requests a client makes): silence, as each request
+#: of a client meets it -- the one that sets it off, then one in its window
+SILENT: list[tuple[str, dict[str, Any], int]] = [
+    ("hang", {}, 2),
+    ("drop", {}, 2),
+    ("bmc_reboot", {"duration": 1.0, "times": 1}, 2),
+    ("overload", {"max_rate": 0, "duration": 1.0, "times": 1}, 2),
+]
+
+#: every vendor incident a Redfish BMC answers
+INCIDENT_NAMES = sorted(n for n, i in INCIDENTS.items() if "redfish" in i.protocols)
+
+#: every effect driven here, emulated against proxied
+COVERED = {Effect(e) for e, _, _ in [*CASES, *LATE, *SILENT]} | {Effect.INCIDENT}
+
+#: seconds a client waits for an answer that may never come
+PATIENCE = 0.5
+
+_names = itertools.count(1)
+
+
+def test_every_effect_a_redfish_proxy_carries_out_is_driven_here() -> None:
+    assert SUPPORTED["redfish"] == COVERED
+    assert INCIDENT_NAMES  # the registry has Redfish incidents to drive
 
 
 @pytest.fixture(scope="module")
@@ -42,30 +94,102 @@ def server() -> Iterator[RedfishServer]:
         yield s
 
 
-def _ask(port: int, method: str, name: str) -> tuple[int | None, Any, str | None]:
-    """One request, as a client sees it: status (None: not HTTP), MessageId, Retry-After."""
-    auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+def _request(kind: str, name: str) -> tuple[str, str, dict[str, Any] | None]:
+    """(method, path, body) of a request of ``kind``: an HTTP method on the
+    system, or the operation an incident's trigger names."""
+    system = f"/redfish/v1/Systems/{name}"
+    media = f"/redfish/v1/Managers/{name}/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia"
+    requests: dict[str, tuple[str, str, dict[str, Any] | None]] = {
+        "GET": ("GET", system, None),
+        "POST": ("POST", f"{system}/Actions/ComputerSystem.Reset", {"ResetType": "On"}),
+        "power.set": ("POST", f"{system}/Actions/ComputerSystem.Reset", {"ResetType": "On"}),
+        "boot.set": (
+            "PATCH",
+            system,
+            {"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}},
+        ),
+        "vmedia.insert": ("POST", media, {"Image": "http://127.0.0.1:1/boot.iso"}),
+        "vmedia.*": ("POST", media, {"Image": "http://127.0.0.1:1/boot.iso"}),
+        "login": (
+            "POST",
+            "/redfish/v1/SessionService/Sessions",
+            {"UserName": USERNAME, "Password": PASSWORD},
+        ),
+    }
+    return requests[kind]
+
+
+def _ask(
+    port: int, kind: str, name: str, *, timeout: float = 5.0, token: str | None = None
+) -> Seen:
+    """One request of ``kind`` (with a session ``token``, else Basic auth),
+    as a client sees it."""
+    method, path, body = _request(kind, name)
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["X-Auth-Token"] = token
+    else:
+        auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+        headers["Authorization"] = f"Basic {auth}"
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        path = f"/redfish/v1/Systems/{name}"
-        body = None
-        if method == "POST":
-            path += "/Actions/ComputerSystem.Reset"
-            body = json.dumps({"ResetType": "On"})
-        headers = {"Authorization": f"Basic {auth}", "Content-Type": "application/json"}
-        conn.request(method, path, body=body, headers=headers)
-        try:
-            reply = conn.getresponse()
-        except http.client.HTTPException:
-            return None, None, None  # not HTTP at all
+        conn.request(method, path, body=json.dumps(body) if body else None, headers=headers)
+        reply = conn.getresponse()
         raw = reply.read()
-        try:
-            message = json.loads(raw)["error"]["@Message.ExtendedInfo"][0]["MessageId"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            message = "cut" if reply.status == 200 else None
-        return reply.status, message, reply.getheader("Retry-After")
+    except TimeoutError:
+        return "timeout", None, None
+    except ConnectionRefusedError:
+        return "refused", None, None
+    except http.client.RemoteDisconnected:
+        return "closed", None, None  # a FIN before any answer
+    except ConnectionResetError:
+        return "reset", None, None  # a TCP reset
+    except http.client.HTTPException:
+        return "not http", None, None
     finally:
         conn.close()
+    try:
+        document = json.loads(raw) if raw else {}
+    except ValueError:
+        return reply.status, "cut", reply.getheader("Retry-After")
+    if "error" in document:
+        shown = document["error"]["@Message.ExtendedInfo"][0]["MessageId"]
+    else:
+        shown = document.get("PowerState")
+    return reply.status, shown, reply.getheader("Retry-After")
+
+
+def _pair(
+    server: RedfishServer,
+    proxy_host: Start,
+    rule: dict[str, Any],
+    *,
+    power: PowerState = PowerState.OFF,
+) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(port, system name) of an emulated node with ``rule``, and of a
+    proxied one: the proxy, with the same rule, in front of an emulated node
+    with none."""
+    n = next(_names)
+    emulated = FakeMachine(f"emu-{n}", HARDWARE, power=power)
+    emulated.plan.add(FaultRule.from_dict(rule))
+    real = FakeMachine(f"real-{n}", HARDWARE, power=power)
+    emulated_port = server.add(emulated, username=USERNAME, password=PASSWORD)
+    real_port = server.add(real, username=USERNAME, password=PASSWORD)
+    spec = ProxySpec(
+        f"rf{n}",
+        "redfish",
+        "127.0.0.1",
+        real_port,
+        username=USERNAME,
+        password=Secret(PASSWORD),
+        tls=False,
+    )
+    proxied_port = proxy_host(spec, [rule]).endpoints[spec.node]["redfish"]
+    return (emulated_port, emulated.name), (proxied_port, real.name)
+
+
+def _operation(method: str) -> str:
+    return "power.get" if method == "GET" else "power.set"
 
 
 @pytest.mark.parametrize(
@@ -78,24 +202,126 @@ def test_an_effect_is_the_same_answer_emulated_and_proxied(
     params: dict[str, Any],
     method: str,
 ) -> None:
-    operation = "power.get" if method == "GET" else "power.set"
-    rule = {"effect": effect, "operation": operation, **params}
-    emulated = FakeMachine(f"emu-{effect}-{method}-{len(params)}", HARDWARE)
-    emulated.plan.add(FaultRule.from_dict(rule))
-    real = FakeMachine(f"real-{effect}-{method}-{len(params)}", HARDWARE)
-    emulated_port = server.add(emulated, username=USERNAME, password=PASSWORD)
-    real_port = server.add(real, username=USERNAME, password=PASSWORD)
-    spec = ProxySpec(
-        "rf1",
-        "redfish",
-        "127.0.0.1",
-        real_port,
-        username=USERNAME,
-        password=Secret(PASSWORD),
-        tls=False,
-    )
-    proxied_port = proxy_host(spec, [rule]).endpoints["rf1"]["redfish"]
-    from_emulator = _ask(emulated_port, method, emulated.name)
-    from_proxy = _ask(proxied_port, method, real.name)
+    rule = {"effect": effect, "operation": _operation(method), **params}
+    emulated, proxied = _pair(server, proxy_host, rule)
+    from_emulator = _ask(emulated[0], method, emulated[1])
+    from_proxy = _ask(proxied[0], method, proxied[1])
     assert from_emulator == from_proxy
     assert from_emulator[0] != 200 or from_emulator[1] == "cut"
+
+
+def _login(port: int) -> str:
+    """A session token, from a login the rules let through."""
+    _, path, body = _request("login", "")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        reply.read()
+        token = reply.getheader("X-Auth-Token")
+    finally:
+        conn.close()
+    assert reply.status == 201
+    assert token
+    return token
+
+
+def test_an_expired_session_is_the_same_answer_emulated_and_proxied(
+    server: RedfishServer, proxy_host: Start
+) -> None:
+    """auth_fail scope=session: a 401 to the request with a token, every
+    token dead from then on, Basic auth (no session to lose) served."""
+    rule = {"effect": "auth_fail", "scope": "session", "operation": "power.get", "times": 1}
+    seen = []
+    for port, name in _pair(server, proxy_host, rule):
+        token = _login(port)
+        seen.append(
+            [
+                _ask(port, "GET", name, token=token),
+                _ask(port, "GET", name, token=token),
+                _ask(port, "GET", name),
+                _ask(port, "GET", name, token=_login(port)),
+            ]
+        )
+    from_emulator, from_proxy = seen
+    assert from_emulator == from_proxy
+    assert [status for status, _, _ in from_emulator] == [401, 401, 200, 200]
+    assert {shown for _, shown, _ in from_emulator[:2]} == {"Base.1.8.NoValidSession"}
+
+
+@pytest.mark.parametrize(("effect", "params", "method"), LATE, ids=[f"{e}-{m}" for e, _, m in LATE])
+def test_a_late_or_duplicated_request_is_the_same_answer_emulated_and_proxied(
+    server: RedfishServer,
+    proxy_host: Start,
+    effect: str,
+    params: dict[str, Any],
+    method: str,
+) -> None:
+    rule = {"effect": effect, "operation": _operation(method), **params}
+    emulated, proxied = _pair(server, proxy_host, rule)
+    from_emulator = _ask(emulated[0], method, emulated[1])
+    from_proxy = _ask(proxied[0], method, proxied[1])
+    assert from_emulator == from_proxy
+    assert from_emulator[0] in (200, 202, 204)
+
+
+def test_a_delay_past_the_deadline_is_the_same_timeout_emulated_and_proxied(
+    server: RedfishServer, proxy_host: Start
+) -> None:
+    rule = {"effect": "delay", "operation": "power.get", "seconds": 3.0}
+    emulated, proxied = _pair(server, proxy_host, rule)
+    from_emulator = _ask(emulated[0], "GET", emulated[1], timeout=PATIENCE)
+    from_proxy = _ask(proxied[0], "GET", proxied[1], timeout=PATIENCE)
+    assert from_emulator == from_proxy == ("timeout", None, None)
+
+
+def _back(port: int, name: str, *, within: float = 5.0) -> Seen:
+    """The first HTTP answer a client gets, polling until ``within`` seconds pass."""
+    deadline = time.monotonic() + within
+    seen = _ask(port, "GET", name, timeout=PATIENCE)
+    while not isinstance(seen[0], int) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        seen = _ask(port, "GET", name, timeout=PATIENCE)
+    return seen
+
+
+@pytest.mark.parametrize(("effect", "params", "requests"), SILENT, ids=[e for e, _, _ in SILENT])
+def test_silence_is_the_same_on_the_socket_emulated_and_proxied(
+    server: RedfishServer,
+    proxy_host: Start,
+    effect: str,
+    params: dict[str, Any],
+    requests: int,
+) -> None:
+    rule = {"effect": effect, "operation": "power.get", **params}
+    emulated, proxied = _pair(server, proxy_host, rule)
+    start = time.monotonic()
+    from_emulator = [_ask(emulated[0], "GET", emulated[1], timeout=PATIENCE)]
+    from_proxy = [_ask(proxied[0], "GET", proxied[1], timeout=PATIENCE)]
+    for _ in range(requests - 1):
+        from_emulator.append(_ask(emulated[0], "GET", emulated[1], timeout=PATIENCE))
+        from_proxy.append(_ask(proxied[0], "GET", proxied[1], timeout=PATIENCE))
+    assert from_emulator == from_proxy
+    assert all(isinstance(status, str) for status, _, _ in from_emulator)
+    assert time.monotonic() - start < 4 * requests * PATIENCE + 2.0
+    if "duration" in params:  # a window: over, both answer as before
+        assert _back(emulated[0], emulated[1]) == _back(proxied[0], proxied[1])
+        assert _back(emulated[0], emulated[1])[:2] == (200, "Off")
+
+
+@pytest.mark.parametrize("incident", INCIDENT_NAMES)
+def test_a_vendor_incident_is_the_same_answer_emulated_and_proxied(
+    server: RedfishServer, proxy_host: Start, incident: str
+) -> None:
+    trigger = INCIDENTS[incident].trigger
+    # the emulated machine inside the incident's power window (a fresh
+    # machine has just changed power); a proxy, with no machine, has none
+    power = PowerState.ON if trigger.power == "on" else PowerState.OFF
+    rule = {"effect": "incident", "incident": incident}
+    emulated, proxied = _pair(server, proxy_host, rule, power=power)
+    from_emulator = _ask(emulated[0], trigger.operation, emulated[1])
+    from_proxy = _ask(proxied[0], trigger.operation, proxied[1])
+    assert from_emulator == from_proxy
+    reply = INCIDENTS[incident].redfish
+    assert reply is not None
+    assert from_emulator[:2] == (reply.status, reply.message_ids[0])

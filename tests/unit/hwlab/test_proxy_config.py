@@ -24,6 +24,7 @@ from hwlab.proxy import ProxyHost, ProxySpec
 from hwlab.proxy.effects import (
     EXPECTED_FAULTS,
     OPAQUE,
+    SUPPORTED,
     check_rule,
     expected_fault,
     supported_rules,
@@ -107,8 +108,21 @@ def test_redfish_rules_that_can_fire_are_kept() -> None:
     )
 
 
+@pytest.mark.parametrize("protocol", ["ipmi", "redfish"])
+def test_session_limit_is_refused_a_proxy_cannot_count_sessions(protocol: str) -> None:
+    limit = rule(effect="session_limit", sessions=2, operation="login", name="two-slots")
+    with pytest.raises(InputError) as info:
+        check_rule(limit, protocol, credentials=True, where="rules[0]")
+    text = str(info.value)
+    assert "two-slots" in text
+    assert "rules[0]" in text
+    assert "cannot count" in text
+    assert Effect.SESSION_LIMIT not in SUPPORTED[protocol]
+
+
 def test_expected_faults_cover_every_proxy_effect_but_duplicate() -> None:
-    proxy_effects = {e for e in Effect if e.layer is not Layer.HARDWARE}
+    proxy_effects = {e for e in Effect if e.layer is not Layer.HARDWARE} - {Effect.SESSION_LIMIT}
+    assert proxy_effects == SUPPORTED["ipmi"] == SUPPORTED["redfish"]
     # an incident's fault is the incident's own (fakes.incidents), not the effect's
     assert set(EXPECTED_FAULTS) == proxy_effects - {Effect.DUPLICATE, Effect.INCIDENT}
     assert expected_fault(Effect.DUPLICATE, "ipmi", "power.set") is None
