@@ -5,8 +5,14 @@ of an emulated BMC with no rules): the completion code of
 :data:`hwlab.answers.IPMI_CODES` (or silence, or a reply cut short) and
 the fault class the bmaas IPMI driver classifies it to; a late, trickled or
 duplicated request is the same answer, and a delay past the deadline the
-same timeout. Both carry the effect out with one executor
-(:func:`hwlab.ipmi_action.carry_out`). The login phase is
+same timeout; a BMC reboot or an overload loses the request that sets it
+off (the same timeout) and is the effect's fault to a call in its window;
+every vendor incident an IPMI BMC answers in session is its completion
+code. Both carry the effect out with one executor
+(:func:`hwlab.ipmi_action.carry_out`). :data:`COVERED` is held equal to what
+a proxy carries out (:data:`hwlab.proxy.effects.SUPPORTED`); not here:
+``session_limit``, which fires only at a login and which a proxy refuses (it
+cannot count the BMC's sessions). The login phase is
 tests/lab/test_login_wire_answers.py."""
 
 from __future__ import annotations
@@ -15,14 +21,16 @@ from collections.abc import Callable
 
 import pytest
 
-from bmaas.driver import PowerState
+from bmaas.driver import Operation, PowerAction, PowerState
 from bmaas.faults import BMCFault, BMCTimeout
 from bmaas.secrets import Secret
 from drivers.ipmi import IPMIDriver
 from fakes.faults import Effect
+from fakes.incidents import INCIDENTS
 from hwlab.answers import IPMI_CODES
 from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
-from tests.budgets import ask
+from hwlab.proxy.effects import SUPPORTED
+from tests.budgets import ask, bound
 from tests.lab.conftest import PASSWORD, USER, Lab
 
 pytestmark = pytest.mark.lab
@@ -46,6 +54,32 @@ LATE = [
     ("trickle", {"bytes": 16, "every": 0.02}),
     ("duplicate", {"copies": 1}),
 ]
+
+#: seconds a BMC reboot or an overload lasts: longer than two calls on one
+#: node (the lost request that sets it off, then one in its window)
+WINDOW = 4.0
+#: silence for a window, set off by the request it loses
+WINDOWED = {
+    Effect.BMC_REBOOT: {"duration": WINDOW, "times": 1},
+    Effect.OVERLOAD: {"max_rate": 0, "duration": WINDOW, "times": 1},
+}
+
+#: every vendor incident an IPMI BMC answers in session (a completion code)
+INCIDENT_NAMES = sorted(
+    n for n, i in INCIDENTS.items() if "ipmi" in i.protocols and i.trigger.operation != "login"
+)
+
+#: every effect driven here, emulated against proxied
+COVERED = (
+    set(SESSION_EFFECTS)
+    | {Effect(e) for e, _ in LATE}
+    | set(WINDOWED)
+    | ({Effect.INCIDENT} if INCIDENT_NAMES else set())
+)
+
+
+def test_every_effect_a_proxy_carries_out_in_session_is_driven_here() -> None:
+    assert SUPPORTED["ipmi"] == COVERED
 
 
 def _pair(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[IPMIDriver, IPMIDriver]:
@@ -103,3 +137,50 @@ def test_a_delay_past_the_deadline_is_the_same_timeout_emulated_and_proxied(
     rule = {"effect": "delay", "operation": "power.get", "seconds": 5.0}
     emulator, proxied = _pair(lab, proxy_host, rule)
     assert type(_read_fault(emulator)) is type(_read_fault(proxied)) is BMCTimeout
+
+
+@pytest.mark.parametrize("effect", sorted(WINDOWED, key=str), ids=str)
+def test_a_window_of_silence_is_the_same_emulated_and_proxied(
+    lab: Lab, proxy_host: Start, effect: Effect
+) -> None:
+    rule = {"effect": str(effect), "operation": "power.get", **WINDOWED[effect]}
+    emulator, proxied = _pair(lab, proxy_host, rule)
+    # each node: the read that sets it off (lost), then a read in its window
+    from_emulator = [_read_fault(emulator), _read_fault(emulator)]
+    from_proxy = [_read_fault(proxied), _read_fault(proxied)]
+
+    assert [type(f) for f in from_emulator] == [type(f) for f in from_proxy]
+    assert type(from_emulator[0]) is BMCTimeout  # sent, never answered
+    expected = expected_fault(effect, "ipmi", "power.get")
+    assert expected is not None
+    assert type(from_emulator[1]) is expected
+
+
+def _call(driver: IPMIDriver, operation: str) -> BMCFault:
+    """The fault a call meeting ``operation`` (an incident's trigger) raises."""
+    call: Callable[[], object] = (
+        bound(driver.request_power, PowerAction.ON)
+        if operation == Operation.POWER_SET
+        else bound(driver.get_power_state)
+    )
+    with pytest.raises(BMCFault) as info:
+        call()
+    return info.value
+
+
+@pytest.mark.parametrize("incident", INCIDENT_NAMES)
+def test_a_vendor_incident_is_the_same_answer_emulated_and_proxied(
+    lab: Lab, proxy_host: Start, incident: str
+) -> None:
+    # a fresh machine has just changed power: inside any power window; a
+    # proxy, with no machine, has none
+    emulator, proxied = _pair(lab, proxy_host, {"effect": "incident", "incident": incident})
+    operation = INCIDENTS[incident].trigger.operation
+    from_emulator = _call(emulator, operation)
+    from_proxy = _call(proxied, operation)
+
+    assert (type(from_emulator), from_emulator.status) == (type(from_proxy), from_proxy.status)
+    assert from_emulator.status == f"0x{INCIDENTS[incident].ipmi_code:02X}"
+    expected = INCIDENTS[incident].fault
+    assert expected is not None
+    assert isinstance(from_emulator, expected)
