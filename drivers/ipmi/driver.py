@@ -87,6 +87,21 @@ _SELECTOR_DEVICE = {
 _FRU_CHUNK = 224  # bytes per Read FRU Data (pyghmi's choice; most BMCs accept it)
 
 
+def _after_first(pace: Callable[[Deadline], None]) -> Callable[[Deadline], None]:
+    """``pace`` for every request but the first: that one has its turn
+    already (the login's)."""
+    first = True
+
+    def turn(deadline: Deadline) -> None:
+        nonlocal first
+        if first:
+            first = False
+            return
+        pace(deadline)
+
+    return turn
+
+
 @dataclasses.dataclass(frozen=True)
 class ChassisStatus:
     """Get Chassis Status, byte 1 (current power state)."""
@@ -187,13 +202,18 @@ class IPMIDriver(BMCDriver):
                     too_late=lambda: self.too_late(operation, start),
                 )
 
-            # pace=False: every command of the call waits its own turn, and
-            # a login (an exchange of its own) takes one first
+            # pace=False: the call's commands wait their own turns. A call
+            # that logs in takes one turn for the login and its first command
+            # together, back to back as every ipmitool invocation sends them:
+            # spacing them too made each cold read wait the whole spacing
+            # (0.1 s) after its login, which bounded a 10,000-node Ironic
+            # power sync (8 workers) at 125 s however fast the rest was.
             with gate.hold(bound, node=self.node, operation=str(operation), pace=False):
-                if self._command is None:
+                login = self._command is None or not self._trusted(self._command)
+                if login:
                     pace(bound)
                 cmd = self._session(bound)
-                return act(cmd.within(bound, pace=pace))
+                return act(cmd.within(bound, pace=_after_first(pace) if login else pace))
         except BMCFault as fault:
             if fault.elapsed is None:
                 fault.elapsed = self._clock() - start

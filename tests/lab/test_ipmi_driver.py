@@ -23,6 +23,7 @@ from bmaas.faults import (
     BMCUnreachable,
     UnsupportedOperation,
 )
+from bmaas.gate import GateRegistry
 from bmaas.registry import build_driver
 from drivers.ipmi import IPMIDriver
 from tests.budgets import ask, bound, no_budget, per_call
@@ -315,3 +316,24 @@ def test_a_keepalive_keeps_the_session_and_never_logs_in(
     monkeypatch.setattr(ipmi_driver.IPMIDriver, "session_idle", 0.0)  # the BMC forgot it
     assert driver.keepalive(deadline=per_call(driver)) is False
     assert machine.plan.counts()[logins] == 1
+
+
+def test_a_login_and_the_calls_first_command_share_one_turn_at_the_gate(lab: Lab) -> None:
+    """Spacing is between a BMC's operations, not inside one: ipmitool sends
+    its login and its command back to back, and so does a bmaas call that
+    logs in. A later command of the call, and the next call, wait their turns."""
+    lab.machine()
+    waits: list[float] = []
+    driver = lab.driver(bmc_timeout=5.0, bmc_min_interval=1.0)
+    driver.gates = GateRegistry(sleep=waits.append)  # turns recorded, not slept
+
+    ask(driver.probe)  # login + Get Device ID (one turn), Get Chassis Status (the next)
+    assert driver.logins == 1
+    assert driver.gate.stats.paced == 2
+    assert len(waits) == 1
+    assert 0.5 < waits[0] <= 1.0
+
+    ask(driver.get_power_state)  # the session is kept: its command waits a turn
+    assert driver.logins == 1
+    assert len(waits) == 2
+    assert 1.5 < waits[1] <= 2.0  # behind the probe's two turns
