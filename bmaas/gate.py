@@ -14,7 +14,8 @@ process share the BMC's budget::
     driver call ──▶ gate.hold(deadline) ──▶ in flight < cap?  (wait, bounded by the deadline)
                          │                       │
                          └── pace(deadline) ──▶ next start >= last start + spacing
-                                                 (every HTTP request, every IPMI command)
+                                                 (every HTTP request, every IPMI command;
+                                                  a login and its call's first command: one)
 
 A BMC's ``Retry-After`` holds the whole gate (:meth:`Gate.defer`): the other
 nodes behind that BMC wait too instead of asking at once.
