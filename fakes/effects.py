@@ -424,7 +424,8 @@ EFFECTS: dict[Effect, EffectDef] = {
     # iDRAC answers RAC0218 ("the maximum number of user sessions is reached")
     # as HTTP 503; IPMI BMCs answer Open Session with RMCP+ status 0x01. It
     # triggers on the BMC's state, not by chance: only where the server knows
-    # the sessions it holds (hwlab's emulators; a proxy never fires it).
+    # the sessions it holds (hwlab's emulators; a proxy cannot count them and
+    # refuses the rule: hwlab.proxy.effects.REFUSED).
     Effect.SESSION_LIMIT: EffectDef(
         Layer.BMC,
         Act.ANSWER,

@@ -3,7 +3,8 @@
 A login is several packets (Get Channel Auth Capabilities, maybe Get Channel
 Cipher Suites, Open Session, RAKP 1 and 3 from the client; Open Session
 Response, RAKP 2 and 4 from the BMC). The plan is evaluated once, at its
-first packet; wire effects apply to that packet, and each BMC effect waits
+first packet; wire effects apply to that packet (and to each retransmission
+of it: the same verdict), and each BMC effect waits
 for the phase :data:`hwlab.answers.IPMI_LOGIN_ANSWERS` names (the table the
 emulator answers from too; the login is in the clear, so no key is needed):
 internal_error answers Get Channel Auth Capabilities, busy, session_limit
@@ -88,11 +89,11 @@ class LoginRelay(Proxy):
             return
         action = self._login_stage(login, packet, message)
         login.actions[packet.raw] = action
-        self._replay(client, packet, action, first=True)
+        self._replay(client, packet, action)
 
     def _new_login(self, client: Client, packet: Packet, now: float) -> Login:
-        login = Login(started=now, last=now)
         action = decide(self.evaluate(Operation.LOGIN), machine=False)
+        login = Login(started=now, last=now, opening=packet.raw)
         for firing, why in action.skipped:
             self.skipped(firing, why)
         # BMC answers wait for the login stage that can show them (below).
@@ -104,7 +105,7 @@ class LoginRelay(Proxy):
                 self.carried(firing)
         if action.reboot is not None:
             self.reboot(action.reboot)
-            login = Login(started=now, last=now)  # reboot() cleared the client's login
+            login = Login(started=now, last=now, opening=packet.raw)  # nothing left pending
         login.dropped = action.silent is not None
         login.delay = action.delay
         login.trickle = action.trickle
@@ -168,18 +169,18 @@ class LoginRelay(Proxy):
         self.counters["answered"] += 1
         return ("reply", rmcp.build_sessionless(packet, payload))
 
-    def _replay(
-        self, client: Client, packet: Packet, action: tuple[str, bytes], *, first: bool = False
-    ) -> None:
+    def _replay(self, client: Client, packet: Packet, action: tuple[str, bytes]) -> None:
         kind, data = action
         if kind == "drop":
             self.counters["dropped"] += 1
             return
         login = client.login
         delay, copies = 0.0, 0
-        if first and login is not None:
-            # A login's delay and duplicate apply to its first packet only.
-            delay, copies, login.delay, login.copies = login.delay, login.copies, 0.0, 0
+        if login is not None and packet.raw == login.opening:
+            # A login's delay and duplicate apply to its first packet, and to
+            # each retransmission of it: a late login stays late, as the
+            # emulator's (and as a request retransmitted in a session).
+            delay, copies = login.delay, login.copies
         if login is not None and login.trickle is not None:
             # Every answer of a trickling BMC's login comes late, not just the first.
             delay += ipmi_trickle_delay(len(packet.raw), login.trickle)

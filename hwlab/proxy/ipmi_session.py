@@ -54,7 +54,9 @@ class Login:
     actions: dict[bytes, tuple[str, bytes]] = dataclasses.field(default_factory=dict)
     dropped: bool = False
     done: bool = False
-    #: wire effects on the login's first packet
+    #: the login's first packet (its bytes), and the wire effects on it and
+    #: on each retransmission of it (the same verdict, as in a session)
+    opening: bytes = b""
     delay: float = 0.0
     copies: int = 0
     #: (bytes, every): every answer of this login trickles

@@ -7,11 +7,12 @@ path (:data:`hwlab.operations.REDFISH_ROUTES`; requests not listed are relayed
 untouched) and the
 node's fault plan is evaluated once per request and carried out as
 :func:`fakes.effects.decide` says, answering from :mod:`hwlab.answers` (the
-table the Redfish emulator answers from too). Proxy specifics: ``drop`` resets
-the connection (RST); ``delay`` relays the request late; ``duplicate`` relays
+table the Redfish emulator answers from too; ``drop``, ``overload`` and
+``bmc_reboot`` reset the connection (RST) there, for both). Proxy specifics:
+``delay`` relays the request late; ``duplicate`` relays
 it 1 + ``copies`` times (last answer wins); ``bmc_reboot`` stops listening for
-``duration`` s (connection refused) and rejects session tokens issued before
-(401).
+``duration`` s (connection refused) and, like ``auth_fail`` with
+``scope=session``, rejects session tokens issued before (401).
 
 Answers made by the proxy never touch the upstream.
 """
