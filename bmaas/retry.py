@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import random
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
@@ -85,6 +86,12 @@ R = TypeVar("R")
 _HISTORY = "bmaas_faults"
 
 
+#: the process's jitter source (see ``RetryLimits.rng``), seeded afresh in
+#: a forked child (sweep workers): copies would jitter in step
+_RNG = random.Random()
+os.register_at_fork(after_in_child=_RNG.seed)
+
+
 @dataclasses.dataclass(frozen=True)
 class RetryLimits:
     """How hard to try one operation on one node. Immutable; derive variants
@@ -121,7 +128,10 @@ class RetryLimits:
     sync: bool = False
     sleep: _clock.SleepFn = dataclasses.field(default=_clock.sleep, compare=False)
     clock: _clock.ClockFn = dataclasses.field(default=_clock.monotonic, compare=False)
-    rng: random.Random = dataclasses.field(default_factory=random.Random, compare=False)
+    #: jitter's source: one per process unless a test seeds its own (a new
+    #: ``Random()`` seeds itself from the OS, ~10 us, and limits are made
+    #: for every call: each power read of an Ironic conductor's sync)
+    rng: random.Random = dataclasses.field(default=_RNG, compare=False)
 
     def replace(self, **changes: Any) -> RetryLimits:
         return dataclasses.replace(self, **changes)

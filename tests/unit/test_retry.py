@@ -3,7 +3,9 @@ deadlines, idempotency. Nothing sleeps for real."""
 
 from __future__ import annotations
 
+import os
 import random
+import warnings
 from typing import Any
 
 import pytest
@@ -322,3 +324,24 @@ def test_soft_reboot_is_two_idempotent_steps() -> None:
     assert rig.machine.boots == boots + 1
     # SOFT_OFF, then ON answered busy and retried: never a resent restart
     assert rig.calls.count("power.set") == 3
+
+
+def test_limits_share_one_jitter_source_reseeded_in_a_forked_child() -> None:
+    # a Random() per limits seeded itself from the OS on every call (~10 us,
+    # each power read of a conductor's sync)
+    assert RetryLimits().rng is RetryLimits().rng
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # 3.12+: fork() in a threaded process warns
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: its next jitter, then gone
+        os.write(write, repr(RetryLimits().rng.random()).encode())
+        os._exit(0)
+    os.close(write)
+    try:
+        child = float(os.read(read, 64))
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    # a copy of the parent's state would draw the parent's next number
+    assert child != RetryLimits().rng.random()
