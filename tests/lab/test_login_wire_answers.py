@@ -90,6 +90,13 @@ def _read_fault(driver: IPMIDriver) -> BMCFault:
     return info.value
 
 
+def _faults(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[BMCFault, BMCFault]:
+    """The fault a power read's login meets with ``rule`` (on the login)
+    from an emulated node, and from a proxied one."""
+    emulator, proxied = _pair(lab, proxy_host, {**rule, "operation": "login"})
+    return _read_fault(emulator), _read_fault(proxied)
+
+
 def _pair(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[IPMIDriver, IPMIDriver]:
     """Drivers with no session yet to an emulated node with ``rule``, and to
     a proxied one (the proxy in front of an emulated BMC with no rules)
@@ -128,11 +135,7 @@ def test_a_login_effect_is_the_same_answer_emulated_and_proxied(
 def test_a_silent_login_is_the_same_fault_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: Effect, params: dict[str, object]
 ) -> None:
-    rule = {"effect": str(effect), "operation": "login", **params}
-    emulator, proxied = _pair(lab, proxy_host, rule)
-    from_emulator = _read_fault(emulator)
-    from_proxy = _read_fault(proxied)
-
+    from_emulator, from_proxy = _faults(lab, proxy_host, {"effect": str(effect), **params})
     assert (type(from_emulator), from_emulator.status) == (type(from_proxy), from_proxy.status)
     assert from_emulator.status is None
     expected = expected_fault(effect, "ipmi", "login")
@@ -152,10 +155,7 @@ def test_a_late_or_duplicated_login_is_the_same_reading_emulated_and_proxied(
 def test_a_login_delayed_past_the_deadline_is_the_same_fault_emulated_and_proxied(
     lab: Lab, proxy_host: Start
 ) -> None:
-    rule = {"effect": "delay", "operation": "login", "seconds": 5.0}
-    emulator, proxied = _pair(lab, proxy_host, rule)
-    from_emulator = _read_fault(emulator)
-    from_proxy = _read_fault(proxied)
+    from_emulator, from_proxy = _faults(lab, proxy_host, {"effect": "delay", "seconds": 5.0})
     assert type(from_emulator) is type(from_proxy) is expected_fault(Effect.DELAY, "ipmi", "login")
 
 
