@@ -13,25 +13,21 @@ BMC's sessions) and tests/lab/test_session_limit.py drives on the emulator."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from bmaas.driver import PowerState
 from bmaas.faults import BMCFault
-from bmaas.secrets import Secret
-from drivers.ipmi import IPMIDriver
 from fakes.faults import Effect
 from fakes.incidents import INCIDENTS
 from hwlab.answers import IPMI_LOGIN_ANSWERS, LoginPhase
-from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
+from hwlab.proxy import expected_fault
 from hwlab.proxy.effects import SUPPORTED
 from tests.budgets import ask
-from tests.lab.conftest import PASSWORD, USER, Lab
+from tests.lab.conftest import Lab
+from tests.lab.ipmi_wire_support import Start, pair, read_fault
 
 pytestmark = pytest.mark.lab
 
-Start = Callable[..., ProxyHost]
 
 #: every effect with a login answer in the table, and malformed_reply (the
 #: BMC's own RAKP2 cut short: no status, the same fault); but session_limit,
@@ -84,46 +80,18 @@ def _status(effect: Effect) -> str | None:
     return f"rmcp 0x{answer.code:02X}"
 
 
-def _read_fault(driver: IPMIDriver) -> BMCFault:
-    with pytest.raises(BMCFault) as info:
-        ask(driver.get_power_state)
-    return info.value
-
-
 def _faults(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[BMCFault, BMCFault]:
     """The fault a power read's login meets with ``rule`` (on the login)
     from an emulated node, and from a proxied one."""
-    emulator, proxied = _pair(lab, proxy_host, {**rule, "operation": "login"})
-    return _read_fault(emulator), _read_fault(proxied)
-
-
-def _pair(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[IPMIDriver, IPMIDriver]:
-    """Drivers with no session yet to an emulated node with ``rule``, and to
-    a proxied one (the proxy in front of an emulated BMC with no rules)
-    with the same rule."""
-    emulated = lab.machine("emu")
-    lab.rule(emulated, **rule)
-    lab.machine("real")  # no rules: the proxy answers in its place
-    spec = ProxySpec(
-        "real",
-        "ipmi",
-        "127.0.0.1",
-        lab.server.endpoints["real"],
-        username=USER,
-        password=Secret(PASSWORD),
-    )
-    port = proxy_host(spec, [rule]).endpoints["real"]["ipmi"]
-    return lab.driver("emu", bmc_timeout=1.5), lab.driver("real", bmc_timeout=1.5, ipmi_port=port)
+    emulator, proxied = pair(lab, proxy_host, {**rule, "operation": "login"})
+    return read_fault(emulator), read_fault(proxied)
 
 
 @pytest.mark.parametrize("effect", LOGIN_EFFECTS, ids=str)
 def test_a_login_effect_is_the_same_answer_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: Effect
 ) -> None:
-    emulator, proxied = _pair(lab, proxy_host, {"effect": str(effect), "operation": "login"})
-    from_emulator = _read_fault(emulator)
-    from_proxy = _read_fault(proxied)
-
+    from_emulator, from_proxy = _faults(lab, proxy_host, {"effect": str(effect)})
     assert (type(from_emulator), from_emulator.status) == (type(from_proxy), from_proxy.status)
     assert from_emulator.status == _status(effect)
     expected = expected_fault(effect, "ipmi", "login")
@@ -148,7 +116,7 @@ def test_a_late_or_duplicated_login_is_the_same_reading_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: Effect, params: dict[str, object]
 ) -> None:
     rule = {"effect": str(effect), "operation": "login", **params}
-    emulator, proxied = _pair(lab, proxy_host, rule)
+    emulator, proxied = pair(lab, proxy_host, rule)
     assert ask(emulator.get_power_state) is ask(proxied.get_power_state) is PowerState.OFF
 
 
@@ -163,9 +131,9 @@ def test_a_login_delayed_past_the_deadline_is_the_same_fault_emulated_and_proxie
 def test_a_vendor_incident_at_login_is_the_same_answer_emulated_and_proxied(
     lab: Lab, proxy_host: Start, incident: str
 ) -> None:
-    emulator, proxied = _pair(lab, proxy_host, {"effect": "incident", "incident": incident})
-    from_emulator = _read_fault(emulator)
-    from_proxy = _read_fault(proxied)
+    emulator, proxied = pair(lab, proxy_host, {"effect": "incident", "incident": incident})
+    from_emulator = read_fault(emulator)
+    from_proxy = read_fault(proxied)
 
     assert (type(from_emulator), from_emulator.status) == (type(from_proxy), from_proxy.status)
     status = INCIDENTS[incident].rmcp_status

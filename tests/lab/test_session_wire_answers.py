@@ -23,19 +23,18 @@ import pytest
 
 from bmaas.driver import Operation, PowerAction, PowerState
 from bmaas.faults import BMCFault, BMCTimeout
-from bmaas.secrets import Secret
 from drivers.ipmi import IPMIDriver
 from fakes.faults import Effect
 from fakes.incidents import INCIDENTS
 from hwlab.answers import IPMI_CODES
-from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
+from hwlab.proxy import expected_fault
 from hwlab.proxy.effects import SUPPORTED
 from tests.budgets import ask, bound
-from tests.lab.conftest import PASSWORD, USER, Lab
+from tests.lab.conftest import Lab
+from tests.lab.ipmi_wire_support import Start, pair, read_fault
 
 pytestmark = pytest.mark.lab
 
-Start = Callable[..., ProxyHost]
 
 #: every effect with an in-session completion code, and those a client sees
 #: as silence or a broken reply (hang and drop: no answer; malformed_reply:
@@ -82,37 +81,13 @@ def test_every_effect_a_proxy_carries_out_in_session_is_driven_here() -> None:
     assert SUPPORTED["ipmi"] == COVERED
 
 
-def _pair(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[IPMIDriver, IPMIDriver]:
-    """Drivers to an emulated node with ``rule``, and to a proxied one (the
-    proxy in front of an emulated BMC with no rules) with the same rule."""
-    emulated = lab.machine("emu")
-    lab.rule(emulated, **rule)
-    lab.machine("real")  # no rules: the proxy answers in its place
-    spec = ProxySpec(
-        "real",
-        "ipmi",
-        "127.0.0.1",
-        lab.server.endpoints["real"],
-        username=USER,
-        password=Secret(PASSWORD),
-    )
-    port = proxy_host(spec, [rule]).endpoints["real"]["ipmi"]
-    return lab.driver("emu", bmc_timeout=1.5), lab.driver("real", bmc_timeout=1.5, ipmi_port=port)
-
-
-def _read_fault(driver: IPMIDriver) -> BMCFault:
-    with pytest.raises(BMCFault) as info:
-        ask(driver.get_power_state)
-    return info.value
-
-
 @pytest.mark.parametrize("effect", SESSION_EFFECTS, ids=str)
 def test_an_in_session_effect_is_the_same_answer_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: Effect
 ) -> None:
-    emulator, proxied = _pair(lab, proxy_host, {"effect": str(effect), "operation": "power.get"})
-    from_emulator = _read_fault(emulator)
-    from_proxy = _read_fault(proxied)
+    emulator, proxied = pair(lab, proxy_host, {"effect": str(effect), "operation": "power.get"})
+    from_emulator = read_fault(emulator)
+    from_proxy = read_fault(proxied)
 
     assert (type(from_emulator), from_emulator.status) == (type(from_proxy), from_proxy.status)
     code = IPMI_CODES.get(effect)
@@ -127,7 +102,7 @@ def test_a_late_or_duplicated_request_is_the_same_answer_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: str, params: dict[str, object]
 ) -> None:
     rule = {"effect": effect, "operation": "power.get", **params}
-    emulator, proxied = _pair(lab, proxy_host, rule)
+    emulator, proxied = pair(lab, proxy_host, rule)
     assert ask(emulator.get_power_state) is ask(proxied.get_power_state) is PowerState.OFF
 
 
@@ -135,8 +110,8 @@ def test_a_delay_past_the_deadline_is_the_same_timeout_emulated_and_proxied(
     lab: Lab, proxy_host: Start
 ) -> None:
     rule = {"effect": "delay", "operation": "power.get", "seconds": 5.0}
-    emulator, proxied = _pair(lab, proxy_host, rule)
-    assert type(_read_fault(emulator)) is type(_read_fault(proxied)) is BMCTimeout
+    emulator, proxied = pair(lab, proxy_host, rule)
+    assert type(read_fault(emulator)) is type(read_fault(proxied)) is BMCTimeout
 
 
 @pytest.mark.parametrize("effect", sorted(WINDOWED, key=str), ids=str)
@@ -144,10 +119,10 @@ def test_a_window_of_silence_is_the_same_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: Effect
 ) -> None:
     rule = {"effect": str(effect), "operation": "power.get", **WINDOWED[effect]}
-    emulator, proxied = _pair(lab, proxy_host, rule)
+    emulator, proxied = pair(lab, proxy_host, rule)
     # each node: the read that sets it off (lost), then a read in its window
-    from_emulator = [_read_fault(emulator), _read_fault(emulator)]
-    from_proxy = [_read_fault(proxied), _read_fault(proxied)]
+    from_emulator = [read_fault(emulator), read_fault(emulator)]
+    from_proxy = [read_fault(proxied), read_fault(proxied)]
 
     assert [type(f) for f in from_emulator] == [type(f) for f in from_proxy]
     assert type(from_emulator[0]) is BMCTimeout  # sent, never answered
@@ -174,7 +149,7 @@ def test_a_vendor_incident_is_the_same_answer_emulated_and_proxied(
 ) -> None:
     # a fresh machine has just changed power: inside any power window; a
     # proxy, with no machine, has none
-    emulator, proxied = _pair(lab, proxy_host, {"effect": "incident", "incident": incident})
+    emulator, proxied = pair(lab, proxy_host, {"effect": "incident", "incident": incident})
     operation = INCIDENTS[incident].trigger.operation
     from_emulator = _call(emulator, operation)
     from_proxy = _call(proxied, operation)
