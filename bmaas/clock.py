@@ -1,7 +1,7 @@
 """Time, injected.
 
 Everything that waits or measures takes a ``clock`` (seconds, monotonic) and a
-``sleep`` callable so tests can swap in :class:`fakes.clock.FakeClock` and
+``sleep`` callable so tests can swap in :class:`bmaas.fakes.clock.FakeClock` and
 assert the exact sleep sequence without ever sleeping.
 """
 

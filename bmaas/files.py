@@ -14,7 +14,7 @@ The limits, documented in the README:
 * :data:`MAX_SECRET_BYTES` (64 KiB) for a ``file:`` password;
 * :data:`MAX_INPUT_BYTES` (64 MiB) for an inventory, fault-rule or profile
   file (50,000 nodes in the README's example shape are 14 MB);
-* lab files keep their own, smaller limit (``hwlab.labspec.MAX_LABFILE_BYTES``).
+* lab files keep their own, smaller limit (``bmaas.hwlab.labspec.MAX_LABFILE_BYTES``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ then sleeps until the next keepalive is due, never longer than ``tick``.
     keeper.stop()
 
 The clock and the wait are injected, so :meth:`step` runs on a
-:class:`~fakes.clock.FakeClock` in tests.
+:class:`~bmaas.fakes.clock.FakeClock` in tests.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ session cache for the same reason.
 
 A :class:`DriverPool` keeps each node's driver, with its logged-in session,
 between operations and sync passes (nodes behind one Redfish service share
-that service's one session: :mod:`drivers.redfish.service`)::
+that service's one session: :mod:`bmaas.drivers.redfish.service`)::
 
     pool = DriverPool()
     key = PoolKey.of("ipmi", node_name, driver_info)

@@ -1,7 +1,7 @@
 """Find drivers through the ``bmaas.drivers`` entry-point group.
 
 The core never imports a protocol library: ``load_driver("ipmi")`` imports
-``drivers.ipmi`` (and pyghmi with it) only when a node needs it, so a missing
+``bmaas.drivers.ipmi`` (and pyghmi with it) only when a node needs it, so a missing
 protocol library breaks only the nodes that use it, with a clear message.
 """
 

@@ -1,4 +1,4 @@
-"""An in-process driver over a :class:`~fakes.machine.FakeMachine`.
+"""An in-process driver over a :class:`~bmaas.fakes.machine.FakeMachine`.
 
 The retry and provisioning layers are unit-tested against this driver, so it
 raises exactly the typed fault a real driver raises for the same misbehaviour,
@@ -29,6 +29,10 @@ from bmaas.driver import (
     PowerState,
 )
 from bmaas.driver_info import DriverInfo
+from bmaas.fakes.effects import EFFECTS, Effect, decide, incident_of, trickle_seconds
+from bmaas.fakes.faults import Firing
+from bmaas.fakes.fleet import DEFAULT_FLEET, FakeFleet
+from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import (
     BMCBusy,
     BMCFault,
@@ -37,10 +41,6 @@ from bmaas.faults import (
     BMCUnreachable,
     BootFailure,
 )
-from fakes.effects import EFFECTS, Effect, decide, incident_of, trickle_seconds
-from fakes.faults import Firing
-from fakes.fleet import DEFAULT_FLEET, FakeFleet
-from fakes.machine import FakeMachine
 
 __all__ = ["FakeDriver"]
 

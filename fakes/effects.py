@@ -5,7 +5,7 @@ layer (who can carry it out), its parameters with their validation, which
 operations it applies to, how it applies to IPMI (one datagram per answer),
 the fault class a bmaas driver raises when a call meets it, and the fault
 matrix's scenario(s) for it. Whoever serves a machine — the in-process
-:class:`fakes.driver.FakeDriver`, hwlab's IPMI and Redfish emulators, hwlab's
+:class:`bmaas.fakes.driver.FakeDriver`, hwlab's IPMI and Redfish emulators, hwlab's
 fault proxies — turns the effects that fired on one request into one
 :class:`Action` with :func:`decide`, and only the protocol's own table
 (``hwlab/answers.py``) says what goes on the wire.
@@ -23,6 +23,7 @@ from typing import Any
 
 from bmaas import validate
 from bmaas.driver import Operation
+from bmaas.fakes.incidents import INCIDENTS, Incident
 from bmaas.faults import (
     BMCAuthError,
     BMCBusy,
@@ -34,7 +35,6 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from bmaas.policy import policy_for
-from fakes.incidents import INCIDENTS, Incident
 
 __all__ = [
     "EFFECTS",
@@ -419,13 +419,13 @@ EFFECTS: dict[Effect, EffectDef] = {
         {"incident": Param(str, required=True, choices=tuple(INCIDENTS))},
         ipmi="the incident's completion code, or its RMCP+ status at login",
         says="the BMC gave a vendor incident's answer",
-        # its fault depends on the incident: see fakes.incidents and incident_cases()
+        # its fault depends on the incident: see bmaas.fakes.incidents and incident_cases()
     ),
     # iDRAC answers RAC0218 ("the maximum number of user sessions is reached")
     # as HTTP 503; IPMI BMCs answer Open Session with RMCP+ status 0x01. It
     # triggers on the BMC's state, not by chance: only where the server knows
     # the sessions it holds (hwlab's emulators; a proxy cannot count them and
-    # refuses the rule: hwlab.proxy.effects.REFUSED).
+    # refuses the rule: bmaas.hwlab.proxy.effects.REFUSED).
     Effect.SESSION_LIMIT: EffectDef(
         Layer.BMC,
         Act.ANSWER,

@@ -11,8 +11,8 @@ effects that fire. Same rules, same seed, same sequence of calls: same effects,
 because each rule draws from its own ``random.Random`` seeded from the plan's
 seed, the node and the rule's position (adding a rule does not reshuffle the
 others). Wire and BMC effects are carried out by whoever serves the machine
-(``fakes.driver.FakeDriver``, hwlab's IPMI and Redfish servers); hardware
-effects by :class:`fakes.machine.FakeMachine`.
+(``bmaas.fakes.driver.FakeDriver``, hwlab's IPMI and Redfish servers); hardware
+effects by :class:`bmaas.fakes.machine.FakeMachine`.
 
 In YAML, a rule is one flat mapping::
 
@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bmaas import clock as _clock
+from bmaas.fakes.effects import EFFECT_PARAMS, EFFECTS, Effect, Firing, Layer, Param
+from bmaas.fakes.incidents import INCIDENTS, POWER_WINDOWS
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
-from fakes.effects import EFFECT_PARAMS, EFFECTS, Effect, Firing, Layer, Param
-from fakes.incidents import INCIDENTS, POWER_WINDOWS
 
 __all__ = ["EFFECT_PARAMS", "Effect", "FaultPlan", "FaultRule", "Firing", "Layer"]
 

@@ -4,7 +4,7 @@ Code that builds drivers through the entry point (``build_driver(node, "fake",
 {...})``) has no machine to hand over; :class:`FakeDriver` then looks its
 machine up here by ``driver_info.fake_machine`` or node name, creating a
 healthy one on first use. Tests make their own ``FakeFleet`` with a
-:class:`~fakes.clock.FakeClock` so nothing sleeps for real, and a driver on
+:class:`~bmaas.fakes.clock.FakeClock` so nothing sleeps for real, and a driver on
 it with ``FakeDriver(name, fleet=fleet)`` (its clock, its machine).
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bmaas.driver import PowerState
-from fakes.clock import FakeClock
-from fakes.faults import FaultPlan, FaultRule
-from fakes.machine import FakeMachine, Hardware
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import FaultPlan, FaultRule
+from bmaas.fakes.machine import FakeMachine, Hardware
 
 __all__ = ["DEFAULT_FLEET", "FakeFleet"]
 

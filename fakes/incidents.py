@@ -5,11 +5,11 @@ vendor's status, ``error.code`` and ``@Message.ExtendedInfo`` as the cited
 reports show them; an IPMI completion code or RMCP+ login status) and a
 trigger (which operation, and a power window: "for 60 s after a power-off",
 "while the system is in POST after a power-on"). hwlab serves them through
-its one effect engine as the ``incident`` effect (:mod:`fakes.effects`):
+its one effect engine as the ``incident`` effect (:mod:`bmaas.fakes.effects`):
 ``{effect: incident, incident: idrac10-power-on-conflict}`` takes the
 incident's trigger as the rule's defaults, and the protocol answer tables
-(:mod:`hwlab.answers`) put the body below on the wire. Vendor profiles
-(:mod:`hwlab.profiles`) group them; ``hwlab effects`` lists them with their
+(:mod:`bmaas.hwlab.answers`) put the body below on the wire. Vendor profiles
+(:mod:`bmaas.hwlab.profiles`) group them; ``hwlab effects`` lists them with their
 sources.
 
 Every row names its source: an Ironic bug or release note, a sushy test, a

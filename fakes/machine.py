@@ -27,7 +27,7 @@ from typing import Any
 
 from bmaas import clock as _clock
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
-from fakes.faults import Effect, FaultPlan, Firing
+from bmaas.fakes.faults import Effect, FaultPlan, Firing
 
 __all__ = ["FakeMachine", "Hardware"]
 

@@ -1,7 +1,7 @@
 """What each effect puts on the wire, one table per protocol.
 
 The effects themselves (and what a server does about them) are defined in
-:mod:`fakes.effects`; this module says only what the client receives. Both
+:mod:`bmaas.fakes.effects`; this module says only what the client receives. Both
 the emulators (``hwlab/ipmi``, ``hwlab/redfish``) and the fault proxies
 (``hwlab/proxy``) answer from these tables, so an emulated BMC and a proxied
 real one fail the same way.
@@ -42,7 +42,7 @@ auth_fail          401 with ``WWW-Authenticate`` (scope=session: NoValidSession,
                    to a request with a session token; every token dies, and
                    Basic auth, which has no session to lose, is served)
 unsupported        405 (+ ``Allow``) for changes, 501 for reads
-incident           the vendor's status, headers and body (fakes.incidents);
+incident           the vendor's status, headers and body (bmaas.fakes.incidents);
                    served as usual when the incident has no Redfish answer;
                    carried out first when the incident ``executes``
 malformed_reply    a read's JSON body cut in half; any other answer replaced
@@ -67,10 +67,10 @@ import struct
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 
-from fakes.effects import Action, Effect, incident_of, trickle_seconds
-from fakes.faults import Firing
-from fakes.incidents import INCIDENTS, Incident
-from hwlab.http import Request, Response, redfish_error
+from bmaas.fakes.effects import Action, Effect, incident_of, trickle_seconds
+from bmaas.fakes.faults import Firing
+from bmaas.fakes.incidents import INCIDENTS, Incident
+from bmaas.hwlab.http import Request, Response, redfish_error
 
 __all__ = [
     "GARBLED_REPLY",
@@ -193,7 +193,7 @@ def executes(firing: Firing | None) -> bool:
 
 def _session_limit_incident(firing: Firing) -> Incident | None:
     """A ``session_limit`` naming a vendor's MessageId (iDRAC's RAC0218) is
-    answered with that vendor's whole documented body (fakes.incidents), not
+    answered with that vendor's whole documented body (bmaas.fakes.incidents), not
     a generic one: the count is the trigger, the incident the answer."""
     if firing.effect is not Effect.SESSION_LIMIT:
         return None
@@ -296,7 +296,7 @@ async def carry_out(
     drop: Callable[[], None],
     answered: Callable[[Response | None], None] | None = None,
 ) -> bool:
-    """Carry out one HTTP request's :class:`~fakes.effects.Action`, the one
+    """Carry out one HTTP request's :class:`~bmaas.fakes.effects.Action`, the one
     executor of the Redfish emulator and the Redfish proxy; False when the
     connection must close.
 

@@ -2,7 +2,7 @@
 
 ``hwlab fault add``, ``hwlab power`` and ``hwlab status`` talk to a running
 lab through it, and so can tests, through :class:`LabClient`, which has the
-same methods as an in-process :class:`~hwlab.lab.Lab`.
+same methods as an in-process :class:`~bmaas.hwlab.lab.Lab`.
 
 ========  ======================  ===================================
 method    path                    does
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bmaas.deadline import Deadline
+from bmaas.fakes.faults import FaultRule
 from bmaas.faults import BmaasError, InputError
-from fakes.faults import FaultRule
-from hwlab import http
+from bmaas.hwlab import http
 
 __all__ = ["ControlServer", "Controllable", "LabClient", "LabNotRunning"]
 
@@ -47,8 +47,8 @@ class LabNotRunning(BmaasError):
 
 
 class Controllable(Protocol):
-    """What the control API drives: a :class:`hwlab.lab.Lab` or a
-    :class:`hwlab.proxy.ProxyHost` (whose ``power`` refuses: it cannot
+    """What the control API drives: a :class:`bmaas.hwlab.lab.Lab` or a
+    :class:`bmaas.hwlab.proxy.ProxyHost` (whose ``power`` refuses: it cannot
     reach behind a real BMC)."""
 
     def describe(self) -> dict[str, Any]: ...
@@ -83,7 +83,7 @@ class ControlServer:
     ``host``:``port`` (0: any free port).
 
     Every request gets a status code and a JSON body; errors are one line,
-    ``{"error": ..., "code": ...}``. Built on :mod:`hwlab.http` (hwlab's one
+    ``{"error": ..., "code": ...}``. Built on :mod:`bmaas.hwlab.http` (hwlab's one
     HTTP layer) in an event loop of its own; the lab's methods, which wait on
     worker processes, run in a small thread pool.
     """

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bmaas.faults import BmaasError
+from bmaas.hwlab import profiles
+from bmaas.hwlab.labspec import LabSpec, generate, load_labfile
 from bmaas.secrets import mask_logs
 from bmaas.signals import relayed_signals
-from hwlab import profiles
-from hwlab.labspec import LabSpec, generate, load_labfile
 
 if TYPE_CHECKING:
-    from hwlab.control import ControlServer
-    from hwlab.lab import Lab
+    from bmaas.hwlab.control import ControlServer
+    from bmaas.hwlab.lab import Lab
 
 __all__ = ["LabOptions", "build_spec", "main", "pid_alive", "read_pid"]
 
@@ -50,7 +50,7 @@ class LabOptions:
     ipmi_base_port: int = 0
     redfish_base_port: int = 0
     control_port: int = 0
-    #: machines per worker (None: automatic, see hwlab.lab.shard_count)
+    #: machines per worker (None: automatic, see bmaas.hwlab.lab.shard_count)
     shard_size: int | None = None
     start_timeout: float = 120.0
     #: restart a worker that dies (hwlab up --no-restart: leave it dead)
@@ -120,9 +120,9 @@ def pid_alive(pid: int) -> bool:
 def main(argv: list[str] | None = None) -> int:
     # Imported here, not at the top: each worker process (spawned) imports
     # this module again as its main, and needs none of this.
-    from hwlab.control import ControlServer
-    from hwlab.lab import Lab, write_json
-    from hwlab.labspec import loopback_hosts
+    from bmaas.hwlab.control import ControlServer
+    from bmaas.hwlab.lab import Lab, write_json
+    from bmaas.hwlab.labspec import loopback_hosts
 
     args = argv if argv is not None else sys.argv[1:]
     state_dir = Path(args[0])

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fakes.faults import Firing
+from bmaas.fakes.faults import Firing
 
 __all__ = ["EventLog", "read_events"]
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bmaas.faults import InputError
-from hwlab.labspec import NodeSpec
+from bmaas.hwlab.labspec import NodeSpec
 
 __all__ = ["dump_inventory", "inventory_document", "lab_network", "node_entry"]
 

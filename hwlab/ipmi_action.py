@@ -1,13 +1,13 @@
 """The one executor of in-session IPMI requests, for the IPMI emulator
-(:mod:`hwlab.ipmi.bmc`) and the IPMI proxy (:mod:`hwlab.proxy.ipmi`) alike.
+(:mod:`bmaas.hwlab.ipmi.bmc`) and the IPMI proxy (:mod:`bmaas.hwlab.proxy.ipmi`) alike.
 
-What a fired :class:`~fakes.effects.Action` does to one request is decided
+What a fired :class:`~bmaas.fakes.effects.Action` does to one request is decided
 here, once; each server says only how it sends, through a :class:`Wire`
-(the Redfish servers' executor is :func:`hwlab.answers.carry_out`)::
+(the Redfish servers' executor is :func:`bmaas.hwlab.answers.carry_out`)::
 
     silent   hang, drop, bmc_reboot   nothing is sent; carry_out is False
     answer   busy, internal_error,    wire.answer(code), the code from
-             unsupported, auth_fail,  hwlab.answers.IPMI_CODES, at
+             unsupported, auth_fail,  bmaas.hwlab.answers.IPMI_CODES, at
              an IPMI incident         answer_time(action, 0); not served
     corrupt  malformed_reply          wire.malformed(copies), at
                                       answer_time(action, 0)
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Protocol
 
-from fakes.effects import Action
-from hwlab.answers import executes, ipmi_code, ipmi_trickle_delay
+from bmaas.fakes.effects import Action
+from bmaas.hwlab.answers import executes, ipmi_code, ipmi_trickle_delay
 
 __all__ = ["Served", "Wire", "answer_time", "carry_out"]
 
@@ -63,7 +63,7 @@ class Wire(Protocol):
 
     def malformed(self, copies: int) -> None:
         """Send a reply the protocol does not allow. The emulator answers one
-        without acting on the request (as :class:`fakes.driver.FakeDriver`);
+        without acting on the request (as :class:`bmaas.fakes.driver.FakeDriver`);
         the proxy relays the request 1 + ``copies`` times and strips the
         real BMC's answer (it cannot stop a real BMC from acting)."""
 

@@ -2,7 +2,7 @@
 directory that tells clients how to reach them.
 
 ``Lab`` runs in the current process (the pytest fixture uses it this way) or
-inside the background process that ``hwlab up`` starts (``hwlab.daemon``).
+inside the background process that ``hwlab up`` starts (``bmaas.hwlab.daemon``).
 Either way it writes, under its state directory:
 
 * ``inventory.yaml``: the nodes in bmaas's inventory format (Ironic
@@ -11,8 +11,8 @@ Either way it writes, under its state directory:
 * ``lab.json``: what runs where (pid, control API URL, nodes and ports).
 
 Proxied nodes (a lab file node with ``proxy:``) are not emulated: the lab
-process runs a :class:`~hwlab.proxy.ProxyHost` for them (and the stock
-vbmcd / sushy-emulator upstreams they ask for, see :mod:`hwlab.proxy.lab`),
+process runs a :class:`~bmaas.hwlab.proxy.ProxyHost` for them (and the stock
+vbmcd / sushy-emulator upstreams they ask for, see :mod:`bmaas.hwlab.proxy.lab`),
 and they share the inventory, the event log and the control API.
 """
 
@@ -29,15 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bmaas.fakes.faults import FaultRule
 from bmaas.faults import BmaasError, InputError
-from fakes.faults import FaultRule
-from hwlab import profiles
-from hwlab.inventory import dump_inventory, inventory_document, node_entry
-from hwlab.labspec import LabSpec, NodeSpec
-from hwlab.proxy.effects import supported_rules
-from hwlab.proxy.lab import ProxiedNodes
-from hwlab.supervisor import Supervisor
-from hwlab.worker import (
+from bmaas.hwlab import profiles
+from bmaas.hwlab.inventory import dump_inventory, inventory_document, node_entry
+from bmaas.hwlab.labspec import LabSpec, NodeSpec
+from bmaas.hwlab.proxy.effects import supported_rules
+from bmaas.hwlab.proxy.lab import ProxiedNodes
+from bmaas.hwlab.supervisor import Supervisor
+from bmaas.hwlab.worker import (
     DEFAULT_SHARD_SIZE,
     MAX_SHARD_SIZE,
     Shard,
@@ -325,7 +325,7 @@ class Lab:
             "restart": self.restart,
         }
 
-    # -- supervision (hwlab.supervisor) ----------------------------------------
+    # -- supervision (bmaas.hwlab.supervisor) ----------------------------------------
 
     def _changed(self, worker: WorkerHandle, nodes: Sequence[str] | None = None) -> None:
         if self._supervisor is not None:

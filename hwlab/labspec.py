@@ -16,7 +16,7 @@ A lab file::
       network_segment: rack1
     nodes:
       - name: r1-n01
-        faults:                    # rules in the fakes.faults format
+        faults:                    # rules in the bmaas.fakes.faults format
           - {effect: busy, operation: "power.*", probability: 0.2}
       - name: "r1-n{n:02d}"        # a group: count nodes, numbered from start
         count: 9
@@ -39,17 +39,17 @@ from typing import TYPE_CHECKING, Any
 
 from bmaas import validate
 from bmaas.driver import PowerState
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import InputError
+from bmaas.hwlab.limits import MAX_NODES
 from bmaas.inventory.nodes import is_valid_name
 from bmaas.inventory.specs import Checker, InventoryError
 from bmaas.secrets import Secret
 from bmaas.yamlsrc import line_of, load_file
-from fakes.faults import FaultRule
-from fakes.machine import Hardware
-from hwlab.limits import MAX_NODES
 
 if TYPE_CHECKING:
-    from hwlab.proxy.spec import ProxySpec
+    from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = [
     "DEFAULT_PASSWORD",
@@ -318,7 +318,7 @@ def _expand(
     rules = _rules(check, merged.get("faults"), where)
     profile = merged.get("profile")
     if profile is not None:
-        from hwlab.profiles import resolve  # the lab file's node names its BMC's profile
+        from bmaas.hwlab.profiles import resolve  # the lab file's node names its BMC's profile
 
         try:
             if not isinstance(profile, str):
@@ -357,7 +357,7 @@ def _expand(
         password = Secret(str(creds.get("password", DEFAULT_PASSWORD)))
         if "proxy" in merged:
             # Imported here: a lab worker (no proxies) need not load the proxy package.
-            from hwlab.proxy.effects import check_rules
+            from bmaas.hwlab.proxy.effects import check_rules
 
             try:
                 proxy = _proxy(node_name, merged["proxy"], creds, check.source, f"{where}.proxy")
@@ -460,7 +460,7 @@ def _proxy(
 ) -> ProxySpec:
     """A node's ``proxy:``; the BMC credentials default to the node's, and
     for a stock vbmc to virtualbmc's own defaults."""
-    from hwlab.proxy.spec import parse_proxy
+    from bmaas.hwlab.proxy.spec import parse_proxy
 
     spec = parse_proxy(node, data, source=source, where=where)
     if spec.username is None:

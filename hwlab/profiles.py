@@ -21,10 +21,10 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bmaas.fakes.faults import FaultRule, parse_rules
+from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
-from fakes.faults import FaultRule, parse_rules
-from fakes.incidents import INCIDENTS
 
 __all__ = ["PROFILES", "VENDOR_PROFILES", "Profile", "ProfileGroup", "assign", "resolve"]
 
@@ -93,7 +93,7 @@ LAB_TIME = 0.05
 
 
 def _incident(name: str, **when: Any) -> dict[str, Any]:
-    """A rule replaying a vendor incident (fakes.incidents): its own trigger
+    """A rule replaying a vendor incident (bmaas.fakes.incidents): its own trigger
     (operation, power window scaled to lab time) unless ``when`` narrows it."""
     rule: dict[str, Any] = {"name": name, "effect": "incident", "incident": name, **when}
     incident = INCIDENTS[name]
@@ -118,7 +118,7 @@ def _firmware_update(duration: float) -> dict[str, Any]:
     }
 
 
-#: vendor profiles: each BMC family's documented incidents (fakes.incidents,
+#: vendor profiles: each BMC family's documented incidents (bmaas.fakes.incidents,
 #: listed with their sources by ``hwlab effects``), every node of the lab
 #: (share 1.0) unless the incident concerns some models (a licence tier),
 #: windows in lab time (:data:`LAB_TIME`)

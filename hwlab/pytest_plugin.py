@@ -12,8 +12,8 @@ on bmaas can write::
 
 ``hwlab_lab(...)`` takes the options of ``hwlab up`` (``nodes``,
 ``protocols``, ``profile``, ``seed``, ``lab_file``, ``redfish_tls``) and
-``hardware`` (a :class:`fakes.Hardware`, e.g. with quick power transitions)
-and returns a started :class:`hwlab.lab.Lab` whose inventory is already written
+``hardware`` (a :class:`bmaas.fakes.Hardware`, e.g. with quick power transitions)
+and returns a started :class:`bmaas.hwlab.lab.Lab` whose inventory is already written
 at ``lab.inventory_path``. Every lab a test starts is stopped after it.
 The plugin registers the ``lab`` marker, so projects running with
 ``--strict-markers`` need not.
@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from fakes.machine import Hardware
-from hwlab.daemon import LabOptions, build_spec
-from hwlab.lab import Lab
+from bmaas.fakes.machine import Hardware
+from bmaas.hwlab.daemon import LabOptions, build_spec
+from bmaas.hwlab.lab import Lab
 
 __all__ = ["hwlab_lab", "pytest_configure"]
 

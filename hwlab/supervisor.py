@@ -2,7 +2,7 @@
 
 A worker that dies (killed, crashed, OOM) takes its shard's BMCs with it. The
 supervisor notices within :data:`CHECK_INTERVAL`, logs it, has
-:meth:`hwlab.lab.Lab.status` report the shard's nodes as down (the living
+:meth:`bmaas.hwlab.lab.Lab.status` report the shard's nodes as down (the living
 shards are listed as usual), and starts a new worker for the shard on the
 same ports, with the same Redfish CA, and with each machine's power, boot
 device, media and fault rules as last seen (snapshots are taken every
@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fakes.faults import FaultRule
+from bmaas.fakes.faults import FaultRule
 
 if TYPE_CHECKING:
-    from hwlab.worker import Shard, WorkerHandle
+    from bmaas.hwlab.worker import Shard, WorkerHandle
 
 __all__ = ["CHECK_INTERVAL", "SNAPSHOT_INTERVAL", "Supervisor"]
 
@@ -34,7 +34,7 @@ LOG = logging.getLogger(__name__)
 
 
 class Lab(Protocol):
-    """What the supervisor reads and calls on its lab (:class:`hwlab.lab.Lab`
+    """What the supervisor reads and calls on its lab (:class:`bmaas.hwlab.lab.Lab`
     is one); stated here so the two modules do not import each other."""
 
     endpoints: dict[str, dict[str, int]]

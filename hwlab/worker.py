@@ -4,7 +4,7 @@ pyghmi's BMC server uses ``select()``, which cannot watch file descriptors
 above 1024, and one Python process serves a few hundred BMCs before its one
 core is the limit; so a lab is split into shards, one worker process each.
 A machine's IPMI and Redfish BMCs live in the same worker and share the
-:class:`~fakes.machine.FakeMachine`, like a real BMC that speaks both.
+:class:`~bmaas.fakes.machine.FakeMachine`, like a real BMC that speaks both.
 
 The parent talks to a worker over a ``multiprocessing`` pipe with small
 command tuples (see :func:`_handle`); every reply is ``("ok", value)`` or
@@ -28,13 +28,13 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from bmaas.driver import BootDevice, PowerState
+from bmaas.fakes.faults import FaultPlan, FaultRule
+from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import BmaasError, InputError
+from bmaas.hwlab.events import EventLog
+from bmaas.hwlab.labspec import NodeSpec
+from bmaas.hwlab.limits import MAX_SHARD_SIZE
 from bmaas.secrets import mask_logs, mask_url
-from fakes.faults import FaultPlan, FaultRule
-from fakes.machine import FakeMachine
-from hwlab.events import EventLog
-from hwlab.labspec import NodeSpec
-from hwlab.limits import MAX_SHARD_SIZE
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
@@ -61,7 +61,7 @@ class Shard:
     redfish_tls: bool = False
     host: str = "127.0.0.1"
     #: IPMI BMCs that listen on an address of their own (node name -> address),
-    #: see :func:`hwlab.labspec.loopback_hosts`
+    #: see :func:`bmaas.hwlab.labspec.loopback_hosts`
     ipmi_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
     #: fixed ports per node name (from --ipmi-port/--redfish-port bases); 0 = any free
     ipmi_ports: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -99,7 +99,7 @@ class WorkerHandle:
     process: BaseProcess
     conn: Connection
     lock: threading.Lock
-    #: alive, dead or restarting (see :mod:`hwlab.supervisor`)
+    #: alive, dead or restarting (see :mod:`bmaas.hwlab.supervisor`)
     state: str = "alive"
     restarts: int = 0
     restart_failures: int = 0
@@ -164,7 +164,7 @@ class ShardServers:
         wants_ipmi = [n for n in shard.nodes if "ipmi" in n.protocols]
         wants_redfish = [n for n in shard.nodes if "redfish" in n.protocols]
         if wants_ipmi:
-            from hwlab.ipmi import IPMIServer
+            from bmaas.hwlab.ipmi import IPMIServer
 
             # No pyghmi client runs in a worker, so select()'s fd limit does not apply.
             self._ipmi = IPMIServer(host=shard.host, max_bmcs=len(wants_ipmi))
@@ -179,7 +179,7 @@ class ShardServers:
                 self.endpoints[spec.name]["ipmi"] = port
             self._ipmi.start()
         if wants_redfish:
-            from hwlab.redfish import RedfishServer
+            from bmaas.hwlab.redfish import RedfishServer
 
             self._redfish = RedfishServer(
                 host=shard.host, tls=shard.redfish_tls, tls_dir=shard.tls_dir

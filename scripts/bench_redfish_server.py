@@ -4,7 +4,7 @@ trees, and its HTTP layer against h11 on the same bytes.
     python scripts/bench_redfish_server.py --tree /tmp/base --tree . --rounds 5
 
 For each tree (a checkout of this repository; its ``hwlab`` is imported from
-there) a :class:`hwlab.redfish.RedfishServer` with ``--nodes`` emulated BMCs
+there) a :class:`bmaas.hwlab.redfish.RedfishServer` with ``--nodes`` emulated BMCs
 runs in a process of its own; a client logs in to each BMC (a session, as
 bmaas and sushy do) and reads ``GET /redfish/v1/Systems/<id>`` over kept
 connections, ``--reads`` a BMC from 4 threads: a power sync's steady
@@ -13,7 +13,7 @@ over the answers it gave; trees run in alternating order, round after
 round, and the median is printed. The client's own CPU is not counted.
 
 ``--parse`` also times the HTTP layer alone on one request's bytes (no
-sockets): ``hwlab.http`` (read a request, encode an answer) vs h11
+sockets): ``bmaas.hwlab.http`` (read a request, encode an answer) vs h11
 (``receive_data``/``next_event``, ``send`` of Response, Data and
 EndOfMessage, ``start_next_cycle``), when h11 is installed. This is how the
 lab's HTTP layer was weighed against h11 (docs/bench/redfish-server.md).
@@ -37,9 +37,9 @@ from typing import Any
 #: run in the server's process: a RedfishServer, its ports on stdout, until stdin ends
 SERVE = """
 import json, sys
-from fakes.faults import FaultPlan
-from fakes.machine import FakeMachine
-from hwlab.redfish import RedfishServer
+from bmaas.fakes.faults import FaultPlan
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.redfish import RedfishServer
 server = RedfishServer()
 ports = {}
 for i in range(int(sys.argv[1])):
@@ -159,7 +159,7 @@ HEADERS = [("Content-Type", "application/json"), ("OData-Version", "4.0")]
 
 
 async def _hwlab_http(count: int) -> None:
-    from hwlab import http
+    from bmaas.hwlab import http
 
     reader = asyncio.StreamReader(limit=http.MAX_HEAD)
     for _ in range(count):
@@ -192,11 +192,11 @@ async def _h11(count: int) -> None:
 
 def parse_cpu(rounds: int, count: int = 5000) -> dict[str, float]:
     """Microseconds of CPU per request read and answer encoded."""
-    contenders: dict[str, Any] = {"hwlab.http": _hwlab_http}
+    contenders: dict[str, Any] = {"bmaas.hwlab.http": _hwlab_http}
     try:
         import h11  # noqa: F401
     except ImportError:
-        print("h11 is not installed: hwlab.http alone", file=sys.stderr)
+        print("h11 is not installed: bmaas.hwlab.http alone", file=sys.stderr)
     else:
         contenders["h11"] = _h11
     times: dict[str, list[float]] = {name: [] for name in contenders}
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--reads", type=int, default=200, help="reads per BMC per round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--parse", action="store_true", help="also hwlab.http vs h11")
+    parser.add_argument("--parse", action="store_true", help="also bmaas.hwlab.http vs h11")
     parser.add_argument(
         "--new-connections", action="store_true", help="each read on a connection of its own"
     )

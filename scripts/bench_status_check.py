@@ -3,7 +3,7 @@ next to the same lab with every BMC alive, against its ``--deadline``.
 
     python scripts/bench_status_check.py --nodes 1000 --dead 0.05 --deadline 30
 
-Brings up an hwlab lab of N IPMI BMCs (``hwlab.lab.Lab``, sharded over worker
+Brings up an hwlab lab of N IPMI BMCs (``bmaas.hwlab.lab.Lab``, sharded over worker
 processes as the lab shards itself), enrolls it into a temporary database, and
 runs ``bmaas status check --json`` the way an operator does: the console
 script in a subprocess. Each round runs it twice, in alternating order: once
@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hwlab.daemon import LabOptions, build_spec
-from hwlab.lab import DEFAULT_SHARD_SIZE, Lab
+from bmaas.hwlab.daemon import LabOptions, build_spec
+from bmaas.hwlab.lab import DEFAULT_SHARD_SIZE, Lab
 
 #: seconds a command may run past its own deadline before the bench calls it hung
 MARGIN = 30.0

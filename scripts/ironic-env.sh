@@ -45,7 +45,7 @@ fi
 # from this checkout, which a stamp in the venv records.
 stamp="$venv/.bmaas-stamp"
 want="$(sha256sum pyproject.toml | cut -c1-16) $PWD"
-if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$venv/bin/python" -c 'import drivers.ironic' 2>/dev/null; then
+if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$venv/bin/python" -c 'import bmaas.drivers.ironic' 2>/dev/null; then
     say "bmaas[ironic] up to date in $venv (editable, this checkout)"
 else
     t=$(date +%s.%N)
@@ -53,7 +53,7 @@ else
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[ironic]' 2>&1 |
         grep -v -e BuildBackendWarning -e '^ *!!' -e '^ *\*\*\*' -e 'careful with folders' \
             -e 'name as your package' -e 'WheelFile(wheel_path' -e '^ *$' >&2 || true
-    "$venv/bin/python" -c 'import ironic, drivers.ironic' >/dev/null
+    "$venv/bin/python" -c 'import ironic, bmaas.drivers.ironic' >/dev/null
     echo "$want" >"$stamp"
     say "installed bmaas[ironic] ($(since "$t"))"
 fi

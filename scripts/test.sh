@@ -58,7 +58,7 @@ trap stop_burners EXIT INT TERM
 
 step ruff check .
 step ruff format --check .
-step mypy # bmaas/ drivers/ fakes/ hwlab/, strict; configured in pyproject.toml
+step bash scripts/mypy.sh # strict, on the tree as it installs (bmaas.drivers, ...): pyproject.toml
 
 if [ $under_load = yes ]; then
     for _ in 1 2; do

@@ -20,7 +20,7 @@ import bmaas.inventory.nodes
 from bmaas import registry
 from bmaas.driver import BMCDriver
 from bmaas.driver_info import DriverInfo
-from fakes.driver import FakeDriver
+from bmaas.fakes.driver import FakeDriver
 
 __all__ = [
     "PASSWORD",

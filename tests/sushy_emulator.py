@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hwlab.proxy.stock import free_port
+from bmaas.hwlab.proxy.stock import free_port
 
 __all__ = ["ROOT_READ", "SESSION_LOGIN", "Emulator", "sushy_emulator"]
 

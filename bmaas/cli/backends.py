@@ -32,7 +32,7 @@ __all__ = ["BACKENDS_GROUP", "backend_options", "chosen_backend", "embedded_chos
 
 BACKENDS_GROUP = "bmaas.backends"
 #: backends bmaas ships (``module:factory``); entry points add or override
-BUILT_IN = {"ironic": "drivers.ironic_backend:from_cloud"}
+BUILT_IN = {"ironic": "bmaas.drivers.ironic_backend:from_cloud"}
 _META = "bmaas.backend"
 
 

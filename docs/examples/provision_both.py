@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2)
     args = parser.parse_args()
     if args.cloud:
-        from drivers.ironic_backend import from_cloud
+        from bmaas.drivers.ironic_backend import from_cloud
 
         provisioner = Provisioner(backend=from_cloud(args.cloud))
     else:

@@ -40,7 +40,7 @@ FF    unspecified error                      BMCInternalError
 
 Source of every row: IPMI v2.0 rev 1.1, table 5-2 (completion codes) and
 table 13-15 (RMCP+ status). The codes field incidents show (hwlab's
-``ipmi-*`` incidents, :mod:`fakes.incidents`) are also those Ironic's ipmitool
+``ipmi-*`` incidents, :mod:`bmaas.fakes.incidents`) are also those Ironic's ipmitool
 driver retries by text (``IPMITOOL_RETRYABLE_FAILURES``: "Node busy" 0xC0,
 "Timeout" 0xC3, "Out of space" 0xC4, "BMC initialization in progress" 0xD2,
 and RMCP+ 0x01 "insufficient resources for session"); 0xCE and 0xD5 are the

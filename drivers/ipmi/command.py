@@ -1,5 +1,5 @@
 """Logging in and sending commands within a deadline: pyghmi's ``Command``
-over :class:`~drivers.ipmi.session.BoundedSession`.
+over :class:`~bmaas.drivers.ipmi.session.BoundedSession`.
 
 :func:`open_command` logs in (RMCP+) and returns a :class:`BoundedCommand`;
 ``BoundedCommand.within(deadline)`` is one driver call's view of it, whose
@@ -27,7 +27,7 @@ from pyghmi.ipmi.private import util as _util
 
 from bmaas.clock import ClockFn
 from bmaas.deadline import Deadline
-from drivers.ipmi.session import BoundedSession
+from bmaas.drivers.ipmi.session import BoundedSession
 
 __all__ = ["COMMAND_NAMES", "BoundedCommand", "CommandCall", "open_command"]
 

@@ -1,8 +1,8 @@
 """The IPMI driver: bmaas's driver contract over IPMI 2.0 (RMCP+, lanplus).
 
-Built on ``pyghmi.ipmi.command.Command`` through :mod:`drivers.ipmi.session`,
+Built on ``pyghmi.ipmi.command.Command`` through :mod:`bmaas.drivers.ipmi.session`,
 which bounds every wait by the call's deadline. Faults come from one mapping,
-:func:`drivers.ipmi.classify.classify`; the driver adds the two judgements
+:func:`bmaas.drivers.ipmi.classify.classify`; the driver adds the two judgements
 that need IPMI semantics: power faults reported by Get Chassis Status
 (``PowerFailure``) and a boot device that does not read back (``BootFailure``).
 
@@ -45,6 +45,8 @@ from bmaas.driver import (
     PowerState,
 )
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.ipmi.classify import classify
+from bmaas.drivers.ipmi.command import BoundedCommand, CommandCall, open_command
 from bmaas.faults import (
     BmaasError,
     BMCFault,
@@ -52,8 +54,6 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
-from drivers.ipmi.classify import classify
-from drivers.ipmi.command import BoundedCommand, CommandCall, open_command
 
 __all__ = ["SESSION_KEEPALIVE", "SESSION_REUSE_IDLE", "IPMIDriver"]
 
@@ -247,7 +247,7 @@ class IPMIDriver(BMCDriver):
         self.logins += 1  # counted when tried: a failed login still costs the BMC one
         user = (info.ipmi_username or "").encode("utf-8")
         # pyghmi must get bytes: str credentials make a second login to the
-        # same BMC in this process hang (see drivers.ipmi.session)
+        # same BMC in this process hang (see bmaas.drivers.ipmi.session)
         cmd = open_command(
             info.ipmi_address or "",
             info.ipmi_port,

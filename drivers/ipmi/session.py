@@ -8,7 +8,7 @@ only its own caller (:class:`_WakeQueue`), the caller runs the session's
 retransmit timer, and when the deadline passes it abandons the session. No
 thread waits inside pyghmi, so nothing is left behind.
 
-pyghmi 1.6.19 behaviours worked around here and in :mod:`drivers.ipmi.command`
+pyghmi 1.6.19 behaviours worked around here and in :mod:`bmaas.drivers.ipmi.command`
 (measured on this machine):
 
 ==============================================  ==================================================
@@ -64,7 +64,7 @@ from pyghmi.ipmi.private import session as _ps
 from pyghmi.ipmi.private import util as _util
 
 from bmaas.deadline import Deadline
-from drivers.ipmi.classify import NoAnswer
+from bmaas.drivers.ipmi.classify import NoAnswer
 
 __all__ = ["BoundedSession", "drain_shared_queue"]
 

@@ -42,6 +42,9 @@ from oslo_config import cfg
 from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, Operation
+from bmaas.drivers.ipmi.driver import SESSION_KEEPALIVE
+from bmaas.drivers.ironic import conf
+from bmaas.drivers.ironic.info import parse_driver_info
 from bmaas.faults import (
     BmaasError,
     BMCFault,
@@ -54,9 +57,6 @@ from bmaas.pool import DriverPool, PoolKey, idle_for_interval
 from bmaas.registry import build_driver
 from bmaas.retry import RetryLimits
 from bmaas.silence import Silence, SilentBMCs
-from drivers.ipmi.driver import SESSION_KEEPALIVE
-from drivers.ironic import conf
-from drivers.ironic.info import parse_driver_info
 
 __all__ = [
     "KEEPER",
@@ -219,7 +219,7 @@ def limits(budget: Budget, *, sync: bool = False) -> RetryLimits:
     """The operation retry for one conductor call: each BMC request capped at
     ``[bmaas]call_deadline``; the total is the Deadline each call passes.
 
-    ``sync`` (Ironic's power reads, see :mod:`drivers.ironic.power`): a fault
+    ``sync`` (Ironic's power reads, see :mod:`bmaas.drivers.ironic.power`): a fault
     the policy table's ``sync`` column counts fails the read at once, so that
     Ironic's own failure counting sees it; one it does not count (busy) is
     retried as usual (:attr:`bmaas.retry.RetryLimits.sync`).

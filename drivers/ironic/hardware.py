@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ironic.drivers import generic
 
-from drivers.ironic.management import BmaasManagement
-from drivers.ironic.power import BmaasPower
+from bmaas.drivers.ironic.management import BmaasManagement
+from bmaas.drivers.ironic.power import BmaasPower
 
 __all__ = ["BmaasIPMIHardware", "BmaasRedfishHardware"]
 

@@ -16,8 +16,8 @@ from ironic.drivers import base
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, Operation
-from drivers.ironic import calls, info
-from drivers.ironic.power import protocol_of
+from bmaas.drivers.ironic import calls, info
+from bmaas.drivers.ironic.power import protocol_of
 
 __all__ = ["BmaasManagement"]
 

@@ -36,8 +36,8 @@ from ironic.drivers import base
 from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, Capability, Operation, PowerAction, PowerState
+from bmaas.drivers.ironic import calls, info
 from bmaas.faults import PowerFailure
-from drivers.ironic import calls, info
 
 __all__ = ["PROTOCOLS", "BmaasPower", "protocol_of"]
 

@@ -2,7 +2,7 @@
 
 ::
 
-    from drivers.ironic_backend import IronicBackend
+    from bmaas.drivers.ironic_backend import IronicBackend
     backend = IronicBackend.from_cloud("lab")        # clouds.yaml / OS_CLOUD / OS_*
 
 The only package that imports openstacksdk; see :mod:`.backend` for how the
@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bmaas.deadline import Deadline
-from bmaas.faults import InputError
-from drivers.ironic_backend.api import (
+from bmaas.drivers.ironic_backend.api import (
     BUSY,
     Api,
     IronicTimeout,
@@ -24,7 +23,8 @@ from drivers.ironic_backend.api import (
     IronicUnreachable,
     connect,
 )
-from drivers.ironic_backend.backend import IronicBackend
+from bmaas.drivers.ironic_backend.backend import IronicBackend
+from bmaas.faults import InputError
 
 __all__ = [
     "CLOUD_INSTANCE_INFO",

@@ -41,10 +41,10 @@ from openstack import exceptions as sdk_exc
 from openstack import warnings as os_warnings
 
 from bmaas.deadline import Deadline
+from bmaas.drivers.ironic_backend import transport
+from bmaas.drivers.ironic_backend.transport import IronicDeadlineExceeded, call_deadline
 from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable
 from bmaas.retry import RetryLimits, retrying
-from drivers.ironic_backend import transport
-from drivers.ironic_backend.transport import IronicDeadlineExceeded, call_deadline
 
 __all__ = [
     "BUSY",

@@ -48,15 +48,15 @@ from typing import Any
 
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
+from bmaas.drivers.ironic_backend.api import BUSY_ALLOCATION, Api, IronicBusy
+from bmaas.drivers.ironic_backend.classify import Evidence, classify, recent_errors
+from bmaas.drivers.ironic_backend.instances import InstancesMixin
+from bmaas.drivers.ironic_backend.ports import PortEntry, PortLedger
 from bmaas.faults import BmaasError, BMCTimeout, InputError, NodeUnavailable
 from bmaas.policy import FaultPolicy
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
 from bmaas.retry import retrying
-from drivers.ironic_backend.api import BUSY_ALLOCATION, Api, IronicBusy
-from drivers.ironic_backend.classify import Evidence, classify, recent_errors
-from drivers.ironic_backend.instances import InstancesMixin
-from drivers.ironic_backend.ports import PortEntry, PortLedger
 
 __all__ = ["ClaimState", "IronicBackend", "JobState"]
 
@@ -405,7 +405,7 @@ class IronicBackend(InstancesMixin):
 
     def status_checks(self) -> list[Any]:
         """``bmaas status check --cloud``'s checks (:mod:`.status`)."""
-        from drivers.ironic_backend.status import checks
+        from bmaas.drivers.ironic_backend.status import checks
 
         return checks(self.api)
 

@@ -19,7 +19,7 @@ from bmaas.provision.backend import Readiness
 from bmaas.provision.records import Instance, Job, Request
 
 if TYPE_CHECKING:
-    from drivers.ironic_backend.api import Api
+    from bmaas.drivers.ironic_backend.api import Api
 
 __all__ = ["InstancesMixin", "is_instance"]
 

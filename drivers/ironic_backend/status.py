@@ -23,14 +23,14 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any
 
+from bmaas.drivers.ironic_backend.instances import is_instance
 from bmaas.status import Outcome
 from bmaas.status.checks import Check
 from bmaas.status.context import CheckContext
 from bmaas.status.result import listing
-from drivers.ironic_backend.instances import is_instance
 
 if TYPE_CHECKING:
-    from drivers.ironic_backend.api import Api
+    from bmaas.drivers.ironic_backend.api import Api
 
 __all__ = ["checks"]
 

@@ -10,7 +10,7 @@ retry bmaas adds. Measured against a silent port before this module
 * keystoneauth's ``Session`` has no timeout unless ``api_timeout`` is
   configured, and then it is per socket receive, not per exchange. Here the
   requests session under keystoneauth gets :class:`IronicAdapter`, the Redfish
-  edge's :class:`~drivers.redfish.transport.DeadlineAdapter` (connect, send,
+  edge's :class:`~bmaas.drivers.redfish.transport.DeadlineAdapter` (connect, send,
   status line, headers and every byte of the body end by the deadline; a
   watchdog shuts a socket that is still waiting at the deadline), with the
   deadline taken from the API call in progress;
@@ -20,10 +20,10 @@ retry bmaas adds. Measured against a silent port before this module
   ``baremetal_status_code_retries: 5`` on 409 and 503 (another 0.5 s-doubling
   series of sleeps). :data:`NO_HIDDEN_RETRIES` sets both to zero: one call is
   one attempt; Ironic's "later" (409, 503) is retried by
-  :class:`~drivers.ironic_backend.api.Api` through :mod:`bmaas.retry`, within
+  :class:`~bmaas.drivers.ironic_backend.api.Api` through :mod:`bmaas.retry`, within
   the caller's deadline, interruptible.
 
-Which deadline: the one the :class:`~drivers.ironic_backend.api.Api` call in
+Which deadline: the one the :class:`~bmaas.drivers.ironic_backend.api.Api` call in
 progress gives (:func:`call_deadline`, a ``ContextVar``: the HTTP requests of
 one call run in the caller's thread), never later than the API's overall
 bound (the command's ``--deadline``), which also covers the requests
@@ -41,8 +41,8 @@ from typing import Any
 import requests
 
 from bmaas.deadline import Deadline
-from drivers.redfish.faults import DeadlineExceeded
-from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
+from bmaas.drivers.redfish.faults import DeadlineExceeded
+from bmaas.drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
 __all__ = [
     "NO_HIDDEN_RETRIES",

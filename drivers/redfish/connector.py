@@ -13,12 +13,12 @@ sushy's ``Connector._op`` retries on its own, under any retry the caller adds
 
 So we build the connector with ``server_side_retries=1`` (one transport try),
 pass ``server_side_retries_left=0`` on every request (no 5xx or vendor retry),
-and send every request through :class:`~drivers.redfish.transport.DeadlineAdapter`
+and send every request through :class:`~bmaas.drivers.redfish.transport.DeadlineAdapter`
 with the call's :class:`~bmaas.deadline.Deadline` as its ``timeout``: the
 whole exchange, every byte of the body included, ends by it. The hot read
 (:meth:`BoundedConnector.read_fields`, the power state) skips requests for
-its own HTTP on a kept socket (:mod:`drivers.redfish.lean`,
-:mod:`drivers.redfish.wire`) with the same deadline, body cap and gate.
+its own HTTP on a kept socket (:mod:`bmaas.drivers.redfish.lean`,
+:mod:`bmaas.drivers.redfish.wire`) with the same deadline, body cap and gate.
 
 sushy's resources (``System.refresh``, ``reset_system``) call the connector
 with no way to pass a deadline, so the driver hands its call's ``Deadline``
@@ -55,9 +55,9 @@ from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
-from drivers.redfish.faults import DeadlineExceeded
-from drivers.redfish.lean import LeanReader
-from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
+from bmaas.drivers.redfish.faults import DeadlineExceeded
+from bmaas.drivers.redfish.lean import LeanReader
+from bmaas.drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
 __all__ = ["OPERATION_HEADER", "BoundedConnector"]
 
@@ -126,7 +126,7 @@ class BoundedConnector(Connector):
             # node, and pyghmi's select() breaks on descriptors past 1024 in
             # a process that also speaks IPMI.
             self._session.headers.pop("Connection", None)
-        #: the hot read's lean path (see :mod:`drivers.redfish.lean`)
+        #: the hot read's lean path (see :mod:`bmaas.drivers.redfish.lean`)
         self.lean = LeanReader(
             self._session,
             url,

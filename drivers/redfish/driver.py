@@ -2,18 +2,18 @@
 
 One driver per node; the drivers of the nodes behind one Redfish service
 (same root URL, credentials and TLS settings) share one sushy client and so
-one session (:mod:`drivers.redfish.service`), created on first use and
+one session (:mod:`bmaas.drivers.redfish.service`), created on first use and
 reused; the last :meth:`close` logs out. Every call passes the BMC's gate
 (:mod:`bmaas.gate`: at most ``max_requests`` in flight per service, every
 HTTP request ``min_interval`` after the previous one). Every call
 runs under one deadline shared by all the HTTP requests it makes, each request
-is one attempt (see :mod:`drivers.redfish.connector`), and every failure
-leaves through :func:`drivers.redfish.faults.map_exception`.
+is one attempt (see :mod:`bmaas.drivers.redfish.connector`), and every failure
+leaves through :func:`bmaas.drivers.redfish.faults.map_exception`.
 
 Requests per call, once connected (the lab tests count them at the server):
 ``get_power_state``/``get_boot_device``/``get_inventory``/``get_boot_progress``/
 ``probe``: 1 GET (``get_power_state`` through the lean read of
-:mod:`drivers.redfish.lean`; 2 once per service if it advertises ``$select``
+:mod:`bmaas.drivers.redfish.lean`; 2 once per service if it advertises ``$select``
 and then refuses it). ``set_power_state``: 1 GET (state and allowed resets) + 1 POST,
 no POST when an idempotent action finds the node already there, 1 more GET
 when the BMC refuses an idempotent action with 400/409 (it may be there).
@@ -50,6 +50,10 @@ from bmaas.driver import (
     PowerState,
 )
 from bmaas.driver_info import FIELDS, DriverInfo
+from bmaas.drivers.redfish.connector import BoundedConnector
+from bmaas.drivers.redfish.descriptors import keepable_services
+from bmaas.drivers.redfish.faults import map_exception, may_be_already_there
+from bmaas.drivers.redfish.service import SERVICES, RedfishService, ServiceKey
 from bmaas.faults import (
     BmaasError,
     BMCFault,
@@ -58,10 +62,6 @@ from bmaas.faults import (
     UnclassifiedFault,
 )
 from bmaas.secrets import Secret
-from drivers.redfish.connector import BoundedConnector
-from drivers.redfish.descriptors import keepable_services
-from drivers.redfish.faults import map_exception, may_be_already_there
-from drivers.redfish.service import SERVICES, RedfishService, ServiceKey
 
 __all__ = ["RedfishDriver"]
 
@@ -123,7 +123,7 @@ class RedfishDriver(BMCDriver):
     #: at most this many services (one socket each). Connections live on
     #: descriptors above 1024, where pyghmi's select() never looks, so the
     #: cap is the room the descriptor limit leaves there (18,700 at a limit
-    #: of 20,000); 256 where nothing can move (drivers.redfish.descriptors)
+    #: of 20,000); 256 where nothing can move (bmaas.drivers.redfish.descriptors)
     keep_alive_services = keepable_services()
     #: the process's shared service clients (tests inject their own)
     services = SERVICES
@@ -357,7 +357,7 @@ class RedfishDriver(BMCDriver):
             assert conn is not None
             if self._fetched:  # read moments ago by _connect
                 return POWER_STATES.get(system.power_state, PowerState.UNKNOWN)
-            # One lean GET for one field (drivers.redfish.lean): a power sync
+            # One lean GET for one field (bmaas.drivers.redfish.lean): a power sync
             # reads every node every pass. The cached System is marked stale,
             # so other calls re-read it.
             system.invalidate()

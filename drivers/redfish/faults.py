@@ -82,7 +82,7 @@ class DeadlineExceeded(Exception):
 
 
 class ConnectFailed(Exception):
-    """The lean read's own connection (:mod:`drivers.redfish.wire`) could not
+    """The lean read's own connection (:mod:`bmaas.drivers.redfish.wire`) could not
     be made: no route, reset during connect, a connect timeout before the
     deadline -- the request was never sent (urllib3's ``NewConnectionError``
     for the requests path). The OS error is its ``__cause__``."""
@@ -274,7 +274,7 @@ def _transport(exc: BaseException, build: FaultBuilder) -> BMCFault | None:
 
     if inner := has(requests.exceptions.SSLError, ssl.SSLError, u3.SSLError):
         return build(BMCUnreachable, f"TLS handshake failed: {_short(inner)}")
-    # socket.gaierror: the lean read's own connect (drivers.redfish.wire)
+    # socket.gaierror: the lean read's own connect (bmaas.drivers.redfish.wire)
     if has(u3.NameResolutionError, socket.gaierror):
         return build(BMCUnreachable, "BMC host name does not resolve")
     if has(ConnectionRefusedError):

@@ -1,11 +1,11 @@
-"""HTTP/1.1 answers framed by hand, for the lean read (:mod:`drivers.redfish.wire`).
+"""HTTP/1.1 answers framed by hand, for the lean read (:mod:`bmaas.drivers.redfish.wire`).
 
 The status line and headers are split without :mod:`email.parser` (which is
 most of ``http.client``'s cost on a 300-byte answer), the body is framed by
 ``Content-Length``, chunked transfer coding or the end of the stream, and
 every receive is bounded by what is left of the exchange's deadline. The
 body cap is applied as the bytes arrive. Errors are those ``http.client``
-raises for the same faults, so :mod:`drivers.redfish.faults` maps them as
+raises for the same faults, so :mod:`bmaas.drivers.redfish.faults` maps them as
 it maps urllib3's.
 """
 
@@ -17,7 +17,7 @@ import socket
 import ssl
 
 from bmaas.deadline import Deadline
-from drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
+from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
 
 __all__ = ["MAX_HEAD", "Reader", "left", "read_body", "read_head"]
 

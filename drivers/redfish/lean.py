@@ -7,7 +7,7 @@ and environment merging, hooks) and then the whole ``ComputerSystem`` parsed
 into a dict. Measured on hwlab: over half of a pooled read's client CPU, none
 of it needed to learn one field. :class:`LeanReader` does the same GET with:
 
-* its own HTTP/1.1 (:mod:`drivers.redfish.wire`): the request's bytes built
+* its own HTTP/1.1 (:mod:`bmaas.drivers.redfish.wire`): the request's bytes built
   once per URL (and auth header), one ``sendall`` on a kept socket, the
   answer's status line and headers split by hand -- requests, urllib3 and
   ``http.client``'s email-parser headers were three quarters of a read's
@@ -24,10 +24,10 @@ of it needed to learn one field. :class:`LeanReader` does the same GET with:
   one: a ``304 Not Modified`` answers from the fields kept with that ETag;
 * a kept HTTP connection (no ``Connection: close``) when ``keep_alive`` is
   set -- the driver sets it while the process holds few services, since one
-  socket per service is kept (see :class:`~drivers.redfish.driver.RedfishDriver`).
+  socket per service is kept (see :class:`~bmaas.drivers.redfish.driver.RedfishDriver`).
 
 Failures leave as through sushy, so the one mapping in
-:mod:`drivers.redfish.faults` sees what it always saw: a transport error
+:mod:`bmaas.drivers.redfish.faults` sees what it always saw: a transport error
 becomes ``sushy.exceptions.ConnectionError`` from the socket, TLS or
 ``http.client`` error, an HTTP error status goes through
 ``sushy.exceptions.raise_for_response`` with a ``requests.Response`` built
@@ -54,8 +54,8 @@ from requests.utils import get_encoding_from_headers
 
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
-from drivers.redfish.faults import ConnectFailed
-from drivers.redfish.wire import Answer, KeptConnections, StaleConnection, Target
+from bmaas.drivers.redfish.faults import ConnectFailed
+from bmaas.drivers.redfish.wire import Answer, KeptConnections, StaleConnection, Target
 
 __all__ = ["LeanReader"]
 

@@ -9,7 +9,7 @@ its few session slots (iDRAC refuses the next with ``RAC0218``), and a
 client that keeps one session per address logs the old node's session out
 whenever it switches nodes.
 
-So every :class:`~drivers.redfish.driver.RedfishDriver` in a process whose
+So every :class:`~bmaas.drivers.redfish.driver.RedfishDriver` in a process whose
 service is the same -- service root URL, credentials and TLS settings (a
 different password or CA bundle is a different client) -- shares one
 :class:`RedfishService`: one connector (one ``requests`` session), one
@@ -34,8 +34,8 @@ import sushy
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.redfish.connector import BoundedConnector
 from bmaas.secrets import Secret
-from drivers.redfish.connector import BoundedConnector
 
 __all__ = ["SERVICES", "RedfishService", "ServiceKey", "ServiceRegistry"]
 

@@ -17,19 +17,19 @@ the call's :class:`~bmaas.deadline.Deadline`:
 * a shared :class:`_Watchdog` thread shuts the exchange's socket down at the
   deadline, which wakes a receive blocked on a server that sends nothing
   more (half-open, slow loris, stalled headers). The exchange then raises
-  :class:`~drivers.redfish.faults.DeadlineExceeded`, which the driver's one
+  :class:`~bmaas.drivers.redfish.faults.DeadlineExceeded`, which the driver's one
   mapping turns into ``BMCTimeout``.
 
 The body is also capped (``max_body``, from the node's
 ``redfish_max_body_bytes``, 16 MiB by default): a ``Content-Length`` over the
 cap is refused before a byte of the body is read, and a body without one
 (chunked, or read to the close) is counted as it streams and dropped the
-moment it passes the cap, with :class:`~drivers.redfish.faults.BodyTooLarge`
+moment it passes the cap, with :class:`~bmaas.drivers.redfish.faults.BodyTooLarge`
 (``BMCProtocolError`` after the driver's mapping). Measured before the cap: a
 "BMC" sending a 1 GiB body took one power read to 2.09 GiB of memory.
 
 One exchange is one attempt: the adapter retries nothing (``max_retries=0``),
-and the connector tells sushy the same (see :mod:`drivers.redfish.connector`).
+and the connector tells sushy the same (see :mod:`bmaas.drivers.redfish.connector`).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
-from drivers.redfish.descriptors import move_high
-from drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
+from bmaas.drivers.redfish.descriptors import move_high
+from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
 
 __all__ = ["DeadlineAdapter", "ExchangeDeadline"]
 
@@ -168,7 +168,7 @@ def _watch(sock: socket.socket | None) -> None:
 class _WatchedHTTPConnection(HTTPConnection):
     """Hands its socket to the running exchange: when created (TCP connect),
     once connected, and when reused for another request. A new socket is
-    moved above ``select()``'s reach (:mod:`drivers.redfish.descriptors`)."""
+    moved above ``select()``'s reach (:mod:`bmaas.drivers.redfish.descriptors`)."""
 
     def _new_conn(self) -> socket.socket:
         sock = move_high(super()._new_conn())

@@ -8,29 +8,29 @@ pooled power read, to learn one field of a 300-byte answer. Here a GET is
 pre-built request bytes, one ``sendall`` and, on a kept connection, usually
 one ``recv``; the status line and headers are split by hand.
 
-The guarantees of :class:`~drivers.redfish.transport.DeadlineAdapter` hold:
+The guarantees of :class:`~bmaas.drivers.redfish.transport.DeadlineAdapter` hold:
 
 * **total deadline**: every blocking step (connect, TLS handshake, send,
   each receive) gets the time left as its socket timeout, and each of those
   is bounded as a whole by Python (``sendall`` and ``SSLSocket`` operations
   count from their start), so the exchange ends by the deadline however the
   server dribbles -- no watchdog thread needed; a timeout once the deadline
-  has passed is :class:`~drivers.redfish.faults.DeadlineExceeded`;
+  has passed is :class:`~bmaas.drivers.redfish.faults.DeadlineExceeded`;
 * **body cap**: a ``Content-Length`` over ``max_body`` is refused unread, a
   chunked body or one read to the close is dropped as soon as it passes it
-  (:class:`~drivers.redfish.faults.BodyTooLarge`);
+  (:class:`~bmaas.drivers.redfish.faults.BodyTooLarge`);
 * **one attempt**: nothing is retried, except a GET sent on a *reused*
   socket the server had already closed (nothing at all came back): that is
   :class:`StaleConnection`, and the caller sends it once more on a new
   connection -- the request never reached the service, and a GET is
   idempotent anyway;
-* failures below HTTP raise what :mod:`drivers.redfish.faults` maps: the
+* failures below HTTP raise what :mod:`bmaas.drivers.redfish.faults` maps: the
   stdlib's socket and TLS errors, ``http.client`` exceptions for a reply
-  that is not HTTP, :class:`~drivers.redfish.faults.ConnectFailed` for a
+  that is not HTTP, :class:`~bmaas.drivers.redfish.faults.ConnectFailed` for a
   connection never made.
 
 Sockets are moved above ``select()``'s reach like urllib3's
-(:mod:`drivers.redfish.descriptors`). No message or repr here holds a
+(:mod:`bmaas.drivers.redfish.descriptors`). No message or repr here holds a
 request's bytes: they carry the session token or basic-auth credentials.
 """
 
@@ -48,9 +48,9 @@ from urllib.parse import urlsplit
 from urllib3.util.ssl_ import create_urllib3_context
 
 from bmaas.deadline import Deadline
-from drivers.redfish.descriptors import move_high
-from drivers.redfish.faults import ConnectFailed, DeadlineExceeded
-from drivers.redfish.framing import Reader, left, read_body, read_head
+from bmaas.drivers.redfish.descriptors import move_high
+from bmaas.drivers.redfish.faults import ConnectFailed, DeadlineExceeded
+from bmaas.drivers.redfish.framing import Reader, left, read_body, read_head
 
 __all__ = ["Answer", "KeptConnections", "StaleConnection", "Target"]
 

@@ -2,7 +2,7 @@
 
 One module per family of commands: ``lab`` (up, down, status, fault,
 power, profiles), ``scenarios`` (matrix, demo), ``proxy``; ``hwlab bench`` lives
-with the benchmarks in :mod:`hwlab.harness.bench.cli`.
+with the benchmarks in :mod:`bmaas.hwlab.harness.bench.cli`.
 """
 
 from __future__ import annotations
@@ -21,37 +21,37 @@ __all__ = ["COMMANDS", "cli", "main", "parse_rule_arg"]
 #: (tests/unit/test_cli_start.py holds the help texts to the commands').
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": (
-        "hwlab.harness.bench.cli:bench",
+        "bmaas.hwlab.harness.bench.cli:bench",
         "Performance and resilience benchmarks on a private lab (loopback only).",
     ),
     "demo": (
-        "hwlab.cli.scenarios:demo",
+        "bmaas.hwlab.cli.scenarios:demo",
         "Show bmaas working: bring up a flaky lab, deploy a batch of instances with typed "
         "retries, check nothing leaked, undeploy, tear down.",
     ),
-    "down": ("hwlab.cli.lab:down", "Stop the lab and everything it started."),
+    "down": ("bmaas.hwlab.cli.lab:down", "Stop the lab and everything it started."),
     "effects": (
-        "hwlab.cli.lab:effects_cmd",
+        "bmaas.hwlab.cli.lab:effects_cmd",
         "List the fault effects: layer, parameters (with defaults), what they do.",
     ),
-    "fault": ("hwlab.cli.lab:fault", "Add or clear fault rules on a running lab."),
+    "fault": ("bmaas.hwlab.cli.lab:fault", "Add or clear fault rules on a running lab."),
     "matrix": (
-        "hwlab.cli.scenarios:matrix",
+        "bmaas.hwlab.cli.scenarios:matrix",
         "Run every fault effect against every protocol through the real bmaas drivers, on a "
         "private lab, and compare with the expected fault classes.",
     ),
-    "power": ("hwlab.cli.lab:power", "Turn NODE's hardware on or off behind its BMC's back."),
-    "profiles": ("hwlab.cli.lab:profiles_cmd", "List the built-in fault profiles."),
+    "power": ("bmaas.hwlab.cli.lab:power", "Turn NODE's hardware on or off behind its BMC's back."),
+    "profiles": ("bmaas.hwlab.cli.lab:profiles_cmd", "List the built-in fault profiles."),
     "proxy": (
-        "hwlab.cli.proxy:proxy",
+        "bmaas.hwlab.cli.proxy:proxy",
         "Put the lab's faults in front of a real BMC, until Ctrl-C.",
     ),
     "status": (
-        "hwlab.cli.lab:status",
+        "bmaas.hwlab.cli.lab:status",
         "Nodes, ports, fault rules in force and effects injected so far.",
     ),
     "up": (
-        "hwlab.cli.lab:up",
+        "bmaas.hwlab.cli.lab:up",
         "Start a lab in the background; return when every BMC is listening.",
     ),
 }
@@ -59,7 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def __getattr__(name: str) -> object:
     if name == "parse_rule_arg":  # kept importable from here, loaded on first use
-        from hwlab.cli.lab import parse_rule_arg
+        from bmaas.hwlab.cli.lab import parse_rule_arg
 
         return parse_rule_arg
     raise AttributeError(name)

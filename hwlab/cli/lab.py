@@ -19,17 +19,17 @@ from rich.table import Table
 
 from bmaas.cliutil import EXIT_USAGE, InputFile, Seconds, emit_json
 from bmaas.deadline import Deadline
+from bmaas.fakes.effects import EFFECTS, describe_effects, incident_record
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import InputError
+from bmaas.hwlab.cli.common import parse_seed, state_dir_option
+from bmaas.hwlab.control import LabClient, LabNotRunning
+from bmaas.hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
 from bmaas.yamlsrc import load_text
-from fakes.effects import EFFECTS, describe_effects, incident_record
-from fakes.faults import FaultRule
-from fakes.incidents import INCIDENTS
-from hwlab.cli.common import parse_seed, state_dir_option
-from hwlab.control import LabClient, LabNotRunning
-from hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
 
 if TYPE_CHECKING:
-    from hwlab.daemon import LabOptions
+    from bmaas.hwlab.daemon import LabOptions
 
 __all__ = [
     "down",
@@ -148,7 +148,7 @@ def up(
     """
     # the lab's machinery, only for the commands that start or stop one:
     # `hwlab status` stays quick
-    from hwlab.daemon import LabOptions, build_spec
+    from bmaas.hwlab.daemon import LabOptions, build_spec
 
     options = LabOptions(
         labfile=os.path.abspath(lab_file) if lab_file else None,
@@ -174,7 +174,7 @@ def up(
             click.echo(f"error: {problem}", err=True)
         raise SystemExit(EXIT_USAGE) from None
     state_dir.mkdir(parents=True, exist_ok=True)
-    from hwlab import statelock
+    from bmaas.hwlab import statelock
 
     lock = statelock.acquire(state_dir)  # held by the daemon for the lab's life
     try:
@@ -198,7 +198,7 @@ def _start(
 ) -> dict[str, Any]:
     """Start the daemon (handing it the state directory's ``lock``) and wait
     until it is ready."""
-    from hwlab.daemon import pid_alive, read_pid
+    from bmaas.hwlab.daemon import pid_alive, read_pid
 
     pid = read_pid(state_dir)
     if pid is not None and pid_alive(pid):
@@ -213,7 +213,7 @@ def _start(
     log = open(state_dir / "hwlab.log", "ab")  # noqa: SIM115 - handed to the daemon
     with log:
         daemon = subprocess.Popen(  # noqa: S603 - our own module, no shell
-            [sys.executable, "-m", "hwlab.daemon", str(state_dir), options.to_json()],
+            [sys.executable, "-m", "bmaas.hwlab.daemon", str(state_dir), options.to_json()],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -264,7 +264,7 @@ def _read_lab_json(state_dir: Path) -> dict[str, Any]:
 @state_dir_option
 def down(timeout: float, state_dir: Path) -> None:
     """Stop the lab and everything it started."""
-    from hwlab.daemon import pid_alive, read_pid
+    from bmaas.hwlab.daemon import pid_alive, read_pid
 
     pid = read_pid(state_dir)
     if pid is None:
@@ -350,7 +350,7 @@ def _worker_line(worker: dict[str, Any], *, restart: bool) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def profiles_cmd(as_json: bool) -> None:
     """List the built-in fault profiles."""
-    from hwlab import profiles  # here, not at import: `hwlab status` stays quick
+    from bmaas.hwlab import profiles  # here, not at import: `hwlab status` stays quick
 
     if as_json:
         emit_json({p.name: p.description for p in profiles.PROFILES.values()})

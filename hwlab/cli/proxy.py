@@ -11,8 +11,8 @@ import click
 
 from bmaas.cliutil import InputFile
 from bmaas.faults import InputError
+from bmaas.hwlab.cli.common import default_state_dir, parse_seed
 from bmaas.secrets import Secret
-from hwlab.cli.common import default_state_dir, parse_seed
 
 __all__ = ["proxy"]
 
@@ -99,9 +99,9 @@ def proxy(
     hwlab fault add bmc effect=busy,operation=power.get --state-dir DIR
     ipmitool -I lanplus -H 127.0.0.1 -p 6230 -U admin -P "$PW" power status
     """
-    from hwlab.proxy.host import ProxyHost
-    from hwlab.proxy.serve import load_rules, serve
-    from hwlab.proxy.spec import ProxySpec, parse_hostport, parse_upstream
+    from bmaas.hwlab.proxy.host import ProxyHost
+    from bmaas.hwlab.proxy.serve import load_rules, serve
+    from bmaas.hwlab.proxy.spec import ProxySpec, parse_hostport, parse_upstream
 
     if upstream_ca and upstream_insecure:
         raise InputError("give --upstream-ca or --upstream-insecure, not both")

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from bmaas.cliutil import Seconds, emit_json
 from bmaas.faults import InputError
-from hwlab.cli.common import parse_seed
+from bmaas.hwlab.cli.common import parse_seed
 
 __all__ = ["demo", "matrix"]
 
@@ -43,8 +43,8 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
 
     Exits 1 on any mismatch or UnclassifiedFault.
     """
-    from hwlab.harness.matrix import SCENARIOS, matrix_spec, run_matrix
-    from hwlab.lab import Lab
+    from bmaas.hwlab.harness.matrix import SCENARIOS, matrix_spec, run_matrix
+    from bmaas.hwlab.lab import Lab
 
     chosen = [s for s in SCENARIOS if not only or s.name in only]
     unknown = set(only) - {s.name for s in SCENARIOS}
@@ -147,7 +147,7 @@ def demo(
 
     Exits 1 if anything leaked or no request succeeded.
     """
-    from hwlab.harness.demo import DemoOptions, run_demo
+    from bmaas.hwlab.harness.demo import DemoOptions, run_demo
 
     options = DemoOptions(
         nodes=nodes,

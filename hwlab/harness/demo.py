@@ -20,15 +20,15 @@ from typing import Any
 
 from bmaas import inventory as inventory_mod
 from bmaas.deploy import DeploySettings
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import ProvisionFailed
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioned, Provisioner, Request
 from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import SYSTEM, PortOrigin
-from fakes.machine import Hardware
-from hwlab.lab import Lab
-from hwlab.labspec import generate
 
 __all__ = ["DemoOptions", "DemoSummary", "leaks", "run_demo"]
 

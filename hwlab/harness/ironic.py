@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from bmaas.faults import BmaasError
+from bmaas.hwlab.proxy.stock import free_port
 from bmaas.signals import relayed_signals
-from hwlab.proxy.stock import free_port
 
 __all__ = [
     "HISTORY_VERSION",
@@ -259,14 +259,14 @@ class IronicService:
     def bulk_enroll(self, nodes: Sequence[Mapping[str, Any]], *, timeout: float) -> list[str]:
         """Create ``nodes`` (``name``, ``driver``, ``driver_info``) in the
         database, ``manageable``, before :meth:`launch` (see
-        :mod:`hwlab.harness.ironic_bulk`); their UUIDs, in order."""
+        :mod:`bmaas.hwlab.harness.ironic_bulk`); their UUIDs, in order."""
         import json
 
         answer = subprocess.run(  # noqa: S603 - our own venv's python, our own module
             [
                 str(self.venv / "bin" / "python"),
                 "-m",
-                "hwlab.harness.ironic_bulk",
+                "bmaas.hwlab.harness.ironic_bulk",
                 "--config-file",
                 str(self.config_path),
             ],
@@ -515,10 +515,10 @@ def wait_for_provision(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m hwlab.harness.ironic [DIR]``: run one Ironic until SIGINT
+    """``python -m bmaas.hwlab.harness.ironic [DIR]``: run one Ironic until SIGINT
     or SIGTERM, then stop it (its whole process group) and exit 0."""
     parser = argparse.ArgumentParser(
-        prog="python -m hwlab.harness.ironic",
+        prog="python -m bmaas.hwlab.harness.ironic",
         description="Run a standalone Ironic on 127.0.0.1 (from .venv-ironic or "
         "$BMAAS_IRONIC_VENV) until SIGINT or SIGTERM; both stop it.",
     )

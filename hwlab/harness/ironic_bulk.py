@@ -1,6 +1,6 @@
 """Enroll thousands of nodes into a stopped Ironic's database, as its conductor would.
 
-``python -m hwlab.harness.ironic_bulk --config-file ironic.conf < nodes.json``,
+``python -m bmaas.hwlab.harness.ironic_bulk --config-file ironic.conf < nodes.json``,
 run with the Ironic venv's interpreter (it imports ``ironic``). Through the
 REST API a node costs a create and a ``manage`` (a verify task: one BMC
 read), about 4 nodes a second on a 2-core machine -- 40 minutes for the
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2 or args[0] != "--config-file":
         print(
-            "usage: python -m hwlab.harness.ironic_bulk --config-file FILE < nodes.json",
+            "usage: python -m bmaas.hwlab.harness.ironic_bulk --config-file FILE < nodes.json",
             file=sys.stderr,
         )
         return 2

@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 
-from hwlab.harness.ironic import IronicError
+from bmaas.hwlab.harness.ironic import IronicError
 
 __all__ = ["IronicRest"]
 

@@ -5,7 +5,7 @@ through the bmaas driver for that protocol (found through the
 ``bmaas.drivers`` entry points, so hwlab never imports ``drivers``), and
 records what came back — a fault class, or ``ok`` with the power state seen —
 and how long it took. The scenarios and what each must produce are read from
-:data:`fakes.effects.EFFECTS`, where each effect is defined; the lab's
+:data:`bmaas.fakes.effects.EFFECTS`, where each effect is defined; the lab's
 purpose is to keep the matrix all-pass, with zero ``UnclassifiedFault``.
 """
 
@@ -19,14 +19,14 @@ from typing import Any
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction
+from bmaas.fakes.effects import EFFECTS, Case, incident_cases
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import BmaasError
+from bmaas.hwlab.harness.budgets import no_budget, per_call
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import LabSpec, NodeSpec
 from bmaas.registry import build_driver
 from bmaas.retry import RetryingDriver, RetryLimits
-from fakes.effects import EFFECTS, Case, incident_cases
-from fakes.machine import Hardware
-from hwlab.harness.budgets import no_budget, per_call
-from hwlab.lab import Lab
-from hwlab.labspec import LabSpec, NodeSpec
 
 __all__ = ["EXPECTED", "SCENARIOS", "Result", "Scenario", "probe_until_up", "run_matrix"]
 
@@ -103,7 +103,7 @@ ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
 }
 
 #: the operation budget of an outcome run: longer than every incident window
-#: (fakes.effects.INCIDENT_WINDOW) and a firmware-update reboot in the matrix
+#: (bmaas.fakes.effects.INCIDENT_WINDOW) and a firmware-update reboot in the matrix
 OUTCOME_BUDGET = 8.0
 #: bmaas's retry for an outcome run: the defaults, but "briefly" spans 3 s
 #: (4 attempts 1 s apart), longer than the matrix's firmware-update reboot --
@@ -158,7 +158,7 @@ _COUNTED = frozenset(
     {"get_power_state", "request_power", "set_boot_device", "insert_virtual_media", "probe"}
 )
 
-#: every effect's matrix cases, as :data:`fakes.effects.EFFECTS` defines them
+#: every effect's matrix cases, as :data:`bmaas.fakes.effects.EFFECTS` defines them
 SCENARIOS: tuple[Scenario, ...] = tuple(
     dataclasses.replace(case, rule={"effect": str(effect), **case.rule})
     for effect, spec in EFFECTS.items()

@@ -1,16 +1,16 @@
-"""One emulated BMC: a pyghmi ``Bmc`` over a :class:`~fakes.machine.FakeMachine`.
+"""One emulated BMC: a pyghmi ``Bmc`` over a :class:`~bmaas.fakes.machine.FakeMachine`.
 
 Like virtualbmc, this subclasses ``pyghmi.ipmi.bmc.Bmc`` and keeps its
 vocabulary (``power_on``, ``get_boot_device``, ...), with a simulated machine
 instead of libvirt. Unlike virtualbmc, every request first goes through the
-machine's :class:`~fakes.faults.FaultPlan`; what fires is decided by
-:func:`fakes.effects.decide` and, in a session, carried out by
-:func:`hwlab.ipmi_action.carry_out` (the IPMI proxy's executor too), answered
-from :data:`hwlab.answers.IPMI_CODES`. At login, BMC effects show as:
+machine's :class:`~bmaas.fakes.faults.FaultPlan`; what fires is decided by
+:func:`bmaas.fakes.effects.decide` and, in a session, carried out by
+:func:`bmaas.hwlab.ipmi_action.carry_out` (the IPMI proxy's executor too), answered
+from :data:`bmaas.hwlab.answers.IPMI_CODES`. At login, BMC effects show as:
 busy, RMCP+ status 0x01 (no session slot); unsupported, status 0x11 (no cipher
 suite); auth_fail, RAKP2 with status 0x0D; internal_error, Get Channel
 Authentication Capabilities answered 0xFF; malformed_reply, RAKP2 cut short
-(:data:`hwlab.answers.IPMI_LOGIN_ANSWERS`, the proxy's table too). A login is
+(:data:`bmaas.hwlab.answers.IPMI_LOGIN_ANSWERS`, the proxy's table too). A login is
 evaluated once, at its first packet (Get Channel Authentication Capabilities).
 
 Requests map to operations as: a login (from Get Channel Authentication
@@ -37,13 +37,13 @@ from typing import Any
 from pyghmi.ipmi import bmc as _pyghmi_bmc
 
 from bmaas.driver import BootDevice, Operation, PowerAction, PowerState
-from fakes.effects import Action, Effect, decide
-from fakes.faults import Firing
-from fakes.machine import FakeMachine
-from hwlab.answers import LoginPhase, ipmi_login_answer, ipmi_login_status
-from hwlab.ipmi import extra
-from hwlab.ipmi.fru import build_fru
-from hwlab.ipmi.session import (
+from bmaas.fakes.effects import Action, Effect, decide
+from bmaas.fakes.faults import Firing
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.answers import LoginPhase, ipmi_login_answer, ipmi_login_status
+from bmaas.hwlab.ipmi import extra
+from bmaas.hwlab.ipmi.fru import build_fru
+from bmaas.hwlab.ipmi.session import (
     CIPHER_SUITES,
     RMCP_ILLEGAL_PARAMETER,
     RMCP_INSUFFICIENT_RESOURCES,
@@ -54,8 +54,8 @@ from hwlab.ipmi.session import (
     RequestContext,
     negotiate,
 )
-from hwlab.ipmi_action import Served, answer_time, carry_out
-from hwlab.operations import ipmi_operation
+from bmaas.hwlab.ipmi_action import Served, answer_time, carry_out
+from bmaas.hwlab.operations import ipmi_operation
 
 __all__ = ["LabBmc"]
 
@@ -319,7 +319,7 @@ class LabBmc(_pyghmi_bmc.Bmc):
         return Served(len(reply), partial(session.respond, ctx, code, reply))
 
     def _unjudged(self, ctx: RequestContext, data: bytes) -> tuple[int, bytes]:
-        """Commands no fault rule names (see :mod:`hwlab.ipmi.extra`)."""
+        """Commands no fault rule names (see :mod:`bmaas.hwlab.ipmi.extra`)."""
         return extra.answer(ctx.netfn, ctx.command, data, self.machine.name)
 
     def _execute(self, ctx: RequestContext, data: bytes, hw: list[Firing]) -> tuple[int, bytes]:
@@ -438,7 +438,7 @@ class LabBmc(_pyghmi_bmc.Bmc):
 
 @dataclasses.dataclass(frozen=True)
 class _Answering:
-    """The :class:`~hwlab.ipmi_action.Wire` of one request to the emulator:
+    """The :class:`~bmaas.hwlab.ipmi_action.Wire` of one request to the emulator:
     the BMC answers for itself."""
 
     bmc: LabBmc

@@ -3,7 +3,7 @@
 pyghmi's own ``Bmc.listen()`` drives every BMC through pyghmi's process-wide
 client IO thread and dies with all of them when one session raises. This
 server owns its sockets instead: one ``selectors`` loop (epoll on Linux) reads
-every BMC's socket, hands each datagram to its :class:`~hwlab.ipmi.bmc.LabBmc`,
+every BMC's socket, hands each datagram to its :class:`~bmaas.hwlab.ipmi.bmc.LabBmc`,
 and logs and survives whatever one bad packet raises. Delayed answers are
 timers on the same loop, so a BMC never blocks its neighbours.
 
@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Self
 
-from fakes.machine import FakeMachine
-from hwlab.ipmi.bmc import LabBmc
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.ipmi.bmc import LabBmc
 
 __all__ = ["MAX_BMCS_PER_PROCESS", "IPMIServer"]
 
@@ -44,7 +44,7 @@ _IDLE_WAIT = 1.0
 
 
 class IPMIServer:
-    """Emulated BMCs for many :class:`~fakes.machine.FakeMachine` objects,
+    """Emulated BMCs for many :class:`~bmaas.fakes.machine.FakeMachine` objects,
     each on its own UDP port on ``host``. Start, add, stop in any order;
     ``stop()`` is idempotent and leaves no thread and no socket behind."""
 

@@ -17,7 +17,7 @@ client retries forever                      (unauthorized name)
 ignores a RAKP3 with a bad auth code        answers RAKP4 with status 0x0F
 raises ``AttributeError`` on Set Session    answers the present level, as the spec says
 Privilege Level 0 (``clientpriv`` unset)
-registers itself in a process-global        is owned by its :class:`~hwlab.ipmi.bmc.LabBmc`
+registers itself in a process-global        is owned by its :class:`~bmaas.hwlab.ipmi.bmc.LabBmc`
 table and never leaves it                   and dropped on Close Session or idle expiry
 ==========================================  =========================================
 
@@ -43,8 +43,8 @@ from typing import Any, Protocol
 from pyghmi.ipmi.private import constants
 from pyghmi.ipmi.private import serversession as _pyghmi_server
 
-from fakes.effects import Effect
-from hwlab.answers import IPMI_LOGIN_ANSWERS
+from bmaas.fakes.effects import Effect
+from bmaas.hwlab.answers import IPMI_LOGIN_ANSWERS
 
 __all__ = [
     "CIPHER_SUITES",
@@ -126,7 +126,7 @@ class LoginFaults:
     * ``busy``: Open Session answered with status 0x01 (no session slot)
     * ``unsupported``: Open Session answered with status 0x11 (no cipher suite)
     * ``auth_fail``: RAKP2 with status 0x0D (unauthorized name), the
-      credentials rejected (:data:`hwlab.answers.IPMI_LOGIN_ANSWERS`)
+      credentials rejected (:data:`bmaas.hwlab.answers.IPMI_LOGIN_ANSWERS`)
     * ``malformed``: RAKP2 cut short (a truncated key-exchange auth code)
     """
 
@@ -148,7 +148,7 @@ class RequestContext:
 
 class EventLoop(Protocol):
     """What a lab BMC and its sessions need of the loop that serves them
-    (:class:`hwlab.ipmi.server.IPMIServer`): its clock, its timers, its sends.
+    (:class:`bmaas.hwlab.ipmi.server.IPMIServer`): its clock, its timers, its sends.
     Said here, where both sides meet, so neither imports the other."""
 
     def now(self) -> float: ...
@@ -160,7 +160,7 @@ class EventLoop(Protocol):
 
 class SessionHost(Protocol):
     """What a :class:`LabSession` needs of its BMC
-    (:class:`hwlab.ipmi.bmc.LabBmc`): who it is, its socket and loop, its
+    (:class:`bmaas.hwlab.ipmi.bmc.LabBmc`): who it is, its socket and loop, its
     one user, and where requests and dropped sessions go."""
 
     name: str

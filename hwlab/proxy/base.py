@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from fakes.faults import FaultPlan, Firing
-from hwlab.proxy.spec import ProxySpec
+from bmaas.fakes.faults import FaultPlan, Firing
+from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = ["Proxy"]
 

@@ -28,17 +28,17 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from bmaas.driver import Operation
+from bmaas.fakes.effects import EFFECTS, Act
+from bmaas.fakes.faults import Effect, FaultRule, Layer
+from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import (
     BMCFault,
     InputError,
 )
-from fakes.effects import EFFECTS, Act
-from fakes.faults import Effect, FaultRule, Layer
-from fakes.incidents import INCIDENTS
-from hwlab.operations import REDFISH_ROUTES
+from bmaas.hwlab.operations import REDFISH_ROUTES
 
 if TYPE_CHECKING:
-    from hwlab.proxy.spec import ProxySpec
+    from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = [
     "EXPECTED_FAULTS",
@@ -87,7 +87,7 @@ SUPPORTED: dict[str, frozenset[Effect]] = {
 _FORGED = frozenset(e for e, d in EFFECTS.items() if d.act in (Act.ANSWER, Act.CORRUPT))
 
 #: what a bmaas driver raises when a proxy carries out each effect (a view
-#: of :data:`fakes.effects.EFFECTS`)
+#: of :data:`bmaas.fakes.effects.EFFECTS`)
 EXPECTED_FAULTS: dict[Effect, type[BMCFault]] = {
     e: d.fault for e, d in EFFECTS.items() if d.fault is not None and e in SUPPORTED["ipmi"]
 }

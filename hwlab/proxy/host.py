@@ -3,7 +3,7 @@
 :class:`ProxyHost` is what ``hwlab proxy`` runs and what a lab starts for
 its proxied nodes. It has the control methods of a lab (``add_faults``,
 ``clear_faults``, ``status``, ``describe``, ``power``), so the control API
-(:class:`hwlab.control.ControlServer`) serves either.
+(:class:`bmaas.hwlab.control.ControlServer`) serves either.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bmaas.fakes.faults import FaultPlan, FaultRule, Firing
 from bmaas.faults import BmaasError, InputError
-from fakes.faults import FaultPlan, FaultRule, Firing
-from hwlab.events import EventLog
-from hwlab.proxy.base import Proxy
-from hwlab.proxy.effects import check_rules
-from hwlab.proxy.ipmi import IPMIProxy
-from hwlab.proxy.redfish import RedfishProxy
-from hwlab.proxy.spec import ProxySpec
+from bmaas.hwlab.events import EventLog
+from bmaas.hwlab.proxy.base import Proxy
+from bmaas.hwlab.proxy.effects import check_rules
+from bmaas.hwlab.proxy.ipmi import IPMIProxy
+from bmaas.hwlab.proxy.redfish import RedfishProxy
+from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = ["ProxyError", "ProxyHost", "inventory_entry"]
 
@@ -163,7 +163,7 @@ class ProxyHost:
             return fn()
         return self._run(wrapper())
 
-    # -- control (the same methods as hwlab.lab.Lab) ----------------------------
+    # -- control (the same methods as bmaas.hwlab.lab.Lab) ----------------------------
 
     @property
     def endpoints(self) -> dict[str, dict[str, int]]:

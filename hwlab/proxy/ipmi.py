@@ -2,7 +2,7 @@
 
 Each client address gets its own upstream socket, so the BMC sees one peer
 per client exactly as without the proxy. Every request is mapped to an
-operation (:data:`hwlab.operations.IPMI_COMMANDS`; the whole login exchange
+operation (:data:`bmaas.hwlab.operations.IPMI_COMMANDS`; the whole login exchange
 is one ``login``)
 and the node's fault plan is evaluated **once per request**: a
 retransmission reuses the first transmission's verdict. Retransmissions are
@@ -11,18 +11,18 @@ sessions by (netfn, command, rqSeq, data) too (ipmitool rebuilds the packet
 with a new session sequence number); an unreadable retransmission with new
 bytes counts as a new request.
 
-Each effect is decided by :func:`fakes.effects.decide` and carried out by
-:func:`hwlab.ipmi_action.carry_out`, the IPMI emulator's executor too,
-answering in-session requests from :data:`hwlab.answers.IPMI_CODES`. Proxy
+Each effect is decided by :func:`bmaas.fakes.effects.decide` and carried out by
+:func:`bmaas.hwlab.ipmi_action.carry_out`, the IPMI emulator's executor too,
+answering in-session requests from :data:`bmaas.hwlab.answers.IPMI_CODES`. Proxy
 specifics: hang, drop and bmc_reboot relay nothing (bmc_reboot: for
 ``duration`` s, and sessions opened before are dropped afterwards); delay
 relays late; duplicate relays 1 + ``copies`` times; malformed_reply strips
 the data from the BMC's answer; trickle holds a relayed request as long as a
 datagram its size would take to dribble in (a forged answer: one with no
-data). The login has its own answers (:mod:`hwlab.proxy.ipmi_login`).
+data). The login has its own answers (:mod:`bmaas.hwlab.proxy.ipmi_login`).
 
 Answers in the BMC's place inside a session need the session keys (see
-:mod:`hwlab.proxy.ipmi_session`), hence the BMC credentials on the proxy.
+:mod:`bmaas.hwlab.proxy.ipmi_session`), hence the BMC credentials on the proxy.
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ import socket
 from collections.abc import Callable
 from functools import partial
 
-from fakes.effects import decide
-from fakes.faults import FaultPlan, Firing
-from hwlab.ipmi_action import Served, carry_out
-from hwlab.operations import ipmi_operation
-from hwlab.proxy import rmcp
-from hwlab.proxy.effects import OPAQUE
-from hwlab.proxy.ipmi_login import Client, LoginRelay
-from hwlab.proxy.ipmi_session import Session, Verdict
-from hwlab.proxy.rmcp import Message, Packet, PayloadType
-from hwlab.proxy.spec import ProxySpec
+from bmaas.fakes.effects import decide
+from bmaas.fakes.faults import FaultPlan, Firing
+from bmaas.hwlab.ipmi_action import Served, carry_out
+from bmaas.hwlab.operations import ipmi_operation
+from bmaas.hwlab.proxy import rmcp
+from bmaas.hwlab.proxy.effects import OPAQUE
+from bmaas.hwlab.proxy.ipmi_login import Client, LoginRelay
+from bmaas.hwlab.proxy.ipmi_session import Session, Verdict
+from bmaas.hwlab.proxy.rmcp import Message, Packet, PayloadType
+from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = ["IPMIProxy"]
 
@@ -321,7 +321,7 @@ class IPMIProxy(LoginRelay):
 
 @dataclasses.dataclass(frozen=True)
 class _Relaying:
-    """The :class:`~hwlab.ipmi_action.Wire` of one request through the
+    """The :class:`~bmaas.hwlab.ipmi_action.Wire` of one request through the
     proxy: answers forged in the BMC's name, the rest relayed to it."""
 
     proxy: IPMIProxy

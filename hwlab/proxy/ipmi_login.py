@@ -5,7 +5,7 @@ Cipher Suites, Open Session, RAKP 1 and 3 from the client; Open Session
 Response, RAKP 2 and 4 from the BMC). The plan is evaluated once, at its
 first packet; wire effects apply to that packet (and to each retransmission
 of it: the same verdict), and each BMC effect waits
-for the phase :data:`hwlab.answers.IPMI_LOGIN_ANSWERS` names (the table the
+for the phase :data:`bmaas.hwlab.answers.IPMI_LOGIN_ANSWERS` names (the table the
 emulator answers from too; the login is in the clear, so no key is needed):
 internal_error answers Get Channel Auth Capabilities, busy, session_limit
 and unsupported answer Open Session, auth_fail answers RAKP1, and
@@ -21,13 +21,13 @@ import struct
 from dataclasses import dataclass, field
 
 from bmaas.driver import Operation
-from fakes.effects import Effect, decide
-from fakes.faults import Firing
-from hwlab.answers import IPMI_CODES, LoginPhase, ipmi_login_answer, ipmi_trickle_delay
-from hwlab.proxy import rmcp
-from hwlab.proxy.base import Proxy
-from hwlab.proxy.ipmi_session import Login, Session, Verdict
-from hwlab.proxy.rmcp import Message, Packet, PayloadType
+from bmaas.fakes.effects import Effect, decide
+from bmaas.fakes.faults import Firing
+from bmaas.hwlab.answers import IPMI_CODES, LoginPhase, ipmi_login_answer, ipmi_trickle_delay
+from bmaas.hwlab.proxy import rmcp
+from bmaas.hwlab.proxy.base import Proxy
+from bmaas.hwlab.proxy.ipmi_session import Login, Session, Verdict
+from bmaas.hwlab.proxy.rmcp import Message, Packet, PayloadType
 
 __all__ = ["CODES", "LOGIN_IDLE", "Client", "LoginRelay"]
 
@@ -54,7 +54,7 @@ class Client:
 
 
 class LoginRelay(Proxy):
-    """Login handling for :class:`hwlab.proxy.ipmi.IPMIProxy`, which provides
+    """Login handling for :class:`bmaas.hwlab.proxy.ipmi.IPMIProxy`, which provides
     the sockets (``to_bmc``, ``to_client``) and the reboot epoch."""
 
     _epoch: int
@@ -116,7 +116,7 @@ class LoginRelay(Proxy):
         self, login: Login, packet: Packet, message: Message | None
     ) -> tuple[str, bytes]:
         """What to do with one client packet of a login: forward, or answer
-        (from :data:`hwlab.answers.IPMI_LOGIN_ANSWERS`, at the phase it names)."""
+        (from :data:`bmaas.hwlab.answers.IPMI_LOGIN_ANSWERS`, at the phase it names)."""
         if message is not None:
             if (message.netfn, message.cmd) == _GCAC:
                 found = self._due(login, LoginPhase.CHANNEL_AUTH)

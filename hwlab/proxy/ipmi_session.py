@@ -4,7 +4,7 @@
 Open Session, RAKP 1-4) of one client, records what key derivation needs,
 and checks the proxy's credentials against the BMC's own proofs: the RAKP2
 key-exchange code (the password) and the RAKP4 integrity check value (the
-SIK). Only when both match does the session get :class:`~hwlab.proxy.rmcp.SessionKeys`;
+SIK). Only when both match does the session get :class:`~bmaas.hwlab.proxy.rmcp.SessionKeys`;
 otherwise it stays opaque and the relay forwards it untouched.
 
 :class:`Session` is an established session as the relay sees it, including
@@ -21,11 +21,11 @@ import hmac
 import logging
 import struct
 
+from bmaas.fakes.effects import Action
+from bmaas.fakes.faults import Effect, Firing
+from bmaas.hwlab.proxy import rmcp
+from bmaas.hwlab.proxy.rmcp import Algorithms, Message, PayloadType, SessionKeys
 from bmaas.secrets import Secret
-from fakes.effects import Action
-from fakes.faults import Effect, Firing
-from hwlab.proxy import rmcp
-from hwlab.proxy.rmcp import Algorithms, Message, PayloadType, SessionKeys
 
 __all__ = ["Login", "Session", "Verdict"]
 
@@ -35,7 +35,7 @@ LOG = logging.getLogger(__name__)
 @dataclasses.dataclass
 class Verdict:
     """What the relay does with one request and its retransmissions: the
-    action carried out on each (:func:`hwlab.ipmi_action.carry_out`)."""
+    action carried out on each (:func:`bmaas.hwlab.ipmi_action.carry_out`)."""
 
     action: Action
     data: bytes = b""

@@ -1,6 +1,6 @@
 """A lab's proxied nodes: the proxies, and the stock upstreams they ask for.
 
-:class:`hwlab.lab.Lab` hands its proxied nodes here. Nodes with ``stock:
+:class:`bmaas.hwlab.lab.Lab` hands its proxied nodes here. Nodes with ``stock:
 vbmc`` share one vbmcd (one BMC per libvirt domain); nodes with ``stock:
 sushy`` share one sushy-emulator per libvirt URI (or its fake driver, one
 system per node), each node reached through its own proxy port.
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from bmaas.faults import InputError
-from hwlab.labspec import NodeSpec
-from hwlab.proxy.host import ProxyHost, inventory_entry
-from hwlab.proxy.spec import ProxySpec
-from hwlab.proxy.stock import StockSushy, StockVbmc
+from bmaas.hwlab.labspec import NodeSpec
+from bmaas.hwlab.proxy.host import ProxyHost, inventory_entry
+from bmaas.hwlab.proxy.spec import ProxySpec
+from bmaas.hwlab.proxy.stock import StockSushy, StockVbmc
 
 __all__ = ["ProxiedNodes"]
 

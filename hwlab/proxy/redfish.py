@@ -3,10 +3,10 @@
 TLS is terminated with the proxy's own certificate (clients verify against
 it), and the upstream is reached over HTTP or HTTPS with its certificate
 verified as configured. Each request maps to one operation by method and
-path (:data:`hwlab.operations.REDFISH_ROUTES`; requests not listed are relayed
+path (:data:`bmaas.hwlab.operations.REDFISH_ROUTES`; requests not listed are relayed
 untouched) and the
 node's fault plan is evaluated once per request and carried out as
-:func:`fakes.effects.decide` says, answering from :mod:`hwlab.answers` (the
+:func:`bmaas.fakes.effects.decide` says, answering from :mod:`bmaas.hwlab.answers` (the
 table the Redfish emulator answers from too; ``drop``, ``overload`` and
 ``bmc_reboot`` reset the connection (RST) there, for both). Proxy specifics:
 ``delay`` relays the request late; ``duplicate`` relays
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bmaas.driver import Operation
-from fakes.effects import decide
-from fakes.faults import FaultPlan, Firing
-from hwlab import answers, tls
-from hwlab.http import HttpError, Request, Response, read_request, read_response
-from hwlab.http import redfish_error as error
-from hwlab.operations import redfish_operation
-from hwlab.proxy.base import Proxy
-from hwlab.proxy.spec import ProxySpec
+from bmaas.fakes.effects import decide
+from bmaas.fakes.faults import FaultPlan, Firing
+from bmaas.hwlab import answers, tls
+from bmaas.hwlab.http import HttpError, Request, Response, read_request, read_response
+from bmaas.hwlab.http import redfish_error as error
+from bmaas.hwlab.operations import redfish_operation
+from bmaas.hwlab.proxy.base import Proxy
+from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = ["RedfishProxy", "operation_for"]
 

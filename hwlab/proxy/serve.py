@@ -17,15 +17,15 @@ from typing import Any
 
 import yaml
 
+from bmaas.fakes.faults import FaultPlan, FaultRule
 from bmaas.faults import InputError
-from fakes.faults import FaultPlan, FaultRule
-from hwlab import profiles
-from hwlab.control import ControlServer
-from hwlab.daemon import pid_alive, read_pid
-from hwlab.lab import write_json, write_private
-from hwlab.proxy.effects import supported_rules
-from hwlab.proxy.host import ProxyHost
-from hwlab.proxy.spec import ProxySpec
+from bmaas.hwlab import profiles
+from bmaas.hwlab.control import ControlServer
+from bmaas.hwlab.daemon import pid_alive, read_pid
+from bmaas.hwlab.lab import write_json, write_private
+from bmaas.hwlab.proxy.effects import supported_rules
+from bmaas.hwlab.proxy.host import ProxyHost
+from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = ["load_rules", "profile_rules", "serve"]
 

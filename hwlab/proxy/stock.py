@@ -32,9 +32,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bmaas.faults import InputError
-from hwlab import tls
-from hwlab.proxy import rmcp
-from hwlab.proxy.host import ProxyError
+from bmaas.hwlab import tls
+from bmaas.hwlab.proxy import rmcp
+from bmaas.hwlab.proxy.host import ProxyError
 
 __all__ = ["StockSushy", "StockVbmc", "free_port"]
 

@@ -1,7 +1,7 @@
 """hwlab's Redfish BMCs: sushy-tools' emulator over simulated machines, one
 port per machine, with fault effects carried out on the wire."""
 
-from hwlab.redfish.bmc import Bmc, RequestRecord
-from hwlab.redfish.server import RedfishServer
+from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
+from bmaas.hwlab.redfish.server import RedfishServer
 
 __all__ = ["Bmc", "RedfishServer", "RequestRecord"]

@@ -1,8 +1,8 @@
 """How one emulated BMC answers one HTTP request.
 
 In order: count it, evaluate the machine's fault plan for its operation
-(:func:`fakes.effects.decide`), carry out the wire and BMC effects on the
-socket with :func:`hwlab.answers.carry_out` (the fault proxy's executor too),
+(:func:`bmaas.fakes.effects.decide`), carry out the wire and BMC effects on the
+socket with :func:`bmaas.hwlab.answers.carry_out` (the fault proxy's executor too),
 check credentials, and only then hand the request, with any hardware effects,
 to sushy-tools' application.
 """
@@ -16,13 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from bmaas.driver import Operation
-from fakes.effects import decide
-from fakes.faults import Firing
-from hwlab import answers
-from hwlab.http import Request, Response, environ, redfish_error
-from hwlab.operations import OPERATION_HEADER, redfish_operation
-from hwlab.redfish.app import RequestContext, call_app
-from hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
+from bmaas.fakes.effects import decide
+from bmaas.fakes.faults import Firing
+from bmaas.hwlab import answers
+from bmaas.hwlab.http import Request, Response, environ, redfish_error
+from bmaas.hwlab.operations import OPERATION_HEADER, redfish_operation
+from bmaas.hwlab.redfish.app import RequestContext, call_app
+from bmaas.hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
 
 __all__ = ["answer"]
 

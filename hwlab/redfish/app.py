@@ -9,7 +9,7 @@ serves any number of BMCs, each on its own port, each with one system.
 
 What we change, and why:
 
-* ``systems``: a backend over :class:`~fakes.machine.FakeMachine`. sushy-tools'
+* ``systems``: a backend over :class:`~bmaas.fakes.machine.FakeMachine`. sushy-tools'
   own fake driver lands power changes after a random 1-11 s and ignores
   one-time boot overrides; the machine has seeded, controllable timing and
   honours Once vs Continuous.
@@ -32,9 +32,9 @@ from typing import Any
 import flask
 import jinja2
 
-from fakes.faults import Firing
-from hwlab.http import error_body
-from hwlab.redfish.bmc import BOOT_NAMES, BOOT_TARGETS, RESET_ACTIONS, Bmc
+from bmaas.fakes.faults import Firing
+from bmaas.hwlab.http import error_body
+from bmaas.hwlab.redfish.bmc import BOOT_NAMES, BOOT_TARGETS, RESET_ACTIONS, Bmc
 
 with warnings.catch_warnings():
     # sushy-tools imports webob, which imports the stdlib's deprecated cgi module.

@@ -1,8 +1,8 @@
 """The state of one emulated Redfish BMC: its machine, credentials, sessions.
 
 A :class:`Bmc` is what one endpoint (one port) serves. The HTTP layer
-(:mod:`hwlab.redfish.server`) authenticates requests against it and counts
-them; the sushy-tools backends (:mod:`hwlab.redfish.app`) read and change the
+(:mod:`bmaas.hwlab.redfish.server`) authenticates requests against it and counts
+them; the sushy-tools backends (:mod:`bmaas.hwlab.redfish.app`) read and change the
 machine behind it.
 """
 
@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from bmaas.driver import BootDevice, PowerAction
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.secrets import Secret
-from fakes.machine import FakeMachine, Hardware
 
 __all__ = ["BOOT_TARGETS", "RESET_ACTIONS", "Bmc", "Rendered", "RequestRecord", "Session"]
 

@@ -12,7 +12,7 @@ kilobytes each, not a thread.
 
 Every request is evaluated against its machine's fault plan first; wire and
 BMC effects are carried out on the socket and hardware effects are passed to
-the machine (:mod:`hwlab.redfish.answer`). ``bmc_reboot`` closes the
+the machine (:mod:`bmaas.hwlab.redfish.answer`). ``bmc_reboot`` closes the
 endpoint's listening socket (clients get "connection refused") until the
 machine's BMC is back, whoever rebooted it: the IPMI emulator shares the
 machine.
@@ -35,12 +35,12 @@ import weakref
 from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab import http
+from bmaas.hwlab.redfish.answer import answer
+from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
+from bmaas.hwlab.tls import LabCertificate, ensure_certificate, make_certificate, server_context
 from bmaas.secrets import Secret
-from fakes.machine import FakeMachine
-from hwlab import http
-from hwlab.redfish.answer import answer
-from hwlab.redfish.bmc import Bmc, RequestRecord
-from hwlab.tls import LabCertificate, ensure_certificate, make_certificate, server_context
 
 __all__ = ["RedfishServer"]
 
@@ -115,7 +115,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class RedfishServer:
-    """Emulated Redfish BMCs over :class:`~fakes.machine.FakeMachine`.
+    """Emulated Redfish BMCs over :class:`~bmaas.fakes.machine.FakeMachine`.
 
     ``add`` a machine (before or after ``start``) to give it an endpoint;
     ``stop`` (idempotent) closes every socket and ends the loop thread.

@@ -15,10 +15,10 @@ import pytest
 
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.driver_info import DriverInfo
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
-from fakes.machine import FakeMachine, Hardware
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.fakes.machine import FakeMachine, Hardware
 
 #: quick transitions so real-time backends converge in well under a second
 CONTRACT_HARDWARE = Hardware(
@@ -65,8 +65,8 @@ def _fake(cls: type[FakeDriver]) -> Callable[[], contextlib.AbstractContextManag
 @contextlib.contextmanager
 def _ipmi() -> Iterator[Target]:
     """IPMIDriver against an hwlab IPMI BMC on 127.0.0.1, real time."""
-    from drivers.ipmi import IPMIDriver
-    from hwlab.ipmi import IPMIServer
+    from bmaas.drivers.ipmi import IPMIDriver
+    from bmaas.hwlab.ipmi import IPMIServer
 
     machine = FakeMachine("c1", CONTRACT_HARDWARE, power=PowerState.OFF)
     with IPMIServer() as server:
@@ -102,8 +102,8 @@ def _redfish(*, tls: bool) -> Callable[[], contextlib.AbstractContextManager[Tar
     def factory() -> Iterator[Target]:
         import time
 
-        from drivers.redfish import RedfishDriver
-        from hwlab.redfish import RedfishServer
+        from bmaas.drivers.redfish import RedfishDriver
+        from bmaas.hwlab.redfish import RedfishServer
 
         machine = FakeMachine("c1", CONTRACT_HARDWARE)
         with RedfishServer(tls=tls) as server:

@@ -15,8 +15,8 @@ from bmaas.driver import (
     PowerAction,
     PowerState,
 )
+from bmaas.fakes.faults import FaultRule
 from bmaas.faults import BmaasError, BMCTimeout, UnsupportedOperation
-from fakes.faults import FaultRule
 from tests.budgets import no_budget, per_call
 from tests.contract.backends import BACKENDS, Target
 

@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.ops import DriverFactory, driver_factory
 from bmaas.retry import RetryLimits
-from fakes.clock import FakeClock
-from fakes.faults import FaultRule
-from fakes.fleet import FakeFleet
-from fakes.machine import FakeMachine, Hardware
 from tests.fleet import PASSWORD, install_stub_drivers, ipmi_node, write_inventory
 
 __all__ = ["BACKENDS", "CoreFleet"]
@@ -118,10 +118,10 @@ def hwlab_fleet(
     drivers are installed) and the real drivers, built from the inventory
     hwlab writes. The shard runs in this process, so tests can still look at
     the machines behind the BMCs."""
+    from bmaas.hwlab.inventory import inventory_document, node_entry
+    from bmaas.hwlab.labspec import generate
+    from bmaas.hwlab.worker import Shard, ShardServers
     from bmaas.registry import available_drivers
-    from hwlab.inventory import inventory_document, node_entry
-    from hwlab.labspec import generate
-    from hwlab.worker import Shard, ShardServers
 
     protocols = "mixed" if "redfish" in available_drivers() else "ipmi"
     spec = generate(size, protocols=protocols, hardware=QUICK, prefix="r1-n")

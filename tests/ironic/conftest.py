@@ -8,8 +8,8 @@ Redfish, and stop both whatever happens.
 
 Fixtures for any test under tests/ironic/:
 
-* ``ironic`` -- the :class:`~hwlab.harness.ironic.IronicService`;
-* ``ironic_lab`` -- the :class:`~hwlab.lab.Lab`;
+* ``ironic`` -- the :class:`~bmaas.hwlab.harness.ironic.IronicService`;
+* ``ironic_lab`` -- the :class:`~bmaas.hwlab.lab.Lab`;
 * ``baremetal`` -- an openstacksdk connection to the Ironic;
 * ``ironic_node(driver, provide=True)`` -- enrolls the next unused lab node
   with that hardware type and returns ``(node, lab_name)``; faults the test
@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from fakes.machine import Hardware
-from hwlab.daemon import LabOptions, build_spec
-from hwlab.harness import ironic as harness
-from hwlab.lab import Lab
+from bmaas.fakes.machine import Hardware
+from bmaas.hwlab.daemon import LabOptions, build_spec
+from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.lab import Lab
 
 #: lab nodes for the whole session (each test takes fresh ones)
 LAB_NODES = 40

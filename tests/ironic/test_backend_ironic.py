@@ -27,14 +27,14 @@ from click.testing import CliRunner
 
 from bmaas.cli import cli as bmaas_cli
 from bmaas.deadline import Deadline
+from bmaas.drivers.ironic_backend import Api, IronicBackend
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import ProvisionFailed
+from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate
 from bmaas.provision import Provisioner, Request
-from drivers.ironic_backend import Api, IronicBackend
-from fakes.faults import FaultRule
-from fakes.machine import Hardware
-from hwlab.harness import ironic as harness
-from hwlab.lab import Lab
-from hwlab.labspec import generate
 
 pytestmark = [
     pytest.mark.ironic,

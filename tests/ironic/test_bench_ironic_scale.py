@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hwlab.cli import cli as hwlab_cli
+from bmaas.hwlab.cli import cli as hwlab_cli
 
 pytestmark = [pytest.mark.ironic, pytest.mark.timeout(900)]
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bmaas import faulttext
-from hwlab.harness import ironic as harness
+from bmaas.hwlab.harness import ironic as harness
 
 BMAAS_TYPES = ["bmaas-ipmi", "bmaas-redfish"]
 
@@ -121,7 +121,7 @@ def test_the_conductor_log_never_shows_the_password(ironic: Any, ironic_lab: Any
 _PARSE_CONF = """
 import sys
 from oslo_config import cfg
-from drivers.ironic import conf
+from bmaas.drivers.ironic import conf
 opts = cfg.ConfigOpts()
 opts.register_opts(conf.OPTS, group=conf.GROUP)
 opts(["--config-file", sys.argv[1]])
@@ -159,7 +159,7 @@ def test_the_bmaas_section_takes_finite_seconds_only(
 _KEEP = """
 import sys
 import ironic.conf
-from drivers.ironic import calls
+from bmaas.drivers.ironic import calls
 calls.conf.CONF(sys.argv[1:], project="ironic")
 calls.keep_sessions()
 print(calls.POOL.idle, calls.KEEPER.running)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bmaas import faulttext
-from hwlab.harness import ironic as harness
+from bmaas.hwlab.harness import ironic as harness
 from tests.ironic.conftest import SETTINGS
 
 TYPES = ("bmaas-ipmi", "bmaas-redfish")

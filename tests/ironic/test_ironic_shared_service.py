@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hwlab.harness import ironic as harness
+from bmaas.hwlab.harness import ironic as harness
 from tests.ironic.conftest import SETTINGS as SESSION_SETTINGS
 from tests.sushy_emulator import ROOT_READ, Emulator, sushy_emulator
 

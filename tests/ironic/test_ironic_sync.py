@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from bmaas import faulttext
-from hwlab.harness import ironic as harness
+from bmaas.hwlab.harness import ironic as harness
 from tests.ironic.conftest import SETTINGS
 
 #: sync passes to watch (the issue's bar is at least 10)

@@ -14,11 +14,11 @@ from pyghmi.ipmi.private import session as pyghmi_session
 
 from bmaas.driver import PowerState
 from bmaas.driver_info import DriverInfo
-from drivers.ipmi import IPMIDriver
-from fakes.faults import Effect, FaultRule
-from fakes.machine import FakeMachine, Hardware
-from hwlab.ipmi import IPMIServer
-from hwlab.proxy.stock import StockVbmc
+from bmaas.drivers.ipmi import IPMIDriver
+from bmaas.fakes.faults import Effect, FaultRule
+from bmaas.fakes.machine import FakeMachine, Hardware
+from bmaas.hwlab.ipmi import IPMIServer
+from bmaas.hwlab.proxy.stock import StockVbmc
 from tests.lab.proxy_support import proxy_host, stock_sushy, stock_vbmc
 
 __all__ = ["proxy_host", "stock_sushy", "stock_vbmc"]  # fixtures for the proxy tests

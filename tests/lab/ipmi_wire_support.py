@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas.drivers.ipmi import IPMIDriver
 from bmaas.faults import BMCFault
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec
 from bmaas.secrets import Secret
-from drivers.ipmi import IPMIDriver
-from hwlab.proxy import ProxyHost, ProxySpec
 from tests.budgets import ask
 from tests.lab.conftest import PASSWORD, USER, Lab
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hwlab.proxy import ProxyHost, ProxySpec
-from hwlab.proxy.stock import StockSushy, StockVbmc
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec
+from bmaas.hwlab.proxy.stock import StockSushy, StockVbmc
 
 VBMC_USER = "admin"
 VBMC_PASSWORD = "password"  # virtualbmc's documented default

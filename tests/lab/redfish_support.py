@@ -17,11 +17,11 @@ import pytest
 
 from bmaas.clock import ClockFn
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.redfish import RedfishDriver
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.faults import BmaasError
-from drivers.redfish import RedfishDriver
-from fakes.faults import FaultRule
-from fakes.machine import FakeMachine, Hardware
-from hwlab.redfish import RedfishServer
+from bmaas.hwlab.redfish import RedfishServer
 from tests.budgets import per_call
 
 #: quick transitions, so power changes land in well under a second

@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from hwlab.harness.bench.fleet_sweep import WARM_PASSES
+from bmaas.hwlab.harness.bench.fleet_sweep import WARM_PASSES
 
 pytestmark = pytest.mark.lab
 
@@ -213,8 +213,8 @@ def test_the_bench_group_lists_every_scenario_and_help_stays_light() -> None:
     for scenario in (*CHECKS, "all"):
         assert scenario in run.stdout
     probe = (
-        "import sys, hwlab.cli; "
-        "print(sorted(m for m in ('matplotlib', 'psutil', 'drivers.ipmi', 'sushy') "
+        "import sys, bmaas.hwlab.cli; "
+        "print(sorted(m for m in ('matplotlib', 'psutil', 'bmaas.drivers.ipmi', 'sushy') "
         "if m in sys.modules))"
     )
     imported = subprocess.run(

@@ -25,13 +25,13 @@ from bmaas import inventory as inventory_mod
 from bmaas.driver import PowerState
 from bmaas.fenced import FencedBackoff, FencedReads
 from bmaas.health import HealthRule
+from bmaas.hwlab.events import read_events
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.labspec import generate
 from bmaas.ops import NodeResult, driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import POWER_FAILURE, Store
 from bmaas.sync import SyncReport, sync_loop
-from hwlab.events import read_events
-from hwlab.harness.bench.common import running_lab
-from hwlab.labspec import generate
 
 pytestmark = pytest.mark.lab
 

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.machine import Hardware
-from hwlab.harness.bench.common import running_lab
-from hwlab.labspec import generate
+from bmaas.fakes.machine import Hardware
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.labspec import generate
 
 pytestmark = pytest.mark.lab
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from hwlab.control import ControlServer
-from hwlab.lab import Lab
+from bmaas.hwlab.control import ControlServer
+from bmaas.hwlab.lab import Lab
 
 pytestmark = pytest.mark.lab
 

@@ -19,12 +19,12 @@ import pytest
 import yaml
 
 from bmaas.faults import BmaasError
+from bmaas.hwlab import profiles
+from bmaas.hwlab.control import LabClient
+from bmaas.hwlab.daemon import pid_alive
+from bmaas.hwlab.events import read_events
+from bmaas.hwlab.lab import Lab
 from bmaas.registry import build_driver
-from hwlab import profiles
-from hwlab.control import LabClient
-from hwlab.daemon import pid_alive
-from hwlab.events import read_events
-from hwlab.lab import Lab
 from tests.budgets import per_call
 from tests.lab.proxy_support import port_is_free
 

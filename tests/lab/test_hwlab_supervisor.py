@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from bmaas.driver import PowerState
+from bmaas.hwlab.daemon import pid_alive
 from bmaas.registry import build_driver
-from hwlab.daemon import pid_alive
 from tests.budgets import per_call
 from tests.lab.test_hwlab_manager import hwlab, state_dir
 

@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
-import drivers.ipmi.driver as ipmi_driver
+import bmaas.drivers.ipmi.driver as ipmi_driver
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
+from bmaas.drivers.ipmi import IPMIDriver
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -25,7 +26,6 @@ from bmaas.faults import (
 )
 from bmaas.gate import GateRegistry
 from bmaas.registry import build_driver
-from drivers.ipmi import IPMIDriver
 from tests.budgets import ask, bound, no_budget, per_call
 from tests.lab.conftest import PASSWORD, Lab
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from bmaas import inventory as inventory_mod
+from bmaas.drivers.ipmi.driver import IPMIDriver
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import Store
 from bmaas.sync import SyncReport, sync_loop
-from drivers.ipmi.driver import IPMIDriver
-from hwlab.harness.bench.common import running_lab
-from hwlab.labspec import generate
 
 pytestmark = pytest.mark.lab
 

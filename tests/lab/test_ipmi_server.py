@@ -15,8 +15,8 @@ from pyghmi import exceptions as pyghmi_exc
 from pyghmi.ipmi import command as pyghmi_command
 
 from bmaas.driver import PowerState
-from fakes.machine import FakeMachine
-from hwlab.ipmi import IPMIServer
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.ipmi import IPMIServer
 from tests.budgets import ask, per_call
 from tests.lab.conftest import PASSWORD, USER, Lab, live_threads, open_fds
 
@@ -159,7 +159,7 @@ def test_delayed_answers_do_not_block_other_bmcs(lab: Lab) -> None:
 
 
 def _pyghmi(port: int, user: bytes, password: bytes) -> pyghmi_command.Command:
-    # bytes, not str: see drivers.ipmi.session on pyghmi's str credentials
+    # bytes, not str: see bmaas.drivers.ipmi.session on pyghmi's str credentials
     return pyghmi_command.Command("127.0.0.1", user, password, port=port)
 
 

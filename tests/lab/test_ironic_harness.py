@@ -1,4 +1,4 @@
-"""``python -m hwlab.harness.ironic DIR``: ``--help`` is help, and SIGTERM
+"""``python -m bmaas.hwlab.harness.ironic DIR``: ``--help`` is help, and SIGTERM
 (like SIGINT) stops the Ironic it started.
 
 No real Ironic is needed: ``BMAAS_IRONIC_VENV`` points the harness at a
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from hwlab.harness.ironic import HARDWARE_TYPES
+from bmaas.hwlab.harness.ironic import HARDWARE_TYPES
 
 pytestmark = pytest.mark.lab
 
-HARNESS = [sys.executable, "-m", "hwlab.harness.ironic"]
+HARNESS = [sys.executable, "-m", "bmaas.hwlab.harness.ironic"]
 ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_IRONIC = """\
@@ -74,7 +74,7 @@ def test_help_is_help_and_creates_nothing(tmp_path: Path) -> None:
         [*HARNESS, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "usage: python -m hwlab.harness.ironic" in done.stdout
+    assert "usage: python -m bmaas.hwlab.harness.ironic" in done.stdout
     assert list(tmp_path.iterdir()) == []  # not a directory named --help
 
 

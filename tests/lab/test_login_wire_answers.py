@@ -1,13 +1,13 @@
 """One wire engine for IPMI logins: every login-phase effect reaches a client
 as the same answer from an emulated node (hwlab/ipmi) and from a proxied one
 (hwlab/proxy in front of an emulated BMC with no rules), the answer
-:data:`hwlab.answers.IPMI_LOGIN_ANSWERS` names: the RMCP+ status or
+:data:`bmaas.hwlab.answers.IPMI_LOGIN_ANSWERS` names: the RMCP+ status or
 completion code the bmaas IPMI driver reports (``fault.status``) and the
 fault class it classifies it to. A login that meets silence (hang, drop, a
 BMC reboot, an overload) is the same fault from either; a late, trickled or
 duplicated login the same reading, a delay past the deadline the same
 fault; a vendor incident at login its RMCP+ status. :data:`COVERED` is held
-equal to what a proxy carries out (:data:`hwlab.proxy.effects.SUPPORTED`);
+equal to what a proxy carries out (:data:`bmaas.hwlab.proxy.effects.SUPPORTED`);
 not here: ``session_limit``, which a proxy refuses (it cannot count the
 BMC's sessions) and tests/lab/test_session_limit.py drives on the emulator."""
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 import pytest
 
 from bmaas.driver import PowerState
+from bmaas.fakes.faults import Effect
+from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import BMCFault
-from fakes.faults import Effect
-from fakes.incidents import INCIDENTS
-from hwlab.answers import IPMI_LOGIN_ANSWERS, LoginPhase
-from hwlab.proxy import expected_fault
-from hwlab.proxy.effects import SUPPORTED
+from bmaas.hwlab.answers import IPMI_LOGIN_ANSWERS, LoginPhase
+from bmaas.hwlab.proxy import expected_fault
+from bmaas.hwlab.proxy.effects import SUPPORTED
 from tests.budgets import ask
 from tests.lab.conftest import Lab
 from tests.lab.ipmi_wire_support import Start, pair, read_fault

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bmaas.driver import PowerState
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate, loopback_hosts
 from bmaas.registry import build_driver
-from hwlab.lab import Lab
-from hwlab.labspec import generate, loopback_hosts
 from tests.budgets import per_call
 from tests.lab.test_hwlab_manager import hwlab, state_dir
 

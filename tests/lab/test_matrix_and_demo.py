@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from fakes.incidents import INCIDENTS
-from hwlab.harness.matrix import EXPECTED, SCENARIOS
+from bmaas.fakes.incidents import INCIDENTS
+from bmaas.hwlab.harness.matrix import EXPECTED, SCENARIOS
 
 pytestmark = pytest.mark.lab
 

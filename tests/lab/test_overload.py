@@ -20,10 +20,10 @@ import requests
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver
+from bmaas.fakes.faults import FaultRule, Firing
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.redfish import RedfishServer
 from bmaas.registry import build_driver
-from fakes.faults import FaultRule, Firing
-from fakes.machine import FakeMachine
-from hwlab.redfish import RedfishServer
 from tests.lab.conftest import PASSWORD, USER
 from tests.lab.conftest import Lab as IpmiLab
 from tests.lab.redfish_support import HARDWARE

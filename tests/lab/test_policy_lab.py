@@ -18,16 +18,16 @@ from bmaas import inventory
 from bmaas.cli import App, cli
 from bmaas.deploy import DeploySettings
 from bmaas.driver import PowerState
+from bmaas.fakes.machine import Hardware
+from bmaas.hwlab.inventory import inventory_document, node_entry
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate
+from bmaas.hwlab.worker import Shard, ShardServers
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioner, Request
 from bmaas.registry import available_drivers
 from bmaas.retry import RetryLimits
 from bmaas.store import Store
-from fakes.machine import Hardware
-from hwlab.inventory import inventory_document, node_entry
-from hwlab.lab import Lab
-from hwlab.labspec import generate
-from hwlab.worker import Shard, ShardServers
 
 pytestmark = pytest.mark.lab
 

@@ -20,15 +20,15 @@ import pytest
 
 from bmaas import inventory
 from bmaas.deploy import DeploySettings
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import ProvisionFailed
+from bmaas.hwlab import profiles
+from bmaas.hwlab.harness.demo import leaks
+from bmaas.hwlab.lab import Lab
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioned, Provisioner, Request
 from bmaas.retry import RetryLimits
 from bmaas.store import Store
-from fakes.machine import Hardware
-from hwlab import profiles
-from hwlab.harness.demo import leaks
-from hwlab.lab import Lab
 
 pytestmark = pytest.mark.lab
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hwlab.daemon import pid_alive
-from hwlab.proxy.stock import StockVbmc
+from bmaas.hwlab.daemon import pid_alive
+from bmaas.hwlab.proxy.stock import StockVbmc
 from tests.lab.proxy_support import VBMC_PASSWORD, ipmitool, port_is_free
 
 pytestmark = pytest.mark.lab

@@ -19,9 +19,9 @@ from pyghmi import exceptions as pyghmi_exceptions
 from pyghmi.ipmi import command
 from pyghmi.ipmi.private import session as pyghmi_session
 
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec, rmcp
+from bmaas.hwlab.proxy.stock import StockVbmc
 from bmaas.secrets import Secret
-from hwlab.proxy import ProxyHost, ProxySpec, rmcp
-from hwlab.proxy.stock import StockVbmc
 from tests.lab.proxy_support import VBMC_PASSWORD, VBMC_USER, ipmitool, port_is_free
 
 pytestmark = pytest.mark.lab

@@ -1,5 +1,5 @@
 """The bmaas IPMI driver through the proxy to a stock vbmcd: no rules, every
-call works; each effect, the fault class :data:`hwlab.proxy.EXPECTED_FAULTS`
+call works; each effect, the fault class :data:`bmaas.hwlab.proxy.EXPECTED_FAULTS`
 names (the same as hwlab's fault matrix), within the call's deadline.
 
 virtualbmc is pyghmi's BMC server, which only speaks cipher suite 3 (and
@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from bmaas.driver import BootSetting, PowerAction, PowerState
+from bmaas.fakes.faults import Effect
 from bmaas.faults import BMCUnreachable, UnclassifiedFault
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec, expected_fault, rmcp
+from bmaas.hwlab.proxy.stock import StockVbmc
 from bmaas.registry import build_driver
 from bmaas.secrets import Secret
-from fakes.faults import Effect
-from hwlab.proxy import ProxyHost, ProxySpec, expected_fault, rmcp
-from hwlab.proxy.stock import StockVbmc
 from tests.budgets import ask
 from tests.lab.proxy_support import VBMC_PASSWORD, VBMC_USER, require_driver
 

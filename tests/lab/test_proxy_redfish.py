@@ -20,9 +20,9 @@ import pytest
 import sushy
 
 from bmaas.faults import InputError
-from hwlab.control import ControlServer, LabClient
-from hwlab.proxy import ProxyHost, ProxySpec
-from hwlab.proxy.stock import StockSushy
+from bmaas.hwlab.control import ControlServer, LabClient
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec
+from bmaas.hwlab.proxy.stock import StockSushy
 from tests.lab.redfish_support import dribble
 
 pytestmark = pytest.mark.lab

@@ -1,6 +1,6 @@
 """The bmaas Redfish driver through the proxy to a stock sushy-emulator (fake
 driver): no rules, every call works; each effect, the fault class
-:data:`hwlab.proxy.EXPECTED_FAULTS` names (the same as hwlab's fault matrix),
+:data:`bmaas.hwlab.proxy.EXPECTED_FAULTS` names (the same as hwlab's fault matrix),
 within the call's deadline, with the upstream untouched when the proxy
 answers. The fake driver lands power changes 1-11 s later: no state asserts."""
 
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bmaas.driver import BootSetting, PowerAction, PowerState
+from bmaas.fakes.faults import Effect
 from bmaas.faults import (
     BMCBusy,
     BMCInternalError,
@@ -23,10 +24,9 @@ from bmaas.faults import (
     UnclassifiedFault,
     UnsupportedOperation,
 )
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec, expected_fault
+from bmaas.hwlab.proxy.stock import StockSushy
 from bmaas.registry import build_driver
-from fakes.faults import Effect
-from hwlab.proxy import ProxyHost, ProxySpec, expected_fault
-from hwlab.proxy.stock import StockSushy
 from tests.budgets import ask, bound
 from tests.lab.proxy_support import require_driver
 

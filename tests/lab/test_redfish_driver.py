@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCAuthError, BMCFault, BMCInternalError, BMCUnreachable
-from fakes.clock import FakeClock
-from hwlab.redfish import RedfishServer
+from bmaas.hwlab.redfish import RedfishServer
 from tests.budgets import ask, no_budget, per_call
 from tests.lab.redfish_support import PASSWORD, Lab, driver_for, lab_bmc
 
@@ -102,7 +102,7 @@ def test_an_unknown_ca_is_refused(tls_server: RedfishServer, lab: Lab) -> None:
 def test_verify_off_warns_once_and_still_works(
     tls_server: RedfishServer, lab: Lab, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="drivers.redfish")
+    caplog.set_level(logging.WARNING, logger="bmaas.drivers.redfish")
     # not a deadline test: a roomy budget, so a TLS login on a loaded machine fits
     driver = driver_for(tls_server, lab.port, bmc_timeout=10.0, redfish_verify_ca=False)
     try:

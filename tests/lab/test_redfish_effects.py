@@ -15,6 +15,7 @@ import pytest
 import sushy.connector
 
 from bmaas.driver import BootDevice, PowerAction, PowerState
+from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import (
     BMCAuthError,
     BMCBusy,
@@ -27,9 +28,8 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
-from fakes.machine import FakeMachine
-from hwlab.redfish import RedfishServer
-from hwlab.redfish.server import SWEEP_INTERVAL
+from bmaas.hwlab.redfish import RedfishServer
+from bmaas.hwlab.redfish.server import SWEEP_INTERVAL
 from tests.budgets import bound, no_budget, per_call
 from tests.lab.redfish_support import (
     DEADLINE,

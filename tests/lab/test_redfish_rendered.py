@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from bmaas.driver import BootDevice, PowerAction
-from fakes.clock import FakeClock
-from fakes.machine import FakeMachine
-from hwlab.redfish import RedfishServer
-from hwlab.redfish import answer as answer_mod
-from hwlab.redfish.bmc import Bmc
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.redfish import RedfishServer
+from bmaas.hwlab.redfish import answer as answer_mod
+from bmaas.hwlab.redfish.bmc import Bmc
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
 
 pytestmark = pytest.mark.lab

@@ -21,8 +21,8 @@ import pytest
 import sushy
 
 from bmaas.driver import BootDevice, PowerState
-from fakes.machine import FakeMachine
-from hwlab.redfish import RedfishServer
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.redfish import RedfishServer
 from tests.budgets import ask
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
 

@@ -1,4 +1,4 @@
-"""One executor for Redfish (hwlab.answers.carry_out): every effect a Redfish
+"""One executor for Redfish (bmaas.hwlab.answers.carry_out): every effect a Redfish
 proxy carries out reaches a client as the same wire answer from an emulated
 node (hwlab/redfish) and a proxied one (hwlab/proxy in front of an emulated
 node with no rules). An answer is the same status, ``@Message.ExtendedInfo``
@@ -7,7 +7,7 @@ seen on the socket (a timeout, a TCP reset, a refused connection), request
 after request while a window lasts; a late, trickled or duplicated request
 is the same answer; every vendor incident that applies to Redfish is its
 vendor's same answer. :data:`COVERED` is held equal to what a proxy carries
-out (:data:`hwlab.proxy.effects.SUPPORTED`), so a new effect without a case
+out (:data:`bmaas.hwlab.proxy.effects.SUPPORTED`), so a new effect without a case
 here fails the suite. Not here: ``session_limit``, which a proxy refuses (it
 cannot count the sessions the BMC holds; tests/unit/hwlab/test_proxy_config.py).
 """
@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 from bmaas.driver import PowerState
+from bmaas.fakes.faults import Effect, FaultRule
+from bmaas.fakes.incidents import INCIDENTS
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec
+from bmaas.hwlab.proxy.effects import SUPPORTED
+from bmaas.hwlab.redfish import RedfishServer
 from bmaas.secrets import Secret
-from fakes.faults import Effect, FaultRule
-from fakes.incidents import INCIDENTS
-from fakes.machine import FakeMachine
-from hwlab.proxy import ProxyHost, ProxySpec
-from hwlab.proxy.effects import SUPPORTED
-from hwlab.redfish import RedfishServer
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
 
 pytestmark = pytest.mark.lab

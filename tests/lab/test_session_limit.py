@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import requests
 
+from bmaas.fakes.faults import FaultRule, Firing
+from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import BMCBusy
-from fakes.faults import FaultRule, Firing
-from fakes.machine import FakeMachine
-from hwlab.redfish import RedfishServer
+from bmaas.hwlab.redfish import RedfishServer
 from tests.budgets import ask
 from tests.lab.conftest import PASSWORD, USER
 from tests.lab.conftest import Lab as IpmiLab

@@ -2,15 +2,15 @@
 wire-layer effect on a power read reaches a client as the same answer from
 an emulated node (hwlab/ipmi) and from a proxied one (hwlab/proxy in front
 of an emulated BMC with no rules): the completion code of
-:data:`hwlab.answers.IPMI_CODES` (or silence, or a reply cut short) and
+:data:`bmaas.hwlab.answers.IPMI_CODES` (or silence, or a reply cut short) and
 the fault class the bmaas IPMI driver classifies it to; a late, trickled or
 duplicated request is the same answer, and a delay past the deadline the
 same timeout; a BMC reboot or an overload loses the request that sets it
 off (the same timeout) and is the effect's fault to a call in its window;
 every vendor incident an IPMI BMC answers in session is its completion
 code. Both carry the effect out with one executor
-(:func:`hwlab.ipmi_action.carry_out`). :data:`COVERED` is held equal to what
-a proxy carries out (:data:`hwlab.proxy.effects.SUPPORTED`); not here:
+(:func:`bmaas.hwlab.ipmi_action.carry_out`). :data:`COVERED` is held equal to what
+a proxy carries out (:data:`bmaas.hwlab.proxy.effects.SUPPORTED`); not here:
 ``session_limit``, which fires only at a login and which a proxy refuses (it
 cannot count the BMC's sessions). The login phase is
 tests/lab/test_login_wire_answers.py."""
@@ -22,13 +22,13 @@ from collections.abc import Callable
 import pytest
 
 from bmaas.driver import Operation, PowerAction, PowerState
+from bmaas.drivers.ipmi import IPMIDriver
+from bmaas.fakes.faults import Effect
+from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import BMCFault, BMCTimeout
-from drivers.ipmi import IPMIDriver
-from fakes.faults import Effect
-from fakes.incidents import INCIDENTS
-from hwlab.answers import IPMI_CODES
-from hwlab.proxy import expected_fault
-from hwlab.proxy.effects import SUPPORTED
+from bmaas.hwlab.answers import IPMI_CODES
+from bmaas.hwlab.proxy import expected_fault
+from bmaas.hwlab.proxy.effects import SUPPORTED
 from tests.budgets import ask, bound
 from tests.lab.conftest import Lab
 from tests.lab.ipmi_wire_support import Start, pair, read_fault

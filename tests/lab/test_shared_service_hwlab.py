@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fakes.machine import FakeMachine, Hardware
-from hwlab.harness.bench.common import running_lab
-from hwlab.labspec import generate
-from hwlab.redfish import RedfishServer
+from bmaas.fakes.machine import FakeMachine, Hardware
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.labspec import generate
+from bmaas.hwlab.redfish import RedfishServer
 from tests.lab.shared_service import assert_shared_service_run, run_fleet, write_inventory
 
 pytestmark = pytest.mark.lab

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from bmaas.cli import cli as bmaas_cli
 from bmaas.deadline import Deadline
-from hwlab.control import LabClient, LabNotRunning
+from bmaas.hwlab.control import LabClient, LabNotRunning
 from tests.silent import SilentServer, ironic_that_stalls, silent_port
 
 pytestmark = pytest.mark.lab

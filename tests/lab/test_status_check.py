@@ -19,11 +19,11 @@ from click.testing import CliRunner, Result
 
 from bmaas import registry
 from bmaas.cli import App, cli
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import DEFAULT_PASSWORD
+from bmaas.hwlab.profiles import PROFILES
 from bmaas.store import OwnerKind, Store
 from bmaas.store.migrate import MIGRATIONS
-from hwlab.lab import Lab
-from hwlab.labspec import DEFAULT_PASSWORD
-from hwlab.profiles import PROFILES
 
 pytestmark = pytest.mark.lab
 

@@ -18,9 +18,9 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.ipmi import IPMIDriver
+from bmaas.drivers.redfish import RedfishDriver
 from bmaas.faults import BMCTimeout, BMCUnreachable
-from drivers.ipmi import IPMIDriver
-from drivers.redfish import RedfishDriver
 
 pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("no_leaks")]
 

@@ -20,13 +20,13 @@ from bmaas.deadline import Deadline
 from bmaas.driver import PowerAction, PowerState
 from bmaas.failover import FailoverDriver, FailoverRecord, build_failover
 from bmaas.faults import ProvisionFailed
+from bmaas.hwlab.events import read_events
+from bmaas.hwlab.harness.demo import leaks
+from bmaas.hwlab.lab import Lab
 from bmaas.provision import Provisioned, Request
 from bmaas.registry import build_driver
 from bmaas.retry import RetryingDriver, RetryLimits
 from bmaas.store import Store
-from hwlab.events import read_events
-from hwlab.harness.demo import leaks
-from hwlab.lab import Lab
 from tests.lab.test_provision_lab import QUICK, _provisioner
 
 pytestmark = pytest.mark.lab

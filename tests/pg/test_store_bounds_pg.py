@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 
 from bmaas.deadline import Deadline
+from bmaas.fakes.clock import FakeClock
 from bmaas.store import Store, StoreError
-from fakes.clock import FakeClock
 
 pytestmark = pytest.mark.pg
 

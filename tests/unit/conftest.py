@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.inventory import NetworkSpec, NodeSpec, SegmentSpec
 from bmaas.store import Store
-from fakes.clock import FakeClock
 from tests import pgserver
 from tests.fleet import install_stub_drivers
 

@@ -10,12 +10,12 @@ import signal
 import threading
 
 from bmaas.driver import BMCDriver, PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import DriverFactory
 from bmaas.store.records import NodeRecord
 from bmaas.sweep import shard_of
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
 from tests.budgets import per_call
 
 

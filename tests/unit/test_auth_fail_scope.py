@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.faults import BMCAuthError, InputError
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.faults import FaultRule
-from fakes.fleet import FakeFleet
 from tests.budgets import ask
 
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from bmaas.cli import App, cli
-from hwlab.cli import cli as hwlab_cli
+from bmaas.hwlab.cli import cli as hwlab_cli
 
 DEEP = 20_000
 
@@ -459,7 +459,10 @@ def test_endless_input_is_refused_with_bounded_memory(
     elif where == "status-inventory":
         args += ["status", "check", "--inventory", path]
     else:
-        module, args = "hwlab.cli", ["up", "--lab-file", path, "--state-dir", str(tmp_path / "s")]
+        module, args = (
+            "bmaas.hwlab.cli",
+            ["up", "--lab-file", path, "--state-dir", str(tmp_path / "s")],
+        )
     done = _run_capped(module, args, tmp_path)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr
@@ -531,7 +534,7 @@ def test_a_bad_number_in_a_lab_file_is_one_line(case: Case, tmp_path: Path) -> N
     ids=["nan", "infinity", "deep-list", "deep-object"],
 )
 def test_the_control_api_refuses_non_finite_numbers_and_deep_bodies(body: bytes, says: str) -> None:
-    from hwlab.control import ApiError, _body
+    from bmaas.hwlab.control import ApiError, _body
 
     with pytest.raises(ApiError) as info:
         _body(body)
@@ -551,8 +554,8 @@ def test_the_control_api_refuses_non_finite_numbers_and_deep_bodies(body: bytes,
     ids=["probability-nan", "seconds-inf", "after-1e300", "until-nan", "up-for-negative"],
 )
 def test_fault_rules_refuse_non_finite_and_out_of_range_numbers(rule: dict[str, object]) -> None:
+    from bmaas.fakes.faults import FaultRule
     from bmaas.faults import InputError
-    from fakes.faults import FaultRule
 
     with pytest.raises(InputError):
         FaultRule.from_dict(rule)

@@ -13,13 +13,13 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import BootDevice, BootSetting, PowerState, Quirk
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.faults import BootFailure
 from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from bmaas.store.nodes import QUIRKS_KEY
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.machine import FakeMachine, Hardware
 from tests.budgets import ask
 
 HW = Hardware(power_on_time=1, power_off_time=1, soft_off_time=1, os_boot_time=1, reset_time=0.5)

@@ -11,13 +11,13 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation, PowerAction, PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.faults import Firing
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import BMCBusy, BMCTimeout, PowerFailure
 from bmaas.retry import RetryingDriver, RetryLimits, call, reboot
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.faults import Firing
-from fakes.fleet import FakeFleet
-from fakes.machine import Hardware
 
 T = TypeVar("T")
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=5, os_boot_time=10)

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from bmaas.cli import App, cli
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import driver_factory
-from fakes.clock import FakeClock
-from fakes.faults import FaultRule
-from fakes.fleet import FakeFleet
 from tests.fleet import write_inventory
 
 

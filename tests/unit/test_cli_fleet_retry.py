@@ -12,11 +12,11 @@ from click.testing import CliRunner, Result
 
 from bmaas.cli import App, cli
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import driver_factory
 from bmaas.retry import RetryLimits
-from fakes.clock import FakeClock
-from fakes.faults import FaultRule
-from fakes.fleet import FakeFleet
 from tests.fleet import write_inventory
 
 NAMES = [f"q{i:02d}" for i in range(4)]

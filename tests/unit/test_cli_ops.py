@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from bmaas.cli import App, cli
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import driver_factory
-from fakes.clock import FakeClock
-from fakes.fleet import FakeFleet
 from tests.fleet import write_inventory
 
 

@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from bmaas.cli import COMMANDS as BMAAS_COMMANDS
+from bmaas.hwlab.cli import COMMANDS as HWLAB_COMMANDS
 from bmaas.store import Store, migrate
-from hwlab.cli import COMMANDS as HWLAB_COMMANDS
 
 HEAVY = ("sqlalchemy", "alembic", "rich", "pyghmi", "sushy", "sushy_tools", "flask", "cryptography")
 
@@ -58,7 +58,7 @@ def test_bmaas_help_imports_nothing_heavy() -> None:
 
 
 def test_hwlab_status_imports_no_emulator(tmp_path: Path) -> None:
-    loaded = imported_by(_run_cli("hwlab.cli", ["status", "--state-dir", str(tmp_path)]))
+    loaded = imported_by(_run_cli("bmaas.hwlab.cli", ["status", "--state-dir", str(tmp_path)]))
     assert loaded <= {"rich"}  # the table it prints; no pyghmi, sushy, Flask, cryptography
 
 

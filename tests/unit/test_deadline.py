@@ -7,7 +7,7 @@ import math
 import pytest
 
 from bmaas.deadline import Deadline
-from fakes.clock import FakeClock
+from bmaas.fakes.clock import FakeClock
 
 
 def test_after_and_left_follow_the_injected_clock() -> None:

@@ -23,14 +23,14 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node, undeploy_node
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.faults import BmaasError
 from bmaas.provision import Request
 from bmaas.retry import RetryLimits
 from bmaas.store import Store
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.faults import FaultRule
-from fakes.machine import FakeMachine, Hardware
 from tests.unit.test_provision import Rack
 
 #: the most a call may end after its deadline, in seconds of fake time

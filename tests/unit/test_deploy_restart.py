@@ -11,10 +11,10 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import Capability, Operation, PowerAction, PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.retry import RetryLimits
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.machine import FakeMachine, Hardware
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=3, os_boot_time=4, reset_time=0.5)
 SETTINGS = DeploySettings(

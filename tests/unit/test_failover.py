@@ -11,6 +11,10 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction, PowerState
 from bmaas.failover import FailoverDriver, FailoverRecord, build_failover, protocols_in
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import (
     BMCAuthError,
     BMCBusy,
@@ -19,10 +23,6 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from bmaas.policy import OTHER_PROTOCOL_MAY_CURE, POLICY, policy_for
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
-from fakes.machine import Hardware
 from tests.budgets import ask
 
 HW = Hardware(power_on_time=1, power_off_time=1)

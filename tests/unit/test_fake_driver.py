@@ -8,6 +8,11 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BootDevice, PowerAction, PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.faults import Effect
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -20,11 +25,6 @@ from bmaas.faults import (
     PowerFailure,
     UnsupportedOperation,
 )
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.faults import Effect
-from fakes.fleet import FakeFleet
-from fakes.machine import Hardware
 from tests.budgets import ask, no_budget, per_call
 
 DEADLINE = 5.0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from bmaas.driver import PowerAction
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import Effect, FaultPlan, FaultRule
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.faults import InputError
 from bmaas.yamlsrc import load_text
-from fakes.clock import FakeClock
-from fakes.faults import Effect, FaultPlan, FaultRule
-from fakes.machine import FakeMachine, Hardware
 
 OPS = ["power.get", "power.set", "boot.get", "boot.set", "probe"]
 

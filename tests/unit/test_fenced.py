@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.fenced import FencedBackoff, FencedReads
 from bmaas.store import POWER_FAILURE
-from fakes.clock import FakeClock
 
 
 @dataclasses.dataclass(frozen=True)

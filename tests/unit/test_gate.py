@@ -10,10 +10,10 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCFault, InputError, SlotTimeout
 from bmaas.gate import Gate, GateRegistry
 from bmaas.policy import FleetOutcome, SameNode, policy_for
-from fakes.clock import FakeClock
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
-"""hwlab.ipmi pieces that need no socket: cipher-suite negotiation and the FRU image."""
+"""bmaas.hwlab.ipmi pieces that need no socket: cipher-suite negotiation and the FRU image."""
 
 from __future__ import annotations
 
 import pytest
 from pyghmi.ipmi import fru as pyghmi_fru
 
-from hwlab.ipmi.fru import build_fru
-from hwlab.ipmi.session import CIPHER_SUITES, negotiate
+from bmaas.hwlab.ipmi.fru import build_fru
+from bmaas.hwlab.ipmi.session import CIPHER_SUITES, negotiate
 
 
 def _proposal(auth: int, integrity: int, confidentiality: int = 1) -> bytes:

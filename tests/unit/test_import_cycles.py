@@ -17,15 +17,13 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("bmaas", "drivers", "fakes", "hwlab")
+from tests.layout import FOLDERS, ROOT, module_name
+
+PACKAGES = tuple(FOLDERS)
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    return module_name(path)
 
 
 def _modules() -> dict[str, Path]:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from bmaas.drivers.ipmi.classify import COMPLETION_CODES, RMCP_STATUS
+from bmaas.drivers.redfish.faults import MESSAGE_RULES, map_exception, may_be_already_there
+from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import BMCAuthError, BMCBusy, BMCFault, UnsupportedOperation
 from bmaas.policy import policy_for
-from drivers.ipmi.classify import COMPLETION_CODES, RMCP_STATUS
-from drivers.redfish.faults import MESSAGE_RULES, map_exception, may_be_already_there
-from fakes.incidents import INCIDENTS
 from tests.unit.test_redfish_faults import SYSTEM, build, http_error
 
 __all__ = ["build"]  # the fixture, imported for pytest
@@ -133,9 +133,9 @@ def test_every_incident_names_its_source_and_a_protocol() -> None:
 def test_a_session_limit_naming_rac0218_answers_with_idracs_own_body() -> None:
     """The count is the trigger (session_limit), the vendor's documented
     answer the reply: iDRAC's whole RAC0218 body, which maps to BMCBusy."""
-    from fakes.effects import Effect
-    from fakes.faults import Firing
-    from hwlab.answers import redfish_answer
+    from bmaas.fakes.effects import Effect
+    from bmaas.fakes.faults import Firing
+    from bmaas.hwlab.answers import redfish_answer
 
     rac = Firing(
         0.0,

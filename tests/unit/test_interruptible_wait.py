@@ -17,6 +17,7 @@ import pytest
 
 from bmaas import retry
 from bmaas.deadline import Deadline
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCBusy
 from bmaas.provision import (
     CancelToken,
@@ -28,7 +29,6 @@ from bmaas.provision import (
 )
 from bmaas.retry import RetryLimits
 from bmaas.store import Store
-from fakes.clock import FakeClock
 from tests.unit.test_provision import SETTINGS, Rack
 
 

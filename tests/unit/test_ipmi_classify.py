@@ -1,4 +1,4 @@
-"""drivers.ipmi.classify: the one mapping, fed the exceptions pyghmi really raises.
+"""bmaas.drivers.ipmi.classify: the one mapping, fed the exceptions pyghmi really raises.
 
 Where pyghmi can be made to raise without a socket (its parsers, its helpers
 over a stub session), the exception comes from pyghmi's own code; otherwise it
@@ -21,6 +21,7 @@ from pyghmi.ipmi.private import constants
 from pyghmi.ipmi.private import session as pyghmi_session
 from pyghmi.ipmi.private import util as pyghmi_util
 
+from bmaas.drivers.ipmi.classify import COMPLETION_CODES, RMCP_STATUS, NoAnswer, classify
 from bmaas.faults import (
     BMCAuthError,
     BMCBusy,
@@ -33,7 +34,6 @@ from bmaas.faults import (
     UnclassifiedFault,
     UnsupportedOperation,
 )
-from drivers.ipmi.classify import COMPLETION_CODES, RMCP_STATUS, NoAnswer, classify
 
 
 def _raised(fn: Any, *args: Any) -> BaseException:

@@ -9,11 +9,11 @@ import pytest
 
 from bmaas.driver import BootDevice, BootSetting, Capability
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.ipmi import IPMIDriver
+from bmaas.drivers.ipmi.driver import ChassisStatus
 from bmaas.faults import InputError, UnsupportedOperation
+from bmaas.hwlab.ipmi.fru import build_fru
 from bmaas.registry import build_driver, load_driver
-from drivers.ipmi import IPMIDriver
-from drivers.ipmi.driver import ChassisStatus
-from hwlab.ipmi.fru import build_fru
 from tests.budgets import per_call
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pyghmi.ipmi.private import session as _ps
 
-from drivers.ipmi import session as bounded
+from bmaas.drivers.ipmi import session as bounded
 
 
 @pytest.fixture

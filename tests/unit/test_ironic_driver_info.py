@@ -1,4 +1,4 @@
-"""Ironic's shared driver_info through bmaas's parse (drivers.ironic.info).
+"""Ironic's shared driver_info through bmaas's parse (bmaas.drivers.ironic.info).
 
 No Ironic needed: the stock key list Ironic defines is replaced by a copy of
 its shape; tests/ironic/ checks the same against a real Ironic."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from bmaas.drivers.ironic import info
 from bmaas.faults import InputError
-from drivers.ironic import info
 
 STOCK_IPMI = frozenset(
     {"ipmi_address", "ipmi_port", "ipmi_terminal_port", "ipmi_bridging", "ipmi_protocol_version"}

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.keeper import SessionKeeper, keepalives_pay
 from bmaas.pool import DriverPool, idle_for_interval
-from fakes.clock import FakeClock
 from tests.unit.test_pool import KeptAlive, key, read
 
 #: Ironic's default [conductor]sync_power_state_interval

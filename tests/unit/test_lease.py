@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.lease import LeaseKeeper
 from bmaas.store import LeaseLost, OwnerKind, Store, StoreError
-from fakes.clock import FakeClock
 
 
 def test_renews_every_owner_and_drops_the_lost_ones(store: Store, wall: FakeClock) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
-from fakes.clock import FakeClock
-from fakes.faults import Effect, FaultPlan, FaultRule
-from fakes.machine import FakeMachine, Hardware
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import Effect, FaultPlan, FaultRule
+from bmaas.fakes.machine import FakeMachine, Hardware
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=5, os_boot_time=10)
 

@@ -10,12 +10,12 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.faults import BMCAuthError, BMCTimeout, InputError, UnclassifiedFault
 from bmaas.ops import NodeResult, driver_factory, run_on_nodes
 from bmaas.store import NodeRecord, Store
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
 from tests.budgets import per_call
 
 Enroll = Callable[..., list[str]]

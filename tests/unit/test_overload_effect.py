@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.effects import EFFECTS, Effect
+from bmaas.fakes.faults import FaultPlan, FaultRule
+from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import BMCTimeout
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.effects import EFFECTS, Effect
-from fakes.faults import FaultPlan, FaultRule
-from fakes.machine import FakeMachine
 from tests.budgets import ask
 
 

@@ -28,6 +28,7 @@ from bmaas import faulttext, retry
 from bmaas.cli.app import outcome
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -56,7 +57,6 @@ from bmaas.status.fleet import FINDINGS, classify
 from bmaas.status.result import Result
 from bmaas.store import Store
 from bmaas.sync import sync_pass
-from fakes.clock import FakeClock
 from tests.budgets import per_operation, unbounded
 from tests.unit.test_provision import Rack
 

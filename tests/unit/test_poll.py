@@ -7,8 +7,8 @@ from typing import Literal
 import pytest
 
 from bmaas.deadline import Deadline
+from bmaas.fakes.clock import FakeClock
 from bmaas.poll import PENDING, Pending, poll_until
-from fakes.clock import FakeClock
 
 
 class Spent(Exception):

@@ -14,6 +14,7 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.driver_info import DriverInfo
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import (
     BMCFault,
     BMCInternalError,
@@ -26,7 +27,6 @@ from bmaas.ops import run_on_nodes
 from bmaas.pool import DEFAULT_IDLE, KEEPALIVE_EARLY, DriverPool, PoolKey, idle_for_interval
 from bmaas.secrets import Secret
 from bmaas.store import Store
-from fakes.clock import FakeClock
 from tests.budgets import per_call
 
 

@@ -11,6 +11,11 @@ import pytest
 
 from bmaas.deploy import DeploySettings
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import (
     BMCAuthError,
     BootFailure,
@@ -23,11 +28,6 @@ from bmaas.provision import DEPLOY_FAILURE, Provisioner, Request, should_resched
 from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, ProvisionState, Store
 from bmaas.store.records import PortOrigin
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.faults import FaultRule
-from fakes.fleet import FakeFleet
-from fakes.machine import Hardware
 from tests.unit.conftest import network_spec, node_spec
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=3, os_boot_time=4)

@@ -10,6 +10,8 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import FaultRule
 from bmaas.faults import InputError, ProvisionFailed
 from bmaas.provision import (
     CLEANING_FAILURE,
@@ -21,8 +23,6 @@ from bmaas.provision import (
     status_of,
 )
 from bmaas.store import RECLAIMED, OwnerKind, ProvisionState, Store
-from fakes.clock import FakeClock
-from fakes.faults import FaultRule
 from tests.unit.test_provision import SETTINGS, Rack
 
 STUCK = [{"effect": "power_stuck", "operation": "power.set"}]

@@ -15,7 +15,7 @@ import sushy.exceptions as sushy_exc
 
 from bmaas.driver import PowerAction
 from bmaas.driver_info import DriverInfo
-from drivers.redfish import RedfishDriver
+from bmaas.drivers.redfish import RedfishDriver
 from tests.budgets import ask
 from tests.unit.test_redfish_faults import http_error
 

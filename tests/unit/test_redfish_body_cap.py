@@ -17,10 +17,10 @@ import requests
 
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
+from bmaas.drivers.redfish.faults import BodyTooLarge, map_exception
+from bmaas.drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 from bmaas.faults import BMCProtocolError, InputError
 from bmaas.registry import build_driver
-from drivers.redfish.faults import BodyTooLarge, map_exception
-from drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
 CAP = 64 * 1024
 #: more than the loopback socket buffers can hold: an endless body the client

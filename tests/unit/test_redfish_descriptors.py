@@ -1,4 +1,4 @@
-"""drivers.redfish.descriptors: kept Redfish connections live on descriptors
+"""bmaas.drivers.redfish.descriptors: kept Redfish connections live on descriptors
 select() never watches, so a process can keep thousands beside pyghmi."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from drivers.redfish import descriptors
+from bmaas.drivers.redfish import descriptors
 from tests.unit.test_redfish_lean_read import Fake, driver, serving
 
 #: this machine's descriptor limit leaves room above 1024 (20,000 here and in
@@ -84,7 +84,7 @@ def test_the_kept_power_read_connection_lives_above_1024() -> None:
     """Issue 26: past 256 services every Redfish read opened a connection
     (pyghmi's select() limit); now the kept one sits above 1024, and the
     driver keeps connections for as many services as the limit has room."""
-    from drivers.redfish.driver import RedfishDriver
+    from bmaas.drivers.redfish.driver import RedfishDriver
 
     assert RedfishDriver.keep_alive_services > 1000
     fake = Fake()

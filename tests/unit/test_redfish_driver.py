@@ -13,12 +13,12 @@ import sushy.exceptions as sushy_exc
 
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
+from bmaas.drivers.redfish import RedfishDriver
+from bmaas.drivers.redfish.connector import OPERATION_HEADER, BoundedConnector
+from bmaas.drivers.redfish.faults import DeadlineExceeded
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import InputError
 from bmaas.registry import build_driver
-from drivers.redfish import RedfishDriver
-from drivers.redfish.connector import OPERATION_HEADER, BoundedConnector
-from drivers.redfish.faults import DeadlineExceeded
-from fakes.clock import FakeClock
 
 PASSWORD = "Unit-Passw0rd-31a"
 INFO = {

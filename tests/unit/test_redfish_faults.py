@@ -19,6 +19,8 @@ import sushy.exceptions as sushy_exc
 import urllib3.exceptions as u3
 
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.redfish import RedfishDriver
+from bmaas.drivers.redfish.faults import MESSAGE_RULES, DeadlineExceeded, map_exception, retry_after
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -31,8 +33,6 @@ from bmaas.faults import (
     UnclassifiedFault,
     UnsupportedOperation,
 )
-from drivers.redfish import RedfishDriver
-from drivers.redfish.faults import MESSAGE_RULES, DeadlineExceeded, map_exception, retry_after
 
 URL = "https://10.0.0.9/redfish/v1/Systems/1"
 SYSTEM = "/redfish/v1/Systems/1"

@@ -1,4 +1,4 @@
-"""The lean Redfish power read (drivers.redfish.lean), against a tiny Redfish
+"""The lean Redfish power read (bmaas.drivers.redfish.lean), against a tiny Redfish
 service on 127.0.0.1 that records every request it gets.
 
 What would break: the field parsed, ``$select`` used only where advertised and
@@ -19,9 +19,9 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
+from bmaas.drivers.redfish.service import ServiceRegistry
 from bmaas.faults import BmaasError, BMCAuthError, BMCTimeout
 from bmaas.registry import build_driver
-from drivers.redfish.service import ServiceRegistry
 
 SYSTEM = "/redfish/v1/Systems/1"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
-from drivers.redfish.service import RedfishService, ServiceKey, ServiceRegistry
-from fakes.clock import FakeClock
+from bmaas.drivers.redfish.service import RedfishService, ServiceKey, ServiceRegistry
+from bmaas.fakes.clock import FakeClock
 
 BASE = {
     "redfish_address": "https://chassis.example:8443/",

@@ -1,4 +1,4 @@
-"""The lean read's own HTTP/1.1 (drivers.redfish.wire, through drivers.redfish.lean),
+"""The lean read's own HTTP/1.1 (bmaas.drivers.redfish.wire, through bmaas.drivers.redfish.lean),
 against scripted socket servers on 127.0.0.1.
 
 What would break: a read that outlives its deadline against a server that
@@ -25,16 +25,21 @@ import requests
 import sushy.exceptions as sushy_exc
 
 from bmaas.deadline import Deadline
+from bmaas.drivers.redfish.faults import (
+    BodyTooLarge,
+    ConnectFailed,
+    DeadlineExceeded,
+    map_exception,
+)
+from bmaas.drivers.redfish.lean import LeanReader
+from bmaas.drivers.redfish.wire import KeptConnections, StaleConnection, Target
 from bmaas.faults import (
     BMCFault,
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
 )
-from drivers.redfish.faults import BodyTooLarge, ConnectFailed, DeadlineExceeded, map_exception
-from drivers.redfish.lean import LeanReader
-from drivers.redfish.wire import KeptConnections, StaleConnection, Target
-from hwlab.tls import make_certificate, server_context
+from bmaas.hwlab.tls import make_certificate, server_context
 
 SYSTEM = "/redfish/v1/Systems/1"
 TOKEN = "tok-3f9a-secret"

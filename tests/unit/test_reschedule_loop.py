@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bmaas.deadline import Deadline
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -37,7 +38,6 @@ from bmaas.provision import (
     should_reschedule,
 )
 from bmaas.store import LeaseLost
-from fakes.clock import FakeClock
 
 #: what a node does when deployed: a fault to raise, or seconds it takes to work
 Script = dict[str, BmaasError | float]

@@ -12,6 +12,10 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BootDevice, PowerAction, PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -24,10 +28,6 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from bmaas.retry import RetryingDriver, RetryLimits, call, reboot, retry_bmc
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
-from fakes.machine import Hardware
 from tests.budgets import per_operation
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=5, os_boot_time=10)

@@ -13,10 +13,10 @@ import pytest
 from bmaas import policy
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCBusy, BMCTimeout, BMCUnreachable
 from bmaas.pool import DriverPool
 from bmaas.silence import STALE_SLACK, SilentBMCs
-from fakes.clock import FakeClock
 from tests.unit.test_pool import SessionDriver, key, read
 
 NO_ANSWER = BMCTimeout("no answer", node="n1")

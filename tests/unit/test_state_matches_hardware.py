@@ -4,9 +4,9 @@ node was left in, and a fenced node's fault names the step that failed."""
 from __future__ import annotations
 
 from bmaas.driver import PowerState
+from bmaas.fakes.faults import FaultRule
 from bmaas.provision import Request
 from bmaas.store import Store
-from fakes.faults import FaultRule
 from tests.unit.test_provision import Rack
 
 

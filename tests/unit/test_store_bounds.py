@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from bmaas.deadline import Deadline
+from bmaas.fakes.clock import FakeClock
 from bmaas.store import Store
 from bmaas.store.engine import BUSY_TIMEOUT, GRACE, make_engine
-from fakes.clock import FakeClock
 
 
 def _busy_timeout_ms(store: Store) -> int:

@@ -13,6 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, InputError
 from bmaas.health import Change
 from bmaas.store import (
@@ -26,7 +27,6 @@ from bmaas.store import (
     resolve_url,
 )
 from bmaas.store.schema import metadata
-from fakes.clock import FakeClock
 
 Enroll = Callable[..., list[str]]
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, InputError, NodeUnavailable, RetryScope
 from bmaas.health import HealthRule
 from bmaas.store import (
@@ -19,7 +20,6 @@ from bmaas.store import (
 )
 from bmaas.store import owners as store_owners
 from bmaas.store.base import Tx
-from fakes.clock import FakeClock
 
 Enroll = Callable[..., list[str]]
 

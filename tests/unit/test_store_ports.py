@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, InputError, NodeUnavailable, RetryScope
 from bmaas.inventory import NetworkSpec, SegmentSpec
 from bmaas.store import LeaseLost, OwnerKind, PortOrigin, SegmentExhausted, Store
-from fakes.clock import FakeClock
 from tests.unit.conftest import network_spec
 
 Enroll = Callable[..., list[str]]

@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.gate import bmc_of
 from bmaas.share import FleetShare, owner_of
 from bmaas.store import OwnerKind, Store
-from fakes.clock import FakeClock
 
 Enroll = Callable[..., list[str]]
 TTL = 60.0

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
 from bmaas.heap import MIN_CHANGES
@@ -16,7 +17,6 @@ from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.pool import DriverPool
 from bmaas.store import Store
 from bmaas.sweep import ShardedSweeper, _next_message, auto_processes, shard_of
-from fakes.clock import FakeClock
 from tests.unit.sweep_support import die_in_shard_zero, frozen_objects, make_factory, read_power
 from tests.unit.test_pool import KeptAlive, key, read
 

@@ -12,6 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.faults import BMCTimeout
 from bmaas.fenced import FencedBackoff, FencedReads
 from bmaas.health import Change, HealthRule
@@ -22,9 +25,6 @@ from bmaas.ops import driver_factory
 from bmaas.pool import DEFAULT_IDLE, DriverPool, idle_for_interval
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
 from bmaas.sync import sync_loop, sync_pass
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
 from tests.budgets import unbounded
 from tests.unit.test_heap import Recorder
 

@@ -14,11 +14,11 @@ from click.testing import CliRunner, Result
 from bmaas.cli import App, cli
 from bmaas.cliutil import setup_logging
 from bmaas.driver import PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import driver_factory
 from bmaas.retry import RetryLimits
 from bmaas.secrets import MaskingFormatter, mask, mask_logs, mask_url, mask_urls
-from fakes.clock import FakeClock
-from fakes.fleet import FakeFleet
 from tests.fleet import write_inventory
 
 PASSWORD = "Url-Passw0rd-77c"

@@ -1,4 +1,4 @@
-"""Benchmarks: ``hwlab bench NAME`` (see :mod:`hwlab.harness.bench.cli`), figures
+"""Benchmarks: ``hwlab bench NAME`` (see :mod:`bmaas.hwlab.harness.bench.cli`), figures
 measured side by side in one run on private loopback labs. Never timed tests.
 
 One module per scenario (``fault_detection``, ``fleet_sweep``, ``goodput``,

@@ -32,11 +32,11 @@ from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, deploy_node
 from bmaas.driver import BMCDriver, PowerAction
 from bmaas.faults import NoCandidates
+from bmaas.hwlab.harness.budgets import per_call
 from bmaas.provision import Request
 from bmaas.retry import RetryLimits
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import NodeRecord, PortOrigin, ProvisionState
-from hwlab.harness.budgets import per_call
 
 __all__ = ["BlindReschedule", "Placement"]
 

@@ -94,8 +94,8 @@ def _run(
     quiet: bool = False,
     command: str | None = None,
 ) -> Any:
-    from hwlab.harness.bench.common import no_stray_children
-    from hwlab.harness.bench.report import cpu_busy, environment, print_report, write_report
+    from bmaas.hwlab.harness.bench.common import no_stray_children
+    from bmaas.hwlab.harness.bench.report import cpu_busy, environment, print_report, write_report
 
     busy_before = cpu_busy()
     start = time.monotonic()
@@ -155,7 +155,7 @@ def _quiet_library_logs() -> Iterator[None]:
 
 
 def _scenario(ctx: click.Context, module_name: str) -> None:
-    """Run ``hwlab.harness.bench.<module_name>`` at its full or smoke size, with the
+    """Run ``bmaas.hwlab.harness.bench.<module_name>`` at its full or smoke size, with the
     options given on the command line on top (they are named as the
     scenario's ``Options`` fields; an option not given is None or empty)."""
     import dataclasses
@@ -163,7 +163,7 @@ def _scenario(ctx: click.Context, module_name: str) -> None:
 
     given = dict(ctx.params)
     smoke, as_json, report_dir = given.pop("smoke"), given.pop("as_json"), given.pop("report_dir")
-    module = importlib.import_module(f"hwlab.harness.bench.{module_name}")
+    module = importlib.import_module(f"bmaas.hwlab.harness.bench.{module_name}")
     base = module.Options.smoke() if smoke else module.Options()
     options = dataclasses.replace(base, **{k: v for k, v in given.items() if v not in (None, ())})
     _run(
@@ -315,10 +315,10 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     """Stock ipmi/redfish vs bmaas-ipmi/bmaas-redfish through one real Ironic
     (needs scripts/ironic-env.sh): time to error per fault, last_error,
     maintenance, and power sync on busy BMCs with conductor CPU per node.
-    With --incidents: each field incident (fakes.incidents) that a power-on
+    With --incidents: each field incident (bmaas.fakes.incidents) that a power-on
     meets, on the hardware types of its protocol."""
     if ctx.params.pop("incidents"):
-        from hwlab.harness.bench.ironic import INCIDENT_FAULTS
+        from bmaas.hwlab.harness.bench.ironic import INCIDENT_FAULTS
 
         if not ctx.params.get("faults"):
             ctx.params["faults"] = tuple(INCIDENT_FAULTS)
@@ -466,11 +466,11 @@ def all_scenarios(ctx: click.Context, smoke: bool, as_json: bool, report_dir: Pa
     --report, DIR/README.md gathers their summaries."""
     import importlib
 
-    from hwlab.harness.bench.report import write_index
+    from bmaas.hwlab.harness.bench.report import write_index
 
     reports = []
     for name in SCENARIOS:
-        module = importlib.import_module(f"hwlab.harness.bench.{name.replace('-', '_')}")
+        module = importlib.import_module(f"bmaas.hwlab.harness.bench.{name.replace('-', '_')}")
         options = module.Options.smoke() if smoke else module.Options()
         if not as_json:
             click.echo(f"== {name}", err=True)

@@ -4,7 +4,7 @@ A bare pyghmi or sushy client facing a dead BMC may wait minutes (sushy:
 ten tries of a 60 s read timeout) or, in a thread, forever; such a thread
 cannot be stopped. So each trial runs here, in a child process:
 
-    echo '{"client": "sushy", ...}' | python -m hwlab.harness.bench.clients
+    echo '{"client": "sushy", ...}' | python -m bmaas.hwlab.harness.bench.clients
 
 The job (with the password) comes on stdin, never on the command line. The
 child imports everything first, then times one power read from the moment
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hwlab.harness.budgets import per_call
+from bmaas.hwlab.harness.budgets import per_call
 
 __all__ = ["CLIENTS", "run_trial"]
 
@@ -135,7 +135,7 @@ def run_trial(job: Mapping[str, Any]) -> dict[str, Any]:
     """Run one trial in a child process; its JSON answer as a dict."""
     cap = float(job["cap"])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hwlab.harness.bench.clients"],
+        [sys.executable, "-m", "bmaas.hwlab.harness.bench.clients"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

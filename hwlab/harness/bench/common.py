@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hwlab.lab import Lab
-from hwlab.labspec import LabSpec
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import LabSpec
 
 __all__ = [
     "CallCounter",

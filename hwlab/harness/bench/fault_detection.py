@@ -16,11 +16,11 @@ fault, with:
 * **ipmitool (Ironic)**: ``ipmitool -I lanplus -R 1 -N 1 power status``
   retried as Ironic's ``ipmitool`` power interface does by default: every
   error, at least 5 s apart, up to 12 tries or 60 s (see
-  :mod:`hwlab.harness.bench.ipmitool` for the settings and where they come from).
+  :mod:`bmaas.hwlab.harness.bench.ipmitool` for the settings and where they come from).
 
 Each client gets its own fresh BMC per trial (so no trial sees another's
 session), and bmaas, pyghmi and sushy run in a child process each
-(:mod:`hwlab.harness.bench.clients`): a bare client facing a dead BMC may wait for
+(:mod:`bmaas.hwlab.harness.bench.clients`): a bare client facing a dead BMC may wait for
 minutes, so every trial is capped, and a capped trial is reported as
 "gave up after N s", a lower bound, never as a time it did not take.
 Trials run several at once (they mostly wait); the column "what the caller
@@ -37,12 +37,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bmaas.hwlab.harness.bench.clients import run_trial
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.harness.bench.ipmitool import ipmitool_job, ironic_power_status, require_ipmitool
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from bmaas.hwlab.labspec import LabSpec, NodeSpec
 from bmaas.secrets import Secret
-from hwlab.harness.bench.clients import run_trial
-from hwlab.harness.bench.common import running_lab
-from hwlab.harness.bench.ipmitool import ipmitool_job, ironic_power_status, require_ipmitool
-from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
-from hwlab.labspec import LabSpec, NodeSpec
 
 __all__ = ["CLIENTS", "FAULTS", "Options", "run"]
 
@@ -120,7 +120,7 @@ def _spec(trials: Sequence[Trial]) -> LabSpec:
 
 
 def _rule(raw: dict[str, Any]) -> Any:
-    from fakes.faults import FaultRule
+    from bmaas.fakes.faults import FaultRule
 
     return FaultRule.from_dict(raw)
 

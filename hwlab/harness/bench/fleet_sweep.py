@@ -21,7 +21,7 @@ alternating order, only the sweeps are measured:
   measured against, side by side in the same run;
 * **ipmitool x 8**: one ``ipmitool ... power status`` process per IPMI node,
   8 at a time: Ironic's default power-sync workers and its ipmitool options
-  (see :mod:`hwlab.harness.bench.ipmitool`).
+  (see :mod:`bmaas.hwlab.harness.bench.ipmitool`).
 
 Besides wall time and nodes per second, each row has the **client CPU time
 per node read**: user + system seconds of the client's processes (this
@@ -55,16 +55,16 @@ from typing import Any
 from bmaas import credentials
 from bmaas import inventory as inventory_mod
 from bmaas.driver import BMCDriver, PowerState
+from bmaas.hwlab.harness.bench import hung_sync, ipmitool
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from bmaas.hwlab.harness.budgets import per_call
+from bmaas.hwlab.labspec import generate
 from bmaas.ops import DEFAULT_WORKERS, driver_factory, run_on_nodes
 from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 from bmaas.sweep import ShardedSweeper
-from hwlab.harness.bench import hung_sync, ipmitool
-from hwlab.harness.bench.common import running_lab
-from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
-from hwlab.harness.budgets import per_call
-from hwlab.labspec import generate
 
 __all__ = ["GOALS", "Options", "read_power", "run"]
 
@@ -87,7 +87,7 @@ CONTENDERS = (
 )
 #: untimed passes before each steady row's timed one: the first logs in (and
 #: its read is the login's own System GET); the second opens the lean
-#: Redfish read's kept connection (:mod:`drivers.redfish.lean`). Only from
+#: Redfish read's kept connection (:mod:`bmaas.drivers.redfish.lean`). Only from
 #: the third on is a pass what a sync repeats every interval.
 WARM_PASSES = 2
 
@@ -115,7 +115,7 @@ class Options:
     processes: int = 0
     seed: int = 1
     #: with a share of hung BMCs (0.05: 5 %), also the sync's pass ratio
-    #: once they are fenced (:mod:`hwlab.harness.bench.hung_sync`); 0: not run
+    #: once they are fenced (:mod:`bmaas.hwlab.harness.bench.hung_sync`); 0: not run
     hung_fraction: float = 0.0
 
     @classmethod

@@ -8,7 +8,7 @@ over after boot) three ways, each on a fresh lab started from the same seed:
 * **no retry**: bmaas's :class:`~bmaas.provision.Provisioner` with
   ``RetryLimits.no_retry()`` and ``max_attempts=1``: a failed build ends in
   ERROR;
-* **blind reschedule**: :mod:`hwlab.harness.bench.blind`, what Nova did: any
+* **blind reschedule**: :mod:`bmaas.hwlab.harness.bench.blind`, what Nova did: any
   exception moves the request to another host (up to 3), no operation-level
   retries, no classification, a new port per attempt;
 * **bmaas**: the ``Provisioner`` with its typed retries (``RetryLimits()``,
@@ -17,7 +17,7 @@ over after boot) three ways, each on a fresh lab started from the same seed:
 For each: success rate, time to active (p50, p95) of the successful ones,
 deploys per minute, BMC calls made, ports created, and allocations and ports
 leaked after the batch (held by anything but an instance:
-:func:`hwlab.harness.demo.leaks`). BMC calls are counted at the client: each call of
+:func:`bmaas.hwlab.harness.demo.leaks`). BMC calls are counted at the client: each call of
 a driver's BMC methods (probe, power read/request, boot device, virtual
 media, boot progress) through a wrapped driver factory; one driver call is
 one bounded BMC operation (1 UDP exchange for IPMI, 1-3 HTTP requests for
@@ -45,19 +45,19 @@ from typing import Any
 from bmaas import inventory as inventory_mod
 from bmaas.deploy import DeploySettings
 from bmaas.driver import BMCDriver
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import BmaasError, ProvisionFailed
+from bmaas.hwlab.harness.bench.blind import BlindReschedule, Placement
+from bmaas.hwlab.harness.bench.common import CallCounter, percentile, running_lab
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.harness.demo import leaks
+from bmaas.hwlab.labspec import LabSpec, generate
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioner, Request
 from bmaas.retry import RetryLimits
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
-from fakes.faults import FaultRule
-from fakes.machine import Hardware
-from hwlab.harness.bench.blind import BlindReschedule, Placement
-from hwlab.harness.bench.common import CallCounter, percentile, running_lab
-from hwlab.harness.bench.report import Report, Table, fmt_seconds
-from hwlab.harness.demo import leaks
-from hwlab.labspec import LabSpec, generate
 
 __all__ = ["STRATEGIES", "Options", "run"]
 

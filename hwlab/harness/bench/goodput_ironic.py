@@ -1,7 +1,7 @@
 """goodput through a real Ironic: ``hwlab bench goodput --backend ironic``.
 
 The same stream of deploy requests, three ways, each on a fresh lab and a
-fresh standalone Ironic started from the same layout (``hwlab.harness.ironic``):
+fresh standalone Ironic started from the same layout (``bmaas.hwlab.harness.ironic``):
 
 * **no retry**: bmaas's :class:`~bmaas.provision.Provisioner` on the Ironic
   backend with ``max_attempts=1``: a failed deploy ends the request;
@@ -17,7 +17,7 @@ The lab: dead BMCs and brownout nodes (power never comes on) behind
 behind both (:data:`LAYOUT`, repeated). Ironic's periodic power sync is off
 during the stream, so every BMC call counted is one the strategies caused.
 
-Counted: Ironic API calls at the client (:class:`drivers.ironic_backend.Api`,
+Counted: Ironic API calls at the client (:class:`bmaas.drivers.ironic_backend.Api`,
 each HTTP call once, retries included); BMC calls at the lab (a zero-delay
 rule on every BMC operation: its firing count); leaked allocations (held by
 anything but an instance after the batch) and leaked ports.
@@ -35,16 +35,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bmaas.drivers.ironic_backend import Api, IronicBackend
+from bmaas.drivers.ironic_backend.api import IronicBusy
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import BmaasError, ProvisionFailed
+from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.harness.bench.common import percentile
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate
 from bmaas.provision import Provisioner, Request
-from drivers.ironic_backend import Api, IronicBackend
-from drivers.ironic_backend.api import IronicBusy
-from fakes.machine import Hardware
-from hwlab.harness import ironic as harness
-from hwlab.harness.bench.common import percentile
-from hwlab.harness.bench.report import Report, Table, fmt_seconds
-from hwlab.lab import Lab
-from hwlab.labspec import generate
 
 __all__ = ["LAYOUT", "STRATEGIES", "Options", "blind_provision", "run"]
 

@@ -6,7 +6,7 @@ deadline, so the goal is about the sync's steady state: the sync fences
 such a node (``power failure`` after ``fault_after`` faulted reads in a
 row) and from then on reads it only on its back-off, in the background,
 never waited for (:mod:`bmaas.fenced`). Measured here on the lab of
-:mod:`~hwlab.harness.bench.fleet_sweep` with :func:`bmaas.sync.sync_loop`
+:mod:`~bmaas.hwlab.harness.bench.fleet_sweep` with :func:`bmaas.sync.sync_loop`
 as ``bmaas sync --interval`` runs it (pooled sessions, production
 back-off: the first recovery read 30 s after the fence):
 

@@ -1,7 +1,7 @@
 """``hwlab bench ironic``: stock ``ipmi``/``redfish`` vs ``bmaas-ipmi``/``bmaas-redfish``
 through the same real Ironic, on the same lab.
 
-Two phases, one Ironic (standalone, see :mod:`hwlab.harness.ironic`):
+Two phases, one Ironic (standalone, see :mod:`bmaas.hwlab.harness.ironic`):
 
 1. **Faults.** For each fault class and hardware type, one node whose BMC
    has that fault on every operation is asked to power on (all trials at
@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from bmaas import faulttext
-from fakes.machine import Hardware
-from hwlab.harness import ironic as harness
-from hwlab.harness.bench.report import Report, Table, fmt_seconds
-from hwlab.lab import Lab
-from hwlab.labspec import generate
+from bmaas.fakes.machine import Hardware
+from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate
 
 __all__ = ["FAULTS", "TYPES", "Options", "run"]
 
@@ -56,7 +56,7 @@ def _incident(name: str, protocol: str, **when: Any) -> dict[str, Any]:
     return {"effect": "incident", "incident": name, "protocol": protocol, **when}
 
 
-#: the field-incident catalogue (fakes.incidents) as a power-on meets it,
+#: the field-incident catalogue (bmaas.fakes.incidents) as a power-on meets it,
 #: windows in seconds an Ironic can show (longer than the lab's, shorter
 #: than the documented 60 s); each is tried on the hardware types of its
 #: protocol. The trial powers the node off first, so a window after a

@@ -4,14 +4,14 @@ For each size and hardware type: a fresh hwlab lab and a fresh standalone
 Ironic (API and conductor in one process, SQLite, as the ``ironic`` tests run
 it, Ironic's defaults: 8 sync workers, ``[ipmi]min_command_interval`` 5 s,
 ``power_state_sync_max_retries`` 3). Every IPMI BMC listens on a loopback
-address of its own (:func:`hwlab.labspec.loopback_hosts`): stock ``ipmi``
+address of its own (:func:`bmaas.hwlab.labspec.loopback_hosts`): stock ``ipmi``
 spaces its ipmitool calls per address *string*, and a fleet on one
 127.0.0.1 would be throttled as one BMC. The nodes are enrolled and managed
 through the REST API, then measured:
 
 * **a clean sync pass**: its duration, as Ironic itself times
   ``ConductorManager._sync_power_states`` (statsd, heard by
-  :class:`~hwlab.harness.statsd.StatsdSink`); the first pass that starts
+  :class:`~bmaas.hwlab.harness.statsd.StatsdSink`); the first pass that starts
   after enrollment is skipped (the CPU window needs a pass end before it);
 * **conductor CPU per node per pass**: user + system of every Ironic process
   and of the children it waited for (stock ``ipmi``'s ipmitool), from one
@@ -42,15 +42,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import InputError
-from fakes.machine import Hardware
-from hwlab.harness import ironic as harness
-from hwlab.harness.bench.common import percentile
-from hwlab.harness.bench.report import Report, Table, fmt_seconds
-from hwlab.harness.ironic_rest import IronicRest
-from hwlab.harness.statsd import Metric, StatsdSink
-from hwlab.lab import Lab
-from hwlab.labspec import generate, loopback_hosts
+from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.harness.bench.common import percentile
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.harness.ironic_rest import IronicRest
+from bmaas.hwlab.harness.statsd import Metric, StatsdSink
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate, loopback_hosts
 
 __all__ = ["FLOOR", "TYPES", "Options", "run"]
 
@@ -80,7 +80,7 @@ class Options:
     #: threads enrolling nodes
     enroll_workers: int = 4
     #: "api": create and manage through the REST API (a verify each);
-    #: "db": through Ironic's object layer before it starts (hwlab.harness.ironic_bulk)
+    #: "db": through Ironic's object layer before it starts (bmaas.hwlab.harness.ironic_bulk)
     enroll_via: str = "api"
     #: seconds any one wait (enrollment, a pass, a fence) may take
     cap: float = 1800.0

@@ -1,8 +1,8 @@
 """lab-scale: what a lab of N emulated BMCs costs, and how much it serves.
 
 For each size a lab (half IPMI, half Redfish) is started as ``hwlab up``
-starts it (the ``hwlab.daemon`` process and its workers, sharded as
-:func:`hwlab.lab.shard_count` says) and timed until it reports ready; then
+starts it (the ``bmaas.hwlab.daemon`` process and its workers, sharded as
+:func:`bmaas.hwlab.lab.shard_count` says) and timed until it reports ready; then
 the resident memory of all its processes is summed (psutil), and, up to
 :data:`READS_UP_TO` nodes, client processes read power states through bmaas's
 drivers, sessions reused, as fast as they can for a fixed time: requests per
@@ -33,11 +33,11 @@ from typing import Any
 
 import yaml
 
-from hwlab.control import LabClient
-from hwlab.daemon import LabOptions
-from hwlab.harness.bench.common import process_tree_rss
-from hwlab.harness.bench.report import Report, Table, fmt_seconds
-from hwlab.harness.budgets import per_call
+from bmaas.hwlab.control import LabClient
+from bmaas.hwlab.daemon import LabOptions
+from bmaas.hwlab.harness.bench.common import process_tree_rss
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.harness.budgets import per_call
 
 __all__ = ["Options", "run"]
 
@@ -148,7 +148,7 @@ def _daemon_lab(size: int, seed: int, state_dir: str) -> Iterator[tuple[int, flo
     lab_json = Path(state_dir) / "lab.json"
     start = time.perf_counter()
     daemon = subprocess.Popen(  # noqa: S603 - our own module, no shell
-        [sys.executable, "-m", "hwlab.daemon", state_dir, options.to_json()],
+        [sys.executable, "-m", "bmaas.hwlab.daemon", state_dir, options.to_json()],
         stdin=subprocess.DEVNULL,
     )
     try:

@@ -27,12 +27,12 @@ from collections.abc import Callable
 from typing import Any
 
 from bmaas.driver import PowerState
+from bmaas.hwlab.harness.bench import ipmitool
+from bmaas.hwlab.harness.bench.common import interleaved, running_lab
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from bmaas.hwlab.harness.budgets import per_call
+from bmaas.hwlab.labspec import LabSpec, NodeSpec
 from bmaas.registry import build_driver
-from hwlab.harness.bench import ipmitool
-from hwlab.harness.bench.common import interleaved, running_lab
-from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
-from hwlab.harness.budgets import per_call
-from hwlab.labspec import LabSpec, NodeSpec
 
 __all__ = ["Options", "run"]
 

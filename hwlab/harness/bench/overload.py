@@ -33,15 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from bmaas.deadline import Deadline
+from bmaas.fakes.machine import Hardware
 from bmaas.faults import BmaasError
+from bmaas.hwlab.harness.bench import ipmitool
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.harness.bench.report import Report, Table
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import generate
 from bmaas.pool import DriverPool
 from bmaas.registry import build_driver
-from fakes.machine import Hardware
-from hwlab.harness.bench import ipmitool
-from hwlab.harness.bench.common import running_lab
-from hwlab.harness.bench.report import Report, Table
-from hwlab.lab import Lab
-from hwlab.labspec import generate
 
 __all__ = ["Options", "run"]
 

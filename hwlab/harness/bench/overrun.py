@@ -1,6 +1,6 @@
 """overrun: how long after its deadline a BMC call returns, per lab effect.
 
-For every scenario of the fault matrix (:data:`hwlab.harness.matrix.SCENARIOS`:
+For every scenario of the fault matrix (:data:`bmaas.hwlab.harness.matrix.SCENARIOS`:
 every effect the lab can put on the wire, in the BMC or in the hardware) and
 both protocols, make ``calls`` calls through the real bmaas driver, each
 handed a fresh :class:`~bmaas.deadline.Deadline` of ``deadline`` seconds (the
@@ -29,10 +29,10 @@ from typing import Any
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction
 from bmaas.faults import BmaasError
+from bmaas.hwlab.harness import matrix
+from bmaas.hwlab.harness.bench.common import percentile, running_lab
+from bmaas.hwlab.harness.bench.report import Report, Table
 from bmaas.registry import build_driver
-from hwlab.harness import matrix
-from hwlab.harness.bench.common import percentile, running_lab
-from hwlab.harness.bench.report import Report, Table
 
 __all__ = ["Options", "run"]
 

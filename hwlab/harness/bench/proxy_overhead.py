@@ -16,7 +16,7 @@ same call direct and through the proxy, interleaved, in one run:
 Prints the median per call direct and proxied, the added median, and the
 ratio. Needs the ``bmaas[virtualbmc]`` extra::
 
-    python -m hwlab.harness.bench.proxy_overhead --calls 500
+    python -m bmaas.hwlab.harness.bench.proxy_overhead --calls 500
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import requests
 from pyghmi.ipmi import command
 from pyghmi.ipmi.private import session as pyghmi_session
 
+from bmaas.hwlab.harness.bench.common import interleaved
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec
+from bmaas.hwlab.proxy.stock import StockSushy, StockVbmc
 from bmaas.secrets import Secret
-from hwlab.harness.bench.common import interleaved
-from hwlab.proxy import ProxyHost, ProxySpec
-from hwlab.proxy.stock import StockSushy, StockVbmc
 
 __all__ = ["main", "measure"]
 

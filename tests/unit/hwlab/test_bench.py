@@ -14,16 +14,23 @@ import pytest
 from click.testing import CliRunner
 
 from bmaas.driver import PowerAction
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.faults import BMCTimeout
+from bmaas.hwlab.harness.bench import fault_detection, ipmitool
+from bmaas.hwlab.harness.bench.cli import _command, bench_options
+from bmaas.hwlab.harness.bench.common import CallCounter, percentile, summary
+from bmaas.hwlab.harness.bench.goodput import counting_factory
+from bmaas.hwlab.harness.bench.report import (
+    Report,
+    Table,
+    fmt_ratio,
+    fmt_seconds,
+    markdown,
+    write_report,
+)
 from bmaas.retry import RetryingDriver, RetryLimits
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
-from hwlab.harness.bench import fault_detection, ipmitool
-from hwlab.harness.bench.cli import _command, bench_options
-from hwlab.harness.bench.common import CallCounter, percentile, summary
-from hwlab.harness.bench.goodput import counting_factory
-from hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds, markdown, write_report
 from tests.budgets import ask, no_budget
 
 JOB: ipmitool.Job = (["ipmitool", "power", "status"], {})

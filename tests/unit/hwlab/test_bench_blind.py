@@ -6,12 +6,12 @@ nothing left held), or the benchmark compares bmaas with a straw man."""
 from __future__ import annotations
 
 from bmaas.driver import PowerState
+from bmaas.hwlab.harness.bench.blind import BlindReschedule
+from bmaas.hwlab.harness.bench.common import CallCounter
+from bmaas.hwlab.harness.demo import leaks
 from bmaas.provision import Request
 from bmaas.store import OwnerKind, Store
 from bmaas.store.records import PortOrigin
-from hwlab.harness.bench.blind import BlindReschedule
-from hwlab.harness.bench.common import CallCounter
-from hwlab.harness.demo import leaks
 from tests.unit.test_provision import SETTINGS, Rack
 
 REQUEST = Request("web-1", resource_class="baremetal", network="prov")

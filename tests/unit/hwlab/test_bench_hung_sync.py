@@ -1,4 +1,4 @@
-"""Which nodes the hung-BMC sync ratio hangs (hwlab.harness.bench.hung_sync)."""
+"""Which nodes the hung-BMC sync ratio hangs (bmaas.hwlab.harness.bench.hung_sync)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from hwlab.harness.bench.hung_sync import hung_nodes
+from bmaas.hwlab.harness.bench.hung_sync import hung_nodes
 
 
 @dataclasses.dataclass(frozen=True)

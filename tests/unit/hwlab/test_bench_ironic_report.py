@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hwlab.harness.bench import ironic
+from bmaas.hwlab.harness.bench import ironic
 
 
 def _trial(driver: str, fault: str, seconds: float, text: str | None, gave_up: bool = True):
@@ -57,8 +57,8 @@ def test_headline_counts_readable_codes_budget_and_fences() -> None:
 
 
 def test_the_command_line_names_every_incident_of_the_ironic_bench() -> None:
-    from hwlab.harness.bench.cli import INCIDENT_NAMES
-    from hwlab.harness.bench.ironic import INCIDENT_FAULTS, _applies
+    from bmaas.hwlab.harness.bench.cli import INCIDENT_NAMES
+    from bmaas.hwlab.harness.bench.ironic import INCIDENT_FAULTS, _applies
 
     assert set(INCIDENT_NAMES) == set(INCIDENT_FAULTS)
     assert _applies("idrac10-power-on-conflict", "bmaas-redfish")
@@ -76,7 +76,7 @@ def test_conductor_cpu_counts_the_children_it_waited_for(
     import subprocess
     import sys
 
-    from hwlab.harness import ironic as harness
+    from bmaas.hwlab.harness import ironic as harness
 
     service = harness.IronicService(tmp_path, venv=tmp_path)
     monkeypatch.setattr(service, "pids", lambda: [os.getpid()])

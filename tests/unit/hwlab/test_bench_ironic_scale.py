@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from bmaas.faults import InputError
-from hwlab.harness.bench import ironic_scale
-from hwlab.harness.bench.ironic_scale import SYNC_TIMER, _Pass, _passes, _Watch, parse_conf
-from hwlab.harness.statsd import Metric, StatsdSink, parse
-from hwlab.labspec import loopback_hosts
+from bmaas.hwlab.harness.bench import ironic_scale
+from bmaas.hwlab.harness.bench.ironic_scale import SYNC_TIMER, _Pass, _passes, _Watch, parse_conf
+from bmaas.hwlab.harness.statsd import Metric, StatsdSink, parse
+from bmaas.hwlab.labspec import loopback_hosts
 
 
 def test_statsd_lines_are_parsed_and_garbage_is_skipped() -> None:
@@ -112,7 +112,7 @@ def test_the_floor_runs_only_when_asked_and_its_ironic_enables_fake_power(tmp_pa
     """``--type fake-hardware``: Ironic's own pass with no BMC asked. Not a
     default row (it measures Ironic, not a driver); the harness's Ironic
     loads it and its fake power; the report says what the row is."""
-    from hwlab.harness import ironic as harness
+    from bmaas.hwlab.harness import ironic as harness
 
     assert ironic_scale.FLOOR not in ironic_scale.TYPES
     assert ironic_scale.FLOOR in harness.HARDWARE_TYPES

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from fakes.effects import Action, Effect, decide
-from fakes.faults import Firing
-from fakes.incidents import INCIDENTS
-from hwlab.answers import IPMI_CODES, ipmi_trickle_delay
-from hwlab.ipmi_action import Served, answer_time, carry_out
+from bmaas.fakes.effects import Action, Effect, decide
+from bmaas.fakes.faults import Firing
+from bmaas.fakes.incidents import INCIDENTS
+from bmaas.hwlab.answers import IPMI_CODES, ipmi_trickle_delay
+from bmaas.hwlab.ipmi_action import Served, answer_time, carry_out
 
 
 @dataclasses.dataclass

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from bmaas.driver import PowerState
+from bmaas.fakes.faults import Effect
 from bmaas.faults import InputError
-from fakes.faults import Effect
-from hwlab import profiles
-from hwlab.cli import parse_rule_arg
-from hwlab.cli.lab import parse_rule_args
-from hwlab.labspec import LabFileError, generate, load_labfile
+from bmaas.hwlab import profiles
+from bmaas.hwlab.cli import parse_rule_arg
+from bmaas.hwlab.cli.lab import parse_rule_args
+from bmaas.hwlab.labspec import LabFileError, generate, load_labfile
 
 GOOD = """\
 seed: 42
@@ -137,7 +137,7 @@ def test_every_builtin_profile_has_a_one_line_description() -> None:
         "brownout",
         "reboot-storm",
         "chaos",
-        # vendor profiles: field incidents (fakes.incidents)
+        # vendor profiles: field incidents (bmaas.fakes.incidents)
         "idrac9",
         "idrac10",
         "ilo5",
@@ -252,7 +252,7 @@ def test_hwlab_names_are_the_ones_bmaas_enroll_accepts() -> None:
 
 
 def test_vendor_profiles_replay_incidents_in_lab_time() -> None:
-    from fakes.incidents import INCIDENTS
+    from bmaas.fakes.incidents import INCIDENTS
 
     for name in ("idrac9", "idrac10", "ilo5", "supermicro", "openbmc"):
         rules = [r for g in profiles.PROFILES[name].groups for r in g.rules]
@@ -268,7 +268,7 @@ def test_vendor_profiles_replay_incidents_in_lab_time() -> None:
 
 
 def test_a_node_group_names_its_vendor_profile(tmp_path) -> None:
-    from hwlab.lab import _with_profile_rules
+    from bmaas.hwlab.lab import _with_profile_rules
 
     path = tmp_path / "lab.yaml"
     path.write_text(

@@ -1,7 +1,7 @@
 """hwlab's layout holds: only ``hwlab/harness`` drives bmaas's drivers.
 
 The lab (servers, manager, control API, profiles, pytest plugin) must run
-without ``drivers`` and without client libraries; the matrix, demo and
+without ``bmaas.drivers`` and without client libraries; the matrix, demo and
 benchmarks in ``hwlab/harness`` are the one place that imports them.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 HWLAB = Path(__file__).resolve().parents[3] / "hwlab"
 #: the client side: bmaas's drivers, sushy's client (not sushy_tools) and requests
-FORBIDDEN = ("drivers", "sushy", "requests")
+FORBIDDEN = ("bmaas.drivers", "sushy", "requests")
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:

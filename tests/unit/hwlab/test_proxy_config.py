@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bmaas.driver import Operation
+from bmaas.fakes.faults import Effect, FaultRule, Layer
 from bmaas.faults import (
     BMCAuthError,
     BMCBusy,
@@ -16,12 +17,10 @@ from bmaas.faults import (
     BMCUnreachable,
     InputError,
 )
-from bmaas.secrets import Secret
-from fakes.faults import Effect, FaultRule, Layer
-from hwlab.lab import Lab
-from hwlab.labspec import load_labfile
-from hwlab.proxy import ProxyHost, ProxySpec
-from hwlab.proxy.effects import (
+from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.labspec import load_labfile
+from bmaas.hwlab.proxy import ProxyHost, ProxySpec
+from bmaas.hwlab.proxy.effects import (
     EXPECTED_FAULTS,
     OPAQUE,
     SUPPORTED,
@@ -29,8 +28,9 @@ from hwlab.proxy.effects import (
     expected_fault,
     supported_rules,
 )
-from hwlab.proxy.serve import load_rules
-from hwlab.proxy.spec import parse_hostport, parse_proxy, parse_upstream
+from bmaas.hwlab.proxy.serve import load_rules
+from bmaas.hwlab.proxy.spec import parse_hostport, parse_proxy, parse_upstream
+from bmaas.secrets import Secret
 
 
 def rule(**kw: object) -> FaultRule:
@@ -123,7 +123,7 @@ def test_session_limit_is_refused_a_proxy_cannot_count_sessions(protocol: str) -
 def test_expected_faults_cover_every_proxy_effect_but_duplicate() -> None:
     proxy_effects = {e for e in Effect if e.layer is not Layer.HARDWARE} - {Effect.SESSION_LIMIT}
     assert proxy_effects == SUPPORTED["ipmi"] == SUPPORTED["redfish"]
-    # an incident's fault is the incident's own (fakes.incidents), not the effect's
+    # an incident's fault is the incident's own (bmaas.fakes.incidents), not the effect's
     assert set(EXPECTED_FAULTS) == proxy_effects - {Effect.DUPLICATE, Effect.INCIDENT}
     assert expected_fault(Effect.DUPLICATE, "ipmi", "power.set") is None
     assert expected_fault(Effect.BUSY, "redfish", "power.get") is BMCBusy

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from hwlab.answers import GARBLED_REPLY, corrupt
-from hwlab.http import (
+from bmaas.hwlab.answers import GARBLED_REPLY, corrupt
+from bmaas.hwlab.http import (
     HttpError,
     Request,
     Response,
@@ -16,7 +16,7 @@ from hwlab.http import (
     read_response,
     redfish_error,
 )
-from hwlab.proxy.redfish import operation_for
+from bmaas.hwlab.proxy.redfish import operation_for
 
 
 def _reader(data: bytes) -> asyncio.StreamReader:

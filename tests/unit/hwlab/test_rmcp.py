@@ -20,9 +20,9 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from pyghmi.ipmi.private import session as pyghmi_session
 
-from hwlab.proxy import rmcp
-from hwlab.proxy.ipmi_session import Login
-from hwlab.proxy.rmcp import Algorithms, Message, PayloadType, RmcpError, SessionKeys
+from bmaas.hwlab.proxy import rmcp
+from bmaas.hwlab.proxy.ipmi_session import Login
+from bmaas.hwlab.proxy.rmcp import Algorithms, Message, PayloadType, RmcpError, SessionKeys
 
 USER = b"admin"
 PASSWORD = b"s3cret-pw"

@@ -11,9 +11,8 @@ import pytest
 from keystoneauth1 import exceptions as ks_exc
 
 from bmaas.deadline import Deadline
-from bmaas.policy import Reschedule, policy_for
-from drivers.ironic_backend import transport
-from drivers.ironic_backend.api import (
+from bmaas.drivers.ironic_backend import transport
+from bmaas.drivers.ironic_backend.api import (
     Api,
     IronicTimeout,
     IronicUnavailable,
@@ -21,8 +20,13 @@ from drivers.ironic_backend.api import (
     connect,
     map_errors,
 )
-from drivers.ironic_backend.transport import IronicAdapter, IronicDeadlineExceeded, call_deadline
-from fakes.clock import FakeClock
+from bmaas.drivers.ironic_backend.transport import (
+    IronicAdapter,
+    IronicDeadlineExceeded,
+    call_deadline,
+)
+from bmaas.fakes.clock import FakeClock
+from bmaas.policy import Reschedule, policy_for
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),

@@ -11,14 +11,14 @@ from openstack.baremetal.v1.allocation import Allocation
 from openstack.baremetal.v1.node import Node
 
 from bmaas.deadline import Deadline
+from bmaas.drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
+from bmaas.drivers.ironic_backend.backend import ClaimState, IronicBackend
+from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCBusy, BMCTimeout, InputError, NodeUnavailable
 from bmaas.policy import policy_for
 from bmaas.provision.cancel import CancelToken, Interrupted
 from bmaas.provision.records import Claim, Request
 from bmaas.retry import RetryLimits
-from drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
-from drivers.ironic_backend.backend import ClaimState, IronicBackend
-from fakes.clock import FakeClock
 from tests.unit.test_interruptible_wait import ScriptedSignals
 
 pytestmark = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bmaas.drivers.ironic_backend.classify import Evidence, classify, classify_text, recent_errors
 from bmaas.faults import (
     BMCAuthError,
     BMCBusy,
@@ -15,7 +16,6 @@ from bmaas.faults import (
     PowerFailure,
     UnclassifiedFault,
 )
-from drivers.ironic_backend.classify import Evidence, classify, classify_text, recent_errors
 
 # What Ironic 39.0.0 wrote on this machine (issue 15's measurements), verbatim where known.
 STOCK = [

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from bmaas.deadline import Deadline
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import DriverFactory, driver_factory
 from bmaas.status import CheckContext, CheckResult, run_checks, select
-from fakes.clock import FakeClock
-from fakes.fleet import FakeFleet
 
 MakeContext = Callable[..., CheckContext]
 

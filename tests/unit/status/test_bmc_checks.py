@@ -11,14 +11,14 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, Operation, PowerState
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.faults import UnclassifiedFault
 from bmaas.inventory import NodeSpec
 from bmaas.ops import DriverFactory, driver_factory
 from bmaas.status import Result
 from bmaas.store import NodeRecord, Store
-from fakes.clock import FakeClock
-from fakes.driver import FakeDriver
-from fakes.fleet import FakeFleet
 from tests.fleet import PASSWORD, install_stub_drivers
 from tests.unit.status.conftest import MakeContext, run
 

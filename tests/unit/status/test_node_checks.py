@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bmaas.fakes.clock import FakeClock
 from bmaas.inventory import NodeSpec
 from bmaas.status import Result
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
-from fakes.clock import FakeClock
 from tests.fleet import install_stub_drivers
 from tests.unit.conftest import network_spec
 from tests.unit.status.conftest import MakeContext, run

@@ -166,7 +166,7 @@ def test_drivers_in_use_load(make_ctx: MakeContext, enroll: Enroll) -> None:
     enroll(2)
     drivers = run(make_ctx(), "drivers")["drivers"]
     assert drivers.result is Result.SUCCESS
-    assert drivers.details == ("fake (2 node(s)): fakes.driver.FakeDriver",)
+    assert drivers.details == ("fake (2 node(s)): bmaas.fakes.driver.FakeDriver",)
 
 
 def _only_entry_point(monkeypatch: pytest.MonkeyPatch, *eps: EntryPoint) -> None:
