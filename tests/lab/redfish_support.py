@@ -108,8 +108,8 @@ def dribble(port: int, path: str = "/redfish/v1/") -> list[tuple[float, bytes]]:
 
     chunks: list[tuple[float, bytes]] = []
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        start = time.monotonic()  # before the send: no chunk can leave the server earlier
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        start = time.monotonic()
         data = b""
         while True:
             chunk = sock.recv(65536)
