@@ -532,7 +532,14 @@ class Attempt:
 
 class ProvisionFailed(BmaasError):
     """A request ran out of attempts, candidates or time. ``attempts`` lists
-    every node tried and why it failed; the exception is chained from the last
+    every node tried and why it failed (and every candidate refused); the
+    exception is chained from the last fault.
+
+    ``message`` says which stop condition ended the request; when there was
+    nothing to try at all it is the reason, with counts ("no node of resource
+    class 'gpu' is available (3 enrolled, 0 of that class)"). ``cause_text``
+    (on every :class:`BmaasError`) is the chained cause in one line, kept
+    across pickling: ``"NoCandidates: request r1: ..."``, or the last node's
     fault."""
 
     code = "provision_failed"

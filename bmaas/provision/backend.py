@@ -16,7 +16,8 @@ One request, as the loop drives a backend::
       │                                 bmaas-made ones created, the user's attached)
       ▼
     ┌─▶ candidates(job, exclude=tried) ─▶ [n3, n7, ...]  best first, none tried yet
-    │     │ (empty: stop, "candidates exhausted")
+    │     │ (empty: stop, "candidates exhausted"; before any attempt:
+    │     │  shortage(job) says why, with counts)
     │     ▼
     │   claim(job, n3, number=k, deadline) ─▶ Claim   one allocation, owned by this attempt
     │     │ NodeUnavailable: "refused" in the history, next candidate, not an attempt
@@ -141,6 +142,13 @@ class Backend(Protocol):
         ``exclude`` (the nodes this job tried or was refused). With
         ``job.among``: those nodes, in that order, even ones ``claim`` will
         refuse (so the history can say why)."""
+        ...
+
+    def shortage(self, job: Job) -> str:
+        """Why no node can serve ``job`` at all, in one line with counts: what
+        :class:`~bmaas.faults.NoCandidates` and ``ProvisionFailed`` say when
+        ``candidates`` was empty before any attempt ("no node of resource
+        class 'gpu' is available (3 enrolled, 0 match)"). Never raises."""
         ...
 
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:

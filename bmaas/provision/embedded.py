@@ -206,6 +206,9 @@ class EmbeddedBackend:
         keep = {r.name for r in self.store.nodes.find(names) if _has_traits(r, request)}
         return [n for n in names if n in keep]
 
+    def shortage(self, job: Job) -> str:
+        return shortage_text(self.store.nodes.find(), job.request)
+
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
         record = self.store.nodes.get(node)
         request = job.request
@@ -448,6 +451,42 @@ class EmbeddedBackend:
 
     def readiness(self, node: str) -> Readiness:
         return readiness(self.store, node)
+
+
+def shortage_text(nodes: Sequence[NodeRecord], request: Request) -> str:
+    """Why none of ``nodes`` can serve ``request``, with counts: none enrolled,
+    none of the resource class, none with the properties and traits asked,
+    or every match held (allocated, in maintenance, faulted)::
+
+        no node of resource class 'gpu' is available (3 enrolled, 0 of that class)
+        no node of resource class 'gpu' is free (3 enrolled, 2 match: 1 allocated, 1 faulted)
+    """
+    if not nodes:
+        return "no node is enrolled (run `bmaas enroll FILE`)"
+    wanted = f"resource class {request.resource_class!r}" if request.resource_class else "any class"
+    counts = [f"{len(nodes)} enrolled"]
+    of_class = [n for n in nodes if matches(n, request.resource_class, {})]
+    if request.resource_class:
+        counts.append(f"{len(of_class)} of that class")
+    match = [n for n in of_class if matches(n, None, request.properties)]
+    match = [n for n in match if _has_traits(n, request)]
+    asked = [f"properties {dict(request.properties)}"] if request.properties else []
+    asked += [f"traits {list(request.traits)}"] if request.traits else []
+    if of_class and asked:
+        counts.append(f"{len(match)} with {' and '.join(asked)}")
+    elif of_class:
+        counts.append(f"{len(match)} match")
+    if not match:
+        return f"no node of {wanted} is available ({', '.join(counts)})"
+    held = {
+        "allocated": sum(1 for n in match if n.allocated),
+        "faulted": sum(1 for n in match if n.fault and not n.allocated),
+        "in maintenance": sum(1 for n in match if n.maintenance and not (n.allocated or n.fault)),
+    }
+    busy = ", ".join(f"{v} {k}" for k, v in held.items() if v)
+    if not busy:  # every match is excluded: a move's own source
+        return f"no other node of {wanted} is free ({', '.join(counts)})"
+    return f"no node of {wanted} is free ({', '.join(counts)}: {busy})"
 
 
 def _has_traits(record: NodeRecord, request: Request) -> bool:

@@ -20,7 +20,10 @@ strategy                           stops / retries when
 =================================  ===========================================
 
 Candidates run out inside an attempt: it raises ``NoCandidates`` (a STOP
-fault). A candidate the backend refuses to give (claimed meanwhile, in
+fault). When there was nothing to try at all, the backend's ``shortage``
+says why, with counts, and ``ProvisionFailed``'s message is that reason
+("no node of resource class 'gpu' is available (3 enrolled, 0 of that
+class)"), not an empty history. A candidate the backend refuses to give (claimed meanwhile, in
 maintenance, not matching) is written into the history as ``refused`` and
 the next one is asked for; a refusal is not an attempt. Parallel requests
 share one candidate order (best first), so they race for the same nodes: a
@@ -202,7 +205,7 @@ def _claim_next(backend: Backend, job: Job, run: _Run, deadline: Deadline) -> Cl
     while True:
         names = backend.candidates(job, exclude=run.tried)
         if not names:
-            raise _no_candidates(job, run)
+            raise _no_candidates(backend, job, run)
         for node in names:  # claim-then-check: the claim is the check
             run.tried.add(node)
             try:
@@ -220,17 +223,13 @@ def _claim_next(backend: Backend, job: Job, run: _Run, deadline: Deadline) -> Cl
                 break  # ask again: what the refusal changed may change the list
 
 
-def _no_candidates(job: Job, run: _Run) -> NoCandidates:
-    request = job.request
+def _no_candidates(backend: Backend, job: Job, run: _Run) -> NoCandidates:
     if job.among is not None:
         text = f"none of {', '.join(job.among)} could be used"
     elif run.history:
         text = "every matching node was tried or refused"
-    else:
-        text = (
-            f"no available node matches resource class {request.resource_class!r} "
-            f"and properties {dict(request.properties)}"
-        )
+    else:  # nothing to try at all: the backend says why, with counts
+        text = backend.shortage(job)
     return NoCandidates(text, request=job.label)
 
 
@@ -253,7 +252,7 @@ def _stop_reason(
 ) -> str:
     """Which stop condition ended the job, in words."""
     if isinstance(last, NoCandidates):
-        return "candidates exhausted" if run.history else "nothing was tried"
+        return "candidates exhausted" if run.history else last.message
     if isinstance(last, Interrupted) or (cancel.cancelled and should_reschedule(last)):
         return f"interrupted ({cancel.reason}) after {run.failures} attempt(s)"
     if not should_reschedule(last):

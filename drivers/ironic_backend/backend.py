@@ -15,6 +15,8 @@ candidates      ``GET /nodes`` available, not in maintenance, unassociated,
                 first, then a per-request shuffle (sha256 of request and
                 node), so parallel requests spread like Ironic's own
                 random pick instead of all racing for one node
+shortage        ``GET /nodes`` of the class, counted by why each is not
+                a candidate (maintenance, associated, provision state)
 claim           an allocation with ``candidate_nodes=[node]`` (Ironic has no
                 exclude list: the client restricts it), ``extra`` naming the
                 request and attempt; a refused allocation is deleted and is
@@ -180,6 +182,36 @@ class IronicBackend(InstancesMixin):
             spread = hashlib.sha256(f"{request.name}/{node.id}".encode()).hexdigest()
             ranked.append((faulted, spread, name))
         return [name for _, _, name in sorted(ranked)]
+
+    def shortage(self, job: Job) -> str:
+        request = job.request
+        rc = request.resource_class
+        wanted = f"resource class {rc!r}" if rc else "any class"
+        query: dict[str, Any] = {"details": True}
+        if request.resource_class:
+            query["resource_class"] = request.resource_class
+        try:
+            nodes = self.api.call("node.list", self.api.bm.nodes, **query)
+        except BmaasError as exc:  # a report: say what is known, never raise
+            return f"no available node of {wanted} in Ironic (the count failed: {exc})"
+        if not nodes:
+            return f"no node of {wanted} is enrolled in Ironic"
+        held: dict[str, int] = {}
+        for node in nodes:
+            if node.is_maintenance:
+                why = "in maintenance"
+            elif node.instance_id or node.allocation_id:
+                why = "associated"
+            elif node.provision_state != "available":
+                why = str(node.provision_state)
+            elif node.power_state is None:
+                why = "power state unknown"
+            else:
+                why = f"without traits {list(request.traits)}"
+            held[why] = held.get(why, 0) + 1
+        busy = ", ".join(f"{n} {why}" for why, n in sorted(held.items()))
+        counted = "of that class" if request.resource_class else "enrolled"
+        return f"no node of {wanted} is available in Ironic ({len(nodes)} {counted}: {busy})"
 
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
         request = job.request

@@ -205,6 +205,54 @@ def test_no_matching_node_is_no_candidates(store: Store) -> None:
     assert info.value.attempts == []
     assert isinstance(info.value.__cause__, NoCandidates)
     assert store.owners.find() == []
+    # the message itself names the cause, with counts (not "nothing was tried")
+    assert info.value.message == (
+        "no node of any class is available (3 enrolled, 0 with properties {'cpus': 64})"
+    )
+    assert str(info.value) == f"request big failed after 0 attempt(s): {info.value.message}"
+
+
+@pytest.mark.parametrize(
+    ("request_", "busy", "expected"),
+    [
+        (
+            Request("g", resource_class="gpu"),
+            (),
+            "no node of resource class 'gpu' is available (3 enrolled, 0 of that class)",
+        ),
+        (
+            Request("b", resource_class="baremetal", traits=("CUSTOM_X",)),
+            (),
+            "no node of resource class 'baremetal' is available "
+            "(3 enrolled, 3 of that class, 0 with traits ['CUSTOM_X'])",
+        ),
+        (
+            Request("b", resource_class="baremetal"),
+            ("maintenance", "fault", "taken"),
+            "no node of resource class 'baremetal' is free "
+            "(3 enrolled, 3 of that class, 3 match: 1 allocated, 1 faulted, 1 in maintenance)",
+        ),
+    ],
+)
+def test_no_candidates_says_why_with_counts(
+    store: Store, request_: Request, busy: tuple[str, ...], expected: str
+) -> None:
+    rack = Rack(store)
+    if busy:
+        store.nodes.set_maintenance("n01", reason="psu", by="alice")
+        store.health.set_fault("n02", "power failure", reason="sync")
+        rack.provisioner.provision(Request("holder", resource_class="baremetal"))
+    with pytest.raises(ProvisionFailed) as info:
+        rack.provisioner.provision(request_)
+    assert info.value.message == expected
+    assert info.value.attempts == []
+    assert info.value.cause_text == f"NoCandidates: request {request_.name}: {expected}"
+
+
+def test_no_candidates_on_an_empty_store_says_to_enroll(store: Store) -> None:
+    rack = Rack(store, count=0)
+    with pytest.raises(ProvisionFailed, match=r"no node is enrolled \(run `bmaas enroll FILE`\)"):
+        rack.provisioner.provision(Request("r1"))
 
 
 def test_properties_are_minimums(store: Store) -> None:

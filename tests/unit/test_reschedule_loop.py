@@ -74,6 +74,9 @@ class ScriptedBackend:
         pool = job.among if job.among is not None else self.nodes
         return [n for n in pool if n not in exclude]
 
+    def shortage(self, job: Job) -> str:
+        return f"no node of {len(self.nodes)} scripted is free"
+
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
         self.calls.append(("claim", (node, number)))
         if node in self.refuse:
@@ -186,7 +189,8 @@ def test_nothing_to_try_is_no_candidates(clock: FakeClock) -> None:
     backend = ScriptedBackend(clock, [])
     with pytest.raises(ProvisionFailed) as info:
         _run(backend)
-    assert info.value.message == "nothing was tried"
+    assert info.value.message == "no node of 0 scripted is free"  # the backend's shortage
+    assert str(info.value) == "request r1 failed after 0 attempt(s): no node of 0 scripted is free"
     assert isinstance(info.value.__cause__, NoCandidates)
     assert backend.released == []
 

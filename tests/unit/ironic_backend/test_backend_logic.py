@@ -392,3 +392,23 @@ def test_an_allocation_ironic_itself_failed_is_retried_on_the_same_node(why: str
     assert proxy.created == 2
     assert proxy.deleted == ["alloc-1"]  # the failed one given back, once
     assert clock.sleeps == [0.5]  # bmaas.retry's busy backoff, no jitter
+
+
+def test_shortage_counts_why_no_node_of_the_class_is_a_candidate() -> None:
+    nodes = [
+        Node(id="u1", name="n1", resource_class="gpu", provision_state="active",
+             instance_id="i-1", is_maintenance=False, power_state="power on"),
+        Node(id="u2", name="n2", resource_class="gpu", provision_state="available",
+             is_maintenance=True, power_state="power off"),
+        Node(id="u3", name="n3", resource_class="gpu", provision_state="manageable",
+             is_maintenance=False, power_state="power off"),
+    ]  # fmt: skip
+    backend = IronicBackend(_api(FakeProxy(nodes), []))
+    job = backend.open(Request("r1", resource_class="gpu"))
+    assert backend.shortage(job) == (
+        "no node of resource class 'gpu' is available in Ironic "
+        "(3 of that class: 1 associated, 1 in maintenance, 1 manageable)"
+    )
+    empty = IronicBackend(_api(FakeProxy([]), []))
+    job = empty.open(Request("r3", resource_class="gpu"))
+    assert empty.shortage(job) == "no node of resource class 'gpu' is enrolled in Ironic"
