@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from bmaas import __version__
+from bmaas.about import version_option
 from bmaas.cliutil import LazyGroup, common_options, emit_json, run, setup_logging
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def __getattr__(name: str) -> object:
     lazy=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.version_option(__version__, prog_name="bmaas")
+@version_option("bmaas")
 @click.option(
     "--db",
     metavar="PATH|URL",

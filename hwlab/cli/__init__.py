@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import click
 
-from bmaas import __version__
+from bmaas.about import version_option
 from bmaas.cliutil import LazyGroup, common_options, run, setup_logging
 
 __all__ = ["COMMANDS", "cli", "main", "parse_rule_arg"]
@@ -71,7 +71,7 @@ def __getattr__(name: str) -> object:
     lazy=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.version_option(__version__, prog_name="hwlab")
+@version_option("hwlab")
 @common_options
 def cli(verbose: int, debug: bool) -> None:
     """Emulated IPMI and Redfish BMCs with seeded, replayable faults.
