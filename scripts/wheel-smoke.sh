@@ -5,7 +5,8 @@
 # `bmaas status check`, `hwlab down`. This proves what an editable install
 # cannot: the package data (Redfish templates, migrations, py.typed) and the
 # entry points (console scripts, drivers) ship in the wheel, and the sdist
-# has what the wheel needs. CI runs it (.ci/run); prints each step and its time.
+# has what the wheel needs, and both carry LICENSE and NOTICE
+# (scripts/check_dist.py). CI runs it (.ci/run); prints each step and its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -41,6 +42,8 @@ step "$work/build-env/bin/python" -m build --outdir "$work/dist" "$repo" >"$work
 sdist=$(ls "$work"/dist/bmaas-*.tar.gz)
 wheel=$(ls "$work"/dist/bmaas-*.whl)
 say "built $(basename "$sdist") and $(basename "$wheel")"
+# LICENSE and NOTICE (pyproject's license-files) in both, as in the tree
+step "$python" "$repo/scripts/check_dist.py" "$sdist" "$wheel"
 
 step "$python" -m venv "$work/venv"
 step "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel[lab]"

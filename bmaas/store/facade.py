@@ -10,13 +10,14 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from bmaas import __version__
 from bmaas.deadline import Deadline
 from bmaas.store.base import Database
 from bmaas.store.engine import BUSY_TIMEOUT, make_engine, resolve_url
 from bmaas.store.errors import SchemaOutOfDate
 from bmaas.store.health import HealthRepo
 from bmaas.store.lifecycle import LifecycleSteps
-from bmaas.store.migrate import current_revision, head_revision, run_upgrade
+from bmaas.store.migrate import current_revision, head_revision, known_revision, run_upgrade
 from bmaas.store.nodes import NodesRepo
 from bmaas.store.owners import OwnersRepo
 from bmaas.store.ports import PortsRepo
@@ -111,16 +112,29 @@ class Store:
             if current is None and not sa.inspect(tx.conn).has_table("nodes"):
                 run_upgrade(tx.conn, "head")
                 return
-        raise SchemaOutOfDate(
-            f"{self.url} is at schema {current or 'none'}, this bmaas needs {head}: "
-            "run `bmaas db upgrade`",
-            current=current,
-            head=head,
-        )
+        raise self._out_of_date(current, head)
+
+    def _out_of_date(self, current: str | None, head: str) -> SchemaOutOfDate:
+        if current is not None and not known_revision(current):
+            # migrated by a newer bmaas: `bmaas db upgrade` cannot help, and
+            # nothing here downgrades (docs/releases.md, upgrading the store)
+            message = (
+                f"{self.url} is at schema {current}, which bmaas {__version__} does not "
+                "know (a newer bmaas migrated it): upgrade bmaas, never downgrade the database"
+            )
+        else:
+            message = (
+                f"{self.url} is at schema {current or 'none'}, this bmaas needs {head}: "
+                "run `bmaas db upgrade`"
+            )
+        return SchemaOutOfDate(message, current=current, head=head)
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
-        """Migrate to ``revision``; returns ``(before, after)``."""
+        """Migrate to ``revision``; returns ``(before, after)``. A database at
+        a revision this bmaas does not ship raises ``SchemaOutOfDate``."""
         with self.db.write() as tx:
             before = current_revision(tx.conn)
+            if before is not None and not known_revision(before):
+                raise self._out_of_date(before, head_revision())
             run_upgrade(tx.conn, revision)
             return before, current_revision(tx.conn)

@@ -38,17 +38,31 @@ def test_migrations_build_exactly_the_schema_the_code_uses(store: Store) -> None
     assert store.schema_revision() == head_revision()
 
 
-def test_a_database_at_another_revision_is_refused_until_upgraded(db_path: Path) -> None:
+def test_a_database_at_an_older_revision_is_refused_until_upgraded(db_path: Path) -> None:
+    Store.open(str(db_path), check_schema=False, create=True).upgrade("0001")
+    with pytest.raises(SchemaOutOfDate, match="run `bmaas db upgrade`") as info:
+        Store.open(str(db_path))
+    assert (info.value.current, info.value.head) == ("0001", head_revision())
+    store = Store.open(str(db_path), check_schema=False)  # what `status check` uses
+    assert store.schema_revision() == "0001"
+    assert store.upgrade() == ("0001", head_revision())
+    store.close()
+    Store.open(str(db_path)).close()
+
+
+def test_a_database_a_newer_bmaas_migrated_is_refused_and_never_upgraded(db_path: Path) -> None:
     Store.open(str(db_path)).close()
     engine = sa.create_engine(f"sqlite:///{db_path}")
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0000'"))
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
     engine.dispose()
-    with pytest.raises(SchemaOutOfDate, match="run `bmaas db upgrade`") as info:
+    with pytest.raises(SchemaOutOfDate, match=r"newer bmaas migrated it\): upgrade bmaas") as info:
         Store.open(str(db_path))
-    assert (info.value.current, info.value.head) == ("0000", head_revision())
-    store = Store.open(str(db_path), check_schema=False)  # what `status check` uses
-    assert store.schema_revision() == "0000"
+    assert (info.value.current, info.value.head) == ("9999", head_revision())
+    store = Store.open(str(db_path), check_schema=False)
+    with pytest.raises(SchemaOutOfDate, match="never downgrade"):
+        store.upgrade()  # `bmaas db upgrade`: one error line, not Alembic's traceback
+    assert store.schema_revision() == "9999"
     store.close()
 
 
