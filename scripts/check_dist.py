@@ -1,5 +1,6 @@
 """Check that a built sdist and wheel carry the licence files, byte for byte
-as the tree has them: ``python scripts/check_dist.py SDIST WHEEL``.
+as the tree has them: ``python scripts/check_dist.py [--tree DIR] SDIST WHEEL``
+(``DIR``: the source tree they were built from; default this repository).
 
 What is checked (pyproject.toml's ``license-files``, PEP 639):
 
@@ -34,7 +35,7 @@ def _stem(path: Path, suffix: str) -> str:
     return f"{name_part}-{version}"
 
 
-def check_sdist(sdist: Path) -> list[str]:
+def check_sdist(sdist: Path, tree: Path = REPO) -> list[str]:
     problems = []
     stem = _stem(sdist, ".tar.gz")
     with tarfile.open(sdist) as tar:
@@ -46,12 +47,12 @@ def check_sdist(sdist: Path) -> list[str]:
                 data = None
             if data is None:
                 problems.append(f"{sdist.name}: no {member}")
-            elif data.read() != (REPO / name).read_bytes():
+            elif data.read() != (tree / name).read_bytes():
                 problems.append(f"{sdist.name}: {member} differs from the tree's {name}")
     return problems
 
 
-def check_wheel(wheel: Path) -> list[str]:
+def check_wheel(wheel: Path, tree: Path = REPO) -> list[str]:
     problems = []
     info = f"{_stem(wheel, '.whl')}.dist-info"
     with zipfile.ZipFile(wheel) as whl:
@@ -60,7 +61,7 @@ def check_wheel(wheel: Path) -> list[str]:
             member = f"{info}/licenses/{name}"
             if member not in names:
                 problems.append(f"{wheel.name}: no {member}")
-            elif whl.read(member) != (REPO / name).read_bytes():
+            elif whl.read(member) != (tree / name).read_bytes():
                 problems.append(f"{wheel.name}: {member} differs from the tree's {name}")
         metadata = whl.read(f"{info}/METADATA").decode()
     headers = metadata.split("\n\n", 1)[0].splitlines()
@@ -73,11 +74,14 @@ def check_wheel(wheel: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    tree = REPO
+    if argv[:1] == ["--tree"] and len(argv) > 1:
+        tree, argv = Path(argv[1]), argv[2:]
     if len(argv) != 2 or not argv[0].endswith(".tar.gz") or not argv[1].endswith(".whl"):
-        print("usage: check_dist.py SDIST.tar.gz WHEEL.whl", file=sys.stderr)
+        print("usage: check_dist.py [--tree DIR] SDIST.tar.gz WHEEL.whl", file=sys.stderr)
         return 2
     sdist, wheel = Path(argv[0]), Path(argv[1])
-    problems = check_sdist(sdist) + check_wheel(wheel)
+    problems = check_sdist(sdist, tree) + check_wheel(wheel, tree)
     for problem in problems:
         print(f"check_dist: {problem}", file=sys.stderr)
     if problems:
