@@ -492,15 +492,21 @@ class NoCandidates(BmaasError):
 
 @dataclasses.dataclass(frozen=True)
 class Attempt:
-    """One entry of a request's history, as ``ProvisionFailed`` reports it:
-    a try on one node that failed (``outcome="failed"``), or a candidate that
-    could not be claimed (``outcome="refused"``: taken meanwhile, in
-    maintenance, not matching). ``decision`` says what the request did next
-    and why (from the policy table)."""
+    """One entry of a request's history, oldest first: a try on one node that
+    failed (``outcome="failed"``), the try that worked (``"succeeded"``, always
+    last, no fault), or a candidate that could not be claimed (``"refused"``:
+    in maintenance, not matching; not an attempt). ``decision`` says what the
+    request did next and why (from the policy table).
+
+    ``attempts`` means the same everywhere: a result's ``attempts`` lists every
+    node tried, the one that worked included, so a first-try success has one
+    entry; the CLI's ATTEMPTS column and ``--json``'s ``attempts`` count the
+    entries that are not refusals (:attr:`tried`)."""
 
     node: str
-    fault_code: str
-    fault_class: str
+    #: the fault's stable code and class; ``None`` for the attempt that succeeded
+    fault_code: str | None
+    fault_class: str | None
     message: str
     elapsed: float
     outcome: str = "failed"
@@ -518,13 +524,33 @@ class Attempt:
     ) -> Attempt:
         return cls(node, fault.code, type(fault).__name__, str(fault), elapsed, outcome, decision)
 
+    @classmethod
+    def success(cls, node: str, elapsed: float, message: str = "deployed") -> Attempt:
+        """The try that worked: the last entry of a result's history."""
+        return cls(node, None, None, message, elapsed, "succeeded", "done")
+
     @property
     def refused(self) -> bool:
         return self.outcome == "refused"
 
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "failed"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome == "succeeded"
+
+    @property
+    def tried(self) -> bool:
+        """A deploy was tried on the node (failed or succeeded): an attempt."""
+        return not self.refused
+
     def __str__(self) -> str:
         if self.refused:
             text = f"{self.node}: refused ({self.message})"
+        elif self.succeeded:
+            return f"{self.node}: succeeded after {self.elapsed:.2f}s ({self.message})"
         else:
             text = f"{self.node}: {self.fault_class} after {self.elapsed:.2f}s ({self.message})"
         return f"{text} -> {self.decision}" if self.decision else text
@@ -564,7 +590,7 @@ class ProvisionFailed(BmaasError):
 
     def __str__(self) -> str:
         head = f"request {self.request}" if self.request else "request"
-        tried = [a for a in self.attempts if not a.refused]
+        tried = [a for a in self.attempts if a.tried]
         text = f"{head} failed after {len(tried)} attempt(s)"
         if len(tried) < len(self.attempts):
             text += f" and {len(self.attempts) - len(tried)} refused candidate(s)"

@@ -9,11 +9,11 @@ at what it opened (``fstat``) before reading a byte, accepts only a regular
 file, refuses one larger than the caller's limit from its size, and even then
 reads at most ``limit + 1`` bytes (a file that grows while it is read).
 
-The limits, documented in the README:
+The limits, documented in the operator guide (docs/operator.md, Inventory):
 
 * :data:`MAX_SECRET_BYTES` (64 KiB) for a ``file:`` password;
 * :data:`MAX_INPUT_BYTES` (64 MiB) for an inventory, fault-rule or profile
-  file (50,000 nodes in the README's example shape are 14 MB);
+  file (50,000 nodes in the operator guide's example shape are 14 MB);
 * lab files keep their own, smaller limit (``bmaas.hwlab.labspec.MAX_LABFILE_BYTES``).
 """
 

@@ -35,8 +35,8 @@ strictest value asked for a BMC wins: a gate never loosens while it lives.
 Across processes a gate does not reach: a sharded sweep and the sync
 workers sharing one database assign each BMC (:func:`bmc_of`) to one
 process, so no two of them talk to the same BMC. Separate commands started
-at once each keep their own gates (see the README's "Sessions, caps and
-spacing").
+at once each keep their own gates (see docs/operator.md, "Sessions, caps
+and spacing per BMC").
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ The columns, and who reads them:
   a BMC call that raised it; only ``busy`` is a Warning (``!`` in the
   picture), the rest Failures.
 
-The README's table also shows the derived ``retry`` scope and **fleet**.
+docs/faults.md's table also shows the derived ``retry`` scope and **fleet**.
 
 Classes not drawn here (``StoreError``, ``SegmentExhausted``, ``Interrupted``,
 a driver's own subclass) follow their nearest ancestor in the table
@@ -207,7 +207,7 @@ class FaultPolicy:
     fleet: FleetOutcome
     #: what ``bmaas status check`` shows (busy is a Warning)
     check: CheckFinding
-    #: one-line reason, shown in the README
+    #: one-line reason, shown in docs/faults.md
     why: str
 
     @property
@@ -393,7 +393,7 @@ def _tree_names() -> list[str]:
     return [names[row.fault] for row in POLICY]
 
 
-#: the tree's columns (the README's table adds ``retry`` and ``fleet``)
+#: the tree's columns (docs/faults.md's table adds ``retry`` and ``fleet``)
 _TREE_COLUMNS = (
     ("same node", 17),
     ("reschedule", 16),
@@ -432,7 +432,7 @@ def render_tree() -> str:
 
 
 def render_markdown() -> str:
-    """The table as the README's Faults section shows it (a test compares them)."""
+    """The table as docs/faults.md shows it (a test compares them)."""
     lines = [
         "| fault | same node (`bmaas.retry`) | reschedule | `retry=` scope "
         "| counts for the power sync "

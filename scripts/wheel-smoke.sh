@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the sdist and, from it, the wheel (`python -m build`), install the
 # wheel with its lab extra into a clean venv outside the repository, and run
-# the README's first steps from that venv only: `hwlab up`, `bmaas enroll`,
+# the README's Quickstart steps from that venv only: `hwlab up`, `bmaas enroll`,
 # `bmaas status check`, `hwlab down`. This proves what an editable install
 # cannot: the package data (Redfish templates, migrations, py.typed) and the
 # entry points (console scripts, drivers) ship in the wheel, and the sdist

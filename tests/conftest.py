@@ -9,7 +9,7 @@
   workers never share one.
 * The venv's ``bin`` first on ``PATH``: the console scripts (``bmaas``,
   ``hwlab``) sit beside :data:`sys.executable`, and tests that run them (and
-  the README's shell blocks) find them there whether or not the venv is
+  the docs' shell blocks) find them there whether or not the venv is
   activated.
 * Which tests share a pytest-xdist worker (:data:`XDIST_GROUPS`,
   :func:`pytest_xdist_make_scheduler`), and the slowest files first
@@ -60,12 +60,12 @@ XDIST_GROUPS: dict[str, str] = {
 
 
 #: test files whose tests take a minute or more each (benchmarks at smoke size,
-#: the README run end to end, fleet-wide policy runs): collected first, so
+#: the docs' examples run end to end, fleet-wide policy runs): collected first, so
 #: pytest-xdist starts them first instead of leaving one for the end
 SLOW_FIRST = (
     "tests/ironic/test_bench_ironic_scale.py",
     "tests/lab/test_bench.py",
-    "tests/lab/test_readme.py",
+    "tests/lab/test_runnable_docs.py",
     "tests/lab/test_policy_lab.py",
     "tests/lab/test_matrix_and_demo.py",
 )

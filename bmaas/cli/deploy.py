@@ -152,12 +152,14 @@ def _properties(pairs: Sequence[str]) -> dict[str, Any]:
 
 def _progress_line(result: Provisioned | ProvisionFailed) -> str:
     if isinstance(result, Provisioned):
-        tried = "".join(f", after {a.node} {a.fault_class}" for a in result.attempts)
+        tried = "".join(f", after {a.node} {a.fault_class}" for a in result.attempts if a.failed)
         return f"{result.request}: active on {result.node} in {result.elapsed:.1f}s{tried}"
     status = status_of(result)
     if status != "failed":
         return f"{result.request}: {status}"
-    return f"{result.request}: FAILED after {len(result.attempts)} attempt(s)"
+    return (
+        f"{result.request}: FAILED after {len([a for a in result.attempts if a.tried])} attempt(s)"
+    )
 
 
 def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
@@ -168,13 +170,15 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
             "status": status_of(result),
             "instance": result.instance,
             "node": result.node,
-            # nodes a deploy was tried on; refused candidates (maintenance, no
-            # match: a database write, no BMC call) are counted apart
-            "attempts": len([a for a in result.attempts if not a.refused]) + 1,
+            # nodes a deploy was tried on, the one that worked included (the
+            # library's ``attempts`` minus refusals); refused candidates
+            # (maintenance, no match: a database write, no BMC call) apart
+            "attempts": len([a for a in result.attempts if a.tried]),
             "refused": len([a for a in result.attempts if a.refused]),
-            "faults": [a.fault_code for a in result.attempts if not a.refused],
+            "faults": [a.fault_code for a in result.attempts if a.failed],
             "elapsed": result.elapsed,
             "boot": result.boot_method,
+            "attempt_details": [dataclasses.asdict(a) for a in result.attempts],
         }
     cause = result.__cause__
     return {
@@ -183,9 +187,9 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
         "status": status_of(result),
         "instance": None,
         "node": None,
-        "attempts": len([a for a in result.attempts if not a.refused]),
+        "attempts": len([a for a in result.attempts if a.tried]),
         "refused": len([a for a in result.attempts if a.refused]),
-        "faults": [a.fault_code for a in result.attempts if not a.refused],
+        "faults": [a.fault_code for a in result.attempts if a.failed],
         "elapsed": round(sum(a.elapsed for a in result.attempts), 3),
         "error": f"{type(cause).__name__}: {cause}" if cause else str(result),
         "attempt_details": [dataclasses.asdict(a) for a in result.attempts],
@@ -396,7 +400,7 @@ def move(
                 click.echo(f"  {attempt}")
             exit_if_interrupted(ctx, token)
             ctx.exit(EXIT_FAILURE)
-    tried = "".join(f"; {a}" for a in moved.attempts)
+    tried = "".join(f"; {a}" for a in moved.attempts if not a.succeeded)
     click.echo(
         f"{moved.instance}: moved {moved.source} -> {moved.target} in {moved.elapsed:.1f}s{tried}"
     )

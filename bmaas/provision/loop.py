@@ -34,6 +34,8 @@ requests gives every request its node with no refusal at all.
 
 The history (:class:`~bmaas.faults.Attempt`, oldest first) says for every
 node why it was refused or how it failed, and what the loop decided next;
+on success its last entry is the node that worked (``outcome="succeeded"``),
+so ``attempts`` counts every node tried, as the CLI's ATTEMPTS column does;
 :class:`~bmaas.faults.ProvisionFailed` carries all of it, chained from the
 last fault, with a message saying which stop condition ended the job.
 """
@@ -109,7 +111,8 @@ class stop_when_cancelled(tenacity.stop.stop_base):  # noqa: N801 - tenacity's n
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """A job that succeeded: where, how, and what failed before."""
+    """A job that succeeded: where, how, and its whole history (every node
+    tried, the one that worked last, and every refusal)."""
 
     instance: Instance
     deployed: Deployed
@@ -128,7 +131,7 @@ class _Run:
 
     @property
     def failures(self) -> int:
-        return sum(1 for a in self.history if not a.refused)
+        return sum(1 for a in self.history if a.failed)
 
 
 def run_job(
@@ -163,7 +166,7 @@ def run_job(
         began = clock()
         try:
             deployed = backend.deploy(claim, deadline=deadline, cancel=cancel)
-            return backend.complete(claim, deployed, deadline=deadline), deployed
+            instance = backend.complete(claim, deployed, deadline=deadline)
         except BmaasError as error:
             fault = backend.diagnose(claim, error)
             run.last_fault = fault
@@ -180,6 +183,9 @@ def run_job(
             internal = BmaasError(f"internal error: {type(bug).__name__}: {bug}")
             backend.release(claim, internal, policy_for(internal), deadline=deadline)
             raise
+        elapsed = round(clock() - began, 3)
+        run.history.append(Attempt.success(claim.node, elapsed, f"{deployed.boot_method} deploy"))
+        return instance, deployed
 
     retrying = tenacity.Retrying(
         retry=retry_if_policy_reschedules(),

@@ -127,7 +127,9 @@ class Provisioned:
     instance: str
     instance_id: str
     node: str
-    #: every attempt that failed (or candidate that was refused) before the one that worked
+    #: every node tried, oldest first, the one that worked last
+    #: (``outcome="succeeded"``), and every candidate refused on the way;
+    #: a first-try success has one entry. See :class:`~bmaas.faults.Attempt`.
     attempts: tuple[Attempt, ...]
     elapsed: float
     ports: tuple[str, ...]

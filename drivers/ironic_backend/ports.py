@@ -23,7 +23,7 @@ final failure          entries the request created are dropped; the user's
 With the ``noop`` network interface (standalone Ironic, no Neutron) the
 ledger *is* the port: an id and a network name, held in the job while it
 runs and in the allocation once the instance exists. Creating real Neutron
-ports is not done here (see README: Provisioning on Ironic).
+ports is not done here (see docs/ironic.md: bmaas in front of Ironic).
 """
 
 from __future__ import annotations

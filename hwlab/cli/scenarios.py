@@ -165,7 +165,7 @@ def demo(
     def show(result: Any) -> None:
         if as_json:
             return
-        tried = ", ".join(f"{a.node} {a.fault_class}" for a in result.attempts)
+        tried = ", ".join(f"{a.node} {a.fault_class}" for a in result.attempts if not a.succeeded)
         node = getattr(result, "node", None)
         line = f"  {result.request}: " + (f"active on {node}" if node else "FAILED")
         click.echo(line + (f" (after {tried})" if tried else ""))

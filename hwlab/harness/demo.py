@@ -144,16 +144,14 @@ def run_demo(
     done = [r for r in results if isinstance(r, Provisioned)]
     failed = [r for r in results if isinstance(r, ProvisionFailed)]
     # BMC faults only: a refused candidate (maintenance, no match) is no fault
-    faults = collections.Counter(
-        a.fault_class for r in results for a in r.attempts if not a.refused
-    )
+    faults = collections.Counter(a.fault_class for r in results for a in r.attempts if a.failed)
     times = [r.elapsed for r in done]
     return DemoSummary(
         nodes=options.nodes,
         requests=options.requests,
         succeeded=len(done),
         failed=len(failed),
-        attempts=sum(_tried(r) for r in done) + len(done) + sum(_tried(r) for r in failed),
+        attempts=sum(_tried(r) for r in results),
         faults_by_class=dict(faults.most_common()),
         maintenance=maintenance,
         leaked_allocations=leaked_allocations,
@@ -167,8 +165,9 @@ def run_demo(
 
 
 def _tried(result: Provisioned | ProvisionFailed) -> int:
-    """Failed deploys in a result's history (refusals are not attempts)."""
-    return sum(1 for a in result.attempts if not a.refused)
+    """Deploys tried in a result's history, the one that worked included
+    (refusals are not attempts)."""
+    return sum(1 for a in result.attempts if a.tried)
 
 
 def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
@@ -176,12 +175,12 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
         return {
             "request": result.request,
             "node": result.node,
-            "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts if not a.refused],
+            "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts if a.failed],
             "elapsed": result.elapsed,
         }
     return {
         "request": result.request,
         "node": None,
-        "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts if not a.refused],
+        "faults": [f"{a.node}:{a.fault_class}" for a in result.attempts if a.failed],
         "error": str(result.__cause__ or result),
     }

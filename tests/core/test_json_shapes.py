@@ -1,4 +1,4 @@
-"""Every ``--json`` output keeps one shape per concept (docs: README, "JSON
+"""Every ``--json`` output keeps one shape per concept (docs/operator.md, "JSON
 output"): a boot setting is always ``{"device", "persistent"}``, a power state
 always one of PowerState's values, a fault always ``{"class", "code", ...}``;
 and after deploy/undeploy the recorded power state is the one left behind."""
@@ -41,6 +41,13 @@ def check_shapes(doc: Any) -> None:
             assert value in POWER, (key, value)
         if key == "fault" and isinstance(value, dict):
             assert {"class", "code"} <= set(value), value
+        if isinstance(value, dict) and "attempt_details" in value:
+            # ``attempts`` means one thing: every node tried (the one that worked
+            # included), i.e. the library's history minus refusals
+            details = value["attempt_details"]
+            assert value["attempts"] == sum(d["outcome"] != "refused" for d in details), value
+            assert value["refused"] == sum(d["outcome"] == "refused" for d in details), value
+            assert [d["outcome"] == "succeeded" for d in details][-1:] == [value["ok"]], value
         if isinstance(value, dict) and "device" in value:
             assert set(value) == {"device", "persistent"}, value
             assert value["device"] in DEVICES
@@ -69,6 +76,11 @@ def test_every_json_output_keeps_one_shape(bmaas: Bmaas, fleet: CoreFleet) -> No
         check_shapes(doc)
     boot_set, boot_get = docs[7]["results"][0]["result"], docs[8]["results"][0]["result"]
     assert boot_set == boot_get == {"device": "disk", "persistent": True}
+    (row,) = docs[10]["requests"]  # a first-try success is one attempt, as in the library
+    assert row["attempts"] == 1
+    assert [(d["node"], d["outcome"]) for d in row["attempt_details"]] == [
+        (row["node"], "succeeded")
+    ]
 
 
 def test_deploy_and_undeploy_record_the_power_state_they_leave(

@@ -150,8 +150,9 @@ def test_concurrent_requests_reschedule_through_ironic(cloud: Cloud) -> None:
         results = provisioner.provision_many(requests, workers=3)
 
     assert walker.node == healthy[0]
-    assert [a.node for a in walker.attempts] == [dead[0], stuck[0]]
-    assert [a.fault_code for a in walker.attempts] == ["bmc_unreachable", "power_failure"]
+    assert [a.node for a in walker.attempts] == [dead[0], stuck[0], healthy[0]]
+    assert [a.fault_code for a in walker.attempts] == ["bmc_unreachable", "power_failure", None]
+    assert walker.attempts[-1].succeeded
     failed = [r for r in results if isinstance(r, ProvisionFailed)]
     assert not failed, [(a.node, a.outcome, a.message) for f in failed for a in f.attempts]
 
@@ -174,7 +175,7 @@ def test_concurrent_requests_reschedule_through_ironic(cloud: Cloud) -> None:
     # every node that failed is out of service, with the request and the fault
     for node in cloud.conn.baremetal.nodes(details=True):
         tried_and_failed = any(
-            node.name == a.node and not a.refused for r in [walker, *results] for a in r.attempts
+            node.name == a.node and a.failed for r in [walker, *results] for a in r.attempts
         )
         if tried_and_failed:
             assert node.is_maintenance, node.name
@@ -231,7 +232,7 @@ def _load_example() -> Any:
 def test_readme_example_and_cli_against_ironic(
     cloud: Cloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the README's example, unchanged, on the Ironic backend (one healthy node is free)
+    # docs/examples/provision_both.py, unchanged, on Ironic (one healthy node is free)
     with Provisioner(backend=cloud.backend(), deadline_s=120.0) as provisioner:
         placed = _load_example().deploy_web(provisioner, count=1, prefix="example", network="lab")
     assert list(placed) == ["example-0"]

@@ -7,7 +7,7 @@ BMCs' limits per process (``BMAAS_BMC_MAX_REQUESTS=1``,
 2 in flight and 5 a second) triggers 0 overload events and 0 session-limit
 refusals -- counted in hwlab's event log.
 
-Reduced from the issue's form, on purpose and said so in the README: the
+Reduced from the issue's form, on purpose and said so in the operator guide: the
 50 nodes of ``power status`` are enrolled in a database of their own, so no
 BMC is used by all three commands at once. Separate commands do not
 coordinate through the store yet; three of them on one BMC would hold three

@@ -2,8 +2,8 @@
 lab control API that accept TCP and never answer (:mod:`tests.silent`); and
 signals, which end every wait.
 
-Each command ends by its ``--deadline`` with a typed error and the README's
-exit code, no traceback; SIGTERM while it waits ends it at once (143). These
+Each command ends by its ``--deadline`` with a typed error and the operator
+guide's exit code, no traceback; SIGTERM while it waits ends it at once (143). These
 are the one place where a bound *is* the feature, so elapsed times are
 asserted, generously: a ``bmaas`` process needs ~1-3 s to import on a loaded
 2-core box before its deadline even starts, hence :data:`MARGIN`.
@@ -36,7 +36,7 @@ BMAAS = [str(Path(sys.executable).with_name("bmaas"))]
 #: seconds past the deadline a test allows: interpreter start on a loaded box,
 #: not the bound. 6 s was passed by 7.6-8.1 s on fresh-clone CI runs of 6
 #: workers on 2 cores (2026-11-25; +16 ms and less on a quiet box, see the
-#: README's deadline table): an overrun under load that is not understood
+#: operator guide's deadline table): an overrun under load that is not understood
 #: yet, noted in issue 26's closing note rather than hidden
 MARGIN = 10.0
 #: seconds past the deadline a command run in the test's own process may take
@@ -105,7 +105,7 @@ def test_status_check_on_a_silent_ironic_ends_by_its_deadline(
     args = ["status", "check", "--cloud", "silent", "--deadline", "5"]
     result = CliRunner().invoke(bmaas_cli, args)
     elapsed = time.monotonic() - began
-    assert result.exit_code == 2, result.output  # the command could not run (README: Exit codes)
+    assert result.exit_code == 2, result.output  # the command could not run (docs/operator.md: Exit codes)
     assert "Ironic API timeout" in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert silent.accepted >= 1  # it did reach the silent API, and waited on it
@@ -191,7 +191,7 @@ def test_deploy_on_a_silent_postgresql_ends_by_its_deadline(silent: SilentServer
     code, output, elapsed = _run(
         _pg(silent.port, "deploy", "-n", "1", "--deadline", "10"), dict(os.environ), 60
     )
-    assert code == 2, output  # an unusable database (README: Exit codes)
+    assert code == 2, output  # an unusable database (docs/operator.md: Exit codes)
     assert output.count("error:") == 1, output
     assert "timeout" in output, output
     assert "Traceback" not in output

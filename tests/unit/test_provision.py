@@ -101,7 +101,11 @@ def test_a_healthy_request_becomes_an_instance(store: Store) -> None:
     rack = Rack(store)
     done = rack.provisioner.provision(Request("web-1", resource_class="baremetal", network="prov"))
     assert done.node == "n01"
-    assert done.attempts == ()
+    # a first-try success is one attempt: the node that worked (as the CLI counts)
+    (worked,) = done.attempts
+    assert (worked.node, worked.outcome, worked.fault_code) == ("n01", "succeeded", None)
+    assert worked.elapsed > 0
+    assert done.to_dict()["attempts"][0]["outcome"] == "succeeded"
     node = store.nodes.get("n01")
     assert node.owner_kind is OwnerKind.INSTANCE
     assert node.owner_name == "web-1"
@@ -122,7 +126,7 @@ def test_busy_bmc_is_retried_on_the_same_node_not_rescheduled(store: Store) -> N
     rack = Rack(store, rules={"n01": [{"effect": "busy", "operation": "power.set", "nth": [1, 2]}]})
     done = rack.provisioner.provision(Request("r1"))
     assert done.node == "n01"
-    assert done.attempts == ()
+    assert [a.outcome for a in done.attempts] == ["succeeded"]  # same node: one attempt
     assert rack.calls("n01").count("power.set") == 3
     assert rack.fleet.clock.sleeps[:2] == [0.5, 1.0]
 
@@ -131,7 +135,10 @@ def test_auth_error_is_never_retried_here_but_the_request_moves_on(store: Store)
     rack = Rack(store, rules={"n01": [{"effect": "auth_fail"}]})
     done = rack.provisioner.provision(Request("r1", network="prov"))
     assert done.node == "n02"
-    assert [a.fault_class for a in done.attempts] == ["BMCAuthError"]
+    assert [(a.node, a.fault_class) for a in done.attempts] == [
+        ("n01", "BMCAuthError"),
+        ("n02", None),
+    ]
     assert rack.calls("n01") == ["probe"]  # one login attempt, no lockout-inducing retries
     assert store.nodes.get("n01").owner_id is None
     assert "login rejected" in (store.nodes.get("n01").last_error or "")
@@ -292,7 +299,8 @@ def test_a_node_that_falls_back_off_is_a_boot_failure(store: Store) -> None:
     )
     done = rack.provisioner.provision(Request("r1"))
     assert done.node == "n02"
-    (attempt,) = done.attempts
+    attempt, worked = done.attempts
+    assert worked.succeeded
     assert attempt.fault_class == "BootFailure"
     assert "fell back to off" in attempt.message
 

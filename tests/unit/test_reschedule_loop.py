@@ -157,7 +157,10 @@ def test_node_faults_move_on_and_the_history_says_why(clock: FakeClock) -> None:
     assert [(a.node, a.fault_class, a.outcome) for a in done.attempts] == [
         ("n1", "PowerFailure", "failed"),
         ("n2", "BMCAuthError", "failed"),
+        ("n3", None, "succeeded"),  # every node tried, the one that worked last
     ]
+    assert done.attempts[-1].elapsed == 10.0
+    assert str(done.attempts[-1]) == "n3: succeeded after 10.00s (pxe deploy)"
     assert done.attempts[0].decision.startswith("next candidate (power accepted but not reached")
     assert done.attempts[0].elapsed == 10.0
     # each failure released with its row of the policy table: power counts, auth never
@@ -220,7 +223,8 @@ def test_a_node_taken_by_a_parallel_request_is_skipped_without_a_history_entry(
     backend = ScriptedBackend(clock, ["n1", "n2", "n3"], taken={"n1", "n2"})
     outcome = _run(backend, max_attempts=1)
     assert outcome.instance.node == "n3"
-    assert outcome.attempts == ()  # a lost race is neither an attempt nor a refusal
+    # a lost race is neither an attempt nor a refusal: only the node that worked
+    assert [(a.node, a.outcome) for a in outcome.attempts] == [("n3", "succeeded")]
     claims = [c for c in backend.calls if c[0] == "claim"]
     assert claims == [("claim", ("n1", 1)), ("claim", ("n2", 1)), ("claim", ("n3", 1))]
     assert len([c for c in backend.calls if c[0] == "deploy"]) == 1

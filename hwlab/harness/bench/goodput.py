@@ -187,7 +187,7 @@ def _strategy(
                 return Outcome(request.name, False, time.monotonic() - start, faults)
             except BmaasError as exc:  # the store failed under us: one failed request
                 return Outcome(request.name, False, time.monotonic() - start, (type(exc).__name__,))
-            faults = tuple(a.fault_class for a in done.attempts)
+            faults = tuple(str(a.fault_class) for a in done.attempts if not a.succeeded)
             return Outcome(request.name, True, time.monotonic() - start, faults)
 
         yield provision

@@ -277,7 +277,7 @@ def _stream(
     with Provisioner(backend=backend, max_attempts=attempts, deadline_s=o.deadline) as p:
         out = []
         for result in p.provision_many(stream, workers=o.workers):
-            codes = [a.fault_code for a in result.attempts if not a.refused]
+            codes = [str(a.fault_code) for a in result.attempts if a.failed]
             if isinstance(result, ProvisionFailed):
                 out.append((False, 0.0, codes, 0))
             else:
