@@ -105,7 +105,7 @@ def test_status_check_on_a_silent_ironic_ends_by_its_deadline(
     args = ["status", "check", "--cloud", "silent", "--deadline", "5"]
     result = CliRunner().invoke(bmaas_cli, args)
     elapsed = time.monotonic() - began
-    assert result.exit_code == 2, result.output  # the command could not run (docs/operator.md: Exit codes)
+    assert result.exit_code == 2, result.output  # could not run (operator guide: Exit codes)
     assert "Ironic API timeout" in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert silent.accepted >= 1  # it did reach the silent API, and waited on it
@@ -191,7 +191,7 @@ def test_deploy_on_a_silent_postgresql_ends_by_its_deadline(silent: SilentServer
     code, output, elapsed = _run(
         _pg(silent.port, "deploy", "-n", "1", "--deadline", "10"), dict(os.environ), 60
     )
-    assert code == 2, output  # an unusable database (docs/operator.md: Exit codes)
+    assert code == 2, output  # an unusable database (operator guide: Exit codes)
     assert output.count("error:") == 1, output
     assert "timeout" in output, output
     assert "Traceback" not in output

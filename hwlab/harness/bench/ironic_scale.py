@@ -469,7 +469,7 @@ def _report(o: Options, trials: list[dict[str, Any]]) -> Report:
     notes = [f"ironic.conf: {item}" for item in o.conf] + [
         "one standalone Ironic per row (API + conductor, SQLite), Ironic's defaults: "
         "sync_power_state_workers 8, ipmi min_command_interval 5, "
-        "power_state_sync_max_retries 3; bmaas-* with the Ironic guide's defaults of its bmaas section",
+        "power_state_sync_max_retries 3; bmaas-* with the Ironic guide's [bmaas] defaults",
         "every IPMI BMC on its own loopback address (127.1.x.y): stock ipmi spaces its "
         "commands per address string",
         "pass duration: Ironic's own statsd timer ConductorManager._sync_power_states; "
