@@ -11,7 +11,7 @@ import bmaas
 
 project = "bmaas"
 author = "the bmaas authors"
-copyright = "the bmaas authors; Apache-2.0"  # noqa: A001 (Sphinx's name)
+copyright = "the bmaas authors; Apache-2.0"
 release = bmaas.__version__
 version = release
 

@@ -1,4 +1,4 @@
-"""The README's pytest-plugin example, verbatim: if it breaks, so does CI."""
+"""The lab guide's pytest-plugin example (docs/lab.md), verbatim: if it breaks, so does CI."""
 
 import pytest
 

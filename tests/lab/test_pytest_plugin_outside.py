@@ -1,6 +1,6 @@
-"""The README's plugin example in a project outside the repo, as a user runs it.
+"""The lab guide's plugin example in a project outside the repo, as a user runs it.
 
-Copied from the README (not from this repo's tests) into a temporary
+Copied from docs/lab.md's pytest plugin section (not from this repo's tests) into a temporary
 directory with no pytest configuration of its own, and run there with
 ``--strict-markers -W error``: the ``lab`` marker must come from the plugin.
 """
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+LAB_PAGE = Path(__file__).resolve().parents[2] / "docs" / "lab.md"
 
 
 def _readme_example() -> str:
-    section = README.read_text().split("**pytest plugin.**", 1)[1]
+    section = LAB_PAGE.read_text().split("\n## The pytest plugin\n", 1)[1].split("\n## ", 1)[0]
     found = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found, "the README's pytest plugin section has no python example"
+    assert found, "docs/lab.md's pytest plugin section has no python example"
     return found.group(1)
 
 

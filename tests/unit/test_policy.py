@@ -1,4 +1,4 @@
-"""The policy table: held against the fault tree, its docstring and the README."""
+"""The policy table: held against the fault tree, its docstring and docs/faults.md."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from bmaas.faults import (
 from bmaas.policy import POLICY, FleetOutcome, Reschedule, SameNode, policy_for
 from bmaas.store.errors import LeaseLost, SchemaOutOfDate, SegmentExhausted, StoreError
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+FAULTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
 
 
 def test_every_fault_class_has_its_own_row_and_no_row_is_an_orphan() -> None:
@@ -92,9 +92,10 @@ def test_module_docstring_draws_the_table() -> None:
     assert policy.render_tree() in drawn
 
 
-def test_readme_faults_section_shows_the_table() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert policy.render_markdown() in text, (
-        "README's policy table is stale; paste python -c "
+def test_the_faults_page_shows_the_table() -> None:
+    text = FAULTS_PAGE.read_text(encoding="utf-8")
+    section = text.split("## What each layer does: the policy table", 1)[1].split("\n## ", 1)[0]
+    assert policy.render_markdown() in section, (
+        "docs/faults.md's policy table is stale; paste python -c "
         "'from bmaas.policy import render_markdown; print(render_markdown())'"
     )
