@@ -18,7 +18,11 @@ and then refuses it). ``set_power_state``: 1 GET (state and allowed resets) + 1 
 no POST when an idempotent action finds the node already there, 1 more GET
 when the BMC refuses an idempotent action with 400/409 (it may be there).
 ``set_boot_device``: 1 GET (sushy reads the ETag) + 1 PATCH + 1 GET read-back.
-Virtual media: 1 GET of the CD slot + the POST(s) needed. The first call also
+Virtual media (:mod:`bmaas.drivers.redfish.vmedia`): the first call finds the CD
+slots (each Manager, collection and slot read once); insert: 1 GET of the slot,
+an eject (1 request + 1 GET) if it holds media, the insert, and 1 GET read-back
+or more until the image shows; eject: 1 GET per CD slot + 1 request per slot
+holding media. The first call also
 reads the service root, logs in (session auth) and finds the system.
 """
 
@@ -33,7 +37,6 @@ from typing import Any, ClassVar, TypeVar
 
 import sushy
 import sushy.auth as sushy_auth
-from sushy.resources.manager.virtual_media import VirtualMedia
 from sushy.resources.system.system import System
 
 from bmaas.deadline import Deadline
@@ -54,6 +57,7 @@ from bmaas.drivers.redfish.connector import BoundedConnector
 from bmaas.drivers.redfish.descriptors import keepable_services
 from bmaas.drivers.redfish.faults import map_exception, may_be_already_there
 from bmaas.drivers.redfish.service import SERVICES, RedfishService, ServiceKey
+from bmaas.drivers.redfish.vmedia import VirtualMediaSlots, find_cd_slots
 from bmaas.faults import (
     BmaasError,
     BMCFault,
@@ -127,6 +131,9 @@ class RedfishDriver(BMCDriver):
     keep_alive_services = keepable_services()
     #: the process's shared service clients (tests inject their own)
     services = SERVICES
+    #: seconds between read-backs of a virtual media insert that does not
+    #: show yet (iDRAC10 reads empty for seconds after a 204)
+    vmedia_poll_interval = 0.5
 
     def __init__(
         self,
@@ -158,7 +165,7 @@ class RedfishDriver(BMCDriver):
         self._lock = threading.Lock()
         self._svc: RedfishService | None = None
         self._system: System | None = None
-        self._vmedia_path: str | None = None
+        self._vmedia_paths: list[str] | None = None
         self._fetched = False  # the system was read moments ago, by _connect
 
     @property
@@ -460,35 +467,49 @@ class RedfishDriver(BMCDriver):
 
     # -- optional capabilities ------------------------------------------------------
 
-    def _cd_slot(self) -> VirtualMedia:
-        """The CD/DVD slot of the system's manager (or of the system itself)."""
-        assert self._system is not None
-        assert self._conn is not None
-        if self._vmedia_path is None:
-            with self._conn.reading(Operation.INVENTORY_GET):
-                self._vmedia_path = _find_cd(self._system)
-            if self._vmedia_path is None:
-                raise self.unsupported(
-                    Operation.VMEDIA_INSERT, "the BMC has no CD/DVD virtual media slot"
-                )
-        return VirtualMedia(self._conn, self._vmedia_path, root=self._root)
+    def _cd_slots(self, operation: Operation) -> VirtualMediaSlots:
+        """The CD/DVD slots of the system, wherever the service keeps them
+        (:mod:`bmaas.drivers.redfish.vmedia`; found once per driver)."""
+        system, conn = self._system, self._conn
+        assert system is not None
+        assert conn is not None
+        if self._vmedia_paths is None:
+            with conn.reading(Operation.INVENTORY_GET):
+                self._vmedia_paths = find_cd_slots(conn, system.json)
+        if not self._vmedia_paths:
+            raise self.unsupported(
+                operation, "no CD/DVD slot: the BMC has no CD/DVD virtual media slot"
+            )
+
+        def fault(cls: type[BMCFault], message: str) -> BMCFault:
+            return self.fault(cls, message, operation=operation)
+
+        return VirtualMediaSlots(
+            conn,
+            list(self._vmedia_paths),
+            fault,
+            self._sleep,
+            poll_interval=self.vmedia_poll_interval,
+        )
 
     def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
+        """Eject whatever the slot holds, insert ``url``, and read the slot
+        back until the image shows (bounded by ``deadline``)."""
+
         def act() -> None:
-            slot = self._cd_slot()
-            if slot.inserted and slot.image == url:
-                return
-            if slot.inserted:
-                slot.eject_media()
-            slot.insert_media(url, inserted=True, write_protected=True)
+            slots = self._cd_slots(Operation.VMEDIA_INSERT)
+            with slots.conn.reading(Operation.INVENTORY_GET):
+                used = slots.insert(url, deadline)  # the call's own bound
+            if self._vmedia_paths and used != self._vmedia_paths[0]:
+                # the slot that took it first next time (405/in use: skip the others)
+                self._vmedia_paths.remove(used)
+                self._vmedia_paths.insert(0, used)
 
         self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
 
     def eject_virtual_media(self, *, deadline: Deadline) -> None:
         def act() -> None:
-            slot = self._cd_slot()
-            if slot.inserted:
-                slot.eject_media()
+            self._cd_slots(Operation.VMEDIA_EJECT).eject()
 
         self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
 
@@ -525,18 +546,7 @@ class RedfishDriver(BMCDriver):
         of a service logs the session out: one bounded request). Safe twice."""
         with self._lock:
             service, self._svc = self._svc, None
-            self._system = self._vmedia_path = None
+            self._system = None
+            self._vmedia_paths = None
         if service is not None:
             self.services.release(service, Deadline.after(self.bmc_timeout, clock=self._clock))
-
-
-def _find_cd(system: System) -> str | None:
-    wanted = {sushy.VirtualMediaType.CD, sushy.VirtualMediaType.DVD}
-    collections = [manager.virtual_media for manager in system.managers]
-    if not collections and system.json.get("VirtualMedia"):
-        collections = [system.virtual_media]
-    for collection in collections:
-        for slot in collection.get_members():
-            if wanted & set(slot.media_types or ()):
-                return str(slot.path)
-    return None

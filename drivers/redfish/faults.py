@@ -19,6 +19,8 @@ busy, session limit; licence missing)                  never counted; licence:
                                                        ``UnsupportedOperation``)
 HTTP 401, 403                                          ``BMCAuthError``
 HTTP 409, 429, 503 (``retry_after`` from Retry-After)  ``BMCBusy``
+HTTP 412 after one re-read and resend                  ``BMCBusy`` (written meanwhile)
+HTTP 428 after one re-read and resend with If-Match    ``UnsupportedOperation``
 HTTP 500, 502 (``message_id`` from ExtendedInfo)       ``BMCInternalError``
 HTTP 504 (the BMC's own backend timed out)             ``BMCTimeout``
 HTTP 405, 501; missing action; value not allowed       ``UnsupportedOperation``
@@ -183,6 +185,29 @@ MESSAGE_RULES: tuple[MessageRule, ...] = (
         "metal-stack/go-hal#67",
     ),
     MessageRule(
+        "RAC0904",
+        BMCBusy,
+        "Dell iDRAC's 'Virtual Media is detached or already in use' on an insert: the "
+        "slot is held by another session (a console user, another tool) or is being "
+        "re-attached. The insert tries the next CD slot first (bmaas.drivers.redfish."
+        "vmedia.NEXT_SLOT); with none left it is a state of the BMC, not of the node: "
+        + _BUSY_BY_MEANING,
+        "Ironic's 2026 virtual media fixes (issue 34); Dell iDRAC message registry",
+    ),
+    MessageRule(
+        "VRM0021",
+        BMCBusy,
+        "Dell iDRAC's other MessageId for 'Virtual Media is detached or already in use' "
+        "(as RAC0904)",
+        "Ironic's 2026 virtual media fixes (issue 34); Dell iDRAC message registry",
+    ),
+    MessageRule(
+        "Virtual Media is detached or already in use",
+        BMCBusy,
+        "the same iDRAC answer when its MessageId is missing or another one (as RAC0904)",
+        "Ironic's 2026 virtual media fixes (issue 34)",
+    ),
+    MessageRule(
         "ServiceTemporarilyUnavailable",
         BMCBusy,
         "Base registry: the service is temporarily unavailable.",
@@ -220,6 +245,15 @@ _STATUS: dict[int, type[BMCFault]] = {
     # RFC 9110: "conflicts with the current state of the target resource" -- on
     # a BMC a state that passes (a power transition settling), so "later"
     409: BMCBusy,
+    # a PATCH's If-Match no longer matches: someone else wrote the resource
+    # between our read and our write. The driver re-reads and sends once more
+    # (bmaas.drivers.redfish.preconditions); a second 412 is more writing
+    # going on: later, never this node's fault
+    412: BMCBusy,
+    # the service wants If-Match: the driver re-reads and sends it; a second
+    # 428 is an ETag rule bmaas cannot meet on this BMC -- asking again never
+    # helps, and it says nothing about the node
+    428: UnsupportedOperation,
     501: UnsupportedOperation,
     502: BMCInternalError,  # the BMC's web front end could not reach its Redfish service
     503: BMCBusy,

@@ -1,0 +1,75 @@
+"""Reads that keep the resource's ETag, and PATCHes that honour it.
+
+HPE iLO, Supermicro X13/H13 and Dell virtual media carry ``@odata.etag``;
+some services also send an ``ETag`` header, a few only one of the two. A
+PATCH sends ``If-Match`` with the ETag of the read it is based on, and:
+
+=====================================  =========================================
+the answer                             what happens (within the call's deadline)
+=====================================  =========================================
+``412 Precondition Failed``            someone changed the resource since our
+                                       read: read it again, send once more with
+                                       the new ETag; a second 412 is
+                                       ``BMCBusy`` (``faults._STATUS``)
+``428 Precondition Required``          the service wants ``If-Match`` and the
+                                       read gave no ETag we sent: read again,
+                                       send with its ETag; a second 428 is
+                                       ``UnsupportedOperation``
+=====================================  =========================================
+
+Neither counts against the node (the policy rows of ``BMCBusy`` and
+``UnsupportedOperation``): a resource written by someone else, or an ETag
+rule, says nothing about the hardware.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sushy.exceptions as sushy_exc
+
+from bmaas.drivers.redfish.connector import BoundedConnector
+
+__all__ = ["RESEND_ONCE", "Resource", "patch", "read"]
+
+#: statuses after which a PATCH is re-read and sent once more
+RESEND_ONCE: frozenset[int] = frozenset({412, 428})
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """A resource as one GET returned it."""
+
+    path: str
+    body: dict[str, Any]
+    #: the ``ETag`` header, else the body's ``@odata.etag``
+    etag: str | None = None
+
+
+def read(conn: BoundedConnector, path: str) -> Resource:
+    """GET ``path``: its JSON body and ETag (one request)."""
+    response = conn.get(path)
+    body = response.json()
+    if not isinstance(body, dict):
+        raise sushy_exc.MalformedAttributeError(
+            attribute="body", resource=path, error="not a JSON object"
+        )
+    etag = response.headers.get("ETag") or body.get("@odata.etag")
+    return Resource(path, body, etag if isinstance(etag, str) and etag else None)
+
+
+def patch(conn: BoundedConnector, resource: Resource, data: dict[str, Any]) -> None:
+    """PATCH ``data`` onto ``resource`` (as read), with ``If-Match`` when it
+    has an ETag; on 412/428 one fresh read and one more PATCH."""
+    try:
+        _send(conn, resource, data)
+    except sushy_exc.HTTPError as exc:
+        if exc.status_code not in RESEND_ONCE:
+            raise
+        _send(conn, read(conn, resource.path), data)
+
+
+def _send(conn: BoundedConnector, resource: Resource, data: dict[str, Any]) -> None:
+    headers = {"If-Match": resource.etag} if resource.etag else None
+    conn.patch(resource.path, data=data, headers=headers)

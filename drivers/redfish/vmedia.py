@@ -1,0 +1,239 @@
+"""Virtual media wherever the Redfish service keeps it.
+
+Real services put the CD/DVD slot in different places and take it in
+different ways; this module reads what the service says and never assumes
+one vendor (the recorded trees in ``tests/fixtures/redfish-trees`` hold one
+of each shape):
+
+=================================  ============================================
+what the service does              what bmaas does
+=================================  ============================================
+slots under a Manager (iLO, XCC,   every Manager in ``Links.ManagedBy`` that
+hwlab) or under the System (DMTF   links ``VirtualMedia``; where they have no
+reference, iDRAC 17G R660)         CD slot, the System's own ``VirtualMedia``;
+                                   a slot is a CD slot when its
+                                   ``MediaTypes`` has CD or DVD
+no CD slot anywhere (the R6515     ``UnsupportedOperation`` "no CD/DVD slot"
+tree)                              (never counted against the node)
+no ``InsertMedia`` action (DMTF    PATCH ``Image``/``Inserted`` on the slot,
+reference, Lenovo XCC, iLO 5 1.x)  with ``If-Match`` when the slot has an ETag
+                                   (no ``Allow`` header needed)
+``TransferProtocolType`` listed    sent, from the URL's scheme; a scheme the
+(iDRAC)                            slot does not list is ``UnsupportedOperation``
+``TransferProtocolType`` required  one re-POST with it (sushy's
+but not listed (iDRAC)             ``is_transfer_protocol_required``)
+InsertMedia answers 405 (Cisco     the next CD slot (Ironic's fallback)
+C845A), or the slot is in use
+(iDRAC RAC0904 / VRM0021)
+``Inserted`` stays true for a      eject before every insert (Ironic 38), and
+while after an eject               never "already inserted, done"
+the slot reads empty for seconds   read back until it shows, bounded by the
+after a 204 InsertMedia (iDRAC10)  call's deadline; still empty then:
+                                   ``BMCBusy`` (accepted, not yet shown: ask
+                                   again later; not the node's fault)
+412 / 428 on a PATCH               :func:`bmaas.drivers.redfish.preconditions.patch`
+=================================  ============================================
+
+Requests: finding the slots reads each Manager, each collection and each
+slot once per driver (the paths are kept); an insert then reads the slot,
+ejects if it holds media (1 request + 1 read), sends the insert (1) and
+reads back until the image shows (1 or more); an eject reads each CD slot
+and ejects those holding media.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import sushy.exceptions as sushy_exc
+
+from bmaas.deadline import Deadline
+from bmaas.drivers.redfish.connector import BoundedConnector
+from bmaas.drivers.redfish.preconditions import Resource, patch, read
+from bmaas.faults import BMCBusy, BMCFault, UnsupportedOperation
+
+__all__ = ["CD_TYPES", "NEXT_SLOT", "Slot", "VirtualMediaSlots", "find_cd_slots"]
+
+#: a slot that takes an ISO image
+CD_TYPES = frozenset({"CD", "DVD"})
+
+#: answers after which the insert tries the next CD slot: the slot cannot
+#: take the image (405: no InsertMedia there, Cisco C845A per Ironic) or is
+#: held by someone else (iDRAC RAC0904/VRM0021 "Virtual Media is detached or
+#: already in use"). With no slot left, the last answer's fault is raised.
+NEXT_SLOT: tuple[str, ...] = ("RAC0904", "VRM0021")
+
+#: builds a fault of a class with a message, naming node, operation, address
+FaultBuilder = Callable[[type[BMCFault], str], BMCFault]
+
+
+def _link(body: dict[str, Any], *keys: str) -> str | None:
+    value: Any = body
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def find_cd_slots(conn: BoundedConnector, system: dict[str, Any]) -> list[str]:
+    """The CD/DVD slots of ``system`` (its JSON): those of every Manager of
+    it that links ``VirtualMedia``; where they have none, the System's own.
+
+    The System's collection is read only when the Managers have no CD slot:
+    a service that links both (sushy-tools, so hwlab) shows the same slots
+    twice, under two ids."""
+    collections: list[str] = []
+    managers = (system.get("Links") or {}).get("ManagedBy") or []
+    for manager in managers:
+        path = _link(manager, "@odata.id")
+        if path is None:
+            continue
+        found = _link(read(conn, path).body, "VirtualMedia", "@odata.id")
+        if found is not None:
+            collections.append(found)
+    slots = _cd_members(conn, collections)
+    own = _link(system, "VirtualMedia", "@odata.id")
+    if not slots and own is not None and own not in collections:
+        slots = _cd_members(conn, [own])
+    return slots
+
+
+def _cd_members(conn: BoundedConnector, collections: list[str]) -> list[str]:
+    slots: list[str] = []
+    for collection in collections:
+        for member in read(conn, collection).body.get("Members") or []:
+            path = _link(member, "@odata.id")
+            if path is None or path in slots:
+                continue
+            if CD_TYPES & set(read(conn, path).body.get("MediaTypes") or ()):
+                slots.append(path)
+    return slots
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One virtual media slot as just read."""
+
+    resource: Resource
+
+    @property
+    def path(self) -> str:
+        return self.resource.path
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return self.resource.body
+
+    @property
+    def shows_media(self) -> bool:
+        """Whether the slot reads as holding an image (``Inserted`` true, or
+        absent with an ``Image`` set)."""
+        image = self.body.get("Image") or self.body.get("ImageName")
+        return bool(image) and self.body.get("Inserted") is not False
+
+    def action(self, name: str) -> dict[str, Any] | None:
+        found = (self.body.get("Actions") or {}).get(name)
+        return found if isinstance(found, dict) and found.get("target") else None
+
+
+def _says(exc: sushy_exc.HTTPError, *texts: str) -> bool:
+    info = exc.extended_info if isinstance(exc.extended_info, list) else []
+    haystack = " ".join([str(exc.code or ""), str(exc.detail or ""), str(info)])
+    return any(text in haystack for text in texts)
+
+
+@dataclasses.dataclass
+class VirtualMediaSlots:
+    """Insert and eject on one system's CD slots (found by :func:`find_cd_slots`)."""
+
+    conn: BoundedConnector
+    paths: list[str]
+    #: makes a fault naming the node and the call's operation
+    fault: FaultBuilder
+    sleep: Callable[[float], None]
+    #: seconds between read-backs of an insert that does not show yet
+    poll_interval: float = 1.0
+    #: seconds kept for the read after the wait (its turn at the BMC's gate
+    #: and its answer): a read-back never starts a read the deadline cuts off
+    reserve: float = 0.25
+    #: read-backs the last insert took (1: shown at once)
+    readbacks: int = 0
+
+    def insert(self, url: str, deadline: Deadline) -> str:
+        """Put ``url`` in the first CD slot that takes it; the slot's path."""
+        last: sushy_exc.HTTPError | None = None
+        for path in self.paths:
+            slot = Slot(read(self.conn, path))
+            if slot.shows_media:
+                # Eject before insert (Ironic 38): iDRACs keep Inserted true
+                # for a while after an eject, and a slot holding another image
+                # refuses a new one.
+                self._eject(slot)
+                slot = Slot(read(self.conn, path))  # its new ETag
+            try:
+                self._put(slot, url)
+            except sushy_exc.HTTPError as exc:
+                if exc.status_code == 405 or _says(exc, *NEXT_SLOT):
+                    last = exc
+                    continue
+                raise
+            self._await_shown(path, deadline)
+            return path
+        assert last is not None  # there is at least one path
+        raise last
+
+    def eject(self) -> None:
+        """Eject every CD slot that reads as holding media."""
+        for path in self.paths:
+            slot = Slot(read(self.conn, path))
+            if slot.shows_media:
+                self._eject(slot)
+
+    def _put(self, slot: Slot, url: str) -> None:
+        body: dict[str, Any] = {"Image": url, "Inserted": True, "WriteProtected": True}
+        action = slot.action("#VirtualMedia.InsertMedia")
+        if action is None:
+            # DMTF reference, Lenovo XCC, iLO 5 1.x: the slot is PATCHed (no
+            # Allow header needed: the standard makes Image writable)
+            patch(self.conn, slot.resource, body)
+            return
+        protocol = url.partition(":")[0].upper()
+        listed = action.get("TransferProtocolType@Redfish.AllowableValues")
+        if isinstance(listed, list) and listed:
+            if protocol not in listed:
+                raise self.fault(
+                    UnsupportedOperation,
+                    f"slot {slot.path} takes {', '.join(map(str, listed))}, not {protocol}",
+                )
+            body["TransferProtocolType"] = protocol
+        try:
+            self.conn.post(action["target"], data=body)
+        except sushy_exc.HTTPError as exc:
+            # iDRAC may require it without listing it (sushy re-posts too)
+            if "TransferProtocolType" in body or not _says(exc, "TransferProtocolType"):
+                raise
+            self.conn.post(action["target"], data={**body, "TransferProtocolType": protocol})
+
+    def _eject(self, slot: Slot) -> None:
+        action = slot.action("#VirtualMedia.EjectMedia")
+        if action is None:
+            patch(self.conn, slot.resource, {"Image": None, "Inserted": False})
+        else:
+            self.conn.post(action["target"], data={})
+
+    def _await_shown(self, path: str, deadline: Deadline) -> None:
+        """Read the slot back until the image shows (iDRAC10 reads empty for
+        seconds after a 204), while the call's deadline leaves room."""
+        self.readbacks = 0
+        while True:
+            self.readbacks += 1
+            if Slot(read(self.conn, path)).shows_media:
+                return
+            if deadline.left() <= self.poll_interval + self.reserve:
+                raise self.fault(
+                    BMCBusy,
+                    f"slot {path} accepted the image but still reads empty after "
+                    f"{self.readbacks} read(s): not shown before the deadline",
+                )
+            self.sleep(self.poll_interval)

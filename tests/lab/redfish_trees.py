@@ -1,0 +1,313 @@
+"""Recorded Redfish trees of real servers, served as captured, with live state.
+
+``tests/fixtures/redfish-trees/<tree>/`` holds one JSON body per resource at
+``<URI below /redfish/v1>/index.json`` (the DMTF mockup layout) and a
+``SOURCE.md`` naming where it was recorded and under which licence. A
+:class:`TreeServer` serves one tree on 127.0.0.1 (a free port) the way a
+plain mockup server would -- GET returns the recorded body, unchanged -- and
+keeps the state a client changes: ``InsertMedia``/``EjectMedia`` and a PATCH
+change a slot, a PATCH of ``Boot`` changes the override (checked against the
+tree's ``@Redfish.AllowableValues``), ``ComputerSystem.Reset`` checks its
+``ResetType``. Per-tree quirks (:class:`Quirks`) stand for what vendors do on
+the wire that a recorded body cannot show. Every request is recorded, so a
+test can count wire calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+TREES = Path(__file__).resolve().parents[1] / "fixtures" / "redfish-trees"
+ROOT = "/redfish/v1"
+
+
+@dataclasses.dataclass
+class Quirks:
+    """What a vendor's service does that its recorded bodies cannot show."""
+
+    #: an ``ETag`` header on every GET (else only a body's ``@odata.etag``)
+    etag_header: bool = False
+    #: a PATCH without ``If-Match`` answers 428
+    require_if_match: bool = False
+    #: the next N PATCHes answer 412 (someone else wrote the resource)
+    stale_patches: int = 0
+    #: slots whose InsertMedia (or PATCH) answers 405 (Cisco C845A)
+    refuse_insert: frozenset[str] = frozenset()
+    #: slots that answer "in use" (iDRAC RAC0904) to an insert
+    in_use: frozenset[str] = frozenset()
+    #: GETs of a slot that still read empty after an insert (iDRAC10)
+    hidden_reads: int = 0
+    #: GETs of a slot that still read inserted after an eject (iDRAC)
+    sticky_reads: int = 0
+    #: InsertMedia without ``TransferProtocolType`` answers 400 (iDRAC)
+    require_protocol: bool = False
+    #: a one-time override reads back ``Enabled=Disabled`` with its target
+    #: kept (Supermicro H13)
+    once_reads_disabled: bool = False
+
+
+def load(name: str) -> dict[str, dict[str, Any]]:
+    """The tree ``name``: URI -> recorded body."""
+    base = TREES / name
+    tree: dict[str, dict[str, Any]] = {}
+    for file in sorted(base.rglob("index.json")):
+        rel = file.parent.relative_to(base).as_posix()
+        uri = ROOT if rel == "." else f"{ROOT}/{rel}"
+        tree[uri] = json.loads(file.read_text())
+    return tree
+
+
+def _error(status: int, message_id: str, message: str) -> tuple[int, dict[str, Any]]:
+    return status, {
+        "error": {
+            "code": message_id,
+            "message": message,
+            "@Message.ExtendedInfo": [{"MessageId": message_id, "Message": message}],
+        }
+    }
+
+
+class TreeState:
+    """One tree's resources and what clients did to them."""
+
+    def __init__(self, name: str, quirks: Quirks | None = None) -> None:
+        self.name = name
+        self.quirks = quirks or Quirks()
+        self.resources = load(name)
+        self.recorded = copy.deepcopy(self.resources)
+        self.generation = dict.fromkeys(self.resources, 1)
+        self.lock = threading.Lock()
+        #: (method, path, body) of every request, in order
+        self.requests: list[tuple[str, str, Any]] = []
+        self._hidden: dict[str, int] = {}
+        self._sticky: dict[str, dict[str, Any]] = {}
+
+    # -- what tests look at ------------------------------------------------------------
+
+    def calls(self, method: str | None = None) -> list[tuple[str, str, Any]]:
+        return [r for r in self.requests if method is None or r[0] == method]
+
+    def writes(self) -> list[tuple[str, str, Any]]:
+        return [r for r in self.requests if r[0] != "GET"]
+
+    def system(self) -> str:
+        members = self.resources[f"{ROOT}/Systems"]["Members"]
+        assert len(members) == 1
+        return str(members[0]["@odata.id"])
+
+    def etag(self, uri: str) -> str:
+        return f'W/"{self.name}-{self.generation[uri]}"'
+
+    # -- the service ------------------------------------------------------------------
+
+    def answer(
+        self, method: str, path: str, headers: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
+        path = path.partition("?")[0].rstrip("/") or "/"
+        with self.lock:
+            self.requests.append((method, path, body))
+            if method == "GET":
+                return self._get(path)
+            if method == "POST":
+                status, reply = self._post(path, body)
+            elif method == "PATCH":
+                status, reply = self._patch(path, headers, body)
+            else:
+                status, reply = _error(405, "Base.1.8.OperationNotAllowed", method)
+            return status, reply, {}
+
+    def _get(self, path: str) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
+        resource = self.resources.get(path)
+        if resource is None:
+            status, reply = _error(404, "Base.1.8.ResourceMissingAtURI", path)
+            return status, reply, {}
+        view = copy.deepcopy(resource)
+        if self._hidden.get(path, 0) > 0:
+            self._hidden[path] -= 1
+            view.update(Inserted=False, Image=None, ImageName=None)
+        elif path in self._sticky:
+            left = self._sticky[path]
+            left["reads"] -= 1
+            view.update(Inserted=True, Image=left["image"])
+            if left["reads"] <= 0:
+                del self._sticky[path]
+        headers = {"ETag": self.etag(path)} if self.quirks.etag_header else {}
+        return 200, view, headers
+
+    def _changed(self, uri: str) -> None:
+        self.generation[uri] += 1
+        if "@odata.etag" in self.resources[uri]:
+            self.resources[uri]["@odata.etag"] = self.etag(uri)
+
+    def _post(self, path: str, body: Any) -> tuple[int, dict[str, Any] | None]:
+        owner, _, action = path.partition("/Actions/")
+        resource = self.resources.get(owner)
+        actions = (resource or {}).get("Actions") or {}
+        if resource is None or f"#{action}" not in actions:
+            return _error(404, "Base.1.8.ResourceMissingAtURI", path)
+        body = body if isinstance(body, dict) else {}
+        if action == "VirtualMedia.InsertMedia":
+            return self._insert(owner, resource, body)
+        if action == "VirtualMedia.EjectMedia":
+            self._eject(owner, resource)
+            return 204, None
+        if action == "ComputerSystem.Reset":
+            allowed = actions[f"#{action}"].get("ResetType@Redfish.AllowableValues")
+            reset = body.get("ResetType")
+            if allowed is not None and reset not in allowed:
+                return _error(400, "Base.1.8.ActionParameterValueNotInList", str(reset))
+            off = reset in ("ForceOff", "GracefulShutdown")
+            resource["PowerState"] = "Off" if off else "On"
+            self._changed(owner)
+            return 204, None
+        return _error(400, "Base.1.8.ActionNotSupported", action)
+
+    def _insert(
+        self, slot: str, resource: dict[str, Any], body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any] | None]:
+        refused = self._refused(slot)
+        if refused is not None:
+            return refused
+        if self.quirks.require_protocol and "TransferProtocolType" not in body:
+            return _error(
+                400,
+                "Base.1.8.ActionParameterMissing",
+                "The action requires the parameter TransferProtocolType.",
+            )
+        self._load(slot, resource, body.get("Image"), body)
+        return 204, None
+
+    def _refused(self, slot: str) -> tuple[int, dict[str, Any]] | None:
+        if slot in self.quirks.refuse_insert:
+            return _error(405, "Base.1.8.OperationNotAllowed", f"insert on {slot}")
+        if slot in self.quirks.in_use:
+            return _error(400, "IDRAC.2.9.RAC0904", "Virtual Media is detached or already in use.")
+        return None
+
+    def _load(self, slot: str, resource: dict[str, Any], image: Any, body: dict[str, Any]) -> None:
+        resource.update(
+            Image=image,
+            ImageName=str(image).rsplit("/", 1)[-1],
+            Inserted=True,
+            ConnectedVia="URI",
+            WriteProtected=body.get("WriteProtected", True),
+        )
+        if "TransferProtocolType" in body:
+            resource["TransferProtocolType"] = body["TransferProtocolType"]
+        self._sticky.pop(slot, None)
+        if self.quirks.hidden_reads:
+            self._hidden[slot] = self.quirks.hidden_reads
+        self._changed(slot)
+
+    def _eject(self, slot: str, resource: dict[str, Any]) -> None:
+        image = resource.get("Image")
+        resource.update(Image=None, ImageName=None, Inserted=False, ConnectedVia="NotConnected")
+        self._hidden.pop(slot, None)
+        if self.quirks.sticky_reads and image:
+            self._sticky[slot] = {"reads": self.quirks.sticky_reads, "image": image}
+        self._changed(slot)
+
+    def _patch(
+        self, path: str, headers: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any] | None]:
+        resource = self.resources.get(path)
+        if resource is None:
+            return _error(404, "Base.1.8.ResourceMissingAtURI", path)
+        match = headers.get("if-match")
+        if match is None and self.quirks.require_if_match:
+            return _error(428, "Base.1.8.PreconditionRequired", "If-Match is required")
+        if self.quirks.stale_patches > 0:
+            self.quirks.stale_patches -= 1
+            self._changed(path)  # someone else wrote it
+            return _error(412, "Base.1.8.PreconditionFailed", "ETag does not match")
+        if match is not None and match != self.etag(path):
+            return _error(412, "Base.1.8.PreconditionFailed", "ETag does not match")
+        body = body if isinstance(body, dict) else {}
+        kind = str(resource.get("@odata.type", ""))
+        if "VirtualMedia" in kind:
+            if ("Image" in body and body["Image"] is None) or body.get("Inserted") is False:
+                self._eject(path, resource)
+                return 204, None
+            refused = self._refused(path)
+            if refused is not None:
+                return refused
+            self._load(path, resource, body.get("Image"), body)
+            return 204, None
+        if "Boot" in body and "Boot" in resource:
+            return self._boot(path, resource["Boot"], body["Boot"])
+        return _error(400, "Base.1.8.PropertyNotWritable", ", ".join(body))
+
+    def _boot(
+        self, path: str, boot: dict[str, Any], change: dict[str, Any]
+    ) -> tuple[int, dict[str, Any] | None]:
+        for key, value in change.items():
+            allowed = boot.get(f"{key}@Redfish.AllowableValues")
+            if allowed is not None and value not in allowed:
+                return _error(400, "Base.1.8.PropertyValueNotInList", f"{value} for {key}")
+        boot.update(change)
+        if self.quirks.once_reads_disabled and boot.get("BootSourceOverrideEnabled") == "Once":
+            boot["BootSourceOverrideEnabled"] = "Disabled"  # the target stays
+        self._changed(path)
+        return 204, None
+
+
+def _handler(state: TreeState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _serve(self, method: str) -> None:
+            size = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(size) if size else b""
+            body = json.loads(raw) if raw else None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, reply, extra = state.answer(method, self.path, headers, body)
+            data = b"" if reply is None else json.dumps(reply).encode()
+            self.send_response(status)
+            for key, value in extra.items():
+                self.send_header(key, value)
+            self.send_header("OData-Version", "4.0")
+            if reply is not None:
+                self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._serve("GET")
+
+        def do_POST(self) -> None:
+            self._serve("POST")
+
+        def do_PATCH(self) -> None:
+            self._serve("PATCH")
+
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serving(state: TreeState) -> Iterator[str]:
+    """Serve ``state`` on 127.0.0.1 (a free port); the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -1,0 +1,218 @@
+"""The Redfish driver against recorded trees of real servers (issue 34).
+
+Each tree (``tests/fixtures/redfish-trees``, sources and licences in each
+``SOURCE.md``) is served as captured by a small stateful mockup server
+(:mod:`tests.lab.redfish_trees`); the driver is built the way a user builds
+it (``bmaas.registry.build_driver``) and every call gets its own Deadline.
+Besides the outcome, each test holds that no fault a vendor's *shape* causes
+is one the policy table counts against the node or fences it for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.driver import Operation
+from bmaas.drivers.redfish import RedfishDriver
+from bmaas.drivers.redfish.service import ServiceRegistry
+from bmaas.faults import BmaasError, BMCBusy, UnsupportedOperation
+from bmaas.policy import policy_for
+from bmaas.registry import build_driver
+from tests.lab.redfish_trees import Quirks, TreeState, serving
+
+pytestmark = pytest.mark.lab
+
+URL = "http://images.example/deploy.iso"
+#: a generous per-call budget: these servers answer at once
+CALL = 5.0
+
+#: tree -> where its CD slot is, and how it takes an image
+CD_TREES = {
+    "dmtf-public-rackmount1": ("/redfish/v1/Systems/437XR1138R2/VirtualMedia/CD1", "PATCH"),
+    "dell-r660": ("/redfish/v1/Systems/System.Embedded.1/VirtualMedia/2", "POST"),
+    "lenovo-sr650": ("/redfish/v1/Managers/1/VirtualMedia/CD", "PATCH"),
+    "hpe-dl325-gen10plus": ("/redfish/v1/Managers/1/VirtualMedia/2", "POST"),
+}
+
+
+def call() -> Deadline:
+    return Deadline.after(CALL)
+
+
+@contextlib.contextmanager
+def tree(name: str, quirks: Quirks | None = None) -> Iterator[tuple[TreeState, RedfishDriver]]:
+    state = TreeState(name, quirks)
+    with serving(state) as url:
+        driver: Any = build_driver(
+            f"node-{name}",
+            "redfish",
+            {
+                "redfish_address": url,
+                "redfish_username": "admin",
+                "redfish_password": "recorded-tree",
+                "redfish_auth_type": "basic",
+            },
+            bmc_timeout=CALL,
+        )
+        driver.services = ServiceRegistry()  # this test's own
+        driver.vmedia_poll_interval = 0.02
+        try:
+            yield state, driver
+        finally:
+            driver.close()
+
+
+def not_the_nodes(fault: BaseException) -> None:
+    """A fault a vendor's shape caused: never counted, never fenced."""
+    row = policy_for(type(fault))
+    assert not row.counts_for_health, fault
+    assert not row.fences, fault
+
+
+def fails(fn: Any) -> BmaasError:
+    with pytest.raises(BmaasError) as info:
+        fn()
+    not_the_nodes(info.value)
+    return info.value
+
+
+# -- virtual media wherever the tree keeps it ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(CD_TREES))
+def test_insert_and_eject_where_the_tree_keeps_the_slot(name: str) -> None:
+    slot, method = CD_TREES[name]
+    with tree(name) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        assert state.resources[slot]["Image"] == URL
+        assert state.resources[slot]["Inserted"] is True
+        inserts = [w for w in state.writes() if (w[2] or {}).get("Image") == URL]
+        assert [(m, p.startswith(slot)) for m, p, _ in inserts] == [(method, True)]
+        driver.eject_virtual_media(deadline=call())
+        assert state.resources[slot]["Inserted"] is False
+        assert not state.resources[slot]["Image"]
+
+
+def test_the_dmtf_slot_holding_media_is_ejected_before_the_insert() -> None:
+    slot, _ = CD_TREES["dmtf-public-rackmount1"]
+    with tree("dmtf-public-rackmount1") as (state, driver):
+        assert state.resources[slot]["Inserted"] is True  # as recorded: an Applet's image
+        driver.insert_virtual_media(URL, deadline=call())
+        writes = [(m, p, b) for m, p, b in state.writes()]
+    assert writes == [
+        ("PATCH", slot, {"Image": None, "Inserted": False}),
+        ("PATCH", slot, {"Image": URL, "Inserted": True, "WriteProtected": True}),
+    ]
+
+
+def test_the_idrac_slot_is_sent_the_transfer_protocol_it_lists() -> None:
+    slot, _ = CD_TREES["dell-r660"]
+    with tree("dell-r660") as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        ((_, path, body),) = state.writes()
+        assert path == f"{slot}/Actions/VirtualMedia.InsertMedia"
+        assert body["TransferProtocolType"] == "HTTP"
+        fault = fails(lambda: driver.insert_virtual_media("tftp://x/y.iso", deadline=call()))
+        assert isinstance(fault, UnsupportedOperation)
+        assert "TFTP" in str(fault)
+
+
+def test_a_required_transfer_protocol_not_listed_is_sent_on_the_second_post() -> None:
+    with tree("hpe-dl325-gen10plus", Quirks(require_protocol=True)) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        posts = [b for m, _, b in state.writes()]
+    assert [b.get("TransferProtocolType") for b in posts] == [None, "HTTP"]
+
+
+def test_no_slot_anywhere_is_unsupported_naming_each_operation() -> None:
+    with tree("dell-r6515") as (state, driver):
+        insert = fails(lambda: driver.insert_virtual_media(URL, deadline=call()))
+        eject = fails(lambda: driver.eject_virtual_media(deadline=call()))
+        assert not state.writes()
+    assert isinstance(insert, UnsupportedOperation)
+    assert isinstance(eject, UnsupportedOperation)
+    assert "no CD/DVD slot" in str(insert)
+    assert insert.operation == str(Operation.VMEDIA_INSERT)
+    assert eject.operation == str(Operation.VMEDIA_EJECT)
+
+
+def test_a_slot_refusing_the_insert_with_405_moves_to_the_next_slot() -> None:
+    first = "/redfish/v1/Systems/437XR1138R2/VirtualMedia/CD1"
+    second = "/redfish/v1/Systems/437XR1138R2/VirtualMedia/CD2"
+    quirks = Quirks(refuse_insert=frozenset({first}))
+    with tree("dmtf-public-rackmount1", quirks) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        assert state.resources[second]["Image"] == URL
+        # the slot that took it is tried first next time: no second 405
+        before = len(state.writes())
+        driver.insert_virtual_media(URL, deadline=call())
+        assert [p for _, p, _ in state.writes()[before:]] == [second, second]
+
+
+def test_every_slot_in_use_is_busy_not_the_nodes_fault() -> None:
+    slots = frozenset(f"/redfish/v1/Systems/System.Embedded.1/VirtualMedia/{n}" for n in ("1", "2"))
+    with tree("dell-r660", Quirks(in_use=slots)) as (state, driver):
+        fault = fails(lambda: driver.insert_virtual_media(URL, deadline=call()))
+        assert len(state.writes()) == 2  # each slot once
+    assert isinstance(fault, BMCBusy)
+    assert "RAC0904" in str(fault)
+
+
+def test_an_insert_that_reads_empty_for_a_while_is_read_back_until_it_shows() -> None:
+    with tree("dell-r660", Quirks(hidden_reads=3)) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        slot, _ = CD_TREES["dell-r660"]
+        gets = [p for m, p, _ in state.calls("GET") if p == slot]
+    # read once when the slots are found, once before the insert, then 3 empty
+    # read-backs and the one that shows
+    assert len(gets) == 2 + 4
+
+
+def test_an_insert_that_never_shows_ends_by_the_deadline_as_busy() -> None:
+    with tree("dell-r660", Quirks(hidden_reads=10_000)) as (_, driver):
+        start = time.monotonic()
+        fault = fails(lambda: driver.insert_virtual_media(URL, deadline=Deadline.after(0.5)))
+        took = time.monotonic() - start
+    assert isinstance(fault, BMCBusy)
+    assert "still reads empty" in str(fault)
+    assert took < 0.5 + 0.5
+
+
+def test_a_slot_still_reading_inserted_after_an_eject_is_ejected_and_inserted_again() -> None:
+    slot, _ = CD_TREES["hpe-dl325-gen10plus"]
+    with tree("hpe-dl325-gen10plus", Quirks(sticky_reads=5)) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        driver.eject_virtual_media(deadline=call())
+        before = len(state.writes())
+        driver.insert_virtual_media(URL, deadline=call())  # reads "inserted, same URL"
+        actions = [p.rsplit(".", 1)[-1] for _, p, _ in state.writes()[before:]]
+        assert actions == ["EjectMedia", "InsertMedia"]  # never "already there, done"
+        assert state.resources[slot]["Inserted"] is True
+
+
+# -- ETags: 412 and 428 -------------------------------------------------------------------
+
+
+def test_a_patch_without_if_match_answered_428_is_sent_again_with_the_etag() -> None:
+    slot, _ = CD_TREES["lenovo-sr650"]
+    quirks = Quirks(etag_header=True, require_if_match=True)
+    with tree("lenovo-sr650", quirks) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        assert state.resources[slot]["Image"] == URL
+
+
+def test_a_stale_etag_answered_412_is_read_again_and_sent_once_more() -> None:
+    slot, _ = CD_TREES["lenovo-sr650"]
+    with tree("lenovo-sr650", Quirks(etag_header=True, stale_patches=1)) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        assert state.resources[slot]["Image"] == URL
+        assert [m for m, _, _ in state.writes()] == ["PATCH", "PATCH"]
+    with tree("lenovo-sr650", Quirks(etag_header=True, stale_patches=2)) as (_, driver):
+        fault = fails(lambda: driver.insert_virtual_media(URL, deadline=call()))
+    assert isinstance(fault, BMCBusy)
