@@ -86,7 +86,10 @@ def _prepare_sqlite_file(url: sa.URL, *, create: bool) -> None:
         raise InputError(f"{path} is a directory, not a database file", field="--db")
     if not create and not path.exists():
         # Read-only commands and --dry-run never leave an empty database behind.
-        raise NoDatabase(f"no database at {path}; run `bmaas enroll FILE`")
+        raise NoDatabase(
+            f"no database at {path}; run `bmaas enroll FILE` "
+            "(from Python, Store.open(..., create=True) makes a new one)"
+        )
     if not path.parent.exists():
         path.parent.mkdir(parents=True, mode=0o700)
     if not path.exists():

@@ -21,8 +21,9 @@ class StoreError(BmaasError):
 
 
 class NoDatabase(StoreError):
-    """A command that only reads (or ``--dry-run``) found no database; it
-    never creates one. ``bmaas enroll`` does."""
+    """No database where one was asked for: a command that only reads (or
+    ``--dry-run``), or :meth:`Store.open` from Python without ``create=True``.
+    Neither creates one; ``bmaas enroll FILE`` does (and ``create=True``)."""
 
     code = "no_database"
     summary = "no database"

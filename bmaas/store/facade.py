@@ -71,13 +71,16 @@ class Store:
         check_schema: bool = True,
         busy_timeout: float = BUSY_TIMEOUT,
         deadline: Deadline | None = None,
-        create: bool = True,
+        create: bool = False,
     ) -> Store:
         """Open the store at ``db`` (a path or URL; default ``BMAAS_DB`` or the
-        per-user file). A new, empty database is created at the newest schema;
-        an existing one at another revision raises ``SchemaOutOfDate`` unless
+        per-user file). A missing SQLite file raises ``NoDatabase`` ("no
+        database at X; run `bmaas enroll FILE`"), as every CLI command but
+        ``enroll`` and ``db upgrade`` does: a typo in a path never leaves an
+        empty fleet behind. ``create=True`` (code that wants a new store: a
+        lab, a test) creates it at the newest schema. An existing database at
+        another revision raises ``SchemaOutOfDate`` unless
         ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``).
-        ``create=False``: a missing SQLite file raises ``NoDatabase``.
         Every connect and statement takes at most ``busy_timeout`` seconds and
         ends by ``deadline`` (a command's budget; a silent or locked database
         is a ``StoreError`` by then)."""

@@ -105,7 +105,7 @@ def run_demo(
         hardware=DEMO_HARDWARE,
     )
     with Lab(spec, workdir / "lab") as lab:
-        store = Store.open(str(workdir / "bmaas.db"))
+        store = Store.open(str(workdir / "bmaas.db"), create=True)
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             settings = DeploySettings(

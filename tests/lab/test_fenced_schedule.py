@@ -48,7 +48,7 @@ BACKOFF = FencedBackoff(first=0.5, factor=2.0, cap=8.0, timeout=0.4)
 def test_a_fenced_hung_bmc_is_read_on_its_backoff_schedule(tmp_path: Path) -> None:
     spec = generate(len(HUNG) + len(HEALTHY), protocols="mixed", seed=3)
     with running_lab(spec, tmp_path / "lab") as lab:
-        store = Store.open(str(tmp_path / "bmaas.db"))
+        store = Store.open(str(tmp_path / "bmaas.db"), create=True)
         fenced: FencedReads[NodeResult[PowerState]] = FencedReads(
             BACKOFF, fault=RULE.fault, clock=time.monotonic
         )

@@ -39,7 +39,7 @@ def test_a_long_interval_logs_in_once_per_ipmi_bmc_with_keepalives(
     monkeypatch.setattr(IPMIDriver, "session_keepalive", keepalive)
     spec = generate(NODES, protocols="ipmi", seed=3)
     with running_lab(spec, tmp_path / "lab") as lab:
-        store = Store.open(str(tmp_path / "bmaas.db"))
+        store = Store.open(str(tmp_path / "bmaas.db"), create=True)
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             reports: list[SyncReport] = []

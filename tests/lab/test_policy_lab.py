@@ -174,7 +174,7 @@ def test_deploy_onto_a_node_that_is_already_on(
     shard: tuple[ShardServers, Path], tmp_path: Path
 ) -> None:
     servers, path = shard
-    store = Store.open(str(tmp_path / "b.db"))
+    store = Store.open(str(tmp_path / "b.db"), create=True)
     try:
         inventory.enroll(store, inventory.load(path))
         name = sorted(servers.machines)[0]

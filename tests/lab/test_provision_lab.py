@@ -40,7 +40,7 @@ SETTINGS = DeploySettings(
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(str(tmp_path / "bmaas.db"))
+    s = Store.open(str(tmp_path / "bmaas.db"), create=True)
     yield s
     s.close()
 

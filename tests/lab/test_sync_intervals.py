@@ -47,7 +47,7 @@ def test_a_long_interval_sync_logs_in_once_per_bmc_over_five_passes(
     monkeypatch.setattr("bmaas.pool.DEFAULT_IDLE", 60.0 * SCALE)
     spec = generate(NODES, protocols="mixed", seed=3)
     with running_lab(spec, tmp_path / "lab") as lab:
-        store = Store.open(str(tmp_path / "bmaas.db"))
+        store = Store.open(str(tmp_path / "bmaas.db"), create=True)
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             reports: list[SyncReport] = []

@@ -49,7 +49,7 @@ def sessions(status: dict[str, Any]) -> dict[str, dict[str, int]]:
 def test_fifty_passes_log_in_once_per_bmc_plus_what_faults_forced(tmp_path: Path) -> None:
     spec = generate(NODES, protocols="mixed", seed=5)
     with running_lab(spec, tmp_path / "lab") as lab:
-        store = Store.open(str(tmp_path / "bmaas.db"))
+        store = Store.open(str(tmp_path / "bmaas.db"), create=True)
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             for node, rules in INJECTED.items():

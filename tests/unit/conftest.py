@@ -69,7 +69,7 @@ def db_url(db_path: Path, db_backend: str, request: pytest.FixtureRequest) -> It
 
 @pytest.fixture
 def store(db_url: str, wall: FakeClock) -> Iterator[Store]:
-    s = Store.open(db_url, clock=wall)
+    s = Store.open(db_url, clock=wall, create=True)
     yield s
     s.close()
 
@@ -77,7 +77,7 @@ def store(db_url: str, wall: FakeClock) -> Iterator[Store]:
 @pytest.fixture
 def sqlite_store(db_path: Path, wall: FakeClock) -> Iterator[Store]:
     """Always SQLite: for tests of SQLite itself."""
-    s = Store.open(str(db_path), clock=wall)
+    s = Store.open(str(db_path), clock=wall, create=True)
     yield s
     s.close()
 

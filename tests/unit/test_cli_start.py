@@ -64,7 +64,7 @@ def test_hwlab_status_imports_no_emulator(tmp_path: Path) -> None:
 
 def test_node_list_on_sqlite_imports_nothing_heavy(tmp_path: Path) -> None:
     db = tmp_path / "bmaas.db"
-    Store.open(str(db)).close()
+    Store.open(str(db), create=True).close()
     loaded = imported_by(_run_cli("bmaas.cli", ["--db", str(db), "node", "list"]))
     # read with sqlite3 (bmaas.store.lite): no SQLAlchemy, Alembic, rich or drivers
     assert loaded == set()
@@ -77,7 +77,7 @@ def test_schema_revisions_without_alembic_agree_with_alembic(tmp_path: Path) -> 
     assert (
         migrate.head_revision() == ScriptDirectory.from_config(migrate._config()).get_current_head()
     )
-    store = Store.open(str(tmp_path / "b.db"))
+    store = Store.open(str(tmp_path / "b.db"), create=True)
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'b.db'}")
     with engine.connect() as conn:
         assert (

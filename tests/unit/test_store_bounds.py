@@ -22,7 +22,7 @@ def _busy_timeout_ms(store: Store) -> int:
 
 def test_sqlite_waits_for_a_lock_only_as_long_as_the_deadline_has_left(db_path: Path) -> None:
     clock = FakeClock(start=0.0)
-    store = Store.open(str(db_path), deadline=Deadline.after(12, clock=clock))
+    store = Store.open(str(db_path), deadline=Deadline.after(12, clock=clock), create=True)
     try:
         assert _busy_timeout_ms(store) == 12_000
         clock.advance(9.5)
@@ -35,7 +35,7 @@ def test_sqlite_waits_for_a_lock_only_as_long_as_the_deadline_has_left(db_path: 
 
 
 def test_without_a_deadline_sqlite_keeps_its_30s_busy_timeout(db_path: Path) -> None:
-    store = Store.open(str(db_path))
+    store = Store.open(str(db_path), create=True)
     try:
         assert _busy_timeout_ms(store) == int(BUSY_TIMEOUT * 1000)
     finally:

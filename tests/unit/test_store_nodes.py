@@ -19,6 +19,7 @@ from bmaas.health import Change
 from bmaas.store import (
     POWER_FAILURE,
     SYSTEM,
+    NoDatabase,
     OwnerKind,
     ProvisionState,
     SchemaOutOfDate,
@@ -38,6 +39,22 @@ def test_migrations_build_exactly_the_schema_the_code_uses(store: Store) -> None
     assert store.schema_revision() == head_revision()
 
 
+def test_opening_a_missing_store_from_python_says_what_to_do(tmp_path: Path) -> None:
+    """As the CLI does: a mistyped path never becomes an empty fleet."""
+    missing = tmp_path / "state" / "bmaas.db"
+    with pytest.raises(NoDatabase) as info:
+        Store.open(str(missing))
+    assert str(info.value) == (
+        f"no database at {missing}; run `bmaas enroll FILE` "
+        "(from Python, Store.open(..., create=True) makes a new one)"
+    )
+    assert not missing.exists()
+    assert not missing.parent.exists()
+    Store.open(str(missing), create=True).close()  # code that wants a new store says so
+    assert missing.exists()
+    Store.open(str(missing)).close()  # and from then on it is simply opened
+
+
 def test_a_database_at_an_older_revision_is_refused_until_upgraded(db_path: Path) -> None:
     Store.open(str(db_path), check_schema=False, create=True).upgrade("0001")
     with pytest.raises(SchemaOutOfDate, match="run `bmaas db upgrade`") as info:
@@ -51,7 +68,7 @@ def test_a_database_at_an_older_revision_is_refused_until_upgraded(db_path: Path
 
 
 def test_a_database_a_newer_bmaas_migrated_is_refused_and_never_upgraded(db_path: Path) -> None:
-    Store.open(str(db_path)).close()
+    Store.open(str(db_path), create=True).close()
     engine = sa.create_engine(f"sqlite:///{db_path}")
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))

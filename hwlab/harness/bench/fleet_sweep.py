@@ -337,7 +337,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
     spec = generate(size, protocols="mixed", seed=options.seed)
     processes = options.processes or os.cpu_count() or 1
     with running_lab(spec, workdir / "lab") as lab:
-        store = Store.open(str(workdir / "bmaas.db"))
+        store = Store.open(str(workdir / "bmaas.db"), create=True)
         # Steady rows keep sessions as `bmaas sync` does (its pool's idle is
         # twice the interval): a first pass of 10,000 nodes on a loaded box
         # outlasts the default 60 s, which turned the timed pass cold.

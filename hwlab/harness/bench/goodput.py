@@ -198,7 +198,7 @@ def _run_strategy(name: str, spec: LabSpec, requests: int, options: Options) -> 
         tempfile.TemporaryDirectory(prefix="hwlab-bench-goodput-") as tmp,
         running_lab(spec, Path(tmp) / "lab") as lab,
     ):
-        store = Store.open(str(Path(tmp) / "bmaas.db"))
+        store = Store.open(str(Path(tmp) / "bmaas.db"), create=True)
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             counter = CallCounter()
