@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from bmaas import __version__
 
 __all__ = ["version_option", "version_text"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def version_text(prog: str) -> str:
@@ -37,7 +40,7 @@ def version_text(prog: str) -> str:
     )
 
 
-def version_option(prog: str, **attrs: Any) -> Any:
+def version_option(prog: str, **attrs: Any) -> Callable[[_F], _F]:
     """``--version`` for ``prog``'s root command group: print
     :func:`version_text` and exit, before any other option or command is
     looked at."""
