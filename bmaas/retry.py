@@ -15,7 +15,7 @@ kind (e.g. fault)        retried here                                wait
 (``BMCUnreachable``)
 ``idempotent_only``      only for idempotent operations,             ``timeout_wait``
 (``BMCTimeout``)         ``timeout_attempts`` in all
-``once``                 once more (``internal_error_attempts`` = 2) ``internal_error_wait``
+``once``                 once more (``internal_error_attempts``: 2)  ``internal_error_wait``
 (``BMCInternalError``)
 ``never`` (the rest)     never here (auth, unsupported, input        —
                          errors; power/boot/protocol go elsewhere)
@@ -297,13 +297,14 @@ def call(
 def retry_bmc(
     limits: RetryLimits | None = None, *, idempotent: bool = True
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorator form of :func:`call`::
+    """Decorator form of :func:`call`: each call of the decorated function is
+    one retried operation, each attempt handed a share of its ``deadline``::
 
-    @retry_bmc(RetryLimits(total=30))
-    def read_power(driver, *, deadline):
-        return driver.get_power_state(deadline=deadline)
+        @retry_bmc(RetryLimits(total=30))
+        def read_power(driver, *, deadline):
+            return driver.get_power_state(deadline=deadline)
 
-    read_power(driver, deadline=Deadline.after(60))  # the operation's, required
+        read_power(driver, deadline=Deadline.after(60))  # the operation's, required
     """
     chosen = limits or RetryLimits()
 
