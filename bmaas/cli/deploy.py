@@ -323,10 +323,17 @@ def deploy(
 @click.argument("instances", nargs=-1)
 @click.option("--all", "all_instances", is_flag=True, help="Every instance.")
 @provisioner_options
+@json_option()
 @pass_app
 @click.pass_context
 def undeploy(
-    ctx: click.Context, app: App, /, instances: Sequence[str], all_instances: bool, **limits: Any
+    ctx: click.Context,
+    app: App,
+    /,
+    instances: Sequence[str],
+    all_instances: bool,
+    as_json: bool,
+    **limits: Any,
 ) -> None:
     """Power off INSTANCE...'s nodes, eject media, release nodes and ports.
 
@@ -334,8 +341,9 @@ def undeploy(
     "not started", exit 130/143."""
     if all_instances == bool(instances):
         raise InputError("name instances or give --all", field="INSTANCE")
+    start = time.monotonic()
     budget = app.deadline(limits["deadline"])
-    failed = 0
+    rows: list[dict[str, Any]] = []
     with (
         interruptible() as token,
         make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
@@ -343,23 +351,56 @@ def undeploy(
         names = [i.name for i in provisioner.instances()] if all_instances else list(instances)
         _all_known(provisioner, names)
         for name in names:
-            if token.cancelled:
-                click.echo(f"{name}  not started  ({token.reason})")
-                continue
-            try:
-                nodes = provisioner.undeploy(name, deadline=budget)
-            except BmaasError as exc:
-                failed += 1
-                click.echo(f"{name}  FAIL  {type(exc).__name__}: {exc}")
-                continue
-            store = provisioner.store
-            fenced = [rec for rec in map(store.nodes.get, nodes) if rec.fault] if store else []
-            # the recorded fault names the step that failed (power.set, vmedia.eject)
-            note = "".join(f" (fenced {rec.name}: {rec.last_error})" for rec in fenced)
-            click.echo(f"{name}  ok    released {', '.join(nodes) or 'nothing'}{note}")
+            row = _undeploy_one(provisioner, name, budget, token)
+            rows.append(row)
+            if not as_json:
+                click.echo(_undeploy_line(row))
+    failed = sum(1 for r in rows if r["status"] == "failed")
+    summary = {
+        "instances": rows,
+        "ok": sum(1 for r in rows if r["ok"]),
+        "failed": failed,
+        "elapsed": round(time.monotonic() - start, 3),
+    }
+    emit(summary, as_json=as_json, as_yaml=False)
     exit_if_interrupted(ctx, token)
     if failed:
         ctx.exit(EXIT_FAILURE)
+
+
+def _undeploy_one(
+    provisioner: Provisioner, name: str, budget: Deadline, token: CancelToken
+) -> dict[str, Any]:
+    """One instance undeployed, as a ``--json`` row: ``status`` is
+    ``released``, ``failed`` (with the ``fault``) or ``not started``;
+    ``fenced`` lists the released nodes the system put into maintenance
+    (the recorded fault names the step that failed: power.set, vmedia.eject)."""
+    row: dict[str, Any] = {"instance": name, "ok": False, "nodes": [], "fenced": []}
+    if token.cancelled:
+        return {**row, "status": "not started", "reason": token.reason}
+    try:
+        nodes = provisioner.undeploy(name, deadline=budget)
+    except BmaasError as exc:
+        return {**row, "status": "failed", "fault": exc.to_dict()}
+    store = provisioner.store
+    fenced = [rec for rec in map(store.nodes.get, nodes) if rec.fault] if store else []
+    return {
+        **row,
+        "ok": True,
+        "status": "released",
+        "nodes": list(nodes),
+        "fenced": [{"node": r.name, "reason": r.fault, "last_error": r.last_error} for r in fenced],
+    }
+
+
+def _undeploy_line(row: dict[str, Any]) -> str:
+    name = row["instance"]
+    if row["status"] == "not started":
+        return f"{name}  not started  ({row['reason']})"
+    if row["status"] == "failed":
+        return f"{name}  FAIL  {row['fault']['class']}: {row['fault']['message']}"
+    note = "".join(f" (fenced {f['node']}: {f['last_error']})" for f in row["fenced"])
+    return f"{name}  ok    released {', '.join(row['nodes']) or 'nothing'}{note}"
 
 
 def _all_known(provisioner: Provisioner, names: Sequence[str]) -> None:

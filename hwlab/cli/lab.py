@@ -432,7 +432,8 @@ def parse_rule_args(args: Sequence[str]) -> list[dict[str, Any]]:
 @click.argument("node")
 @click.argument("rule", nargs=-1, required=True)
 @state_dir_option
-def fault_add(node: str, rule: Sequence[str], state_dir: Path) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def fault_add(node: str, rule: Sequence[str], state_dir: Path, as_json: bool) -> None:
     """Put a rule in force on NODE now: EFFECT [key=value ...].
 
     \b
@@ -445,11 +446,18 @@ def fault_add(node: str, rule: Sequence[str], state_dir: Path) -> None:
       hwlab fault add node-002 effect=busy,operation=power.*,probability=0.5
       hwlab fault add node-002 '{effect: hang, operation: power.get, times: 3}'
     `hwlab effects` lists the effects and their parameters.
+
+    --json: {"node", "added": [each rule as the lab holds it], "in_force"}.
     """
     parsed = parse_rule_args(rule)
-    for i, raw in enumerate(parsed):
+    rules = [
         FaultRule.from_dict(raw, where=f"RULE[{i}]" if len(parsed) > 1 else "RULE")
+        for i, raw in enumerate(parsed)
+    ]
     total = LabClient.from_state_dir(state_dir).add_faults(node, parsed)
+    if as_json:
+        emit_json({"node": node, "added": [r.to_dict() for r in rules], "in_force": total})
+        return
     click.echo(f"{node}: {len(parsed)} rule(s) added, {total} in force")
 
 

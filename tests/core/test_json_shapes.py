@@ -70,6 +70,7 @@ def test_every_json_output_keeps_one_shape(bmaas: Bmaas, fleet: CoreFleet) -> No
         bmaas("deploy", "-n", "1", "--name-prefix", "j", *QUICK, "--json"),
         bmaas("instance", "list", "--json"),
         bmaas("status", "check", "--json", "--only", "database,power", expect=None),
+        bmaas("undeploy", "j-001", *QUICK, "--json"),
     ]
     docs = [json.loads(out.stdout) for out in outputs]
     for doc in docs:
@@ -81,6 +82,17 @@ def test_every_json_output_keeps_one_shape(bmaas: Bmaas, fleet: CoreFleet) -> No
     assert [(d["node"], d["outcome"]) for d in row["attempt_details"]] == [
         (row["node"], "succeeded")
     ]
+    undeployed = docs[13]
+    assert undeployed["instances"] == [
+        {
+            "instance": "j-001",
+            "ok": True,
+            "status": "released",
+            "nodes": [row["node"]],
+            "fenced": [],
+        }
+    ]
+    assert (undeployed["ok"], undeployed["failed"]) == (1, 0)
 
 
 def test_deploy_and_undeploy_record_the_power_state_they_leave(
@@ -92,6 +104,23 @@ def test_deploy_and_undeploy_record_the_power_state_they_leave(
     assert json.loads(bmaas("node", "show", node, "--json").stdout)["power_state"] == "on"
     bmaas("undeploy", "p-001", *QUICK)
     assert json.loads(bmaas("node", "show", node, "--json").stdout)["power_state"] == "off"
+
+
+def test_undeploy_json_names_the_node_it_fenced(bmaas: Bmaas, fleet: CoreFleet) -> None:
+    bmaas("enroll", str(fleet.inventory))
+    report = json.loads(bmaas("deploy", "-n", "1", "--name-prefix", "u", *QUICK, "--json").stdout)
+    node = report["requests"][0]["node"]
+    fleet.add_rule(node, {"effect": "auth_fail"})
+    out = json.loads(bmaas("undeploy", "u-001", *QUICK, "--json", expect=None).stdout)
+    check_shapes(out)
+    (row,) = out["instances"]
+    assert row["instance"] == "u-001"
+    # released, but the node would not power off: fenced, the step's fault recorded
+    assert (row["ok"], row["status"], row["nodes"]) == (True, "released", [node])
+    (fenced,) = row["fenced"]
+    assert (fenced["node"], fenced["reason"]) == (node, "undeploy failure")
+    assert "power.set" in fenced["last_error"]
+    assert "BMC rejected credentials" in fenced["last_error"]
 
 
 @pytest.mark.parametrize("tty", [True, False])

@@ -217,8 +217,14 @@ def test_runtime_control_through_the_api(state_dir: Path) -> None:
             "effect=busy,operation=power.get",
             "--state-dir",
             str(state_dir),
+            "--json",
         )
         assert added.returncode == 0, added.stderr
+        assert json.loads(added.stdout) == {
+            "node": node["name"],
+            "added": [{"effect": "busy", "operation": "power.get"}],
+            "in_force": 1,
+        }
         with pytest.raises(BmaasError) as info:
             driver.get_power_state(deadline=per_call(driver))
         assert type(info.value).__name__ == "BMCBusy"
