@@ -146,6 +146,6 @@ elif [ $tag = yes ]; then
     "${command[@]}"
     say "tagged v$version at $(git rev-parse --short HEAD) (push it with the commit)"
 else
-    say "to tag this release: ${command[*]@Q}"
+    say "to tag this release: git tag -a v$version -m \"bmaas $version\" (or run this script with --tag)"
 fi
 say "done in $(since "$t0")"
