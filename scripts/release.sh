@@ -107,7 +107,8 @@ version=$(git show HEAD:bmaas/__init__.py | sed -n -E 's/^__version__ = "([^"]*)
 [ -n "$version" ] || die "no __version__ in HEAD's bmaas/__init__.py"
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
     die "HEAD is at $version, not a release: run scripts/release.sh --notes X.Y.Z and commit"
-git show HEAD:docs/releases.md | grep -q "^## $version (" ||
+# (grep without -q: with pipefail, -q's early exit would fail git show on SIGPIPE)
+git show HEAD:docs/releases.md | grep "^## $version (" >/dev/null ||
     die "HEAD's docs/releases.md has no section for $version: run scripts/release.sh --notes $version"
 left=$(git ls-tree --name-only HEAD docs/changes/ | grep -v '/\.gitkeep$' || true)
 [ -z "$left" ] || say "warning: notes in docs/changes/ not in $version's section: $left"
