@@ -43,7 +43,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def hwlab_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Lab]]:
-    """A factory of started labs on 127.0.0.1; all of them stop at teardown."""
+    """A factory of started labs on 127.0.0.1; all of them stop at teardown.
+
+    ``hwlab_lab(*, nodes=4, protocols="mixed", profile=None, seed=0,
+    lab_file=None, redfish_tls=False, hardware=None, timeout=60.0, **lab_kw)``
+    starts a lab with ``hwlab up``'s options (``timeout``: seconds to wait
+    for every BMC to listen; ``lab_kw``: passed to :class:`~bmaas.hwlab.lab.Lab`)
+    in a state directory of its own under pytest's temporary directory, and
+    returns it started, its inventory written at ``lab.inventory_path``.
+    """
     started: list[Lab] = []
 
     def start(
