@@ -53,6 +53,7 @@ __all__ = [
     "Capability",
     "Inventory",
     "Operation",
+    "OtherBootDevice",
     "PowerAction",
     "PowerState",
     "Quirk",
@@ -102,6 +103,21 @@ class BootDevice(StrEnum):
     BIOS = "bios"
 
 
+class OtherBootDevice(str):
+    """A boot override the BMC reports that no :class:`BootDevice` stands for,
+    by the BMC's own name (Redfish ``Usb``, ``Utilities``, ``UefiShell``:
+    left by another tool or a person at the console).
+
+    A reader sees what the BMC will boot instead of a fault (``boot-device
+    get`` shows ``Usb (once)``). It is not a :class:`BootDevice` member on
+    purpose: the contract suite sets every BootDevice on every driver, and
+    no driver can set these -- ``set_boot_device`` takes a BootDevice only.
+    In JSON it is the plain name, so a boot setting keeps its one shape
+    (``{"device", "persistent"}``)."""
+
+    __slots__ = ()
+
+
 class Quirk(StrEnum):
     """Capability facts a BMC shows in its answers, not in its declarations.
 
@@ -116,6 +132,13 @@ class Quirk(StrEnum):
     BOOT_ONCE_KEPT_PERSISTENT = "boot_once_kept_persistent"
     #: asked for a persistent override, reads back a one-time one
     BOOT_PERSISTENT_KEPT_ONCE = "boot_persistent_kept_once"
+    #: asked for a one-time override, reads back the target with the override
+    #: ``Disabled`` (Supermicro H13): the BMC took it and boots it once
+    BOOT_ONCE_READS_DISABLED = "boot_once_reads_disabled"
+    #: the BMC offers no persistent override (Lenovo XCC: ``Once`` and
+    #: ``Disabled`` only): a persistent request is sent as once and sent again
+    #: before every power-on or reboot this driver makes (as Ironic does)
+    BOOT_NO_CONTINUOUS = "boot_no_continuous"
 
 
 class Capability(StrEnum):
@@ -146,7 +169,8 @@ class Operation(StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class BootSetting:
-    device: BootDevice
+    #: a BootDevice, or what the BMC calls an override bmaas has no device for
+    device: BootDevice | OtherBootDevice
     persistent: bool
 
 

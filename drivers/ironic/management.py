@@ -15,7 +15,7 @@ from ironic.common import boot_devices, exception
 from ironic.drivers import base
 
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver, BootDevice, Capability, Operation
+from bmaas.driver import BMCDriver, BootDevice, Capability, Operation, OtherBootDevice
 from bmaas.drivers.ironic import calls, info
 from bmaas.drivers.ironic.power import protocol_of
 
@@ -70,6 +70,10 @@ class BmaasManagement(base.ManagementInterface):
             calls.session(task, protocol_of(task), budget, deadline) as drv,
         ):
             setting = calls.call(deadline, budget, drv.get_boot_device)
+        if isinstance(setting.device, OtherBootDevice):
+            # an override Ironic has no boot device for (Redfish Usb,
+            # Utilities): Ironic's contract says None, "unknown"
+            return {"boot_device": None, "persistent": setting.persistent}
         return {"boot_device": str(setting.device), "persistent": setting.persistent}
 
     def get_sensors_data(self, task: Any) -> dict[str, Any]:

@@ -51,11 +51,14 @@ from bmaas.driver import (
     Operation,
     PowerAction,
     PowerState,
+    Quirk,
 )
 from bmaas.driver_info import FIELDS, DriverInfo
+from bmaas.drivers.redfish import boot as boot_rules
 from bmaas.drivers.redfish.connector import BoundedConnector
 from bmaas.drivers.redfish.descriptors import keepable_services
 from bmaas.drivers.redfish.faults import map_exception, may_be_already_there
+from bmaas.drivers.redfish.preconditions import Resource, patch, read
 from bmaas.drivers.redfish.service import SERVICES, RedfishService, ServiceKey
 from bmaas.drivers.redfish.vmedia import VirtualMediaSlots, find_cd_slots
 from bmaas.faults import (
@@ -85,18 +88,6 @@ POWER_STATES: dict[Any, PowerState] = {
     sushy.PowerState.OFF: PowerState.OFF,
     sushy.PowerState.POWERING_ON: PowerState.POWERING_ON,
     sushy.PowerState.POWERING_OFF: PowerState.POWERING_OFF,
-}
-BOOT_SOURCES: dict[BootDevice, sushy.BootSource] = {
-    BootDevice.PXE: sushy.BootSource.PXE,
-    BootDevice.DISK: sushy.BootSource.HDD,
-    BootDevice.CDROM: sushy.BootSource.CD,
-    BootDevice.BIOS: sushy.BootSource.BIOS_SETUP,
-}
-BOOT_DEVICES: dict[Any, BootDevice] = {
-    **{source: device for device, source in BOOT_SOURCES.items()},
-    # sushy asks SuperMicro X11/X12 for UsbCd when told Cd (virtual media only
-    # boots from the "USB CD"), so the BMC reads back UsbCd.
-    sushy.BootSource.USB_CD: BootDevice.CDROM,
 }
 _AUTH: dict[str, Callable[..., sushy_auth.AuthBase]] = {
     "basic": sushy_auth.BasicAuth,
@@ -166,6 +157,9 @@ class RedfishDriver(BMCDriver):
         self._svc: RedfishService | None = None
         self._system: System | None = None
         self._vmedia_paths: list[str] | None = None
+        #: a persistent boot device this BMC cannot keep: sent once again
+        #: before every power-on or reboot (Quirk.BOOT_NO_CONTINUOUS)
+        self._boot_again: BootDevice | None = None
         self._fetched = False  # the system was read moments ago, by _connect
 
     @property
@@ -389,6 +383,14 @@ class RedfishDriver(BMCDriver):
             if action.idempotent and heading.get(state, state) == action.target:
                 LOG.debug("%s: already %s, not sending %s", self.node, state, action)
                 return
+            if self._boot_again is not None and action.target is PowerState.ON:
+                # no persistent override on this BMC: once again before this boot
+                assert self._conn is not None
+                etag = system.json.get("@odata.etag")
+                resource = Resource(
+                    system.path, system.json, etag if isinstance(etag, str) else None
+                )
+                self._send_boot(resource, self._boot_again, persistent=True)
             allowed = system.get_allowed_reset_system_values()
             choice = next((t for t in RESET_TYPES[action] if t in allowed), None)
             if choice is None:
@@ -431,39 +433,66 @@ class RedfishDriver(BMCDriver):
         )
 
     def _boot_setting(self, system: System) -> BootSetting:
-        boot = system.boot
-        enabled = getattr(boot, "enabled", None)
-        target = getattr(boot, "target", None)
-        if enabled in (None, sushy.BootSourceOverrideEnabled.DISABLED) or target in (
-            None,
-            sushy.BootSource.NONE,
-        ):
-            # No override: the node follows its own boot order, i.e. its disk.
-            return BootSetting(BootDevice.DISK, persistent=True)
-        device = BOOT_DEVICES.get(target)
-        if device is None:
-            raise self.unsupported(
-                Operation.BOOT_GET, f"boot override {target.value!r} has no bmaas equivalent"
-            )
-        return BootSetting(device, persistent=enabled is sushy.BootSourceOverrideEnabled.CONTINUOUS)
+        return boot_rules.setting_of(system.json.get("Boot") or {})
 
     def set_boot_device(
         self, device: BootDevice, *, persistent: bool = False, deadline: Deadline
     ) -> None:
-        wanted = BootSetting(device, persistent)
+        """Set the override as the service allows it (:mod:`bmaas.drivers.redfish.boot`):
+        a persistent one where ``Continuous`` is not allowed is sent as once,
+        and again before every power-on or reboot this driver makes."""
 
         def act() -> None:
-            assert self._system is not None
-            enabled = (
-                sushy.BootSourceOverrideEnabled.CONTINUOUS
-                if persistent
-                else sushy.BootSourceOverrideEnabled.ONCE
-            )
-            self._system.set_system_boot_options(BOOT_SOURCES[device], enabled=enabled)
+            system, conn = self._system, self._conn
+            assert system is not None
+            assert conn is not None
+            # the override's allowed values and the system's ETag
+            target, enabled = self._send_boot(read(conn, system.path), device, persistent)
+            self._boot_again = device if persistent and enabled == boot_rules.ONCE else None
+            if self._boot_again is not None:
+                self._learn(
+                    Quirk.BOOT_NO_CONTINUOUS,
+                    "no persistent boot override: sent once, "
+                    "and again before every power-on or reboot",
+                )
+            system.invalidate()
             self._fetched = False
-            self.check_boot_readback(wanted, self._boot_setting(self._fresh_system()))
+            boot = read(conn, system.path).body.get("Boot") or {}
+            applied = boot_rules.setting_of(boot, just_sent=target)
+            if (
+                boot.get("BootSourceOverrideEnabled") == boot_rules.DISABLED
+                and boot.get("BootSourceOverrideTarget") == target
+            ):
+                self._learn(
+                    Quirk.BOOT_ONCE_READS_DISABLED,
+                    f"reads back {target} with the override Disabled: taken once, not a fault",
+                )
+            sent = BootSetting(device, persistent=enabled == boot_rules.CONTINUOUS)
+            self.check_boot_readback(sent, applied)
 
         self._call(Operation.BOOT_SET, deadline, act, read=Operation.BOOT_GET)
+
+    def _send_boot(self, system: Resource, device: BootDevice, persistent: bool) -> tuple[str, str]:
+        """PATCH the override onto ``system`` (as just read): its target and frequency."""
+        assert self._conn is not None
+        boot = system.body.get("Boot") or {}
+        target = boot_rules.target_for(boot, device, system.body.get("Manufacturer"))
+        if target is None:
+            offered = boot.get("BootSourceOverrideTarget@Redfish.AllowableValues")
+            raise self.unsupported(
+                Operation.BOOT_SET,
+                f"boot override {boot_rules.TARGETS[device]} is not one the system allows "
+                f"({', '.join(map(str, offered or ())) or 'none'})",
+            )
+        enabled = boot_rules.frequency(boot, persistent)
+        body = {"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": enabled}
+        patch(self._conn, system, {"Boot": body})
+        return target, enabled
+
+    def _learn(self, quirk: Quirk, what: str) -> None:
+        if quirk not in self.quirks:
+            LOG.warning("%s: %s (%s)", self.node, what, quirk)
+        self.quirks.add(quirk)
 
     # -- optional capabilities ------------------------------------------------------
 
@@ -548,5 +577,6 @@ class RedfishDriver(BMCDriver):
             service, self._svc = self._svc, None
             self._system = None
             self._vmedia_paths = None
+            self._boot_again = None
         if service is not None:
             self.services.release(service, Deadline.after(self.bmc_timeout, clock=self._clock))

@@ -9,11 +9,14 @@ the answer                             what happens (within the call's deadline)
 =====================================  =========================================
 ``412 Precondition Failed``            someone changed the resource since our
                                        read: read it again, send once more with
-                                       the new ETag; a second 412 is
-                                       ``BMCBusy`` (``faults._STATUS``)
+                                       the new ETag (the same weak ETag again:
+                                       sent strong, RFC 9110 compares If-Match
+                                       strongly); a second 412 is ``BMCBusy``
+                                       (``faults._STATUS``)
 ``428 Precondition Required``          the service wants ``If-Match`` and the
                                        read gave no ETag we sent: read again,
-                                       send with its ETag; a second 428 is
+                                       send with its ETag (``*`` when the read
+                                       has none); a second 428 is
                                        ``UnsupportedOperation``
 =====================================  =========================================
 
@@ -67,7 +70,21 @@ def patch(conn: BoundedConnector, resource: Resource, data: dict[str, Any]) -> N
     except sushy_exc.HTTPError as exc:
         if exc.status_code not in RESEND_ONCE:
             raise
-        _send(conn, read(conn, resource.path), data)
+        fresh = read(conn, resource.path)
+        if exc.status_code == 412 and fresh.etag == resource.etag and fresh.etag:
+            # Nothing changed, yet 412: RFC 9110's If-Match compares strongly
+            # and a weak ETag never matches. sushy's lore has such BMCs
+            # (Connector._etag_handler): send it strong.
+            fresh = dataclasses.replace(fresh, etag=_strong(fresh.etag))
+        if exc.status_code == 428 and fresh.etag is None:
+            # no ETag to be had on a read: "*" matches the current
+            # representation, whatever it is (RFC 9110 13.1.1)
+            fresh = dataclasses.replace(fresh, etag="*")
+        _send(conn, fresh, data)
+
+
+def _strong(etag: str) -> str:
+    return etag[2:] if etag.startswith("W/") else etag
 
 
 def _send(conn: BoundedConnector, resource: Resource, data: dict[str, Any]) -> None:

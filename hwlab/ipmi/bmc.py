@@ -404,7 +404,9 @@ class LabBmc(_pyghmi_bmc.Bmc):
         if parameter == 5:
             setting = self.machine.boot_device()
             flags = 0x80 | (0x40 if setting.persistent else 0)
-            return 0, bytes([1, 5, flags, _BOOT_CODES[setting.device] << 2, 0, 0, 0])
+            # a fake machine only ever holds a BootDevice (never an OtherBootDevice)
+            code = _BOOT_CODES[BootDevice(setting.device)]
+            return 0, bytes([1, 5, flags, code << 2, 0, 0, 0])
         if parameter in (0, 3, 4):
             return 0, bytes([1, parameter, 0])
         return 0x80, b""  # parameter not supported

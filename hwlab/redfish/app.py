@@ -32,6 +32,7 @@ from typing import Any
 import flask
 import jinja2
 
+from bmaas.driver import BootDevice
 from bmaas.fakes.faults import Firing
 from bmaas.hwlab.http import error_body
 from bmaas.hwlab.redfish.bmc import BOOT_NAMES, BOOT_TARGETS, RESET_ACTIONS, Bmc
@@ -109,7 +110,8 @@ class MachineSystems(AbstractSystemsDriver):
         bmc.machine.set_power(RESET_ACTIONS[state], CURRENT.get().take_firings())
 
     def get_boot_device(self, identity: str) -> str:
-        return BOOT_NAMES[self._check(identity).machine.boot_device().device]
+        # a fake machine only ever holds a BootDevice (never an OtherBootDevice)
+        return BOOT_NAMES[BootDevice(self._check(identity).machine.boot_device().device)]
 
     def set_boot_device(self, identity: str, boot_source: str) -> None:
         bmc = self._check(identity)

@@ -49,6 +49,8 @@ class Quirks:
     sticky_reads: int = 0
     #: InsertMedia without ``TransferProtocolType`` answers 400 (iDRAC)
     require_protocol: bool = False
+    #: ``If-Match`` compared strongly (RFC 9110): a weak ETag never matches
+    strong_etags: bool = False
     #: a one-time override reads back ``Enabled=Disabled`` with its target
     #: kept (Supermicro H13)
     once_reads_disabled: bool = False
@@ -87,6 +89,8 @@ class TreeState:
         self.lock = threading.Lock()
         #: (method, path, body) of every request, in order
         self.requests: list[tuple[str, str, Any]] = []
+        #: (method, path, If-Match header) of every request
+        self.if_matches: list[tuple[str, str, str | None]] = []
         self._hidden: dict[str, int] = {}
         self._sticky: dict[str, dict[str, Any]] = {}
 
@@ -104,6 +108,10 @@ class TreeState:
         return str(members[0]["@odata.id"])
 
     def etag(self, uri: str) -> str:
+        """The resource's ETag: as recorded until it changes, then one per change."""
+        recorded = self.recorded[uri].get("@odata.etag")
+        if self.generation[uri] == 1 and isinstance(recorded, str):
+            return recorded
         return f'W/"{self.name}-{self.generation[uri]}"'
 
     # -- the service ------------------------------------------------------------------
@@ -114,6 +122,7 @@ class TreeState:
         path = path.partition("?")[0].rstrip("/") or "/"
         with self.lock:
             self.requests.append((method, path, body))
+            self.if_matches.append((method, path, headers.get("if-match")))
             if method == "GET":
                 return self._get(path)
             if method == "POST":
@@ -228,7 +237,10 @@ class TreeState:
             self.quirks.stale_patches -= 1
             self._changed(path)  # someone else wrote it
             return _error(412, "Base.1.8.PreconditionFailed", "ETag does not match")
-        if match is not None and match != self.etag(path):
+        current = self.etag(path)
+        if self.quirks.strong_etags and match is not None:
+            current = current.removeprefix("W/")  # a weak one sent never matches
+        if match is not None and match not in ("*", current):
             return _error(412, "Base.1.8.PreconditionFailed", "ETag does not match")
         body = body if isinstance(body, dict) else {}
         kind = str(resource.get("@odata.type", ""))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bmaas.deadline import Deadline
-from bmaas.driver import Operation
+from bmaas.driver import BootDevice, BootSetting, Operation, OtherBootDevice, PowerAction, Quirk
 from bmaas.drivers.redfish import RedfishDriver
 from bmaas.drivers.redfish.service import ServiceRegistry
 from bmaas.faults import BmaasError, BMCBusy, UnsupportedOperation
@@ -199,12 +199,13 @@ def test_a_slot_still_reading_inserted_after_an_eject_is_ejected_and_inserted_ag
 # -- ETags: 412 and 428 -------------------------------------------------------------------
 
 
-def test_a_patch_without_if_match_answered_428_is_sent_again_with_the_etag() -> None:
-    slot, _ = CD_TREES["lenovo-sr650"]
-    quirks = Quirks(etag_header=True, require_if_match=True)
-    with tree("lenovo-sr650", quirks) as (state, driver):
+def test_a_slot_without_an_etag_answered_428_is_sent_again_with_if_match_star() -> None:
+    slot, _ = CD_TREES["lenovo-sr650"]  # no @odata.etag recorded, and no ETag header here
+    with tree("lenovo-sr650", Quirks(require_if_match=True)) as (state, driver):
         driver.insert_virtual_media(URL, deadline=call())
         assert state.resources[slot]["Image"] == URL
+        patches = [p for m, p, _ in state.writes() if m == "PATCH"]
+        assert len(patches) == 2  # the 428, then the same PATCH with If-Match: *
 
 
 def test_a_stale_etag_answered_412_is_read_again_and_sent_once_more() -> None:
@@ -216,3 +217,104 @@ def test_a_stale_etag_answered_412_is_read_again_and_sent_once_more() -> None:
     with tree("lenovo-sr650", Quirks(etag_header=True, stale_patches=2)) as (_, driver):
         fault = fails(lambda: driver.insert_virtual_media(URL, deadline=call()))
     assert isinstance(fault, BMCBusy)
+
+
+# -- boot overrides as each tree allows them -----------------------------------------------
+
+
+def boot_patches(state: TreeState) -> list[dict[str, Any]]:
+    return [b["Boot"] for m, _, b in state.writes() if m == "PATCH" and "Boot" in (b or {})]
+
+
+def test_a_persistent_override_where_continuous_is_not_allowed_is_once_before_every_boot() -> None:
+    with tree("lenovo-sr650") as (state, driver):  # XCC: Once, Disabled
+        driver.set_boot_device(BootDevice.PXE, persistent=True, deadline=call())
+        assert boot_patches(state) == [
+            {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}
+        ]
+        assert Quirk.BOOT_NO_CONTINUOUS in driver.quirks  # never a BootFailure
+        before = len(state.writes())
+        driver.set_power_state(PowerAction.REBOOT, deadline=call())
+        writes = state.writes()[before:]
+        assert [(m, (b or {}).get("Boot", b)) for m, _, b in writes] == [
+            ("PATCH", {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}),
+            ("POST", {"ResetType": "ForceRestart"}),
+        ]
+        # a one-time request ends the re-sending
+        driver.set_boot_device(BootDevice.DISK, persistent=False, deadline=call())
+        before = len(state.writes())
+        driver.set_power_state(PowerAction.REBOOT, deadline=call())
+        assert [m for m, _, _ in state.writes()[before:]] == ["POST"]
+
+
+def test_continuous_is_sent_where_the_tree_allows_it() -> None:
+    with tree("hpe-dl325-gen10plus") as (state, driver):
+        driver.set_boot_device(BootDevice.DISK, persistent=True, deadline=call())
+        assert boot_patches(state) == [
+            {"BootSourceOverrideTarget": "Hdd", "BootSourceOverrideEnabled": "Continuous"}
+        ]
+        assert driver.get_boot_device(deadline=call()) == BootSetting(BootDevice.DISK, True)
+        assert not driver.quirks
+
+
+def test_a_read_back_keeping_the_target_with_disabled_is_a_quirk_not_a_boot_failure() -> None:
+    # Supermicro H13's answer to a PXE-once PATCH, on the DMTF reference shape
+    with tree("dmtf-public-rackmount1", Quirks(once_reads_disabled=True)) as (state, driver):
+        driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=call())
+        boot = state.resources[state.system()]["Boot"]
+        assert (boot["BootSourceOverrideTarget"], boot["BootSourceOverrideEnabled"]) == (
+            "Pxe",
+            "Disabled",
+        )
+        assert Quirk.BOOT_ONCE_READS_DISABLED in driver.quirks
+
+
+@pytest.mark.parametrize(
+    ("name", "boot", "reads"),
+    [
+        ("hpe-dl325-gen10plus", ("Usb", "Once"), BootSetting(OtherBootDevice("Usb"), False)),
+        (
+            "dell-r6515",
+            ("Utilities", "Continuous"),
+            BootSetting(OtherBootDevice("Utilities"), True),
+        ),
+        ("dmtf-public-rackmount1", None, BootSetting(BootDevice.PXE, False)),  # as recorded
+        ("dell-r6515", None, BootSetting(BootDevice.DISK, True)),  # Disabled, as recorded
+        ("lenovo-sr650", None, BootSetting(BootDevice.DISK, False)),  # Once Hdd, as recorded
+    ],
+)
+def test_an_override_reads_as_what_it_is(
+    name: str, boot: tuple[str, str] | None, reads: BootSetting
+) -> None:
+    with tree(name) as (state, driver):
+        if boot is not None:  # another tool left it
+            state.resources[state.system()]["Boot"].update(
+                BootSourceOverrideTarget=boot[0], BootSourceOverrideEnabled=boot[1]
+            )
+        assert driver.get_boot_device(deadline=call()) == reads
+
+
+def test_a_stale_system_etag_is_read_again_and_the_override_sent_once_more() -> None:
+    with tree("hpe-dl325-gen10plus", Quirks(stale_patches=1)) as (state, driver):
+        driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=call())
+        assert len(boot_patches(state)) == 2
+        assert driver.get_boot_device(deadline=call()) == BootSetting(BootDevice.PXE, False)
+
+
+def test_the_re_sent_override_answered_428_is_sent_with_the_etag_header() -> None:
+    # the re-send before a boot uses the system as last read; this BMC keeps
+    # its ETag in a header only and insists on If-Match
+    quirks = Quirks(etag_header=True, require_if_match=True)
+    with tree("lenovo-sr650", quirks) as (state, driver):
+        driver.set_boot_device(BootDevice.PXE, persistent=True, deadline=call())
+        driver.set_power_state(PowerAction.REBOOT, deadline=call())
+        boot = state.resources[state.system()]["Boot"]
+        assert boot["BootSourceOverrideTarget"] == "Pxe"
+        assert [m for m, _, _ in state.writes()][-1] == "POST"
+
+
+def test_a_weak_etag_refused_although_unchanged_is_sent_strong() -> None:
+    with tree("hpe-dl325-gen10plus", Quirks(strong_etags=True)) as (state, driver):
+        driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=call())
+        sent = [h for m, _, h in state.if_matches if m == "PATCH"]
+    assert sent == ['W/"1C210906"', '"1C210906"']

@@ -1,0 +1,114 @@
+"""Boot overrides as each Redfish service allows them.
+
+What the ``Boot`` object of a ComputerSystem says, and what bmaas makes of
+it (pure functions over its JSON; the driver does the requests):
+
+==========================================  ====================================
+what the service shows                      what bmaas does
+==========================================  ====================================
+``BootSourceOverrideEnabled@Redfish.``      a persistent request is sent as
+``AllowableValues`` without ``Continuous``  ``Once`` and sent again before every
+(Lenovo XCC: ``Once``, ``Disabled``)        power-on or reboot the driver makes
+                                            (Ironic's answer); recorded as
+                                            ``Quirk.BOOT_NO_CONTINUOUS``
+a target outside ``BootSourceOverride``     ``UnsupportedOperation`` before
+``Target@Redfish.AllowableValues``          anything is sent
+Supermicro asked for ``Cd`` with ``UsbCd``  ``UsbCd`` (virtual media boots only
+allowed                                     from the "USB CD"; sushy's lore)
+read-back keeps the target with             the BMC took the one-time override
+``Enabled=Disabled`` right after a PATCH    (Supermicro H13): read as that
+(Supermicro H13)                            target once, ``Quirk.BOOT_ONCE_``
+                                            ``READS_DISABLED``, never a
+                                            ``BootFailure``
+``Enabled=Disabled`` or ``Target=None``     no override: the node follows its
+otherwise                                   boot order, i.e. its disk
+an override bmaas has no device for         read as what it is:
+(``Usb``, ``Utilities``, ``UefiShell``,     :class:`~bmaas.driver.OtherBootDevice`
+``Diags``, ...), left by another tool       with the BMC's name
+==========================================  ====================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bmaas.driver import BootDevice, BootSetting, OtherBootDevice
+
+__all__ = [
+    "CONTINUOUS",
+    "DISABLED",
+    "ONCE",
+    "TARGETS",
+    "allows_continuous",
+    "frequency",
+    "setting_of",
+    "target_for",
+]
+
+ONCE, CONTINUOUS, DISABLED = "Once", "Continuous", "Disabled"
+
+#: the Redfish target bmaas sends for each device
+TARGETS: dict[BootDevice, str] = {
+    BootDevice.PXE: "Pxe",
+    BootDevice.DISK: "Hdd",
+    BootDevice.CDROM: "Cd",
+    BootDevice.BIOS: "BiosSetup",
+}
+#: what a target reads as; ``UsbCd``: sushy asks SuperMicro X11/X12 for it
+#: when told Cd (virtual media only boots from the "USB CD")
+DEVICES: dict[str, BootDevice] = {
+    **{target: device for device, target in TARGETS.items()},
+    "UsbCd": BootDevice.CDROM,
+}
+
+
+def _allowed(boot: dict[str, Any], key: str) -> list[str] | None:
+    values = boot.get(f"{key}@Redfish.AllowableValues")
+    return [str(v) for v in values] if isinstance(values, list) else None
+
+
+def allows_continuous(boot: dict[str, Any]) -> bool:
+    """Whether the service takes a persistent override (no list: assume so)."""
+    allowed = _allowed(boot, "BootSourceOverrideEnabled")
+    return allowed is None or CONTINUOUS in allowed
+
+
+def frequency(boot: dict[str, Any], persistent: bool) -> str:
+    """The ``BootSourceOverrideEnabled`` to send: ``Continuous`` for a
+    persistent request where allowed, else ``Once``."""
+    return CONTINUOUS if persistent and allows_continuous(boot) else ONCE
+
+
+def target_for(boot: dict[str, Any], device: BootDevice, manufacturer: str | None) -> str | None:
+    """The target to send for ``device``; None when the service does not
+    allow it (its ``AllowableValues`` lack it)."""
+    target = TARGETS[device]
+    allowed = _allowed(boot, "BootSourceOverrideTarget")
+    if (
+        device is BootDevice.CDROM
+        and (manufacturer or "").lower() == "supermicro"
+        and allowed is not None
+        and "UsbCd" in allowed
+    ):
+        return "UsbCd"
+    if allowed is not None and target not in allowed:
+        return None
+    return target
+
+
+def setting_of(boot: dict[str, Any], *, just_sent: str | None = None) -> BootSetting:
+    """The boot setting ``boot`` reads as. ``just_sent``: the target of a
+    PATCH this call made, so a read-back that keeps it with ``Disabled``
+    reads as that target, once (Supermicro H13)."""
+    enabled = boot.get("BootSourceOverrideEnabled")
+    target = boot.get("BootSourceOverrideTarget")
+    if just_sent is not None and enabled == DISABLED and target == just_sent:
+        return BootSetting(_device(target), persistent=False)
+    if enabled in (None, DISABLED) or target in (None, "None"):
+        # No override: the node follows its own boot order, i.e. its disk.
+        return BootSetting(BootDevice.DISK, persistent=True)
+    return BootSetting(_device(str(target)), persistent=enabled == CONTINUOUS)
+
+
+def _device(target: str) -> BootDevice | OtherBootDevice:
+    return DEVICES.get(target) or OtherBootDevice(target)
