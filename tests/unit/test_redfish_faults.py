@@ -224,6 +224,8 @@ def test_our_deadline(build) -> None:
         (502, BMCInternalError),
         (504, BMCTimeout),
         (409, BMCBusy),  # a conflict with the current state: it passes
+        (412, BMCBusy),  # written meanwhile, still after one re-read and resend
+        (428, UnsupportedOperation),  # an ETag rule not met even with If-Match
         (418, UnclassifiedFault),
     ],
 )
@@ -292,6 +294,8 @@ def test_404_elsewhere_is_a_protocol_error(build) -> None:
         (400, "Base.1.8.PropertyValueNotInList", UnsupportedOperation),
         (503, "Base.1.8.SessionLimitExceeded", BMCBusy),
         (403, "Base.1.8.InsufficientPrivilege", BMCAuthError),
+        (400, "IDRAC.2.9.RAC0904", BMCBusy),  # virtual media in use
+        (500, "IDRAC.2.9.VRM0021", BMCBusy),
         (400, "Base.1.8.MalformedJSON", UnclassifiedFault),
     ],
 )
