@@ -7,6 +7,14 @@
 # (well under a second) while pyproject.toml and this script are unchanged
 # and what is installed covers what is asked: a stamp in .venv records it.
 #
+# Bytecode is compiled at install, and kept current on every run: with
+# PYTHONDONTWRITEBYTECODE=1 (many container images) Python never caches it,
+# so each command compiled everything it imported (`bmaas enroll`: 2.2 s CPU
+# without bytecode, 0.7 s with). pip compiles what it installs; an editable
+# install compiles nothing in the tree, so the four source folders are
+# compiled here (compileall writes even under PYTHONDONTWRITEBYTECODE; on an
+# up-to-date tree it only compares timestamps, ~0.3 s).
+#
 # Opt-in, for the stock-vbmcd proxy tests (pytest marker `vbmc`; CI installs
 # it as its own step after scripts/test.sh, see .ci/run):
 #   BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh
@@ -24,6 +32,11 @@ t0=$(date +%s.%N)
 say() { printf 'setup: %s\n' "$*" >&2; }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
 join() { printf '%s\n' "$@" | sed '/^$/d' | sort -u | paste -sd, -; }
+# the tree's own modules (an editable install leaves them uncompiled)
+compile_sources() {
+    .venv/bin/python -m compileall -q -j 0 bmaas drivers fakes hwlab >/dev/null ||
+        say "compileall: some of bmaas drivers fakes hwlab did not compile (see python -m compileall)"
+}
 
 # The extras this run needs. The lab extra (sushy-tools, cryptography, psutil:
 # what hwlab needs beyond bmaas) when pyproject.toml defines it; older trees
@@ -46,6 +59,7 @@ if [ -x .venv/bin/python ] && [ -f "$stamp_file" ]; then
             [ -z "$extra" ] || [[ ",${stamped_extras:-}," == *",$extra,"* ]] || covered=no
         done
         if [ $covered = yes ]; then
+            compile_sources  # files a pull or an edit changed
             say "up to date (.venv has bmaas${stamped_extras:+[$stamped_extras]} for this pyproject.toml; $(since "$t0"))"
             exit 0
         fi
@@ -90,9 +104,18 @@ t=$(date +%s.%N)
 target=.
 [ -z "$extras" ] || target=".[$extras]"
 say "installing bmaas (editable)${extras:+ with [$extras]} into .venv (pip)..."
-# --no-compile: modules are byte-compiled when first imported, not all up front
-.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -e "$target"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e "$target"
 say "installed ($(since "$t"))"
+
+t=$(date +%s.%N)
+say "compiling bytecode (the venv's packages, bmaas drivers fakes hwlab)..."
+# pip compiled what it installed just now; packages an older setup.sh
+# installed with --no-compile are still without bytecode: pip keeps them.
+purelib=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+.venv/bin/python -m compileall -q -j 0 "$purelib" >/dev/null 2>&1 ||
+    say "compileall: some files in $purelib did not compile (ignored, as pip does)"
+compile_sources
+say "compiled ($(since "$t"))"
 
 echo "$inputs $extras" >"$stamp_file"
 say "done in $(since "$t0"); re-runs are a no-op until pyproject.toml or this script change"
