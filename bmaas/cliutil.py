@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -81,7 +81,14 @@ class InputProblems(InputError):
         self.problems = list(problems)
 
 
-class FiniteFloat(click.ParamType[float, Any]):
+if TYPE_CHECKING:
+    _FloatParam = click.ParamType[float, Any]
+    _StrParam = click.ParamType[str, Any]
+else:  # click < 8.5: ParamType is not generic at run time (pyproject.toml allows 8.2)
+    _FloatParam = _StrParam = click.ParamType
+
+
+class FiniteFloat(_FloatParam):
     """A float option that is finite and in range: click's ``FloatRange``
     lets ``nan`` through (every comparison with NaN is false), so
     ``--interval nan`` ran a hot loop. The rules are :mod:`bmaas.validate`'s,
@@ -122,7 +129,7 @@ class Seconds(FiniteFloat):
         super().__init__(min, max, min_open=min_open)
 
 
-class Name(click.ParamType[str, Any]):
+class Name(_StrParam):
     """A name from :data:`bmaas.validate.NAME_ALPHABET` (a node name, an
     instance name prefix): no '/', no spaces, nothing a shell or a path would
     read twice."""

@@ -76,8 +76,10 @@ LOG = logging.getLogger(__name__)
 #: every socket on each wake, so fewer sockets make every reply cheaper. A
 #: socket's receive buffer (pyghmi asks for 16 MiB; the kernel's rmem_max caps
 #: it) only holds what arrives between two wakes, a few requests per worker.
+#: Applied to bmaas's own sessions only (:meth:`BoundedSession._assignsocket`):
+#: pyghmi's module-wide ``MAX_BMCS_PER_SOCKET`` stays 64 for every other
+#: pyghmi user in the process.
 BMCS_PER_SOCKET = 512
-_ps.MAX_BMCS_PER_SOCKET = BMCS_PER_SOCKET
 
 #: longest wait between checks when nothing else bounds it (a safety net)
 _SLICE = 0.2
@@ -190,6 +192,24 @@ class BoundedSession(_ps.Session):
 
     def __repr__(self) -> str:
         return f"<BoundedSession {self.bmc}:{self.port} logged={self.logged} broken={self.broken}>"
+
+    @classmethod
+    def _assignsocket(cls, server: Any = None, forbiddensockets: Any = ()) -> Any:
+        """pyghmi's socket choice (the least used socket this session may
+        share), with :data:`BMCS_PER_SOCKET` in place of pyghmi's
+        process-wide ``MAX_BMCS_PER_SOCKET``. A new socket is pyghmi's own
+        to make: every pooled socket is then forbidden to it."""
+        if server is None:
+            pool = _ps.Session.socketpool
+            for sock, count in sorted(pool.items(), key=lambda item: item[1]):
+                if count >= BMCS_PER_SOCKET:
+                    break
+                if sock in forbiddensockets:
+                    continue
+                pool[sock] += 1
+                return sock
+            forbiddensockets = list(pool)
+        return super()._assignsocket(server, forbiddensockets=forbiddensockets)
 
     @staticmethod
     def _sockets_in_use(bmc: str, port: int) -> list[Any]:

@@ -38,7 +38,6 @@ import openstack
 import openstack.connection
 from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
-from openstack import warnings as os_warnings
 
 from bmaas.deadline import Deadline
 from bmaas.drivers.ironic_backend import transport
@@ -137,8 +136,11 @@ def connect(
     try:
         with warnings.catch_warnings():
             # openstacksdk's notes about its own deprecations (metrics backends
-            # nobody configured) are not the operator's to act on
-            warnings.simplefilter("ignore", os_warnings._RemovedInSDKWarning)
+            # nobody configured) are not the operator's to act on. Its
+            # RemovedInSDK<N>Warning classes are PendingDeprecationWarnings (their
+            # base, _RemovedInSDKWarning, is private and new in 4.1); only
+            # openstack.connect runs in here.
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
             conn = openstack.connect(cloud=cloud, **options)
     except (sdk_exc.ConfigException, ks_exc.MissingRequiredOptions) as exc:
         # the message names the cloud and the missing option, never a password

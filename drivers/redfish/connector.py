@@ -97,19 +97,21 @@ class BoundedConnector(Connector):
         keep_alive: bool = False,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
-        super().__init__(
-            url,
-            verify=verify,
-            server_side_retries=1,
-            server_side_retries_delay=0,
-            default_request_timeout=bmc_timeout,
-        )
-        self._clock = clock
-        self._bmc_timeout = bmc_timeout
         # The last response seen by each thread (nodes behind one service
         # share this connector, each call on its own thread).
         self._local = threading.local()
-        self._response_callback = self._remember
+        # No default_request_timeout (sushy >= 5.4) or connect_timeout (>= 5.10):
+        # those are requests' per-socket-operation timeouts, which bound no
+        # exchange; every request here gets the call's ExchangeDeadline (_op).
+        super().__init__(
+            url,
+            verify=verify,
+            response_callback=self._remember,
+            server_side_retries=1,
+            server_side_retries_delay=0,
+        )
+        self._clock = clock
+        self._bmc_timeout = bmc_timeout
         adapter = DeadlineAdapter(max_body=max_body_bytes)
         for scheme in ("https://", "http://"):
             self._session.mount(scheme, adapter)

@@ -85,6 +85,12 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
                     "PowerState": fake.power,
                     "Manufacturer": "hwlab",
                     "Boot": {"BootSourceOverrideEnabled": "Disabled"},
+                    # sushy < 5.10 refuses a ComputerSystem without Actions
+                    "Actions": {
+                        "#ComputerSystem.Reset": {
+                            "target": f"{SYSTEM}/Actions/ComputerSystem.Reset"
+                        }
+                    },
                     "Links": {},
                 }
                 if query.startswith("$select") and fake.select:
