@@ -155,11 +155,12 @@ def _run_pooled(
     factory: DriverFactory,
     clock: Callable[[], float],
     pool: DriverPool,
+    deadline: Deadline,
 ) -> NodeResult[T]:
     start = clock()
     key = pool.key_for(record.driver, record.name, record.driver_info)
     try:
-        value = pool.run(key, lambda: factory(record), operation)
+        value = pool.run(key, lambda: factory(record), operation, deadline=deadline)
         return NodeResult(record.name, record.driver, value=value, elapsed=clock() - start)
     except BmaasError as exc:
         return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
@@ -173,9 +174,11 @@ def _run_one(
     factory: DriverFactory,
     clock: Callable[[], float],
     pool: DriverPool | None = None,
+    deadline: Deadline | None = None,
 ) -> NodeResult[T]:
     if pool is not None:
-        return _run_pooled(record, operation, factory, clock, pool)
+        assert deadline is not None  # run_on_nodes checked it
+        return _run_pooled(record, operation, factory, clock, pool, deadline)
     start = clock()
     try:
         driver = factory(record)
@@ -220,10 +223,13 @@ def run_on_nodes(
     its calls shares of it (as every bmaas command does).
 
     ``pool``: run on the nodes' pooled drivers (kept open afterwards) instead
-    of building and closing one per node.
+    of building and closing one per node; needs ``deadline`` (how long a
+    node's turn may wait for its pooled driver: the caller's budget).
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
+    if pool is not None and deadline is None:
+        raise TypeError("run_on_nodes(pool=...) needs the caller's deadline")
     results: dict[str, NodeResult[T]] = {}
     if not records:
         return []
@@ -232,7 +238,7 @@ def run_on_nodes(
 
     def one(record: NodeRecord) -> NodeResult[T]:
         started.add(record.name)
-        return _run_one(record, operation, factory, clock, pool)
+        return _run_one(record, operation, factory, clock, pool, deadline)
 
     threads = concurrent.futures.ThreadPoolExecutor(
         max_workers=min(workers, len(records)), thread_name_prefix="bmaas-node"

@@ -64,6 +64,12 @@ The columns, and who reads them:
 
 docs/faults.md's table also shows the derived ``retry`` scope and **fleet**.
 
+Three more columns are sets beside the rows (not drawn; each with its why):
+**other protocol** (:data:`OTHER_PROTOCOL_MAY_CURE`, :mod:`bmaas.failover`),
+**no answer** (:data:`NO_ANSWER`, :mod:`bmaas.silence`) and **drop session**
+(:data:`DROPS_SESSION`, :class:`bmaas.pool.DriverPool`: the pooled session a
+fault leaves untrustworthy is closed, never reused).
+
 Classes not drawn here (``StoreError``, ``SegmentExhausted``, ``Interrupted``,
 a driver's own subclass) follow their nearest ancestor in the table
 (:func:`policy_for` walks the MRO). Anything that is not a ``BmaasError`` is
@@ -99,6 +105,7 @@ from bmaas.faults import (
 )
 
 __all__ = [
+    "DROPS_SESSION",
     "NO_ANSWER",
     "OTHER_PROTOCOL_MAY_CURE",
     "POLICY",
@@ -228,6 +235,12 @@ class FaultPolicy:
         return self.fault in NO_ANSWER
 
     @property
+    def drops_session(self) -> bool:
+        """Whether a pooled session that raised the fault is closed and never
+        reused (the "drop session" column, :data:`DROPS_SESSION`, with why)."""
+        return self.fault in DROPS_SESSION
+
+    @property
     def retry(self) -> RetryScope:
         """The scope in ``[bmaas CODE retry=SCOPE]`` and ``fault.retry``,
         derived from the row: retried on the same node first when the
@@ -342,6 +355,18 @@ OTHER_PROTOCOL_MAY_CURE: frozenset[type[BmaasError]] = frozenset(
 #: power reads fail at once while the silence lasts (:mod:`bmaas.silence`).
 #: Every other fault is an answer, and proves the BMC is there.
 NO_ANSWER: frozenset[type[BmaasError]] = frozenset({BMCTimeout, BMCUnreachable})
+
+#: the "drop session" column: faults after which a pooled session
+#: (:class:`bmaas.pool.DriverPool`) is closed and never reused, with why; the
+#: next operation logs in afresh. Faults that prove the session works (busy,
+#: internal error, unsupported, power/boot failure) keep it.
+DROPS_SESSION: dict[type[BmaasError], str] = {
+    BMCTimeout: "sent, no answer: a late answer could be read as the next one's",
+    BMCProtocolError: "the session's framing or state can no longer be trusted",
+    BMCUnreachable: "the BMC went away; its sessions with it",
+    BMCAuthError: "the session or the credentials were rejected: log in afresh (new password?)",
+    UnclassifiedFault: "nothing is known about the session's state",
+}
 
 _BY_CLASS: dict[type[BmaasError], FaultPolicy] = {row.fault: row for row in POLICY}
 

@@ -25,17 +25,19 @@ The rules, and why:
   ``driver_info`` (credentials included). Changed credentials or settings
   make a new key; the old driver is logged out before the new one logs in.
 * **One user per node at a time**: a second user of the same node waits
-  until the first is done, up to its deadline (else the pool's ``wait``),
-  then gets :class:`~bmaas.faults.SlotTimeout` -- bmaas's own contention,
-  not a BMC fault: retried with backoff, never counted, never "BMC busy".
+  until the first is done, up to its deadline (required: the caller's
+  budget, never a fresh one the pool makes), then gets
+  :class:`~bmaas.faults.SlotTimeout` -- bmaas's own contention, not a BMC
+  fault: retried with backoff, never counted, never "BMC busy".
   Nodes behind one BMC (the systems of one Redfish service) do *not* wait
   for each other here: their requests share the BMC's gate
   (:mod:`bmaas.gate`, up to its cap in flight) and, for Redfish, one
   session (the driver's service registry), so a BMC sees one session from
   a process however many of its systems are used at once.
-* **A session that missed an answer is never reused**: on the faults in
-  :data:`DROP_ON` the driver is closed and forgotten; the next operation
-  builds a fresh one and logs in afresh. Faults that prove the session
+* **A session that missed an answer is never reused**: on the faults of
+  the policy table's "drop session" column (:data:`bmaas.policy.DROPS_SESSION`)
+  the driver is closed and forgotten; the next operation builds a fresh one
+  and logs in afresh. Faults that prove the session
   works (busy, internal error, unsupported, power/boot failure) keep it.
 * **Re-login on expiry** is the driver's job (IPMI: a dead session is
   replaced inside the driver; Redfish: sushy logs in again on a 401), so the
@@ -78,13 +80,8 @@ from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver, Operation
 from bmaas.faults import (
     BmaasError,
-    BMCAuthError,
     BMCFault,
-    BMCProtocolError,
-    BMCTimeout,
-    BMCUnreachable,
     SlotTimeout,
-    UnclassifiedFault,
 )
 from bmaas.gate import bmc_of
 from bmaas.policy import policy_for
@@ -92,7 +89,6 @@ from bmaas.silence import SilentBMCs
 
 __all__ = [
     "DEFAULT_IDLE",
-    "DROP_ON",
     "KEEPALIVE_EARLY",
     "KEEPALIVE_THREADS",
     "DriverPool",
@@ -135,16 +131,6 @@ KEEPALIVE_THREADS = 8
 #: period's sessions come at least this far apart, each session at most
 #: this much early
 KEEPALIVE_EARLY = 0.1
-
-#: faults after which a session is closed and never reused, with why
-DROP_ON: dict[type[BMCFault], str] = {
-    BMCTimeout: "sent, no answer: a late answer could be read as the next one's",
-    BMCProtocolError: "the session's framing or state can no longer be trusted",
-    BMCUnreachable: "the BMC went away; its sessions with it",
-    BMCAuthError: "the session or the credentials were rejected: log in afresh (new password?)",
-    UnclassifiedFault: "nothing is known about the session's state",
-}
-_DROP = tuple(DROP_ON)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +181,7 @@ class PoolStats:
     reads: int = 0
     #: drivers built (a session to be)
     opened: int = 0
-    #: sessions closed because they missed an answer (see DROP_ON)
+    #: sessions closed because they missed an answer (bmaas.policy.DROPS_SESSION)
     dropped: int = 0
     #: sessions logged out for idleness or changed settings
     idled: int = 0
@@ -250,7 +236,8 @@ class DriverPool:
         #: where BMCs that gave no answer are noted and probed in the
         #: background (:mod:`bmaas.silence`); None: nothing is noted
         self.silence = silence
-        #: seconds a caller with no deadline waits for a busy BMC's session
+        #: seconds the pool's own background probe of a silent BMC may take
+        #: (three of them): the one budget the pool starts itself
         self.wait = wait
         self._clock = clock or _clock.monotonic
         self._cond = threading.Condition()
@@ -277,11 +264,13 @@ class DriverPool:
         key: PoolKey,
         build: Callable[[], BMCDriver],
         *,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> Iterator[BMCDriver]:
         """The node's pooled driver, held by this caller alone until the
-        block ends. ``build`` makes a new one when there is none (it may
-        raise; nothing is held then). A fault in :data:`DROP_ON` (or any
+        block ends, waiting for it at most until ``deadline`` (the caller's
+        budget; required). ``build`` makes a new one when there is none (it may
+        raise; nothing is held then). A fault the policy table says
+        :attr:`~bmaas.policy.FaultPolicy.drops_session` of (or any
         non-bmaas exception) raised inside the block closes the driver."""
         slot, stale = self._acquire(key, deadline)
         slot.build = build
@@ -300,7 +289,8 @@ class DriverPool:
         try:
             yield driver
         except BMCFault as fault:
-            self._release(slot, driver, before, drop=isinstance(fault, _DROP), why=fault)
+            drop = policy_for(fault).drops_session
+            self._release(slot, driver, before, drop=drop, why=fault)
             raise
         except BaseException as exc:
             # bmaas's other errors (bad input) say nothing about the session;
@@ -315,16 +305,16 @@ class DriverPool:
         build: Callable[[], BMCDriver],
         operation: Callable[[BMCDriver], T],
         *,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> T:
         """``operation(driver)`` on the node's pooled driver."""
         with self.session(key, build, deadline=deadline) as driver:
             return operation(driver)
 
-    def _acquire(self, key: PoolKey, deadline: Deadline | None) -> tuple[_Slot, list[BMCDriver]]:
-        """Take the BMC's slot (waiting while another caller holds it); also
-        returns drivers to log out first (stale or for other settings)."""
-        until = deadline if deadline is not None else Deadline.after(self.wait, clock=self._clock)
+    def _acquire(self, key: PoolKey, until: Deadline) -> tuple[_Slot, list[BMCDriver]]:
+        """Take the BMC's slot (waiting while another caller holds it, until
+        ``until``); also returns drivers to log out first (stale or for other
+        settings)."""
         begun = self._clock()
         stale: list[BMCDriver] = []
         with self._cond:

@@ -9,8 +9,8 @@ back to the one process that called it, which alone writes the store::
 
     with ShardedSweeper(processes=4, make_factory=driver_factory,
                         factory_options={"bmc_timeout": 10.0}) as sweeper:
-        results = sweeper.run(store.nodes.find(), read_power, on_result=write)
-        results = sweeper.run(store.nodes.find(), read_power)   # sessions reused
+        results = sweeper.run(store.nodes.find(), read_power, deadline=budget, on_result=write)
+        results = sweeper.run(store.nodes.find(), read_power, deadline=budget)  # sessions reused
 
 How, and why this mechanism (measured with ``hwlab bench fleet-sweep``,
 ``docs/bench/fleet-sweep.md``: on 2 cores, 500 IPMI nodes read on kept
@@ -148,10 +148,16 @@ def _worker(
             message = _next_message(conn, pool, wait)
             if message is None:
                 break
-            operation, records = message
+            operation, records, deadline = message
             stream = _Stream(conn)
             run_on_nodes(
-                records, operation, factory=factory, workers=workers, on_result=stream, pool=pool
+                records,
+                operation,
+                factory=factory,
+                workers=workers,
+                on_result=stream,
+                pool=pool,
+                deadline=deadline,
             )
             stream.flush()
             pool.expire_idle()
@@ -243,10 +249,13 @@ class ShardedSweeper:
         records: Sequence[NodeRecord],
         operation: Callable[[BMCDriver], T],
         *,
+        deadline: Deadline,
         on_result: Callable[[NodeResult[T]], None] | None = None,
     ) -> list[NodeResult[T]]:
         """``operation(driver)`` on every node, one result per node in the
-        order of ``records``; ``on_result`` runs here as results arrive."""
+        order of ``records``; ``on_result`` runs here as results arrive.
+        ``deadline`` (the pass's budget) goes to every shard: no node waits
+        for its pooled driver past it."""
         results: dict[str, NodeResult[T]] = {}
         waiting: dict[Connection, tuple[_Shard, list[NodeRecord]]] = {}
         start = self._clock()
@@ -255,11 +264,11 @@ class ShardedSweeper:
                 continue
             shard = self._shard(index)
             try:
-                shard.conn.send((operation, part))
+                shard.conn.send((operation, part, deadline))
             except OSError:  # it died since the last sweep: start another
                 self._forget(index)
                 shard = self._shard(index)
-                shard.conn.send((operation, part))
+                shard.conn.send((operation, part, deadline))
             waiting[shard.conn] = (shard, part)
         while waiting:
             for ready in multiprocessing.connection.wait(list(waiting)):

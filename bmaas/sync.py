@@ -142,7 +142,7 @@ def sync_pass(
         backed_off = [r.name for r in fenced_records if r.name not in started]
     if sweeper is not None:
         # the reader carries the deadline into the worker processes
-        results = sweeper.run(records, reader, on_result=on_result)
+        results = sweeper.run(records, reader, deadline=deadline, on_result=on_result)
     else:
         results = run_on_nodes(
             records,

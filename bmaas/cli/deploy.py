@@ -83,7 +83,11 @@ def make_provisioner(
         backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
         if backend is not None:
             return Provisioner(
-                backend=backend, max_attempts=max_attempts, deadline_s=deadline, cancel=cancel
+                backend=backend,
+                max_attempts=max_attempts,
+                deadline_s=deadline,
+                cancel=cancel,
+                deadline=budget,
             )
         settings = DeploySettings(
             power_timeout=power_timeout,
@@ -99,6 +103,7 @@ def make_provisioner(
             max_attempts=max_attempts,
             deadline_s=deadline,
             cancel=cancel,
+            deadline=budget,  # the start-up reclaim takes a share of the command's
         )
 
 

@@ -9,11 +9,12 @@ on a backend (embedded by default).
         done = p.provision(Request("web-1", resource_class="baremetal"))
         print(done.node, [str(a) for a in done.attempts])
 
-Budget: each request gets ``deadline`` seconds (``Provisioner(deadline=)``),
+Budget: each request gets ``deadline_s`` seconds (``Provisioner(deadline_s=)``),
 and never more than a caller's :class:`~bmaas.deadline.Deadline` (a CLI
-command's ``--deadline``) leaves. Interruption: a :class:`CancelToken` (the
-provisioner's own, or one per call) stops starting new work; see
-:mod:`bmaas.provision.cancel`.
+command's ``--deadline``) leaves; ``Provisioner(deadline=)`` hands the
+caller's budget to what starting does (the embedded backend's reclaim).
+Interruption: a :class:`CancelToken` (the provisioner's own, or one per
+call) stops starting new work; see :mod:`bmaas.provision.cancel`.
 """
 
 from __future__ import annotations
@@ -82,7 +83,13 @@ class Provisioner:
         keep_leases: bool = True,
         clock: _clock.ClockFn | None = None,
         cancel: CancelToken | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
+        """``deadline``: the caller's budget (a CLI command's ``--deadline``).
+        Starting the embedded backend (reclaiming and cleaning what dead
+        clients left) takes a share of it, at most ``deadline_s``; only a
+        caller with no budget of its own (this is the public edge) gets a
+        fresh ``deadline_s`` for it."""
         if max_attempts < 1:
             raise InputError("must be at least 1", field="max_attempts")
         self.limits = limits or RetryLimits()
@@ -108,9 +115,9 @@ class Provisioner:
                 health=health,
                 ready=ready,
                 keep_leases=keep_leases,
-                # the public edge: starting (reclaiming what dead clients left)
-                # gets one request's budget
-                deadline=Deadline.after(deadline_s, clock=self.clock),
+                # starting (reclaiming what dead clients left) takes a share
+                # of the caller's budget, at most one request's
+                deadline=self._budget(deadline),
             )
             backend = self.embedded
         self.backend: Backend = backend
@@ -276,15 +283,18 @@ def provision(
     max_attempts: int = 3,
     deadline_s: float = 900.0,
     limits: RetryLimits | None = None,
+    deadline: Deadline | None = None,
     **options: Any,
 ) -> Provisioned:
-    """Provision one request (see :class:`Provisioner` for the options)."""
+    """Provision one request (see :class:`Provisioner` for the options);
+    ``deadline`` (the caller's budget) bounds starting and the request."""
     with Provisioner(
         store,
         driver_factory=driver_factory,
         max_attempts=max_attempts,
         deadline_s=deadline_s,
         limits=limits,
+        deadline=deadline,
         **options,
     ) as provisioner:
-        return provisioner.provision(request, candidates=candidates)
+        return provisioner.provision(request, candidates=candidates, deadline=deadline)

@@ -115,7 +115,7 @@ def label(task: Any) -> str:
 #: until Ironic fences the node
 SILENT = SilentBMCs()
 #: the conductor's drivers: one per node, kept across calls and power-sync
-#: passes, dropped when a call misses an answer (the pool's ``DROP_ON``), so
+#: passes, dropped when a call misses an answer (the policy table's ``DROPS_SESSION``), so
 #: pyghmi never watches more than one socket per node (its select() stops
 #: working past ~1000 descriptors in a process). The systems behind one
 #: Redfish service share one session, and every BMC's requests pass its gate

@@ -144,7 +144,9 @@ def run_demo(
     done = [r for r in results if isinstance(r, Provisioned)]
     failed = [r for r in results if isinstance(r, ProvisionFailed)]
     # BMC faults only: a refused candidate (maintenance, no match) is no fault
-    faults = collections.Counter(a.fault_class for r in results for a in r.attempts if a.failed)
+    faults = collections.Counter(
+        str(a.fault_class) for r in results for a in r.attempts if a.failed
+    )
     times = [r.elapsed for r in done]
     return DemoSummary(
         nodes=options.nodes,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bmaas import policy
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BMCInfo, BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.driver_info import DriverInfo
@@ -99,7 +100,17 @@ def read(
     pool: DriverPool, build: Callable[[str], BMCDriver], k: PoolKey | None = None
 ) -> PowerState:
     k = k or key()
-    return pool.run(k, lambda: build(k.node), lambda d: d.get_power_state(deadline=per_call(d)))
+    return pool.run(
+        k,
+        lambda: build(k.node),
+        lambda d: d.get_power_state(deadline=per_call(d)),
+        deadline=budget(),
+    )
+
+
+def budget() -> Deadline:
+    """A caller's budget: the pool waits for a held slot at most this long."""
+    return Deadline.after(30.0)
 
 
 @pytest.fixture
@@ -123,7 +134,7 @@ def test_a_session_is_reused_across_operations(clock: FakeClock) -> None:
 def test_a_second_user_of_a_node_gets_a_slot_timeout_at_its_deadline(clock: FakeClock) -> None:
     pool, build = DriverPool(clock=clock), Builder()
     k = key()
-    with pool.session(k, lambda: build()):
+    with pool.session(k, lambda: build(), deadline=budget()):
         now = Deadline(clock(), clock)
         with (
             pytest.raises(SlotTimeout, match="holds its pooled driver") as info,
@@ -162,7 +173,7 @@ def test_a_waiting_user_gets_the_session_when_the_holder_is_done(clock: FakeCloc
     seen: list[SessionDriver] = []
 
     def holder() -> None:
-        with pool.session(k, lambda: build()) as driver:
+        with pool.session(k, lambda: build(), deadline=budget()) as driver:
             seen.append(driver)  # type: ignore[arg-type]
             held.set()
             release.wait(10)
@@ -173,7 +184,7 @@ def test_a_waiting_user_gets_the_session_when_the_holder_is_done(clock: FakeCloc
     waiter_done = threading.Event()
 
     def waiter() -> None:
-        with pool.session(k, lambda: build()) as driver:
+        with pool.session(k, lambda: build(), deadline=budget()) as driver:
             seen.append(driver)  # type: ignore[arg-type]
         waiter_done.set()
 
@@ -220,11 +231,34 @@ def test_a_fault_that_proves_the_session_answers_keeps_it(
     clock: FakeClock, fault: BaseException
 ) -> None:
     pool, build = DriverPool(clock=clock), Builder()
-    with pytest.raises(type(fault)), pool.session(key(), lambda: build()):
+    with pytest.raises(type(fault)), pool.session(key(), lambda: build(), deadline=budget()):
         raise fault
     read(pool, build)
     assert len(build.built) == 1
     assert pool.stats.dropped == 0
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r in policy.POLICY if issubclass(r.fault, BMCFault)],
+    ids=lambda r: r.fault.__name__,
+)
+def test_the_pool_drops_a_session_as_the_policy_tables_column_says(
+    clock: FakeClock, row: policy.FaultPolicy
+) -> None:
+    """The pool keeps no list of its own: the "drop session" column decides."""
+    pool, build = DriverPool(clock=clock), Builder()
+    with pytest.raises(row.fault), pool.session(key(), lambda: build(), deadline=budget()):
+        raise row.fault("no", node="n1")
+    assert pool.stats.dropped == (1 if row.drops_session else 0)
+    assert row.drops_session == (row.fault in policy.DROPS_SESSION)
+    assert {f.__name__ for f in policy.DROPS_SESSION} == {
+        "BMCTimeout",
+        "BMCProtocolError",
+        "BMCUnreachable",
+        "BMCAuthError",
+        "UnclassifiedFault",
+    }
 
 
 def test_sessions_idle_out_on_the_injected_clock(clock: FakeClock) -> None:
@@ -271,7 +305,7 @@ def test_close_logs_every_session_out_even_one_in_use(clock: FakeClock) -> None:
     for n in range(3):
         read(pool, build, key(f"n{n}", address=f"10.0.0.{n}"))
     k = key("busy", address="10.0.0.9")
-    with pool.session(k, lambda: build("busy")) as driver:
+    with pool.session(k, lambda: build("busy"), deadline=budget()) as driver:
         driver.get_power_state(deadline=per_call(driver))
         pool.close()
         assert [d.closed for d in build.built] == [1, 1, 1, 0]
@@ -289,7 +323,9 @@ def test_a_failed_build_holds_nothing(clock: FakeClock) -> None:
         raise InputError("unset password variable", field="driver_info.ipmi_password")
 
     with pytest.raises(InputError):
-        pool.run(key(), broken, lambda d: d.get_power_state(deadline=per_call(d)))
+        pool.run(
+            key(), broken, lambda d: d.get_power_state(deadline=per_call(d)), deadline=budget()
+        )
     assert pool.open_sessions() == 0
     read(pool, Builder())  # the slot is free again
 
@@ -314,6 +350,7 @@ def test_run_on_nodes_with_a_pool_logs_in_once_per_node_across_sweeps(
             factory=lambda r: build(r.name),
             workers=3,
             pool=pool,
+            deadline=budget(),
         )
         assert all(r.ok for r in results)
     assert len(build.built) == 6
@@ -343,6 +380,7 @@ def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClo
             key(),
             lambda: Closing("n1", fail=BMCTimeout("no answer", node="n1")),
             lambda d: d.get_power_state(deadline=per_call(d)),
+            deadline=budget(),
         )
     assert seen == ["busy"]
     assert pool.open_sessions() == 0

@@ -262,3 +262,24 @@ def test_parallel_requests_on_a_healthy_pool_never_collide(store: Store) -> None
     # no refusal, no failure: each history is the one node that worked
     assert [[a.outcome for a in r.attempts] for r in results] == [["succeeded"]] * 8
     assert sorted(deployed) == rack.names  # 8 attempts, one per node
+
+
+def test_the_start_up_reclaim_takes_a_share_of_the_callers_deadline(
+    store: Store, wall: FakeClock
+) -> None:
+    """A command's budget reaches the reclaim: one already spent cleans
+    nothing on the wire (the node is fenced, not cleaned on a fresh budget)."""
+    rack = Rack(store, count=2, power=PowerState.ON)
+    _dead_request_on(store, wall, "n01")
+    spent = Deadline.after(0.0, clock=rack.fleet.clock.monotonic)
+    fresh = Provisioner(
+        rack.store, driver_factory=rack.factory, limits=rack.policy, keep_leases=False,
+        deadline=spent,
+    )  # fmt: skip
+    assert fresh.embedded is not None
+    assert fresh.embedded.cleaned.cleaned == ()
+    ((name, why),) = fresh.embedded.cleaned.fenced
+    assert name == "n01"
+    assert "deadline" in why.lower()
+    assert rack.fleet.machine("n01").power_state() is PowerState.ON  # never asked to power off
+    assert [c for c in rack.calls("n01") if c.startswith("power.set")] == []

@@ -159,7 +159,7 @@ def test_the_pool_notes_silence_and_its_probe_leaves_a_session_behind(clock: Fak
     k = key("n1")
     with pytest.raises(BMCUnreachable):
         read(pool, build, k)
-    assert pool.open_sessions() == 0  # dropped (DROP_ON)
+    assert pool.open_sessions() == 0  # dropped (policy.DROPS_SESSION)
     book.run_due()
     probes.run_all()  # the probe: a read through the pool, no answer either
     known = book.evidence(k)
@@ -244,6 +244,6 @@ def test_a_clean_use_that_may_not_have_asked_the_bmc_clears_nothing(clock: FakeC
     book.silent(k, NO_ANSWER, lambda: book.silent(k, NO_ANSWER, lambda: None))
     book.run_due()
     probes.run_all()
-    with pool.session(k, lambda: SessionDriver("n1")):
+    with pool.session(k, lambda: SessionDriver("n1"), deadline=Deadline.after(5.0, clock=clock)):
         pass  # e.g. Ironic asking which power states the driver supports: no BMC call
     assert book.evidence(k) is not None

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from bmaas.deadline import Deadline
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
@@ -21,6 +22,13 @@ from tests.unit.sweep_support import die_in_shard_zero, frozen_objects, make_fac
 from tests.unit.test_pool import KeptAlive, key, read
 
 Enroll = Callable[..., list[str]]
+
+
+def PASS() -> Deadline:  # noqa: N802 - reads as the constant it stands for
+    """One sweep's budget, which every shard's pooled reads wait within."""
+    return Deadline.after(60.0)
+
+
 FAULTY = ("n07", "n31")
 
 
@@ -77,8 +85,10 @@ def test_a_sharded_sweep_returns_what_the_in_process_sweep_returns(
     with ShardedSweeper(
         processes=3, workers=4, make_factory=make_factory, factory_options={"faulty": FAULTY}
     ) as sweeper:
-        first = sweeper.run(records, read_power, on_result=lambda r: streamed.append(r.node))
-        second = sweeper.run(records, read_power)
+        first = sweeper.run(
+            records, read_power, deadline=PASS(), on_result=lambda r: streamed.append(r.node)
+        )
+        second = sweeper.run(records, read_power, deadline=PASS())
         assert len(set(sweeper.pids())) == 3
         stats = sweeper.stats
     assert outcome(first) == outcome(alone) == outcome(second)
@@ -101,8 +111,8 @@ def test_a_worker_settles_its_heap_after_the_pass_that_opened_its_sessions(
     enroll(MIN_CHANGES)
     records = store.nodes.find()
     with ShardedSweeper(processes=1, workers=4, make_factory=make_factory) as sweeper:
-        first = sweeper.run(records, frozen_objects)
-        second = sweeper.run(records, frozen_objects)
+        first = sweeper.run(records, frozen_objects, deadline=PASS())
+        second = sweeper.run(records, frozen_objects, deadline=PASS())
     assert {r.value for r in first} == {0}
     assert all(r.value for r in second)  # frozen objects, in every read
 
@@ -114,10 +124,10 @@ def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     enroll(20)
     records = store.nodes.find()
     with ShardedSweeper(processes=2, workers=2, make_factory=make_factory) as sweeper:
-        sweeper.run(records, read_power)
+        sweeper.run(records, read_power, deadline=PASS())
         victim = sweeper.pids()[0]
-        results = sweeper.run(records, die_in_shard_zero)  # shard 0 dies mid-sweep
-        again = sweeper.run(records, read_power)
+        results = sweeper.run(records, die_in_shard_zero, deadline=PASS())  # shard 0 dies mid-sweep
+        again = sweeper.run(records, read_power, deadline=PASS())
         assert victim not in sweeper.pids()
         assert len(sweeper.pids()) == 2
     lost = [r for r in results if not r.ok]

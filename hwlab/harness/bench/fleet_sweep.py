@@ -54,6 +54,7 @@ from typing import Any
 
 from bmaas import credentials
 from bmaas import inventory as inventory_mod
+from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.hwlab.harness.bench import hung_sync, ipmitool
 from bmaas.hwlab.harness.bench.common import running_lab
@@ -121,6 +122,15 @@ class Options:
     @classmethod
     def smoke(cls) -> Options:
         return cls(sizes=(20,), rounds=1, processes=2, hung_fraction=0.1)
+
+
+#: seconds one bench pass may take (its budget: the bench is where it starts)
+PASS_BUDGET = 600.0
+
+
+def _pass() -> Deadline:
+    """One pass's budget: a node's turn waits for its pooled driver at most this."""
+    return Deadline.after(PASS_BUDGET)
 
 
 def read_power(driver: BMCDriver) -> PowerState:
@@ -198,10 +208,19 @@ def _in_process(
             # Untimed warm passes: sessions logged in (again, if they idled
             # out while the other contenders ran), connections opened.
             for _ in range(WARM_PASSES):
-                run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
+                run_on_nodes(
+                    records,
+                    read_power,
+                    factory=factory,
+                    workers=workers,
+                    pool=pool,
+                    deadline=_pass(),
+                )
         _settle()
         lab, cpu, start = lab_cpu(), _self_cpu(), time.perf_counter()
-        results = run_on_nodes(records, read_power, factory=factory, workers=workers, pool=pool)
+        results = run_on_nodes(
+            records, read_power, factory=factory, workers=workers, pool=pool, deadline=_pass()
+        )
         wall = time.perf_counter() - start
         return wall, _self_cpu() - cpu, sum(1 for r in results if not r.ok), lab_cpu() - lab
 
@@ -213,12 +232,12 @@ def _sharded(
 ) -> Callable[[], Measured]:
     def sweep() -> Measured:
         for _ in range(WARM_PASSES):  # untimed, as in _in_process
-            sweeper.run(records, read_power)
+            sweeper.run(records, read_power, deadline=_pass())
         _settle()  # this process; each worker settles its own (bmaas.heap)
         pids = sweeper.pids()
         lab, cpu = lab_cpu(), _self_cpu() + _pids_cpu(pids)
         start = time.perf_counter()
-        results = sweeper.run(records, read_power)
+        results = sweeper.run(records, read_power, deadline=_pass())
         wall = time.perf_counter() - start
         used = _self_cpu() + _pids_cpu(pids) - cpu
         return wall, used, sum(1 for r in results if not r.ok), lab_cpu() - lab
@@ -307,11 +326,15 @@ def _hung_ratio(lab: Any, every: Sequence[NodeRecord], workers: int) -> dict[str
 
     def timed() -> tuple[float, int]:
         start = time.perf_counter()
-        results = run_on_nodes(every, read_power, factory=factory, workers=workers, pool=pool)
+        results = run_on_nodes(
+            every, read_power, factory=factory, workers=workers, pool=pool, deadline=_pass()
+        )
         return time.perf_counter() - start, sum(1 for r in results if not r.ok)
 
     try:
-        run_on_nodes(every, read_power, factory=factory, workers=workers, pool=pool)
+        run_on_nodes(
+            every, read_power, factory=factory, workers=workers, pool=pool, deadline=_pass()
+        )
         healthy, _ = timed()
         for node in hung:
             lab.add_faults(node.name, [{"name": "bench-hang", "effect": "hang"}])
@@ -373,7 +396,7 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             # Untimed: imports and the sweep processes' start. Each steady row
             # runs its own untimed warm passes before every timed one: a BMC
             # forgets an idle session (IPMI: 20 s here) while others are timed.
-            sweeper.run(every[:8], read_power)
+            sweeper.run(every[:8], read_power, deadline=_pass())
             run_on_nodes(every[:8], read_power, factory=driver_factory(), workers=w)
             measured: dict[str, list[Measured]] = {name: [] for name in contenders}
             names = list(contenders)

@@ -183,7 +183,7 @@ def _strategy(
             try:
                 done = provisioner.provision(request)
             except ProvisionFailed as exc:
-                faults = tuple(a.fault_class for a in exc.attempts)
+                faults = tuple(str(a.fault_class) for a in exc.attempts)
                 return Outcome(request.name, False, time.monotonic() - start, faults)
             except BmaasError as exc:  # the store failed under us: one failed request
                 return Outcome(request.name, False, time.monotonic() - start, (type(exc).__name__,))
