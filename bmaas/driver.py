@@ -57,6 +57,7 @@ __all__ = [
     "PowerAction",
     "PowerState",
     "Quirk",
+    "soft_reboot",
 ]
 
 LOG = logging.getLogger(__name__)
@@ -94,6 +95,24 @@ class PowerAction(StrEnum):
         if self in (PowerAction.OFF, PowerAction.SOFT_OFF):
             return PowerState.OFF
         return PowerState.ON
+
+
+def soft_reboot(
+    step: Callable[[PowerAction, bool], PowerState], *, wait: bool = True
+) -> PowerState:
+    """THE soft reboot where a BMC has no single request for it (IPMI never
+    does; Redfish without ``GracefulRestart``; Ironic's SOFT_REBOOT on any of
+    them): a soft off waited for (the OS shut down, the node reads off), then
+    on, waited for when ``wait``. Both steps are idempotent, so a caller's
+    retry may repeat either; a SOFT_REBOOT itself is not, and is never resent.
+
+    ``step(action, wait)`` requests one action (through the caller's retry and
+    budget) and, with ``wait``, waits for ``action.target``; it returns the
+    last state read. The driver (IPMI), the retry layer
+    (:class:`bmaas.retry.RetryingDriver`) and Ironic's power interface each
+    pass their own step; the order lives here."""
+    step(PowerAction.SOFT_OFF, True)
+    return step(PowerAction.ON, wait)
 
 
 class BootDevice(StrEnum):

@@ -59,6 +59,7 @@ from bmaas.driver import (
     BootSetting,
     PowerAction,
     PowerState,
+    soft_reboot,
 )
 from bmaas.faults import BmaasError, BMCFault, BMCTimeout
 from bmaas.policy import SameNode, policy_for
@@ -407,13 +408,11 @@ class RetryingDriver:
         """Like ``BMCDriver.set_power_state``; a restart with ``wait`` is a
         :func:`reboot`. ``deadline`` bounds the request and the wait together."""
         if action is PowerAction.SOFT_REBOOT and wait:
-            # Two idempotent steps are safe to retry, and every driver can do them
-            # (IPMI has no single soft-reboot request).
-            self.set_power_state(
-                PowerAction.SOFT_OFF, wait=True, timeout=timeout, deadline=deadline
-            )
-            return self.set_power_state(
-                PowerAction.ON, wait=True, timeout=timeout, deadline=deadline
+            # Two idempotent steps, each retried here, that every driver can do.
+            return soft_reboot(
+                lambda step, waits: self.set_power_state(
+                    step, wait=waits, timeout=timeout, deadline=deadline
+                )
             )
         if action is PowerAction.REBOOT and wait:
             return reboot(self.driver, self.limits, timeout=timeout, deadline=deadline)

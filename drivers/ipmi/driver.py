@@ -43,6 +43,7 @@ from bmaas.driver import (
     Operation,
     PowerAction,
     PowerState,
+    soft_reboot,
 )
 from bmaas.driver_info import DriverInfo
 from bmaas.drivers.ipmi.classify import classify
@@ -373,18 +374,23 @@ class IPMIDriver(BMCDriver):
         deadline: Deadline,
     ) -> PowerState:
         """As :meth:`BMCDriver.set_power_state`. IPMI has no soft reboot, so
-        SOFT_REBOOT is a soft shutdown, a wait for off (within ``timeout``),
-        then power on, as Ironic's IPMI drivers do it."""
+        SOFT_REBOOT is :func:`bmaas.driver.soft_reboot`: a soft shutdown, a
+        wait for off, then power on, as Ironic's IPMI drivers do it; both
+        waits within ``timeout`` of the request."""
         if action is not PowerAction.SOFT_REBOOT:
             return super().set_power_state(action, wait=wait, timeout=timeout, deadline=deadline)
         timeout = self.bmc_timeout * 3 if timeout is None else timeout
         start = self._clock()
-        self.request_power(PowerAction.SOFT_OFF, deadline=self.call_deadline(deadline))
-        self.wait_for_power(PowerState.OFF, timeout=timeout, deadline=deadline, start=start)
-        self.request_power(PowerAction.ON, deadline=self.call_deadline(deadline))
-        if not wait:
-            return self.get_power_state(deadline=self.call_deadline(deadline))
-        return self.wait_for_power(PowerState.ON, timeout=timeout, deadline=deadline, start=start)
+
+        def step(action: PowerAction, waits: bool) -> PowerState:
+            self.request_power(action, deadline=self.call_deadline(deadline))
+            if not waits:
+                return self.get_power_state(deadline=self.call_deadline(deadline))
+            return self.wait_for_power(
+                action.target, timeout=timeout, deadline=deadline, start=start
+            )
+
+        return soft_reboot(step, wait=wait)
 
     # -- boot device -------------------------------------------------------------
 

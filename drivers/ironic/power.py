@@ -35,7 +35,14 @@ from ironic.drivers import base
 
 from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver, Capability, Operation, PowerAction, PowerState
+from bmaas.driver import (
+    BMCDriver,
+    Capability,
+    Operation,
+    PowerAction,
+    PowerState,
+    soft_reboot,
+)
 from bmaas.drivers.ironic import calls, info
 from bmaas.faults import PowerFailure
 
@@ -173,8 +180,7 @@ class BmaasPower(base.PowerInterface):
         if read_power(task, drv, budget, deadline=deadline, sync=False) is PowerState.OFF:
             _act(drv, budget, deadline, PowerAction.ON, wait)
         elif action is PowerAction.SOFT_REBOOT:
-            _act(drv, budget, deadline, PowerAction.SOFT_OFF, wait)
-            _act(drv, budget, deadline, PowerAction.ON, wait)
+            soft_reboot(lambda step, _waits: _act(drv, budget, deadline, step, wait))
         else:
             retry.reboot(
                 drv, calls.limits(budget), timeout=min(wait, deadline.left()), deadline=deadline
@@ -183,7 +189,7 @@ class BmaasPower(base.PowerInterface):
 
 def _act(
     drv: BMCDriver, budget: calls.Budget, deadline: Deadline, action: PowerAction, wait: float
-) -> None:
+) -> PowerState:
     """Request one idempotent power action and wait for its target state,
     every request and read retried within what is left of ``deadline``."""
     calls.call(deadline, budget, drv.request_power, action, idempotent=True)
@@ -194,4 +200,4 @@ def _act(
     # Leave one call's time for the last read, so running out of budget while
     # the node never reaches its state reads as power_failure, not a timeout.
     timeout = max(0.0, min(wait, deadline.left() - budget.call))
-    drv.wait_for_power(action.target, timeout=timeout, deadline=deadline, read=read)
+    return drv.wait_for_power(action.target, timeout=timeout, deadline=deadline, read=read)

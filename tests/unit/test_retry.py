@@ -3,6 +3,8 @@ deadlines, idempotency. Nothing sleeps for real."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import random
 import warnings
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 from bmaas.deadline import Deadline
-from bmaas.driver import BootDevice, PowerAction, PowerState
+from bmaas.driver import BootDevice, PowerAction, PowerState, soft_reboot
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
 from bmaas.fakes.fleet import FakeFleet
@@ -324,6 +326,33 @@ def test_soft_reboot_is_two_idempotent_steps() -> None:
     assert rig.machine.boots == boots + 1
     # SOFT_OFF, then ON answered busy and retried: never a resent restart
     assert rig.calls.count("power.set") == 3
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_one_soft_reboot_a_soft_off_waited_for_then_on(wait: bool) -> None:
+    """bmaas.driver.soft_reboot is the one order every layer uses (the IPMI
+    driver, RetryingDriver, Ironic's power interface): the off is always
+    waited for (an on sent to a node still shutting down is lost)."""
+    steps: list[tuple[PowerAction, bool]] = []
+
+    def step(action: PowerAction, waits: bool) -> PowerState:
+        steps.append((action, waits))
+        return action.target
+
+    assert soft_reboot(step, wait=wait) is PowerState.ON
+    assert steps == [(PowerAction.SOFT_OFF, True), (PowerAction.ON, wait)]
+
+
+def test_the_soft_reboot_paths_all_go_through_soft_reboot() -> None:
+    """No layer keeps its own copy: each module calls bmaas.driver's."""
+    import bmaas.drivers.ipmi.driver as ipmi_driver
+    import bmaas.retry as retry_module
+
+    modules = [retry_module, ipmi_driver]
+    if importlib.util.find_spec("ironic") is not None:
+        modules.append(importlib.import_module("bmaas.drivers.ironic.power"))
+    for module in modules:
+        assert module.soft_reboot is soft_reboot, module.__name__
 
 
 def test_limits_share_one_jitter_source_reseeded_in_a_forked_child() -> None:
