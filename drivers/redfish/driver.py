@@ -55,6 +55,7 @@ from bmaas.driver import (
 )
 from bmaas.driver_info import FIELDS, DriverInfo
 from bmaas.drivers.redfish import boot as boot_rules
+from bmaas.drivers.redfish import power as power_rules
 from bmaas.drivers.redfish.connector import BoundedConnector
 from bmaas.drivers.redfish.descriptors import keepable_services
 from bmaas.drivers.redfish.faults import map_exception, may_be_already_there
@@ -75,14 +76,6 @@ __all__ = ["RedfishDriver"]
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Redfish ResetType values for each action, in order of preference
-RESET_TYPES: dict[PowerAction, tuple[sushy.ResetType, ...]] = {
-    PowerAction.ON: (sushy.ResetType.ON, sushy.ResetType.FORCE_ON),
-    PowerAction.OFF: (sushy.ResetType.FORCE_OFF,),
-    PowerAction.SOFT_OFF: (sushy.ResetType.GRACEFUL_SHUTDOWN,),
-    PowerAction.REBOOT: (sushy.ResetType.FORCE_RESTART, sushy.ResetType.POWER_CYCLE),
-    PowerAction.SOFT_REBOOT: (sushy.ResetType.GRACEFUL_RESTART,),
-}
 POWER_STATES: dict[Any, PowerState] = {
     sushy.PowerState.ON: PowerState.ON,
     sushy.PowerState.OFF: PowerState.OFF,
@@ -160,6 +153,8 @@ class RedfishDriver(BMCDriver):
         #: a persistent boot device this BMC cannot keep: sent once again
         #: before every power-on or reboot (Quirk.BOOT_NO_CONTINUOUS)
         self._boot_again: BootDevice | None = None
+        #: the ResetTypes the reset's ActionInfo lists (read once)
+        self._action_info: list[str] | None = None
         self._fetched = False  # the system was read moments ago, by _connect
 
     @property
@@ -383,6 +378,23 @@ class RedfishDriver(BMCDriver):
             if action.idempotent and heading.get(state, state) == action.target:
                 LOG.debug("%s: already %s, not sending %s", self.node, state, action)
                 return
+            reset = (system.json.get("Actions") or {}).get("#ComputerSystem.Reset")
+            if not isinstance(reset, dict) or not reset.get("target"):
+                raise self.unsupported(
+                    Operation.POWER_SET, "the system has no ComputerSystem.Reset"
+                )
+            offer = power_rules.offered(self._reset_values(reset))
+            choice = power_rules.choose(action, offer)
+            if choice == power_rules.PUSH_BUTTON and state is not PowerState.ON:
+                choice = None  # a press on a node that is not on may power it on
+            if choice is None:
+                wanted = " or ".join(power_rules.RESET_TYPES[action])
+                shown = ", ".join(sorted(offer)) or "none"
+                raise self.unsupported(
+                    Operation.POWER_SET,
+                    f"{action} needs ResetType {wanted}; the system allows {shown}"
+                    + (f" (power reads {state})" if power_rules.PUSH_BUTTON in offer else ""),
+                )
             if self._boot_again is not None and action.target is PowerState.ON:
                 # no persistent override on this BMC: once again before this boot
                 assert self._conn is not None
@@ -391,17 +403,9 @@ class RedfishDriver(BMCDriver):
                     system.path, system.json, etag if isinstance(etag, str) else None
                 )
                 self._send_boot(resource, self._boot_again, persistent=True)
-            allowed = system.get_allowed_reset_system_values()
-            choice = next((t for t in RESET_TYPES[action] if t in allowed), None)
-            if choice is None:
-                wanted = " or ".join(t.value for t in RESET_TYPES[action])
-                offered = ", ".join(sorted(t.value for t in allowed)) or "none"
-                raise self.unsupported(
-                    Operation.POWER_SET,
-                    f"{action} needs ResetType {wanted}; the system allows {offered}",
-                )
             try:
-                system.reset_system(choice)
+                assert self._conn is not None
+                self._conn.post(reset["target"], data={"ResetType": choice})
             except sushy.exceptions.HTTPError as exc:
                 if not (action.idempotent and may_be_already_there(exc)):
                     raise
@@ -423,6 +427,18 @@ class RedfishDriver(BMCDriver):
                 )
 
         self._call(Operation.POWER_SET, deadline, act, read=Operation.POWER_GET)
+
+    def _reset_values(self, reset: dict[str, Any]) -> list[str] | None:
+        """The ResetTypes the action lists, else its ActionInfo (Supermicro;
+        read once per driver), else None (sushy's rule: then every one)."""
+        values = power_rules.listed(reset)
+        info = reset.get("@Redfish.ActionInfo")
+        if values is not None or not isinstance(info, str):
+            return values
+        if self._action_info is None:
+            assert self._conn is not None
+            self._action_info = power_rules.from_action_info(read(self._conn, info).body) or []
+        return self._action_info or None
 
     def get_boot_device(self, *, deadline: Deadline) -> BootSetting:
         return self._call(

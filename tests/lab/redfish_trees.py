@@ -171,9 +171,14 @@ class TreeState:
         if action == "ComputerSystem.Reset":
             allowed = actions[f"#{action}"].get("ResetType@Redfish.AllowableValues")
             reset = body.get("ResetType")
-            if allowed is not None and reset not in allowed:
+            # Supermicro X13 lists GracefulShutdown and GracefulRestart fused
+            # into one value and takes each of them
+            if allowed is not None and not any(str(reset) in value for value in allowed):
                 return _error(400, "Base.1.8.ActionParameterValueNotInList", str(reset))
-            off = reset in ("ForceOff", "GracefulShutdown")
+            if reset == "PushPowerButton":  # a momentary press toggles
+                off = resource.get("PowerState") == "On"
+            else:
+                off = reset in ("ForceOff", "GracefulShutdown")
             resource["PowerState"] = "Off" if off else "On"
             self._changed(owner)
             return 204, None
@@ -292,6 +297,10 @@ def _handler(state: TreeState) -> type[BaseHTTPRequestHandler]:
             if reply is not None:
                 self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if self.headers.get("Connection", "").lower() == "close":
+                # say so, or the client may put the socket back in its pool
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
 

@@ -318,3 +318,66 @@ def test_a_weak_etag_refused_although_unchanged_is_sent_strong() -> None:
         driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=call())
         sent = [h for m, _, h in state.if_matches if m == "PATCH"]
     assert sent == ['W/"1C210906"', '"1C210906"']
+
+
+# -- soft power by what the tree offers ------------------------------------------------------
+
+
+def resets(state: TreeState) -> list[str]:
+    return [b["ResetType"] for m, p, b in state.writes() if p.endswith("ComputerSystem.Reset")]
+
+
+def offer(state: TreeState, values: list[str]) -> dict[str, Any]:
+    action: dict[str, Any] = state.resources[state.system()]["Actions"]["#ComputerSystem.Reset"]
+    action["ResetType@Redfish.AllowableValues"] = values
+    return action
+
+
+def test_soft_off_presses_the_button_where_there_is_no_graceful_shutdown() -> None:
+    with tree("hpe-dl325-gen10plus") as (state, driver):
+        # iLO 5 as the issue met it: the button, no GracefulShutdown
+        offer(state, ["On", "ForceOff", "ForceRestart", "Nmi", "PushPowerButton"])
+        driver.set_power_state(PowerAction.SOFT_OFF, deadline=call())
+        assert resets(state) == ["PushPowerButton"]
+        assert state.resources[state.system()]["PowerState"] == "Off"
+        driver.set_power_state(PowerAction.SOFT_OFF, deadline=call())  # already off
+        assert resets(state) == ["PushPowerButton"]  # never pressed on a node that is off
+
+
+def test_a_fused_reset_value_reads_as_the_values_it_joins() -> None:
+    with tree("dmtf-public-rackmount1") as (state, driver):
+        offer(state, ["On", "ForceOff", "ForceRestart", "GracefulShutdownGracefulRestart"])
+        driver.set_power_state(PowerAction.SOFT_REBOOT, deadline=call())
+        driver.set_power_state(PowerAction.SOFT_OFF, deadline=call())
+        assert resets(state) == ["GracefulRestart", "GracefulShutdown"]
+
+
+def test_reset_types_listed_only_in_the_action_info_are_read_once() -> None:
+    with tree("dmtf-public-rackmount1") as (state, driver):
+        system = state.system()
+        info = f"{system}/ResetActionInfo"
+        action = offer(state, [])
+        del action["ResetType@Redfish.AllowableValues"]
+        action["@Redfish.ActionInfo"] = info
+        state.resources[info] = {
+            "@odata.id": info,
+            "Parameters": [
+                {"Name": "ResetType", "AllowableValues": ["On", "ForceOff", "PowerCycle"]}
+            ],
+        }
+        state.generation[info] = 1
+        state.recorded[info] = dict(state.resources[info])
+        driver.set_power_state(PowerAction.REBOOT, deadline=call())
+        driver.set_power_state(PowerAction.REBOOT, deadline=call())
+        assert resets(state) == ["PowerCycle", "PowerCycle"]
+        assert [p for m, p, _ in state.calls("GET")].count(info) == 1
+
+
+def test_soft_reboot_without_graceful_restart_says_what_the_system_offers() -> None:
+    with tree("dell-r6515") as (state, driver):
+        offer(state, ["On", "ForceOff", "ForceRestart", "GracefulShutdown", "PushPowerButton"])
+        fault = fails(lambda: driver.set_power_state(PowerAction.SOFT_REBOOT, deadline=call()))
+        assert not state.writes()
+    assert isinstance(fault, UnsupportedOperation)
+    assert "GracefulRestart" in str(fault)
+    assert "GracefulShutdown" in str(fault)

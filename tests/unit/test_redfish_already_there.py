@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -37,6 +38,16 @@ class StubSystem:
         self.resets: list[Any] = []
         self.refreshes = 0
 
+    path = "/redfish/v1/Systems/1"
+    json: dict[str, Any] = {
+        "Actions": {
+            "#ComputerSystem.Reset": {
+                "target": "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset",
+                "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "ForceRestart"],
+            }
+        }
+    }
+
     def invalidate(self) -> None:
         pass
 
@@ -44,12 +55,17 @@ class StubSystem:
         self.refreshes += 1
         self.power_state = self.reads.pop(0)
 
-    def get_allowed_reset_system_values(self) -> set[Any]:
-        return {sushy.ResetType.ON, sushy.ResetType.FORCE_OFF, sushy.ResetType.FORCE_RESTART}
 
-    def reset_system(self, reset_type: Any) -> None:
-        self.resets.append(reset_type)
-        raise self.refusal
+class StubConnector:
+    """Where the driver POSTs the reset: refuses it, as the system says."""
+
+    def __init__(self, system: StubSystem) -> None:
+        self.system = system
+
+    def post(self, path: str, data: dict[str, Any]) -> None:
+        assert path.endswith("/Actions/ComputerSystem.Reset")
+        self.system.resets.append(sushy.ResetType(data["ResetType"]))
+        raise self.system.refusal
 
 
 def _driver(system: StubSystem) -> RedfishDriver:
@@ -58,6 +74,7 @@ def _driver(system: StubSystem) -> RedfishDriver:
     )
     driver = RedfishDriver("r1-n09", info)
     driver._system = system  # type: ignore[assignment]
+    driver._svc = SimpleNamespace(conn=StubConnector(system))  # type: ignore[assignment]
     driver._call = lambda operation, deadline, act, read: act()  # type: ignore[method-assign]
     return driver
 

@@ -1,0 +1,105 @@
+"""Which ``ResetType`` a power action sends, by what the system offers.
+
+A system says which reset types ``ComputerSystem.Reset`` takes in the
+action's ``ResetType@Redfish.AllowableValues`` or, on Supermicro X12/X13/H13,
+only in the ``@Redfish.ActionInfo`` resource the action links. A system that
+says neither is assumed to take them all (sushy's rule). Each action sends
+the first type in its row that the system offers:
+
+===============  ======================================================================
+action           ResetType, in order of preference, and why
+===============  ======================================================================
+on               ``On``; ``ForceOn`` (older iDRACs list only ForceOn)
+off              ``ForceOff``
+soft off         ``GracefulShutdown`` (ACPI shutdown of the OS); ``PushPowerButton``
+                 where there is none (iLO 5 offers only the button): a momentary
+                 press asks the OS to shut down, and is sent only while the node
+                 reads *on* -- pressed on a node that is off it would power it on
+reboot           ``ForceRestart``; ``PowerCycle`` (off, then on)
+soft reboot      ``GracefulRestart``. A system without it (Dell R630) gets
+                 ``UnsupportedOperation`` that says what it does offer: a soft off,
+                 then on, is the same soft reboot in two calls
+===============  ======================================================================
+
+Supermicro X13 lists ``"GracefulShutdownGracefulRestart"``: two values fused
+into one string. A listed value that is not a ResetType but a concatenation of
+ResetTypes reads as each of them (:func:`offered`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bmaas.driver import PowerAction
+
+__all__ = ["PUSH_BUTTON", "RESET_TYPES", "RESET_VALUES", "choose", "listed", "offered"]
+
+#: every ResetType in DMTF's schema (ComputerSystem.Reset)
+RESET_VALUES: tuple[str, ...] = (
+    "On",
+    "ForceOff",
+    "GracefulShutdown",
+    "GracefulRestart",
+    "ForceRestart",
+    "Nmi",
+    "ForceOn",
+    "PushPowerButton",
+    "PowerCycle",
+    "Suspend",
+    "Pause",
+    "Resume",
+    "FullPowerCycle",
+)
+PUSH_BUTTON = "PushPowerButton"
+
+#: the reset types of each action, in order of preference (the table above)
+RESET_TYPES: dict[PowerAction, tuple[str, ...]] = {
+    PowerAction.ON: ("On", "ForceOn"),
+    PowerAction.OFF: ("ForceOff",),
+    PowerAction.SOFT_OFF: ("GracefulShutdown", PUSH_BUTTON),
+    PowerAction.REBOOT: ("ForceRestart", "PowerCycle"),
+    PowerAction.SOFT_REBOOT: ("GracefulRestart",),
+}
+
+
+def listed(action: dict[str, Any]) -> list[str] | None:
+    """The values ``action`` (the ``#ComputerSystem.Reset`` JSON) lists
+    itself; None when it lists none (look for its ActionInfo)."""
+    values = action.get("ResetType@Redfish.AllowableValues")
+    return [str(v) for v in values] if isinstance(values, list) else None
+
+
+def from_action_info(info: dict[str, Any]) -> list[str] | None:
+    """The ``ResetType`` values an ActionInfo resource lists."""
+    for parameter in info.get("Parameters") or ():
+        if isinstance(parameter, dict) and parameter.get("Name") == "ResetType":
+            values = parameter.get("AllowableValues")
+            return [str(v) for v in values] if isinstance(values, list) else None
+    return None
+
+
+def _split(value: str) -> list[str] | None:
+    """``value`` as a concatenation of ResetTypes (longest first), or None."""
+    if not value:
+        return []
+    for name in sorted(RESET_VALUES, key=len, reverse=True):
+        if value.startswith(name):
+            rest = _split(value[len(name) :])
+            if rest is not None:
+                return [name, *rest]
+    return None
+
+
+def offered(values: list[str] | None) -> set[str]:
+    """The ResetTypes ``values`` offers (None: every one), fused values split."""
+    if values is None:
+        return set(RESET_VALUES)
+    found: set[str] = set()
+    for value in values:
+        found.update(_split(value) or [value])
+    return found
+
+
+def choose(action: PowerAction, offer: set[str]) -> str | None:
+    """The first reset type of ``action``'s row that ``offer`` holds."""
+    return next((t for t in RESET_TYPES[action] if t in offer), None)
