@@ -126,7 +126,7 @@ class DeployReport:
     steps: dict[str, float]
 
 
-class _Budget:
+class _DeployShare:
     """The deploy's share of the caller's :class:`~bmaas.deadline.Deadline`,
     read step by step: the Deadline every call in a step is handed (never a
     number of seconds), and how long a step may wait."""
@@ -203,10 +203,10 @@ def deploy_node(
     limits = limits or RetryLimits()
     clock = limits.clock
     total = min(settings.deadline_s, deadline.left())
-    budget = _Budget(
+    share = _DeployShare(
         driver.node, limits, deadline.share(cap=settings.deadline_s), total, before_step
     )
-    dl = budget.deadline
+    dl = share.deadline
     timings: dict[str, float] = {}
     state: dict[str, object] = {"method": "pxe", "progress": None}
 
@@ -214,7 +214,7 @@ def deploy_node(
         if before_step is not None:
             before_step(step)
         start = clock()
-        budget.left(step)
+        share.left(step)
         rd = RetryingDriver(driver, limits)
         try:
             body(rd)
@@ -244,7 +244,7 @@ def deploy_node(
             rd.set_boot_device(BootDevice.PXE, persistent=persistent, deadline=dl)
 
     def power(rd: RetryingDriver) -> None:
-        timeout = budget.limit(Step.POWER, settings.power_timeout)
+        timeout = share.limit(Step.POWER, settings.power_timeout)
         if state["power"] not in (PowerState.ON, PowerState.POWERING_ON):
             rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout, deadline=dl)
             return
@@ -253,14 +253,14 @@ def deploy_node(
         before = _progress(driver, rd, dl)
         since = clock()
         rd.set_power_state(PowerAction.REBOOT, wait=True, timeout=timeout, deadline=dl)
-        _await_restart(driver, rd, settings, budget, since=since, progress_before=before)
+        _await_restart(driver, rd, settings, share, since=since, progress_before=before)
 
     def settle(rd: RetryingDriver) -> None:
-        state["progress"] = _settle(driver, rd, settings, budget)
+        state["progress"] = _settle(driver, rd, settings, share)
 
     def ready_check(rd: RetryingDriver) -> None:
         assert ready is not None
-        _await_ready(driver, ready, settings, budget)
+        _await_ready(driver, ready, settings, share)
 
     def finalize(rd: RetryingDriver) -> None:
         rd.set_boot_device(BootDevice.DISK, persistent=True, deadline=dl)
@@ -296,7 +296,7 @@ def _await_restart(
     driver: BMCDriver,
     rd: RetryingDriver,
     settings: DeploySettings,
-    budget: _Budget,
+    share: _DeployShare,
     *,
     since: float,
     progress_before: str | None,
@@ -311,7 +311,7 @@ def _await_restart(
     and reports no BootProgress, costs the grace: rather wait a few seconds
     than settle on the old boot (the issue-14 bug: a settle that then saw the
     reset's off phase and fenced a good node)."""
-    clock, deadline = budget.clock, budget.deadline
+    clock, deadline = share.clock, share.deadline
     left_on = False
 
     def restarted() -> str | Literal[Pending.PENDING]:
@@ -343,15 +343,15 @@ def _await_restart(
             )
         return PENDING
 
-    return budget.poll(Step.POWER, settings.poll_interval, restarted)
+    return share.poll(Step.POWER, settings.poll_interval, restarted)
 
 
 def _settle(
-    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, budget: _Budget
+    driver: BMCDriver, rd: RetryingDriver, settings: DeploySettings, share: _DeployShare
 ) -> str | None:
     """Watch the node for the settle window: it must stay on and, where
     reported, BootProgress must reach the OS. Returns the last progress."""
-    clock, deadline = budget.clock, budget.deadline
+    clock, deadline = share.clock, share.deadline
     since = clock()
     reports_progress = driver.supports(Capability.BOOT_PROGRESS)
     progress: str | None = None
@@ -384,15 +384,15 @@ def _settle(
             )
         return PENDING
 
-    return budget.poll(Step.SETTLE, settings.poll_interval, settled)
+    return share.poll(Step.SETTLE, settings.poll_interval, settled)
 
 
 def _await_ready(
-    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, budget: _Budget
+    driver: BMCDriver, ready: ReadyHook, settings: DeploySettings, share: _DeployShare
 ) -> None:
-    clock = budget.clock
+    clock = share.clock
     start = clock()
-    limit = budget.limit(Step.READY, settings.ready_timeout)
+    limit = share.limit(Step.READY, settings.ready_timeout)
 
     def is_ready() -> bool | Literal[Pending.PENDING]:
         try:
@@ -415,7 +415,7 @@ def _await_ready(
             )
         return PENDING
 
-    budget.poll(Step.READY, settings.ready_interval, is_ready)
+    share.poll(Step.READY, settings.ready_interval, is_ready)
 
 
 def undeploy_node(

@@ -14,7 +14,7 @@ Every method:
   blocks past it; a call whose deadline has passed sends nothing and raises
   ``BMCTimeout``. A method that makes several BMC requests (``set_power_state``
   with ``wait``) gives each one a share of at most ``bmc_timeout``;
-* makes **one** bounded attempt: retry policy lives only in ``bmaas.retry``;
+* makes **one** bounded attempt: retry limits live only in ``bmaas.retry``;
 * raises only :class:`~bmaas.faults.BmaasError` subclasses;
 * states its idempotency, because the retry layer decides by it: repeating an
   idempotent call is safe after a ``BMCTimeout``, repeating REBOOT is not.

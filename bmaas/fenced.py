@@ -3,7 +3,7 @@
 A node the sync put into ``power failure`` (its own fence, the
 :class:`~bmaas.health.HealthRule`'s ``fault``) has a BMC that timed out or
 could not be reached several times in a row. Reading it every pass costs
-every pass that BMC's timeout (a hung BMC answers nothing until the read's
+every pass that BMC's timeout (a silent BMC answers nothing until the read's
 deadline), and tells us nothing new most of the time. So the sync
 (:func:`bmaas.sync.sync_pass` given a :class:`FencedReads`, as
 :func:`bmaas.sync.sync_loop` always does):
@@ -20,7 +20,7 @@ deadline), and tells us nothing new most of the time. So the sync
   the rest; one still running is collected by a later pass, and is not
   started again meanwhile.
 
-So a dead BMC costs only itself: its reads neither stretch a pass nor run
+So a silent BMC costs only itself: its reads neither stretch a pass nor run
 more often than the schedule.
 """
 

@@ -32,7 +32,7 @@ exact sleep sequence.
 
 The pieces are tenacity strategies (``retry_if_fault``, ``wait_for_fault``,
 ``stop_before_deadline``) composed by :func:`retrying`, usable on any callable
-through ``@retry_bmc(policy)``. A non-idempotent REBOOT gets special care in
+through ``@retry_bmc(limits)``. A non-idempotent REBOOT gets special care in
 :func:`reboot`: after a timeout, the power state is read before acting again.
 """
 
@@ -145,7 +145,7 @@ class RetryLimits:
     def limit_for(self, fault: BaseException, *, idempotent: bool) -> int:
         """How many attempts in all a call may make while this fault class keeps
         recurring (1 means: do not retry it here). *Whether* comes from the
-        policy table (:mod:`bmaas.policy`); *how many* from this policy."""
+        policy table (:mod:`bmaas.policy`); *how many* from these limits."""
         row = policy_for(fault)
         if self.sync and row.counts_for_health:
             return 1
@@ -229,7 +229,7 @@ class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
 
 class stop_before_deadline(tenacity.stop.stop_base):  # noqa: N801 - tenacity's naming style
     """Stop when sleeping the upcoming wait would leave less than
-    ``min_attempt`` seconds before ``deadline``: the policy never overruns
+    ``min_attempt`` seconds before ``deadline``: the retry never overruns
     its deadline, sleep included."""
 
     def __init__(self, deadline: Deadline, min_attempt: float) -> None:
@@ -256,7 +256,7 @@ def _log_retry(retry_state: RetryCallState) -> None:
 def retrying(
     limits: RetryLimits, *, idempotent: bool = True, deadline: Deadline
 ) -> tenacity.Retrying:
-    """A tenacity ``Retrying`` for one operation under ``policy``, ending by
+    """A tenacity ``Retrying`` for one operation under ``limits``, ending by
     ``deadline``. The last fault is re-raised as itself when retrying stops."""
     return tenacity.Retrying(
         retry=retry_if_fault(limits, idempotent=idempotent),
@@ -278,11 +278,11 @@ def call(
     idempotent: bool = True,
     **kwargs: Any,
 ) -> R:
-    """Call ``fn(*args, **kwargs, deadline=...)`` under ``policy``.
+    """Call ``fn(*args, **kwargs, deadline=...)`` under ``limits``.
 
     ``deadline`` bounds the operation, of which it takes at most
-    ``policy.total`` seconds. Each attempt is passed ``deadline.share(cap=...)``: at most
-    one BMC call's bound (``policy.bmc_timeout``, else ``bmc_timeout``, else
+    ``limits.total`` seconds. Each attempt is passed ``deadline.share(cap=...)``: at most
+    one BMC call's bound (``limits.bmc_timeout``, else ``bmc_timeout``, else
     :data:`~bmaas.driver.DEFAULT_BMC_TIMEOUT`) and never more than what is
     left, so the last attempt cannot run past the operation's deadline.
     ``fn`` must take a ``deadline`` keyword (every driver method does).
@@ -374,7 +374,7 @@ class RetryingDriver:
 
     Every method takes the operation's ``deadline`` (a
     :class:`~bmaas.deadline.Deadline`, required); each BMC attempt gets a
-    share of it of at most ``policy.bmc_timeout``, else the driver's
+    share of it of at most ``limits.bmc_timeout``, else the driver's
     ``bmc_timeout``.
     """
 

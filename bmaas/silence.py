@@ -1,9 +1,9 @@
-"""BMCs that stopped answering, re-probed in the background, so that a caller
+"""Silent BMCs (ones that stopped answering), re-probed in the background, so that a caller
 with no loop of its own is not held by them again and again.
 
-Inside Ironic's conductor every power-sync read of a hung BMC held one of
+Inside Ironic's conductor every power-sync read of a silent BMC held one of
 the sync's 8 workers for the whole ``[bmaas]call_deadline``, and did so
-every cycle until Ironic fenced the node four cycles later: 49 hung BMCs
+every cycle until Ironic fenced the node four cycles later: 49 silent BMCs
 among 1000 stretched a 5.1 s cycle to 27 s, then 17-19 s for three more
 (``hwlab bench ironic-scale --size 1000 --type bmaas-ipmi --interval 60
 --hung-fraction 0.05``, 2026-11-25). ``bmaas sync`` has its own answer

@@ -79,8 +79,8 @@ class App:
     #: the clock a command's Deadline is made on (tests: the fake fleet's)
     deadline_clock: Callable[[], float] = time.monotonic
     _store: Store | None = None
-    #: the command's budget (the first :meth:`deadline` made), which bounds the store
-    _budget: Deadline | None = None
+    #: the command's deadline (the first :meth:`deadline` made), which bounds the store
+    _command_deadline: Deadline | None = None
 
     def store(self, *, check_schema: bool = True, create: bool = False) -> Store:
         """The store, opened once. Only ``bmaas enroll`` and ``bmaas db
@@ -96,25 +96,25 @@ class App:
                 clock=self.clock,
                 check_schema=check_schema,
                 create=create,
-                deadline=self._budget,
+                deadline=self._command_deadline,
             )
         return self._store
 
     def deadline(self, seconds: float) -> Deadline:
-        """The command's budget: made once, where the command starts. The
+        """The command's deadline: made once, where the command starts. The
         first one made also bounds the store, if it is opened after it (a
         command that loops, ``sync --interval``, opens the store first: each
         pass's deadline then bounds that pass's BMC work, and each database
         call its own ``BUSY_TIMEOUT``)."""
         made = Deadline.after(seconds, clock=self.deadline_clock)
-        if self._budget is None:
-            self._budget = made
+        if self._command_deadline is None:
+            self._command_deadline = made
         return made
 
     def factory(self, bmc_timeout: float) -> DriverFactory:
         return self.make_factory(bmc_timeout=bmc_timeout)
 
-    def retry_policy(self, *, no_retry: bool = False) -> RetryLimits:
+    def retry_limits(self, *, no_retry: bool = False) -> RetryLimits:
         """The operation retry a fleet command gives each node's calls;
         ``--no-retry``: one attempt, the BMC's raw first answer."""
         return self.retry.replace(max_attempts=1) if no_retry else self.retry
@@ -123,7 +123,7 @@ class App:
         if self._store is not None:
             self._store.close()
             self._store = None
-        self._budget = None  # the next command (tests reuse an App) makes its own
+        self._command_deadline = None  # the next command (tests reuse an App) makes its own
 
 
 pass_app = click.make_pass_decorator(App, ensure=True)

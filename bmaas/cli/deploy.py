@@ -71,7 +71,7 @@ def make_provisioner(
     bmc_timeout: float,
     power_timeout: float,
     settle: float,
-    budget: Deadline,
+    command_deadline: Deadline,
     cancel: CancelToken | None = None,
 ) -> Provisioner:
     """The command's provisioner; ``budget`` (its ``--deadline``) also bounds
@@ -80,14 +80,16 @@ def make_provisioner(
     sleeps on ``cancel``: a second signal ends it at once."""
     sleep = cancel.sleeper() if cancel is not None else _clock.sleep
     with exit_on_signals():  # nothing started yet: a signal need not wait out a silent service
-        backend = chosen_backend(deadline=budget, sleep=sleep)  # --cloud / --backend ironic
+        backend = chosen_backend(
+            deadline=command_deadline, sleep=sleep
+        )  # --cloud / --backend ironic
         if backend is not None:
             return Provisioner(
                 backend=backend,
                 max_attempts=max_attempts,
                 deadline_s=deadline,
                 cancel=cancel,
-                deadline=budget,
+                deadline=command_deadline,
             )
         settings = DeploySettings(
             power_timeout=power_timeout,
@@ -103,7 +105,7 @@ def make_provisioner(
             max_attempts=max_attempts,
             deadline_s=deadline,
             cancel=cancel,
-            deadline=budget,  # the start-up reclaim takes a share of the command's
+            deadline=command_deadline,  # the start-up reclaim takes a share of the command's
         )
 
 
@@ -260,7 +262,7 @@ def deploy(
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
     start = time.monotonic()
-    budget = app.deadline(limits["deadline"])  # before the store opens: it bounds it too
+    command_deadline = app.deadline(limits["deadline"])  # before the store opens: it bounds it too
     if network is not None and embedded_chosen():
         # bad input is one line and exit 2, not a FAILED row per request
         # (on Ironic the backend's port ledger takes any network name)
@@ -283,11 +285,13 @@ def deploy(
     ]
     with (
         interruptible() as token,
-        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+        make_provisioner(
+            app, command_deadline=command_deadline, cancel=token, **limits
+        ) as provisioner,
         progress_lines(count, quiet=as_json, line=_progress_line) as tick,
     ):
         results = provisioner.provision_many(
-            requests, workers=workers, on_result=tick, deadline=budget
+            requests, workers=workers, on_result=tick, deadline=command_deadline
         )
     rows = [_row(r) for r in results]
     failed = [r for r in rows if not r["ok"]]
@@ -347,16 +351,18 @@ def undeploy(
     if all_instances == bool(instances):
         raise InputError("name instances or give --all", field="INSTANCE")
     start = time.monotonic()
-    budget = app.deadline(limits["deadline"])
+    command_deadline = app.deadline(limits["deadline"])
     rows: list[dict[str, Any]] = []
     with (
         interruptible() as token,
-        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+        make_provisioner(
+            app, command_deadline=command_deadline, cancel=token, **limits
+        ) as provisioner,
     ):
         names = [i.name for i in provisioner.instances()] if all_instances else list(instances)
         _all_known(provisioner, names)
         for name in names:
-            row = _undeploy_one(provisioner, name, budget, token)
+            row = _undeploy_one(provisioner, name, command_deadline, token)
             rows.append(row)
             if not as_json:
                 click.echo(_undeploy_line(row))
@@ -374,7 +380,7 @@ def undeploy(
 
 
 def _undeploy_one(
-    provisioner: Provisioner, name: str, budget: Deadline, token: CancelToken
+    provisioner: Provisioner, name: str, command_deadline: Deadline, token: CancelToken
 ) -> dict[str, Any]:
     """One instance undeployed, as a ``--json`` row: ``status`` is
     ``released``, ``failed`` (with the ``fault``) or ``not started``;
@@ -384,7 +390,7 @@ def _undeploy_one(
     if token.cancelled:
         return {**row, "status": "not started", "reason": token.reason}
     try:
-        nodes = provisioner.undeploy(name, deadline=budget)
+        nodes = provisioner.undeploy(name, deadline=command_deadline)
     except BmaasError as exc:
         return {**row, "status": "failed", "fault": exc.to_dict()}
     store = provisioner.store
@@ -433,13 +439,15 @@ def move(
     """Re-deploy INSTANCE onto another node. The source is given back only
     once the target is up; if the target fails, the instance keeps its node.
     Exit 1 with every candidate's story when no target worked."""
-    budget = app.deadline(limits["deadline"])
+    command_deadline = app.deadline(limits["deadline"])
     with (
         interruptible() as token,
-        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+        make_provisioner(
+            app, command_deadline=command_deadline, cancel=token, **limits
+        ) as provisioner,
     ):
         try:
-            moved = provisioner.move(instance_name, to=target, deadline=budget)
+            moved = provisioner.move(instance_name, to=target, deadline=command_deadline)
         except ProvisionFailed as exc:
             click.echo(f"{instance_name}: not moved: {exc.message}")
             for attempt in exc.attempts:

@@ -11,7 +11,7 @@ and ``--json`` (in that order in ``--help``), and calls the function with one
     @fleet_command()
     def power_status(args: FleetArgs) -> None:
         \"\"\"Read the power state of NODE... (or --all).\"\"\"
-        run_fleet(args, lambda d, budget: d.get_power_state(deadline=budget), label="power status")
+        run_fleet(args, lambda d, deadline: d.get_power_state(deadline=deadline), label="power")
 """
 
 from __future__ import annotations
@@ -105,13 +105,13 @@ def run_fleet(
     the operation retry, print the results, ``record``, exit (0 all ok, 1
     some not). ``--deadline`` seconds bound the whole command."""
     app = args.app
-    budget = app.deadline(args.deadline)
+    command_deadline = app.deadline(args.deadline)
     store = app.store()
     records = select_nodes(store, args.nodes, args.all_nodes)
-    policy = app.retry_policy(no_retry=args.no_retry)
+    limits = app.retry_limits(no_retry=args.no_retry)
 
     def retried(driver: BMCDriver) -> Any:
-        return operation(RetryingDriver(driver, policy), budget)
+        return operation(RetryingDriver(driver, limits), command_deadline)
 
     start = time.monotonic()
     # Pooled for the command's life: the nodes behind one Redfish service keep
@@ -128,7 +128,7 @@ def run_fleet(
             factory=app.factory(args.bmc_timeout),
             workers=args.workers,
             on_result=lambda _result: advance(),
-            deadline=budget,
+            deadline=command_deadline,
             pool=pool,
         )
     if record is not None:

@@ -77,13 +77,15 @@ def maintenance_set(
         for name in nodes:
             _say_maintenance(store.nodes.set_maintenance(name, reason=reason, by=who), reason)
         return
-    budget = app.deadline(limits["deadline"])
+    command_deadline = app.deadline(limits["deadline"])
     with (
         interruptible() as token,
-        make_provisioner(app, budget=budget, cancel=token, **limits) as provisioner,
+        make_provisioner(
+            app, command_deadline=command_deadline, cancel=token, **limits
+        ) as provisioner,
     ):
         report = evacuate_nodes(
-            provisioner, nodes, reason=reason, by=who, deadline=budget, cancel=token
+            provisioner, nodes, reason=reason, by=who, deadline=command_deadline, cancel=token
         )
     for rec in store.nodes.require(nodes):
         _say_maintenance(rec, reason)
@@ -256,7 +258,7 @@ def sync(
     if split is None:
         split = interval is not None
     # one pass: its deadline bounds the store too (made before the store opens)
-    budget = app.deadline(deadline) if interval is None else None
+    command_deadline = app.deadline(deadline) if interval is None else None
     store = app.store()
     policy = HealthRule(fault_after=fault_after, recover_after=recover_after)
     if processes is None:
@@ -274,7 +276,7 @@ def sync(
             "health_rule": policy,
             "workers": workers,
             "pool": pool,
-            "retry": app.retry_policy(no_retry=no_retry),
+            "retry": app.retry_limits(no_retry=no_retry),
         }
         if split:
             options["share"] = stack.enter_context(FleetShare(store, ttl=lease_ttl))
@@ -290,8 +292,8 @@ def sync(
                 )
             )
         if interval is None:
-            assert budget is not None
-            _sync_once(ctx, store, options, budget, as_json=as_json)
+            assert command_deadline is not None
+            _sync_once(ctx, store, options, command_deadline, as_json=as_json)
         else:
             options["pass_timeout"] = deadline
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)

@@ -57,7 +57,7 @@ def power_status(args: FleetArgs) -> None:
 
     run_fleet(
         args,
-        lambda d, budget: d.get_power_state(deadline=budget),
+        lambda d, deadline: d.get_power_state(deadline=deadline),
         label="power status",
         record=record,
     )
@@ -82,9 +82,9 @@ def _power_command(action: PowerAction, help_text: str) -> click.Command:
     @click.command(action.value.replace("_", "-"), help=help_text)
     @fleet_command(_WAIT, _TIMEOUT)
     def command(args: FleetArgs, *, wait: bool, timeout: float) -> None:
-        def operation(driver: RetryingDriver, budget: Deadline) -> PowerState:
+        def operation(driver: RetryingDriver, deadline: Deadline) -> PowerState:
             # REBOOT with --wait is bmaas.retry.reboot: never resent blindly
-            return driver.set_power_state(action, wait=wait, timeout=timeout, deadline=budget)
+            return driver.set_power_state(action, wait=wait, timeout=timeout, deadline=deadline)
 
         def record(results: list[NodeResult[Any]]) -> None:
             ok = [r for r in results if r.ok]
@@ -118,7 +118,11 @@ def boot_device() -> None:
 @fleet_command()
 def boot_get(args: FleetArgs) -> None:
     """Read the next boot device of NODE... (or --all)."""
-    run_fleet(args, lambda d, budget: d.get_boot_device(deadline=budget), label="boot device")
+    run_fleet(
+        args,
+        lambda d, deadline: d.get_boot_device(deadline=deadline),
+        label="boot device",
+    )
 
 
 @boot_device.command("set")
@@ -136,8 +140,8 @@ def boot_set(args: FleetArgs, *, device: str, persistent: bool) -> None:
     """Set the next boot device of NODE... (or --all); read back to verify."""
     target = BootDevice(device)
 
-    def operation(driver: RetryingDriver, budget: Deadline) -> BootSetting:
-        driver.set_boot_device(target, persistent=persistent, deadline=budget)
+    def operation(driver: RetryingDriver, deadline: Deadline) -> BootSetting:
+        driver.set_boot_device(target, persistent=persistent, deadline=deadline)
         # the same shape as `get`: {"device", "persistent"} in JSON
         return BootSetting(target, persistent)
 
@@ -165,8 +169,8 @@ def vmedia() -> None:
 def vmedia_insert(args: FleetArgs, *, url: str) -> None:
     """Insert the image at --url into NODE... (or --all)."""
 
-    def operation(driver: RetryingDriver, budget: Deadline) -> str:
-        driver.insert_virtual_media(url, deadline=budget)
+    def operation(driver: RetryingDriver, deadline: Deadline) -> str:
+        driver.insert_virtual_media(url, deadline=deadline)
         return "inserted"
 
     said = f"virtual media inserted: {mask_url(url)}"
@@ -178,8 +182,8 @@ def vmedia_insert(args: FleetArgs, *, url: str) -> None:
 def vmedia_eject(args: FleetArgs) -> None:
     """Eject virtual media from NODE... (or --all)."""
 
-    def operation(driver: RetryingDriver, budget: Deadline) -> str:
-        driver.eject_virtual_media(deadline=budget)
+    def operation(driver: RetryingDriver, deadline: Deadline) -> str:
+        driver.eject_virtual_media(deadline=deadline)
         return "ejected"
 
     said = "virtual media ejected"

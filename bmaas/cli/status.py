@@ -52,7 +52,7 @@ def status() -> None:
     deadline_option(
         default=DEFAULT_CHECK_DEADLINE,
         least=1.0,
-        help="Seconds the whole check may take, dead BMCs included; each BMC call gets a share.",
+        help="Seconds the whole check may take, silent BMCs included; each BMC call gets a share.",
     ),
     bmc_timeout_option("The most one BMC call may take (less when --deadline is short)."),
     workers_option(help="BMCs asked at once."),
@@ -79,9 +79,11 @@ def status_check(
     """Check the database, the drivers and every BMC: Success, Warning or
     Failure per check. Exit 0 when all succeed, 1 on any warning, 2 on any
     failure. Reads only: changes nothing in the database or on any BMC."""
-    budget = app.deadline(deadline)
+    command_deadline = app.deadline(deadline)
     with exit_on_signals():  # a check changes nothing: a signal ends it at once
-        _status_check(ctx, app, as_json, only, (deadline, budget), bmc_timeout, workers, inventory)
+        _status_check(
+            ctx, app, as_json, only, (deadline, command_deadline), bmc_timeout, workers, inventory
+        )
 
 
 def _status_check(
@@ -94,13 +96,13 @@ def _status_check(
     workers: int,
     inventory: str | None,
 ) -> None:
-    deadline, budget = limits  # --deadline's seconds (for the report), and the budget
+    deadline, command_deadline = limits  # --deadline's seconds (for the report), and the budget
     # --cloud: Ironic's checks instead of the store's, every API call by the budget
-    backend = chosen_backend(deadline=budget)
+    backend = chosen_backend(deadline=command_deadline)
     chosen = select(only, backend.status_checks() if backend is not None else CHECKS)
     context = CheckContext(
         app.db,
-        deadline=budget,
+        deadline=command_deadline,
         bmc_timeout=bmc_timeout,
         workers=workers,
         inventory=inventory,

@@ -28,7 +28,7 @@ which then stops waiting and says what it left; waits *before new work*
 ``wait=`` (a fake clock's) and assert the sleep sequence, never sleeping::
 
     token = CancelToken()
-    policy = RetryLimits(sleep=token.sleeper())   # busy backoff ends on roll back
+    limits = RetryLimits(sleep=token.sleeper())   # busy backoff ends on roll back
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ class Provisioner:
                 keep_leases=keep_leases,
                 # starting (reclaiming what dead clients left) takes a share
                 # of the caller's budget, at most one request's
-                deadline=self._budget(deadline),
+                deadline=self._request_deadline(deadline),
             )
             backend = self.embedded
         self.backend: Backend = backend
@@ -133,7 +133,7 @@ class Provisioner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _budget(self, deadline: Deadline | None) -> Deadline:
+    def _request_deadline(self, deadline: Deadline | None) -> Deadline:
         """One request's budget: ``self.deadline`` seconds, within the caller's."""
         if deadline is None:
             return Deadline.after(self.deadline_s, clock=self.clock)
@@ -143,7 +143,7 @@ class Provisioner:
         return run_job(
             self.backend,
             job,
-            deadline=self._budget(deadline),
+            deadline=self._request_deadline(deadline),
             cancel=cancel or self.cancel,
             max_attempts=self.max_attempts,
             min_attempt=self.min_attempt,
@@ -233,7 +233,7 @@ class Provisioner:
         and the ports (bmaas-made ports are deleted, the user's kept). A node
         that cannot be powered off is released with a fault, so nothing
         claims it until a person has looked."""
-        return self.backend.undeploy(name_or_id, deadline=self._budget(deadline))
+        return self.backend.undeploy(name_or_id, deadline=self._request_deadline(deadline))
 
     def move(
         self,

@@ -2,7 +2,7 @@
 
 Modelled on ``nova-status upgrade check`` (Success, Warning or Failure per
 check; exit code 0, 1 or 2), but it asks the BMCs as well as the service:
-a database at the right schema is no use if half the BMCs stopped answering.
+a database at the right schema is no use if half the BMCs are silent.
 
 ========================  ====================================================
 :mod:`.checks`            the ONE table of checks, and the runner

@@ -8,7 +8,7 @@ Time: ``deadline`` (a :class:`~bmaas.deadline.Deadline`, created where the
 command starts) bounds the whole run. The sweep gets :attr:`sweep_deadline`,
 a share of it (less a small reserve for the checks after it and the report),
 and each BMC call a share of the sweep's of at most :attr:`bmc_timeout`, so a
-dead BMC costs one share and ``CALL_SHARE`` rounds of dead BMCs per worker
+silent BMC costs one share and ``CALL_SHARE`` rounds of silent BMCs per worker
 still fit before the sweep gives up on the rest.
 """
 

@@ -8,7 +8,7 @@ This subpackage is the only place bmaas imports ``ironic``::
     hardware.py    the two GenericHardware subclasses
     power.py       PowerInterface: bounded, retried by fault class, sync-aware
     management.py  ManagementInterface: boot device, virtual media
-    calls.py       one BMC operation: budget, retry policy, faults -> Ironic exceptions
+    calls.py       one BMC operation: deadlines, retry limits, faults -> Ironic exceptions
     info.py        Ironic's shared driver_info -> bmaas DriverInfo
     pool.py        one driver (one session) per node per conductor
     conf.py        the [bmaas] section of ironic.conf

@@ -1,4 +1,4 @@
-"""One BMC operation inside Ironic: its budget, its retry policy, its errors.
+"""One BMC operation inside Ironic: its deadline, its retry limits, its errors.
 
 Every interface method goes through here, so each one:
 
@@ -109,7 +109,7 @@ def label(task: Any) -> str:
     return str(node.name or node.uuid)
 
 
-#: the conductor's BMCs that stopped answering, probed in the background
+#: the conductor's silent BMCs (no answer lately), probed in the background
 #: (:mod:`bmaas.silence`): a power read of one fails at once instead of
 #: holding one of the power sync's workers for the call deadline every cycle
 #: until Ironic fences the node

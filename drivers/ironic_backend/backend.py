@@ -220,10 +220,10 @@ class IronicBackend(InstancesMixin):
             found = self.api.call("node.get", self.api.bm.get_node, node, node=node)
             resource_class = found.resource_class
         extra = {"bmaas_request": job.label, "bmaas_attempt": number}
-        policy = self.api.busy.replace(max_attempts=3)
+        limits = self.api.busy.replace(max_attempts=3)
         allocating = deadline.share(cap=self.allocation_timeout)
         try:
-            for attempt in retrying(policy, idempotent=True, deadline=allocating):
+            for attempt in retrying(limits, idempotent=True, deadline=allocating):
                 with attempt:
                     allocation = self._allocate(
                         node, resource_class, request.traits, extra, allocating

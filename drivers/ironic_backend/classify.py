@@ -81,7 +81,7 @@ STOCK_MESSAGES: tuple[Row, ...] = (
         r"IPMI call failed",
         BMCUnreachable,
         "ipmitool gave up after Ironic's own retries (~60 s): busy, internal error, wrong "
-        "password and a dead BMC all read the same here, so the node is not worth waiting on",
+        "password and a silent BMC all read the same here, so the node is not worth waiting on",
     ),
     _row(
         r"Connection refused|Failed to establish a new connection|No route to host|"

@@ -70,7 +70,7 @@ class InstancesMixin:
 
     def undeploy(self, instance: str, *, deadline: Deadline) -> list[str]:
         """Tear the instance's node down (its allocation goes with it); a
-        tear-down that ends in ``error`` (dead BMC) fences the node."""
+        tear-down that ends in ``error`` (a silent BMC) fences the node."""
         found = self.instance(instance)
         allocation = self.api.call("allocation.get", self.api.bm.get_allocation, found.id)
         if not allocation.node_id:

@@ -108,7 +108,7 @@ OUTCOME_BUDGET = 8.0
 #: bmaas's retry for an outcome run: the defaults, but "briefly" spans 3 s
 #: (4 attempts 1 s apart), longer than the matrix's firmware-update reboot --
 #: what an operator whose BMCs reboot to update sets to ride it out
-OUTCOME_POLICY = RetryLimits(bmc_timeout=1.0, unreachable_attempts=4)
+OUTCOME_LIMITS = RetryLimits(bmc_timeout=1.0, unreachable_attempts=4)
 
 
 def _retried(driver: BMCDriver, action: str, deadline: Deadline, calls: list[str]) -> str:
@@ -124,7 +124,7 @@ def _retried(driver: BMCDriver, action: str, deadline: Deadline, calls: list[str
 
         return call
 
-    retrying = RetryingDriver(_Counting(driver, counted), OUTCOME_POLICY)  # type: ignore[arg-type]
+    retrying = RetryingDriver(_Counting(driver, counted), OUTCOME_LIMITS)  # type: ignore[arg-type]
     if action == "power_on":
         state = retrying.set_power_state(
             PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=deadline

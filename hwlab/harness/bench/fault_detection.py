@@ -247,7 +247,7 @@ def _report(options: Options, cells: dict[tuple[str, str, str], dict[str, Any]])
         "command_retry_timeout=60)",
         "sushy defaults on a dead BMC: 10 tries of a 60 s read timeout, 3 s apart "
         "(~630 s by its settings)",
-        "bmaas reports BMCBusy at once and leaves waiting to its retry policy; Ironic and "
+        "bmaas reports BMCBusy at once and leaves waiting to its retry limits; Ironic and "
         "sushy wait inside the call",
     ]
     data = {
