@@ -195,6 +195,12 @@ FIELDS: dict[str, InfoField] = {
             _body_bytes,
             "largest response body read, in bytes (default 16 MiB; 64 KiB to 1 GiB)",
         ),
+        InfoField(
+            "boot_mode",
+            _choice("uefi", "bios"),
+            "firmware boot mode to ask for with every boot override: uefi or bios "
+            "(Ironic's boot_mode; Redfish BootSourceOverrideMode UEFI or Legacy)",
+        ),
         InfoField("fake_machine", _text, "name of a simulated machine (fake driver)"),
         InfoField(
             "bmc_max_requests",
@@ -227,6 +233,7 @@ class DriverInfo:
     redfish_verify_ca: bool | str = True
     redfish_auth_type: str = "auto"
     redfish_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    boot_mode: str | None = None
     fake_machine: str | None = None
     bmc_max_requests: int | None = None
     bmc_min_interval: float | None = None

@@ -22,6 +22,11 @@ read-back keeps the target with             the BMC took the one-time override
                                             ``BootFailure``
 ``Enabled=Disabled`` or ``Target=None``     no override: the node follows its
 otherwise                                   boot order, i.e. its disk
+a node with ``boot_mode`` (uefi/bios,        ``BootSourceOverrideMode`` ``UEFI`` /
+Ironic's name)                              ``Legacy`` in every override PATCH,
+                                            where the Boot object has the property;
+                                            a mode its ``AllowableValues`` lack is
+                                            ``UnsupportedOperation``
 an override bmaas has no device for         read as what it is:
 (``Usb``, ``Utilities``, ``UefiShell``,     :class:`~bmaas.driver.OtherBootDevice`
 ``Diags``, ...), left by another tool       with the BMC's name
@@ -37,10 +42,15 @@ from bmaas.driver import BootDevice, BootSetting, OtherBootDevice
 __all__ = [
     "CONTINUOUS",
     "DISABLED",
+    "MODES",
     "ONCE",
     "TARGETS",
+    "NotAllowed",
     "allows_continuous",
     "frequency",
+    "mode_for",
+    "mode_of",
+    "override",
     "setting_of",
     "target_for",
 ]
@@ -94,6 +104,57 @@ def target_for(boot: dict[str, Any], device: BootDevice, manufacturer: str | Non
     if allowed is not None and target not in allowed:
         return None
     return target
+
+
+#: a node's boot_mode (Ironic's names) -> BootSourceOverrideMode
+MODES: dict[str, str] = {"uefi": "UEFI", "bios": "Legacy"}
+
+
+def mode_for(boot: dict[str, Any], boot_mode: str | None) -> tuple[str | None, bool]:
+    """The ``BootSourceOverrideMode`` to send for ``boot_mode`` (None: send
+    none -- no mode asked, or the Boot object has no such property), and
+    whether the service allows it."""
+    if boot_mode is None:
+        return None, True
+    mode = MODES[boot_mode]
+    allowed = _allowed(boot, "BootSourceOverrideMode")
+    if allowed is None and "BootSourceOverrideMode" not in boot:
+        return None, True
+    return mode, allowed is None or mode in allowed
+
+
+class NotAllowed(Exception):
+    """The system does not allow what was asked (the message says what)."""
+
+
+def override(
+    system: dict[str, Any], device: BootDevice, persistent: bool, boot_mode: str | None
+) -> dict[str, str]:
+    """The ``Boot`` object to PATCH onto ``system`` (its JSON) for ``device``;
+    :class:`NotAllowed` when its AllowableValues rule the target or mode out."""
+    boot = system.get("Boot") or {}
+    target = target_for(boot, device, system.get("Manufacturer"))
+    if target is None:
+        offered = _allowed(boot, "BootSourceOverrideTarget") or ["none"]
+        raise NotAllowed(
+            f"boot override {TARGETS[device]} is not one the system allows ({', '.join(offered)})"
+        )
+    body = {
+        "BootSourceOverrideTarget": target,
+        "BootSourceOverrideEnabled": frequency(boot, persistent),
+    }
+    mode, allowed = mode_for(boot, boot_mode)
+    if not allowed:
+        raise NotAllowed(f"boot mode {mode} is not one the system allows")
+    if mode is not None:
+        body["BootSourceOverrideMode"] = mode
+    return body
+
+
+def mode_of(boot: dict[str, Any]) -> str | None:
+    """The boot mode ``boot`` reads as (``uefi``/``bios``), None if it does not say."""
+    found = boot.get("BootSourceOverrideMode")
+    return next((name for name, mode in MODES.items() if mode == found), None)
 
 
 def setting_of(boot: dict[str, Any], *, just_sent: str | None = None) -> BootSetting:

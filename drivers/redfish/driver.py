@@ -99,7 +99,7 @@ class RedfishDriver(BMCDriver):
         "redfish_username",
         "redfish_password",
     )
-    accepted_info = frozenset(k for k in FIELDS if k.startswith("redfish_"))
+    accepted_info = frozenset(k for k in FIELDS if k.startswith("redfish_")) | {"boot_mode"}
     #: Redfish sessions time out after SessionService.SessionTimeout (30 s at
     #: least by the standard, 30 min on common BMCs); sushy logs in again on a 401
     session_idle = 300.0
@@ -491,19 +491,22 @@ class RedfishDriver(BMCDriver):
     def _send_boot(self, system: Resource, device: BootDevice, persistent: bool) -> tuple[str, str]:
         """PATCH the override onto ``system`` (as just read): its target and frequency."""
         assert self._conn is not None
-        boot = system.body.get("Boot") or {}
-        target = boot_rules.target_for(boot, device, system.body.get("Manufacturer"))
-        if target is None:
-            offered = boot.get("BootSourceOverrideTarget@Redfish.AllowableValues")
-            raise self.unsupported(
-                Operation.BOOT_SET,
-                f"boot override {boot_rules.TARGETS[device]} is not one the system allows "
-                f"({', '.join(map(str, offered or ())) or 'none'})",
-            )
-        enabled = boot_rules.frequency(boot, persistent)
-        body = {"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": enabled}
+        try:
+            body = boot_rules.override(system.body, device, persistent, self.info.boot_mode)
+        except boot_rules.NotAllowed as exc:
+            raise self.unsupported(Operation.BOOT_SET, str(exc)) from None
         patch(self._conn, system, {"Boot": body})
-        return target, enabled
+        return body["BootSourceOverrideTarget"], body["BootSourceOverrideEnabled"]
+
+    def get_boot_mode(self, *, deadline: Deadline) -> str | None:
+        """The firmware boot mode the system reads (``uefi``/``bios``, Ironic's
+        names), None when it does not say. Idempotent; 1 GET."""
+        return self._call(
+            Operation.BOOT_GET,
+            deadline,
+            lambda: boot_rules.mode_of(self._fresh_system().json.get("Boot") or {}),
+            read=Operation.BOOT_GET,
+        )
 
     def _learn(self, quirk: Quirk, what: str) -> None:
         if quirk not in self.quirks:

@@ -46,7 +46,9 @@ def call() -> Deadline:
 
 
 @contextlib.contextmanager
-def tree(name: str, quirks: Quirks | None = None) -> Iterator[tuple[TreeState, RedfishDriver]]:
+def tree(
+    name: str, quirks: Quirks | None = None, **info: Any
+) -> Iterator[tuple[TreeState, RedfishDriver]]:
     state = TreeState(name, quirks)
     with serving(state) as url:
         driver: Any = build_driver(
@@ -57,6 +59,7 @@ def tree(name: str, quirks: Quirks | None = None) -> Iterator[tuple[TreeState, R
                 "redfish_username": "admin",
                 "redfish_password": "recorded-tree",
                 "redfish_auth_type": "basic",
+                **info,
             },
             bmc_timeout=CALL,
         )
@@ -381,3 +384,36 @@ def test_soft_reboot_without_graceful_restart_says_what_the_system_offers() -> N
     assert isinstance(fault, UnsupportedOperation)
     assert "GracefulRestart" in str(fault)
     assert "GracefulShutdown" in str(fault)
+
+
+# -- boot mode (a node's boot_mode, Ironic's names) ----------------------------------------------
+
+
+def test_the_boot_mode_is_read_and_sent_with_every_override() -> None:
+    with tree("lenovo-sr650", boot_mode="uefi") as (state, driver):
+        assert driver.get_boot_mode(deadline=call()) == "bios"  # Legacy, as recorded
+        driver.set_boot_device(BootDevice.PXE, persistent=False, deadline=call())
+        assert boot_patches(state) == [
+            {
+                "BootSourceOverrideTarget": "Pxe",
+                "BootSourceOverrideEnabled": "Once",
+                "BootSourceOverrideMode": "UEFI",
+            }
+        ]
+        assert driver.get_boot_mode(deadline=call()) == "uefi"
+
+
+def test_a_boot_mode_the_system_does_not_allow_is_unsupported_before_sending() -> None:
+    with tree("hpe-dl325-gen10plus", boot_mode="bios") as (state, driver):
+        boot = state.resources[state.system()]["Boot"]
+        boot["BootSourceOverrideMode@Redfish.AllowableValues"] = ["UEFI"]
+        fault = fails(lambda: driver.set_boot_device(BootDevice.PXE, deadline=call()))
+        assert not state.writes()
+    assert isinstance(fault, UnsupportedOperation)
+    assert "Legacy" in str(fault)
+
+
+def test_no_boot_mode_asked_sends_none() -> None:
+    with tree("dmtf-public-rackmount1") as (state, driver):
+        driver.set_boot_device(BootDevice.DISK, persistent=True, deadline=call())
+        assert "BootSourceOverrideMode" not in boot_patches(state)[0]
