@@ -29,9 +29,8 @@ What moved to a public API instead (issue 33):
   it likes. The exchange deadline still travels as ``timeout=`` through the
   one place every sushy request passes, ``Connector._op`` -- sushy's own
   re-sends (re-login, 5xx, 406) call ``self._op`` too, so each is bounded by
-  the same deadline -- and bmaas no longer passes ``default_request_timeout``
-  (every request carries the call's deadline instead), which keeps sushy 5.0
-  as the floor.
+  the same deadline. bmaas no longer passes ``default_request_timeout``: every
+  request carries the call's deadline instead.
 
 Kinds of row (``kind``), and what the test checks:
 
@@ -64,7 +63,7 @@ __all__ = ["CHECKED", "PRIVATE_API", "PrivateUse"]
 #: release (>=1.6.19,<1.7): its private session module is matched line by line.
 CHECKED: dict[str, tuple[str, str]] = {
     "pyghmi": ("1.6.19", "1.6.19"),
-    "sushy": ("5.0.0", "5.14.0"),
+    "sushy": ("5.7.0", "5.14.0"),
     "sushy-tools": ("2.1.0", "2.2.0"),
     "requests": ("2.34.2", "2.34.2"),  # not pinned by bmaas: sushy's dependency
     "urllib3": ("2.8.0", "2.8.0"),  # not pinned by bmaas: requests' dependency
