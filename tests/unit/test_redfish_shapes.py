@@ -1,0 +1,98 @@
+"""The pure rules the Redfish driver applies to what a service allows
+(``drivers/redfish/boot.py`` and ``power.py``), on values vendors publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bmaas.driver import BootDevice, BootSetting, OtherBootDevice, PowerAction
+from bmaas.drivers.redfish import boot, power
+
+XCC = {"BootSourceOverrideEnabled@Redfish.AllowableValues": ["Once", "Disabled"]}
+
+
+@pytest.mark.parametrize(
+    ("shown", "persistent", "sent"),
+    [
+        ({}, True, "Continuous"),  # no list: assumed allowed (sushy's rule)
+        ({}, False, "Once"),
+        (XCC, True, "Once"),  # Lenovo XCC
+        ({"BootSourceOverrideEnabled@Redfish.AllowableValues": ["Once", "Continuous"]}, True,
+         "Continuous"),
+    ],
+)  # fmt: skip
+def test_frequency_by_what_the_service_allows(
+    shown: dict[str, Any], persistent: bool, sent: str
+) -> None:
+    assert boot.frequency(shown, persistent) == sent
+
+
+@pytest.mark.parametrize(
+    ("shown", "reads"),
+    [
+        ({"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "Pxe"},
+         BootSetting(BootDevice.DISK, True)),
+        ({"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "None"},
+         BootSetting(BootDevice.DISK, True)),
+        ({"BootSourceOverrideEnabled": "Continuous", "BootSourceOverrideTarget": "UsbCd"},
+         BootSetting(BootDevice.CDROM, True)),
+        ({"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "Utilities"},
+         BootSetting(OtherBootDevice("Utilities"), False)),
+    ],
+)  # fmt: skip
+def test_an_override_reads_as_what_it_is(shown: dict[str, Any], reads: BootSetting) -> None:
+    assert boot.setting_of(shown) == reads
+
+
+def test_a_read_back_keeping_the_sent_target_with_disabled_reads_as_once() -> None:
+    h13 = {"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "Pxe"}
+    assert boot.setting_of(h13, just_sent="Pxe") == BootSetting(BootDevice.PXE, False)
+    assert boot.setting_of(h13, just_sent="Hdd") == BootSetting(BootDevice.DISK, True)
+
+
+def test_the_override_body_honours_targets_and_modes() -> None:
+    system = {
+        "Manufacturer": "Supermicro",
+        "Boot": {
+            "BootSourceOverrideTarget@Redfish.AllowableValues": ["Pxe", "Hdd", "UsbCd"],
+            "BootSourceOverrideMode": "Legacy",
+        },
+    }
+    assert boot.override(system, BootDevice.CDROM, False, "uefi") == {
+        "BootSourceOverrideTarget": "UsbCd",
+        "BootSourceOverrideEnabled": "Once",
+        "BootSourceOverrideMode": "UEFI",
+    }
+    with pytest.raises(boot.NotAllowed, match="BiosSetup"):
+        boot.override(system, BootDevice.BIOS, False, None)
+    # no BootSourceOverrideMode on the system: no mode sent
+    assert "BootSourceOverrideMode" not in boot.override(
+        {"Boot": {}}, BootDevice.PXE, False, "bios"
+    )
+
+
+@pytest.mark.parametrize(
+    ("listed", "action", "sent"),
+    [
+        (["On", "ForceOff", "GracefulShutdownGracefulRestart"], PowerAction.SOFT_REBOOT,
+         "GracefulRestart"),  # Supermicro X13's fused value
+        (["On", "ForceOff", "PushPowerButton"], PowerAction.SOFT_OFF, "PushPowerButton"),  # iLO 5
+        (["On", "ForceOff", "GracefulShutdown", "PushPowerButton"], PowerAction.SOFT_OFF,
+         "GracefulShutdown"),
+        (["ForceOn", "ForceOff"], PowerAction.ON, "ForceOn"),
+        (["On", "ForceOff", "GracefulShutdown"], PowerAction.SOFT_REBOOT, None),  # R630
+        (None, PowerAction.REBOOT, "ForceRestart"),  # lists nothing: every one
+    ],
+)  # fmt: skip
+def test_the_reset_type_by_what_the_system_offers(
+    listed: list[str] | None, action: PowerAction, sent: str | None
+) -> None:
+    assert power.choose(action, power.offered(listed)) == sent
+
+
+def test_reset_types_from_an_action_info() -> None:
+    info = {"Parameters": [{"Name": "ResetType", "AllowableValues": ["On", "ForceOff"]}]}
+    assert power.from_action_info(info) == ["On", "ForceOff"]
+    assert power.from_action_info({"Parameters": []}) is None
