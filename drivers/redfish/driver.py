@@ -14,10 +14,15 @@ Requests per call, once connected (the lab tests count them at the server):
 ``get_power_state``/``get_boot_device``/``get_inventory``/``get_boot_progress``/
 ``probe``: 1 GET (``get_power_state`` through the lean read of
 :mod:`bmaas.drivers.redfish.lean`; 2 once per service if it advertises ``$select``
-and then refuses it). ``set_power_state``: 1 GET (state and allowed resets) + 1 POST,
-no POST when an idempotent action finds the node already there, 1 more GET
-when the BMC refuses an idempotent action with 400/409 (it may be there).
-``set_boot_device``: 1 GET (sushy reads the ETag) + 1 PATCH + 1 GET read-back.
+and then refuses it). ``set_power_state``: 1 GET (state and allowed resets,
+:mod:`bmaas.drivers.redfish.power`) + 1 POST, no POST when an idempotent action
+finds the node already there, 1 more GET when the BMC refuses an idempotent
+action with 400/409 (it may be there), 1 GET of the reset's ActionInfo once per
+driver where only it lists the types, 1 PATCH before a power-on or reboot where
+a persistent override is re-sent (no ``Continuous``).
+``set_boot_device`` (:mod:`bmaas.drivers.redfish.boot`): 1 GET (allowed values and
+ETag) + 1 PATCH + 1 GET read-back; a 412/428 adds 1 GET + 1 PATCH
+(:mod:`bmaas.drivers.redfish.preconditions`).
 Virtual media (:mod:`bmaas.drivers.redfish.vmedia`): the first call finds the CD
 slots (each Manager, collection and slot read once); insert: 1 GET of the slot,
 an eject (1 request + 1 GET) if it holds media, the insert, and 1 GET read-back
