@@ -175,7 +175,10 @@ def leftovers(directory: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("scenario", list(CHECKS))
-@pytest.mark.timeout(180)
+# A hang guard, not a timing: a smoke run takes 30-60 s on a quiet 2-core box
+# and 170 s was not enough at load 12-19 (scripts/test.sh --under-load beside
+# other work). What a bench measures is its report's business, never a test's.
+@pytest.mark.timeout(480)
 def test_every_scenario_runs_at_smoke_size_and_reports(scenario: str, tmp_path: Path) -> None:
     out = tmp_path / "report"
     run = subprocess.run(
@@ -183,7 +186,7 @@ def test_every_scenario_runs_at_smoke_size_and_reports(scenario: str, tmp_path: 
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        timeout=170,
+        timeout=450,
         env={**os.environ, "COLUMNS": "120"},
         check=False,
     )
