@@ -63,7 +63,7 @@ __all__ = ["CHECKED", "PRIVATE_API", "PrivateUse"]
 #: release (>=1.6.19,<1.7): its private session module is matched line by line.
 CHECKED: dict[str, tuple[str, str]] = {
     "pyghmi": ("1.6.19", "1.6.19"),
-    "sushy": ("5.7.0", "5.14.0"),
+    "sushy": ("5.10.0", "5.14.0"),
     "sushy-tools": ("2.1.0", "2.2.0"),
     "requests": ("2.34.2", "2.34.2"),  # not pinned by bmaas: sushy's dependency
     "urllib3": ("2.8.0", "2.8.0"),  # not pinned by bmaas: requests' dependency
