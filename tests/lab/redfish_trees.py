@@ -21,9 +21,11 @@ import dataclasses
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.httpserve import serving_handler
 
 TREES = Path(__file__).resolve().parents[1] / "fixtures" / "redfish-trees"
 ROOT = "/redfish/v1"
@@ -322,13 +324,5 @@ def _handler(state: TreeState) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def serving(state: TreeState) -> Iterator[str]:
     """Serve ``state`` on 127.0.0.1 (a free port); the base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving_handler(_handler(state)) as url:
+        yield url

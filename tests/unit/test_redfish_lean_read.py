@@ -12,7 +12,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from bmaas.driver import PowerState
 from bmaas.drivers.redfish.service import ServiceRegistry
 from bmaas.faults import BmaasError, BMCAuthError, BMCTimeout
 from bmaas.registry import build_driver
+from tests.httpserve import serving_handler
 
 SYSTEM = "/redfish/v1/Systems/1"
 
@@ -116,17 +117,8 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
 
 @contextlib.contextmanager
 def serving(fake: Fake) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        fake.hang.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving_handler(_handler(fake), before_stop=fake.hang.set) as url:
+        yield url
 
 
 def driver(address: str) -> Any:
