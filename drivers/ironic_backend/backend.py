@@ -258,6 +258,7 @@ class IronicBackend(InstancesMixin):
         (:data:`~.api.BUSY_ALLOCATION`: the node's lock lost to a periodic
         task at reservation, its database locked) is :class:`IronicBusy`,
         retried on the same node."""
+        asked = self.clock()
         allocation = self.api.call(
             "allocation.create",
             self.api.bm.create_allocation,
@@ -272,6 +273,8 @@ class IronicBackend(InstancesMixin):
             return allocation
         self._delete_allocation(allocation.id, node)
         why = allocation.last_error or allocation.state
+        if allocation.state == "allocating":  # Ironic never got to it: say for how long
+            why = f"still allocating after {self.clock() - asked:.1f}s, deleted"
         holder = self._holder(node, deadline)
         if holder is not None:
             raise NodeUnavailable(node=node, reason=f"allocated to {holder}: {why}", taken=True)

@@ -412,3 +412,25 @@ def test_shortage_counts_why_no_node_of_the_class_is_a_candidate() -> None:
     empty = IronicBackend(_api(FakeProxy([]), []))
     job = empty.open(Request("r3", resource_class="gpu"))
     assert empty.shortage(job) == "no node of resource class 'gpu' is enrolled in Ironic"
+
+
+class NeverAllocatingProxy(RefusingProxy):
+    """Ironic's conductor never gets to the allocation (a loaded conductor
+    left one ``allocating`` for 90 s in an under-load run)."""
+
+    def get_allocation(self, ident: str) -> Any:
+        return Allocation(id=ident, state="allocating")
+
+
+def test_an_allocation_ironic_never_processed_says_how_long_it_waited() -> None:
+    clock = FakeClock()
+    proxy = NeverAllocatingProxy(None)
+    backend = _claiming(proxy, clock)
+    backend.allocation_timeout = 20.0
+    job = backend.open(Request("web-0", resource_class="baremetal"))
+    with pytest.raises(NodeUnavailable) as info:
+        backend.claim(job, "n1", number=1, deadline=Deadline.after(60.0, clock=clock.monotonic))
+    assert info.value.taken is False
+    assert "still allocating after 20.0s, deleted" in str(info.value)
+    assert proxy.deleted == ["alloc-1"]  # given back, not left to land later
+    assert sum(clock.sleeps) == pytest.approx(20.0)  # waited its share, no more
