@@ -152,7 +152,7 @@ def _open_files() -> set[str]:
 
 def test_stop_leaves_no_thread_and_no_socket() -> None:
     files = _open_files()
-    threads = {t.ident for t in threading.enumerate()}
+    threads = set(threading.enumerate())
     server = RedfishServer(tls=True)
     ports = [
         server.add(FakeMachine(f"stop-{i}", HARDWARE), username=USERNAME, password=PASSWORD)
@@ -165,7 +165,8 @@ def test_stop_leaves_no_thread_and_no_socket() -> None:
         assert _curl(server, ports[1], "/redfish/v1/")[0] == 200
     server.stop()  # idempotent
     held.close()
-    assert {t.ident for t in threading.enumerate()} == threads
+    # none of its own left; an earlier test's thread may end meanwhile (seen under load)
+    assert set(threading.enumerate()) - threads == set()
     assert _open_files() - files == set()  # earlier tests' sockets may close meanwhile
     assert not os.path.exists(ca_dir)
     for port in ports:
