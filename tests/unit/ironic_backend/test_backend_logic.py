@@ -422,15 +422,41 @@ class NeverAllocatingProxy(RefusingProxy):
         return Allocation(id=ident, state="allocating")
 
 
-def test_an_allocation_ironic_never_processed_says_how_long_it_waited() -> None:
+def test_an_allocation_ironic_never_processed_is_asked_for_again() -> None:
+    """Ironic's "later", not the node's: each unprocessed allocation is
+    deleted after ALLOCATION_UNPROCESSED_S and a new one made, on the same
+    node, within the allocation's share; then the node is refused, saying why."""
     clock = FakeClock()
     proxy = NeverAllocatingProxy(None)
     backend = _claiming(proxy, clock)
-    backend.allocation_timeout = 20.0
+    backend.allocation_timeout = 90.0
     job = backend.open(Request("web-0", resource_class="baremetal"))
     with pytest.raises(NodeUnavailable) as info:
-        backend.claim(job, "n1", number=1, deadline=Deadline.after(60.0, clock=clock.monotonic))
+        backend.claim(job, "n1", number=1, deadline=Deadline.after(120.0, clock=clock.monotonic))
     assert info.value.taken is False
-    assert "still allocating after 20.0s, deleted" in str(info.value)
-    assert proxy.deleted == ["alloc-1"]  # given back, not left to land later
-    assert sum(clock.sleeps) == pytest.approx(20.0)  # waited its share, no more
+    assert "Ironic did not process the allocation in 20.0s" in str(info.value)
+    assert proxy.created == 3  # the busy limits' three tries
+    assert proxy.deleted == ["alloc-1", "alloc-2", "alloc-3"]  # none left to land later
+    assert sum(clock.sleeps) <= 90.0  # within the allocation's share
+
+
+class UnprocessedOnceProxy(NeverAllocatingProxy):
+    """The first allocation is never processed; the second is."""
+
+    def get_allocation(self, ident: str) -> Any:
+        if ident == "alloc-1":
+            return Allocation(id=ident, state="allocating")
+        return Allocation(id=ident, state="active", node_id="uuid-n1")
+
+
+def test_a_second_allocation_after_an_unprocessed_one_claims_the_node() -> None:
+    clock = FakeClock()
+    proxy = UnprocessedOnceProxy(None)
+    backend = _claiming(proxy, clock)
+    job = backend.open(Request("web-0", resource_class="baremetal"))
+    claim = backend.claim(
+        job, "n1", number=1, deadline=Deadline.after(120.0, clock=clock.monotonic)
+    )
+    assert claim.node == "n1"
+    assert proxy.created == 2
+    assert proxy.deleted == ["alloc-1"]
