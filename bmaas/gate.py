@@ -15,7 +15,8 @@ process share the BMC's budget::
                          │                       │
                          └── pace(deadline) ──▶ next start >= last start + spacing
                                                  (every HTTP request, every IPMI command;
-                                                  a login and its call's first command: one)
+                                                  a login and its call's first command: one
+                                                  turn, charged as two)
 
 A BMC's ``Retry-After`` holds the whole gate (:meth:`Gate.defer`): the other
 nodes behind that BMC wait too instead of asking at once.
@@ -168,10 +169,16 @@ class Gate:
         node: str | None = None,
         operation: str | None = None,
         too_late: Callable[[], BaseException] | None = None,
+        requests: int = 1,
     ) -> None:
         """Wait for this request's turn: at least ``spacing`` after the last
         request start on this BMC. The turn is reserved before sleeping, so
         concurrent callers line up instead of all waking at once.
+
+        ``requests``: how many requests the turn sends back to back (an IPMI
+        login and its call's first command: 2). They go at once, and the next
+        turn comes ``requests`` spacings later, so the BMC's rate over any
+        second stays what the spacing promises (a login is a request to it).
 
         A turn beyond the deadline is ``SlotTimeout`` when other callers'
         turns stand before it (contention); when only the spacing after the
@@ -187,7 +194,7 @@ class Gate:
                 if too_late is not None and turn - now <= self.spacing:
                     raise too_late()
                 raise self._refuse(node, operation, now, f"next turn in {turn - now:.2f}s")
-            self._next = turn + self.spacing
+            self._next = turn + self.spacing * max(1, requests)
             self.stats.paced += 1
         if turn > now:
             self._sleep(turn - now)

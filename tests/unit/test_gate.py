@@ -39,6 +39,20 @@ def test_spacing_counts_from_the_last_start_not_from_now(clock: FakeClock) -> No
     assert clock.sleeps == []
 
 
+def test_a_turn_of_two_requests_goes_at_once_and_the_next_waits_two_spacings(
+    clock: FakeClock,
+) -> None:
+    """An IPMI login and its first command share one turn (sent back to
+    back), but the BMC counts both: the next turn comes two spacings later,
+    so over any second the BMC sees no more than the spacing promises."""
+    gate = Gate("ipmi:10.0.0.1:623", cap=1, spacing=0.25, clock=clock, sleep=clock.sleep)
+    gate.pace(Deadline.after(5, clock=clock), requests=2)
+    gate.pace(Deadline.after(5, clock=clock))
+    gate.pace(Deadline.after(5, clock=clock))
+    assert clock.sleeps == [0.5, 0.25]
+    assert gate.stats.paced == 3
+
+
 def test_a_turn_beyond_the_deadline_is_a_slot_timeout_and_reserves_nothing(
     clock: FakeClock,
 ) -> None:
