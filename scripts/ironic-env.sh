@@ -57,4 +57,12 @@ else
     echo "$want" >"$stamp"
     say "installed bmaas[ironic] ($(since "$t"))"
 fi
+# The database driver for an Ironic on PostgreSQL (the tests that run
+# concurrent allocations use one; operators run Ironic on a database server).
+if ! "$venv/bin/python" -c 'import psycopg' 2>/dev/null; then
+    t=$(date +%s.%N)
+    say "installing psycopg (Ironic on PostgreSQL) into $venv..."
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check 'psycopg[binary]>=3.2,<4'
+    say "installed psycopg ($(since "$t"))"
+fi
 say "Ironic $IRONIC_VERSION in $venv, done in $(since "$t0")"
