@@ -21,6 +21,17 @@ kind (e.g. fault)        retried here                                wait
                          errors; power/boot/protocol go elsewhere)
 =======================  ==========================================  ==========
 
+**A rebooting BMC, through its window** (``RetryLimits.reboot_window``, 0 by
+default: briefly only). A BMC that gives no answer at all (the policy
+table's "no answer" column, :data:`~bmaas.policy.NO_ANSWER`: unreachable,
+or a timeout where the table retries it, i.e. an idempotent call) may be
+rebooting, for a firmware update say: with a window, such a fault is asked
+again past its brief attempts for up to ``reboot_window`` seconds after the
+call's first no-answer, the waits doubling from ``unreachable_wait`` up to
+``reboot_wait_max``. Inside Ironic an operator's request (a power action and
+the reads that belong to it) gets a window as long as its budget; a periodic
+sync read never does (it fails at once on what the sync counts).
+
 Every operation runs under a total :class:`~bmaas.deadline.Deadline`, handed
 in by the caller (``deadline=``, a required keyword: there is no default
 budget below the public edge), of which it takes at most ``RetryLimits.total``
@@ -122,6 +133,12 @@ class RetryLimits:
     internal_error_wait: float = 1.0
     #: the shortest attempt worth starting; less time left than this stops
     min_attempt: float = 0.05
+    #: seconds after a call's first no-answer (the table's "no answer" column)
+    #: that it is still asked again past the brief attempts: a BMC rebooting
+    #: (a firmware update) answers again within it. 0: briefly only
+    reboot_window: float = 0.0
+    #: the longest wait between two asks inside the reboot window
+    reboot_wait_max: float = 8.0
     #: a power sync's read: a fault the policy table's ``sync`` column
     #: (``counts_for_health``) counts is not retried here (it fails the read
     #: at once, so the sync counts it); one it does not count (busy) is
@@ -160,6 +177,28 @@ class RetryLimits:
             return self.internal_error_attempts
         return 1
 
+    def windowed(self, fault: BaseException, *, idempotent: bool) -> bool:
+        """Whether ``fault`` may be a rebooting BMC asked again through
+        :attr:`reboot_window`: a no-answer fault (the table's "no answer"
+        column) that the table retries here for this call at all (a timeout
+        only when the call is idempotent), outside a sync read."""
+        if self.reboot_window <= 0 or self.sync:
+            return False
+        return policy_for(fault).no_answer and self.limit_for(fault, idempotent=idempotent) > 1
+
+
+#: attribute on the RetryCallState: when (``RetryLimits.clock``) this call first
+#: met a BMC that gave no answer (the start of a possible reboot window)
+_SILENT_SINCE = "bmaas_silent_since"
+
+
+def _silent_since(retry_state: RetryCallState, now: float) -> float:
+    since: float | None = getattr(retry_state, _SILENT_SINCE, None)
+    if since is None:
+        since = now
+        setattr(retry_state, _SILENT_SINCE, since)
+    return since
+
 
 def faults_seen(retry_state: RetryCallState) -> list[BaseException]:
     """Every exception this call has raised so far, oldest first."""
@@ -189,8 +228,16 @@ class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming sty
         if not isinstance(fault, BmaasError):
             return False  # a bug, not a BMC fault: never hide it behind retries
         history = faults_seen(retry_state)
+        windowed = self.limits.windowed(fault, idempotent=self.idempotent)
+        if windowed:  # the window opens at the call's first no-answer
+            now = self.limits.clock()
+            since = _silent_since(retry_state, now)
         same_class = sum(1 for f in history if type(f) is type(fault))
-        return same_class < self.limits.limit_for(fault, idempotent=self.idempotent)
+        if same_class < self.limits.limit_for(fault, idempotent=self.idempotent):
+            return True
+        # past its brief attempts: a BMC that gives no answer may be
+        # rebooting; ask it again while its window lasts
+        return windowed and now - since < self.limits.reboot_window
 
 
 class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming style
@@ -218,6 +265,11 @@ class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
             backoff = min(p.busy_max, p.busy_initial * p.busy_multiplier ** (backoffs - 1))
             backoff *= 1 + p.jitter * (2 * p.rng.random() - 1)
             return round(max(backoff, getattr(fault, "retry_after", None) or 0.0), 6)
+        if p.windowed(fault, idempotent=True):
+            silent = sum(1 for f in history if policy_for(f).no_answer)
+            past = silent - p.limit_for(fault, idempotent=True)
+            if past >= 0:  # past the brief attempts: inside the reboot window
+                return float(min(p.reboot_wait_max, p.unreachable_wait * 2 ** (past + 1)))
         if kind is SameNode.BRIEFLY:
             return p.unreachable_wait
         if kind is SameNode.IDEMPOTENT_ONLY:

@@ -4,8 +4,10 @@ Every interface method goes through here, so each one:
 
 * gets the node's bmaas driver through :func:`session` (the pool seam);
 * runs under one :class:`~bmaas.deadline.Deadline` started from the
-  ``[bmaas]`` options (``operation_deadline``, or ``sync_deadline`` for a
-  power-state read), each BMC request capped at ``call_deadline``;
+  ``[bmaas]`` options (``operation_deadline`` for an operator's request, its
+  reads included; ``sync_deadline`` for Ironic's periodic reads: the rules
+  are :mod:`bmaas.drivers.ironic.rules`), each BMC request capped at
+  ``call_deadline``;
 * retries only through :mod:`bmaas.retry`, by fault class;
 * leaves as the Ironic exception the conductor expects, whose message starts
   with bmaas's ``[bmaas CODE retry=SCOPE]`` prefix (:mod:`bmaas.faulttext`)
@@ -43,8 +45,9 @@ from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, Operation
 from bmaas.drivers.ipmi.driver import SESSION_KEEPALIVE
-from bmaas.drivers.ironic import conf
+from bmaas.drivers.ironic import conf, rules
 from bmaas.drivers.ironic.info import parse_driver_info
+from bmaas.drivers.ironic.rules import RequestDeadlines
 from bmaas.faults import (
     BmaasError,
     BMCFault,
@@ -61,6 +64,7 @@ from bmaas.silence import Silence, SilentBMCs
 __all__ = [
     "KEEPER",
     "POOL",
+    "REQUESTS",
     "SILENT",
     "BmaasDriverError",
     "BmaasPowerFailure",
@@ -109,8 +113,11 @@ def label(task: Any) -> str:
     return str(node.name or node.uuid)
 
 
+#: each task's open request Deadline: the read Ironic makes before an action
+#: opens it, the action continues it (:mod:`bmaas.drivers.ironic.rules`)
+REQUESTS = RequestDeadlines()
 #: the conductor's silent BMCs (no answer lately), probed in the background
-#: (:mod:`bmaas.silence`): a power read of one fails at once instead of
+#: (:mod:`bmaas.silence`): a periodic power read of one fails at once instead of
 #: holding one of the power sync's workers for the call deadline every cycle
 #: until Ironic fences the node
 SILENT = SilentBMCs()
@@ -165,11 +172,13 @@ def session(
     ends (another call on the same BMC waits, up to ``deadline``). A change
     of driver_info makes a new session. ``InputError`` on bad driver_info.
 
-    ``read`` (a power-state read): when the BMC gave no answer lately and
-    still gives none to the background probes (:data:`SILENT`), fail at
-    once with that fault, saying how long and when it is asked next (after
-    the verdict of a first probe still running); a read that got its answer
-    clears the silence. A power action always asks the BMC itself."""
+    ``read`` (a periodic read: Ironic's power sync, under the sync rule):
+    when the BMC gave no answer lately and still gives none to the
+    background probes (:data:`SILENT`), fail at once with that fault, saying
+    how long and when it is asked next (after the verdict of a first probe
+    still running); a read that got its answer clears the silence. An
+    operator's request (a power action and the reads that belong to it)
+    always asks the BMC itself."""
     node = task.node
     name = label(task)
     info = parse_driver_info(node.driver_info or {}, protocol, node=name)
@@ -215,16 +224,19 @@ def check(task: Any, protocol: str) -> None:
     build_driver(name, protocol, info).close()
 
 
-def limits(budget: Budget, *, sync: bool = False) -> RetryLimits:
-    """The operation retry for one conductor call: each BMC request capped at
+def limits(budget: Budget, rule: rules.Rule = rules.Rule.ACTION) -> RetryLimits:
+    """The operation retry for one conductor call under ``rule``
+    (:func:`bmaas.drivers.ironic.rules.limits`): each BMC request capped at
     ``[bmaas]call_deadline``; the total is the Deadline each call passes.
 
-    ``sync`` (Ironic's power reads, see :mod:`bmaas.drivers.ironic.power`): a fault
-    the policy table's ``sync`` column counts fails the read at once, so that
-    Ironic's own failure counting sees it; one it does not count (busy) is
-    retried as usual (:attr:`bmaas.retry.RetryLimits.sync`).
+    ``sync`` (Ironic's periodic reads): a fault the policy table's ``sync``
+    column counts fails the read at once, so that Ironic's own failure
+    counting sees it; one it does not count (busy) is retried as usual.
+    ``action`` (everything an operator's request does, its reads included):
+    the table's same-node column, a BMC that gives no answer asked again
+    through a reboot window as long as the operation's budget.
     """
-    return RetryLimits(total=budget.operation, bmc_timeout=budget.call, max_attempts=12, sync=sync)
+    return rules.limits(rule, call=budget.call, operation=budget.operation)
 
 
 def call(
@@ -232,11 +244,11 @@ def call(
     budget: Budget,
     fn: Callable[..., T],
     *args: Any,
-    sync: bool = False,
+    rule: rules.Rule = rules.Rule.ACTION,
     **kwargs: Any,
 ) -> T:
     """``fn`` (a driver method) through ``bmaas.retry`` within ``deadline``."""
-    return retry.call(limits(budget, sync=sync), fn, *args, deadline=deadline, **kwargs)
+    return retry.call(limits(budget, rule), fn, *args, deadline=deadline, **kwargs)
 
 
 #: the mapping table (the docstring's): bmaas faults that become a specific

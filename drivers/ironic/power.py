@@ -9,18 +9,27 @@ Differences from bmaas's own driver contract, because of how Ironic uses it:
   read that hits a latched fault reads the state anyway (``probe``), reports
   the fault as a node history event (type ``monitoring``, not an error) and a
   conductor warning, and returns the state so Ironic can act.
-* **A busy BMC is not a sync failure.** Ironic reads power through one entry
-  point, :meth:`BmaasPower.get_power_state` (its periodic sync, and the
-  check before a power action, both call it); that entry point reads with
-  ``sync=True`` under its own ``[bmaas]sync_deadline``: a fault the policy
-  table's ``sync`` column does not count (busy) is retried within it, any
-  fault it counts fails the read at once, so
-  ``[conductor]power_state_sync_max_retries`` counts passes whose read failed
-  for a reason other than "busy" (or stayed busy for the whole sync
-  deadline). Reads inside one of our own operations (a restart) pass
-  ``sync=False`` and the operation's Deadline: the operation retry, by the
-  table, within what the operation has left. Nothing reads Ironic's private
-  ``task._purpose``.
+* **An action's reads are the action's.** Ironic reads power through one
+  entry point, :meth:`BmaasPower.get_power_state`, for its periodic sync and
+  before every action alike; which rule a read runs under is decided by the
+  lock its task holds (:mod:`bmaas.drivers.ironic.rules`: shared for
+  Ironic's periodic reads, exclusive for everything that acts):
+
+  - an **action's** read (the one ``node_power_action`` makes before acting,
+    a deploy step's, an API call's) opens the request's Deadline of
+    ``[bmaas]operation_deadline``, which the action that follows continues
+    (the read, the request and the wait after it share one budget), and is
+    retried by the policy table's same-node column: busy with back-off,
+    unreachable and timeout briefly, a BMC that gives no answer through a
+    reboot window as long as the budget. It always asks the BMC;
+  - a **sync** read (``_sync_power_states``, power failure recovery) runs
+    under ``[bmaas]sync_deadline``: a fault the table's ``sync`` column does
+    not count (busy) is retried within it, any fault it counts fails the read
+    at once, so ``[conductor]power_state_sync_max_retries`` counts passes
+    whose read failed for a reason other than "busy"; a BMC known silent
+    (:mod:`bmaas.silence`) fails it without being asked.
+
+  Nothing reads Ironic's private ``task._purpose``.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from bmaas.driver import (
     PowerState,
     soft_reboot,
 )
-from bmaas.drivers.ironic import calls, info
+from bmaas.drivers.ironic import calls, info, rules
 from bmaas.faults import PowerFailure
 
 __all__ = ["PROTOCOLS", "BmaasPower", "protocol_of"]
@@ -84,17 +93,15 @@ def protocol_of(task: Any) -> str:
 
 
 def read_power(
-    task: Any, drv: BMCDriver, budget: calls.Budget, *, deadline: Deadline, sync: bool
+    task: Any, drv: BMCDriver, budget: calls.Budget, *, deadline: Deadline, rule: rules.Rule
 ) -> PowerState:
-    """One power-state read by ``deadline`` (see the module doc): ``sync``
-    for Ironic's own reads (the table's ``sync`` column decides what is
-    retried), else a read inside one of our operations."""
+    """One power-state read by ``deadline`` under ``rule`` (see the module doc)."""
     try:
-        return calls.call(deadline, budget, drv.get_power_state, sync=sync)
+        return calls.call(deadline, budget, drv.get_power_state, rule=rule)
     except PowerFailure as fault:
         if fault.operation != Operation.POWER_GET:
             raise
-        seen = calls.call(deadline, budget, drv.probe, sync=sync)
+        seen = calls.call(deadline, budget, drv.probe, rule=rule)
         report_latched_fault(task, fault)
         return seen.power_state
 
@@ -121,35 +128,51 @@ class BmaasPower(base.PowerInterface):
             calls.check(task, protocol_of(task))
 
     def get_power_state(self, task: Any) -> str:
-        """Ironic's entry point for every power read it makes (the periodic
-        sync and the check before an action): one read under a Deadline of
-        ``[bmaas]sync_deadline`` made here, with the sync's retry (``sync=True``)."""
+        """Ironic's entry point for every power read it makes. A periodic
+        read (a shared lock: the sync, power failure recovery) runs under the
+        sync rule and ``[bmaas]sync_deadline``; any other (an exclusive lock:
+        the read before an action, a deploy step's) is the action's, under
+        the request's Deadline (``[bmaas]operation_deadline``, continued by
+        the action that follows) and the action rule, and always asks the BMC
+        (:mod:`bmaas.drivers.ironic.rules`)."""
         budget = calls.Budget.from_conf()
-        deadline = Deadline.after(budget.sync)
-        with (
-            calls.translated(task, "power state read"),
-            calls.session(task, protocol_of(task), budget, deadline, read=True) as drv,
-        ):
-            return _STATES[read_power(task, drv, budget, deadline=deadline, sync=True)]
+        rule = rules.rule_of(task)
+        if rule is rules.Rule.SYNC:
+            deadline = Deadline.after(budget.sync)
+        else:
+            deadline = calls.REQUESTS.open(task, budget.operation)
+        try:
+            with (
+                calls.translated(task, "power state read"),
+                calls.session(
+                    task, protocol_of(task), budget, deadline, read=rule is rules.Rule.SYNC
+                ) as drv,
+            ):
+                return _STATES[read_power(task, drv, budget, deadline=deadline, rule=rule)]
+        finally:
+            calls.REQUESTS.idle(task)
 
     def set_power_state(self, task: Any, power_state: str, timeout: int | None = None) -> None:
-        """Ironic's entry point for a power action: the whole action (reads,
-        request, wait) under one Deadline of ``[bmaas]operation_deadline``
-        made here."""
+        """Ironic's entry point for a power action: the whole action (the
+        read Ironic made just before it, reads, request, wait) under one
+        Deadline of ``[bmaas]operation_deadline``."""
         action = _ACTIONS.get(power_state)
         if action is None:
             raise exception.InvalidParameterValue(f"unsupported power state {power_state!r}")
         budget = calls.Budget.from_conf()
-        deadline = Deadline.after(budget.operation)
+        deadline = calls.REQUESTS.open(task, budget.operation)
         wait = float(timeout or IRONIC_CONF.conductor.power_state_change_timeout)
-        with (
-            calls.translated(task, f"power {action}"),
-            calls.session(task, protocol_of(task), budget, deadline) as drv,
-        ):
-            if not action.idempotent:
-                self._restart(task, drv, budget, deadline, action, wait)
-            else:
-                _act(drv, budget, deadline, action, wait)
+        try:
+            with (
+                calls.translated(task, f"power {action}"),
+                calls.session(task, protocol_of(task), budget, deadline) as drv,
+            ):
+                if not action.idempotent:
+                    self._restart(task, drv, budget, deadline, action, wait)
+                else:
+                    _act(drv, budget, deadline, action, wait)
+        finally:
+            calls.REQUESTS.close(task)
 
     def reboot(self, task: Any, timeout: int | None = None) -> None:
         self.set_power_state(task, states.REBOOT, timeout)
@@ -177,13 +200,17 @@ class BmaasPower(base.PowerInterface):
     ) -> None:
         """Ironic expects a reboot of an off node to power it on. The first
         read is the operation's (``deadline``), not a sync read of its own."""
-        if read_power(task, drv, budget, deadline=deadline, sync=False) is PowerState.OFF:
+        state = read_power(task, drv, budget, deadline=deadline, rule=rules.Rule.ACTION)
+        if state is PowerState.OFF:
             _act(drv, budget, deadline, PowerAction.ON, wait)
         elif action is PowerAction.SOFT_REBOOT:
             soft_reboot(lambda step, _waits: _act(drv, budget, deadline, step, wait))
         else:
             retry.reboot(
-                drv, calls.limits(budget), timeout=min(wait, deadline.left()), deadline=deadline
+                drv,
+                calls.limits(budget, rules.Rule.ACTION),
+                timeout=min(wait, deadline.left()),
+                deadline=deadline,
             )
 
 
