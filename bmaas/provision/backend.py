@@ -137,18 +137,19 @@ class Backend(Protocol):
 
     # -- one attempt -----------------------------------------------------------------
 
-    def candidates(self, job: Job, *, exclude: Collection[str]) -> list[str]:
+    def candidates(self, job: Job, *, exclude: Collection[str], deadline: Deadline) -> list[str]:
         """Names of nodes that could serve ``job`` now, best first, none in
         ``exclude`` (the nodes this job tried or was refused). With
         ``job.among``: those nodes, in that order, even ones ``claim`` will
-        refuse (so the history can say why)."""
+        refuse (so the history can say why). The lookup ends by ``deadline``."""
         ...
 
-    def shortage(self, job: Job) -> str:
+    def shortage(self, job: Job, *, deadline: Deadline) -> str:
         """Why no node can serve ``job`` at all, in one line with counts: what
         :class:`~bmaas.faults.NoCandidates` and ``ProvisionFailed`` say when
         ``candidates`` was empty before any attempt ("no node of resource
-        class 'gpu' is available (3 enrolled, 0 match)"). Never raises."""
+        class 'gpu' is available (3 enrolled, 0 match)"). Never raises; a
+        count that ``deadline`` cuts short says so."""
         ...
 
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:

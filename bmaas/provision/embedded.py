@@ -191,7 +191,8 @@ class EmbeddedBackend:
 
     # -- attempts ----------------------------------------------------------------------
 
-    def candidates(self, job: Job, *, exclude: Collection[str]) -> list[str]:
+    def candidates(self, job: Job, *, exclude: Collection[str], deadline: Deadline) -> list[str]:
+        # the store's engine is bounded by the command's deadline already
         if job.among is not None:
             return [n for n in job.among if n not in exclude]
         request = job.request
@@ -206,7 +207,7 @@ class EmbeddedBackend:
         keep = {r.name for r in self.store.nodes.find(names) if _has_traits(r, request)}
         return [n for n in names if n in keep]
 
-    def shortage(self, job: Job) -> str:
+    def shortage(self, job: Job, *, deadline: Deadline) -> str:
         return shortage_text(self.store.nodes.find(), job.request)
 
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:

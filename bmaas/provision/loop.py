@@ -209,9 +209,9 @@ def _claim_next(backend: Backend, job: Job, run: _Run, deadline: Deadline) -> Cl
     """Claim the best untried candidate; a refusal goes into the history and
     the next one is asked for. ``NoCandidates`` when none is left."""
     while True:
-        names = backend.candidates(job, exclude=run.tried)
+        names = backend.candidates(job, exclude=run.tried, deadline=deadline)
         if not names:
-            raise _no_candidates(backend, job, run)
+            raise _no_candidates(backend, job, run, deadline)
         for node in names:  # claim-then-check: the claim is the check
             run.tried.add(node)
             try:
@@ -229,13 +229,13 @@ def _claim_next(backend: Backend, job: Job, run: _Run, deadline: Deadline) -> Cl
                 break  # ask again: what the refusal changed may change the list
 
 
-def _no_candidates(backend: Backend, job: Job, run: _Run) -> NoCandidates:
+def _no_candidates(backend: Backend, job: Job, run: _Run, deadline: Deadline) -> NoCandidates:
     if job.among is not None:
         text = f"none of {', '.join(job.among)} could be used"
     elif run.history:
         text = "every matching node was tried or refused"
     else:  # nothing to try at all: the backend says why, with counts
-        text = backend.shortage(job)
+        text = backend.shortage(job, deadline=deadline)
     return NoCandidates(text, request=job.label)
 
 

@@ -154,7 +154,7 @@ class IronicBackend(InstancesMixin):
 
     # -- one attempt ---------------------------------------------------------------------
 
-    def candidates(self, job: Job, *, exclude: Collection[str]) -> list[str]:
+    def candidates(self, job: Job, *, exclude: Collection[str], deadline: Deadline) -> list[str]:
         request = job.request
         if job.among is not None:
             return [n for n in job.among if n not in exclude]
@@ -166,7 +166,7 @@ class IronicBackend(InstancesMixin):
         }
         if request.resource_class:
             query["resource_class"] = request.resource_class
-        nodes = self.api.call("node.list", self.api.bm.nodes, **query)
+        nodes = self.api.call("node.list", self.api.bm.nodes, deadline=deadline, **query)
         wanted = set(request.traits)
         ranked = []
         for node in nodes:
@@ -183,7 +183,7 @@ class IronicBackend(InstancesMixin):
             ranked.append((faulted, spread, name))
         return [name for _, _, name in sorted(ranked)]
 
-    def shortage(self, job: Job) -> str:
+    def shortage(self, job: Job, *, deadline: Deadline) -> str:
         request = job.request
         rc = request.resource_class
         wanted = f"resource class {rc!r}" if rc else "any class"
@@ -191,7 +191,9 @@ class IronicBackend(InstancesMixin):
         if request.resource_class:
             query["resource_class"] = request.resource_class
         try:
-            nodes = list(self.api.call("node.list", self.api.bm.nodes, **query))
+            nodes = list(
+                self.api.call("node.list", self.api.bm.nodes, deadline=deadline, **query)
+            )
         except BmaasError as exc:  # a report: say what is known, never raise
             return f"no available node of {wanted} in Ironic (the count failed: {exc})"
         if not nodes:

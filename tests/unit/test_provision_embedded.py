@@ -239,8 +239,8 @@ def test_parallel_requests_on_a_healthy_pool_never_collide(store: Store) -> None
     lock = threading.Lock()
     list_candidates, deploy = backend.candidates, backend.deploy
 
-    def candidates(job: Any, *, exclude: Any) -> list[str]:
-        names = list_candidates(job, exclude=exclude)
+    def candidates(job: Any, *, exclude: Any, deadline: Any) -> list[str]:
+        names = list_candidates(job, exclude=exclude, deadline=deadline)
         with lock:
             first = threading.get_ident() not in listed
             listed.add(threading.get_ident())

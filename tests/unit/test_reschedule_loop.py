@@ -70,11 +70,12 @@ class ScriptedBackend:
     def close(self, job: Job, *, succeeded: bool) -> None:
         self.calls.append(("close", succeeded))
 
-    def candidates(self, job: Job, *, exclude: Collection[str]) -> list[str]:
+    def candidates(self, job: Job, *, exclude: Collection[str], deadline: Deadline) -> list[str]:
+        assert deadline.left() > 0  # the request's budget reaches the lookup
         pool = job.among if job.among is not None else self.nodes
         return [n for n in pool if n not in exclude]
 
-    def shortage(self, job: Job) -> str:
+    def shortage(self, job: Job, *, deadline: Deadline) -> str:
         return f"no node of {len(self.nodes)} scripted is free"
 
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:

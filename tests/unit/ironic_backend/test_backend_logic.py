@@ -11,6 +11,7 @@ from openstack.baremetal.v1.allocation import Allocation
 from openstack.baremetal.v1.node import Node
 
 from bmaas.deadline import Deadline
+from bmaas.drivers.ironic_backend import transport
 from bmaas.drivers.ironic_backend.api import Api, IronicBusy, IronicUnavailable, map_errors
 from bmaas.drivers.ironic_backend.backend import ClaimState, IronicBackend
 from bmaas.fakes.clock import FakeClock
@@ -134,13 +135,15 @@ def test_candidates_exclude_tried_filter_traits_and_put_faulted_nodes_last() -> 
     nodes.append(Node(id="uuid-n8", name="n8", power_state=None, traits=["CUSTOM_GPU"]))
     backend = IronicBackend(_api(FakeProxy(nodes), []))
     job = backend.open(Request("r1", resource_class="baremetal", traits=("CUSTOM_GPU",)))
-    found = backend.candidates(job, exclude={"n1"})
+    found = backend.candidates(job, exclude={"n1"}, deadline=Deadline.after(5))
     assert set(found) == {"n3", "n5", "n7"}  # traits match, n1 tried, n8's power unknown
     assert found[-1] == "n7"  # a node with a recorded bmaas fault goes last
     jobs = [backend.open(Request(f"r{i}", resource_class="baremetal")) for i in range(8)]
-    first = [backend.candidates(j, exclude=set())[0] for j in jobs]
+    first = [backend.candidates(j, exclude=set(), deadline=Deadline.after(5))[0] for j in jobs]
     assert len(set(first)) >= 3  # requests spread over the nodes instead of racing for one
-    assert first == [backend.candidates(j, exclude=set())[0] for j in jobs]  # stable
+    assert first == [
+        backend.candidates(j, exclude=set(), deadline=Deadline.after(5))[0] for j in jobs
+    ]  # stable
 
 
 def test_properties_are_refused_before_anything_is_made() -> None:
@@ -405,13 +408,16 @@ def test_shortage_counts_why_no_node_of_the_class_is_a_candidate() -> None:
     ]  # fmt: skip
     backend = IronicBackend(_api(FakeProxy(nodes), []))
     job = backend.open(Request("r1", resource_class="gpu"))
-    assert backend.shortage(job) == (
+    assert backend.shortage(job, deadline=Deadline.after(5)) == (
         "no node of resource class 'gpu' is available in Ironic "
         "(3 of that class: 1 associated, 1 in maintenance, 1 manageable)"
     )
     empty = IronicBackend(_api(FakeProxy([]), []))
     job = empty.open(Request("r3", resource_class="gpu"))
-    assert empty.shortage(job) == "no node of resource class 'gpu' is enrolled in Ironic"
+    assert (
+        empty.shortage(job, deadline=Deadline.after(5))
+        == "no node of resource class 'gpu' is enrolled in Ironic"
+    )
 
 
 class NeverAllocatingProxy(RefusingProxy):
@@ -460,3 +466,24 @@ def test_a_second_allocation_after_an_unprocessed_one_claims_the_node() -> None:
     assert claim.node == "n1"
     assert proxy.created == 2
     assert proxy.deleted == ["alloc-1"]
+
+
+def test_shortage_and_candidates_are_bounded_by_the_callers_deadline() -> None:
+    """The request's budget reaches Ironic's node list: each list runs inside
+    the caller's deadline at the transport (which sends nothing once it is
+    spent), not the API's own default bound."""
+    nodes = [Node(id="u1", name="n1", resource_class="gpu", provision_state="available",
+                  is_maintenance=False, power_state="power off")]  # fmt: skip
+    seen: list[Deadline | None] = []
+
+    class Watching(FakeProxy):
+        def nodes(self, **query: Any) -> Any:
+            seen.append(transport._CALL.get())
+            yield from self._nodes
+
+    backend = IronicBackend(_api(Watching(nodes), []))
+    job = backend.open(Request("r1", resource_class="gpu"))
+    mine = Deadline.after(7)
+    backend.candidates(job, exclude=set(), deadline=mine)
+    backend.shortage(job, deadline=mine)
+    assert seen == [mine, mine]
