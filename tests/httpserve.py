@@ -8,9 +8,35 @@ they are served and stopped.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def send_json(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    body: Any | None,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Answer ``status`` with ``body`` as JSON (None: no body) and
+    ``headers``. A request that asked ``Connection: close`` is told so and the
+    connection closed: a client that is not told may put the socket back in
+    its pool and find it dead."""
+    data = b"" if body is None else json.dumps(body).encode()
+    handler.send_response(status)
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    if body is not None:
+        handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    if handler.headers.get("Connection", "").lower() == "close":
+        handler.send_header("Connection", "close")
+        handler.close_connection = True
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 @contextlib.contextmanager

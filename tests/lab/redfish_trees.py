@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.httpserve import serving_handler
+from tests.httpserve import send_json, serving_handler
 
 TREES = Path(__file__).resolve().parents[1] / "fixtures" / "redfish-trees"
 ROOT = "/redfish/v1"
@@ -291,20 +291,7 @@ def _handler(state: TreeState) -> type[BaseHTTPRequestHandler]:
             body = json.loads(raw) if raw else None
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, reply, extra = state.answer(method, self.path, headers, body)
-            data = b"" if reply is None else json.dumps(reply).encode()
-            self.send_response(status)
-            for key, value in extra.items():
-                self.send_header(key, value)
-            self.send_header("OData-Version", "4.0")
-            if reply is not None:
-                self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if self.headers.get("Connection", "").lower() == "close":
-                # say so, or the client may put the socket back in its pool
-                self.send_header("Connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, reply, {**extra, "OData-Version": "4.0"})
 
         def do_GET(self) -> None:
             self._serve("GET")

@@ -9,7 +9,6 @@ ending a read against a server that never answers."""
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -22,7 +21,7 @@ from bmaas.driver import PowerState
 from bmaas.drivers.redfish.service import ServiceRegistry
 from bmaas.faults import BmaasError, BMCAuthError, BMCTimeout
 from bmaas.registry import build_driver
-from tests.httpserve import serving_handler
+from tests.httpserve import send_json, serving_handler
 
 SYSTEM = "/redfish/v1/Systems/1"
 
@@ -100,17 +99,8 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
             return (404, {"error": {"code": "Base.1.0.ResourceMissingAtURI"}})
 
         def _send(self, status: int, body: dict[str, Any] | None) -> None:
-            data = b"" if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            if fake.etag and status == 200:
-                self.send_header("ETag", fake.etag)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if self.headers.get("Connection", "").lower() == "close":
-                self.send_header("Connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            self.wfile.write(data)
+            etag = {"ETag": fake.etag} if fake.etag and status == 200 else {}
+            send_json(self, status, body, etag)
 
     return Handler
 
