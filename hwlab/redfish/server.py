@@ -114,6 +114,22 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _hold(host: str, port: int) -> socket.socket | None:
+    """``port`` bound again right after its listener closed, not listening
+    (None if someone took it in that instant: the port is then bound anew
+    when the BMC is back, as before)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
 class RedfishServer:
     """Emulated Redfish BMCs over :class:`~bmaas.fakes.machine.FakeMachine`.
 
@@ -370,6 +386,7 @@ class RedfishServer:
         if endpoint.sock is None:
             endpoint.sock = _bind(self.host, endpoint.port)
         sock, endpoint.sock = endpoint.sock, None
+        sock.listen(128)  # a port held through a BMC reboot is bound, not listening
         # TLS is started per connection (below), not here: a connection still
         # in its handshake would otherwise be invisible to stop() and leak.
         try:
@@ -390,6 +407,11 @@ class RedfishServer:
             connection.cut()
         if reboot:
             endpoint.bmc.forget_sessions()
+            # Keep the port through the window, bound but not listening:
+            # connecting is refused as from a rebooting BMC, and nobody else
+            # (another lab binding a free port) answers on it meanwhile. A
+            # freed port once served another emulator's 404 to a test.
+            endpoint.sock = _hold(self.host, endpoint.port)
 
     async def _sweep(self) -> None:
         """Follow each machine's BMC reboot windows, whoever started them."""

@@ -8,6 +8,7 @@ hidden (sushy on its own would retry 5xx and connection errors).
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 
@@ -261,6 +262,28 @@ def test_bmc_reboot_refuses_connections_for_the_window(lab: Lab) -> None:
     state, sent = lab.succeeds(bound(lab.driver.get_power_state))
     assert state is PowerState.OFF
     assert sent == 3  # the BMC forgot the session: 401, login, GET
+
+
+def test_a_rebooting_bmc_keeps_its_port_so_nobody_else_answers_on_it(lab: Lab) -> None:
+    """Through the window the port stays the BMC's, bound but not listening:
+    a connection is refused, and another program binding a port cannot get
+    this one (a freed port once served another emulator's 404 to a test)."""
+    lab.machine.reboot_bmc(2.0)
+    for _ in range(100):  # bounded: the sweep takes it down within a few intervals
+        refused = False
+        with socket.socket() as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(("127.0.0.1", lab.port))
+            except ConnectionRefusedError:
+                refused = True
+        if refused:
+            break
+        time.sleep(SWEEP_INTERVAL / 2)
+    assert refused
+    with socket.socket() as other, pytest.raises(OSError, match="in use"):
+        other.bind(("127.0.0.1", lab.port))  # as a free-port finder would
+    assert lab.machine.bmc_down()  # all of the above inside the window
 
 
 def test_bmc_rebooted_by_another_protocol_refuses_too(lab: Lab) -> None:
