@@ -98,19 +98,32 @@ class FiniteFloat(_FloatParam):
     what = "a number"
 
     def __init__(
-        self, min: float | None = None, max: float | None = None, *, min_open: bool = False
+        self,
+        min: float | None = None,
+        max: float | None = None,
+        *,
+        min_open: bool = False,
+        max_open: bool = False,
     ) -> None:
-        self.min, self.max, self.min_open = min, max, min_open
+        self.min, self.max, self.min_open, self.max_open = min, max, min_open, max_open
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, int | float) or isinstance(value, bool):
-            try:
-                value = float(str(value).strip())
-            except ValueError:
-                self.fail(f"{value!r} is not {self.what}", param, ctx)
+            # ASCII digits only: float() also reads "\u0665", "5\xa0" and "1_000"
+            parsed = validate.numeric(str(value))
+            if isinstance(parsed, str):
+                if parsed.strip().lower().lstrip("+-") not in ("nan", "inf", "infinity"):
+                    self.fail(f"{value!r} is not {self.what}", param, ctx)
+                parsed = float(parsed.strip())  # refused below as not finite
+            value = parsed
         try:
             return validate.number(
-                value, low=self.min, high=self.max, low_open=self.min_open, what=self.what
+                value,
+                low=self.min,
+                high=self.max,
+                low_open=self.min_open,
+                high_open=self.max_open,
+                what=self.what,
             )
         except ValueError as exc:
             self.fail(str(exc), param, ctx)

@@ -51,27 +51,16 @@ def _body_bytes(value: Any) -> int:
 
 
 def _count(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("must be a whole number >= 1")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"must be a whole number >= 1, not {value!r}") from None
-    if number < 1:
-        raise ValueError(f"must be a whole number >= 1, not {number}")
-    return number
+    # 2.9 is refused, not truncated to 2; .inf and "\u0665" are refused too
+    return validate.count(value, low=1, what="a whole number")
+
+
+#: the longest spacing a node's bmc_min_interval may ask for
+MAX_MIN_INTERVAL = 3600.0
 
 
 def _seconds(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError("must be seconds >= 0")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"must be seconds >= 0, not {value!r}") from None
-    if not 0 <= number < 3600:
-        raise ValueError(f"must be seconds between 0 and 3600, not {value!r}")
-    return number
+    return validate.seconds(validate.numeric(value), high=MAX_MIN_INTERVAL)
 
 
 def _secret(value: Any) -> Secret:
@@ -130,10 +119,15 @@ def _is_host(text: str) -> bool:
     return all(_LABEL.match(label) for label in text.removesuffix(".").split("."))
 
 
+#: why an address is never shown in its own error: what is wrong with it may
+#: be a password typed in the wrong place (``bmc:s3cret``, ``u%3Apw%40bmc``)
+_UNSHOWN = "(the value is not shown: it may hold a credential)"
+
+
 def _host(value: Any) -> str:
     text = _text(value)
     if not _is_host(text):
-        raise ValueError(f"must be a host name or an IP address, not {text!r}")
+        raise ValueError(f"must be a host name or an IP address {_UNSHOWN}")
     return text
 
 
@@ -141,19 +135,23 @@ def _url(value: Any) -> str:
     text = _text(value)
     if "://" not in text:
         text = "https://" + text  # Ironic assumes https when the scheme is missing
-    scheme = text.split("://", 1)[0].lower()
-    if scheme not in ("http", "https"):
-        raise ValueError(f"scheme must be http or https, not {scheme!r}")
-    if "@" in text.split("://", 1)[1].split("/", 1)[0]:
+    scheme, rest = text.split("://", 1)
+    if scheme.lower() not in ("http", "https"):
+        raise ValueError("scheme must be http or https")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    # percent-encoded user info (u%3Apw%40bmc) is user info too
+    if "@" in netloc or "@" in urllib.parse.unquote(netloc):
         raise ValueError("must not carry credentials; use redfish_username/redfish_password")
     try:
         parts = urllib.parse.urlsplit(text)
+    except ValueError:  # an unclosed IPv6 bracket
+        raise ValueError(f"is not a valid URL {_UNSHOWN}") from None
+    try:
         parts.port  # noqa: B018 - raises ValueError for a bad port
-    except ValueError as exc:
-        raise ValueError(f"not a valid URL ({exc}): {text!r}") from None
-    host = parts.hostname or ""
-    if not _is_host(host):
-        raise ValueError(f"must name a host name or an IP address, not {text!r}")
+    except ValueError:
+        raise ValueError(f"has a port that is not a number from 1 to 65535 {_UNSHOWN}") from None
+    if not _is_host(parts.hostname or ""):
+        raise ValueError(f"must name a host name or an IP address {_UNSHOWN}")
     return text.rstrip("/")
 
 
@@ -241,7 +239,7 @@ class DriverInfo:
     @classmethod
     def parse(
         cls,
-        raw: Mapping[str, Any],
+        raw: Any,
         *,
         required: Collection[str] = (),
         accepted: Collection[str] | None = None,
@@ -261,7 +259,7 @@ class DriverInfo:
     @classmethod
     def problems(
         cls,
-        raw: Mapping[str, Any],
+        raw: Any,
         *,
         required: Collection[str] = (),
         accepted: Collection[str] | None = None,
@@ -273,7 +271,7 @@ class DriverInfo:
 
     @staticmethod
     def _convert(
-        raw: Mapping[str, Any],
+        raw: Any,
         *,
         required: Collection[str],
         accepted: Collection[str] | None,
@@ -282,24 +280,43 @@ class DriverInfo:
         allowed = set(FIELDS) if accepted is None else set(accepted)
         values: dict[str, Any] = {}
         problems: list[InputError] = []
+        if not isinstance(raw, Mapping):
+            kind = "null" if raw is None else f"a {type(raw).__name__}"
+            problems.append(
+                InputError(f"must be a mapping, not {kind}", field="driver_info", node=node)
+            )
+            return values, problems
         hinted: set[str] = set()  # a typo of a required key says so once, not twice
         for key, value in raw.items():
+            if not isinstance(key, str):
+                shown = f"{key!r}"[:40]
+                problems.append(
+                    InputError(
+                        f"unknown key {shown} (keys are text)", field="driver_info", node=node
+                    )
+                )
+                continue
             field = f"driver_info.{key}"
             if key not in allowed:
-                hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                hint = difflib.get_close_matches(key, sorted(allowed), n=1)
                 extra = f"; did you mean {hint[0]!r}?" if hint else ""
                 hinted.update(hint)
                 problems.append(InputError(f"unknown key{extra}", field=field, node=node))
                 continue
             if value is None:
-                continue
+                continue  # unset: the default, or "is required" below
             try:
                 values[key] = FIELDS[key].convert(value)
             except ValueError as exc:
                 problems.append(InputError(str(exc), field=field, node=node))
         for key in required:
-            if key not in values and key not in raw and key not in hinted:
-                problems.append(InputError("is required", field=f"driver_info.{key}", node=node))
+            if key in values or key in hinted or raw.get(key) is not None:
+                continue
+            try:
+                validate.present(raw.get(key))
+            except ValueError as exc:
+                message = str(exc) if key in raw else "is required"
+                problems.append(InputError(message, field=f"driver_info.{key}", node=node))
         return values, problems
 
     def to_dict(self, *, reveal: bool = False) -> dict[str, Any]:

@@ -21,9 +21,11 @@ process share the BMC's budget::
 A BMC's ``Retry-After`` holds the whole gate (:meth:`Gate.defer`): the other
 nodes behind that BMC wait too instead of asking at once.
 
-Running out of deadline while waiting is :class:`~bmaas.faults.SlotTimeout`:
-bmaas's own contention, never a BMC fault (the policy table retries it with
-backoff and never counts it toward the node's health).
+Running out of deadline while waiting -- for a slot, or for a turn that
+bmaas's own spacing puts past the deadline -- is
+:class:`~bmaas.faults.SlotTimeout`: bmaas's own doing, never a BMC fault (the
+policy table retries it with backoff, never counts it toward the node's
+health and never fences the node for it).
 
 The numbers: each driver class declares its protocol's defaults
 (``max_requests``, ``min_interval``: IPMI 1 and 0.1 s, Redfish 4 and 0.05 s);
@@ -52,17 +54,20 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from bmaas import clock as _clock
+from bmaas import validate
 from bmaas.deadline import Deadline
 from bmaas.faults import InputError, SlotTimeout
 
 __all__ = [
     "ENV_MAX_REQUESTS",
     "ENV_MIN_INTERVAL",
+    "ENV_SETTINGS",
     "GATES",
     "Gate",
     "GateRegistry",
     "GateStats",
     "bmc_of",
+    "environment_problems",
 ]
 
 LOG = logging.getLogger(__name__)
@@ -73,6 +78,13 @@ ENV_MIN_INTERVAL = "BMAAS_BMC_MIN_INTERVAL"
 #: how often a waiter looks at the clock again (an injected clock may move
 #: without anyone notifying the condition)
 _WAKE = 0.05
+
+#: seconds of the deadline a paced request must still have after waiting its
+#: turn. A wait that would leave less is not taken (``SlotTimeout``): the
+#: request would be cut off by its own deadline, a ``BMCTimeout`` counted
+#: against a BMC that was never given the time to answer. A request that
+#: needs no wait is sent whatever is left (its slowness is the BMC's).
+PACE_RESERVE = 0.1
 
 
 @dataclasses.dataclass
@@ -180,20 +192,24 @@ class Gate:
         turn comes ``requests`` spacings later, so the BMC's rate over any
         second stays what the spacing promises (a login is a request to it).
 
-        A turn beyond the deadline is ``SlotTimeout`` when other callers'
-        turns stand before it (contention); when only the spacing after the
-        last request does, the caller's budget is what ran out: ``too_late()``
-        (the driver's "deadline passed before anything was sent") if given."""
+        A turn beyond the deadline, or one that would leave the request less
+        than :data:`PACE_RESERVE` of it, is not taken: the wait is bmaas's
+        own, so running out is ``SlotTimeout`` (never counted against the
+        node). When only the spacing after the last request stands before the
+        turn, the driver's ``too_late()`` builds it ("the deadline passed
+        before the call: nothing sent", naming the driver) if given; when
+        other callers' turns do, it names the contention."""
         now = self._clock()
         if self.spacing <= 0 and self._next <= now:
             return
         with self._cond:
             turn = max(now, self._next)
-            if turn - now > deadline.left():
+            wait, left = turn - now, deadline.left()
+            if wait > left or (wait > 0 and left - wait < PACE_RESERVE):
                 self.stats.refused += 1
-                if too_late is not None and turn - now <= self.spacing:
+                if too_late is not None and wait <= self.spacing:
                     raise too_late()
-                raise self._refuse(node, operation, now, f"next turn in {turn - now:.2f}s")
+                raise self._refuse(node, operation, now, f"next turn in {wait:.2f}s")
             self._next = turn + self.spacing * max(1, requests)
             self.stats.paced += 1
         if turn > now:
@@ -218,29 +234,35 @@ class Gate:
         )
 
 
+#: what each environment variable must be: (variable, checker of its text)
+ENV_SETTINGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    (ENV_MAX_REQUESTS, lambda text: validate.count(text, low=1)),
+    (ENV_MIN_INTERVAL, lambda text: validate.seconds(validate.numeric(text), high=3600.0)),
+)
+
+
+def environment_problems(environ: Mapping[str, str] | None = None) -> list[InputError]:
+    """Every bad ``BMAAS_BMC_*`` value, one problem each (the CLIs check this
+    before any work, so a bad value is exit 2 up front, not a line per node).
+    An empty variable is unset, as the shell's ``VAR= command`` means."""
+    environ = os.environ if environ is None else environ
+    problems = []
+    for name, check in ENV_SETTINGS:
+        try:
+            validate.setting(name, environ.get(name) or None, check)
+        except ValueError as exc:
+            problems.append(InputError(str(exc), source="environment"))
+    return problems
+
+
 def _env_limits(environ: Mapping[str, str]) -> tuple[int | None, float | None]:
     """The process-wide overrides, every problem at once."""
-    problems: list[str] = []
-    cap: int | None = None
-    spacing: float | None = None
-    raw_cap = environ.get(ENV_MAX_REQUESTS)
-    if raw_cap:
-        try:
-            cap = int(raw_cap)
-            if cap < 1:
-                raise ValueError
-        except ValueError:
-            problems.append(f"{ENV_MAX_REQUESTS}: must be a whole number >= 1, not {raw_cap!r}")
-    raw_spacing = environ.get(ENV_MIN_INTERVAL)
-    if raw_spacing:
-        try:
-            spacing = float(raw_spacing)
-            if not spacing >= 0 or math.isinf(spacing):
-                raise ValueError
-        except ValueError:
-            problems.append(f"{ENV_MIN_INTERVAL}: must be seconds >= 0, not {raw_spacing!r}")
+    problems = environment_problems(environ)
     if problems:
-        raise InputError("\n".join(problems), source="environment")
+        raise InputError("\n".join(p.message for p in problems), source="environment")
+    (cap_name, cap_check), (gap_name, gap_check) = ENV_SETTINGS
+    cap = validate.setting(cap_name, environ.get(cap_name) or None, cap_check)
+    spacing = validate.setting(gap_name, environ.get(gap_name) or None, gap_check)
     return cap, spacing
 
 

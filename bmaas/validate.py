@@ -15,7 +15,14 @@ themselves live here, once:
   field documents a narrower range (:func:`seconds`);
 * **names** (nodes, instance name prefixes) use :data:`NAME_ALPHABET`:
   letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit,
-  at most 255 characters (:func:`is_name`).
+  at most 255 characters (:func:`is_name`);
+* **numbers written as text** (an environment variable, an ``ironic.conf``
+  option, ``"623"`` in Ironic's driver_info) are ASCII digits, an optional
+  sign, point and exponent, and nothing else: Python's ``int()`` and
+  ``float()`` read ``"\u0665"`` (Arabic-Indic five), ``"5\xa0"``, ``"1_000"``
+  and ``"nan"`` as numbers; these do not (:func:`numeric`, :func:`digits`);
+* **required means present and not null**: ``ipmi_address: null`` is as
+  missing as no ``ipmi_address`` at all (:func:`present`).
 
 Every checker raises ``ValueError`` with a message that reads after a field
 name (``must be a port from 1 to 65535, not 623.5``); the caller adds the
@@ -34,25 +41,41 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__ = [
     "MAX_SECONDS",
     "NAME_ALPHABET",
+    "count",
     "digits",
     "is_name",
     "name",
     "number",
+    "numeric",
     "port",
+    "present",
     "seconds",
+    "setting",
     "whole",
 ]
+
+T = TypeVar("T")
 
 #: the longest time any bmaas or hwlab setting may name: one day
 MAX_SECONDS = 86_400.0
 #: what a node name or an instance name prefix may be made of
 NAME_ALPHABET = "letters, digits, '.', '_' or '-' (starting with a letter or digit, at most 255)"
 _DIGITS = re.compile(r"[0-9]{1,18}")
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+#: a decimal number as a person writes one: ASCII only, at most 18 digits
+#: before the point (a longer one is a typo, and int() of 4300+ digits raises)
+_DECIMAL = re.compile(
+    r"[+-]?(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})(?:[eE][+-]?[0-9]{1,3})?"
+)
+#: the white space trimmed around a number written as text: ASCII only
+#: (str.strip() would also trim U+00A0 and the other Unicode spaces)
+_SPACE = " \t\r\n"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 
@@ -64,14 +87,16 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _range_text(low: float | None, high: float | None, *, low_open: bool = False) -> str:
-    if low is not None and high is not None and not low_open:
+def _range_text(
+    low: float | None, high: float | None, *, low_open: bool = False, high_open: bool = False
+) -> str:
+    if low is not None and high is not None and not low_open and not high_open:
         return f" from {low:g} to {high:g}"
     parts = []
     if low is not None:
         parts.append(f"{'>' if low_open else '>='} {low:g}")
     if high is not None:
-        parts.append(f"<= {high:g}")
+        parts.append(f"{'<' if high_open else '<='} {high:g}")
     return (" " + " and ".join(parts)) if parts else ""
 
 
@@ -81,12 +106,13 @@ def number(
     low: float | None = None,
     high: float | None = None,
     low_open: bool = False,
+    high_open: bool = False,
     what: str = "a number",
 ) -> float:
-    """``value`` as a finite float within ``[low, high]`` (``(low, high]`` with
-    ``low_open``). Whole numbers are accepted; text, booleans, NaN and ±Inf
-    are not."""
-    wanted = f"must be {what}{_range_text(low, high, low_open=low_open)}"
+    """``value`` as a finite float within ``[low, high]`` (``(low, ...`` with
+    ``low_open``, ``..., high)`` with ``high_open``). Whole numbers are
+    accepted; text, booleans, NaN and ±Inf are not."""
+    wanted = f"must be {what}{_range_text(low, high, low_open=low_open, high_open=high_open)}"
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{wanted}, not {_shown(value)}")
     if isinstance(value, float) and not math.isfinite(value):
@@ -96,7 +122,8 @@ def number(
     except OverflowError:  # only an int too large for a float gets here
         raise ValueError(f"{wanted}, not a {int(value).bit_length()}-bit number") from None
     below = low is not None and (result <= low if low_open else result < low)
-    if below or (high is not None and result > high):
+    above = high is not None and (result >= high if high_open else result > high)
+    if below or above:
         raise ValueError(f"{wanted}, not {_shown(value)}")
     return result
 
@@ -122,10 +149,59 @@ def port(value: Any) -> int:
 
 def digits(value: Any) -> Any:
     """``value`` as an int when it is text of (ASCII) digits, else as given:
-    for fields Ironic's driver_info often holds as strings (``"623"``)."""
-    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
-        return int(value)
+    for fields Ironic's driver_info often holds as strings (``"623"``).
+    ``"\u0665"`` and ``"5\xa0"`` stay text (and are refused by the checker)."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip(_SPACE)):
+        return int(value.strip(_SPACE))
     return value
+
+
+def numeric(value: Any) -> Any:
+    """``value`` as a number when it is text of one (ASCII digits, an
+    optional sign, point and exponent: ``"2"`` is 2, ``"2.9"`` is 2.9), else
+    as given, for the checker after it to refuse in its own words. For
+    values that arrive as text: environment variables, ini options, Ironic's
+    driver_info. ``"nan"``, ``"inf"``, ``"1_000"``, ``"0x10"``, ``""`` and
+    non-ASCII digits stay text."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip(_SPACE)
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    if _DECIMAL.fullmatch(text):
+        return float(text)
+    return value
+
+
+def count(
+    value: Any, *, low: int = 1, high: int | None = None, what: str = "a whole number"
+) -> int:
+    """A whole number (of requests, of workers) from a number or its text:
+    ``2.9`` is refused, not read as 2, and so are ``.inf`` and ``"\u0665"``."""
+    return whole(numeric(value), low=low, high=high, what=what)
+
+
+def present(value: Any) -> Any:
+    """``value`` unless it is None: a required key given as ``null`` is
+    missing (``ipmi_address: null`` passed enroll and failed every call)."""
+    if value is None:
+        raise ValueError("is required, not null")
+    return value
+
+
+def setting(name: str, text: str | None, check: Callable[[Any], T]) -> T | None:
+    """One setting read as text (an environment variable, an ini option):
+    None when unset, else ``check(text)``; a problem is a ``ValueError``
+    whose message starts with the setting's ``name``. An empty value is a
+    problem, not "unset": ``BMAAS_BMC_MAX_REQUESTS=`` says something."""
+    if text is None:
+        return None
+    if text.strip(_SPACE) == "":
+        raise ValueError(f"{name}: must not be empty (unset it instead)")
+    try:
+        return check(text)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def seconds(
