@@ -13,6 +13,13 @@ DELETE    /faults/NODE, /faults   clear one node's rules, or all
 POST      /power/NODE             ``{"state": "on"|"off"}`` behind the BMC
 POST      /shutdown               stop the lab
 ========  ======================  ===================================
+
+Only the lab's owner may call it, and only from a program: every request
+carries ``Authorization: Bearer TOKEN`` (the token the server was given;
+a lab writes it to ``STATE_DIR/token``, 0600), a loopback ``Host``, no
+foreign ``Origin``, and a write a JSON content type
+(:mod:`bmaas.hwlab.controlauth`). :class:`LabClient` adds the token;
+:meth:`LabClient.from_state_dir` reads it.
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from typing import Any, Protocol
 from bmaas.deadline import Deadline
 from bmaas.fakes.faults import FaultRule
 from bmaas.faults import BmaasError, InputError
-from bmaas.hwlab import http
+from bmaas.hwlab import http, statefiles
+from bmaas.hwlab.controlauth import Refused, check_request, refusal_headers
 
 __all__ = ["ControlServer", "Controllable", "LabClient", "LabNotRunning"]
 
@@ -80,7 +88,7 @@ class ApiError(Exception):
 
 class ControlServer:
     """Serve the control API of ``lab`` (a lab or a proxy host) on
-    ``host``:``port`` (0: any free port).
+    ``host``:``port`` (0: any free port) to whoever presents ``token``.
 
     Every request gets a status code and a JSON body; errors are one line,
     ``{"error": ..., "code": ...}``. Built on :mod:`bmaas.hwlab.http` (hwlab's one
@@ -92,12 +100,16 @@ class ControlServer:
         self,
         lab: Controllable,
         *,
+        token: str,
         host: str = "127.0.0.1",
         port: int = 0,
         on_shutdown: Callable[[], None] | None = None,
     ) -> None:
+        if not token:
+            raise ValueError("the control API needs a token")
         self.lab = lab
         self.on_shutdown = on_shutdown
+        self._token = token
         self._sock = socket.create_server((host, port))
         self._address: tuple[str, int] = self._sock.getsockname()[:2]
         self._loop = asyncio.new_event_loop()
@@ -164,8 +176,8 @@ class ControlServer:
                     return
                 if request is None:
                     return
-                status, body = await self._answer(request)
-                await _reply(writer, status, body, request.keep_alive)
+                status, body, headers = await self._answer(request)
+                await _reply(writer, status, body, request.keep_alive, headers)
                 if not request.keep_alive:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -179,23 +191,33 @@ class ControlServer:
         finally:
             writer.close()
 
-    async def _answer(self, request: http.Request) -> tuple[int, dict[str, Any]]:
+    async def _answer(
+        self, request: http.Request
+    ) -> tuple[int, dict[str, Any], list[tuple[str, str]]]:
+        host, port = self._address
+        try:
+            check_request(request.method, request.headers, token=self._token, host=host, port=port)
+        except Refused as exc:
+            LOG.warning(
+                "control: refused %s %s: %d %s", request.method, request.path, exc.status, exc.code
+            )
+            return exc.status, _error(str(exc), exc.code), list(refusal_headers(exc))
         try:
             parts = [urllib.parse.unquote(p) for p in request.path.split("/") if p]
             body = _body(request.body)
             result = await self._loop.run_in_executor(
                 self._pool, self.dispatch, request.method, parts, body
             )
-            return 200, result
+            return 200, result, []
         except ApiError as exc:
-            return exc.status, _error(str(exc), "bad_request")
+            return exc.status, _error(str(exc), "bad_request"), []
         except LabNotRunning as exc:
-            return 503, _error(str(exc), exc.code)
+            return 503, _error(str(exc), exc.code), []
         except BmaasError as exc:
-            return 400, _error(str(exc), exc.code)
+            return 400, _error(str(exc), exc.code), []
         except Exception as exc:
             LOG.exception("control: %s %s failed", request.method, request.path)
-            return 500, _error(f"internal error: {type(exc).__name__}: {exc}", "internal")
+            return 500, _error(f"internal error: {type(exc).__name__}: {exc}", "internal"), []
 
     def dispatch(self, method: str, parts: list[str], body: dict[str, Any]) -> Any:
         lab = self.lab
@@ -260,26 +282,37 @@ def _error(message: str, code: str) -> dict[str, Any]:
 
 
 async def _reply(
-    writer: asyncio.StreamWriter, status: int, body: dict[str, Any], keep_alive: bool
+    writer: asyncio.StreamWriter,
+    status: int,
+    body: dict[str, Any],
+    keep_alive: bool,
+    headers: list[tuple[str, str]] | None = None,
 ) -> None:
     data = json.dumps(body, default=str).encode()
-    response = http.Response(status, [("Content-Type", "application/json")], data)
+    response = http.Response(status, [("Content-Type", "application/json"), *(headers or [])], data)
     await http.write_response(writer, response, keep_alive=keep_alive)
+
+
+#: no proxy, whatever ``http_proxy`` says: the API is on loopback, and the
+#: token must not travel through anyone else
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class LabClient:
     """Talk to a running lab's control API; same methods as :class:`Lab`.
 
-    Every call is bounded by a :class:`~bmaas.deadline.Deadline`: the one
-    given (``deadline=``, a test's or a command's budget), at most ``timeout``
-    seconds from the call's start; connect, send and every read wait at most
-    what it has left. A lab that accepts and never answers is
-    :class:`LabNotRunning` by then."""
+    Every call carries ``token`` (``Authorization: Bearer``; the lab's, from
+    ``STATE_DIR/token``: :meth:`from_state_dir` reads it) and is bounded by
+    a :class:`~bmaas.deadline.Deadline`: the one given (``deadline=``, a
+    test's or a command's budget), at most ``timeout`` seconds from the
+    call's start; connect, send and every read wait at most what it has left.
+    A lab that accepts and never answers is :class:`LabNotRunning` by then."""
 
     def __init__(
-        self, url: str, *, timeout: float = 30.0, deadline: Deadline | None = None
+        self, url: str, *, token: str, timeout: float = 30.0, deadline: Deadline | None = None
     ) -> None:
         self.url = url.rstrip("/")
+        self._token = token
         self.timeout = timeout
         #: bounds every call of this client (with each call's own ``timeout``)
         self.deadline = deadline
@@ -290,19 +323,33 @@ class LabClient:
     ) -> LabClient:
         path = Path(state_dir) / "lab.json"
         try:
-            info = json.loads(path.read_text())
+            info = json.loads(statefiles.read_private(path))
         except FileNotFoundError:
             raise LabNotRunning(f"no lab is running in {state_dir}") from None
+        except PermissionError:
+            raise LabNotRunning(
+                f"cannot read {path}: permission denied (only the lab's owner may control it)"
+            ) from None
         except (OSError, json.JSONDecodeError) as exc:
             raise LabNotRunning(f"cannot read {path}: {exc}") from None
+        if not isinstance(info, dict):
+            raise LabNotRunning(f"cannot read {path}: not a JSON object")
         if info.get("state") != "ready" or not info.get("control_url"):
             raise LabNotRunning(f"the lab in {state_dir} is {info.get('state', 'not ready')}")
-        return cls(info["control_url"], deadline=deadline)
+        url = str(info["control_url"])
+        if urllib.parse.urlsplit(url).hostname not in ("127.0.0.1", "localhost", "::1"):
+            # the token goes only to a loopback API (lab.json is the lab's, but check)
+            raise LabNotRunning(f"{path}: control_url {url!r} is not on loopback; refused")
+        return cls(url, token=statefiles.read_token(state_dir), deadline=deadline)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {self._token}",
+        }
         request = urllib.request.Request(  # noqa: S310 - a loopback http URL we wrote
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+            self.url + path, data=data, method=method, headers=headers
         )
         deadline = Deadline.after(self.timeout)
         if self.deadline is not None:
@@ -311,7 +358,7 @@ class LabClient:
             raise LabNotRunning(f"the deadline passed before {method} {path}")
         try:
             # each socket step (connect, send, every read) gets what is left
-            with urllib.request.urlopen(request, timeout=deadline.left()) as response:  # noqa: S310
+            with _OPENER.open(request, timeout=deadline.left()) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             try:

@@ -96,9 +96,17 @@ def build_spec(options: LabOptions) -> LabSpec:
 
 
 def read_pid(state_dir: Path) -> int | None:
+    """The pid in ``hwlab.pid`` (read without following a link: a link is
+    refused with one line), or None."""
+    from bmaas.hwlab.statefiles import read_private
+
     try:
-        return int((state_dir / "hwlab.pid").read_text().strip())
-    except (FileNotFoundError, ValueError):
+        text = read_private(state_dir / "hwlab.pid", limit=4096)
+    except FileNotFoundError:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
         return None
 
 
@@ -120,20 +128,22 @@ def pid_alive(pid: int) -> bool:
 def main(argv: list[str] | None = None) -> int:
     # Imported here, not at the top: each worker process (spawned) imports
     # this module again as its main, and needs none of this.
+    from bmaas.hwlab import statefiles
     from bmaas.hwlab.control import ControlServer
     from bmaas.hwlab.lab import Lab, write_json
     from bmaas.hwlab.labspec import loopback_hosts
 
     args = argv if argv is not None else sys.argv[1:]
-    state_dir = Path(args[0])
+    state_dir = statefiles.prepare_dir(args[0])  # 0700, ours, not a link
     options = LabOptions.from_json(args[1])
+    log = statefiles.open_private(state_dir / "hwlab.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        filename=state_dir / "hwlab.log",
+        stream=os.fdopen(log, "a", encoding="utf-8"),
     )
     mask_logs()  # an image URL's password never reaches the log
-    (state_dir / "hwlab.pid").write_text(f"{os.getpid()}\n")
+    statefiles.write_private(state_dir / "hwlab.pid", f"{os.getpid()}\n")
     lab_json = state_dir / "lab.json"
     write_json(lab_json, {"state": "starting", "pid": os.getpid()})
     stopping = threading.Event()
@@ -160,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         started = time.monotonic()
         lab.start(timeout=options.start_timeout)
-        control = ControlServer(lab, port=options.control_port, on_shutdown=stopping.set)
+        # fresh for every lab: a token of a lab that is gone opens nothing
+        token = statefiles.create_token(state_dir)
+        control = ControlServer(
+            lab, token=token, port=options.control_port, on_shutdown=stopping.set
+        )
         control.start()
         info = {
             "state": "ready",
@@ -188,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             lab.stop()
         if not lab_json.exists() or json.loads(lab_json.read_text()).get("state") != "failed":
             lab_json.unlink(missing_ok=True)
+        statefiles.remove(state_dir / statefiles.TOKEN_FILE)
         (state_dir / "hwlab.pid").unlink(missing_ok=True)
         signals.close()
 

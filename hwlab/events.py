@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bmaas.fakes.faults import Firing
+from bmaas.hwlab.statefiles import open_private
 
 __all__ = ["EventLog", "read_events"]
 
@@ -24,7 +25,8 @@ class EventLog:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # 0600, never through a link (a planted events.jsonl -> ~/.bashrc)
+        self._fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._lock = threading.Lock()
         self.count = 0
 

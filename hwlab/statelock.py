@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from bmaas.faults import InputError
+from bmaas.hwlab.statefiles import open_private
 
 __all__ = ["LOCK_FILE", "acquire"]
 
@@ -27,7 +28,7 @@ def acquire(state_dir: Path) -> int:
     """The state directory's lock, as an open descriptor (close it, or let
     the process that inherits it exit, to release it); ``InputError`` when
     another lab or ``hwlab up`` holds it."""
-    fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = open_private(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT)  # 0600, not via a link
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

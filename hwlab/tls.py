@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from bmaas.hwlab.statefiles import write_private
+
 __all__ = [
     "LabCertificate",
     "ensure_certificate",
@@ -115,19 +117,17 @@ def make_certificate(directory: pathlib.Path, hosts: Iterable[str] = ()) -> LabC
         .sign(ca_key, hashes.SHA256())
     )
 
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     out = LabCertificate(directory / "ca.pem", directory / "server.pem", directory / "server.key")
-    out.ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    out.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    fd = os.open(out.key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
+    # 0600 and never through a link, like every file in a state directory
+    write_private(out.ca_path, ca.public_bytes(serialization.Encoding.PEM).decode("ascii"))
+    write_private(out.cert_path, cert.public_bytes(serialization.Encoding.PEM).decode("ascii"))
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    write_private(out.key_path, pem.decode("ascii"))
     return out
 
 

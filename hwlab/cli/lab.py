@@ -173,8 +173,9 @@ def up(
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
         raise SystemExit(EXIT_USAGE) from None
-    state_dir.mkdir(parents=True, exist_ok=True)
-    from bmaas.hwlab import statelock
+    from bmaas.hwlab import statefiles, statelock
+
+    statefiles.prepare_dir(state_dir)  # 0700, ours, not a link
 
     lock = statelock.acquire(state_dir)  # held by the daemon for the lab's life
     try:
@@ -210,7 +211,12 @@ def _start(
         click.echo(f"removing stale pid file of a lab that is gone (pid {pid})", err=True)
         (state_dir / "hwlab.pid").unlink(missing_ok=True)
     (state_dir / "lab.json").unlink(missing_ok=True)
-    log = open(state_dir / "hwlab.log", "ab")  # noqa: SIM115 - handed to the daemon
+    from bmaas.hwlab.statefiles import open_private
+
+    # 0600 and never through a link: a planted hwlab.log is refused, not written
+    log = os.fdopen(
+        open_private(state_dir / "hwlab.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab"
+    )
     with log:
         daemon = subprocess.Popen(  # noqa: S603 - our own module, no shell
             [sys.executable, "-m", "bmaas.hwlab.daemon", str(state_dir), options.to_json()],
@@ -246,8 +252,10 @@ def _wait_ready(
 
 
 def _read_lab_json(state_dir: Path) -> dict[str, Any]:
+    from bmaas.hwlab.statefiles import read_private
+
     try:
-        data: dict[str, Any] = json.loads((state_dir / "lab.json").read_text())
+        data: dict[str, Any] = json.loads(read_private(state_dir / "lab.json"))
         return data
     except (FileNotFoundError, json.JSONDecodeError):
         return {}

@@ -85,7 +85,7 @@ class ProxyHost:
     def start(self, *, timeout: float = 30.0) -> None:
         """Bind every proxy; raises ``ProxyError`` (after cleaning up) if one cannot."""
         if self.events_path is not None:
-            Path(self.events_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.events_path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.events = EventLog(str(self.events_path))
         loop = asyncio.new_event_loop()
         self._loop = loop

@@ -1,8 +1,9 @@
 """``hwlab proxy``: one proxy in the foreground, controllable like a lab.
 
 It keeps, in its state directory, what a lab keeps: ``lab.json`` (``state:
-ready``, ``control_url``), ``hwlab.pid``, ``events.jsonl`` and an
-``inventory.yaml`` with the proxied node, so ``hwlab fault add/clear``,
+ready``, ``control_url``), ``token`` (the control API's), ``hwlab.pid``,
+``events.jsonl`` and an ``inventory.yaml`` with the proxied node (0700
+directory, 0600 files: :mod:`bmaas.hwlab.statefiles`), so ``hwlab fault add/clear``,
 ``hwlab status`` and ``hwlab down`` work against it unchanged.
 """
 
@@ -22,10 +23,11 @@ from bmaas.faults import InputError
 from bmaas.hwlab import profiles
 from bmaas.hwlab.control import ControlServer
 from bmaas.hwlab.daemon import pid_alive, read_pid
-from bmaas.hwlab.lab import write_json, write_private
+from bmaas.hwlab.lab import write_json
 from bmaas.hwlab.proxy.effects import supported_rules
 from bmaas.hwlab.proxy.host import ProxyHost
 from bmaas.hwlab.proxy.spec import ProxySpec
+from bmaas.hwlab.statefiles import TOKEN_FILE, create_token, prepare_dir, remove, write_private
 
 __all__ = ["load_rules", "profile_rules", "serve"]
 
@@ -72,7 +74,7 @@ def serve(
     ready: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Run ``host`` until ``stop`` is set; the state directory says where."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    prepare_dir(state_dir)  # 0700, ours, not a link (bmaas.hwlab.statefiles)
     lab_json = state_dir / "lab.json"
     pid_file = state_dir / "hwlab.pid"
     pid = read_pid(state_dir)
@@ -84,14 +86,15 @@ def serve(
     control: ControlServer | None = None
     try:
         host.start()
-        control = ControlServer(host, port=control_port, on_shutdown=stop.set)
+        token = create_token(state_dir)  # fresh per proxy run, 0600
+        control = ControlServer(host, token=token, port=control_port, on_shutdown=stop.set)
         control.start()
         inventory = host.inventory_path = state_dir / "inventory.yaml"
         text = "# written by hwlab proxy: the proxied BMC in bmaas inventory format\n"
         write_private(
             inventory, text + yaml.safe_dump({"nodes": host.inventory()}, sort_keys=False)
         )
-        pid_file.write_text(f"{os.getpid()}\n")
+        write_private(pid_file, f"{os.getpid()}\n")
         info = {
             "state": "ready",
             "pid": os.getpid(),
@@ -110,4 +113,5 @@ def serve(
             control.stop()
         host.stop()
         lab_json.unlink(missing_ok=True)
+        remove(state_dir / TOKEN_FILE)
         pid_file.unlink(missing_ok=True)

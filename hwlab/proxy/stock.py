@@ -35,6 +35,7 @@ from bmaas.faults import InputError
 from bmaas.hwlab import tls
 from bmaas.hwlab.proxy import rmcp
 from bmaas.hwlab.proxy.host import ProxyError
+from bmaas.hwlab.statefiles import open_private, write_private
 
 __all__ = ["StockSushy", "StockVbmc", "free_port"]
 
@@ -71,8 +72,9 @@ class _Process:
         return self.workdir / f"{self.name}.log"
 
     def _spawn(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        with os.fdopen(open_private(self.log_path, flags), "ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our interpreter, fixed arguments
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -141,27 +143,27 @@ class StockVbmc(_Process):
         _require("virtualbmc", "virtualbmc")
         _require("libvirt", "libvirt-python")
         conf_dir = self.workdir / "domains"
-        conf_dir.mkdir(parents=True, exist_ok=True)
+        conf_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         config = self.workdir / "virtualbmc.conf"
-        config.write_text(
+        write_private(
+            config,
             "[default]\n"
             f"config_dir = {conf_dir}\n"
             f"pid_file = {self.workdir / 'vbmcd.pid'}\n"
             f"server_port = {free_port()}\n"
             "[log]\n"
-            f"logfile = {self.log_path}\n"
+            f"logfile = {self.log_path}\n",
         )
         for domain in self.domains:
             port = self.ports.setdefault(domain, free_port(socket.SOCK_DGRAM, self.host))
-            (conf_dir / domain).mkdir(exist_ok=True)
-            fd = os.open(conf_dir / domain / "config", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:  # vbmcd reads this at start: no 'vbmc add' round trip
-                fh.write(
-                    "[VirtualBMC]\n"
-                    f"username = {self.username}\npassword = {self.password}\n"
-                    f"address = {self.host}\nport = {port}\ndomain_name = {domain}\n"
-                    f"libvirt_uri = {self.libvirt_uri}\nactive = True\n"
-                )
+            (conf_dir / domain).mkdir(mode=0o700, exist_ok=True)
+            write_private(  # vbmcd reads this at start: no 'vbmc add' round trip
+                conf_dir / domain / "config",
+                "[VirtualBMC]\n"
+                f"username = {self.username}\npassword = {self.password}\n"
+                f"address = {self.host}\nport = {port}\ndomain_name = {domain}\n"
+                f"libvirt_uri = {self.libvirt_uri}\nactive = True\n",
+            )
         self._spawn(
             [sys.executable, "-m", "virtualbmc.cmd.vbmcd", "--foreground"],
             {"VIRTUALBMC_CONFIG": str(config)},
@@ -235,9 +237,9 @@ class StockSushy(_Process):
                 SUSHY_EMULATOR_SSL_KEY=str(cert.key_path),
             )
         config = self.workdir / "sushy-emulator.conf"
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A Flask config file is Python: repr() writes each value as a literal.
-        config.write_text("".join(f"{key} = {value!r}\n" for key, value in settings.items()))
+        write_private(config, "".join(f"{key} = {value!r}\n" for key, value in settings.items()))
         self._spawn([sys.executable, "-m", "sushy_tools.emulator.main", "--config", str(config)])
         self._wait(self._answers, timeout)
 

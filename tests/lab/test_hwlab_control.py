@@ -15,11 +15,18 @@ from bmaas.hwlab.lab import Lab
 pytestmark = pytest.mark.lab
 
 RULE = '{"rules": [{"effect": "hang"}]}'
+TOKEN = "test-token-of-this-module"
+#: what every request from the lab's owner carries (bmaas.hwlab.controlauth)
+OWNER = ["Host: 127.0.0.1", f"Authorization: Bearer {TOKEN}", "Content-Type: application/json"]
 
 
 def _post(path: str, body: str, *extra: str) -> bytes:
-    head = [f"POST {path} HTTP/1.1", "Host: x", f"Content-Length: {len(body)}", *extra]
+    head = [f"POST {path} HTTP/1.1", *OWNER, f"Content-Length: {len(body)}", *extra]
     return ("\r\n".join(head) + "\r\n\r\n" + body).encode("latin-1")
+
+
+def _bare(request_line: str) -> bytes:
+    return ("\r\n".join([request_line, *OWNER, "Content-Length: 0"]) + "\r\n\r\n").encode()
 
 
 MALFORMED: dict[str, bytes] = {
@@ -39,8 +46,8 @@ MALFORMED: dict[str, bytes] = {
     "node name too long": _post("/faults/" + "n" * 300, RULE),
     "bad power state": _post("/power/node-001", '{"state": "maybe"}'),
     "power on unknown node": _post("/power/nope", '{"state": "on"}'),
-    "unknown path": b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
-    "method not allowed": b"PUT /status HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    "unknown path": _bare("GET /nope HTTP/1.1"),
+    "method not allowed": _bare("PUT /status HTTP/1.1"),
     "body too large": b"POST /faults/node-001 HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n",
     "malformed header": b"GET /status HTTP/1.1\r\nno colon here\r\n\r\n",
     "garbage request line": b"GARBAGE\r\n\r\n",
@@ -51,7 +58,7 @@ MALFORMED: dict[str, bytes] = {
 @pytest.fixture
 def control(hwlab_lab: Callable[..., Lab]) -> Iterator[ControlServer]:
     lab = hwlab_lab(nodes=2, protocols="ipmi")
-    server = ControlServer(lab)
+    server = ControlServer(lab, token=TOKEN)
     server.start()
     try:
         yield server
@@ -138,7 +145,7 @@ def test_stopping_with_a_client_connected_logs_no_traceback(
     asyncio logged a CancelledError traceback from its own done-callback)."""
     host, port = control.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as client:
-        client.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        client.sendall(_bare("GET /status HTTP/1.1"))
         assert client.recv(65536).startswith(b"HTTP/1.1 200")  # kept alive: a task waits on it
         with caplog.at_level("DEBUG", logger="asyncio"):
             control.stop()

@@ -321,10 +321,10 @@ def test_control_api_drives_a_running_proxy(
     stock_sushy: StockSushy, proxy_host: Start, system: str
 ) -> None:
     host = proxy_host(_spec(stock_sushy))
-    control = ControlServer(host)
+    control = ControlServer(host, token="proxy-test-token")
     control.start()
     try:
-        client = LabClient(control.url)
+        client = LabClient(control.url, token="proxy-test-token")
         assert client.add_faults("rf1", [{"effect": "busy", "operation": "power.get"}]) == 1
         assert curl(host, system)[1] == 503
         status = client.status()

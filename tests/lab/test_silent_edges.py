@@ -216,7 +216,9 @@ def test_sigterm_while_waiting_on_a_silent_postgresql_stops_at_once(
 
 
 def test_the_lab_client_gives_up_on_a_silent_lab_by_its_deadline(silent: SilentServer) -> None:
-    client = LabClient(f"http://127.0.0.1:{silent.port}", deadline=Deadline.after(1.0))
+    client = LabClient(
+        f"http://127.0.0.1:{silent.port}", token="silent-lab-token", deadline=Deadline.after(1.0)
+    )
     began = time.monotonic()
     with pytest.raises(LabNotRunning, match="does not answer"):
         client.status()
