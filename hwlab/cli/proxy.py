@@ -2,19 +2,55 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
+from bmaas import credentials
 from bmaas.cliutil import InputFile
 from bmaas.faults import InputError
 from bmaas.hwlab.cli.common import default_state_dir, parse_seed
 from bmaas.secrets import Secret
 
-__all__ = ["proxy"]
+__all__ = ["proxy", "read_secret"]
+
+#: where a proxy's BMC secrets come from when no file is named
+PASSWORD_ENV = "HWLAB_PROXY_PASSWORD"  # noqa: S105 - a variable's name
+KG_ENV = "HWLAB_PROXY_KG"
+_SOURCES = {"--password": ("--password-file", PASSWORD_ENV), "--kg": ("--kg-file", KG_ENV)}
+
+
+def _refuse_in_argv(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--password``/``--kg`` put a secret where every user reads it (``ps``,
+    /proc/PID/cmdline): refused with one line saying what to use instead."""
+    if value is None:
+        return
+    option = param.opts[0]
+    file_option, env = _SOURCES[option]
+    raise InputError(
+        f"{option} is not accepted: a secret on the command line is visible to every "
+        f"user (ps); use {file_option} PATH or set {env}"
+    )
+
+
+def read_secret(
+    path: str | None, env: str, *, option: str, environ: Mapping[str, str] | None = None
+) -> Secret:
+    """A BMC secret from the file ``path`` (a regular file of at most 64 KiB,
+    trailing newlines removed: bmaas.credentials) or the variable ``env``;
+    empty when neither is given. Errors name the file or variable, never
+    the secret."""
+    env_map = os.environ if environ is None else environ
+    if path is not None and env_map.get(env):
+        raise InputError(f"give {option} or set {env}, not both")
+    if path is not None:
+        return credentials.resolve("file:" + path, field=option)
+    return Secret(env_map.get(env, ""))
 
 
 @click.command()
@@ -46,11 +82,20 @@ __all__ = ["proxy"]
 @click.option("--seed", default=None, help="Seed for every random choice (default: the file's, 0).")
 @click.option("--username", help="BMC user (IPMI: lets the proxy read and answer in sessions).")
 @click.option(
-    "--password",
-    envvar="HWLAB_PROXY_PASSWORD",
-    help="BMC password (or env HWLAB_PROXY_PASSWORD; never printed).",
+    "--password-file",
+    type=click.Path(dir_okay=False),
+    help="A file holding the BMC password (trailing newline ignored); or set "
+    f"{PASSWORD_ENV}. Never on the command line, where every user sees it in ps.",
 )
-@click.option("--kg", envvar="HWLAB_PROXY_KG", help="IPMI BMC key, if the BMC has one.")
+@click.option(
+    "--kg-file",
+    type=click.Path(dir_okay=False),
+    help=f"A file holding the IPMI BMC key, if the BMC has one; or set {KG_ENV}.",
+)
+@click.option(
+    "--password", "password_argv", hidden=True, expose_value=True, callback=_refuse_in_argv
+)
+@click.option("--kg", "kg_argv", hidden=True, expose_value=True, callback=_refuse_in_argv)
 @click.option(
     "--tls/--no-tls",
     default=None,
@@ -83,8 +128,10 @@ def proxy(
     rules_file: str | None,
     seed: str | None,
     username: str | None,
-    password: str | None,
-    kg: str | None,
+    password_file: str | None,
+    kg_file: str | None,
+    password_argv: None,
+    kg_argv: None,
     tls: bool | None,
     upstream_ca: str | None,
     upstream_insecure: bool,
@@ -95,7 +142,7 @@ def proxy(
 
     \b
     hwlab proxy --protocol ipmi --upstream 10.0.0.21 --listen 127.0.0.1:6230 \\
-        --username admin --password "$PW" --profile flaky --seed 7
+        --username admin --password-file bmc.pass --profile flaky --seed 7
     hwlab fault add bmc effect=busy,operation=power.get --state-dir DIR
     ipmitool -I lanplus -H 127.0.0.1 -p 6230 -U admin -P "$PW" power status
     """
@@ -114,8 +161,8 @@ def proxy(
         upstream_port=up_port,
         upstream_tls=up_tls,
         username=username,
-        password=Secret(password or ""),
-        kg=Secret(kg or ""),
+        password=read_secret(password_file, PASSWORD_ENV, option="--password-file"),
+        kg=read_secret(kg_file, KG_ENV, option="--kg-file"),
         verify_ca=False if upstream_insecure else (upstream_ca or True),
         tls=tls,
         listen_host=listen_host,
@@ -123,7 +170,7 @@ def proxy(
     )
     if protocol == "ipmi" and not spec.credentials:
         click.echo(
-            "note: no --username/--password: in-session IPMI packets stay unreadable, so "
+            "note: no --username/--password-file: in-session IPMI packets stay unreadable, so "
             "only wire effects and login faults can be injected",
             err=True,
         )

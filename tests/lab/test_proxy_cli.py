@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -98,6 +99,59 @@ def test_hwlab_proxy_runs_until_down_and_obeys_fault_commands(
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         process.communicate(timeout=10)  # reap it and close the pipes
+
+
+def test_hwlab_proxy_reads_its_password_from_a_file_never_from_argv(tmp_path: Path) -> None:
+    """Issue 36: `--password` was in every user's `ps`. From a file: the
+    password reaches the proxy (its inventory) and not its command line; the
+    proxy's control API takes its owner's CLI and refuses a request without
+    its token."""
+    password = "file-only-s3cret"
+    secret = tmp_path / "bmc.pass"
+    secret.write_text(password + "\n")
+    state = tmp_path / "state"
+    process = subprocess.Popen(
+        [
+            HWLAB,
+            "proxy",
+            *("--protocol", "ipmi", "--upstream", "127.0.0.1:9", "--node", "bmc"),
+            *("--username", "admin", "--password-file", str(secret), "--state-dir", str(state)),
+        ],
+        env={k: v for k, v in os.environ.items() if k != "HWLAB_PROXY_PASSWORD"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        info = _wait_ready(state, process)
+        inventory = yaml.safe_load((state / "inventory.yaml").read_text())
+        assert inventory["nodes"][0]["driver_info"]["ipmi_password"] == password
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        assert password.encode() not in cmdline
+        assert b"bmc.pass" in cmdline  # the one we started
+        assert oct(state.stat().st_mode & 0o777) == "0o700"
+        for name in ("token", "lab.json", "hwlab.pid", "inventory.yaml", "events.jsonl"):
+            assert oct((state / name).stat().st_mode & 0o777) == "0o600", name
+        status = hwlab("status", "--json", "--state-dir", str(state))
+        assert status.returncode == 0, status.stderr
+        assert "bmc" in json.loads(status.stdout)["nodes"]
+        port = int(info["control_url"].rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                f"POST /shutdown HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}".encode()
+            )
+            assert sock.recv(65536).startswith(b"HTTP/1.1 401 ")
+        assert process.poll() is None  # still serving
+        assert hwlab("down", "--state-dir", str(state)).returncode == 0
+        out, err = process.communicate(timeout=10)
+        assert process.returncode == 0, err
+        assert password not in out + err
+        assert not (state / "token").exists()
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=10)
 
 
 def test_hwlab_proxy_refuses_hardware_rules_before_listening(tmp_path: Path) -> None:
