@@ -29,7 +29,10 @@ from bmaas import clock as _clock
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.fakes.faults import Effect, FaultPlan, Firing
 
-__all__ = ["FakeMachine", "Hardware"]
+__all__ = ["HEALTH_STATES", "FakeMachine", "Hardware"]
+
+#: the overall health values a BMC reports (Redfish's Status.Health)
+HEALTH_STATES = ("OK", "Warning", "Critical")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +97,7 @@ class FakeMachine:
         self.power_fault = False
         #: the BMC is rebooting (bmc_reboot) until this time on the clock
         self.bmc_down_until: float | None = None
+        self._health = "OK"
         self._boots = 0
         self._reset_at: float | None = None  # a hard reset lands (reboots) then
 
@@ -342,6 +346,20 @@ class FakeMachine:
         """True while the BMC is rebooting (a ``bmc_reboot`` effect)."""
         with self._lock:
             return self.bmc_down_until is not None and self._clock() < self.bmc_down_until
+
+    @property
+    def health(self) -> str:
+        """The system's overall health as its BMC reports it (Redfish
+        ``Status.Health``): one of :data:`HEALTH_STATES`."""
+        with self._lock:
+            return self._health
+
+    def set_health(self, health: str) -> None:
+        """Change what the BMC reports (a fan failed, a DIMM was replaced)."""
+        if health not in HEALTH_STATES:
+            raise ValueError(f"health must be one of {', '.join(HEALTH_STATES)}, not {health!r}")
+        with self._lock:
+            self._health = health
 
     def reboot_bmc(self, duration: float) -> None:
         with self._lock:

@@ -319,6 +319,10 @@ class ShardServers:
         self.machine(name).force_power(PowerState(state))
         return state
 
+    def set_health(self, name: str, health: str) -> str:
+        self.machine(name).set_health(health)
+        return health
+
 
 def _handle(servers: ShardServers, command: tuple[Any, ...]) -> Any:
     verb, *args = command
@@ -330,6 +334,8 @@ def _handle(servers: ShardServers, command: tuple[Any, ...]) -> Any:
         return servers.clear_rules(*args)
     if verb == "power":
         return servers.force_power(*args)
+    if verb == "health":
+        return servers.set_health(*args)
     if verb == "snapshot":
         return servers.snapshot(*args)
     raise InputError(f"unknown worker command {verb!r}")

@@ -52,6 +52,7 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_ironic_driver.py": "ironic-session",
     "tests/ironic/test_ironic_faults.py": "ironic-session",
     "tests/ironic/test_ironic_sync.py": "ironic-session",
+    "tests/ironic/test_ironic_action_reads.py": "ironic-action-reads",  # its own Ironic
     "tests/ironic/test_backend_ironic.py": "ironic-backend",
     "tests/ironic/test_bench_goodput_ironic.py": "ironic-goodput",
     "tests/ironic/test_ironic_shared_service.py": "ironic-shared-service",  # its own Ironic

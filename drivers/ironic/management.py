@@ -5,21 +5,44 @@ persistent or once. Virtual media is the CD slot, where the driver has one
 (Redfish; IPMI has none and says so with ``UnsupportedDriverExtension``).
 What bmaas does not offer (sensors, boot mode, NMI, indicators) raises
 ``UnsupportedDriverExtension``, which the conductor treats as "not here".
+
+**Node health** (``get_node_health``, read by Ironic 34+ on every power-sync
+pass, ``node.health``): ``bmaas-redfish`` answers the System's
+``Status.Health`` from the power read the same sync pass made moments
+before (one GET carries both: no request of its own), else from one lean
+read; a failed read is typed (``[bmaas CODE ...]``, which Ironic logs and
+skips). ``bmaas-ipmi`` raises ``UnsupportedDriverExtension``, as stock
+``ipmitool`` does: IPMI has no overall health -- Get Chassis Status's fault
+bits cover power, cooling and drives only, and a sensor or SEL sweep would be
+a guess by bmaas, not the BMC's verdict -- so ``node.health`` stays empty
+rather than claiming an ``OK`` nobody reported.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ironic.common import boot_devices, exception
 from ironic.drivers import base
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, Operation, OtherBootDevice
-from bmaas.drivers.ironic import calls, info
+from bmaas.drivers.ironic import calls, info, rules
 from bmaas.drivers.ironic.power import protocol_of
 
-__all__ = ["BmaasManagement"]
+__all__ = ["HEALTH_FROM_POWER_READ", "BmaasManagement", "HealthReader"]
+
+#: seconds a power read's Status.Health answers a health read: Ironic reads
+#: health right after the power read of the same sync pass
+HEALTH_FROM_POWER_READ = 10.0
+
+
+@runtime_checkable
+class HealthReader(Protocol):
+    """A bmaas driver that reads its system's overall health (Redfish)."""
+
+    def get_health(self, *, deadline: Deadline, max_age: float = 0.0) -> str | None: ...
+
 
 _DEVICES = {
     boot_devices.PXE: BootDevice.PXE,
@@ -63,18 +86,56 @@ class BmaasManagement(base.ManagementInterface):
             )
 
     def get_boot_device(self, task: Any) -> dict[str, Any]:
+        """A read of the boot device: an operator's (the API's) or a deploy
+        step's, so the action rule and ``operation_deadline``; on a shared
+        lock (a periodic read) the sync's ``sync_deadline``."""
         budget = calls.Budget.from_conf()
-        deadline = Deadline.after(budget.sync)
+        rule = rules.rule_of(task)
+        seconds = budget.sync if rule is rules.Rule.SYNC else budget.operation
+        deadline = Deadline.after(seconds)
         with (
             calls.translated(task, "boot device read", calls.BmaasDriverError),
             calls.session(task, protocol_of(task), budget, deadline) as drv,
         ):
-            setting = calls.call(deadline, budget, drv.get_boot_device)
+            setting = calls.call(deadline, budget, drv.get_boot_device, rule=rule)
         if isinstance(setting.device, OtherBootDevice):
             # an override Ironic has no boot device for (Redfish Usb,
             # Utilities): Ironic's contract says None, "unknown"
             return {"boot_device": None, "persistent": setting.persistent}
         return {"boot_device": str(setting.device), "persistent": setting.persistent}
+
+    def get_node_health(self, task: Any) -> Any:
+        """The node's health for Ironic's health monitoring (see the module
+        docstring): an ``ironic.common.health_states.HealthState``, or None
+        when the BMC does not say. A periodic read: the sync rule, within
+        ``[bmaas]sync_deadline``."""
+        if protocol_of(task) != "redfish":
+            raise exception.UnsupportedDriverExtension(
+                driver=task.node.driver, extension="get_node_health"
+            )
+        from ironic.common import health_states  # Ironic 34+: only they ask
+
+        budget = calls.Budget.from_conf()
+        deadline = Deadline.after(budget.sync)
+        with (
+            calls.translated(task, "health read", calls.BmaasDriverError),
+            calls.session(task, protocol_of(task), budget, deadline, read=True) as drv,
+        ):
+            if not isinstance(drv, HealthReader):
+                raise exception.UnsupportedDriverExtension(
+                    driver=task.node.driver, extension="get_node_health"
+                )
+            health = calls.call(
+                deadline,
+                budget,
+                drv.get_health,
+                max_age=HEALTH_FROM_POWER_READ,
+                rule=rules.Rule.SYNC,
+            )
+        try:
+            return health_states.HealthState(health) if health is not None else None
+        except ValueError:  # a value outside Redfish's OK/Warning/Critical
+            return None
 
     def get_sensors_data(self, task: Any) -> dict[str, Any]:
         raise exception.UnsupportedDriverExtension(driver=task.node.driver, extension="sensors")

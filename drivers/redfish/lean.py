@@ -134,7 +134,8 @@ class LeanReader:
         pace: Callable[[Deadline], None] | None,
     ) -> dict[str, Any]:
         """The ``fields`` of the resource at ``path`` present in its answer
-        (absent ones are left out), by ``deadline``."""
+        (absent ones are left out; the first is the one the read is for), by
+        ``deadline``."""
         selected = self.select
         result = self._get(path, fields, deadline, headers, pace, selected=selected)
         if result is None:  # $select refused or ignored: never again on this service
@@ -181,8 +182,11 @@ class LeanReader:
         if not isinstance(body, dict):
             raise ValueError(f"GET {path}: the answer is not a JSON object")
         found = {name: body[name] for name in fields if name in body}
-        if selected and len(found) < len(fields):
-            return None  # $select honoured wrongly: read the whole resource
+        if selected and fields[0] not in found:
+            # $select honoured wrongly: read the whole resource. Only the first
+            # field must be there (the one the read is for: PowerState); the
+            # rest may be absent from the resource itself (a system without Status)
+            return None
         self._keep_etag(path, etag, found)
         return found
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.faults import Effect, FaultPlan, FaultRule
@@ -176,3 +178,13 @@ def test_power_off_before_a_reset_lands_cancels_it() -> None:
     m.force_power(PowerState.OFF)
     clock.advance(5)
     assert (m.power_state(), m.boots) == (PowerState.OFF, 0)
+
+
+def test_health_is_what_the_bmc_reports_and_only_redfish_values() -> None:
+    m = FakeMachine("n1")
+    assert m.health == "OK"
+    m.set_health("Critical")
+    assert m.health == "Critical"
+    with pytest.raises(ValueError, match="OK, Warning, Critical"):
+        m.set_health("Bad")
+    assert m.health == "Critical"
