@@ -6,9 +6,14 @@ inside the background process that ``hwlab up`` starts (``bmaas.hwlab.daemon``).
 Either way it writes, under its state directory:
 
 * ``inventory.yaml``: the nodes in bmaas's inventory format (Ironic
-  ``driver_info`` keys), with BMC addresses and credentials (mode 0600);
+  ``driver_info`` keys), with BMC addresses and credentials;
 * ``events.jsonl``: one line per injected fault effect;
-* ``lab.json``: what runs where (pid, control API URL, nodes and ports).
+* ``lab.json``: what runs where (pid, control API URL, nodes and ports);
+  the daemon adds ``token`` (the control API's secret), ``hwlab.pid`` and
+  ``hwlab.log``.
+
+The directory is 0700 and every file 0600, none opened through a link
+(:mod:`bmaas.hwlab.statefiles`).
 
 Proxied nodes (a lab file node with ``proxy:``) are not emulated: the lab
 process runs a :class:`~bmaas.hwlab.proxy.ProxyHost` for them (and the stock
@@ -36,6 +41,7 @@ from bmaas.hwlab.inventory import dump_inventory, inventory_document, node_entry
 from bmaas.hwlab.labspec import LabSpec, NodeSpec
 from bmaas.hwlab.proxy.effects import supported_rules
 from bmaas.hwlab.proxy.lab import ProxiedNodes
+from bmaas.hwlab.statefiles import prepare_dir, write_private
 from bmaas.hwlab.supervisor import Supervisor
 from bmaas.hwlab.worker import (
     DEFAULT_SHARD_SIZE,
@@ -122,7 +128,7 @@ class Lab:
 
     def start(self, *, timeout: float = 120.0) -> None:
         """Start every worker and return once every BMC is listening."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        prepare_dir(self.state_dir)  # 0700, ours, not a link (bmaas.hwlab.statefiles)
         self.events_path.unlink(missing_ok=True)
         nodes = [n for n in self.spec.nodes if n.proxy is None]
         count = shard_count(len(nodes), self.shard_size)
@@ -428,15 +434,6 @@ def _proxy_safe(node: NodeSpec) -> NodeSpec:
         return node
     kept = supported_rules(node.rules, node.proxy, why="profile rule")
     return dataclasses.replace(node, rules=tuple(kept))
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write atomically, readable by the owner only (it holds credentials)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def write_json(path: Path, data: Any) -> None:
