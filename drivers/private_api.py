@@ -67,6 +67,7 @@ CHECKED: dict[str, tuple[str, str]] = {
     "sushy-tools": ("2.1.0", "2.2.0"),
     "requests": ("2.34.2", "2.34.2"),  # not pinned by bmaas: sushy's dependency
     "urllib3": ("2.8.0", "2.8.0"),  # not pinned by bmaas: requests' dependency
+    "openstacksdk": ("4.1.0", "4.22.0"),
 }
 
 
@@ -561,5 +562,28 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
         "hwlab's backends (systems, virtual media, indicators) are seeded into the slot of "
         "sushy-tools' memoized app properties; it must last across requests (sushy-tools 2.0 "
         "emptied it before every request)",
+    ),
+    # -- openstacksdk (drivers/ironic_backend/clouds.py) -------------------------
+    PrivateUse(
+        "openstacksdk:OpenStackConfig._load_yaml_json_file",
+        "openstacksdk",
+        "openstack.config.loader:OpenStackConfig._load_yaml_json_file",
+        "callable",
+        ("drivers/ironic_backend/clouds.py",),
+        "overridden: clouds.yaml, secure.yaml and clouds-public.yaml are read through bmaas's "
+        "bounded reader (a regular file, 1 MiB at most, libyaml with lines) instead of open() "
+        "and the pure-Python parser (a FIFO hung it, 28 MB took 213 s); openstacksdk still "
+        "chooses the file",
+        args=1,
+        method=True,
+    ),
+    PrivateUse(
+        "openstacksdk:OpenStackConfig calls _load_yaml_json_file",
+        "openstacksdk",
+        "openstack.config.loader:OpenStackConfig",
+        "calls",
+        ("drivers/ironic_backend/clouds.py",),
+        "the loader still reads every config file through the method bmaas overrides",
+        attr="_load_yaml_json_file",
     ),
 )

@@ -40,7 +40,7 @@ from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
 
 from bmaas.deadline import Deadline
-from bmaas.drivers.ironic_backend import transport
+from bmaas.drivers.ironic_backend import clouds, transport
 from bmaas.drivers.ironic_backend.transport import IronicDeadlineExceeded, call_deadline
 from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable
 from bmaas.retry import RetryLimits, retrying
@@ -133,18 +133,17 @@ def connect(
     if "endpoint" in options and options.get("auth_type") == "none":
         options["baremetal_endpoint_override"] = options.pop("endpoint")
     options = {**options, **transport.NO_HIDDEN_RETRIES}
-    try:
-        with warnings.catch_warnings():
-            # openstacksdk's notes about its own deprecations (metrics backends
-            # nobody configured) are not the operator's to act on. Its
-            # RemovedInSDK<N>Warning classes are PendingDeprecationWarnings (their
-            # base, _RemovedInSDKWarning, is private and new in 4.1); only
-            # openstack.connect runs in here.
-            warnings.simplefilter("ignore", PendingDeprecationWarning)
-            conn = openstack.connect(cloud=cloud, **options)
-    except (sdk_exc.ConfigException, ks_exc.MissingRequiredOptions) as exc:
-        # the message names the cloud and the missing option, never a password
-        raise InputError(str(exc), field="--cloud") from exc
+    with warnings.catch_warnings():
+        # openstacksdk's notes about its own deprecations (metrics backends
+        # nobody configured) are not the operator's to act on. Its
+        # RemovedInSDK<N>Warning classes are PendingDeprecationWarnings (their
+        # base, _RemovedInSDKWarning, is private and new in 4.1); only
+        # openstack.connect's work runs in here.
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        # openstack.connect, with clouds.yaml read as every file bmaas reads
+        # (a regular file, size-capped) and each configuration problem one
+        # InputError naming file, line and key (.clouds)
+        conn = clouds.connect(cloud, **options)
     transport.mount(conn.session.session, deadline, exchange_timeout=exchange_timeout)
     return conn
 
