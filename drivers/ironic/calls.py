@@ -103,6 +103,16 @@ class Budget:
 
     @classmethod
     def from_conf(cls) -> Budget:
+        """The options, or ``InvalidParameterValue`` naming every refused
+        one (``[bmaas input_error retry=never] ironic.conf: [bmaas]...``)
+        before the call touches a BMC."""
+        found = conf.problems()
+        if found:
+            fault = InputError("; ".join(found), source="ironic.conf")
+            raised = exception.InvalidParameterValue(faulttext.format_fault(fault))
+            raised.bmaas_code = fault.code  # type: ignore[attr-defined]
+            raised.bmaas_retry = str(fault.retry)  # type: ignore[attr-defined]
+            raise raised
         group = conf.CONF.bmaas
         return cls(group.call_deadline, group.operation_deadline, group.sync_deadline)
 

@@ -14,31 +14,66 @@ the hardware types, before any call is made)::
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from oslo_config import cfg, types
 
-__all__ = ["CONF", "GROUP", "OPTS"]
+from bmaas import validate
+
+__all__ = ["CONF", "GROUP", "OPTS", "Count", "Seconds", "problems"]
 
 
 class Seconds(types.Float):  # type: ignore[misc]
-    """A finite float within ``[min, max]``: oslo's ``Float`` lets ``nan``
-    and ``inf`` through its bounds (every comparison with NaN is false), and
-    a NaN budget would make every Deadline in the conductor meaningless."""
+    """A finite float within ``[min, max]``, written in ASCII digits: oslo's
+    ``Float`` lets ``nan`` and ``inf`` through its bounds (every comparison
+    with NaN is false), reads ``"\u0665"`` (Arabic-Indic five) and ``"5\xa0"``
+    as 5 (Python's ``float()`` does), and turns an empty value into None
+    (a TypeError later). The rules are :mod:`bmaas.validate`'s, the same an
+    inventory, an environment variable or a command-line option is held to."""
 
-    def __init__(self, min: float = 0.0, max: float = 86400.0) -> None:
+    def __init__(self, min: float = 0.0, max: float = validate.MAX_SECONDS) -> None:
         super().__init__(min=min, max=max, type_name="finite number of seconds")
 
     def __call__(self, value: Any) -> float:
-        number = float(super().__call__(value))
-        if not math.isfinite(number):
-            raise ValueError(f"must be a finite number of seconds, not {value!r}")
-        return number
+        return validate.seconds(_text_or_number(value), low=self.min, high=self.max)
+
+
+class Count(types.Integer):  # type: ignore[misc]
+    """A whole number within ``[min, max]``, written in ASCII digits: oslo's
+    ``Integer`` reads ``"\u0665"`` and ``"5\xa0"`` as 5 and an empty value as
+    None."""
+
+    def __init__(self, min: int = 0, max: int | None = None) -> None:
+        super().__init__(min=min, max=max, type_name="whole number")
+
+    def __call__(self, value: Any) -> int:
+        return validate.count(_text_or_number(value), low=self.min, high=self.max)
+
+
+def _text_or_number(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip(" \t"):
+        raise ValueError("must not be empty (remove the line for the default)")
+    return validate.numeric(value)
 
 
 def _seconds(name: str, *, default: float, min: float, help: str) -> cfg.Opt:
     return cfg.Opt(name, type=Seconds(min=min), default=default, help=help)
+
+
+def problems(conf: Any = None) -> list[str]:
+    """Every ``[bmaas]`` option whose value is refused, one line each
+    (``[bmaas]call_deadline: must be ...``). oslo.config checks a value when
+    it is read, one option at a time; this reads them all, so a conductor
+    call says everything that is wrong at once."""
+    group = (conf or CONF).bmaas
+    found = []
+    for opt in OPTS:
+        try:
+            getattr(group, opt.name)
+        except (ValueError, cfg.ConfigFileValueError) as exc:
+            reason = str(exc).rsplit(" is not valid: ", 1)[-1]
+            found.append(f"[{GROUP}]{opt.name}: {reason}")
+    return found
 
 
 GROUP = "bmaas"
@@ -70,10 +105,10 @@ OPTS = [
         "timeouts and unreachable BMCs fail the read at once and are counted "
         "by [conductor]power_state_sync_max_retries.",
     ),
-    cfg.IntOpt(
+    cfg.Opt(
         "bmc_max_requests",
+        type=Count(min=0),
         default=0,
-        min=0,
         help="Requests in flight at once to one BMC from this conductor, every "
         "interface and the power sync together (a Redfish service counts as "
         "one BMC however many systems it serves). 0 keeps the protocol's "

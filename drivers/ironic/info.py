@@ -60,9 +60,11 @@ def parse_driver_info(raw: Mapping[str, Any], protocol: str, *, node: str) -> Dr
     cls = load_driver(protocol)
     accepted = cls.accepted_info
     prefix = PREFIX[protocol]
-    ours: dict[str, Any] = {}
+    if not isinstance(raw, Mapping):  # DriverInfo says "must be a mapping"
+        return DriverInfo.parse(raw, required=cls.required_info, accepted=accepted, node=node)
+    ours: dict[Any, Any] = {}
     for key, value in raw.items():
-        if key in accepted:
+        if key in accepted or not isinstance(key, str):  # DriverInfo refuses a non-text key
             ours[key] = value
         elif key.startswith(prefix) and key not in ironic_keys(protocol):
             hint = difflib.get_close_matches(key, sorted(accepted), n=1)
