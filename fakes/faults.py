@@ -98,6 +98,28 @@ class FaultRule:
             text += " recurring"
         return text + (f" ({self.name})" if self.name else "")
 
+    def unseen_on(self, protocols: Iterable[str]) -> str | None:
+        """Why this rule, put on a node that speaks ``protocols``, would fire
+        and never be seen by a client (None: it can be seen). An incident
+        answers over its vendor's protocols only: an IPMI-only incident on a
+        Redfish-only node fired, was logged as fired, and no answer changed.
+        (Any other rule aimed at a protocol the node lacks never fires, and
+        is left alone: a profile puts both protocols' rules on every node.)"""
+        if self.effect is not Effect.INCIDENT:
+            return None
+        incident = INCIDENTS[str(self.params["incident"])]
+        over = set(incident.protocols)
+        if self.protocol != "*":
+            over &= {self.protocol}
+        speaks = sorted(set(protocols))
+        if over & set(speaks):
+            return None
+        return (
+            f"incident {incident.name!r} answers over {' and '.join(incident.protocols)} only "
+            f"and the node speaks {' and '.join(speaks) or 'no BMC protocol'} only: it would "
+            "fire and never be seen"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"effect": str(self.effect), "operation": self.operation}
         if self.protocol != "*":
@@ -193,6 +215,14 @@ class FaultRule:
         protocol = str(data.get("protocol", "*"))
         if protocol not in ("*", "ipmi", "redfish", "fake"):
             raise fail(f"must be ipmi, redfish, fake or *, not {protocol!r}", "protocol")
+        if effect is Effect.INCIDENT and protocol in ("ipmi", "redfish"):
+            answers = INCIDENTS[params["incident"]].protocols
+            if protocol not in answers:
+                raise fail(
+                    f"incident {params['incident']!r} answers over {' and '.join(answers)} "
+                    f"only: over {protocol} it would fire and never be seen",
+                    "protocol",
+                )
         return cls(
             effect=effect,
             operation=operation,

@@ -316,6 +316,14 @@ def _expand(
     if power_raw not in ("on", "off"):
         err("must be on or off", "power")
     rules = _rules(check, merged.get("faults"), where)
+    raw_rules = raw.get("faults")
+    if "proxy" not in merged and isinstance(raw_rules, list) and len(raw_rules) == len(rules):
+        # the node's own rules (not defaults', which every node shares): one no
+        # client of this node could see is refused, not logged as fired
+        for i, rule in enumerate(rules):
+            why = rule.unseen_on(protocols)
+            if why:
+                check.fail(why, line=line_of(raw_rules[i]), field=f"{where}.faults[{i}]")
     profile = merged.get("profile")
     if profile is not None:
         from bmaas.hwlab.profiles import resolve  # the lab file's node names its BMC's profile

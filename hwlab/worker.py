@@ -305,6 +305,11 @@ class ShardServers:
     def add_rules(self, name: str, rules: Sequence[dict[str, Any]]) -> int:
         machine = self.machine(name)
         parsed = [FaultRule.from_dict(r, where=f"rule[{i}]") for i, r in enumerate(rules)]
+        speaks = next((n.protocols for n in self.shard.nodes if n.name == name), ())
+        unseen = [(i, r.unseen_on(speaks)) for i, r in enumerate(parsed)]
+        problems = [f"node {name!r}: rule[{i}]: {why}" for i, why in unseen if why]
+        if problems:  # refused whole, before any rule of the request is in force
+            raise InputError("; ".join(problems))
         for rule in parsed:
             machine.plan.add(rule)
         return len(machine.plan.rules)

@@ -21,13 +21,15 @@ from typing import Any
 
 import click
 
-from bmaas.cliutil import emit_json
+from bmaas.cliutil import EXIT_FAILURE, FiniteFloat, InputProblems, Seconds, emit_json
+from bmaas.faults import InputError
 
 __all__ = ["bench"]
 
 
 @click.group()
-def bench() -> None:
+@click.pass_context
+def bench(ctx: click.Context) -> None:
     """Performance and resilience benchmarks on a private lab (loopback only).
 
     \b
@@ -43,7 +45,15 @@ def bench() -> None:
     hwlab bench all --report DIR    # every scenario, charts and summaries in DIR
 
     Each takes --smoke (seconds), --json and --report DIR.
+
+    Exit codes: 0 every row measured; 1 the benchmark ran but a row could not
+    be measured (the report says why); 2 bad input, before anything starts.
     """
+    from bmaas.gate import environment_problems
+
+    problems = environment_problems()  # the drivers a benchmark runs read them
+    if problems:
+        raise InputProblems(problems)
 
 
 def bench_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,7 +124,18 @@ def _run(
         print_report(report)
         for path in written.values():
             click.echo(f"wrote {path}")
+    if report.unmeasured and not quiet:
+        _failed(ctx, [report])
     return report
+
+
+def _failed(ctx: click.Context, reports: list[Any]) -> None:
+    """A benchmark that could not measure a row ran, but failed: an
+    ``error:`` line per row and exit 1 (a run that measured nothing exited 0)."""
+    for report in reports:
+        for row in report.unmeasured:
+            click.echo(f"error: {report.scenario}: not measured: {row}", err=True)
+    ctx.exit(EXIT_FAILURE)
 
 
 @contextlib.contextmanager
@@ -179,7 +200,7 @@ def _scenario(ctx: click.Context, module_name: str) -> None:
 @click.option("--runs", type=click.IntRange(1, 50), help="Trials per cell (default 5; smoke 1).")
 @click.option(
     "--cap",
-    type=click.FloatRange(1, 900),
+    type=Seconds(1, 900),
     help="Seconds a trial may wait before it is reported as gave up (default 90; smoke 3).",
 )
 @click.option("--parallel", type=click.IntRange(1, 32), help="Trials at once (default 10).")
@@ -216,7 +237,7 @@ def sizes_option(
 )
 @click.option(
     "--hung-fraction",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteFloat(0, 1, min_open=True, max_open=True),
     help="Also hang this share of the nodes (0.05: 5%) and time the sync's passes "
     "once it has fenced them, over a healthy pass.",
 )
@@ -239,7 +260,7 @@ def fleet_sweep(ctx: click.Context, /, **_: Any) -> None:
     "--share",
     "shares",
     multiple=True,
-    type=click.FloatRange(0, 1),
+    type=FiniteFloat(0, 1),
     help="Faulty share for the success-rate chart (repeatable; default 0 0.1 0.25 0.5).",
 )
 @click.option(
@@ -298,17 +319,15 @@ INCIDENT_NAMES = (
     is_flag=True,
     help="The field-incident catalogue only, with a one-pass sync phase.",
 )
-@click.option(
-    "--cap", type=click.FloatRange(10, 3600), help="Seconds to wait for Ironic (default 150)."
-)
+@click.option("--cap", type=Seconds(10, 3600), help="Seconds to wait for Ironic (default 150).")
 @click.option(
     "--settle",
-    type=click.FloatRange(0, 3600),
+    type=Seconds(0, 3600),
     help="Seconds of power sync before maintenance is read (default 40).",
 )
 @click.option("--sync-nodes", type=click.IntRange(1, 200), help="Nodes per type (default 10).")
 @click.option("--passes", type=click.IntRange(1, 100), help="Power sync passes (default 10).")
-@click.option("--busy", type=click.FloatRange(0, 1), help="Busy share of reads (default 0.5).")
+@click.option("--busy", type=FiniteFloat(0, 1), help="Busy share of reads (default 0.5).")
 @bench_options
 @click.pass_context
 def ironic(ctx: click.Context, /, **_: Any) -> None:
@@ -352,13 +371,11 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
 )
 @click.option(
     "--hung-fraction",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteFloat(0, 1, min_open=True, max_open=True),
     help="Also hang this share of the BMCs (0.05: 5%) and report the longest pass until "
     "Ironic has fenced them, over the clean median.",
 )
-@click.option(
-    "--cap", type=click.FloatRange(10, 7200), help="Seconds any one wait may take (default 1800)."
-)
+@click.option("--cap", type=Seconds(10, 7200), help="Seconds any one wait may take (default 1800).")
 @click.option(
     "--enroll-via",
     type=click.Choice(["api", "db"]),
@@ -391,9 +408,7 @@ def ironic_scale(ctx: click.Context, /, **_: Any) -> None:
 
 @bench.command("lab-scale")
 @sizes_option("100, 500 and 1000", cap=10_000)
-@click.option(
-    "--duration", type=click.FloatRange(0.5, 300), help="Seconds of reads per size (default 10)."
-)
+@click.option("--duration", type=Seconds(0.5, 300), help="Seconds of reads per size (default 10).")
 @bench_options
 @click.pass_context
 def lab_scale(ctx: click.Context, /, **_: Any) -> None:
@@ -418,7 +433,7 @@ def overhead(ctx: click.Context, /, **_: Any) -> None:
 )
 @click.option(
     "--deadline",
-    type=click.FloatRange(0.1, 60),
+    type=Seconds(0.1, 60),
     help="Seconds each call is given, as a Deadline (default 2; smoke 0.5).",
 )
 @click.option(
@@ -431,6 +446,19 @@ def overhead(ctx: click.Context, /, **_: Any) -> None:
 def overrun(ctx: click.Context, /, **_: Any) -> None:
     """For every effect of the fault matrix, on both protocols: how long after
     its deadline a BMC call returns (median, p99, max)."""
+    from bmaas.hwlab.harness import matrix
+
+    known = [s.name for s in matrix.SCENARIOS]
+    unknown = [name for name in ctx.params.get("only") or () if name not in known]
+    if unknown:
+        raise InputProblems(
+            [
+                InputError(
+                    f"no matrix scenario {name!r} (known: {', '.join(known)})", field="--only"
+                )
+                for name in unknown
+            ]
+        )
     _scenario(ctx, "overrun")
 
 
@@ -489,3 +517,5 @@ def all_scenarios(ctx: click.Context, smoke: bool, as_json: bool, report_dir: Pa
         click.echo(f"wrote {write_index(reports, report_dir)}", err=as_json)
     if as_json:
         emit_json({"reports": [r.to_dict() for r in reports]})
+    if any(r.unmeasured for r in reports):
+        _failed(ctx, [r for r in reports if r.unmeasured])

@@ -484,9 +484,8 @@ def _report(o: Options, trials: list[dict[str, Any]]) -> Report:
             f"{FLOOR}: Ironic's own fake power interface (reads the database, asks no BMC): "
             "the floor of a sync pass, Ironic's own work alone"
         )
-    notes += [
-        f"{t['driver']} x {t['nodes']}: not measured: {t['error']}" for t in trials if "error" in t
-    ]
+    unmeasured = [f"{t['driver']} x {t['nodes']}: {t['error']}" for t in trials if "error" in t]
+    notes += [f"{row.replace(': ', ': not measured: ', 1)}" for row in unmeasured]
     return Report(
         scenario="ironic-scale",
         title="Nodes per Ironic conductor: power sync by hardware type",
@@ -495,4 +494,5 @@ def _report(o: Options, trials: list[dict[str, Any]]) -> Report:
         headline=headline,
         notes=notes,
         data={"trials": trials},
+        unmeasured=unmeasured,
     )

@@ -28,7 +28,7 @@ from typing import Any
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, PowerAction
-from bmaas.faults import BmaasError
+from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab.harness import matrix
 from bmaas.hwlab.harness.bench.common import percentile, running_lab
 from bmaas.hwlab.harness.bench.report import Report, Table
@@ -161,7 +161,7 @@ def _scenarios(options: Options) -> list[Any]:
     chosen = [s for s in matrix.SCENARIOS if not options.only or s.name in options.only]
     unknown = set(options.only) - {s.name for s in matrix.SCENARIOS}
     if unknown:
-        raise ValueError(f"no such matrix scenario: {', '.join(sorted(unknown))}")
+        raise InputError(f"no such matrix scenario: {', '.join(sorted(unknown))}", field="only")
     return chosen
 
 

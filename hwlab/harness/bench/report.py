@@ -72,6 +72,9 @@ class Report:
     notes: list[str]
     data: dict[str, Any]
     plot: Plotter | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: rows the scenario could not measure, each with why: the run failed
+    #: (``hwlab bench`` exits 1), however much of it did measure
+    unmeasured: list[str] = dataclasses.field(default_factory=list)
     # Set by whoever ran the scenario (the CLI):
     #: the exact command that reproduces these figures
     command: str = ""
