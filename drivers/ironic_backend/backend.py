@@ -191,9 +191,7 @@ class IronicBackend(InstancesMixin):
         if request.resource_class:
             query["resource_class"] = request.resource_class
         try:
-            nodes = list(
-                self.api.call("node.list", self.api.bm.nodes, deadline=deadline, **query)
-            )
+            nodes = list(self.api.call("node.list", self.api.bm.nodes, deadline=deadline, **query))
         except BmaasError as exc:  # a report: say what is known, never raise
             return f"no available node of {wanted} in Ironic (the count failed: {exc})"
         if not nodes:
