@@ -99,6 +99,14 @@ class BoundedConfig(loader.OpenStackConfig):
                         source=path,
                         line=1,
                     )
+                clouds = data.get("clouds") if data else None
+                if clouds is not None and not isinstance(clouds, Mapping):
+                    raise InputError(  # openstacksdk walks it as a mapping at once
+                        f"must be a mapping of cloud names to clouds, not {_kind(clouds)}",
+                        source=path,
+                        line=line_of(data, "clouds"),
+                        field="clouds",
+                    )
                 self.files[path] = data
                 return path, data or {}  # an empty file: no clouds (openstacksdk's None)
         return None, None
