@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -23,17 +25,15 @@ from bmaas.hwlab.http import Request, Response, environ, redfish_error
 from bmaas.hwlab.operations import OPERATION_HEADER, redfish_operation
 from bmaas.hwlab.redfish.app import RequestContext, call_app
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
+from bmaas.hwlab.redfish.standard import (
+    PUBLIC,
+    canonical,
+    finish,
+    odata_version_refused,
+    precondition_failed,
+)
 
 __all__ = ["answer"]
-
-#: requests answered without credentials, as real BMCs do (path without trailing /)
-PUBLIC = frozenset(
-    {
-        ("GET", "/redfish"),
-        ("GET", "/redfish/v1"),
-        ("POST", "/redfish/v1/SessionService/Sessions"),
-    }
-)
 
 
 async def answer(
@@ -112,7 +112,7 @@ def _bmc_answer(bmc: Bmc, request: Request, firing: Firing) -> Response | None:
 
 def _authenticate(bmc: Bmc, request: Request) -> Response | None:
     """None when the request may be served; else the 401 to send."""
-    if (request.method, request.path.rstrip("/") or "/") in PUBLIC:
+    if (request.method, urllib.parse.unquote(request.path).rstrip("/") or "/") in PUBLIC:
         return None
     token = request.header("x-auth-token")
     if token is not None:
@@ -146,13 +146,36 @@ def _dispatch(
 ) -> Response:
     """Serve the request through sushy-tools' app; hardware effects go to the
     machine. A plain read of the system resource (no hardware effect) is
-    served from :meth:`Bmc.rendered` while the machine's state is unchanged."""
-    if request.method == "GET" and not hardware and request.path in bmc.system_paths:
-        code, headers, body = bmc.rendered(
-            request.target,
-            lambda: _render(bmc, request, [], server=server, scheme=scheme, peer=peer),
-        )
+    served from :meth:`Bmc.rendered` while the machine's state is unchanged.
+    A request naming the system by UUID is redirected to its one id; a
+    PATCH whose ``If-Match`` is not the resource's ETag is refused (412)."""
+    refused = odata_version_refused(request)
+    if refused is not None:
+        return Response(*refused)
+    moved = canonical(bmc, request.target)
+    if moved is not None:
+        return Response(308, [("Location", moved), ("OData-Version", "4.0")])
+
+    def read(request: Request) -> Rendered:
+        if request.path == bmc.system_path:
+            return bmc.rendered(
+                request.target,
+                lambda: _render(bmc, request, [], server=server, scheme=scheme, peer=peer),
+            )
+        return _render(bmc, request, [], server=server, scheme=scheme, peer=peer)
+
+    if request.method == "PATCH":
+        current = dataclasses.replace(request, method="GET", body=b"")
+        refused = precondition_failed(request, lambda: read(current))
+        if refused is not None:
+            bmc.machine.apply(hardware)
+            return Response(*refused)
+    if request.method == "GET" and not hardware:
+        code, headers, body = read(request)
         return Response(code, list(headers), body)
+    if request.method == "HEAD":  # the GET's headers (ETag, Link, Allow), no body
+        code, headers, _body = read(dataclasses.replace(request, method="GET"))
+        return Response(code, list(headers))
     return Response(*_render(bmc, request, hardware, server=server, scheme=scheme, peer=peer))
 
 
@@ -173,4 +196,4 @@ def _render(
     if hardware and not context.consumed:
         bmc.machine.apply(context.take_firings())
     code = int(status.split(" ", 1)[0])
-    return code, [*headers, ("OData-Version", "4.0")], body
+    return finish(request.method, urllib.parse.unquote(request.path), (code, headers, body))

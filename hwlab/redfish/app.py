@@ -13,11 +13,18 @@ What we change, and why:
   own fake driver lands power changes after a random 1-11 s and ignores
   one-time boot overrides; the machine has seeded, controllable timing and
   honours Once vs Continuous.
+* ``managers``: one Manager per system, ``/redfish/v1/Managers/<system id>``
+  (sushy-tools names it by the system's UUID but serves it by either), so
+  every system of a shared service has a Manager that answers.
 * ``vmedia`` and ``indicators``: in memory. The stock ones keep state in a
   sqlite file under the system temp dir (shared by every process) and
   download inserted images.
 * templates ``system.json`` and ``root.json`` (see ``templates/``), and a
   SessionService: sushy-tools offers Basic auth only.
+* what the Redfish standard asks of every service and sushy-tools lacks
+  (:mod:`bmaas.hwlab.redfish.standard`): one ``@odata.id`` per resource,
+  ``$metadata`` and the OData service document, clearing a boot override,
+  ``BootSourceOverrideMode``, ETags and ``If-Match``, ``Allow``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import dataclasses
 import pathlib
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import flask
 import jinja2
@@ -87,7 +94,8 @@ class MachineSystems(AbstractSystemsDriver):
 
     def _check(self, identity: str) -> Bmc:
         bmc = _bmc()
-        if identity not in (bmc.system_id, bmc.uuid):
+        # one id per system (a request by UUID is redirected before it gets here)
+        if identity != bmc.system_id:
             raise error.NotFound(f"system {identity} was not found")
         return bmc
 
@@ -110,8 +118,14 @@ class MachineSystems(AbstractSystemsDriver):
         bmc.machine.set_power(RESET_ACTIONS[state], CURRENT.get().take_firings())
 
     def get_boot_device(self, identity: str) -> str:
+        bmc = self._check(identity)
+        if bmc.override_cleared:
+            return "None"
         # a fake machine only ever holds a BootDevice (never an OtherBootDevice)
-        return BOOT_NAMES[BootDevice(self._check(identity).machine.boot_device().device)]
+        return BOOT_NAMES[BootDevice(bmc.machine.boot_device().device)]
+
+    def get_boot_mode(self, identity: str) -> str:
+        return self._check(identity).boot_mode
 
     def set_boot_device(self, identity: str, boot_source: str) -> None:
         bmc = self._check(identity)
@@ -131,6 +145,7 @@ class MachineSystems(AbstractSystemsDriver):
         bmc.machine.set_boot_device(
             BOOT_TARGETS[boot_source], persistent=persistent, firings=CURRENT.get().take_firings()
         )
+        bmc.boot_override_set()
 
     def get_total_memory(self, identity: str) -> float:
         mb = self._check(identity).machine.hardware.memory_mb
@@ -143,6 +158,31 @@ class MachineSystems(AbstractSystemsDriver):
         """The vmedia backend has already put the image in the machine's slot."""
 
 
+class MachineManagers:
+    """One Manager (the BMC) per system, with the system's id: every system of
+    a shared service has its own, answered by that system's BMC."""
+
+    @property
+    def driver(self) -> str:
+        return "<hwlab-managers>"
+
+    @property
+    def managers(self) -> list[str]:
+        return [peer.system_id for peer in _bmc().peers]
+
+    def get_managers_for_system(self, identity: str) -> list[str]:
+        return [identity]
+
+    def get_managed_systems(self, manager: dict[str, Any]) -> list[str]:
+        return [manager["Id"]]
+
+    def get_managed_chassis(self, manager: dict[str, Any]) -> list[str]:
+        first = _bmc().peers[0].system_id
+        # sushy-tools' Application, typed as the Flask it subclasses
+        chassis: list[str] = cast(Any, APP).chassis.chassis
+        return list(chassis) if manager["Id"] == first else []
+
+
 class MachineVirtualMedia(_vmedia.BaseDriver):
     """Virtual media in memory: the CD slot is the machine's, nothing is downloaded."""
 
@@ -151,13 +191,17 @@ class MachineVirtualMedia(_vmedia.BaseDriver):
         self._config = config
         self._logger = logger
         self._device_types: dict[str, dict[str, Any]] = {
-            "Cd": {"Name": "Virtual CD", "MediaTypes": ["CD", "DVD"]},
-            "Floppy": {"Name": "Virtual Removable Media", "MediaTypes": ["Floppy", "USBStick"]},
+            "Cd": {"Name": "Virtual CD", "MediaTypes": ["CD", "DVD"], "WriteProtected": True},
+            "Floppy": {
+                "Name": "Virtual Removable Media",
+                "MediaTypes": ["Floppy", "USBStick"],
+                "WriteProtected": False,
+            },
         }
 
     def _get_device(self, identity: str, device: str) -> dict[str, Any]:
         bmc = _bmc()
-        if identity not in (bmc.system_id, bmc.uuid) or device not in self._device_types:
+        if identity != bmc.system_id or device not in self._device_types:
             raise error.NotFound(f"no virtual media device {device} at {identity}")
         image = bmc.machine.media if device == "Cd" else bmc.floppy
         info = dict(self._device_types[device])
@@ -298,6 +342,7 @@ def _install() -> None:
     _seed("systems", systems)
     _seed("vmedia", MachineVirtualMedia(APP.config, APP.logger))
     _seed("indicators", StillIndicators())
+    _seed("managers", MachineManagers())
     # Our templates first; sushy-tools' for everything we do not override.
     stock = APP.jinja_loader
     if not isinstance(stock, jinja2.ChoiceLoader):

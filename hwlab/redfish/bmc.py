@@ -17,11 +17,19 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 
-from bmaas.driver import BootDevice, PowerAction
+from bmaas.driver import BootDevice, BootSetting, PowerAction
 from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.secrets import Secret
 
-__all__ = ["BOOT_TARGETS", "RESET_ACTIONS", "Bmc", "Rendered", "RequestRecord", "Session"]
+__all__ = [
+    "BOOT_MODES",
+    "BOOT_TARGETS",
+    "RESET_ACTIONS",
+    "Bmc",
+    "Rendered",
+    "RequestRecord",
+    "Session",
+]
 
 #: a rendered answer: status, headers, body (see :meth:`Bmc.rendered`)
 Rendered = tuple[int, list[tuple[str, str]], bytes]
@@ -47,6 +55,8 @@ BOOT_TARGETS: dict[str, BootDevice] = {
     "BiosSetup": BootDevice.BIOS,
 }
 BOOT_NAMES = {device: name for name, device in BOOT_TARGETS.items()}
+#: Redfish BootSourceOverrideMode values a lab system takes (UEFI first: its default)
+BOOT_MODES = ("UEFI", "Legacy")
 
 # Sessions a BMC keeps before it forgets the oldest (real BMCs refuse instead;
 # forgetting keeps long lab runs with careless clients from wedging).
@@ -90,12 +100,22 @@ class Bmc:
         self.password = Secret(password)
         self.system_id = system_id or machine.name
         self.uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"hwlab-redfish:{machine.name}"))
+        #: the system's BMC (its Manager resource, ``/redfish/v1/Managers/<system_id>``)
+        self.manager_uuid = str(
+            uuid.uuid5(uuid.NAMESPACE_URL, f"hwlab-redfish-manager:{machine.name}")
+        )
         types = tuple(reset_types) if reset_types is not None else DEFAULT_RESET_TYPES
         unknown = [t for t in types if t not in RESET_ACTIONS]
         if unknown:
             raise ValueError(f"unknown Redfish reset types: {', '.join(unknown)}")
         self.reset_types = types
         self.boot_targets = tuple(BOOT_TARGETS)
+        #: BootSourceOverrideMode: the machine boots either way; kept for read-back
+        self.boot_mode = BOOT_MODES[0]
+        self.boot_modes = BOOT_MODES
+        # The boot setting an override was cleared to (Enabled "Disabled"):
+        # reads show no override while the machine still holds exactly it.
+        self._cleared: BootSetting | None = None
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}  # by token
         #: sessions opened so far, and the most held at once (clients that pool
@@ -113,11 +133,9 @@ class Bmc:
         #: requests being answered now (the event loop's thread only): the
         #: ``overload`` effect's concurrency
         self.in_flight = 0
-        #: the system resource's paths (by id and by UUID): the answers kept
-        #: rendered, see :meth:`rendered`
-        self.system_paths = frozenset(
-            f"/redfish/v1/Systems/{name}" for name in (self.system_id, self.uuid)
-        )
+        #: the system resource's path (its one ``@odata.id``; a request by
+        #: UUID is redirected here): the answer kept rendered, see :meth:`rendered`
+        self.system_path = f"/redfish/v1/Systems/{self.system_id}"
         self._rendered: dict[str, tuple[tuple[object, ...], Rendered]] = {}
 
     def __repr__(self) -> str:
@@ -130,7 +148,34 @@ class Bmc:
         return self.machine.hardware
 
     @property
+    def boot_target_values(self) -> tuple[str, ...]:
+        """BootSourceOverrideTarget values: ``None`` (no override) and the targets."""
+        return ("None", *self.boot_targets)
+
+    @property
+    def service_uuid(self) -> str:
+        """The UUID of the service root this system is served under."""
+        return self.peers[0].uuid
+
+    @property
+    def override_cleared(self) -> bool:
+        """No boot override is set: it was cleared and the machine still
+        holds what clearing left (a later set, by Redfish or IPMI, shows)."""
+        return self._cleared is not None and self.machine.boot_device() == self._cleared
+
+    def clear_boot_override(self) -> None:
+        """``BootSourceOverrideEnabled: Disabled`` (or target ``None``): the
+        machine follows its own boot order, the disk."""
+        self._cleared = self.machine.boot_device()
+
+    def boot_override_set(self) -> None:
+        """A boot override was set: reads show it again."""
+        self._cleared = None
+
+    @property
     def boot_enabled(self) -> str:
+        if self.override_cleared:
+            return "Disabled"
         return "Continuous" if self.machine.boot_device().persistent else "Once"
 
     @property
@@ -145,7 +190,15 @@ class Bmc:
         path (hardware, names, reset types and boot targets are fixed)."""
         machine = self.machine
         boot = machine.boot_device()
-        return (machine.power_state(), boot.device, boot.persistent, machine.boot_progress())
+        return (
+            machine.power_state(),
+            machine.health,
+            boot.device,
+            boot.persistent,
+            machine.boot_progress(),
+            self.boot_mode,
+            self.override_cleared,
+        )
 
     def rendered(self, target: str, render: Callable[[], Rendered]) -> Rendered:
         """The system resource's answer at ``target``, rendered by ``render``

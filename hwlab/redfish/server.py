@@ -89,13 +89,16 @@ class _Endpoint:
     systems: dict[str, Bmc] = dataclasses.field(default_factory=dict)
 
     def route(self, path: str) -> Bmc:
-        """The BMC a request is for: the system its path names when the
-        endpoint is a shared service, else the endpoint's own."""
-        prefix = "/redfish/v1/Systems/"
-        if self.systems and path.startswith(prefix):
-            found = self.systems.get(path[len(prefix) :].split("/", 1)[0].split("?", 1)[0])
-            if found is not None:
-                return found
+        """The BMC a request is for: the system its path names (or the
+        system whose Manager it names) when the endpoint is a shared
+        service, else the endpoint's own."""
+        if self.systems:
+            for prefix in ("/redfish/v1/Systems/", "/redfish/v1/Managers/"):
+                if path.startswith(prefix):
+                    name = path[len(prefix) :].split("/", 1)[0].split("?", 1)[0]
+                    found = self.systems.get(name)
+                    if found is not None:
+                        return found
         return self.bmc
 
 
@@ -246,8 +249,9 @@ class RedfishServer:
         collection listing them all, one SessionService (a session opened
         for one system is valid for all; the first machine's BMC keeps the
         sessions and counts the logins), each system at
-        ``/redfish/v1/Systems/<machine name>`` with its own fault plan.
-        Virtual media is the first system's. Returns the port."""
+        ``/redfish/v1/Systems/<machine name>`` with its own fault plan, its
+        own Manager (``/redfish/v1/Managers/<machine name>``) and its own
+        virtual media. Returns the port."""
         if not machines:
             raise ValueError("a Redfish service needs at least one system")
         bmcs = [Bmc(m, username=username, password=password) for m in machines]

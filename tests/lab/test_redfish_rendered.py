@@ -102,16 +102,17 @@ def test_unchanged_reads_render_once_and_every_change_is_seen(
     assert b'"BootSourceOverrideEnabled": "Once"' in states[4]
 
 
-def test_other_resources_and_the_uuid_path_are_rendered_as_before(
+def test_other_resources_are_rendered_as_before_and_the_uuid_path_redirects(
     lab: tuple[RedfishServer, FakeMachine, FakeClock, int], renders: list[str]
 ) -> None:
     server, _machine, _clock, port = lab
     bmc = server.bmc(port)
     by_uuid = f"/redfish/v1/Systems/{bmc.uuid}"
     first, second = _get(port, by_uuid), _get(port, by_uuid)
-    assert first[0] == second[0] == 200
-    assert first[1] == second[1]
-    assert renders == [by_uuid]  # the UUID path is kept too
+    # one id per system: the UUID path points at it, nothing is rendered
+    assert first[0] == second[0] == 308
+    assert first[2]["Location"] == "/redfish/v1/Systems/cached-node"
+    assert renders == []
     for _ in range(2):
         assert _get(port, "/redfish/v1/Systems")[0] == 200
     assert renders.count("/redfish/v1/Systems") == 2  # collections: rendered every time
