@@ -6,24 +6,26 @@ An inventory may give a password three ways::
     ipmi_password: ${BMC_PASSWORD}         # an environment variable
     ipmi_password: file:secrets/r1.pass    # a file (relative to the inventory)
 
-**How it is stored.** The store keeps the password *as given*: a reference
-stays a reference (a file path is made absolute), only an inline password is
-stored as the password itself. It is resolved each time a driver is built.
+**How it is stored.** The store keeps a reference *as given* (a file path is
+made absolute); an inline password is stored sealed, encrypted with a key
+kept outside the store (:mod:`bmaas.sealed`: ``sealed:v1:KEYID:TOKEN``). It
+is resolved (a sealed one opened) each time a driver is built.
 Why: the database is not a secret store. It gets copied into bug reports and
 backups, read by ``bmaas status check`` and by people, so it should hold a
 credential only when the operator chose to write one inline; rotating a
 password in a file or a secret manager's environment then needs no
 re-enrollment. The cost is that every process that talks to BMCs needs the
-variable or the file; enrollment resolves every reference once so a missing
-one fails there, with file, line and field, rather than at 3 a.m. The SQLite
-file is created ``0600`` for the inline case.
+variable or the file (or, for an inline password, the store's key file);
+enrollment resolves every reference once so a missing one fails there, with
+file, line and field, rather than at 3 a.m. The SQLite file is created
+``0600`` and a store others can read is refused.
 
 A file's content is the password with trailing newlines removed (``echo pw >
 file`` works). It must be a regular file of at most 64 KiB
 (:data:`bmaas.files.MAX_SECRET_BYTES`): a FIFO, a device such as
 ``/dev/zero`` or a directory is refused without being read. A literal
-password that itself looks like ``${...}`` or starts with ``file:`` must be
-given through a variable or a file.
+password that itself looks like ``${...}`` or starts with ``file:`` or
+``sealed:v1:`` must be given through a variable or a file.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from bmaas import sealed
 from bmaas.faults import InputError
 from bmaas.files import MAX_SECRET_BYTES, read_limited
 from bmaas.secrets import Secret, is_secret_key
@@ -48,6 +51,8 @@ class Source(StrEnum):
     INLINE = "inline"
     ENV = "env"
     FILE = "file"
+    #: an inline password as the store keeps it: encrypted (:mod:`bmaas.sealed`)
+    SEALED = "sealed"
 
 
 def source_of(value: str) -> tuple[Source, str]:
@@ -57,6 +62,8 @@ def source_of(value: str) -> tuple[Source, str]:
         return Source.ENV, match.group(1)
     if value.startswith(_FILE):
         return Source.FILE, value[len(_FILE) :]
+    if value.startswith(sealed.PREFIX):
+        return Source.SEALED, value
     return Source.INLINE, value
 
 
@@ -84,6 +91,8 @@ def resolve(
     kind, ref = source_of(value)
     if kind is Source.INLINE:
         return Secret(value)
+    if kind is Source.SEALED:
+        return sealed.keyring(environ).unseal(value, field=field, node=node)
     if kind is Source.ENV:
         env = os.environ if environ is None else environ
         if ref not in env:
@@ -133,5 +142,9 @@ def sources(raw: Mapping[str, Any]) -> dict[str, str]:
     for key, value in raw.items():
         if is_secret_key(key) and isinstance(value, str):
             kind, ref = source_of(value)
-            out[key.split("_", 1)[0]] = "inline" if kind is Source.INLINE else f"{kind} {ref}"
+            if kind is Source.SEALED:
+                kid = ref[len(sealed.PREFIX) :].partition(":")[0]
+                out[key.split("_", 1)[0]] = f"inline, sealed with key {kid}"
+            else:
+                out[key.split("_", 1)[0]] = "inline" if kind is Source.INLINE else f"{kind} {ref}"
     return out

@@ -224,3 +224,35 @@ def db_current(ctx: click.Context, app: App, as_json: bool) -> None:
         click.echo(f"{store.url}: at {current or 'none'}, newest {head} ({state})")
     if current != head:
         ctx.exit(EXIT_FAILURE)
+
+
+@db.command("rotate-key")
+@click.option(
+    "--keep-old",
+    is_flag=True,
+    help="Keep the old key in the key file after the new one (other hosts that share "
+    "the store still have only the old file); run again without it once they have the new one.",
+)
+@json_option()
+@pass_app
+def db_rotate_key(app: App, keep_old: bool, as_json: bool) -> None:
+    """Seal every stored password with a new key (BMAAS_KEY_FILE, else
+    ~/.config/bmaas/store.key) and drop the old one. Safe to interrupt and to
+    run again: the new key is written first, every password sealed again in
+    one transaction, then the old key dropped."""
+    store = app.store()
+    done = store.keys.rotate(keep_old=keep_old)
+    data = {
+        "key_file": str(done.path),
+        "old_key_ids": done.old,
+        "new_key_id": done.new,
+        "resealed": done.resealed,
+        "nodes": done.nodes,
+        "old_kept": keep_old,
+    }
+    if not emit(data, as_json=as_json, as_yaml=False):
+        kept = " (old key kept after it)" if keep_old else ""
+        click.echo(
+            f"{done.path}: key {', '.join(done.old)} -> {done.new}{kept}; "
+            f"{done.resealed} password(s) on {done.nodes} node(s) sealed again"
+        )

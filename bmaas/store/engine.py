@@ -14,8 +14,11 @@ SQLite is configured for several bmaas processes on one file:
   the read-modify-write a claim or a sync update is. Read transactions stay
   deferred.
 
-The file is created ``0600`` in a ``0700`` folder: an inventory may carry
-inline passwords.
+The file is created ``0600`` in a ``0700`` folder (never through a link),
+and an existing one that is a symbolic link, another user's, or readable or
+writable by others is refused with one line naming the fix
+(:func:`private_file_problem`): the store holds the fleet's addresses and
+its passwords (sealed, :mod:`bmaas.sealed`).
 
 **Bounded** (like every bmaas edge): a command's :class:`~bmaas.deadline.Deadline`
 (``make_engine(deadline=...)``) bounds every connect and every statement,
@@ -54,9 +57,16 @@ from sqlalchemy.engine import Engine
 from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 from bmaas.store.errors import NoDatabase
-from bmaas.store.location import default_db_path, resolve_url
+from bmaas.store.location import default_db_path, private_file_problem, resolve_url
 
-__all__ = ["BUSY_TIMEOUT", "WRITE_OPTION", "default_db_path", "make_engine", "resolve_url"]
+__all__ = [
+    "BUSY_TIMEOUT",
+    "WRITE_OPTION",
+    "default_db_path",
+    "make_engine",
+    "private_file_problem",
+    "resolve_url",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -82,8 +92,11 @@ def _prepare_sqlite_file(url: sa.URL, *, create: bool) -> None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return
     path = Path(database)
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise InputError(f"{path} is a directory, not a database file", field="--db")
+    problem = private_file_problem(path)
+    if problem:
+        raise InputError(problem, field="--db")
     if not create and not path.exists():
         # Read-only commands and --dry-run never leave an empty database behind.
         raise NoDatabase(
@@ -93,9 +106,18 @@ def _prepare_sqlite_file(url: sa.URL, *, create: bool) -> None:
     if not path.parent.exists():
         path.parent.mkdir(parents=True, mode=0o700)
     if not path.exists():
-        # Create it private before SQLite does (SQLite's default honours umask).
-        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-        os.close(fd)
+        # Create it private before SQLite does (SQLite's default honours umask;
+        # its -wal and -shm files copy the database file's mode). O_EXCL and
+        # O_NOFOLLOW: never through a link planted meanwhile.
+        flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:
+            problem = private_file_problem(path)  # another process made it first
+            if problem:
+                raise InputError(problem, field="--db") from None
+        else:
+            os.close(fd)
 
 
 #: DBAPI modules SQLAlchemy loads per dialect, and the package that provides each

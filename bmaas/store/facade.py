@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -16,6 +17,7 @@ from bmaas.store.base import Database
 from bmaas.store.engine import BUSY_TIMEOUT, make_engine, resolve_url
 from bmaas.store.errors import SchemaOutOfDate
 from bmaas.store.health import HealthRepo
+from bmaas.store.keys import KeysRepo
 from bmaas.store.lifecycle import LifecycleSteps
 from bmaas.store.migrate import current_revision, head_revision, known_revision, run_upgrade
 from bmaas.store.nodes import NodesRepo
@@ -30,9 +32,16 @@ class Store:
     """The bmaas state store: its repositories over one engine. See the
     module docstring for the parts."""
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Callable[[], float] = time.time,
+        key_file: Path | None = None,
+    ) -> None:
         self.db = Database(engine, clock=clock)
-        self.nodes = NodesRepo(self.db)
+        self.keys = KeysRepo(self.db, key_file=key_file)
+        self.nodes = NodesRepo(self.db, keys=self.keys)
         self.health = HealthRepo(self.db)
         self.owners = OwnersRepo(self.db)
         self.ports = PortsRepo(self.db)
@@ -72,6 +81,7 @@ class Store:
         busy_timeout: float = BUSY_TIMEOUT,
         deadline: Deadline | None = None,
         create: bool = False,
+        key_file: Path | None = None,
     ) -> Store:
         """Open the store at ``db`` (a path or URL; default ``BMAAS_DB`` or the
         per-user file). A missing SQLite file raises ``NoDatabase`` ("no
@@ -83,11 +93,13 @@ class Store:
         ``check_schema=False`` (``bmaas db upgrade``, ``bmaas status check``).
         Every connect and statement takes at most ``busy_timeout`` seconds and
         ends by ``deadline`` (a command's budget; a silent or locked database
-        is a ``StoreError`` by then)."""
+        is a ``StoreError`` by then). ``key_file``: the key that seals
+        inline passwords (default ``BMAAS_KEY_FILE``, else
+        ``~/.config/bmaas/store.key``; :mod:`bmaas.sealed`)."""
         engine = make_engine(
             resolve_url(db), busy_timeout=busy_timeout, deadline=deadline, create=create
         )
-        store = cls(engine, clock=clock)
+        store = cls(engine, clock=clock, key_file=key_file)
         if check_schema:
             try:
                 store.ensure_schema()
@@ -113,7 +125,7 @@ class Store:
             if current == head:
                 return
             if current is None and not sa.inspect(tx.conn).has_table("nodes"):
-                run_upgrade(tx.conn, "head")
+                run_upgrade(tx.conn, "head", key_file=self.keys.key_file)
                 return
         raise self._out_of_date(current, head)
 
@@ -139,5 +151,5 @@ class Store:
             before = current_revision(tx.conn)
             if before is not None and not known_revision(before):
                 raise self._out_of_date(before, head_revision())
-            run_upgrade(tx.conn, revision)
+            run_upgrade(tx.conn, revision, key_file=self.keys.key_file)
             return before, current_revision(tx.conn)

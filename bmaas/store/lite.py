@@ -17,9 +17,10 @@ import contextlib
 import json
 import os
 import sqlite3
+from pathlib import Path
 from typing import Any
 
-from bmaas.store.location import resolve_url
+from bmaas.store.location import private_file_problem, resolve_url
 from bmaas.store.migrate import VERSION_TABLE, head_revision
 from bmaas.store.records import NodeRecord, node_record
 
@@ -59,8 +60,8 @@ def read_nodes(db: str | None, **filters: Any) -> list[NodeRecord] | None:
     if not url.startswith("sqlite:///") or "?" in url:
         return None
     path = url[len("sqlite:///") :]
-    if not os.path.isfile(path):
-        return None
+    if not os.path.isfile(path) or private_file_problem(Path(path)):
+        return None  # the store opens it, or says why it will not
     where: list[str] = []
     args: list[Any] = []
     for key, value in filters.items():

@@ -32,13 +32,15 @@ _REVISION = re.compile(r"^(down_)?revision\b[^=]*=\s*(None|[\"']([^\"']+)[\"'])"
 VERSION_TABLE = "alembic_version"
 
 
-def _config(connection: sa.Connection | None = None) -> Config:
+def _config(connection: sa.Connection | None = None, key_file: Path | None = None) -> Config:
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     if connection is not None:
         cfg.attributes["connection"] = connection
+    # the store's key file, for a migration that seals passwords (0003)
+    cfg.attributes["key_file"] = key_file
     return cfg
 
 
@@ -83,8 +85,11 @@ def current_revision(connection: sa.Connection) -> str | None:
     return versions[0] if versions else None
 
 
-def run_upgrade(connection: sa.Connection, revision: str = "head") -> None:
-    """Upgrade inside the caller's transaction (the caller commits)."""
+def run_upgrade(
+    connection: sa.Connection, revision: str = "head", *, key_file: Path | None = None
+) -> None:
+    """Upgrade inside the caller's transaction (the caller commits).
+    ``key_file``: the store's key (:mod:`bmaas.sealed`; ``None``: the default)."""
     from alembic import command
 
-    command.upgrade(_config(connection), revision)
+    command.upgrade(_config(connection, key_file), revision)

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from bmaas import sealed
 from bmaas.driver import PowerState
 from bmaas.faults import InputError
 from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx
+from bmaas.store.keys import KeysRepo
 from bmaas.store.records import SYSTEM, Event, NodeRecord, ProvisionState, node_record
 
 if TYPE_CHECKING:
@@ -80,8 +82,10 @@ def _event_row(
 class NodesRepo:
     """``store.nodes``: the fleet, its history and a person's maintenance."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, keys: KeysRepo | None = None) -> None:
         self._db = db
+        #: seals the inline passwords an enrollment writes (:mod:`bmaas.sealed`)
+        self._keys = keys or KeysRepo(db)
 
     # -- enrollment --------------------------------------------------------------
 
@@ -115,6 +119,11 @@ class NodesRepo:
                 for row in tx.execute(sa.select(t.segments.c.name, t.segments.c.id))
             }
             existing = {row.name: row for row in tx.execute(sa.select(t.nodes))}
+            ring = None
+            if any(sealed.needs_sealing(spec.driver_info) for spec in nodes):
+                # inline passwords are stored sealed, never in the clear
+                infos = [row.driver_info or {} for row in existing.values()]
+                ring = self._keys.ring_for_enroll(tx, infos)
             # Bulk statements (executemany): one round of SQL per kind of
             # change, not one per node: 50,000 nodes enroll in seconds.
             new_rows: list[dict[str, Any]] = []
@@ -129,15 +138,19 @@ class NodesRepo:
                             node=spec.name,
                         )
                     segment_id = segment_ids[spec.network_segment]
+                row = existing.get(spec.name)
+                info = dict(spec.driver_info)
+                if ring is not None:
+                    before = row.driver_info if row is not None else None
+                    info = sealed.seal_driver_info(info, ring, before=before)
                 values = {
                     "driver": spec.driver,
-                    "driver_info": dict(spec.driver_info),
+                    "driver_info": info,
                     "resource_class": spec.resource_class,
                     "properties": dict(spec.properties),
                     "extra": dict(spec.extra),
                     "segment_id": segment_id,
                 }
-                row = existing.get(spec.name)
                 if row is None:
                     created.append(spec.name)
                     new_rows.append({"name": spec.name, **values})
