@@ -78,14 +78,20 @@ from bmaas.store.migrate import head_revision
 version = sys.argv[1]
 pyproject = tomllib.loads(Path("pyproject.toml").read_text())
 python = pyproject["project"]["requires-python"]
-found = re.search(r"IRONIC_VERSION=\$\{IRONIC_VERSION:-([^}]+)\}", Path("scripts/ironic-env.sh").read_text())
-ironic = found.group(1) if found else "(see scripts/ironic-env.sh)"
+# the releases CI tests: one constraints file each (scripts/ironic-env.sh --release)
+tested = sorted(
+    (p.stem for p in Path("scripts/ironic-constraints").glob("*.txt")),
+    key=lambda v: [int(x) for x in v.split(".")],
+    reverse=True,
+)
+ironic = " and ".join(tested) if tested else "(see scripts/ironic-env.sh)"
 block = f"""### Compatibility
 
 - **Python:** `requires-python = "{python}"`.
 - **Store schema:** revision `{head_revision()}` (the Alembic head); a store at an older
   revision is migrated by `bmaas db upgrade` ([upgrading the store](#upgrading-the-store)).
-- **Ironic:** tested in CI with Ironic {ironic} (`scripts/ironic-env.sh` pins it).
+- **Ironic:** tested in CI with Ironic {ironic} (`scripts/ironic-env.sh --release`
+  installs each with its constraints, `scripts/ironic-constraints/`).
 
 """
 path = Path("docs/releases.md")
