@@ -427,8 +427,16 @@ def undeploy_node(
 ) -> None:
     """Power the node off and eject any virtual media. Idempotent. Ends by
     ``deadline`` (required), every request, retry and wait included;
-    ``power_timeout`` is what the hardware is allowed to reach off."""
+    ``power_timeout`` is what the hardware is allowed to reach off.
+
+    A BMC that cannot eject (``UnsupportedOperation``: no CD slot, or one its
+    service links but does not serve) has nothing bmaas could have inserted
+    there: the node is off, the eject is skipped with a warning, and the
+    undeploy succeeds -- a capability the BMC lacks is no reason to fence it."""
     rd = RetryingDriver(driver, limits or RetryLimits())
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout, deadline=deadline)
     if driver.supports(Capability.VIRTUAL_MEDIA):
-        rd.eject_virtual_media(deadline=deadline)
+        try:
+            rd.eject_virtual_media(deadline=deadline)
+        except UnsupportedOperation as exc:
+            LOG.warning("%s: powered off; virtual media not ejected: %s", driver.node, exc)

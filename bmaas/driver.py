@@ -12,8 +12,9 @@ Every method:
   **required** keyword: the caller's budget, handed down; there is no
   default, so a missing one is a type error, never a fresh budget) and never
   blocks past it; a call whose deadline has passed sends nothing and raises
-  ``BMCTimeout``. A method that makes several BMC requests (``set_power_state``
-  with ``wait``) gives each one a share of at most ``bmc_timeout``;
+  ``SlotTimeout`` (bmaas's budget, never counted against the node). A method
+  that makes several BMC requests (``set_power_state`` with ``wait``) gives
+  each one a share of at most ``bmc_timeout``;
 * makes **one** bounded attempt: retry limits live only in ``bmaas.retry``;
 * raises only :class:`~bmaas.faults.BmaasError` subclasses;
 * states its idempotency, because the retry layer decides by it: repeating an
@@ -36,7 +37,6 @@ from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
 from bmaas.faults import (
     BMCFault,
-    BMCTimeout,
     BootFailure,
     PowerFailure,
     SlotTimeout,
@@ -456,16 +456,21 @@ class BMCDriver(abc.ABC):
         (checked to be a :class:`Deadline`, not seconds)."""
         return _checked(deadline)
 
-    def too_late(self, operation: Operation | str, start: float) -> BMCTimeout:
-        """The fault of a call whose deadline passed before anything was sent."""
-        fault = self.fault(
-            BMCTimeout,
+    def too_late(self, operation: Operation | str, start: float) -> SlotTimeout:
+        """The fault of a call whose deadline passed before anything was sent
+        (spent before the call began, or by bmaas's own spacing before its
+        next request): bmaas's budget, never the BMC's fault. A
+        :class:`~bmaas.faults.SlotTimeout`, so the policy table never counts
+        it toward the node's health nor fences the node for it (issue 36:
+        as a ``BMCTimeout`` it put healthy nodes into maintenance)."""
+        return SlotTimeout(
             "the deadline passed before the call: nothing sent",
-            operation=operation,
-            elapsed=self._clock() - start,
+            node=self.node,
+            driver=self.name,
+            operation=str(operation),
+            address=self.bmc_label,
+            waited=self._clock() - start,
         )
-        assert isinstance(fault, BMCTimeout)
-        return fault
 
     def node_busy(self, operation: Operation | str, start: float) -> SlotTimeout:
         """The fault of a call that waited out its deadline for this node's one
@@ -525,8 +530,10 @@ class BMCDriver(abc.ABC):
         ``timeout`` is what the hardware is allowed (power must land within
         it; ``3 * bmc_timeout`` when None); ``deadline`` is the caller's budget
         and bounds everything, reads and sleeps. When the budget runs out
-        first the wait ends with ``BMCTimeout`` (we stopped looking; the node
-        is not to blame), never later than the deadline.
+        first the wait ends with :class:`~bmaas.faults.SlotTimeout` (we
+        stopped looking before the hardware's time was up: bmaas's budget,
+        not the node's fault, so never counted nor fenced), never later than
+        the deadline.
 
         This is waiting for hardware, not retrying: a fault on a read is raised
         as is, unless ``read`` (e.g. a retrying reader from ``bmaas.retry``,
@@ -562,11 +569,18 @@ class BMCDriver(abc.ABC):
             if not deadline.sleep(pause, self._sleep) or deadline.expired:
                 if deadline.at >= window_end:
                     break  # the hardware's time ran out too: its failure, not ours
-                raise self.fault(
-                    BMCTimeout,
-                    f"the deadline passed while waiting for power {target} (last read {state})",
-                    operation=Operation.POWER_SET,
-                    elapsed=self._clock() - start,
+                # bmaas's budget ended before the hardware's window did: the
+                # node is not to blame (a BMCTimeout here fenced healthy nodes
+                # whose --deadline was shorter than --power-timeout)
+                raise SlotTimeout(
+                    f"the deadline passed while waiting for power {target} (last read "
+                    f"{state}), {window_end - self._clock():.2f}s before the node's "
+                    "power window ended",
+                    node=self.node,
+                    driver=self.name,
+                    operation=str(Operation.POWER_SET),
+                    address=self.bmc_label,
+                    waited=self._clock() - start,
                 )
         raise self.fault(
             PowerFailure,

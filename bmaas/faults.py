@@ -28,9 +28,10 @@ or sushy exception::
     │   │                           did not come up                      elsewhere
     │   └── UnclassifiedFault       anything the tables missed: kept
     │                               honest, logged, counted              elsewhere
-    ├── SlotTimeout                 bmaas's own requests filled the BMC's
-    │                               cap (or the node's) until the
-    │                               deadline: not a BMC fault            same node with backoff
+    ├── SlotTimeout                 bmaas's own wait or budget ended the
+    │                               call (a full cap, its spacing, a
+    │                               deadline spent before anything was
+    │                               sent): not a BMC fault               same node with backoff
     ├── NodeUnavailable             maintenance, claimed, faulted        pick another
     ├── LeaseLost                   our lease expired; another run
     │                               reclaimed what we held               never (hands off)
@@ -370,19 +371,30 @@ class UnclassifiedFault(BMCFault):
 
 
 class SlotTimeout(BmaasError):
-    """No free request slot for this BMC before the caller's deadline: bmaas's
-    own calls to the BMC (or to the node) filled the per-BMC cap the whole
-    time (:mod:`bmaas.gate`, the driver's one-call-per-node lock).
+    """bmaas's own waiting or budget ended the call, not the BMC: a fault
+    bmaas caused itself. Raised when, before the caller's deadline,
 
-    Contention inside bmaas, not a fault of the BMC: the BMC was never asked,
-    so it is retried on the same node with backoff, never counted toward the
-    node's health, and never reported as "BMC busy". ``address`` is the BMC's
-    label (``redfish:https://10.0.0.5``), ``waited`` how long the caller
-    waited for a slot.
+    * no request slot came free: bmaas's own calls to the BMC (or to the
+      node) filled the per-BMC cap the whole time (:mod:`bmaas.gate`, the
+      driver's one-call-per-node lock, the driver pool);
+    * the BMC's turn did not come: bmaas's own spacing between requests
+      (``bmc_min_interval``, ``BMAAS_BMC_MIN_INTERVAL``) put it past the
+      deadline;
+    * the deadline was spent before anything was sent (by earlier work of the
+      command, its start-up, or waits before the call);
+    * the deadline ended a wait for power before the node's own power window
+      did (:meth:`bmaas.driver.BMCDriver.wait_for_power`).
+
+    Not a fault of the BMC or the node: the BMC was never asked (or its time
+    was not up), so it is retried on the same node with backoff within the
+    deadline, never counted toward the node's health, never fences it, and is
+    never reported as "BMC busy" (issue 36: as ``BMCTimeout`` it put healthy
+    nodes into maintenance). ``address`` is the BMC's label
+    (``redfish:https://10.0.0.5``), ``waited`` how long the caller waited.
     """
 
     code = "slot_timeout"
-    summary = "no free request slot for this BMC in bmaas (local contention, not a BMC fault)"
+    summary = "bmaas's own wait or budget ran out (local, not a BMC fault)"
 
     def __init__(
         self,

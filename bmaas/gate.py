@@ -21,9 +21,11 @@ process share the BMC's budget::
 A BMC's ``Retry-After`` holds the whole gate (:meth:`Gate.defer`): the other
 nodes behind that BMC wait too instead of asking at once.
 
-Running out of deadline while waiting is :class:`~bmaas.faults.SlotTimeout`:
-bmaas's own contention, never a BMC fault (the policy table retries it with
-backoff and never counts it toward the node's health).
+Running out of deadline while waiting -- for a slot, or for a turn that
+bmaas's own spacing puts past the deadline -- is
+:class:`~bmaas.faults.SlotTimeout`: bmaas's own doing, never a BMC fault (the
+policy table retries it with backoff, never counts it toward the node's
+health and never fences the node for it).
 
 The numbers: each driver class declares its protocol's defaults
 (``max_requests``, ``min_interval``: IPMI 1 and 0.1 s, Redfish 4 and 0.05 s);
@@ -61,6 +63,7 @@ __all__ = [
     "ENV_MIN_INTERVAL",
     "ENV_SETTINGS",
     "GATES",
+    "PACE_RESERVE",
     "Gate",
     "GateRegistry",
     "GateStats",
@@ -76,6 +79,15 @@ ENV_MIN_INTERVAL = "BMAAS_BMC_MIN_INTERVAL"
 #: how often a waiter looks at the clock again (an injected clock may move
 #: without anyone notifying the condition)
 _WAKE = 0.05
+
+#: seconds of the deadline a paced request must still have after waiting its
+#: turn (or the spacing, when that is smaller). A wait that would leave less
+#: is not taken (``SlotTimeout``): the request would be cut off by its own
+#: deadline, a ``BMCTimeout`` counted against a BMC that was never given the
+#: time to answer. A request that needs no wait is sent whatever is left (its
+#: slowness is the BMC's). Never more than the spacing: with the default
+#: spacings (0.05 s, 0.1 s) a short budget's last turns are taken as before.
+PACE_RESERVE = 0.1
 
 
 @dataclasses.dataclass
@@ -183,20 +195,24 @@ class Gate:
         turn comes ``requests`` spacings later, so the BMC's rate over any
         second stays what the spacing promises (a login is a request to it).
 
-        A turn beyond the deadline is ``SlotTimeout`` when other callers'
-        turns stand before it (contention); when only the spacing after the
-        last request does, the caller's budget is what ran out: ``too_late()``
-        (the driver's "deadline passed before anything was sent") if given."""
+        A turn beyond the deadline, or one that would leave the request less
+        than :data:`PACE_RESERVE` of it (at most the spacing), is not taken:
+        the wait is bmaas's own, so running out is ``SlotTimeout`` (never
+        counted against the node). When only the spacing after the last request stands before the
+        turn, the driver's ``too_late()`` builds it ("the deadline passed
+        before the call: nothing sent", naming the driver) if given; when
+        other callers' turns do, it names the contention."""
         now = self._clock()
         if self.spacing <= 0 and self._next <= now:
             return
         with self._cond:
             turn = max(now, self._next)
-            if turn - now > deadline.left():
+            wait, left = turn - now, deadline.left()
+            if wait > left or (wait > 0 and left - wait < min(PACE_RESERVE, self.spacing)):
                 self.stats.refused += 1
-                if too_late is not None and turn - now <= self.spacing:
+                if too_late is not None and wait <= self.spacing:
                     raise too_late()
-                raise self._refuse(node, operation, now, f"next turn in {turn - now:.2f}s")
+                raise self._refuse(node, operation, now, f"next turn in {wait:.2f}s")
             self._next = turn + self.spacing * max(1, requests)
             self.stats.paced += 1
         if turn > now:

@@ -33,7 +33,7 @@ from bmaas import credentials, registry
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.failover import FailoverRecord, build_failover
-from bmaas.faults import BmaasError, BMCTimeout, UnclassifiedFault
+from bmaas.faults import BmaasError, BMCTimeout, SlotTimeout, UnclassifiedFault
 from bmaas.pool import DriverPool
 from bmaas.store.records import NodeRecord
 
@@ -283,11 +283,25 @@ def run_on_nodes(
 
 
 def _cut_off(record: NodeRecord, started: bool, elapsed: float) -> NodeResult[Any]:
-    """The result of a node the deadline came before: its outcome is unknown."""
-    why = (
-        "did not finish before the overall deadline"
-        if started
-        else "not started before the overall deadline (every worker was busy)"
+    """The result of a node the deadline came before: its outcome is unknown.
+
+    Started: its call was in flight (``BMCTimeout``: the BMC had it and did
+    not answer by the deadline). Not started: no worker reached it, the BMC
+    was never asked -- bmaas's own shortage of workers, a ``SlotTimeout``,
+    never counted against the node (a sync pass once fenced nodes that only
+    sat at the end of an over-long queue)."""
+    if not started:
+        fault: BmaasError = SlotTimeout(
+            "not started before the overall deadline (every worker was busy)",
+            node=record.name,
+            driver=record.driver,
+            waited=elapsed,
+        )
+        return NodeResult(record.name, record.driver, error=fault, elapsed=elapsed, started=False)
+    fault = BMCTimeout(
+        "did not finish before the overall deadline",
+        node=record.name,
+        driver=record.driver,
+        elapsed=elapsed,
     )
-    fault = BMCTimeout(why, node=record.name, driver=record.driver, elapsed=elapsed)
-    return NodeResult(record.name, record.driver, error=fault, elapsed=elapsed, started=started)
+    return NodeResult(record.name, record.driver, error=fault, elapsed=elapsed, started=True)

@@ -315,7 +315,8 @@ POLICY: tuple[FaultPolicy, ...] = (
     ),
     FaultPolicy(
         SlotTimeout, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY,
-        "bmaas's own calls filled the BMC's request cap: wait, ask again; the BMC was never asked",
+        "bmaas's own wait or budget (a full cap, its spacing, a deadline spent before "
+        "anything was sent): ask again; the BMC was never asked, never the node's fault",
     ),
     FaultPolicy(
         NodeUnavailable, _S.NEVER, _NEXT, _N, _N, _N, _F.SKIPPED, _C.FAULT,

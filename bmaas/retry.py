@@ -72,7 +72,7 @@ from bmaas.driver import (
     PowerState,
     soft_reboot,
 )
-from bmaas.faults import BmaasError, BMCFault, BMCTimeout
+from bmaas.faults import BmaasError, BMCFault, BMCTimeout, SlotTimeout
 from bmaas.policy import SameNode, policy_for
 
 __all__ = [
@@ -338,12 +338,31 @@ def call(
     :data:`~bmaas.driver.DEFAULT_BMC_TIMEOUT`) and never more than what is
     left, so the last attempt cannot run past the operation's deadline.
     ``fn`` must take a ``deadline`` keyword (every driver method does).
+
+    When the last attempt ends in a :class:`~bmaas.faults.SlotTimeout`
+    (refused inside bmaas: it says nothing about the BMC) after an earlier
+    attempt's BMC fault, that BMC fault is raised: the operation's outcome is
+    what the BMC last said, not bmaas's own refusal.
     """
     deadline = deadline.share(cap=limits.total)
     cap = limits.bmc_timeout or bmc_timeout or DEFAULT_BMC_TIMEOUT
-    for attempt in retrying(limits, idempotent=idempotent, deadline=deadline):
-        with attempt:
-            result = fn(*args, **kwargs, deadline=deadline.share(cap=cap))
+    answered: BMCFault | None = None  # the BMC's last answer that was a fault
+    try:
+        for attempt in retrying(limits, idempotent=idempotent, deadline=deadline):
+            with attempt:
+                try:
+                    result = fn(*args, **kwargs, deadline=deadline.share(cap=cap))
+                except BMCFault as fault:
+                    answered = fault
+                    raise
+    except SlotTimeout:
+        # The last attempt was refused inside bmaas (no slot, no turn, no time
+        # left): it says nothing about the BMC. What the BMC itself said last
+        # is the operation's outcome, so a hung BMC's timeouts are still
+        # counted when a retry of them ran out of budget locally.
+        if answered is None:
+            raise
+        raise answered  # noqa: B904 - its own cause is the driver edge's; context: the refusal
     return result
 
 

@@ -346,8 +346,10 @@ def undeploy(
 ) -> None:
     """Power off INSTANCE...'s nodes, eject media, release nodes and ports.
 
-    SIGINT/SIGTERM: the instance in hand is finished, the rest are reported
-    "not started", exit 130/143."""
+    Exit 1 when an instance failed (kept, with its nodes: a busy BMC or
+    bmaas's own budget; undeploy it again) or a node was fenced (a fault of
+    the node's own: released into maintenance). SIGINT/SIGTERM: the instance
+    in hand is finished, the rest are reported "not started", exit 130/143."""
     if all_instances == bool(instances):
         raise InputError("name instances or give --all", field="INSTANCE")
     start = time.monotonic()
@@ -367,15 +369,19 @@ def undeploy(
             if not as_json:
                 click.echo(_undeploy_line(row))
     failed = sum(1 for r in rows if r["status"] == "failed")
+    # a fenced node is a released instance whose node is now in maintenance:
+    # the command did not do all it was asked, and a script must see it
+    fenced = sum(len(r["fenced"]) for r in rows)
     summary = {
         "instances": rows,
         "ok": sum(1 for r in rows if r["ok"]),
         "failed": failed,
+        "fenced": fenced,
         "elapsed": round(time.monotonic() - start, 3),
     }
     emit(summary, as_json=as_json, as_yaml=False)
     exit_if_interrupted(ctx, token)
-    if failed:
+    if failed or fenced:
         ctx.exit(EXIT_FAILURE)
 
 

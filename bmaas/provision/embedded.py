@@ -423,6 +423,19 @@ class EmbeddedBackend:
                     deadline=deadline,
                 )
             except BmaasError as fault:
+                if not policy_for(fault).fences:
+                    # Not the node's fault (busy, bmaas's own wait or budget,
+                    # credentials, bad driver_info): nothing says the node is
+                    # broken, and it may still run the instance. The instance
+                    # keeps its nodes; undeploying again finishes the job.
+                    LOG.warning(
+                        "%s: undeploy of %s not finished (not the node's fault; it keeps "
+                        "the node, run undeploy again): %s",
+                        node,
+                        inst.name,
+                        fault,
+                    )
+                    raise
                 LOG.warning("%s: undeploy failed: %s", node, fault)
                 self.store.lifecycle.delete_owner(inst.id)
                 # The fault's message names the step that failed (power.set or

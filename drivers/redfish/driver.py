@@ -42,6 +42,7 @@ from typing import Any, ClassVar, TypeVar
 
 import sushy
 import sushy.auth as sushy_auth
+import sushy.exceptions as sushy_exc
 from sushy.resources.system.system import System
 
 from bmaas.deadline import Deadline
@@ -545,12 +546,27 @@ class RedfishDriver(BMCDriver):
             poll_interval=self.vmedia_poll_interval,
         )
 
+    def _on_cd_slots(self, operation: Operation, use: Callable[[VirtualMediaSlots], T]) -> T:
+        """``use`` the CD slots. Slots found by an earlier call that answer
+        404 now are stale links (a Manager reset, a slot gone): found afresh
+        once, and ``use`` runs again on what the service links now. A 404 on
+        links read in this very call is the service's answer
+        (``UnsupportedOperation``, :mod:`bmaas.drivers.redfish.faults`)."""
+        cached = self._vmedia_paths is not None
+        try:
+            return use(self._cd_slots(operation))
+        except sushy_exc.HTTPError as exc:
+            if not cached or exc.status_code != 404:
+                raise
+            LOG.info("%s: a virtual media link answered 404; reading the links again", self.node)
+            self._vmedia_paths = None
+        return use(self._cd_slots(operation))
+
     def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         """Eject whatever the slot holds, insert ``url``, and read the slot
         back until the image shows (bounded by ``deadline``)."""
 
-        def act() -> None:
-            slots = self._cd_slots(Operation.VMEDIA_INSERT)
+        def insert(slots: VirtualMediaSlots) -> None:
             with slots.conn.reading(Operation.INVENTORY_GET):
                 used = slots.insert(url, deadline)  # the call's own bound
             if self._vmedia_paths and used != self._vmedia_paths[0]:
@@ -558,11 +574,14 @@ class RedfishDriver(BMCDriver):
                 self._vmedia_paths.remove(used)
                 self._vmedia_paths.insert(0, used)
 
+        def act() -> None:
+            self._on_cd_slots(Operation.VMEDIA_INSERT, insert)
+
         self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
 
     def eject_virtual_media(self, *, deadline: Deadline) -> None:
         def act() -> None:
-            self._cd_slots(Operation.VMEDIA_EJECT).eject()
+            self._on_cd_slots(Operation.VMEDIA_EJECT, VirtualMediaSlots.eject)
 
         self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
 

@@ -25,10 +25,26 @@ HTTP 500, 502 (``message_id`` from ExtendedInfo)       ``BMCInternalError``
 HTTP 504 (the BMC's own backend timed out)             ``BMCTimeout``
 HTTP 405, 501; missing action; value not allowed       ``UnsupportedOperation``
 HTTP 404 on the configured system                      ``InputError`` (redfish_system_id)
-other HTTP 404, missing required attribute, no token   ``BMCProtocolError``
+HTTP 404 on a resource the service itself links        ``UnsupportedOperation`` (see below)
+HTTP 404 on the service root, missing required         ``BMCProtocolError``
+attribute, no token
 system id needed but not exactly one system            ``InputError`` (redfish_system_id)
 anything else                                          ``UnclassifiedFault``
 =====================================================  ======================
+
+A 404 on a resource the service linked (a Manager in the system's
+``Links.ManagedBy``, a virtual media collection or slot, an action target:
+bmaas asks for no path it did not read from the service, except the service
+root and the configured system) is a well-formed answer, not a malformed
+reply: the service advertises something it cannot serve -- a dangling link in
+its firmware, or a resource that went away (a Manager reset, a slot removed)
+since it was read. Asking again never helps, and it says nothing about the
+node's hardware, so it is ``UnsupportedOperation`` (never counted toward the
+node's health, never fences it; the next candidate may have it). Links kept
+across calls are read afresh once first (the driver's cached virtual media
+slots). Field report: hwlab with ``--redfish-service-size 4`` links a Manager
+from every system and serves it for the first only, and the 404 used to be a
+``BMCProtocolError`` that fenced 6 of 8 healthy nodes on ``undeploy`` (issue 36).
 
 The mapping is pure (no I/O) so it is unit-tested with real exception objects.
 """
@@ -66,6 +82,7 @@ from bmaas.faults import (
 __all__ = [
     "ALREADY_THERE",
     "MESSAGE_RULES",
+    "SERVICE_ROOT",
     "BodyTooLarge",
     "ConnectFailed",
     "DeadlineExceeded",
@@ -365,7 +382,16 @@ def _http(
                 field="driver_info.redfish_system_id",
                 node=node,
             )
-        cls = BMCProtocolError
+        path = _path_of(url)
+        if path is None or path.rstrip("/") == SERVICE_ROOT:
+            cls = BMCProtocolError  # no Redfish service where one was configured
+        else:
+            return build(
+                UnsupportedOperation,
+                f"{what}: the service links {path} but does not serve it (a dangling "
+                "link or a resource gone since it was read): not a fault of the node",
+                **extra,
+            )
     if cls is None:
         return build(UnclassifiedFault, what, **extra)
     if cls is BMCBusy:
@@ -373,6 +399,20 @@ def _http(
     if cls is BMCInternalError:
         extra["message_id"] = ids[0] if ids else exc.code
     return build(cls, what, **extra)
+
+
+#: the one path bmaas asks for without reading a link to it (besides the
+#: configured system): a 404 here means no Redfish service at the address
+SERVICE_ROOT = "/redfish/v1"
+
+
+def _path_of(url: str) -> str | None:
+    """The path of a request URL (``/redfish/v1/Managers/1``), whether it came
+    as a path or as a whole URL (sushy's message); None when there is none."""
+    if url.startswith("/"):
+        return url
+    found = url.find("/redfish/")
+    return url[found:].split()[0] if found >= 0 else None
 
 
 def map_exception(

@@ -110,8 +110,9 @@ def test_undeploy_json_names_the_node_it_fenced(bmaas: Bmaas, fleet: CoreFleet) 
     bmaas("enroll", str(fleet.inventory))
     report = json.loads(bmaas("deploy", "-n", "1", "--name-prefix", "u", *QUICK, "--json").stdout)
     node = report["requests"][0]["node"]
-    fleet.add_rule(node, {"effect": "auth_fail"})
-    out = json.loads(bmaas("undeploy", "u-001", *QUICK, "--json", expect=None).stdout)
+    fleet.add_rule(node, {"effect": "malformed_reply", "operation": "power.set"})
+    # exit 1: a node was fenced, the command did not do all it was asked (issue 36)
+    out = json.loads(bmaas("undeploy", "u-001", *QUICK, "--json", expect=1).stdout)
     check_shapes(out)
     (row,) = out["instances"]
     assert row["instance"] == "u-001"
@@ -120,7 +121,33 @@ def test_undeploy_json_names_the_node_it_fenced(bmaas: Bmaas, fleet: CoreFleet) 
     (fenced,) = row["fenced"]
     assert (fenced["node"], fenced["reason"]) == (node, "undeploy failure")
     assert "power.set" in fenced["last_error"]
-    assert "BMC rejected credentials" in fenced["last_error"]
+    assert "malformed" in fenced["last_error"]
+    assert (out["ok"], out["failed"], out["fenced"]) == (1, 0, 1)
+
+
+def test_undeploy_keeps_the_instance_when_the_fault_is_not_the_nodes(
+    bmaas: Bmaas, fleet: CoreFleet
+) -> None:
+    """Rejected credentials say nothing about the node (the policy row does
+    not fence): the node is not fenced, the instance keeps it (it may still
+    run), the row is ``failed`` and the command exits 1; once the password
+    works, undeploying again releases it."""
+    bmaas("enroll", str(fleet.inventory))
+    report = json.loads(bmaas("deploy", "-n", "1", "--name-prefix", "k", *QUICK, "--json").stdout)
+    node = report["requests"][0]["node"]
+    fleet.add_rule(node, {"effect": "auth_fail"})
+    out = json.loads(bmaas("undeploy", "k-001", *QUICK, "--json", expect=1).stdout)
+    check_shapes(out)
+    (row,) = out["instances"]
+    assert (row["ok"], row["status"], row["fenced"]) == (False, "failed", [])
+    assert row["fault"]["class"] == "BMCAuthError"
+    assert (out["failed"], out["fenced"]) == (1, 0)
+    shown = json.loads(bmaas("node", "show", node, "--json").stdout)
+    assert shown["maintenance"] is False
+    assert "k-001" in bmaas("instance", "list", "--json").stdout  # kept, with its node
+    fleet.clear_rules(node)
+    again = json.loads(bmaas("undeploy", "k-001", *QUICK, "--json").stdout)
+    assert (again["ok"], again["failed"], again["fenced"]) == (1, 0, 0)
 
 
 @pytest.mark.parametrize("tty", [True, False])

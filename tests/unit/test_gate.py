@@ -12,7 +12,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCFault, InputError, SlotTimeout
-from bmaas.gate import Gate, GateRegistry
+from bmaas.gate import PACE_RESERVE, Gate, GateRegistry
 from bmaas.policy import FleetOutcome, SameNode, policy_for
 
 
@@ -205,3 +205,49 @@ def test_retry_after_holds_every_caller_of_the_bmc(clock: FakeClock) -> None:
     gate.defer(3.0)
     with pytest.raises(SlotTimeout):  # not before the BMC's time is up
         gate.pace(Deadline.after(1.0, clock=clock))
+
+
+def test_a_wait_that_would_leave_the_request_no_time_is_not_taken(clock: FakeClock) -> None:
+    """bmaas's own spacing must not spend the request's budget: a turn that
+    would leave less than PACE_RESERVE is refused before sleeping (a
+    SlotTimeout, never a BMC timeout counted against the node, issue 36);
+    a request that needs no wait is sent whatever is left."""
+    gate = Gate("redfish:https://bmc", cap=4, spacing=1.0, clock=clock, sleep=clock.sleep)
+    gate.pace(Deadline.after(5, clock=clock))
+    almost = Deadline.after(1.0 + PACE_RESERVE / 2, clock=clock)  # the turn fits, barely
+    with pytest.raises(SlotTimeout):
+        gate.pace(almost)
+    assert clock.sleeps == []  # refused before waiting
+    gate.pace(Deadline.after(1.0 + 2 * PACE_RESERVE, clock=clock))  # leaves the reserve: taken
+    assert clock.sleeps == [1.0]
+    clock.advance(5.0)
+    gate.pace(Deadline.after(PACE_RESERVE / 10, clock=clock))  # no wait: sent at once
+    assert gate.stats.refused == 1
+
+
+def test_a_driver_call_refused_by_the_spacing_is_a_slot_timeout_never_counted(
+    clock: FakeClock,
+) -> None:
+    """The driver's "deadline passed before the call: nothing sent" is
+    bmaas's own budget: SlotTimeout naming the node, driver and BMC, a row
+    that is retried on the same node, never counted, never fenced (it was a
+    BMCTimeout, and sync fenced healthy nodes with it)."""
+    from bmaas.fakes.driver import FakeDriver
+    from bmaas.fakes.machine import FakeMachine
+
+    machine = FakeMachine("n1", clock=clock)
+    driver = FakeDriver("n1", machine=machine, clock=clock, sleep=clock.sleep)
+    fault = driver.too_late("power.get", clock())
+    assert isinstance(fault, SlotTimeout)
+    assert not isinstance(fault, BMCFault)
+    assert (fault.node, fault.driver, fault.operation) == ("n1", "fake", "power.get")
+    assert "nothing sent" in str(fault)
+    row = policy_for(fault)
+    assert (row.counts_for_health, row.fences, row.same_node) == (False, False, SameNode.BACKOFF)
+    assert row.fleet is FleetOutcome.BUSY
+    # inside Ironic: a power read in Ironic's sync retries it within
+    # sync_deadline instead of failing at once (a counted fault would), and
+    # the Ironic backend's release reads the same row's ``fences``
+    from bmaas.retry import RetryLimits
+
+    assert RetryLimits(sync=True).limit_for(fault, idempotent=True) > 1

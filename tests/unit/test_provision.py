@@ -17,7 +17,9 @@ from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.fleet import FakeFleet
 from bmaas.fakes.machine import Hardware
 from bmaas.faults import (
+    BmaasError,
     BMCAuthError,
+    BMCBusy,
     BootFailure,
     InputError,
     NoCandidates,
@@ -393,12 +395,39 @@ def test_undeploy_powers_off_and_frees_node_and_ports(store: Store) -> None:
 def test_undeploy_that_cannot_power_off_fences_the_node(store: Store) -> None:
     rack = Rack(store, count=1)
     rack.provisioner.provision(Request("r1"))
-    rack.fleet.machine("n01").plan.add(FaultRule.from_dict({"effect": "auth_fail"}))
+    rule = {"effect": "malformed_reply", "operation": "power.set"}  # the BMC's own fault
+    rack.fleet.machine("n01").plan.add(FaultRule.from_dict(rule))
     rack.provisioner.undeploy("r1")
     node = store.nodes.get("n01")
     assert node.owner_id is None
     assert node.fault == "undeploy failure"
     assert not node.claimable
+
+
+@pytest.mark.parametrize(
+    ("rule", "cls"),
+    [
+        ({"effect": "auth_fail"}, BMCAuthError),  # fix the password, then undeploy again
+        ({"effect": "busy", "operation": "power.set"}, BMCBusy),  # the BMC said "later"
+    ],
+)
+def test_undeploy_that_fails_not_by_the_nodes_fault_keeps_the_instance(
+    store: Store, rule: dict[str, object], cls: type[BmaasError]
+) -> None:
+    """The policy row does not fence for it (issue 36): the node is not put
+    into maintenance, and the instance keeps it -- it may still run."""
+    rack = Rack(store, count=1)
+    rack.provisioner.provision(Request("r1"))
+    rack.fleet.machine("n01").plan.add(FaultRule.from_dict(rule))
+    with pytest.raises(cls):
+        rack.provisioner.undeploy("r1")
+    node = store.nodes.get("n01")
+    assert node.fault is None
+    assert not node.maintenance
+    assert node.owner_id is not None  # still the instance's
+    rack.fleet.machine("n01").plan.clear()
+    rack.provisioner.undeploy("r1")  # again, once the BMC is reachable: released
+    assert store.nodes.get("n01").owner_id is None
 
 
 def test_move_success_frees_the_source(store: Store) -> None:

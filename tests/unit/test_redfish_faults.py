@@ -33,6 +33,7 @@ from bmaas.faults import (
     UnclassifiedFault,
     UnsupportedOperation,
 )
+from bmaas.policy import FleetOutcome, policy_for
 
 URL = "https://10.0.0.9/redfish/v1/Systems/1"
 SYSTEM = "/redfish/v1/Systems/1"
@@ -276,9 +277,67 @@ def test_404_on_the_configured_system_names_it(build) -> None:
     assert SYSTEM in str(fault)
 
 
-def test_404_elsewhere_is_a_protocol_error(build) -> None:
-    fault = map_exception(http_error(404), build, node="r1-n09", system="/redfish/v1/Systems/2")
+def http_error_at(status: int, url: str, body: object = None) -> sushy_exc.HTTPError:
+    """The sushy HTTPError for a reply to a GET of ``url``."""
+    resp = response(status, body)
+    resp.request = requests.Request("GET", url).prepare()
+    resp.url = url
+    with pytest.raises(sushy_exc.HTTPError) as info:
+        sushy_exc.raise_for_response("GET", url, resp)
+    info.value.response = resp
+    return info.value
+
+
+MANAGER = "https://10.0.0.9/redfish/v1/Managers/e7000927-1528-5935-b1f2-9601c5b1b830"
+#: what hwlab's sushy-tools answers for a Manager it links but does not serve (issue 36)
+NOT_FOUND = {
+    "error": {
+        "code": "Base.1.0.GeneralError",
+        "message": "Manager with UUID e7000927-1528-5935-b1f2-9601c5b1b830 was not found",
+    }
+}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        MANAGER,  # Links.ManagedBy of the system
+        "https://10.0.0.9/redfish/v1/Managers/1/VirtualMedia",  # the Manager's collection
+        "https://10.0.0.9/redfish/v1/Managers/1/VirtualMedia/Cd",  # a slot
+        "https://10.0.0.9/redfish/v1/Systems/2",  # another system than the configured one
+    ],
+)
+def test_404_on_a_linked_resource_is_unsupported_never_the_nodes_fault(build, url: str) -> None:
+    """A 404 on something the service linked is a well-formed answer ("not
+    here"), not a malformed reply: the service cannot serve it. Asking again
+    never helps and it says nothing about the node -- not counted, not fenced."""
+    fault = mapped(http_error_at(404, url, NOT_FOUND), build)
+    assert isinstance(fault, UnsupportedOperation)
+    assert not isinstance(fault, BMCProtocolError)
+    path = url.removeprefix("https://10.0.0.9")
+    assert f"the service links {path} but does not serve it" in str(fault)
+    assert fault.status == "404"
+    assert fault.node == "r1-n09"
+    row = policy_for(fault)
+    assert (row.counts_for_health, row.fences) == (False, False)
+    assert row.fleet is FleetOutcome.UNSUPPORTED
+
+
+def test_404_on_the_service_root_is_still_a_protocol_error(build) -> None:
+    """The root is the one path asked for without a link: a 404 there means
+    no Redfish service at the address."""
+    fault = mapped(http_error_at(404, "https://10.0.0.9/redfish/v1/"), build)
     assert isinstance(fault, BMCProtocolError)
+
+
+def test_404_elsewhere_names_the_path_even_without_the_response(build) -> None:
+    """sushy's HTTPError without our connector's response: the path comes
+    from the message (``GET https://.../redfish/v1/... failed``)."""
+    exc = http_error_at(404, MANAGER, NOT_FOUND)
+    exc.response = None
+    fault = mapped(exc, build)
+    assert isinstance(fault, UnsupportedOperation)
+    assert "/redfish/v1/Managers/e7000927" in str(fault)
 
 
 # -- MessageIds and vendor quirks ---------------------------------------------------------

@@ -374,3 +374,41 @@ def test_limits_share_one_jitter_source_reseeded_in_a_forked_child() -> None:
         os.waitpid(pid, 0)
     # a copy of the parent's state would draw the parent's next number
     assert child != RetryLimits().rng.random()
+
+
+def test_a_retry_refused_locally_reports_what_the_bmc_last_said() -> None:
+    """A hung BMC's timeout, retried, whose next attempt is refused inside
+    bmaas (no turn, no time: SlotTimeout) is still the BMC's timeout: the
+    refusal says nothing about the node, so it must not hide a fault that
+    does (issue 36 made the refusal uncounted; the timeout stays counted)."""
+    from bmaas.faults import SlotTimeout
+
+    clock = FakeClock(start=0.0)
+    limits = RetryLimits(sleep=clock.sleep, clock=clock.monotonic, jitter=0.0, max_attempts=3)
+    hung = BMCTimeout("no answer within 4s", node="n1", operation="power.get")
+    attempts: list[BmaasError] = []
+
+    def read(*, deadline: Deadline) -> PowerState:
+        fault = hung if not attempts else SlotTimeout("nothing sent", node="n1")
+        attempts.append(fault)
+        raise fault
+
+    with pytest.raises(BMCTimeout) as info:
+        call(limits, read, deadline=Deadline.after(30, clock=clock.monotonic))
+    assert info.value is hung
+    assert [type(f) for f in attempts] == [BMCTimeout, SlotTimeout, SlotTimeout]
+    assert isinstance(info.value.__context__, SlotTimeout)  # the refusal, for the record
+
+
+def test_a_local_refusal_with_no_bmc_answer_before_it_stays_a_slot_timeout() -> None:
+    from bmaas.faults import SlotTimeout
+
+    clock = FakeClock(start=0.0)
+    limits = RetryLimits(sleep=clock.sleep, clock=clock.monotonic, jitter=0.0, max_attempts=2)
+
+    def read(*, deadline: Deadline) -> PowerState:
+        raise SlotTimeout("next turn in 9.00s", node="n1")
+
+    with pytest.raises(SlotTimeout):
+        call(limits, read, deadline=Deadline.after(30, clock=clock.monotonic))
+    assert clock.sleeps == [0.5]  # retried once with backoff: bmaas's own, never counted

@@ -20,7 +20,7 @@ def test_undeploy_records_off(store: Store) -> None:
 def test_a_failed_eject_fences_naming_the_eject_and_records_off(store: Store) -> None:
     rack = Rack(store, count=1)
     rack.provisioner.provision(Request("r1"))
-    rule = {"effect": "unsupported", "operation": "vmedia.eject"}
+    rule = {"effect": "malformed_reply", "operation": "vmedia.eject"}
     rack.fleet.machine("n01").plan.add(FaultRule.from_dict(rule))
     rack.provisioner.undeploy("r1")
     node = store.nodes.get("n01")
@@ -29,10 +29,25 @@ def test_a_failed_eject_fences_naming_the_eject_and_records_off(store: Store) ->
     assert node.power_state is PowerState.OFF  # the power-off before it worked
 
 
+def test_an_eject_the_bmc_cannot_do_is_skipped_not_fenced(store: Store) -> None:
+    """No CD slot, or one the service links but does not serve (issue 36):
+    nothing bmaas could have inserted there; the node is off and released."""
+    rack = Rack(store, count=1)
+    rack.provisioner.provision(Request("r1"))
+    rule = {"effect": "unsupported", "operation": "vmedia.eject"}
+    rack.fleet.machine("n01").plan.add(FaultRule.from_dict(rule))
+    rack.provisioner.undeploy("r1")
+    node = store.nodes.get("n01")
+    assert node.fault is None
+    assert node.owner_id is None
+    assert node.power_state is PowerState.OFF
+
+
 def test_a_failed_power_off_records_unknown(store: Store) -> None:
     rack = Rack(store, count=1)
     rack.provisioner.provision(Request("r1"))
-    rack.fleet.machine("n01").plan.add(FaultRule.from_dict({"effect": "auth_fail"}))
+    rule = {"effect": "malformed_reply", "operation": "power.set"}
+    rack.fleet.machine("n01").plan.add(FaultRule.from_dict(rule))
     rack.provisioner.undeploy("r1")
     node = store.nodes.get("n01")
     assert "power" in (node.last_error or "")
