@@ -7,13 +7,47 @@ assert the exact sleep sequence without ever sleeping.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
-__all__ = ["ClockFn", "SleepFn", "monotonic", "sleep"]
+__all__ = ["ClockFn", "SleepFn", "monotonic", "process_started", "sleep"]
 
 ClockFn = Callable[[], float]
 SleepFn = Callable[[float], None]
 
 monotonic: ClockFn = time.monotonic
 sleep: SleepFn = time.sleep
+
+
+#: where Linux says when this process started (field 22, ``starttime``, in
+#: clock ticks since boot: proc(5))
+_PROC_STAT = "/proc/self/stat"
+
+
+def process_started(*, fallback: float, stat: str = _PROC_STAT) -> float:
+    """The instant this process started (its ``exec``), on :data:`monotonic`'s
+    clock: where a command's budget begins, so the interpreter's start-up and
+    the imports before ``main()`` are inside it, not before it.
+
+    On Linux: ``/proc/self/stat``'s ``starttime`` (clock ticks since boot,
+    10 ms at the usual 100 Hz, rounded down, so the start is never later
+    than the truth) against ``CLOCK_BOOTTIME``, the clock it counts on; the
+    process's age, taken from ``time.monotonic()``. ``fork`` without
+    ``exec`` (a shell's subshell) counts from the fork: earlier, never
+    later. Elsewhere, or when the file cannot be read: ``fallback`` (the
+    caller's earliest instant of its own, e.g. when its entry module was
+    imported), which misses the interpreter's start-up. Never later than
+    ``fallback``. No psutil: it is not a dependency of bmaas's core, and
+    its ``create_time()`` is wall-clock time, which jumps."""
+    try:
+        with open(stat, "rb") as file:
+            raw = file.read()
+        # the command name (field 2) may hold spaces and ")": split after the last
+        fields = raw[raw.rindex(b")") + 2 :].split()
+        ticks = int(fields[19])
+        hertz = os.sysconf("SC_CLK_TCK")
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / hertz
+    except (OSError, ValueError, IndexError, AttributeError):
+        return fallback
+    return min(fallback, time.monotonic() - max(0.0, age))

@@ -78,6 +78,11 @@ class App:
     retry: RetryLimits = dataclasses.field(default_factory=RetryLimits)
     #: the clock a command's Deadline is made on (tests: the fake fleet's)
     deadline_clock: Callable[[], float] = time.monotonic
+    #: where the command's budget starts, on ``deadline_clock``: the ``bmaas``
+    #: process's start (``main()`` sets it, :func:`bmaas.clock.process_started`),
+    #: so start-up and imports spend the budget too; None: when the command
+    #: makes its deadline (an App made in-process, by tests or a library)
+    started: float | None = None
     _store: Store | None = None
     #: the command's deadline (the first :meth:`deadline` made), which bounds the store
     _command_deadline: Deadline | None = None
@@ -105,8 +110,18 @@ class App:
         first one made also bounds the store, if it is opened after it (a
         command that loops, ``sync --interval``, opens the store first: each
         pass's deadline then bounds that pass's BMC work, and each database
-        call its own ``BUSY_TIMEOUT``)."""
-        made = Deadline.after(seconds, clock=self.deadline_clock)
+        call its own ``BUSY_TIMEOUT``).
+
+        The first one counts from :attr:`started` when it is set (``bmaas``'s
+        ``exec``): ``--deadline 0.1`` means 0.1 s from ``exec``, start-up,
+        imports and the store's opening included, as a person timing the
+        command sees it. A start-up that already spent it leaves the command
+        a spent deadline: it ends at once, each node reported as not asked."""
+        if self._command_deadline is None and self.started is not None:
+            begun = min(self.started, self.deadline_clock())
+            made = Deadline(begun + seconds, self.deadline_clock)
+        else:
+            made = Deadline.after(seconds, clock=self.deadline_clock)
         if self._command_deadline is None:
             self._command_deadline = made
         return made
