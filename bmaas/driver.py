@@ -158,6 +158,10 @@ class Quirk(StrEnum):
     #: ``Disabled`` only): a persistent request is sent as once and sent again
     #: before every power-on or reboot this driver makes (as Ironic does)
     BOOT_NO_CONTINUOUS = "boot_no_continuous"
+    #: the BMC refused IPMI cipher suite 17 and the session runs suite 3
+    #: (HMAC-SHA1 integrity), as ``ipmi_cipher_suite: auto`` allows: a
+    #: downgrade the operator must see (``bmaas status check`` warns)
+    IPMI_SUITE_3 = "ipmi_cipher_suite_3"
 
 
 class Capability(StrEnum):

@@ -95,10 +95,14 @@ def _choice(*choices: str) -> Callable[[Any], str]:
     return convert
 
 
-def _cipher_suite(value: Any) -> int:
+def _cipher_suite(value: Any) -> int | str:
+    """17 or 3, or ``auto`` (17, else 3: a downgrade recorded and reported).
+    Never 0 (no authentication): there is no way to ask for it."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
     suite = validate.whole(validate.digits(value), what="an IPMI cipher suite number")
     if suite not in (3, 17):
-        raise ValueError(f"cipher suite {suite} is not supported (3 or 17)")
+        raise ValueError(f"cipher suite {suite} is not supported (17, 3 or auto)")
     return suite
 
 
@@ -170,7 +174,11 @@ FIELDS: dict[str, InfoField] = {
         InfoField("ipmi_port", _port, "UDP port of the BMC (default 623)"),
         InfoField("ipmi_username", _text, "BMC user"),
         InfoField("ipmi_password", _secret, "BMC password"),
-        InfoField("ipmi_cipher_suite", _cipher_suite, "RMCP+ cipher suite: 3 or 17"),
+        InfoField(
+            "ipmi_cipher_suite",
+            _cipher_suite,
+            "RMCP+ cipher suite: 17 (default), 3, or auto (17, else 3: recorded and reported)",
+        ),
         InfoField(
             "ipmi_priv_level",
             _choice("administrator", "operator", "user"),
@@ -222,7 +230,7 @@ class DriverInfo:
     ipmi_port: int = 623
     ipmi_username: str | None = None
     ipmi_password: Secret = dataclasses.field(default_factory=Secret)
-    ipmi_cipher_suite: int | None = None
+    ipmi_cipher_suite: int | str | None = None
     ipmi_priv_level: str = "administrator"
     redfish_address: str | None = None
     redfish_system_id: str | None = None

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import getpass
 import json
+import logging
 import sys
 import threading
 import time
@@ -25,12 +26,13 @@ import yaml
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT
-from bmaas.faults import InputError
+from bmaas.faults import BmaasError, InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
 from bmaas.policy import FleetOutcome, policy_for
 from bmaas.retry import RetryLimits
 from bmaas.secrets import mask
 from bmaas.store import NodeRecord
+from bmaas.store.records import QUIRKS_KEY
 
 if TYPE_CHECKING:  # SQLAlchemy is imported only when a command opens the store
     from bmaas.store import Store
@@ -61,6 +63,8 @@ __all__ = [
     "workers_option",
 ]
 
+LOG = logging.getLogger(__name__)
+
 #: below this many nodes a run is quick enough that a bar is noise
 PROGRESS_MIN_NODES = 10
 
@@ -86,6 +90,9 @@ class App:
     _store: Store | None = None
     #: the command's deadline (the first :meth:`deadline` made), which bounds the store
     _command_deadline: Deadline | None = None
+    #: the drivers :meth:`factory` built, with their nodes: what they learned
+    #: about their BMCs (quirks) is recorded on the nodes when the command ends
+    _built: list[tuple[NodeRecord, Any]] = dataclasses.field(default_factory=list)
 
     def store(self, *, check_schema: bool = True, create: bool = False) -> Store:
         """The store, opened once. Only ``bmaas enroll`` and ``bmaas db
@@ -132,7 +139,30 @@ class App:
         asked, not a failure per node (:meth:`bmaas.store.keys.KeysRepo.check`)."""
         if self._store is not None:
             self._store.keys.check()
-        return self.make_factory(bmc_timeout=bmc_timeout)
+        made = self.make_factory(bmc_timeout=bmc_timeout)
+
+        def build(record: NodeRecord) -> Any:
+            driver = made(record)
+            self._built.append((record, driver))
+            return driver
+
+        return build
+
+    def record_quirks(self) -> None:
+        """Record on each node what its driver learned about the BMC
+        (``extra.bmc_quirks``: a downgrade such as IPMI cipher suite 3 is
+        never silent), once, when the command ends."""
+        built, self._built = self._built, []
+        if self._store is None:
+            return
+        for record, driver in built:
+            learned = {str(q) for q in getattr(driver, "quirks", ())}
+            if not learned - set(record.extra.get(QUIRKS_KEY) or ()):
+                continue
+            try:
+                self._store.nodes.record_quirks(record.name, learned)
+            except BmaasError as exc:  # the command's own result stands
+                LOG.warning("%s: could not record BMC quirks %s: %s", record.name, learned, exc)
 
     def retry_limits(self, *, no_retry: bool = False) -> RetryLimits:
         """The operation retry a fleet command gives each node's calls;
@@ -140,6 +170,7 @@ class App:
         return self.retry.replace(max_attempts=1) if no_retry else self.retry
 
     def close(self) -> None:
+        self.record_quirks()
         if self._store is not None:
             self._store.close()
             self._store = None

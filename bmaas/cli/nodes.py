@@ -13,6 +13,7 @@ from bmaas.cliutil import EXIT_FAILURE, EXIT_USAGE
 from bmaas.driver import PowerState
 from bmaas.store import NoDatabase, NodeRecord, ProvisionState, head_revision
 from bmaas.store.lite import read_nodes
+from bmaas.store.records import QUIRKS_KEY
 
 __all__ = ["db", "enroll", "node"]
 
@@ -158,6 +159,7 @@ def node_show(app: App, name: str, n_events: int, as_json: bool, as_yaml: bool) 
     events = store.nodes.events(name, limit=n_events)
     data = rec.to_dict()
     data["credentials"] = credentials.sources(rec.driver_info)
+    data["quirks"] = list(rec.extra.get(QUIRKS_KEY) or ())
     data["allocation"] = allocation.to_dict() if allocation else None
     data["ports"] = [p.to_dict() for p in ports]
     data["events"] = [e.to_dict() for e in events]
@@ -181,6 +183,7 @@ def node_show(app: App, name: str, n_events: int, as_json: bool, as_yaml: bool) 
         ("fault", rec.fault),
         ("streaks", f"{rec.fault_count} faulted / {rec.good_count} good reads in a row"),
         ("last_error", rec.last_error),
+        ("quirks", ", ".join(rec.extra.get(QUIRKS_KEY) or ())),
         ("allocation", allocation.owner.describe() if allocation else None),
     ]
     for key, value in lines:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import collections
 
-from bmaas.driver import Capability, PowerState
+from bmaas.driver import Capability, PowerState, Quirk
 from bmaas.faults import InputError
 from bmaas.status.context import CheckContext
 from bmaas.status.fleet import NodeCheck, Problem, report
 from bmaas.status.result import Outcome, listing
 from bmaas.store import NodeRecord
+from bmaas.store.records import QUIRKS_KEY
 
 __all__ = ["check_bmc", "check_boot", "check_power"]
 
@@ -32,7 +33,27 @@ def check_bmc(ctx: CheckContext) -> Outcome:
         f"the credentials ({fleet.elapsed:.1f}s, each call limited to {fleet.bmc_timeout:.3g}s)"
     )
     report(out, problems, bmc_timeout=fleet.bmc_timeout, demote=lambda record: record.maintenance)
+    _downgrades(ctx, out)
     return out
+
+
+def _downgrades(ctx: CheckContext, out: Outcome) -> None:
+    """A Warning for every node whose BMC runs a weaker protocol than bmaas
+    asks for by default, seen in this sweep or recorded on the node: never a
+    silent downgrade (issue 36)."""
+    suite_3 = sorted(
+        n.record.name
+        for n in ctx.fleet.nodes
+        if Quirk.IPMI_SUITE_3 in n.quirks
+        or Quirk.IPMI_SUITE_3 in (n.record.extra.get(QUIRKS_KEY) or ())
+    )
+    if suite_3:
+        out.warn(
+            f"{len(suite_3)} node(s) log in with IPMI cipher suite 3 (HMAC-SHA1), not 17: "
+            f"the BMC refused 17 and ipmi_cipher_suite: auto allowed it: {listing(suite_3)}",
+            key=str(Quirk.IPMI_SUITE_3),
+            nodes=suite_3,
+        )
 
 
 def _eligible(ctx: CheckContext, out: Outcome) -> list[NodeCheck]:

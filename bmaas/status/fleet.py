@@ -120,6 +120,8 @@ class NodeCheck:
     probe: BMCInfo | Problem
     power: PowerState | Problem | None = None
     boot: BootSetting | Problem | None = None
+    #: what the driver learned about the BMC while asking (:class:`bmaas.driver.Quirk`)
+    quirks: frozenset[str] = frozenset()
 
     @property
     def answered(self) -> bool:
@@ -171,14 +173,18 @@ def _ask(
 
     probe = step(Operation.PROBE, driver.probe)
     if isinstance(probe, Problem) and probe.finding in _STOP_AFTER_PROBE:
-        return NodeCheck(record, probe)
+        return NodeCheck(record, probe, quirks=_quirks(driver))
     if record.maintenance:
-        return NodeCheck(record, probe)
+        return NodeCheck(record, probe, quirks=_quirks(driver))
     state = step(Operation.POWER_GET, driver.get_power_state) if power else None
     setting = None
     if boot and driver.supports(Capability.BOOT_DEVICE):
         setting = step(Operation.BOOT_GET, driver.get_boot_device)
-    return NodeCheck(record, probe, state, setting)
+    return NodeCheck(record, probe, state, setting, quirks=_quirks(driver))
+
+
+def _quirks(driver: BMCDriver) -> frozenset[str]:
+    return frozenset(str(q) for q in driver.quirks)
 
 
 class SweepSource(Protocol):

@@ -22,15 +22,19 @@ from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx
 from bmaas.store.keys import KeysRepo
-from bmaas.store.records import SYSTEM, Event, NodeRecord, ProvisionState, node_record
+from bmaas.store.records import (
+    QUIRKS_KEY,
+    SYSTEM,
+    Event,
+    NodeRecord,
+    ProvisionState,
+    node_record,
+)
 
 if TYPE_CHECKING:
     from bmaas.inventory.specs import NetworkSpec, NodeSpec
 
 __all__ = ["QUIRKS_KEY", "EnrollReport", "NodesRepo", "node_in"]
-
-#: the key of ``extra`` under which a node's BMC quirks are kept
-QUIRKS_KEY = "bmc_quirks"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from bmaas.secrets import mask
 
 __all__ = [
     "POWER_FAILURE",
+    "QUIRKS_KEY",
     "SYSTEM",
     "Allocation",
     "Event",
@@ -57,6 +58,11 @@ class ProvisionState(StrEnum):
     DEPLOYING = "deploying"
     ACTIVE = "active"
     UNDEPLOYING = "undeploying"
+
+
+#: the key of a node's ``extra`` under which its BMC quirks are kept
+#: (:class:`bmaas.driver.Quirk`; :meth:`bmaas.store.nodes.NodesRepo.record_quirks`)
+QUIRKS_KEY = "bmc_quirks"
 
 
 class PortOrigin(StrEnum):

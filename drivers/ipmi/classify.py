@@ -89,7 +89,7 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 
-__all__ = ["COMPLETION_CODES", "RMCP_STATUS", "Classified", "NoAnswer", "classify"]
+__all__ = ["COMPLETION_CODES", "RMCP_STATUS", "Classified", "NoAnswer", "SuiteRefused", "classify"]
 
 LOG = logging.getLogger(__name__)
 
@@ -180,6 +180,25 @@ class NoAnswer(Exception):
     driver's session layer, which owns the waiting)."""
 
 
+class SuiteRefused(Exception):
+    """The BMC refused cipher suite 17 (RMCP+ ``status``: its algorithms) or
+    chose suite 3's in answer to it (``chose_3``), and the node's
+    ``ipmi_cipher_suite`` does not allow suite 3: ``UnsupportedOperation``
+    (RMCP+ 0x11's row: never retried, never counted) with a message that
+    names the setting that allows suite 3."""
+
+    def __init__(self, status: int, *, chose_3: bool = False) -> None:
+        super().__init__(status, chose_3)
+        self.status = status
+        self.chose_3 = chose_3
+
+    def __str__(self) -> str:
+        if self.chose_3:
+            return "the BMC answered a cipher suite 17 proposal with suite 3's algorithms"
+        text = constants.rmcp_codes.get(self.status, "refused")
+        return f"the BMC refused cipher suite 17 (RMCP+ 0x{self.status:02X}: {text})"
+
+
 @dataclasses.dataclass(frozen=True)
 class Classified:
     """The verdict on one exception."""
@@ -237,6 +256,15 @@ def classify(
     """
     if isinstance(exc, NoAnswer):
         return _no_answer(str(exc), established=established)
+    if isinstance(exc, SuiteRefused):
+        # the RMCP+ row of 0x11 (never retried, never counted), with the fix
+        return Classified(
+            UnsupportedOperation,
+            f"{exc}: bmaas never falls back to suite 3 unasked; set driver_info "
+            "ipmi_cipher_suite: auto (17, else 3, recorded on the node and reported) "
+            "or 3 for this BMC",
+            status=f"rmcp 0x{exc.status:02X}",
+        )
     if isinstance(exc, pyghmi_exc.IpmiException):
         text = str(exc)
         code = getattr(exc, "ipmicode", 0) or 0

@@ -192,7 +192,7 @@ def open_command(
     password: bytes,
     *,
     privlevel: int,
-    cipher_suite: int | None,
+    cipher_suite: int | str | None,
     deadline: Deadline,
     clock: ClockFn,
 ) -> BoundedCommand:

@@ -15,6 +15,16 @@ across long waits (a sync interval of 60 or 120 s) by calling
 :meth:`IPMIDriver.keepalive` once it has been idle ``session_keepalive``
 seconds (:data:`SESSION_KEEPALIVE`): one Get Device ID on the session, a
 quarter of a login's exchanges. Calls on one driver are serialised.
+
+Cipher suites: suite 17 (HMAC-SHA256, AES-128) unless the node's
+``ipmi_cipher_suite`` says otherwise, never suite 0. A BMC that refuses 17 is
+``UnsupportedOperation`` whose message names ``ipmi_cipher_suite`` (never
+retried, never counted; pyghmi alone would propose
+suite 3 in the same login, without a word). ``ipmi_cipher_suite: 3`` asks for
+suite 3 only; ``auto`` proposes 17 and accepts 3 when the BMC refuses 17's
+algorithms -- then logged, and kept as the driver's quirk
+``Quirk.IPMI_SUITE_3`` (recorded on the node, warned about by ``bmaas status
+check``, listed by ``bmaas node show``).
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from bmaas.driver import (
     Operation,
     PowerAction,
     PowerState,
+    Quirk,
     soft_reboot,
 )
 from bmaas.driver_info import DriverInfo
@@ -265,6 +276,17 @@ class IPMIDriver(BMCDriver):
         )
         self._command = cmd
         self._release = weakref.finalize(self, cmd.close)
+        if cmd.ipmi_session.downgraded and Quirk.IPMI_SUITE_3 not in self.quirks:
+            # never silent: logged, and a quirk the node keeps (extra.bmc_quirks)
+            # that `bmaas status check` warns about and `bmaas node show` lists
+            LOG.warning(
+                "%s: the BMC refused cipher suite 17; logged in with suite 3 "
+                "(HMAC-SHA1, AES-128), as ipmi_cipher_suite: auto allows (%s)",
+                self.node,
+                Quirk.IPMI_SUITE_3,
+            )
+        if cmd.ipmi_session.downgraded:
+            self.quirks.add(Quirk.IPMI_SUITE_3)
         return cmd
 
     def _trusted(self, cmd: BoundedCommand) -> bool:

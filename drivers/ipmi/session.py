@@ -27,9 +27,12 @@ a command is re-logged and re-asked forever
 a wrong user name against a pyghmi-based BMC    the deadline ends it (reported as unreachable:
 relogs forever (each relog resets the           silence cannot be told from a dead BMC)
 retry counter)
-a cipher suite 3 answer to a suite 17           the algorithms the BMC picked are honoured
-proposal (pyghmi's own BMC) fails in RAKP2
-with ``struct.error``
+a cipher suite 3 answer to a suite 17           the algorithms the BMC picked are honoured,
+proposal (pyghmi's own BMC) fails in RAKP2      with ``ipmi_cipher_suite: auto`` only (else
+with ``struct.error``                           ``SuiteRefused``), and recorded as a downgrade
+a refused suite 17 Open Session: pyghmi         ``SuiteRefused`` (a configuration fault that
+proposes suite 3 in the same login, on any      names the setting); ``auto`` falls back for
+RMCP+ status, without a word                    an algorithm refusal only, recorded
 unconnected UDP sockets never see ICMP          a presence ping on a connected socket during
 port-unreachable                                login reports a closed port at once
 keepalives (Get Device ID every ~25 s) go       not registered: no hidden traffic; the driver
@@ -64,9 +67,18 @@ from pyghmi.ipmi.private import session as _ps
 from pyghmi.ipmi.private import util as _util
 
 from bmaas.deadline import Deadline
-from bmaas.drivers.ipmi.classify import NoAnswer
+from bmaas.drivers.ipmi.classify import NoAnswer, SuiteRefused
 
-__all__ = ["BoundedSession", "drain_shared_queue"]
+__all__ = ["AUTO", "BoundedSession", "drain_shared_queue"]
+
+#: ``ipmi_cipher_suite: auto``: propose suite 17, accept suite 3 when the BMC
+#: refuses 17 for its algorithms (recorded: :attr:`BoundedSession.downgraded`)
+AUTO = "auto"
+#: pyghmi's ``attemptedhash`` while it proposes suite 17 (HMAC-SHA256)
+_SHA256 = 256
+#: RMCP+ statuses that refuse the proposed algorithms (IPMI 2.0 table 13-15):
+#: authentication, integrity, confidentiality, no cipher suite match
+_ALGORITHM_REFUSALS = frozenset({0x04, 0x05, 0x10, 0x11})
 
 LOG = logging.getLogger(__name__)
 
@@ -177,14 +189,17 @@ class BoundedSession(_ps.Session):
         *,
         port: int,
         privlevel: int,
-        cipher_suite: int | None,
+        cipher_suite: int | str | None,
         onlogon: Callable[[dict[str, Any]], None],
     ) -> None:
         self.wakeup = threading.Event()
         self.guard = threading.RLock()
         self.failure: BaseException | None = None
         self.abandoned = False
+        #: 3, 17 (or None: 17), or "auto" (17, else 3: :attr:`downgraded`)
         self.cipher_suite = cipher_suite
+        #: the login fell back from suite 17 to suite 3 ("auto" only)
+        self.downgraded = False
         self.forbidsock = self._sockets_in_use(bmc, port)
         super().__init__(
             bmc, userid, password, port=port, onlogon=onlogon, privlevel=privlevel, keepalive=False
@@ -241,15 +256,25 @@ class BoundedSession(_ps.Session):
 
     def _got_rmcp_response(self, data: Any) -> Any:
         if self.sessioncontext == "OPENSESSION" and len(data) > 1 and data[0] == self.rmcptag:
-            if data[1] != 0 and self.cipher_suite == 17:
-                raise pyghmi_exc.IpmiException(
-                    constants.rmcp_codes.get(data[1], "Unrecognized RMCP code")
-                )
+            proposing_17 = self.attemptedhash == _SHA256
+            if data[1] != 0 and proposing_17:
+                # pyghmi proposes suite 17 and, on ANY refusal, proposes suite
+                # 3 in the same login without a word. Only "auto" may, and only
+                # for a refusal about the algorithms (never for a busy BMC).
+                if self.cipher_suite != AUTO or data[1] not in _ALGORITHM_REFUSALS:
+                    if data[1] in _ALGORITHM_REFUSALS:
+                        raise SuiteRefused(data[1])
+                    raise pyghmi_exc.IpmiException(
+                        constants.rmcp_codes.get(data[1], "Unrecognized RMCP code")
+                    )
+                self.downgraded = True  # pyghmi's fallback: suite 3, recorded
             if data[1] == 0 and len(data) >= 36 and data[16] == 1 and self.attemptedhash != 1:
-                if self.cipher_suite == 17:
-                    raise pyghmi_exc.IpmiException(constants.rmcp_codes[0x11])
                 # The BMC chose HMAC-SHA1 (suite 3) over our suite 17 proposal,
-                # as pyghmi's own BMC does: follow it instead of failing in RAKP2.
+                # as pyghmi's own BMC does: a downgrade, so only with "auto";
+                # then follow it instead of failing in RAKP2.
+                if self.cipher_suite != AUTO:
+                    raise SuiteRefused(0x11, chose_3=True)
+                self.downgraded = True
                 self.attemptedhash = 1
                 self.currhashlib = hashlib.sha1
                 self.currhashlen = 12

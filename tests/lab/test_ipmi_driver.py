@@ -14,11 +14,12 @@ from collections.abc import Callable
 import pytest
 
 import bmaas.drivers.ipmi.driver as ipmi_driver
-from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
+from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState, Quirk
 from bmaas.drivers.ipmi import IPMIDriver
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
+    BMCBusy,
     BMCFault,
     BMCTimeout,
     BMCUnreachable,
@@ -154,12 +155,49 @@ def test_cipher_suites(lab: Lab, suite: int | None) -> None:
     assert session.suite.number == (suite or 17)
 
 
-def test_a_bmc_without_suite_17(lab: Lab) -> None:
+def test_a_bmc_without_suite_17_is_refused_by_default_naming_the_setting(lab: Lab) -> None:
+    """Issue 36: pyghmi proposed suite 3 after a refused suite 17 in the same
+    login, without a word. Now suite 17 is the default, and only
+    ``ipmi_cipher_suite: auto`` (or 3) lets a session run suite 3."""
     lab.machine(cipher_suites=(3,))
-    assert ask(lab.driver().get_power_state) is PowerState.OFF  # falls back to suite 3
-    fault, took = _timed(bound(lab.driver(ipmi_cipher_suite=17).get_power_state))
-    assert isinstance(fault, UnsupportedOperation)  # 17 was required: no downgrade
-    assert took < FAST
+    for driver in (lab.driver(), lab.driver(ipmi_cipher_suite=17)):
+        fault, took = _timed(bound(driver.get_power_state))
+        assert isinstance(fault, UnsupportedOperation)  # never retried, never counted
+        assert fault.status == "rmcp 0x11"
+        assert "set driver_info ipmi_cipher_suite: auto" in str(fault)
+        assert took < FAST
+        assert driver.quirks == set()
+    assert ask(lab.driver(ipmi_cipher_suite=3).get_power_state) is PowerState.OFF
+
+
+def test_auto_falls_back_to_suite_3_and_says_so(lab: Lab, caplog: pytest.LogCaptureFixture) -> None:
+    lab.machine("n1", cipher_suites=(3,))
+    lab.machine("n2")  # offers 17 (and 3)
+    downgraded = lab.driver("n1", ipmi_cipher_suite="auto")
+    with caplog.at_level(logging.WARNING, logger="bmaas.drivers.ipmi.driver"):
+        assert ask(downgraded.get_power_state) is PowerState.OFF
+        assert ask(downgraded.get_power_state) is PowerState.OFF  # the session is reused
+    assert downgraded.quirks == {Quirk.IPMI_SUITE_3}
+    warned = [r.getMessage() for r in caplog.records if "suite 17" in r.getMessage()]
+    assert warned == [
+        "n1: the BMC refused cipher suite 17; logged in with suite 3 (HMAC-SHA1, AES-128), "
+        "as ipmi_cipher_suite: auto allows (ipmi_cipher_suite_3)"
+    ]
+    assert PASSWORD not in caplog.text
+    upgraded = lab.driver("n2", ipmi_cipher_suite="auto")
+    assert ask(upgraded.get_power_state) is PowerState.OFF
+    assert upgraded.quirks == set()  # 17 offered: 17 used, nothing to report
+
+
+def test_auto_never_falls_back_for_a_refusal_that_is_not_about_algorithms(lab: Lab) -> None:
+    """pyghmi falls back on any Open Session error; a busy BMC (0x01) is busy
+    with suite 3 too: reported as busy, no downgrade recorded."""
+    machine = lab.machine()
+    lab.rule(machine, operation="login", effect="busy")
+    driver = lab.driver(ipmi_cipher_suite="auto")
+    fault, _ = _timed(bound(driver.get_power_state))
+    assert isinstance(fault, BMCBusy)
+    assert driver.quirks == set()
 
 
 def test_user_privilege_reads_but_cannot_act(lab: Lab) -> None:

@@ -64,7 +64,11 @@ def test_mask_nested_data() -> None:
         ({"ipmi_address": "h", "ipmi_port": "abc"}, "driver_info.ipmi_port", "must be a port"),
         ({"ipmi_address": "h", "ipmi_adress": "x"}, "driver_info.ipmi_adress", "did you mean"),
         ({"ipmi_port": 623}, "driver_info.ipmi_address", "is required"),
-        ({"ipmi_address": "h", "ipmi_cipher_suite": 1}, "driver_info.ipmi_cipher_suite", "3 or 17"),
+        (
+            {"ipmi_address": "h", "ipmi_cipher_suite": 1},
+            "driver_info.ipmi_cipher_suite",
+            "17, 3 or auto",
+        ),
         ({"redfish_address": "ftp://x"}, "driver_info.redfish_address", "http or https"),
         ({"redfish_address": "https://u:p@x"}, "driver_info.redfish_address", "credentials"),
         ({"redfish_verify_ca": 3}, "driver_info.redfish_verify_ca", "CA bundle"),

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from bmaas import registry
 from bmaas.status import Result
-from bmaas.store import Store
+from bmaas.store import Store, head_revision
 from tests.fleet import write_inventory
 from tests.unit.status.conftest import MakeContext, run
 
@@ -25,7 +25,7 @@ Enroll = Callable[..., list[str]]
 def test_at_head_is_success(make_ctx: MakeContext, enroll: Enroll) -> None:
     enroll(2)
     [line] = run(make_ctx(), "database")["database"].details
-    assert "schema 0002 (newest), 2 node(s) enrolled" in line
+    assert f"schema {head_revision()} (newest), 2 node(s) enrolled" in line
 
 
 def test_a_missing_database_is_a_failure_and_is_not_created(
@@ -56,6 +56,7 @@ def test_without_the_database_check_the_reason_is_given_in_full(
 def test_an_empty_database_needs_an_upgrade(make_ctx: MakeContext, tmp_path: Path) -> None:
     path = tmp_path / "empty.db"
     sqlite3.connect(path).close()
+    path.chmod(0o600)  # a store others can read is refused before anything else
     database = run(make_ctx(db=str(path)), "database")["database"]
     assert database.result is Result.FAILURE
     assert "has no bmaas schema: run `bmaas db upgrade`" in database.details[0]
@@ -64,14 +65,13 @@ def test_an_empty_database_needs_an_upgrade(make_ctx: MakeContext, tmp_path: Pat
 def test_a_database_behind_the_newest_migration_names_the_fix(
     make_ctx: MakeContext, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # This bmaas ships 0002; pretend it ships a 0003 the database lacks.
-    monkeypatch.setattr("bmaas.status.context.head_revision", lambda: "0003")
-    monkeypatch.setattr(
-        "bmaas.status.context.known_revision", lambda rev: rev in ("0001", "0002", "0003")
-    )
+    # Pretend this bmaas ships a newer migration than the database has.
+    shipped = head_revision()
+    monkeypatch.setattr("bmaas.status.context.head_revision", lambda: "9998")
+    monkeypatch.setattr("bmaas.status.context.known_revision", lambda rev: rev in (shipped, "9998"))
     results = run(make_ctx(), "database", "allocations")
     [line] = results["database"].details
-    assert line.endswith("is at schema 0002, this bmaas needs 0003: run `bmaas db upgrade`")
+    assert line.endswith(f"is at schema {shipped}, this bmaas needs 9998: run `bmaas db upgrade`")
     assert results["allocations"].result is Result.FAILURE
 
 
