@@ -50,6 +50,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "bmaas.hwlab.cli.lab:status",
         "Nodes, ports, fault rules in force and effects injected so far.",
     ),
+    "vm": (
+        "bmaas.hwlab.cli.vm:vm",
+        "Small libvirt VMs (TCG) behind stock sushy-tools and virtualbmc.",
+    ),
     "up": (
         "bmaas.hwlab.cli.lab:up",
         "Start a lab in the background; return when every BMC is listening.",

@@ -1,0 +1,98 @@
+"""``hwlab vm image|up|down``: the VM lab (real firmware behind stock BMC emulators)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import platformdirs
+
+from bmaas.hwlab.vm.image import build_image
+
+__all__ = ["vm"]
+
+
+def _default_state_dir() -> str:
+    return os.path.join(platformdirs.user_state_dir("hwlab"), "vm")
+
+
+state_dir_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=_default_state_dir,
+    envvar="HWLAB_VM_STATE_DIR",
+    show_default="per-user state dir, vm",
+    help="Where the VM lab keeps vm.json, inventory.yaml and the serial logs.",
+)
+
+
+@click.group()
+def vm() -> None:
+    """Small libvirt VMs (TCG) behind stock sushy-tools and virtualbmc.
+
+    \b
+    sudo bash scripts/vm-setup.sh      # libvirt, qemu, the pool (once)
+    hwlab vm up --count 2 --proxies    # VMs off; BMCs listening on 127.0.0.1
+    bmaas enroll STATE_DIR/inventory.yaml
+    bmaas deploy --count 2 --image URL --ready-log 'STATE_DIR/serial/{node}.log' \\
+        --ready-pattern 'BMAAS-BOOTED via=vmedia'
+    hwlab vm down
+    """
+
+
+@vm.command("image")
+@click.option("--force", is_flag=True, help="Rebuild even if cached.")
+def image_cmd(force: bool) -> None:
+    """Build (or find cached) the boot ISO, kernel and initramfs; print their paths."""
+    image = build_image(force=force)
+    click.echo(f"iso: {image.iso}\nvmedia_iso: {image.vmedia_iso}")
+    click.echo(f"kernel: {image.kernel}\ninitramfs: {image.initramfs}")
+
+
+@vm.command("up")
+@click.option("--count", "-n", type=click.IntRange(1, 8), default=2, show_default=True)
+@click.option(
+    "--proxies/--no-proxies",
+    default=False,
+    show_default=True,
+    help="Put hwlab's Redfish and IPMI fault proxies in front (hwlab fault works).",
+)
+@click.option(
+    "--driver",
+    type=click.Choice(["redfish", "ipmi"]),
+    default="redfish",
+    show_default=True,
+    help="The driver the inventory enrolls each VM with.",
+)
+@click.option(
+    "--memory",
+    "memory_mib",
+    type=click.IntRange(128, 2048),
+    default=256,
+    show_default=True,
+    help="MiB per VM.",
+)
+@state_dir_option
+def up_cmd(count: int, proxies: bool, driver: str, memory_mib: int, state_dir: Path) -> None:
+    """Define COUNT VMs (off) and start their BMCs; write STATE_DIR/inventory.yaml."""
+    from bmaas.hwlab.vm.lab import up
+
+    lab = up(state_dir, count=count, proxies=proxies, driver=driver, memory_mib=memory_mib)
+    click.echo(f"inventory: {state_dir / 'inventory.yaml'}")
+    click.echo(f"serial logs: {lab.serial_template}")
+    click.echo(f"vmedia image: {lab.vmedia_iso}")
+    if proxies:
+        click.echo(
+            f"faults: hwlab fault add {lab.domains[0]}-redfish ... --state-dir {lab.lab_dir}"
+        )
+
+
+@vm.command("down")
+@state_dir_option
+def down_cmd(state_dir: Path) -> None:
+    """Destroy and undefine the VMs; stop the emulators and proxies."""
+    from bmaas.hwlab.vm.lab import down
+
+    stopped = down(state_dir)
+    click.echo(f"stopped: {', '.join(stopped)}" if stopped else "no VM lab here")
