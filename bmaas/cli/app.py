@@ -122,11 +122,21 @@ class App:
         The first one counts from :attr:`started` when it is set (``bmaas``'s
         ``exec``): ``--deadline 0.1`` means 0.1 s from ``exec``, start-up,
         imports and the store's opening included, as a person timing the
-        command sees it. A start-up that already spent it leaves the command
-        a spent deadline: it ends at once, each node reported as not asked."""
+        command sees it. A start-up that already spent it ends the command
+        at once, before anything heavy is loaded or any BMC asked: one
+        ``error:`` line, exit 1 (the rest -- the database, the drivers --
+        would only add their own loading time past the deadline)."""
         if self._command_deadline is None and self.started is not None:
-            begun = min(self.started, self.deadline_clock())
+            now = self.deadline_clock()
+            begun = min(self.started, now)
             made = Deadline(begun + seconds, self.deadline_clock)
+            if made.expired:
+                click.echo(
+                    f"error: the {seconds:g} s --deadline was spent by start-up "
+                    f"({now - begun:.2f} s after exec); nothing was asked",
+                    err=True,
+                )
+                raise click.exceptions.Exit(EXIT_FAILURE)
         else:
             made = Deadline.after(seconds, clock=self.deadline_clock)
         if self._command_deadline is None:

@@ -109,3 +109,25 @@ def test_the_deadline_counts_from_exec_not_from_main(hung_fleet: Path) -> None:
     # and what would fail if the budget started at main(): the time left to
     # the command after main began is what exec left it, not a fresh deadline
     assert ended - main_began < DEADLINE
+
+
+def test_a_start_up_that_spent_the_deadline_ends_the_command_at_once(hung_fleet: Path) -> None:
+    """``--deadline 0.5`` after a 1.2 s start: nothing is loaded or asked; one
+    line, exit 1, within a second of main()'s start (loading the database and
+    the drivers alone took 1-2 s more on this machine under load)."""
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, "power", "status", "--all", "--deadline", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "BMAAS_DB": str(hung_fleet)},
+    )
+    ended = time.monotonic()
+    main_began = float(done.stderr.split("main-began ", 1)[1].split()[0])
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert "the 0.5 s --deadline was spent by start-up" in errors[0]
+    assert "nothing was asked" in errors[0]
+    assert done.stdout == ""
+    assert ended - main_began < OVERRUN

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+import click
 import pytest
 
 from bmaas.cli.app import App
@@ -66,10 +67,20 @@ def test_the_commands_first_deadline_counts_from_the_process_start() -> None:
     assert later.at == pytest.approx(105.0)
 
 
-def test_a_start_up_that_spent_the_budget_leaves_a_spent_deadline() -> None:
+def test_a_start_up_that_spent_the_budget_ends_the_command_at_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before the database or a driver is loaded (their loading alone would
+    overrun further): one line, exit 1, nothing asked."""
     clock = FakeClock(start=100.0)
     app = App(deadline_clock=clock.monotonic, started=99.0)
-    assert app.deadline(0.5).expired  # the command ends at once, nothing asked
+    with pytest.raises(click.exceptions.Exit) as info:
+        app.deadline(0.5)
+    assert info.value.exit_code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "the 0.5 s --deadline was spent by start-up (1.00 s after exec)" in err
+    assert app._store is None  # nothing opened
 
 
 def test_without_a_process_start_the_budget_counts_from_now() -> None:
