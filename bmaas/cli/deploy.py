@@ -32,10 +32,11 @@ from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, exit_on_signals, interruptible
 from bmaas.cliutil import EXIT_FAILURE, InputProblems, Name
 from bmaas.deadline import Deadline
-from bmaas.deploy import DeploySettings
+from bmaas.deploy import DeploySettings, ReadyHook
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
 from bmaas.provision import CancelToken, Provisioned, Provisioner, Request, status_of
 from bmaas.retry import RetryLimits
+from bmaas.serialmark import SerialMarker
 from bmaas.store import Allocation, OwnerKind
 
 __all__ = ["deploy", "instance", "move", "undeploy"]
@@ -73,6 +74,7 @@ def make_provisioner(
     settle: float,
     command_deadline: Deadline,
     cancel: CancelToken | None = None,
+    ready: ReadyHook | None = None,
 ) -> Provisioner:
     """The command's provisioner; ``budget`` (its ``--deadline``) also bounds
     every call a backend makes to its service (Ironic's API). Every wait in
@@ -96,6 +98,9 @@ def make_provisioner(
             settle=settle,
             boot_timeout=max(settle * 3, 60.0),
             deadline_s=deadline,
+            # a log read is local and cheap: ask often, so the deploy ends
+            # within a second of the machine's word
+            ready_interval=1.0 if ready is not None else DeploySettings.ready_interval,
         )
         return Provisioner(
             app.store(),
@@ -104,6 +109,7 @@ def make_provisioner(
             settings=settings,
             max_attempts=max_attempts,
             deadline_s=deadline,
+            ready=ready,
             cancel=cancel,
             deadline=command_deadline,  # the start-up reclaim takes a share of the command's
         )
@@ -233,6 +239,19 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     help="Image URL to boot by virtual media where the node supports it (else PXE).",
 )
 @click.option("--network", default=None, help="Create a port for each instance on this network.")
+@click.option(
+    "--ready-log",
+    default=None,
+    metavar="TEMPLATE",
+    help="Ready only when this file ({node}: the node's name), its serial console's log, "
+    "shows --ready-pattern written after the command started.",
+)
+@click.option(
+    "--ready-pattern",
+    default=None,
+    metavar="REGEX",
+    help="What the node prints once up (with --ready-log), e.g. 'BMAAS-BOOTED via=vmedia'.",
+)
 @workers_option(default=8, most=256, help="Requests worked on at once.")
 @provisioner_options
 @json_option()
@@ -248,6 +267,8 @@ def deploy(
     properties: Sequence[str],
     image_url: str | None,
     network: str | None,
+    ready_log: str | None,
+    ready_pattern: str | None,
     workers: int,
     as_json: bool,
     **limits: Any,
@@ -258,7 +279,16 @@ def deploy(
     unreachable BMC is retried on the spot; a node that faults is left for the
     next candidate, and its fault recorded. Exit 0 when every request got a
     node, 1 when some did not.
+
+    With --ready-log and --ready-pattern a node is active only once its
+    serial log shows the pattern (hwlab vm's machines print BMAAS-BOOTED
+    via=<medium>), within the deploy's deadline; else a BootFailure and the
+    request moves on.
     """
+    if (ready_log is None) != (ready_pattern is None):
+        raise InputError("give both or neither", field="--ready-log/--ready-pattern")
+    # built before anything powers on: what the logs hold now never counts
+    ready = SerialMarker(ready_log, ready_pattern) if ready_log and ready_pattern else None
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
     start = time.monotonic()
@@ -286,7 +316,7 @@ def deploy(
     with (
         interruptible() as token,
         make_provisioner(
-            app, command_deadline=command_deadline, cancel=token, **limits
+            app, command_deadline=command_deadline, cancel=token, ready=ready, **limits
         ) as provisioner,
         progress_lines(count, quiet=as_json, line=_progress_line) as tick,
     ):
