@@ -53,6 +53,8 @@ class VmLab:
     pids: dict[str, int] = dataclasses.field(default_factory=dict)
     iso: str = ""
     vmedia_iso: str = ""
+    #: domain name -> libvirt UUID: sushy-emulator's Redfish id of the system
+    uuids: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def lab_dir(self) -> Path:
@@ -95,7 +97,7 @@ def _entries_direct(lab: VmLab, sushy: StockSushy, vbmc: StockVbmc) -> dict[str,
     return {
         name: {
             "redfish_address": sushy.url,
-            "redfish_system_id": f"/redfish/v1/Systems/{name}",
+            "redfish_system_id": f"/redfish/v1/Systems/{lab.uuids[name]}",
             "redfish_username": USER,
             "redfish_password": PASSWORD,
             "ipmi_address": vbmc.host,
@@ -115,14 +117,17 @@ def _entries_proxied(lab: VmLab) -> dict[str, dict[str, Any]]:
             "proxy": {
                 "protocol": protocol,
                 "stock": stock,
-                "domain": name,
+                "domain": domain_id,
                 "libvirt_uri": domain.URI,
                 "username": USER,
                 "password": PASSWORD,
             },
         }
         for name in lab.domains
-        for protocol, stock in (("redfish", "sushy"), ("ipmi", "vbmc"))
+        for protocol, stock, domain_id in (
+            ("redfish", "sushy", lab.uuids[name]),
+            ("ipmi", "vbmc", name),  # vbmc looks domains up by name only
+        )
     ]
     lab_file = lab.state_dir / "lab-file.yaml"
     write_private(lab_file, dump_inventory({"nodes": nodes}))
@@ -172,10 +177,18 @@ def up(
                 disk=domain.blank_disk(state_dir / "disks" / f"{name}.img"),
             )
             domain.define(name, xml, state_dir / "xml")
+            lab.uuids[name] = domain.virsh("domuuid", name).strip()
+        lab.save()
         if proxies:
             entries = _entries_proxied(lab)
         else:
-            sushy = StockSushy(state_dir / "sushy", lab.domains, libvirt_uri=domain.URI)
+            # Stock sushy-tools answers a system by name with a 307 to its
+            # UUID, then refuses the UUID unless the allow-list names it too
+            # (a 500 from its own error path: error.NotFound on a function):
+            # allow the UUIDs, and give bmaas the UUID paths (no redirect).
+            sushy = StockSushy(
+                state_dir / "sushy", list(lab.uuids.values()), libvirt_uri=domain.URI
+            )
             sushy.start()
             assert sushy.pid is not None
             lab.pids["sushy-emulator"] = sushy.pid
