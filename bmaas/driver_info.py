@@ -18,7 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from bmaas import validate
+from bmaas import tlspolicy, validate
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 
@@ -189,6 +189,16 @@ FIELDS: dict[str, InfoField] = {
         InfoField("redfish_username", _text, "Redfish user"),
         InfoField("redfish_password", _secret, "Redfish password"),
         InfoField(
+            "redfish_tls_min_version",
+            tlspolicy.parse_min_version,
+            "lowest TLS version: 1.2 (default, or BMAAS_REDFISH_TLS_MIN_VERSION) or 1.3",
+        ),
+        InfoField(
+            "redfish_tls_ciphers",
+            tlspolicy.parse_ciphers,
+            "OpenSSL cipher list for TLS 1.2 (default OpenSSL's, or BMAAS_REDFISH_TLS_CIPHERS)",
+        ),
+        InfoField(
             "redfish_verify_ca", _bool_or_path, "verify TLS: true, false or a CA bundle path"
         ),
         InfoField(
@@ -237,6 +247,9 @@ class DriverInfo:
     redfish_username: str | None = None
     redfish_password: Secret = dataclasses.field(default_factory=Secret)
     redfish_verify_ca: bool | str = True
+    #: None: the process's (``BMAAS_REDFISH_TLS_*``) or the default (:mod:`bmaas.tlspolicy`)
+    redfish_tls_min_version: str | None = None
+    redfish_tls_ciphers: str | None = None
     redfish_auth_type: str = "auto"
     redfish_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     boot_mode: str | None = None

@@ -144,9 +144,16 @@ class App:
         return made
 
     def factory(self, bmc_timeout: float) -> DriverFactory:
-        """The command's driver factory. The store's key is checked first:
-        a missing or wrong key file is one line and exit 2 before any BMC is
+        """The command's driver factory. The process's TLS settings and the
+        store's key are checked first: a bad ``BMAAS_REDFISH_TLS_*`` value, a
+        missing or wrong key file is one line and exit 2 before any BMC is
         asked, not a failure per node (:meth:`bmaas.store.keys.KeysRepo.check`)."""
+        from bmaas import tlspolicy
+        from bmaas.cliutil import InputProblems
+
+        problems = tlspolicy.environment_problems()  # BMAAS_REDFISH_TLS_*: exit 2 up front
+        if problems:
+            raise InputProblems(problems)
         if self._store is not None:
             self._store.keys.check()
         made = self.make_factory(bmc_timeout=bmc_timeout)

@@ -58,6 +58,7 @@ from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from bmaas.drivers.redfish.faults import DeadlineExceeded
 from bmaas.drivers.redfish.lean import LeanReader
 from bmaas.drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
+from bmaas.tlspolicy import TLSPolicy, client_context
 
 __all__ = ["OPERATION_HEADER", "BoundedConnector"]
 
@@ -96,6 +97,7 @@ class BoundedConnector(Connector):
         on_login: Callable[[], None] | None = None,
         keep_alive: bool = False,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        tls: TLSPolicy | None = None,
     ) -> None:
         # The last response seen by each thread (nodes behind one service
         # share this connector, each call on its own thread).
@@ -112,7 +114,8 @@ class BoundedConnector(Connector):
         )
         self._clock = clock
         self._bmc_timeout = bmc_timeout
-        adapter = DeadlineAdapter(max_body=max_body_bytes)
+        tls = tls or TLSPolicy()
+        adapter = DeadlineAdapter(max_body=max_body_bytes, tls=client_context(verify, tls))
         for scheme in ("https://", "http://"):
             self._session.mount(scheme, adapter)
         #: called for every session login POST (the first and sushy's re-logins)
@@ -135,6 +138,7 @@ class BoundedConnector(Connector):
             verify=verify,
             after_denial=self._after_denial,
             max_body=max_body_bytes,
+            tls=tls,
         )
 
     def close(self) -> None:

@@ -76,6 +76,7 @@ from bmaas.faults import (
     UnclassifiedFault,
 )
 from bmaas.secrets import Secret
+from bmaas.tlspolicy import TLSPolicy, transport_warning
 
 __all__ = ["RedfishDriver"]
 
@@ -145,13 +146,13 @@ class RedfishDriver(BMCDriver):
                 field="driver_info.redfish_verify_ca",
                 node=node,
             )
-        if verify is False:
-            LOG.warning(
-                "%s: TLS certificate verification is off for %s (redfish_verify_ca=false): "
-                "anyone on the path can impersonate this BMC",
-                node,
-                self.address,
-            )
+        #: the TLS the BMC must meet (driver_info over BMAAS_REDFISH_TLS_* over TLS 1.2)
+        self.tls = TLSPolicy.of(
+            min_version=info.redfish_tls_min_version, ciphers=info.redfish_tls_ciphers
+        )
+        warning = transport_warning(self.address, verify)
+        if warning:
+            LOG.warning("%s: %s", node, warning)
         self._lock = threading.Lock()
         self._svc: RedfishService | None = None
         self._system: System | None = None
@@ -255,6 +256,7 @@ class RedfishDriver(BMCDriver):
                     bmc_timeout=self.bmc_timeout,
                     clock=self._clock,
                     max_body_bytes=self.info.redfish_max_body_bytes,
+                    tls=self.tls,
                 ),
             )
         return self._svc

@@ -8,8 +8,10 @@ what happened                                          fault
 =====================================================  ======================
 our own per-call deadline ran out between requests     ``BMCTimeout``
 connection refused, DNS failure, connect timeout,      ``BMCUnreachable``
-TLS handshake or certificate failure (through requests
-or the lean read's own connection, ``ConnectFailed``)
+a TLS handshake cut short (through requests or the
+lean read's own connection, ``ConnectFailed``)
+a certificate that does not verify; no TLS version     ``InputError`` (redfish_verify_ca,
+(>= 1.2) or cipher both sides accept                   redfish_tls_min_version/ciphers)
 read timeout                                           ``BMCTimeout``
 connection closed or reset before any response         ``BMCTimeout`` (sent: outcome unknown)
 reply not HTTP, truncated, or not JSON                 ``BMCProtocolError``
@@ -78,6 +80,7 @@ from bmaas.faults import (
     UnclassifiedFault,
     UnsupportedOperation,
 )
+from bmaas.tlspolicy import handshake_problem
 
 __all__ = [
     "ALREADY_THERE",
@@ -446,6 +449,11 @@ def map_exception(
             field="driver_info.redfish_system_id",
             node=node,
         )
+    # a certificate that does not verify, no common TLS version or cipher: the
+    # node's configuration, not its hardware (bmaas.tlspolicy; issue 36)
+    tls = handshake_problem(_chain(exc), node=node)
+    if tls is not None:
+        return tls
     fault = _transport(exc, build)
     if fault is not None:
         return fault

@@ -56,6 +56,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from bmaas.drivers.redfish.faults import ConnectFailed
 from bmaas.drivers.redfish.wire import Answer, KeptConnections, StaleConnection, Target
+from bmaas.tlspolicy import TLSPolicy
 
 __all__ = ["LeanReader"]
 
@@ -100,10 +101,12 @@ class LeanReader:
         verify: bool | str,
         after_denial: Callable[[str, sushy_exc.AccessError], requests.Response],
         max_body: int = DEFAULT_MAX_BODY_BYTES,
+        tls: TLSPolicy | None = None,
     ) -> None:
         self._session = session
         self._base = base
         self._verify = verify
+        self._tls = tls
         self._after_denial = after_denial
         self._max_body = max_body
         self._lock = threading.Lock()
@@ -225,7 +228,9 @@ class LeanReader:
         if wire is None:
             with self._lock:
                 if self._wire is None:
-                    self._wire = KeptConnections(Target.of(self._base, verify=self._verify))
+                    self._wire = KeptConnections(
+                        Target.of(self._base, verify=self._verify, tls=self._tls)
+                    )
                 wire = self._wire
         return wire
 

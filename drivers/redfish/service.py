@@ -64,6 +64,8 @@ class ServiceKey:
             repr(info.redfish_verify_ca),
             info.redfish_auth_type,
             str(info.redfish_max_body_bytes),
+            str(info.redfish_tls_min_version),
+            str(info.redfish_tls_ciphers),
         )
         digest = hmac.new(_SALT, "\0".join(parts).encode(), hashlib.sha256).hexdigest()
         return cls(address, digest)

@@ -28,6 +28,11 @@ moment it passes the cap, with :class:`~bmaas.drivers.redfish.faults.BodyTooLarg
 (``BMCProtocolError`` after the driver's mapping). Measured before the cap: a
 "BMC" sending a 1 GiB body took one power read to 2.09 GiB of memory.
 
+TLS: every HTTPS connection uses one :class:`ssl.SSLContext` made for the
+node's CA setting and TLS policy (:func:`bmaas.tlspolicy.client_context`:
+TLS 1.2 at least, the node's ciphers), given to urllib3 as its pools'
+``ssl_context``, not urllib3's per-connection default.
+
 One exchange is one attempt: the adapter retries nothing (``max_retries=0``),
 and the connector tells sushy the same (see :mod:`bmaas.drivers.redfish.connector`).
 """
@@ -38,6 +43,7 @@ import contextlib
 import heapq
 import itertools
 import socket
+import ssl
 import threading
 import time
 from typing import Any
@@ -212,11 +218,18 @@ class DeadlineAdapter(HTTPAdapter):
     (given as ``timeout=ExchangeDeadline(deadline)``), reads no body larger
     than ``max_body`` bytes, and never retries."""
 
-    def __init__(self, *, max_body: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, *, max_body: int = DEFAULT_MAX_BODY_BYTES, tls: ssl.SSLContext | None = None
+    ) -> None:
+        #: the context every HTTPS connection uses (the node's TLS policy,
+        #: :mod:`bmaas.tlspolicy`); set before requests builds the pool manager
+        self.tls = tls
         super().__init__(max_retries=0)
         self.max_body = max_body
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if self.tls is not None:
+            kwargs["ssl_context"] = self.tls  # urllib3 drops it for http:// pools
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {
             "http": _WatchedHTTPPool,

@@ -38,19 +38,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import http.client
 import socket
 import ssl
 import threading
 from urllib.parse import urlsplit
 
-from urllib3.util.ssl_ import create_urllib3_context
-
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.descriptors import move_high
 from bmaas.drivers.redfish.faults import ConnectFailed, DeadlineExceeded
 from bmaas.drivers.redfish.framing import Reader, left, read_body, read_head
+from bmaas.tlspolicy import TLSPolicy, client_context
 
 __all__ = ["Answer", "KeptConnections", "StaleConnection", "Target"]
 
@@ -74,43 +72,21 @@ class Target:
     tls: ssl.SSLContext | None
 
     @classmethod
-    def of(cls, base: str, *, verify: bool | str) -> Target:
+    def of(cls, base: str, *, verify: bool | str, tls: TLSPolicy | None = None) -> Target:
         """The target of a service URL (``https://bmc:8443``), verifying TLS
         as requests does with the same ``verify`` (CA file or directory,
-        certifi's bundle for ``True``, no check for ``False``)."""
+        certifi's bundle for ``True``, no check for ``False``), under the
+        node's TLS policy (:mod:`bmaas.tlspolicy`: TLS 1.2 at least)."""
         parts = urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) service URL: {parts.scheme}://{parts.hostname}")
-        tls = _context(verify) if parts.scheme == "https" else None
-        default = 443 if tls is not None else 80
+        context = client_context(verify, tls or TLSPolicy()) if parts.scheme == "https" else None
+        default = 443 if context is not None else 80
         port = parts.port or default
         host = parts.hostname
         shown = f"[{host}]" if ":" in host else host
         authority = shown if port == default else f"{shown}:{port}"
-        return cls(host, port, authority, tls)
-
-
-@functools.lru_cache(maxsize=32)
-def _context(verify: bool | str) -> ssl.SSLContext:
-    """One context per ``verify`` value for the process: loading a CA bundle
-    (certifi's: ~150 certificates) per service would cost a fleet dearly,
-    and a context is safe to share between threads."""
-    if verify is False:
-        context = create_urllib3_context(cert_reqs=ssl.CERT_NONE)
-        context.check_hostname = False
-        return context
-    import os
-
-    from requests.utils import DEFAULT_CA_BUNDLE_PATH
-
-    context = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
-    where = DEFAULT_CA_BUNDLE_PATH if verify is True else str(verify)
-    if os.path.isdir(where):
-        context.load_verify_locations(capath=where)
-    else:
-        context.load_verify_locations(cafile=where)
-    context.check_hostname = True
-    return context
+        return cls(host, port, authority, context)
 
 
 @dataclasses.dataclass(frozen=True)

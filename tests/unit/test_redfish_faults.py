@@ -129,10 +129,10 @@ def refused() -> Exception:
                 u3.MaxRetryError(
                     None,
                     URL,
-                    u3.SSLError(ssl.SSLCertVerificationError(1, "certificate verify failed")),
+                    u3.SSLError(ssl.SSLEOFError(8, "EOF occurred in violation of protocol")),
                 )
             ),
-            BMCUnreachable,
+            BMCUnreachable,  # a handshake cut short: the transport's, not the configuration's
             "TLS",
         ),
         (
@@ -402,3 +402,48 @@ def test_anything_else_is_unclassified_and_honest(build) -> None:
 def test_bmaas_errors_pass_through(build) -> None:
     original = build(BMCBusy, "already mapped")
     assert mapped(original, build) is original
+
+
+def _ssl_error(reason: str) -> ssl.SSLError:
+    exc = ssl.SSLError(1, f"[SSL: {reason}] {reason.lower()}")
+    exc.reason = reason
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("inner", "field", "words"),
+    [
+        (
+            ssl.SSLCertVerificationError(1, "certificate verify failed"),
+            "driver_info.redfish_verify_ca",
+            "certificate does not verify",
+        ),
+        (
+            _ssl_error("TLSV1_ALERT_PROTOCOL_VERSION"),
+            "driver_info.redfish_tls_min_version",
+            "offers no TLS version bmaas accepts",
+        ),
+        (
+            _ssl_error("UNSUPPORTED_PROTOCOL"),
+            "driver_info.redfish_tls_min_version",
+            "offers no TLS version bmaas accepts",
+        ),
+        (
+            _ssl_error("SSLV3_ALERT_HANDSHAKE_FAILURE"),
+            "driver_info.redfish_tls_ciphers",
+            "share no TLS cipher",
+        ),
+    ],
+    ids=["certificate", "version-alert", "unsupported-protocol", "no-cipher"],
+)
+def test_tls_configuration_problems_are_input_errors_naming_the_setting(
+    build, inner: Exception, field: str, words: str
+) -> None:
+    """Issue 36: a certificate that does not verify, or a handshake with no
+    version or cipher in common, is the node's configuration: never retried,
+    never counted against the hardware (InputError's row), with the setting."""
+    outer = requests.exceptions.SSLError(u3.MaxRetryError(None, URL, u3.SSLError(inner)))
+    fault = mapped(via_sushy(outer), build)
+    assert type(fault) is InputError
+    assert (fault.field, fault.node) == (field, "r1-n09")
+    assert words in fault.message

@@ -38,6 +38,7 @@ from bmaas.faults import (
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
+    InputError,
 )
 from bmaas.hwlab.tls import make_certificate, server_context
 
@@ -447,14 +448,14 @@ def test_tls_is_checked_against_the_given_ca(lab_tls: Any) -> None:
     assert server.connections == 1
 
 
-def test_tls_from_an_unknown_ca_is_unreachable(lab_tls: Any) -> None:
+def test_tls_from_an_unknown_ca_is_a_configuration_fault(lab_tls: Any) -> None:
     with serving(answers(answer()), tls=server_context(lab_tls)) as server:
         lean = reader(server.url, verify=True)  # certifi's bundle: not the lab's CA
         with pytest.raises(sushy_exc.ConnectionError) as info:
             read(lean)
     fault = mapped(info.value)
-    assert isinstance(fault, BMCUnreachable)
-    assert "TLS" in str(fault)
+    assert isinstance(fault, InputError)  # the node's CA setting, not its hardware
+    assert fault.field == "driver_info.redfish_verify_ca"
 
 
 def test_tls_unchecked_when_verify_is_false(lab_tls: Any) -> None:
