@@ -318,7 +318,12 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
     ),
     _state("kgo", "set to a value no other caller can pass, so Session.__new__ never shares it"),
     _state("localsid", "randomised: pyghmi starts every session at the same id"),
-    _state("attemptedhash", "which integrity algorithm the session proposes (cipher suite 3)"),
+    _state(
+        "attemptedhash",
+        "which integrity algorithm the session proposes: 256 (suite 17) until pyghmi falls "
+        "back to 1 (suite 3) on a refused Open Session; bmaas allows that only with "
+        "ipmi_cipher_suite: auto, and records it",
+    ),
     _state("currhashlib", "follows the BMC's choice of HMAC-SHA1"),
     _state("currhashlen", "follows the BMC's choice of HMAC-SHA1"),
     _state("sessioncontext", "tells an Open Session Response from other RMCP+ answers"),
