@@ -233,8 +233,8 @@ def db_current(ctx: click.Context, app: App, as_json: bool) -> None:
 @click.option(
     "--keep-old",
     is_flag=True,
-    help="Keep the old key in the key file after the new one (other hosts that share "
-    "the store still have only the old file); run again without it once they have the new one.",
+    help="Keep the old key in the key file after the new one, so a backup of the "
+    "database taken before the rotation still opens with it.",
 )
 @json_option()
 @pass_app

@@ -114,9 +114,8 @@ class KeysRepo:
            after it (every value still opens);
         2. every sealed value (and any inline one left in the clear) is
            sealed again with the new key, in ONE transaction;
-        3. the old keys are dropped from the file (``keep_old``: kept, for
-           other hosts that still have only the old file: run again without
-           it once they have the new one).
+        3. the old keys are dropped from the file (``keep_old``: kept after
+           the new one, so a backup taken before the rotation still opens).
 
         A store holding values sealed with a key the file does not have is
         refused before anything changes."""
