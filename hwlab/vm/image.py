@@ -78,6 +78,9 @@ class BootImage:
 
 
 def default_cache_dir() -> Path:
+    """``HWLAB_VM_CACHE_DIR``, else the user's cache dir's ``hwlab/vm``."""
+    if os.environ.get("HWLAB_VM_CACHE_DIR"):
+        return Path(os.environ["HWLAB_VM_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hwlab" / "vm"
 

@@ -1,0 +1,57 @@
+"""The VM lab's tests (marker ``vm``): real firmware, real boots, under TCG.
+
+They need libvirt set up on this machine (``sudo bash scripts/vm-setup.sh``:
+``virsh -c qemu:///system`` answers) and the ``bmaas[virtualbmc]`` extra.
+Without them they are deselected, with one line saying so, unless
+``BMAAS_REQUIRE_VM=1`` (scripts/test-vm.sh), where they run and fail.
+Each boot costs a few CPU seconds: the whole module shares one 2-VM lab.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+
+import pytest
+
+
+@functools.cache
+def vm_lab_missing() -> str | None:
+    """Why the VM lab cannot run here, or None."""
+    if not all(importlib.util.find_spec(m) for m in ("libvirt", "virtualbmc")):
+        return "bmaas[virtualbmc] is not installed"
+    if shutil.which("virsh") is None:
+        return "libvirt is not installed"
+    try:
+        done = subprocess.run(
+            ["virsh", "-c", "qemu:///system", "list"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "virsh -c qemu:///system does not answer"
+    return None if done.returncode == 0 else "virsh -c qemu:///system does not answer"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/vm/" in item.nodeid:
+            item.add_marker(pytest.mark.vm)
+    if os.environ.get("BMAAS_REQUIRE_VM") == "1":
+        return
+    dropped = [i for i in items if i.get_closest_marker("vm")]
+    why = vm_lab_missing() if dropped else None
+    if dropped and why:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if not i.get_closest_marker("vm")]
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"deselected {len(dropped)} 'vm' test(s): {why} "
+                "(sudo bash scripts/vm-setup.sh; "
+                "BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh)"
+            )
