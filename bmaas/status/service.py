@@ -19,13 +19,23 @@ INVENTORY_ENV = "BMAAS_INVENTORY"
 
 
 def check_database(ctx: CheckContext) -> Outcome:
-    """Reachable, and at the newest schema this bmaas ships."""
+    """Reachable, at the newest schema this bmaas ships, and its sealed
+    passwords open with the key file."""
     state = ctx.database
     if state.problem is not None:
         return Outcome().fail(state.problem)
-    return Outcome().note(
+    out = Outcome().note(
         f"{state.url}: schema {state.current} (newest), {len(ctx.nodes())} node(s) enrolled"
     )
+    if state.store is not None:
+        # the sealed passwords' key (bmaas.sealed): missing or wrong, no BMC can be asked
+        try:
+            ring = state.store.keys.check()
+        except InputError as exc:
+            return out.fail(str(exc), key="store_key")
+        if ring is not None:
+            out.note(f"inline passwords sealed; key file {ring.path} opens them")
+    return out
 
 
 def _inventory_nodes(source: str) -> dict[str, tuple[str | None, int | None]]:

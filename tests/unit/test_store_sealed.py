@@ -341,3 +341,26 @@ def test_a_new_store_with_references_only_needs_no_key(db_path: Path, key_file: 
         assert store.keys.check() is None
     assert not key_file.exists()
     assert os.environ[sealed.KEY_FILE_ENV] == str(key_file)
+
+
+def test_status_check_says_whether_the_key_opens_the_store(db_path: Path, key_file: Path) -> None:
+    with Store.open(str(db_path), create=True) as store:
+        store.nodes.enroll([_spec("a1")])
+
+    def database() -> dict[str, object]:
+        result = CliRunner().invoke(
+            cli,
+            ["--db", str(db_path), "status", "check", "--only", "database", "--json"],
+            obj=App(),
+        )
+        assert PASSWORD not in result.output
+        (check,) = json.loads(result.output)["checks"]
+        return check
+
+    check = database()
+    assert check["result"] == "Success"
+    assert f"inline passwords sealed; key file {key_file} opens them" in check["details"]
+    key_file.unlink()
+    check = database()
+    assert check["result"] == "Failure"
+    assert any("no key file at" in line for line in check["details"])
