@@ -4,6 +4,8 @@ They need libvirt set up on this machine (``sudo bash scripts/vm-setup.sh``:
 ``virsh -c qemu:///system`` answers) and the ``bmaas[virtualbmc]`` extra.
 Without them they are deselected, with one line saying so, unless
 ``BMAAS_REQUIRE_VM=1`` (scripts/test-vm.sh), where they run and fail.
+``BMAAS_VM_TESTS=skip`` (scripts/test.sh sets it) deselects them too: CI
+boots the VMs once, in scripts/test-vm.sh.
 Each boot costs a few CPU seconds: the whole module shares one 2-VM lab.
 """
 
@@ -45,13 +47,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     dropped = [i for i in items if i.get_closest_marker("vm")]
     why = vm_lab_missing() if dropped else None
+    if dropped and os.environ.get("BMAAS_VM_TESTS") == "skip":
+        why = "BMAAS_VM_TESTS=skip (scripts/test.sh; CI runs them in scripts/test-vm.sh)"
+    elif why:
+        why += (
+            " (sudo bash scripts/vm-setup.sh; BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh)"
+        )
     if dropped and why:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [i for i in items if not i.get_closest_marker("vm")]
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(
-                f"deselected {len(dropped)} 'vm' test(s): {why} "
-                "(sudo bash scripts/vm-setup.sh; "
-                "BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh)"
-            )
+            reporter.write_line(f"deselected {len(dropped)} 'vm' test(s): {why}")

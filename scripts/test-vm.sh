@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The VM lab's tests (marker `vm`, tests/vm/): two libvirt VMs under TCG
+# behind stock sushy-tools and virtualbmc, hwlab's proxies in front, deploys
+# that really boot (docs/lab.md "VM lab"). CI runs this as its own step after
+# the README's test command. Needs root (or sudo) for scripts/vm-setup.sh.
+#
+#   bash scripts/test-vm.sh            # extra arguments go to pytest
+#
+# Set-up (idempotent, each step timed): libvirt + qemu + the pool, the
+# virtualbmc extra in .venv, the boot image (cached). BMAAS_REQUIRE_VM=1: a
+# missing piece fails the run instead of deselecting the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s.%N)
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
+
+bash scripts/vm-setup.sh
+BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh
+ts=$(date +%s.%N)
+.venv/bin/hwlab vm image >/dev/null
+printf 'test-vm: boot image (%s)\n' "$(since "$ts")" >&2
+# one worker: the module shares one 2-VM lab, and each boot wants a core
+BMAAS_REQUIRE_VM=1 .venv/bin/python -m pytest -p no:randomly -n 0 -m vm tests/vm "$@"
+printf 'test-vm: done in %s\n' "$(since "$t0")" >&2
