@@ -43,8 +43,13 @@ from bmaas.fakes.incidents import INCIDENTS, POWER_WINDOWS
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
 
-__all__ = ["EFFECT_PARAMS", "Effect", "FaultPlan", "FaultRule", "Firing", "Layer"]
+__all__ = ["EFFECT_PARAMS", "EVENT_PREFIX", "Effect", "FaultPlan", "FaultRule", "Firing", "Layer"]
 
+
+#: operations on a BMC's event path (``event.subscribe``, ``event.stream``,
+#: ``event.power``, ``event.health``, ``event.test``): only rules whose
+#: operation starts with it meet them
+EVENT_PREFIX = "event."
 
 _WHEN_KEYS = {"nth", "probability", "after", "until", "times", "power", "within"}
 _RULE_KEYS = {"name", "operation", "protocol", "effect"} | _WHEN_KEYS
@@ -73,6 +78,10 @@ class FaultRule:
     within: float | None = None
 
     def matches(self, operation: str, protocol: str) -> bool:
+        if operation.startswith(EVENT_PREFIX) and not self.operation.startswith(EVENT_PREFIX):
+            # The event path (a BMC's event stream, bmaas.hwlab.redfish.events)
+            # meets only rules that name it: "*" keeps meaning every request.
+            return False
         return fnmatch.fnmatchcase(operation, self.operation) and (self.protocol in ("*", protocol))
 
     def describe(self) -> str:

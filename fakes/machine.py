@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from bmaas import clock as _clock
@@ -100,6 +100,12 @@ class FakeMachine:
         self._health = "OK"
         self._boots = 0
         self._reset_at: float | None = None  # a hard reset lands (reboots) then
+        #: called with (power, health, seconds since power landed) as they are
+        #: at that instant, under the machine's lock (keep them short, never
+        #: call back in), after power lands, health changes, or a transition
+        #: is scheduled: a BMC that sends events watches here
+        #: (:mod:`bmaas.hwlab.redfish.events`), whoever changed the machine
+        self.watchers: list[Callable[[PowerState, str, float], None]] = []
 
     def __repr__(self) -> str:
         return f"<FakeMachine {self.name} {self.power_state()}>"
@@ -149,6 +155,7 @@ class FakeMachine:
             if Effect.POWER_STUCK in effects:
                 return
             self._schedule(action, effects.get(Effect.SLOW_POWER))
+            self._notify()
 
     def _schedule(self, action: PowerAction, slow: Firing | None) -> None:
         hw = self.hardware
@@ -189,6 +196,7 @@ class FakeMachine:
             heading = self._pending[-1][1] if self._pending else self._power
             if self._power is PowerState.OFF or heading is PowerState.OFF:
                 self._schedule(PowerAction.ON, slow)
+                self._notify()
                 return
             delay = float(slow.params["seconds"]) if slow else self.hardware.reset_time
             self._reset_at = self._clock() + delay
@@ -254,6 +262,24 @@ class FakeMachine:
         elif state is PowerState.OFF:
             self._on_since = None
             self._reset_at = None  # power went away before the reset landed
+        self._notify()
+
+    def _notify(self) -> None:
+        if self.watchers:
+            power, health, age = self._power, self._health, self._clock() - self._since
+            for watcher in self.watchers:
+                watcher(power, health, age)
+
+    def next_change_in(self) -> float | None:
+        """Seconds until the next scheduled landing (a transition, a boot
+        crash), None when nothing is scheduled: a watcher looks again then."""
+        with self._lock:
+            self._settle()
+            crash = self._crash_deadline
+            due = [crash] if crash is not None and self._power is PowerState.ON else []
+            if self._pending:
+                due.append(self._pending[0][0])
+            return max(0.0, min(due) - self._clock()) if due else None
 
     def _boot(self, at: float) -> None:
         """The machine starts booting at ``at`` (a power-on, or a hard reset)."""
@@ -359,7 +385,10 @@ class FakeMachine:
         if health not in HEALTH_STATES:
             raise ValueError(f"health must be one of {', '.join(HEALTH_STATES)}, not {health!r}")
         with self._lock:
+            changed = health != self._health
             self._health = health
+            if changed:
+                self._notify()
 
     def reboot_bmc(self, duration: float) -> None:
         with self._lock:

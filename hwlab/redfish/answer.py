@@ -13,6 +13,7 @@ import asyncio
 import base64
 import binascii
 import dataclasses
+import functools
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from bmaas.fakes.faults import Firing
 from bmaas.hwlab import answers
 from bmaas.hwlab.http import Request, Response, environ, redfish_error
 from bmaas.hwlab.operations import OPERATION_HEADER, redfish_operation
+from bmaas.hwlab.redfish import events
 from bmaas.hwlab.redfish.app import RequestContext, call_app
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
 from bmaas.hwlab.redfish.standard import (
@@ -54,6 +56,9 @@ async def answer(
     of a shared Redfish service (credentials and sessions are the service's).
     """
     keeper = service or bmc
+    if events.serves(request.path):  # the EventService: its own requests and streams
+        auth = functools.partial(_authenticate, keeper)
+        return await events.answer(keeper, request, reader, writer, authenticate=auth)
     bmc.count_request()
     named = request.header(OPERATION_HEADER)
     operation = redfish_operation(request.method, request.path, named) or Operation.PROBE

@@ -37,6 +37,7 @@ from typing import Any, Self, TypeVar
 
 from bmaas.fakes.machine import FakeMachine
 from bmaas.hwlab import http
+from bmaas.hwlab.redfish import events
 from bmaas.hwlab.redfish.answer import answer
 from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
 from bmaas.hwlab.tls import LabCertificate, ensure_certificate, make_certificate, server_context
@@ -411,6 +412,7 @@ class RedfishServer:
             connection.cut()
         if reboot:
             endpoint.bmc.forget_sessions()
+            events.forget(endpoint.bmc)  # subscriptions do not survive it
             # Keep the port through the window, bound but not listening:
             # connecting is refused as from a rebooting BMC, and nobody else
             # (another lab binding a free port) answers on it meanwhile. A

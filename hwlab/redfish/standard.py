@@ -104,6 +104,11 @@ _SCHEMAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("SessionService_v1", ("SessionService", "SessionService.v1_1_8")),
     ("SessionCollection_v1", ("SessionCollection",)),
     ("Session_v1", ("Session", "Session.v1_3_0")),
+    # the EventService (bmaas.hwlab.redfish.events)
+    ("EventService_v1", ("EventService", "EventService.v1_10_0")),
+    ("EventDestinationCollection_v1", ("EventDestinationCollection",)),
+    ("EventDestination_v1", ("EventDestination", "EventDestination.v1_13_0")),
+    ("Event_v1", ("Event", "Event.v1_7_0")),
 )
 
 
@@ -143,6 +148,7 @@ _ODATA = {
             ("Managers", "/redfish/v1/Managers"),
             ("SessionService", "/redfish/v1/SessionService"),
             ("Sessions", "/redfish/v1/SessionService/Sessions"),
+            ("EventService", "/redfish/v1/EventService"),
         )
     ],
 }
