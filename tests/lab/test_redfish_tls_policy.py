@@ -135,13 +135,16 @@ def _fails(driver: Any) -> tuple[InputError, int]:
 
 
 @pytest.mark.parametrize(
-    "old_tls", [ssl.TLSVersion.TLSv1_1, ssl.TLSVersion.TLSv1_2], indirect=True, ids=["1.1", "1.2"]
+    "old_tls",
+    [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1, ssl.TLSVersion.TLSv1_2],
+    indirect=True,
+    ids=["1.0", "1.1", "1.2"],
 )
 def test_a_bmc_limited_to_old_tls_is_a_configuration_fault(
     old_tls: HandshakeServer, lab_ca: LabCertificate, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """TLS 1.1 at most against the default (1.2); TLS 1.2 at most against a
-    node that asks for 1.3: the same configuration fault."""
+    """TLS 1.0 only, or 1.1 at most, against the default (1.2); TLS 1.2 at
+    most against a node that asks for 1.3: the same configuration fault."""
     caplog.set_level(logging.DEBUG)
     info = (
         {}

@@ -364,3 +364,17 @@ def test_status_check_says_whether_the_key_opens_the_store(db_path: Path, key_fi
     check = database()
     assert check["result"] == "Failure"
     assert any("no key file at" in line for line in check["details"])
+
+
+def test_sealed_on_every_backend(store: Store, key_file: Path) -> None:
+    """SQLite and PostgreSQL alike (the ``store`` fixture runs on both): what
+    the database returns for driver_info holds no password."""
+    store.nodes.enroll([_spec("b1")])
+    with store.engine.connect() as conn:
+        (raw,) = conn.execute(
+            sa.text("SELECT CAST(driver_info AS TEXT) FROM nodes WHERE name = 'b1'")
+        ).one()
+    assert PASSWORD not in raw
+    assert "sealed:v1:" in raw
+    info = credentials.resolve_driver_info(store.nodes.get("b1").driver_info)
+    assert info["ipmi_password"].reveal() == PASSWORD
