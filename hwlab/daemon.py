@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bmaas.faults import BmaasError
+from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab import profiles
-from bmaas.hwlab.labspec import LabSpec, generate, load_labfile
+from bmaas.hwlab.labspec import LabSpec, generate, load_labfile, shape_of
 from bmaas.secrets import mask_logs
 from bmaas.signals import relayed_signals
 
@@ -57,6 +57,9 @@ class LabOptions:
     restart: bool = True
     #: every IPMI BMC on a loopback address of its own (hwlab up --ipmi-own-addresses)
     ipmi_own_addresses: bool = False
+    #: the vendor shape of every Redfish BMC (hwlab up --shape; a lab file's
+    #: per-node ``shape:`` wins)
+    shape: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -92,6 +95,25 @@ def build_spec(options: LabOptions) -> LabSpec:
         )
     if spec.profile:
         profiles.resolve(spec.profile)  # unknown profile: fail now, not in the daemon
+    if options.shape is not None:
+        from bmaas.hwlab.redfish.shapes import validate as valid_shape  # only when asked
+
+        valid_shape(options.shape, field="--shape")
+        spec = dataclasses.replace(
+            spec,
+            nodes=tuple(
+                n if n.shape is not None else dataclasses.replace(n, shape=options.shape)
+                for n in spec.nodes
+            ),
+        )
+    shaped = sorted(
+        {s for n in spec.nodes if (s := shape_of(n, spec.profile)) not in (None, "hwlab")}
+    )
+    if shaped and spec.redfish_service_size > 1:
+        raise InputError(
+            f"a vendor shape ({', '.join(shaped)}) serves one system per Redfish service",
+            field="--redfish-service-size",
+        )
     return spec
 
 

@@ -24,6 +24,8 @@ A lab file::
         protocols: [redfish]
         profile: idrac10           # this group's BMCs: a vendor profile
                                    # (shares pick among the nodes naming it)
+        shape: idrac10             # its Redfish BMCs' vendor shape (default:
+                                   # the vendor profile's, else hwlab's own)
 
 Every problem is reported at once, each naming the file, the line and the
 field (:class:`LabFileError`, bmaas's inventory error); node names follow the
@@ -62,6 +64,7 @@ __all__ = [
     "generate",
     "load_labfile",
     "loopback_hosts",
+    "shape_of",
 ]
 
 PROTOCOLS = ("ipmi", "redfish")
@@ -81,6 +84,7 @@ _NODE_KEYS = {
     "power",
     "proxy",
     "profile",
+    "shape",
 }
 _TOP_KEYS = {"seed", "profile", "redfish_tls", "redfish_service_size", "defaults", "nodes"}
 
@@ -116,6 +120,9 @@ class NodeSpec:
     #: a profile for this node (a vendor's BMC); its shares pick among the
     #: nodes that name the same profile
     profile: str | None = None
+    #: the vendor shape its Redfish BMC serves (:mod:`bmaas.hwlab.redfish.shapes`;
+    #: None: the vendor profile's shape, else hwlab's own)
+    shape: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +155,7 @@ def generate(
     hardware: Hardware | None = None,
     prefix: str = "node",
     redfish_service_size: int = 1,
+    shape: str | None = None,
 ) -> LabSpec:
     """``count`` identical nodes named ``node-001``...; ``protocols`` is
     ``ipmi``, ``redfish``, ``both`` (every machine speaks both), or ``mixed``
@@ -172,6 +180,7 @@ def generate(
             protocols=cycle[(i - 1) % len(cycle)],
             hardware=hardware or Hardware(serial=f"HWLAB{i:06d}"),
             network_segment="lab",
+            shape=shape,
         )
         for i in range(1, count + 1)
     )
@@ -334,6 +343,16 @@ def _expand(
             resolve(profile)
         except InputError as exc:
             err(exc.message, "profile")
+    shape = merged.get("shape")
+    if shape is not None:
+        from bmaas.hwlab.redfish.shapes import validate as valid_shape
+
+        try:
+            if not isinstance(shape, str):
+                raise InputError("must be a shape name")
+            valid_shape(shape)
+        except InputError as exc:
+            err(exc.message, "shape")
     for key in ("network_segment", "resource_class"):
         if key in merged and (not isinstance(merged[key], str) or len(merged[key]) > MAX_TEXT):
             err(f"must be text of at most {MAX_TEXT} characters", key)
@@ -397,6 +416,7 @@ def _expand(
                 power=PowerState(power_raw),
                 proxy=proxy,
                 profile=profile,
+                shape=shape,
             )
         )
     return nodes
@@ -494,3 +514,14 @@ def loopback_hosts(names: Sequence[str]) -> dict[str, str]:
             raise InputError(f"more than {254 * 256 * per_octet} loopback addresses asked for")
         out[name] = f"127.{1 + second}.{third}.{low + 1}"
     return out
+
+
+def shape_of(node: NodeSpec, lab_profile: str | None = None) -> str | None:
+    """The vendor shape ``node``'s Redfish BMC serves: its own ``shape``,
+    else the shape of the vendor profile it (or else the lab) names, else
+    None (hwlab's own service)."""
+    if node.shape is not None:
+        return node.shape
+    from bmaas.hwlab.profiles import shape_for  # profiles import fakes: only when asked
+
+    return shape_for(node.profile) or shape_for(lab_profile)

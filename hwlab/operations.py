@@ -13,6 +13,7 @@ POST/DELETE SessionService/Sessions[/<id>]    ``login``
 POST .../Actions/ComputerSystem.Reset         ``power.set``
 PATCH /redfish/v1/Systems/<id>                ``boot.set``
 POST .../VirtualMedia.InsertMedia|EjectMedia  ``vmedia.insert`` / ``vmedia.eject``
+POST .../HpeiLOVirtualMedia.Insert|Eject...   ``vmedia.insert`` / ``vmedia.eject`` (iLO OEM)
 GET /redfish/v1/Systems/<id>                  ``power.get`` (unless named, below)
 GET .../Processors, .../Memory                ``inventory.get``
 any other request                             ``probe`` (emulator) / relayed (proxy)
@@ -80,6 +81,17 @@ REDFISH_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = [
         ("POST", r".*/Actions/ComputerSystem\.Reset", Operation.POWER_SET),
         ("POST", r".*/Actions/VirtualMedia\.InsertMedia", Operation.VMEDIA_INSERT),
         ("POST", r".*/Actions/VirtualMedia\.EjectMedia", Operation.VMEDIA_EJECT),
+        # HPE iLO 5's OEM actions (the ilo5 shape)
+        (
+            "POST",
+            r".*/Actions/Oem/Hpe/HpeiLOVirtualMedia\.InsertVirtualMedia",
+            Operation.VMEDIA_INSERT,
+        ),
+        (
+            "POST",
+            r".*/Actions/Oem/Hpe/HpeiLOVirtualMedia\.EjectVirtualMedia",
+            Operation.VMEDIA_EJECT,
+        ),
         ("PATCH", _MEDIA, Operation.VMEDIA_INSERT),
         ("GET", _SYSTEM + r"/(?:Processors|Memory)(?:/[^/]+)?", Operation.INVENTORY_GET),
     )

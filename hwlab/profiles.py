@@ -26,7 +26,15 @@ from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
 
-__all__ = ["PROFILES", "VENDOR_PROFILES", "Profile", "ProfileGroup", "assign", "resolve"]
+__all__ = [
+    "PROFILES",
+    "VENDOR_PROFILES",
+    "Profile",
+    "ProfileGroup",
+    "assign",
+    "resolve",
+    "shape_for",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +49,8 @@ class Profile:
     name: str
     description: str
     groups: tuple[ProfileGroup, ...] = ()
+    #: the vendor shape its BMCs serve (:mod:`bmaas.hwlab.redfish.shapes`)
+    shape: str | None = None
 
 
 def _group(share: float, *rules: dict[str, Any]) -> ProfileGroup:
@@ -140,6 +150,7 @@ VENDOR_PROFILES: tuple[Profile, ...] = (
             _group(0.3, _incident("idrac-licence")),
             _group(0.2, _firmware_update(20)),
         ),
+        shape="idrac9",
     ),
     Profile(
         "idrac10",
@@ -155,6 +166,7 @@ VENDOR_PROFILES: tuple[Profile, ...] = (
             ),
             _group(0.2, _firmware_update(20)),
         ),
+        shape="idrac10",
     ),
     Profile(
         "ilo5",
@@ -171,6 +183,7 @@ VENDOR_PROFILES: tuple[Profile, ...] = (
             ),
             _group(0.2, _firmware_update(30)),
         ),
+        shape="ilo5",
     ),
     Profile(
         "supermicro",
@@ -185,6 +198,7 @@ VENDOR_PROFILES: tuple[Profile, ...] = (
             ),
             _group(0.2, _firmware_update(40)),
         ),
+        shape="supermicro",
     ),
     Profile(
         "openbmc",
@@ -198,6 +212,7 @@ VENDOR_PROFILES: tuple[Profile, ...] = (
             ),
             _group(0.3, _firmware_update(15)),
         ),
+        shape="openbmc",
     ),
 )
 
@@ -264,6 +279,15 @@ def resolve(spec: str) -> list[Profile]:
                 field="profile",
             )
     return found
+
+
+def shape_for(spec: str | None) -> str | None:
+    """The vendor shape of the first vendor profile ``spec`` names (None: none)."""
+    for part in (p.strip() for p in (spec or "").split(",")):
+        profile = PROFILES.get(part)
+        if profile is not None and profile.shape is not None:
+            return profile.shape
+    return None
 
 
 def _load(path: str) -> Profile:

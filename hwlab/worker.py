@@ -32,7 +32,7 @@ from bmaas.fakes.faults import FaultPlan, FaultRule
 from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab.events import EventLog
-from bmaas.hwlab.labspec import NodeSpec
+from bmaas.hwlab.labspec import NodeSpec, shape_of
 from bmaas.hwlab.limits import MAX_SHARD_SIZE
 from bmaas.secrets import mask_logs, mask_url
 
@@ -190,7 +190,8 @@ class ShardServers:
                 first = group[0]
                 fixed = shard.redfish_ports.get(first.name, 0)
                 if size == 1:
-                    port = self._bind(self._redfish, first, fixed, "Redfish (TCP)")
+                    shape = shape_of(first)
+                    port = self._bind(self._redfish, first, fixed, "Redfish (TCP)", shape=shape)
                 else:
                     port = self._bind_service(group, fixed)
                 for spec in group:
@@ -199,9 +200,18 @@ class ShardServers:
             self.tls_cert = self._redfish.ca_path  # this worker's lab CA (None over HTTP)
 
     def _bind(
-        self, server: Any, spec: NodeSpec, port: int, what: str, *, host: str | None = None
+        self,
+        server: Any,
+        spec: NodeSpec,
+        port: int,
+        what: str,
+        *,
+        host: str | None = None,
+        shape: str | None = None,
     ) -> int:
-        where = {"host": host} if host else {}
+        where: dict[str, str] = {"host": host} if host else {}
+        if shape is not None:  # a Redfish BMC's vendor shape
+            where["shape"] = shape
         try:
             return int(
                 server.add(

@@ -73,6 +73,12 @@ STDERR = Console(stderr=True)
     "YAML file, or several separated by commas.",
 )
 @click.option("--seed", default=None, help="Seed for every random choice (default 0).")
+@click.option(
+    "--shape",
+    default=None,
+    help="Vendor shape of every Redfish BMC: hwlab (default), dmtf, idrac9, idrac10, "
+    "dell-r6515, ilo5, xcc, supermicro, openbmc (a lab file's per-node 'shape' wins).",
+)
 @click.option("--redfish-tls", is_flag=True, help="Serve Redfish over HTTPS (self-signed).")
 @click.option(
     "--redfish-service-size",
@@ -130,6 +136,7 @@ def up(
     lab_file: str | None,
     profile: str | None,
     seed: str | None,
+    shape: str | None,
     redfish_tls: bool,
     redfish_service_size: int,
     ipmi_base_port: int,
@@ -156,6 +163,7 @@ def up(
         protocols=protocols,
         profile=profile,
         seed=parse_seed(seed),
+        shape=shape,
         redfish_tls=redfish_tls,
         redfish_service_size=redfish_service_size,
         ipmi_base_port=ipmi_base_port,

@@ -27,6 +27,7 @@ from bmaas.hwlab.operations import OPERATION_HEADER, redfish_operation
 from bmaas.hwlab.redfish import events
 from bmaas.hwlab.redfish.app import RequestContext, call_app
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
+from bmaas.hwlab.redfish.shapes.engine import serve as serve_shape
 from bmaas.hwlab.redfish.standard import (
     PUBLIC,
     canonical,
@@ -160,6 +161,10 @@ def _dispatch(
     moved = canonical(bmc, request.target)
     if moved is not None:
         return Response(308, [("Location", moved), ("OData-Version", "4.0")])
+    if bmc.shape is not None:  # a vendor shape: its resources from live state
+        shaped = serve_shape(bmc, bmc.shape, request, hardware)
+        if shaped is not None:
+            return Response(*shaped)
 
     def read(request: Request) -> Rendered:
         if request.path == bmc.system_path:

@@ -16,10 +16,14 @@ import secrets
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from bmaas.driver import BootDevice, BootSetting, PowerAction
 from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.secrets import Secret
+
+if TYPE_CHECKING:
+    from bmaas.hwlab.redfish.shapes.state import ShapeState
 
 __all__ = [
     "BOOT_MODES",
@@ -137,6 +141,9 @@ class Bmc:
         #: UUID is redirected here): the answer kept rendered, see :meth:`rendered`
         self.system_path = f"/redfish/v1/Systems/{self.system_id}"
         self._rendered: dict[str, tuple[tuple[object, ...], Rendered]] = {}
+        #: a vendor shape this BMC serves (None: hwlab's own service), see
+        #: :mod:`bmaas.hwlab.redfish.shapes`
+        self.shape: ShapeState | None = None
 
     def __repr__(self) -> str:
         return f"<Bmc {self.machine.name} system={self.system_id}>"

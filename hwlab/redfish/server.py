@@ -40,6 +40,8 @@ from bmaas.hwlab import http
 from bmaas.hwlab.redfish import events
 from bmaas.hwlab.redfish.answer import answer
 from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
+from bmaas.hwlab.redfish.shapes import resolve as resolve_shape
+from bmaas.hwlab.redfish.shapes.state import ShapeState
 from bmaas.hwlab.tls import LabCertificate, ensure_certificate, make_certificate, server_context
 from bmaas.secrets import Secret
 
@@ -210,19 +212,25 @@ class RedfishServer:
         port: int = 0,
         system_id: str | None = None,
         reset_types: Sequence[str] | None = None,
+        shape: str | None = None,
     ) -> int:
         """Give ``machine`` a BMC endpoint; returns the port it listens on.
 
         ``system_id`` names the system in URLs (default: the machine's name);
-        ``reset_types`` limits the ResetType values the system allows.
+        ``reset_types`` limits the ResetType values the system allows;
+        ``shape`` serves a vendor's shape (:mod:`bmaas.hwlab.redfish.shapes`;
+        its system id wins).
         """
+        found = resolve_shape(shape)
         bmc = Bmc(
             machine,
             username=username,
             password=password,
-            system_id=system_id,
+            system_id=found.system_id if found is not None else system_id,
             reset_types=reset_types,
         )
+        if found is not None:
+            bmc.shape = ShapeState(found, machine)
         with self._lock:
             if machine.name in self._ports:
                 raise ValueError(f"machine {machine.name!r} already has a Redfish endpoint")

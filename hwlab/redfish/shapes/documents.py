@@ -1,0 +1,196 @@
+"""The resources a vendor shape serves, rendered from its live state.
+
+Each function returns one resource's JSON body (``@odata.etag`` and the
+headers are added by :func:`bmaas.hwlab.redfish.shapes.engine.serve`).
+Only what clients walk is here: the service root, the systems, managers and
+chassis collections and members, the reset ActionInfo where the shape keeps
+ResetType there, and the virtual media collection and slots.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bmaas.hwlab.redfish.bmc import Bmc
+from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.state import ShapeState
+
+__all__ = ["chassis", "collection", "manager", "reset_info", "root", "slot", "system"]
+
+_POWER = {"on": "On", "off": "Off", "powering_on": "PoweringOn", "powering_off": "PoweringOff"}
+
+
+def _link(path: str) -> dict[str, str]:
+    return {"@odata.id": path}
+
+
+def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
+    return {
+        "@odata.type": "#ServiceRoot.v1_5_0.ServiceRoot",
+        "@odata.id": "/redfish/v1",
+        "Id": "RootService",
+        "Name": "Root Service",
+        "RedfishVersion": shape.redfish_version,
+        "UUID": bmc.uuid,
+        "Vendor": shape.vendor,
+        "Product": shape.product,
+        "Systems": _link("/redfish/v1/Systems"),
+        "Managers": _link("/redfish/v1/Managers"),
+        "Chassis": _link("/redfish/v1/Chassis"),
+        "SessionService": _link("/redfish/v1/SessionService"),
+        "Links": {"Sessions": _link("/redfish/v1/SessionService/Sessions")},
+    }
+
+
+def collection(path: str, kind: str, members: list[str]) -> dict[str, Any]:
+    return {
+        "@odata.type": f"#{kind}Collection.{kind}Collection",
+        "@odata.id": path,
+        "Name": f"{kind} Collection",
+        "Members": [_link(m) for m in members],
+        "Members@odata.count": len(members),
+    }
+
+
+def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
+    shape, machine = state.shape, bmc.machine
+    override = state.override()
+    reset: dict[str, Any] = {"target": f"{shape.system_path}/Actions/ComputerSystem.Reset"}
+    if shape.reset_action_info:
+        reset["@Redfish.ActionInfo"] = f"{shape.system_path}/ResetActionInfo"
+    else:
+        reset["ResetType@Redfish.AllowableValues"] = list(shape.reset_types)
+    hw = machine.hardware
+    memory = hw.memory_mb // 1024 if hw.memory_mb % 1024 == 0 else round(hw.memory_mb / 1024, 3)
+    body: dict[str, Any] = {
+        "@odata.type": "#ComputerSystem.v1_13_0.ComputerSystem",
+        "@odata.id": shape.system_path,
+        "Id": shape.system_id,
+        "Name": machine.name,
+        "UUID": bmc.uuid,
+        "Manufacturer": shape.manufacturer,
+        "Model": shape.model,
+        "SerialNumber": hw.serial,
+        "SystemType": "Physical",
+        "PowerState": _POWER.get(machine.power_state().value, "PoweringOff"),
+        "Status": {"State": "Enabled", "Health": machine.health},
+        "Boot": {
+            "BootSourceOverrideEnabled": override.enabled,
+            "BootSourceOverrideEnabled@Redfish.AllowableValues": list(shape.enabled_values),
+            "BootSourceOverrideTarget": override.target,
+            "BootSourceOverrideTarget@Redfish.AllowableValues": list(shape.boot_targets),
+            "BootSourceOverrideMode": state.boot_mode,
+            "BootSourceOverrideMode@Redfish.AllowableValues": list(shape.boot_modes),
+        },
+        "BootProgress": {"LastState": machine.boot_progress()},
+        "ProcessorSummary": {"Count": hw.cpus, "Status": {"State": "Enabled", "Health": "OK"}},
+        "MemorySummary": {
+            "TotalSystemMemoryGiB": memory,
+            "Status": {"State": "Enabled", "Health": "OK"},
+        },
+        "Links": {
+            "Chassis": [_link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
+            "ManagedBy": [_link(shape.manager_path)],
+        },
+        "Actions": {"#ComputerSystem.Reset": reset},
+    }
+    if shape.vmedia_at == "Systems":
+        body["VirtualMedia"] = _link(f"{shape.system_path}/VirtualMedia")
+    return body
+
+
+def reset_info(shape: Shape) -> dict[str, Any]:
+    return {
+        "@odata.type": "#ActionInfo.v1_1_2.ActionInfo",
+        "@odata.id": f"{shape.system_path}/ResetActionInfo",
+        "Id": "ResetActionInfo",
+        "Name": "Reset Action Info",
+        "Parameters": [
+            {
+                "Name": "ResetType",
+                "Required": True,
+                "DataType": "String",
+                "AllowableValues": list(shape.reset_types),
+            }
+        ],
+    }
+
+
+def manager(bmc: Bmc, shape: Shape) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "@odata.type": "#Manager.v1_10_0.Manager",
+        "@odata.id": shape.manager_path,
+        "Id": shape.manager_id,
+        "Name": "Manager",
+        "UUID": bmc.manager_uuid,
+        "ServiceEntryPointUUID": bmc.service_uuid,
+        "ManagerType": "BMC",
+        "Model": shape.manager_model,
+        "FirmwareVersion": shape.firmware,
+        "PowerState": "On",
+        "Status": {"State": "Enabled", "Health": "OK"},
+        "Links": {
+            "ManagerForServers": [_link(shape.system_path)],
+            "ManagerForChassis": [_link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
+        },
+    }
+    if shape.vmedia_at == "Managers":
+        body["VirtualMedia"] = _link(f"{shape.manager_path}/VirtualMedia")
+    return body
+
+
+def chassis(bmc: Bmc, shape: Shape) -> dict[str, Any]:
+    return {
+        "@odata.type": "#Chassis.v1_7_0.Chassis",
+        "@odata.id": f"/redfish/v1/Chassis/{shape.chassis_id}",
+        "Id": shape.chassis_id,
+        "Name": "Chassis",
+        "ChassisType": "RackMount",
+        "Manufacturer": shape.manufacturer,
+        "Model": shape.model,
+        "SerialNumber": bmc.machine.hardware.serial,
+        "PowerState": _POWER.get(bmc.machine.power_state().value, "PoweringOff"),
+        "Status": {"State": "Enabled", "Health": bmc.machine.health},
+        "Links": {
+            "ComputerSystems": [_link(shape.system_path)],
+            "ManagedBy": [_link(shape.manager_path)],
+        },
+    }
+
+
+def is_cd(slot: Slot) -> bool:
+    return bool({"CD", "DVD"} & set(slot.media_types))
+
+
+def slot(state: ShapeState, base: str, found: Slot) -> dict[str, Any]:
+    path = f"{base}/{found.id}"
+    image = state.image_shown(found.id, is_cd(found))
+    body: dict[str, Any] = {
+        "@odata.type": "#VirtualMedia.v1_4_0.VirtualMedia",
+        "@odata.id": path,
+        "Id": found.id,
+        "Name": found.name,
+        "MediaTypes": list(found.media_types),
+        "Image": image,
+        "ImageName": image.rsplit("/", 1)[-1] if image else None,
+        "ConnectedVia": "URI" if image else "NotConnected",
+        "Inserted": image is not None,
+        "WriteProtected": True,
+    }
+    actions: dict[str, Any] = {}
+    if found.takes == "action":
+        insert: dict[str, Any] = {"target": f"{path}/Actions/VirtualMedia.InsertMedia"}
+        if found.transfer_protocols:
+            insert["TransferProtocolType@Redfish.AllowableValues"] = list(found.transfer_protocols)
+            insert["TransferMethod@Redfish.AllowableValues"] = ["Stream"]
+        actions["#VirtualMedia.InsertMedia"] = insert
+        actions["#VirtualMedia.EjectMedia"] = {"target": f"{path}/Actions/VirtualMedia.EjectMedia"}
+    elif found.takes == "oem-hpe":
+        oem = f"{path}/Actions/Oem/Hpe/HpeiLOVirtualMedia"
+        actions["Oem"] = {
+            "#HpeiLOVirtualMedia.InsertVirtualMedia": {"target": f"{oem}.InsertVirtualMedia"},
+            "#HpeiLOVirtualMedia.EjectVirtualMedia": {"target": f"{oem}.EjectVirtualMedia"},
+        }
+    if actions:
+        body["Actions"] = actions
+    return body

@@ -1,0 +1,297 @@
+"""Serve a vendor shape from live state: one function per request.
+
+:func:`serve` answers every request under ``/redfish/v1`` that is the
+shape's (the service root, Systems, Managers, Chassis and what lies under
+them); session, ``$metadata`` and OData requests fall through to the
+default service (None), which serves them alike for every shape. The HTTP
+layer (:mod:`bmaas.hwlab.redfish.answer`) has already counted the request,
+evaluated the fault plan for its operation and carried out wire and BMC
+effects; ``hardware`` effects (power never lands, boot not persisted...)
+are handed to the machine exactly as the default service does.
+
+Every answer has what the standard asks for: ``ETag`` and ``@odata.etag``
+(a hash of what the resource shows, so it changes with it) on a GET, ``If-
+Match`` on a PATCH checked against it (412), ``Allow`` on a GET and a 405,
+``Link: rel=describedby``, ``OData-Version``, ``Cache-Control``.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from bmaas.driver import PowerAction, PowerState
+from bmaas.fakes.faults import Firing
+from bmaas.fakes.incidents import dell_body
+from bmaas.hwlab.http import Request, error_body
+from bmaas.hwlab.redfish import standard
+from bmaas.hwlab.redfish.bmc import RESET_ACTIONS, Bmc, Rendered
+from bmaas.hwlab.redfish.shapes import Shape, Slot, documents
+from bmaas.hwlab.redfish.shapes.state import Override, ShapeState
+
+__all__ = ["serve"]
+
+_ROOTS = ("/redfish/v1/Systems", "/redfish/v1/Managers", "/redfish/v1/Chassis")
+_SCHEMAS = "http://redfish.dmtf.org/schemas/v1/"
+#: iDRAC's answer to an insert into a slot the virtual console holds
+_RAC0904 = dell_body(
+    "IDRAC.2.9.RAC0904",
+    "Virtual Media is detached or already in use.",
+    "Make sure the Virtual Media is attached and not in use, and retry the operation.",
+    "Warning",
+)
+
+#: an answer before headers: status, JSON body (None: no body), Allow
+_Answer = tuple[int, dict[str, Any] | None, tuple[str, ...]]
+
+
+def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing]) -> Rendered | None:
+    """The answer to ``request`` (None: not the shape's; the default service answers)."""
+    path = urllib.parse.unquote(request.path).rstrip("/") or "/"
+    if path != "/redfish/v1" and not path.startswith(_ROOTS):
+        return None
+    with state.lock:
+        pending = list(hardware)
+
+        def take() -> list[Firing]:
+            taken = list(pending)
+            pending.clear()
+            return taken
+
+        if request.method in ("GET", "HEAD") and pending:
+            bmc.machine.apply(take())  # power_lost, seen by this very read
+        if request.method == "PATCH":
+            refused = standard.precondition_failed(
+                request, lambda: _finish("GET", _route(bmc, state, "GET", path, None, take))
+            )
+            if refused is not None:
+                bmc.machine.apply(take())
+                return refused
+        body = _json(request.body) if request.method in ("POST", "PATCH") else None
+        method = "GET" if request.method == "HEAD" else request.method
+        answer = _route(bmc, state, method, path, body, take)
+        if pending:
+            bmc.machine.apply(take())
+    code, headers, data = _finish(request.method, answer)
+    return code, headers, b"" if request.method == "HEAD" else data
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw or b"{}")
+    except ValueError:
+        return None
+
+
+def _error(status: int, message_id: str, message: str, allow: tuple[str, ...] = ()) -> _Answer:
+    return status, error_body(message_id, message), allow
+
+
+def _missing(path: str) -> _Answer:
+    return _error(404, "Base.1.8.ResourceMissingAtURI", f"no resource at {path}")
+
+
+def _finish(method: str, answer: _Answer) -> Rendered:
+    code, body, allow = answer
+    headers = [("Content-Type", "application/json")]
+    if body is not None and code == 200 and "@odata.id" in body:
+        tag = standard.etag(body)
+        body = {**body, "@odata.etag": tag}
+        headers.append(("ETag", tag))
+        kind = str(body.get("@odata.type", "")).lstrip("#").rpartition(".")[0]
+        if kind:
+            headers.append(("Link", f"<{_SCHEMAS}{kind}.json>; rel=describedby"))
+    if allow and (code in (200, 405)):
+        headers.append(("Allow", ", ".join(allow)))
+    headers += [("Cache-Control", "no-cache"), ("OData-Version", "4.0")]
+    data = b"" if body is None else json.dumps(body, indent=4).encode()
+    return code, headers, data
+
+
+def _route(
+    bmc: Bmc,
+    state: ShapeState,
+    method: str,
+    path: str,
+    body: Any,
+    take: Callable[[], list[Firing]],
+) -> _Answer:
+    shape = state.shape
+    gets: dict[str, Callable[[], dict[str, Any]]] = {
+        "/redfish/v1": lambda: documents.root(bmc, shape),
+        "/redfish/v1/Systems": lambda: documents.collection(
+            "/redfish/v1/Systems", "ComputerSystem", [shape.system_path]
+        ),
+        "/redfish/v1/Managers": lambda: documents.collection(
+            "/redfish/v1/Managers", "Manager", [shape.manager_path]
+        ),
+        "/redfish/v1/Chassis": lambda: documents.collection(
+            "/redfish/v1/Chassis", "Chassis", [f"/redfish/v1/Chassis/{shape.chassis_id}"]
+        ),
+        shape.manager_path: lambda: documents.manager(bmc, shape),
+        f"/redfish/v1/Chassis/{shape.chassis_id}": lambda: documents.chassis(bmc, shape),
+    }
+    if shape.reset_action_info:
+        gets[f"{shape.system_path}/ResetActionInfo"] = lambda: documents.reset_info(shape)
+    if path in gets:
+        return _read_only(method, gets[path])
+    if path == shape.system_path:
+        if method == "GET":
+            return 200, documents.system(bmc, state), ("GET", "PATCH")
+        if method == "PATCH":
+            return _patch_boot(state, body, take)
+        return _error(405, "Base.1.8.OperationNotAllowed", method, ("GET", "PATCH"))
+    if path == f"{shape.system_path}/Actions/ComputerSystem.Reset":
+        if method != "POST":
+            return _error(405, "Base.1.8.OperationNotAllowed", method, ("POST",))
+        return _reset(bmc, shape, body, take)
+    base = shape.vmedia_path
+    if base is not None and (path == base or path.startswith(base + "/")):
+        return _vmedia(state, method, base, path[len(base) :], body)
+    return _missing(path)
+
+
+def _read_only(method: str, render: Callable[[], dict[str, Any]]) -> _Answer:
+    if method != "GET":
+        return _error(405, "Base.1.8.OperationNotAllowed", method, ("GET",))
+    return 200, render(), ("GET",)
+
+
+def _reset(bmc: Bmc, shape: Shape, body: Any, take: Callable[[], list[Firing]]) -> _Answer:
+    reset = body.get("ResetType") if isinstance(body, dict) else None
+    # Supermicro X13 lists GracefulShutdown and GracefulRestart fused into one
+    # value and takes each of them
+    listed = isinstance(reset, str) and (
+        reset in shape.reset_types
+        or any(value not in _RESETS and reset in value for value in shape.reset_types)
+    )
+    if not listed or reset not in _RESETS:
+        offered = ", ".join(shape.reset_types)
+        return _error(
+            400, "Base.1.8.ActionParameterValueNotInList", f"ResetType {reset!r} not in {offered}"
+        )
+    machine = bmc.machine
+    if reset == "Nmi":
+        machine.apply(take())
+        return 204, None, ()
+    if reset == "PushPowerButton":  # a momentary press: on when off, an ACPI shutdown when on
+        on = machine.power_state() in (PowerState.ON, PowerState.POWERING_ON)
+        action = PowerAction.SOFT_OFF if on else PowerAction.ON
+    else:
+        action = RESET_ACTIONS[reset]
+    machine.set_power(action, take())
+    return 204, None, ()
+
+
+#: the ResetType values a shape may list and hwlab carries out
+_RESETS = frozenset({*RESET_ACTIONS, "PushPowerButton", "Nmi"})
+
+_ENABLED = "BootSourceOverrideEnabled"
+_TARGET = "BootSourceOverrideTarget"
+_MODE = "BootSourceOverrideMode"
+
+
+def _patch_boot(state: ShapeState, body: Any, take: Callable[[], list[Firing]]) -> _Answer:
+    shape = state.shape
+    if not isinstance(body, dict) or not isinstance(body.get("Boot"), dict) or not body["Boot"]:
+        return _error(400, "Base.1.8.PropertyMissing", "Boot names no property to change")
+    boot: dict[str, Any] = body["Boot"]
+    problems = [f"{name} is not writable here" for name in body if name != "Boot"]
+    allowed = {_ENABLED: shape.enabled_values, _TARGET: shape.boot_targets, _MODE: shape.boot_modes}
+    for name, value in boot.items():
+        if name not in allowed:
+            problems.append(f"Boot/{name} is not a property this service takes")
+        elif value not in allowed[name]:
+            problems.append(f"Boot/{name} {value!r} is not one of {', '.join(allowed[name])}")
+    if problems:
+        return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(problems))
+    if _MODE in boot:
+        state.boot_mode = boot[_MODE]
+    if _ENABLED in boot or _TARGET in boot:
+        now = state.override()
+        target = boot.get(_TARGET, now.target)
+        enabled = boot.get(_ENABLED)
+        if enabled is None:
+            enabled = now.enabled if now.enabled != "Disabled" else "Once"
+        if target == "None" and enabled != "Disabled":
+            enabled = "Disabled"
+        state.set_override(Override(enabled, target), take())
+    return 204, None, ()
+
+
+def _vmedia(state: ShapeState, method: str, base: str, rest: str, body: Any) -> _Answer:
+    shape = state.shape
+    if rest == "":
+        if method != "GET":
+            return _error(405, "Base.1.8.OperationNotAllowed", method, ("GET",))
+        members = [f"{base}/{s.id}" for s in shape.slots]
+        return 200, documents.collection(base, "VirtualMedia", members), ("GET",)
+    slot_id, _, action = rest[1:].partition("/")
+    found = next((s for s in shape.slots if s.id == slot_id), None)
+    if found is None:
+        return _missing(base + rest)
+    allow = ("GET", "PATCH") if found.takes in ("patch", "oem-hpe") else ("GET",)
+    if action == "":
+        if method == "GET":
+            return 200, documents.slot(state, base, found), allow
+        if method == "PATCH" and "PATCH" in allow:
+            return _patch_slot(state, found, body)
+        return _error(405, "Base.1.8.OperationNotAllowed", f"{method} on a slot", allow)
+    names = {
+        "action": ("Actions/VirtualMedia.InsertMedia", "Actions/VirtualMedia.EjectMedia"),
+        "oem-hpe": (
+            "Actions/Oem/Hpe/HpeiLOVirtualMedia.InsertVirtualMedia",
+            "Actions/Oem/Hpe/HpeiLOVirtualMedia.EjectVirtualMedia",
+        ),
+    }.get(found.takes)
+    if names is None or action not in names:
+        return _missing(base + rest)
+    if method != "POST":
+        return _error(405, "Base.1.8.OperationNotAllowed", method, ("POST",))
+    if action == names[1]:
+        state.eject(found.id, documents.is_cd(found))
+        return 204, None, ()
+    return _insert(state, found, body if isinstance(body, dict) else {})
+
+
+def _insert(state: ShapeState, found: Slot, body: dict[str, Any]) -> _Answer:
+    if found.in_use:
+        return 400, _RAC0904, ()
+    image = body.get("Image")
+    if not isinstance(image, str) or not image:
+        return _error(400, "Base.1.8.ActionParameterMissing", "Image is required")
+    protocol = body.get("TransferProtocolType")
+    if protocol is None and found.require_protocol:
+        return _error(
+            400,
+            "Base.1.8.ActionParameterMissing",
+            "The action requires the parameter TransferProtocolType.",
+        )
+    if (
+        found.transfer_protocols
+        and protocol is not None
+        and protocol not in found.transfer_protocols
+    ):
+        listed = ", ".join(found.transfer_protocols)
+        return _error(
+            400,
+            "Base.1.8.ActionParameterValueNotInList",
+            f"TransferProtocolType {protocol} not in {listed}",
+        )
+    held = state.images.get(found.id)
+    if held is not None and held != image:
+        return _error(409, "Base.1.8.ResourceInUse", f"slot {found.id} holds media: eject first")
+    state.insert(found.id, image, documents.is_cd(found))
+    return 204, None, ()
+
+
+def _patch_slot(state: ShapeState, found: Slot, body: Any) -> _Answer:
+    if not isinstance(body, dict) or not body:
+        return _error(400, "Base.1.8.MalformedJSON", "the body is not a JSON object to apply")
+    image, inserted = body.get("Image", ...), body.get("Inserted")
+    if image is None or inserted is False:
+        state.eject(found.id, documents.is_cd(found))
+        return 204, None, ()
+    return _insert(state, found, {**body, "TransferProtocolType": body.get("TransferProtocolType")})
