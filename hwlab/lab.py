@@ -38,7 +38,7 @@ from bmaas.fakes.faults import FaultRule
 from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab import profiles
 from bmaas.hwlab.inventory import dump_inventory, inventory_document, node_entry
-from bmaas.hwlab.labspec import LabSpec, NodeSpec
+from bmaas.hwlab.labspec import LabSpec, NodeSpec, shape_of
 from bmaas.hwlab.proxy.effects import supported_rules
 from bmaas.hwlab.proxy.lab import ProxiedNodes
 from bmaas.hwlab.statefiles import prepare_dir, write_private
@@ -424,7 +424,11 @@ def _with_profile_rules(spec: LabSpec) -> LabSpec:
     for name, names in [*picks, *by_profile.items()]:
         for node, rules in profiles.assign(profiles.resolve(name), names, spec.seed).items():
             chosen[node].extend(rules)
-    nodes = tuple(dataclasses.replace(n, rules=(*chosen[n.name], *n.rules)) for n in spec.nodes)
+    nodes = tuple(
+        # a vendor profile's nodes serve its vendor's shape (unless they name one)
+        dataclasses.replace(n, rules=(*chosen[n.name], *n.rules), shape=shape_of(n, spec.profile))
+        for n in spec.nodes
+    )
     return dataclasses.replace(spec, nodes=tuple(_proxy_safe(n) for n in nodes))
 
 
