@@ -18,7 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from bmaas import tlspolicy, validate
+from bmaas import sealed, tlspolicy, validate
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 
@@ -68,6 +68,13 @@ def _secret(value: Any) -> Secret:
         return value
     if not isinstance(value, str | bytes):
         raise ValueError("must be a string")
+    if isinstance(value, str) and sealed.is_sealed(value):
+        # a password as the store keeps it (a record's driver_info handed
+        # straight to a driver): opened with the store's key, never sent sealed
+        try:
+            return sealed.keyring().unseal(value)
+        except sealed.KeyProblem as exc:  # named by the field: its message alone
+            raise ValueError(exc.message) from None
     return Secret(value)
 
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from bmaas import credentials, sealed
 from bmaas.cli import cli
 from bmaas.cli.app import App
+from bmaas.faults import InputError
 from bmaas.inventory import NodeSpec
 from bmaas.ops import driver_factory
 from bmaas.sealed import KeyProblem
@@ -378,3 +379,23 @@ def test_sealed_on_every_backend(store: Store, key_file: Path) -> None:
     assert "sealed:v1:" in raw
     info = credentials.resolve_driver_info(store.nodes.get("b1").driver_info)
     assert info["ipmi_password"].reveal() == PASSWORD
+
+
+def test_a_record_handed_straight_to_a_driver_opens_its_password(
+    db_path: Path, key_file: Path
+) -> None:
+    """``build_driver(record.name, record.driver, record.driver_info)`` (no
+    credentials.resolve first) worked with an inline password before it was
+    sealed; it still does: DriverInfo opens a sealed value, never sends it."""
+    from bmaas.driver_info import DriverInfo
+
+    with Store.open(str(db_path), create=True) as store:
+        store.nodes.enroll([_spec("a1")])
+        record = store.nodes.get("a1")
+    stored = {"ipmi_address": "bmc", "ipmi_password": record.driver_info["ipmi_password"]}
+    info = DriverInfo.parse(stored)
+    assert info.ipmi_password.reveal() == PASSWORD
+    key_file.unlink()
+    with pytest.raises(InputError, match=r"driver_info\.ipmi_password: no key file at") as caught:
+        DriverInfo.parse(stored)
+    assert PASSWORD not in str(caught.value)
