@@ -54,6 +54,7 @@ from typing import Any
 from bmaas import retry as _retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
+from bmaas.events import EventWatch, record_news
 from bmaas.faults import BmaasError
 from bmaas.fenced import FencedReads
 from bmaas.health import Change, HealthRule
@@ -236,6 +237,10 @@ def sync_loop(
     ``heap``: settle this process's heap after each pass that changed the
     pool (:mod:`bmaas.heap`); only for a process the caller owns (the CLI).
 
+    ``events``: an :class:`~bmaas.events.EventWatch`: nodes whose BMC
+    streams events are read only as a safety net, and news is written as
+    it arrives, between passes (:mod:`bmaas.events`). The caller closes it.
+
     Fenced nodes are read on a back-off (:mod:`bmaas.fenced`): pass
     ``fenced=`` to choose the schedule; by default the loop makes one with
     :class:`~bmaas.fenced.FencedBackoff`'s defaults for the ``health_rule``'s
@@ -274,10 +279,20 @@ def _passes(
     kw: dict[str, Any],
 ) -> int:
     passes = 0
+    events: EventWatch | None = kw.pop("events", None)
+    if events is not None:  # news is written as it comes, between passes, in this thread
+        wait = _news_writer(store, events, kw.get("health_rule", HealthRule()))
     while not stop.is_set():
         started = clock()
         budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
-        report = sync_pass(store, clock=clock, deadline=budget, **kw)
+        this = kw
+        if events is not None:  # the poll as the safety net (bmaas.events)
+            records = store.nodes.find()
+            events.watch(records)
+            this = {**kw, "names": events.to_read([r.name for r in records], passes)}
+        report = sync_pass(store, clock=clock, deadline=budget, **this)
+        if events is not None:
+            events.learn((r.node, r.value) for r in report.results if r.value is not None)
         passes += 1
         if kw.get("pool") is not None:
             kw["pool"].expire_idle()
@@ -289,6 +304,15 @@ def _passes(
             break
         _wait_keeping_alive(started + interval, kw.get("pool"), stop, wait, clock)
     return passes
+
+
+def _news_writer(store: Store, events: EventWatch, rule: HealthRule) -> Callable[[float], object]:
+    """A wait between passes that writes each piece of news as it arrives."""
+
+    def wait(seconds: float) -> None:
+        events.wait(seconds, lambda news: record_news(store, news, rule))
+
+    return wait
 
 
 def _wait_keeping_alive(

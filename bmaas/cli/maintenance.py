@@ -25,6 +25,7 @@ from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
+from bmaas.events import SAFETY_EVERY, EventWatch
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
 from bmaas.metrics import MetricsServer, SyncMetrics
@@ -222,6 +223,20 @@ def _in_a_row(flag: str, default: int, help_text: str) -> Decorator:
     help="Worker processes the nodes are sharded over, each with --workers threads "
     f"(default: one per core, one per {MIN_NODES_PER_PROCESS} nodes at most).",
 )
+@click.option(
+    "--events/--no-events",
+    default=True,
+    show_default=True,
+    help="With --interval: follow the power events of BMCs that stream them (Redfish SSE) "
+    "and poll those nodes only as a safety net; --no-events polls every node every pass.",
+)
+@click.option(
+    "--safety-every",
+    type=click.IntRange(min=1),
+    default=SAFETY_EVERY,
+    show_default=True,
+    help="With events: a node whose stream is up is still read every N passes.",
+)
 @fleet_run_options
 @pass_app
 @click.pass_context
@@ -237,6 +252,8 @@ def sync(
     split: bool | None,
     lease_ttl: float,
     processes: int | None,
+    events: bool,
+    safety_every: int,
     workers: int,
     deadline: float,
     no_retry: bool,
@@ -251,7 +268,10 @@ def sync(
     (exit 1 if any read still failed); --deadline bounds it. With --interval
     it keeps running until SIGINT/SIGTERM, printing one line per pass, and
     --deadline bounds each pass. Sessions last: one pooled session per BMC
-    for the command's life (reads per login in each pass line).
+    for the command's life (reads per login in each pass line). With
+    --interval, a Redfish service that streams events (SSE) is followed:
+    its power events are recorded as they come (source: event) and its
+    nodes read only every --safety-every passes (--no-events: every pass).
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
@@ -296,6 +316,8 @@ def sync(
             _sync_once(ctx, store, options, command_deadline, as_json=as_json)
         else:
             options["pass_timeout"] = deadline
+            if events:
+                options["events"] = EventWatch(every=safety_every, bmc_timeout=bmc_timeout)
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
 
 
@@ -331,15 +353,22 @@ def _sync_loop(
     server: MetricsServer | None = None
     passes = 0
 
+    watch: EventWatch | None = options.get("events")
+
     def on_pass(report: SyncReport) -> None:
         nonlocal passes
         passes += 1
         if as_json:
-            emit({"pass": passes, **report.to_dict()}, as_json=True, as_yaml=False)
+            extra = {} if watch is None else {"events": watch.summary()}
+            emit({"pass": passes, **report.to_dict(), **extra}, as_json=True, as_yaml=False)
         else:
-            click.echo(_pass_line(passes, report))
+            tail = "" if watch is None else f", events: {watch.summary_line()}"
+            click.echo(_pass_line(passes, report) + tail)
 
-    with _stop_on_signals() as token:
+    with _stop_on_signals() as token, contextlib.ExitStack() as closing:
+        if watch is not None:
+            watch.bind_stop(token.event)
+            closing.callback(watch.close)
         if options.get("sweeper") is None and options.get("retry") is not None:
             # in-process reads: their busy backoff sleeps on the token
             options["retry"] = options["retry"].replace(sleep=token.sleeper(in_flight=False))

@@ -1,0 +1,425 @@
+"""Power state from the BMC's own word: event streams feed the sync.
+
+A :class:`EventWatch` keeps one listener thread per BMC service that offers
+an event stream (Redfish SSE; the protocol's edge is
+``bmaas.drivers.<driver>.events``, loaded when a node of that driver is
+seen, so the core imports no protocol code). Listeners only *receive*: each
+piece of news goes on a queue, and the sync applies it to the store in its
+own thread (:meth:`EventWatch.wait`, which the loop waits on between
+passes), so the store has one writer, as before.
+
+The poll becomes the safety net (:meth:`EventWatch.to_read`): a node whose
+stream is up is read every ``every`` passes (default
+:data:`SAFETY_EVERY`, 10) to catch a lost event; a node whose stream is
+down, absent, or that the edge left out is read every pass, as before. The
+first pass after a stream (re)connects reads its nodes (it reconciles what
+was missed while it was down), and so does the pass after news that says
+"something changed" without a state, or after a flood.
+
+::
+
+    listener thread (one per service)           sync thread
+    ---------------------------------           -----------
+    open (bounded by a Deadline: bmc_timeout)
+      ok   -> nodes "up", marked to reconcile
+      fault-> nodes "down"; back off            to_read(names, pass) -> reads
+               first, x factor, cap (paced)     pass: record reads
+    read (idle limit) -> news -> bucket         wait(until): apply news at
+      over the rate  -> dropped, nodes marked     once (source=event, age),
+                        to reconcile              until the next pass
+
+A listener that meets :class:`~bmaas.faults.UnsupportedOperation` (no
+EventService, disabled, no SSE) tries again only after ``absent_retry``
+seconds; its nodes are polled meanwhile. Reconnects are paced by
+:class:`Backoff` (1 s, 2 s, 4 s ... at most 60 s), reset by a stream that
+stayed up; a flood beyond ``rate`` events per second (``burst`` at once) is
+not trusted: the extra news is dropped and the nodes read at the next pass.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.faults import BmaasError, UnsupportedOperation
+
+__all__ = [
+    "SAFETY_EVERY",
+    "Applied",
+    "Backoff",
+    "EventWatch",
+    "News",
+    "Stream",
+    "TokenBucket",
+    "edge_streams",
+    "record_news",
+]
+
+LOG = logging.getLogger(__name__)
+
+#: a node whose stream is up is read every this many passes
+SAFETY_EVERY = 10
+#: news kept for reports and tests (the count is exact)
+KEPT = 1024
+#: seconds between looks at the command's stop while waiting for news
+STOP_SLICE = 0.2
+
+
+class News(Protocol):
+    """What a stream's edge reports (``bmaas.drivers.redfish.events.PowerNews``)."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def power(self) -> PowerState | None: ...
+    @property
+    def at(self) -> float | None: ...
+
+
+class Stream(Protocol):
+    """One service's event stream at the protocol's edge."""
+
+    nodes: dict[str, str]
+
+    @property
+    def key(self) -> str: ...
+    def open(self, deadline: Deadline) -> None: ...
+    def read(self, idle: float) -> Sequence[News]: ...
+    def close(self) -> None: ...
+
+
+#: records -> (streams, nodes left out with why), per driver name
+StreamsOf = Callable[[Sequence[Any]], tuple[Sequence[Stream], dict[str, str]]]
+
+
+def edge_streams(driver: str) -> StreamsOf | None:
+    """The ``services`` function of ``bmaas.drivers.<driver>.events``, None
+    when that driver has no event edge (IPMI: polling as today)."""
+    try:
+        module = importlib.import_module(f"bmaas.drivers.{driver}.events")
+    except ImportError:
+        return None
+    found = getattr(module, "services", None)
+    return found if callable(found) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """Seconds before reconnect ``n`` (0-based): ``first * factor**n``, at most ``cap``."""
+
+    first: float = 1.0
+    factor: float = 2.0
+    cap: float = 60.0
+
+    def __call__(self, n: int) -> float:
+        return min(self.cap, self.first * self.factor**n)
+
+
+class TokenBucket:
+    """``rate`` per second, ``burst`` at once, on an injected clock."""
+
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens, self._at = burst, clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+
+@dataclasses.dataclass
+class _Node:
+    up: bool = False
+    reconcile: bool = True
+    last_read: int | None = None  # the pass that last read it
+
+
+@dataclasses.dataclass
+class Applied:
+    """One piece of news as the sync applied it."""
+
+    node: str
+    power: PowerState
+    message_id: str
+    #: seconds between the BMC's EventTimestamp and the store write (None: no stamp)
+    age: float | None
+
+
+class EventWatch:
+    """Listeners for every event-capable service of a fleet, and the book
+    the sync reads: which nodes' streams are up, what to read this pass.
+
+    ``streams_of`` (tests) replaces :func:`edge_streams`; ``sleep`` is the
+    listeners' wait (a stop-aware one by default), ``clock`` their clock;
+    ``wall`` the clock EventTimestamps are compared to."""
+
+    def __init__(
+        self,
+        *,
+        every: int = SAFETY_EVERY,
+        bmc_timeout: float = 10.0,
+        idle: float = 35.0,
+        backoff: Backoff = Backoff(),
+        absent_retry: float = 600.0,
+        rate: float = 20.0,
+        burst: float = 100.0,
+        streams_of: Callable[[str], StreamsOf | None] = edge_streams,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], object] | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        if every < 1:
+            raise ValueError("every must be at least 1")
+        self.every = every
+        self.bmc_timeout, self.idle, self.backoff = bmc_timeout, idle, backoff
+        self.absent_retry, self.rate, self.burst = absent_retry, rate, burst
+        self._streams_of, self._clock, self._wall = streams_of, clock, wall
+        self._stop = threading.Event()
+        #: the command's own stop (a signal): ends waits and listeners too
+        self._outer = stop or threading.Event()
+        self._sleep = sleep or self._stop.wait
+        self._cond = threading.Condition()
+        self._news: collections.deque[tuple[News, float]] = collections.deque()
+        self._nodes: dict[str, _Node] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._streams: dict[str, Stream] = {}
+        self._known: dict[str, PowerState] = {}
+        #: counters for the report and the bench
+        self.opened = 0
+        self.faults = 0
+        self.flooded = 0
+        #: the latest news applied (the count is :attr:`applied_total`)
+        self.applied: collections.deque[Applied] = collections.deque(maxlen=KEPT)
+        self.applied_total = 0
+
+    # -- the fleet ---------------------------------------------------------------
+
+    def watch(self, records: Sequence[Any]) -> None:
+        """Start a listener for each service of ``records`` not yet watched."""
+        by_driver: dict[str, list[Any]] = collections.defaultdict(list)
+        for record in records:
+            by_driver[record.driver].append(record)
+        for driver, group in by_driver.items():
+            edge = self._streams_of(driver)
+            if edge is None:
+                continue
+            streams, left_out = edge(group)
+            for node, why in left_out.items():
+                LOG.info("%s: no event stream (%s); polled", node, why)
+            for stream in streams:
+                if stream.key in self._threads:
+                    continue
+                with self._cond:
+                    for node in set(stream.nodes.values()):
+                        self._nodes.setdefault(node, _Node())
+                self._streams[stream.key] = stream
+                thread = threading.Thread(
+                    target=self._listen, args=(stream,), name=f"events {stream.key}", daemon=True
+                )
+                self._threads[stream.key] = thread
+                thread.start()
+
+    def bind_stop(self, stop: threading.Event) -> None:
+        """End waits and listeners when ``stop`` is set (the command's signal)."""
+        self._outer = stop
+
+    def summary(self) -> dict[str, Any]:
+        """Streams and nodes up, news applied, faults and floods so far."""
+        with self._cond:
+            up = sum(1 for b in self._nodes.values() if b.up)
+            return {
+                "streams": len(self._threads),
+                "nodes_up": up,
+                "nodes": len(self._nodes),
+                "opened": self.opened,
+                "faults": self.faults,
+                "applied": self.applied_total,
+                "flooded": self.flooded,
+            }
+
+    def summary_line(self) -> str:
+        s = self.summary()
+        return (
+            f"{s['nodes_up']}/{s['nodes']} nodes streamed, {s['applied']} applied, "
+            f"{s['faults']} stream faults"
+        )
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop every listener (each closes its stream) and wait ``timeout`` at most."""
+        self._stop.set()
+        for stream in self._streams.values():
+            stream.close()  # a blocked read returns at once
+        deadline = Deadline.after(timeout, clock=self._clock)
+        for thread in self._threads.values():
+            thread.join(max(0.0, deadline.left()))
+        with self._cond:
+            self._cond.notify_all()
+
+    def __enter__(self) -> EventWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one listener -----------------------------------------------------------
+
+    def _listen(self, stream: Stream) -> None:
+        failures = 0
+        bucket = TokenBucket(self.rate, self.burst, self._clock)
+        nodes = sorted(set(stream.nodes.values()))
+        while not self._stopped():
+            try:
+                stream.open(Deadline.after(self.bmc_timeout, clock=self._clock))
+            except BmaasError as exc:
+                self.faults += 1
+                absent = isinstance(exc, UnsupportedOperation)
+                LOG.info("%s: no event stream (%s); its nodes are polled", stream.key, exc)
+                self._mark(nodes, up=False)
+                wait = self.absent_retry if absent else self.backoff(failures)
+                failures += 1
+                self._sleep(wait)
+                continue
+            if self._stopped():  # closed while it was opening
+                stream.close()
+                return
+            self.opened += 1
+            self._mark(nodes, up=True)
+            opened_at = self._clock()
+            try:
+                while not self._stopped():
+                    for news in stream.read(self.idle):
+                        if bucket.take():
+                            self._offer(news)
+                        else:
+                            self.flooded += 1
+                            self._mark([news.node], up=True)  # up, but read it
+            except BmaasError as exc:
+                self.faults += 1
+                LOG.info("%s: event stream lost (%s); its nodes are polled", stream.key, exc)
+            finally:
+                stream.close()
+            self._mark(nodes, up=False)
+            if self._clock() - opened_at > self.backoff.cap:
+                failures = 0  # it stayed up: start the back-off over
+            if not self._stopped():
+                self._sleep(self.backoff(failures))
+                failures += 1
+
+    def _mark(self, nodes: Iterable[str], *, up: bool) -> None:
+        with self._cond:
+            for node in nodes:
+                book = self._nodes.setdefault(node, _Node())
+                book.up = up
+                book.reconcile = True
+
+    def _offer(self, news: News) -> None:
+        with self._cond:
+            self._news.append((news, self._wall()))
+            self._cond.notify_all()
+
+    # -- the sync's side ---------------------------------------------------------
+
+    def up(self, node: str) -> bool:
+        with self._cond:
+            book = self._nodes.get(node)
+            return book is not None and book.up
+
+    def to_read(self, names: Sequence[str], passes: int) -> list[str]:
+        """The nodes pass number ``passes`` reads: every node without a live
+        stream, every node to reconcile, and each streamed node once every
+        ``every`` passes."""
+        out = []
+        with self._cond:
+            for name in names:
+                book = self._nodes.get(name)
+                if (
+                    book is None
+                    or not book.up
+                    or book.reconcile
+                    or book.last_read is None
+                    or passes - book.last_read >= self.every
+                ):
+                    out.append(name)
+                    if book is not None:
+                        book.reconcile = False
+                        book.last_read = passes
+        return out
+
+    def learn(self, reads: Iterable[tuple[str, PowerState]]) -> None:
+        """What a pass read: news repeating it is not written again."""
+        with self._cond:
+            for node, state in reads:
+                self._known[node] = state
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._news)
+
+    def wait(self, seconds: float, apply: Callable[[list[Applied]], None]) -> None:
+        """Wait up to ``seconds`` (or until :meth:`close`), handing news to
+        ``apply`` as it arrives (in this thread: the store's writer)."""
+        deadline = Deadline.after(max(0.0, seconds), clock=self._clock)
+        while True:
+            with self._cond:
+                if not self._news and not self._stopped():
+                    # in slices: a signal sets the command's stop, not this condition
+                    self._cond.wait(min(deadline.left(), STOP_SLICE))
+                batch = list(self._news)
+                self._news.clear()
+            if batch:
+                applied = self._fresh(batch)
+                if applied:
+                    apply(applied)
+                    self.applied.extend(applied)
+                    self.applied_total += len(applied)
+            if self._stopped() or deadline.expired:
+                return
+
+    def _stopped(self) -> bool:
+        return self._stop.is_set() or self._outer.is_set()
+
+    def _fresh(self, batch: list[tuple[News, float]]) -> list[Applied]:
+        out: list[Applied] = []
+        with self._cond:
+            for news, _received in batch:
+                book = self._nodes.get(news.node)
+                if news.power is None or news.power not in (PowerState.ON, PowerState.OFF):
+                    if book is not None:
+                        book.reconcile = True  # something changed: read it
+                    continue
+                if self._known.get(news.node) == news.power:
+                    continue  # a duplicate, or what a read already saw
+                self._known[news.node] = news.power
+                age = None if news.at is None else max(0.0, self._wall() - news.at)
+                out.append(Applied(news.node, news.power, news.message_id, age))
+        return out
+
+
+def record_news(store: Any, applied: Sequence[Applied], health_rule: Any) -> None:
+    """Write news to the store at once: the power state (a good read for
+    the node's health), and an event in its history naming the source and
+    the news's age (``power_event``)."""
+    store.health.record_power_reads([(a.node, a.power) for a in applied], health_rule=health_rule)
+    lines = []
+    for a in applied:
+        age = "age unknown" if a.age is None else f"{a.age:.3f} s old"
+        lines.append(
+            (a.node, "power_event", f"power {a.power} (source: event {a.message_id}, {age})")
+        )
+    store.nodes.add_events(lines, actor="system")

@@ -1,0 +1,419 @@
+"""A Redfish service's events over SSE: the driver edge of ``bmaas.events``.
+
+sushy has EventService subscriptions but no SSE client, so this is a small
+one on :mod:`http.client`: it reads ``/redfish/v1/EventService`` (is the
+service enabled, where is its ``ServerSentEventUri``), opens the stream
+with ``$filter=EventFormatType eq 'Event'``, and turns its frames into
+:class:`PowerNews` for the nodes behind the service.
+
+What it understands, per record of an Event:
+
+* a power message: DMTF's ``ResourceEvent.*.ResourcePoweredOn/Off`` (and
+  ``ResourcePoweringOn/Off``, a transition), HPE iLO's
+  ``iLOEvents.*.ServerPoweredOn/Off``: the node's power, at once;
+* a health message (``ResourceEvent.*.ResourceStatusChanged<Health>``);
+* anything else about a system it knows (``ResourceChanged``, a test
+  event): news without a state -- the node is read at the next pass.
+
+Every failure leaves as a bmaas fault, mapped here once (:func:`_fault`):
+refused or unreachable is :class:`BMCUnreachable`, silence past the idle
+limit :class:`BMCTimeout`, 401/403 :class:`BMCAuthError`, no EventService
+(404/405/501, ``ServiceEnabled`` false, no ``ServerSentEventUri``)
+:class:`UnsupportedOperation`, 503/429 :class:`BMCBusy`, another 5xx
+:class:`BMCInternalError`, a body that is not an event stream
+:class:`BMCProtocolError`. Credentials ride as Basic auth on the stream's
+one request; they never reach a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import datetime
+import http.client
+import json
+import re
+import socket
+import ssl
+import time
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from bmaas import credentials
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.driver_info import DriverInfo
+from bmaas.faults import (
+    BmaasError,
+    BMCAuthError,
+    BMCBusy,
+    BMCFault,
+    BMCInternalError,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    InputError,
+    UnsupportedOperation,
+)
+from bmaas.secrets import Secret
+
+__all__ = [
+    "PowerNews",
+    "SSEMessage",
+    "SSEParser",
+    "ServiceStream",
+    "news_of",
+    "services",
+]
+
+OPERATION = "events.stream"
+#: the most a stream's one frame may hold (a BMC that never ends a frame)
+MAX_FRAME = 1024 * 1024
+_POWER = re.compile(r"\.(?:ResourcePower(?:ed|ing)|ServerPowered)(On|Off)$")
+_HEALTH = re.compile(r"\.ResourceStatusChanged(OK|Warning|Critical)$")
+_FILTER = "?$filter=" + urllib.parse.quote("EventFormatType eq 'Event'")
+
+
+@dataclasses.dataclass(frozen=True)
+class SSEMessage:
+    """One dispatched SSE event (WHATWG HTML, "server-sent events")."""
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+
+
+class SSEParser:
+    """Bytes in, messages out: lines end in CR, LF or CRLF; ``:`` lines are
+    comments (keepalives); ``data`` lines join with LF; a blank line
+    dispatches; a frame without data dispatches nothing."""
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self._buffer = b""
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+        self._size = 0
+        self.max_frame = max_frame
+        #: the last ``id`` seen (what a reconnect would send as Last-Event-ID)
+        self.last_id: str | None = None
+        #: ``retry`` the server asked for, in seconds
+        self.retry: float | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEMessage]:
+        self._buffer += chunk
+        out: list[SSEMessage] = []
+        while True:
+            match = re.search(rb"\r\n|\r|\n", self._buffer)
+            if match is None:
+                break
+            if match.group() == b"\r" and match.end() == len(self._buffer):
+                break  # a CR at the end may be half a CRLF
+            line = self._buffer[: match.start()].decode("utf-8", "replace")
+            self._buffer = self._buffer[match.end() :]
+            message = self._line(line)
+            if message is not None:
+                out.append(message)
+        if len(self._buffer) + self._size > self.max_frame:
+            raise ValueError(f"an event stream frame longer than {self.max_frame} bytes")
+        return out
+
+    def _line(self, line: str) -> SSEMessage | None:
+        if not line:
+            data, event = self._data, self._event
+            self._data, self._event, self._size = [], "", 0
+            if not data:
+                return None
+            return SSEMessage("\n".join(data), event or "message", self._id)
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+            self._size += len(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = self.last_id = value
+        elif name == "retry" and value.isdigit():
+            self.retry = int(value) / 1000
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerNews:
+    """What one event record says about one node."""
+
+    node: str
+    message_id: str
+    #: the power it reports (None: news without a state; read the node)
+    power: PowerState | None = None
+    health: str | None = None
+    #: the BMC's EventTimestamp (epoch seconds), when it gave one
+    at: float | None = None
+
+
+def _timestamp(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return stamp.timestamp()
+
+
+def news_of(data: str, nodes: Mapping[str, str]) -> list[PowerNews]:
+    """The news in one Event document for the nodes ``nodes`` maps from
+    system path (``"*"``: the one node of a single-system service).
+    Records about other resources are skipped; a document that is not an
+    Event raises ValueError."""
+    document = json.loads(data)
+    records = document.get("Events") if isinstance(document, dict) else None
+    if not isinstance(records, list):
+        raise ValueError("not a Redfish Event (no Events array)")
+    out: list[PowerNews] = []
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        message = str(record.get("MessageId") or "")
+        origin = record.get("OriginOfCondition")
+        path = origin.get("@odata.id") if isinstance(origin, dict) else origin
+        node = _node_of(str(path or ""), nodes)
+        if node is None:
+            continue
+        power = health = None
+        found = _POWER.search(message)
+        if found is not None and "Powering" not in message:
+            power = PowerState.ON if found.group(1) == "On" else PowerState.OFF
+        elif found is not None:
+            power = PowerState.POWERING_ON if found.group(1) == "On" else PowerState.POWERING_OFF
+        health_found = _HEALTH.search(message)
+        if health_found is not None:
+            health = health_found.group(1)
+        out.append(
+            PowerNews(node, message, power, health, _timestamp(record.get("EventTimestamp")))
+        )
+    return out
+
+
+def _node_of(path: str, nodes: Mapping[str, str]) -> str | None:
+    path = path.rstrip("/")
+    if not path.startswith("/redfish/v1/Systems/"):
+        return None
+    system = "/".join(path.split("/")[:5])  # /redfish/v1/Systems/<id>
+    return nodes.get(system) or nodes.get("*")
+
+
+# -- the stream ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False)
+class ServiceStream:
+    """One Redfish service's event stream, for the nodes behind it."""
+
+    address: str
+    username: str
+    password: Secret = dataclasses.field(repr=False)
+    verify: bool | str
+    #: system path (``"*"``: any; one node on the service) -> node
+    nodes: dict[str, str]
+    _conn: http.client.HTTPConnection | None = dataclasses.field(default=None, repr=False)
+    _response: http.client.HTTPResponse | None = dataclasses.field(default=None, repr=False)
+    #: the stream's socket (http.client lets go of it once a close-delimited
+    #: answer's head is read): read timeouts are set here, and closing it
+    #: from another thread ends a blocked read at once
+    _sock: socket.socket | None = dataclasses.field(default=None, repr=False)
+    _parser: SSEParser = dataclasses.field(default_factory=SSEParser, repr=False)
+
+    @property
+    def key(self) -> str:
+        return self.address.rstrip("/")
+
+    def _fail(self, cls: type[BMCFault], message: str, started: float, **kw: Any) -> BMCFault:
+        node = ",".join(sorted(set(self.nodes.values())))
+        return cls(
+            message,
+            node=node,
+            driver="redfish",
+            operation=OPERATION,
+            address=self.key,
+            elapsed=time.monotonic() - started,
+            **kw,
+        )
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        url = urllib.parse.urlsplit(self.address)
+        host, port = url.hostname or "", url.port
+        if url.scheme == "https":
+            context = ssl.create_default_context(
+                cafile=self.verify if isinstance(self.verify, str) else None
+            )
+            if self.verify is False:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+
+    def _get(self, path: str, deadline: Deadline, started: float) -> http.client.HTTPResponse:
+        left = deadline.left()
+        if left <= 0:
+            raise self._fail(BMCTimeout, "no time left to open the event stream", started)
+        conn = self._connection(left)
+        self.close()
+        self._conn = conn
+        token = base64.b64encode(f"{self.username}:{self.password.reveal()}".encode()).decode()
+        headers = {"Authorization": f"Basic {token}", "Accept": "application/json"}
+        if path.endswith(_FILTER) or "SSE" in path:
+            headers["Accept"] = "text/event-stream"
+        try:
+            conn.request("GET", path, headers=headers)
+            self._sock = conn.sock
+            response = conn.getresponse()
+        except BaseException as exc:
+            self.close()
+            raise _fault(self, exc, started) from exc
+        if response.status != 200:
+            body = response.read(4096)
+            self.close()
+            raise self._status(response.status, body, started)
+        return response
+
+    def _status(self, status: int, body: bytes, started: float) -> BMCFault:
+        said = f"HTTP {status}"
+        if status in (401, 403):
+            return self._fail(BMCAuthError, "the event stream refused the credentials", started)
+        if status in (404, 405, 501):
+            return self._fail(UnsupportedOperation, "no EventService", started, status=str(status))
+        if status in (429, 503):
+            return self._fail(BMCBusy, said, started, status=str(status))
+        if status >= 500:
+            return self._fail(BMCInternalError, said, started, status=str(status))
+        return self._fail(BMCProtocolError, f"unexpected {said}", started, status=str(status))
+
+    def open(self, deadline: Deadline) -> None:
+        """Read the EventService and open its SSE stream within ``deadline``."""
+        started = time.monotonic()
+        response = self._get("/redfish/v1/EventService", deadline, started)
+        try:
+            service = json.loads(response.read(MAX_FRAME))
+        except (ValueError, OSError) as exc:
+            self.close()
+            raise self._fail(BMCProtocolError, "the EventService is not JSON", started) from exc
+        self.close()
+        if not isinstance(service, dict) or service.get("ServiceEnabled") is False:
+            raise self._fail(UnsupportedOperation, "the EventService is disabled", started)
+        uri = service.get("ServerSentEventUri")
+        if not isinstance(uri, str) or not uri.startswith("/"):
+            raise self._fail(UnsupportedOperation, "the EventService offers no SSE", started)
+        response = self._get(uri + _FILTER, deadline, started)
+        kind = (response.getheader("Content-Type") or "").split(";")[0].strip()
+        if kind != "text/event-stream":
+            self.close()
+            raise self._fail(BMCProtocolError, f"the stream is {kind or 'untyped'}", started)
+        self._response = response
+        self._parser = SSEParser()
+
+    def read(self, idle: float) -> list[PowerNews]:
+        """The news in what arrives next (maybe none: a keepalive); waits at
+        most ``idle`` seconds for a byte. A closed stream is
+        :class:`BMCUnreachable`, silence :class:`BMCTimeout`."""
+        started = time.monotonic()
+        response, sock = self._response, self._sock
+        if response is None or sock is None:
+            raise self._fail(BMCUnreachable, "the event stream is not open", started)
+        try:
+            sock.settimeout(idle)
+            chunk = response.read1(65536)
+        except BaseException as exc:
+            self.close()
+            raise _fault(self, exc, started) from exc
+        if not chunk:
+            self.close()
+            raise self._fail(BMCUnreachable, "the BMC closed the event stream", started)
+        out: list[PowerNews] = []
+        try:
+            for message in self._parser.feed(chunk):
+                out.extend(news_of(message.data, self.nodes))
+        except ValueError as exc:
+            self.close()
+            raise self._fail(BMCProtocolError, f"a bad event: {exc}", started) from exc
+        return out
+
+    def close(self) -> None:
+        conn, sock, response = self._conn, self._sock, self._response
+        self._conn = self._sock = self._response = None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked in another thread
+        if response is not None:
+            response.close()
+        if conn is not None:
+            conn.close()
+
+
+def _fault(stream: ServiceStream, exc: BaseException, started: float) -> BmaasError:
+    """The edge's one mapping of a socket or HTTP failure."""
+    if isinstance(exc, BmaasError):
+        return exc
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return stream._fail(BMCTimeout, "the event stream was silent", started, cause=exc)
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return stream._fail(BMCProtocolError, f"TLS: {type(exc).__name__}", started, cause=exc)
+    if isinstance(exc, ConnectionError | OSError | http.client.IncompleteRead):
+        return stream._fail(BMCUnreachable, type(exc).__name__, started, cause=exc)
+    if isinstance(exc, http.client.HTTPException):
+        return stream._fail(BMCProtocolError, type(exc).__name__, started, cause=exc)
+    return stream._fail(BMCProtocolError, type(exc).__name__, started, cause=exc)
+
+
+def services(
+    records: Iterable[Any], *, environ: Mapping[str, str] | None = None
+) -> tuple[list[ServiceStream], dict[str, str]]:
+    """One :class:`ServiceStream` per Redfish service behind ``records``
+    (``NodeRecord``s of driver ``redfish``: same address and credentials),
+    and the nodes left out with why (a password reference that does not
+    resolve: such a node is polled, and its read says why)."""
+    by_service: dict[tuple[str, str, str, str], ServiceStream] = {}
+    left_out: dict[str, str] = {}
+    for record in records:
+        try:
+            raw = credentials.resolve_driver_info(
+                record.driver_info, node=record.name, environ=environ
+            )
+            info = DriverInfo.parse(raw, required=("redfish_address",), node=record.name)
+        except InputError as exc:
+            left_out[record.name] = str(exc)
+            continue
+        address = str(info.redfish_address).rstrip("/")
+        password = Secret(info.redfish_password or "")
+        key = (
+            address,
+            info.redfish_username or "",
+            password.reveal(),
+            repr(info.redfish_verify_ca),
+        )
+        stream = by_service.get(key)
+        if stream is None:
+            stream = by_service[key] = ServiceStream(
+                address, info.redfish_username or "", password, info.redfish_verify_ca, {}
+            )
+        system = info.redfish_system_id
+        if system is not None and not system.startswith("/"):
+            system = f"/redfish/v1/Systems/{system}"
+        stream.nodes[(system or "*").rstrip("/")] = record.name
+    for stream in by_service.values():
+        if "*" in stream.nodes and len(set(stream.nodes.values())) > 1:
+            # several nodes and one without a system path: nobody can tell
+            # whose event it is; that node is polled
+            left_out[stream.nodes.pop("*")] = "no redfish_system_id on a shared service"
+    return list(by_service.values()), left_out
+
+
+def describe(streams: Sequence[ServiceStream]) -> str:
+    return ", ".join(s.key for s in streams)

@@ -1,0 +1,205 @@
+"""``bmaas sync`` listens: power from the BMC's own word, polling as the safety net.
+
+One hwlab Redfish BMC per node (in this process, so the test holds the
+machines: ``force_power`` is what the lab's control API does for a console
+power-off), a real store, :func:`bmaas.sync.sync_loop` with an
+:class:`~bmaas.events.EventWatch` in a thread. Counted on the BMC: the
+power reads (``power.get``) it served. Waits are bounded loops; the one
+time bound is the issue's: an outside power change is in the store within
+1 s of the change, by the event, with no read of that node in between.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.events import Backoff, EventWatch
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import FakeMachine
+from bmaas.hwlab.redfish import RedfishServer
+from bmaas.inventory import NodeSpec
+from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
+from bmaas.store import Store
+from bmaas.sync import sync_loop
+from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
+
+pytestmark = pytest.mark.lab
+
+#: seconds between passes: short, so the safety net comes round in the test
+INTERVAL = 0.3
+
+
+class Running:
+    def __init__(self, server: RedfishServer, store: Store, watch: EventWatch) -> None:
+        self.server, self.store, self.watch = server, store, watch
+        self.machines: dict[str, FakeMachine] = {}
+        self.ports: dict[str, int] = {}
+        self.passes = 0
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def reads(self, name: str) -> int:
+        """Power reads the node's BMC has served."""
+        return sum(1 for r in self.server.requests(self.ports[name]) if r.operation == "power.get")
+
+    def power(self, name: str) -> PowerState:
+        return self.store.nodes.get(name).power_state
+
+    def until(self, what: Any, seconds: float = 10.0) -> bool:
+        deadline = Deadline.after(seconds)
+        while not deadline.expired:
+            if what():
+                return True
+            self.stop.wait(0.01)
+        return bool(what())
+
+    def start(self, pool: DriverPool) -> None:
+        def on_pass(_report: Any) -> None:
+            self.passes += 1
+
+        def run() -> None:
+            sync_loop(
+                self.store,
+                interval=INTERVAL,
+                stop=self.stop,
+                factory=driver_factory(bmc_timeout=2.0),
+                pool=pool,
+                events=self.watch,
+                on_pass=on_pass,
+            )
+
+        self.thread = threading.Thread(target=run, name="sync under test", daemon=True)
+        self.thread.start()
+
+    def settled(self, name: str) -> None:
+        """The node's stream is up and the pass after it reconciled (read it)."""
+        assert self.until(lambda: self.watch.up(name)), "the stream never came up"
+        passes = self.passes
+        assert self.until(lambda: self.passes >= passes + 2), "the loop stopped"
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Any]:
+    def make(names: list[str], rules: tuple[dict[str, Any], ...] = (), **watch: Any) -> Running:
+        server = stack.enter(RedfishServer())
+        store = Store.open(str(tmp_path / "bmaas.db"), create=True)
+        closers.append(store.close)
+        run = Running(server, store, EventWatch(bmc_timeout=2.0, **watch))
+        specs = []
+        for name in names:
+            machine = FakeMachine(name, HARDWARE, power=PowerState.ON)
+            for rule in rules:  # in force before anyone connects
+                machine.plan.add(FaultRule.from_dict(rule))
+            port = server.add(machine, username=USERNAME, password=PASSWORD)
+            run.machines[name], run.ports[name] = machine, port
+            info = {
+                "redfish_address": server.url(port),
+                "redfish_username": USERNAME,
+                "redfish_password": PASSWORD,
+                "redfish_system_id": f"/redfish/v1/Systems/{name}",
+            }
+            specs.append(NodeSpec(name=name, driver="redfish", driver_info=info))
+        store.nodes.enroll(specs)
+        pool = DriverPool(wait=2.0)
+        closers.append(pool.close)
+        run.start(pool)
+        runs.append(run)
+        return run
+
+    class _Stack:
+        def enter(self, server: RedfishServer) -> RedfishServer:
+            server.start()
+            closers.append(server.stop)
+            return server
+
+    stack = _Stack()
+    closers: list[Any] = []
+    runs: list[Running] = []
+    try:
+        yield make
+    finally:
+        for run in runs:
+            run.stop.set()
+            run.watch.close()
+            if run.thread is not None:
+                run.thread.join(10)
+                assert not run.thread.is_alive()
+        for close in reversed(closers):
+            close()
+
+
+def test_a_console_power_off_is_in_the_store_within_1s_with_no_read_of_the_node(
+    running: Any,
+) -> None:
+    run = running(["ev-a", "ev-b"], every=1000)
+    run.settled("ev-a")
+    assert run.power("ev-a") is PowerState.ON
+    reads = run.reads("ev-a")
+    run.machines["ev-a"].force_power(PowerState.OFF)  # the control API's console power-off
+    deadline = Deadline.after(1.0)
+    while run.power("ev-a") is not PowerState.OFF and not deadline.expired:
+        run.stop.wait(0.005)
+    assert run.power("ev-a") is PowerState.OFF, "not seen within 1 s"
+    assert run.reads("ev-a") == reads  # no poll of that node in between
+    events = run.store.nodes.events("ev-a")
+    assert any(e.kind == "power_event" and "source: event" in e.message for e in events)
+    assert run.watch.applied[-1].node == "ev-a"
+    assert run.watch.applied[-1].age is not None
+
+
+def test_a_dropped_event_is_caught_by_the_safety_net_read(running: Any) -> None:
+    run = running(["ev-drop"], every=3)
+    machine = run.machines["ev-drop"]
+    machine.plan.add(FaultRule.from_dict({"effect": "drop", "operation": "event.power"}))
+    run.settled("ev-drop")
+    reads = run.reads("ev-drop")
+    machine.force_power(PowerState.OFF)  # its event is lost
+    assert run.until(lambda: run.power("ev-drop") is PowerState.OFF), "never caught"
+    assert run.reads("ev-drop") > reads  # by a read, the safety net
+    assert run.watch.applied_total == 0
+    assert run.watch.up("ev-drop")  # the stream stayed up all along
+
+
+def test_a_closed_stream_reconnects_and_its_first_pass_reconciles(running: Any) -> None:
+    run = running(["ev-close"], every=1000, backoff=Backoff(first=0.2, factor=2, cap=1.0))
+    machine = run.machines["ev-close"]
+    machine.plan.add(
+        FaultRule.from_dict({"effect": "drop", "operation": "event.stream", "times": 1})
+    )
+    run.settled("ev-close")
+    assert run.watch.opened == 1
+    reads = run.reads("ev-close")
+    machine.force_power(PowerState.OFF)  # the stream closes with this event
+    assert run.until(lambda: run.watch.opened == 2), "never reconnected"
+    assert run.until(lambda: run.power("ev-close") is PowerState.OFF), "never reconciled"
+    assert run.reads("ev-close") > reads  # the first pass after reconnecting read it
+    assert run.watch.applied_total == 0  # no event told it
+    # and the new stream tells the next change
+    reads = run.reads("ev-close")
+    assert run.until(lambda: run.passes > 0)
+    run.settled("ev-close")
+    reads = run.reads("ev-close")
+    machine.force_power(PowerState.ON)
+    assert run.until(lambda: run.power("ev-close") is PowerState.ON)
+    assert run.watch.applied_total == 1
+    assert run.reads("ev-close") == reads
+
+
+def test_no_events_without_an_event_service_the_node_is_polled_every_pass(
+    running: Any,
+) -> None:
+    absent = {"effect": "unsupported", "operation": "event.subscribe"}
+    run = running(["ev-absent"], rules=(absent,), every=1000, absent_retry=600.0)
+    assert run.until(lambda: run.watch.faults >= 1)
+    reads, passes = run.reads("ev-absent"), run.passes
+    assert run.until(lambda: run.passes >= passes + 3)
+    assert run.reads("ev-absent") >= reads + 2
+    assert not run.watch.up("ev-absent")

@@ -1,0 +1,272 @@
+"""Events feed the sync: the SSE parser, the news in an Event, and the
+watch's subscription, reconnect, safety-net and flood logic -- on fake
+streams, a fake clock and recorded sleeps (no real sleep, wire calls counted)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.drivers.redfish.events import PowerNews, SSEParser, news_of, services
+from bmaas.events import Applied, Backoff, EventWatch, TokenBucket
+from bmaas.fakes.clock import FakeClock
+from bmaas.faults import BMCTimeout, BMCUnreachable, UnsupportedOperation
+
+# -- the SSE parser --------------------------------------------------------------
+
+
+def test_frames_split_anywhere_with_any_line_end_comments_and_multi_line_data() -> None:
+    wire = (
+        b": hwlab event stream\r\n\r\n"
+        b'id: 7\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'
+        b"event: ping\rdata: x\r\r"
+        b"retry: 2500\n: keepalive\n\n"
+        b"data: last\n\n"
+    )
+    parser = SSEParser()
+    messages = []
+    for i in range(len(wire)):  # one byte at a time: a CR may be half a CRLF
+        messages += parser.feed(wire[i : i + 1])
+    assert [(m.data, m.event, m.id) for m in messages] == [
+        ('{"a":\n1}', "message", "7"),
+        ("x", "ping", "7"),
+        ("last", "message", "7"),
+    ]
+    assert parser.last_id == "7"
+    assert parser.retry == 2.5
+
+
+def test_a_frame_that_never_ends_is_refused() -> None:
+    parser = SSEParser(max_frame=64)
+    with pytest.raises(ValueError, match="longer than 64"):
+        parser.feed(b"data: " + b"x" * 100)
+
+
+# -- the news in an Event ------------------------------------------------------------
+
+
+def _event(*records: dict[str, Any]) -> str:
+    return json.dumps({"@odata.type": "#Event.v1_7_0.Event", "Events": list(records)})
+
+
+def _record(message: str, origin: str, stamp: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"MessageId": message, "OriginOfCondition": {"@odata.id": origin}}
+    if stamp:
+        out["EventTimestamp"] = stamp
+    return out
+
+
+def test_dmtf_and_ilo_power_messages_health_and_news_without_a_state() -> None:
+    nodes = {"/redfish/v1/Systems/a": "node-a", "/redfish/v1/Systems/b": "node-b"}
+    data = _event(
+        _record("ResourceEvent.1.3.0.ResourcePoweredOff", "/redfish/v1/Systems/a",
+                "2026-01-01T00:00:01.500+00:00"),
+        _record("iLOEvents.2.1.ServerPoweredOn", "/redfish/v1/Systems/b/"),
+        _record("ResourceEvent.1.3.0.ResourcePoweringOn", "/redfish/v1/Systems/a"),
+        _record("ResourceEvent.1.3.0.ResourceStatusChangedWarning", "/redfish/v1/Systems/b"),
+        _record("ResourceEvent.1.3.0.ResourceChanged", "/redfish/v1/Systems/a/Bios"),
+        _record("ResourceEvent.1.3.0.ResourcePoweredOff", "/redfish/v1/Systems/other"),
+        _record("ResourceEvent.1.3.0.ResourcePoweredOff", "/redfish/v1/Chassis/1"),
+    )  # fmt: skip
+    news = news_of(data, nodes)
+    assert [(n.node, n.power, n.health) for n in news] == [
+        ("node-a", PowerState.OFF, None),
+        ("node-b", PowerState.ON, None),
+        ("node-a", PowerState.POWERING_ON, None),
+        ("node-b", None, "Warning"),
+        ("node-a", None, None),
+    ]
+    assert news[0].at == 1767225601.5
+    # the one node of a single-system service takes any system's news
+    assert news_of(data, {"*": "solo"})[0].node == "solo"
+    with pytest.raises(ValueError, match="not a Redfish Event"):
+        news_of("[]", nodes)
+
+
+@dataclasses.dataclass
+class _Record:
+    name: str
+    driver_info: dict[str, Any]
+    driver: str = "redfish"
+
+
+def test_services_group_nodes_by_service_and_leave_out_what_they_cannot_route() -> None:
+    info = {"redfish_username": "u", "redfish_password": "Sekr3t-pw"}
+    A = "/redfish/v1/Systems/a"  # noqa: N806
+    records = [
+        _Record("a", {**info, "redfish_address": "http://h:1", "redfish_system_id": A}),
+        _Record("b", {**info, "redfish_address": "http://h:1/", "redfish_system_id": "b"}),
+        _Record("c", {**info, "redfish_address": "http://h:1"}),
+        _Record("d", {**info, "redfish_address": "http://h:2"}),
+        _Record("e", {**info, "redfish_address": "http://h:3", "redfish_password": "${NOPE_X}"}),
+    ]  # fmt: skip
+    streams, left_out = services(records, environ={})
+    by_key = {s.key: s.nodes for s in streams}
+    assert by_key == {
+        "http://h:1": {"/redfish/v1/Systems/a": "a", "/redfish/v1/Systems/b": "b"},
+        "http://h:2": {"*": "d"},
+    }
+    assert set(left_out) == {"c", "e"}
+    assert "Sekr3t" not in repr(streams)  # the password never shows
+
+
+# -- the watch -------------------------------------------------------------------
+
+
+class FakeStream:
+    """A scripted stream: each open takes the next outcome; reads hand out
+    the news batches, then fail with ``end`` (or stop the watch)."""
+
+    def __init__(self, key: str, nodes: dict[str, str], script: list[Any]) -> None:
+        self.key, self.nodes, self.script = key, nodes, script
+        self.opens = 0
+        self.reads = 0
+        self.closed = 0
+        self.batches: list[Sequence[PowerNews]] = []
+        self.on_empty: Any = None
+
+    def open(self, deadline: Deadline) -> None:
+        self.opens += 1
+        outcome = self.script.pop(0) if self.script else BMCUnreachable("gone")
+        if isinstance(outcome, Exception):
+            raise outcome
+        self.batches = list(outcome)
+
+    def read(self, idle: float) -> Sequence[PowerNews]:
+        self.reads += 1
+        if self.batches:
+            return self.batches.pop(0)
+        if self.on_empty is not None:
+            self.on_empty()
+        raise BMCUnreachable("the BMC closed the event stream")
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def _watch(stream: FakeStream, sleeps: list[float], stop_after: int, **kw: Any) -> EventWatch:
+    clock = kw.pop("clock", FakeClock())
+    watch: EventWatch
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.advance(seconds)
+        if len(sleeps) >= stop_after:
+            watch._stop.set()
+
+    watch = EventWatch(
+        streams_of=lambda driver: lambda records: ([stream], {}),
+        clock=clock,
+        wall=lambda: 1000.0,
+        sleep=sleep,
+        **kw,
+    )
+    return watch
+
+
+def _run(watch: EventWatch) -> None:
+    watch.watch([_Record("n1", {})])
+    for thread in watch._threads.values():
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def test_reconnects_are_paced_and_bounded_by_the_cap() -> None:
+    clock = FakeClock()
+    news = [[PowerNews("n1", "x.ResourcePoweredOn", PowerState.ON)]]
+    script = [BMCUnreachable("refused"), BMCTimeout("slow"), news, BMCUnreachable("x")]
+    stream = FakeStream("svc", {"*": "n1"}, script)
+    sleeps: list[float] = []
+    watch = _watch(stream, sleeps, stop_after=5, clock=clock, backoff=Backoff(1, 2, 30))
+    _run(watch)
+    # refused, slow: 1, 2; up then closed: 4; refused, refused: 8, 16
+    assert sleeps == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert stream.opens == 5
+    assert watch.opened == 1
+    assert watch.pending() == 1
+
+
+def test_a_stream_that_stayed_up_longer_than_the_cap_starts_the_back_off_over() -> None:
+    clock = FakeClock()
+    stream = FakeStream("svc", {"*": "n1"}, [BMCUnreachable("a"), BMCUnreachable("b"), [], []])
+    stream.on_empty = lambda: clock.advance(45.0)  # each stream stays up 45 s > cap 30 s
+    sleeps: list[float] = []
+    watch = _watch(stream, sleeps, stop_after=4, clock=clock, backoff=Backoff(1, 2, 30))
+    _run(watch)
+    assert sleeps == [1.0, 2.0, 1.0, 1.0]
+    assert watch.opened == 2
+
+
+def test_a_service_without_events_is_asked_again_only_after_absent_retry() -> None:
+    stream = FakeStream("svc", {"*": "n1"}, [UnsupportedOperation("no EventService")] * 3)
+    sleeps: list[float] = []
+    watch = _watch(stream, sleeps, stop_after=2, absent_retry=600.0)
+    _run(watch)
+    assert sleeps == [600.0, 600.0]
+    assert stream.opens == 2
+    assert not watch.up("n1")
+    assert watch.to_read(["n1"], 0) == ["n1"]  # polled as before
+
+
+def test_a_node_with_its_stream_up_is_read_at_reconnect_then_every_n_passes() -> None:
+    watch = EventWatch(every=3, streams_of=lambda d: None)
+    watch._mark(["n1"], up=True)
+    assert [watch.to_read(["n1", "ipmi-node"], p) for p in range(7)] == [
+        ["n1", "ipmi-node"],  # reconciles: the first read after (re)connecting
+        ["ipmi-node"],
+        ["ipmi-node"],
+        ["n1", "ipmi-node"],  # the safety net
+        ["ipmi-node"],
+        ["ipmi-node"],
+        ["n1", "ipmi-node"],
+    ]
+    watch._mark(["n1"], up=False)  # the stream went down: every pass
+    assert watch.to_read(["n1"], 7) == ["n1"]
+    assert watch.to_read(["n1"], 8) == ["n1"]
+
+
+def test_a_flood_is_rate_limited_and_the_node_read_at_the_next_pass() -> None:
+    clock = FakeClock()
+    flood = [[PowerNews("n1", "x.ResourcePoweredOff", PowerState.OFF)] * 150]
+    stream = FakeStream("svc", {"*": "n1"}, [flood])
+    sleeps: list[float] = []
+    watch = _watch(stream, sleeps, stop_after=1, clock=clock, rate=20.0, burst=100.0)
+    _run(watch)
+    assert (watch.pending(), watch.flooded) == (100, 50)
+    bucket = TokenBucket(rate=2.0, burst=1.0, clock=clock)
+    assert [bucket.take(), bucket.take()] == [True, False]
+    clock.advance(0.5)
+    assert bucket.take()
+
+
+def test_news_is_applied_once_with_its_age_and_news_without_a_state_asks_for_a_read() -> None:
+    clock = FakeClock()
+    watch = EventWatch(streams_of=lambda d: None, clock=clock, wall=lambda: 1000.25)
+    watch._mark(["n1"], up=True)
+    watch.to_read(["n1"], 0)  # reconciled
+    watch.learn([("n1", PowerState.ON)])
+    for news in (
+        PowerNews("n1", "a.ResourcePoweredOn", PowerState.ON, at=999.0),  # what we know
+        PowerNews("n1", "a.ResourcePoweredOff", PowerState.OFF, at=1000.0),
+        PowerNews("n1", "a.ResourcePoweredOff", PowerState.OFF, at=1000.0),  # duplicate
+        PowerNews("n1", "a.ResourceChanged", None),
+    ):
+        watch._offer(news)
+    written: list[list[Applied]] = []
+    watch.wait(0.0, written.append)
+    assert written == [[Applied("n1", PowerState.OFF, "a.ResourcePoweredOff", 0.25)]]
+    assert watch.to_read(["n1"], 1) == ["n1"]  # ResourceChanged: read it
+
+
+def test_wait_returns_at_once_when_the_command_is_stopped() -> None:
+    stop = threading.Event()
+    watch = EventWatch(streams_of=lambda d: None, stop=stop)
+    stop.set()
+    watch.wait(3600.0, lambda news: None)  # would hang the test otherwise
