@@ -41,6 +41,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib
+import json
 import logging
 import threading
 import time
@@ -122,7 +123,8 @@ class Backoff:
     cap: float = 60.0
 
     def __call__(self, n: int) -> float:
-        return min(self.cap, self.first * self.factor**n)
+        # n is capped: a BMC down for days must not overflow a float (2.0**1024)
+        return min(self.cap, self.first * self.factor ** min(n, 64))
 
 
 class TokenBucket:
@@ -199,6 +201,8 @@ class EventWatch:
         self._nodes: dict[str, _Node] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._streams: dict[str, Stream] = {}
+        self._own: dict[str, threading.Event] = {}
+        self._fingerprint: int | None = None
         self._known: dict[str, PowerState] = {}
         #: counters for the report and the bench
         self.opened = 0
@@ -211,10 +215,24 @@ class EventWatch:
     # -- the fleet ---------------------------------------------------------------
 
     def watch(self, records: Sequence[Any]) -> None:
-        """Start a listener for each service of ``records`` not yet watched."""
+        """Listen to the services of ``records`` (this worker's nodes): start
+        a listener for each new one, stop those no longer wanted (their
+        nodes went to another worker, or left the store). Cheap when
+        nothing changed: the edge is asked only when the nodes' names or
+        driver_info differ from the last call."""
+        fingerprint = hash(
+            tuple(
+                (r.name, r.driver, json.dumps(r.driver_info, sort_keys=True, default=str))
+                for r in records
+            )
+        )
+        if fingerprint == self._fingerprint:
+            return
+        self._fingerprint = fingerprint
         by_driver: dict[str, list[Any]] = collections.defaultdict(list)
         for record in records:
             by_driver[record.driver].append(record)
+        wanted: dict[str, Stream] = {}
         for driver, group in by_driver.items():
             edge = self._streams_of(driver)
             if edge is None:
@@ -222,18 +240,37 @@ class EventWatch:
             streams, left_out = edge(group)
             for node, why in left_out.items():
                 LOG.info("%s: no event stream (%s); polled", node, why)
-            for stream in streams:
-                if stream.key in self._threads:
-                    continue
-                with self._cond:
-                    for node in set(stream.nodes.values()):
-                        self._nodes.setdefault(node, _Node())
-                self._streams[stream.key] = stream
-                thread = threading.Thread(
-                    target=self._listen, args=(stream,), name=f"events {stream.key}", daemon=True
-                )
-                self._threads[stream.key] = thread
-                thread.start()
+            wanted.update((stream.key, stream) for stream in streams)
+        for key in list(self._streams):
+            old = self._streams[key]
+            if key not in wanted or wanted[key].nodes != old.nodes:
+                self._drop(key)
+        for key, stream in wanted.items():
+            if key not in self._streams:
+                self._start(stream)
+
+    def _start(self, stream: Stream) -> None:
+        with self._cond:
+            for node in set(stream.nodes.values()):
+                self._nodes.setdefault(node, _Node())
+        own = self._own[stream.key] = threading.Event()
+        self._streams[stream.key] = stream
+        thread = threading.Thread(
+            target=self._listen, args=(stream, own), name=f"events {stream.key}", daemon=True
+        )
+        self._threads[stream.key] = thread
+        thread.start()
+
+    def _drop(self, key: str) -> None:
+        """Stop one listener (no join: it ends on its own, its stream closed)."""
+        self._own.pop(key).set()
+        stream = self._streams.pop(key)
+        self._threads.pop(key)
+        stream.close()
+        with self._cond:
+            for node in set(stream.nodes.values()):
+                self._nodes.pop(node, None)
+                self._known.pop(node, None)
 
     def bind_stop(self, stop: threading.Event) -> None:
         """End waits and listeners when ``stop`` is set (the command's signal)."""
@@ -279,11 +316,15 @@ class EventWatch:
 
     # -- one listener -----------------------------------------------------------
 
-    def _listen(self, stream: Stream) -> None:
+    def _listen(self, stream: Stream, own: threading.Event) -> None:
         failures = 0
+
+        def stopped() -> bool:
+            return own.is_set() or self._stopped()
+
         bucket = TokenBucket(self.rate, self.burst, self._clock)
         nodes = sorted(set(stream.nodes.values()))
-        while not self._stopped():
+        while not stopped():
             try:
                 stream.open(Deadline.after(self.bmc_timeout, clock=self._clock))
             except BmaasError as exc:
@@ -295,14 +336,14 @@ class EventWatch:
                 failures += 1
                 self._sleep(wait)
                 continue
-            if self._stopped():  # closed while it was opening
+            if stopped():  # closed while it was opening
                 stream.close()
                 return
             self.opened += 1
             self._mark(nodes, up=True)
             opened_at = self._clock()
             try:
-                while not self._stopped():
+                while not stopped():
                     for news in stream.read(self.idle):
                         if bucket.take():
                             self._offer(news)
@@ -317,16 +358,17 @@ class EventWatch:
             self._mark(nodes, up=False)
             if self._clock() - opened_at > self.backoff.cap:
                 failures = 0  # it stayed up: start the back-off over
-            if not self._stopped():
+            if not stopped():
                 self._sleep(self.backoff(failures))
                 failures += 1
 
     def _mark(self, nodes: Iterable[str], *, up: bool) -> None:
         with self._cond:
             for node in nodes:
-                book = self._nodes.setdefault(node, _Node())
-                book.up = up
-                book.reconcile = True
+                book = self._nodes.get(node)
+                if book is not None:  # None: no longer watched (another worker's now)
+                    book.up = up
+                    book.reconcile = True
 
     def _offer(self, news: News) -> None:
         with self._cond:
@@ -399,6 +441,8 @@ class EventWatch:
         with self._cond:
             for news, _received in batch:
                 book = self._nodes.get(news.node)
+                if book is None:
+                    continue  # no longer watched: not ours to write
                 if news.power is None or news.power not in (PowerState.ON, PowerState.OFF):
                     if book is not None:
                         book.reconcile = True  # something changed: read it

@@ -288,8 +288,12 @@ def _passes(
         this = kw
         if events is not None:  # the poll as the safety net (bmaas.events)
             records = store.nodes.find()
+            share = kw.get("share")
+            if share is not None:  # this worker's nodes: their streams are its own
+                records = share.take(records)
             events.watch(records)
-            this = {**kw, "names": events.to_read([r.name for r in records], passes)}
+            names = events.to_read([r.name for r in records], passes)
+            this = {**kw, "share": None, "names": names}
         report = sync_pass(store, clock=clock, deadline=budget, **this)
         if events is not None:
             events.learn((r.node, r.value) for r in report.results if r.value is not None)

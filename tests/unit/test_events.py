@@ -217,6 +217,7 @@ def test_a_service_without_events_is_asked_again_only_after_absent_retry() -> No
 
 def test_a_node_with_its_stream_up_is_read_at_reconnect_then_every_n_passes() -> None:
     watch = EventWatch(every=3, streams_of=lambda d: None)
+    watch._nodes["n1"] = _node()
     watch._mark(["n1"], up=True)
     assert [watch.to_read(["n1", "ipmi-node"], p) for p in range(7)] == [
         ["n1", "ipmi-node"],  # reconciles: the first read after (re)connecting
@@ -249,6 +250,7 @@ def test_a_flood_is_rate_limited_and_the_node_read_at_the_next_pass() -> None:
 def test_news_is_applied_once_with_its_age_and_news_without_a_state_asks_for_a_read() -> None:
     clock = FakeClock()
     watch = EventWatch(streams_of=lambda d: None, clock=clock, wall=lambda: 1000.25)
+    watch._nodes["n1"] = _node()
     watch._mark(["n1"], up=True)
     watch.to_read(["n1"], 0)  # reconciled
     watch.learn([("n1", PowerState.ON)])
@@ -263,6 +265,57 @@ def test_news_is_applied_once_with_its_age_and_news_without_a_state_asks_for_a_r
     watch.wait(0.0, written.append)
     assert written == [[Applied("n1", PowerState.OFF, "a.ResourcePoweredOff", 0.25)]]
     assert watch.to_read(["n1"], 1) == ["n1"]  # ResourceChanged: read it
+
+
+def _node() -> Any:
+    from bmaas.events import _Node
+
+    return _Node()
+
+
+def test_the_edge_is_asked_only_when_the_fleet_changes_and_a_lost_service_stops() -> None:
+    asked: list[list[str]] = []
+    made: dict[str, FakeStream] = {}
+
+    def edge(records: Sequence[Any]) -> tuple[list[FakeStream], dict[str, str]]:
+        asked.append([r.name for r in records])
+        out = []
+        for r in records:
+            stream = made.setdefault(r.name, FakeStream(r.name, {"*": r.name}, []))
+            out.append(stream)
+        return out, {}
+
+    sleeps: list[float] = []
+    gate = threading.Event()  # listeners wait here, never on a clock
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        gate.wait(10)
+
+    watch = EventWatch(
+        streams_of=lambda driver: edge if driver == "redfish" else None,
+        clock=FakeClock(),
+        sleep=sleep,
+        absent_retry=600.0,
+    )
+    for stream in ("a", "b"):
+        made[stream] = FakeStream(stream, {"*": stream}, [UnsupportedOperation("no")] * 1000)
+    a, b = _Record("a", {"x": 1}), _Record("b", {"x": 2})
+    ipmi = _Record("i", {}, driver="ipmi")
+    watch.watch([a, b, ipmi])
+    watch.watch([a, b, ipmi])  # unchanged: the edge is not asked again
+    assert asked == [["a", "b"]]
+    thread_b = watch._threads["b"]
+    watch.watch([a, ipmi])  # b went to another worker
+    assert asked == [["a", "b"], ["a"]]
+    assert set(watch._threads) == {"a"}
+    gate.set()
+    thread_b.join(10)
+    assert not thread_b.is_alive()
+    assert made["b"].closed >= 1
+    watch.close()
+    assert sleeps[:2] == [600.0, 600.0]  # no EventService: asked again after 600 s
+    assert Backoff()(5000) == 60.0  # a BMC down for days: no float overflow
 
 
 def test_wait_returns_at_once_when_the_command_is_stopped() -> None:
