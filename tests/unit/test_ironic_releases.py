@@ -72,4 +72,4 @@ def test_ci_runs_every_other_release_and_the_docs_name_them_all() -> None:
     for release in _releases():
         assert f"| {release} |" in guide, f"docs/ironic.md's release table lacks {release}"
         if release != _default_release():
-            assert f"bash scripts/test-ironic-release.sh {release}\n" in ci
+            assert re.search(rf"bash scripts/test-ironic-release\.sh {re.escape(release)}\b", ci)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 
 _PROTOCOLS = ("CIFS", "HTTP", "HTTPS", "NFS")
 _RESETS = (

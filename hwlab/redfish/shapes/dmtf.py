@@ -13,7 +13,7 @@ clients walk; no text is copied beyond property values.
 
 from __future__ import annotations
 
-from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 
 SHAPES = (
     Shape(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bmaas.hwlab.redfish.bmc import Bmc
-from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 from bmaas.hwlab.redfish.shapes.state import ShapeState
 
 __all__ = ["chassis", "collection", "manager", "reset_info", "root", "slot", "system"]

@@ -28,7 +28,8 @@ from bmaas.fakes.incidents import dell_body
 from bmaas.hwlab.http import Request, error_body
 from bmaas.hwlab.redfish import standard
 from bmaas.hwlab.redfish.bmc import RESET_ACTIONS, Bmc, Rendered
-from bmaas.hwlab.redfish.shapes import Shape, Slot, documents
+from bmaas.hwlab.redfish.shapes import documents
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 from bmaas.hwlab.redfish.shapes.state import Override, ShapeState
 
 __all__ = ["serve"]

@@ -16,7 +16,7 @@ openstack/proliantutils' iLO 5 samples and issue 34 describe them
 
 from __future__ import annotations
 
-from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 
 SHAPES = (
     Shape(

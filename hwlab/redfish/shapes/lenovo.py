@@ -13,7 +13,7 @@ slots ``CD`` and ``Floppy`` that have no actions (PATCH only),
 
 from __future__ import annotations
 
-from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 
 SHAPES = (
     Shape(

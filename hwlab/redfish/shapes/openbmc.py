@@ -11,7 +11,7 @@ and the BootSourceOverrideTarget list bmcweb serves.
 
 from __future__ import annotations
 
-from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 
 SHAPES = (
     Shape(

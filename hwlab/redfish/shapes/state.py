@@ -22,7 +22,7 @@ import threading
 from bmaas.driver import BootDevice, BootSetting
 from bmaas.fakes.faults import Firing
 from bmaas.fakes.machine import FakeMachine
-from bmaas.hwlab.redfish.shapes import Shape
+from bmaas.hwlab.redfish.shapes.model import Shape
 
 __all__ = ["DEVICES", "Override", "ShapeState"]
 

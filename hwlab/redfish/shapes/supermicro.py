@@ -16,7 +16,7 @@ override: ``Enabled=Disabled`` with the target kept, right after the PATCH.
 
 from __future__ import annotations
 
-from bmaas.hwlab.redfish.shapes import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 
 SHAPES = (
     Shape(
