@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import HEALTH_STATES
 from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab import profiles
 from bmaas.hwlab.inventory import dump_inventory, inventory_document, node_entry
@@ -289,6 +290,15 @@ class Lab:
             return
         worker = self._worker_for(node)
         self.ask(worker, "power", node, state)
+        self._changed(worker, [node])
+
+    def health(self, node: str, health: str) -> None:
+        """Change the overall health ``node``'s BMC reports (Redfish
+        ``Status.Health``: ``OK``, ``Warning`` or ``Critical``)."""
+        if health not in HEALTH_STATES:
+            raise InputError(f"must be one of {', '.join(HEALTH_STATES)}", field="health")
+        worker = self._worker_for(node)
+        self.ask(worker, "health", node, health)
         self._changed(worker, [node])
 
     def status(self) -> dict[str, Any]:

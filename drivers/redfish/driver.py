@@ -89,6 +89,9 @@ POWER_STATES: dict[Any, PowerState] = {
     sushy.PowerState.POWERING_ON: PowerState.POWERING_ON,
     sushy.PowerState.POWERING_OFF: PowerState.POWERING_OFF,
 }
+#: what the power read asks for: the state, and the status whose Health
+#: Ironic's health monitoring reads on the same sync pass (one GET for both)
+_LEAN_FIELDS = ("PowerState", "Status")
 _AUTH: dict[str, Callable[..., sushy_auth.AuthBase]] = {
     "basic": sushy_auth.BasicAuth,
     "session": sushy_auth.SessionAuth,
@@ -163,6 +166,9 @@ class RedfishDriver(BMCDriver):
         #: the ResetTypes the reset's ActionInfo lists (read once)
         self._action_info: list[str] | None = None
         self._fetched = False  # the system was read moments ago, by _connect
+        #: the system's Status.Health as the last power read saw it, and when
+        #: (this driver's clock): :meth:`get_health` answers from it while fresh
+        self._health: tuple[str | None, float] | None = None
 
     @property
     def address(self) -> str:
@@ -360,19 +366,53 @@ class RedfishDriver(BMCDriver):
             assert system is not None
             assert conn is not None
             if self._fetched:  # read moments ago by _connect
+                self._note_health(system.json.get("Status"))
                 return POWER_STATES.get(system.power_state, PowerState.UNKNOWN)
-            # One lean GET for one field (bmaas.drivers.redfish.lean): a power sync
-            # reads every node every pass. The cached System is marked stale,
-            # so other calls re-read it.
-            system.invalidate()
-            conn.lean.keep_alive = self.services.open_services() <= self.keep_alive_services
-            body = conn.read_fields(system.path, ("PowerState",))
+            body = self._lean_system(system, conn)
             try:
                 state = sushy.PowerState(body.get("PowerState"))
             except ValueError:  # absent or not a Redfish power state: cannot tell
                 return PowerState.UNKNOWN
             return POWER_STATES.get(state, PowerState.UNKNOWN)
 
+        return self._call(Operation.POWER_GET, deadline, act, read=Operation.POWER_GET)
+
+    def _lean_system(self, system: System, conn: BoundedConnector) -> dict[str, Any]:
+        """One lean GET of the system's power state and status
+        (bmaas.drivers.redfish.lean: a power sync reads every node every
+        pass); the health it carries is kept for :meth:`get_health`. The
+        cached System is marked stale, so other calls re-read it."""
+        system.invalidate()
+        conn.lean.keep_alive = self.services.open_services() <= self.keep_alive_services
+        body = conn.read_fields(system.path, _LEAN_FIELDS)
+        self._note_health(body.get("Status"))
+        return body
+
+    def _note_health(self, status: Any) -> None:
+        health = status.get("Health") if isinstance(status, dict) else None
+        self._health = (health if isinstance(health, str) else None, self._clock())
+
+    def get_health(self, *, deadline: Deadline, max_age: float = 0.0) -> str | None:
+        """The system's ``Status.Health`` (``OK``, ``Warning``, ``Critical``;
+        None when the system does not say). Within ``max_age`` seconds of a
+        power read it is that read's (the same GET: no request); else one
+        lean GET, the power read's. Idempotent."""
+        known = self._health
+        if known is not None and self._clock() - known[1] <= max_age:
+            return known[0]
+
+        def act() -> str | None:
+            system, conn = self._system, self._conn
+            assert system is not None
+            assert conn is not None
+            if self._fetched:
+                self._note_health(system.json.get("Status"))
+            else:
+                self._lean_system(system, conn)
+            assert self._health is not None
+            return self._health[0]
+
+        # the same GET as a power read, named as one (hwlab, the fault rules)
         return self._call(Operation.POWER_GET, deadline, act, read=Operation.POWER_GET)
 
     def request_power(self, action: PowerAction, *, deadline: Deadline) -> None:

@@ -26,6 +26,10 @@ from tests.httpserve import send_json, serving_handler
 SYSTEM = "/redfish/v1/Systems/1"
 
 
+#: what the power read selects
+_SELECTED = ("PowerState", "Status")
+
+
 class Fake:
     """What the fake service answers, and what it was asked."""
 
@@ -34,6 +38,8 @@ class Fake:
         self.honour_select = honour_select
         self.etag: str | None = None
         self.power = "On"
+        #: the system's Status.Health (None: the system has no Status)
+        self.health: str | None = None
         #: status and extra for the system's GETs (None: answer normally)
         self.fail: int | None = None
         self.hang = threading.Event()
@@ -93,8 +99,10 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
                     },
                     "Links": {},
                 }
+                if fake.health is not None:
+                    full["Status"] = {"State": "Enabled", "Health": fake.health}
                 if query.startswith("$select") and fake.select:
-                    full = {"@odata.id": SYSTEM, "PowerState": fake.power}
+                    full = {k: v for k, v in full.items() if k in ("@odata.id", *_SELECTED)}
                 return (200, full)
             return (404, {"error": {"code": "Base.1.0.ResourceMissingAtURI"}})
 
@@ -159,7 +167,7 @@ def test_select_is_used_where_advertised() -> None:
         assert reads(d, 3) == [PowerState.ON] * 3
         d.close()
     lean = [path for path, _ in fake.system_gets()[1:]]
-    assert lean == [f"{SYSTEM}?$select=PowerState"] * 2
+    assert lean == [f"{SYSTEM}?$select=PowerState,Status"] * 2
 
 
 def test_select_refused_falls_back_once_for_good() -> None:
@@ -170,7 +178,7 @@ def test_select_refused_falls_back_once_for_good() -> None:
         d.close()
     lean = [path for path, _ in fake.system_gets()[1:]]
     # refused once, read whole at once in the same call, never asked again
-    assert lean == [f"{SYSTEM}?$select=PowerState", SYSTEM, SYSTEM]
+    assert lean == [f"{SYSTEM}?$select=PowerState,Status", SYSTEM, SYSTEM]
 
 
 def test_an_etag_answers_unchanged_reads_from_the_kept_fields() -> None:
@@ -228,3 +236,26 @@ def test_past_the_services_limit_the_connection_is_not_kept() -> None:
         d.close()
     lean = [h for _, h in fake.system_gets()[1:]]
     assert [h.get("Connection", "").lower() for h in lean] == ["close", "close"]
+
+
+@pytest.mark.parametrize("select", [False, True])
+def test_health_comes_with_the_power_read(select: bool) -> None:
+    """Ironic reads node health right after the sync's power read: that
+    read's GET carries Status.Health, so the health costs no request."""
+    fake = Fake(select=select)
+    fake.health = "Warning"
+    with serving(fake) as url:
+        d = driver(url)
+        reads(d, 2)  # connect, then lean
+        asked = len(fake.system_gets())
+        assert d.get_health(deadline=Deadline.after(10.0), max_age=60.0) == "Warning"
+        assert len(fake.system_gets()) == asked  # answered from the power read
+        fake.health = "Critical"
+        assert d.get_health(deadline=Deadline.after(10.0)) == "Critical"  # not fresh: one GET
+        assert len(fake.system_gets()) == asked + 1
+        fake.health = None  # a system without Status: the read stays lean
+        assert reads(d, 1) == [PowerState.ON]
+        assert d.get_health(deadline=Deadline.after(10.0), max_age=60.0) is None
+        d.close()
+    if select:
+        assert all("$select=PowerState,Status" in p for p, _ in fake.system_gets()[1:])
