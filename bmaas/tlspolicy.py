@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
 import os
 import ssl
 from collections.abc import Iterable, Mapping
@@ -45,6 +46,7 @@ __all__ = [
     "TLSPolicy",
     "environment_problems",
     "handshake_problem",
+    "is_loopback",
     "parse_ciphers",
     "parse_min_version",
     "transport_warning",
@@ -227,7 +229,7 @@ def transport_warning(address: str, verify: bool | str) -> str | None:
 
     parts = urlsplit(address)
     if parts.scheme == "http":
-        if _is_loopback(parts.hostname):
+        if is_loopback(parts.hostname):
             return None
         return (
             f"{address} is plain HTTP: no TLS at all, so the BMC password (in the login, "
@@ -242,9 +244,9 @@ def transport_warning(address: str, verify: bool | str) -> str | None:
     return None
 
 
-def _is_loopback(host: str | None) -> bool:
-    import ipaddress
-
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (a URL's hostname) is this machine: plain HTTP to it
+    crosses no wire, so it earns no transport warning."""
     if not host:
         return False
     if host == "localhost":

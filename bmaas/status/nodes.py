@@ -4,7 +4,6 @@ allocations and ports, and how Redfish nodes verify TLS."""
 from __future__ import annotations
 
 import collections
-import ipaddress
 import os
 from urllib.parse import urlsplit
 
@@ -13,6 +12,7 @@ from bmaas.faults import InputError
 from bmaas.status.context import CheckContext
 from bmaas.status.result import Outcome, listing
 from bmaas.store import SYSTEM, NodeRecord
+from bmaas.tlspolicy import is_loopback
 
 __all__ = ["check_allocations", "check_maintenance", "check_tls"]
 
@@ -155,7 +155,7 @@ def check_tls(ctx: CheckContext) -> Outcome:
         if address.scheme == "http":
             # On loopback (hwlab's BMCs, a local proxy) nothing crosses a
             # network: plain HTTP exposes nothing TLS would protect.
-            (loopback if _is_loopback(address.hostname) else plain).append(record.name)
+            (loopback if is_loopback(address.hostname) else plain).append(record.name)
             continue  # no TLS at all: verification is moot
         try:
             verify = FIELDS["redfish_verify_ca"].convert(info.get("redfish_verify_ca", True))
@@ -197,14 +197,3 @@ def check_tls(ctx: CheckContext) -> Outcome:
             nodes=loopback,
         )
     return out
-
-
-def _is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
