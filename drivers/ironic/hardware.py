@@ -9,12 +9,20 @@ switching an enrolled node is ``baremetal node set --driver bmaas-ipmi``
     enabled_hardware_types = ipmi,redfish,bmaas-ipmi,bmaas-redfish
     enabled_power_interfaces = ipmitool,redfish,bmaas
     enabled_management_interfaces = ipmitool,redfish,bmaas
+
+``bmaas-redfish`` boots from virtual media too (Ironic 39+, where a boot
+interface declares how it publishes images): ``bmaas-virtual-media``
+(:mod:`bmaas.drivers.ironic.boot`: Ironic's ``redfish-virtual-media`` with
+every BMC request through bmaas, typed). Ironic's own cannot run on a type
+of another name (it reads ``[<type name>]verify_ca``). Enable it with
+``enabled_boot_interfaces``.
 """
 
 from __future__ import annotations
 
 from ironic.drivers import generic
 
+from bmaas.drivers.ironic import boot
 from bmaas.drivers.ironic.management import BmaasManagement
 from bmaas.drivers.ironic.power import BmaasPower
 
@@ -37,3 +45,12 @@ class BmaasIPMIHardware(_BmaasHardware):
 
 class BmaasRedfishHardware(_BmaasHardware):
     """A BMC spoken to over Redfish by bmaas (sushy, bounded, typed faults)."""
+
+    @property
+    def supported_boot_interfaces(self) -> list[type]:
+        # virtual media last, as Ironic's redfish type has it: a node that
+        # names no boot interface keeps the generic default
+        found: list[type] = list(super().supported_boot_interfaces)
+        if boot.PUBLISHES:
+            found.append(boot.BmaasVirtualMediaBoot)
+        return found

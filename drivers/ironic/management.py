@@ -30,7 +30,7 @@ from bmaas.driver import BMCDriver, BootDevice, Capability, Operation, OtherBoot
 from bmaas.drivers.ironic import calls, info, rules
 from bmaas.drivers.ironic.power import protocol_of
 
-__all__ = ["HEALTH_FROM_POWER_READ", "BmaasManagement", "HealthReader"]
+__all__ = ["HEALTH_FROM_POWER_READ", "BmaasManagement", "HealthReader", "eject_cd", "insert_cd"]
 
 #: seconds a power read's Status.Health answers a health read: Ironic reads
 #: health right after the power read of the same sync pass
@@ -141,29 +141,45 @@ class BmaasManagement(base.ManagementInterface):
         raise exception.UnsupportedDriverExtension(driver=task.node.driver, extension="sensors")
 
     def attach_virtual_media(self, task: Any, device_type: str, image_url: str) -> None:
-        budget = calls.Budget.from_conf()
-        deadline = Deadline.after(budget.operation)
-        with (
-            calls.translated(task, "attach virtual media", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget, deadline) as drv,
-        ):
-            _check_vmedia(drv, device_type, Operation.VMEDIA_INSERT)
-            calls.call(deadline, budget, drv.insert_virtual_media, image_url)
+        """The node vmedia API's attach (``PUT /v1/nodes/{node}/vmedia``,
+        API 1.89+): the CD only, through :func:`insert_cd`."""
+        insert_cd(task, image_url, device_type)
 
     def detach_virtual_media(self, task: Any, device_types: list[str] | None = None) -> None:
         if device_types is not None and boot_devices.CDROM not in device_types:
             return  # bmaas drives the CD slot only; nothing else was attached by it
-        budget = calls.Budget.from_conf()
-        deadline = Deadline.after(budget.operation)
-        with (
-            calls.translated(task, "detach virtual media", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget, deadline) as drv,
-        ):
-            _check_vmedia(drv, boot_devices.CDROM, Operation.VMEDIA_EJECT)
-            calls.call(deadline, budget, drv.eject_virtual_media)
+        eject_cd(task)
 
 
-def _check_vmedia(drv: BMCDriver, device_type: str, op: Operation) -> None:
+def insert_cd(task: Any, url: str, device_type: str = boot_devices.CDROM) -> None:
+    """Put ``url`` in the node's CD slot: eject what it holds, insert, read
+    it back until the image shows (:mod:`bmaas.drivers.redfish.vmedia`), under
+    one ``[bmaas]operation_deadline`` and the action rule; a fault leaves as
+    ``BmaasDriverError`` (``UnsupportedDriverExtension`` where the BMC has no
+    CD slot) with ``[bmaas CODE retry=SCOPE]`` in its message."""
+    budget = calls.Budget.from_conf()
+    deadline = Deadline.after(budget.operation)
+    with (
+        calls.translated(task, "insert virtual media", calls.BmaasDriverError),
+        calls.session(task, protocol_of(task), budget, deadline) as drv,
+    ):
+        _check_vmedia(drv, Operation.VMEDIA_INSERT, device_type)
+        calls.call(deadline, budget, drv.insert_virtual_media, url)
+
+
+def eject_cd(task: Any) -> None:
+    """Eject the node's CD slots that hold media (as :func:`insert_cd`)."""
+    budget = calls.Budget.from_conf()
+    deadline = Deadline.after(budget.operation)
+    with (
+        calls.translated(task, "eject virtual media", calls.BmaasDriverError),
+        calls.session(task, protocol_of(task), budget, deadline) as drv,
+    ):
+        _check_vmedia(drv, Operation.VMEDIA_EJECT, boot_devices.CDROM)
+        calls.call(deadline, budget, drv.eject_virtual_media)
+
+
+def _check_vmedia(drv: BMCDriver, op: Operation, device_type: str) -> None:
     if device_type != boot_devices.CDROM:
         raise drv.unsupported(op, f"virtual media {device_type!r}: bmaas drives the CD only")
     if not drv.supports(Capability.VIRTUAL_MEDIA):
