@@ -98,7 +98,7 @@ def _ids(event: dict[str, Any]) -> list[str]:
 def test_the_service_root_links_the_event_service_and_it_offers_sse(
     server: RedfishServer,
 ) -> None:
-    _machine_, port = _machine(server, "ev-root")
+    _, port = _machine(server, "ev-root")
     assert _get(port, "/redfish/v1")[1]["EventService"] == {"@odata.id": hub_events.PREFIX}
     status, service = _get(port, hub_events.PREFIX)
     assert status == 200
@@ -173,8 +173,10 @@ def test_drop_on_the_stream_closes_it(server: RedfishServer) -> None:
 
 def test_a_duplicated_and_a_delayed_event_arrive_out_of_order(server: RedfishServer) -> None:
     machine, port = _machine(server, "ev-dup")
-    machine.plan.add(FaultRule.from_dict({"effect": "delay", "operation": "event.power", "nth": 1, "seconds": 0.3}))  # fmt: skip
-    machine.plan.add(FaultRule.from_dict({"effect": "duplicate", "operation": "event.power", "nth": 2}))  # fmt: skip
+    delay = {"effect": "delay", "operation": "event.power", "nth": 1, "seconds": 0.3}
+    machine.plan.add(FaultRule.from_dict(delay))
+    duplicate = {"effect": "duplicate", "operation": "event.power", "nth": 2}
+    machine.plan.add(FaultRule.from_dict(duplicate))
     stream = Stream(port)
     try:
         machine.force_power(PowerState.ON)  # delayed
@@ -225,7 +227,7 @@ class _Listener(http.server.BaseHTTPRequestHandler):
     received: list[dict[str, Any]]
     status = 200
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.received.append(json.loads(self.rfile.read(length)))
         self.send_response(self.status)
@@ -242,7 +244,7 @@ def listener() -> Iterator[tuple[str, list[dict[str, Any]], threading.Event]]:
     arrived = threading.Event()
 
     class Handler(_Listener):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             super().do_POST()
             arrived.set()
 
@@ -263,11 +265,12 @@ def test_a_push_subscription_gets_power_and_test_events(
 ) -> None:
     url, received, arrived = listener
     machine, port = _machine(server, "ev-push")
-    status, body, location = _send(
+    status, _body, location = _send(
         port, "POST", hub_events.SUBSCRIPTIONS,
         {"Destination": url, "Protocol": "Redfish", "Context": "bmaas-1"},
     )  # fmt: skip
-    assert status == 201 and location is not None
+    assert status == 201
+    assert location is not None
     assert _get(port, location)[1]["Destination"] == url
     machine.force_power(PowerState.ON)
     assert arrived.wait(5)
@@ -289,7 +292,8 @@ def test_a_subscription_whose_listener_is_gone_is_terminated_after_its_retries(
     machine, port = _machine(server, "ev-gone")
     dead = "http://127.0.0.1:9/nobody"  # discard port: refused
     status, _, location = _send(port, "POST", hub_events.SUBSCRIPTIONS, {"Destination": dead})
-    assert status == 201 and location is not None
+    assert status == 201
+    assert location is not None
     machine.force_power(PowerState.ON)
     for _ in range(200):  # bounded: 4 refused attempts, 10 ms apart
         if _get(port, location)[0] == 404:
