@@ -4,10 +4,11 @@
 #
 #   scripts/validators.sh [--url URL --user U --password P] [--service-size N]
 #                         [--schemas DIR] [--profile FILE] [--out DIR]
-#                         [--authtype Session|Basic]
+#                         [--authtype Session|Basic] [--tls]
 #
 # Without --url it starts `hwlab up --nodes N --protocols redfish` (N = the
-# service size, default 1) in a private state directory and stops it on exit.
+# service size, default 1; --tls: over HTTPS, --redfish-tls) in a private
+# state directory and stops it on exit.
 # --schemas: DSP8010 CSDL files (Redfish-Publications' csdl/); without it the
 # copy vendored in tests/fixtures/redfish-csdl/ (2025.4), so no network is needed. --profile: the interop
 # profile (default: Ironic's OpenStackIronicProfile.v1_2_0, vendored under
@@ -22,7 +23,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-url="" user="admin" password="hwlab-password" size=1 schemas="" out="" authtype=Session
+url="" user="admin" password="hwlab-password" size=1 schemas="" out="" authtype=Session tls=no
 profile="$here/tests/fixtures/redfish-profiles/OpenStackIronicProfile.v1_2_0.json"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -34,6 +35,7 @@ while [ $# -gt 0 ]; do
         --profile) profile=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --authtype) authtype=$2; shift 2 ;;
+        --tls) tls=yes; shift ;;
         -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "validators.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -68,8 +70,10 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -z "$url" ]; then
+    tls_args=()
+    [ $tls = yes ] && tls_args=(--redfish-tls)
     $hwlab up --nodes "$size" --protocols redfish --redfish-service-size "$size" \
-        --state-dir "$work/lab" --timeout 120 >/dev/null
+        "${tls_args[@]}" --state-dir "$work/lab" --timeout 120 >/dev/null
     touch "$work/started"
     url=$(grep -o '"redfish_address": "[^"]*"' "$work/lab/inventory.yaml" | head -1 | cut -d'"' -f4)
     user=$(grep -o '"redfish_username": "[^"]*"' "$work/lab/inventory.yaml" | head -1 | cut -d'"' -f4)
@@ -85,7 +89,15 @@ status=0
 "$venv/bin/rf_service_validator" -u "$user" -p "$password" -r "$url" --authtype "$authtype" \
     "${schema_args[@]}" \
     --logdir "$out/service" >"$out/service.txt" 2>&1 || true
+cert_args=()
+if [ -f "$work/started" ] && [ $tls = yes ]; then # the lab's own CA, made for the run
+    ca=$(grep -o '"redfish_verify_ca": "[^"]*"' "$work/lab/inventory.yaml" | head -1 | cut -d'"' -f4)
+    cert_args=(--ca-bundle "$ca")
+elif [[ $url == https:* ]]; then
+    cert_args=(--no-cert-check)
+fi
 "$venv/bin/rf_protocol_validator" -u "$user" -p "$password" -r "$url" --avoid-http-redirect \
+    "${cert_args[@]}" \
     --report-dir "$out/protocol" --report-type tsv >"$out/protocol.txt" 2>&1 || true
 "$venv/bin/rf_interop_validator" -u "$user" -p "$password" -r "$url" --authtype "$authtype" \
     --logdir "$out/interop" "$profile" >"$out/interop.txt" 2>&1 || true
