@@ -334,7 +334,7 @@ class Hub:
             "ServiceEnabled": self.enabled,
             "Status": {"State": "Enabled" if self.enabled else "Disabled", "Health": "OK"},
             "DeliveryRetryAttempts": RETRY_ATTEMPTS,
-            "DeliveryRetryIntervalSeconds": RETRY_INTERVAL,
+            "DeliveryRetryIntervalSeconds": int(RETRY_INTERVAL),  # an Int64 in the schema
             "EventFormatTypes": ["Event"],
             "RegistryPrefixes": ["ResourceEvent"],
             "ResourceTypes": ["ComputerSystem"],
