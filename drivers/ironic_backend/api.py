@@ -61,6 +61,10 @@ T = TypeVar("T")
 
 #: the API version node history needs (GET /v1/nodes/{node}/history)
 HISTORY_VERSION = "1.78"
+#: the API version whose ``abort`` ends a deploy waiting for its agent
+#: (``wait call-back`` -> ``deploy failed``: the deploy interface's clean-up,
+#: no tear-down, no cleaning): Ironic 35.0 (2026.1) and later
+DEPLOYWAIT_ABORT_VERSION = "1.110"
 #: seconds one HTTP exchange with Ironic may take when no call deadline is shorter
 EXCHANGE_TIMEOUT = 60.0
 #: how long and how often an API call is retried while Ironic says "later"
@@ -254,6 +258,26 @@ class Api:
             return list(response.json().get("history", []))
 
         return self.call("node.history", get, node=node_id)
+
+    def abort_deploy(self, node_id: str, *, node: str, deadline: Deadline) -> bool:
+        """Abort a deploy in ``wait call-back`` (API 1.110): True when Ironic
+        took it, False when this Ironic is older (406: the version or the
+        abort from that state unknown to it). Retried while the node is
+        locked, until ``deadline``. openstacksdk asks for ``abort`` at 1.13,
+        where Ironic refuses it from ``wait call-back``: sent by hand."""
+
+        def put() -> bool:
+            response = self.bm.put(
+                f"/nodes/{node_id}/states/provision",
+                json={"target": "abort"},
+                microversion=DEPLOYWAIT_ABORT_VERSION,
+            )
+            if response.status_code == 406:
+                return False
+            sdk_exc.raise_from_response(response)
+            return True
+
+        return self.call("node.abort", put, node=node, deadline=deadline)
 
     @property
     def total(self) -> int:

@@ -28,7 +28,10 @@ deploy          ``instance_info`` patched, provision to ``active``, polled
 diagnose        node history (API 1.78) since the allocation was made,
                 ``last_error``, ``fault``: :mod:`.classify`
 release         the policy row ``fences``: maintenance first (reason
-                names the request, attempt and fault), then tear-down;
+                names the request, attempt and fault), then tear-down --
+                or, when the deploy still waits for its agent (``wait
+                call-back``), an abort (API 1.110, Ironic 35.0+) that leaves
+                the node ``deploy failed``, not cleaned;
                 otherwise tear-down back to ``available``. A tear-down that
                 ends in ``error`` (the BMC is dead) puts the node into
                 maintenance; a 409 (node locked) is retried within the
@@ -67,6 +70,8 @@ LOG = logging.getLogger(__name__)
 ACTIVE = "active"
 DEPLOY_FAILED = "deploy failed"
 ERROR = "error"
+#: a deploy waiting for its agent to call back (Ironic's DEPLOYWAIT)
+WAIT_CALL_BACK = "wait call-back"
 #: states a deploy ends in, one way or the other
 DEPLOY_DONE = {ACTIVE, DEPLOY_FAILED, ERROR}
 #: states a tear-down ends in
@@ -408,6 +413,8 @@ class IronicBackend(InstancesMixin):
                 # one key: the node's other extra keys are not ours
                 [{"op": "add", "path": "/extra/bmaas_fault", "value": reason[:255]}],
             )
+            if policy.fences and self._abort_waiting(claim.node, state.node_id, deadline):
+                return  # fenced, its deploy aborted: left for a person, not cleaned
             ended = self.tear_down(claim.node, state.node_id, deadline)
             if ended == ERROR and not policy.fences:
                 self.fence(
@@ -470,6 +477,24 @@ class IronicBackend(InstancesMixin):
             lambda: self.api.bm.set_node_maintenance(node_id, reason=reason[:255]),
         )
 
+    def _abort_waiting(self, node: str, node_id: str, deadline: Deadline) -> bool:
+        """A fenced node whose deploy still waits for its agent (``wait
+        call-back``: the request gave up on it and moves on): abort the deploy
+        (API 1.110, Ironic 35.0+) and leave the node in ``deploy failed`` and
+        maintenance, as the fault left it, instead of a tear-down whose
+        cleaning would run on a node already judged faulty. True when it
+        ended there; False (tear down as before) when the node was elsewhere,
+        Ironic is older, or a deploy step that cannot be aborted runs past
+        ``deadline``."""
+        current = self.api.call("node.get", self.api.bm.get_node, node_id, node=node)
+        if current.provision_state != WAIT_CALL_BACK:
+            return False
+        if not self.api.abort_deploy(node_id, node=node, deadline=deadline):
+            LOG.info("%s: this Ironic cannot abort from %s (API < 1.110)", node, WAIT_CALL_BACK)
+            return False
+        ended = self._wait(node, node_id, DEPLOY_DONE, deadline)
+        return bool(ended.provision_state == DEPLOY_FAILED)
+
     def tear_down(self, node: str, node_id: str, deadline: Deadline) -> str | None:
         """``deleted`` (tear down: power off, clean up, allocation gone), and
         wait until it ends; the state it ended in (``error`` when the BMC is
@@ -477,8 +502,8 @@ class IronicBackend(InstancesMixin):
         current = self.api.call("node.get", self.api.bm.get_node, node_id, node=node)
         if current.provision_state in ("available", "manageable"):
             return str(current.provision_state)
-        if current.provision_state in ("deploying", "wait call-back"):
-            current = self._wait(node, node_id, DEPLOY_DONE | {"wait call-back"}, deadline)
+        if current.provision_state in ("deploying", WAIT_CALL_BACK):
+            current = self._wait(node, node_id, DEPLOY_DONE | {WAIT_CALL_BACK}, deadline)
         self._locked(
             "node.set_provision_state",
             node,

@@ -487,3 +487,77 @@ def test_shortage_and_candidates_are_bounded_by_the_callers_deadline() -> None:
     backend.candidates(job, exclude=set(), deadline=mine)
     backend.shortage(job, deadline=mine)
     assert seen == [mine, mine]
+
+
+class PutResponse:
+    """The answer to a hand-made request (openstacksdk's raise_from_response reads it)."""
+
+    def __init__(self, status: int) -> None:
+        self.status_code = status
+        self.headers: dict[str, str] = {}
+        self.text = ""
+        self.reason = ""
+
+    def json(self) -> dict[str, Any]:
+        return {}
+
+
+class WaitingProxy(TearingDownProxy):
+    """A node whose deploy waits for its agent (``wait call-back``); an abort
+    at 1.110 moves it to ``deploy failed`` (or this Ironic answers ``status``)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__()
+        self._nodes = [Node(id="uuid-n1", name="n1", provision_state="wait call-back")]
+        self.status = status
+        self.puts: list[tuple[str, Any, str]] = []
+
+    def put(self, path: str, json: Any = None, microversion: str = "") -> PutResponse:
+        self.puts.append((path, json, microversion))
+        if self.status < 300:
+            self._nodes = [Node(id="uuid-n1", name="n1", provision_state="deploy failed")]
+        return PutResponse(self.status)
+
+    def set_node_provision_state(self, ident: str, target: str) -> None:
+        super().set_node_provision_state(ident, target)
+        self._nodes = [Node(id="uuid-n1", name="n1", provision_state="available")]
+
+
+def _release_waiting(proxy: WaitingProxy, fault: Any) -> None:
+    clock = FakeClock()
+    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
+    backend = IronicBackend(
+        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
+        poll=2.0,
+        sleep=clock.sleep,
+        clock=clock.monotonic,
+    )
+    job = backend.open(Request("r1", resource_class="baremetal"))
+    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
+    deadline = Deadline.after(30.0, clock=clock.monotonic)
+    backend.release(claim, fault, policy_for(fault), deadline=deadline)
+
+
+def test_a_fenced_node_waiting_for_its_agent_is_aborted_not_cleaned() -> None:
+    """Issue 35: the request gave up on a node whose deploy waits for its
+    agent; Ironic 35.0+ (API 1.110) aborts from ``wait call-back`` to ``deploy
+    failed``: the node stays fenced as the fault left it, no tear-down and no
+    cleaning on a node judged faulty."""
+    proxy = WaitingProxy(202)
+    _release_waiting(proxy, BMCTimeout("deploy still wait call-back at the deadline", node="n1"))
+    assert proxy.puts == [("/nodes/uuid-n1/states/provision", {"target": "abort"}, "1.110")]
+    assert proxy.actions == ["maintenance", "patch", "delete allocation"]  # no "deleted"
+
+
+def test_an_ironic_before_35_tears_the_waiting_node_down_as_before() -> None:
+    proxy = WaitingProxy(406)  # the abort from wait call-back unknown to it
+    _release_waiting(proxy, BMCTimeout("deploy still wait call-back at the deadline", node="n1"))
+    assert len(proxy.puts) == 1
+    assert proxy.actions == ["maintenance", "patch", "deleted", "delete allocation"]
+
+
+def test_a_node_not_fenced_is_torn_down_even_while_waiting_for_its_agent() -> None:
+    proxy = WaitingProxy(202)
+    _release_waiting(proxy, BMCBusy("later", node="n1"))  # busy does not fence
+    assert proxy.puts == []
+    assert proxy.actions == ["patch", "deleted", "delete allocation"]
