@@ -70,8 +70,9 @@ LOG = logging.getLogger(__name__)
 SAFETY_EVERY = 10
 #: news kept for reports and tests (the count is exact)
 KEPT = 1024
-#: seconds between looks at the command's stop while waiting for news
-STOP_SLICE = 0.2
+#: seconds between looks at the command's stop while waiting for news (a
+#: signal sets that Event, and cannot notify this module's condition)
+STOP_SLICE = 1.0
 
 
 class News(Protocol):
@@ -175,7 +176,7 @@ class EventWatch:
         *,
         every: int = SAFETY_EVERY,
         bmc_timeout: float = 10.0,
-        idle: float = 35.0,
+        idle: float = 300.0,
         backoff: Backoff = Backoff(),
         absent_retry: float = 600.0,
         rate: float = 20.0,

@@ -69,6 +69,8 @@ __all__ = [
 ]
 
 OPERATION = "events.stream"
+#: TCP keepalive on a stream: first probe after 30 s idle, then every 10 s, 3 lost: dead
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 10, 3
 #: the most a stream's one frame may hold (a BMC that never ends a frame)
 MAX_FRAME = 1024 * 1024
 _POWER = re.compile(r"\.(?:ResourcePower(?:ed|ing)|ServerPowered)(On|Off)$")
@@ -196,10 +198,12 @@ def news_of(data: str, nodes: Mapping[str, str]) -> list[PowerNews]:
         health_found = _HEALTH.search(message)
         if health_found is not None:
             health = health_found.group(1)
-        out.append(
-            PowerNews(node, message, power, health, _timestamp(record.get("EventTimestamp")))
-        )
-    return out
+        at = _timestamp(record.get("EventTimestamp"))
+        out.append(PowerNews(node, message, power, health, at))
+    # A power or health record says what changed: the ResourceChanged beside
+    # it in the same Event asks for no read of its own.
+    told = {n.node for n in out if n.power is not None or n.health is not None}
+    return [n for n in out if n.node not in told or n.power is not None or n.health is not None]
 
 
 def _node_of(path: str, nodes: Mapping[str, str]) -> str | None:
@@ -274,6 +278,7 @@ class ServiceStream:
         try:
             conn.request("GET", path, headers=headers)
             self._sock = conn.sock
+            _keepalive(self._sock)
             response = conn.getresponse()
         except BaseException as exc:
             self.close()
@@ -355,6 +360,20 @@ class ServiceStream:
             response.close()
         if conn is not None:
             conn.close()
+
+
+def _keepalive(sock: socket.socket | None) -> None:
+    """TCP keepalive on the stream: a BMC that vanished (power cut, cable)
+    is noticed by the kernel within ~60 s at no cost to this process, so the
+    read's own idle limit can be long (a quiet BMC sends nothing for
+    minutes, and many send no SSE keepalive)."""
+    if sock is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # not every platform has them
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_COUNT)
 
 
 def _fault(stream: ServiceStream, exc: BaseException, started: float) -> BmaasError:

@@ -88,7 +88,7 @@ TEST_ACTION = f"{PREFIX}/Actions/EventService.SubmitTestEvent"
 #: arrived in ResourceEvent 1.3.0)
 REGISTRY = "ResourceEvent.1.3.0"
 #: seconds between keepalive comments on an idle stream
-KEEPALIVE = 10.0
+KEEPALIVE = 30.0
 #: Events a stream holds for a client that does not read; past it the stream closes
 MAX_QUEUE = 4096
 #: push delivery: attempts after the first, and seconds between them

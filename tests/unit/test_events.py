@@ -81,11 +81,12 @@ def test_dmtf_and_ilo_power_messages_health_and_news_without_a_state() -> None:
         ("node-b", PowerState.ON, None),
         ("node-a", PowerState.POWERING_ON, None),
         ("node-b", None, "Warning"),
-        ("node-a", None, None),
-    ]
+    ]  # a's ResourceChanged (its Bios) rides with a's power news: no read of its own
     assert news[0].at == 1767225601.5
     # the one node of a single-system service takes any system's news
     assert news_of(data, {"*": "solo"})[0].node == "solo"
+    changed = _event(_record("ResourceEvent.1.3.0.ResourceChanged", "/redfish/v1/Systems/a"))
+    assert [(n.node, n.power) for n in news_of(changed, nodes)] == [("node-a", None)]
     with pytest.raises(ValueError, match="not a Redfish Event"):
         news_of("[]", nodes)
 

@@ -42,6 +42,7 @@ def bench(ctx: click.Context) -> None:
     hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
     hwlab bench overrun             # how long after a 2 s deadline a call returns, per effect
     hwlab bench overload            # overload events per client on a lab of fragile BMCs
+    hwlab bench events              # outside power changes: events + safety net vs polling
     hwlab bench all --report DIR    # every scenario, charts and summaries in DIR
 
     Each takes --smoke (seconds), --json and --report DIR.
@@ -473,6 +474,27 @@ def overload(ctx: click.Context, /, **_: Any) -> None:
     past 2 requests in flight or 5 a second: bmaas vs ipmitool x 8 (Ironic's
     sync) and bare sushy x 8 threads."""
     _scenario(ctx, "overload")
+
+
+@bench.command("events")
+@click.option("--nodes", type=click.IntRange(1, 2000), help="Redfish nodes (default 20).")
+@click.option("--duration", type=Seconds(5, 86400), help="Seconds per mode (default 300).")
+@click.option("--interval", type=Seconds(0.5, 3600), help="The sync's --interval (default 60).")
+@click.option(
+    "--every", type=Seconds(0.1, 3600), help="Seconds between outside changes (default 8)."
+)
+@click.option(
+    "--safety-every", type=click.IntRange(1, 1000), help="The sync's --safety-every (default 10)."
+)
+@click.option("--seed", type=int, help="Seed of the changes (default 37).")
+@bench_options
+@click.pass_context
+def events(ctx: click.Context, /, **_: Any) -> None:
+    """Outside power changes (the lab's control API) on a Redfish lab: how
+    soon `bmaas sync` knows, BMC requests and client CPU per node-hour,
+    polling at --interval vs events + the safety net. Not in `all` (it runs
+    2 x --duration)."""
+    _scenario(ctx, "events")
 
 
 SCENARIOS = (

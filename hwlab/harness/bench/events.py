@@ -1,0 +1,366 @@
+"""events: power from the BMC's own word vs polling, side by side.
+
+One lab of Redfish nodes (hwlab worker processes, each BMC with its
+EventService), enrolled in a fresh store. For each mode in turn, a real
+``bmaas sync --interval I`` process runs for ``duration`` seconds while the
+bench makes **outside power changes** at random times (seeded) through the
+lab's control API -- the console power-off no client asked for -- on random
+nodes, and watches the store for each change to show:
+
+* ``polling``: ``bmaas sync --interval I --no-events`` (every node every pass);
+* ``events``: ``bmaas sync --interval I`` (SSE per service; a node whose
+  stream is up read every ``--safety-every`` passes).
+
+Measured per mode: detection latency (outside change -> the store shows it;
+p50, p99, max; a change not seen by the end counts as missed), BMC requests
+per node-hour counted **at the BMCs** (a zero-second ``delay`` rule on
+``*`` and one on ``event.subscribe`` on every node: a rule that fires on
+every request and changes nothing; its count is the request count), and
+the sync process's CPU per node-hour (psutil, user + system; the lab's
+workers are separate processes, not in it). A run this short carries each
+mode's start-up (logins, the first pass, opening the streams): the table
+says so, and the steady figures are the rate after the first pass.
+
+Changes are made only until one interval (plus 5 s) before the end, so a
+poll can still see the last of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bmaas import inventory as inventory_mod
+from bmaas.hwlab.harness.bench.common import percentile, running_lab
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
+from bmaas.hwlab.labspec import generate
+from bmaas.store import Store
+
+__all__ = ["Options", "run"]
+
+#: seconds between looks at the store for a change (the detection clock's tick)
+WATCH_TICK = 0.02
+#: seconds after the sync's first pass before the steady figures start
+WARMUP = 3.0
+#: seconds the first pass may take at most
+WARMUP_CAP = 120.0
+COUNT_ALL = "bench-count-requests"
+COUNT_SUBSCRIBE = "bench-count-subscribe"
+MODES = ("polling", "events")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    nodes: int = 20
+    #: seconds each mode runs
+    duration: float = 300.0
+    #: the sync's --interval (Ironic's default is 120 s, bmaas's usual 60 s)
+    interval: float = 60.0
+    #: seconds between outside power changes, on average
+    every: float = 8.0
+    safety_every: int = 10
+    seed: int = 37
+
+    @classmethod
+    def smoke(cls) -> Options:
+        return cls(nodes=3, duration=30.0, interval=3.0, every=1.5, safety_every=10)
+
+
+@dataclasses.dataclass
+class Measured:
+    mode: str
+    changes: int = 0
+    latencies: list[float] = dataclasses.field(default_factory=list)
+    missed: int = 0
+    requests: int = 0
+    subscribes: int = 0
+    cpu: float = 0.0
+    seconds: float = 0.0
+    steady_requests: int = 0
+    steady_cpu: float = 0.0
+    steady_seconds: float = 0.0
+
+
+def _bmaas() -> str:
+    return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
+
+
+def _counted(lab: Any, names: list[str]) -> int:
+    status = lab.status()["nodes"]
+    total = 0
+    for name in names:
+        fired = status[name]["fired"]
+        total += int(fired.get(COUNT_ALL, 0)) + int(fired.get(COUNT_SUBSCRIBE, 0))
+    return total
+
+
+def _subscribes(lab: Any, names: list[str]) -> int:
+    status = lab.status()["nodes"]
+    return sum(int(status[n]["fired"].get(COUNT_SUBSCRIBE, 0)) for n in names)
+
+
+def _cpu(pid: int) -> float:
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def _one_mode(
+    mode: str,
+    lab: Any,
+    db: Path,
+    names: list[str],
+    options: Options,
+    progress: Callable[[str], None],
+) -> Measured:
+    rng = random.Random(f"{options.seed}/{mode}")
+    for name in names:  # counters start at zero
+        lab.clear_faults(name)
+        lab.add_faults(
+            name,
+            [
+                {"effect": "delay", "seconds": 0, "operation": "*", "name": COUNT_ALL},
+                {
+                    "effect": "delay",
+                    "seconds": 0,
+                    "operation": "event.subscribe",
+                    "name": COUNT_SUBSCRIBE,
+                },
+            ],
+        )
+    args = [_bmaas(), "sync", "--interval", str(options.interval), "--no-split"]
+    args += ["--safety-every", str(options.safety_every)]
+    if mode == "polling":
+        args.append("--no-events")
+    env = {**os.environ, "BMAAS_DB": str(db)}
+    sync = subprocess.Popen(  # noqa: S603 - our own console script
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    measured = Measured(mode)
+    store = Store.open(str(db))
+    try:
+        started = time.monotonic()
+        _warm_up(store, names, sync)
+        cpu0, req0 = _cpu(sync.pid), _counted(lab, names)
+        steady_at = time.monotonic()
+        end = started + options.duration
+        last_change = end - options.interval - 5.0
+        pending: dict[str, tuple[str, float]] = {}
+        lock = threading.Lock()
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                with lock:
+                    wanted = dict(pending)
+                for name, (state, at) in wanted.items():
+                    if str(store.nodes.get(name).power_state) == state:
+                        with lock:
+                            if pending.get(name, (None, 0.0))[1] == at:
+                                del pending[name]
+                                measured.latencies.append(time.monotonic() - at)
+                done.wait(WATCH_TICK)
+
+        watcher = threading.Thread(target=watch, name="bench watcher", daemon=True)
+        watcher.start()
+        next_change = time.monotonic() + rng.expovariate(1 / options.every)
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= next_change and now < last_change:
+                name = rng.choice(names)
+                with lock:
+                    busy = name in pending
+                if not busy:
+                    state = str(store.nodes.get(name).power_state)
+                    target = "off" if state == "on" else "on"
+                    with lock:
+                        pending[name] = (target, time.monotonic())
+                    lab.power(name, target)  # the console: no client asked
+                    measured.changes += 1
+                next_change = now + rng.expovariate(1 / options.every)
+            time.sleep(0.05)
+        done.set()
+        watcher.join(5)
+        measured.missed = len(pending)
+        measured.seconds = time.monotonic() - started
+        measured.steady_seconds = time.monotonic() - steady_at
+        measured.cpu = _cpu(sync.pid)
+        measured.requests = _counted(lab, names)
+        measured.subscribes = _subscribes(lab, names)
+        measured.steady_cpu = measured.cpu - cpu0
+        measured.steady_requests = measured.requests - req0
+    finally:
+        sync.send_signal(signal.SIGINT)
+        try:
+            sync.wait(30)
+        except subprocess.TimeoutExpired:
+            sync.kill()
+            sync.wait(10)
+        store.close()
+    progress(f"{mode}: {measured.changes} changes, {len(measured.latencies)} seen")
+    return measured
+
+
+def _warm_up(store: Store, names: list[str], sync: subprocess.Popen[bytes]) -> None:
+    """Until the sync's first pass has recorded every node (logins, the
+    first reads, the streams opening), and ``WARMUP`` seconds more;
+    ``WARMUP_CAP`` at most."""
+    cap = time.monotonic() + WARMUP_CAP
+    while time.monotonic() < cap and sync.poll() is None:
+        if all(store.nodes.get(n).power_state_at is not None for n in names):
+            break
+        time.sleep(0.1)
+    time.sleep(WARMUP)
+
+
+def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+    say = progress or (lambda _m: None)
+    spec = generate(options.nodes, protocols="redfish", seed=options.seed)
+    results: dict[str, Measured] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="hwlab-bench-events-") as tmp,
+        running_lab(spec, Path(tmp) / "lab") as lab,
+    ):
+        db = Path(tmp) / "bmaas.db"
+        store = Store.open(str(db), create=True)
+        try:
+            inventory_mod.enroll(store, inventory_mod.load(str(lab.inventory_path)))
+        finally:
+            store.close()
+        names = [n["name"] for n in lab.inventory()["nodes"]]
+        for mode in MODES:
+            results[mode] = _one_mode(mode, lab, db, names, options, say)
+    return _report(options, results)
+
+
+def _per_node_hour(value: float, nodes: int, seconds: float) -> float | None:
+    if seconds <= 0 or nodes <= 0:
+        return None
+    return value / (nodes * seconds / 3600.0)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
+
+
+def _report(options: Options, results: dict[str, Measured]) -> Report:
+    rows = []
+    data: dict[str, Any] = {}
+    unmeasured = []
+    for mode, m in results.items():
+        p50, p99 = percentile(m.latencies, 0.5), percentile(m.latencies, 0.99)
+        worst = max(m.latencies) if m.latencies else None
+        req = _per_node_hour(m.requests, options.nodes, m.seconds)
+        steady_req = _per_node_hour(m.steady_requests, options.nodes, m.steady_seconds)
+        cpu = _per_node_hour(m.cpu, options.nodes, m.seconds)
+        steady_cpu = _per_node_hour(m.steady_cpu, options.nodes, m.steady_seconds)
+        label = (
+            f"events + safety net every {options.safety_every} passes"
+            if mode == "events"
+            else f"polling every {options.interval:g} s"
+        )
+        rows.append(
+            [
+                label,
+                f"{len(m.latencies)}/{m.changes}",
+                _ms(p50),
+                _ms(p99),
+                _ms(worst),
+                f"{req:.1f}" if req is not None else "-",
+                f"{steady_req:.1f}" if steady_req is not None else "-",
+                f"{cpu:.2f} s" if cpu is not None else "-",
+                f"{steady_cpu:.2f} s" if steady_cpu is not None else "-",
+            ]
+        )
+        if not m.latencies:
+            unmeasured.append(f"{mode}: no outside change was seen")
+        data[mode] = dataclasses.asdict(m) | {
+            "p50_s": p50,
+            "p99_s": p99,
+            "requests_per_node_hour": req,
+            "steady_requests_per_node_hour": steady_req,
+            "cpu_s_per_node_hour": cpu,
+            "steady_cpu_s_per_node_hour": steady_cpu,
+        }
+    poll, ev = data.get("polling", {}), data.get("events", {})
+
+    def ratio(key: str) -> float | None:
+        a, b = poll.get(key), ev.get(key)
+        return round(a / b, 1) if a and b else None
+
+    headline = {
+        "detection p99, events (s)": ev.get("p99_s"),
+        "detection p99, polling (s)": poll.get("p99_s"),
+        "BMC requests per node-hour, polling / events (steady)": ratio(
+            "steady_requests_per_node_hour"
+        ),
+        "client CPU per node-hour, polling / events (steady)": ratio("steady_cpu_s_per_node_hour"),
+    }
+    return Report(
+        scenario="events",
+        title="Events: power from the BMC's own word vs polling",
+        params=dataclasses.asdict(options),
+        tables=[
+            Table(
+                f"{options.nodes} Redfish nodes, outside power changes every ~{options.every:g} s "
+                f"(control API), {options.duration:g} s per mode",
+                [
+                    "mode",
+                    "seen",
+                    "p50",
+                    "p99",
+                    "max",
+                    "req/node-h",
+                    "req/node-h steady",
+                    "CPU/node-h",
+                    "CPU/node-h steady",
+                ],
+                rows,
+            )
+        ],
+        headline=headline,
+        notes=[
+            "requests counted at the BMCs (every HTTP request, the SSE GETs included); "
+            "CPU is the bmaas sync process's (user + system), the lab's workers are apart",
+            f"'steady' starts {WARMUP:g} s after the sync's first pass recorded every node; the "
+            "totals include each mode's start-up (process, logins, first pass, streams), "
+            "which a short run does not amortise",
+            f"ratio {fmt_ratio(ratio('steady_requests_per_node_hour'))} fewer requests",
+        ],
+        data=data,
+        plot=plot,
+        unmeasured=unmeasured,
+    )
+
+
+def plot(fig: Any, report: Report) -> None:
+    """Detection p99, BMC requests and client CPU per node-hour, per mode."""
+    modes = [m for m in MODES if m in report.data]
+    panels = (
+        ("p99_s", "detection p99 (s)"),
+        ("steady_requests_per_node_hour", "BMC requests per node-hour"),
+        ("steady_cpu_s_per_node_hour", "client CPU s per node-hour"),
+    )
+    axes = fig.subplots(1, len(panels))
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        values = [report.data[m].get(key) or 0.0 for m in modes]
+        bars = ax.bar(modes, values, color=["#c44e52", "#4c72b0"][: len(modes)])
+        for bar, value in zip(bars, values, strict=True):
+            middle = bar.get_x() + bar.get_width() / 2
+            ax.text(middle, value, f"{value:.3g}", ha="center", va="bottom")
+        ax.set_title(label, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(report.title)
+    fig.tight_layout()
