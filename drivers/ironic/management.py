@@ -30,7 +30,14 @@ from bmaas.driver import BMCDriver, BootDevice, Capability, Operation, OtherBoot
 from bmaas.drivers.ironic import calls, info, rules
 from bmaas.drivers.ironic.power import protocol_of
 
-__all__ = ["HEALTH_FROM_POWER_READ", "BmaasManagement", "HealthReader", "eject_cd", "insert_cd"]
+__all__ = [
+    "HEALTH_FROM_POWER_READ",
+    "BmaasManagement",
+    "HealthReader",
+    "VirtualMediaReader",
+    "eject_cd",
+    "insert_cd",
+]
 
 #: seconds a power read's Status.Health answers a health read: Ironic reads
 #: health right after the power read of the same sync pass
@@ -42,6 +49,13 @@ class HealthReader(Protocol):
     """A bmaas driver that reads its system's overall health (Redfish)."""
 
     def get_health(self, *, deadline: Deadline, max_age: float = 0.0) -> str | None: ...
+
+
+@runtime_checkable
+class VirtualMediaReader(Protocol):
+    """A bmaas driver that reads its CD slots back (Redfish)."""
+
+    def get_virtual_media(self, *, deadline: Deadline) -> list[dict[str, Any]]: ...
 
 
 _DEVICES = {
@@ -139,6 +153,27 @@ class BmaasManagement(base.ManagementInterface):
 
     def get_sensors_data(self, task: Any) -> dict[str, Any]:
         raise exception.UnsupportedDriverExtension(driver=task.node.driver, extension="sensors")
+
+    def get_virtual_media(self, task: Any) -> list[dict[str, Any]]:
+        """The node vmedia API's read (``GET /v1/nodes/{node}/vmedia``): each
+        CD slot's media types, whether it holds media and the image, as
+        stock ``redfish`` answers. Under the lock's rule, as
+        :meth:`get_boot_device`."""
+        budget = calls.Budget.from_conf()
+        rule = rules.rule_of(task)
+        seconds = budget.sync if rule is rules.Rule.SYNC else budget.operation
+        deadline = Deadline.after(seconds)
+        with (
+            calls.translated(task, "virtual media read", calls.BmaasDriverError),
+            calls.session(task, protocol_of(task), budget, deadline) as drv,
+        ):
+            if not isinstance(drv, VirtualMediaReader) or not drv.supports(
+                Capability.VIRTUAL_MEDIA
+            ):
+                raise exception.UnsupportedDriverExtension(
+                    driver=task.node.driver, extension="get_virtual_media"
+                )
+            return calls.call(deadline, budget, drv.get_virtual_media, rule=rule)
 
     def attach_virtual_media(self, task: Any, device_type: str, image_url: str) -> None:
         """The node vmedia API's attach (``PUT /v1/nodes/{node}/vmedia``,

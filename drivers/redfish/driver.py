@@ -627,6 +627,15 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
 
+    def get_virtual_media(self, *, deadline: Deadline) -> list[dict[str, Any]]:
+        """The CD slots as they read now (:meth:`VirtualMediaSlots.describe`).
+        Idempotent; 1 GET a slot once the slots are found."""
+
+        def act() -> list[dict[str, Any]]:
+            return self._on_cd_slots(Operation.INVENTORY_GET, VirtualMediaSlots.describe)
+
+        return self._call(Operation.INVENTORY_GET, deadline, act, read=Operation.INVENTORY_GET)
+
     def get_inventory(self, *, deadline: Deadline) -> Inventory:
         def act() -> Inventory:
             system = self._fresh_system()

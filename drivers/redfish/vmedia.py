@@ -183,6 +183,23 @@ class VirtualMediaSlots:
         assert last is not None  # there is at least one path
         raise last
 
+    def describe(self) -> list[dict[str, Any]]:
+        """Each CD slot as it reads now (1 GET a slot): its ``MediaTypes``,
+        whether it holds media (:attr:`Slot.shows_media`) and its ``Image``
+        -- the shape Ironic's node vmedia API answers with."""
+        found = []
+        for path in self.paths:
+            slot = Slot(read(self.conn, path))
+            types = slot.body.get("MediaTypes") or []
+            found.append(
+                {
+                    "media_types": [str(t) for t in types] if isinstance(types, list) else [],
+                    "inserted": slot.shows_media,
+                    "image": slot.body.get("Image") or None,
+                }
+            )
+        return found
+
     def eject(self) -> None:
         """Eject every CD slot that reads as holding media."""
         for path in self.paths:

@@ -39,8 +39,8 @@ CASES = (
     ("redfish", "redfish-virtual-media"),
     ("bmaas-redfish", "bmaas-virtual-media"),
 )
-#: the node vmedia API (PUT/DELETE /v1/nodes/{node}/vmedia)
-VMEDIA_VERSION = "1.89"
+#: the node vmedia API (POST/DELETE /v1/nodes/{node}/vmedia: 1.89; GET: 1.93)
+VMEDIA_VERSION = "1.93"
 #: sushy-tools lands a power change 1-11 s after the request: a budget that fits
 SETTINGS = dataclasses.replace(
     SESSION_SETTINGS, power_timeout=30, bmaas_operation_deadline=30.0, bmaas_sync_deadline=8.0
@@ -260,10 +260,24 @@ def test_node_vmedia_api_attaches_and_detaches(
         microversion=VMEDIA_VERSION,
     )
     assert answer.status_code == 204, answer.text
-    _await_media(ironic_lab, lab_name, f"{env.served.url}/redfish/cdrom-{node.id}.iso", env, node)
+    published = f"{env.served.url}/redfish/cdrom-{node.id}.iso"
+    _await_media(ironic_lab, lab_name, published, env, node)
+    assert _cd_slots(env, node) == [
+        {"media_types": ["CD", "DVD"], "inserted": True, "image": published}
+    ]
     answer = env.conn.baremetal.delete(f"/nodes/{node.id}/vmedia", microversion=VMEDIA_VERSION)
     assert answer.status_code == 204, answer.text
     _await_media(ironic_lab, lab_name, None, env, node)
+    assert _cd_slots(env, node) == [
+        {"media_types": ["CD", "DVD"], "inserted": False, "image": None}
+    ]
+
+
+def _cd_slots(env: VmediaIronic, node: Any) -> Any:
+    """``GET /v1/nodes/{node}/vmedia``: what the BMC's CD slots read now."""
+    answer = env.conn.baremetal.get(f"/nodes/{node.id}/vmedia", microversion=VMEDIA_VERSION)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
 
 
 def _await_media(lab: Lab, lab_name: str, want: str | None, env: VmediaIronic, node: Any) -> None:

@@ -102,6 +102,21 @@ def test_insert_and_eject_where_the_tree_keeps_the_slot(name: str) -> None:
         assert not state.resources[slot]["Image"]
 
 
+@pytest.mark.parametrize("name", sorted(CD_TREES))
+def test_the_cd_slots_read_back_what_was_inserted(name: str) -> None:
+    """Ironic's node vmedia read (``get_virtual_media``) on every slot shape."""
+    slot, _ = CD_TREES[name]
+    with tree(name) as (state, driver):
+        driver.insert_virtual_media(URL, deadline=call())
+        read = driver.get_virtual_media(deadline=call())
+        # (a tree may have a second CD slot holding an image of its own)
+        (held,) = [s for s in read if s["inserted"] and s["image"] == URL]
+        assert state.resources[slot]["Image"] == URL
+        assert {"CD", "DVD"} & set(held["media_types"])
+        driver.eject_virtual_media(deadline=call())
+        assert not any(s["inserted"] for s in driver.get_virtual_media(deadline=call()))
+
+
 def test_the_dmtf_slot_holding_media_is_ejected_before_the_insert() -> None:
     slot, _ = CD_TREES["dmtf-public-rackmount1"]
     with tree("dmtf-public-rackmount1") as (state, driver):
