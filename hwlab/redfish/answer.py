@@ -24,7 +24,7 @@ from bmaas.fakes.faults import Firing
 from bmaas.hwlab import answers
 from bmaas.hwlab.http import Request, Response, environ, redfish_error
 from bmaas.hwlab.operations import OPERATION_HEADER, redfish_operation
-from bmaas.hwlab.redfish import events
+from bmaas.hwlab.redfish import event_requests
 from bmaas.hwlab.redfish.app import RequestContext, call_app
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
 from bmaas.hwlab.redfish.shapes.engine import serve as serve_shape
@@ -57,9 +57,9 @@ async def answer(
     of a shared Redfish service (credentials and sessions are the service's).
     """
     keeper = service or bmc
-    if events.serves(request.path):  # the EventService: its own requests and streams
+    if event_requests.serves(request.path):  # the EventService: its requests and streams
         auth = functools.partial(_authenticate, keeper)
-        return await events.answer(keeper, request, reader, writer, authenticate=auth)
+        return await event_requests.answer(keeper, request, reader, writer, authenticate=auth)
     bmc.count_request()
     named = request.header(OPERATION_HEADER)
     operation = redfish_operation(request.method, request.path, named) or Operation.PROBE

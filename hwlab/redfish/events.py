@@ -35,6 +35,9 @@ What a client gets:
   as real BMCs without persistent subscriptions do.
 * ``POST .../Actions/EventService.SubmitTestEvent``: one Event to everyone.
 
+The requests (the resources, the stream, push delivery) are answered by
+:mod:`bmaas.hwlab.redfish.event_requests`; this module is the hub.
+
 Faults on the event path are ordinary fault rules whose operation names it
 (:data:`bmaas.fakes.faults.EVENT_PREFIX`; a rule on ``*`` never meets it):
 
@@ -65,18 +68,29 @@ import itertools
 import json
 import logging
 import time
-import urllib.parse
 import weakref
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bmaas.driver import PowerState
-from bmaas.fakes.effects import Effect, Firing, decide
-from bmaas.hwlab import answers
-from bmaas.hwlab.http import Request, Response, redfish_error
-from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
+from bmaas.fakes.effects import Effect
+from bmaas.hwlab.redfish.bmc import Bmc
 
-__all__ = ["KEEPALIVE", "PREFIX", "SSE_PATH", "Hub", "answer", "forget", "hub_for", "serves"]
+__all__ = [
+    "KEEPALIVE",
+    "PREFIX",
+    "SSE_PATH",
+    "SUBSCRIPTIONS",
+    "TEST_ACTION",
+    "EventFilter",
+    "Hub",
+    "Sink",
+    "event_record",
+    "forget",
+    "health_records",
+    "hub_for",
+    "power_records",
+    "serves",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -98,7 +112,6 @@ RETRY_INTERVAL = 1.0
 DELIVERY_TIMEOUT = 5.0
 _HEALTH_MESSAGE = {"OK": "OK", "Warning": "Warning", "Critical": "Critical"}
 _FILTER_KEYS = {"EventFormatType", "RegistryPrefixes", "OriginResource", "ResourceTypes"}
-_POLICIES = ("TerminateAfterRetries", "SuspendRetries", "RetryForever")
 
 
 def serves(path: str) -> bool:
@@ -114,7 +127,7 @@ def _stamp(age: float) -> str:
     return at.isoformat(timespec="milliseconds")
 
 
-def _record(
+def event_record(
     message: str, args: list[str], origin: str, severity: str, age: float
 ) -> dict[str, Any]:
     return {
@@ -133,9 +146,9 @@ def power_records(bmc: Bmc, state: PowerState, age: float) -> list[dict[str, Any
     word = "On" if state is PowerState.ON else "Off"
     origin = bmc.system_path
     return [
-        _record(f"{REGISTRY}.ResourcePowered{word}", [origin], origin, "OK", age)
+        event_record(f"{REGISTRY}.ResourcePowered{word}", [origin], origin, "OK", age)
         | {"Message": f"The resource {origin} has powered {word.lower()}."},
-        _record(f"{REGISTRY}.ResourceChanged", [], origin, "OK", age)
+        event_record(f"{REGISTRY}.ResourceChanged", [], origin, "OK", age)
         | {"Message": "One or more resource properties have changed."},
     ]
 
@@ -144,9 +157,11 @@ def health_records(bmc: Bmc, health: str) -> list[dict[str, Any]]:
     origin = bmc.system_path
     word = _HEALTH_MESSAGE.get(health, "Critical")
     return [
-        _record(f"{REGISTRY}.ResourceStatusChanged{word}", [origin, health], origin, health, 0.0)
+        event_record(
+            f"{REGISTRY}.ResourceStatusChanged{word}", [origin, health], origin, health, 0.0
+        )
         | {"Message": f"The health of resource {origin} has changed to {health}."},
-        _record(f"{REGISTRY}.ResourceChanged", [], origin, "OK", 0.0)
+        event_record(f"{REGISTRY}.ResourceChanged", [], origin, "OK", 0.0)
         | {"Message": "One or more resource properties have changed."},
     ]
 
@@ -198,7 +213,7 @@ class EventFilter:
 # -- the hub -------------------------------------------------------------------
 
 
-class _Sink:
+class Sink:
     """A stream or a subscription: the fault plan decides, per event, what reaches it."""
 
     def __init__(self, hub: Hub, events: EventFilter) -> None:
@@ -256,8 +271,9 @@ class Hub:
     def __init__(self, keeper: Bmc) -> None:
         self.keeper = keeper
         self.enabled = True
-        self.sinks: set[_Sink] = set()
-        self.subscriptions: dict[str, Subscription] = {}
+        self.sinks: set[Sink] = set()
+        #: push subscriptions by id (:mod:`bmaas.hwlab.redfish.event_requests`)
+        self.subscriptions: dict[str, Sink] = {}
         self._ids = itertools.count(1)
         self._sub_ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -373,326 +389,3 @@ def hub_for(keeper: Bmc) -> Hub:
     if hub is None:
         hub = _HUBS[keeper] = Hub(keeper)
     return hub
-
-
-# -- push subscriptions ----------------------------------------------------------
-
-
-class Subscription(_Sink):
-    """An EventDestination: Events POSTed to ``destination`` by a task of its own."""
-
-    def __init__(self, hub: Hub, sid: str, body: dict[str, Any], events: EventFilter) -> None:
-        super().__init__(hub, events)
-        self.id = sid
-        self.destination = str(body["Destination"])
-        self.context = str(body.get("Context") or "")
-        self.policy = str(body.get("DeliveryRetryPolicy") or "TerminateAfterRetries")
-        self.state = "Enabled"
-        self.delivered = 0
-        self.task: asyncio.Task[None] | None = None
-
-    def resource(self) -> dict[str, Any]:
-        return {
-            "@odata.type": "#EventDestination.v1_13_0.EventDestination",
-            "@odata.id": f"{SUBSCRIPTIONS}/{self.id}",
-            "Id": self.id,
-            "Name": f"Subscription {self.id}",
-            "Destination": self.destination,
-            "Context": self.context,
-            "Protocol": "Redfish",
-            "SubscriptionType": "RedfishEvent",
-            "EventFormatType": "Event",
-            "DeliveryRetryPolicy": self.policy,
-            "RegistryPrefixes": list(self.filter.prefixes),
-            "OriginResources": [{"@odata.id": o} for o in self.filter.origins],
-            "Status": {"State": self.state, "Health": "OK"},
-        }
-
-    async def run(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        while True:
-            data = await self.queue.get()
-            if data is None:
-                return
-            if self.state != "Enabled":
-                continue  # suspended: events are not sent
-            if self.context:
-                document = json.loads(data)
-                document["Context"] = self.context
-                data = json.dumps(document).encode()
-            for attempt in range(RETRY_ATTEMPTS + 1):
-                if await _post(self.destination, data):
-                    self.delivered += 1
-                    break
-                if attempt < RETRY_ATTEMPTS:
-                    await sleep(RETRY_INTERVAL)
-            else:
-                if self.policy == "TerminateAfterRetries":
-                    LOG.info("subscription %s to %s deleted", self.id, self.destination)
-                    self.hub.subscriptions.pop(self.id, None)
-                    self.hub.sinks.discard(self)
-                    return
-                if self.policy == "SuspendRetries":
-                    self.state = "Suspended"
-
-
-async def _post(destination: str, data: bytes) -> bool:
-    """POST one Event to a listener; True on a 2xx."""
-    url = urllib.parse.urlsplit(destination)
-    if url.scheme not in ("http", "https") or not url.hostname:
-        return False
-    port = url.port or (443 if url.scheme == "https" else 80)
-    head = (
-        f"POST {url.path or '/'} HTTP/1.1\r\nHost: {url.netloc}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-        "Connection: close\r\n\r\n"
-    ).encode("latin-1")
-    writer: asyncio.StreamWriter | None = None
-    try:
-        async with asyncio.timeout(DELIVERY_TIMEOUT):
-            reader, writer = await asyncio.open_connection(
-                url.hostname, port, ssl=url.scheme == "https" or None
-            )
-            writer.write(head + data)
-            await writer.drain()
-            status = (await reader.readline()).split()
-            return len(status) >= 2 and status[1].startswith(b"2")
-    except (OSError, TimeoutError, ValueError):
-        return False
-    finally:
-        if writer is not None:
-            writer.close()
-
-
-# -- requests ------------------------------------------------------------------
-
-
-def _json(
-    status: int, body: dict[str, Any], headers: list[tuple[str, str]] | None = None
-) -> Response:
-    base = [
-        ("Content-Type", "application/json"),
-        ("OData-Version", "4.0"),
-        ("Cache-Control", "no-cache"),
-    ]
-    return Response(status, [*base, *(headers or [])], json.dumps(body).encode())
-
-
-async def answer(
-    keeper: Bmc,
-    request: Request,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    *,
-    authenticate: Callable[[Request], Response | None],
-) -> bool:
-    """Answer a request under ``/redfish/v1/EventService``; False when the
-    connection must close (always, after a stream)."""
-    keeper.count_request()
-    hub = hub_for(keeper)
-    hub.bind(asyncio.get_running_loop())
-    firings = keeper.machine.plan.evaluate("event.subscribe", protocol="redfish")
-    fired = tuple(str(f.effect) for f in firings)
-    action = decide(firings)
-    path = request.path.rstrip("/")
-
-    def record(status: int | None) -> None:
-        keeper.record(RequestRecord(request.method, path, "event.subscribe", status, fired))
-
-    plain = action.silent is None and action.answer is None and action.corrupt is None
-    if request.method == "GET" and path == SSE_PATH and plain:
-        if action.delay:
-            await asyncio.sleep(action.delay)
-        refused = authenticate(request) or _refuse_stream(hub, request)
-        if refused is not None:
-            record(refused.status)
-            await answers.send(writer, refused.encode(keep_alive=False), None)
-            return False
-        record(200)
-        keeper.in_flight -= 1  # a stream is not load (overload counts answers)
-        try:
-            await _stream(hub, request, reader, writer)
-        finally:
-            keeper.in_flight += 1
-        return False
-
-    async def serve(copies: int) -> tuple[Response, bool]:
-        refused = authenticate(request)
-        if refused is not None:
-            return refused, False
-        for _ in range(copies):
-            _resource(hub, request, path)
-        return _resource(hub, request, path), True
-
-    return await answers.carry_out(
-        action,
-        request,
-        reader,
-        writer,
-        forge=lambda firing: _forged(firing, request),
-        serve=serve,
-        drop=lambda: None,
-        answered=lambda response: record(None if response is None else response.status),
-    )
-
-
-def _forged(firing: Firing, request: Request) -> Response | None:
-    if firing.effect is Effect.UNSUPPORTED:
-        # no EventService at all (older firmware, a licence tier without it)
-        return redfish_error(404, "Base.1.8.ResourceMissingAtURI", "no EventService here")
-    return answers.redfish_forged(firing, request)
-
-
-def _refuse_stream(hub: Hub, request: Request) -> Response | None:
-    if not hub.enabled:
-        return redfish_error(503, "Base.1.8.ServiceDisabled", "the EventService is disabled")
-    return None
-
-
-def _filter_of(request: Request) -> EventFilter:
-    query = urllib.parse.parse_qs(urllib.parse.urlsplit(request.target).query)
-    text = (query.get("$filter") or [""])[0]
-    return EventFilter.parse(text)
-
-
-async def _stream(
-    hub: Hub, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
-    try:
-        events = _filter_of(request)
-    except ValueError as exc:
-        bad = redfish_error(400, "Base.1.8.QueryParameterValueFormatError", str(exc))
-        await answers.send(writer, bad.encode(keep_alive=False), None)
-        return
-    sink = _Sink(hub, events)
-    hub.sinks.add(sink)
-    head = (
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        "OData-Version: 4.0\r\nConnection: close\r\n\r\n"
-    )
-    gone = asyncio.ensure_future(reader.read(1))  # the client hung up (or sent junk)
-    try:
-        writer.write(head.encode("latin-1") + b": hwlab event stream\n\n")
-        await writer.drain()
-        while True:
-            get = asyncio.ensure_future(sink.queue.get())
-            done, _ = await asyncio.wait(
-                {get, gone}, timeout=KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
-            )
-            if gone in done:
-                get.cancel()
-                return
-            if get not in done:
-                get.cancel()
-                if not sink.stalled:
-                    writer.write(b": keepalive\n\n")
-                    await writer.drain()
-                continue
-            data = get.result()
-            if data is None:  # closed by a fault, the BMC, or a full queue
-                answers.reset(writer)
-                return
-            if sink.stalled:
-                continue  # the stream hangs: open, silent
-            number = json.loads(data)["Id"]
-            writer.write(b"id: " + str(number).encode() + b"\ndata: " + data + b"\n\n")
-            await writer.drain()
-    finally:
-        gone.cancel()
-        sink.close()
-        hub.sinks.discard(sink)
-
-
-def _resource(hub: Hub, request: Request, path: str) -> Response:
-    method = request.method
-    if path == PREFIX:
-        if method == "GET":
-            return _json(200, hub.resource())
-        if method == "PATCH":
-            try:
-                body = json.loads(request.body or b"{}")
-            except ValueError:
-                body = None
-            enabled = body.get("ServiceEnabled") if isinstance(body, dict) else None
-            if not isinstance(enabled, bool):
-                return redfish_error(400, "Base.1.8.PropertyValueTypeError", "ServiceEnabled")
-            hub.enabled = enabled
-            if not enabled:
-                for sink in list(hub.sinks):
-                    if not isinstance(sink, Subscription):
-                        sink.close()
-            return _json(200, hub.resource())
-        return _not_allowed("GET, PATCH")
-    if path == SUBSCRIPTIONS:
-        if method == "GET":
-            members = [{"@odata.id": f"{SUBSCRIPTIONS}/{s}"} for s in hub.subscriptions]
-            return _json(
-                200,
-                {
-                    "@odata.type": "#EventDestinationCollection.EventDestinationCollection",
-                    "@odata.id": SUBSCRIPTIONS,
-                    "Name": "Event Subscriptions",
-                    "Members": members,
-                    "Members@odata.count": len(members),
-                },
-            )
-        if method == "POST":
-            return _subscribe(hub, request)
-        return _not_allowed("GET, POST")
-    if path.startswith(SUBSCRIPTIONS + "/"):
-        found = hub.subscriptions.get(path.rsplit("/", 1)[1])
-        if found is None:
-            return redfish_error(404, "Base.1.8.ResourceMissingAtURI", f"no {path}")
-        if method == "GET":
-            return _json(200, found.resource())
-        if method == "DELETE":
-            hub.subscriptions.pop(found.id, None)
-            hub.sinks.discard(found)
-            found.close()
-            return Response(204, [("OData-Version", "4.0")])
-        return _not_allowed("GET, DELETE")
-    if path == TEST_ACTION and method == "POST":
-        try:
-            body = json.loads(request.body or b"{}")
-        except ValueError:
-            body = {}
-        body = body if isinstance(body, dict) else {}
-        origin = str(body.get("OriginOfCondition") or hub.keeper.system_path)
-        message = str(body.get("MessageId") or "Base.1.0.Success")
-        record = _record(message, list(body.get("MessageArgs") or []), origin, "OK", 0.0)
-        record["Message"] = str(body.get("Message") or "Test event")
-        hub.publish(hub.keeper, "test", [record])
-        return Response(204, [("OData-Version", "4.0")])
-    return redfish_error(404, "Base.1.8.ResourceMissingAtURI", f"no {path}")
-
-
-def _subscribe(hub: Hub, request: Request) -> Response:
-    try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
-        return redfish_error(400, "Base.1.8.MalformedJSON", "the body is not JSON")
-    if not isinstance(body, dict) or not isinstance(body.get("Destination"), str):
-        return redfish_error(400, "Base.1.8.PropertyMissing", "Destination is required")
-    if body.get("Protocol", "Redfish") != "Redfish":
-        return redfish_error(400, "Base.1.8.PropertyValueNotInList", "Protocol must be Redfish")
-    if body.get("DeliveryRetryPolicy", "TerminateAfterRetries") not in _POLICIES:
-        return redfish_error(400, "Base.1.8.PropertyValueNotInList", "DeliveryRetryPolicy")
-    origins = [
-        str(o.get("@odata.id")) for o in body.get("OriginResources") or [] if isinstance(o, dict)
-    ]
-    events = EventFilter(
-        prefixes=tuple(str(p) for p in body.get("RegistryPrefixes") or []),
-        origins=tuple(origins),
-    )
-    sid = str(next(hub._sub_ids))
-    subscription = Subscription(hub, sid, body, events)
-    hub.subscriptions[sid] = subscription
-    hub.sinks.add(subscription)
-    subscription.task = asyncio.get_running_loop().create_task(subscription.run())
-    location = f"{SUBSCRIPTIONS}/{sid}"
-    return _json(201, subscription.resource(), [("Location", location)])
-
-
-def _not_allowed(allow: str) -> Response:
-    error = redfish_error(405, "Base.1.8.ActionNotSupported", "method not allowed")
-    error.headers.append(("Allow", allow))
-    return error
