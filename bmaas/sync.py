@@ -54,7 +54,7 @@ from typing import Any
 from bmaas import retry as _retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
-from bmaas.events import EventWatch, record_news
+from bmaas.events import Applied, EventWatch, record_news
 from bmaas.faults import BmaasError
 from bmaas.fenced import FencedReads
 from bmaas.health import Change, HealthRule
@@ -252,6 +252,8 @@ def sync_loop(
         # sessions used once a pass must outlive the wait between passes
         kw["pool"].idle = max(kw["pool"].idle, idle_for_interval(interval))
     stop = stop or threading.Event()
+    if kw.get("events") is not None:  # news is written as it comes, between passes
+        wait = _news_writer(store, kw["events"], kw.get("health_rule", HealthRule()), wait)
     wait = wait or stop.wait
     passes = 0
     owned: FencedReads[NodeResult[PowerState]] | None = None
@@ -280,8 +282,6 @@ def _passes(
 ) -> int:
     passes = 0
     events: EventWatch | None = kw.pop("events", None)
-    if events is not None:  # news is written as it comes, between passes, in this thread
-        wait = _news_writer(store, events, kw.get("health_rule", HealthRule()))
     while not stop.is_set():
         started = clock()
         budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
@@ -310,11 +310,26 @@ def _passes(
     return passes
 
 
-def _news_writer(store: Store, events: EventWatch, rule: HealthRule) -> Callable[[float], object]:
-    """A wait between passes that writes each piece of news as it arrives."""
+def _news_writer(
+    store: Store,
+    events: EventWatch,
+    rule: HealthRule,
+    given: Callable[[float], object] | None,
+) -> Callable[[float], object]:
+    """A wait between passes that writes news in this thread (the store's
+    one writer): as it arrives (woken by it), or, around a ``given`` wait
+    (a test's fake clock), what arrived before and during it."""
+
+    def write(news: Sequence[Applied]) -> None:
+        record_news(store, news, rule)
 
     def wait(seconds: float) -> None:
-        events.wait(seconds, lambda news: record_news(store, news, rule))
+        if given is None:
+            events.wait(seconds, write)
+            return
+        events.wait(0.0, write)
+        given(seconds)
+        events.wait(0.0, write)
 
     return wait
 
