@@ -171,6 +171,21 @@ def test_drop_on_the_stream_closes_it(server: RedfishServer) -> None:
         again.close()
 
 
+def test_hang_on_the_stream_stalls_it_open_and_silent(server: RedfishServer) -> None:
+    machine, port = _machine(server, "ev-stall")
+    machine.plan.add(FaultRule.from_dict({"effect": "hang", "operation": "event.stream", "nth": 2}))
+    stream = Stream(port)
+    try:
+        machine.force_power(PowerState.ON)
+        assert _ids(stream.next())[0].endswith("ResourcePoweredOn")
+        stream.response.fp.raw._sock.settimeout(0.5)  # type: ignore[union-attr]
+        machine.force_power(PowerState.OFF)  # held back: the stream stalls here
+        with pytest.raises(TimeoutError):
+            stream.next()
+    finally:
+        stream.close()
+
+
 def test_a_duplicated_and_a_delayed_event_arrive_out_of_order(server: RedfishServer) -> None:
     machine, port = _machine(server, "ev-dup")
     delay = {"effect": "delay", "operation": "event.power", "nth": 1, "seconds": 0.3}
