@@ -136,21 +136,30 @@ def running(tmp_path: Path) -> Iterator[Any]:
             close()
 
 
-def test_a_console_power_off_is_in_the_store_within_1s_with_no_read_of_the_node(
+def test_a_console_power_off_is_in_the_store_by_its_event_with_no_read_of_the_node(
     running: Any,
 ) -> None:
+    """The event, not a poll, brings the change: the node is never read in
+    between (the safety net is 1000 passes away). How fast is the bench's
+    figure (``hwlab bench events``: p99 28 ms); here the bound is only what a
+    loaded machine always meets, so the test holds the source, not the speed."""
     run = running(["ev-a", "ev-b"], every=1000)
     run.settled("ev-a")
     assert run.power("ev-a") is PowerState.ON
     reads = run.reads("ev-a")
     run.machines["ev-a"].force_power(PowerState.OFF)  # the control API's console power-off
-    deadline = Deadline.after(1.0)
-    while run.power("ev-a") is not PowerState.OFF and not deadline.expired:
+
+    def recorded() -> bool:
+        return run.power("ev-a") is PowerState.OFF and any(
+            e.kind == "power_event" and "source: event" in e.message
+            for e in run.store.nodes.events("ev-a")
+        )
+
+    deadline = Deadline.after(10.0)
+    while not recorded() and not deadline.expired:
         run.stop.wait(0.005)
-    assert run.power("ev-a") is PowerState.OFF, "not seen within 1 s"
+    assert recorded(), "the power-off and its power_event line not in the store within 10 s"
     assert run.reads("ev-a") == reads  # no poll of that node in between
-    events = run.store.nodes.events("ev-a")
-    assert any(e.kind == "power_event" and "source: event" in e.message for e in events)
     assert run.watch.applied[-1].node == "ev-a"
     assert run.watch.applied[-1].age is not None
 
