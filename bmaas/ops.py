@@ -55,6 +55,11 @@ DEADLINE_POLL = 0.1
 #: seconds between wake-ups while waiting for results without a deadline (so
 #: Ctrl-C is seen promptly)
 WAIT_SLICE = 0.5
+#: seconds the calls in flight at the overall deadline get to hand back their
+#: own result: each is bounded by that same deadline, so it ends within a
+#: moment of it (a call refused because the budget was spent says so itself,
+#: "nothing sent", instead of being taken for a BMC that did not answer)
+IN_FLIGHT_GRACE = 0.5
 
 T = TypeVar("T")
 #: builds the driver for one node record (the seam tests replace)
@@ -251,29 +256,49 @@ def run_on_nodes(
         for record in records:
             threads.submit(one, record).add_done_callback(finished.put)
         remaining = len(records)
-        while remaining:
-            timeout = WAIT_SLICE
-            if deadline is not None:
-                if deadline.expired:
-                    cut_off = True
-                    break
-                timeout = min(deadline.left(), DEADLINE_POLL)
-            try:
-                ready = [finished.get(timeout=timeout)]
-            except queue.Empty:
-                continue
+
+        def take(ready: list[concurrent.futures.Future[NodeResult[T]]]) -> None:
             # Everything already finished counts, even if the deadline passed meanwhile.
             while True:
                 try:
                     ready.append(finished.get_nowait())
                 except queue.Empty:
                     break
+            nonlocal remaining
             remaining -= len(ready)
             for future in ready:
+                if future.cancelled():  # never started: reported as such below
+                    continue
                 result = future.result()
                 results[result.node] = result
                 if on_result is not None:
                     on_result(result)
+
+        while remaining:
+            timeout = WAIT_SLICE
+            if deadline is not None:
+                if deadline.expired:
+                    # nodes no worker reached are never started; the calls in
+                    # flight, bounded by this same deadline, hand back their
+                    # own results within a moment of it; only what is still
+                    # out then "did not finish" (a BMCTimeout)
+                    threads.shutdown(wait=False, cancel_futures=True)
+                    grace = time.monotonic() + IN_FLIGHT_GRACE
+                    take([])
+                    while remaining and time.monotonic() < grace:
+                        try:
+                            first = finished.get(timeout=grace - time.monotonic())
+                        except queue.Empty:
+                            break
+                        take([first])
+                    cut_off = bool(remaining)
+                    break
+                timeout = min(deadline.left(), DEADLINE_POLL)
+            try:
+                first = finished.get(timeout=timeout)
+            except queue.Empty:
+                continue
+            take([first])
     finally:
         threads.shutdown(wait=not cut_off, cancel_futures=True)
     for record in records:

@@ -91,7 +91,9 @@ def test_deadline_bounds_the_whole_command(rig: Rig, command: tuple[str, ...]) -
     # bmaas's own budget -- SlotTimeout, never a BMC timeout counted against
     # them (issue 36: sync fenced healthy nodes this way)
     assert result.stdout.count("SlotTimeout") == 2
-    assert "nothing sent" in result.stdout
+    # whichever came first: a worker reached them with the budget spent
+    # ("nothing sent"), or the deadline came before any worker did
+    assert result.stdout.count("nothing sent") + result.stdout.count("not started") == 2
 
 
 def test_status_check_hands_each_call_a_share_of_its_deadline(rig: Rig) -> None:

@@ -198,3 +198,45 @@ def test_the_deadline_waits_for_nothing_when_everything_finishes_in_time(
     )
     assert [r.value for r in results] == [PowerState.OFF] * 4
     assert all(r.started for r in results)
+
+
+def test_a_node_that_finished_as_the_deadline_passed_keeps_its_own_result(
+    store: Store, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    """The loop sees the deadline passed only after the first node's call
+    came back (the fake clock moved past it inside the call): that result is
+    the node's, not "did not finish before the overall deadline" (a
+    BMCTimeout counted against a node that answered)."""
+    enroll(2)
+    second_began = threading.Event()
+
+    class SeenLate(Deadline):
+        @property
+        def expired(self) -> bool:
+            # one worker: the second call begins only once the first one's
+            # result is handed back (its future done, its callback run)
+            second_began.wait(10)
+            return super().expired
+
+    clock = fleet.clock
+    deadline = SeenLate(clock.monotonic() + 5.0, clock.monotonic)
+
+    def call(driver: BMCDriver) -> PowerState:
+        if driver.node == "n02":
+            second_began.set()
+            return PowerState.OFF
+        state = driver.get_power_state(deadline=per_call(driver))
+        clock.advance(6.0)  # the deadline passes as the answer lands
+        return state
+
+    first, _ = run_on_nodes(
+        store.nodes.find(),
+        call,
+        factory=driver_factory(fleet=fleet),
+        workers=1,
+        deadline=deadline,
+        clock=clock.monotonic,
+    )
+    assert first.node == "n01"
+    assert first.ok, first.error
+    assert first.value is PowerState.OFF
