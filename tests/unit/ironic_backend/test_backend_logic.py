@@ -221,16 +221,12 @@ class TearingDownProxy(DeployingProxy):
         self.actions.append("delete allocation")
 
 
-@pytest.mark.parametrize("left", [0.0, 7.0])
-def test_release_runs_in_what_the_request_has_left_never_a_fresh_teardown_budget(
-    left: float,
-) -> None:
-    """Issue 23: release and undeploy made fresh ``teardown_timeout`` budgets
-    (120 s) after the request's deadline. Now they share the request's: with
-    nothing left, each API call is tried once and nothing is waited for; with
-    7 s left, the tear-down wait ends 7 s later, not 120."""
+def _release(
+    proxy: TearingDownProxy, fault: Any, *, left: float = 30.0
+) -> tuple[FakeClock, Deadline]:
+    """Release attempt 1 of request r1 on n1 with ``fault``, ``left`` seconds
+    of the request's budget remaining (fake clock); the clock and deadline."""
     clock = FakeClock()
-    proxy = TearingDownProxy()
     policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
     backend = IronicBackend(
         Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
@@ -241,8 +237,21 @@ def test_release_runs_in_what_the_request_has_left_never_a_fresh_teardown_budget
     job = backend.open(Request("r1", resource_class="baremetal"))
     claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
     deadline = Deadline.after(left, clock=clock.monotonic)
-    fault = BMCTimeout("deploy still deploying at the request's deadline", node="n1")
     backend.release(claim, fault, policy_for(fault), deadline=deadline)
+    return clock, deadline
+
+
+@pytest.mark.parametrize("left", [0.0, 7.0])
+def test_release_runs_in_what_the_request_has_left_never_a_fresh_teardown_budget(
+    left: float,
+) -> None:
+    """Issue 23: release and undeploy made fresh ``teardown_timeout`` budgets
+    (120 s) after the request's deadline. Now they share the request's: with
+    nothing left, each API call is tried once and nothing is waited for; with
+    7 s left, the tear-down wait ends 7 s later, not 120."""
+    proxy = TearingDownProxy()
+    fault = BMCTimeout("deploy still deploying at the request's deadline", node="n1")
+    clock, deadline = _release(proxy, fault, left=left)
     assert clock.monotonic() <= deadline.at + 0.1
     assert proxy.actions[0] == "maintenance"  # fenced by the row (BMCTimeout fences)
     assert proxy.actions[-1] == "delete allocation"  # the bookkeeping always happens
@@ -523,41 +532,26 @@ class WaitingProxy(TearingDownProxy):
         self._nodes = [Node(id="uuid-n1", name="n1", provision_state="available")]
 
 
-def _release_waiting(proxy: WaitingProxy, fault: Any) -> None:
-    clock = FakeClock()
-    policy = RetryLimits(total=30.0, jitter=0.0, sleep=clock.sleep, clock=clock.monotonic)
-    backend = IronicBackend(
-        Api(FakeConn(proxy), busy=policy),  # type: ignore[arg-type]
-        poll=2.0,
-        sleep=clock.sleep,
-        clock=clock.monotonic,
-    )
-    job = backend.open(Request("r1", resource_class="baremetal"))
-    claim = Claim(job, "n1", 1, ClaimState("alloc-1", "uuid-n1", None))
-    deadline = Deadline.after(30.0, clock=clock.monotonic)
-    backend.release(claim, fault, policy_for(fault), deadline=deadline)
-
-
 def test_a_fenced_node_waiting_for_its_agent_is_aborted_not_cleaned() -> None:
     """Issue 35: the request gave up on a node whose deploy waits for its
     agent; Ironic 35.0+ (API 1.110) aborts from ``wait call-back`` to ``deploy
     failed``: the node stays fenced as the fault left it, no tear-down and no
     cleaning on a node judged faulty."""
     proxy = WaitingProxy(202)
-    _release_waiting(proxy, BMCTimeout("deploy still wait call-back at the deadline", node="n1"))
+    _release(proxy, BMCTimeout("deploy still wait call-back at the deadline", node="n1"))
     assert proxy.puts == [("/nodes/uuid-n1/states/provision", {"target": "abort"}, "1.110")]
     assert proxy.actions == ["maintenance", "patch", "delete allocation"]  # no "deleted"
 
 
 def test_an_ironic_before_35_tears_the_waiting_node_down_as_before() -> None:
     proxy = WaitingProxy(406)  # the abort from wait call-back unknown to it
-    _release_waiting(proxy, BMCTimeout("deploy still wait call-back at the deadline", node="n1"))
+    _release(proxy, BMCTimeout("deploy still wait call-back at the deadline", node="n1"))
     assert len(proxy.puts) == 1
     assert proxy.actions == ["maintenance", "patch", "deleted", "delete allocation"]
 
 
 def test_a_node_not_fenced_is_torn_down_even_while_waiting_for_its_agent() -> None:
     proxy = WaitingProxy(202)
-    _release_waiting(proxy, BMCBusy("later", node="n1"))  # busy does not fence
+    _release(proxy, BMCBusy("later", node="n1"))  # busy does not fence
     assert proxy.puts == []
     assert proxy.actions == ["patch", "deleted", "delete allocation"]
