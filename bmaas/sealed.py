@@ -163,9 +163,11 @@ class Keyring:
             ) from None
 
     def reseal(self, value: str, *, field: str | None = None, node: str | None = None) -> str:
-        """``value`` sealed again with the first key (unchanged if it already is)."""
-        if _split(value)[0] == self.primary:
-            return value
+        """``value`` sealed again with the first key (unchanged if it already
+        is); a damaged value is :meth:`unseal`'s :class:`KeyProblem`."""
+        with contextlib.suppress(ValueError, UnicodeEncodeError):
+            if _split(value)[0] == self.primary:
+                return value
         return self.seal(self.unseal(value, field=field, node=node))
 
     def with_keys(self, keys: Iterable[bytes]) -> Keyring:

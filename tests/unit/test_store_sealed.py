@@ -399,3 +399,12 @@ def test_a_record_handed_straight_to_a_driver_opens_its_password(
     with pytest.raises(InputError, match=r"driver_info\.ipmi_password: no key file at") as caught:
         DriverInfo.parse(stored)
     assert PASSWORD not in str(caught.value)
+
+
+@pytest.mark.parametrize("damaged", ["sealed:v1:nokeyid", "sealed:v1:ü:x", "plain"])
+def test_resealing_a_damaged_value_is_a_key_problem_not_a_value_error(damaged: str) -> None:
+    ring = sealed.Keyring([sealed.new_key()])
+    with pytest.raises(KeyProblem):
+        ring.reseal(damaged, field="driver_info.ipmi_password", node="n1")
+    good = ring.seal("secret-pw")
+    assert ring.reseal(good) == good  # already under the first key: unchanged
