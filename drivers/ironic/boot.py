@@ -36,10 +36,18 @@ bounded like every other bmaas call. What it does not do, and says so:
 * no Dell firmware check (``properties/vendor``): bmaas finds the slot on
   every iDRAC shape it knows (:mod:`bmaas.drivers.redfish.vmedia`).
 
-Image publishing needs Ironic 39 or later (a boot interface declares its
-publisher, ``BootInterface.image_publisher_settings``); earlier releases
-key it by hardware type name and refuse ``bmaas-redfish``, so there the
-hardware type does not offer virtual media boot at all (:data:`PUBLISHES`).
+**Image publishing on every release.** Ironic 39 lets a boot interface
+declare its publisher (``BootInterface.image_publisher_settings``: this one
+inherits ``redfish-virtual-media``'s, the ``[redfish]`` options). Earlier
+releases (35.x, the 2026.1 SLURP) key the publisher by the node's hardware
+type name (``image_utils.ImageHandler``: ``redfish``, ``idrac``, ``ilo``,
+``ilo5``) and refuse any other with "Publishing images is not supported for
+driver bmaas-redfish" -- the deploy ISO, the boot ISO and the node vmedia
+API's image alike. There :func:`publish_on_legacy_ironic` (run when this
+module loads, where :data:`PUBLISHES` is false) puts a subclass of
+``ImageHandler`` in ``image_utils`` whose only difference is that it reads
+``bmaas-redfish`` as ``redfish``: the same ``[redfish]`` options Ironic 39
+uses for it. Every other hardware type gets exactly Ironic's answer.
 """
 
 from __future__ import annotations
@@ -57,12 +65,58 @@ from ironic.drivers.modules.redfish import boot as redfish_boot
 
 from bmaas.drivers.ironic.management import eject_cd, insert_cd
 
-__all__ = ["PUBLISHES", "TRANSPORTS", "BmaasVirtualMediaBoot", "deploy_info"]
+__all__ = [
+    "LEGACY_PUBLISHERS",
+    "PUBLISHES",
+    "TRANSPORTS",
+    "BmaasVirtualMediaBoot",
+    "deploy_info",
+    "publish_on_legacy_ironic",
+]
 
 LOG = logging.getLogger(__name__)
 
 #: this Ironic lets a boot interface declare how it publishes images (39+)
 PUBLISHES = hasattr(base.BootInterface, "image_publisher_settings")
+
+#: bmaas hardware type -> the Ironic type whose image publisher it uses where
+#: Ironic keys publishers by type name (before 39): its ``[redfish]`` options
+LEGACY_PUBLISHERS = {"bmaas-redfish": "redfish"}
+
+
+def publish_on_legacy_ironic(module: Any = image_utils) -> bool:
+    """Let ``bmaas-redfish`` publish images on an Ironic that keys the
+    publisher by hardware type name (before 39; see the module docstring):
+    ``module.ImageHandler`` becomes a subclass reading the types of
+    :data:`LEGACY_PUBLISHERS` as theirs. Every caller in Ironic looks the
+    class up in ``module`` when it runs, so the conductor's node vmedia API
+    publishes through it too. Idempotent; True when it was installed now
+    or before, False on an Ironic that needs none (39+)."""
+    if PUBLISHES:
+        return False
+    current = module.ImageHandler
+    if getattr(current, "bmaas_legacy", False):
+        return True
+
+    class BmaasImageHandler(current):  # type: ignore[misc,valid-type]
+        """Ironic's ``ImageHandler``, reading bmaas's types as the ones
+        whose publisher they use (installed by bmaas; Ironic < 39)."""
+
+        bmaas_legacy = True
+
+        def update_driver_config(self, driver: Any, *args: Any, **kwargs: Any) -> None:
+            super().update_driver_config(LEGACY_PUBLISHERS.get(driver, driver), *args, **kwargs)
+
+    BmaasImageHandler.__name__ = BmaasImageHandler.__qualname__ = current.__name__
+    BmaasImageHandler.__module__ = current.__module__
+    module.ImageHandler = BmaasImageHandler
+    LOG.info(
+        "bmaas: Ironic keys image publishing by hardware type name; %s publish as %s",
+        ", ".join(LEGACY_PUBLISHERS),
+        ", ".join(sorted(set(LEGACY_PUBLISHERS.values()))),
+    )
+    return True
+
 
 #: ``vmedia_transport_protocol`` values bmaas can honour: it sends the
 #: published URL's own scheme, and Ironic publishes over HTTP(S)
@@ -250,3 +304,6 @@ def _published_over_http(task: Any) -> None:
     if internal.pop("vmedia_transport_protocol", None) is not None:
         node.driver_internal_info = internal
         node.save()
+
+
+publish_on_legacy_ironic()

@@ -10,12 +10,13 @@ switching an enrolled node is ``baremetal node set --driver bmaas-ipmi``
     enabled_power_interfaces = ipmitool,redfish,bmaas
     enabled_management_interfaces = ipmitool,redfish,bmaas
 
-``bmaas-redfish`` boots from virtual media too (Ironic 39+, where a boot
-interface declares how it publishes images): ``bmaas-virtual-media``
+``bmaas-redfish`` boots from virtual media too: ``bmaas-virtual-media``
 (:mod:`bmaas.drivers.ironic.boot`: Ironic's ``redfish-virtual-media`` with
-every BMC request through bmaas, typed). Ironic's own cannot run on a type
-of another name (it reads ``[<type name>]verify_ca``). Enable it with
-``enabled_boot_interfaces``.
+every BMC request through bmaas, typed), on Ironic 39 and on the releases
+that key image publishing by hardware type name (35.x, see
+:func:`~bmaas.drivers.ironic.boot.publish_on_legacy_ironic`). Ironic's own
+cannot run on a type of another name (it reads ``[<type name>]verify_ca``).
+Enable it with ``enabled_boot_interfaces``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,4 @@ class BmaasRedfishHardware(_BmaasHardware):
     def supported_boot_interfaces(self) -> list[type]:
         # virtual media last, as Ironic's redfish type has it: a node that
         # names no boot interface keeps the generic default
-        found: list[type] = list(super().supported_boot_interfaces)
-        if boot.PUBLISHES:
-            found.append(boot.BmaasVirtualMediaBoot)
-        return found
+        return [*super().supported_boot_interfaces, boot.BmaasVirtualMediaBoot]

@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import http.server
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -87,9 +86,6 @@ class VmediaIronic:
 
 @pytest.fixture(scope="module")
 def vmedia_ironic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmediaIronic]:
-    venv = harness.find_venv()
-    if not _publishes(venv):
-        pytest.skip(f"{venv}: Ironic < 39 keys image publishing by hardware type name")
     workdir = tmp_path_factory.mktemp("ironic-vmedia")
     with contextlib.ExitStack() as stack:
         served = _Served(workdir / "httpboot")
@@ -113,25 +109,6 @@ def vmedia_ironic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmediaIr
         boot_iso = workdir / "images" / "boot.iso"
         boot_iso.write_bytes(b"bmaas lab boot iso\n" * 64)
         yield VmediaIronic(service, conn, served, boot_iso)
-
-
-def _publishes(venv: Path) -> bool:
-    """Whether the Ironic in ``venv`` lets a boot interface declare how it
-    publishes images (39+); before, it keys publishing by hardware type name
-    and bmaas-redfish offers no virtual media boot
-    (:data:`bmaas.drivers.ironic.boot.PUBLISHES`)."""
-    probe = (
-        "from ironic.drivers import base; "
-        "print(hasattr(base.BootInterface, 'image_publisher_settings'))"
-    )
-    found = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return found.stdout.strip().endswith("True")
 
 
 def _enroll(env: VmediaIronic, entry: dict[str, Any], driver: str, boot: str, name: str) -> Any:
