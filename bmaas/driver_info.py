@@ -22,7 +22,7 @@ from bmaas import sealed, tlspolicy, validate
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "FIELDS", "DriverInfo", "InfoField"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "FIELDS", "DriverInfo", "InfoField", "MissingKey"]
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -166,6 +166,12 @@ def _url(value: Any) -> str:
     return text.rstrip("/")
 
 
+class MissingKey(InputError):
+    """A required driver_info key that is absent or null: the one kind of
+    problem a caller may tell apart from a bad value (Ironic answers it with
+    ``MissingParameterValue``, :mod:`bmaas.drivers.ironic.info`)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class InfoField:
     key: str
@@ -224,6 +230,13 @@ FIELDS: dict[str, InfoField] = {
             "firmware boot mode to ask for with every boot override: uefi or bios "
             "(Ironic's boot_mode; Redfish BootSourceOverrideMode UEFI or Legacy)",
         ),
+        InfoField(
+            "deploy_boot_device",
+            _choice("pxe", "cdrom"),
+            "what a deploy boots where the node has no virtual media: pxe (default) or "
+            "cdrom (a one-time override to the CD drive; the disc is put there outside "
+            "bmaas, as the VM lab does: IPMI has no virtual media)",
+        ),
         InfoField("fake_machine", _text, "name of a simulated machine (fake driver)"),
         InfoField(
             "bmc_max_requests",
@@ -260,6 +273,8 @@ class DriverInfo:
     redfish_auth_type: str = "auto"
     redfish_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     boot_mode: str | None = None
+    #: None: PXE (see FIELDS)
+    deploy_boot_device: str | None = None
     fake_machine: str | None = None
     bmc_max_requests: int | None = None
     bmc_min_interval: float | None = None
@@ -344,7 +359,7 @@ class DriverInfo:
                 validate.present(raw.get(key))
             except ValueError as exc:
                 message = str(exc) if key in raw else "is required"
-                problems.append(InputError(message, field=f"driver_info.{key}", node=node))
+                problems.append(MissingKey(message, field=f"driver_info.{key}", node=node))
         return values, problems
 
     def to_dict(self, *, reveal: bool = False) -> dict[str, Any]:

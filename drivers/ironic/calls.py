@@ -19,7 +19,10 @@ Every interface method goes through here, so each one:
 =====================  ===========================================
 bmaas fault            Ironic exception
 =====================  ===========================================
-InputError             InvalidParameterValue (validate, API 400)
+MissingDriverInfo      MissingParameterValue (validate, API 400):
+                       every problem a required driver_info key missing
+InputError             InvalidParameterValue (validate, API 400); bad
+                       driver_info names every problem, one a line
 UnsupportedOperation   UnsupportedDriverExtension
 any other, power       BmaasPowerFailure (a PowerStateFailure)
 any other, management  BmaasDriverError (a DriverOperationError)
@@ -46,7 +49,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, Operation
 from bmaas.drivers.ipmi.driver import SESSION_KEEPALIVE
 from bmaas.drivers.ironic import conf, rules
-from bmaas.drivers.ironic.info import parse_driver_info
+from bmaas.drivers.ironic.info import MissingDriverInfo, parse_driver_info
 from bmaas.drivers.ironic.rules import RequestDeadlines
 from bmaas.faults import (
     BmaasError,
@@ -264,6 +267,7 @@ def call(
 #: the mapping table (the docstring's): bmaas faults that become a specific
 #: Ironic exception; every other fault becomes the interface's own error
 IRONIC_ERRORS: dict[type[BmaasError], type[exception.IronicException]] = {
+    MissingDriverInfo: exception.MissingParameterValue,
     InputError: exception.InvalidParameterValue,
     UnsupportedOperation: exception.UnsupportedDriverExtension,
 }
@@ -282,8 +286,14 @@ def _ironic_error(
 
 
 def message(fault: BmaasError, what: str, elapsed: float) -> str:
-    """The prefixed text an Ironic exception carries for ``fault``."""
-    return f"{faulttext.format_fault(fault)}; {what} gave up after {elapsed:.2f}s"
+    """The prefixed text an Ironic exception carries for ``fault``: one
+    line, then one line per problem when the fault carries several (a
+    node's driver_info: :class:`~bmaas.drivers.ironic.info.DriverInfoProblems`)."""
+    text = f"{faulttext.format_fault(fault)}; {what} gave up after {elapsed:.2f}s"
+    problems = getattr(fault, "problems", None) or ()
+    if len(problems) > 1:
+        text += "".join("\n" + " ".join(str(p).split()) for p in problems)
+    return text
 
 
 @contextlib.contextmanager
