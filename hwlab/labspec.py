@@ -398,8 +398,8 @@ def _expand(
                     lines=[line_of(r) for r in raw_rules] if isinstance(raw_rules, list) else (),
                     node=node_name,
                 )
-            except InputError as exc:
-                check.problems.append(exc)
+            except InputError as exc:  # every refused rule, one problem each
+                check.problems.extend(getattr(exc, "problems", None) or [exc])
                 return []
             protocols = [proxy.protocol]
             username, password = proxy.username or username, proxy.password or password

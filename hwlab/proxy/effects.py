@@ -46,6 +46,7 @@ __all__ = [
     "PROTOCOLS",
     "REFUSED",
     "SUPPORTED",
+    "RuleProblems",
     "check_rule",
     "expected_fault",
     "ipmi_needs_credentials",
@@ -146,6 +147,12 @@ def check_rule(
             field=where,
             node=node,
         )
+    unseen = rule.unseen_on([protocol])
+    if unseen is not None:
+        # the same refusal as on an emulated node (FaultRule.unseen_on): a vendor
+        # incident with no answer over this proxy's protocol fired, was logged as
+        # fired, and changed no answer
+        raise InputError(f"{name}: {unseen}", source=source, line=line, field=where, node=node)
     if rule.protocol not in ("*", protocol):
         return  # aimed at another protocol: never fires here, harmless
     if protocol == "ipmi" and not credentials and ipmi_needs_credentials(rule):
@@ -199,6 +206,23 @@ def supported_rules(rules: Iterable[FaultRule], spec: ProxySpec, *, why: str) ->
     return kept
 
 
+class RuleProblems(InputError):
+    """Every rule of one request or one node a proxy cannot carry out
+    (:attr:`problems`, one :class:`~bmaas.faults.InputError` each, naming
+    its rule); ``str()`` is one line, the problems joined with ``; `` (what
+    the control API answers)."""
+
+    def __init__(self, problems: Sequence[InputError]) -> None:
+        first = problems[0]
+        super().__init__(
+            first.message, source=first.source, line=first.line, field=first.field, node=first.node
+        )
+        self.problems = list(problems)
+
+    def __str__(self) -> str:
+        return "; ".join(str(p) for p in self.problems)
+
+
 def check_rules(
     rules: Iterable[FaultRule],
     protocol: str,
@@ -209,14 +233,21 @@ def check_rules(
     lines: Sequence[int | None] = (),
     node: str | None = None,
 ) -> None:
-    """:func:`check_rule` for each rule; ``lines`` locates them in ``source``."""
+    """:func:`check_rule` for each rule; ``lines`` locates them in ``source``.
+    Every refused rule at once: :class:`RuleProblems`."""
+    problems = []
     for i, rule in enumerate(rules):
-        check_rule(
-            rule,
-            protocol,
-            credentials=credentials,
-            where=f"{field}[{i}]",
-            source=source,
-            line=lines[i] if i < len(lines) else None,
-            node=node,
-        )
+        try:
+            check_rule(
+                rule,
+                protocol,
+                credentials=credentials,
+                where=f"{field}[{i}]",
+                source=source,
+                line=lines[i] if i < len(lines) else None,
+                node=node,
+            )
+        except InputError as exc:
+            problems.append(exc)
+    if problems:
+        raise RuleProblems(problems)
