@@ -30,11 +30,18 @@ Ironic's name)                              ``Legacy`` in every override PATCH,
 an override bmaas has no device for         read as what it is:
 (``Usb``, ``Utilities``, ``UefiShell``,     :class:`~bmaas.driver.OtherBootDevice`
 ``Diags``, ...), left by another tool       with the BMC's name
+``UefiHttp`` in the allowed targets         :class:`HttpBoot` (UEFI HTTP boot of
+                                            one image): ``UefiHttp`` with
+                                            ``HttpBootUri``, the URI read back
+                                            (another URI: ``BootFailure``);
+                                            without it in the list,
+                                            ``UnsupportedOperation``
 ==========================================  ====================================
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from bmaas.driver import BootDevice, BootSetting, OtherBootDevice
@@ -42,9 +49,12 @@ from bmaas.driver import BootDevice, BootSetting, OtherBootDevice
 __all__ = [
     "CONTINUOUS",
     "DISABLED",
+    "HTTP_URI",
     "MODES",
     "ONCE",
     "TARGETS",
+    "UEFI_HTTP",
+    "HttpBoot",
     "NotAllowed",
     "allows_continuous",
     "frequency",
@@ -64,6 +74,27 @@ TARGETS: dict[BootDevice, str] = {
     BootDevice.CDROM: "Cd",
     BootDevice.BIOS: "BiosSetup",
 }
+#: UEFI HTTP boot (ComputerSystem 1.9+): the firmware fetches an image over
+#: HTTP(S) from ``HttpBootUri`` (or the URI DHCP hands out when none is set)
+UEFI_HTTP = "UefiHttp"
+HTTP_URI = "HttpBootUri"
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpBoot:
+    """A UEFI HTTP boot override: boot from the image at ``uri`` (None: the
+    URI the network's DHCP hands out; no ``HttpBootUri`` is sent). What
+    Ironic's ``redfish-https`` boot interface asks of a BMC; only Redfish
+    has it, so it is no :class:`~bmaas.driver.BootDevice`."""
+
+    uri: str | None = None
+
+    @property
+    def device(self) -> OtherBootDevice:
+        """What a read of the override shows: the BMC's name for the target."""
+        return OtherBootDevice(UEFI_HTTP)
+
+
 #: what a target reads as; ``UsbCd``: sushy asks SuperMicro X11/X12 for it
 #: when told Cd (virtual media only boots from the "USB CD")
 DEVICES: dict[str, BootDevice] = {
@@ -89,9 +120,15 @@ def frequency(boot: dict[str, Any], persistent: bool) -> str:
     return CONTINUOUS if persistent and allows_continuous(boot) else ONCE
 
 
-def target_for(boot: dict[str, Any], device: BootDevice, manufacturer: str | None) -> str | None:
+def target_for(
+    boot: dict[str, Any], device: BootDevice | HttpBoot, manufacturer: str | None
+) -> str | None:
     """The target to send for ``device``; None when the service does not
-    allow it (its ``AllowableValues`` lack it)."""
+    allow it (its ``AllowableValues`` lack it). ``UefiHttp`` only where
+    the list names it: no list says nothing of a target since 1.9."""
+    if isinstance(device, HttpBoot):
+        allowed = _allowed(boot, "BootSourceOverrideTarget")
+        return UEFI_HTTP if allowed is not None and UEFI_HTTP in allowed else None
     target = TARGETS[device]
     allowed = _allowed(boot, "BootSourceOverrideTarget")
     if (
@@ -128,21 +165,25 @@ class NotAllowed(Exception):
 
 
 def override(
-    system: dict[str, Any], device: BootDevice, persistent: bool, boot_mode: str | None
+    system: dict[str, Any], device: BootDevice | HttpBoot, persistent: bool, boot_mode: str | None
 ) -> dict[str, str]:
-    """The ``Boot`` object to PATCH onto ``system`` (its JSON) for ``device``;
-    :class:`NotAllowed` when its AllowableValues rule the target or mode out."""
+    """The ``Boot`` object to PATCH onto ``system`` (its JSON) for ``device``
+    (an :class:`HttpBoot` adds its ``HttpBootUri``); :class:`NotAllowed` when
+    its AllowableValues rule the target or mode out."""
     boot = system.get("Boot") or {}
     target = target_for(boot, device, system.get("Manufacturer"))
     if target is None:
-        offered = _allowed(boot, "BootSourceOverrideTarget") or ["none"]
+        offered = _allowed(boot, "BootSourceOverrideTarget") or ["none listed"]
+        name = UEFI_HTTP if isinstance(device, HttpBoot) else TARGETS[device]
         raise NotAllowed(
-            f"boot override {TARGETS[device]} is not one the system allows ({', '.join(offered)})"
+            f"boot override {name} is not one the system allows ({', '.join(offered)})"
         )
     body = {
         "BootSourceOverrideTarget": target,
         "BootSourceOverrideEnabled": frequency(boot, persistent),
     }
+    if isinstance(device, HttpBoot) and device.uri is not None:
+        body[HTTP_URI] = device.uri
     mode, allowed = mode_for(boot, boot_mode)
     if not allowed:
         raise NotAllowed(f"boot mode {mode} is not one the system allows")

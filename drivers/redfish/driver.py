@@ -20,7 +20,8 @@ finds the node already there, 1 more GET when the BMC refuses an idempotent
 action with 400/409 (it may be there), 1 GET of the reset's ActionInfo once per
 driver where only it lists the types, 1 PATCH before a power-on or reboot where
 a persistent override is re-sent (no ``Continuous``).
-``set_boot_device`` (:mod:`bmaas.drivers.redfish.boot`): 1 GET (allowed values and
+``set_boot_device`` and ``set_http_boot`` (UEFI HTTP boot,
+:mod:`bmaas.drivers.redfish.boot`): 1 GET (allowed values and
 ETag) + 1 PATCH + 1 GET read-back; a 412/428 adds 1 GET + 1 PATCH
 (:mod:`bmaas.drivers.redfish.preconditions`).
 Virtual media (:mod:`bmaas.drivers.redfish.vmedia`): the first call finds the CD
@@ -71,6 +72,7 @@ from bmaas.drivers.redfish.vmedia import VirtualMediaSlots, find_cd_slots
 from bmaas.faults import (
     BmaasError,
     BMCFault,
+    BootFailure,
     InputError,
     SlotTimeout,
     UnclassifiedFault,
@@ -162,7 +164,7 @@ class RedfishDriver(BMCDriver):
         self._vmedia_paths: list[str] | None = None
         #: a persistent boot device this BMC cannot keep: sent once again
         #: before every power-on or reboot (Quirk.BOOT_NO_CONTINUOUS)
-        self._boot_again: BootDevice | None = None
+        self._boot_again: BootDevice | boot_rules.HttpBoot | None = None
         #: the ResetTypes the reset's ActionInfo lists (read once)
         self._action_info: list[str] | None = None
         self._fetched = False  # the system was read moments ago, by _connect
@@ -505,7 +507,22 @@ class RedfishDriver(BMCDriver):
         """Set the override as the service allows it (:mod:`bmaas.drivers.redfish.boot`):
         a persistent one where ``Continuous`` is not allowed is sent as once,
         and again before every power-on or reboot this driver makes."""
+        self._set_override(device, persistent, deadline)
 
+    def set_http_boot(
+        self, uri: str | None, *, persistent: bool = False, deadline: Deadline
+    ) -> None:
+        """UEFI HTTP boot from ``uri`` (None: the URI DHCP hands out):
+        ``BootSourceOverrideTarget`` ``UefiHttp`` with ``HttpBootUri``, as
+        :meth:`set_boot_device` sets an override (the same requests, the
+        same once-for-persistent rule). ``UnsupportedOperation`` before
+        anything is sent when the system does not list ``UefiHttp``;
+        ``BootFailure`` when the read-back shows another target or URI."""
+        self._set_override(boot_rules.HttpBoot(uri), persistent, deadline)
+
+    def _set_override(
+        self, device: BootDevice | boot_rules.HttpBoot, persistent: bool, deadline: Deadline
+    ) -> None:
         def act() -> None:
             system, conn = self._system, self._conn
             assert system is not None
@@ -531,12 +548,29 @@ class RedfishDriver(BMCDriver):
                     Quirk.BOOT_ONCE_READS_DISABLED,
                     f"reads back {target} with the override Disabled: taken once, not a fault",
                 )
-            sent = BootSetting(device, persistent=enabled == boot_rules.CONTINUOUS)
+            shown = device.device if isinstance(device, boot_rules.HttpBoot) else device
+            sent = BootSetting(shown, persistent=enabled == boot_rules.CONTINUOUS)
             self.check_boot_readback(sent, applied)
+            if isinstance(device, boot_rules.HttpBoot) and device.uri is not None:
+                self._check_http_uri(device.uri, boot)
 
         self._call(Operation.BOOT_SET, deadline, act, read=Operation.BOOT_GET)
 
-    def _send_boot(self, system: Resource, device: BootDevice, persistent: bool) -> tuple[str, str]:
+    def _check_http_uri(self, uri: str, boot: dict[str, Any]) -> None:
+        """The read-back's ``HttpBootUri`` is the one sent (a service that
+        does not show the property is taken at its 2xx)."""
+        if boot_rules.HTTP_URI not in boot or boot[boot_rules.HTTP_URI] == uri:
+            return
+        raise self.fault(
+            BootFailure,
+            "asked for UEFI HTTP boot from the image sent, the BMC reads back "
+            f"{'no' if not boot[boot_rules.HTTP_URI] else 'another'} HttpBootUri",
+            operation=Operation.BOOT_SET,
+        )
+
+    def _send_boot(
+        self, system: Resource, device: BootDevice | boot_rules.HttpBoot, persistent: bool
+    ) -> tuple[str, str]:
         """PATCH the override onto ``system`` (as just read): its target and frequency."""
         assert self._conn is not None
         try:

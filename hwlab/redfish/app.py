@@ -42,7 +42,7 @@ import jinja2
 from bmaas.driver import BootDevice
 from bmaas.fakes.faults import Firing
 from bmaas.hwlab.http import error_body
-from bmaas.hwlab.redfish.bmc import BOOT_NAMES, BOOT_TARGETS, RESET_ACTIONS, Bmc
+from bmaas.hwlab.redfish.bmc import BOOT_NAMES, BOOT_TARGETS, HTTP_TARGET, RESET_ACTIONS, Bmc
 
 with warnings.catch_warnings():
     # sushy-tools imports webob, which imports the stdlib's deprecated cgi module.
@@ -121,6 +121,8 @@ class MachineSystems(AbstractSystemsDriver):
         bmc = self._check(identity)
         if bmc.override_cleared:
             return "None"
+        if bmc.http_boot:
+            return HTTP_TARGET
         # a fake machine only ever holds a BootDevice (never an OtherBootDevice)
         return BOOT_NAMES[BootDevice(bmc.machine.boot_device().device)]
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOT_MODES",
     "BOOT_TARGETS",
+    "HTTP_TARGET",
     "RESET_ACTIONS",
     "Bmc",
     "Rendered",
@@ -59,6 +60,10 @@ BOOT_TARGETS: dict[str, BootDevice] = {
     "BiosSetup": BootDevice.BIOS,
 }
 BOOT_NAMES = {device: name for name, device in BOOT_TARGETS.items()}
+#: UEFI HTTP boot (``BootSourceOverrideTarget`` ``UefiHttp``, the image at
+#: ``HttpBootUri``): the machine holds it as a network boot (pxe), and the BMC
+#: shows ``UefiHttp`` while the machine still holds exactly what it set
+HTTP_TARGET = "UefiHttp"
 #: Redfish BootSourceOverrideMode values a lab system takes (UEFI first: its default)
 BOOT_MODES = ("UEFI", "Legacy")
 
@@ -113,7 +118,11 @@ class Bmc:
         if unknown:
             raise ValueError(f"unknown Redfish reset types: {', '.join(unknown)}")
         self.reset_types = types
-        self.boot_targets = tuple(BOOT_TARGETS)
+        self.boot_targets = (*BOOT_TARGETS, HTTP_TARGET)
+        #: ``Boot/HttpBootUri``: the image UEFI HTTP boot fetches (None: DHCP's)
+        self.http_boot_uri: str | None = None
+        # the machine's boot setting a UefiHttp override left (see http_boot)
+        self._http: BootSetting | None = None
         #: BootSourceOverrideMode: the machine boots either way; kept for read-back
         self.boot_mode = BOOT_MODES[0]
         self.boot_modes = BOOT_MODES
@@ -175,9 +184,23 @@ class Bmc:
         machine follows its own boot order, the disk."""
         self._cleared = self.machine.boot_device()
 
-    def boot_override_set(self) -> None:
-        """A boot override was set: reads show it again."""
+    def boot_override_set(self, *, http: bool = False) -> None:
+        """A boot override was set: reads show it again. ``http``: it was
+        ``UefiHttp`` (the machine holds a network boot; reads show
+        ``UefiHttp`` while it holds exactly that)."""
         self._cleared = None
+        self._http = self.machine.boot_device() if http else None
+
+    @property
+    def http_boot(self) -> bool:
+        """The override reads ``UefiHttp``: it was set so and the machine
+        still holds what that set (a set by IPMI, the boot that used a
+        one-time override, or a clear show instead)."""
+        return (
+            self._http is not None
+            and not self.override_cleared
+            and self.machine.boot_device() == self._http
+        )
 
     @property
     def boot_enabled(self) -> str:
@@ -205,6 +228,8 @@ class Bmc:
             machine.boot_progress(),
             self.boot_mode,
             self.override_cleared,
+            self.http_boot,
+            self.http_boot_uri,
         )
 
     def rendered(self, target: str, render: Callable[[], Rendered]) -> Rendered:

@@ -10,8 +10,11 @@ sushy-tools' views.
 * **Boot overrides as the schema has them** (:func:`patch_system`):
   ``BootSourceOverrideEnabled`` ``Once``/``Continuous``/``Disabled``,
   ``BootSourceOverrideTarget`` ``None`` (both clear the override),
-  ``BootSourceOverrideMode`` ``UEFI``/``Legacy``, each read back; a PATCH
-  with a value the property does not list is 400, naming every bad property.
+  ``BootSourceOverrideMode`` ``UEFI``/``Legacy``, each read back; UEFI HTTP
+  boot: target ``UefiHttp`` with ``HttpBootUri`` (a string, or null for the
+  URI DHCP hands out), read back while the machine holds the network boot it
+  set; a PATCH with a value the property does not list is 400, naming every
+  bad property.
 * **Virtual media by PATCH** (:func:`patch_vmedia`): ``Image``/``Inserted``
   on the slot, as services without ``InsertMedia`` take it.
 * **Unauthenticated documents**: ``/redfish/v1/$metadata`` (CSDL references
@@ -46,7 +49,7 @@ from bmaas.driver import BootDevice
 from bmaas.fakes.faults import Effect
 from bmaas.hwlab.http import Request, error_body
 from bmaas.hwlab.redfish.app import APP, CURRENT
-from bmaas.hwlab.redfish.bmc import BOOT_MODES, BOOT_TARGETS, Bmc, Rendered
+from bmaas.hwlab.redfish.bmc import BOOT_MODES, BOOT_TARGETS, HTTP_TARGET, Bmc, Rendered
 
 __all__ = [
     "PUBLIC",
@@ -315,7 +318,12 @@ def manager_resource(identity: str) -> flask.Response:
     )
 
 
-_BOOT = ("BootSourceOverrideEnabled", "BootSourceOverrideTarget", "BootSourceOverrideMode")
+_BOOT = (
+    "BootSourceOverrideEnabled",
+    "BootSourceOverrideTarget",
+    "BootSourceOverrideMode",
+    "HttpBootUri",
+)
 _ENABLED = ("Once", "Continuous", "Disabled")
 
 
@@ -355,6 +363,11 @@ def patch_system(identity: str) -> Any:
     problems += _listed(boot, "BootSourceOverrideEnabled", _ENABLED)
     problems += _listed(boot, "BootSourceOverrideTarget", bmc.boot_target_values)
     problems += _listed(boot, "BootSourceOverrideMode", BOOT_MODES)
+    uri = boot.get("HttpBootUri")
+    if uri is not None and (not isinstance(uri, str) or not uri):
+        problems.append(
+            ("Base.1.8.PropertyValueTypeError", f"Boot/HttpBootUri {uri!r} is not a URI or null")
+        )
     enabled = boot.get("BootSourceOverrideEnabled")
     target = boot.get("BootSourceOverrideTarget")
     mode = boot.get("BootSourceOverrideMode")
@@ -373,6 +386,8 @@ def patch_system(identity: str) -> Any:
         return _problems(problems)
     if mode is not None:
         bmc.boot_mode = mode
+    if "HttpBootUri" in boot:
+        bmc.http_boot_uri = uri
     machine = bmc.machine
     if clear:
         firings = CURRENT.get().take_firings()
@@ -381,15 +396,19 @@ def patch_system(identity: str) -> Any:
             bmc.clear_boot_override()
     elif target is not None or enabled is not None:
         was_cleared = bmc.override_cleared
+        http = target == HTTP_TARGET or (target is None and bmc.http_boot)
         now = machine.boot_device()
-        device = BOOT_TARGETS[target] if target is not None else BootDevice(now.device)
+        if http:
+            device = BootDevice.PXE  # a network boot, to the machine
+        else:
+            device = BOOT_TARGETS[target] if target is not None else BootDevice(now.device)
         if enabled is not None:
             persistent = enabled == "Continuous"
         else:
             persistent = False if was_cleared else now.persistent
         firings = CURRENT.get().take_firings()
         machine.set_boot_device(device, persistent=persistent, firings=firings)
-        bmc.boot_override_set()
+        bmc.boot_override_set(http=http and machine.boot_device().device is BootDevice.PXE)
     return flask.Response(status=204)
 
 

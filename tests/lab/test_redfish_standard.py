@@ -1,9 +1,10 @@
 """hwlab's Redfish BMCs meet the Redfish standard (DSP0266) where sushy-tools
 does not: one ``@odata.id`` per resource, equal to its URI; a Manager that
 answers for every system of a shared service; boot overrides cleared and
-``BootSourceOverrideMode``; ``$metadata``, ``odata`` and ``/redfish`` without
-login; ETag (and If-Match: 412), Allow, Location, OData-Version, Cache-Control
-and Link headers; virtual media by PATCH. The fault proxy relays all of it.
+``BootSourceOverrideMode``; UEFI HTTP boot (``UefiHttp``, ``HttpBootUri``);
+``$metadata``, ``odata`` and ``/redfish`` without login; ETag (and If-Match:
+412), Allow, Location, OData-Version, Cache-Control and Link headers; virtual
+media by PATCH. The fault proxy relays all of it.
 """
 
 from __future__ import annotations
@@ -11,16 +12,18 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bmaas.driver import BootDevice, PowerState
+from bmaas.driver import BootDevice, BootSetting, OtherBootDevice, PowerAction, PowerState
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import FakeMachine
+from bmaas.faults import BootFailure, UnsupportedOperation
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec
 from bmaas.hwlab.redfish import RedfishServer
 from tests.budgets import ask
@@ -417,6 +420,106 @@ def test_fault_effects_still_apply_to_a_boot_patch(one: tuple[int, FakeMachine])
         == 204
     )
     assert _boot(port, machine)["BootSourceOverrideEnabled"] != "Disabled"  # not kept either
+
+
+# -- UEFI HTTP boot (Ironic's redfish-https, bmaas-https) ------------------------------------
+
+
+def test_uefi_http_boot_is_listed_set_with_its_uri_and_read_back(
+    one: tuple[int, FakeMachine],
+) -> None:
+    """``UefiHttp`` among the targets and ``HttpBootUri`` on the Boot object;
+    a PATCH sets both, the read shows both while the machine holds the
+    network boot it set; another target replaces it; a URI that is not a
+    string is 400 and changes nothing."""
+    port, machine = one
+    system = f"/redfish/v1/Systems/{machine.name}"
+    boot = _boot(port, machine)
+    assert "UefiHttp" in boot["BootSourceOverrideTarget@Redfish.AllowableValues"]
+    assert boot["HttpBootUri"] is None
+    http = {
+        "BootSourceOverrideTarget": "UefiHttp",
+        "BootSourceOverrideEnabled": "Continuous",
+        "HttpBootUri": "http://conductor:8080/redfish/boot-1.iso",
+    }
+    assert call(port, "PATCH", system, {"Boot": http}).status == 204
+    boot = _boot(port, machine)
+    assert {k: boot[k] for k in http} == http
+    assert machine.boot_device() == BootSetting(BootDevice.PXE, persistent=True)  # a network boot
+    bad = call(port, "PATCH", system, {"Boot": {"HttpBootUri": 7}})
+    assert bad.status == 400
+    assert "HttpBootUri" in bad.json()["error"]["message"]
+    assert _boot(port, machine)["HttpBootUri"] == http["HttpBootUri"]
+    pxe = {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Continuous"}
+    assert call(port, "PATCH", system, {"Boot": pxe}).status == 204
+    assert _boot(port, machine)["BootSourceOverrideTarget"] == "Pxe"
+
+
+def test_a_one_time_uefi_http_boot_is_used_up_by_the_boot(one: tuple[int, FakeMachine]) -> None:
+    port, machine = one
+    system = f"/redfish/v1/Systems/{machine.name}"
+    once = {"BootSourceOverrideTarget": "UefiHttp", "BootSourceOverrideEnabled": "Once"}
+    assert call(port, "PATCH", system, {"Boot": once}).status == 204
+    assert _boot(port, machine)["BootSourceOverrideTarget"] == "UefiHttp"
+    machine.force_power(PowerState.OFF)
+    machine.set_power(PowerAction.ON)
+    _await(lambda: machine.power_state() is PowerState.ON)
+    assert machine.last_boot_device is BootDevice.PXE
+    assert _boot(port, machine)["BootSourceOverrideTarget"] != "UefiHttp"
+
+
+def test_the_driver_sets_uefi_http_boot_and_checks_the_read_back(
+    server: RedfishServer, one: tuple[int, FakeMachine]
+) -> None:
+    port, machine = one
+    driver = driver_for(server, port)
+    uri = "http://conductor:8080/redfish/boot-2.iso"
+    ask(driver.set_http_boot, uri, persistent=False)
+    boot = _boot(port, machine)
+    assert (boot["BootSourceOverrideTarget"], boot["BootSourceOverrideEnabled"]) == (
+        "UefiHttp",
+        "Once",
+    )
+    assert boot["HttpBootUri"] == uri
+    assert ask(driver.get_boot_device) == BootSetting(OtherBootDevice("UefiHttp"), False)
+    # a BMC that takes the PATCH and keeps no override: BootFailure, typed
+    ask(driver.set_boot_device, BootDevice.DISK, persistent=True)
+    machine.plan.add(FaultRule.from_dict({"effect": "boot_not_persisted", "operation": "boot.set"}))
+    with pytest.raises(BootFailure):
+        ask(driver.set_http_boot, uri, persistent=True)
+
+
+def test_a_system_without_uefi_http_refuses_before_sending(
+    server: RedfishServer,
+) -> None:
+    """The XCC shape lists no ``UefiHttp``: UnsupportedOperation, no PATCH."""
+    machine = FakeMachine(f"xcc-{next(_count)}", HARDWARE)
+    port = server.add(machine, username=USERNAME, password=PASSWORD, shape="xcc")
+    driver = driver_for(server, port)
+    before = machine.boot_device()
+    with pytest.raises(UnsupportedOperation, match="UefiHttp"):
+        ask(driver.set_http_boot, "http://c/boot.iso", persistent=False)
+    assert machine.boot_device() == before
+
+
+def test_a_vendor_shape_listing_uefi_http_takes_the_uri(server: RedfishServer) -> None:
+    """iDRAC 9 lists ``UefiHttp``: its Boot object has ``HttpBootUri``, set
+    and read back through the driver."""
+    machine = FakeMachine(f"idrac-{next(_count)}", HARDWARE)
+    port = server.add(machine, username=USERNAME, password=PASSWORD, shape="idrac9")
+    driver = driver_for(server, port)
+    uri = "https://conductor/redfish/boot-3.iso"
+    ask(driver.set_http_boot, uri, persistent=True)
+    system = ask(driver.probe).extra["system"]
+    boot = call(port, "GET", system).json()["Boot"]
+    assert (boot["BootSourceOverrideTarget"], boot["HttpBootUri"]) == ("UefiHttp", uri)
+
+
+def _await(done: Callable[[], bool], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < end, "the machine did not get there"
+        time.sleep(0.02)
 
 
 # -- through the fault proxy ----------------------------------------------------------------

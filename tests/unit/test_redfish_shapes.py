@@ -96,3 +96,31 @@ def test_reset_types_from_an_action_info() -> None:
     info = {"Parameters": [{"Name": "ResetType", "AllowableValues": ["On", "ForceOff"]}]}
     assert power.from_action_info(info) == ["On", "ForceOff"]
     assert power.from_action_info({"Parameters": []}) is None
+
+
+def test_uefi_http_boot_is_sent_with_its_uri_where_the_service_lists_it() -> None:
+    """Ironic's redfish-https asks for ``UefiHttp`` and ``HttpBootUri``; a
+    service that does not list ``UefiHttp`` (or lists no targets at all) is
+    refused before anything is sent."""
+    system = {
+        "Boot": {
+            "BootSourceOverrideTarget@Redfish.AllowableValues": ["Pxe", "Hdd", "UefiHttp"],
+            "BootSourceOverrideEnabled@Redfish.AllowableValues": ["Once", "Disabled"],
+        }
+    }
+    assert boot.override(system, boot.HttpBoot("https://c/boot.iso"), True, None) == {
+        "BootSourceOverrideTarget": "UefiHttp",
+        "BootSourceOverrideEnabled": "Once",  # no Continuous here (XCC-like)
+        "HttpBootUri": "https://c/boot.iso",
+    }
+    # no URI: the one DHCP hands out, none sent
+    assert "HttpBootUri" not in boot.override(system, boot.HttpBoot(None), False, None)
+    for refusing in (
+        {"Boot": {}},
+        {"Boot": {"BootSourceOverrideTarget@Redfish.AllowableValues": ["Pxe"]}},
+    ):
+        with pytest.raises(boot.NotAllowed, match="UefiHttp"):
+            boot.override(refusing, boot.HttpBoot("https://c/boot.iso"), False, None)
+    shown = {"BootSourceOverrideEnabled": "Continuous", "BootSourceOverrideTarget": "UefiHttp"}
+    assert boot.setting_of(shown) == BootSetting(OtherBootDevice("UefiHttp"), True)
+    assert boot.HttpBoot("x").device == OtherBootDevice("UefiHttp")

@@ -94,6 +94,8 @@ def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
         },
         "Actions": {"#ComputerSystem.Reset": reset},
     }
+    if "UefiHttp" in shape.boot_targets:
+        body["Boot"]["HttpBootUri"] = state.http_boot_uri
     if shape.vmedia_at == "Systems":
         body["VirtualMedia"] = _link(f"{shape.system_path}/VirtualMedia")
     return body

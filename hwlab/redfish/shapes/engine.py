@@ -192,6 +192,9 @@ _RESETS = frozenset({*RESET_ACTIONS, "PushPowerButton", "Nmi"})
 _ENABLED = "BootSourceOverrideEnabled"
 _TARGET = "BootSourceOverrideTarget"
 _MODE = "BootSourceOverrideMode"
+#: UEFI HTTP boot's image, on a shape whose targets list UefiHttp
+_URI = "HttpBootUri"
+_HTTP = "UefiHttp"
 
 
 def _patch_boot(state: ShapeState, body: Any, take: Callable[[], list[Firing]]) -> _Answer:
@@ -202,7 +205,10 @@ def _patch_boot(state: ShapeState, body: Any, take: Callable[[], list[Firing]]) 
     problems = [f"{name} is not writable here" for name in body if name != "Boot"]
     allowed = {_ENABLED: shape.enabled_values, _TARGET: shape.boot_targets, _MODE: shape.boot_modes}
     for name, value in boot.items():
-        if name not in allowed:
+        if name == _URI and _HTTP in shape.boot_targets:
+            if value is not None and (not isinstance(value, str) or not value):
+                problems.append(f"Boot/{name} {value!r} is not a URI or null")
+        elif name not in allowed:
             problems.append(f"Boot/{name} is not a property this service takes")
         elif value not in allowed[name]:
             problems.append(f"Boot/{name} {value!r} is not one of {', '.join(allowed[name])}")
@@ -210,6 +216,8 @@ def _patch_boot(state: ShapeState, body: Any, take: Callable[[], list[Firing]]) 
         return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(problems))
     if _MODE in boot:
         state.boot_mode = boot[_MODE]
+    if _URI in boot:
+        state.http_boot_uri = boot[_URI]
     if _ENABLED in boot or _TARGET in boot:
         now = state.override()
         target = boot.get(_TARGET, now.target)

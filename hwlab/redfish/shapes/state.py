@@ -62,6 +62,8 @@ class ShapeState:
         self.shape = shape
         self.machine = machine
         self.boot_mode = shape.boot_mode
+        #: ``Boot/HttpBootUri`` (shapes that list ``UefiHttp``; None: DHCP's)
+        self.http_boot_uri: str | None = None
         self._set: _Set | None = None
         #: image per slot id (the machine's CD mirrors the CD slot that holds one)
         self.images: dict[str, str] = {}
