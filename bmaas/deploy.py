@@ -3,7 +3,9 @@
 1. **check**: the BMC answers, accepts our credentials, and knows the power
    state (``UNKNOWN`` is a fault here, never "off");
 2. **boot device**: virtual media with the image when the driver offers it,
-   else PXE, once -- or persistent where the node's BMC is known to keep a
+   else the node's ``deploy_boot_device`` (``driver_info``: PXE by default,
+   or ``cdrom`` for a disc put in the drive outside bmaas -- the VM lab's
+   IPMI nodes), once -- or persistent where the node's BMC is known to keep a
    one-time override as a persistent one (:attr:`Quirk.BOOT_ONCE_KEPT_PERSISTENT`,
    like Ironic's ``force_persistent_boot_device``; ``persistent_boot``). A
    BMC that reads back the right device with another persistence is a
@@ -118,7 +120,7 @@ class DeploySettings:
 @dataclasses.dataclass(frozen=True)
 class DeployReport:
     node: str
-    #: "vmedia" or "pxe"
+    #: "vmedia", "pxe" or "cdrom" (``driver_info.deploy_boot_device``)
     boot_method: str
     #: the last BootProgress seen, when the BMC reports one
     boot_progress: str | None
@@ -241,7 +243,9 @@ def deploy_node(
             rd.set_boot_device(BootDevice.CDROM, persistent=persistent, deadline=dl)
             state["method"] = "vmedia"
         else:
-            rd.set_boot_device(BootDevice.PXE, persistent=persistent, deadline=dl)
+            device = BootDevice(driver.info.deploy_boot_device or BootDevice.PXE)
+            rd.set_boot_device(device, persistent=persistent, deadline=dl)
+            state["method"] = str(device)
 
     def power(rd: RetryingDriver) -> None:
         timeout = share.limit(Step.POWER, settings.power_timeout)
