@@ -70,6 +70,8 @@ __all__ = [
     "PUBLISHES",
     "TRANSPORTS",
     "BmaasVirtualMediaBoot",
+    "ImageChecks",
+    "deploy_and_instance_info",
     "deploy_info",
     "publish_on_legacy_ironic",
 ]
@@ -123,10 +125,10 @@ def publish_on_legacy_ironic(module: Any = image_utils) -> bool:
 TRANSPORTS = frozenset({"HTTP", "HTTPS"})
 
 
-class BmaasVirtualMediaBoot(redfish_boot.RedfishVirtualMediaBoot):  # type: ignore[misc]
-    """Virtual media boot (the CD slot) with every BMC request through bmaas."""
-
-    capabilities = ["ramdisk_boot"]
+class ImageChecks:
+    """The checks of a boot interface that boots Ironic's published images
+    (virtual media, UEFI HTTP): Ironic's, with :func:`deploy_info` in place
+    of Ironic's parse of the ``redfish_*`` keys. No BMC request."""
 
     def _validate_driver_info(self, task: Any) -> None:
         deploy_info(task.node)
@@ -140,10 +142,16 @@ class BmaasVirtualMediaBoot(redfish_boot.RedfishVirtualMediaBoot):  # type: igno
             or deploy_utils.get_boot_option(node) == "local"
         ):
             return
-        deploy_utils.validate_image_properties(task, _deploy_and_instance_info(node))
+        deploy_utils.validate_image_properties(task, deploy_and_instance_info(node))
 
     def validate_rescue(self, task: Any) -> None:
         deploy_info(task.node)
+
+
+class BmaasVirtualMediaBoot(ImageChecks, redfish_boot.RedfishVirtualMediaBoot):  # type: ignore[misc]
+    """Virtual media boot (the CD slot) with every BMC request through bmaas."""
+
+    capabilities = ["ramdisk_boot"]
 
     def validate(self, task: Any) -> None:
         """Ironic's checks of driver_info and instance_info (bmaas's own of
@@ -227,7 +235,7 @@ class BmaasVirtualMediaBoot(redfish_boot.RedfishVirtualMediaBoot):  # type: igno
                 return
             params["root_uuid"] = root_uuid
         _published_over_http(task)
-        iso = image_utils.prepare_boot_iso(task, _deploy_and_instance_info(node), **params)
+        iso = image_utils.prepare_boot_iso(task, deploy_and_instance_info(node), **params)
         insert_cd(task, iso)
         if boot_option == "ramdisk":
             self._attach_configdrive(task, None)  # refused when there is one: no USB slot
@@ -286,7 +294,7 @@ def deploy_info(node: Any) -> dict[str, Any]:
     return found
 
 
-def _deploy_and_instance_info(node: Any) -> dict[str, Any]:
+def deploy_and_instance_info(node: Any) -> dict[str, Any]:
     """Ironic's ``_parse_deploy_info``, with :func:`deploy_info`."""
     found: dict[str, Any] = {}
     found.update(deploy_utils.get_image_instance_info(node))

@@ -16,14 +16,16 @@ every BMC request through bmaas, typed), on Ironic 39 and on the releases
 that key image publishing by hardware type name (35.x, see
 :func:`~bmaas.drivers.ironic.boot.publish_on_legacy_ironic`). Ironic's own
 cannot run on a type of another name (it reads ``[<type name>]verify_ca``).
-Enable it with ``enabled_boot_interfaces``.
+And over UEFI HTTP: ``bmaas-https`` (:mod:`bmaas.drivers.ironic.httpboot`:
+Ironic's ``redfish-https``, the same way). Enable them with
+``enabled_boot_interfaces``.
 """
 
 from __future__ import annotations
 
 from ironic.drivers import generic
 
-from bmaas.drivers.ironic import boot
+from bmaas.drivers.ironic import boot, httpboot
 from bmaas.drivers.ironic.management import BmaasManagement
 from bmaas.drivers.ironic.power import BmaasPower
 
@@ -51,4 +53,8 @@ class BmaasRedfishHardware(_BmaasHardware):
     def supported_boot_interfaces(self) -> list[type]:
         # virtual media last, as Ironic's redfish type has it: a node that
         # names no boot interface keeps the generic default
-        return [*super().supported_boot_interfaces, boot.BmaasVirtualMediaBoot]
+        return [
+            *super().supported_boot_interfaces,
+            boot.BmaasVirtualMediaBoot,
+            httpboot.BmaasHttpsBoot,
+        ]

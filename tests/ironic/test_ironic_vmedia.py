@@ -1,5 +1,6 @@
-"""Virtual media through a real Ironic (issue 35): ``bmaas-redfish`` boots
-from the CD with ``bmaas-virtual-media`` (every BMC request through bmaas);
+"""Virtual media and UEFI HTTP boot through a real Ironic (issue 35):
+``bmaas-redfish`` boots from the CD with ``bmaas-virtual-media`` and over
+UEFI HTTP with ``bmaas-https`` (every BMC request through bmaas);
 a ``ramdisk`` deploy with
 a boot ISO goes to active with the ISO in the BMC's CD slot, on hwlab and
 on stock sushy-tools, beside stock ``redfish`` in the same Ironic; the node
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from bmaas import faulttext
 from bmaas.hwlab.harness import ironic as harness
@@ -37,6 +39,11 @@ from tests.sushy_emulator import sushy_emulator
 CASES = (
     ("redfish", "redfish-virtual-media"),
     ("bmaas-redfish", "bmaas-virtual-media"),
+)
+#: the same over UEFI HTTP boot (Redfish UefiHttp + HttpBootUri)
+HTTPS_CASES = (
+    ("redfish", "redfish-https"),
+    ("bmaas-redfish", "bmaas-https"),
 )
 #: the node vmedia API (POST/DELETE /v1/nodes/{node}/vmedia: 1.89; GET: 1.93)
 VMEDIA_VERSION = "1.93"
@@ -94,7 +101,9 @@ def vmedia_ironic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmediaIr
             SETTINGS,
             extra={
                 "DEFAULT": {
-                    "enabled_boot_interfaces": "pxe,redfish-virtual-media,bmaas-virtual-media"
+                    "enabled_boot_interfaces": ",".join(
+                        ["pxe", *(boot for _, boot in CASES + HTTPS_CASES)]
+                    )
                 },
                 "deploy": {"http_url": served.url},
             },
@@ -105,7 +114,8 @@ def vmedia_ironic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmediaIr
         conn = service.connect()
         stack.callback(conn.close)
         answer = conn.baremetal.get("/drivers/bmaas-redfish", microversion=VMEDIA_VERSION)
-        assert "bmaas-virtual-media" in answer.json()["enabled_boot_interfaces"], answer.text
+        offered = answer.json()["enabled_boot_interfaces"]
+        assert {"bmaas-virtual-media", "bmaas-https"} <= set(offered), answer.text
         boot_iso = workdir / "images" / "boot.iso"
         boot_iso.write_bytes(b"bmaas lab boot iso\n" * 64)
         yield VmediaIronic(service, conn, served, boot_iso)
@@ -287,6 +297,68 @@ def test_a_refused_insert_fails_the_deploy_typed_within_the_budget(
     assert took is not None, text
     assert float(took[1]) <= SETTINGS.bmaas_operation_deadline * 1.1, text
     assert ironic_lab.status()["nodes"][lab_name]["media"] is None
+
+
+def _system_boot(lab: Lab, lab_name: str) -> dict[str, Any]:
+    """The Boot object of the node's system as its BMC serves it."""
+    entry = next(e for e in lab.inventory()["nodes"] if e["name"] == lab_name)
+    info = entry["driver_info"]
+    address = info["redfish_address"].rstrip("/")
+    with requests.Session() as http:
+        http.auth = (info["redfish_username"], info["redfish_password"])
+        http.verify = info.get("redfish_verify_ca", True)
+        systems = http.get(f"{address}/redfish/v1/Systems", timeout=10).json()
+        path = systems["Members"][0]["@odata.id"]
+        boot: dict[str, Any] = http.get(f"{address}{path}", timeout=10).json()["Boot"]
+    return boot
+
+
+@pytest.mark.timeout(600)
+def test_ramdisk_deploy_with_boot_iso_over_uefi_http_on_hwlab(
+    vmedia_ironic: VmediaIronic, ironic_lab: Lab, lab_node: Callable[..., Any]
+) -> None:
+    """``bmaas-https`` beside stock ``redfish-https``: the boot ISO is
+    published and the BMC is told to boot it over UEFI HTTP, persistently;
+    the node goes to active and the BMC holds UefiHttp with the ISO's URL."""
+    env = vmedia_ironic
+    figures = {}
+    for driver, boot in HTTPS_CASES:
+        node, lab_name = lab_node(driver, boot)
+        assert node.boot_interface == boot
+        done, took = _deploy(env, node)
+        assert done.provision_state == "active", f"{driver}/{boot}: {done.last_error}"
+        figures[f"{driver}/{boot}"] = round(took, 1)
+        shown = _system_boot(ironic_lab, lab_name)
+        assert shown["BootSourceOverrideTarget"] == "UefiHttp", shown
+        assert shown["BootSourceOverrideEnabled"] == "Continuous", shown
+        assert shown["HttpBootUri"] == env.served.url + _published(node), shown
+        state = ironic_lab.status()["nodes"][lab_name]
+        assert (state["power"], state["boot_device"], state["media"]) == ("on", "pxe", None)
+        if driver == "bmaas-redfish":
+            # undeploy: the published ISO is withdrawn, the node boots its disk again
+            env.conn.baremetal.set_node_provision_state(node, "deleted")
+            harness.wait_for_provision(env.conn, node, {"available"}, timeout=180)
+            assert not (env.service.workdir / "httpboot" / _published(node).lstrip("/")).exists()
+    print(f"\nhwlab over UEFI HTTP, seconds from 'active' asked to active: {figures}")
+
+
+@pytest.mark.timeout(300)
+def test_a_refused_uefi_http_boot_fails_the_deploy_typed_within_the_budget(
+    vmedia_ironic: VmediaIronic, ironic_lab: Lab, lab_node: Callable[..., Any]
+) -> None:
+    env = vmedia_ironic
+    node, lab_name = lab_node("bmaas-redfish", "bmaas-https")
+    ironic_lab.add_faults(lab_name, [{"effect": "internal_error", "operation": "boot.set"}])
+    done, _ = _deploy(env, node)
+    assert done.provision_state == "deploy failed"
+    text = harness.failure_text(env.conn, node) or ""
+    parsed = faulttext.parse(text)
+    assert parsed is not None, text
+    assert parsed.code == "bmc_internal_error", text
+    took = re.search(r"set UEFI HTTP boot gave up after (\d+\.\d+)s", text)
+    assert took is not None, text
+    assert float(took[1]) <= SETTINGS.bmaas_operation_deadline * 1.1, text
+    assert _system_boot(ironic_lab, lab_name)["BootSourceOverrideTarget"] != "UefiHttp"
 
 
 def test_only_bmaas_redfish_boots_from_virtual_media(
