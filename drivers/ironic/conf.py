@@ -10,6 +10,9 @@ the hardware types, before any call is made)::
     bmc_max_requests = 0     # requests in flight per BMC in this conductor (0: the protocol's)
     bmc_min_interval = 0     # seconds between request starts per BMC (0: the protocol's)
     keep_sessions = auto     # keepalives between sync cycles where they pay (bmaas.keeper)
+    events = true            # answer the sync's reads of streamed Redfish nodes from their events
+    events_safety_interval = 2400  # ... and read their BMC once its last read is this old
+    events_max_streams = 1000  # event streams (threads) open at once in this conductor
 """
 
 from __future__ import annotations
@@ -142,6 +145,34 @@ OPTS = [
         "Ironic's default 120 s that is 11 exchanges, twice a login's 5 (and twice its "
         "CPU), so auto logs in again each cycle there and keeps sessions alive at "
         "intervals up to 60 s.",
+    ),
+    cfg.BoolOpt(
+        "events",
+        default=True,
+        help="Listen to the event stream (Redfish SSE) of every Redfish service whose "
+        "bmaas-redfish nodes this conductor syncs, one stream per service, and answer "
+        "Ironic's periodic power and health reads of those nodes from it while it is "
+        "up; the BMC is read at the first pass after the stream (re)opens, after a "
+        "power action, after news that names no state, and once its last read is "
+        "events_safety_interval old. A read before an action always asks the BMC. "
+        "false: every periodic read asks the BMC, as before.",
+    ),
+    _seconds(
+        "events_safety_interval",
+        default=2400.0,
+        min=1.0,
+        help="Seconds: a streamed node's periodic power read asks its BMC at the first "
+        "pass after its last BMC read is this old, to catch a lost event (the safety "
+        "net; bmaas sync's default, 40 minutes: 1.5 reads per node-hour); the passes "
+        "between are answered from the stream. A lost event is in Ironic within this "
+        "plus one [conductor]sync_power_state_interval.",
+    ),
+    cfg.Opt(
+        "events_max_streams",
+        type=Count(min=1),
+        default=1000,
+        help="Event streams open at once in this conductor (one listener thread each, "
+        "blocked on its socket); nodes of more services are read every pass.",
     ),
 ]
 

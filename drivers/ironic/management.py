@@ -15,11 +15,15 @@ skips). ``bmaas-ipmi`` raises ``UnsupportedDriverExtension``, as stock
 ``ipmitool`` does: IPMI has no overall health -- Get Chassis Status's fault
 bits cover power, cooling and drives only, and a sensor or SEL sweep would be
 a guess by bmaas, not the BMC's verdict -- so ``node.health`` stays empty
-rather than claiming an ``OK`` nobody reported.
+rather than claiming an ``OK`` nobody reported. When the pass's power
+answer came from the node's event stream (:mod:`bmaas.drivers.ironic.streams`),
+so does its health: the BMC's last read, updated by its
+``ResourceStatusChanged`` events.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol, runtime_checkable
 
 from ironic.common import boot_devices, exception
@@ -27,7 +31,7 @@ from ironic.drivers import base
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, Operation, OtherBootDevice
-from bmaas.drivers.ironic import calls, info, rules
+from bmaas.drivers.ironic import calls, info, listen, rules
 from bmaas.drivers.ironic.power import protocol_of
 
 __all__ = [
@@ -38,6 +42,8 @@ __all__ = [
     "eject_cd",
     "insert_cd",
 ]
+
+LOG = logging.getLogger(__name__)
 
 #: seconds a power read's Status.Health answers a health read: Ironic reads
 #: health right after the power read of the same sync pass
@@ -129,6 +135,19 @@ class BmaasManagement(base.ManagementInterface):
             )
         from ironic.common import health_states  # Ironic 34+: only they ask
 
+        def state(health: str | None) -> Any:
+            try:
+                return health_states.HealthState(health) if health is not None else None
+            except ValueError:  # a value outside Redfish's OK/Warning/Critical
+                return None
+
+        uuid = str(task.node.uuid)
+        streams = listen.holder() if rules.rule_of(task) is rules.Rule.SYNC else None
+        if streams is not None:
+            found, cached = streams.health(uuid)
+            if found:  # the power this pass came from the stream: so does the health
+                LOG.debug("bmaas: %s: health %s from the event stream", calls.label(task), cached)
+                return state(cached)
         budget = calls.Budget.from_conf()
         deadline = Deadline.after(budget.sync)
         with (
@@ -146,10 +165,9 @@ class BmaasManagement(base.ManagementInterface):
                 max_age=HEALTH_FROM_POWER_READ,
                 rule=rules.Rule.SYNC,
             )
-        try:
-            return health_states.HealthState(health) if health is not None else None
-        except ValueError:  # a value outside Redfish's OK/Warning/Critical
-            return None
+        if streams is not None:
+            streams.learned_health(uuid, health)
+        return state(health)
 
     def get_sensors_data(self, task: Any) -> dict[str, Any]:
         raise exception.UnsupportedDriverExtension(driver=task.node.driver, extension="sensors")

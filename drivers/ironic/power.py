@@ -27,7 +27,10 @@ Differences from bmaas's own driver contract, because of how Ironic uses it:
     not count (busy) is retried within it, any fault it counts fails the read
     at once, so ``[conductor]power_state_sync_max_retries`` counts passes
     whose read failed for a reason other than "busy"; a BMC known silent
-    (:mod:`bmaas.silence`) fails it without being asked.
+    (:mod:`bmaas.silence`) fails it without being asked. For a
+    ``bmaas-redfish`` node whose Redfish service streams its events, it is
+    answered from the stream while that is up, and the BMC is read only
+    as the safety net (:mod:`bmaas.drivers.ironic.streams`).
 
   Nothing reads Ironic's private ``task._purpose``.
 """
@@ -52,10 +55,10 @@ from bmaas.driver import (
     PowerState,
     soft_reboot,
 )
-from bmaas.drivers.ironic import calls, info, rules
+from bmaas.drivers.ironic import calls, info, listen, rules
 from bmaas.faults import PowerFailure
 
-__all__ = ["PROTOCOLS", "BmaasPower", "protocol_of"]
+__all__ = ["PROTOCOLS", "BmaasPower", "ironic_state", "protocol_of"]
 
 LOG = logging.getLogger(__name__)
 
@@ -79,6 +82,11 @@ _STATES = {
     PowerState.POWERING_OFF: states.POWER_OFF,
     PowerState.UNKNOWN: states.ERROR,
 }
+
+
+def ironic_state(state: PowerState) -> str:
+    """Ironic's power state for bmaas's (in transition: where it is heading)."""
+    return _STATES[state]
 
 
 def protocol_of(task: Any) -> str:
@@ -130,13 +138,27 @@ class BmaasPower(base.PowerInterface):
     def get_power_state(self, task: Any) -> str:
         """Ironic's entry point for every power read it makes. A periodic
         read (a shared lock: the sync, power failure recovery) runs under the
-        sync rule and ``[bmaas]sync_deadline``; any other (an exclusive lock:
-        the read before an action, a deploy step's) is the action's, under
-        the request's Deadline (``[bmaas]operation_deadline``, continued by
-        the action that follows) and the action rule, and always asks the BMC
+        sync rule and ``[bmaas]sync_deadline``, and for a ``bmaas-redfish``
+        node whose service streams its events it is answered from the
+        stream while that is up (:mod:`bmaas.drivers.ironic.streams`: the
+        BMC read once its last read is ``[bmaas]events_safety_interval``
+        old); any other (an
+        exclusive lock: the read before an action, a deploy step's) is the
+        action's, under the request's Deadline
+        (``[bmaas]operation_deadline``, continued by the action that
+        follows) and the action rule, and always asks the BMC
         (:mod:`bmaas.drivers.ironic.rules`)."""
         budget = calls.Budget.from_conf()
         rule = rules.rule_of(task)
+        protocol = protocol_of(task)
+        streams = listen.holder() if protocol == "redfish" and rule is rules.Rule.SYNC else None
+        token = None
+        if streams is not None:
+            with calls.translated(task, "power state read"):
+                found = listen.answer(streams, task)
+            if found is not None:
+                return ironic_state(found.power)
+            token = streams.reading(str(task.node.uuid))
         if rule is rules.Rule.SYNC:
             deadline = Deadline.after(budget.sync)
         else:
@@ -145,12 +167,15 @@ class BmaasPower(base.PowerInterface):
             with (
                 calls.translated(task, "power state read"),
                 calls.session(
-                    task, protocol_of(task), budget, deadline, read=rule is rules.Rule.SYNC
+                    task, protocol, budget, deadline, read=rule is rules.Rule.SYNC
                 ) as drv,
             ):
-                return _STATES[read_power(task, drv, budget, deadline=deadline, rule=rule)]
+                state = read_power(task, drv, budget, deadline=deadline, rule=rule)
         finally:
             calls.REQUESTS.idle(task)
+        if streams is not None:
+            streams.learned(str(task.node.uuid), token, state)
+        return ironic_state(state)
 
     def set_power_state(self, task: Any, power_state: str, timeout: int | None = None) -> None:
         """Ironic's entry point for a power action: the whole action (the
@@ -162,6 +187,7 @@ class BmaasPower(base.PowerInterface):
         budget = calls.Budget.from_conf()
         deadline = calls.REQUESTS.open(task, budget.operation)
         wait = float(timeout or IRONIC_CONF.conductor.power_state_change_timeout)
+        streams = listen.holder() if protocol_of(task) == "redfish" else None
         try:
             with (
                 calls.translated(task, f"power {action}"),
@@ -173,6 +199,8 @@ class BmaasPower(base.PowerInterface):
                     _act(drv, budget, deadline, action, wait)
         finally:
             calls.REQUESTS.close(task)
+            if streams is not None:  # its next periodic read asks the BMC
+                streams.acted(str(task.node.uuid))
 
     def reboot(self, task: Any, timeout: int | None = None) -> None:
         self.set_power_state(task, states.REBOOT, timeout)

@@ -1,0 +1,105 @@
+"""The Ironic side of :mod:`bmaas.drivers.ironic.streams`: the conductor's
+one :class:`~bmaas.drivers.ironic.streams.Streams`, built from ``[bmaas]``
+on first use, the node a task holds, and the hash ring that says which
+conductor owns it.
+
+``[bmaas]events = false``, or Ironic's power sync turned off
+(``[conductor]sync_power_state_interval`` 0 or less), and :func:`holder`
+is None: every read asks the BMC, as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any
+
+from oslo_config import cfg
+
+from bmaas.drivers.ironic import calls, conf
+from bmaas.drivers.ironic.info import parse_driver_info
+from bmaas.drivers.ironic.listener import Pacing
+from bmaas.drivers.ironic.streams import Answer, NodeRef, Streams, fingerprint
+
+__all__ = ["answer", "holder", "owned", "ref_of"]
+
+LOG = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+_HOLDER: Streams | None = None
+_BUILT = False
+
+
+def holder() -> Streams | None:
+    """This conductor's streams (built once, from the options), or None when off."""
+    global _HOLDER, _BUILT
+    with _LOCK:
+        if _BUILT:
+            return _HOLDER
+        _BUILT = True
+        group = conf.CONF.bmaas
+        if not group.events:
+            return None
+        try:
+            interval = float(conf.CONF.conductor.sync_power_state_interval)
+        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):  # outside a conductor's config
+            return None
+        if interval <= 0:  # Ironic's power sync is off: nothing to answer
+            return None
+        _HOLDER = Streams(
+            safety=group.events_safety_interval,
+            interval=interval,
+            max_streams=group.events_max_streams,
+            pacing=Pacing(open_deadline=group.sync_deadline),
+            owner=owned,
+        )
+        atexit.register(_HOLDER.close)
+        return _HOLDER
+
+
+def ref_of(task: Any) -> NodeRef:
+    """The task's node as the streams see it (``InputError`` on bad driver_info)."""
+    node = task.node
+    raw = node.driver_info or {}
+    label = calls.label(task)
+    return NodeRef(
+        uuid=str(node.uuid),
+        label=label,
+        info=parse_driver_info(raw, "redfish", node=label),
+        fingerprint=fingerprint(raw),
+        driver=str(node.driver),
+        conductor_group=str(getattr(node, "conductor_group", "") or ""),
+    )
+
+
+def owned(ref: NodeRef) -> bool:
+    """Does Ironic's hash ring map ``ref`` to this conductor? (What its
+    periodic tasks check before reading a node; the ring is Ironic's
+    cached one.) A ring that cannot be had says yes: the node was just
+    read here."""
+    from ironic.common import exception, hash_ring
+    from ironic.conf import CONF as IRONIC_CONF
+
+    try:
+        ring = hash_ring.HashRingManager().get_ring(ref.driver, ref.conductor_group)
+        return IRONIC_CONF.host in ring.get_nodes(ref.uuid.encode("utf-8"))
+    except exception.IronicException:
+        return True
+
+
+def answer(streams: Streams, task: Any) -> Answer | None:
+    """A periodic power read of the task's node from its stream, or None
+    (read the BMC). Says the source and age in the conductor's log: at INFO
+    when it changes what Ironic has recorded, else at DEBUG."""
+    found = streams.answer(ref_of(task))
+    if found is None:
+        return None
+    from bmaas.drivers.ironic.power import ironic_state  # power imports this module
+
+    recorded = task.node.power_state
+    if recorded is not None and recorded != ironic_state(found.power):
+        LOG.info("bmaas: %s: %s; not read from the BMC", calls.label(task), found.describe())
+    else:
+        LOG.debug("bmaas: %s: %s", calls.label(task), found.describe())
+    return found

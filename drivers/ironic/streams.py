@@ -1,0 +1,518 @@
+"""Redfish event streams inside Ironic's conductor: the periodic reads
+answered from the BMC's own word, the BMC read as the safety net.
+
+Ironic reads every node's power (and, since 34.0, its health) on every
+``_sync_power_states`` pass. For a ``bmaas-redfish`` node whose service
+streams its events (SSE, :mod:`bmaas.drivers.redfish.events`), this
+conductor keeps one listener per service (address + credentials + TLS
+setting) and a cached power state and health per node, kept current by the
+stream. A periodic read (a shared lock, :mod:`bmaas.drivers.ironic.rules`)
+is answered from that cache while the stream is up; an action's read (an
+exclusive lock) always asks the BMC.
+
+::
+
+    Ironic's sync thread (shared lock)          listener thread (one per service)
+    ----------------------------------          ---------------------------------
+    answer(node): registers it (lazily,         open (bounded: a Deadline)
+      only if this conductor owns it)             ok    -> up, epoch + 1: its nodes
+      cached power -> no BMC request                       read at their next pass
+      None -> read the BMC, then                  fault -> down; paced back-off
+        reading()/learned(): the cache        read (idle limit) -> news -> cache
+        holds what the BMC said                   over the rate -> not trusted:
+    health(node): with the cached power,                       node read next pass
+      the cached health                         nobody left (moved, deleted) -> ends
+
+**When the BMC is read anyway** (:meth:`Streams.answer` returns None): the
+node's stream is absent, down, or opened after the node's last read (what
+happened in between is not known: the first pass reconciles); news said
+"something changed" without saying what (``ResourceChanged``, a transition,
+a flood); a power action ran on the node since (:meth:`Streams.acted`);
+and, as the safety net for a lost event, at the first pass after the
+node's last BMC read is ``safety`` seconds old
+(``[bmaas]events_safety_interval``, default :data:`SAFETY_INTERVAL`, 40
+minutes, as ``bmaas sync``'s): a time bound, not a number of passes, so a
+streamed node costs its BMC the same whatever Ironic's sync interval.
+
+**One subscription per service, on the conductor that owns the nodes.**
+Only the periodic reads register a node, and Ironic makes them only for the
+nodes its hash ring maps to this conductor; the ``owner`` check (the hash
+ring) is asked again at each sweep, and a node not read for ``expire``
+seconds leaves. A service with no node left is closed (its SSE subscription
+ends with the connection); after a takeover or a restart the conductor that
+now reads the nodes subscribes at its first pass.
+
+No Ironic import here: the Ironic side (options, hash ring, the task) is
+:mod:`bmaas.drivers.ironic.listen`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from bmaas import clock as _clock
+from bmaas import faulttext
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.driver_info import DriverInfo
+from bmaas.drivers.ironic.listener import Listener, Pacing, Service, service_stream, thread
+from bmaas.events import News, Stream
+from bmaas.faults import BmaasError, UnsupportedOperation
+
+__all__ = [
+    "HEALTH_WITH_POWER",
+    "SAFETY_INTERVAL",
+    "Answer",
+    "NodeRef",
+    "Streams",
+    "fingerprint",
+]
+
+LOG = logging.getLogger(__name__)
+
+#: seconds a cached power answer carries the node's cached health: Ironic
+#: reads health right after the power read of the same pass
+HEALTH_WITH_POWER = 10.0
+#: seconds: a streamed node's BMC is read once its last read is this old
+#: (bmaas sync's default, bmaas.events.SAFETY_INTERVAL: 1.5 reads per node-hour)
+SAFETY_INTERVAL = 2400.0
+_SALT = secrets.token_bytes(16)
+_ON_OFF = (PowerState.ON, PowerState.OFF)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRef:
+    """What the streams need of an Ironic node (the glue builds it from the task)."""
+
+    uuid: str
+    label: str
+    info: DriverInfo
+    #: a digest of the node's driver_info: a change moves it to its new service
+    fingerprint: str
+    #: for the ownership check (the hash ring's key)
+    driver: str = ""
+    conductor_group: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A periodic read answered from the stream."""
+
+    power: PowerState
+    #: "event <MessageId>" or "read" (the BMC's last answer, unchanged since)
+    source: str
+    #: seconds since the cache learned ``power``
+    age: float
+    #: seconds since the BMC was last read
+    read_age: float
+    #: seconds until the safety read
+    safety_in: float
+
+    def describe(self) -> str:
+        return (
+            f"power {self.power} from the event stream (source: {self.source}, "
+            f"{self.age:.1f} s old; BMC read {self.read_age:.1f} s ago, "
+            f"again in {max(0.0, self.safety_in):.0f} s)"
+        )
+
+
+@dataclasses.dataclass
+class _Book:
+    ref: NodeRef
+    service: str
+    system: str
+    power: PowerState | None = None
+    source: str = "read"
+    learned_at: float = 0.0
+    health: str | None = None
+    health_known: bool = False
+    read_at: float | None = None
+    read_epoch: int = -1
+    reconcile: bool = True
+    #: bumped by every piece of news (a read that overlapped news is not kept)
+    seq: int = 0
+    seen_at: float = 0.0
+    answered_at: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    seq: int
+    epoch: int
+
+
+StreamOf = Callable[[Service, dict[str, str]], Stream]
+
+
+class Streams:
+    """The conductor's listeners and the cache they keep (the module doc).
+
+    ``safety``: seconds after its last BMC read a streamed node is read
+    again. ``interval`` is Ironic's sync interval: a node not read for
+    ``expire`` seconds (default three intervals, at least a minute) leaves.
+    ``stream_of``, ``owner``, ``spawn``, ``sleep`` (``sleep(stop, seconds)``,
+    ending early when ``stop`` is set), ``clock`` are seams for tests."""
+
+    def __init__(
+        self,
+        *,
+        safety: float = SAFETY_INTERVAL,
+        interval: float = 120.0,
+        expire: float | None = None,
+        max_streams: int = 1000,
+        pacing: Pacing | None = None,
+        stream_of: StreamOf = service_stream,
+        owner: Callable[[NodeRef], bool] = lambda ref: True,
+        spawn: Callable[[Callable[[], None], str], Any] = thread,
+        sleep: Callable[[threading.Event, float], object] = threading.Event.wait,
+        clock: _clock.ClockFn = _clock.monotonic,
+    ) -> None:
+        if not safety > 0:
+            raise ValueError("safety must be a positive number of seconds")
+        self.safety, self.interval, self.max_streams = safety, interval, max_streams
+        self.expire = expire if expire is not None else max(3 * interval, 60.0)
+        self.pacing = pacing or Pacing()
+        self._stream_of, self._owner, self._spawn = stream_of, owner, spawn
+        self._sleep, self._clock = sleep, clock
+        self._lock = threading.RLock()
+        self._books: dict[str, _Book] = {}
+        self._listeners: dict[str, Listener] = {}
+        self._swept = clock()
+        self._closed = False
+        self._full_warned = False
+        #: counters (tests, logs)
+        self.opened_count = self.faults = self.flooded = self.answered = 0
+
+    # -- the sync's side -----------------------------------------------------------
+
+    def answer(self, ref: NodeRef) -> Answer | None:
+        """A periodic read of ``ref`` answered from its stream, or None: read
+        the BMC (then :meth:`reading` / :meth:`learned`). Registers the node
+        (starting its service's listener) on first sight."""
+        self.sweep()
+        now = self._clock()
+        with self._lock:
+            book = self._books.get(ref.uuid)
+            if book is not None and book.ref.fingerprint != ref.fingerprint:
+                self._forget(ref.uuid)  # new driver_info: maybe another service
+                book = None
+        if book is None:
+            if not self._owner(ref):  # outside the lock: the hash ring may load
+                return None
+            with self._lock:
+                book = self._books.get(ref.uuid) or self._register(ref, now)
+                if book is None:
+                    return None
+        with self._lock:
+            book.seen_at = now
+            listener = self._listeners.get(book.service)
+            if listener is None and not self._closed and book.ref.uuid in self._books:
+                service = Service.of(book.ref.info)
+                if service is not None:
+                    self._attach(book, service)  # room again (another service closed)
+                listener = self._listeners.get(book.service)
+            if not self._fresh(book, listener, now):
+                return None
+            assert book.power is not None
+            assert book.read_at is not None
+            book.answered_at = now
+            self.answered += 1
+            return Answer(
+                book.power,
+                book.source,
+                now - book.learned_at,
+                now - book.read_at,
+                book.read_at + self.safety - now,
+            )
+
+    def _fresh(self, book: _Book, listener: Listener | None, now: float) -> bool:
+        """May ``book``'s cache answer now (the module doc's list)?"""
+        return (
+            listener is not None
+            and listener.up
+            and listener.nodes.get(book.system) == book.ref.uuid
+            and not book.reconcile
+            and book.power is not None
+            and book.read_at is not None
+            and book.read_epoch == listener.epoch
+            and now - book.read_at < self.safety
+        )
+
+    def health(self, uuid: str) -> tuple[bool, str | None]:
+        """(True, health) when this pass's power came from the stream and the
+        health is known (the BMC's last word or an event); else (False, None):
+        read it."""
+        now = self._clock()
+        with self._lock:
+            book = self._books.get(uuid)
+            if (
+                book is None
+                or not book.health_known
+                or book.answered_at is None
+                or now - book.answered_at > HEALTH_WITH_POWER
+            ):
+                return False, None
+            return True, book.health
+
+    def reading(self, uuid: str) -> _Reading | None:
+        """Before a periodic BMC read of ``uuid``: what :meth:`learned` checks."""
+        with self._lock:
+            book = self._books.get(uuid)
+            if book is None:
+                return None
+            listener = self._listeners.get(book.service)
+            epoch = listener.epoch if listener is not None and listener.up else -1
+            return _Reading(book.seq, epoch)
+
+    def learned(self, uuid: str, token: _Reading | None, power: PowerState) -> None:
+        """What the BMC said to the periodic read :meth:`reading` began. Kept
+        unless news arrived meanwhile (then the next pass reads again)."""
+        if token is None:
+            return
+        now = self._clock()
+        with self._lock:
+            book = self._books.get(uuid)
+            if book is None or book.seq != token.seq:
+                return
+            if power not in _ON_OFF:
+                book.reconcile = True  # in transition: read it again
+                return
+            book.power, book.source, book.learned_at = power, "read", now
+            book.read_at, book.read_epoch = now, token.epoch
+            book.reconcile = False
+            book.answered_at = None
+
+    def learned_health(self, uuid: str, health: str | None) -> None:
+        """The health the BMC read of this pass carried."""
+        with self._lock:
+            book = self._books.get(uuid)
+            if book is not None:
+                book.health, book.health_known = health, True
+
+    def acted(self, uuid: str) -> None:
+        """A power action ran on ``uuid``: its next periodic read asks the BMC."""
+        with self._lock:
+            book = self._books.get(uuid)
+            if book is not None:
+                book.reconcile = True
+
+    # -- the fleet -----------------------------------------------------------------
+
+    def _register(self, ref: NodeRef, now: float) -> _Book | None:
+        if self._closed:
+            return None
+        service = Service.of(ref.info)
+        if service is None:
+            return None
+        system = ref.info.redfish_system_id or "*"
+        if system != "*" and not system.startswith("/"):
+            system = f"/redfish/v1/Systems/{system}"
+        book = self._books[ref.uuid] = _Book(ref, service.key, system.rstrip("/"), seen_at=now)
+        self._attach(book, service)
+        return book
+
+    def _attach(self, book: _Book, service: Service) -> None:
+        """Put ``book`` on its service's listener, starting one if there is
+        room (``max_streams``); without room the node is read every pass."""
+        listener = self._listeners.get(service.key)
+        if listener is not None:
+            self._join(listener, book)
+            return
+        if len(self._listeners) >= self.max_streams:
+            if not self._full_warned:
+                LOG.warning(
+                    "bmaas: %d event streams open ([bmaas]events_max_streams): nodes of "
+                    "more Redfish services are read from their BMCs every pass",
+                    len(self._listeners),
+                )
+                self._full_warned = True
+            return
+        nodes: dict[str, str] = {}
+        listener = Listener(service, nodes, self._stream_of(service, nodes))
+        self._listeners[service.key] = listener
+        self._join(listener, book)
+        started = listener
+        listener.thread = self._spawn(
+            lambda: started.run(self, self.pacing, clock=self._clock, sleep=self._sleep),
+            f"bmaas events {service.address}",
+        )
+
+    def _join(self, listener: Listener, book: _Book) -> None:
+        """Map ``book``'s system on the stream. A node without a system path
+        is streamed only while it is alone on its service (no one could tell
+        whose event it is); otherwise it is read every pass."""
+        nodes = listener.nodes
+        if book.system == "*" and nodes:
+            return
+        nodes.pop("*", None)
+        nodes[book.system] = book.ref.uuid
+
+    def _forget(self, uuid: str) -> None:
+        book = self._books.pop(uuid, None)
+        if book is None:
+            return
+        listener = self._listeners.get(book.service)
+        if listener is None:
+            return
+        if listener.nodes.get(book.system) == uuid:
+            del listener.nodes[book.system]
+        if not listener.nodes:
+            self._drop(listener)
+
+    def _drop(self, listener: Listener) -> None:
+        """End a listener: its thread stops, its stream (and subscription) closes."""
+        self._listeners.pop(listener.service.key, None)
+        listener.drop()
+        LOG.info(
+            "bmaas: event stream of %s closed: no node of it left here", listener.service.address
+        )
+
+    def sweep(self, *, force: bool = False) -> None:
+        """At most once per sync interval: nodes this conductor no longer
+        owns (the hash ring) or no longer reads (``expire``) leave, and a
+        service without nodes closes."""
+        now = self._clock()
+        with self._lock:
+            if not force and now - self._swept < min(self.interval, 60.0):
+                return
+            self._swept = now
+            books = list(self._books.values())
+        stale = [b.ref.uuid for b in books if now - b.seen_at > self.expire]
+        moved = [b.ref.uuid for b in books if b.ref.uuid not in stale and not self._owner(b.ref)]
+        with self._lock:
+            for uuid in stale + moved:
+                self._forget(uuid)
+        if moved:
+            LOG.info(
+                "bmaas: %d nodes now belong to another conductor: not streamed here", len(moved)
+            )
+
+    def summary(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "streams": len(self._listeners),
+                "up": sum(1 for s in self._listeners.values() if s.up),
+                "nodes": len(self._books),
+                "opened": self.opened_count,
+                "faults": self.faults,
+                "answered": self.answered,
+                "flooded": self.flooded,
+            }
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop every listener (each closes its stream) and wait ``timeout`` at most."""
+        with self._lock:
+            self._closed = True
+            listeners = list(self._listeners.values())
+            for listener in listeners:
+                self._listeners.pop(listener.service.key, None)
+                listener.drop()
+            self._books.clear()
+        deadline = Deadline.after(timeout, clock=self._clock)
+        for listener in listeners:
+            join = getattr(listener.thread, "join", None)
+            if join is not None:
+                join(max(0.0, deadline.left()))
+
+    # -- what the listeners tell (bmaas.drivers.ironic.listener.Sink) --------------
+
+    def opened(self, listener: Listener) -> None:
+        with self._lock:
+            if self._listeners.get(listener.service.key) is not listener:
+                return  # dropped meanwhile
+            listener.up = True
+            listener.epoch += 1  # every node's last read predates it: each reconciles
+            self.opened_count += 1
+            count = len(listener.nodes)
+        LOG.info(
+            "bmaas: event stream of %s up (%d nodes): their periodic power reads are "
+            "answered from it after one read each, the BMC read every %.0f s",
+            listener.service.address,
+            count,
+            self.safety,
+        )
+
+    def lost(
+        self, listener: Listener, fault: BmaasError | None, wait: float, *, opening: bool
+    ) -> None:
+        with self._lock:
+            listener.up = False
+            self.faults += 1
+            count = len(listener.nodes)
+        what = faulttext.format_fault(fault) if fault is not None else "closed"
+        if opening and isinstance(fault, UnsupportedOperation):
+            LOG.info(
+                "bmaas: no event stream at %s (%s): its %d nodes are read from the BMC every "
+                "pass; asked again in %.0f s",
+                listener.service.address,
+                what,
+                count,
+                wait,
+            )
+            return
+        LOG.warning(
+            "bmaas: event stream of %s %s (%s): its %d nodes are read from the BMC every "
+            "pass until it is back; next try in %.1f s",
+            listener.service.address,
+            "did not open" if opening else "lost",
+            what,
+            count,
+            wait,
+        )
+
+    def news(self, listener: Listener, trusted: Sequence[News], flood: Sequence[News]) -> None:
+        now = self._clock()
+        with self._lock:
+            for news in flood:
+                book = self._book_of(listener, news)
+                if book is not None:
+                    self.flooded += 1
+                    book.seq += 1
+                    book.reconcile = True  # not trusted blindly: read it
+            for news in trusted:
+                book = self._book_of(listener, news)
+                if book is None:
+                    continue
+                book.seq += 1
+                health = getattr(news, "health", None)
+                if news.power in _ON_OFF:
+                    if news.power != book.power:
+                        LOG.info(
+                            "bmaas: %s: power %s by its BMC's event %s",
+                            book.ref.label,
+                            news.power,
+                            news.message_id,
+                        )
+                    book.power, book.learned_at = news.power, now
+                    book.source = f"event {news.message_id}"
+                elif health is None:
+                    book.reconcile = True  # a change it does not name, or a transition
+                if health is not None:
+                    book.health, book.health_known = str(health), True
+
+    def _book_of(self, listener: Listener, news: News) -> _Book | None:
+        book = self._books.get(news.node)
+        if book is None or book.service != listener.service.key:
+            return None  # no longer ours
+        return book
+
+
+def fingerprint(driver_info: Mapping[str, Any]) -> str:
+    """A keyed digest of a node's driver_info, secrets included (never
+    printed, never reversed): a new password is a new service."""
+    plain = {str(k): _plain(v) for k, v in driver_info.items()}
+    canonical = json.dumps(plain, sort_keys=True, default=str)
+    return hmac.new(_SALT, canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    reveal = getattr(value, "reveal", None)  # a Secret: its value, for the digest only
+    return reveal() if callable(reveal) else value

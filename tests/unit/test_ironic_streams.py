@@ -1,0 +1,461 @@
+"""Redfish event streams inside Ironic's conductor (bmaas.drivers.ironic.streams
+and .listener): which periodic reads the stream answers and which ask the
+BMC, one listener per service, ownership and takeover, and the listener's
+paced reconnects -- on fake streams, a FakeClock and recorded sleeps (no
+real sleep, no thread: listeners are run in the test's thread). No Ironic
+needed (tests/ironic/test_ironic_events.py drives the same through a real one)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.driver_info import DriverInfo
+from bmaas.drivers.ironic.listener import Listener, Pacing, Service
+from bmaas.drivers.ironic.streams import (
+    HEALTH_WITH_POWER,
+    SAFETY_INTERVAL,
+    NodeRef,
+    Streams,
+    fingerprint,
+)
+from bmaas.drivers.redfish.events import PowerNews
+from bmaas.events import Backoff
+from bmaas.fakes.clock import FakeClock
+from bmaas.faults import BMCTimeout, BMCUnreachable, UnsupportedOperation
+
+PASSWORD = "s3cret-pw"
+INTERVAL = 60.0  # Ironic's sync interval in these tests
+SAFETY = 600.0
+
+
+class FakeStream:
+    """A service's stream: opens and reads as scripted; counts its opens."""
+
+    def __init__(self, nodes: dict[str, str]) -> None:
+        self.nodes = nodes
+        self.opens: list[BaseException | None] = []
+        self.reads: list[Sequence[PowerNews] | BaseException] = []
+        self.opened = 0
+        self.closed = 0
+
+    @property
+    def key(self) -> str:
+        return "fake"
+
+    def open(self, deadline: Deadline) -> None:
+        assert deadline.left() > 0
+        self.opened += 1
+        outcome = self.opens.pop(0) if self.opens else None
+        if outcome is not None:
+            raise outcome
+
+    def read(self, idle: float) -> Sequence[PowerNews]:
+        if not self.reads:
+            raise BMCUnreachable("the BMC closed the event stream")
+        item = self.reads.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+@dataclasses.dataclass
+class Rig:
+    clock: FakeClock
+    streams: Streams
+    made: list[FakeStream]
+    spawned: list[str]
+    owned: set[str]
+
+    def stream(self, i: int = -1) -> FakeStream:
+        return self.made[i]
+
+    def up(self, uuid: str) -> Listener:
+        """Open the node's service's stream (as its listener thread would)."""
+        listener = self.streams._listeners[self.streams._books[uuid].service]
+        self.streams.opened(listener)
+        return listener
+
+    def read(self, ref: NodeRef, power: PowerState) -> None:
+        """A periodic read the stream did not answer: the BMC's, learned."""
+        token = self.streams.reading(ref.uuid)
+        self.streams.learned(ref.uuid, token, power)
+
+    def news(self, uuid: str, *news: PowerNews, flood: Sequence[PowerNews] = ()) -> None:
+        listener = self.streams._listeners[self.streams._books[uuid].service]
+        self.streams.news(listener, list(news), list(flood))
+
+
+@pytest.fixture
+def rig() -> Rig:
+    clock = FakeClock(start=0.0)
+    made: list[FakeStream] = []
+    spawned: list[str] = []
+    owned: set[str] = set()
+
+    def stream_of(service: Service, nodes: dict[str, str]) -> FakeStream:
+        made.append(FakeStream(nodes))
+        return made[-1]
+
+    streams = Streams(
+        safety=SAFETY,
+        interval=INTERVAL,
+        stream_of=stream_of,
+        owner=lambda ref: not owned or ref.uuid in owned,
+        spawn=lambda target, name: spawned.append(name),
+        clock=clock,
+    )
+    return Rig(clock, streams, made, spawned, owned)
+
+
+def ref(
+    uuid: str, *, port: int = 8000, system: str | None = "1", password: str = PASSWORD
+) -> NodeRef:
+    raw: dict[str, Any] = {
+        "redfish_address": f"http://127.0.0.1:{port}",
+        "redfish_username": "admin",
+        "redfish_password": password,
+    }
+    if system is not None:
+        raw["redfish_system_id"] = f"/redfish/v1/Systems/{system}"
+    info = DriverInfo.parse(raw, required=("redfish_address",), node=uuid)
+    return NodeRef(uuid, f"node-{uuid}", info, fingerprint(raw), "bmaas-redfish", "")
+
+
+def off(uuid: str, message: str = "ResourceEvent.1.0.ResourcePoweredOff") -> PowerNews:
+    return PowerNews(uuid, message, PowerState.OFF)
+
+
+def settled(rig: Rig, node: NodeRef, power: PowerState = PowerState.ON) -> None:
+    """Registered, stream up, reconciled by one BMC read."""
+    assert rig.streams.answer(node) is None
+    rig.up(node.uuid)
+    assert rig.streams.answer(node) is None  # the first pass after the open reads
+    rig.read(node, power)
+
+
+# -- which periodic reads the stream answers ----------------------------------------
+
+
+def test_after_one_read_the_stream_answers_until_the_safety_read(rig: Rig) -> None:
+    node = ref("a")
+    settled(rig, node)
+    answered = []
+    for _ in range(12):  # one pass a minute: 10 answered, then the safety read
+        rig.clock.advance(INTERVAL)
+        found = rig.streams.answer(node)
+        answered.append(found is not None)
+        if found is None:
+            rig.read(node, PowerState.ON)
+        else:
+            assert found.power is PowerState.ON
+            assert found.source == "read"
+    assert answered == [True] * 9 + [False] + [True] * 2
+    assert rig.streams.answered == 11
+
+
+def test_a_console_power_off_is_answered_from_its_event_with_source_and_age(rig: Rig) -> None:
+    node = ref("a")
+    settled(rig, node)
+    rig.clock.advance(5.0)
+    rig.news("a", off("a"))
+    rig.clock.advance(1.5)
+    found = rig.streams.answer(node)
+    assert found is not None
+    assert found.power is PowerState.OFF
+    assert found.source == "event ResourceEvent.1.0.ResourcePoweredOff"
+    assert found.age == pytest.approx(1.5)
+    text = found.describe()
+    assert "source: event ResourceEvent.1.0.ResourcePoweredOff, 1.5 s old" in text
+    assert "BMC read 6.5 s ago" in text
+
+
+def test_the_bmc_is_read_when_the_stream_cannot_vouch(rig: Rig) -> None:
+    node = ref("a")
+    assert rig.streams.answer(node) is None  # registered: listener started, not up
+    assert rig.spawned == ["bmaas events http://127.0.0.1:8000"]
+    rig.read(node, PowerState.ON)  # read before the stream opened
+    listener = rig.up("a")
+    assert rig.streams.answer(node) is None  # that read predates the open: reconcile
+    rig.read(node, PowerState.ON)
+    assert rig.streams.answer(node) is not None
+    # news that names no state (ResourceChanged), a transition: read it
+    for vague in (
+        PowerNews("a", "ResourceEvent.1.0.ResourceChanged"),
+        PowerNews("a", "ResourceEvent.1.0.ResourcePoweringOn", PowerState.POWERING_ON),
+    ):
+        rig.news("a", vague)
+        assert rig.streams.answer(node) is None
+        rig.read(node, PowerState.ON)
+        assert rig.streams.answer(node) is not None
+    # a power action ran: its next periodic read asks the BMC
+    rig.streams.acted("a")
+    assert rig.streams.answer(node) is None
+    rig.read(node, PowerState.ON)
+    # the stream lost: every pass reads until it is back and reconciled
+    rig.streams.lost(listener, BMCUnreachable("gone"), 1.0, opening=False)
+    for _ in range(3):
+        assert rig.streams.answer(node) is None
+        rig.read(node, PowerState.ON)
+    rig.streams.opened(listener)
+    assert rig.streams.answer(node) is None
+    rig.read(node, PowerState.ON)
+    assert rig.streams.answer(node) is not None
+
+
+def test_news_that_lands_during_a_read_wins_over_the_read(rig: Rig) -> None:
+    node = ref("a")
+    settled(rig, node)
+    rig.streams.acted("a")
+    assert rig.streams.answer(node) is None
+    token = rig.streams.reading("a")  # the BMC read starts: still on
+    rig.news("a", off("a"))  # meanwhile the power-off's event arrives
+    rig.streams.learned("a", token, PowerState.ON)  # the read's stale answer
+    assert rig.streams.answer(node) is None  # not kept: read again
+    rig.read(node, PowerState.OFF)
+    found = rig.streams.answer(node)
+    assert found is not None
+    assert found.power is PowerState.OFF
+
+
+def test_a_flood_is_not_trusted_its_nodes_are_read(rig: Rig) -> None:
+    node = ref("a")
+    settled(rig, node)
+    rig.news("a", flood=[off("a")])
+    assert rig.streams.flooded == 1
+    assert rig.streams.answer(node) is None  # not off from untrusted news: read
+    rig.read(node, PowerState.ON)
+    found = rig.streams.answer(node)
+    assert found is not None
+    assert found.power is PowerState.ON
+
+
+def test_health_rides_with_a_streamed_power_answer_and_follows_its_events(rig: Rig) -> None:
+    node = ref("a")
+    settled(rig, node)
+    assert rig.streams.health("a") == (False, None)  # that pass's power was the BMC's
+    rig.streams.learned_health("a", "OK")  # the health read of the same pass
+    assert rig.streams.answer(node) is not None
+    assert rig.streams.health("a") == (True, "OK")
+    rig.news(
+        "a", PowerNews("a", "ResourceEvent.1.0.ResourceStatusChangedWarning", health="Warning")
+    )
+    assert rig.streams.answer(node) is not None  # health news needs no read
+    assert rig.streams.health("a") == (True, "Warning")
+    rig.clock.advance(HEALTH_WITH_POWER + 1)  # not this pass's power answer: read it
+    assert rig.streams.health("a") == (False, None)
+
+
+# -- one stream per service, on the conductor that owns the nodes -------------------
+
+
+def test_one_listener_per_service_and_per_credentials(rig: Rig) -> None:
+    for node in (ref("a", system="1"), ref("b", system="2"), ref("c", port=8001)):
+        rig.streams.answer(node)
+    rig.streams.answer(ref("d", system="3", password="other"))
+    assert len(rig.spawned) == 3
+    assert rig.made[0].nodes == {"/redfish/v1/Systems/1": "a", "/redfish/v1/Systems/2": "b"}
+    assert rig.streams.summary()["streams"] == 3
+
+
+def test_a_node_without_a_system_path_is_streamed_only_alone(rig: Rig) -> None:
+    lone = ref("a", system=None)
+    settled(rig, lone)
+    assert rig.streams.answer(lone) is not None
+    rig.streams.answer(ref("b", system="2"))  # a second system on that service
+    assert rig.made[0].nodes == {"/redfish/v1/Systems/2": "b"}
+    assert rig.streams.answer(lone) is None  # nobody can tell its events apart: polled
+
+
+def test_a_node_this_conductor_does_not_own_is_not_streamed(rig: Rig) -> None:
+    rig.owned.add("mine")
+    rig.streams.answer(ref("theirs"))
+    assert rig.spawned == []
+    assert rig.streams.summary()["nodes"] == 0
+
+
+def test_a_takeover_closes_the_old_stream_and_the_new_owner_subscribes(rig: Rig) -> None:
+    node = ref("a")
+    settled(rig, node)
+    old = rig.stream()
+    # the hash ring moves the node: this conductor's next sweep lets it go
+    rig.owned.add("someone-else")
+    rig.clock.advance(INTERVAL)
+    rig.streams.sweep()
+    assert rig.streams._listeners == {}
+    assert old.closed >= 1  # the subscription ends with the connection
+    # the conductor that now owns it subscribes at its first pass
+    other: list[str] = []
+    taker = Streams(
+        safety=SAFETY,
+        interval=INTERVAL,
+        stream_of=lambda service, nodes: FakeStream(nodes),
+        spawn=lambda target, name: other.append(name),
+        clock=rig.clock,
+    )
+    assert taker.answer(node) is None
+    assert other == ["bmaas events http://127.0.0.1:8000"]
+
+
+def test_a_node_no_longer_read_leaves_and_its_stream_closes(rig: Rig) -> None:
+    a, b = ref("a", system="1"), ref("b", system="2")
+    settled(rig, a)
+    rig.streams.answer(b)
+    for _ in range(4):  # only b is read (a went to maintenance, or was deleted)
+        rig.clock.advance(INTERVAL)
+        rig.streams.answer(b)
+    assert "a" not in rig.streams._books
+    assert rig.made[0].nodes == {"/redfish/v1/Systems/2": "b"}
+    for _ in range(4):
+        rig.clock.advance(INTERVAL)
+        rig.streams.sweep()
+    assert rig.streams._listeners == {}
+    assert rig.stream().closed >= 1
+
+
+def test_new_credentials_move_a_node_to_a_new_stream(rig: Rig) -> None:
+    settled(rig, ref("a"))
+    rig.streams.answer(ref("a", password="rotated"))
+    assert len(rig.made) == 2
+    assert rig.made[0].closed >= 1
+    assert next(iter(rig.streams._listeners.values())).stream is rig.made[1]
+
+
+def test_streams_are_bounded_beyond_which_nodes_are_polled(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.streams.max_streams = 1
+    with caplog.at_level(logging.WARNING):
+        rig.streams.answer(ref("a", port=8000))
+        rig.streams.answer(ref("b", port=8001))
+        rig.streams.answer(ref("c", port=8002))
+    assert len(rig.spawned) == 1
+    assert sum("events_max_streams" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_close_ends_every_listener(rig: Rig) -> None:
+    for port in (8000, 8001):
+        rig.streams.answer(ref(f"n{port}", port=port))
+    listeners = list(rig.streams._listeners.values())
+    rig.streams.close(timeout=0.0)
+    assert all(lst.own.is_set() for lst in listeners)
+    assert all(s.closed >= 1 for s in rig.made)
+    assert rig.streams.answer(ref("late", port=8005)) is None
+    assert len(rig.spawned) == 2  # nothing new after close
+
+
+# -- the listener: paced, bounded, stopped ------------------------------------------
+
+
+def run_listener(
+    rig: Rig, script: Callable[[FakeStream], None], *, sleeps: int
+) -> tuple[FakeStream, list[float]]:
+    """Run node a's listener in this thread; it is dropped after ``sleeps`` waits."""
+    rig.streams.answer(ref("a"))
+    listener = rig.streams._listeners[rig.streams._books["a"].service]
+    stream = listener.stream
+    assert isinstance(stream, FakeStream)
+    script(stream)
+    waits: list[float] = []
+
+    def sleep(own: threading.Event, seconds: float) -> None:
+        waits.append(seconds)
+        rig.clock.advance(seconds)
+        if len(waits) >= sleeps:
+            own.set()
+
+    pacing = Pacing(open_deadline=5.0, backoff=Backoff(first=1.0, factor=2.0, cap=8.0))
+    listener.run(rig.streams, pacing, clock=rig.clock, sleep=sleep)
+    return stream, waits
+
+
+def test_reconnects_back_off_and_a_stream_that_stayed_up_starts_over(rig: Rig) -> None:
+    def script(stream: FakeStream) -> None:
+        stream.opens = [BMCUnreachable("refused"), BMCTimeout("slow"), None, None, None]
+        stream.reads = [[], BMCUnreachable("closed"), [], BMCUnreachable("closed")]
+
+    stream, waits = run_listener(rig, script, sleeps=6)
+    # open fails twice (1, 2), opens, is lost (4), opens, is lost (8, the cap), then
+    # opens and is closed at once, twice (8, 8): paced, never a tight loop
+    assert waits == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert stream.opened == 6
+    assert rig.streams.opened_count == 4
+    assert rig.streams.faults == 6
+
+
+def test_no_event_service_is_asked_again_only_after_absent_retry(rig: Rig) -> None:
+    def script(stream: FakeStream) -> None:
+        stream.opens = [UnsupportedOperation("no EventService")] * 3
+
+    stream, waits = run_listener(rig, script, sleeps=3)
+    assert waits == [600.0, 600.0, 600.0]
+    assert stream.opened == 3
+
+
+def test_news_reaches_the_cache_and_a_drop_ends_the_thread(rig: Rig) -> None:
+    node = ref("a")
+
+    def script(stream: FakeStream) -> None:
+        stream.reads = [[], [off("a")]]
+
+    rig.streams.answer(node)
+    rig.read(node, PowerState.ON)
+    _stream, waits = run_listener(rig, script, sleeps=1)
+    assert waits == [1.0]  # closed after the news: one back-off, then dropped
+    book = rig.streams._books["a"]
+    assert book.power is PowerState.OFF
+    assert book.source == "event ResourceEvent.1.0.ResourcePoweredOff"
+
+
+def test_a_long_stream_up_resets_the_back_off(rig: Rig) -> None:
+    class Slow(FakeStream):
+        def read(self, idle: float) -> Sequence[PowerNews]:
+            rig.clock.advance(30.0)  # each read returns after 30 s (keepalives)
+            return super().read(idle)
+
+    rig.streams._stream_of = lambda service, nodes: Slow(nodes)  # type: ignore[method-assign]
+
+    def script(stream: FakeStream) -> None:
+        stream.opens = [BMCUnreachable("x"), BMCUnreachable("x"), BMCUnreachable("x")]
+        stream.reads = [[], [], []]  # up for 90 s (> the 8 s cap), then closed
+
+    _, waits = run_listener(rig, script, sleeps=5)
+    assert waits == [1.0, 2.0, 4.0, 1.0, 1.0]
+
+
+# -- no secret anywhere ---------------------------------------------------------------
+
+
+def test_no_password_in_reprs_or_logs(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    node = ref("a")
+    with caplog.at_level(logging.DEBUG):
+        settled(rig, node)
+        listener = rig.streams._listeners[rig.streams._books["a"].service]
+        rig.streams.lost(listener, BMCUnreachable("refused"), 1.0, opening=True)
+        rig.streams.opened(listener)
+        rig.news("a", off("a"))
+        rig.streams.close(timeout=0.0)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "http://127.0.0.1:8000" in text
+    assert PASSWORD not in text
+    assert PASSWORD not in repr(listener.service)
+    assert PASSWORD not in repr(node)
+    assert listener.service.key not in text
+
+
+def test_safety_default_is_bmaas_syncs() -> None:
+    import bmaas.events
+
+    assert getattr(bmaas.events, "SAFETY_INTERVAL", SAFETY_INTERVAL) == SAFETY_INTERVAL
+    with pytest.raises(ValueError, match="positive"):
+        Streams(safety=0)
