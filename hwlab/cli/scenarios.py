@@ -13,8 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import Seconds, emit_json
-from bmaas.faults import InputError
+from bmaas.cliutil import InputProblems, Seconds, emit_json
 from bmaas.hwlab.cli.common import parse_seed
 
 __all__ = ["demo", "matrix"]
@@ -41,19 +40,20 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
     """Run every fault effect against every protocol through the real bmaas
     drivers, on a private lab, and compare with the expected fault classes.
 
-    Exits 1 on any mismatch or UnclassifiedFault.
+    Exits 1 on any mismatch or UnclassifiedFault; 2 when something it needs
+    is missing or wrong (packages, drivers, loopback sockets, BMAAS_*
+    settings, --only names), every problem one line, before anything starts.
     """
+    from bmaas.hwlab.harness import preflight
     from bmaas.hwlab.harness.matrix import SCENARIOS, matrix_spec, run_matrix
     from bmaas.hwlab.lab import Lab
 
+    protocols = list(dict.fromkeys(protocols)) or ["ipmi", "redfish"]
+    # every problem at once, before any lab starts (exit 2, one line each)
+    problems = preflight.matrix_problems(protocols, only)
+    if problems:
+        raise InputProblems(problems)
     chosen = [s for s in SCENARIOS if not only or s.name in only]
-    unknown = set(only) - {s.name for s in SCENARIOS}
-    if unknown:
-        raise InputError(
-            f"unknown scenario(s): {', '.join(sorted(unknown))} "
-            f"(known: {', '.join(s.name for s in SCENARIOS)})"
-        )
-    protocols = list(protocols) or ["ipmi", "redfish"]
 
     def progress(result: Any) -> None:
         if not as_json:
@@ -129,7 +129,9 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option(
     "--workdir",
-    type=click.Path(file_okay=False, path_type=Path),
+    # checked with everything else before the demo starts (hwlab.harness.preflight),
+    # not by click, which would stop at this one problem
+    type=click.Path(path_type=Path),
     default=None,
     help="Keep the lab state and database here (default: a temporary folder).",
 )
@@ -145,8 +147,17 @@ def demo(
     """Show bmaas working: bring up a flaky lab, deploy a batch of instances
     with typed retries, check nothing leaked, undeploy, tear down.
 
-    Exits 1 if anything leaked or no request succeeded.
+    Exits 1 if anything leaked or no request succeeded; 2 when something it
+    needs is missing or wrong (packages, drivers, loopback sockets, BMAAS_*
+    settings, --profile names, --workdir), every problem one line, before
+    anything starts.
     """
+    from bmaas.hwlab.harness import preflight
+
+    # every problem at once, before any lab starts (exit 2, one line each)
+    problems = preflight.demo_problems(protocols, profile, workdir)
+    if problems:
+        raise InputProblems(problems)
     from bmaas.hwlab.harness.demo import DemoOptions, run_demo
 
     options = DemoOptions(

@@ -44,7 +44,7 @@ def test_fault_matrix_is_all_pass_with_nothing_unclassified() -> None:
 def test_matrix_rejects_unknown_scenarios() -> None:
     result = _run("matrix", "--only", "nope", timeout=60)
     assert result.returncode == 2
-    assert "unknown scenario(s): nope" in result.stderr
+    assert "error: --only: unknown scenario 'nope'" in result.stderr
 
 
 def test_demo_deploys_on_a_flaky_lab_and_leaks_nothing() -> None:
