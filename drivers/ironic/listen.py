@@ -20,7 +20,7 @@ from oslo_config import cfg
 from bmaas.drivers.ironic import calls, conf
 from bmaas.drivers.ironic.info import parse_driver_info
 from bmaas.drivers.ironic.listener import Pacing
-from bmaas.drivers.ironic.streams import Answer, NodeRef, Streams, fingerprint
+from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
 
 __all__ = ["answer", "holder", "owned", "ref_of"]
 
@@ -91,15 +91,18 @@ def owned(ref: NodeRef) -> bool:
 def answer(streams: Streams, task: Any) -> Answer | None:
     """A periodic power read of the task's node from its stream, or None
     (read the BMC). Says the source and age in the conductor's log: at INFO
-    when it changes what Ironic has recorded, else at DEBUG."""
+    when it changes what Ironic has recorded, else at DEBUG, as it does why
+    the BMC is read when it is."""
     found = streams.answer(ref_of(task))
-    if found is None:
+    label = calls.label(task)
+    if isinstance(found, Miss):
+        LOG.debug("bmaas: %s: power read from the BMC: %s", label, found.why)
         return None
     from bmaas.drivers.ironic.power import ironic_state  # power imports this module
 
     recorded = task.node.power_state
     if recorded is not None and recorded != ironic_state(found.power):
-        LOG.info("bmaas: %s: %s; not read from the BMC", calls.label(task), found.describe())
+        LOG.info("bmaas: %s: %s; not read from the BMC", label, found.describe())
     else:
-        LOG.debug("bmaas: %s: %s", calls.label(task), found.describe())
+        LOG.debug("bmaas: %s: %s", label, found.describe())
     return found

@@ -71,6 +71,7 @@ __all__ = [
     "HEALTH_WITH_POWER",
     "SAFETY_INTERVAL",
     "Answer",
+    "Miss",
     "NodeRef",
     "Streams",
     "fingerprint",
@@ -122,6 +123,13 @@ class Answer:
             f"{self.age:.1f} s old; BMC read {self.read_age:.1f} s ago, "
             f"again in {max(0.0, self.safety_in):.0f} s)"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Miss:
+    """A periodic read the stream does not answer: the BMC is read."""
+
+    why: str
 
 
 @dataclasses.dataclass
@@ -193,10 +201,11 @@ class Streams:
 
     # -- the sync's side -----------------------------------------------------------
 
-    def answer(self, ref: NodeRef) -> Answer | None:
-        """A periodic read of ``ref`` answered from its stream, or None: read
-        the BMC (then :meth:`reading` / :meth:`learned`). Registers the node
-        (starting its service's listener) on first sight."""
+    def answer(self, ref: NodeRef) -> Answer | Miss:
+        """A periodic read of ``ref`` answered from its stream, or a
+        :class:`Miss` saying why the BMC is read (then :meth:`reading` /
+        :meth:`learned`). Registers the node (starting its service's
+        listener) on first sight."""
         self.sweep()
         now = self._clock()
         with self._lock:
@@ -206,11 +215,11 @@ class Streams:
                 book = None
         if book is None:
             if not self._owner(ref):  # outside the lock: the hash ring may load
-                return None
+                return Miss("not this conductor's node (hash ring)")
             with self._lock:
                 book = self._books.get(ref.uuid) or self._register(ref, now)
                 if book is None:
-                    return None
+                    return Miss("no stream: streams closed or no redfish_address")
         with self._lock:
             book.seen_at = now
             listener = self._listeners.get(book.service)
@@ -219,8 +228,9 @@ class Streams:
                 if service is not None:
                     self._attach(book, service)  # room again (another service closed)
                 listener = self._listeners.get(book.service)
-            if not self._fresh(book, listener, now):
-                return None
+            why = self._why_read(book, listener, now)
+            if why is not None:
+                return Miss(why)
             assert book.power is not None
             assert book.read_at is not None
             book.answered_at = now
@@ -233,18 +243,21 @@ class Streams:
                 book.read_at + self.safety - now,
             )
 
-    def _fresh(self, book: _Book, listener: Listener | None, now: float) -> bool:
-        """May ``book``'s cache answer now (the module doc's list)?"""
-        return (
-            listener is not None
-            and listener.up
-            and listener.nodes.get(book.system) == book.ref.uuid
-            and not book.reconcile
-            and book.power is not None
-            and book.read_at is not None
-            and book.read_epoch == listener.epoch
-            and now - book.read_at < self.safety
-        )
+    def _why_read(self, book: _Book, listener: Listener | None, now: float) -> str | None:
+        """Why ``book``'s cache may not answer now (the module doc's list), or None."""
+        if listener is None:
+            return "no stream ([bmaas]events_max_streams reached)"
+        if listener.nodes.get(book.system) != book.ref.uuid:
+            return "no redfish_system_id on a service with several nodes"
+        if not listener.up:
+            return "its event stream is down"
+        if book.reconcile or book.power is None or book.read_at is None:
+            return "reconcile (first read, news without a state, or a power action)"
+        if book.read_epoch != listener.epoch:
+            return "reconcile (the stream opened since its last read)"
+        if now - book.read_at >= self.safety:
+            return f"safety read (last read {now - book.read_at:.0f} s ago)"
+        return None
 
     def health(self, uuid: str) -> tuple[bool, str | None]:
         """(True, health) when this pass's power came from the stream and the

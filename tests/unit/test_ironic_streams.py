@@ -22,6 +22,8 @@ from bmaas.drivers.ironic.listener import Listener, Pacing, Service
 from bmaas.drivers.ironic.streams import (
     HEALTH_WITH_POWER,
     SAFETY_INTERVAL,
+    Answer,
+    Miss,
     NodeRef,
     Streams,
     fingerprint,
@@ -76,6 +78,16 @@ class Rig:
     made: list[FakeStream]
     spawned: list[str]
     owned: set[str]
+    why: list[str] = dataclasses.field(default_factory=list)
+
+    def ask(self, node: NodeRef) -> Answer | None:
+        """A periodic read: the stream's answer, or None (the BMC is read: why
+        is kept in ``self.why``)."""
+        found = self.streams.answer(node)
+        if isinstance(found, Miss):
+            self.why.append(found.why)
+            return None
+        return found
 
     def stream(self, i: int = -1) -> FakeStream:
         return self.made[i]
@@ -138,9 +150,9 @@ def off(uuid: str, message: str = "ResourceEvent.1.0.ResourcePoweredOff") -> Pow
 
 def settled(rig: Rig, node: NodeRef, power: PowerState = PowerState.ON) -> None:
     """Registered, stream up, reconciled by one BMC read."""
-    assert rig.streams.answer(node) is None
+    assert rig.ask(node) is None
     rig.up(node.uuid)
-    assert rig.streams.answer(node) is None  # the first pass after the open reads
+    assert rig.ask(node) is None  # the first pass after the open reads
     rig.read(node, power)
 
 
@@ -153,7 +165,7 @@ def test_after_one_read_the_stream_answers_until_the_safety_read(rig: Rig) -> No
     answered = []
     for _ in range(12):  # one pass a minute: 10 answered, then the safety read
         rig.clock.advance(INTERVAL)
-        found = rig.streams.answer(node)
+        found = rig.ask(node)
         answered.append(found is not None)
         if found is None:
             rig.read(node, PowerState.ON)
@@ -162,6 +174,7 @@ def test_after_one_read_the_stream_answers_until_the_safety_read(rig: Rig) -> No
             assert found.source == "read"
     assert answered == [True] * 9 + [False] + [True] * 2
     assert rig.streams.answered == 11
+    assert rig.why[-1] == "safety read (last read 600 s ago)"
 
 
 def test_a_console_power_off_is_answered_from_its_event_with_source_and_age(rig: Rig) -> None:
@@ -170,7 +183,7 @@ def test_a_console_power_off_is_answered_from_its_event_with_source_and_age(rig:
     rig.clock.advance(5.0)
     rig.news("a", off("a"))
     rig.clock.advance(1.5)
-    found = rig.streams.answer(node)
+    found = rig.ask(node)
     assert found is not None
     assert found.power is PowerState.OFF
     assert found.source == "event ResourceEvent.1.0.ResourcePoweredOff"
@@ -182,48 +195,51 @@ def test_a_console_power_off_is_answered_from_its_event_with_source_and_age(rig:
 
 def test_the_bmc_is_read_when_the_stream_cannot_vouch(rig: Rig) -> None:
     node = ref("a")
-    assert rig.streams.answer(node) is None  # registered: listener started, not up
+    assert rig.ask(node) is None  # registered: listener started, not up
     assert rig.spawned == ["bmaas events http://127.0.0.1:8000"]
     rig.read(node, PowerState.ON)  # read before the stream opened
+    assert rig.ask(node) is None
+    assert rig.why[-1] == "its event stream is down"
     listener = rig.up("a")
-    assert rig.streams.answer(node) is None  # that read predates the open: reconcile
+    assert rig.ask(node) is None  # that read predates the open: reconcile
+    assert rig.why[-1] == "reconcile (the stream opened since its last read)"
     rig.read(node, PowerState.ON)
-    assert rig.streams.answer(node) is not None
+    assert rig.ask(node) is not None
     # news that names no state (ResourceChanged), a transition: read it
     for vague in (
         PowerNews("a", "ResourceEvent.1.0.ResourceChanged"),
         PowerNews("a", "ResourceEvent.1.0.ResourcePoweringOn", PowerState.POWERING_ON),
     ):
         rig.news("a", vague)
-        assert rig.streams.answer(node) is None
+        assert rig.ask(node) is None
         rig.read(node, PowerState.ON)
-        assert rig.streams.answer(node) is not None
+        assert rig.ask(node) is not None
     # a power action ran: its next periodic read asks the BMC
     rig.streams.acted("a")
-    assert rig.streams.answer(node) is None
+    assert rig.ask(node) is None
     rig.read(node, PowerState.ON)
     # the stream lost: every pass reads until it is back and reconciled
     rig.streams.lost(listener, BMCUnreachable("gone"), 1.0, opening=False)
     for _ in range(3):
-        assert rig.streams.answer(node) is None
+        assert rig.ask(node) is None
         rig.read(node, PowerState.ON)
     rig.streams.opened(listener)
-    assert rig.streams.answer(node) is None
+    assert rig.ask(node) is None
     rig.read(node, PowerState.ON)
-    assert rig.streams.answer(node) is not None
+    assert rig.ask(node) is not None
 
 
 def test_news_that_lands_during_a_read_wins_over_the_read(rig: Rig) -> None:
     node = ref("a")
     settled(rig, node)
     rig.streams.acted("a")
-    assert rig.streams.answer(node) is None
+    assert rig.ask(node) is None
     token = rig.streams.reading("a")  # the BMC read starts: still on
     rig.news("a", off("a"))  # meanwhile the power-off's event arrives
     rig.streams.learned("a", token, PowerState.ON)  # the read's stale answer
-    assert rig.streams.answer(node) is None  # not kept: read again
+    assert rig.ask(node) is None  # not kept: read again
     rig.read(node, PowerState.OFF)
-    found = rig.streams.answer(node)
+    found = rig.ask(node)
     assert found is not None
     assert found.power is PowerState.OFF
 
@@ -233,9 +249,9 @@ def test_a_flood_is_not_trusted_its_nodes_are_read(rig: Rig) -> None:
     settled(rig, node)
     rig.news("a", flood=[off("a")])
     assert rig.streams.flooded == 1
-    assert rig.streams.answer(node) is None  # not off from untrusted news: read
+    assert rig.ask(node) is None  # not off from untrusted news: read
     rig.read(node, PowerState.ON)
-    found = rig.streams.answer(node)
+    found = rig.ask(node)
     assert found is not None
     assert found.power is PowerState.ON
 
@@ -245,12 +261,12 @@ def test_health_rides_with_a_streamed_power_answer_and_follows_its_events(rig: R
     settled(rig, node)
     assert rig.streams.health("a") == (False, None)  # that pass's power was the BMC's
     rig.streams.learned_health("a", "OK")  # the health read of the same pass
-    assert rig.streams.answer(node) is not None
+    assert rig.ask(node) is not None
     assert rig.streams.health("a") == (True, "OK")
     rig.news(
         "a", PowerNews("a", "ResourceEvent.1.0.ResourceStatusChangedWarning", health="Warning")
     )
-    assert rig.streams.answer(node) is not None  # health news needs no read
+    assert rig.ask(node) is not None  # health news needs no read
     assert rig.streams.health("a") == (True, "Warning")
     rig.clock.advance(HEALTH_WITH_POWER + 1)  # not this pass's power answer: read it
     assert rig.streams.health("a") == (False, None)
@@ -261,8 +277,8 @@ def test_health_rides_with_a_streamed_power_answer_and_follows_its_events(rig: R
 
 def test_one_listener_per_service_and_per_credentials(rig: Rig) -> None:
     for node in (ref("a", system="1"), ref("b", system="2"), ref("c", port=8001)):
-        rig.streams.answer(node)
-    rig.streams.answer(ref("d", system="3", password="other"))
+        rig.ask(node)
+    rig.ask(ref("d", system="3", password="other"))
     assert len(rig.spawned) == 3
     assert rig.made[0].nodes == {"/redfish/v1/Systems/1": "a", "/redfish/v1/Systems/2": "b"}
     assert rig.streams.summary()["streams"] == 3
@@ -271,15 +287,15 @@ def test_one_listener_per_service_and_per_credentials(rig: Rig) -> None:
 def test_a_node_without_a_system_path_is_streamed_only_alone(rig: Rig) -> None:
     lone = ref("a", system=None)
     settled(rig, lone)
-    assert rig.streams.answer(lone) is not None
-    rig.streams.answer(ref("b", system="2"))  # a second system on that service
+    assert rig.ask(lone) is not None
+    rig.ask(ref("b", system="2"))  # a second system on that service
     assert rig.made[0].nodes == {"/redfish/v1/Systems/2": "b"}
-    assert rig.streams.answer(lone) is None  # nobody can tell its events apart: polled
+    assert rig.ask(lone) is None  # nobody can tell its events apart: polled
 
 
 def test_a_node_this_conductor_does_not_own_is_not_streamed(rig: Rig) -> None:
     rig.owned.add("mine")
-    rig.streams.answer(ref("theirs"))
+    rig.ask(ref("theirs"))
     assert rig.spawned == []
     assert rig.streams.summary()["nodes"] == 0
 
@@ -303,17 +319,17 @@ def test_a_takeover_closes_the_old_stream_and_the_new_owner_subscribes(rig: Rig)
         spawn=lambda target, name: other.append(name),
         clock=rig.clock,
     )
-    assert taker.answer(node) is None
+    assert isinstance(taker.answer(node), Miss)
     assert other == ["bmaas events http://127.0.0.1:8000"]
 
 
 def test_a_node_no_longer_read_leaves_and_its_stream_closes(rig: Rig) -> None:
     a, b = ref("a", system="1"), ref("b", system="2")
     settled(rig, a)
-    rig.streams.answer(b)
+    rig.ask(b)
     for _ in range(4):  # only b is read (a went to maintenance, or was deleted)
         rig.clock.advance(INTERVAL)
-        rig.streams.answer(b)
+        rig.ask(b)
     assert "a" not in rig.streams._books
     assert rig.made[0].nodes == {"/redfish/v1/Systems/2": "b"}
     for _ in range(4):
@@ -325,7 +341,7 @@ def test_a_node_no_longer_read_leaves_and_its_stream_closes(rig: Rig) -> None:
 
 def test_new_credentials_move_a_node_to_a_new_stream(rig: Rig) -> None:
     settled(rig, ref("a"))
-    rig.streams.answer(ref("a", password="rotated"))
+    rig.ask(ref("a", password="rotated"))
     assert len(rig.made) == 2
     assert rig.made[0].closed >= 1
     assert next(iter(rig.streams._listeners.values())).stream is rig.made[1]
@@ -336,21 +352,21 @@ def test_streams_are_bounded_beyond_which_nodes_are_polled(
 ) -> None:
     rig.streams.max_streams = 1
     with caplog.at_level(logging.WARNING):
-        rig.streams.answer(ref("a", port=8000))
-        rig.streams.answer(ref("b", port=8001))
-        rig.streams.answer(ref("c", port=8002))
+        rig.ask(ref("a", port=8000))
+        rig.ask(ref("b", port=8001))
+        rig.ask(ref("c", port=8002))
     assert len(rig.spawned) == 1
     assert sum("events_max_streams" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_close_ends_every_listener(rig: Rig) -> None:
     for port in (8000, 8001):
-        rig.streams.answer(ref(f"n{port}", port=port))
+        rig.ask(ref(f"n{port}", port=port))
     listeners = list(rig.streams._listeners.values())
     rig.streams.close(timeout=0.0)
     assert all(lst.own.is_set() for lst in listeners)
     assert all(s.closed >= 1 for s in rig.made)
-    assert rig.streams.answer(ref("late", port=8005)) is None
+    assert rig.ask(ref("late", port=8005)) is None
     assert len(rig.spawned) == 2  # nothing new after close
 
 
@@ -361,7 +377,7 @@ def run_listener(
     rig: Rig, script: Callable[[FakeStream], None], *, sleeps: int
 ) -> tuple[FakeStream, list[float]]:
     """Run node a's listener in this thread; it is dropped after ``sleeps`` waits."""
-    rig.streams.answer(ref("a"))
+    rig.ask(ref("a"))
     listener = rig.streams._listeners[rig.streams._books["a"].service]
     stream = listener.stream
     assert isinstance(stream, FakeStream)
@@ -408,7 +424,7 @@ def test_news_reaches_the_cache_and_a_drop_ends_the_thread(rig: Rig) -> None:
     def script(stream: FakeStream) -> None:
         stream.reads = [[], [off("a")]]
 
-    rig.streams.answer(node)
+    rig.ask(node)
     rig.read(node, PowerState.ON)
     _stream, waits = run_listener(rig, script, sleeps=1)
     assert waits == [1.0]  # closed after the news: one back-off, then dropped
