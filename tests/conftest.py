@@ -59,6 +59,8 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_bench_ironic_scale.py": "ironic-scale",  # its own Ironic per type
     "tests/ironic/test_ironic_vmedia.py": "ironic-vmedia",  # its own Ironic
     "tests/ironic/test_backend_abort.py": "ironic-abort",  # its own Ironic
+    "tests/ironic/test_ironic_events.py": "ironic-events",  # its own Ironic
+    "tests/ironic/test_bench_ironic_reboot.py": "ironic-reboot",  # its own Ironic
 }
 
 

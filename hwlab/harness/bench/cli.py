@@ -38,6 +38,7 @@ def bench(ctx: click.Context) -> None:
     hwlab bench goodput             # deploys on a flaky rack: no retry, blind reschedule, bmaas
     hwlab bench ironic              # stock vs bmaas-* hardware types through a real Ironic
     hwlab bench ironic-scale        # nodes per Ironic conductor: sync pass, CPU, API p95
+    hwlab bench ironic-reboot       # power on through a rebooting / busy BMC via Ironic's API
     hwlab bench lab-scale           # lab start time, memory, requests per second
     hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
     hwlab bench overrun             # how long after a 2 s deadline a call returns, per effect
@@ -348,6 +349,39 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     _scenario(ctx, "ironic")
 
 
+@bench.command("ironic-reboot")
+@click.option("--rounds", type=click.IntRange(1, 20), help="Rounds (default 2; smoke 1).")
+@click.option(
+    "--window",
+    "windows",
+    multiple=True,
+    type=Seconds(1, 600),
+    help="BMC reboot window in seconds (repeatable; default 10 and 45; smoke 10).",
+)
+@click.option(
+    "--busy",
+    type=click.IntRange(0, 100),
+    help="'Node busy' answers per busy trial on the IPMI types (default 6; 0: none).",
+)
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice(["bmaas-ipmi", "ipmi", "bmaas-redfish", "redfish"]),
+    help="Hardware types (repeatable; default all four; smoke bmaas-ipmi, ipmi).",
+)
+@click.option("--cap", type=Seconds(10, 3600), help="Seconds any one wait may take (default 300).")
+@bench_options
+@click.pass_context
+def ironic_reboot(ctx: click.Context, /, **_: Any) -> None:
+    """Power on through Ironic's API while the BMC reboots (a firmware
+    update) or answers 'node busy', as an operator does (needs
+    scripts/ironic-env.sh): bmaas-ipmi/bmaas-redfish beside stock
+    ipmi/redfish in one Ironic with the README's [bmaas] defaults; per trial
+    the outcome (on, or the error) and the seconds from the request."""
+    _scenario(ctx, "ironic_reboot")
+
+
 @bench.command("ironic-scale")
 @sizes_option("100 and 1000", cap=10_000)
 @click.option(
@@ -484,7 +518,9 @@ def overload(ctx: click.Context, /, **_: Any) -> None:
     "--every", type=Seconds(0.1, 3600), help="Seconds between outside changes (default 8)."
 )
 @click.option(
-    "--safety-every", type=click.IntRange(1, 1000), help="The sync's --safety-every (default 10)."
+    "--safety-interval",
+    type=Seconds(1, 86400),
+    help="The sync's --safety-interval in seconds (default 2400).",
 )
 @click.option("--seed", type=int, help="Seed of the changes (default 37).")
 @bench_options
