@@ -9,12 +9,22 @@ own thread (:meth:`EventWatch.wait`, which the loop waits on between
 passes), so the store has one writer, as before.
 
 The poll becomes the safety net (:meth:`EventWatch.to_read`): a node whose
-stream is up is read every ``every`` passes (default
-:data:`SAFETY_EVERY`, 10) to catch a lost event; a node whose stream is
-down, absent, or that the edge left out is read every pass, as before. The
-first pass after a stream (re)connects reads its nodes (it reconciles what
-was missed while it was down), and so does the pass after news that says
-"something changed" without a state, or after a flood.
+stream is up is read once its last read is ``safety`` seconds old (default
+:data:`SAFETY_INTERVAL`, 40 minutes; the first pass after that reads it, so
+a lost event is caught within ``safety`` plus one pass interval), a time
+bound, not a number of passes, so the BMC's load does not depend on the
+pass interval; a node whose stream is down, absent, or that the edge left
+out is read every pass, as before. The first pass after a stream
+(re)connects reads its nodes (it reconciles what was missed while it was
+down), and so does the pass after news that says "something changed"
+without a state, or after a flood.
+
+What a streamed node costs its BMC, counted on hwlab's: one request per
+safety read (the pooled session is kept between them:
+:meth:`~bmaas.pool.DriverPool.hold`), two to open a stream (the
+EventService, then the SSE GET; a reconnect only the SSE GET), none while
+the stream is up. At the default that is 1.5 requests per node-hour, with
+room for a reconnect every few hours under 2; polling at 60 s costs 60.
 
 ::
 
@@ -22,7 +32,7 @@ was missed while it was down), and so does the pass after news that says
     ---------------------------------           -----------
     open (bounded by a Deadline: bmc_timeout)
       ok   -> nodes "up", marked to reconcile
-      fault-> nodes "down"; back off            to_read(names, pass) -> reads
+      fault-> nodes "down"; back off            to_read(names, now) -> reads
                first, x factor, cap (paced)     pass: record reads
     read (idle limit) -> news -> bucket         wait(until): apply news at
       over the rate  -> dropped, nodes marked     once (source=event, age),
@@ -54,6 +64,7 @@ from bmaas.faults import BmaasError, UnsupportedOperation
 
 __all__ = [
     "SAFETY_EVERY",
+    "SAFETY_INTERVAL",
     "Applied",
     "Backoff",
     "EventWatch",
@@ -66,7 +77,11 @@ __all__ = [
 
 LOG = logging.getLogger(__name__)
 
-#: a node whose stream is up is read every this many passes
+#: seconds: a node whose stream is up is read once its last read is this old
+#: (40 minutes: 1.5 reads per node-hour, under 2 with a reconnect every few hours)
+SAFETY_INTERVAL = 2400.0
+#: a safety net counted in passes (Ironic's conductor streams, whose passes
+#: are Ironic's); bmaas's sync counts in seconds (:data:`SAFETY_INTERVAL`)
 SAFETY_EVERY = 10
 #: news kept for reports and tests (the count is exact)
 KEPT = 1024
@@ -149,7 +164,7 @@ class TokenBucket:
 class _Node:
     up: bool = False
     reconcile: bool = True
-    last_read: int | None = None  # the pass that last read it
+    last_read: float | None = None  # when the pass that last read it began
 
 
 @dataclasses.dataclass
@@ -167,6 +182,7 @@ class EventWatch:
     """Listeners for every event-capable service of a fleet, and the book
     the sync reads: which nodes' streams are up, what to read this pass.
 
+    ``safety``: seconds after its last read a streamed node is read again.
     ``streams_of`` (tests) replaces :func:`edge_streams`; ``sleep`` is the
     listeners' wait (a stop-aware one by default), ``clock`` their clock;
     ``wall`` the clock EventTimestamps are compared to."""
@@ -174,7 +190,7 @@ class EventWatch:
     def __init__(
         self,
         *,
-        every: int = SAFETY_EVERY,
+        safety: float = SAFETY_INTERVAL,
         bmc_timeout: float = 10.0,
         idle: float = 300.0,
         backoff: Backoff = Backoff(),
@@ -187,9 +203,9 @@ class EventWatch:
         sleep: Callable[[float], object] | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        if every < 1:
-            raise ValueError("every must be at least 1")
-        self.every = every
+        if not safety > 0:
+            raise ValueError("safety must be a positive number of seconds")
+        self.safety = safety
         self.bmc_timeout, self.idle, self.backoff = bmc_timeout, idle, backoff
         self.absent_retry, self.rate, self.burst = absent_retry, rate, burst
         self._streams_of, self._clock, self._wall = streams_of, clock, wall
@@ -383,10 +399,10 @@ class EventWatch:
             book = self._nodes.get(node)
             return book is not None and book.up
 
-    def to_read(self, names: Sequence[str], passes: int) -> list[str]:
-        """The nodes pass number ``passes`` reads: every node without a live
-        stream, every node to reconcile, and each streamed node once every
-        ``every`` passes."""
+    def to_read(self, names: Sequence[str], now: float) -> list[str]:
+        """The nodes the pass beginning at ``now`` (the sync's clock) reads:
+        every node without a live stream, every node to reconcile, and each
+        streamed node whose last read is ``safety`` seconds old."""
         out = []
         with self._cond:
             for name in names:
@@ -396,13 +412,18 @@ class EventWatch:
                     or not book.up
                     or book.reconcile
                     or book.last_read is None
-                    or passes - book.last_read >= self.every
+                    or now - book.last_read >= self.safety
                 ):
                     out.append(name)
                     if book is not None:
                         book.reconcile = False
-                        book.last_read = passes
+                        book.last_read = now
         return out
+
+    def streamed(self, names: Sequence[str]) -> list[str]:
+        """Those of ``names`` whose stream is up (their reads are the safety net's)."""
+        with self._cond:
+            return [n for n in names if (book := self._nodes.get(n)) is not None and book.up]
 
     def learn(self, reads: Iterable[tuple[str, PowerState]]) -> None:
         """What a pass read: news repeating it is not written again."""

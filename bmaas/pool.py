@@ -39,6 +39,13 @@ The rules, and why:
   the driver is closed and forgotten; the next operation builds a fresh one
   and logs in afresh. Faults that prove the session
   works (busy, internal error, unsupported, power/boot failure) keep it.
+  A session dropped because its BMC gave **no answer** (the table's
+  ``NO_ANSWER`` column) is logged out in the background, on up to
+  :data:`LOGOUT_THREADS` threads: that logout, a request to the same silent
+  BMC, waited out its ``bmc_timeout`` in the caller's thread, so a hung
+  Redfish BMC's first read held a sync worker twice as long (issue 35).
+  Its slot stays held until the logout is over, so the BMC still never
+  sees the next session begin before this one was closed.
 * **Re-login on expiry** is the driver's job (IPMI: a dead session is
   replaced inside the driver; Redfish: sushy logs in again on a 401), so the
   pool counts it through ``driver.logins`` rather than doing it twice.
@@ -46,6 +53,14 @@ The rules, and why:
   driver's own ``session_idle``, since BMCs forget idle sessions) is logged
   out by :meth:`DriverPool.expire_idle` (the sync loop calls it between
   passes) or, at the latest, when it is next asked for.
+* **Held longer**: :meth:`DriverPool.hold` names nodes whose driver is
+  kept for a longer idle time, past the driver's own ``session_idle``: the
+  sync holds the nodes whose BMC streams events, read only by the safety
+  net every half hour or so (:mod:`bmaas.events`). Logging such a session
+  out after 5 idle minutes and in again at the next read cost a Redfish
+  BMC four requests (DELETE; root, session POST, system) for one read;
+  kept, the read is one request, or three where the BMC forgot the
+  session meanwhile (sushy logs in again on the 401).
 * **Keepalive**: a session idle for its driver's ``session_keepalive``
   seconds gets :meth:`BMCDriver.keepalive` (IPMI: one Get Device ID) from
   :meth:`DriverPool.keepalive`, which the sync loop calls while it waits
@@ -72,7 +87,7 @@ import logging
 import math
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from bmaas import clock as _clock
@@ -91,6 +106,7 @@ __all__ = [
     "DEFAULT_IDLE",
     "KEEPALIVE_EARLY",
     "KEEPALIVE_THREADS",
+    "LOGOUT_THREADS",
     "DriverPool",
     "PoolKey",
     "PoolStats",
@@ -123,6 +139,9 @@ def idle_for_interval(interval: float | None) -> float:
 #: keepalives a round sends at once: a silent BMC holds one thread for its
 #: ``bmc_timeout``, the others go on
 KEEPALIVE_THREADS = 8
+
+#: background logouts of sessions whose BMC gave no answer, at once
+LOGOUT_THREADS = 16
 
 #: a round also keeps sessions due within this share of their keepalive
 #: period (IPMI: 1 s of 10): sessions used one after another in a pass fall
@@ -229,7 +248,11 @@ class DriverPool:
         wait: float = DEFAULT_BMC_TIMEOUT,
         clock: _clock.ClockFn | None = None,
         silence: SilentBMCs | None = None,
+        start: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
+        """``start`` runs a background logout (default: on up to
+        :data:`LOGOUT_THREADS` daemon threads of the pool's own; tests
+        collect the jobs and run them)."""
         if idle <= 0 or wait < 0:
             raise ValueError("idle must be positive and wait non-negative")
         self.idle = idle
@@ -240,11 +263,25 @@ class DriverPool:
         #: (three of them): the one budget the pool starts itself
         self.wait = wait
         self._clock = clock or _clock.monotonic
+        self._start = start
+        self._logouts: concurrent.futures.ThreadPoolExecutor | None = None
         self._cond = threading.Condition()
         self._slots: dict[str, _Slot] = {}
         self._closed = False
         self._keys: dict[tuple[str, str], tuple[Mapping[str, Any], PoolKey]] = {}
+        #: nodes whose driver is kept longer (:meth:`hold`), and for how long
+        self._held: frozenset[str] = frozenset()
+        self._held_idle = 0.0
         self.stats = PoolStats()
+
+    def hold(self, nodes: Iterable[str], idle: float) -> None:
+        """Keep the drivers of ``nodes`` (node names) until they are ``idle``
+        seconds unused, even past their driver's ``session_idle``; every
+        other node's limit is as before. Replaces the last call's nodes."""
+        if idle < 0:
+            raise ValueError("idle must not be negative")
+        with self._cond:
+            self._held, self._held_idle = frozenset(nodes), idle
 
     def key_for(self, driver: str, node: str, driver_info: Mapping[str, Any]) -> PoolKey:
         """:meth:`PoolKey.of`, remembered per node while its driver_info stays
@@ -374,7 +411,35 @@ class DriverPool:
                 return
         if why is not None:
             LOG.debug("%s: session dropped after %s", slot.key.node, type(why).__name__)
+        if isinstance(why, BmaasError) and policy_for(why).no_answer:
+            # its BMC gave no answer: a logout would likely wait as long
+            self._behind(lambda: self._retire([slot]))
+            return
         self._retire([slot])
+
+    def _behind(self, job: Callable[[], None]) -> None:
+        """Run ``job`` (a logout) in the background; never raises."""
+
+        def guarded() -> None:
+            try:
+                job()
+            except Exception:  # _retire logs its own; never lose the thread
+                LOG.warning("a background logout failed", exc_info=True)
+
+        if self._start is not None:
+            self._start(guarded)
+            return
+        with self._cond:
+            closed = self._closed
+            if not closed and self._logouts is None:
+                self._logouts = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=LOGOUT_THREADS, thread_name_prefix="bmaas-logout"
+                )
+            logouts = self._logouts
+        if closed or logouts is None:  # the pool is closing: its caller waits, as close() does
+            guarded()
+            return
+        logouts.submit(guarded)
 
     def _retire(self, slots: list[_Slot]) -> None:
         """Log out held ``slots``, then free them: the BMC never sees the next
@@ -392,7 +457,10 @@ class DriverPool:
 
     def _limit(self, slot: _Slot) -> float:
         own = slot.driver.session_idle if slot.driver is not None else math.inf
-        return min(self.idle, own)
+        limit = min(self.idle, own)
+        if slot.key.node in self._held:
+            return max(limit, self._held_idle)
+        return limit
 
     def _expired(self, slot: _Slot) -> bool:
         return self._clock() - slot.last_used >= self._limit(slot)
@@ -529,15 +597,19 @@ class DriverPool:
             return sum(1 for slot in self._slots.values() if slot.driver is not None)
 
     def close(self) -> None:
-        """Log every idle session out; sessions in use are logged out as
-        their holders give them back. Safe to call twice."""
+        """Log every idle session out, and wait for the background logouts
+        (each bounded by its driver's ``bmc_timeout``); sessions in use are
+        logged out as their holders give them back. Safe to call twice."""
         with self._cond:
             self._closed = True
             idle = [s for s in self._slots.values() if not s.in_use]
             for slot in idle:
                 slot.in_use = True
             self._cond.notify_all()
+            logouts, self._logouts = self._logouts, None
         self._retire(idle)
+        if logouts is not None:
+            logouts.shutdown(wait=True)
 
     def __enter__(self) -> DriverPool:
         return self

@@ -20,6 +20,11 @@ pointed at one database split the fleet between them::
   its lease (``ttl``) has run out it drops from the live list, its share
   rows (claimed for ``ttl`` at its last pass) have run out too, and the
   others claim its nodes at their next pass.
+* **Renewed by the pass, at most every ttl/3**: a pass that wants what
+  the worker already holds, claimed less than ``ttl/3`` ago, writes
+  nothing (its rows still have two thirds of their ``ttl`` to run); a
+  sync every 0.2 s renewed every node's row every pass, half as much
+  client CPU again as the rest of the store work of a steady pass.
 * **Joining never double-reads**: a newcomer wants its share at once but
   can claim a node only after the old holder gives it back (at that
   holder's next pass) or its row expires; until then the old holder alone
@@ -67,6 +72,8 @@ class FleetShare:
         self.keeper = LeaseKeeper(store, ttl=ttl).start()
         self.worker_id = self._join()
         self._held: set[str] = set()
+        #: when the held rows were last claimed (the store's clock)
+        self._claimed_at: float | None = None
 
     def _join(self) -> str:
         owner = self.store.owners.create(OwnerKind.SYNC, name=self.name, ttl=self.ttl)
@@ -82,6 +89,7 @@ class FleetShare:
             LOG.warning("sync worker %s lost its lease; joining again", self.worker_id)
             self.keeper.lost.clear()
             self._held.clear()
+            self._claimed_at = None
             self.worker_id = self._join()
         live = [o.id for o in self.store.shares.workers()]
         if self.worker_id not in live:
@@ -93,11 +101,15 @@ class FleetShare:
             for r in records
             if owner_of(bmc_of(r.driver, r.name, r.driver_info), live) == self.worker_id
         ]
+        now = self.store.clock()
+        fresh = self._claimed_at is not None and now - self._claimed_at < self.ttl / 3
+        if fresh and set(want) == self._held:  # held, rows with >= 2/3 ttl to run
+            return [r for r in records if r.name in self._held]
         give_back = sorted(self._held - set(want))
         if give_back:
             self.store.shares.release(self.worker_id, give_back)
         held = set(self.store.shares.claim(self.worker_id, want, ttl=self.ttl))
-        self._held = held
+        self._held, self._claimed_at = held, now
         return [r for r in records if r.name in held]
 
     def close(self) -> None:

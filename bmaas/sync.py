@@ -64,9 +64,10 @@ from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
 from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.reclaim import reclaim
+from bmaas.quirks import record_results
 from bmaas.share import FleetShare
 from bmaas.store import Store
-from bmaas.store.records import NodeRecord
+from bmaas.store.records import QUIRKS_KEY, NodeRecord
 from bmaas.sweep import ShardedSweeper
 from bmaas.sync_report import SyncReport
 
@@ -132,6 +133,7 @@ def sync_pass(
     records = store.nodes.require(names) if names is not None else store.nodes.find()
     if share is not None:
         records = share.take(records)
+    known = records
     reader = PowerReader(deadline, retry)
     backed_off: list[str] = []
     if fenced is not None:
@@ -158,6 +160,9 @@ def sync_pass(
     if fenced is not None:  # what finished meanwhile; never waits for the rest
         results = results + fenced.collect(lambda r: r.error is None)
         backed_off = [n for n in backed_off if n not in {r.node for r in results}]
+    # what the drivers learned (a cipher suite 3 downgrade), wherever they ran:
+    # a sharded worker's driver never reaches this process, its result does
+    record_results(store.nodes, results, {r.name: r.extra.get(QUIRKS_KEY) for r in known})
     reads: list[tuple[str, PowerState | BmaasError]] = []
     uncounted: dict[str, str] = {}
     for result in results:
@@ -238,8 +243,10 @@ def sync_loop(
     pool (:mod:`bmaas.heap`); only for a process the caller owns (the CLI).
 
     ``events``: an :class:`~bmaas.events.EventWatch`: nodes whose BMC
-    streams events are read only as a safety net, and news is written as
-    it arrives, between passes (:mod:`bmaas.events`). The caller closes it.
+    streams events are read only as a safety net (once their last read is
+    ``events.safety`` seconds old; their pooled sessions are held until
+    then), and news is written as it arrives, between passes
+    (:mod:`bmaas.events`). The caller closes it.
 
     Fenced nodes are read on a back-off (:mod:`bmaas.fenced`): pass
     ``fenced=`` to choose the schedule; by default the loop makes one with
@@ -292,7 +299,11 @@ def _passes(
             if share is not None:  # this worker's nodes: their streams are its own
                 records = share.take(records)
             events.watch(records)
-            names = events.to_read([r.name for r in records], passes)
+            every = [r.name for r in records]
+            names = events.to_read(every, started)
+            if kw.get("pool") is not None:
+                # a streamed node's session waits for its next safety read
+                kw["pool"].hold(events.streamed(every), events.safety + 2 * interval)
             this = {**kw, "share": None, "names": names}
         report = sync_pass(store, clock=clock, deadline=budget, **this)
         if events is not None:

@@ -25,7 +25,7 @@ from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
-from bmaas.events import SAFETY_EVERY, EventWatch
+from bmaas.events import SAFETY_INTERVAL, EventWatch
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
 from bmaas.metrics import MetricsServer, SyncMetrics
@@ -231,11 +231,12 @@ def _in_a_row(flag: str, default: int, help_text: str) -> Decorator:
     "and poll those nodes only as a safety net; --no-events polls every node every pass.",
 )
 @click.option(
-    "--safety-every",
-    type=click.IntRange(min=1),
-    default=SAFETY_EVERY,
+    "--safety-interval",
+    type=Seconds(min=0, min_open=True),
+    default=SAFETY_INTERVAL,
     show_default=True,
-    help="With events: a node whose stream is up is still read every N passes.",
+    help="With events: a node whose stream is up is still read once its last read "
+    "is S seconds old (at the first pass after; its session is kept meanwhile).",
 )
 @fleet_run_options
 @pass_app
@@ -253,7 +254,7 @@ def sync(
     lease_ttl: float,
     processes: int | None,
     events: bool,
-    safety_every: int,
+    safety_interval: float,
     workers: int,
     deadline: float,
     no_retry: bool,
@@ -271,7 +272,8 @@ def sync(
     for the command's life (reads per login in each pass line). With
     --interval, a Redfish service that streams events (SSE) is followed:
     its power events are recorded as they come (source: event) and its
-    nodes read only every --safety-every passes (--no-events: every pass).
+    nodes read only as a safety net, once their last read is
+    --safety-interval seconds old (--no-events: every pass).
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
@@ -317,7 +319,7 @@ def sync(
         else:
             options["pass_timeout"] = deadline
             if events:
-                options["events"] = EventWatch(every=safety_every, bmc_timeout=bmc_timeout)
+                options["events"] = EventWatch(safety=safety_interval, bmc_timeout=bmc_timeout)
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
 
 

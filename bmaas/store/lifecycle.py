@@ -215,6 +215,12 @@ class LifecycleSteps:
         """
         o = t.owners
         out: list[Reclaimed] = []
+        lapsed = sa.select(o.c.id).where(
+            o.c.lease_expires_at.is_not(None), o.c.lease_expires_at <= self._db.now()
+        )
+        with self._db.read() as tx:  # the sync asks every pass: no write lock for nothing
+            if tx.execute(lapsed.limit(1)).first() is None:
+                return out
         with self._db.write() as tx:
             now = self._db.now()
             expired = tx.execute(

@@ -140,10 +140,10 @@ def test_a_console_power_off_is_in_the_store_by_its_event_with_no_read_of_the_no
     running: Any,
 ) -> None:
     """The event, not a poll, brings the change: the node is never read in
-    between (the safety net is 1000 passes away). How fast is the bench's
+    between (the safety net is 300 s away). How fast is the bench's
     figure (``hwlab bench events``: p99 28 ms); here the bound is only what a
     loaded machine always meets, so the test holds the source, not the speed."""
-    run = running(["ev-a", "ev-b"], every=1000)
+    run = running(["ev-a", "ev-b"], safety=300.0)
     run.settled("ev-a")
     assert run.power("ev-a") is PowerState.ON
     reads = run.reads("ev-a")
@@ -165,7 +165,7 @@ def test_a_console_power_off_is_in_the_store_by_its_event_with_no_read_of_the_no
 
 
 def test_a_dropped_event_is_caught_by_the_safety_net_read(running: Any) -> None:
-    run = running(["ev-drop"], every=3)
+    run = running(["ev-drop"], safety=3 * INTERVAL)
     machine = run.machines["ev-drop"]
     machine.plan.add(FaultRule.from_dict({"effect": "drop", "operation": "event.power"}))
     run.settled("ev-drop")
@@ -178,7 +178,7 @@ def test_a_dropped_event_is_caught_by_the_safety_net_read(running: Any) -> None:
 
 
 def test_a_closed_stream_reconnects_and_its_first_pass_reconciles(running: Any) -> None:
-    run = running(["ev-close"], every=1000, backoff=Backoff(first=0.2, factor=2, cap=1.0))
+    run = running(["ev-close"], safety=300.0, backoff=Backoff(first=0.2, factor=2, cap=1.0))
     machine = run.machines["ev-close"]
     machine.plan.add(
         FaultRule.from_dict({"effect": "drop", "operation": "event.stream", "times": 1})
@@ -206,7 +206,7 @@ def test_no_events_without_an_event_service_the_node_is_polled_every_pass(
     running: Any,
 ) -> None:
     absent = {"effect": "unsupported", "operation": "event.subscribe"}
-    run = running(["ev-absent"], rules=(absent,), every=1000, absent_retry=600.0)
+    run = running(["ev-absent"], rules=(absent,), safety=300.0, absent_retry=600.0)
     assert run.until(lambda: run.watch.faults >= 1)
     reads, passes = run.reads("ev-absent"), run.passes
     assert run.until(lambda: run.passes >= passes + 3)

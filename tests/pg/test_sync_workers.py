@@ -133,8 +133,18 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
             now = store.shares.held()
             if any(now.get(node) in (None, victim_id) for node in held):
                 return False
-            read = {n.name: n.power_state_at or 0.0 for n in store.nodes.find()}
-            return all(read[node] > killed_at for node in held)
+            # read by a survivor's pass begun after the kill (a steady read
+            # writes nothing to the store: its passes say what they read)
+            read = set().union(
+                *(
+                    _read(p)
+                    for n in names
+                    if n != victim
+                    for p in _passes(outputs[n])
+                    if p["started_at"] > killed_at
+                )
+            )
+            return held <= read
 
         over_at = _until("the survivors taking the dead worker's nodes", taken_over)
         print(f"taken over {over_at - killed_at:.2f}s after the kill (lease {TTL}s)")

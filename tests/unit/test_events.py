@@ -15,7 +15,7 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.drivers.redfish.events import PowerNews, SSEParser, news_of, services
-from bmaas.events import Applied, Backoff, EventWatch, TokenBucket
+from bmaas.events import SAFETY_INTERVAL, Applied, Backoff, EventWatch, TokenBucket
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, BMCUnreachable, UnsupportedOperation
 
@@ -213,25 +213,45 @@ def test_a_service_without_events_is_asked_again_only_after_absent_retry() -> No
     assert sleeps == [600.0, 600.0]
     assert stream.opens == 2
     assert not watch.up("n1")
-    assert watch.to_read(["n1"], 0) == ["n1"]  # polled as before
+    assert watch.to_read(["n1"], 0.0) == ["n1"]  # polled as before
 
 
-def test_a_node_with_its_stream_up_is_read_at_reconnect_then_every_n_passes() -> None:
-    watch = EventWatch(every=3, streams_of=lambda d: None)
+def test_a_streamed_node_is_read_at_reconnect_then_once_its_last_read_is_safety_old() -> None:
+    """The safety net is a time bound on the sync's clock, not a count of
+    passes: passes every 60 s, safety 300 s -> read at 0, 300, 600 s."""
+    watch = EventWatch(safety=300.0, streams_of=lambda d: None)
     watch._nodes["n1"] = _node()
     watch._mark(["n1"], up=True)
-    assert [watch.to_read(["n1", "ipmi-node"], p) for p in range(7)] == [
-        ["n1", "ipmi-node"],  # reconciles: the first read after (re)connecting
-        ["ipmi-node"],
-        ["ipmi-node"],
-        ["n1", "ipmi-node"],  # the safety net
-        ["ipmi-node"],
-        ["ipmi-node"],
-        ["n1", "ipmi-node"],
-    ]
+    passes = [60.0 * p for p in range(12)]
+    read = [t for t in passes if "n1" in watch.to_read(["n1", "ipmi-node"], t)]
+    assert read == [0.0, 300.0, 600.0]  # the reconciling read, then every 300 s
+    assert watch.to_read(["ipmi-node"], 720.0) == ["ipmi-node"]  # no stream: every pass
+    # late passes (a slow pass, a busy machine): the first pass after the bound reads it
+    assert watch.to_read(["n1"], 899.0) == []
+    assert watch.to_read(["n1"], 905.0) == ["n1"]
     watch._mark(["n1"], up=False)  # the stream went down: every pass
-    assert watch.to_read(["n1"], 7) == ["n1"]
-    assert watch.to_read(["n1"], 8) == ["n1"]
+    assert watch.to_read(["n1"], 906.0) == ["n1"]
+    assert watch.to_read(["n1"], 907.0) == ["n1"]
+    assert watch.streamed(["n1", "ipmi-node"]) == []
+
+
+def test_at_the_defaults_a_streamed_node_costs_under_two_reads_an_hour() -> None:
+    """The documented default (SAFETY_INTERVAL) against --interval 60 and a
+    fast pass interval: reads of a streamed node per hour, after the first."""
+    for interval in (60.0, 0.5):
+        watch = EventWatch(streams_of=lambda d: None)
+        watch._nodes["n1"] = _node()
+        watch._mark(["n1"], up=True)
+        watch.to_read(["n1"], 0.0)  # the reconciling read
+        steps = int(3 * 3600 / interval)
+        reads = sum(1 for p in range(1, steps + 1) if watch.to_read(["n1"], p * interval))
+        assert reads / 3 <= 1.5  # per hour; 2 would leave no room for a reconnect
+        assert watch.safety == SAFETY_INTERVAL == 2400.0
+
+
+def test_safety_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="safety"):
+        EventWatch(safety=0.0, streams_of=lambda d: None)
 
 
 def test_a_flood_is_rate_limited_and_the_node_read_at_the_next_pass() -> None:
@@ -253,7 +273,7 @@ def test_news_is_applied_once_with_its_age_and_news_without_a_state_asks_for_a_r
     watch = EventWatch(streams_of=lambda d: None, clock=clock, wall=lambda: 1000.25)
     watch._nodes["n1"] = _node()
     watch._mark(["n1"], up=True)
-    watch.to_read(["n1"], 0)  # reconciled
+    watch.to_read(["n1"], 0.0)  # reconciled
     watch.learn([("n1", PowerState.ON)])
     for news in (
         PowerNews("n1", "a.ResourcePoweredOn", PowerState.ON, at=999.0),  # what we know
@@ -265,7 +285,7 @@ def test_news_is_applied_once_with_its_age_and_news_without_a_state_asks_for_a_r
     written: list[list[Applied]] = []
     watch.wait(0.0, written.append)
     assert written == [[Applied("n1", PowerState.OFF, "a.ResourcePoweredOff", 0.25)]]
-    assert watch.to_read(["n1"], 1) == ["n1"]  # ResourceChanged: read it
+    assert watch.to_read(["n1"], 1.0) == ["n1"]  # ResourceChanged: read it
 
 
 def _node() -> Any:

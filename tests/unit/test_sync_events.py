@@ -12,20 +12,21 @@ from bmaas.events import EventWatch, _Node
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
 from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.sync import SyncReport, sync_loop
 from tests.unit.test_events import PowerNews
 
 
-def test_streamed_nodes_are_read_at_reconnect_then_every_n_passes_and_news_lands_at_once(
+def test_streamed_nodes_are_read_at_reconnect_then_every_safety_s_and_news_lands_at_once(
     store: Store, enroll: Callable[..., list[str]]
 ) -> None:
     enroll(3)
     fleet = FakeFleet(clock=FakeClock())
     for name in ("n01", "n02", "n03"):
         fleet.add(name, power=PowerState.ON)
-    watch = EventWatch(every=3, streams_of=lambda driver: None, clock=fleet.clock)
+    watch = EventWatch(safety=180.0, streams_of=lambda driver: None, clock=fleet.clock)
     for name in ("n01", "n02"):  # their streams are up (n03 has none: polled)
         watch._nodes[name] = _Node()
     watch._mark(["n01", "n02"], up=True)
@@ -57,7 +58,7 @@ def test_streamed_nodes_are_read_at_reconnect_then_every_n_passes_and_news_lands
         ["n01", "n02", "n03"],  # the first read after (re)connecting reconciles
         ["n03"],
         ["n03"],
-        ["n01", "n02", "n03"],  # the safety net, every 3 passes
+        ["n01", "n02", "n03"],  # the safety net: their last read is 180 s old
         ["n03"],
     ]
     assert held == {"n01", "n02", "n03"}  # a split worker keeps what it did not read
@@ -84,3 +85,76 @@ def test_without_events_every_node_is_read_every_pass(
         stop=threading.Event(),
     )
     assert [len(r.results) for r in reports] == [2, 2, 2]
+
+
+def test_a_streamed_nodes_pooled_session_is_kept_until_its_next_safety_read(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    """Read every 600 s by the safety net, past the driver's own session_idle
+    (60 s; passes every 30 s): the pool holds its driver meanwhile, so the safety read is one
+    read on the kept session, not a logout now and a login then. The node
+    without a stream keeps the usual idle rule (read every 30 s: kept)."""
+    enroll(2)
+    fleet = FakeFleet(clock=FakeClock())
+    for name in ("n01", "n02"):
+        fleet.add(name, power=PowerState.ON)
+    watch = EventWatch(safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch._nodes["n01"] = _Node()
+    watch._mark(["n01"], up=True)
+    reports: list[SyncReport] = []
+    with DriverPool(clock=fleet.clock) as pool:
+        sync_loop(
+            store,
+            interval=30.0,
+            count=45,
+            wait=fleet.clock.advance,
+            clock=fleet.clock,
+            on_pass=reports.append,
+            factory=driver_factory(fleet=fleet),
+            pool=pool,
+            events=watch,
+            stop=threading.Event(),
+        )
+        stats = pool.stats
+    streamed = [i for i, r in enumerate(reports) if "n01" in {x.node for x in r.results}]
+    assert streamed == [0, 20, 40]  # at 0 s, 600 s, 1200 s
+    assert (stats.opened, stats.idled, stats.logins) == (2, 0, 2)  # one session each, kept
+
+
+def test_a_node_whose_stream_went_down_gets_the_usual_idle_rule_again(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    """Held only while its stream is up: once down, the node is read every
+    pass (its session used every minute: kept under the normal rule)."""
+    enroll(1)
+    fleet = FakeFleet(clock=FakeClock())
+    fleet.add("n01", power=PowerState.ON)
+    watch = EventWatch(safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch._nodes["n01"] = _Node()
+    watch._mark(["n01"], up=True)
+    with DriverPool(clock=fleet.clock) as pool:
+        sync_loop(
+            store,
+            interval=60.0,
+            count=2,
+            wait=fleet.clock.advance,
+            clock=fleet.clock,
+            factory=driver_factory(fleet=fleet),
+            pool=pool,
+            events=watch,
+            stop=threading.Event(),
+        )
+        assert pool._limit(next(iter(pool._slots.values()))) == 600.0 + 2 * 60.0
+        watch._mark(["n01"], up=False)
+        sync_loop(
+            store,
+            interval=60.0,
+            count=1,
+            wait=fleet.clock.advance,
+            clock=fleet.clock,
+            factory=driver_factory(fleet=fleet),
+            pool=pool,
+            events=watch,
+            stop=threading.Event(),
+        )
+        assert pool._limit(next(iter(pool._slots.values()))) == 60.0

@@ -9,7 +9,7 @@ nodes, and watches the store for each change to show:
 
 * ``polling``: ``bmaas sync --interval I --no-events`` (every node every pass);
 * ``events``: ``bmaas sync --interval I`` (SSE per service; a node whose
-  stream is up read every ``--safety-every`` passes).
+  stream is up read once its last read is ``--safety-interval`` seconds old).
 
 Measured per mode: detection latency (outside change -> the store shows it;
 p50, p99, max; a change not seen by the end counts as missed), BMC requests
@@ -69,12 +69,13 @@ class Options:
     interval: float = 60.0
     #: seconds between outside power changes, on average
     every: float = 8.0
-    safety_every: int = 10
+    #: the sync's --safety-interval (seconds; its default is 2400)
+    safety_interval: float = 2400.0
     seed: int = 37
 
     @classmethod
     def smoke(cls) -> Options:
-        return cls(nodes=3, duration=30.0, interval=3.0, every=1.5, safety_every=10)
+        return cls(nodes=3, duration=30.0, interval=3.0, every=1.5, safety_interval=30.0)
 
 
 @dataclasses.dataclass
@@ -141,7 +142,7 @@ def _one_mode(
             ],
         )
     args = [_bmaas(), "sync", "--interval", str(options.interval), "--no-split"]
-    args += ["--safety-every", str(options.safety_every)]
+    args += ["--safety-interval", str(options.safety_interval)]
     if mode == "polling":
         args.append("--no-events")
     env = {**os.environ, "BMAAS_DB": str(db)}
@@ -267,7 +268,7 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         cpu = _per_node_hour(m.cpu, options.nodes, m.seconds)
         steady_cpu = _per_node_hour(m.steady_cpu, options.nodes, m.steady_seconds)
         label = (
-            f"events + safety net every {options.safety_every} passes"
+            f"events + safety net every {options.safety_interval:g} s"
             if mode == "events"
             else f"polling every {options.interval:g} s"
         )

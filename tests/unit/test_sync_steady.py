@@ -1,0 +1,219 @@
+"""A steady sync pass costs what the reads cost (issue 37): counted on the
+store (write transactions and statements per pass) and on the BMC (requests
+and connectors per pass). What would break: a write per node per pass,
+changed or not; the lease rows renewed every pass; a connector or login
+per pass; a safety-net read paying for a new session."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from bmaas.driver import PowerState
+from bmaas.drivers.redfish import connector as connector_mod
+from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.fleet import FakeFleet
+from bmaas.faults import BMCTimeout
+from bmaas.health import Change, HealthRule
+from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool
+from bmaas.share import FleetShare
+from bmaas.store import Store
+from bmaas.store.health import SEEN_EVERY
+from bmaas.sync import SyncReport, sync_loop
+from tests.unit.test_redfish_lean_read import SYSTEM, Fake, driver, serving
+
+WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+class Statements:
+    """Every statement the store's engine runs, by pass (the loop's on_pass
+    moves to the next)."""
+
+    def __init__(self, store: Store) -> None:
+        self.by_pass: list[Counter[str]] = [Counter()]
+        sa.event.listen(store.db.engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        words = statement.split()
+        verb = words[0].upper()
+        if verb == "BEGIN" and "IMMEDIATE" in statement.upper():
+            verb = "BEGIN IMMEDIATE"  # SQLite: a write transaction
+        self.by_pass[-1][verb] += 1
+        if verb in WRITES:
+            table = words[2] if verb != "UPDATE" else words[1]
+            self.by_pass[-1][f"{verb} {table}"] += 1
+
+    def next_pass(self, _report: SyncReport | None = None) -> None:
+        self.by_pass.append(Counter())
+
+    def writes(self, index: int) -> int:
+        return sum(self.by_pass[index][verb] for verb in WRITES)
+
+
+@pytest.fixture
+def fleet_of(
+    store: Store, enroll: Callable[..., list[str]]
+) -> Callable[[int], tuple[FakeFleet, list[str]]]:
+    def make(count: int) -> tuple[FakeFleet, list[str]]:
+        names = enroll(count)
+        fleet = FakeFleet(clock=FakeClock())
+        for name in names:
+            fleet.add(name, power=PowerState.ON)
+        return fleet, names
+
+    return make
+
+
+def _loop(store: Store, fleet: FakeFleet, count: int, on_pass: Any, **kw: Any) -> None:
+    sync_loop(
+        store,
+        interval=30.0,
+        count=count,
+        wait=fleet.clock.advance,
+        clock=fleet.clock,
+        on_pass=on_pass,
+        factory=driver_factory(fleet=fleet),
+        stop=threading.Event(),
+        **kw,
+    )
+
+
+def test_a_steady_pass_writes_nothing_and_a_change_writes_only_its_node(
+    store: Store, fleet_of: Any
+) -> None:
+    fleet, _names = fleet_of(20)
+    counted = Statements(store)
+    changed: list[SyncReport] = []
+
+    def on_pass(report: SyncReport) -> None:
+        counted.next_pass()
+        changed.append(report)
+        if len(changed) == 3:  # between passes 3 and 4: one node goes off
+            fleet.machine("n07").force_power(PowerState.OFF)
+
+    _loop(store, fleet, 5, on_pass)
+    first, steady, after_change = counted.by_pass[0], counted.by_pass[1:3], counted.by_pass[3]
+    assert first["UPDATE nodes"] == 20  # the first pass learns every node's state
+    for passed in [*steady, counted.by_pass[4]]:
+        assert sum(passed[v] for v in WRITES) == 0, passed
+        assert passed["BEGIN IMMEDIATE"] == 0  # no write transaction at all
+        assert passed["SELECT"] <= 6  # a handful of queries, not one per node
+    assert after_change["UPDATE nodes"] == 1  # n07 alone
+    assert after_change["INSERT node_events"] == 1  # its "power on -> off" line
+    assert store.nodes.get("n07").power_state is PowerState.OFF
+    assert all(len(r.results) == 20 for r in changed)  # every node was read every pass
+
+
+def test_a_steady_nodes_seen_time_is_refreshed_in_one_batch_every_seen_every(
+    store: Store, fleet_of: Any, wall: FakeClock
+) -> None:
+    fleet, _names = fleet_of(20)
+    counted = Statements(store)
+    _loop(store, fleet, 1, counted.next_pass)
+    seen = store.nodes.get("n01").power_state_at
+    assert seen is not None
+    _loop(store, fleet, 1, counted.next_pass)
+    assert counted.writes(1) == 0
+    assert store.nodes.get("n01").power_state_at == seen
+    wall.advance(SEEN_EVERY)
+    _loop(store, fleet, 1, counted.next_pass)
+    assert counted.by_pass[2]["UPDATE nodes"] == 1  # one statement for all 20
+    assert counted.by_pass[2]["BEGIN IMMEDIATE"] == 1
+    assert all(n.power_state_at == seen + SEEN_EVERY for n in store.nodes.find())
+
+
+def test_a_good_read_after_a_fault_is_written_it_resets_the_streak(
+    store: Store, enroll: Any
+) -> None:
+    """Not steady: a read that moves a streak is written as before."""
+    enroll(1)
+    rule = HealthRule(fault_after=3)
+    fault = BMCTimeout("no answer", node="n01", driver="fake", operation="power.get")
+    store.health.record_power_reads([("n01", PowerState.ON)], health_rule=rule)
+    store.health.record_power_reads([("n01", fault)], health_rule=rule)
+    assert store.nodes.get("n01").fault_count == 1
+    [change] = store.health.record_power_reads([("n01", PowerState.UNKNOWN)], health_rule=rule)
+    assert (change.change, change.fault_count) == (Change.NONE, 1)  # unknown: neither
+    [change] = store.health.record_power_reads([("n01", PowerState.ON)], health_rule=rule)
+    assert (change.change, change.fault_count) == (Change.NONE, 0)
+    node = store.nodes.get("n01")
+    assert (node.power_state, node.fault_count) == (PowerState.ON, 0)
+    # and a steady read reports the node as it stands
+    [change] = store.health.record_power_reads([("n01", PowerState.ON)], health_rule=rule)
+    assert (change.node, change.change, change.power_state) == ("n01", Change.NONE, PowerState.ON)
+
+
+def test_split_workers_renew_their_share_rows_at_most_every_third_of_the_ttl(
+    store: Store, fleet_of: Any, wall: FakeClock
+) -> None:
+    fleet, _names = fleet_of(20)
+    counted = Statements(store)
+    with FleetShare(store, ttl=60.0) as share:
+        _loop(store, fleet, 1, counted.next_pass, share=share)  # claims its share
+        for _ in range(3):  # passes 5 s apart on the store's clock: rows are fresh
+            wall.advance(5.0)
+            _loop(store, fleet, 1, counted.next_pass, share=share)
+        wall.advance(5.0)  # 20 s since the claim: ttl/3
+        _loop(store, fleet, 1, counted.next_pass, share=share)
+        held = store.shares.held()
+    claims = [p["INSERT sync_shares"] for p in counted.by_pass[:5]]
+    assert claims == [1, 0, 0, 0, 1]  # one batched upsert (20 rows) each time
+    assert all(counted.writes(i) == 0 for i in (1, 2))  # nothing at all in between
+    assert len(held) == 20
+
+
+@pytest.fixture
+def connectors(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    made: list[object] = []
+    real = connector_mod.BoundedConnector.__init__
+
+    def counting(self: Any, *args: Any, **kw: Any) -> None:
+        made.append(self)
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(connector_mod.BoundedConnector, "__init__", counting)
+    return made
+
+
+def test_a_steady_redfish_pass_is_one_get_a_node_on_the_kept_connector(
+    store: Store, enroll: Any, connectors: list[object]
+) -> None:
+    """Through the pool, as the sync reads: connector, root, login and the
+    system's discovery once; every later pass one lean GET, nothing else."""
+    enroll(1)
+    fake = Fake()
+    clock = FakeClock()
+    with serving(fake) as url, DriverPool() as pool:
+        built = driver(url)
+        counts: list[tuple[int, int, int]] = []
+
+        def on_pass(_report: SyncReport) -> None:
+            gets = fake.requests
+            counts.append((len(connectors), len(gets), len(fake.system_gets())))
+
+        sync_loop(
+            store,
+            interval=30.0,
+            count=5,
+            wait=clock.advance,
+            clock=clock,
+            on_pass=on_pass,
+            factory=lambda _record: built,
+            pool=pool,
+            stop=threading.Event(),
+        )
+    first = counts[0]
+    assert first[0] == 1  # one connector, made by the first pass
+    for before, after in itertools.pairwise(counts):
+        assert after[0] == before[0]  # no connector built in a steady pass
+        assert after[1] - before[1] == 1  # one request a pass: the node's read
+        assert after[2] - before[2] == 1  # and it is the system's GET
+    assert all(path.startswith(SYSTEM) for path, _ in fake.requests[first[1] :])
+    assert pool.stats.logins == 1
