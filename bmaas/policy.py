@@ -231,7 +231,8 @@ class FaultPolicy:
     def no_answer(self) -> bool:
         """Whether the fault means the BMC gave no answer at all (the "no
         answer" column, :data:`NO_ANSWER`): the conductor probes such a BMC
-        in the background (:mod:`bmaas.silence`)."""
+        in the background (:mod:`bmaas.silence`), and the pool logs the
+        session it drops out in the background."""
         return self.fault in NO_ANSWER
 
     @property
@@ -353,7 +354,11 @@ OTHER_PROTOCOL_MAY_CURE: frozenset[type[BmaasError]] = frozenset(
 #: the "no answer" column: faults that say the BMC did not answer at all
 #: (not sent an answer, not even "busy" or an error), so a host without a loop
 #: of its own (Ironic's conductor) probes that BMC in the background and its
-#: power reads fail at once while the silence lasts (:mod:`bmaas.silence`).
+#: power reads fail at once while the silence lasts (:mod:`bmaas.silence`);
+#: a periodic read cut at the BMC's silence bound is one of them, and so
+#: starts that probe at once. The pooled session such a fault drops is
+#: logged out in the background (:class:`bmaas.pool.DriverPool`): the
+#: logout, a request to the same silent BMC, would wait as long again.
 #: Every other fault is an answer, and proves the BMC is there.
 NO_ANSWER: frozenset[type[BmaasError]] = frozenset({BMCTimeout, BMCUnreachable})
 

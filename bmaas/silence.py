@@ -26,26 +26,69 @@ Probes run on at most ``threads`` daemon threads, each bounded by the
 probe's own deadline; the schedule is kept by one daemon thread, started on
 the first silence. The clock and the way a probe is started are injected,
 so :meth:`SilentBMCs.run_due` runs on a fake clock in tests.
+
+**The silence bound: learnt in parallel, not one read at a time.** A BMC
+that goes silent is found out by a read that waits for an answer that never
+comes. One at a time, a pass's first reads of newly hung BMCs held Ironic's
+sync workers for the whole call deadline each (and the logout of the dropped
+session for as long again): the first pass after 5 % of 200 Redfish BMCs
+hung took 6.7-6.9x a healthy pass (issue 35). So a periodic read of a BMC
+whose answer times are known waits for its answer at most that BMC's
+*silence bound* (:meth:`SilentBMCs.bound`): :data:`BOUND_FACTOR` times the
+slowest of its last :data:`BOUND_HISTORY` answers, never under
+:data:`BOUND_FLOOR` nor over the call deadline; a BMC with fewer than
+:data:`BOUND_MIN_ANSWERS` answers known (a conductor just started, a BMC
+that just came back) is waited for the whole call deadline, as before. A
+read cut at the bound is what it is, a no-answer (``BMCTimeout``, which the
+policy table counts and its ``NO_ANSWER`` column sends here), and the
+no-answer starts a background probe at once, with the full deadline, in
+parallel with the other probes (:meth:`SilentBMCs.silent`): a BMC that is
+only slow answers it, and since any no-answer forgets the BMC's answer
+times, its next read waits the whole deadline again and teaches the bound
+the new time. A healthy BMC's read is cut at most once in a row, so it is
+never fenced for slowness (Ironic needs ``power_state_sync_max_retries`` + 1
+failed reads in a row); a hung one is counted on every pass, as before.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 
 from bmaas.deadline import Deadline
 from bmaas.faults import BMCFault
+from bmaas.policy import policy_for
 
-__all__ = ["STALE_SLACK", "Silence", "SilentBMCs"]
+__all__ = [
+    "BOUND_FACTOR",
+    "BOUND_FLOOR",
+    "BOUND_HISTORY",
+    "BOUND_MIN_ANSWERS",
+    "STALE_SLACK",
+    "Silence",
+    "SilentBMCs",
+]
 
 LOG = logging.getLogger(__name__)
 
 #: seconds past two probe gaps after which a silence is no longer known
 STALE_SLACK = 30.0
+
+#: a periodic read waits this many times the BMC's slowest recent answer ...
+BOUND_FACTOR = 4.0
+#: ... but never less than this many seconds (a fast BMC's bound: a loaded
+#: conductor's own delays stay well inside it) ...
+BOUND_FLOOR = 0.5
+#: ... over its last this many answers ...
+BOUND_HISTORY = 8
+#: ... once it has this many (fewer: the whole call deadline)
+BOUND_MIN_ANSWERS = 2
 
 #: a probe: asks the BMC once, within its own deadline; it reports what it
 #: saw back through :meth:`SilentBMCs.silent` or :meth:`SilentBMCs.heard`
@@ -84,10 +127,18 @@ class SilentBMCs:
         threads: int = 16,
         clock: Callable[[], float] = time.monotonic,
         start: Callable[[Callable[[], None]], object] | None = None,
+        floor: float = BOUND_FLOOR,
+        factor: float = BOUND_FACTOR,
+        history: int = BOUND_HISTORY,
     ) -> None:
         if first <= 0 or cap < first or threads < 1:
             raise ValueError("need 0 < first <= cap and threads >= 1")
+        if floor <= 0 or factor < 1 or history < BOUND_MIN_ANSWERS:
+            raise ValueError(f"need floor > 0, factor >= 1 and history >= {BOUND_MIN_ANSWERS}")
         self.first, self.cap, self.threads = first, cap, threads
+        self.floor, self.factor, self.history = floor, factor, history
+        #: each BMC's latest answer times (seconds), for its silence bound
+        self._answers: dict[Hashable, collections.deque[float]] = {}
         self._clock = clock
         self._start = start
         self._book: dict[Hashable, Silence] = {}
@@ -103,6 +154,7 @@ class SilentBMCs:
         command may well answer a read)."""
         now = self._clock()
         with self._cond:
+            self._answers.pop(key, None)  # its next read that asks waits the whole deadline
             known = self._book.get(key)
             if known is None:
                 LOG.info("%s: no answer from the BMC; probing it in the background", fault.node)
@@ -156,6 +208,62 @@ class SilentBMCs:
                 if left <= 0:
                     return
                 self._cond.wait(min(left, 0.1))
+
+    # -- the silence bound ---------------------------------------------------------
+
+    def answered(self, key: Hashable, seconds: float) -> None:
+        """``key``'s BMC answered a periodic read in ``seconds`` (the read's
+        whole time: busy retries make it longer, never the bound shorter)."""
+        with self._cond:
+            times = self._answers.get(key)
+            if times is None:
+                times = self._answers[key] = collections.deque(maxlen=self.history)
+            times.append(max(0.0, seconds))
+
+    def bound(self, key: Hashable, call: float) -> float:
+        """Seconds a periodic read of ``key``'s BMC waits for an answer:
+        ``call`` (the call deadline) until :data:`BOUND_MIN_ANSWERS` of its
+        answer times are known since its last no-answer, then
+        ``factor`` times the slowest of them, at least ``floor``, at most
+        ``call`` (see the module docstring)."""
+        with self._cond:
+            times = self._answers.get(key)
+            if times is None or len(times) < BOUND_MIN_ANSWERS:
+                return call
+            slowest = max(times)
+        return min(call, max(self.floor, self.factor * slowest))
+
+    @contextlib.contextmanager
+    def bounded(self, key: Hashable, call: float) -> Iterator[float]:
+        """One periodic read of ``key``'s BMC: yields the seconds its request
+        may wait for an answer (:meth:`bound`). A clean end records the
+        answer's time (:meth:`answered`). A no-answer (the policy table's
+        ``NO_ANSWER``) that came when the bound, shorter than ``call``, ran
+        out is raised again as the same fault saying so; the caller's pool
+        notes it (:meth:`silent`: a probe at once, with the whole deadline)."""
+        wait = self.bound(key, call)
+        started = self._clock()
+        try:
+            yield wait
+        except BMCFault as fault:
+            took = self._clock() - started
+            if wait < call and took >= wait and policy_for(fault).no_answer:
+                raise self._cut(fault, wait, call) from fault
+            raise
+        self.answered(key, self._clock() - started)
+
+    def _cut(self, fault: BMCFault, wait: float, call: float) -> BMCFault:
+        return type(fault)(
+            f"no answer within this BMC's silence bound of {wait:.2f}s ({self.factor:g}x its "
+            f"slowest recent answer, at least {self.floor:g}s; the call deadline is {call:g}s): "
+            f"asked again in the background with the whole deadline. {fault.message}",
+            node=fault.node,
+            driver=fault.driver,
+            operation=fault.operation,
+            address=fault.address,
+            elapsed=fault.elapsed,
+            status=fault.status,
+        )
 
     def __len__(self) -> int:
         with self._cond:

@@ -80,6 +80,22 @@ class SessionDriver(BMCDriver):
         raise NotImplementedError
 
 
+class Jobs:
+    """Collects what a pool starts in the background (logouts); the test runs them."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Callable[[], None]] = []
+
+    def __call__(self, job: Callable[[], None]) -> None:
+        self.jobs.append(job)
+
+    def run_all(self) -> int:
+        ran, self.jobs = self.jobs, []
+        for job in ran:
+            job()
+        return len(ran)
+
+
 class Builder:
     def __init__(self, **kw: Any) -> None:
         self.built: list[SessionDriver] = []
@@ -210,12 +226,17 @@ def test_a_waiting_user_gets_the_session_when_the_holder_is_done(clock: FakeCloc
 def test_a_session_that_missed_an_answer_is_never_reused(
     clock: FakeClock, fault: BaseException
 ) -> None:
-    pool = DriverPool(clock=clock)
+    logouts = Jobs()
+    pool = DriverPool(clock=clock, start=logouts)
     failing = Builder(fail=fault)
     with pytest.raises(type(fault)):
         read(pool, failing)
     first = failing.built[0]
-    assert first.closed == 1  # logged out at once
+    if isinstance(fault, BMCTimeout):  # no answer: logged out in the background
+        assert (first.closed, len(logouts.jobs)) == (0, 1)
+        assert logouts.run_all() == 1
+    assert first.closed == 1
+    assert not logouts.jobs  # an answer (garbled) or a broken contract: logged out at once
     healthy = Builder()
     assert read(pool, healthy) is PowerState.ON
     assert len(healthy.built) == 1  # a fresh driver, a fresh login
@@ -361,8 +382,15 @@ def test_run_on_nodes_with_a_pool_logs_in_once_per_node_across_sweeps(
     assert all(d.closed == 1 for d in build.built)
 
 
-def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClock) -> None:
-    pool = DriverPool(clock=clock)
+@pytest.mark.parametrize("fault", [BMCTimeout, BMCProtocolError])
+def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(
+    clock: FakeClock, fault: type[BMCFault]
+) -> None:
+    """At once after a garbled answer; in the background after no answer
+    (the logout, a request to the same silent BMC, would wait as long as the
+    read did), and the slot stays held until it is over."""
+    logouts = Jobs()
+    pool = DriverPool(clock=clock, start=logouts)
     seen: list[str] = []
 
     class Closing(SessionDriver):
@@ -375,16 +403,38 @@ def test_a_dropped_session_is_closed_before_the_bmc_is_free_again(clock: FakeClo
                 seen.append("busy")
             super().close()
 
-    with pytest.raises(BMCTimeout):
+    with pytest.raises(fault):
         pool.run(
             key(),
-            lambda: Closing("n1", fail=BMCTimeout("no answer", node="n1")),
+            lambda: Closing("n1", fail=fault("no answer", node="n1")),
             lambda d: d.get_power_state(deadline=per_call(d)),
             deadline=budget(),
         )
+    if fault is BMCTimeout:
+        assert seen == []  # the caller is back before the logout
+        with (  # the slot is held meanwhile
+            pytest.raises(SlotTimeout),
+            pool.session(key(), lambda: Builder()(), deadline=Deadline(clock(), clock)),
+        ):
+            pass
+        assert logouts.run_all() == 1
     assert seen == ["busy"]
     assert pool.open_sessions() == 0
     read(pool, Builder())  # free once it is closed
+    assert not logouts.jobs
+
+
+def test_close_waits_for_the_background_logouts() -> None:
+    """close() logs every session out, those logged out in the background
+    included (on the pool's own threads here, not a test's collector)."""
+    pool = DriverPool()
+    built = Builder(fail=BMCTimeout("no answer", node="n1"))
+    for node in ("n1", "n2", "n3"):
+        with pytest.raises(BMCTimeout):
+            read(pool, built, key(node))
+    pool.close()
+    assert [d.closed for d in built.built] == [1, 1, 1]
+    assert pool.open_sessions() == 0
 
 
 def test_keys_are_remembered_until_the_driver_info_changes(clock: FakeClock) -> None:

@@ -22,6 +22,12 @@ from tests.unit.test_pool import SessionDriver, key, read
 NO_ANSWER = BMCTimeout("no answer", node="n1")
 
 
+def _now(logout: Callable[[], None]) -> None:
+    """The pool's background logouts, run at once (deterministic here;
+    tests/unit/test_pool.py holds that they are in the background)."""
+    logout()
+
+
 class Probes:
     """Collects what the book starts; the test runs them."""
 
@@ -148,7 +154,7 @@ class Flaky(SessionDriver):
 def test_the_pool_notes_silence_and_its_probe_leaves_a_session_behind(clock: FakeClock) -> None:
     probes = Probes()
     book = _book(clock, probes)
-    pool = DriverPool(clock=clock, silence=book)
+    pool = DriverPool(clock=clock, silence=book, start=_now)
     bmc: dict[str, Exception | None] = {"fail": BMCUnreachable("no answer to the login")}
     built: list[Flaky] = []
 
@@ -186,7 +192,7 @@ def _silent_node(
     node's BMC (``fail``: what it does), silent to start with."""
     probes = Probes()
     book = _book(clock, probes)
-    return probes, book, DriverPool(clock=clock, silence=book), {"fail": NO_ANSWER}
+    return probes, book, DriverPool(clock=clock, silence=book, start=_now), {"fail": NO_ANSWER}
 
 
 def test_an_answer_that_is_a_fault_is_still_an_answer(clock: FakeClock) -> None:
@@ -239,7 +245,7 @@ def test_a_read_waits_for_the_first_probes_verdict_not_for_its_session(clock: Fa
 def test_a_clean_use_that_may_not_have_asked_the_bmc_clears_nothing(clock: FakeClock) -> None:
     probes = Probes()
     book = _book(clock, probes)
-    pool = DriverPool(clock=clock, silence=book)
+    pool = DriverPool(clock=clock, silence=book, start=_now)
     k = key("n1")
     book.silent(k, NO_ANSWER, lambda: book.silent(k, NO_ANSWER, lambda: None))
     book.run_due()
