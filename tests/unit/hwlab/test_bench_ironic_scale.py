@@ -102,10 +102,25 @@ def test_conf_settings_are_parsed_and_every_bad_one_is_named() -> None:
     assert "'missing.equals'" in str(caught.value)
 
 
-def test_the_stretch_cell_shows_the_longest_and_the_median_hung_pass() -> None:
-    assert ironic_scale._stretch_cell({"stretch": 2.24, "stretch_median": 1.4}) == "2.24 (1.4)"
-    assert ironic_scale._stretch_cell({"stretch": 1.1}) == "1.1"  # a report from before
-    assert ironic_scale._stretch_cell({}) == "—"
+def test_the_stretch_cell_shows_the_first_the_longest_and_the_median_hung_pass() -> None:
+    cell = ironic_scale._stretch_cell
+    assert cell({"stretch_first": 1.3, "stretch": 2.24, "stretch_median": 1.4}) == (
+        "first 1.3, longest 2.24 (median 1.4)"
+    )
+    assert cell({"stretch": 2.24, "stretch_median": 1.4}) == "longest 2.24 (median 1.4)"
+    assert cell({"stretch": 1.1}) == "longest 1.1"  # a report from before
+    assert cell({}) == "—"
+
+
+def test_the_first_hung_pass_is_the_first_that_began_after_the_hang() -> None:
+    """Issue 35's figure: not the pass the hang fell into (it met only the
+    BMCs it had not read yet), the next one, which meets every one."""
+    passes = [_Pass(0.0, 2.0, 0.0), _Pass(20.0, 22.5, 0.0), _Pass(40.0, 46.0, 0.0)]
+    passes.append(_Pass(60.0, 62.0, 0.0))
+    during, first = ironic_scale._hung_passes(passes, start=21.0)
+    assert during == [2.5, 6.0, 2.0]
+    assert first == 6.0
+    assert ironic_scale._hung_passes(passes, start=70.0) == ([], None)
 
 
 def test_the_floor_runs_only_when_asked_and_its_ironic_enables_fake_power(tmp_path: Path) -> None:
