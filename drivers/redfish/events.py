@@ -234,6 +234,10 @@ class ServiceStream:
     #: from another thread ends a blocked read at once
     _sock: socket.socket | None = dataclasses.field(default=None, repr=False)
     _parser: SSEParser = dataclasses.field(default_factory=SSEParser, repr=False)
+    #: the ServerSentEventUri the last open found: a reconnect opens it
+    #: directly (one request, not two), and reads the EventService again
+    #: only if that fails
+    _sse_uri: str | None = dataclasses.field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -302,8 +306,17 @@ class ServiceStream:
         return self._fail(BMCProtocolError, f"unexpected {said}", started, status=str(status))
 
     def open(self, deadline: Deadline) -> None:
-        """Read the EventService and open its SSE stream within ``deadline``."""
+        """Read the EventService and open its SSE stream within ``deadline``;
+        a reconnect opens the stream the last open found, at once (the
+        EventService is read again only if that fails)."""
         started = time.monotonic()
+        known = self._sse_uri
+        if known is not None:
+            try:
+                self._open_sse(known, deadline, started)
+                return
+            except (UnsupportedOperation, BMCProtocolError):  # moved, or gone: ask again
+                self._sse_uri = None
         response = self._get("/redfish/v1/EventService", deadline, started)
         try:
             service = json.loads(response.read(MAX_FRAME))
@@ -316,6 +329,9 @@ class ServiceStream:
         uri = service.get("ServerSentEventUri")
         if not isinstance(uri, str) or not uri.startswith("/"):
             raise self._fail(UnsupportedOperation, "the EventService offers no SSE", started)
+        self._open_sse(uri, deadline, started)
+
+    def _open_sse(self, uri: str, deadline: Deadline, started: float) -> None:
         response = self._get(uri + _FILTER, deadline, started)
         kind = (response.getheader("Content-Type") or "").split(";")[0].strip()
         if kind != "text/event-stream":
@@ -323,6 +339,7 @@ class ServiceStream:
             raise self._fail(BMCProtocolError, f"the stream is {kind or 'untyped'}", started)
         self._response = response
         self._parser = SSEParser()
+        self._sse_uri = uri
 
     def read(self, idle: float) -> list[PowerNews]:
         """The news in what arrives next (maybe none: a keepalive); waits at
