@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -612,6 +612,7 @@ def decide(
     *,
     forge: bool = True,
     machine: bool = True,
+    acknowledge: Collection[Effect] = (),
     why_not_forge: str = "cannot answer in the BMC's place here",
 ) -> Action:
     """One :class:`Action` from the effects that fired on one request.
@@ -619,11 +620,19 @@ def decide(
     ``forge=False``: this server cannot answer in the BMC's place (an IPMI
     proxy without the session keys), so BMC answers and corruptions are
     skipped. ``machine=False``: there is no machine to hand hardware effects
-    to (a proxy in front of real hardware).
+    to (a proxy in front of real hardware), except those in ``acknowledge``:
+    answered as accepted in the BMC's place and never carried out (a Redfish
+    proxy's ``power_stuck``: the power action acknowledged, the machine never
+    told).
     """
     action = Action()
     for firing in firings:
         act = EFFECTS[firing.effect].act
+        if act is Act.MACHINE and not machine and firing.effect in acknowledge and forge:
+            if action.answer is None:
+                action.answer = firing
+                action.carried.append(firing)
+            continue
         if act is Act.MACHINE:
             if machine:
                 action.hardware.append(firing)

@@ -47,6 +47,8 @@ incident           the vendor's status, headers and body (bmaas.fakes.incidents)
                    carried out first when the incident ``executes``
 malformed_reply    a read's JSON body cut in half; any other answer replaced
                    by a reply that is not HTTP at all
+power_stuck        a proxy's only: 204 to the Reset, which is never relayed
+                   (an emulated node accepts it and its machine never moves)
 trickle            the answer, head and body, ``bytes`` at a time every
                    ``every`` seconds
 hang               nothing: the connection held open until the client goes
@@ -265,6 +267,10 @@ def redfish_answer(firing: Firing, method: str) -> Response | None:
             f"{method} is not allowed here",
             headers=[("Allow", "GET")],
         )
+    if effect is Effect.POWER_STUCK:
+        # a proxy's: the Reset accepted as hwlab's emulator and sushy-tools
+        # accept it (204), and never relayed, so the power never moves
+        return Response(204, [("OData-Version", "4.0")])
     raise ValueError(f"{effect} is not answered in the BMC's place")
 
 

@@ -34,6 +34,7 @@ from bmaas.hwlab.http import HttpError, Request, Response, read_request, read_re
 from bmaas.hwlab.http import redfish_error as error
 from bmaas.hwlab.operations import redfish_operation
 from bmaas.hwlab.proxy.base import Proxy
+from bmaas.hwlab.proxy.effects import ACKNOWLEDGED
 from bmaas.hwlab.proxy.spec import ProxySpec
 
 __all__ = ["RedfishProxy", "operation_for"]
@@ -190,7 +191,11 @@ class RedfishProxy(Proxy):
             conn.writer.write(answer.encode(keep_alive=keep))
             return keep
         operation = operation_for(request.method, request.path)
-        action = decide(self.evaluate(operation) if operation else [], machine=False)
+        action = decide(
+            self.evaluate(operation) if operation else [],
+            machine=False,
+            acknowledge=ACKNOWLEDGED["redfish"],
+        )
         for firing in action.carried:
             self.carried(firing)
         for firing, why in action.skipped:

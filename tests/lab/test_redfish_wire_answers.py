@@ -6,7 +6,8 @@ MessageId (or PowerState) and ``Retry-After``; silence is the same thing
 seen on the socket (a timeout, a TCP reset, a refused connection), request
 after request while a window lasts; a late, trickled or duplicated request
 is the same answer; every vendor incident that applies to Redfish is its
-vendor's same answer. :data:`COVERED` is held equal to what a proxy carries
+vendor's same answer; ``power_stuck`` the same accepted Reset and a machine
+that never moves. :data:`COVERED` is held equal to what a proxy carries
 out (:data:`bmaas.hwlab.proxy.effects.SUPPORTED`), so a new effect without a case
 here fails the suite. Not here: ``session_limit``, which a proxy refuses (it
 cannot count the sessions the BMC holds; tests/unit/hwlab/test_proxy_config.py).
@@ -74,8 +75,12 @@ SILENT: list[tuple[str, dict[str, Any], int]] = [
 #: every vendor incident a Redfish BMC answers
 INCIDENT_NAMES = sorted(n for n, i in INCIDENTS.items() if "redfish" in i.protocols)
 
-#: every effect driven here, emulated against proxied
-COVERED = {Effect(e) for e, _, _ in [*CASES, *LATE, *SILENT]} | {Effect.INCIDENT}
+#: every effect driven here, emulated against proxied (power_stuck: the one
+#: hardware effect a Redfish proxy carries out, ACKNOWLEDGED)
+COVERED = {Effect(e) for e, _, _ in [*CASES, *LATE, *SILENT]} | {
+    Effect.INCIDENT,
+    Effect.POWER_STUCK,
+}
 
 #: seconds a client waits for an answer that may never come
 PATIENCE = 0.5
@@ -216,6 +221,28 @@ def test_an_effect_is_the_same_answer_emulated_and_proxied(
 ) -> None:
     from_emulator = _same_answer(server, proxy_host, effect, params, method)
     assert from_emulator[0] != 200 or from_emulator[1] == "cut"
+
+
+def test_power_stuck_is_the_same_acknowledged_reset_emulated_and_proxied(
+    server: RedfishServer, proxy_host: Start
+) -> None:
+    """The Reset On is accepted (204) by both, and neither machine moves:
+    the emulated one holds its power, the proxy never relayed the request.
+    A control machine with no rule, sent the same Reset, reads On first."""
+    rule = {"effect": "power_stuck", "operation": "power.set"}
+    stuck = _pair(server, proxy_host, rule)
+    control = FakeMachine(f"control-{next(_names)}", HARDWARE)
+    control_port = server.add(control, username=USERNAME, password=PASSWORD)
+    answers = [_ask(port, "POST", name) for port, name in stuck]
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 204
+    assert _ask(control_port, "POST", control.name)[0] == 204
+    for _ in range(100):  # bounded: the control lands in power_on_time (0.2 s)
+        if _ask(control_port, "GET", control.name)[1] == "On":
+            break
+        time.sleep(0.05)
+    assert _ask(control_port, "GET", control.name)[1] == "On"
+    assert [_ask(port, "GET", name)[:2] for port, name in stuck] == [(200, "Off"), (200, "Off")]
 
 
 def _login(port: int) -> str:

@@ -21,6 +21,7 @@ from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import load_labfile
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec
 from bmaas.hwlab.proxy.effects import (
+    ACKNOWLEDGED,
     EXPECTED_FAULTS,
     OPAQUE,
     SUPPORTED,
@@ -43,6 +44,8 @@ def rule(**kw: object) -> FaultRule:
 @pytest.mark.parametrize("effect", [e for e in Effect if e.layer is Layer.HARDWARE])
 @pytest.mark.parametrize("protocol", ["ipmi", "redfish"])
 def test_hardware_effects_are_refused_naming_the_rule(effect: Effect, protocol: str) -> None:
+    if effect in ACKNOWLEDGED[protocol]:
+        pytest.skip("carried out by acknowledging (test_proxy_power_stuck.py)")
     params = {"seconds": 3} if effect is Effect.SLOW_POWER else {}
     with pytest.raises(InputError) as info:
         check_rule(
@@ -122,7 +125,9 @@ def test_session_limit_is_refused_a_proxy_cannot_count_sessions(protocol: str) -
 
 def test_expected_faults_cover_every_proxy_effect_but_duplicate() -> None:
     proxy_effects = {e for e in Effect if e.layer is not Layer.HARDWARE} - {Effect.SESSION_LIMIT}
-    assert proxy_effects == SUPPORTED["ipmi"] == SUPPORTED["redfish"]
+    assert proxy_effects == SUPPORTED["ipmi"]
+    # and on Redfish power_stuck: the Reset acknowledged, never relayed
+    assert proxy_effects | {Effect.POWER_STUCK} == SUPPORTED["redfish"]
     # an incident's fault is the incident's own (bmaas.fakes.incidents), not the effect's
     assert set(EXPECTED_FAULTS) == proxy_effects - {Effect.DUPLICATE, Effect.INCIDENT}
     assert expected_fault(Effect.DUPLICATE, "ipmi", "power.set") is None
@@ -156,8 +161,11 @@ def test_load_rules_from_file_and_profile(tmp_path: Path) -> None:
     rules, seed = load_rules(spec, rules_file=str(path), profile="dead-bmc", seed=3)
     assert seed == 3
     assert [r.effect for r in rules] == [Effect.HANG, Effect.BUSY]
-    rules, _ = load_rules(spec, profile="brownout")  # all hardware: nothing a proxy can do
-    assert rules == []
+    # all hardware: a Redfish proxy does only power_stuck (acknowledged, never relayed)
+    rules, _ = load_rules(spec, profile="brownout")
+    assert {r.effect for r in rules} <= {Effect.POWER_STUCK}
+    ipmi = ProxySpec("n1", "ipmi", "127.0.0.1", 623, username="u", password=Secret("p"))
+    assert load_rules(ipmi, profile="brownout")[0] == []  # nothing an IPMI proxy can do
 
 
 # -- specs ------------------------------------------------------------------------
