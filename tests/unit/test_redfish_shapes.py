@@ -124,3 +124,27 @@ def test_uefi_http_boot_is_sent_with_its_uri_where_the_service_lists_it() -> Non
     shown = {"BootSourceOverrideEnabled": "Continuous", "BootSourceOverrideTarget": "UefiHttp"}
     assert boot.setting_of(shown) == BootSetting(OtherBootDevice("UefiHttp"), True)
     assert boot.HttpBoot("x").device == OtherBootDevice("UefiHttp")
+
+
+def test_a_read_back_with_another_http_boot_uri_is_a_boot_failure() -> None:
+    from bmaas.driver_info import DriverInfo
+    from bmaas.drivers.redfish.driver import RedfishDriver
+    from bmaas.faults import BootFailure
+
+    info = DriverInfo.parse(
+        {
+            "redfish_address": "https://bmc.example",
+            "redfish_username": "u",
+            "redfish_password": "p",
+        },
+        required=RedfishDriver.required_info,
+    )
+    driver = RedfishDriver("n1", info)
+    sent = "https://conductor/redfish/boot-1.iso?token=secret"
+    driver._check_http_uri(sent, {"HttpBootUri": sent})
+    driver._check_http_uri(sent, {})  # a service that does not show the property
+    for shown in ("https://conductor/other.iso", None):
+        with pytest.raises(BootFailure) as failed:
+            driver._check_http_uri(sent, {"HttpBootUri": shown})
+        assert "secret" not in str(failed.value)  # a URL may carry credentials
+    driver.close()
