@@ -77,6 +77,12 @@ class NodeResult(Generic[T]):
     elapsed: float = 0.0
     #: False when the deadline came before a worker was free to start this node
     started: bool = True
+    #: what the node's driver knew about its BMC after the operation
+    #: (:class:`bmaas.driver.Quirk` values, such as a cipher suite 3
+    #: downgrade): carried with the result so that whoever writes the store
+    #: records them, even when the driver lived in another process
+    #: (:mod:`bmaas.sweep`; :func:`bmaas.sync.sync_pass` records them)
+    quirks: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -164,13 +170,32 @@ def _run_pooled(
 ) -> NodeResult[T]:
     start = clock()
     key = pool.key_for(record.driver, record.name, record.driver_info)
+    learned: list[frozenset[str]] = []
+
+    def run(driver: BMCDriver) -> T:
+        try:
+            return operation(driver)
+        finally:
+            learned.append(_quirks_of(driver))
+
+    def done(**kw: Any) -> NodeResult[T]:
+        quirks = learned[-1] if learned else frozenset()
+        return NodeResult(record.name, record.driver, elapsed=clock() - start, quirks=quirks, **kw)
+
     try:
-        value = pool.run(key, lambda: factory(record), operation, deadline=deadline)
-        return NodeResult(record.name, record.driver, value=value, elapsed=clock() - start)
+        return done(value=pool.run(key, lambda: factory(record), run, deadline=deadline))
     except BmaasError as exc:
-        return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
+        return done(error=exc)
     except Exception as exc:  # the pool has dropped the session
-        return _unclassified(record, exc, clock() - start)
+        return dataclasses.replace(
+            _unclassified(record, exc, clock() - start),
+            quirks=learned[-1] if learned else frozenset(),
+        )
+
+
+def _quirks_of(driver: BMCDriver) -> frozenset[str]:
+    """The driver's quirks as text (a picklable, comparable value)."""
+    return frozenset(str(q) for q in getattr(driver, "quirks", ()))
 
 
 def _run_one(
@@ -191,9 +216,21 @@ def _run_one(
         return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
     try:
         value = operation(driver)
-        return NodeResult(record.name, record.driver, value=value, elapsed=clock() - start)
+        return NodeResult(
+            record.name,
+            record.driver,
+            value=value,
+            elapsed=clock() - start,
+            quirks=_quirks_of(driver),
+        )
     except BmaasError as exc:
-        return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
+        return NodeResult(
+            record.name,
+            record.driver,
+            error=exc,
+            elapsed=clock() - start,
+            quirks=_quirks_of(driver),
+        )
     except Exception as exc:
         return _unclassified(record, exc, clock() - start)
     finally:
