@@ -35,6 +35,7 @@ callers; everything else reads the prefix.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import time
@@ -189,9 +190,13 @@ def session(
     when the BMC gave no answer lately and still gives none to the
     background probes (:data:`SILENT`), fail at once with that fault, saying
     how long and when it is asked next (after the verdict of a first probe
-    still running); a read that got its answer clears the silence. An
-    operator's request (a power action and the reads that belong to it)
-    always asks the BMC itself."""
+    still running); a read that got its answer clears the silence. Each
+    request of the read waits for its answer at most the BMC's silence
+    bound (:meth:`SilentBMCs.bounded`: a few times its slowest recent
+    answer; the whole ``call_deadline`` until its answer times are known),
+    so the first pass after BMCs hang is not held by them one read at a
+    time. An operator's request (a power action and the reads that belong
+    to it) always asks the BMC itself, with the whole deadline."""
     node = task.node
     name = label(task)
     info = parse_driver_info(node.driver_info or {}, protocol, node=name)
@@ -209,9 +214,25 @@ def session(
         lambda: build_driver(name, protocol, info, bmc_timeout=budget.call),
         deadline=deadline,
     ) as drv:
-        yield drv
+        if not read:
+            yield drv
+        else:
+            with SILENT.bounded(key, budget.call) as wait:
+                token = _READ_WAIT.set(wait)
+                try:
+                    yield drv
+                finally:
+                    _READ_WAIT.reset(token)
     if read:  # the BMC answered a read
         SILENT.heard(key)
+
+
+#: the silence bound of the periodic read this thread is in (set by
+#: :func:`session` with ``read``; :func:`limits` caps the sync rule's
+#: requests at it)
+_READ_WAIT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "bmaas_read_wait", default=None
+)
 
 
 def _still_silent(known: Silence, key: PoolKey) -> BMCFault:
@@ -248,8 +269,13 @@ def limits(budget: Budget, rule: rules.Rule = rules.Rule.ACTION) -> RetryLimits:
     ``action`` (everything an operator's request does, its reads included):
     the table's same-node column, a BMC that gives no answer asked again
     through a reboot window as long as the operation's budget.
+
+    Inside a periodic read's :func:`session`, a ``sync`` call's requests
+    wait at most the BMC's silence bound (:mod:`bmaas.silence`).
     """
-    return rules.limits(rule, call=budget.call, operation=budget.operation)
+    wait = _READ_WAIT.get() if rule is rules.Rule.SYNC else None
+    each = budget.call if wait is None else min(wait, budget.call)
+    return rules.limits(rule, call=each, operation=budget.operation)
 
 
 def call(

@@ -86,3 +86,39 @@ def test_a_hung_bmc_is_fenced_without_holding_the_sync_for_its_timeout(
     took = re.search(r"power state read gave up after (\d+\.\d+)s", reason)
     assert took is not None, reason
     assert float(took[1]) < SETTINGS.bmaas_call_deadline / 4, reason
+
+
+def test_a_newly_hung_bmcs_first_sync_read_waits_only_its_silence_bound(
+    ironic: Any, ironic_node: Any, ironic_lab: Any, baremetal: Any
+) -> None:
+    """Issue 35: the first pass after BMCs hang was held by each hung read
+    for the whole call deadline (and its session's logout for as long
+    again). A BMC whose answers the conductor knows is now waited for at
+    most its silence bound: the first read after the hang is cut there, says
+    so, is counted, and Ironic fences the node as before."""
+    node, lab_name = ironic_node("bmaas-ipmi")
+    mark = ironic.log_path.stat().st_size if ironic.log_path.exists() else 0
+    # a few passes read it, so its answer times are known (two are enough)
+    time.sleep(SETTINGS.sync_interval * 5)
+    ironic_lab.add_faults(lab_name, [{"effect": "hang"}])
+    end = time.monotonic() + SETTINGS.sync_interval * 10 + SETTINGS.bmaas_sync_deadline * 4
+    fresh = baremetal.baremetal.get_node(node.id)
+    while time.monotonic() < end and not fresh.is_maintenance:
+        time.sleep(0.5)
+        fresh = baremetal.baremetal.get_node(node.id)
+    assert fresh.is_maintenance, "Ironic never fenced the hung BMC's node"
+    assert fresh.fault == "power failure"
+    with open(ironic.log_path, encoding="utf-8", errors="replace") as log:
+        log.seek(mark)
+        cut = [
+            line
+            for line in log
+            if str(fresh.name) in line and "no answer within this BMC's silence bound" in line
+        ]
+    assert cut, "no sync read of the hung BMC was cut at its silence bound"
+    parsed = faulttext.parse(cut[0].split("bmaas: ", 1)[-1])
+    assert parsed is not None, cut[0]
+    assert parsed.code == "bmc_timeout", cut[0]
+    bound = re.search(r"silence bound of (\d+\.\d+)s", cut[0])
+    assert bound is not None, cut[0]
+    assert float(bound[1]) < SETTINGS.bmaas_call_deadline, cut[0]
