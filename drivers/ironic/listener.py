@@ -6,7 +6,9 @@ It only receives: it opens the stream (bounded by a Deadline), reads it
 cache); on a fault it waits and opens again, paced by
 :class:`~bmaas.events.Backoff` (1 s, 2 s, 4 s ... at most 60 s, reset by a
 stream that stayed up longer than that), or after ``absent_retry`` seconds
-where the service has no EventService (or no SSE). News beyond ``rate``
+where asking again soon cannot help (the policy table's scope is not
+``same_node``: no EventService or no SSE, a rejected password -- tried
+once, not every minute, as accounts lock --, a malformed answer). News beyond ``rate``
 per second (``burst`` at once) is handed over as *not trusted*: the
 node is read from its BMC at its next pass. Dropping a listener sets its
 ``own`` event and closes its stream, so a blocked read returns at once and
@@ -28,7 +30,8 @@ from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
 from bmaas.events import Backoff, News, Stream, TokenBucket
-from bmaas.faults import BmaasError, UnsupportedOperation
+from bmaas.faults import BmaasError, RetryScope
+from bmaas.policy import policy_for
 from bmaas.secrets import Secret
 
 __all__ = ["Listener", "Pacing", "Service", "Sink", "service_stream", "thread"]
@@ -139,8 +142,12 @@ class Listener:
             try:
                 stream.open(Deadline.after(pacing.open_deadline, clock=clock))
             except BmaasError as exc:
-                absent = isinstance(exc, UnsupportedOperation)
-                wait = pacing.absent_retry if absent else pacing.backoff(failures)
+                # asking again soon helps only where the policy table's scope
+                # says this BMC, later; not for a service without an
+                # EventService, a rejected password (accounts lock) or a
+                # malformed answer: those wait absent_retry
+                soon = policy_for(exc).retry is RetryScope.SAME_NODE
+                wait = pacing.backoff(failures) if soon else pacing.absent_retry
                 failures += 1
                 sink.lost(self, exc, wait, opening=True)
                 sleep(self.own, wait)

@@ -217,3 +217,19 @@ def test_an_action_reads_the_bmc_and_the_next_pass_reconciles(events: Events, no
         10 * SYNC + 30,
     )
     events.until(lambda: bool(events.streamed(node, events.log()[log_at:])), 10 * SYNC + 30)
+
+
+@pytest.mark.timeout(600)
+def test_a_lost_event_is_caught_by_the_safety_read(events: Events, node: Node) -> None:
+    events.settled(node)
+    events.lab.add_faults(node.lab_name, [{"effect": "drop", "operation": "event.power"}])
+    reads = events.fired(node, READS)
+    log_at = len(events.log())
+    target = "off" if events.power(node) == "power on" else "on"
+    events.lab.power(node.lab_name, target)  # its event is lost
+    took = events.until(lambda: events.power(node) == f"power {target}", SAFETY + 10 * SYNC + 30)
+    assert events.fired(node, READS) > reads  # by a read
+    # the safety read, or the read a ResourceChanged that got through asks for
+    asked = events.bmc_reads(node, events.log()[log_at:])
+    assert any(why.startswith(("safety read", "reconcile")) for why in asked), asked
+    print(f"lost event: power {target} in Ironic after {took:.1f} s, read because {asked}")

@@ -31,7 +31,13 @@ from bmaas.drivers.ironic.streams import (
 from bmaas.drivers.redfish.events import PowerNews
 from bmaas.events import Backoff
 from bmaas.fakes.clock import FakeClock
-from bmaas.faults import BMCTimeout, BMCUnreachable, UnsupportedOperation
+from bmaas.faults import (
+    BMCAuthError,
+    BMCProtocolError,
+    BMCTimeout,
+    BMCUnreachable,
+    UnsupportedOperation,
+)
 
 PASSWORD = "s3cret-pw"
 INTERVAL = 60.0  # Ironic's sync interval in these tests
@@ -409,12 +415,16 @@ def test_reconnects_back_off_and_a_stream_that_stayed_up_starts_over(rig: Rig) -
     assert rig.streams.faults == 6
 
 
-def test_no_event_service_is_asked_again_only_after_absent_retry(rig: Rig) -> None:
+def test_no_event_service_or_a_rejected_password_waits_absent_retry(rig: Rig) -> None:
     def script(stream: FakeStream) -> None:
-        stream.opens = [UnsupportedOperation("no EventService")] * 3
+        stream.opens = [
+            UnsupportedOperation("no EventService"),
+            BMCAuthError("the event stream refused the credentials"),
+            BMCProtocolError("the stream is text/html"),
+        ]
 
     stream, waits = run_listener(rig, script, sleeps=3)
-    assert waits == [600.0, 600.0, 600.0]
+    assert waits == [600.0, 600.0, 600.0]  # never a login a minute with a bad password
     assert stream.opened == 3
 
 
