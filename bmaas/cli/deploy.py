@@ -236,7 +236,8 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     "--image",
     "image_url",
     default=None,
-    help="Image URL to boot by virtual media where the node supports it (else PXE).",
+    help="Image URL to boot by virtual media where the node supports it (else the node's "
+    "driver_info deploy_boot_device: PXE, or cdrom for a disc put in its drive).",
 )
 @click.option("--network", default=None, help="Create a port for each instance on this network.")
 @click.option(

@@ -37,6 +37,9 @@ def vm() -> None:
     bmaas enroll STATE_DIR/inventory.yaml
     bmaas deploy --count 2 --image URL --ready-log 'STATE_DIR/serial/{node}.log' \\
         --ready-pattern 'BMAAS-BOOTED via=vmedia'
+    hwlab vm cd                        # the CD drives back (vmedia's eject took them)
+    # IPMI (hwlab vm up --driver ipmi): the CD drive, by a one-time boot override
+    bmaas deploy --count 2 --ready-log ... --ready-pattern 'BMAAS-BOOTED via=cdrom'
     hwlab vm down
     """
 
@@ -73,19 +76,56 @@ def image_cmd(force: bool) -> None:
     show_default=True,
     help="MiB per VM.",
 )
+@click.option(
+    "--cdrom",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="ISO for each VM's own CD drive (default: the lab's, saying via=cdrom): what a "
+    "deploy without virtual media (IPMI, deploy_boot_device: cdrom) boots.",
+)
 @state_dir_option
-def up_cmd(count: int, proxies: bool, driver: str, memory_mib: int, state_dir: Path) -> None:
+def up_cmd(
+    count: int, proxies: bool, driver: str, memory_mib: int, cdrom: Path | None, state_dir: Path
+) -> None:
     """Define COUNT VMs (off) and start their BMCs; write STATE_DIR/inventory.yaml."""
     from bmaas.hwlab.vm.lab import up
 
-    lab = up(state_dir, count=count, proxies=proxies, driver=driver, memory_mib=memory_mib)
+    lab = up(
+        state_dir,
+        count=count,
+        proxies=proxies,
+        driver=driver,
+        memory_mib=memory_mib,
+        cdrom=cdrom,
+    )
     click.echo(f"inventory: {state_dir / 'inventory.yaml'}")
     click.echo(f"serial logs: {lab.serial_template}")
     click.echo(f"vmedia image: {lab.vmedia_iso}")
+    click.echo(f"CD drives hold: {lab.iso}")
     if proxies:
         click.echo(
             f"faults: hwlab fault add {lab.domains[0]}-redfish ... --state-dir {lab.lab_dir}"
         )
+
+
+@vm.command("cd")
+@click.option(
+    "--iso",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The ISO to put in (default: what hwlab vm up put there).",
+)
+@state_dir_option
+def cd_cmd(iso: Path | None, state_dir: Path) -> None:
+    """Put each VM's CD drive back with its disc (virtual media's eject removes it).
+
+    IPMI has no virtual media: a deploy by IPMI (deploy_boot_device: cdrom)
+    boots what this drive holds. Takes effect at each VM's next cold start.
+    """
+    from bmaas.hwlab.vm.lab import insert_cd
+
+    lab = insert_cd(state_dir, iso)
+    click.echo(f"CD drives of {', '.join(lab.domains)} hold: {lab.iso}")
 
 
 @vm.command("down")

@@ -11,18 +11,35 @@ and no disk, SeaBIOS is given no boot order and falls through to the CD
 (measured: the marker appeared with the boot device left at ``hd``); with a
 disk, libvirt gives it boot index 1 and ``-boot strict=on``, so SeaBIOS tries
 the blank disk and halts. Nothing boots until a BMC sets a boot device.
+
+Stock sushy-tools' virtual media replaces the domain's CD drives with its
+own and its eject removes the drive altogether: :func:`set_cdrom` puts the
+lab's drive and disc back (``hwlab vm cd``), which is how an IPMI deploy --
+IPMI has no virtual media -- finds a disc to boot.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from bmaas.faults import InputError
+from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES
 
-__all__ = ["URI", "blank_disk", "define", "destroy", "domain_xml", "virsh"]
+__all__ = [
+    "URI",
+    "blank_disk",
+    "cdrom_xml",
+    "define",
+    "destroy",
+    "domain_xml",
+    "replace_cdrom",
+    "set_cdrom",
+    "virsh",
+]
 
 URI = "qemu:///system"
 
@@ -50,12 +67,7 @@ def domain_xml(
       <source file={quoteattr(str(disk))}/>
       <target dev='hda' bus='ide'/>
     </disk>
-    <disk type='file' device='cdrom'>
-      <driver name='qemu' type='raw'/>
-      <source file={quoteattr(str(cdrom))}/>
-      <target dev='hdc' bus='ide'/>
-      <readonly/>
-    </disk>
+    {cdrom_xml(cdrom)}
     <serial type='file'>
       <source path={quoteattr(str(serial_log))} append='on'/>
       <target port='0'/>
@@ -64,6 +76,37 @@ def domain_xml(
   </devices>
 </domain>
 """
+
+
+def cdrom_xml(iso: Path) -> str:
+    """The lab's CD drive (IDE, ``hdc``) holding ``iso``."""
+    return (
+        "<disk type='file' device='cdrom'><driver name='qemu' type='raw'/>"
+        f"<source file={quoteattr(str(iso))}/><target dev='hdc' bus='ide'/><readonly/></disk>"
+    )
+
+
+#: a <disk ... device='cdrom' ...> element, whatever its attributes' order
+_CDROM = re.compile(r"[ \t]*<disk\b[^>]*\bdevice=['\"]cdrom['\"][^>]*>.*?</disk>\n?", re.S)
+
+
+def replace_cdrom(xml: str, iso: Path) -> str:
+    """``xml`` (a domain's) with every CD drive gone and the lab's, holding
+    ``iso``, added: what sushy-tools' virtual media left (its own drive, or
+    none after an eject) becomes the lab's drive again."""
+    bare = _CDROM.sub("", xml)
+    if "</devices>" not in bare:
+        raise InputError("the domain's XML has no <devices> element")
+    return bare.replace("</devices>", f"  {cdrom_xml(iso)}\n  </devices>", 1)
+
+
+def set_cdrom(name: str, iso: Path, workdir: Path, *, uri: str = URI) -> None:
+    """Put the lab's CD drive, holding ``iso``, in ``name``'s definition (a
+    running domain takes it at its next cold start, as libvirt does)."""
+    xml = replace_cdrom(virsh("dumpxml", "--inactive", name, uri=uri), iso)
+    path = workdir / f"{name}.xml"
+    path.write_text(xml)
+    virsh("define", str(path), uri=uri)
 
 
 def virsh(*args: str, uri: str = URI, check: bool = True, timeout: float = 60.0) -> str:
@@ -82,8 +125,9 @@ def virsh(*args: str, uri: str = URI, check: bool = True, timeout: float = 60.0)
     return done.stdout
 
 
-def blank_disk(path: Path, size: int = 1 << 20) -> Path:
-    """A zeroed raw disk (sparse): no boot signature, the firmware moves on."""
+def blank_disk(path: Path, size: int = COUNTER_DISK_BYTES) -> Path:
+    """A zeroed raw disk (sparse): no boot signature, the firmware moves on.
+    The guest keeps its boot count in sector 1 (image.py)."""
     with path.open("wb") as f:
         f.truncate(size)
     return path

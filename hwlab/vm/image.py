@@ -1,17 +1,24 @@
 """A boot image made here, from Debian packages: the VM lab's machines boot it.
 
-The kernel is Debian's (``/boot/vmlinuz-*`` if readable, else the
-``linux-image-amd64`` package's, fetched with ``apt-get download`` and only
-its vmlinuz kept); the initramfs is busybox-static and an ``/init`` that
-prints one marker line on the serial console::
+The kernel is Debian's (``/boot/vmlinuz-*`` and its ``/lib/modules`` if
+readable, else the ``linux-image-amd64`` package's, fetched with ``apt-get
+download``; only its vmlinuz and the few modules below are kept); the
+initramfs is busybox-static, those modules and an ``/init`` that prints one
+marker line on the serial console::
 
-    BMAAS-BOOTED via=cdrom boot_id=3f1c... uptime=4.12
+    BMAAS-BOOTED via=cdrom boot=3 boot_id=3f1c... uptime=4.12
 
 ``via`` is the kernel command line's ``bmaas.via`` (the ISO's isolinux entry
 passes ``cdrom``; a direct kernel boot passes what it is given), so the line
-says which medium the firmware booted. Then it waits for power-off (or
-powers off itself with ``bmaas.after=poweroff``). No boot count: the guest
-has no disk to keep one on; count the markers in the serial log instead.
+says which medium the firmware booted. ``boot`` is the guest's own count of
+its boots: kept on the VM's blank 1 MiB disk (sector 1, ``BMAAS-COUNT n``;
+sector 0 stays blank so the firmware never boots it), read, incremented and
+written back -- synced -- before the line is printed, so a test proves one
+boot per deploy from the machine's word, not from the BMC's. The disk is
+reached with Debian's own modules (libata, ata_piix, sd_mod and theirs:
+Debian builds no disk driver in); ``boot=none`` when they or the 1 MiB disk
+are missing (the guest never writes to a disk of another size). Then it
+waits for power-off (or powers off itself with ``bmaas.after=poweroff``).
 
 The ISO is BIOS-bootable (isolinux, for SeaBIOS) and built by xorriso; all
 three files are cached under the user's cache dir, keyed by their inputs.
@@ -25,19 +32,50 @@ import hashlib
 import io
 import logging
 import os
+import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from bmaas.faults import InputError
 
-__all__ = ["INIT_SCRIPT", "MARKER", "BootImage", "build_image", "cpio_newc", "default_cache_dir"]
+__all__ = [
+    "COUNTER_DISK_BYTES",
+    "INIT_SCRIPT",
+    "MARKER",
+    "MODULES",
+    "BootImage",
+    "build_image",
+    "cpio_newc",
+    "default_cache_dir",
+    "parse_marker",
+]
 
 LOG = logging.getLogger(__name__)
 
 #: the first word of the line the guest prints once booted
 MARKER = "BMAAS-BOOTED"
+
+#: Debian's modules between the guest and its IDE disk, in load order
+#: (``depends=`` of each: sd_mod needs t10-pi, which needs the two CRCs)
+MODULES = (
+    "kernel/drivers/scsi/scsi_common.ko",
+    "kernel/drivers/scsi/scsi_mod.ko",
+    "kernel/drivers/ata/libata.ko",
+    "kernel/drivers/ata/ata_piix.ko",
+    "kernel/crypto/crct10dif_common.ko",
+    "kernel/lib/crc-t10dif.ko",
+    "kernel/lib/crc64.ko",
+    "kernel/lib/crc64-rocksoft.ko",
+    "kernel/block/t10-pi.ko",
+    "kernel/drivers/scsi/sd_mod.ko",
+)
+
+#: the size of the disk the guest keeps its count on (domain.blank_disk's)
+COUNTER_DISK_BYTES = 1 << 20
 
 INIT_SCRIPT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -46,11 +84,52 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 arg() {{ sed -n "s/.*$1=\\([^ ]*\\).*/\\1/p" /proc/cmdline; }}
 via=$(arg bmaas.via)
+for m in {" ".join(m.rsplit("/", 1)[1] for m in MODULES)}; do
+  [ -f /lib/modules/$m ] && insmod /lib/modules/$m 2>/dev/null
+done
+n=0
+while [ ! -b /dev/sda ] && [ -f /lib/modules/sd_mod.ko ] && [ $n -lt 100 ]; do
+  sleep 0.1; n=$((n + 1))
+done
+# count_boot DISK: read the count from sector 1, write it back plus one, print it
+count_boot() {{
+  last=$(dd if="$1" bs=512 skip=1 count=1 2>/dev/null | tr -d '\\000' \\
+    | sed -n 's/^BMAAS-COUNT \\([0-9][0-9]*\\)$/\\1/p')
+  printf 'BMAAS-COUNT %d\\n' $((${{last:-0}} + 1)) \\
+    | dd of="$1" bs=512 seek=1 count=1 conv=sync,notrunc 2>/dev/null
+  sync
+  echo $((${{last:-0}} + 1))
+}}
+boot=none
+if [ -b /dev/sda ] && [ "$(blockdev --getsize64 /dev/sda)" = {COUNTER_DISK_BYTES} ]; then
+  boot=$(count_boot /dev/sda)
+  blockdev --flushbufs /dev/sda
+fi
 id=$(cat /proc/sys/kernel/random/boot_id)
-echo "{MARKER} via=${{via:-unknown}} boot_id=$id uptime=$(cut -d' ' -f1 /proc/uptime)" >/dev/console
+up=$(cut -d' ' -f1 /proc/uptime)
+echo "{MARKER} via=${{via:-unknown}} boot=$boot boot_id=$id uptime=$up" >/dev/console
 if [ "$(arg bmaas.after)" = poweroff ]; then poweroff -f; fi
 while :; do sleep 3600; done
 """
+
+_MARKER_LINE = re.compile(
+    rf"^{MARKER} via=(?P<via>\S+)(?: boot=(?P<boot>\d+|none))?(?: boot_id=(?P<boot_id>\S+))?"
+)
+
+
+def parse_marker(line: str) -> dict[str, str | int | None] | None:
+    """The fields of one marker line (``boot`` an int, or None when the guest
+    kept no count); None for any other line."""
+    found = _MARKER_LINE.match(line.strip())
+    if found is None:
+        return None
+    boot = found["boot"]
+    return {
+        "via": found["via"],
+        "boot": int(boot) if boot and boot != "none" else None,
+        "boot_id": found["boot_id"],
+    }
+
 
 ISOLINUX_CFG = """DEFAULT bmaas
 PROMPT 0
@@ -106,13 +185,18 @@ def cpio_newc(entries: list[tuple[str, int, bytes, tuple[int, int]]]) -> bytes:
     return out.getvalue()
 
 
-def _initramfs(busybox: bytes) -> bytes:
+def _initramfs(busybox: bytes, modules: Sequence[tuple[str, bytes]] = ()) -> bytes:
+    """The gzipped cpio: busybox, ``/init`` and ``modules`` (name, bytes) in
+    ``/lib/modules``."""
     d, f, c = 0o040755, 0o100755, 0o020600
     entries = [
         ("bin", d, b"", (0, 0)),
         ("bin/busybox", f, busybox, (0, 0)),
         ("dev", d, b"", (0, 0)),
         ("dev/console", c, b"", (5, 1)),
+        ("lib", d, b"", (0, 0)),
+        ("lib/modules", d, b"", (0, 0)),
+        *((f"lib/modules/{name}", 0o100644, data, (0, 0)) for name, data in modules),
         ("proc", d, b"", (0, 0)),
         ("sys", d, b"", (0, 0)),
         ("init", f, INIT_SCRIPT.encode(), (0, 0)),
@@ -133,30 +217,81 @@ def _run(argv: list[str], cwd: Path | None = None) -> str:
     return done.stdout
 
 
-def _kernel(cache: Path) -> Path:
-    """Debian's kernel: /boot's if readable, else the package's vmlinuz."""
+@dataclasses.dataclass(frozen=True)
+class _Kernel:
+    vmlinuz: Path
+    #: MODULES' files in load order; empty when they are not there (no count)
+    modules: list[Path]
+
+
+def _host_modules(release: str) -> list[Path]:
+    base = Path("/lib/modules") / release
+    found = [base / m for m in MODULES]
+    return found if all(p.is_file() for p in found) else []
+
+
+def _kernel(cache: Path) -> _Kernel:
+    """Debian's kernel and the modules the guest needs for its disk: /boot's
+    and /lib/modules' if readable, else the package's (vmlinuz and MODULES
+    only, streamed out of the .deb: nothing else is unpacked)."""
     booted = sorted(p for p in Path("/boot").glob("vmlinuz-*") if os.access(p, os.R_OK))
     if booted:
-        return booted[-1]
+        return _Kernel(booted[-1], _host_modules(booted[-1].name.removeprefix("vmlinuz-")))
     depends = _run(["apt-cache", "depends", "linux-image-amd64"])
     names = [w.split(":", 1)[1].strip() for w in depends.splitlines() if "Depends:" in w]
     if not names:
         raise InputError("no kernel: /boot has none and apt knows no linux-image-amd64")
     package = names[0]
-    target = cache / "kernels" / f"vmlinuz-{package.removeprefix('linux-image-')}"
-    if target.exists():
-        return target
+    target = cache / "kernels" / package.removeprefix("linux-image-")
+    kernel = _Kernel(target / "vmlinuz", [target / "modules" / Path(m).name for m in MODULES])
+    if kernel.vmlinuz.exists() and all(p.exists() for p in kernel.modules):
+        return kernel
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         LOG.info("downloading %s (apt-get download)", package)
         _run(["apt-get", "download", "-q", package], cwd=Path(tmp))
         deb = next(Path(tmp).glob("*.deb"))
-        _run(["dpkg-deb", "-x", str(deb), str(Path(tmp) / "root")])
-        found = sorted((Path(tmp) / "root" / "boot").glob("vmlinuz-*"))
-        if not found:
+        root = Path(tmp) / "root"
+        (root / "modules").mkdir(parents=True)
+        _unpack(deb, root)
+        if not (root / "vmlinuz").exists():
             raise InputError(f"{package} has no /boot/vmlinuz-*")
-        os.replace(found[0], target)
-    return target
+        missing = [m for m in MODULES if not (root / "modules" / Path(m).name).exists()]
+        if missing:
+            raise InputError(f"{package} lacks {', '.join(missing)}")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(root, target)
+    return kernel
+
+
+def _unpack(deb: Path, root: Path) -> None:
+    """From ``deb``'s data: its vmlinuz as ``root/vmlinuz`` and MODULES as
+    ``root/modules/<name>``, read as one stream (no 400 MB unpacked)."""
+    wanted = {m: Path(m).name for m in MODULES}
+    with subprocess.Popen(  # noqa: S603 - dpkg-deb, our argument
+        ["dpkg-deb", "--fsys-tarfile", str(deb)],  # noqa: S607 - dpkg-deb from PATH
+        stdout=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+            for member in tar:
+                name = member.name.removeprefix("./").removeprefix("usr/")
+                if not member.isfile():
+                    continue
+                if name.startswith("boot/vmlinuz-"):
+                    dest = root / "vmlinuz"
+                else:
+                    module = name.split("/", 3)[-1] if name.startswith("lib/modules/") else ""
+                    if module not in wanted:
+                        continue
+                    dest = root / "modules" / wanted[module]
+                data = tar.extractfile(member)
+                assert data is not None
+                dest.write_bytes(data.read())
+        proc.stdout.read()  # the rest, so dpkg-deb ends on its own
+    if proc.returncode != 0:
+        raise InputError(f"dpkg-deb --fsys-tarfile {deb.name} failed ({proc.returncode})")
 
 
 def _need(path: Path | str, package: str) -> Path:
@@ -171,6 +306,9 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
     cache = cache or default_cache_dir()
     busybox = _need(_BUSYBOX, "busybox-static").read_bytes()
     kernel = _kernel(cache)
+    modules = [(p.name, p.read_bytes()) for p in kernel.modules]
+    if not modules:
+        LOG.warning("no disk modules for %s: the guest keeps no boot count", kernel.vmlinuz)
     isolinux = _need(_ISOLINUX / "isolinux.bin", "isolinux")
     ldlinux = _need(_SYSLINUX_BIOS / "ldlinux.c32", "syslinux-common")
     mbr = _need(_ISOLINUX / "isohdpfx.bin", "isolinux")
@@ -179,7 +317,8 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
     digest = hashlib.sha256()
     for part in (
         busybox,
-        kernel.read_bytes(),
+        kernel.vmlinuz.read_bytes(),
+        *(data for _, data in modules),
         INIT_SCRIPT.encode(),
         ISOLINUX_CFG.encode(),
         isolinux.read_bytes(),
@@ -197,8 +336,8 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
         root = Path(tmp) / "iso"
         (root / "boot").mkdir(parents=True)
         (root / "isolinux").mkdir()
-        shutil.copyfile(kernel, root / "boot" / "vmlinuz")
-        (root / "boot" / "initrd.gz").write_bytes(_initramfs(busybox))
+        shutil.copyfile(kernel.vmlinuz, root / "boot" / "vmlinuz")
+        (root / "boot" / "initrd.gz").write_bytes(_initramfs(busybox, modules))
         shutil.copyfile(isolinux, root / "isolinux" / "isolinux.bin")
         shutil.copyfile(ldlinux, root / "isolinux" / "ldlinux.c32")
         isos = {}

@@ -38,7 +38,7 @@ from bmaas.hwlab.vm import domain
 from bmaas.hwlab.vm.image import build_image
 from bmaas.yamlsrc import load_text
 
-__all__ = ["VmLab", "down", "up"]
+__all__ = ["VmLab", "down", "insert_cd", "up"]
 
 #: virtualbmc's defaults: what the stock BMCs (and the proxies) log in with
 USER, PASSWORD = "admin", "password"
@@ -51,6 +51,8 @@ class VmLab:
     proxies: bool = False
     #: process group leaders hwlab started (sushy-emulator, vbmcd); none with proxies
     pids: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: what each VM's own CD drive holds (``hwlab vm up --cdrom``; default the
+    #: lab's ``via=cdrom`` ISO): what an IPMI deploy boots
     iso: str = ""
     vmedia_iso: str = ""
     #: domain name -> libvirt UUID: sushy-emulator's Redfish id of the system
@@ -150,8 +152,15 @@ def up(
     driver: str = "redfish",
     prefix: str = "bmaas-vm",
     memory_mib: int = 256,
+    cdrom: Path | None = None,
 ) -> VmLab:
-    """Define and start the lab's emulators (the VMs stay off: a BMC powers them)."""
+    """Define and start the lab's emulators (the VMs stay off: a BMC powers them).
+
+    ``cdrom``: the ISO each VM's own CD drive holds (default: the lab's, which
+    says ``via=cdrom``); the inventory's ``deploy_boot_device: cdrom`` has a
+    deploy without virtual media (IPMI) boot it."""
+    if cdrom is not None and not cdrom.is_file():
+        raise InputError(f"{cdrom}: no such ISO", field="cdrom")
     old = VmLab.load(state_dir)
     if old is not None:
         raise InputError(f"a VM lab is up in {state_dir} (hwlab vm down first)")
@@ -163,7 +172,7 @@ def up(
         state_dir,
         [f"{prefix}-{i}" for i in range(1, count + 1)],
         proxies,
-        iso=str(image.iso),
+        iso=str(cdrom.resolve() if cdrom is not None else image.iso),
         vmedia_iso=str(image.vmedia_iso),
     )
     lab.save()  # from here on, down() can undo what was done
@@ -172,7 +181,7 @@ def up(
             xml = domain.domain_xml(
                 name,
                 serial_log=lab.serial_log(name),
-                cdrom=image.iso,
+                cdrom=Path(lab.iso),
                 memory_mib=memory_mib,
                 disk=domain.blank_disk(state_dir / "disks" / f"{name}.img"),
             )
@@ -212,13 +221,34 @@ def up(
         {
             "name": name,
             "driver": driver,
-            "driver_info": entries[name],
+            # no network, so no PXE: without virtual media (IPMI) a deploy
+            # boots the CD drive, which holds what the lab put there
+            "driver_info": {**entries[name], "deploy_boot_device": "cdrom"},
             "resource_class": "vm",
             "properties": {"cpus": 1, "memory_mb": memory_mib, "vendor": "qemu", "model": "tcg"},
         }
         for name in lab.domains
     ]
     write_private(state_dir / "inventory.yaml", dump_inventory({"nodes": nodes}))
+    return lab
+
+
+def insert_cd(state_dir: Path, iso: Path | None = None) -> VmLab:
+    """Put each VM's CD drive back, holding ``iso`` (default: what ``up``
+    put there). Stock sushy-tools' virtual media takes the drive over and
+    its eject removes it: after a deploy by virtual media, an IPMI deploy
+    would find no disc. Takes effect at each VM's next cold start."""
+    lab = VmLab.load(state_dir)
+    if lab is None:
+        raise InputError(f"no VM lab is up in {state_dir} (hwlab vm up first)")
+    if iso is not None:
+        if not iso.is_file():
+            raise InputError(f"{iso}: no such ISO", field="iso")
+        lab.iso = str(iso.resolve())
+        lab.save()
+    (state_dir / "xml").mkdir(mode=0o700, exist_ok=True)
+    for name in lab.domains:
+        domain.set_cdrom(name, Path(lab.iso), state_dir / "xml")
     return lab
 
 

@@ -1,0 +1,180 @@
+"""The VM lab's boot image, without booting anything: the guest's boot
+counter (run by busybox on a file standing in for the disk), the marker's
+fields, the initramfs' modules, the kernel package read as one stream, and
+the CD drive put back where sushy-tools' virtual media took it."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from bmaas.hwlab.vm import domain, image
+from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, MODULES, parse_marker
+
+BUSYBOX = shutil.which("busybox") or "/bin/busybox"
+
+
+def count_boot_function() -> str:
+    """The init script's count_boot(), as the guest runs it."""
+    found = re.search(r"^count_boot\(\) \{\n.*?^\}\n", image.INIT_SCRIPT, re.S | re.M)
+    assert found, image.INIT_SCRIPT
+    return found.group(0)
+
+
+def boot_on(disk: Path) -> str:
+    done = subprocess.run(
+        [BUSYBOX, "sh", "-c", f'{count_boot_function()}count_boot "$1"', "sh", str(disk)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(not Path(BUSYBOX).exists(), reason="busybox is not installed")
+def test_the_guest_counts_its_boots_on_sector_1_and_never_touches_sector_0(
+    tmp_path: Path,
+) -> None:
+    disk = domain.blank_disk(tmp_path / "d.img")
+    assert disk.stat().st_size == COUNTER_DISK_BYTES
+    assert [boot_on(disk) for _ in range(3)] == ["1", "2", "3"]
+    raw = disk.read_bytes()
+    assert len(raw) == COUNTER_DISK_BYTES
+    assert raw[:512] == b"\0" * 512  # no boot signature: the firmware moves on
+    assert raw[512:1024].rstrip(b"\0") == b"BMAAS-COUNT 3\n"
+    assert raw[1024:] == b"\0" * (COUNTER_DISK_BYTES - 1024)
+
+
+@pytest.mark.skipif(not Path(BUSYBOX).exists(), reason="busybox is not installed")
+def test_a_sector_that_holds_no_count_starts_at_one(tmp_path: Path) -> None:
+    disk = domain.blank_disk(tmp_path / "d.img")
+    with disk.open("r+b") as f:
+        f.seek(512)
+        f.write(b"BMAAS-COUNT 41\n")
+    assert boot_on(disk) == "42"
+    with disk.open("r+b") as f:
+        f.seek(512)
+        f.write(b"garbage 7\n".ljust(512, b"\0"))
+    assert boot_on(disk) == "1"
+
+
+def test_marker_fields() -> None:
+    line = "BMAAS-BOOTED via=cdrom boot=3 boot_id=3f1c-aa uptime=4.12"
+    assert parse_marker(line) == {"via": "cdrom", "boot": 3, "boot_id": "3f1c-aa"}
+    none = parse_marker("BMAAS-BOOTED via=vmedia boot=none boot_id=x uptime=1")
+    assert none == {"via": "vmedia", "boot": None, "boot_id": "x"}
+    # an image from before the count
+    assert parse_marker("BMAAS-BOOTED via=cdrom boot_id=x uptime=1") == {
+        "via": "cdrom",
+        "boot": None,
+        "boot_id": "x",
+    }
+    assert parse_marker("[    1.0] Linux version 6.1") is None
+
+
+def test_the_script_prints_what_parse_marker_reads() -> None:
+    echo = next(ln for ln in image.INIT_SCRIPT.splitlines() if ln.startswith("echo"))
+    shown = echo.replace("${via:-unknown}", "cdrom").replace("$boot", "2")
+    shown = shown.replace("$id", "abc").replace("$up", "3.5")
+    assert parse_marker(shown.split('"')[1]) == {"via": "cdrom", "boot": 2, "boot_id": "abc"}
+
+
+def test_the_initramfs_carries_the_modules_in_load_order() -> None:
+    mods = [(Path(m).name, f"elf {m}".encode()) for m in MODULES]
+    cpio = gzip.decompress(image._initramfs(b"busybox", mods))
+    names = re.findall(rb"lib/modules/([\w.-]+\.ko)\0", cpio)
+    assert [n.decode() for n in names] == [Path(m).name for m in MODULES]
+    # the script loads them in the same order
+    loop = next(ln for ln in image.INIT_SCRIPT.splitlines() if ln.startswith("for m in"))
+    assert loop.removesuffix("; do").split()[3:] == [Path(m).name for m in MODULES]
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb is not installed")
+def test_the_kernel_package_is_read_for_vmlinuz_and_the_modules_only(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: linux-image-test\nVersion: 1\nArchitecture: all\n"
+        "Maintainer: t <t@t>\nDescription: t\n"
+    )
+    (pkg / "boot").mkdir()
+    (pkg / "boot" / "vmlinuz-9.9").write_bytes(b"kernel")
+    base = pkg / "lib" / "modules" / "9.9"
+    for m in (*MODULES, "kernel/drivers/net/e1000.ko"):
+        (base / m).parent.mkdir(parents=True, exist_ok=True)
+        (base / m).write_bytes(m.encode())
+    subprocess.run(
+        ["dpkg-deb", "-Znone", "-b", str(pkg), str(tmp_path / "k.deb")],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    root = tmp_path / "root"
+    (root / "modules").mkdir(parents=True)
+    image._unpack(tmp_path / "k.deb", root)
+    assert (root / "vmlinuz").read_bytes() == b"kernel"
+    got = sorted(p.name for p in (root / "modules").iterdir())
+    assert got == sorted(Path(m).name for m in MODULES)  # not e1000
+    assert (root / "modules" / "sd_mod.ko").read_bytes() == b"kernel/drivers/scsi/sd_mod.ko"
+
+
+LIBVIRT_XML = """<domain type='qemu'>
+  <name>vm-1</name>
+  <devices>
+    <disk type='file' device='disk'>
+      <source file='/s/disks/vm-1.img'/>
+      <target dev='hda' bus='ide'/>
+    </disk>
+{cdrom}    <serial type='file'/>
+  </devices>
+</domain>
+"""
+
+#: what sushy-tools' insert leaves (ElementTree: double quotes, an address)
+SUSHY_CDROM = (
+    '    <disk type="file" device="cdrom"><target dev="hdc" bus="ide" />'
+    '<address type="drive" controller="0" bus="0" target="0" unit="0" />'
+    '<driver name="qemu" type="raw" />'
+    '<source file="/var/lib/libvirt/images/boot-x.img" /><readonly /></disk>\n'
+)
+LAB_CDROM = (
+    "    <disk type='file' device='cdrom'>\n"
+    "      <source file='/old/bmaas-cdrom.iso'/>\n"
+    "      <target dev='hdc' bus='ide'/><readonly/>\n"
+    "    </disk>\n"
+)
+
+
+@pytest.mark.parametrize("cdrom", ["", SUSHY_CDROM, LAB_CDROM, LAB_CDROM + SUSHY_CDROM])
+def test_the_cd_drive_is_put_back_holding_the_lab_iso(cdrom: str) -> None:
+    """After sushy-tools' eject (no drive), its insert (its drive), or the
+    lab's own drive: exactly one CD drive, the lab's, holding the ISO; the
+    disk and everything else untouched."""
+    iso = Path("/cache/bmaas-cdrom.iso")
+    out = domain.replace_cdrom(LIBVIRT_XML.format(cdrom=cdrom), iso)
+    tree = ElementTree.fromstring(out)  # noqa: S314 - our own test string
+    disks = tree.findall("devices/disk")
+    cds = [d for d in disks if d.get("device") == "cdrom"]
+    assert len(cds) == 1
+    assert cds[0].find("source").get("file") == str(iso)  # type: ignore[union-attr]
+    assert cds[0].find("target").get("dev") == "hdc"  # type: ignore[union-attr]
+    assert cds[0].find("readonly") is not None
+    assert [d.get("device") for d in disks] == ["disk", "cdrom"]
+    assert tree.find("devices/serial") is not None
+
+
+def test_the_domain_is_defined_with_the_lab_cd_drive() -> None:
+    xml = domain.domain_xml(
+        "vm-1", serial_log=Path("/s/vm-1.log"), cdrom=Path("/c/x.iso"), disk=Path("/d/x.img")
+    )
+    tree = ElementTree.fromstring(xml)  # noqa: S314 - our own string
+    cds = [d for d in tree.findall("devices/disk") if d.get("device") == "cdrom"]
+    assert [cd.find("source").get("file") for cd in cds] == ["/c/x.iso"]  # type: ignore[union-attr]
+    assert domain.replace_cdrom(xml, Path("/c/x.iso")).count("device='cdrom'") == 1
