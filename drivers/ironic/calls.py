@@ -49,7 +49,7 @@ from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, Operation
 from bmaas.drivers.ipmi.driver import SESSION_KEEPALIVE
-from bmaas.drivers.ironic import conf, rules
+from bmaas.drivers.ironic import conf, learned, rules
 from bmaas.drivers.ironic.info import MissingDriverInfo, parse_driver_info
 from bmaas.drivers.ironic.rules import RequestDeadlines
 from bmaas.faults import (
@@ -209,11 +209,15 @@ def session(
     group = conf.CONF.bmaas
     keep_sessions()
     GATES.configure(cap=group.bmc_max_requests or None, spacing=group.bmc_min_interval or None)
-    with POOL.session(
-        key,
-        lambda: build_driver(name, protocol, info, bmc_timeout=budget.call),
-        deadline=deadline,
-    ) as drv:
+    with (
+        POOL.session(
+            key,
+            lambda: build_driver(name, protocol, info, bmc_timeout=budget.call),
+            deadline=deadline,
+        ) as drv,
+        # what the driver learned (a suite 3 downgrade): recorded however the call ends
+        learned.reported(task, drv),
+    ):
         if not read:
             yield drv
         else:
