@@ -141,6 +141,7 @@ class BmaasManagement(base.ManagementInterface):
             except ValueError:  # a value outside Redfish's OK/Warning/Critical
                 return None
 
+        budget = calls.Budget.from_conf()  # refused options: named before anything else
         uuid = str(task.node.uuid)
         streams = listen.holder() if rules.rule_of(task) is rules.Rule.SYNC else None
         if streams is not None:
@@ -148,7 +149,6 @@ class BmaasManagement(base.ManagementInterface):
             if found:  # the power this pass came from the stream: so does the health
                 LOG.debug("bmaas: %s: health %s from the event stream", calls.label(task), cached)
                 return state(cached)
-        budget = calls.Budget.from_conf()
         deadline = Deadline.after(budget.sync)
         with (
             calls.translated(task, "health read", calls.BmaasDriverError),
