@@ -231,18 +231,20 @@ class EventWatch:
 
     # -- the fleet ---------------------------------------------------------------
 
-    def watch(self, records: Sequence[Any]) -> None:
+    def watch(self, records: Sequence[Any], fingerprint: int | None = None) -> None:
         """Listen to the services of ``records`` (this worker's nodes): start
         a listener for each new one, stop those no longer wanted (their
         nodes went to another worker, or left the store). Cheap when
         nothing changed: the edge is asked only when the nodes' names or
-        driver_info differ from the last call."""
-        fingerprint = hash(
-            tuple(
-                (r.name, r.driver, json.dumps(r.driver_info, sort_keys=True, default=str))
-                for r in records
+        driver_info differ from the last call (``fingerprint``: the
+        caller's digest of exactly that, when it has one)."""
+        if fingerprint is None:
+            fingerprint = hash(
+                tuple(
+                    (r.name, r.driver, json.dumps(r.driver_info, sort_keys=True, default=str))
+                    for r in records
+                )
             )
-        )
         if fingerprint == self._fingerprint:
             return
         self._fingerprint = fingerprint

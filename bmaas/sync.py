@@ -289,16 +289,17 @@ def _passes(
 ) -> int:
     passes = 0
     events: EventWatch | None = kw.pop("events", None)
+    fleet = _Fleet(store)
     while not stop.is_set():
         started = clock()
         budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
         this = kw
         if events is not None:  # the poll as the safety net (bmaas.events)
-            records = store.nodes.find()
+            records = fleet.records()
             share = kw.get("share")
             if share is not None:  # this worker's nodes: their streams are its own
                 records = share.take(records)
-            events.watch(records)
+            events.watch(records, hash((fleet.key, tuple(r.name for r in records))))
             every = [r.name for r in records]
             names = events.to_read(every, started)
             if kw.get("pool") is not None:
@@ -319,6 +320,30 @@ def _passes(
             break
         _wait_keeping_alive(started + interval, kw.get("pool"), stop, wait, clock)
     return passes
+
+
+class _Fleet:
+    """The fleet's records as a sync with events needs them between passes:
+    names, drivers and driver_info (its services and who holds them). Built
+    again only when those changed (one light query a pass), not a record
+    per node per pass; the pass itself reads the records of the nodes it
+    reads afresh."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._key: int | None = None
+        self._records: list[NodeRecord] = []
+
+    def records(self) -> list[NodeRecord]:
+        key = hash(tuple(self._store.nodes.identities()))
+        if key != self._key:
+            self._records, self._key = self._store.nodes.find(), key
+        return self._records
+
+    @property
+    def key(self) -> int | None:
+        """The digest of the fleet's names, drivers and driver_info."""
+        return self._key
 
 
 def _news_writer(

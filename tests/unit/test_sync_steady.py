@@ -217,3 +217,43 @@ def test_a_steady_redfish_pass_is_one_get_a_node_on_the_kept_connector(
         assert after[2] - before[2] == 1  # and it is the system's GET
     assert all(path.startswith(SYSTEM) for path, _ in fake.requests[first[1] :])
     assert pool.stats.logins == 1
+
+
+def test_with_events_the_fleet_is_loaded_again_only_when_it_changed(
+    store: Store, fleet_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between safety reads a pass reads nobody: it must not build a record
+    per node either. A node enrolled meanwhile is seen at the next pass."""
+    from bmaas.events import EventWatch, _Node
+    from tests.unit.conftest import node_spec
+
+    fleet, names = fleet_of(5)
+    watch = EventWatch(safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
+    for name in names:
+        watch._nodes[name] = _Node()
+    watch._mark(names, up=True)
+    loads: list[int] = []
+    real_find = store.nodes.find
+
+    def find(*args: Any, **kw: Any) -> Any:
+        found = real_find(*args, **kw)
+        if not args and not kw:  # the whole fleet
+            loads.append(len(found))
+        return found
+
+    monkeypatch.setattr(store.nodes, "find", find)
+    reports: list[SyncReport] = []
+    loaded: list[list[int]] = []
+
+    def on_pass(report: SyncReport) -> None:
+        reports.append(report)
+        loaded.append(list(loads))
+        if len(reports) == 4:  # enrolled between passes 4 and 5
+            store.nodes.enroll([node_spec("n06")], [])
+            fleet.add("n06", power=PowerState.OFF)
+
+    _loop(store, fleet, 6, on_pass, events=watch)
+    assert loaded[3] == [5]  # once, for four passes
+    assert loads == [5, 6]  # and once more when the fleet changed
+    assert [len(r.results) for r in reports] == [5, 0, 0, 0, 1, 1]  # n06: no stream, polled
+    assert store.nodes.get("n06").power_state is PowerState.OFF

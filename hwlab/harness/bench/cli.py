@@ -44,6 +44,7 @@ def bench(ctx: click.Context) -> None:
     hwlab bench overrun             # how long after a 2 s deadline a call returns, per effect
     hwlab bench overload            # overload events per client on a lab of fragile BMCs
     hwlab bench events              # outside power changes: events + safety net vs polling
+    hwlab bench sync-cpu            # sync CPU per node-pass vs bare sushy, per node-hour
     hwlab bench all --report DIR    # every scenario, charts and summaries in DIR
 
     Each takes --smoke (seconds), --json and --report DIR.
@@ -531,6 +532,27 @@ def events(ctx: click.Context, /, **_: Any) -> None:
     polling at --interval vs events + the safety net. Not in `all` (it runs
     2 x --duration)."""
     _scenario(ctx, "events")
+
+
+@bench.command("sync-cpu")
+@click.option("--nodes", type=click.IntRange(1, 2000), help="Redfish nodes (default 200).")
+@click.option("--rounds", type=click.IntRange(1, 20), help="Alternations (default 2).")
+@click.option("--passes", type=click.IntRange(3, 1000), help="Passes a round (default 40).")
+@click.option("--duration", type=Seconds(5, 86400), help="Seconds per hourly mode (default 600).")
+@click.option(
+    "--safety-interval",
+    type=Seconds(1, 86400),
+    help="The events mode's --safety-interval (default 300: an upper bound for 2400).",
+)
+@click.option("--seed", type=int, help="Seed of the lab and the changes (default 37).")
+@bench_options
+@click.pass_context
+def sync_cpu(ctx: click.Context, /, **_: Any) -> None:
+    """bmaas sync's client CPU in one run on one Redfish lab: per node-pass
+    against bare sushy x 8 (kept clients, session auth, as Ironic's power
+    sync), and per node-hour with events against polling at 60 s. Not in
+    `all`."""
+    _scenario(ctx, "sync_cpu")
 
 
 SCENARIOS = (

@@ -47,7 +47,7 @@ from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
 from bmaas.store import Store
 
-__all__ = ["Options", "run"]
+__all__ = ["MODES", "Measured", "Options", "one_mode", "run"]
 
 #: seconds between looks at the store for a change (the detection clock's tick)
 WATCH_TICK = 0.02
@@ -118,7 +118,7 @@ def _cpu(pid: int) -> float:
     return float(times.user + times.system)
 
 
-def _one_mode(
+def one_mode(
     mode: str,
     lab: Any,
     db: Path,
@@ -242,7 +242,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
             store.close()
         names = [n["name"] for n in lab.inventory()["nodes"]]
         for mode in MODES:
-            results[mode] = _one_mode(mode, lab, db, names, options, say)
+            results[mode] = one_mode(mode, lab, db, names, options, say)
     return _report(options, results)
 
 

@@ -1,0 +1,310 @@
+"""sync-cpu: what `bmaas sync` costs the client, against bare sushy and against itself.
+
+One lab of Redfish nodes (hwlab worker processes), enrolled in a fresh
+store; in one run, on that lab:
+
+**Per node-pass** (``rounds`` times, the two contenders alternating):
+
+* ``bare sushy x 8``: :mod:`bmaas.hwlab.harness.bench.sushy_poll` in a
+  process of its own: a kept ``sushy.Sushy`` client (session auth) and
+  ``System`` per node, ``system.refresh()`` a read, 8 threads -- as
+  Ironic's power sync keeps its clients;
+* ``bmaas sync``: a real ``bmaas sync --interval F --no-events`` process as
+  an operator runs it (the store, split on, pooled sessions, the lean
+  read), ``passes`` passes.
+
+Both at the same pass interval ``F`` (every node read every pass); each
+process's CPU (user + system) from one pass's end to the next's, divided by
+the nodes: the **median over the steady passes** (after ``warm`` passes:
+logins, the lean read's connection). Goal: bmaas <= 1/3 of bare sushy.
+
+**Per node-hour**: the events bench's two modes
+(:mod:`bmaas.hwlab.harness.bench.events`) on the same lab, ``duration``
+seconds each, outside power changes at random times: ``bmaas sync
+--interval 60 --no-events`` vs ``bmaas sync --interval 60`` with events and
+the safety net every ``safety_interval`` seconds. Steady client CPU and BMC
+requests per node-hour (counted at the BMCs). Goal: CPU >= 20x lower with
+events. With a ``safety_interval`` shorter than the default (2400 s) the
+events row reads each node more often than it would: its CPU and requests
+are an upper bound for the default's.
+
+The report carries ``nproc`` and the load average before and after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bmaas import credentials
+from bmaas import inventory as inventory_mod
+from bmaas.hwlab.harness.bench import events as events_bench
+from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
+from bmaas.hwlab.labspec import generate
+from bmaas.store import Store
+
+__all__ = ["GOALS", "Options", "run"]
+
+SUSHY, BMAAS = "bare sushy x 8", "bmaas sync"
+GOALS = {"cpu_per_node_pass_vs_sushy": 1 / 3, "cpu_per_node_hour_polling_over_events": 20.0}
+#: seconds a contender may take beyond its passes before it is stopped
+SLACK = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    nodes: int = 200
+    #: alternations of the two per-node-pass contenders
+    rounds: int = 2
+    #: passes per contender and round; the first ``warm`` are not counted
+    passes: int = 40
+    warm: int = 5
+    #: seconds between pass starts of both contenders (every node every pass)
+    fast_interval: float = 0.2
+    #: the per-node-hour modes: seconds each, the sync's interval, safety net
+    duration: float = 600.0
+    interval: float = 60.0
+    safety_interval: float = 300.0
+    every: float = 8.0
+    seed: int = 37
+
+    @classmethod
+    def smoke(cls) -> Options:
+        return cls(
+            nodes=4,
+            rounds=1,
+            passes=8,
+            warm=3,
+            duration=30.0,
+            interval=3.0,
+            safety_interval=10.0,
+            every=1.5,
+        )
+
+
+def _bmaas() -> str:
+    return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
+
+
+def _tree_cpu(pid: int) -> float:
+    """User + system seconds of ``pid`` and its children (a sharded sync's workers)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _per_pass(cumulative: list[float], nodes: int, warm: int) -> list[float]:
+    """CPU seconds per node of each steady pass, from cumulative samples at
+    each pass's end (pass k costs sample k - sample k-1)."""
+    steps = [b - a for a, b in itertools.pairwise(cumulative)]
+    return [s / nodes for s in steps[max(0, warm - 1) :]]
+
+
+def _sushy_round(jobs: list[dict[str, Any]], options: Options) -> list[float]:
+    job = {
+        "nodes": jobs,
+        "workers": 8,
+        "passes": options.passes,
+        "interval": options.fast_interval,
+        "duration": SLACK,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "bmaas.hwlab.harness.bench.sushy_poll"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=SLACK + 60,
+        check=True,
+    )
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return _per_pass([float(x["cpu"]) for x in lines], len(jobs), options.warm)
+
+
+def _bmaas_round(db: Path, nodes: int, options: Options) -> list[float]:
+    args = [_bmaas(), "sync", "--interval", str(options.fast_interval), "--no-events"]
+    args += ["--count", str(options.passes)]
+    env = {**os.environ, "BMAAS_DB": str(db), "PYTHONUNBUFFERED": "1"}
+    sync = subprocess.Popen(  # noqa: S603 - our own console script
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    samples: list[float] = []
+    try:
+        assert sync.stdout is not None
+        for line in sync.stdout:  # one line a pass, printed as it ends
+            if line.startswith("pass "):
+                samples.append(_tree_cpu(sync.pid))
+        sync.wait(SLACK)
+    finally:
+        if sync.poll() is None:
+            sync.kill()
+            sync.wait(10)
+    return _per_pass(samples, nodes, options.warm)
+
+
+def _jobs(db: Path) -> list[dict[str, Any]]:
+    store = Store.open(str(db))
+    try:
+        out = []
+        for record in store.nodes.find(driver="redfish"):
+            info = credentials.resolve_driver_info(record.driver_info, node=record.name)
+            out.append(
+                {
+                    "name": record.name,
+                    "address": str(info["redfish_address"]),
+                    "username": info["redfish_username"],
+                    "password": info["redfish_password"].reveal(),
+                    "system": info.get("redfish_system_id"),
+                }
+            )
+        return out
+    finally:
+        store.close()
+
+
+def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+    say = progress or (lambda _m: None)
+    spec = generate(options.nodes, protocols="redfish", seed=options.seed)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    per_pass: dict[str, list[float]] = {SUSHY: [], BMAAS: []}
+    hourly: dict[str, events_bench.Measured] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="hwlab-bench-sync-cpu-") as tmp,
+        running_lab(spec, Path(tmp) / "lab") as lab,
+    ):
+        db = Path(tmp) / "bmaas.db"
+        store = Store.open(str(db), create=True)
+        try:
+            inventory_mod.enroll(store, inventory_mod.load(str(lab.inventory_path)))
+        finally:
+            store.close()
+        names = [n["name"] for n in lab.inventory()["nodes"]]
+        jobs = _jobs(db)
+        for number in range(options.rounds):
+            order = (SUSHY, BMAAS) if number % 2 == 0 else (BMAAS, SUSHY)
+            for who in order:
+                if who == SUSHY:
+                    per_pass[who] += _sushy_round(jobs, options)
+                else:
+                    per_pass[who] += _bmaas_round(db, len(names), options)
+                say(f"round {number + 1}: {who} done")
+        modes = events_bench.Options(
+            nodes=options.nodes,
+            duration=options.duration,
+            interval=options.interval,
+            every=options.every,
+            safety_interval=options.safety_interval,
+            seed=options.seed,
+        )
+        for mode in events_bench.MODES:
+            hourly[mode] = events_bench.one_mode(mode, lab, db, names, modes, say)
+    load_after = [round(x, 2) for x in os.getloadavg()]
+    return _report(options, per_pass, hourly, load_before, load_after)
+
+
+def _median_ms(values: list[float]) -> float | None:
+    return statistics.median(values) * 1000 if values else None
+
+
+def _report(
+    options: Options,
+    per_pass: dict[str, list[float]],
+    hourly: dict[str, events_bench.Measured],
+    load_before: list[float],
+    load_after: list[float],
+) -> Report:
+    sushy, ours = _median_ms(per_pass[SUSHY]), _median_ms(per_pass[BMAAS])
+    pass_ratio = ours / sushy if ours is not None and sushy else None
+    rows = [
+        [who, len(values), f"{m:.3f}" if (m := _median_ms(values)) is not None else "-"]
+        for who, values in per_pass.items()
+    ]
+    hour_rows, data_hourly = [], {}
+    for mode, m in hourly.items():
+        cpu = m.steady_cpu / (options.nodes * m.steady_seconds / 3600) if m.steady_seconds else None
+        req = (
+            m.steady_requests / (options.nodes * m.steady_seconds / 3600)
+            if m.steady_seconds
+            else None
+        )
+        label = (
+            f"events + safety net every {options.safety_interval:g} s"
+            if mode == "events"
+            else f"polling every {options.interval:g} s"
+        )
+        hour_rows.append(
+            [
+                label,
+                f"{len(m.latencies)}/{m.changes}",
+                f"{cpu * 1000:.1f} ms" if cpu is not None else "-",
+                f"{req:.1f}" if req is not None else "-",
+            ]
+        )
+        data_hourly[mode] = dataclasses.asdict(m) | {
+            "steady_cpu_s_per_node_hour": cpu,
+            "steady_requests_per_node_hour": req,
+        }
+    poll = data_hourly.get("polling", {}).get("steady_cpu_s_per_node_hour")
+    ev = data_hourly.get("events", {}).get("steady_cpu_s_per_node_hour")
+    hour_ratio = poll / ev if poll and ev else None
+    unmeasured = [f"{who}: no steady pass" for who, v in per_pass.items() if not v]
+    machine = {"nproc": os.cpu_count(), "load_before": load_before, "load_after": load_after}
+    return Report(
+        scenario="sync-cpu",
+        title="bmaas sync's client CPU: per node-pass vs bare sushy, per node-hour with events",
+        params=dataclasses.asdict(options),
+        tables=[
+            Table(
+                f"{options.nodes} Redfish nodes, every node read every pass, passes "
+                f"{options.fast_interval:g} s apart, median over {options.rounds} x "
+                f"{options.passes - options.warm} steady passes",
+                ["client", "steady passes", "CPU ms per node-pass (median)"],
+                rows,
+            ),
+            Table(
+                f"{options.nodes} Redfish nodes, `bmaas sync --interval {options.interval:g}`, "
+                f"{options.duration:g} s per mode, outside power changes every "
+                f"~{options.every:g} s",
+                ["mode", "seen", "CPU per node-hour (steady)", "BMC requests per node-hour"],
+                hour_rows,
+            ),
+        ],
+        headline={
+            "CPU per node-pass, bmaas sync / bare sushy x 8 (median)": (
+                round(pass_ratio, 3) if pass_ratio is not None else None
+            ),
+            "CPU per node-hour, polling / events (steady)": (
+                round(hour_ratio, 1) if hour_ratio is not None else None
+            ),
+        },
+        notes=[
+            f"nproc {machine['nproc']}, load average before {load_before}, after {load_after}",
+            "CPU is each client process's (user + system; a sharded sync's workers "
+            "included), never the lab's; per node-pass: from one pass's end to the next's",
+            "goals: per node-pass <= 1/3 of bare sushy "
+            f"({fmt_ratio(1 / pass_ratio) if pass_ratio else '-'} lower here); "
+            f"per node-hour >= 20x lower with events ({fmt_ratio(hour_ratio)} here)",
+            f"safety net every {options.safety_interval:g} s: more reads than the default "
+            "(2400 s) when shorter, so the events row is an upper bound for the default's",
+        ],
+        data={"per_pass": per_pass, "hourly": data_hourly, "machine": machine},
+        unmeasured=unmeasured,
+    )
