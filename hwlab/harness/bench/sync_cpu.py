@@ -234,7 +234,7 @@ def _report(
     sushy, ours = _median_ms(per_pass[SUSHY]), _median_ms(per_pass[BMAAS])
     pass_ratio = ours / sushy if ours is not None and sushy else None
     rows = [
-        [who, len(values), f"{m:.3f}" if (m := _median_ms(values)) is not None else "-"]
+        [who, len(values), f"{ms:.3f}" if (ms := _median_ms(values)) is not None else "-"]
         for who, values in per_pass.items()
     ]
     hour_rows, data_hourly = [], {}
