@@ -69,6 +69,7 @@ __all__ = [
     "Backoff",
     "EventWatch",
     "News",
+    "PushSettings",
     "Stream",
     "TokenBucket",
     "edge_streams",
@@ -117,6 +118,48 @@ class Stream(Protocol):
 
 #: records -> (streams, nodes left out with why), per driver name
 StreamsOf = Callable[[Sequence[Any]], tuple[Sequence[Stream], dict[str, str]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class PushSettings:
+    """Where bmaas listens for pushed events (Redfish ``EventDestination``
+    POSTs) and what it tells the BMCs: ``url`` (default
+    ``http(s)://host:port/bmaas/events``); a certificate (``certfile``,
+    ``keyfile``) makes it HTTPS. ``prefer``: push even where SSE is offered."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    url: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    prefer: bool = False
+
+
+def edge_listener(driver: str, settings: PushSettings) -> Any | None:
+    """A started push listener of ``bmaas.drivers.<driver>.push`` (its
+    ``listener(settings)``), None when that driver takes no pushed events."""
+    try:
+        module = importlib.import_module(f"bmaas.drivers.{driver}.push")
+    except ImportError:
+        return None
+    make = getattr(module, "listener", None)
+    return make(settings) if callable(make) else None
+
+
+def edge_push_streams(driver: str, listener: Any, prefer: bool) -> StreamsOf | None:
+    """``bmaas.drivers.<driver>.push.services`` bound to ``listener``."""
+    module = importlib.import_module(f"bmaas.drivers.{driver}.push")
+    found = getattr(module, "services", None)
+    if not callable(found):
+        return None
+
+    def streams(records: Sequence[Any]) -> tuple[Sequence[Stream], dict[str, str]]:
+        out: tuple[Sequence[Stream], dict[str, str]] = found(
+            records, push=listener, prefer_push=prefer
+        )
+        return out
+
+    return streams
 
 
 def edge_streams(driver: str) -> StreamsOf | None:
@@ -202,6 +245,7 @@ class EventWatch:
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], object] | None = None,
         stop: threading.Event | None = None,
+        push: PushSettings | None = None,
     ) -> None:
         if not safety > 0:
             raise ValueError("safety must be a positive number of seconds")
@@ -209,6 +253,9 @@ class EventWatch:
         self.bmc_timeout, self.idle, self.backoff = bmc_timeout, idle, backoff
         self.absent_retry, self.rate, self.burst = absent_retry, rate, burst
         self._streams_of, self._clock, self._wall = streams_of, clock, wall
+        #: push listeners, one per driver that takes pushed events (``push``)
+        self.push = push
+        self._listeners: dict[str, Any] = {}
         self._stop = threading.Event()
         #: the command's own stop (a signal): ends waits and listeners too
         self._outer = stop or threading.Event()
@@ -253,7 +300,7 @@ class EventWatch:
             by_driver[record.driver].append(record)
         wanted: dict[str, Stream] = {}
         for driver, group in by_driver.items():
-            edge = self._streams_of(driver)
+            edge = self._edge(driver)
             if edge is None:
                 continue
             streams, left_out = edge(group)
@@ -267,6 +314,23 @@ class EventWatch:
         for key, stream in wanted.items():
             if key not in self._streams:
                 self._start(stream)
+
+    def _edge(self, driver: str) -> StreamsOf | None:
+        """The driver's streams: with push settings, the push edge where the
+        driver has one (its listener started on first use)."""
+        edge = self._streams_of(driver)
+        if edge is None or self.push is None or self._streams_of is not edge_streams:
+            return edge
+        if driver not in self._listeners:
+            self._listeners[driver] = edge_listener(driver, self.push)
+        listener = self._listeners[driver]
+        if listener is None:
+            return edge
+        return edge_push_streams(driver, listener, self.push.prefer) or edge
+
+    def listener_urls(self) -> dict[str, str]:
+        """Where each push listener takes events (driver -> URL)."""
+        return {d: str(lst.url) for d, lst in self._listeners.items() if lst is not None}
 
     def _start(self, stream: Stream) -> None:
         with self._cond:
@@ -307,7 +371,19 @@ class EventWatch:
                 "faults": self.faults,
                 "applied": self.applied_total,
                 "flooded": self.flooded,
+                **self._push_summary(),
             }
+
+    def _push_summary(self) -> dict[str, Any]:
+        live = {d: lst for d, lst in self._listeners.items() if lst is not None}
+        if not live:
+            return {}
+        return {
+            "push": {
+                d: {"url": lst.url, "received": lst.received, "refused": lst.refused}
+                for d, lst in live.items()
+            }
+        }
 
     def summary_line(self) -> str:
         s = self.summary()
@@ -324,6 +400,9 @@ class EventWatch:
         deadline = Deadline.after(timeout, clock=self._clock)
         for thread in self._threads.values():
             thread.join(max(0.0, deadline.left()))
+        for listener in self._listeners.values():
+            if listener is not None:
+                listener.close()
         with self._cond:
             self._cond.notify_all()
 

@@ -6,7 +6,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -25,19 +25,22 @@ from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
-from bmaas.events import SAFETY_INTERVAL, EventWatch
+from bmaas.events import SAFETY_INTERVAL, EventWatch, PushSettings
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
-from bmaas.metrics import MetricsServer, SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.cancel import CancelToken
 from bmaas.provision.maintenance import evacuate as evacuate_nodes
 from bmaas.provision.readiness import readiness
 from bmaas.share import FleetShare
-from bmaas.store import DEFAULT_LEASE_TTL, NodeRecord, Store
+from bmaas.store import DEFAULT_LEASE_TTL, NodeRecord
 from bmaas.sweep import MIN_NODES_PER_PROCESS, ShardedSweeper, auto_processes
 from bmaas.sync import SyncReport, sync_loop, sync_pass
+
+if TYPE_CHECKING:  # imported when used: SQLAlchemy and prometheus_client after --deadline is made
+    from bmaas.metrics import MetricsServer
+    from bmaas.store import Store
 
 __all__ = ["maintenance", "sync"]
 
@@ -71,14 +74,15 @@ def maintenance_set(
     **limits: Any,
 ) -> None:
     """Put NODE... into maintenance: never claimed while there."""
+    # --evacuate: the deadline is made first, so it bounds the store's opening too
+    command_deadline = app.deadline(limits["deadline"]) if evacuate else None
     store = app.store()
     store.nodes.require(nodes)
     who = by or whoami()
-    if not evacuate:
+    if command_deadline is None:
         for name in nodes:
             _say_maintenance(store.nodes.set_maintenance(name, reason=reason, by=who), reason)
         return
-    command_deadline = app.deadline(limits["deadline"])
     with (
         interruptible() as token,
         make_provisioner(
@@ -238,6 +242,32 @@ def _in_a_row(flag: str, default: int, help_text: str) -> Decorator:
     help="With events: a node whose stream is up is still read once its last read "
     "is S seconds old (at the first pass after; its session is kept meanwhile).",
 )
+@click.option(
+    "--events-listen",
+    metavar="HOST:PORT",
+    help="With events: also take pushed events (Redfish EventDestination POSTs) on "
+    "HOST:PORT, for services without SSE (or all, with --events-prefer-push).",
+)
+@click.option(
+    "--events-listen-url",
+    metavar="URL",
+    help="The URL BMCs are told to POST to (default http(s)://HOST:PORT/bmaas/events).",
+)
+@click.option(
+    "--events-tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Serve the push listener over HTTPS with this certificate (PEM, chain first).",
+)
+@click.option(
+    "--events-tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The certificate's private key (PEM; default: in the certificate file).",
+)
+@click.option(
+    "--events-prefer-push",
+    is_flag=True,
+    help="Subscribe with push even where a service offers SSE (no socket held per service).",
+)
 @fleet_run_options
 @pass_app
 @click.pass_context
@@ -255,6 +285,11 @@ def sync(
     processes: int | None,
     events: bool,
     safety_interval: float,
+    events_listen: str | None,
+    events_listen_url: str | None,
+    events_tls_cert: str | None,
+    events_tls_key: str | None,
+    events_prefer_push: bool,
     workers: int,
     deadline: float,
     no_retry: bool,
@@ -277,6 +312,9 @@ def sync(
     """
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
+    push = _push_settings(
+        events_listen, events_listen_url, events_tls_cert, events_tls_key, events_prefer_push
+    )
     if split is None:
         split = interval is not None
     # one pass: its deadline bounds the store too (made before the store opens)
@@ -319,8 +357,41 @@ def sync(
         else:
             options["pass_timeout"] = deadline
             if events:
-                options["events"] = EventWatch(safety=safety_interval, bmc_timeout=bmc_timeout)
+                options["events"] = EventWatch(
+                    safety=safety_interval, bmc_timeout=bmc_timeout, push=push
+                )
             _sync_loop(store, options, interval, count, metrics_port, metrics_addr, as_json)
+
+
+def _push_settings(
+    listen: str | None,
+    url: str | None,
+    cert: str | None,
+    key: str | None,
+    prefer: bool,
+) -> PushSettings | None:
+    """The push listener's settings, every problem at once (a usage error)."""
+    problems = []
+    if listen is None:
+        given = [n for n, v in (("--events-listen-url", url), ("--events-tls-cert", cert)) if v]
+        given += ["--events-tls-key"] if key else []
+        given += ["--events-prefer-push"] if prefer else []
+        if given:
+            problems.append(f"{', '.join(given)} need --events-listen HOST:PORT")
+        if problems:
+            raise click.UsageError("; ".join(problems))
+        return None
+    host, sep, port_text = listen.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        problems.append(f"--events-listen {listen!r}: expected HOST:PORT (port 0-65535)")
+    if key and not cert:
+        problems.append("--events-tls-key needs --events-tls-cert")
+    if url is not None and not url.startswith(("http://", "https://")):
+        problems.append(f"--events-listen-url {url!r}: expected an http:// or https:// URL")
+    if problems:
+        raise click.UsageError("; ".join(problems))
+    return PushSettings(host, int(port_text), url, cert, key, prefer)
 
 
 def _sync_once(
@@ -351,6 +422,8 @@ def _sync_loop(
     metrics_addr: str,
     as_json: bool,
 ) -> None:
+    from bmaas.metrics import SyncMetrics  # prometheus_client: only for a loop that serves it
+
     metrics = SyncMetrics() if metrics_port is not None else None
     server: MetricsServer | None = None
     passes = 0

@@ -238,6 +238,9 @@ class ServiceStream:
     #: directly (one request, not two), and reads the EventService again
     #: only if that fails
     _sse_uri: str | None = dataclasses.field(default=None, repr=False)
+    #: the EventService document the last full open read (None: none read,
+    #: or the service has none): a push subscription's fallback reads it
+    event_service: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -317,6 +320,7 @@ class ServiceStream:
                 return
             except (UnsupportedOperation, BMCProtocolError):  # moved, or gone: ask again
                 self._sse_uri = None
+        self.event_service = None
         response = self._get("/redfish/v1/EventService", deadline, started)
         try:
             service = json.loads(response.read(MAX_FRAME))
@@ -324,6 +328,8 @@ class ServiceStream:
             self.close()
             raise self._fail(BMCProtocolError, "the EventService is not JSON", started) from exc
         self.close()
+        if isinstance(service, dict):
+            self.event_service = service
         if not isinstance(service, dict) or service.get("ServiceEnabled") is False:
             raise self._fail(UnsupportedOperation, "the EventService is disabled", started)
         uri = service.get("ServerSentEventUri")

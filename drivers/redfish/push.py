@@ -1,0 +1,362 @@
+"""Redfish push subscriptions: bmaas as the listener an ``EventDestination`` POSTs to.
+
+SSE needs no listening port, so it is preferred; push is for services that
+offer no SSE (iLO, older iDRACs) or when the operator prefers it (an SSE
+stream holds a socket per service; a push subscription holds none).
+
+* :class:`PushListener` is one HTTP (or HTTPS, with a certificate) server of
+  the process, bound where the operator says (127.0.0.1 by default: a BMC
+  on a management network needs an address it can reach, ``--events-listen``).
+  Every subscription it makes carries a ``Context`` of 32 random bytes, the
+  subscription's secret: the BMC repeats it in every Event it POSTs, and an
+  Event whose ``Context`` is not one of ours is refused (403) and counted,
+  never read further. Bodies are capped (1 MiB, 413 past it); nothing of a
+  request is logged, and the token never reaches a message.
+* :class:`PushStream` is one service's stream for :class:`bmaas.events.EventWatch`:
+  its SSE stream where the service offers one (unless push is preferred),
+  else ``POST /redfish/v1/EventService/Subscriptions`` (``Destination`` the
+  listener's URL, ``Context`` the token, ``Protocol`` Redfish,
+  ``EventFormatType`` Event, ``DeliveryRetryPolicy`` TerminateAfterRetries:
+  a listener gone for good is not retried for ever); its news then arrives
+  through the listener. A push subscription sends nothing while nothing
+  happens, so it is checked every ``verify_every`` seconds (one GET of it):
+  a BMC that forgot it (its own reboot) answers 404 and the subscription is
+  made again (and its nodes reconciled). On close it is deleted.
+
+Faults are those of :mod:`bmaas.drivers.redfish.events` (one mapping).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import queue
+import secrets
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from bmaas.deadline import Deadline
+from bmaas.drivers.redfish.events import MAX_FRAME, PowerNews, ServiceStream, _fault, news_of
+from bmaas.drivers.redfish.events import services as sse_services
+from bmaas.faults import BMCProtocolError, BMCUnreachable, UnsupportedOperation
+
+__all__ = ["PATH", "PushListener", "PushStream", "listener", "services"]
+
+LOG = logging.getLogger(__name__)
+
+#: where the listener takes Events
+PATH = "/bmaas/events"
+#: seconds between checks that the BMC still has the subscription
+VERIFY_EVERY = 3600.0
+#: seconds the subscription's DELETE may take on close (a courtesy)
+DELETE_TIMEOUT = 2.0
+#: seconds the check may take
+VERIFY_TIMEOUT = 10.0
+EVENT_SERVICE = "/redfish/v1/EventService"
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class PushListener:
+    """The process's listener for pushed Events (see the module docstring)."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        url: str | None = None,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+    ) -> None:
+        self._sinks: dict[str, Callable[[str], None]] = {}
+        self._lock = threading.Lock()
+        #: Events taken, and requests refused (unknown Context, bad body)
+        self.received = 0
+        self.refused = 0
+        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server.daemon_threads = True
+        scheme = "http"
+        if certfile:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_cert_chain(certfile, keyfile)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            scheme = "https"
+        bound_host, bound_port = self._server.server_address[:2]
+        if isinstance(bound_host, bytes):
+            bound_host = bound_host.decode()
+        #: what BMCs are told to POST to (``Destination``)
+        self.url = url or f"{scheme}://{bound_host}:{bound_port}{PATH}"
+        self.port = int(bound_port)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.2,), name="events push", daemon=True
+        )
+        self._thread.start()
+
+    def register(self, token: str, sink: Callable[[str], None]) -> None:
+        with self._lock:
+            self._sinks[_digest(token)] = sink
+
+    def unregister(self, token: str) -> None:
+        with self._lock:
+            self._sinks.pop(_digest(token), None)
+
+    def deliver(self, body: bytes) -> int:
+        """One POSTed body: the HTTP status to answer."""
+        try:
+            document = json.loads(body)
+        except ValueError:
+            self.refused += 1
+            return 400
+        context = document.get("Context") if isinstance(document, dict) else None
+        with self._lock:
+            sink = self._sinks.get(_digest(context)) if isinstance(context, str) else None
+        if sink is None:
+            self.refused += 1
+            return 403
+        self.received += 1
+        sink(body.decode("utf-8", "replace"))
+        return 204
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5.0)
+
+
+def _handler(owner: PushListener) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass  # never a request line in the log
+
+        def _answer(self, status: int) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+
+        def do_POST(self) -> None:
+            try:
+                length = int(self.headers.get("Content-Length") or "-1")
+            except ValueError:
+                length = -1
+            if self.path.partition("?")[0] != PATH:
+                self._answer(404)
+            elif length < 0 or length > MAX_FRAME:
+                owner.refused += 1
+                self._answer(413 if length > MAX_FRAME else 411)
+            else:
+                self._answer(owner.deliver(self.rfile.read(length)))
+
+        def do_GET(self) -> None:
+            self._answer(405)
+
+    return Handler
+
+
+def listener(settings: Any) -> PushListener:
+    """The listener for ``settings`` (a :class:`bmaas.events.PushSettings`)."""
+    return PushListener(
+        settings.host,
+        settings.port,
+        url=settings.url,
+        certfile=settings.certfile,
+        keyfile=settings.keyfile,
+    )
+
+
+@dataclasses.dataclass(eq=False)
+class PushStream:
+    """One service's events: SSE where offered (unless ``prefer_push``), else a
+    push subscription to ``listener``."""
+
+    sse: ServiceStream
+    listener: PushListener
+    prefer_push: bool = False
+    verify_every: float = VERIFY_EVERY
+    clock: Callable[[], float] = time.monotonic
+    #: "sse" or "push" once open (None: closed)
+    mode: str | None = None
+    _token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(32), repr=False)
+    _location: str | None = dataclasses.field(default=None, repr=False)
+    _subscriptions: str | None = dataclasses.field(default=None, repr=False)
+    _inbox: queue.Queue[str | None] = dataclasses.field(default_factory=queue.Queue, repr=False)
+    _verified: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return self.sse.key
+
+    @property
+    def nodes(self) -> dict[str, str]:
+        return self.sse.nodes
+
+    def open(self, deadline: Deadline) -> None:
+        if not self.prefer_push:
+            try:
+                self.sse.open(deadline)
+                self.mode = "sse"
+                return
+            except UnsupportedOperation:
+                if self.sse.event_service is None:  # no EventService at all
+                    raise
+        self._subscribe(deadline)
+        self.mode = "push"
+
+    def _subscribe(self, deadline: Deadline) -> None:
+        started = time.monotonic()
+        if self._subscriptions is None:
+            service = self.sse.event_service or _json(
+                self._request("GET", EVENT_SERVICE, None, deadline, started)
+            )
+            link = service.get("Subscriptions") if isinstance(service, dict) else None
+            path = link.get("@odata.id") if isinstance(link, dict) else None
+            if not isinstance(service, dict) or service.get("ServiceEnabled") is False:
+                raise self.sse._fail(UnsupportedOperation, "the EventService is disabled", started)
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise self.sse._fail(UnsupportedOperation, "no push subscriptions", started)
+            self._subscriptions = path
+        self._token = secrets.token_hex(32)  # a new secret for every subscription
+        body = {
+            "Destination": self.listener.url,
+            "Context": self._token,
+            "Protocol": "Redfish",
+            "EventFormatType": "Event",
+            "DeliveryRetryPolicy": "TerminateAfterRetries",
+        }
+        self.listener.register(self._token, self._inbox.put)
+        try:
+            status, headers, data = self._request(
+                "POST", self._subscriptions, body, deadline, started
+            )
+        except BaseException:
+            self.listener.unregister(self._token)
+            raise
+        location = headers.get("location") or _json((status, headers, data)).get("@odata.id")
+        if not isinstance(location, str) or not location:
+            self.listener.unregister(self._token)
+            raise self.sse._fail(BMCProtocolError, "the subscription has no Location", started)
+        self._location = urllib.parse.urlsplit(location).path or location
+        self._verified = self.clock()
+
+    def read(self, idle: float) -> list[PowerNews]:
+        if self.mode == "sse":
+            return self.sse.read(idle)
+        started = time.monotonic()
+        if self.mode != "push":
+            raise self.sse._fail(BMCUnreachable, "the push subscription is closed", started)
+        wait = max(0.0, min(idle, self._verified + self.verify_every - self.clock()))
+        try:
+            first = self._inbox.get(timeout=wait)
+        except queue.Empty:
+            self._verify()
+            return []
+        out: list[PowerNews] = []
+        for text in _drain(first, self._inbox):
+            if text is None:
+                raise self.sse._fail(BMCUnreachable, "the push subscription is closed", started)
+            try:
+                out.extend(news_of(text, self.nodes))
+            except ValueError:
+                LOG.info("%s: a pushed body that is not an Event; ignored", self.key)
+        return out
+
+    def _verify(self) -> None:
+        """One GET of the subscription: 404 says the BMC forgot it."""
+        if self.clock() - self._verified < self.verify_every or self._location is None:
+            return
+        started = time.monotonic()
+        self._request("GET", self._location, None, Deadline.after(VERIFY_TIMEOUT), started)
+        self._verified = self.clock()
+
+    def close(self) -> None:
+        self.sse.close()
+        if self.mode == "push":
+            self._inbox.put(None)  # wakes a read blocked in another thread
+        self.mode = None
+        self.listener.unregister(self._token)
+        location, self._location = self._location, None
+        if location is not None:
+            with contextlib.suppress(Exception):  # a courtesy: TerminateAfterRetries ends it anyway
+                self._request(
+                    "DELETE", location, None, Deadline.after(DELETE_TIMEOUT), time.monotonic()
+                )
+
+    def _request(
+        self, method: str, path: str, body: Any, deadline: Deadline, started: float
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """One request with the service's Basic auth, by ``deadline``; an
+        error status raises the edge's fault."""
+        left = deadline.left()
+        if left <= 0:
+            raise self.sse._fail(BMCUnreachable, f"no time left for {method} {path}", started)
+        conn = self.sse._connection(left)
+        secret = f"{self.sse.username}:{self.sse.password.reveal()}".encode()
+        headers = {
+            "Authorization": "Basic " + base64.b64encode(secret).decode(),
+            "Accept": "application/json",
+            "Connection": "close",
+        }
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            response = conn.getresponse()
+            content = response.read(MAX_FRAME)
+            found = {k.lower(): v for k, v in response.getheaders()}
+        except BaseException as exc:
+            raise _fault(self.sse, exc, started) from exc
+        finally:
+            conn.close()
+        if response.status >= 400:
+            if response.status == 404 and method == "GET" and path == self._location:
+                raise self.sse._fail(BMCUnreachable, "the BMC forgot the subscription", started)
+            raise self.sse._status(response.status, content, started)
+        return response.status, found, content
+
+
+def _json(answer: tuple[int, Mapping[str, str], bytes]) -> dict[str, Any]:
+    try:
+        document = json.loads(answer[2] or b"{}")
+    except ValueError:
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _drain(first: str | None, inbox: queue.Queue[str | None]) -> Iterable[str | None]:
+    yield first
+    while True:
+        try:
+            yield inbox.get_nowait()
+        except queue.Empty:
+            return
+
+
+def services(
+    records: Iterable[Any],
+    *,
+    push: PushListener,
+    prefer_push: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[list[PushStream], dict[str, str]]:
+    """:func:`bmaas.drivers.redfish.events.services`, each stream able to fall
+    back to (or prefer) a push subscription to ``push``."""
+    streams, left_out = sse_services(records, environ=environ)
+    return [PushStream(s, push, prefer_push=prefer_push) for s in streams], left_out
