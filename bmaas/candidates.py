@@ -15,10 +15,12 @@ spare CPU and memory: big nodes stay free for big requests), then name.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bmaas.store import Store
 from bmaas.store.records import NodeRecord
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Store
 
 __all__ = ["candidates", "matches", "rank"]
 

@@ -22,8 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, Store, StoreError
+from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, StoreError
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Store
 
 __all__ = ["LeaseKeeper"]
 

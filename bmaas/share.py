@@ -36,10 +36,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bmaas.gate import bmc_of
 from bmaas.lease import LeaseKeeper
-from bmaas.store import DEFAULT_LEASE_TTL, OwnerKind, Store
+from bmaas.store import DEFAULT_LEASE_TTL, OwnerKind
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 
 __all__ = ["FleetShare", "owner_of"]

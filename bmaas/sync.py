@@ -49,7 +49,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas import retry as _retry
 from bmaas.deadline import Deadline
@@ -59,17 +59,19 @@ from bmaas.faults import BmaasError
 from bmaas.fenced import FencedReads
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
-from bmaas.metrics import SyncMetrics
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.policy import policy_for
 from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.reclaim import reclaim
 from bmaas.quirks import record_results
 from bmaas.share import FleetShare
-from bmaas.store import Store
 from bmaas.store.records import QUIRKS_KEY, NodeRecord
 from bmaas.sweep import ShardedSweeper
 from bmaas.sync_report import SyncReport
+
+if TYPE_CHECKING:  # the caller's store and metrics: imported here, SQLAlchemy and prometheus_client
+    from bmaas.metrics import SyncMetrics
+    from bmaas.store import Store
 
 __all__ = ["SyncReport", "sync_loop", "sync_pass"]
 

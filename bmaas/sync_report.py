@@ -7,14 +7,16 @@ importing the sync that produces it (and the sync, the metrics).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas.driver import PowerState
 from bmaas.faults import BMCAuthError
 from bmaas.health import Change
 from bmaas.ops import NodeResult
 from bmaas.pool import PoolStats
-from bmaas.store import HealthChange, Reclaimed
+
+if TYPE_CHECKING:  # plain records: importing the store's would load SQLAlchemy
+    from bmaas.store import HealthChange, Reclaimed
 
 __all__ = ["SyncReport"]
 

@@ -32,7 +32,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas.candidates import candidates as find_candidates
 from bmaas.candidates import matches
@@ -53,9 +53,11 @@ from bmaas.provision.readiness import readiness
 from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
 from bmaas.retry import RetryingDriver, RetryLimits
-from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind, Reclaimed, Store
-from bmaas.store.nodes import QUIRKS_KEY
-from bmaas.store.records import NodeRecord, Owner, PortOrigin, ProvisionState
+from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind
+from bmaas.store.records import QUIRKS_KEY, NodeRecord, Owner, PortOrigin, ProvisionState
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Reclaimed, Store
 
 __all__ = ["DEPLOY_FAILURE", "DEPLOY_HEALTH", "UNDEPLOY_FAILURE", "EmbeddedBackend"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
@@ -36,7 +36,10 @@ from bmaas.provision.embedded import DEPLOY_HEALTH, EmbeddedBackend
 from bmaas.provision.loop import run_job
 from bmaas.provision.records import Instance, Moved, Provisioned, Request
 from bmaas.retry import RetryLimits
-from bmaas.store import DEFAULT_LEASE_TTL, Store
+from bmaas.store import DEFAULT_LEASE_TTL
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Store
 
 __all__ = ["Provisioner", "provision", "status_of"]
 

@@ -6,8 +6,12 @@ reclaimed by the next run)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bmaas.provision.backend import Readiness
-from bmaas.store import Store
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Store
 
 __all__ = ["readiness"]
 

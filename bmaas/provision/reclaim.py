@@ -24,14 +24,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmaas.deadline import Deadline
 from bmaas.deploy import undeploy_node
 from bmaas.driver import BMCDriver
 from bmaas.faults import BmaasError
 from bmaas.retry import RetryLimits
-from bmaas.store import RECLAIMED, Reclaimed, Store
+from bmaas.store import RECLAIMED
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Reclaimed, Store
 
 __all__ = ["CLEANING_FAILURE", "Cleaned", "clean_reclaimed", "reclaim"]
 

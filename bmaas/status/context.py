@@ -19,8 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from bmaas import __version__, registry
 from bmaas.clock import ClockFn
@@ -29,8 +28,11 @@ from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.faults import BmaasError, InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, driver_factory
 from bmaas.status.fleet import FleetReport, sweep
-from bmaas.store import NodeRecord, Store, StoreError, resolve_url
+from bmaas.store import NodeRecord, StoreError, resolve_url
 from bmaas.store.migrate import head_revision, known_revision
+
+if TYPE_CHECKING:  # SQLAlchemy (0.25-0.4 s to import) only once a check opens the store
+    from bmaas.store import Store
 
 __all__ = ["DEFAULT_CHECK_DEADLINE", "CheckContext", "DatabaseState", "NotChecked"]
 
@@ -80,6 +82,8 @@ class DatabaseState:
 
 def _sqlite_file(url: str) -> Path | None:
     """The file behind a SQLite URL (None for other databases or memory)."""
+    import sqlalchemy as sa
+
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError:
@@ -91,6 +95,8 @@ def _sqlite_file(url: str) -> Path | None:
 
 
 def _hide_password(url: str) -> str:
+    import sqlalchemy as sa
+
     try:
         return sa.make_url(url).render_as_string(hide_password=True)
     except sa.exc.ArgumentError:
@@ -158,6 +164,10 @@ class CheckContext:
     @functools.cached_property
     def database(self) -> DatabaseState:
         """Open the database without creating or migrating anything."""
+        import sqlalchemy as sa
+
+        from bmaas.store import Store
+
         url = resolve_url(self.db)
         path = _sqlite_file(url)
         if path is not None and not path.exists():

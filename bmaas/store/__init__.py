@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from bmaas.store.errors import LeaseLost, NoDatabase, SchemaOutOfDate, SegmentExhausted, StoreError
 from bmaas.store.records import (
+    DEFAULT_LEASE_TTL,
     POWER_FAILURE,
+    RECLAIMED,
     SYSTEM,
     Allocation,
     Event,
@@ -53,11 +55,11 @@ from bmaas.store.records import (
 
 if TYPE_CHECKING:
     from bmaas.store.facade import Store
-    from bmaas.store.health import RECLAIMED, HealthChange
+    from bmaas.store.health import HealthChange
     from bmaas.store.location import default_db_path, resolve_url
     from bmaas.store.migrate import head_revision
     from bmaas.store.nodes import EnrollReport
-    from bmaas.store.owners import DEFAULT_LEASE_TTL, Reclaimed, this_holder
+    from bmaas.store.owners import Reclaimed, this_holder
     from bmaas.store.ports import PortCleanup
 
 #: names that need SQLAlchemy, and the module each comes from
@@ -66,10 +68,8 @@ _LAZY = {
     "default_db_path": "bmaas.store.location",
     "resolve_url": "bmaas.store.location",
     "HealthChange": "bmaas.store.health",
-    "RECLAIMED": "bmaas.store.health",
     "head_revision": "bmaas.store.migrate",  # no SQLAlchemy either
     "EnrollReport": "bmaas.store.nodes",
-    "DEFAULT_LEASE_TTL": "bmaas.store.owners",
     "Reclaimed": "bmaas.store.owners",
     "this_holder": "bmaas.store.owners",
     "PortCleanup": "bmaas.store.ports",

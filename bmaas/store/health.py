@@ -31,6 +31,7 @@ from bmaas.secrets import mask_urls
 from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx
 from bmaas.store.nodes import node_in
+from bmaas.store.records import RECLAIMED as _RECLAIMED
 from bmaas.store.records import SYSTEM, NodeRecord, Owner
 
 __all__ = [
@@ -51,7 +52,7 @@ BATCH = 100
 SEEN_EVERY = 300.0
 
 #: the fault that holds a reclaimed node out of service until it is cleaned
-RECLAIMED = "reclaimed"
+RECLAIMED = _RECLAIMED
 
 _HEALTH_FIELDS = [f.name for f in dataclasses.fields(Health)]
 

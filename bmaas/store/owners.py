@@ -36,6 +36,7 @@ from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx, owner_in, owner_row, require_alive
 from bmaas.store.errors import LeaseLost
 from bmaas.store.ports import unbind
+from bmaas.store.records import DEFAULT_LEASE_TTL as _DEFAULT_LEASE_TTL
 from bmaas.store.records import Allocation, Owner, OwnerKind, ProvisionState
 
 __all__ = [
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 #: seconds a lease lasts unless renewed; holders renew every third of it
-DEFAULT_LEASE_TTL = 60.0
+DEFAULT_LEASE_TTL = _DEFAULT_LEASE_TTL
 
 
 def this_holder() -> str:

@@ -37,6 +37,12 @@ __all__ = [
 SYSTEM = "system"
 #: the fault the power sync sets after repeated failed reads (Ironic's word)
 POWER_FAILURE = "power failure"
+#: the fault that holds a reclaimed node out of service until it is cleaned
+RECLAIMED = "reclaimed"
+#: seconds a lease lasts unless renewed; holders renew every third of it
+#: (plain values here, not beside the SQL that uses them, so that importing
+#: them costs no SQLAlchemy: bmaas.store's docstring)
+DEFAULT_LEASE_TTL = 60.0
 
 
 class OwnerKind(StrEnum):
