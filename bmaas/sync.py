@@ -115,6 +115,7 @@ def sync_pass(
     sweeper: ShardedSweeper | None = None,
     share: FleetShare | None = None,
     fenced: FencedReads[NodeResult[PowerState]] | None = None,
+    records: Sequence[NodeRecord] | None = None,
 ) -> SyncReport:
     """One pass over every node (or ``names``), each read retried under
     ``retry`` (None: one attempt). See the module docstring.
@@ -122,7 +123,8 @@ def sync_pass(
     ``deadline`` bounds the pass: each read gets a share of it, and nodes
     not read by then are timeouts. With ``sweeper`` the reads are sharded
     over its worker processes (each with its own pool; ``factory``,
-    ``workers`` and ``pool`` are then the sweeper's business); the store is
+    ``workers`` and ``pool`` are then the sweeper's business); ``records``:
+    the fleet as the caller read it (default: read now); the store is
     written here, by this process alone. With ``share`` only this worker's
     share of the fleet is read (several sync workers on one database, see
     :mod:`bmaas.share`). With ``fenced`` the nodes this rule fenced are read
@@ -132,7 +134,10 @@ def sync_pass(
     start = clock()
     # Nodes taken back from dead clients are powered off before they are used.
     reclaimed, _cleaned = reclaim(store, driver_factory=factory, deadline=deadline)
-    records = store.nodes.require(names) if names is not None else store.nodes.find()
+    if names is not None:
+        records = store.nodes.require(names)
+    elif records is None:
+        records = store.nodes.find()
     if share is not None:
         records = share.take(records)
     known = records
@@ -308,6 +313,8 @@ def _passes(
                 # a streamed node's session waits for its next safety read
                 kw["pool"].hold(events.streamed(every), events.safety + 2 * interval)
             this = {**kw, "share": None, "names": names}
+        elif kw.get("names") is None:  # every node: the records of the last pass, if still true
+            this = {**kw, "records": fleet.records()}
         report = sync_pass(store, clock=clock, deadline=budget, **this)
         if events is not None:
             events.learn((r.node, r.value) for r in report.results if r.value is not None)
@@ -325,11 +332,11 @@ def _passes(
 
 
 class _Fleet:
-    """The fleet's records as a sync with events needs them between passes:
-    names, drivers and driver_info (its services and who holds them). Built
-    again only when those changed (one light query a pass), not a record
-    per node per pass; the pass itself reads the records of the nodes it
-    reads afresh."""
+    """The fleet's records as a pass needs them: names, drivers, driver_info
+    (how to read a node, its services, who holds it) and faults (who is
+    fenced). Built again only when those changed (one light query a pass,
+    :meth:`~bmaas.store.nodes.NodesRepo.identities`), not a record per node
+    per pass; nothing else of a record is read by a pass."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -218,6 +218,10 @@ def _steady(
     when it changes something (a fault always does: it sets last_error)."""
     if isinstance(result, BaseException) or row.power_state != result.value:
         return None
+    if row.fault_count == 0 and row.good_count == 0 and row.fault != health_rule.fault:
+        # the common case, without building Health: step() leaves such a
+        # node as it is on a good or an unknown read
+        return HealthChange(row.name, Change.NONE, result, 0, 0)
     before = Health(**{k: row._mapping[k] for k in _HEALTH_FIELDS})
     outcome = Outcome.UNKNOWN if result is PowerState.UNKNOWN else Outcome.GOOD
     after, change = step(before, outcome, health_rule)

@@ -241,15 +241,16 @@ class NodesRepo:
         with self._db.read() as tx:
             return [_record(row) for row in tx.execute(query)]
 
-    def identities(self) -> list[tuple[str, str, str]]:
-        """``(name, driver, driver_info as stored, in text)`` of every node, by
-        name: what tells a sync with events whether its fleet changed since
-        the last pass, without building a record per node (issue 37)."""
+    def identities(self) -> list[tuple[str, str, str, str | None]]:
+        """``(name, driver, driver_info as stored in text, fault)`` of every
+        node, by name: what tells a sync whether the records it read a pass
+        ago still serve (who to read, how, who is fenced), without building
+        a record per node each pass (issue 37)."""
         n = t.nodes
-        query = sa.select(n.c.name, n.c.driver, sa.cast(n.c.driver_info, sa.Text))
+        query = sa.select(n.c.name, n.c.driver, sa.cast(n.c.driver_info, sa.Text), n.c.fault)
         with self._db.read() as tx:
             rows: list[Any] = list(tx.execute(query.order_by(n.c.name)))
-        return [(str(name), str(driver), str(info)) for name, driver, info in rows]
+        return [(str(name), str(driver), str(info), fault) for name, driver, info, fault in rows]
 
     def get(self, name: str) -> NodeRecord:
         """One node; ``InputError`` (with a did-you-mean) when there is none."""

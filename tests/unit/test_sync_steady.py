@@ -257,3 +257,32 @@ def test_with_events_the_fleet_is_loaded_again_only_when_it_changed(
     assert loads == [5, 6]  # and once more when the fleet changed
     assert [len(r.results) for r in reports] == [5, 0, 0, 0, 1, 1]  # n06: no stream, polled
     assert store.nodes.get("n06").power_state is PowerState.OFF
+
+
+def test_polling_builds_the_fleets_records_once_and_again_when_a_fault_changes(
+    store: Store, fleet_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Who to read, how, and who is fenced: all a pass takes from the
+    records. They are built again when one of those changes (a fault set
+    between passes), not every pass."""
+    fleet, _names = fleet_of(5)
+    loads: list[int] = []
+    real_find = store.nodes.find
+
+    def find(*args: Any, **kw: Any) -> Any:
+        found = real_find(*args, **kw)
+        if not args and not kw:
+            loads.append(len(found))
+        return found
+
+    monkeypatch.setattr(store.nodes, "find", find)
+    seen: list[list[int]] = []
+
+    def on_pass(_report: SyncReport) -> None:
+        seen.append(list(loads))
+        if len(seen) == 3:
+            store.health.set_fault("n02", "power failure", reason="a person says so")
+
+    _loop(store, fleet, 5, on_pass, fenced=None)
+    assert seen[2] == [5]  # three passes, one build
+    assert loads == [5, 5]  # and one more once n02's fault changed
