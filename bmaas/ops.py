@@ -279,6 +279,11 @@ def run_on_nodes(
     started: set[str] = set()
 
     def one(record: NodeRecord) -> NodeResult[T]:
+        if deadline is not None and deadline.left() <= 0:
+            # the budget went before this node's turn (start-up, the store's
+            # opening, the nodes before it): never started, so its driver is
+            # not even built -- loading pyghmi or sushy is not interruptible
+            return _cut_off(record, False, clock() - begun)
         started.add(record.name)
         return _run_one(record, operation, factory, clock, pool, deadline)
 

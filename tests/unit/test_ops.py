@@ -213,10 +213,19 @@ def test_a_node_that_finished_as_the_deadline_passed_keeps_its_own_result(
     class SeenLate(Deadline):
         @property
         def expired(self) -> bool:
-            # one worker: the second call begins only once the first one's
-            # result is handed back (its future done, its callback run)
+            # one worker: the second node's turn comes only once the first
+            # one's result is handed back (its future done, its callback run)
             second_began.wait(10)
             return super().expired
+
+        def left(self) -> float:
+            # the worker's look at the budget before it starts the second
+            # node: spent by then (the first call moved the clock past it),
+            # so that node is never started
+            left = super().left()
+            if left <= 0 and threading.current_thread() is not threading.main_thread():
+                second_began.set()
+            return left
 
     clock = fleet.clock
     deadline = SeenLate(clock.monotonic() + 5.0, clock.monotonic)
@@ -240,3 +249,41 @@ def test_a_node_that_finished_as_the_deadline_passed_keeps_its_own_result(
     assert first.node == "n01"
     assert first.ok, first.error
     assert first.value is PowerState.OFF
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["built", "pooled"])
+def test_a_budget_gone_before_the_run_builds_no_driver(
+    store: Store, enroll: Enroll, fleet: FakeFleet, pooled: bool
+) -> None:
+    """Start-up and the store's opening spent the command's deadline: no node
+    is started and no driver built (building one first imports pyghmi or
+    sushy, which no deadline can interrupt); each node is a SlotTimeout,
+    never counted against it (issue 36)."""
+    from bmaas.pool import DriverPool
+
+    enroll(3)
+    clock = fleet.clock
+    built: list[str] = []
+
+    def factory(record: NodeRecord) -> BMCDriver:
+        built.append(record.name)
+        return FakeDriver(record.name, fleet=fleet)
+
+    spent = Deadline.after(1.0, clock=clock.monotonic)
+    clock.advance(2.0)
+    with DriverPool() as pool:
+        results = run_on_nodes(
+            store.nodes.find(),
+            lambda d: d.get_power_state(deadline=per_call(d)),
+            factory=factory,
+            workers=2,
+            clock=clock.monotonic,
+            deadline=spent,
+            pool=pool if pooled else None,
+        )
+    assert built == []
+    assert [r.node for r in results] == ["n01", "n02", "n03"]
+    for result in results:
+        assert isinstance(result.error, SlotTimeout)
+        assert not result.started
+        assert not policy_for(result.error).counts_for_health
