@@ -18,7 +18,7 @@ pytestmark = pytest.mark.lab
 HWLAB = str(Path(sys.executable).with_name("hwlab"))
 
 
-# A hang guard, not a timing: the smoke runs 2 x 8 passes, 2 x 30 s and a lab's start.
+# A hang guard, not a timing: the smoke runs 2 x 8 passes, 3 x 30 s and a lab's start.
 @pytest.mark.timeout(600)
 def test_sync_cpu_bench_smoke_measures_every_row(tmp_path: Path) -> None:
     run = subprocess.run(
@@ -38,8 +38,8 @@ def test_sync_cpu_bench_smoke_measures_every_row(tmp_path: Path) -> None:
     assert len(per_pass["bmaas sync"]) == 8 - 3
     assert all(v >= 0 for v in per_pass["bmaas sync"] + per_pass["bare sushy x 8"])
     hourly = report["data"]["hourly"]
-    assert set(hourly) == {"polling", "events"}
-    assert hourly["events"]["missed"] == 0
+    assert set(hourly) == {"polling", "events", "push"}
+    assert hourly["events"]["missed"] == hourly["push"]["missed"] == 0
     assert report["data"]["machine"]["nproc"] >= 1
     assert report["headline"]["CPU per node-pass, bmaas sync / bare sushy x 8 (median)"]
     assert "CPU per node-hour, polling / events (steady)" in report["headline"]

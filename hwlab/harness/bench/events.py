@@ -49,7 +49,7 @@ from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
 from bmaas.store import Store
 
-__all__ = ["MODES", "Measured", "Options", "one_mode", "run"]
+__all__ = ["ALL_MODES", "MODES", "Measured", "Options", "label", "one_mode", "run"]
 
 #: seconds between looks at the store for a change (the detection clock's tick)
 WATCH_TICK = 0.02
@@ -60,6 +60,9 @@ WARMUP_CAP = 120.0
 COUNT_ALL = "bench-count-requests"
 COUNT_SUBSCRIBE = "bench-count-subscribe"
 MODES = ("polling", "events")
+#: every mode one_mode runs: "push" is events through bmaas's own listener
+#: (--events-listen on 127.0.0.1, --events-prefer-push: no stream held)
+ALL_MODES = (*MODES, "push")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +150,8 @@ def one_mode(
     args += ["--safety-interval", str(options.safety_interval)]
     if mode == "polling":
         args.append("--no-events")
+    elif mode == "push":
+        args += ["--events-listen", "127.0.0.1:0", "--events-prefer-push"]
     env = {**os.environ, "BMAAS_DB": str(db)}
     sync = subprocess.Popen(  # noqa: S603 - our own console script
         args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -156,7 +161,7 @@ def one_mode(
     try:
         started = time.monotonic()
         _warm_up(store, names, sync)
-        if mode == "events":
+        if mode != "polling":
             # the pass after the streams opened reads every node once more
             # (it reconciles what changed before they were up): start-up too
             time.sleep(min(options.interval, options.duration / 4))
@@ -252,6 +257,14 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     return _report(options, results)
 
 
+def label(mode: str, interval: float, safety: float) -> str:
+    """A mode as the tables name it."""
+    if mode == "polling":
+        return f"polling every {interval:g} s"
+    via = "SSE" if mode == "events" else "push"
+    return f"events ({via}) + safety net every {safety:g} s"
+
+
 def _per_node_hour(value: float, nodes: int, seconds: float) -> float | None:
     if seconds <= 0 or nodes <= 0:
         return None
@@ -273,14 +286,10 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         steady_req = _per_node_hour(m.steady_requests, options.nodes, m.steady_seconds)
         cpu = _per_node_hour(m.cpu, options.nodes, m.seconds)
         steady_cpu = _per_node_hour(m.steady_cpu, options.nodes, m.steady_seconds)
-        label = (
-            f"events + safety net every {options.safety_interval:g} s"
-            if mode == "events"
-            else f"polling every {options.interval:g} s"
-        )
+        name = label(mode, options.interval, options.safety_interval)
         rows.append(
             [
-                label,
+                name,
                 f"{len(m.latencies)}/{m.changes}",
                 _ms(p50),
                 _ms(p99),

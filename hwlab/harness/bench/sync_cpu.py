@@ -22,7 +22,8 @@ logins, the lean read's connection). Goal: bmaas <= 1/3 of bare sushy.
 (:mod:`bmaas.hwlab.harness.bench.events`) on the same lab, ``duration``
 seconds each, outside power changes at random times: ``bmaas sync
 --interval 60 --no-events`` vs ``bmaas sync --interval 60`` with events and
-the safety net every ``safety_interval`` seconds. Steady client CPU and BMC
+the safety net every ``safety_interval`` seconds, over SSE and by push to
+bmaas's own listener (``--events-prefer-push``). Steady client CPU and BMC
 requests per node-hour (counted at the BMCs). Goal: CPU >= 20x lower with
 events. With a ``safety_interval`` shorter than the default (2400 s) the
 events row reads each node more often than it would: its CPU and requests
@@ -214,7 +215,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
             safety_interval=options.safety_interval,
             seed=options.seed,
         )
-        for mode in events_bench.MODES:
+        for mode in events_bench.ALL_MODES:
             hourly[mode] = events_bench.one_mode(mode, lab, db, names, modes, say)
     load_after = [round(x, 2) for x in os.getloadavg()]
     return _report(options, per_pass, hourly, load_before, load_after)
@@ -245,14 +246,9 @@ def _report(
             if m.steady_seconds
             else None
         )
-        label = (
-            f"events + safety net every {options.safety_interval:g} s"
-            if mode == "events"
-            else f"polling every {options.interval:g} s"
-        )
         hour_rows.append(
             [
-                label,
+                events_bench.label(mode, options.interval, options.safety_interval),
                 f"{len(m.latencies)}/{m.changes}",
                 f"{cpu * 1000:.1f} ms" if cpu is not None else "-",
                 f"{req:.1f}" if req is not None else "-",
@@ -264,7 +260,9 @@ def _report(
         }
     poll = data_hourly.get("polling", {}).get("steady_cpu_s_per_node_hour")
     ev = data_hourly.get("events", {}).get("steady_cpu_s_per_node_hour")
+    pushed = data_hourly.get("push", {}).get("steady_cpu_s_per_node_hour")
     hour_ratio = poll / ev if poll and ev else None
+    push_ratio = poll / pushed if poll and pushed else None
     unmeasured = [f"{who}: no steady pass" for who, v in per_pass.items() if not v]
     machine = {"nproc": os.cpu_count(), "load_before": load_before, "load_after": load_after}
     return Report(
@@ -293,6 +291,9 @@ def _report(
             ),
             "CPU per node-hour, polling / events (steady)": (
                 round(hour_ratio, 1) if hour_ratio is not None else None
+            ),
+            "CPU per node-hour, polling / events by push (steady)": (
+                round(push_ratio, 1) if push_ratio is not None else None
             ),
         },
         notes=[
