@@ -530,9 +530,11 @@ class EventWatch:
             if batch:
                 applied = self._fresh(batch)
                 if applied:
-                    apply(applied)
+                    # counted before the store has them: whoever sees the
+                    # store changed also sees the count (tests, the bench)
                     self.applied.extend(applied)
                     self.applied_total += len(applied)
+                    apply(applied)
             if self._stopped() or deadline.expired:
                 return
 
