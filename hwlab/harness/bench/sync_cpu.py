@@ -307,5 +307,27 @@ def _report(
             "(2400 s) when shorter, so the events row is an upper bound for the default's",
         ],
         data={"per_pass": per_pass, "hourly": data_hourly, "machine": machine},
+        plot=plot,
         unmeasured=unmeasured,
     )
+
+
+def plot(fig: Any, report: Report) -> None:
+    """CPU ms per node-pass (medians) and per node-hour (steady), per client or mode."""
+    per_pass = {k: _median_ms(v) or 0.0 for k, v in report.data["per_pass"].items()}
+    hourly = {
+        mode: 1000 * (m.get("steady_cpu_s_per_node_hour") or 0.0)
+        for mode, m in report.data["hourly"].items()
+    }
+    left, right = fig.subplots(1, 2)
+    for ax, values, title in (
+        (left, per_pass, "client CPU ms per node-pass (median)"),
+        (right, hourly, "client CPU ms per node-hour (steady)"),
+    ):
+        bars = ax.bar(list(values), list(values.values()), color="#4c72b0")
+        for bar, value in zip(bars, values.values(), strict=True):
+            ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.3g}", ha="center")
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(report.title, fontsize=10)
+    fig.tight_layout()
