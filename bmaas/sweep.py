@@ -62,7 +62,7 @@ import os
 import signal
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar, cast
 
@@ -148,7 +148,9 @@ def _worker(
             message = _next_message(conn, pool, wait)
             if message is None:
                 break
-            operation, records, deadline = message
+            operation, records, deadline, hold = message
+            if hold is not None:  # nodes whose sessions wait longer (bmaas.pool.DriverPool.hold)
+                pool.hold(*hold)
             stream = _Stream(conn)
             run_on_nodes(
                 records,
@@ -221,6 +223,12 @@ class ShardedSweeper:
         self._clock = clock
         self._shards: list[_Shard | None] = [None] * self.processes
         self._ended = PoolStats()  # counters of workers already closed
+        self._hold: tuple[frozenset[str], float] | None = None
+
+    def hold(self, nodes: Iterable[str], idle: float) -> None:
+        """Every worker's pool holds these nodes' drivers ``idle`` seconds
+        (:meth:`~bmaas.pool.DriverPool.hold`), from each worker's next sweep."""
+        self._hold = (frozenset(nodes), idle)
 
     def _shard(self, index: int) -> _Shard:
         shard = self._shards[index]
@@ -263,12 +271,13 @@ class ShardedSweeper:
             if not part:
                 continue
             shard = self._shard(index)
+            message = (operation, part, deadline, self._hold)
             try:
-                shard.conn.send((operation, part, deadline))
+                shard.conn.send(message)
             except OSError:  # it died since the last sweep: start another
                 self._forget(index)
                 shard = self._shard(index)
-                shard.conn.send((operation, part, deadline))
+                shard.conn.send(message)
             waiting[shard.conn] = (shard, part)
         while waiting:
             for ready in multiprocessing.connection.wait(list(waiting)):

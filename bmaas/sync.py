@@ -309,9 +309,11 @@ def _passes(
             events.watch(records, hash((fleet.key, tuple(r.name for r in records))))
             every = [r.name for r in records]
             names = events.to_read(every, started)
-            if kw.get("pool") is not None:
-                # a streamed node's session waits for its next safety read
-                kw["pool"].hold(events.streamed(every), events.safety + 2 * interval)
+            # a streamed node's session waits for its next safety read
+            held = (events.streamed(every), events.safety + 2 * interval)
+            for keeper in (kw.get("pool"), kw.get("sweeper")):
+                if keeper is not None:
+                    keeper.hold(*held)
             this = {**kw, "share": None, "names": names}
         elif kw.get("names") is None:  # every node: the records of the last pass, if still true
             this = {**kw, "records": fleet.records()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -170,3 +171,44 @@ def test_a_worker_keeps_its_sessions_alive_while_it_waits_for_the_next_sweep() -
         assert conn.polls == [10.0, 10.0, 10.0, 10.0]
         assert built[0].kept == [10.0, 20.0, 30.0]
         assert pool.stats.logins == 1
+
+
+def test_a_worker_holds_the_nodes_the_sweep_names_before_it_reads(
+    store: Store, enroll: Enroll, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync with events holds its streamed nodes' sessions until their next
+    safety read (bmaas.pool.DriverPool.hold); with sweep workers each
+    worker's pool is told with the sweep (no round trip of its own)."""
+    from bmaas import sweep as sweep_mod
+
+    enroll(2)
+    records = store.nodes.find()
+    held: list[tuple[frozenset[str], float]] = []
+
+    class Recording(DriverPool):
+        def hold(self, nodes: Any, idle: float) -> None:
+            held.append((frozenset(nodes), idle))
+            super().hold(nodes, idle)
+
+    monkeypatch.setattr(sweep_mod, "DriverPool", Recording)
+    monkeypatch.setattr(sweep_mod.signal, "signal", lambda *_a: None)
+    hold = (frozenset({"n01"}), 2520.0)
+
+    class Conn:
+        def __init__(self) -> None:
+            self.inbox: list[Any] = [(read_power, records, PASS(), hold), None]
+            self.sent: list[Any] = []
+
+        def poll(self, timeout: float) -> bool:
+            return True
+
+        def recv(self) -> Any:
+            return self.inbox.pop(0)
+
+        def send(self, message: Any) -> None:
+            self.sent.append(message)
+
+    conn = Conn()
+    sweep_mod._worker(conn, make_factory, {}, 2, 60.0, 1.0)  # type: ignore[arg-type]
+    assert held == [hold]
+    assert [m[0] for m in conn.sent] == ["results", "done", "closed"]
