@@ -9,7 +9,8 @@ This subpackage is the only place bmaas imports ``ironic``::
     power.py       PowerInterface: bounded, retried by fault class, sync-aware
     management.py  ManagementInterface: boot device, virtual media, node health
     streams.py     Redfish event streams answer the periodic reads (listener.py: one
-                   service's thread; listen.py: the options, the hash ring, the task)
+                   service's thread; answers.py: what they answer; listen.py: the
+                   options, the hash ring, the task)
     calls.py       one BMC operation: deadlines, retry limits, faults -> Ironic exceptions
     info.py        Ironic's shared driver_info -> bmaas DriverInfo
     pool.py        one driver (one session) per node per conductor

@@ -49,20 +49,16 @@ No Ironic import here: the Ironic side (options, hash ring, the task) is
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
-import json
 import logging
-import secrets
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bmaas import clock as _clock
 from bmaas import faulttext
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from bmaas.driver_info import DriverInfo
+from bmaas.drivers.ironic.answers import Answer, Miss, NodeRef, fingerprint
 from bmaas.drivers.ironic.listener import Listener, Pacing, Service, service_stream, thread
 from bmaas.events import News, Stream
 from bmaas.faults import BmaasError, UnsupportedOperation
@@ -85,51 +81,7 @@ HEALTH_WITH_POWER = 10.0
 #: seconds: a streamed node's BMC is read once its last read is this old
 #: (bmaas sync's default, bmaas.events.SAFETY_INTERVAL: 1.5 reads per node-hour)
 SAFETY_INTERVAL = 2400.0
-_SALT = secrets.token_bytes(16)
 _ON_OFF = (PowerState.ON, PowerState.OFF)
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeRef:
-    """What the streams need of an Ironic node (the glue builds it from the task)."""
-
-    uuid: str
-    label: str
-    info: DriverInfo
-    #: a digest of the node's driver_info: a change moves it to its new service
-    fingerprint: str
-    #: for the ownership check (the hash ring's key)
-    driver: str = ""
-    conductor_group: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Answer:
-    """A periodic read answered from the stream."""
-
-    power: PowerState
-    #: "event <MessageId>" or "read" (the BMC's last answer, unchanged since)
-    source: str
-    #: seconds since the cache learned ``power``
-    age: float
-    #: seconds since the BMC was last read
-    read_age: float
-    #: seconds until the safety read
-    safety_in: float
-
-    def describe(self) -> str:
-        return (
-            f"power {self.power} from the event stream (source: {self.source}, "
-            f"{self.age:.1f} s old; BMC read {self.read_age:.1f} s ago, "
-            f"again in {max(0.0, self.safety_in):.0f} s)"
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class Miss:
-    """A periodic read the stream does not answer: the BMC is read."""
-
-    why: str
 
 
 @dataclasses.dataclass
@@ -516,16 +468,3 @@ class Streams:
         if book is None or book.service != listener.service.key:
             return None  # no longer ours
         return book
-
-
-def fingerprint(driver_info: Mapping[str, Any]) -> str:
-    """A keyed digest of a node's driver_info, secrets included (never
-    printed, never reversed): a new password is a new service."""
-    plain = {str(k): _plain(v) for k, v in driver_info.items()}
-    canonical = json.dumps(plain, sort_keys=True, default=str)
-    return hmac.new(_SALT, canonical.encode(), hashlib.sha256).hexdigest()
-
-
-def _plain(value: Any) -> Any:
-    reveal = getattr(value, "reveal", None)  # a Secret: its value, for the digest only
-    return reveal() if callable(reveal) else value
