@@ -17,7 +17,10 @@ pass interval; a node whose stream is down, absent, or that the edge left
 out is read every pass, as before. The first pass after a stream
 (re)connects reads its nodes (it reconciles what was missed while it was
 down), and so does the pass after news that says "something changed"
-without a state, or after a flood.
+without a state, or after a flood; and a node whose read failed is read
+every pass until one is good (:meth:`EventWatch.recheck`: a BMC that
+streams but cannot be read reaches ``fault_after`` as fast as without
+events, and is fenced as before).
 
 What a streamed node costs its BMC, counted on hwlab's: one request per
 safety read (the pooled session is kept between them:
@@ -505,6 +508,16 @@ class EventWatch:
         """Those of ``names`` whose stream is up (their reads are the safety net's)."""
         with self._cond:
             return [n for n in names if (book := self._nodes.get(n)) is not None and book.up]
+
+    def recheck(self, nodes: Iterable[str]) -> None:
+        """Nodes whose read failed: read again at the next pass, and every
+        pass until one is good (a BMC whose stream is up but whose reads
+        fail must reach ``fault_after`` as fast as without events)."""
+        with self._cond:
+            for node in nodes:
+                book = self._nodes.get(node)
+                if book is not None:
+                    book.reconcile = True
 
     def learn(self, reads: Iterable[tuple[str, PowerState]]) -> None:
         """What a pass read: news repeating it is not written again."""

@@ -320,6 +320,7 @@ def _passes(
         report = sync_pass(store, clock=clock, deadline=budget, **this)
         if events is not None:
             events.learn((r.node, r.value) for r in report.results if r.value is not None)
+            events.recheck(r.node for r in report.results if r.error is not None)
         passes += 1
         if kw.get("pool") is not None:
             kw["pool"].expire_idle()

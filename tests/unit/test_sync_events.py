@@ -10,6 +10,7 @@ from collections.abc import Callable
 from bmaas.driver import PowerState
 from bmaas.events import EventWatch, _Node
 from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.fleet import FakeFleet
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
@@ -158,3 +159,40 @@ def test_a_node_whose_stream_went_down_gets_the_usual_idle_rule_again(
             stop=threading.Event(),
         )
         assert pool._limit(next(iter(pool._slots.values()))) == 60.0
+
+
+def test_a_streamed_node_whose_read_fails_is_read_every_pass_until_fenced(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    """Its stream is up (the event path answers) but its reads fail: once a
+    safety read meets the failure, it is read every pass, so it goes into
+    power failure after fault_after (3) reads, as without events."""
+    enroll(1)
+    fleet = FakeFleet(clock=FakeClock())
+    fleet.add("n01", power=PowerState.ON)
+    watch = EventWatch(safety=180.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch._nodes["n01"] = _Node()
+    watch._mark(["n01"], up=True)
+    reports: list[SyncReport] = []
+
+    def on_pass(report: SyncReport) -> None:
+        reports.append(report)
+        if len(reports) == 2:  # its BMC starts failing every read after pass 2
+            rule = {"effect": "internal_error", "operation": "*"}
+            fleet.machine("n01").plan.add(FaultRule.from_dict(rule))
+
+    sync_loop(
+        store,
+        interval=60.0,
+        count=6,
+        wait=fleet.clock.advance,
+        clock=fleet.clock,
+        on_pass=on_pass,
+        factory=driver_factory(fleet=fleet),
+        events=watch,
+        stop=threading.Event(),
+    )
+    # passes at 0, 60, ... 300 s: the reconciling read, the safety read at
+    # 180 s meets the failure, then every pass until the third fault
+    assert [len(r.results) for r in reports] == [1, 0, 0, 1, 1, 1]
+    assert store.nodes.get("n01").fault == "power failure"
