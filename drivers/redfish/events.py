@@ -57,6 +57,7 @@ from bmaas.faults import (
     InputError,
     UnsupportedOperation,
 )
+from bmaas.gate import GATES
 from bmaas.secrets import Secret
 
 __all__ = [
@@ -241,6 +242,18 @@ class ServiceStream:
     #: the EventService document the last full open read (None: none read,
     #: or the service has none): a push subscription's fallback reads it
     event_service: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
+    #: the BMC's request gate (bmaas.gate) as its nodes' drivers take it:
+    #: every request of the stream waits for its turn there, as theirs do
+    cap: int = 4
+    spacing: float = 0.05
+
+    def pace(self, deadline: Deadline) -> None:
+        """This request's turn at the BMC's gate (shared with the drivers of
+        its nodes in this process): a stream opening while a pass reads the
+        same BMC keeps to the spacing; ``SlotTimeout`` when no turn comes
+        by ``deadline``."""
+        gate = GATES.gate(f"redfish:{self.key}", cap=self.cap, spacing=self.spacing)
+        gate.pace(deadline, node=",".join(sorted(set(self.nodes.values()))), operation=OPERATION)
 
     @property
     def key(self) -> str:
@@ -275,7 +288,8 @@ class ServiceStream:
         left = deadline.left()
         if left <= 0:
             raise self._fail(BMCTimeout, "no time left to open the event stream", started)
-        conn = self._connection(left)
+        self.pace(deadline)
+        conn = self._connection(max(0.001, deadline.left()))
         self.close()
         self._conn = conn
         token = base64.b64encode(f"{self.username}:{self.password.reveal()}".encode()).decode()
@@ -445,6 +459,11 @@ def services(
             stream = by_service[key] = ServiceStream(
                 address, info.redfish_username or "", password, info.redfish_verify_ca, {}
             )
+        # the gate as the node's driver takes it (RedfishDriver's limits, the node's own)
+        if info.bmc_max_requests is not None:
+            stream.cap = min(stream.cap, info.bmc_max_requests)
+        if info.bmc_min_interval is not None:
+            stream.spacing = max(stream.spacing, info.bmc_min_interval)
         system = info.redfish_system_id
         if system is not None and not system.startswith("/"):
             system = f"/redfish/v1/Systems/{system}"

@@ -305,7 +305,8 @@ class PushStream:
         left = deadline.left()
         if left <= 0:
             raise self.sse._fail(BMCUnreachable, f"no time left for {method} {path}", started)
-        conn = self.sse._connection(left)
+        self.sse.pace(deadline)
+        conn = self.sse._connection(max(0.001, deadline.left()))
         secret = f"{self.sse.username}:{self.sse.password.reveal()}".encode()
         headers = {
             "Authorization": "Basic " + base64.b64encode(secret).decode(),

@@ -102,3 +102,39 @@ def test_a_known_stream_that_is_gone_sends_it_back_to_the_event_service() -> Non
         "/redfish/v1/EventService",
         "/redfish/v1/EventService/Stream",
     ]
+
+
+def test_every_request_of_the_stream_takes_its_turn_at_the_bmcs_gate() -> None:
+    """The stream's requests keep to the spacing the node's driver keeps
+    (bmaas.gate, shared in the process): counted on the gate, and the
+    node's own bmc_min_interval reaches the stream."""
+    from bmaas.drivers.redfish.events import services
+    from bmaas.gate import GATES
+
+    service = Service()
+    with serving_handler(_handler(service)) as url:
+        (stream,), _ = services(
+            [
+                type(
+                    "R",
+                    (),
+                    {
+                        "name": "n1",
+                        "driver": "redfish",
+                        "driver_info": {
+                            "redfish_address": url,
+                            "redfish_username": "admin",
+                            "redfish_password": "pw",
+                            "bmc_min_interval": 0.01,
+                        },
+                    },
+                )()
+            ]
+        )
+        assert (stream.cap, stream.spacing) == (4, 0.05)  # the stricter of the two
+        _one_life(stream)
+        _one_life(stream)
+        stream.close()
+    gate = GATES.get(f"redfish:{url}")
+    assert gate is not None
+    assert gate.stats.paced == len(service.requests) == 3  # EventService, SSE, SSE
