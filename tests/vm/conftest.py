@@ -16,8 +16,15 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+
+from bmaas.hwlab.vm.lab import VmLab, down, up
+from tests.vm.support import CACHE
 
 
 @functools.cache
@@ -59,3 +66,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(f"deselected {len(dropped)} 'vm' test(s): {why}")
+
+
+@pytest.fixture(scope="module")
+def vm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmLab]:
+    os.environ["HWLAB_VM_CACHE_DIR"] = str(CACHE)
+    state = tmp_path_factory.mktemp("vm") / "lab"
+    lab = up(state, count=2, proxies=True, driver="redfish")
+    try:
+        yield lab
+    finally:
+        down(state)
+        assert not (state / "vm.json").exists()
+
+
+@pytest.fixture(scope="module")
+def image_url(vm_lab: VmLab) -> Iterator[str]:
+    """The vmedia ISO served on 127.0.0.1 (sushy-tools fetches it by URL)."""
+    iso = Path(vm_lab.vmedia_iso)
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(iso.parent))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/{iso.name}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,107 @@
+"""What the VM lab's tests share: the bmaas and hwlab CLIs on a store of
+their own, enrolling, deploying, the VMs' markers and the guest's boot count,
+fault rules on the proxies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bmaas.hwlab.vm.image import parse_marker
+from bmaas.hwlab.vm.lab import VmLab
+from bmaas.yamlsrc import load_text
+
+#: the image is built once per user, outside the test sandbox's cache
+CACHE = Path(os.path.expanduser("~")) / ".cache" / "hwlab" / "vm"
+VMEDIA = "BMAAS-BOOTED via=vmedia"
+CDROM = "BMAAS-BOOTED via=cdrom"
+
+
+def bmaas(home: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    """The bmaas CLI with a store of its own under ``home``."""
+    env = {**os.environ, "XDG_DATA_HOME": str(home / "data"), "XDG_STATE_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-c", "from bmaas.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def enroll(home: Path, lab: VmLab, driver: str) -> None:
+    """The lab's inventory, every node enrolled with ``driver``."""
+    doc = load_text((lab.state_dir / "inventory.yaml").read_text(), source="inventory.yaml")
+    for node in doc["nodes"]:
+        node["driver"] = driver
+    path = home / "inventory.json"
+    path.write_text(json.dumps(doc))
+    done = bmaas(home, "enroll", str(path))
+    assert done.returncode == 0, done.stderr
+
+
+def deploy(home: Path, lab: VmLab, *args: str) -> dict[str, Any]:
+    done = bmaas(home, "deploy", "--json", "--ready-log", lab.serial_template, *args, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def markers(lab: VmLab, name: str) -> list[str]:
+    path = lab.serial_log(name)
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    return [line for line in lines if line.startswith("BMAAS-BOOTED")]
+
+
+def seen(lab: VmLab) -> dict[str, int]:
+    """How many marker lines each VM has printed so far."""
+    return {n: len(markers(lab, n)) for n in lab.domains}
+
+
+def booted_once(lab: VmLab, name: str, before: dict[str, int], via: str) -> None:
+    """``name`` printed exactly one marker since ``before``, saying ``via``,
+    and its own boot count went up by exactly one."""
+    lines = markers(lab, name)
+    new = [parse_marker(line) for line in lines[before[name] :]]
+    assert len(new) == 1, (name, lines[before[name] :])
+    assert new[0] is not None
+    assert new[0]["via"] == via, new
+    last = parse_marker(lines[before[name] - 1]) if before[name] else None
+    previous = last["boot"] if last is not None else 0
+    assert isinstance(new[0]["boot"], int), f"{name} kept no boot count: {new}"
+    assert new[0]["boot"] == (previous or 0) + 1, (name, previous, new)
+
+
+def never_booted(lab: VmLab, name: str, before: dict[str, int]) -> None:
+    assert markers(lab, name)[before[name] :] == [], name
+
+
+def hwlab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from bmaas.hwlab.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def fault(lab: VmLab, node: str, *rule: str) -> None:
+    done = hwlab("fault", "add", node, *rule, "--state-dir", str(lab.lab_dir))
+    assert done.returncode == 0, done.stderr
+
+
+def clear_faults(lab: VmLab) -> None:
+    hwlab("fault", "clear", "--all", "--state-dir", str(lab.lab_dir))
+
+
+def power_off_all(home: Path, lab: VmLab) -> None:
+    """Every VM off (a cold start next: libvirt takes a changed definition
+    only then, and vbmc's reset is a warm one)."""
+    for name in lab.domains:
+        done = bmaas(home, "power", "off", name, "--deadline", "60")
+        assert done.returncode == 0, done.stderr
