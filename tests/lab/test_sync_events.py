@@ -20,7 +20,7 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from bmaas.events import Backoff, EventWatch
+from bmaas.events import Backoff, EventWatch, PushSettings
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import FakeMachine
 from bmaas.hwlab.redfish import RedfishServer
@@ -212,3 +212,21 @@ def test_no_events_without_an_event_service_the_node_is_polled_every_pass(
     assert run.until(lambda: run.passes >= passes + 3)
     assert run.reads("ev-absent") >= reads + 2
     assert not run.watch.up("ev-absent")
+
+
+def test_pushed_events_reach_the_store_through_bmaas_own_listener(running: Any) -> None:
+    """Push preferred: the BMC POSTs its Event to the sync's listener
+    (127.0.0.1, a free port), which the sync subscribed with a secret
+    Context; the power-off is in the store with no read of the node."""
+    run = running(["ev-push"], safety=300.0, push=PushSettings(prefer=True))
+    run.settled("ev-push")
+    (url,) = run.watch.listener_urls().values()
+    assert url.startswith("http://127.0.0.1:")
+    reads = run.reads("ev-push")
+    run.machines["ev-push"].force_power(PowerState.OFF)
+    assert run.until(lambda: run.power("ev-push") is PowerState.OFF), "the push never landed"
+    assert run.reads("ev-push") == reads  # by the event, not a poll
+    assert run.watch.applied[-1].node == "ev-push"
+    assert run.watch.summary()["push"]["redfish"]["received"] >= 1
+    ops = [r.operation for r in run.server.requests(run.ports["ev-push"])]
+    assert "event.subscribe" in ops
