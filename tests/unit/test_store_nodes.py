@@ -205,3 +205,22 @@ def test_records_mask_inline_passwords(store: Store) -> None:
 
     store.nodes.enroll([NodeSpec("p1", "fake", {"ipmi_password": "hunter2", "fake_machine": "p1"})])
     assert "hunter2" not in repr(store.nodes.get("p1").to_dict())
+
+
+def test_identities_change_with_driver_info_and_fault_not_with_power(
+    store: Store, enroll: Enroll
+) -> None:
+    """What a sync compares between passes (issue 37): on both backends, a
+    read's power changes nothing of it; a fault or new driver_info does."""
+    enroll(2)
+    first = store.nodes.identities()
+    assert [(name, driver) for name, driver, _info, _fault in first] == [
+        ("n01", "fake"),
+        ("n02", "fake"),
+    ]
+    store.health.record_power_reads([("n01", PowerState.ON)])
+    assert store.nodes.identities() == first
+    store.health.set_fault("n02", "power failure", reason="test")
+    faulted = store.nodes.identities()
+    assert faulted[1][3] == "power failure"
+    assert faulted != first
