@@ -224,3 +224,26 @@ def test_identities_change_with_driver_info_and_fault_not_with_power(
     faulted = store.nodes.identities()
     assert faulted[1][3] == "power failure"
     assert faulted != first
+
+
+def test_a_steady_read_writes_nothing_on_both_backends(store: Store, enroll: Enroll) -> None:
+    """record_power_reads (issue 37): the same state again is no write; its
+    "seen" time is touched in one statement once SEEN_EVERY old (here 0)."""
+    enroll(3)
+    reads = [(n, PowerState.ON) for n in ("n01", "n02", "n03")]
+    store.health.record_power_reads(reads)
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(statement.split()[0].upper())
+
+    sa.event.listen(store.db.engine, "before_cursor_execute", seen)
+    try:
+        store.health.record_power_reads(reads)
+        assert "UPDATE" not in statements
+        assert "INSERT" not in statements
+        statements.clear()
+        store.health.record_power_reads(reads, seen_every=0.0)
+        assert statements.count("UPDATE") == 1  # the three touched at once
+    finally:
+        sa.event.remove(store.db.engine, "before_cursor_execute", seen)
