@@ -24,6 +24,16 @@ sleep: SleepFn = time.sleep
 #: clock ticks since boot: proc(5))
 _PROC_STAT = "/proc/self/stat"
 
+#: seconds a process's start may lie before its first Python line and still
+#: be this command's start. The kernel's start is the *fork*: a shell that ran
+#: other commands and then exec'd this one in place (``bash -c 'a; b; bmaas
+#: ...'`` does so for its last command; a script's ``exec bmaas``) started
+#: long before, and counting from it spent the command's budget on commands
+#: that were not its own (a docs block's ``bmaas status check`` once began
+#: 28 s into its 30 s). An interpreter's own start-up took 0.73 s at most
+#: with 8 CPU burners on 2 cores.
+STARTUP_LIMIT = 5.0
+
 
 def process_started(*, fallback: float, stat: str = _PROC_STAT) -> float:
     """The instant this process started (its ``exec``), on :data:`monotonic`'s
@@ -35,7 +45,9 @@ def process_started(*, fallback: float, stat: str = _PROC_STAT) -> float:
     than the truth) against ``CLOCK_BOOTTIME``, the clock it counts on; the
     process's age, taken from ``time.monotonic()``. ``fork`` without
     ``exec`` (a shell's subshell) counts from the fork: earlier, never
-    later. Elsewhere, or when the file cannot be read: ``fallback`` (the
+    later; a start more than :data:`STARTUP_LIMIT` before ``fallback`` is
+    another command's (a shell that exec'd this one in place), so
+    ``fallback`` is taken. Elsewhere, or when the file cannot be read: ``fallback`` (the
     caller's earliest instant of its own, e.g. when its entry module was
     imported), which misses the interpreter's start-up. Never later than
     ``fallback``. No psutil: it is not a dependency of bmaas's core, and
@@ -50,4 +62,7 @@ def process_started(*, fallback: float, stat: str = _PROC_STAT) -> float:
         age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / hertz
     except (OSError, ValueError, IndexError, AttributeError):
         return fallback
-    return min(fallback, time.monotonic() - max(0.0, age))
+    started = time.monotonic() - max(0.0, age)
+    if fallback - started > STARTUP_LIMIT:
+        return fallback  # exec'd in place by a process that began earlier
+    return min(fallback, started)

@@ -14,7 +14,7 @@ import click
 import pytest
 
 from bmaas.cli.app import App
-from bmaas.clock import process_started
+from bmaas.clock import STARTUP_LIMIT, process_started
 from bmaas.fakes.clock import FakeClock
 
 HERTZ = os.sysconf("SC_CLK_TCK")
@@ -87,3 +87,18 @@ def test_without_a_process_start_the_budget_counts_from_now() -> None:
     clock = FakeClock(start=100.0)
     app = App(deadline_clock=clock.monotonic)  # in-process: a test, a library
     assert app.deadline(5.0).at == pytest.approx(105.0)
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_BOOTTIME"), reason="Linux clocks")
+def test_a_process_a_shell_exec_d_in_place_counts_from_its_own_first_line(
+    tmp_path: Path,
+) -> None:
+    """``bash -c 'a; b; bmaas ...'`` execs its last command in place: the
+    kernel's start is the shell's fork, 28 s earlier in the docs block that
+    found it; the command's budget then starts at ``fallback``."""
+    now = time.monotonic()
+    stat = stat_file(tmp_path, age=STARTUP_LIMIT + 23.0)
+    assert process_started(fallback=now, stat=stat) == now
+    # an interpreter slow to start (a loaded machine) is still counted
+    slow = stat_file(tmp_path, age=STARTUP_LIMIT - 1.0)
+    assert process_started(fallback=now, stat=slow) < now - STARTUP_LIMIT + 1.5
