@@ -20,6 +20,7 @@ from oslo_config import cfg
 from bmaas.drivers.ironic import calls, conf
 from bmaas.drivers.ironic.info import parse_driver_info
 from bmaas.drivers.ironic.listener import Pacing
+from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
 
 __all__ = ["answer", "holder", "owned", "ref_of"]
@@ -98,8 +99,6 @@ def answer(streams: Streams, task: Any) -> Answer | None:
     if isinstance(found, Miss):
         LOG.debug("bmaas: %s: power read from the BMC: %s", label, found.why)
         return None
-    from bmaas.drivers.ironic.power import ironic_state  # power imports this module
-
     recorded = task.node.power_state
     if recorded is not None and recorded != ironic_state(found.power):
         LOG.info("bmaas: %s: %s; not read from the BMC", label, found.describe())

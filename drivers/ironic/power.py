@@ -56,6 +56,7 @@ from bmaas.driver import (
     soft_reboot,
 )
 from bmaas.drivers.ironic import calls, info, listen, rules
+from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.faults import PowerFailure
 
 __all__ = ["PROTOCOLS", "BmaasPower", "ironic_state", "protocol_of"]
@@ -72,21 +73,6 @@ _ACTIONS = {
     states.SOFT_POWER_OFF: PowerAction.SOFT_OFF,
     states.SOFT_REBOOT: PowerAction.SOFT_REBOOT,
 }
-
-# In transition counts as where it is heading, as Ironic's redfish does it;
-# UNKNOWN is ERROR, never OFF.
-_STATES = {
-    PowerState.ON: states.POWER_ON,
-    PowerState.POWERING_ON: states.POWER_ON,
-    PowerState.OFF: states.POWER_OFF,
-    PowerState.POWERING_OFF: states.POWER_OFF,
-    PowerState.UNKNOWN: states.ERROR,
-}
-
-
-def ironic_state(state: PowerState) -> str:
-    """Ironic's power state for bmaas's (in transition: where it is heading)."""
-    return _STATES[state]
 
 
 def protocol_of(task: Any) -> str:
