@@ -53,6 +53,7 @@ uses for it. Every other hardware type gets exactly Ironic's answer.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ironic.common import boot_devices, exception, states
@@ -73,6 +74,7 @@ __all__ = [
     "ImageChecks",
     "deploy_and_instance_info",
     "deploy_info",
+    "instance_iso_params",
     "publish_on_legacy_ironic",
 ]
 
@@ -216,24 +218,10 @@ class BmaasVirtualMediaBoot(ImageChecks, redfish_boot.RedfishVirtualMediaBoot): 
         and ramdisk)."""
         node = task.node
         self._eject_all(task)
-        boot_mode_utils.sync_boot_mode(task)
-        boot_mode_utils.configure_secure_boot_if_needed(task)
-        boot_option = deploy_utils.get_boot_option(node)
-        if boot_option == "local" or node.driver_internal_info.get("is_whole_disk_image"):
-            self._set_boot_device(task, boot_devices.DISK, persistent=True)
+        params = instance_iso_params(task, self._set_boot_device)
+        if params is None:
             return
-        params = {}
-        if boot_option != "ramdisk":
-            root_uuid = node.driver_internal_info.get("root_uuid_or_disk_id")
-            if not root_uuid and task.driver.storage.should_write_image(task):
-                LOG.warning(
-                    "The UUID of the root partition could not be found for node %s. "
-                    "Booting instance from disk anyway.",
-                    node.uuid,
-                )
-                self._set_boot_device(task, boot_devices.DISK, persistent=True)
-                return
-            params["root_uuid"] = root_uuid
+        boot_option = deploy_utils.get_boot_option(node)
         _published_over_http(task)
         iso = image_utils.prepare_boot_iso(task, deploy_and_instance_info(node), **params)
         insert_cd(task, iso)
@@ -315,3 +303,32 @@ def _published_over_http(task: Any) -> None:
 
 
 publish_on_legacy_ironic()
+
+
+def instance_iso_params(task: Any, set_boot_device: Callable[..., None]) -> dict[str, Any] | None:
+    """The instance's boot, as Ironic's redfish boot interfaces choose it:
+    the boot mode synced (and secure boot where asked), then ``None`` when it
+    boots from its disk (local boot, a whole-disk image, or a partition image
+    whose root UUID was not found: ``set_boot_device`` has set the disk,
+    persistently), else the parameters of its boot ISO (``root_uuid`` unless
+    it is a ``ramdisk`` deploy). Shared by virtual media and UEFI HTTP boot."""
+    node = task.node
+    boot_mode_utils.sync_boot_mode(task)
+    boot_mode_utils.configure_secure_boot_if_needed(task)
+    boot_option = deploy_utils.get_boot_option(node)
+    if boot_option == "local" or node.driver_internal_info.get("is_whole_disk_image"):
+        set_boot_device(task, boot_devices.DISK, persistent=True)
+        return None
+    params: dict[str, Any] = {}
+    if boot_option != "ramdisk":
+        root_uuid = node.driver_internal_info.get("root_uuid_or_disk_id")
+        if not root_uuid and task.driver.storage.should_write_image(task):
+            LOG.warning(
+                "The UUID of the root partition could not be found for node %s. "
+                "Booting instance from disk anyway.",
+                node.uuid,
+            )
+            set_boot_device(task, boot_devices.DISK, persistent=True)
+            return None
+        params["root_uuid"] = root_uuid
+    return params

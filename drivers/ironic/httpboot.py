@@ -53,7 +53,12 @@ from oslo_utils import strutils
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from bmaas.drivers.ironic import calls
-from bmaas.drivers.ironic.boot import ImageChecks, deploy_and_instance_info, deploy_info
+from bmaas.drivers.ironic.boot import (
+    ImageChecks,
+    deploy_and_instance_info,
+    deploy_info,
+    instance_iso_params,
+)
 from bmaas.drivers.ironic.power import protocol_of
 
 __all__ = ["BmaasHttpsBoot", "set_http_boot"]
@@ -106,24 +111,9 @@ class BmaasHttpsBoot(ImageChecks, redfish_boot.RedfishHttpsBoot):  # type: ignor
         kernel and ramdisk)."""
         node = task.node
         self._clean_up(task)
-        boot_mode_utils.sync_boot_mode(task)
-        boot_mode_utils.configure_secure_boot_if_needed(task)
-        boot_option = deploy_utils.get_boot_option(node)
-        if boot_option == "local" or node.driver_internal_info.get("is_whole_disk_image"):
-            self._set_boot_device(task, boot_devices.DISK, persistent=True)
+        params = instance_iso_params(task, self._set_boot_device)
+        if params is None:
             return
-        params = {}
-        if boot_option != "ramdisk":
-            root_uuid = node.driver_internal_info.get("root_uuid_or_disk_id")
-            if not root_uuid and task.driver.storage.should_write_image(task):
-                LOG.warning(
-                    "The UUID of the root partition could not be found for node %s. "
-                    "Booting instance from disk anyway.",
-                    node.uuid,
-                )
-                self._set_boot_device(task, boot_devices.DISK, persistent=True)
-                return
-            params["root_uuid"] = root_uuid
         iso = image_utils.prepare_boot_iso(task, deploy_and_instance_info(node), **params)
         self._set_boot_device(task, boot_devices.UEFIHTTP, persistent=True, http_boot_url=iso)
 
