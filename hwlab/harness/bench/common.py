@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -142,6 +143,27 @@ def running_lab(spec: LabSpec, state_dir: str | os.PathLike[str], **options: Any
     finally:
         lab.stop()
         _kill_alive(pids, "lab worker")
+
+
+@contextlib.contextmanager
+def enrolled_lab(spec: LabSpec, prefix: str) -> Iterator[tuple[Lab, Path, list[str]]]:
+    """A started lab (:func:`running_lab`) in a temporary directory named
+    ``prefix``, its inventory enrolled in a new store there: the lab, the
+    store's path and the nodes' names. Everything is removed on the way out."""
+    from bmaas import inventory
+    from bmaas.store import Store
+
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix) as tmp,
+        running_lab(spec, Path(tmp) / "lab") as lab,
+    ):
+        db = Path(tmp) / "bmaas.db"
+        store = Store.open(str(db), create=True)
+        try:
+            inventory.enroll(store, inventory.load(str(lab.inventory_path)))
+        finally:
+            store.close()
+        yield lab, db, [n["name"] for n in lab.inventory()["nodes"]]
 
 
 def _children() -> dict[int, str]:

@@ -36,15 +36,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bmaas import inventory as inventory_mod
-from bmaas.hwlab.harness.bench.common import percentile, running_lab
+from bmaas.hwlab.harness.bench.common import enrolled_lab, percentile
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
 from bmaas.store import Store
@@ -241,17 +239,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     say = progress or (lambda _m: None)
     spec = generate(options.nodes, protocols="redfish", seed=options.seed)
     results: dict[str, Measured] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="hwlab-bench-events-") as tmp,
-        running_lab(spec, Path(tmp) / "lab") as lab,
-    ):
-        db = Path(tmp) / "bmaas.db"
-        store = Store.open(str(db), create=True)
-        try:
-            inventory_mod.enroll(store, inventory_mod.load(str(lab.inventory_path)))
-        finally:
-            store.close()
-        names = [n["name"] for n in lab.inventory()["nodes"]]
+    with enrolled_lab(spec, "hwlab-bench-events-") as (lab, db, names):
         for mode in MODES:
             results[mode] = one_mode(mode, lab, db, names, options, say)
     return _report(options, results)

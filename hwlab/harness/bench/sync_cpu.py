@@ -42,15 +42,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bmaas import credentials
-from bmaas import inventory as inventory_mod
 from bmaas.hwlab.harness.bench import events as events_bench
-from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.harness.bench.common import enrolled_lab
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
 from bmaas.store import Store
@@ -187,17 +185,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     load_before = [round(x, 2) for x in os.getloadavg()]
     per_pass: dict[str, list[float]] = {SUSHY: [], BMAAS: []}
     hourly: dict[str, events_bench.Measured] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="hwlab-bench-sync-cpu-") as tmp,
-        running_lab(spec, Path(tmp) / "lab") as lab,
-    ):
-        db = Path(tmp) / "bmaas.db"
-        store = Store.open(str(db), create=True)
-        try:
-            inventory_mod.enroll(store, inventory_mod.load(str(lab.inventory_path)))
-        finally:
-            store.close()
-        names = [n["name"] for n in lab.inventory()["nodes"]]
+    with enrolled_lab(spec, "hwlab-bench-sync-cpu-") as (lab, db, names):
         jobs = _jobs(db)
         for number in range(options.rounds):
             order = (SUSHY, BMAAS) if number % 2 == 0 else (BMAAS, SUSHY)
