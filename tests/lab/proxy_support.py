@@ -8,12 +8,16 @@ installs; without it these fixtures fail with the install instructions.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +114,29 @@ def require_driver(name: str) -> None:
             "this tree yet; these tests activate when it lands",
             allow_module_level=True,
         )
+
+
+HWLAB = shutil.which("hwlab") or "hwlab"
+
+
+def hwlab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The ``hwlab`` CLI, its output captured."""
+    return subprocess.run(
+        [HWLAB, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def wait_ready(state: Path, process: subprocess.Popen[str], timeout: float = 20) -> dict[str, Any]:
+    """``hwlab proxy``'s ``lab.json`` once it says ready (bounded; the
+    process must stay alive meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            info = json.loads((state / "lab.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            info = {}
+        if info.get("state") == "ready":
+            return info
+        assert process.poll() is None, "hwlab proxy exited early"
+        time.sleep(0.05)
+    raise AssertionError("hwlab proxy did not become ready")

@@ -5,44 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from bmaas.hwlab.daemon import pid_alive
 from bmaas.hwlab.proxy.stock import StockVbmc
-from tests.lab.proxy_support import VBMC_PASSWORD, ipmitool, port_is_free
+from tests.lab.proxy_support import HWLAB, VBMC_PASSWORD, hwlab, ipmitool, port_is_free, wait_ready
 
 pytestmark = pytest.mark.lab
-
-HWLAB = shutil.which("hwlab") or "hwlab"
-
-
-def hwlab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [HWLAB, *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def _wait_ready(state: Path, process: subprocess.Popen[str], timeout: float = 20) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            info = json.loads((state / "lab.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            info = {}
-        if info.get("state") == "ready":
-            return info
-        assert process.poll() is None, "hwlab proxy exited early"
-        time.sleep(0.05)
-    raise AssertionError("hwlab proxy did not become ready")
 
 
 def test_hwlab_proxy_runs_until_down_and_obeys_fault_commands(
@@ -62,7 +37,7 @@ def test_hwlab_proxy_runs_until_down_and_obeys_fault_commands(
         text=True,
     )
     try:
-        info = _wait_ready(state, process)
+        info = wait_ready(state, process)
         port = info["nodes"]["vm1"]["ports"]["ipmi"]
         inventory = yaml.safe_load((state / "inventory.yaml").read_text())
         assert inventory["nodes"][0]["driver_info"]["ipmi_port"] == port
@@ -123,7 +98,7 @@ def test_hwlab_proxy_reads_its_password_from_a_file_never_from_argv(tmp_path: Pa
         text=True,
     )
     try:
-        info = _wait_ready(state, process)
+        info = wait_ready(state, process)
         inventory = yaml.safe_load((state / "inventory.yaml").read_text())
         assert inventory["nodes"][0]["driver_info"]["ipmi_password"] == password
         cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()

@@ -5,40 +5,16 @@ protocol's incident is taken."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.lab.proxy_support import HWLAB, hwlab, wait_ready
+
 pytestmark = pytest.mark.lab
-
-HWLAB = shutil.which("hwlab") or "hwlab"
-
-
-def hwlab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [HWLAB, *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def _ready(state: Path, process: subprocess.Popen[str], timeout: float = 30) -> dict[str, Any]:
-    limit = time.monotonic() + timeout
-    while time.monotonic() < limit:
-        try:
-            info = json.loads((state / "lab.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            info = {}
-        if info.get("state") == "ready":
-            return info
-        assert process.poll() is None, "hwlab proxy exited early"
-        time.sleep(0.05)
-    raise AssertionError("hwlab proxy did not become ready")
 
 
 def test_fault_add_refuses_an_incident_of_the_other_protocol_on_a_proxy(tmp_path: Path) -> None:
@@ -56,7 +32,7 @@ def test_fault_add_refuses_an_incident_of_the_other_protocol_on_a_proxy(tmp_path
         text=True,
     )
     try:
-        _ready(state, process)
+        wait_ready(state, process, timeout=30)
         refused = hwlab(
             "fault", "add", "r1", "incident", "incident=ipmi-node-busy", "--state-dir", str(state)
         )
