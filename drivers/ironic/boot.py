@@ -72,6 +72,7 @@ __all__ = [
     "TRANSPORTS",
     "BmaasVirtualMediaBoot",
     "ImageChecks",
+    "agent_ramdisk_params",
     "deploy_and_instance_info",
     "deploy_info",
     "instance_iso_params",
@@ -178,18 +179,7 @@ class BmaasVirtualMediaBoot(ImageChecks, redfish_boot.RedfishVirtualMediaBoot): 
             LOG.debug("Fast track for node %s: the agent runs, nothing inserted", node.uuid)
             return
         d_info = deploy_info(node)
-        if d_info.pop("can_provide_config", True):
-            manager_utils.add_secret_token(node, pregenerated=True)
-            node.save()
-            ramdisk_params["ipa-agent-token"] = node.driver_internal_info["agent_secret_token"]
-        manager_utils.node_power_action(task, states.POWER_OFF)
-        mac = deploy_utils.get_single_nic_with_vif_port_id(task)
-        if mac is not None:
-            ramdisk_params["BOOTIF"] = mac
-        if CONF.debug and "ipa-debug" not in ramdisk_params:
-            ramdisk_params["ipa-debug"] = "1"
-        # mandatory for a ramdisk booted from virtual media (Ironic's note)
-        ramdisk_params["boot_method"] = "vmedia"
+        agent_ramdisk_params(task, ramdisk_params, d_info)
         if d_info.get("config_via_removable"):
             LOG.warning(
                 "Node %s: config_via_removable asked, but the %s boot interface "
@@ -303,6 +293,27 @@ def _published_over_http(task: Any) -> None:
 
 
 publish_on_legacy_ironic()
+
+
+def agent_ramdisk_params(task: Any, ramdisk_params: dict[str, Any], d_info: dict[str, Any]) -> None:
+    """What the agent ramdisk needs whichever way its ISO is booted (virtual
+    media or UEFI HTTP), as Ironic's redfish boot interfaces set it: the
+    agent token when the ISO can carry it (``d_info``'s
+    ``can_provide_config``, popped), the node powered off, ``BOOTIF``,
+    ``ipa-debug`` under ``[DEFAULT]debug``, and ``boot_method=vmedia``
+    (the ramdisk reads its configuration from the ISO)."""
+    node = task.node
+    if d_info.pop("can_provide_config", True):
+        manager_utils.add_secret_token(node, pregenerated=True)
+        node.save()
+        ramdisk_params["ipa-agent-token"] = node.driver_internal_info["agent_secret_token"]
+    manager_utils.node_power_action(task, states.POWER_OFF)
+    mac = deploy_utils.get_single_nic_with_vif_port_id(task)
+    if mac is not None:
+        ramdisk_params["BOOTIF"] = mac
+    if CONF.debug and "ipa-debug" not in ramdisk_params:
+        ramdisk_params["ipa-debug"] = "1"
+    ramdisk_params["boot_method"] = "vmedia"
 
 
 def instance_iso_params(task: Any, set_boot_device: Callable[..., None]) -> dict[str, Any] | None:

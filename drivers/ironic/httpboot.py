@@ -44,7 +44,6 @@ from typing import Any
 
 from ironic.common import boot_devices, states
 from ironic.conductor import utils as manager_utils
-from ironic.conf import CONF
 from ironic.drivers import utils as driver_utils
 from ironic.drivers.modules import boot_mode_utils, deploy_utils, image_utils
 from ironic.drivers.modules.redfish import boot as redfish_boot
@@ -55,6 +54,7 @@ from bmaas.driver import Operation
 from bmaas.drivers.ironic import calls
 from bmaas.drivers.ironic.boot import (
     ImageChecks,
+    agent_ramdisk_params,
     deploy_and_instance_info,
     deploy_info,
     instance_iso_params,
@@ -87,18 +87,7 @@ class BmaasHttpsBoot(ImageChecks, redfish_boot.RedfishHttpsBoot):  # type: ignor
         if manager_utils.is_fast_track(task):
             LOG.debug("Fast track for node %s: the agent runs, no HTTP boot set", node.uuid)
             return
-        if d_info.pop("can_provide_config", True):
-            manager_utils.add_secret_token(node, pregenerated=True)
-            node.save()
-            ramdisk_params["ipa-agent-token"] = node.driver_internal_info["agent_secret_token"]
-        manager_utils.node_power_action(task, states.POWER_OFF)
-        mac = deploy_utils.get_single_nic_with_vif_port_id(task)
-        if mac is not None:
-            ramdisk_params["BOOTIF"] = mac
-        if CONF.debug and "ipa-debug" not in ramdisk_params:
-            ramdisk_params["ipa-debug"] = "1"
-        # the ramdisk reads its configuration from the ISO (Ironic's note)
-        ramdisk_params["boot_method"] = "vmedia"
+        agent_ramdisk_params(task, ramdisk_params, d_info)
         mode = deploy_utils.rescue_or_deploy_mode(node)
         iso = image_utils.prepare_deploy_iso(task, ramdisk_params, mode, d_info)
         boot_mode_utils.sync_boot_mode(task)
