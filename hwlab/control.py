@@ -178,6 +178,17 @@ class ControlServer:
                     return
                 status, body, headers = await self._answer(request)
                 await _reply(writer, status, body, request.keep_alive, headers)
+                if status == 200 and (request.method, request.path.strip("/")) == (
+                    "POST",
+                    "shutdown",
+                ):
+                    # Only now, with the answer written: stopping cancels this
+                    # connection, and a client that lost its answer (`hwlab
+                    # down`) falls back to SIGTERM, which can reach a process
+                    # already past its handlers (exit -15 instead of 0).
+                    if self.on_shutdown is not None:
+                        threading.Thread(target=self.on_shutdown, daemon=True).start()
+                    return
                 if not request.keep_alive:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -247,9 +258,7 @@ class ControlServer:
                 lab.power(node, str(body.get("state", "")))
                 return {"node": node, "state": body.get("state")}
             case "POST", ["shutdown"]:
-                if self.on_shutdown is not None:
-                    threading.Thread(target=self.on_shutdown, daemon=True).start()
-                return {"stopping": True}
+                return {"stopping": True}  # stopped once answered: _connection
         known = ("GET", "POST", "DELETE")
         if method not in known:
             raise ApiError(405, f"method {method} not allowed (allowed: {', '.join(known)})")

@@ -4,7 +4,9 @@ code and a one-line JSON error; sizes and counts are bounded, the limit named.""
 from __future__ import annotations
 
 import json
+import select
 import socket
+import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -151,3 +153,36 @@ def test_stopping_with_a_client_connected_logs_no_traceback(
             control.stop()
     assert "CancelledError" not in caplog.text
     assert "Traceback" not in caplog.text
+
+
+def test_shutdown_is_answered_before_the_server_stops(
+    hwlab_lab: Callable[..., Lab],
+) -> None:
+    """`hwlab down` sends SIGTERM when its POST /shutdown gets no answer; a
+    lab that began stopping before answering lost the answer now and then and
+    died of that SIGTERM half-way through its own exit (CI: exit -15). The
+    answer is on the client's socket before ``on_shutdown`` runs."""
+    readable_when_stopping: list[bool] = []
+    client = socket.socket()
+    stopped = threading.Event()
+
+    def on_shutdown() -> None:
+        readable, _, _ = select.select([client], [], [], 0)
+        readable_when_stopping.append(bool(readable))
+        stopped.set()
+
+    server = ControlServer(
+        hwlab_lab(nodes=1, protocols="ipmi"), token=TOKEN, on_shutdown=on_shutdown
+    )
+    server.start()
+    try:
+        port = int(server.url.rsplit(":", 1)[1])
+        with client:
+            client.settimeout(10)
+            client.connect(("127.0.0.1", port))
+            client.sendall(_post("/shutdown", "{}"))
+            assert stopped.wait(10)
+            assert client.recv(65536).startswith(b"HTTP/1.1 200 ")
+    finally:
+        server.stop()
+    assert readable_when_stopping == [True]
