@@ -61,6 +61,8 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_backend_abort.py": "ironic-abort",  # its own Ironic
     "tests/ironic/test_ironic_events.py": "ironic-events",  # its own Ironic
     "tests/ironic/test_bench_ironic_reboot.py": "ironic-reboot",  # its own Ironic
+    "tests/ironic/test_ironic_events_push.py": "ironic-events-push",  # its own Ironic
+    "tests/ironic/test_bench_events_ironic.py": "ironic-bench-events",  # its own Ironic per row
 }
 
 

@@ -524,13 +524,25 @@ def overload(ctx: click.Context, /, **_: Any) -> None:
     help="The sync's --safety-interval in seconds (default 2400).",
 )
 @click.option("--seed", type=int, help="Seed of the changes (default 37).")
+@click.option(
+    "--ironic",
+    multiple=True,
+    type=click.Choice(["redfish", "bmaas-polling", "bmaas-events", "bmaas-push"]),
+    help="Also a row through a real Ironic (repeatable; needs scripts/ironic-env.sh), "
+    "its power sync every --interval: stock redfish, bmaas-redfish with [bmaas]events "
+    "off, on (SSE), or on through push subscriptions to the conductor's listener.",
+)
+@click.option("--ironic-only", is_flag=True, help="Only the --ironic rows (no bmaas sync rows).")
 @bench_options
 @click.pass_context
 def events(ctx: click.Context, /, **_: Any) -> None:
     """Outside power changes (the lab's control API) on a Redfish lab: how
     soon `bmaas sync` knows, BMC requests and client CPU per node-hour,
-    polling at --interval vs events + the safety net. Not in `all` (it runs
-    2 x --duration)."""
+    polling at --interval vs events + the safety net; with --ironic, the same
+    through a real Ironic's power sync. Not in `all` (it runs --duration per
+    row)."""
+    if ctx.params.get("ironic_only") and not ctx.params.get("ironic"):
+        raise InputProblems([InputError("--ironic-only needs --ironic ROW", field="--ironic-only")])
     _scenario(ctx, "events")
 
 

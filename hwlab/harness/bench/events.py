@@ -21,6 +21,12 @@ workers are separate processes, not in it). A run this short carries each
 mode's start-up (logins, the first pass, opening the streams): the table
 says so, and the steady figures are the rate after the first pass.
 
+With ``--ironic ROW`` (repeatable), the same lab and the same kind of
+changes through a real Ironic's power sync, a fresh Ironic per row
+(:mod:`bmaas.hwlab.harness.bench.events_ironic`: stock ``redfish``,
+``bmaas-redfish`` with ``[bmaas]events`` off, on, and on through push);
+``--ironic-only`` leaves the bmaas sync rows out.
+
 Changes are made only until one interval (plus 5 s) before the end, so a
 poll can still see the last of them. With events the steady figures start
 one interval later: the sync's second pass reads every node once more (it
@@ -75,6 +81,12 @@ class Options:
     #: the sync's --safety-interval (seconds; its default is 2400)
     safety_interval: float = 2400.0
     seed: int = 37
+    #: rows through a real Ironic (bmaas.hwlab.harness.bench.events_ironic:
+    #: "redfish", "bmaas-polling", "bmaas-events", "bmaas-push"), after the
+    #: bmaas sync rows; needs scripts/ironic-env.sh
+    ironic: tuple[str, ...] = ()
+    #: only the Ironic rows (no bmaas sync rows)
+    ironic_only: bool = False
 
     @classmethod
     def smoke(cls) -> Options:
@@ -130,20 +142,7 @@ def one_mode(
     progress: Callable[[str], None],
 ) -> Measured:
     rng = random.Random(f"{options.seed}/{mode}")
-    for name in names:  # counters start at zero
-        lab.clear_faults(name)
-        lab.add_faults(
-            name,
-            [
-                {"effect": "delay", "seconds": 0, "operation": "*", "name": COUNT_ALL},
-                {
-                    "effect": "delay",
-                    "seconds": 0,
-                    "operation": "event.subscribe",
-                    "name": COUNT_SUBSCRIBE,
-                },
-            ],
-        )
+    count_requests(lab, names)
     args = [_bmaas(), "sync", "--interval", str(options.interval), "--no-split"]
     args += ["--safety-interval", str(options.safety_interval)]
     if mode == "polling":
@@ -167,43 +166,13 @@ def one_mode(
         steady_at = time.monotonic()
         end = started + options.duration
         last_change = end - options.interval - 5.0
-        pending: dict[str, tuple[str, float]] = {}
-        lock = threading.Lock()
-        done = threading.Event()
 
-        def watch() -> None:
-            while not done.is_set():
-                with lock:
-                    wanted = dict(pending)
-                for name, (state, at) in wanted.items():
-                    if str(store.nodes.get(name).power_state) == state:
-                        with lock:
-                            if pending.get(name, (None, 0.0))[1] == at:
-                                del pending[name]
-                                measured.latencies.append(time.monotonic() - at)
-                done.wait(WATCH_TICK)
+        def recorded(wanted: list[str]) -> dict[str, str]:
+            return {name: str(store.nodes.get(name).power_state) for name in wanted}
 
-        watcher = threading.Thread(target=watch, name="bench watcher", daemon=True)
-        watcher.start()
-        next_change = time.monotonic() + rng.expovariate(1 / options.every)
-        while time.monotonic() < end:
-            now = time.monotonic()
-            if now >= next_change and now < last_change:
-                name = rng.choice(names)
-                with lock:
-                    busy = name in pending
-                if not busy:
-                    state = str(store.nodes.get(name).power_state)
-                    target = "off" if state == "on" else "on"
-                    with lock:
-                        pending[name] = (target, time.monotonic())
-                    lab.power(name, target)  # the console: no client asked
-                    measured.changes += 1
-                next_change = now + rng.expovariate(1 / options.every)
-            time.sleep(0.05)
-        done.set()
-        watcher.join(5)
-        measured.missed = len(pending)
+        measured.missed = outside_changes(
+            lab, names, rng, measured, recorded, options.every, end, last_change, WATCH_TICK
+        )
         measured.seconds = time.monotonic() - started
         measured.steady_seconds = time.monotonic() - steady_at
         measured.cpu = _cpu(sync.pid)
@@ -223,6 +192,85 @@ def one_mode(
     return measured
 
 
+def count_requests(lab: Any, names: list[str]) -> None:
+    """Counters at the BMCs from zero: a zero-second ``delay`` rule on every
+    request and one on ``event.subscribe`` (they change nothing; their fired
+    counts are the counts)."""
+    for name in names:
+        lab.clear_faults(name)
+        lab.add_faults(
+            name,
+            [
+                {"effect": "delay", "seconds": 0, "operation": "*", "name": COUNT_ALL},
+                {
+                    "effect": "delay",
+                    "seconds": 0,
+                    "operation": "event.subscribe",
+                    "name": COUNT_SUBSCRIBE,
+                },
+            ],
+        )
+
+
+def outside_changes(
+    lab: Any,
+    names: list[str],
+    rng: random.Random,
+    measured: Measured,
+    recorded: Callable[[list[str]], dict[str, str]],
+    every: float,
+    end: float,
+    last_change: float,
+    tick: float,
+) -> int:
+    """Until ``end``: at random times (``every`` seconds on average, none
+    after ``last_change``) power a random node the other way through the lab's
+    control API (the console: no client asked), and watch ``recorded`` (the
+    client's record: ``{name: "on" | "off"}``, every ``tick`` seconds) for each
+    change to show. Latencies and changes go to ``measured``; the changes not
+    seen by ``end`` are returned (missed)."""
+    pending: dict[str, tuple[str, float]] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            with lock:
+                wanted = dict(pending)
+            if wanted:
+                found = recorded(list(wanted))
+                for name, (state, at) in wanted.items():
+                    if found.get(name) == state:
+                        with lock:
+                            if pending.get(name, (None, 0.0))[1] == at:
+                                del pending[name]
+                                measured.latencies.append(time.monotonic() - at)
+            done.wait(tick)
+
+    watcher = threading.Thread(target=watch, name="bench watcher", daemon=True)
+    watcher.start()
+    next_change = time.monotonic() + rng.expovariate(1 / every)
+    try:
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= next_change and now < last_change:
+                name = rng.choice(names)
+                with lock:
+                    busy = name in pending
+                if not busy:
+                    target = "off" if recorded([name]).get(name) == "on" else "on"
+                    with lock:
+                        pending[name] = (target, time.monotonic())
+                    lab.power(name, target)  # the console: no client asked
+                    measured.changes += 1
+                next_change = now + rng.expovariate(1 / every)
+            time.sleep(0.05)
+    finally:
+        done.set()
+        watcher.join(5)
+    return len(pending)
+
+
 def _warm_up(store: Store, names: list[str], sync: subprocess.Popen[bytes]) -> None:
     """Until the sync's first pass has recorded every node (logins, the
     first reads, the streams opening), and ``WARMUP`` seconds more;
@@ -239,14 +287,32 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     say = progress or (lambda _m: None)
     spec = generate(options.nodes, protocols="redfish", seed=options.seed)
     results: dict[str, Measured] = {}
+    unmeasured: list[str] = []
     with enrolled_lab(spec, "hwlab-bench-events-") as (lab, db, names):
-        for mode in MODES:
+        for mode in () if options.ironic_only else MODES:
             results[mode] = one_mode(mode, lab, db, names, options, say)
-    return _report(options, results)
+        if options.ironic:
+            from bmaas.hwlab.harness.bench import events_ironic
+
+            for mode in options.ironic:
+                try:
+                    results[f"ironic-{mode}"] = events_ironic.one_mode(
+                        mode, lab, db.parent, names, options, say
+                    )
+                except events_ironic.IronicError as exc:  # the other rows still count
+                    say(f"ironic {mode}: {exc}")
+                    unmeasured.append(f"ironic {mode}: {' '.join(str(exc).split())[:300]}")
+    report = _report(options, results)
+    report.unmeasured += unmeasured
+    return report
 
 
 def label(mode: str, interval: float, safety: float) -> str:
     """A mode as the tables name it."""
+    if mode.startswith("ironic-"):
+        from bmaas.hwlab.harness.bench.events_ironic import ironic_label
+
+        return ironic_label(mode.removeprefix("ironic-"), interval, safety)
     if mode == "polling":
         return f"polling every {interval:g} s"
     via = "SSE" if mode == "events" else "push"
@@ -312,6 +378,17 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         ),
         "client CPU per node-hour, polling / events (steady)": ratio("steady_cpu_s_per_node_hour"),
     }
+    ipoll, iev = data.get("ironic-bmaas-polling", {}), data.get("ironic-bmaas-events", {})
+    if ipoll or iev:
+        a = ipoll.get("steady_requests_per_node_hour")
+        b = iev.get("steady_requests_per_node_hour")
+        headline |= {
+            "Ironic bmaas-redfish detection p99, events (s)": iev.get("p99_s"),
+            "Ironic bmaas-redfish detection p99, polling (s)": ipoll.get("p99_s"),
+            "Ironic BMC requests per node-hour, polling / events (steady)": (
+                round(a / b, 1) if a and b else None
+            ),
+        }
     return Report(
         scenario="events",
         title="Events: power from the BMC's own word vs polling",
@@ -341,6 +418,7 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
             f"'steady' starts {WARMUP:g} s after the sync's first pass recorded every node; the "
             "totals include each mode's start-up (process, logins, first pass, streams), "
             "which a short run does not amortise",
+            *(_ironic_notes(options) if options.ironic else []),
             f"ratio {fmt_ratio(ratio('steady_requests_per_node_hour'))} fewer requests",
         ],
         data=data,
@@ -349,9 +427,15 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
     )
 
 
+def _ironic_notes(options: Options) -> list[str]:
+    from bmaas.hwlab.harness.bench.events_ironic import notes
+
+    return notes(options)
+
+
 def plot(fig: Any, report: Report) -> None:
     """Detection p99, BMC requests and client CPU per node-hour, per mode."""
-    modes = [m for m in MODES if m in report.data]
+    modes = list(report.data)
     panels = (
         ("p99_s", "detection p99 (s)"),
         ("steady_requests_per_node_hour", "BMC requests per node-hour"),
@@ -360,11 +444,13 @@ def plot(fig: Any, report: Report) -> None:
     axes = fig.subplots(1, len(panels))
     for ax, (key, label) in zip(axes, panels, strict=True):
         values = [report.data[m].get(key) or 0.0 for m in modes]
-        bars = ax.bar(modes, values, color=["#c44e52", "#4c72b0"][: len(modes)])
+        colours = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860"]
+        bars = ax.bar(modes, values, color=[colours[i % len(colours)] for i in range(len(modes))])
         for bar, value in zip(bars, values, strict=True):
             middle = bar.get_x() + bar.get_width() / 2
             ax.text(middle, value, f"{value:.3g}", ha="center", va="bottom")
         ax.set_title(label, fontsize=9)
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(report.title)
     fig.tight_layout()

@@ -53,7 +53,7 @@ from bmaas.hwlab.harness.statsd import Metric, StatsdSink
 from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import generate, loopback_hosts
 
-__all__ = ["FLOOR", "TYPES", "Options", "run"]
+__all__ = ["FLOOR", "TYPES", "Options", "enroll_all", "run"]
 
 TYPES = ("ipmi", "bmaas-ipmi", "redfish", "bmaas-redfish")
 #: Ironic's own fake-hardware, only when asked for (``--type fake-hardware``):
@@ -204,7 +204,7 @@ def parse_conf(items: tuple[str, ...]) -> list[tuple[str, str, str]]:
     return out
 
 
-def _enroll(rest: IronicRest, lab: Lab, driver: str, workers: int, cap: float) -> list[str]:
+def enroll_all(rest: IronicRest, lab: Lab, driver: str, workers: int, cap: float) -> list[str]:
     """Every lab node enrolled with ``driver`` and managed (power validated at
     its BMC); their UUIDs. Raises if they are not all manageable by ``cap``."""
     entries = lab.inventory()["nodes"]
@@ -295,7 +295,7 @@ def _trial(
                 uuids = ironic.bulk_enroll(_bulk(lab, driver), timeout=o.cap)
                 ironic.launch(timeout=300)
             else:
-                uuids = _enroll(rest, lab, driver, o.enroll_workers, o.cap)
+                uuids = enroll_all(rest, lab, driver, o.enroll_workers, o.cap)
             enrolled = time.monotonic()
             out["enroll_s"] = round(enrolled - t0, 1)
             out["enroll_via"] = o.enroll_via
