@@ -11,7 +11,11 @@
    BMC that reads back the right device with another persistence is a
    quirk the driver records, never a ``BootFailure``; the finalize step
    restores disk boot either way;
-3. **power**: on, or a reboot if the node was already on. A reboot's target
+3. **power**: on, or a reboot if the node was already on (a cold cycle, off
+   then on, where the BMC took the boot device while the node was on and
+   shows it only after a cold start: :attr:`Quirk.BOOT_READS_RUNNING`,
+   stock virtualbmc, whose reset is a warm one; the boot device is then
+   read back and must show). A reboot's target
    (on) is the state the node already reads, so reading "on" proves nothing:
    the step waits for *evidence* that the restart happened — power seen
    leaving "on" and coming back, or BootProgress changing where the BMC
@@ -22,7 +26,11 @@
    (Redfish), reach ``OSRunning`` within ``boot_timeout``;
 5. **ready**: an optional hook ("is the agent up?", an SSH check) is asked
    until it says yes; whatever it raises becomes a ``BootFailure``;
-6. **finalize**: boot from disk from now on, eject the media.
+6. **finalize**: boot from disk from now on, eject the media. On a BMC that
+   reads the boot device from the running machine
+   (:attr:`Quirk.BOOT_READS_RUNNING`) the read-back is checked against the
+   device the node runs with; the disk setting shows at its next cold start,
+   which the report says (``unverified_boot``) and the log warns of.
 
 Every BMC request goes through :class:`~bmaas.retry.RetryingDriver`, so busy
 or briefly unreachable BMCs are retried here and only faults that mean "this
@@ -46,7 +54,15 @@ from enum import StrEnum
 from typing import Literal, TypeVar
 
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction, PowerState, Quirk
+from bmaas.driver import (
+    BMCDriver,
+    BootDevice,
+    BootSetting,
+    Capability,
+    PowerAction,
+    PowerState,
+    Quirk,
+)
 from bmaas.faults import (
     BmaasError,
     BMCProtocolError,
@@ -126,6 +142,10 @@ class DeployReport:
     boot_progress: str | None
     #: seconds each step took
     steps: dict[str, float]
+    #: a boot setting the BMC took while the node ran and shows only after
+    #: its next cold start (:attr:`Quirk.BOOT_READS_RUNNING`), e.g.
+    #: ``"disk (persistent)"``; None when every setting read back
+    unverified_boot: str | None = None
 
 
 class _DeployShare:
@@ -252,6 +272,17 @@ def deploy_node(
         if state["power"] not in (PowerState.ON, PowerState.POWERING_ON):
             rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout, deadline=dl)
             return
+        pending = driver.unverified_boot
+        if pending is not None:
+            # The BMC took the boot device while the node ran and shows it
+            # only after a cold start (stock vbmc: its reset is a warm one,
+            # which boots the running definition again): off, then on, then
+            # the device must read back.
+            rd.set_power_state(PowerAction.OFF, wait=True, timeout=timeout, deadline=dl)
+            timeout = share.limit(Step.POWER, settings.power_timeout)
+            rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout, deadline=dl)
+            driver.check_boot_readback(pending, rd.get_boot_device(deadline=dl))
+            return
         # The target (on) is where the node already is: reading "on" proves
         # nothing. The safe reboot (never resent blindly) first, then evidence.
         before = _progress(driver, rd, dl)
@@ -268,6 +299,16 @@ def deploy_node(
 
     def finalize(rd: RetryingDriver) -> None:
         rd.set_boot_device(BootDevice.DISK, persistent=True, deadline=dl)
+        pending = driver.unverified_boot
+        if pending is not None:
+            state["unverified"] = _setting_text(pending)
+            LOG.warning(
+                "%s: %s boot set while the node runs; the BMC shows it only after the node's "
+                "next cold start (%s): read back as the running device, not yet verified",
+                driver.node,
+                state["unverified"],
+                Quirk.BOOT_READS_RUNNING,
+            )
         if state["method"] == "vmedia":
             rd.eject_virtual_media(deadline=dl)
 
@@ -278,12 +319,18 @@ def deploy_node(
     if ready is not None:
         run(Step.READY, ready_check)
     run(Step.FINALIZE, finalize)
+    unverified = state.get("unverified")
     return DeployReport(
         driver.node,
         str(state["method"]),
         state["progress"] if isinstance(state["progress"], str) else None,
         timings,
+        unverified if isinstance(unverified, str) else None,
     )
+
+
+def _setting_text(setting: BootSetting) -> str:
+    return f"{setting.device} ({'persistent' if setting.persistent else 'once'})"
 
 
 def _progress(driver: BMCDriver, rd: RetryingDriver, deadline: Deadline) -> str | None:

@@ -158,6 +158,15 @@ class Quirk(StrEnum):
     #: ``Disabled`` only): a persistent request is sent as once and sent again
     #: before every power-on or reboot this driver makes (as Ironic does)
     BOOT_NO_CONTINUOUS = "boot_no_continuous"
+    #: the BMC answers the boot-device read from the *running* machine, and
+    #: a set takes at the machine's next cold start (stock virtualbmc: it
+    #: writes the device into libvirt's saved definition and reads it back
+    #: from the running domain). While the node is on, a set reads back the
+    #: device the node booted with: the read-back is checked against that
+    #: (anything else is still a ``BootFailure``), the setting is kept as
+    #: :attr:`BMCDriver.unverified_boot` until a cold start shows it, and a
+    #: deploy power-cycles such a node (off, then on) instead of a warm reset
+    BOOT_READS_RUNNING = "boot_reads_running"
     #: the BMC refused IPMI cipher suite 17 and the session runs suite 3
     #: (HMAC-SHA1 integrity), as ``ipmi_cipher_suite: auto`` allows: a
     #: downgrade the operator must see (``bmaas status check`` warns)
@@ -272,6 +281,10 @@ class BMCDriver(abc.ABC):
         #: capability facts learned from the BMC's answers (:class:`Quirk`), for
         #: the caller to record (a deploy stores them on the node)
         self.quirks: set[Quirk] = set()
+        #: a boot setting the BMC took while the node was on and cannot show
+        #: before the node's next cold start (:attr:`Quirk.BOOT_READS_RUNNING`):
+        #: accepted against what the BMC can show, verified once it shows
+        self.unverified_boot: BootSetting | None = None
         self._gate: Gate | None = None
 
     # -- identity ------------------------------------------------------------
@@ -424,18 +437,48 @@ class BMCDriver(abc.ABC):
 
     # -- helpers for subclasses ----------------------------------------------
 
-    def check_boot_readback(self, wanted: BootSetting, applied: BootSetting) -> None:
+    def check_boot_readback(
+        self,
+        wanted: BootSetting,
+        applied: BootSetting,
+        *,
+        running: BootSetting | None = None,
+    ) -> None:
         """Judge a boot override's read-back: another *device* is a
         ``BootFailure`` (the BMC ignored the request); the same device with
         another *persistence* is a capability fact about the BMC (a
-        :class:`Quirk`, logged once per driver), never a fault."""
+        :class:`Quirk`, logged once per driver), never a fault.
+
+        ``running``: what a BMC with :attr:`Quirk.BOOT_READS_RUNNING` read
+        *before* the set, the node being on -- the device the node booted
+        with, all such a BMC can show until the node's next cold start. A
+        read-back of that device is then the BMC's answer, not a refusal:
+        the setting is kept as :attr:`unverified_boot` (logged), and any
+        other device is still a ``BootFailure``."""
         if applied.device != wanted.device:
+            if (
+                running is not None
+                and Quirk.BOOT_READS_RUNNING in self.quirks
+                and applied.device == running.device
+            ):
+                self.unverified_boot = wanted
+                LOG.info(
+                    "%s: asked for %s (persistent=%s) while the node is on; the BMC reads "
+                    "back the running device %s (%s): shown at the next cold start",
+                    self.node,
+                    wanted.device,
+                    wanted.persistent,
+                    applied.device,
+                    Quirk.BOOT_READS_RUNNING,
+                )
+                return
             raise self.fault(
                 BootFailure,
                 f"asked for {wanted.device} (persistent={wanted.persistent}), the BMC reads "
                 f"back {applied.device} (persistent={applied.persistent})",
                 operation=Operation.BOOT_SET,
             )
+        self.unverified_boot = None
         if applied.persistent == wanted.persistent:
             return
         quirk = (

@@ -44,6 +44,11 @@ WARNINGS: Mapping[str, str] = {
         "the BMC refused IPMI cipher suite 17; its sessions run suite 3 (HMAC-SHA1, "
         "AES-128), as ipmi_cipher_suite: auto allows"
     ),
+    Quirk.BOOT_READS_RUNNING: (
+        "the BMC reads the boot device from the running machine (stock virtualbmc): a boot "
+        "device set while the node is on is checked against the device it runs with and "
+        "shows only after its next cold start"
+    ),
 }
 
 

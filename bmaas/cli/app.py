@@ -25,7 +25,7 @@ import yaml
 
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
-from bmaas.driver import DEFAULT_BMC_TIMEOUT
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, Quirk
 from bmaas.faults import BmaasError, InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
 from bmaas.policy import FleetOutcome, policy_for
@@ -64,6 +64,9 @@ __all__ = [
 ]
 
 LOG = logging.getLogger(__name__)
+
+#: the quirk names a node's record may hold that this bmaas knows
+_QUIRKS = frozenset(str(q) for q in Quirk)
 
 #: below this many nodes a run is quick enough that a bar is noise
 PROGRESS_MIN_NODES = 10
@@ -160,6 +163,11 @@ class App:
 
         def build(record: NodeRecord) -> Any:
             driver = made(record)
+            # what the node's BMC showed before (a BMC that reads the boot
+            # device from the running machine): judged as such from the start
+            known = getattr(driver, "quirks", None)
+            if isinstance(known, set):
+                known |= {Quirk(q) for q in record.extra.get(QUIRKS_KEY) or () if q in _QUIRKS}
             self._built.append((record, driver))
             return driver
 

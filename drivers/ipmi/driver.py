@@ -67,7 +67,7 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 
-__all__ = ["SESSION_KEEPALIVE", "SESSION_REUSE_IDLE", "IPMIDriver"]
+__all__ = ["KNOWN_BMCS", "SESSION_KEEPALIVE", "SESSION_REUSE_IDLE", "IPMIDriver"]
 
 LOG = logging.getLogger(__name__)
 
@@ -97,6 +97,23 @@ _SELECTOR_DEVICE = {
     8: BootDevice.CDROM,  # remotely connected CD/DVD
 }
 _FRU_CHUNK = 224  # bytes per Read FRU Data (pyghmi's choice; most BMCs accept it)
+
+#: BMCs known by their Get Device ID answer (its first 11 bytes: device id,
+#: revision, firmware, IPMI version, device support, manufacturer, product)
+#: to show a :class:`Quirk`, with who they are. Stock virtualbmc serves
+#: pyghmi's ``Bmc`` defaults (device 0, revision 0, firmware 1.00, IPMI 2.0,
+#: no device support, manufacturer 0 -- IANA's "unspecified" --, product 0;
+#: hwlab's BMC answers device 0x20, product "LB"), and its
+#: ``get_boot_device`` reads the *running* domain
+#: (``virDomainGetXMLDesc`` without ``VIR_DOMAIN_XML_INACTIVE``) while its
+#: ``set_boot_device`` writes the saved definition (``defineXML``): a set
+#: while the VM runs reads back the device it booted with.
+KNOWN_BMCS: dict[bytes, tuple[str, frozenset[Quirk]]] = {
+    bytes([0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0]): (
+        "virtualbmc (pyghmi's default identity)",
+        frozenset({Quirk.BOOT_READS_RUNNING}),
+    ),
+}
 
 
 def _after_first(pace: Callable[[Deadline], None]) -> Callable[[Deadline], None]:
@@ -333,6 +350,7 @@ class IPMIDriver(BMCDriver):
             dev_id, revision, major, minor, version, support, mfg, product = struct.unpack_from(
                 "<6B3sH", dev
             )
+            self._learn_identity(bytes(dev[:11]))
             status = self._chassis_status(cmd)
             return BMCInfo(
                 power_state=PowerState.ON if status.power_on else PowerState.OFF,
@@ -351,6 +369,24 @@ class IPMIDriver(BMCDriver):
             )
 
         return self._call(Operation.PROBE, deadline, act)
+
+    def _learn_identity(self, device_id: bytes) -> None:
+        """Add the quirks of a BMC known by its Get Device ID answer
+        (:data:`KNOWN_BMCS`), logged as a warning the first time: never
+        silent (the node keeps them, ``bmaas node show`` lists them)."""
+        known = KNOWN_BMCS.get(device_id)
+        if known is None:
+            return
+        who, quirks = known
+        new = quirks - self.quirks
+        if new:
+            LOG.warning(
+                "%s: the BMC answers as %s, which shows %s; handled as such",
+                self.node,
+                who,
+                ", ".join(sorted(new)),
+            )
+            self.quirks |= new
 
     def get_power_state(self, *, deadline: Deadline) -> PowerState:
         """ON or OFF from Get Chassis Status. Raises ``PowerFailure`` when the
@@ -446,13 +482,24 @@ class IPMIDriver(BMCDriver):
     ) -> None:
         """Set System Boot Options (boot flags), then read them back in the
         same call: ``BootFailure`` when the BMC accepted and set another
-        device; another persistence is a quirk (:meth:`check_boot_readback`)."""
+        device; another persistence is a quirk (:meth:`check_boot_readback`).
+
+        On a BMC known to read the boot device from the running machine
+        (:attr:`Quirk.BOOT_READS_RUNNING`: stock virtualbmc) the call first
+        reads the chassis power and, the node being on, the boot device it
+        runs with: the read-back is judged against that too (two requests
+        more, on such BMCs only)."""
 
         def act(cmd: CommandCall) -> None:
+            running = None
+            if Quirk.BOOT_READS_RUNNING in self.quirks and self._chassis_status(cmd).power_on:
+                running = self._read_boot(cmd)
             flags = 0x80 | (0x40 if persistent else 0)
             data = [5, flags, _BOOT_SELECTOR[device] << 2, 0, 0, 0]
             cmd.xraw_command(netfn=0x00, command=0x08, data=data)
-            self.check_boot_readback(BootSetting(device, persistent), self._read_boot(cmd))
+            self.check_boot_readback(
+                BootSetting(device, persistent), self._read_boot(cmd), running=running
+            )
 
         self._call(Operation.BOOT_SET, deadline, act)
 
