@@ -13,6 +13,11 @@ the hardware types, before any call is made)::
     events = true            # answer the sync's reads of streamed Redfish nodes from their events
     events_safety_interval = 2400  # ... and read their BMC once its last read is this old
     events_max_streams = 1000  # event streams (threads) open at once in this conductor
+    events_listen =          # HOST:PORT: also take pushed events (EventDestination POSTs) here
+    events_listen_url =      # what BMCs are told to POST to (default http(s)://HOST:PORT/bmaas/events)
+    events_tls_cert =        # a certificate (and events_tls_key) makes the listener HTTPS
+    events_tls_key =
+    events_prefer_push = false  # push subscriptions even where a service offers SSE
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from oslo_config import cfg, types
 
 from bmaas import validate
 
-__all__ = ["CONF", "GROUP", "OPTS", "Count", "Seconds", "problems"]
+__all__ = ["CONF", "GROUP", "OPTS", "Count", "HostPort", "HttpUrl", "Seconds", "problems"]
 
 
 class Seconds(types.Float):  # type: ignore[misc]
@@ -53,6 +58,34 @@ class Count(types.Integer):  # type: ignore[misc]
         return validate.count(_text_or_number(value), low=self.min, high=self.max)
 
 
+class HostPort(types.String):  # type: ignore[misc]
+    """``HOST:PORT`` (``[::1]:8080``), or empty: not set."""
+
+    def __init__(self) -> None:
+        super().__init__(type_name="HOST:PORT")
+
+    def __call__(self, value: Any) -> str:
+        text = str(super().__call__(value)).strip()
+        if text:
+            from bmaas.drivers.ironic.listener import host_port
+
+            host_port(text)  # ValueError says what is wrong
+        return text
+
+
+class HttpUrl(types.String):  # type: ignore[misc]
+    """An ``http://`` or ``https://`` URL, or empty: not set."""
+
+    def __init__(self) -> None:
+        super().__init__(type_name="http(s) URL")
+
+    def __call__(self, value: Any) -> str:
+        text = str(super().__call__(value)).strip()
+        if text and not text.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, not {text!r}")
+        return text
+
+
 def _text_or_number(value: Any) -> Any:
     if isinstance(value, str) and not value.strip(" \t"):
         raise ValueError("must not be empty (remove the line for the default)")
@@ -76,6 +109,24 @@ def problems(conf: Any = None) -> list[str]:
         except (ValueError, cfg.ConfigFileValueError) as exc:
             reason = str(exc).rsplit(" is not valid: ", 1)[-1]
             found.append(f"[{GROUP}]{opt.name}: {reason}")
+    if not found:
+        found += _push_problems(group)
+    return found
+
+
+def _push_problems(group: Any) -> list[str]:
+    """The push listener's options that need another (as bmaas sync's do)."""
+    found = []
+    if not group.events_listen:
+        given = [
+            name
+            for name in ("events_listen_url", "events_tls_cert", "events_tls_key")
+            if getattr(group, name)
+        ]
+        given += ["events_prefer_push"] if group.events_prefer_push else []
+        found += [f"[{GROUP}]{name}: needs [{GROUP}]events_listen HOST:PORT" for name in given]
+    elif group.events_tls_key and not group.events_tls_cert:
+        found.append(f"[{GROUP}]events_tls_key: needs [{GROUP}]events_tls_cert")
     return found
 
 
@@ -173,6 +224,41 @@ OPTS = [
         default=1000,
         help="Event streams open at once in this conductor (one listener thread each, "
         "blocked on its socket); nodes of more services are read every pass.",
+    ),
+    cfg.Opt(
+        "events_listen",
+        type=HostPort(),
+        default="",
+        help="HOST:PORT where this conductor also takes pushed events (Redfish "
+        "EventDestination POSTs, the listener bmaas sync --events-listen runs): a "
+        "service without SSE (or every service, with events_prefer_push) gets a push "
+        "subscription to it instead of a stream, with a secret Context of its own; an "
+        "Event without one of ours is refused (403). The BMCs must reach this address "
+        "(a management-network address, not 127.0.0.1, outside a lab). Empty: SSE only.",
+    ),
+    cfg.Opt(
+        "events_listen_url",
+        type=HttpUrl(),
+        default="",
+        help="The URL BMCs are told to POST to, when it is not the one events_listen "
+        "makes (http(s)://HOST:PORT/bmaas/events): behind NAT or a proxy.",
+    ),
+    cfg.StrOpt(
+        "events_tls_cert",
+        default="",
+        help="A PEM certificate (chain) for the push listener: it answers HTTPS.",
+    ),
+    cfg.StrOpt(
+        "events_tls_key",
+        default="",
+        help="The certificate's private key, when it is not in events_tls_cert.",
+    ),
+    cfg.BoolOpt(
+        "events_prefer_push",
+        default=False,
+        help="With events_listen: push subscriptions even where a service offers SSE "
+        "(no socket held per service; the subscription is checked hourly, made again "
+        "if the BMC forgot it, and deleted when no node of it is left here).",
     ),
 ]
 

@@ -6,6 +6,14 @@ conductor owns it.
 ``[bmaas]events = false``, or Ironic's power sync turned off
 (``[conductor]sync_power_state_interval`` 0 or less), and :func:`holder`
 is None: every read asks the BMC, as before.
+
+``[bmaas]events_listen = HOST:PORT``: the conductor also listens there for
+pushed events (:class:`bmaas.drivers.redfish.push.PushListener`, started
+with the streams) and a service without SSE -- or every service, with
+``events_prefer_push`` -- gets a push subscription to it
+(:func:`bmaas.drivers.ironic.listener.push_streams`). A listener that cannot
+bind (the port is taken, a certificate that does not load) is logged as an
+error once and the streams go on with SSE alone.
 """
 
 from __future__ import annotations
@@ -13,13 +21,14 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import urllib.parse
 from typing import Any
 
 from oslo_config import cfg
 
 from bmaas.drivers.ironic import calls, conf
 from bmaas.drivers.ironic.info import parse_driver_info
-from bmaas.drivers.ironic.listener import Pacing
+from bmaas.drivers.ironic.listener import Pacing, host_port, push_streams, service_stream
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
 
@@ -48,15 +57,62 @@ def holder() -> Streams | None:
             return None
         if interval <= 0:  # Ironic's power sync is off: nothing to answer
             return None
+        push = _push_listener(group)
         _HOLDER = Streams(
             safety=group.events_safety_interval,
             interval=interval,
             max_streams=group.events_max_streams,
             pacing=Pacing(open_deadline=group.sync_deadline),
             owner=owned,
+            stream_of=(
+                push_streams(push, prefer=group.events_prefer_push)
+                if push is not None
+                else service_stream
+            ),
         )
+        if push is not None:  # after the streams (atexit runs last first): their
+            atexit.register(push.close)  # subscriptions are deleted before it stops
         atexit.register(_HOLDER.close)
         return _HOLDER
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def _push_listener(group: Any) -> Any | None:
+    """The conductor's push listener (``[bmaas]events_listen``), started, or None."""
+    if not group.events_listen:
+        return None
+    from bmaas.drivers.redfish.push import PushListener
+
+    host, port = host_port(group.events_listen)
+    try:
+        push = PushListener(
+            host,
+            port,
+            url=group.events_listen_url or None,
+            certfile=group.events_tls_cert or None,
+            keyfile=group.events_tls_key or None,
+        )
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        LOG.error(
+            "bmaas: cannot listen for pushed events on %s (%s: %s): event streams use SSE only",
+            group.events_listen,
+            type(exc).__name__,
+            exc.strerror if isinstance(exc, OSError) and exc.strerror else "refused",
+        )
+        return None
+    LOG.info(
+        "bmaas: listening for pushed Redfish events on %s (BMCs post to %s)%s",
+        group.events_listen,
+        _without_userinfo(push.url),
+        "; push preferred over SSE" if group.events_prefer_push else "",
+    )
+    return push
 
 
 def ref_of(task: Any) -> NodeRef:

@@ -13,6 +13,16 @@ per second (``burst`` at once) is handed over as *not trusted*: the
 node is read from its BMC at its next pass. Dropping a listener sets its
 ``own`` event and closes its stream, so a blocked read returns at once and
 the thread ends.
+
+**Push** (:func:`push_streams`): where the conductor listens for pushed
+events (``[bmaas]events_listen``), each service's stream is a
+:class:`~bmaas.drivers.redfish.push.PushStream`: its SSE stream where the
+service offers one (unless push is preferred), else an ``EventDestination``
+subscription whose Events the BMC POSTs to that listener. The listener
+thread reads it the same way (a push stream's read waits on its inbox);
+dropping it wakes the read (:meth:`Listener.drop`), and the thread, not the
+caller, deletes the subscription on its way out (one bounded request: the
+sync's threads never wait on a BMC for it).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import json
 import secrets
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
@@ -34,7 +44,16 @@ from bmaas.faults import BmaasError, RetryScope
 from bmaas.policy import policy_for
 from bmaas.secrets import Secret
 
-__all__ = ["Listener", "Pacing", "Service", "Sink", "service_stream", "thread"]
+__all__ = [
+    "Listener",
+    "Pacing",
+    "Service",
+    "Sink",
+    "host_port",
+    "push_streams",
+    "service_stream",
+    "thread",
+]
 
 _SALT = secrets.token_bytes(16)
 
@@ -97,6 +116,31 @@ def service_stream(service: Service, nodes: dict[str, str]) -> Stream:
     return ServiceStream(service.address, service.username, service.password, service.verify, nodes)
 
 
+def push_streams(push: Any, *, prefer: bool) -> Callable[[Service, dict[str, str]], Stream]:
+    """Streams that may use push: a service's SSE stream where it offers one
+    (unless ``prefer``), else a push subscription to ``push`` (a started
+    :class:`~bmaas.drivers.redfish.push.PushListener`)."""
+    from bmaas.drivers.redfish.events import ServiceStream
+    from bmaas.drivers.redfish.push import PushStream
+
+    def stream_of(service: Service, nodes: dict[str, str]) -> Stream:
+        sse = cast(ServiceStream, service_stream(service, nodes))
+        # PushStream's nodes are its SSE stream's (a property): the same dict
+        return PushStream(sse, push, prefer_push=prefer)  # type: ignore[return-value]
+
+    return stream_of
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as (host, port);
+    ValueError saying what is wrong."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected HOST:PORT (port 0-65535), not {text!r}")
+    return host, int(port)
+
+
 def thread(target: Callable[[], None], name: str) -> threading.Thread:
     """Run ``target`` in a daemon thread (a conductor that exits does not wait for it)."""
     started = threading.Thread(target=target, name=name, daemon=True)
@@ -123,7 +167,14 @@ class Listener:
         """End it: the thread stops, the stream (and its subscription) closes."""
         self.own.set()
         self.up = False
-        self.stream.close()  # a blocked read returns at once
+        # a blocked read returns at once; a push stream's subscription is
+        # deleted by the thread on its way out (a request: not here, where
+        # the caller may hold the streams' lock)
+        interrupt = getattr(self.stream, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
+        else:
+            self.stream.close()
 
     def run(
         self,

@@ -397,10 +397,12 @@ class Streams:
             listener.epoch += 1  # every node's last read predates it: each reconciles
             self.opened_count += 1
             count = len(listener.nodes)
+        via = getattr(listener.stream, "mode", None) or "sse"
         LOG.info(
-            "bmaas: event stream of %s up (%d nodes): their periodic power reads are "
+            "bmaas: event stream of %s up (%s, %d nodes): their periodic power reads are "
             "answered from it after one read each, the BMC read every %.0f s",
             listener.service.address,
+            "push subscription" if via == "push" else "SSE",
             count,
             self.safety,
         )

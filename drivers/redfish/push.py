@@ -284,6 +284,13 @@ class PushStream:
         self._request("GET", self._location, None, Deadline.after(VERIFY_TIMEOUT), started)
         self._verified = self.clock()
 
+    def interrupt(self) -> None:
+        """From another thread: end a blocked :meth:`read` at once (it raises);
+        the reader's :meth:`close` then deletes the subscription."""
+        self.sse.close()
+        if self.mode == "push":
+            self._inbox.put(None)
+
     def close(self) -> None:
         self.sse.close()
         if self.mode == "push":

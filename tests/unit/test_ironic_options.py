@@ -65,6 +65,9 @@ BAD = [
     ("count-arabic-indic", "bmc_max_requests = \u0665", {}, "bmc_max_requests", "whole number"),
     ("seconds-nan", "bmc_min_interval = nan", {}, "bmc_min_interval", "seconds"),
     ("seconds-underscore", "operation_deadline = 1_000", {}, "operation_deadline", "1_000"),
+    ("events-listen-no-port", "events_listen = 127.0.0.1", {}, "events_listen", "HOST:PORT"),
+    ("events-listen-port-range", "events_listen = h:70000", {}, "events_listen", "HOST:PORT"),
+    ("events-listen-url-scheme", "events_listen_url = ftp://h/", {}, "events_listen_url", "http"),
     # oslo.config's ini parser trims a value with str.strip() (U+00A0 too) before
     # any type sees it; its environment source (OS_<GROUP>__<OPT>) does not
     (
@@ -147,3 +150,22 @@ def test_a_conductor_call_refuses_bad_options_before_any_bmc(tmp_path: Path) -> 
     assert "ironic.conf: [bmaas]call_deadline: must not be empty" in out
     assert "[bmaas]bmc_max_requests: must be a whole number" in out
     assert "TypeError" not in done.stdout + done.stderr
+
+
+def test_push_options_that_need_another_are_named_at_once(tmp_path: Path) -> None:
+    read = _read(
+        tmp_path,
+        "[bmaas]\nevents_listen_url = https://conductor.example:8789/bmaas/events\n"
+        "events_tls_key = /etc/ironic/push.key\nevents_prefer_push = true\n",
+    )
+    assert read["problems"] == [
+        "[bmaas]events_listen_url: needs [bmaas]events_listen HOST:PORT",
+        "[bmaas]events_tls_key: needs [bmaas]events_listen HOST:PORT",
+        "[bmaas]events_prefer_push: needs [bmaas]events_listen HOST:PORT",
+    ]
+    read = _read(tmp_path, "[bmaas]\nevents_listen = 0.0.0.0:8789\nevents_tls_key = /k\n")
+    assert read["problems"] == ["[bmaas]events_tls_key: needs [bmaas]events_tls_cert"]
+    read = _read(tmp_path, "[bmaas]\nevents_listen = [::]:8789\nevents_prefer_push = true\n")
+    assert read["problems"] == []
+    assert read["values"]["events_listen"] == "[::]:8789"
+    assert read["values"]["events_prefer_push"] is True
