@@ -28,7 +28,13 @@ from oslo_config import cfg
 
 from bmaas.drivers.ironic import calls, conf
 from bmaas.drivers.ironic.info import parse_driver_info
-from bmaas.drivers.ironic.listener import Pacing, host_port, push_streams, service_stream
+from bmaas.drivers.ironic.listener import (
+    Pacing,
+    host_port,
+    push_streams,
+    service_stream,
+    thread,
+)
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
 
@@ -70,6 +76,7 @@ def holder() -> Streams | None:
                 else service_stream
             ),
         )
+        thread(_HOLDER.run_sweeper, "bmaas events sweep")
         if push is not None:  # after the streams (atexit runs last first): their
             atexit.register(push.close)  # subscriptions are deleted before it stops
         atexit.register(_HOLDER.close)

@@ -38,9 +38,11 @@ streamed node costs its BMC the same whatever Ironic's sync interval.
 Only the periodic reads register a node, and Ironic makes them only for the
 nodes its hash ring maps to this conductor; the ``owner`` check (the hash
 ring) is asked again at each sweep, and a node not read for ``expire``
-seconds leaves. A service with no node left is closed (its SSE subscription
-ends with the connection); after a takeover or a restart the conductor that
-now reads the nodes subscribes at its first pass.
+seconds leaves; a sweeper thread (:meth:`Streams.run_sweeper`) sweeps as
+well, so a conductor left with no streamed node to read still lets go. A
+service with no node left is closed (its SSE subscription ends with the
+connection; a push subscription is deleted); after a takeover or a restart
+the conductor that now reads the nodes subscribes at its first pass.
 
 No Ironic import here: the Ironic side (options, hash ring, the task) is
 :mod:`bmaas.drivers.ironic.listen`.
@@ -147,6 +149,8 @@ class Streams:
         self._listeners: dict[str, Listener] = {}
         self._swept = clock()
         self._closed = False
+        #: set by close(): ends the sweeper (run_sweeper)
+        self._stopped = threading.Event()
         self._full_warned = False
         #: counters (tests, logs)
         self.opened_count = self.faults = self.flooded = self.answered = 0
@@ -360,6 +364,20 @@ class Streams:
                 "bmaas: %d nodes now belong to another conductor: not streamed here", len(moved)
             )
 
+    def run_sweeper(self) -> None:
+        """A thread of its own: :meth:`sweep` once a period (the sync
+        interval, at most a minute) until :meth:`close`. The sync's reads
+        sweep too, but only while this conductor still reads a streamed
+        node: one whose nodes all moved to another conductor (the hash
+        ring, a conductor group) or were deleted would keep their streams
+        (and the BMCs' subscriptions) open for good."""
+        period = min(self.interval, 60.0)
+        while not self._sleep(self._stopped, period) and not self._stopped.is_set():
+            try:
+                self.sweep()
+            except Exception:  # the hash ring's database, say: next period
+                LOG.exception("bmaas: sweeping the event streams failed; trying again")
+
     def summary(self) -> dict[str, int]:
         with self._lock:
             return {
@@ -376,6 +394,7 @@ class Streams:
         """Stop every listener (each closes its stream) and wait ``timeout`` at most."""
         with self._lock:
             self._closed = True
+            self._stopped.set()
             listeners = list(self._listeners.values())
             for listener in listeners:
                 self._listeners.pop(listener.service.key, None)

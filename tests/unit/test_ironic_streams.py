@@ -485,3 +485,55 @@ def test_safety_default_is_bmaas_syncs() -> None:
     assert getattr(bmaas.events, "SAFETY_INTERVAL", SAFETY_INTERVAL) == SAFETY_INTERVAL
     with pytest.raises(ValueError, match="positive"):
         Streams(safety=0)
+
+
+def test_the_sweeper_lets_go_of_streams_when_no_node_is_read_here_any_more(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The sync's reads sweep only while this conductor reads a streamed
+    node; when every node moved away, the sweeper thread still closes their
+    streams (and a sweep that fails is tried again next period)."""
+    clock = FakeClock(start=0.0)
+    made: list[FakeStream] = []
+    owned = {"a"}
+    waits: list[float] = []
+
+    def stream_of(service: Service, nodes: dict[str, str]) -> FakeStream:
+        made.append(FakeStream(nodes))
+        return made[-1]
+
+    def sleep(stop: threading.Event, seconds: float) -> bool:
+        waits.append(seconds)
+        clock.advance(seconds)
+        if len(waits) == 3:
+            streams.close(timeout=0.0)
+        return stop.is_set()
+
+    asked: list[str] = []
+
+    def owner(r: NodeRef) -> bool:
+        asked.append(r.uuid)
+        if len(asked) == 2:  # the first sweep's ring read fails (its database, say)
+            raise RuntimeError("the hash ring could not be had")
+        return r.uuid in owned
+
+    streams = Streams(
+        safety=SAFETY,
+        interval=INTERVAL,
+        stream_of=stream_of,
+        owner=owner,
+        spawn=lambda target, name: None,
+        sleep=sleep,
+        clock=clock,
+    )
+    assert isinstance(streams.answer(ref("a")), Miss)
+    (listener,) = streams._listeners.values()
+    owned.clear()  # the hash ring gave it to another conductor; no read comes here
+    with caplog.at_level(logging.ERROR):
+        streams.run_sweeper()
+    assert waits == [INTERVAL] * 3
+    assert asked == ["a", "a", "a"]  # registered; the failed sweep; the next one
+    assert "sweeping the event streams failed" in caplog.text
+    assert "a" not in streams._books
+    assert listener.own.is_set()
+    assert made[0].closed >= 1
