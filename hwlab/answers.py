@@ -17,6 +17,8 @@ incident           the incident's completion code; served as usual when the
                    incident has no IPMI answer
 malformed_reply    completion code 0 and nothing after it
 trickle            the datagram is held until its last byte would have come
+power_stuck        a proxy's only: completion code 0 (:data:`IPMI_ACCEPTED`)
+                   to Chassis Control, which is never relayed
 =================  ==========================================================
 
 IPMI, the login (:data:`IPMI_LOGIN_ANSWERS`; one evaluation per login):
@@ -76,6 +78,7 @@ from bmaas.hwlab.http import Request, Response, redfish_error
 
 __all__ = [
     "GARBLED_REPLY",
+    "IPMI_ACCEPTED",
     "IPMI_CODES",
     "IPMI_LOGIN_ANSWERS",
     "IPMI_OVERHEAD",
@@ -103,6 +106,11 @@ IPMI_CODES: dict[Effect, int] = {
     Effect.AUTH_FAIL: 0xD4,
 }
 
+#: the completion code of a request taken: what an IPMI proxy answers a
+#: Chassis Control it never relays (``power_stuck``, :data:`ACKNOWLEDGED
+#: <bmaas.hwlab.proxy.effects.ACKNOWLEDGED>`)
+IPMI_ACCEPTED = 0x00
+
 #: bytes an RMCP+ answer carries besides its data (headers, pad, integrity)
 IPMI_OVERHEAD = 40
 
@@ -119,6 +127,8 @@ def ipmi_code(firing: Firing) -> int | None:
     incident = incident_of(firing)
     if incident is not None:
         return incident.ipmi_code
+    if firing.effect is Effect.POWER_STUCK:
+        return IPMI_ACCEPTED  # a proxy's: accepted in the BMC's place, never relayed
     return IPMI_CODES[firing.effect]
 
 

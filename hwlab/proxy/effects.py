@@ -3,9 +3,11 @@
 A proxy sits on the wire in front of a BMC it does not control, so it can
 carry out wire effects (it holds the packets) and BMC effects (it answers in
 the BMC's place), never hardware effects: making a real server's power stick
-or fail needs acting on the machine -- save ``power_stuck`` on Redfish
-(:data:`ACKNOWLEDGED`): the Reset is answered as accepted and never relayed,
-which is all a client can see of a power action that never lands. Nor
+or fail needs acting on the machine -- save ``power_stuck``
+(:data:`ACKNOWLEDGED`): the Redfish Reset or the IPMI Chassis Control is
+answered as accepted and never relayed, which is all a client can see of a
+power action that never lands (on IPMI inside a session: with the BMC
+credentials, as every answer in the BMC's place). Nor
 ``session_limit``, which fires on the sessions the BMC holds: a proxy cannot
 count them (:data:`REFUSED`).
 Rules asking for one are refused with an
@@ -83,15 +85,15 @@ REFUSED: dict[Effect, str] = {
 }
 
 #: hardware effects a proxy still carries out, per protocol, by answering in
-#: the BMC's place and never relaying the request: ``power_stuck`` on Redfish
-#: is the Reset acknowledged (204) that the machine never hears of -- what a
-#: client meets when a BMC accepts a power action and the power never moves
-#: (vbmc's natural one: acknowledged, never executed by libvirt). Not on
-#: IPMI: forging a chassis control answer would need the session keys and a
-#: case in the in-session wire tests; not done yet.
+#: the BMC's place and never relaying the request: ``power_stuck`` is the
+#: Redfish Reset acknowledged (204), or the IPMI Chassis Control answered
+#: with completion code 0 (forged with the session keys, so the proxy needs
+#: the BMC credentials), that the machine never hears of -- what a client
+#: meets when a BMC accepts a power action and the power never moves (vbmc's
+#: natural one: acknowledged, never executed by libvirt)
 ACKNOWLEDGED: dict[str, frozenset[Effect]] = {
     "redfish": frozenset({Effect.POWER_STUCK}),
-    "ipmi": frozenset(),
+    "ipmi": frozenset({Effect.POWER_STUCK}),
 }
 
 #: effects a proxy carries out, per protocol (everything it does not refuse)
@@ -138,8 +140,9 @@ def _operations(protocol: str) -> list[str]:
 
 def ipmi_needs_credentials(rule: FaultRule) -> bool:
     """Whether carrying out ``rule`` on IPMI needs the BMC credentials: a BMC
-    effect that can fire on an in-session request."""
-    if rule.effect not in _FORGED:
+    effect that can fire on an in-session request, or a hardware effect the
+    proxy acknowledges in the BMC's place (:data:`ACKNOWLEDGED`)."""
+    if rule.effect not in _FORGED and rule.effect not in ACKNOWLEDGED["ipmi"]:
         return False
     return any(rule.matches(op, "ipmi") for op in _operations("ipmi") if op != Operation.LOGIN)
 

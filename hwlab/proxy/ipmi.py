@@ -19,7 +19,10 @@ specifics: hang, drop and bmc_reboot relay nothing (bmc_reboot: for
 relays late; duplicate relays 1 + ``copies`` times; malformed_reply strips
 the data from the BMC's answer; trickle holds a relayed request as long as a
 datagram its size would take to dribble in (a forged answer: one with no
-data). The login has its own answers (:mod:`bmaas.hwlab.proxy.ipmi_login`).
+data); power_stuck answers Chassis Control with completion code 0 in the
+BMC's place and never relays it (the one hardware effect a proxy carries
+out: :data:`bmaas.hwlab.proxy.effects.ACKNOWLEDGED`). The login has its own
+answers (:mod:`bmaas.hwlab.proxy.ipmi_login`).
 
 Answers in the BMC's place inside a session need the session keys (see
 :mod:`bmaas.hwlab.proxy.ipmi_session`), hence the BMC credentials on the proxy.
@@ -39,7 +42,7 @@ from bmaas.fakes.faults import FaultPlan, Firing
 from bmaas.hwlab.ipmi_action import Served, carry_out
 from bmaas.hwlab.operations import ipmi_operation
 from bmaas.hwlab.proxy import rmcp
-from bmaas.hwlab.proxy.effects import OPAQUE
+from bmaas.hwlab.proxy.effects import ACKNOWLEDGED, OPAQUE
 from bmaas.hwlab.proxy.ipmi_login import Client, LoginRelay
 from bmaas.hwlab.proxy.ipmi_session import Session, Verdict
 from bmaas.hwlab.proxy.rmcp import Message, Packet, PayloadType
@@ -281,6 +284,7 @@ class IPMIProxy(LoginRelay):
             self.evaluate(operation),
             forge=can_forge,
             machine=False,
+            acknowledge=ACKNOWLEDGED["ipmi"],
             why_not_forge="the proxy cannot read this session (no or wrong credentials)",
         )
         for firing in action.carried:

@@ -59,11 +59,13 @@ INCIDENT_NAMES = sorted(
     n for n, i in INCIDENTS.items() if "ipmi" in i.protocols and i.trigger.operation == "login"
 )
 
-#: every effect driven here, emulated against proxied
+#: every effect driven here, emulated against proxied; power_stuck fires on
+#: power.set only, never at a login (tests/lab/test_session_wire_answers.py)
 COVERED = (
     set(LOGIN_EFFECTS)
     | {e for e, _ in [*SILENT, *LATE]}
     | ({Effect.INCIDENT} if INCIDENT_NAMES else set())
+    | {Effect.POWER_STUCK}
 )
 
 

@@ -25,12 +25,13 @@ from bmaas.driver import Operation, PowerAction, PowerState
 from bmaas.drivers.ipmi import IPMIDriver
 from bmaas.fakes.faults import Effect
 from bmaas.fakes.incidents import INCIDENTS
-from bmaas.faults import BMCFault, BMCTimeout
+from bmaas.faults import BMCFault, BMCTimeout, PowerFailure
 from bmaas.hwlab.answers import IPMI_CODES
-from bmaas.hwlab.proxy import expected_fault
+from bmaas.hwlab.proxy import ProxySpec, expected_fault
 from bmaas.hwlab.proxy.effects import SUPPORTED
+from bmaas.secrets import Secret
 from tests.budgets import ask, bound
-from tests.lab.conftest import Lab
+from tests.lab.conftest import PASSWORD, USER, Lab
 from tests.lab.ipmi_wire_support import Start, pair, read_fault
 
 pytestmark = pytest.mark.lab
@@ -68,12 +69,15 @@ INCIDENT_NAMES = sorted(
     n for n, i in INCIDENTS.items() if "ipmi" in i.protocols and i.trigger.operation != "login"
 )
 
-#: every effect driven here, emulated against proxied
+#: every effect driven here, emulated against proxied (power_stuck: the one
+#: hardware effect a proxy carries out, by acknowledging the Chassis Control
+#: in the BMC's place, ACKNOWLEDGED)
 COVERED = (
     set(SESSION_EFFECTS)
     | {Effect(e) for e, _ in LATE}
     | set(WINDOWED)
     | ({Effect.INCIDENT} if INCIDENT_NAMES else set())
+    | {Effect.POWER_STUCK}
 )
 
 
@@ -159,3 +163,42 @@ def test_a_vendor_incident_is_the_same_answer_emulated_and_proxied(
     expected = INCIDENTS[incident].fault
     assert expected is not None
     assert isinstance(from_emulator, expected)
+
+
+def test_power_stuck_is_the_same_accepted_power_on_emulated_and_proxied(
+    lab: Lab, proxy_host: Start
+) -> None:
+    """``power_stuck`` on power.set: the emulated node accepts the Chassis
+    Control and its machine never moves; the proxy answers it with
+    completion code 0 in the BMC's place and never relays it, so the BMC
+    behind it never hears of it (its own count of power.set stays 0). To the
+    driver both are the same: the request succeeds, the wait for power ends
+    ``PowerFailure``. After it, the emulated BMC reports a power control
+    fault (it commanded the power); the one behind the proxy reads off."""
+    rule = {"effect": "power_stuck", "operation": "power.set"}
+    emulated = lab.machine("emu")
+    lab.rule(emulated, **rule)
+    behind = lab.machine("real")
+    counted = lab.counter(behind, "power.set")
+    spec = ProxySpec(
+        "real",
+        "ipmi",
+        "127.0.0.1",
+        lab.server.endpoints["real"],
+        username=USER,
+        password=Secret(PASSWORD),
+    )
+    port = proxy_host(spec, [rule]).endpoints["real"]["ipmi"]
+    emulator = lab.driver("emu", bmc_timeout=1.5)
+    proxied = lab.driver("real", bmc_timeout=1.5, ipmi_port=port)
+    for driver in (emulator, proxied):
+        ask(driver.request_power, PowerAction.ON)  # accepted: completion code 0
+        with pytest.raises(PowerFailure):
+            ask(driver.set_power_state, PowerAction.ON, wait=True, timeout=1.0)
+    assert behind.plan.counts()[counted] == 0  # never relayed
+    assert emulated.power_state() is behind.power_state() is PowerState.OFF
+    # where they differ: the emulated BMC commanded the power and latches a
+    # power control fault; the BMC behind the proxy was never asked, reads off
+    with pytest.raises(PowerFailure, match="power control fault"):
+        ask(emulator.get_power_state)
+    assert ask(proxied.get_power_state) is PowerState.OFF

@@ -131,8 +131,8 @@ def test_session_limit_is_refused_a_proxy_cannot_count_sessions(protocol: str) -
 
 def test_expected_faults_cover_every_proxy_effect_but_duplicate() -> None:
     proxy_effects = {e for e in Effect if e.layer is not Layer.HARDWARE} - {Effect.SESSION_LIMIT}
-    assert proxy_effects == SUPPORTED["ipmi"]
-    # and on Redfish power_stuck: the Reset acknowledged, never relayed
+    # and power_stuck on both: the Reset or Chassis Control acknowledged, never relayed
+    assert proxy_effects | {Effect.POWER_STUCK} == SUPPORTED["ipmi"]
     assert proxy_effects | {Effect.POWER_STUCK} == SUPPORTED["redfish"]
     # an incident's fault is the incident's own (bmaas.fakes.incidents), not the effect's
     assert set(EXPECTED_FAULTS) == proxy_effects - {Effect.DUPLICATE, Effect.INCIDENT}
@@ -167,11 +167,14 @@ def test_load_rules_from_file_and_profile(tmp_path: Path) -> None:
     rules, seed = load_rules(spec, rules_file=str(path), profile="dead-bmc", seed=3)
     assert seed == 3
     assert [r.effect for r in rules] == [Effect.HANG, Effect.BUSY]
-    # all hardware: a Redfish proxy does only power_stuck (acknowledged, never relayed)
+    # all hardware: a proxy does only power_stuck (acknowledged, never relayed)
     rules, _ = load_rules(spec, profile="brownout")
     assert {r.effect for r in rules} <= {Effect.POWER_STUCK}
     ipmi = ProxySpec("n1", "ipmi", "127.0.0.1", 623, username="u", password=Secret("p"))
-    assert load_rules(ipmi, profile="brownout")[0] == []  # nothing an IPMI proxy can do
+    assert {r.effect for r in load_rules(ipmi, profile="brownout")[0]} <= {Effect.POWER_STUCK}
+    # without the credentials an IPMI proxy cannot answer in the session: nothing
+    bare = ProxySpec("n1", "ipmi", "127.0.0.1", 623)
+    assert load_rules(bare, profile="brownout")[0] == []
 
 
 # -- specs ------------------------------------------------------------------------
@@ -279,8 +282,10 @@ def test_host_refuses_what_it_cannot_do_and_adds_the_rest() -> None:
     ipmi = ProxySpec("n1", "ipmi", "127.0.0.1", 623)
     host = ProxyHost([ipmi])
     with pytest.raises(InputError, match="hardware"):
-        host.add_faults("n1", [{"effect": "hang"}, {"effect": "power_stuck"}])
+        host.add_faults("n1", [{"effect": "hang"}, {"effect": "boot_crash"}])
     assert host.proxies["n1"].plan.rules == []  # all or nothing
+    with pytest.raises(InputError, match="session keys"):  # acknowledged in session: keys
+        host.add_faults("n1", [{"effect": "power_stuck", "operation": "power.set"}])
     with pytest.raises(InputError, match="username and password"):
         host.add_faults("n1", [{"effect": "busy", "operation": "power.get"}])
     assert host.add_faults("n1", [{"effect": "busy", "operation": "login"}]) == 1
