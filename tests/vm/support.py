@@ -51,6 +51,13 @@ def deploy(home: Path, lab: VmLab, *args: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
+def node_quirks(home: Path, name: str) -> list[str]:
+    """The quirks recorded on node ``name`` (``bmaas node show --json``)."""
+    done = bmaas(home, "node", "show", name, "--json")
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout)["quirks"])
+
+
 def markers(lab: VmLab, name: str) -> list[str]:
     path = lab.serial_log(name)
     lines = path.read_text(errors="replace").splitlines() if path.exists() else []

@@ -8,7 +8,7 @@ VM behind a fault not at all).
 
 The tests run in file order (``-p no:randomly``) on one lab; each first puts
 the VMs in the state it needs (off; the CD drives back for IPMI). Boots are
-the cost (6-8 CPU s each): 2 + 2 + 1 + 0 + 1."""
+the cost (6-8 CPU s each): 2 + 2 + 1 + 0 + 1 + 1."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from tests.vm.support import (
     enroll,
     fault,
     never_booted,
+    node_quirks,
     power_off_all,
     seen,
 )
@@ -35,7 +36,7 @@ from tests.vm.support import (
 pytestmark = pytest.mark.vm
 
 
-def test_ipmi_deploy_boots_each_vms_cd_once_then_vbmc_reads_back_the_live_device(
+def test_ipmi_deploy_onto_stock_vbmc_is_active_once_each_vm_booted_its_cd(
     vm_lab: VmLab, image_url: str, tmp_path: Path
 ) -> None:
     """``bmaas deploy --count 2`` by IPMI: no virtual media, so each node's
@@ -43,16 +44,17 @@ def test_ipmi_deploy_boots_each_vms_cd_once_then_vbmc_reads_back_the_live_device
     through the proxy and vbmc, consumed by SeaBIOS -- boots the disc the lab
     put in the drive (``via=cdrom``; the image URL goes nowhere), and the
     deploy passes its ready step only once each VM said so, each booted
-    exactly once by its own count.
+    exactly once by its own count. Both requests end active.
 
-    Then what real firmware behind stock vbmc does and no emulator did: the
-    finalize step's ``bootdev disk`` (persistent) is written to the domain's
+    What real firmware behind stock vbmc does and no emulator did: the
+    finalize step's ``bootdev disk`` (persistent) goes to the domain's saved
     *definition*, but vbmc reads the boot device back from the *running*
-    domain, which still says cdrom until its next cold start. bmaas checks
-    every read-back (Ironic's ipmitool never does), so the attempt ends a
-    typed ``BootFailure`` in the finalize step, well within the deadline --
-    never a wrong "active". Both requests fail that way; the lab's IPMI
-    deploy is not active yet (docs/lab.md)."""
+    domain, which says cdrom until its next cold start. The driver knows
+    this BMC by its Get Device ID (pyghmi's defaults): the quirk
+    ``boot_reads_running``, recorded on each node, has the read-back judged
+    against the device the VM runs with (before it, the attempt ended a
+    typed BootFailure here). Powered off, the BMC reads the saved
+    definition: disk, as the deploy set it."""
     insert_cd(vm_lab.state_dir)
     enroll(tmp_path, vm_lab, "ipmi")
     power_off_all(tmp_path, vm_lab)
@@ -75,19 +77,19 @@ def test_ipmi_deploy_boots_each_vms_cd_once_then_vbmc_reads_back_the_live_device
             "--max-attempts",
             "1",
         )
+        assert result["ok"] == 2, result
+        assert sorted(r["node"] for r in result["requests"]) == vm_lab.domains
+        assert {r["boot"] for r in result["requests"]} == {"cdrom"}
+        assert result["elapsed"] < deadline
         for name in vm_lab.domains:
             booted_once(vm_lab, name, before, "cdrom")
-        assert result["elapsed"] < deadline
-        attempts = [
-            a for r in result["requests"] for a in r["attempt_details"] if a["outcome"] != "refused"
-        ]
-        assert sorted({a["node"] for a in attempts}) == vm_lab.domains, attempts
-        for attempt in attempts:
-            assert attempt["fault_class"] == "BootFailure", attempt
-            assert "asked for disk" in attempt["message"], attempt
-            assert "reads back cdrom" in attempt["message"], attempt
+            assert "boot_reads_running" in node_quirks(tmp_path, name)
     finally:
         power_off_all(tmp_path, vm_lab)
+    done = bmaas(tmp_path, "boot-device", "get", *vm_lab.domains, "--json", "--deadline", "60")
+    assert done.returncode == 0, done.stderr
+    devices = {r["node"]: r["result"]["device"] for r in json.loads(done.stdout)["results"]}
+    assert devices == dict.fromkeys(vm_lab.domains, "disk"), devices
 
 
 def test_vmedia_deploy_is_active_only_when_both_vms_booted_the_image(
@@ -223,7 +225,7 @@ def test_power_stuck_ends_typed_and_the_request_moves_to_the_healthy_vm(
     power_off_all(tmp_path, vm_lab)
     fault(vm_lab, f"{sick}-redfish", "power_stuck", "operation=power.set")
     before = seen(vm_lab)
-    deadline, power_timeout = 300, 20
+    deadline, power_timeout = 300, 10
     try:
         result = deploy(
             tmp_path,
@@ -251,4 +253,51 @@ def test_power_stuck_ends_typed_and_the_request_moves_to_the_healthy_vm(
     assert power_timeout <= tried[0]["elapsed"] < deadline
     assert result["elapsed"] < deadline
     booted_once(vm_lab, healthy, before, "vmedia")
+    never_booted(vm_lab, sick, before)
+
+
+def test_power_stuck_at_the_ipmi_proxy_ends_typed_and_the_request_moves(
+    vm_lab: VmLab, image_url: str, tmp_path: Path
+) -> None:
+    """power_stuck at the first VM's IPMI proxy: the Chassis Control power-on
+    is answered with completion code 0 in vbmc's name (the proxy holds the
+    session keys) and never relayed, so libvirt never starts the VM. The
+    attempt ends PowerFailure once --power-timeout passes, within the
+    deadline; the request is deployed by IPMI on the second VM, which booted
+    its CD once and is active; the first, by its own count, never booted."""
+    insert_cd(vm_lab.state_dir)
+    enroll(tmp_path, vm_lab, "ipmi")
+    sick, healthy = vm_lab.domains
+    power_off_all(tmp_path, vm_lab)
+    fault(vm_lab, f"{sick}-ipmi", "power_stuck", "operation=power.set")
+    before = seen(vm_lab)
+    deadline, power_timeout = 300, 10
+    try:
+        result = deploy(
+            tmp_path,
+            vm_lab,
+            "--count",
+            "1",
+            "--image",
+            image_url,
+            "--ready-pattern",
+            CDROM,
+            "--deadline",
+            str(deadline),
+            "--power-timeout",
+            str(power_timeout),
+        )
+    finally:
+        clear_faults(vm_lab)
+        power_off_all(tmp_path, vm_lab)
+    (request,) = result["requests"]
+    assert request["ok"], request
+    assert request["node"] == healthy
+    assert request["boot"] == "cdrom"
+    tried = [a for a in request["attempt_details"] if a["outcome"] != "refused"]
+    assert [a["node"] for a in tried] == [sick, healthy], tried
+    assert tried[0]["fault_class"] == "PowerFailure", tried[0]
+    assert power_timeout <= tried[0]["elapsed"] < deadline
+    assert result["elapsed"] < deadline
+    booted_once(vm_lab, healthy, before, "cdrom")
     never_booted(vm_lab, sick, before)
