@@ -25,6 +25,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import queue
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -58,7 +59,11 @@ WAIT_SLICE = 0.5
 #: seconds the calls in flight at the overall deadline get to hand back their
 #: own result: each is bounded by that same deadline, so it ends within a
 #: moment of it (a call refused because the budget was spent says so itself,
-#: "nothing sent", instead of being taken for a BMC that did not answer)
+#: "nothing sent", instead of being taken for a BMC that did not answer).
+#: Only nodes whose operation had begun are waited for: a node still waiting
+#: for its pooled driver or building its driver (importing pyghmi or sushy,
+#: which nothing interrupts: 0.2 s on a quiet 2-core box, 0.5 s and more
+#: under load) has sent nothing, and is not waited for (issue 36)
 IN_FLIGHT_GRACE = 0.5
 
 T = TypeVar("T")
@@ -167,12 +172,14 @@ def _run_pooled(
     clock: Callable[[], float],
     pool: DriverPool,
     deadline: Deadline,
+    on_call: Callable[[], None] = lambda: None,
 ) -> NodeResult[T]:
     start = clock()
     key = pool.key_for(record.driver, record.name, record.driver_info)
     learned: list[frozenset[str]] = []
 
     def run(driver: BMCDriver) -> T:
+        on_call()
         try:
             return operation(driver)
         finally:
@@ -205,16 +212,21 @@ def _run_one(
     clock: Callable[[], float],
     pool: DriverPool | None = None,
     deadline: Deadline | None = None,
+    on_call: Callable[[], None] = lambda: None,
 ) -> NodeResult[T]:
+    """One node's turn. ``on_call`` is called once its driver is built and
+    held, just before ``operation`` begins: from then on the BMC may have
+    been asked something; before, nothing was sent."""
     if pool is not None:
         assert deadline is not None  # run_on_nodes checked it
-        return _run_pooled(record, operation, factory, clock, pool, deadline)
+        return _run_pooled(record, operation, factory, clock, pool, deadline, on_call)
     start = clock()
     try:
         driver = factory(record)
     except BmaasError as exc:  # bad driver_info, unset password variable, missing driver
         return NodeResult(record.name, record.driver, error=exc, elapsed=clock() - start)
     try:
+        on_call()
         value = operation(driver)
         return NodeResult(
             record.name,
@@ -258,11 +270,15 @@ def run_on_nodes(
     Ctrl-C cancels the nodes not yet started and waits for the running ones,
     which are bounded by their deadline.
 
-    ``deadline`` is when the caller stops waiting: nodes not finished by then
-    get a ``BMCTimeout`` (``started=False`` for the ones no worker reached),
-    nodes not started are cancelled, and the call returns without waiting for
-    the running ones. Those end by the same deadline when ``operation`` hands
-    its calls shares of it (as every bmaas command does).
+    ``deadline`` is when the caller stops waiting: nodes not started are
+    cancelled, nodes whose operation had begun get :data:`IN_FLIGHT_GRACE`
+    to hand back their own result, and the call returns without waiting
+    for any worker thread. A node still out then whose operation had begun
+    gets a ``BMCTimeout``; one no worker reached (``started=False``) or
+    whose turn had not got past waiting for or building its driver (nothing
+    sent) a ``SlotTimeout``, never counted against it. The workers left
+    running end by the same deadline when ``operation`` hands its calls
+    shares of it (as every bmaas command does); nothing joins them.
 
     ``pool``: run on the nodes' pooled drivers (kept open afterwards) instead
     of building and closing one per node; needs ``deadline`` (how long a
@@ -277,6 +293,10 @@ def run_on_nodes(
         return []
     begun = clock()
     started: set[str] = set()
+    #: nodes whose operation began (the BMC may have been asked): only these
+    #: are waited for past the deadline; workers add, the caller reads
+    calling: set[str] = set()
+    lock = threading.Lock()
 
     def one(record: NodeRecord) -> NodeResult[T]:
         if deadline is not None and deadline.left() <= 0:
@@ -285,7 +305,17 @@ def run_on_nodes(
             # not even built -- loading pyghmi or sushy is not interruptible
             return _cut_off(record, False, clock() - begun)
         started.add(record.name)
-        return _run_one(record, operation, factory, clock, pool, deadline)
+
+        def on_call() -> None:
+            with lock:
+                calling.add(record.name)
+
+        return _run_one(record, operation, factory, clock, pool, deadline, on_call)
+
+    def in_flight() -> bool:
+        """Is any node whose operation began still out?"""
+        with lock:
+            return any(name not in results for name in calling)
 
     threads = concurrent.futures.ThreadPoolExecutor(
         max_workers=min(workers, len(records)), thread_name_prefix="bmaas-node"
@@ -327,11 +357,15 @@ def run_on_nodes(
                     threads.shutdown(wait=False, cancel_futures=True)
                     grace = time.monotonic() + IN_FLIGHT_GRACE
                     take([])
-                    while remaining and time.monotonic() < grace:
+                    # only for calls that began: a turn still building its
+                    # driver (an import nothing interrupts) sent nothing
+                    while remaining and in_flight() and time.monotonic() < grace:
                         try:
-                            first = finished.get(timeout=grace - time.monotonic())
+                            first = finished.get(
+                                timeout=min(grace - time.monotonic(), DEADLINE_POLL)
+                            )
                         except queue.Empty:
-                            break
+                            continue
                         take([first])
                     cut_off = bool(remaining)
                     break
@@ -343,20 +377,28 @@ def run_on_nodes(
             take([first])
     finally:
         threads.shutdown(wait=not cut_off, cancel_futures=True)
+    with lock:
+        asked = set(calling)
     for record in records:
         if record.name not in results:
-            results[record.name] = _cut_off(record, record.name in started, clock() - begun)
+            results[record.name] = _cut_off(
+                record, record.name in started, clock() - begun, asked=record.name in asked
+            )
     return [results[record.name] for record in records]
 
 
-def _cut_off(record: NodeRecord, started: bool, elapsed: float) -> NodeResult[Any]:
+def _cut_off(
+    record: NodeRecord, started: bool, elapsed: float, *, asked: bool = True
+) -> NodeResult[Any]:
     """The result of a node the deadline came before: its outcome is unknown.
 
-    Started: its call was in flight (``BMCTimeout``: the BMC had it and did
+    Asked: its call was in flight (``BMCTimeout``: the BMC had it and did
     not answer by the deadline). Not started: no worker reached it, the BMC
     was never asked -- bmaas's own shortage of workers, a ``SlotTimeout``,
     never counted against the node (a sync pass once fenced nodes that only
-    sat at the end of an over-long queue)."""
+    sat at the end of an over-long queue). Started but not asked: its turn
+    was still waiting for its pooled driver or building it (loading the
+    protocol library) -- nothing sent, a ``SlotTimeout`` too."""
     if not started:
         fault: BmaasError = SlotTimeout(
             "not started before the overall deadline (every worker was busy)",
@@ -365,6 +407,14 @@ def _cut_off(record: NodeRecord, started: bool, elapsed: float) -> NodeResult[An
             waited=elapsed,
         )
         return NodeResult(record.name, record.driver, error=fault, elapsed=elapsed, started=False)
+    if not asked:
+        fault = SlotTimeout(
+            "its driver was not ready by the overall deadline: nothing sent",
+            node=record.name,
+            driver=record.driver,
+            waited=elapsed,
+        )
+        return NodeResult(record.name, record.driver, error=fault, elapsed=elapsed, started=True)
     fault = BMCTimeout(
         "did not finish before the overall deadline",
         node=record.name,

@@ -596,10 +596,22 @@ class DriverPool:
         with self._cond:
             return sum(1 for slot in self._slots.values() if slot.driver is not None)
 
-    def close(self) -> None:
+    def close(self, deadline: Deadline | None = None) -> None:
         """Log every idle session out, and wait for the background logouts
         (each bounded by its driver's ``bmc_timeout``); sessions in use are
-        logged out as their holders give them back. Safe to call twice."""
+        logged out as their holders give them back. Safe to call twice.
+
+        ``deadline`` (a command's budget): logging out is a best effort
+        within it. The idle sessions are logged out on the pool's logout
+        threads, waited for only until it passes; once it has passed, none
+        is started. The background logouts of sessions whose BMC gave no
+        answer are not waited for at all (a silent BMC holds one for its
+        whole ``bmc_timeout``). A session not logged out is left to its BMC,
+        which expires it (Redfish after its ``SessionTimeout``, IPMI after
+        its inactivity timeout). A command's end never waits on a BMC past
+        its ``--deadline`` (issue 36: without one, closing logged the idle
+        sessions out one after another, each up to ``bmc_timeout``, and
+        waited for every background logout)."""
         with self._cond:
             self._closed = True
             idle = [s for s in self._slots.values() if not s.in_use]
@@ -607,9 +619,54 @@ class DriverPool:
                 slot.in_use = True
             self._cond.notify_all()
             logouts, self._logouts = self._logouts, None
-        self._retire(idle)
+        if deadline is None:
+            self._retire(idle)
+            if logouts is not None:
+                logouts.shutdown(wait=True)
+            return
+        self._close_by(deadline, idle, logouts)
+
+    def _close_by(
+        self,
+        deadline: Deadline,
+        idle: list[_Slot],
+        logouts: concurrent.futures.ThreadPoolExecutor | None,
+    ) -> None:
+        """:meth:`close` within ``deadline``: nothing waited for past it."""
+        if deadline.expired:
+            self._forget(idle)
+            if logouts is not None:
+                logouts.shutdown(wait=False)
+            return
+        with_driver = [slot for slot in idle if slot.driver is not None]
+        self._forget([slot for slot in idle if slot.driver is None])
+        if with_driver:
+            if logouts is None:
+                logouts = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=min(LOGOUT_THREADS, len(with_driver)),
+                    thread_name_prefix="bmaas-logout",
+                )
+            jobs = [logouts.submit(self._retire, [slot]) for slot in with_driver]
+            while not deadline.expired:
+                _, pending = concurrent.futures.wait(jobs, timeout=min(deadline.left(), 0.1))
+                if not pending:
+                    break
         if logouts is not None:
-            logouts.shutdown(wait=True)
+            # not joined: a logout still out is the BMC's to expire, and its
+            # thread ends within its driver's bmc_timeout (the process may
+            # leave first: bmaas.leave)
+            logouts.shutdown(wait=False, cancel_futures=True)
+
+    def _forget(self, slots: list[_Slot]) -> None:
+        """Drop ``slots`` without logging their sessions out (their BMCs
+        expire them)."""
+        with self._cond:
+            for slot in slots:
+                if self._slots.get(slot.key.slot) is slot:
+                    del self._slots[slot.key.slot]
+            self._cond.notify_all()
+        if slots:
+            LOG.debug("%d pooled session(s) left to their BMCs to expire", len(slots))
 
     def __enter__(self) -> DriverPool:
         return self

@@ -113,24 +113,31 @@ def run_fleet(
     def retried(driver: BMCDriver) -> Any:
         return operation(RetryingDriver(driver, limits), command_deadline)
 
+    # Spent by start-up and the store's opening: no node will start, so the
+    # factory's checks (the key file, unsealing a password: cryptography) are
+    # not made either; every node is a SlotTimeout, nothing asked (issue 36)
+    factory = _never_built if command_deadline.expired else app.factory(args.bmc_timeout)
+
     start = time.monotonic()
     # Pooled for the command's life: the nodes behind one Redfish service keep
     # its one session from the first node to the last (without a pool it would
     # be logged out whenever no node happened to be in flight), all logged out
-    # at the end.
-    with (
-        progress(len(records), label, quiet=args.as_json) as advance,
-        DriverPool(wait=args.bmc_timeout) as pool,
-    ):
-        results = run_on_nodes(
-            records,
-            retried,
-            factory=app.factory(args.bmc_timeout),
-            workers=args.workers,
-            on_result=lambda _result: advance(),
-            deadline=command_deadline,
-            pool=pool,
-        )
+    # at the end -- within the command's deadline: past it nothing is logged
+    # out or waited for, the BMCs expire the sessions (issue 36)
+    pool = DriverPool(wait=args.bmc_timeout)
+    try:
+        with progress(len(records), label, quiet=args.as_json) as advance:
+            results = run_on_nodes(
+                records,
+                retried,
+                factory=factory,
+                workers=args.workers,
+                on_result=lambda _result: advance(),
+                deadline=command_deadline,
+                pool=pool,
+            )
+    finally:
+        pool.close(command_deadline)
     if record is not None:
         record(results)
     # A BMC fault is the last error a person will want to see on `node show`.
@@ -139,6 +146,12 @@ def run_fleet(
         store.health.note_power(errors=errors)
     elapsed = time.monotonic() - start
     args.ctx.exit(print_results(results, as_json=args.as_json, elapsed=elapsed))
+
+
+def _never_built(record: Any) -> BMCDriver:
+    """The factory of a command whose deadline passed before its nodes'
+    turn: :func:`~bmaas.ops.run_on_nodes` starts no node then."""
+    raise AssertionError(f"{record.name}: no driver is built past the deadline")
 
 
 def events(app: App, kind: str, message: str) -> Record:

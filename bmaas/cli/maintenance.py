@@ -330,7 +330,10 @@ def sync(
     with contextlib.ExitStack() as stack:
         # sessions used once a pass outlive the wait between passes
         idle = idle_for_interval(interval)
-        pool = stack.enter_context(DriverPool(wait=bmc_timeout, idle=idle))
+        pool = DriverPool(wait=bmc_timeout, idle=idle)
+        # one pass: its sessions are logged out within its deadline, never past
+        # it (the BMCs expire what is left: issue 36); a loop's, at the end
+        stack.callback(pool.close, command_deadline)
         options: dict[str, Any] = {
             "factory": app.factory(bmc_timeout),
             "health_rule": policy,
