@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bmaas.driver import BootSetting, PowerAction, PowerState
+from bmaas.driver import BootSetting, PowerAction, PowerState, Quirk
 from bmaas.fakes.faults import Effect
 from bmaas.faults import BMCUnreachable, UnclassifiedFault
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec, expected_fault, rmcp
@@ -64,6 +64,18 @@ def test_every_call_works_through_the_proxy_without_rules(
         assert ask(driver.get_power_state) is PowerState.ON
         assert isinstance(ask(driver.get_boot_device), BootSetting)
         ask(driver.request_power, PowerAction.ON)
+
+
+def test_the_driver_knows_stock_vbmc_by_its_device_id(
+    stock_vbmc: StockVbmc, proxy_host: Start
+) -> None:
+    """Stock vbmcd answers Get Device ID with pyghmi's defaults, the identity
+    ``KNOWN_BMCS`` names (relayed unchanged by the proxy): the probe learns
+    ``boot_reads_running`` -- vbmc reads the boot device from the running
+    domain (tests/unit/test_boot_reads_running.py; the VM lab's IPMI deploy)."""
+    with _driver(_proxy(stock_vbmc, proxy_host)) as driver:
+        ask(driver.probe)
+        assert driver.quirks == {Quirk.BOOT_READS_RUNNING}
 
 
 CASES = [
