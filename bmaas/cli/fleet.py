@@ -36,6 +36,7 @@ from bmaas.cli.app import (
     select_nodes,
     whoami,
 )
+from bmaas.cli.budget import room_for_the_store
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver
 from bmaas.faults import BMCFault
@@ -106,6 +107,7 @@ def run_fleet(
     some not). ``--deadline`` seconds bound the whole command."""
     app = args.app
     command_deadline = app.deadline(args.deadline)
+    room_for_the_store(command_deadline, app.started, args.deadline)
     store = app.store()
     records = select_nodes(store, args.nodes, args.all_nodes)
     limits = app.retry_limits(no_retry=args.no_retry)

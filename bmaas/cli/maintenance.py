@@ -21,6 +21,7 @@ from bmaas.cli.app import (
     progress,
     whoami,
 )
+from bmaas.cli.budget import room_for_the_store
 from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
 from bmaas.cliutil import EXIT_FAILURE, Seconds
@@ -319,6 +320,8 @@ def sync(
         split = interval is not None
     # one pass: its deadline bounds the store too (made before the store opens)
     command_deadline = app.deadline(deadline) if interval is None else None
+    if command_deadline is not None:
+        room_for_the_store(command_deadline, app.started, deadline)
     store = app.store()
     policy = HealthRule(fault_after=fault_after, recover_after=recover_after)
     if processes is None:

@@ -11,6 +11,8 @@ call then returns on its own ``timeout`` and the assertion fails)."""
 from __future__ import annotations
 
 import io
+import json
+import subprocess
 import sys
 import threading
 import time
@@ -18,12 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from bmaas import leave as leave_mod
 from bmaas import ops
 from bmaas.cli import App, cli
+from bmaas.cli.budget import room_for_the_store
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.fakes.clock import FakeClock
@@ -365,3 +369,78 @@ def test_main_called_with_argv_raises_system_exit_as_before(
     with pytest.raises(SystemExit) as done:
         bmaas.cli.main(["--db", empty_db, "power", "status", "ghost"])
     assert done.value.code == 2
+
+
+# -- no database layer loaded that the deadline would not outlast ---------------------
+
+
+def test_a_start_up_over_half_the_budget_loads_no_store(capsys: pytest.CaptureFixture[str]) -> None:
+    """Loading the store takes at least what start-up took: with less left
+    than that, the command ends before the import (one line, exit 1)."""
+    clock = FakeClock(start=100.0)
+    deadline = Deadline(100.0 - 0.3 + 0.5, clock.monotonic)  # 0.3 s of start-up, 0.2 s left
+    with pytest.raises(click.exceptions.Exit) as info:
+        room_for_the_store(deadline, 99.7, 0.5, loaded=lambda: False)
+    assert info.value.exit_code == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1
+    assert "the 0.5 s --deadline would pass while the database loads" in err
+    assert "0.30 s after exec, 0.20 s left" in err
+    assert "nothing was asked" in err
+
+
+@pytest.mark.parametrize(
+    ("started", "loaded"),
+    [
+        (99.8, False),  # 0.2 s of start-up, 0.3 s left: room for it
+        (99.7, True),  # already loaded: nothing to wait for
+        (None, False),  # not a bmaas process's own start: nothing to judge by
+    ],
+)
+def test_the_store_loads_when_there_is_room_or_nothing_to_judge_by(
+    started: float | None, loaded: bool
+) -> None:
+    clock = FakeClock(start=100.0)
+    deadline = Deadline((started or 100.0) + 0.5, clock.monotonic)
+    room_for_the_store(deadline, started, 0.5, loaded=lambda: loaded)
+
+
+_PROBE = """
+import json, sys, time
+import bmaas.clock
+# a start-up that took 6 s of a 10 s budget (nothing slept: the start is moved back)
+bmaas.clock.process_started = lambda **kw: time.monotonic() - 6.0
+from bmaas.cli import main
+code = None
+try:
+    main(["--db", sys.argv[1], *json.loads(sys.argv[2])])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "sqlalchemy": "sqlalchemy" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["power", "status", "--all", "--deadline", "10"],
+        ["boot-device", "get", "--all", "--deadline", "10"],
+        ["sync", "--deadline", "10"],
+    ],
+    ids=["power", "boot-device", "sync"],
+)
+def test_a_command_with_no_room_for_the_store_ends_before_loading_it(
+    tmp_path: Path, args: list[str]
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(tmp_path / "bmaas.db"), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "would pass while the database loads" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert result == {"code": 1, "sqlalchemy": False}
+    assert not (tmp_path / "bmaas.db").exists()
