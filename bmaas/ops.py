@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from bmaas import credentials, registry
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.failover import FailoverRecord, build_failover
@@ -123,6 +122,10 @@ def driver_factory(
     node whose driver_info configures both IPMI and Redfish falls through to
     the other protocol (:mod:`bmaas.failover`; off by default), each failover
     passed to ``on_failover`` (``SyncMetrics.observe_failover``)."""
+
+    # the entry points (importlib.metadata) load with the first driver, not
+    # before a command's deadline check (issue 36)
+    from bmaas import credentials, registry
 
     def build(record: NodeRecord) -> BMCDriver:
         info = credentials.resolve_driver_info(
