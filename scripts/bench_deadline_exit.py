@@ -26,7 +26,9 @@ minutes. Loaded: ``--burners`` processes of ``python -c 'while True: pass'``,
 started before the block and killed (by pid) after it. Prints one row per
 build, condition and deadline: median, p95 and worst seconds from exec to
 exit, the worst overrun past the deadline, the no-op's median and worst, and
-how the runs ended (exit codes; "spent" = ended by "spent by start-up").
+how the runs ended: exit codes, "spent" (ended by "spent by start-up"),
+"no room" (ended by "would pass while the database loads") and the BMCs
+asked per run (a node that answered or whose call the deadline cut).
 ``--json FILE`` writes every sample. The report carries ``nproc`` and the
 load average at the start and the end.
 """
@@ -104,8 +106,19 @@ def timed(cmd: list[str], env: dict[str, str], deadline: float, cwd: str) -> dic
         "seconds": took,
         "code": done.returncode,
         "spent": "spent by start-up" in done.stderr,
+        "no_room": "would pass while the database loads" in done.stderr,
+        "asked": _asked(done.stdout),
         "tail": done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else [],
     }
+
+
+def _asked(stdout: str) -> int:
+    """Nodes whose BMC was asked (an answer, or a call cut at the deadline)."""
+    try:
+        results = json.loads(stdout)["results"]
+    except (ValueError, KeyError, TypeError):
+        return 0
+    return sum(1 for r in results if r.get("ok") or r.get("fault", {}).get("class") == "BMCTimeout")
 
 
 @contextlib.contextmanager
@@ -206,9 +219,10 @@ def main() -> int:
     )
     header = (
         "build", "condition", "deadline", "median", "p95", "worst", "worst past",
-        "no-op median", "no-op worst", "exit codes", "spent",
+        "no-op median", "no-op worst", "exit codes", "spent", "no room", "BMCs asked",
     )  # fmt: skip
-    print(" | ".join(header))
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
     for name, _ in builds:
         for condition in ("quiet", "loaded"):
             noops = [
@@ -229,10 +243,12 @@ def main() -> int:
                     for c in sorted({s["code"] for s in rows})
                 )
                 print(
-                    f"{name} | {condition} | {deadline:g} | {got['median']:.2f} | "
+                    f"| {name} | {condition} | {deadline:g} | {got['median']:.2f} | "
                     f"{got['p95']:.2f} | {got['worst']:.2f} | {got['worst'] - deadline:+.2f} | "
                     f"{noop['median']:.2f} | {noop['worst']:.2f} | {codes_text} | "
-                    f"{sum(1 for s in rows if s['spent'])}"
+                    f"{sum(1 for s in rows if s['spent'])} | "
+                    f"{sum(1 for s in rows if s['no_room'])} | "
+                    f"{sum(s['asked'] for s in rows) / len(rows):.1f} |"
                 )
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))
