@@ -2,22 +2,23 @@
 
 Loading the store (SQLAlchemy and bmaas's schema) is the heaviest thing a
 command does before it can ask a BMC, and no deadline interrupts an import:
-0.22-0.39 s on this 2-core box at load 1-9, and two to three times that
-beside four CPU burners -- longer than all of start-up before it
-(interpreter, click, bmaas's command modules: 0.15-0.25 s quiet). A command
-whose start-up took more than half its budget would spend the rest, and then
-some, in that import, only to find its deadline gone and every node not
-started: its end came up to a second past the deadline (issue 36, "worst
-end-to-end overrun <= 1 s"). :func:`room_for_the_store` ends it before the
-import instead, as :meth:`bmaas.cli.app.App.deadline` ends a command whose
-start-up spent the whole budget: one ``error:`` line, exit 1, nothing asked.
+0.17-0.39 s on this 2-core box at load 1-9, about what all of start-up
+before it took (interpreter, click, bmaas's command modules: 0.15-0.25 s
+quiet), and two to three times that beside four CPU burners. A BMC is asked
+only after a driver is built, which first imports pyghmi or sushy (about as
+long again). A command whose start-up took more than half its budget would
+spend the rest, and then some, in those imports, only to find its deadline
+gone and every node not started: its end came up to a second past the
+deadline (issue 36, "worst end-to-end overrun <= 1 s").
+:func:`room_for_the_store` ends it before the import instead, as
+:meth:`bmaas.cli.app.App.deadline` ends a command whose start-up spent the
+whole budget: one ``error:`` line, exit 1, nothing asked.
 
-The estimate is the start-up's own duration: what loading the store takes
-is at least what start-up took (1.3-2x measured), on the same machine under
-the same load, so a command cut by this rule would not have asked a BMC in
-time either (building a driver, pyghmi's or sushy's import, comes after the
-store). It applies only to the ``bmaas`` process's first deadline (counted
-from ``exec``), and only while the database layer is not loaded yet.
+The estimate is the start-up's own duration, on the same machine under the
+same load: with less left than that, the store and a driver cannot both be
+loaded in time, so no BMC would have been asked anyway. It applies only to
+the ``bmaas`` process's first deadline (counted from ``exec``), and only
+while the database layer is not loaded yet.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def room_for_the_store(
         return
     click.echo(
         f"error: the {seconds:g} s --deadline would pass while the database loads "
-        f"({spent:.2f} s after exec, {max(0.0, left):.2f} s left; loading it takes "
-        "longer than start-up did); nothing was asked",
+        f"({spent:.2f} s after exec, {max(0.0, left):.2f} s left; it and a driver take "
+        "longer to load than start-up did); nothing was asked",
         err=True,
     )
     raise click.exceptions.Exit(EXIT_FAILURE)
