@@ -413,13 +413,20 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         ],
         headline=headline,
         notes=[
-            "requests counted at the BMCs (every HTTP request, the SSE GETs included); "
-            "CPU is the bmaas sync process's (user + system), the lab's workers are apart",
-            f"'steady' starts {WARMUP:g} s after the sync's first pass recorded every node; the "
-            "totals include each mode's start-up (process, logins, first pass, streams), "
-            "which a short run does not amortise",
+            "requests counted at the BMCs (every HTTP request, the SSE GETs and push "
+            "subscriptions included); the lab's workers are apart from every CPU figure",
+            *(
+                [
+                    "sync rows: CPU is the bmaas sync process's (user + system); 'steady' "
+                    f"starts {WARMUP:g} s after the sync's first pass recorded every node; the "
+                    "totals include each mode's start-up (process, logins, first pass, "
+                    "streams), which a short run does not amortise",
+                    f"ratio {fmt_ratio(ratio('steady_requests_per_node_hour'))} fewer requests",
+                ]
+                if poll or ev
+                else []
+            ),
             *(_ironic_notes(options) if options.ironic else []),
-            f"ratio {fmt_ratio(ratio('steady_requests_per_node_hour'))} fewer requests",
         ],
         data=data,
         plot=plot,

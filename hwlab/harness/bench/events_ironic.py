@@ -118,12 +118,16 @@ def ironic_label(mode: str, interval: float, safety: float) -> str:
 
 
 def notes(options: Options) -> list[str]:
+    every = max(1, round(options.interval))
     return [
         "Ironic rows: a fresh standalone Ironic each (API + conductor, SQLite) on the same "
-        f"lab, sync every {max(1, round(options.interval))} s, force_power_state_during_sync "
-        "false; detection is Ironic's API showing the new power_state (Ironic records power "
-        "only in its sync pass: with events too the bound is one sync interval); CPU is "
-        "every Ironic process's, its API answering the bench's watch included",
+        f"lab, sync every {every} s, force_power_state_during_sync false; detection is "
+        "Ironic's API showing the new power_state (Ironic records power only in its sync "
+        "pass: with events too the bound is one sync interval); CPU is every Ironic "
+        "process's (its API answering the bench's watch, its own periodic tasks included); "
+        "'steady' starts once the first passes are done (two with events: the stream opens "
+        f"at a node's first pass, the next reconciles it), at most {options.duration / 3:g} s "
+        "in; a total leaves out Ironic's start and the enrollment",
     ]
 
 
