@@ -264,13 +264,29 @@ def test_power_stuck_at_the_ipmi_proxy_ends_typed_and_the_request_moves(
     session keys) and never relayed, so libvirt never starts the VM. The
     attempt ends PowerFailure once --power-timeout passes, within the
     deadline; the request is deployed by IPMI on the second VM, which booted
-    its CD once and is active; the first, by its own count, never booted."""
+    its CD once and is active; the first, by its own count, never booted.
+
+    The second VM is already on (set to boot its blank disk, where SeaBIOS
+    stops: no marker), so its deploy meets vbmc's other half: the boot
+    device set while it runs reads back the running disk, and vbmc's reset
+    is a warm one that would boot the disk again. The deploy power-cycles it
+    (boot_reads_running) and reads cdrom back: the one marker proves the
+    cold start booted the CD."""
     insert_cd(vm_lab.state_dir)
     enroll(tmp_path, vm_lab, "ipmi")
     sick, healthy = vm_lab.domains
     power_off_all(tmp_path, vm_lab)
+    for args in (
+        ("boot-device", "set", healthy, "--device", "disk", "--persistent"),
+        ("power", "on", healthy),
+    ):
+        done = bmaas(tmp_path, *args, "--deadline", "60")
+        assert done.returncode == 0, done.stderr
     fault(vm_lab, f"{sick}-ipmi", "power_stuck", "operation=power.set")
     before = seen(vm_lab)
+    done = bmaas(tmp_path, "power", "status", healthy, "--json", "--deadline", "60")
+    assert done.returncode == 0, done.stderr
+    assert [r["result"] for r in json.loads(done.stdout)["results"]] == ["on"]
     deadline, power_timeout = 300, 10
     try:
         result = deploy(
