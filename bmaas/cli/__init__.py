@@ -11,6 +11,7 @@ database problem) - one ``error:`` line on stderr, ``--debug`` for a traceback.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bmaas.about import version_option
-from bmaas.cliutil import LazyGroup, common_options, emit_json, run, setup_logging
+from bmaas.cliutil import EXIT_FAILURE, LazyGroup, common_options, emit_json, run, setup_logging
 
 if TYPE_CHECKING:
     from bmaas.cli.app import App
@@ -128,6 +129,24 @@ def drivers_cmd(as_json: bool) -> None:
 _started: float | None = None
 
 
+def _spent_early(args: list[str], started: float) -> None:
+    """End a fleet command whose ``--deadline`` start-up spent before its
+    modules are imported (:func:`bmaas.cli.budget.spent_before_parsing`):
+    the line and the exit code :meth:`App.deadline` gives it later."""
+    from bmaas.cli.budget import spent_before_parsing
+
+    now = time.monotonic()
+    seconds = spent_before_parsing(args, started, now)
+    if seconds is None:
+        return
+    click.echo(
+        f"error: the {seconds:g} s --deadline was spent by start-up "
+        f"({now - started:.2f} s after exec); nothing was asked",
+        err=True,
+    )
+    raise SystemExit(EXIT_FAILURE)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``bmaas`` console script. Every command's ``--deadline`` counts
     from the process's ``exec`` (:func:`bmaas.clock.process_started`; else
@@ -145,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     _started = process_started(fallback=_IMPORTED)
     try:
+        _spent_early(sys.argv[1:] if argv is None else list(argv), _started)
         run(cli, argv)
     except SystemExit as done:
         code = 0 if done.code is None else done.code

@@ -444,3 +444,62 @@ def test_a_command_with_no_room_for_the_store_ends_before_loading_it(
     assert "Traceback" not in done.stderr
     assert result == {"code": 1, "sqlalchemy": False}
     assert not (tmp_path / "bmaas.db").exists()
+
+
+# -- a deadline start-up spent, seen before the command's modules load ---------------
+
+
+@pytest.mark.parametrize(
+    ("args", "spent"),
+    [
+        (["power", "status", "--all", "--deadline", "0.5"], 0.5),
+        (["--db", "x.db", "-v", "power", "on", "n1", "--deadline=0.5"], 0.5),
+        (["boot-device", "get", "--all", "--deadline", "9", "--deadline", "0.5"], 0.5),
+        (["vmedia", "eject", "--all", "--deadline", "0.5"], 0.5),
+        (["sync", "--deadline", "0.5"], 0.5),
+        (["power", "status", "--all", "--deadline", "5"], None),  # time left
+        (["power", "status", "--all"], None),  # the default: 300 s
+        (["sync", "--interval", "10", "--deadline", "0.5"], None),  # each pass its own
+        (["deploy", "--deadline", "0.5"], None),  # not judged here (App.deadline is)
+        (["power", "status", "--help", "--deadline", "0.5"], None),
+        (["power", "status", "--deadline", "1e-1"], None),  # click's to read
+        (["power", "status", "--deadline", "\u0665"], None),  # and refuse
+        ([], None),
+    ],
+)
+def test_a_spent_deadline_is_seen_before_parsing(args: list[str], spent: float | None) -> None:
+    from bmaas.cli.budget import spent_before_parsing
+
+    assert spent_before_parsing(args, started=100.0, now=101.0) == spent
+
+
+_EARLY = """
+import json, sys, time
+import bmaas.clock
+bmaas.clock.process_started = lambda **kw: time.monotonic() - 100.0
+from bmaas.cli import main
+code = None
+try:
+    main(["--db", sys.argv[1], "power", "status", "--all", "--deadline", "10"])
+except SystemExit as exc:
+    code = exc.code
+loaded = sorted(m for m in sys.modules if m.startswith("bmaas.cli."))
+print(json.dumps({"code": code, "loaded": loaded}))
+"""
+
+
+def test_a_fleet_command_spent_by_start_up_ends_before_its_modules_load(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _EARLY, str(tmp_path / "bmaas.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.stderr.count("error:") == 1
+    assert "the 10 s --deadline was spent by start-up" in done.stderr
+    assert "nothing was asked" in done.stderr
+    assert result["code"] == 1
+    # bmaas.cli.budget is the check itself; no command module, no App
+    assert result["loaded"] == ["bmaas.cli.budget"], result["loaded"]
