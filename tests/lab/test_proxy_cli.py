@@ -131,8 +131,8 @@ def test_hwlab_proxy_reads_its_password_from_a_file_never_from_argv(tmp_path: Pa
 
 def test_hwlab_proxy_refuses_hardware_rules_before_listening(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
-    # boot_crash: a hardware effect no proxy carries out (power_stuck is one a
-    # Redfish proxy does: the Reset acknowledged, never relayed)
+    # boot_crash: a hardware effect no proxy carries out (power_stuck is one
+    # both proxies do: the Reset or Chassis Control acknowledged, never relayed)
     rules.write_text("rules:\n  - {name: psu, effect: boot_crash, operation: power.set}\n")
     result = hwlab(
         "proxy",
