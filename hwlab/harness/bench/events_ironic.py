@@ -41,16 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from bmaas.hwlab.harness import ironic as harness
-from bmaas.hwlab.harness.bench.events import (
+from bmaas.hwlab.harness.bench.ironic_scale import enroll_all
+from bmaas.hwlab.harness.bench.outside import (
     WARMUP,
     Measured,
     Options,
-    _counted,
-    _subscribes,
     count_requests,
+    counted,
     outside_changes,
+    subscribes,
 )
-from bmaas.hwlab.harness.bench.ironic_scale import enroll_all
 from bmaas.hwlab.harness.ironic import IronicError
 from bmaas.hwlab.harness.ironic_rest import IronicRest
 from bmaas.hwlab.proxy.stock import free_port
@@ -157,13 +157,13 @@ def one_mode(
         count_requests(lab, names)
         uuids = enroll_all(rest, lab, driver, 4, ENROLL_CAP)
         by_name = dict(zip(names, uuids, strict=True))
-        enrolled = _counted(lab, names)  # the enrollment's requests: not the row's
+        enrolled = counted(lab, names)  # the enrollment's requests: not the row's
         started, cpu_at_start = time.monotonic(), ironic.cpu_seconds()
         # the first passes: with events the stream opens at a node's first
         # pass and the next pass reconciles it (a BMC read); start-up
         passes = 1 if mode in ("redfish", "bmaas-polling") else 2
         time.sleep(min(passes * interval + WARMUP, options.duration / 3))
-        cpu0, req0 = ironic.cpu_seconds(), _counted(lab, names)
+        cpu0, req0 = ironic.cpu_seconds(), counted(lab, names)
         steady_at = time.monotonic()
         end = started + options.duration
         last_change = end - interval - 5.0
@@ -182,11 +182,11 @@ def one_mode(
         measured.steady_seconds = time.monotonic() - steady_at
         cpu_now = ironic.cpu_seconds()
         measured.cpu = cpu_now - cpu_at_start  # Ironic's start and the enrollment left out
-        counted = _counted(lab, names)
-        measured.requests = counted - enrolled
-        measured.subscribes = _subscribes(lab, names)  # every open, the first ones too
+        total = counted(lab, names)
+        measured.requests = total - enrolled
+        measured.subscribes = subscribes(lab, names)  # every open, the first ones too
         measured.steady_cpu = cpu_now - cpu0
-        measured.steady_requests = counted - req0
+        measured.steady_requests = total - req0
     finally:
         ironic.stop()
     progress(f"ironic {mode}: {measured.changes} changes, {len(measured.latencies)} seen")

@@ -1,0 +1,171 @@
+"""Outside power changes and requests counted at the BMCs: what every row
+of ``hwlab bench events`` shares, the bmaas sync rows
+(:mod:`bmaas.hwlab.harness.bench.events`) and the Ironic rows
+(:mod:`bmaas.hwlab.harness.bench.events_ironic`) alike.
+
+A change is made through the lab's control API (the console power-off no
+client asked for) and watched for in the client's own record; requests are
+counted by rules at the lab's BMCs that fire on every request and change
+nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "COUNT_ALL",
+    "COUNT_SUBSCRIBE",
+    "WARMUP",
+    "WATCH_TICK",
+    "Measured",
+    "Options",
+    "count_requests",
+    "counted",
+    "outside_changes",
+    "subscribes",
+]
+
+#: seconds between looks at the store for a change (the detection clock's tick)
+WATCH_TICK = 0.02
+#: seconds after the sync's first pass before the steady figures start
+WARMUP = 3.0
+COUNT_ALL = "bench-count-requests"
+COUNT_SUBSCRIBE = "bench-count-subscribe"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    nodes: int = 20
+    #: seconds each mode runs
+    duration: float = 300.0
+    #: the sync's --interval (Ironic's default is 120 s, bmaas's usual 60 s)
+    interval: float = 60.0
+    #: seconds between outside power changes, on average
+    every: float = 8.0
+    #: the sync's --safety-interval (seconds; its default is 2400)
+    safety_interval: float = 2400.0
+    seed: int = 37
+    #: rows through a real Ironic (bmaas.hwlab.harness.bench.events_ironic:
+    #: "redfish", "bmaas-polling", "bmaas-events", "bmaas-push"), after the
+    #: bmaas sync rows; needs scripts/ironic-env.sh
+    ironic: tuple[str, ...] = ()
+    #: only the Ironic rows (no bmaas sync rows)
+    ironic_only: bool = False
+
+    @classmethod
+    def smoke(cls) -> Options:
+        return cls(nodes=3, duration=30.0, interval=3.0, every=1.5, safety_interval=30.0)
+
+
+@dataclasses.dataclass
+class Measured:
+    mode: str
+    changes: int = 0
+    latencies: list[float] = dataclasses.field(default_factory=list)
+    missed: int = 0
+    requests: int = 0
+    subscribes: int = 0
+    cpu: float = 0.0
+    seconds: float = 0.0
+    steady_requests: int = 0
+    steady_cpu: float = 0.0
+    steady_seconds: float = 0.0
+
+
+def counted(lab: Any, names: list[str]) -> int:
+    status = lab.status()["nodes"]
+    total = 0
+    for name in names:
+        fired = status[name]["fired"]
+        total += int(fired.get(COUNT_ALL, 0)) + int(fired.get(COUNT_SUBSCRIBE, 0))
+    return total
+
+
+def subscribes(lab: Any, names: list[str]) -> int:
+    status = lab.status()["nodes"]
+    return sum(int(status[n]["fired"].get(COUNT_SUBSCRIBE, 0)) for n in names)
+
+
+def count_requests(lab: Any, names: list[str]) -> None:
+    """Counters at the BMCs from zero: a zero-second ``delay`` rule on every
+    request and one on ``event.subscribe`` (they change nothing; their fired
+    counts are the counts)."""
+    for name in names:
+        lab.clear_faults(name)
+        lab.add_faults(
+            name,
+            [
+                {"effect": "delay", "seconds": 0, "operation": "*", "name": COUNT_ALL},
+                {
+                    "effect": "delay",
+                    "seconds": 0,
+                    "operation": "event.subscribe",
+                    "name": COUNT_SUBSCRIBE,
+                },
+            ],
+        )
+
+
+def outside_changes(
+    lab: Any,
+    names: list[str],
+    rng: random.Random,
+    measured: Measured,
+    recorded: Callable[[list[str]], dict[str, str]],
+    every: float,
+    end: float,
+    last_change: float,
+    tick: float,
+) -> int:
+    """Until ``end``: at random times (``every`` seconds on average, none
+    after ``last_change``) power a random node the other way through the lab's
+    control API (the console: no client asked), and watch ``recorded`` (the
+    client's record: ``{name: "on" | "off"}``, every ``tick`` seconds) for each
+    change to show. Latencies and changes go to ``measured``; the changes not
+    seen by ``end`` are returned (missed)."""
+    pending: dict[str, tuple[str, float]] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            with lock:
+                wanted = dict(pending)
+            if wanted:
+                found = recorded(list(wanted))
+                for name, (state, at) in wanted.items():
+                    if found.get(name) == state:
+                        with lock:
+                            if pending.get(name, (None, 0.0))[1] == at:
+                                del pending[name]
+                                measured.latencies.append(time.monotonic() - at)
+            done.wait(tick)
+
+    watcher = threading.Thread(target=watch, name="bench watcher", daemon=True)
+    watcher.start()
+    next_change = time.monotonic() + rng.expovariate(1 / every)
+    try:
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= next_change and now < last_change:
+                name = rng.choice(names)
+                with lock:
+                    busy = name in pending
+                if not busy:
+                    target = "off" if recorded([name]).get(name) == "on" else "on"
+                    with lock:
+                        pending[name] = (target, time.monotonic())
+                    lab.power(name, target)  # the console: no client asked
+                    measured.changes += 1
+                next_change = now + rng.expovariate(1 / every)
+            time.sleep(0.05)
+    finally:
+        done.set()
+        watcher.join(5)
+    return len(pending)
