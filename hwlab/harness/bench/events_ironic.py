@@ -43,6 +43,8 @@ from typing import Any
 from bmaas.hwlab.harness import ironic as harness
 from bmaas.hwlab.harness.bench.ironic_scale import enroll_all
 from bmaas.hwlab.harness.bench.outside import (
+    COUNT_ALL,
+    COUNT_SUBSCRIBE,
     WARMUP,
     Measured,
     Options,
@@ -125,10 +127,32 @@ def notes(options: Options) -> list[str]:
         "Ironic's API showing the new power_state (Ironic records power only in its sync "
         "pass: with events too the bound is one sync interval); CPU is every Ironic "
         "process's (its API answering the bench's watch, its own periodic tasks included); "
-        "'steady' starts once the first passes are done (two with events: the stream opens "
-        f"at a node's first pass, the next reconciles it), at most {options.duration / 3:g} s "
-        "in; a total leaves out Ironic's start and the enrollment",
+        "'steady' starts once the sync has read every node (polling), or once every node's "
+        "stream has opened and one more pass has reconciled it (events), at most "
+        f"{options.duration / 2:g} s in; a total leaves out Ironic's start and the enrollment",
     ]
+
+
+def _fired(lab: Any, names: list[str], rule: str) -> dict[str, int]:
+    status = lab.status()["nodes"]
+    return {name: int(status[name]["fired"].get(rule, 0)) for name in names}
+
+
+def _first_passes(lab: Any, names: list[str], mode: str, interval: float, by: float) -> None:
+    """Until Ironic's sync has read every node once since now (polling), or
+    every node's stream has opened and one more pass has reconciled it
+    (events: ``interval`` + :data:`WARMUP` after the last open); never past
+    ``by`` (a monotonic time)."""
+    streamed = mode not in ("redfish", "bmaas-polling")
+    rule = COUNT_SUBSCRIBE if streamed else COUNT_ALL
+    base = {} if streamed else _fired(lab, names, rule)
+    while time.monotonic() < by:
+        found = _fired(lab, names, rule)
+        if all(found[n] > base.get(n, 0) for n in names):
+            break
+        time.sleep(0.5)
+    if streamed:
+        time.sleep(max(0.0, min(interval + WARMUP, by - time.monotonic())))
 
 
 def one_mode(
@@ -159,10 +183,9 @@ def one_mode(
         by_name = dict(zip(names, uuids, strict=True))
         enrolled = counted(lab, names)  # the enrollment's requests: not the row's
         started, cpu_at_start = time.monotonic(), ironic.cpu_seconds()
-        # the first passes: with events the stream opens at a node's first
-        # pass and the next pass reconciles it (a BMC read); start-up
-        passes = 1 if mode in ("redfish", "bmaas-polling") else 2
-        time.sleep(min(passes * interval + WARMUP, options.duration / 3))
+        # start-up: the first pass that reads every node; with events the
+        # stream opens at a node's first pass and the next one reconciles it
+        _first_passes(lab, names, mode, interval, started + options.duration / 2)
         cpu0, req0 = ironic.cpu_seconds(), counted(lab, names)
         steady_at = time.monotonic()
         end = started + options.duration
