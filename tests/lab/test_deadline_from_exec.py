@@ -104,8 +104,10 @@ def test_the_deadline_counts_from_exec_not_from_main(hung_fleet: Path) -> None:
     print(f"main() began {started:.3f} s after exec; ended {took:.3f} s after exec")
     assert started >= SLOW_START  # the slow start happened before main
     assert done.returncode == 1  # nothing answered (or nothing asked): a failure
-    if started >= DEADLINE:  # so loaded a machine that start-up spent it all
-        assert "was spent by start-up" in done.stderr
+    if "was spent by start-up" in done.stderr:  # so loaded a machine that start-up spent it all
+        # by the process's own clock, from its exec: after `begun` (a fork and
+        # an exec later), so this test's count is the longer one
+        assert started >= DEADLINE
         # nothing waited out: a budget counted from main() would have waited a
         # whole deadline on the hung BMCs (under load 8 the exit itself took
         # 2.2 s of wall time after main() began: not a bound to hold here)
