@@ -133,17 +133,13 @@ def _spent_early(args: list[str], started: float) -> None:
     """End a fleet command whose ``--deadline`` start-up spent before its
     modules are imported (:func:`bmaas.cli.budget.spent_before_parsing`):
     the line and the exit code :meth:`App.deadline` gives it later."""
-    from bmaas.cli.budget import spent_before_parsing
+    from bmaas.cli.budget import say_spent, spent_before_parsing
 
     now = time.monotonic()
     seconds = spent_before_parsing(args, started, now)
     if seconds is None:
         return
-    click.echo(
-        f"error: the {seconds:g} s --deadline was spent by start-up "
-        f"({now - started:.2f} s after exec); nothing was asked",
-        err=True,
-    )
+    say_spent(seconds, now - started)
     raise SystemExit(EXIT_FAILURE)
 
 

@@ -134,11 +134,9 @@ class App:
             begun = min(self.started, now)
             made = Deadline(begun + seconds, self.deadline_clock)
             if made.expired:
-                click.echo(
-                    f"error: the {seconds:g} s --deadline was spent by start-up "
-                    f"({now - begun:.2f} s after exec); nothing was asked",
-                    err=True,
-                )
+                from bmaas.cli.budget import say_spent
+
+                say_spent(seconds, now - begun)
                 raise click.exceptions.Exit(EXIT_FAILURE)
         else:
             made = Deadline.after(seconds, clock=self.deadline_clock)

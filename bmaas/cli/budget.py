@@ -31,7 +31,18 @@ import click
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
 
-__all__ = ["room_for_the_store"]
+__all__ = ["room_for_the_store", "say_spent", "spent_before_parsing"]
+
+
+def say_spent(seconds: float, after_exec: float) -> None:
+    """The one line of a command whose ``--deadline`` start-up spent
+    (:func:`spent_before_parsing`, :meth:`bmaas.cli.app.App.deadline`); the
+    caller ends it, exit 1."""
+    click.echo(
+        f"error: the {seconds:g} s --deadline was spent by start-up "
+        f"({after_exec:.2f} s after exec); nothing was asked",
+        err=True,
+    )
 
 
 def _store_loaded() -> bool:
