@@ -178,9 +178,9 @@ class ControlServer:
                     return
                 status, body, headers = await self._answer(request)
                 await _reply(writer, status, body, request.keep_alive, headers)
-                if status == 200 and (request.method, request.path.strip("/")) == (
+                if status == 200 and (request.method, _route(request.path)) == (
                     "POST",
-                    "shutdown",
+                    ["shutdown"],
                 ):
                     # Only now, with the answer written: stopping cancels this
                     # connection, and a client that lost its answer (`hwlab
@@ -214,7 +214,7 @@ class ControlServer:
             )
             return exc.status, _error(str(exc), exc.code), list(refusal_headers(exc))
         try:
-            parts = [urllib.parse.unquote(p) for p in request.path.split("/") if p]
+            parts = _route(request.path)
             body = _body(request.body)
             result = await self._loop.run_in_executor(
                 self._pool, self.dispatch, request.method, parts, body
@@ -263,6 +263,11 @@ class ControlServer:
         if method not in known:
             raise ApiError(405, f"method {method} not allowed (allowed: {', '.join(known)})")
         raise ApiError(404, f"no such call: {method} /{'/'.join(parts)}")
+
+
+def _route(path: str) -> list[str]:
+    """A request path's parts, as :meth:`ControlServer.dispatch` routes them."""
+    return [urllib.parse.unquote(p) for p in path.split("/") if p]
 
 
 def _body(raw: bytes) -> dict[str, Any]:

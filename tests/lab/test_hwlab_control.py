@@ -186,3 +186,22 @@ def test_shutdown_is_answered_before_the_server_stops(
     finally:
         server.stop()
     assert readable_when_stopping == [True]
+
+
+def test_a_shutdown_routed_from_an_encoded_path_stops_too(
+    hwlab_lab: Callable[..., Lab],
+) -> None:
+    """The answer and the stopping take the same route: a path the API
+    routes to shutdown (``/shut%64own/``) is answered 200 *and* stops the
+    lab, never one without the other."""
+    stopped = threading.Event()
+    server = ControlServer(
+        hwlab_lab(nodes=1, protocols="ipmi"), token=TOKEN, on_shutdown=stopped.set
+    )
+    server.start()
+    try:
+        status, body = _exchange(server, _post("/shut%64own/", "{}"))
+        assert (status, body) == (200, {"stopping": True})
+        assert stopped.wait(10)
+    finally:
+        server.stop()
