@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import urllib.parse
 from typing import Any
 
 from oslo_config import cfg
@@ -37,6 +36,7 @@ from bmaas.drivers.ironic.listener import (
 )
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
+from bmaas.secrets import mask_url
 
 __all__ = ["answer", "holder", "owned", "ref_of"]
 
@@ -83,13 +83,6 @@ def holder() -> Streams | None:
         return _HOLDER
 
 
-def _without_userinfo(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-
-
 def _push_listener(group: Any) -> Any | None:
     """The conductor's push listener (``[bmaas]events_listen``), started, or None."""
     if not group.events_listen:
@@ -116,7 +109,7 @@ def _push_listener(group: Any) -> Any | None:
     LOG.info(
         "bmaas: listening for pushed Redfish events on %s (BMCs post to %s)%s",
         group.events_listen,
-        _without_userinfo(push.url),
+        mask_url(push.url),
         "; push preferred over SSE" if group.events_prefer_push else "",
     )
     return push
