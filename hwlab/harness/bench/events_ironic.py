@@ -50,6 +50,7 @@ from bmaas.hwlab.harness.bench.outside import (
     Options,
     count_requests,
     counted,
+    fired,
     outside_changes,
     subscribes,
 )
@@ -133,11 +134,6 @@ def notes(options: Options) -> list[str]:
     ]
 
 
-def _fired(lab: Any, names: list[str], rule: str) -> dict[str, int]:
-    status = lab.status()["nodes"]
-    return {name: int(status[name]["fired"].get(rule, 0)) for name in names}
-
-
 def _first_passes(lab: Any, names: list[str], mode: str, interval: float, by: float) -> None:
     """Until Ironic's sync has read every node once since now (polling), or
     every node's stream has opened and one more pass has reconciled it
@@ -145,9 +141,9 @@ def _first_passes(lab: Any, names: list[str], mode: str, interval: float, by: fl
     ``by`` (a monotonic time)."""
     streamed = mode not in ("redfish", "bmaas-polling")
     rule = COUNT_SUBSCRIBE if streamed else COUNT_ALL
-    base = {} if streamed else _fired(lab, names, rule)
+    base = {} if streamed else fired(lab, names, rule)
     while time.monotonic() < by:
-        found = _fired(lab, names, rule)
+        found = fired(lab, names, rule)
         if all(found[n] > base.get(n, 0) for n in names):
             break
         time.sleep(0.5)

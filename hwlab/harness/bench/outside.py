@@ -27,6 +27,7 @@ __all__ = [
     "Options",
     "count_requests",
     "counted",
+    "fired",
     "outside_changes",
     "subscribes",
 ]
@@ -78,18 +79,21 @@ class Measured:
     steady_seconds: float = 0.0
 
 
-def counted(lab: Any, names: list[str]) -> int:
+def fired(lab: Any, names: list[str], *rules: str) -> dict[str, int]:
+    """Per node, how often ``rules`` (by name) fired at its BMC: one look at
+    the lab's status."""
     status = lab.status()["nodes"]
-    total = 0
-    for name in names:
-        fired = status[name]["fired"]
-        total += int(fired.get(COUNT_ALL, 0)) + int(fired.get(COUNT_SUBSCRIBE, 0))
-    return total
+    return {n: sum(int(status[n]["fired"].get(rule, 0)) for rule in rules) for n in names}
+
+
+def counted(lab: Any, names: list[str]) -> int:
+    """Requests the BMCs of ``names`` served since :func:`count_requests`."""
+    return sum(fired(lab, names, COUNT_ALL, COUNT_SUBSCRIBE).values())
 
 
 def subscribes(lab: Any, names: list[str]) -> int:
-    status = lab.status()["nodes"]
-    return sum(int(status[n]["fired"].get(COUNT_SUBSCRIBE, 0)) for n in names)
+    """Event subscriptions (and SSE opens) the BMCs of ``names`` served."""
+    return sum(fired(lab, names, COUNT_SUBSCRIBE).values())
 
 
 def count_requests(lab: Any, names: list[str]) -> None:
