@@ -103,6 +103,16 @@ def test_garbage_does_not_stop_the_server(lab: Lab, caplog: pytest.LogCaptureFix
             if head.endswith(b"\x06"):
                 body = bytes([rng.choice([0x00, 0x10, 0x12, 0x14, 0xC0])]) + body
             sock.sendto(head + body, ("127.0.0.1", port))
+        # The loop reads one socket in order: a pong to a ping sent after the
+        # garbage says all of it was read. Without this wait the read below
+        # raced the backlog on a loaded machine (its 1 s login got no answer).
+        sock.sendto(b"\x06\x00\xff\x06\x00\x00\x11\xbe\x80\x2b\x00\x00", ("127.0.0.1", port))
+        sock.settimeout(30.0)
+        for _ in range(401):  # at most one answer per datagram sent
+            if sock.recv(64)[8:10] == b"\x40\x2b":
+                break
+        else:
+            pytest.fail("no pong after the garbage")
     assert ask(lab.driver().get_power_state) is PowerState.OFF
 
 
