@@ -79,23 +79,26 @@ def test_many_bmcs_answer_from_one_loop(lab: Lab) -> None:
     assert len({t.name for t in threading.enumerate() if t.name == "hwlab-ipmi"}) == 1
 
 
+def _ping(tag: int) -> bytes:
+    """An RMCP/ASF Presence Ping with message ``tag``; its pong carries
+    ``0x40, tag`` at bytes 8-9."""
+    return b"\x06\x00\xff\x06\x00\x00\x11\xbe\x80" + bytes([tag]) + b"\x00\x00"
+
+
 def test_presence_ping_gets_a_pong(lab: Lab) -> None:
     lab.machine()
     with _udp() as sock:
-        sock.sendto(
-            b"\x06\x00\xff\x06\x00\x00\x11\xbe\x80\x2a\x00\x00",
-            ("127.0.0.1", lab.server.endpoints["n1"]),
-        )
+        sock.sendto(_ping(0x2A), ("127.0.0.1", lab.server.endpoints["n1"]))
         pong = sock.recv(64)
     assert pong[8:10] == b"\x40\x2a"  # Presence Pong, our message tag
     assert pong[20] & 0x80  # "IPMI supported"
 
 
 def _pong_after(sock: socket.socket, port: int, *, tries: int) -> bool:
-    """Ping (message tag 0x2b) until a pong with that tag comes back."""
-    ping = b"\x06\x00\xff\x06\x00\x00\x11\xbe\x80\x2b\x00\x00"
+    """Ping (message tag 0x2b) until a pong with that tag comes back, each
+    try waiting the socket's timeout."""
     for _ in range(tries):
-        sock.sendto(ping, ("127.0.0.1", port))
+        sock.sendto(_ping(0x2B), ("127.0.0.1", port))
         try:
             while sock.recv(64)[8:10] != b"\x40\x2b":  # skip answers to the garbage
                 pass
@@ -125,7 +128,6 @@ def test_garbage_does_not_stop_the_server(lab: Lab, caplog: pytest.LogCaptureFix
         # below lost its login that way once on CI, and a lone ping once
         # here), so the ping is sent again each second, 30 times at most.
         # UDP is lossy by design: ipmitool resends as well.
-        sock.settimeout(1.0)
         assert _pong_after(sock, port, tries=30), "no pong in 30 s after the garbage"
     assert ask(lab.driver().get_power_state) is PowerState.OFF
 
