@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from bmaas import inventory as inventory_mod
+from bmaas.gate import bmc_of
+from bmaas.share import owner_of
 from bmaas.store import Store
 from tests.fleet import write_inventory
 
@@ -62,6 +64,23 @@ def _until(what: str, check: Callable[[], bool]) -> float:
     return time.time()
 
 
+def _settled(store: Store, everything: set[str], workers: int) -> bool:
+    """``workers`` live workers, and every node held by the one that wants it.
+
+    Three distinct holders are not enough: a newcomer claims a node only
+    after its old holder gives it back at *that* holder's next pass, so for
+    a pass or two a node can sit with a worker that no longer wants it (and
+    on a loaded runner the newcomer may finish two passes before the old
+    holder's next one). Once every share is where the rendezvous hash puts
+    it, nothing moves while the membership holds.
+    """
+    live = [o.id for o in store.shares.workers()]
+    held = store.shares.held()
+    if len(live) != workers or set(held) != everything:
+        return False
+    return all(held[node] == owner_of(bmc_of("fake", node, {}), live) for node in everything)
+
+
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Callable[[str, str], subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
@@ -100,15 +119,9 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
         procs = {name: workers(pg_url, name) for name in names}
         outputs = {name: tmp_path / f"{name}.json" for name in names}
 
-        # Steady state: three live workers, every node held by one of them.
-        _until(
-            "three workers sharing every node",
-            lambda: (
-                len(store.shares.workers()) == 3
-                and set(store.shares.held()) == everything
-                and len(set(store.shares.held().values())) == 3
-            ),
-        )
+        # Steady state: three live workers, every node held by the one that wants it.
+        _until("three workers sharing every node", lambda: _settled(store, everything, 3))
+        assert len(set(store.shares.held().values())) == 3
         # Two more passes each, so every worker's last pass saw the final split.
         counts = {n: len(_passes(outputs[n])) for n in names}
         _until(
@@ -164,6 +177,7 @@ def test_three_workers_split_the_fleet_and_take_over_a_dead_ones_nodes(
         assert held <= after, sorted(held - after)
         assert victim_id not in [o.id for o in store.shares.workers()]
 
+        _until("the survivors settled", lambda: _settled(store, everything, 2))
         counts = {n: len(_passes(outputs[n])) for n in survivors}
         _until(
             "two more passes each",
