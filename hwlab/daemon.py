@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab import profiles
-from bmaas.hwlab.labspec import LabSpec, generate, load_labfile, shape_of
+from bmaas.hwlab.labspec import LabSpec, generate, load_labfile, shape_of, sse_keepalive_of
+from bmaas.hwlab.limits import SSE_KEEPALIVE
 from bmaas.secrets import mask_logs
 from bmaas.signals import relayed_signals
 
@@ -60,6 +61,10 @@ class LabOptions:
     #: the vendor shape of every Redfish BMC (hwlab up --shape; a lab file's
     #: per-node ``shape:`` wins)
     shape: str | None = None
+    #: seconds between keepalive comments on an idle Redfish SSE stream
+    #: (hwlab up --sse-keepalive; 0: none, as OpenBMC's bmcweb; None: not
+    #: given, so the lab file's, else 30)
+    sse_keepalive: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -83,6 +88,10 @@ def build_spec(options: LabOptions) -> LabSpec:
             changes["redfish_tls"] = True
         if options.redfish_service_size > 1:
             changes["redfish_service_size"] = options.redfish_service_size
+        if options.sse_keepalive is not None:
+            changes["sse_keepalive"] = sse_keepalive_of(
+                options.sse_keepalive, field="--sse-keepalive"
+            )
         spec = dataclasses.replace(spec, **changes)
     else:
         spec = generate(
@@ -92,6 +101,9 @@ def build_spec(options: LabOptions) -> LabSpec:
             profile=options.profile,
             redfish_tls=options.redfish_tls,
             redfish_service_size=options.redfish_service_size,
+            sse_keepalive=(
+                SSE_KEEPALIVE if options.sse_keepalive is None else options.sse_keepalive
+            ),
         )
     if spec.profile:
         profiles.resolve(spec.profile)  # unknown profile: fail now, not in the daemon

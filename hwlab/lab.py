@@ -150,6 +150,7 @@ class Lab:
                 ipmi_ports=self._fixed_ports(nodes[index::count], self.ipmi_base_port),
                 redfish_ports=self._fixed_ports(nodes[index::count], self.redfish_base_port),
                 redfish_service_size=self.spec.redfish_service_size,
+                sse_keepalive=self.spec.sse_keepalive,
             )
             for index in range(count)
         ]
@@ -407,6 +408,7 @@ class Lab:
             "seed": self.spec.seed,
             "profile": self.spec.profile,
             "redfish_tls": self.spec.redfish_tls,
+            "sse_keepalive": self.spec.sse_keepalive,
             "tls_cas": sorted(set(self.tls_certs.values())),
             "started_at": self.started_at,
             "inventory": str(self.inventory_path),

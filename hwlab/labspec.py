@@ -7,6 +7,8 @@ A lab file::
     profile: flaky                 # optional: a built-in profile or a file
     redfish_tls: false
     redfish_service_size: 1        # >1: that many Redfish systems per service (one port)
+    sse_keepalive: 30              # seconds between ': keepalive' comments on an
+                                   # idle SSE stream; 0 or null: none (as bmcweb)
     defaults:                      # every node starts from these
       protocols: [ipmi, redfish]   # one machine, both BMC protocols
       credentials: {username: admin, password: lab-password}
@@ -44,7 +46,7 @@ from bmaas.driver import PowerState
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import Hardware
 from bmaas.faults import InputError
-from bmaas.hwlab.limits import MAX_NODES
+from bmaas.hwlab.limits import MAX_NODES, SSE_KEEPALIVE
 from bmaas.inventory.nodes import is_valid_name
 from bmaas.inventory.specs import Checker, InventoryError
 from bmaas.secrets import Secret
@@ -65,6 +67,7 @@ __all__ = [
     "load_labfile",
     "loopback_hosts",
     "shape_of",
+    "sse_keepalive_of",
 ]
 
 PROTOCOLS = ("ipmi", "redfish")
@@ -86,7 +89,15 @@ _NODE_KEYS = {
     "profile",
     "shape",
 }
-_TOP_KEYS = {"seed", "profile", "redfish_tls", "redfish_service_size", "defaults", "nodes"}
+_TOP_KEYS = {
+    "seed",
+    "profile",
+    "redfish_tls",
+    "redfish_service_size",
+    "sse_keepalive",
+    "defaults",
+    "nodes",
+}
 
 #: bounds on what a lab file may ask for; each error names the limit
 MAX_LABFILE_BYTES = 4 * 1024 * 1024
@@ -136,6 +147,9 @@ class LabSpec:
     #: worker as the systems of one service on one port (a chassis manager,
     #: sushy-tools), each at /redfish/v1/Systems/<node name>
     redfish_service_size: int = 1
+    #: seconds between ``: keepalive`` comments on an idle Redfish SSE stream
+    #: (None: none at all, as OpenBMC's bmcweb, which writes only events)
+    sse_keepalive: float | None = SSE_KEEPALIVE
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -156,14 +170,17 @@ def generate(
     prefix: str = "node",
     redfish_service_size: int = 1,
     shape: str | None = None,
+    sse_keepalive: float | None = SSE_KEEPALIVE,
 ) -> LabSpec:
     """``count`` identical nodes named ``node-001``...; ``protocols`` is
     ``ipmi``, ``redfish``, ``both`` (every machine speaks both), or ``mixed``
-    (alternating, half and half)."""
+    (alternating, half and half). ``sse_keepalive``: seconds between keepalive
+    comments on an idle SSE stream; 0 or None: none."""
     if count < 1:
         raise InputError("must be at least 1", field="--nodes")
     if redfish_service_size < 1:
         raise InputError("must be at least 1", field="--redfish-service-size")
+    keepalive = sse_keepalive_of(sse_keepalive, field="--sse-keepalive")
     choices: dict[str, list[tuple[str, ...]]] = {
         "ipmi": [("ipmi",)],
         "redfish": [("redfish",)],
@@ -190,7 +207,22 @@ def generate(
         profile=profile,
         redfish_tls=redfish_tls,
         redfish_service_size=redfish_service_size,
+        sse_keepalive=keepalive,
     )
+
+
+def sse_keepalive_of(value: Any, *, field: str = "sse_keepalive") -> float | None:
+    """``sse_keepalive`` as the lab keeps it: seconds (> 0, finite, at most
+    :data:`MAX_SECONDS`), or None for no keepalive at all (given as None or
+    0). Anything else (text, a boolean, a negative, NaN, inf) is an
+    ``InputError`` naming ``field``."""
+    if value is None:
+        return None
+    try:
+        seconds = validate.seconds(value, high=MAX_SECONDS)
+    except ValueError as exc:
+        raise InputError(f"{exc} (0 or null: no keepalive)", field=field) from None
+    return seconds or None
 
 
 def load_labfile(path: str) -> LabSpec:
@@ -218,6 +250,11 @@ def parse_labfile(data: Any, *, source: str) -> LabSpec:
     if isinstance(service_size, bool) or not isinstance(service_size, int) or service_size < 1:
         check.fail("must be a whole number >= 1", data=data, key="redfish_service_size")
         service_size = 1
+    keepalive: float | None = SSE_KEEPALIVE
+    try:
+        keepalive = sse_keepalive_of(data.get("sse_keepalive", SSE_KEEPALIVE))
+    except InputError as exc:
+        check.fail(exc.message, data=data, key="sse_keepalive")
     profile = data.get("profile")
     if profile is not None and not isinstance(profile, str):
         check.fail("must be a profile name or a file path", data=data, key="profile")
@@ -254,6 +291,7 @@ def parse_labfile(data: Any, *, source: str) -> LabSpec:
         redfish_tls=tls,
         source=source,
         redfish_service_size=service_size,
+        sse_keepalive=keepalive,
     )
 
 

@@ -1,10 +1,10 @@
-"""The lab's size bounds, in a module of their own so that the CLI can show
-them in ``--help`` without importing the emulators (``hwlab status`` starts
-quickly). Each error that enforces one names it."""
+"""The lab's size bounds (and a default or two), in a module of their own so
+that the CLI can show them in ``--help`` without importing the emulators
+(``hwlab status`` starts quickly). Each error that enforces one names it."""
 
 from __future__ import annotations
 
-__all__ = ["MAX_NODES", "MAX_SHARD_SIZE"]
+__all__ = ["MAX_NODES", "MAX_SHARD_SIZE", "SSE_KEEPALIVE"]
 
 #: the most machines one lab may hold (lab files, ``--nodes``, control API)
 MAX_NODES = 10_000
@@ -12,3 +12,6 @@ MAX_NODES = 10_000
 #: one or two sockets, while a worker's interpreter (sushy-tools, Flask,
 #: pyghmi) costs ~80 MiB, so big labs want few, big shards
 MAX_SHARD_SIZE = 2500
+#: seconds between ``: keepalive`` comments on an idle Redfish SSE stream,
+#: unless the lab says otherwise (``sse_keepalive``; OpenBMC's bmcweb sends none)
+SSE_KEEPALIVE = 30.0

@@ -33,7 +33,7 @@ from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab.events import EventLog
 from bmaas.hwlab.labspec import NodeSpec, shape_of
-from bmaas.hwlab.limits import MAX_SHARD_SIZE
+from bmaas.hwlab.limits import MAX_SHARD_SIZE, SSE_KEEPALIVE
 from bmaas.secrets import mask_logs, mask_url
 
 __all__ = [
@@ -72,6 +72,8 @@ class Shard:
     tls_dir: str | None = None
     #: Redfish systems per service (consecutive Redfish nodes of this shard)
     redfish_service_size: int = 1
+    #: seconds between keepalive comments on an idle SSE stream (None: none)
+    sse_keepalive: float | None = SSE_KEEPALIVE
 
 
 #: below this many machines per worker, more workers than cores buy nothing
@@ -182,7 +184,10 @@ class ShardServers:
             from bmaas.hwlab.redfish import RedfishServer
 
             self._redfish = RedfishServer(
-                host=shard.host, tls=shard.redfish_tls, tls_dir=shard.tls_dir
+                host=shard.host,
+                tls=shard.redfish_tls,
+                tls_dir=shard.tls_dir,
+                sse_keepalive=shard.sse_keepalive,
             )
             size = shard.redfish_service_size
             for at in range(0, len(wants_redfish), size):

@@ -25,7 +25,7 @@ from bmaas.fakes.incidents import INCIDENTS
 from bmaas.faults import InputError
 from bmaas.hwlab.cli.common import parse_seed, state_dir_option
 from bmaas.hwlab.control import LabClient, LabNotRunning
-from bmaas.hwlab.limits import MAX_NODES, MAX_SHARD_SIZE
+from bmaas.hwlab.limits import MAX_NODES, MAX_SHARD_SIZE, SSE_KEEPALIVE
 from bmaas.yamlsrc import load_text
 
 if TYPE_CHECKING:
@@ -89,6 +89,15 @@ STDERR = Console(stderr=True)
     "port (one service root, one SessionService), as a chassis manager or sushy-tools does.",
 )
 @click.option(
+    "--sse-keepalive",
+    type=Seconds(),
+    default=None,
+    metavar="SECONDS",
+    help="Seconds between ': keepalive' comments on an idle Redfish SSE stream "
+    f"(default: the lab file's sse_keepalive, else {SSE_KEEPALIVE:g}); 0: none at all, "
+    "as OpenBMC's bmcweb, which writes only events.",
+)
+@click.option(
     "--ipmi-base-port",
     type=click.IntRange(0, 65535),
     default=0,
@@ -139,6 +148,7 @@ def up(
     shape: str | None,
     redfish_tls: bool,
     redfish_service_size: int,
+    sse_keepalive: float | None,
     ipmi_base_port: int,
     redfish_base_port: int,
     ipmi_own_addresses: bool,
@@ -166,6 +176,7 @@ def up(
         shape=shape,
         redfish_tls=redfish_tls,
         redfish_service_size=redfish_service_size,
+        sse_keepalive=sse_keepalive,
         ipmi_base_port=ipmi_base_port,
         redfish_base_port=redfish_base_port,
         ipmi_own_addresses=ipmi_own_addresses,

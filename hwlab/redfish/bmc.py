@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from bmaas.driver import BootDevice, BootSetting, PowerAction
 from bmaas.fakes.machine import FakeMachine, Hardware
+from bmaas.hwlab.limits import SSE_KEEPALIVE
 from bmaas.secrets import Secret
 
 if TYPE_CHECKING:
@@ -153,6 +154,10 @@ class Bmc:
         #: a vendor shape this BMC serves (None: hwlab's own service), see
         #: :mod:`bmaas.hwlab.redfish.shapes`
         self.shape: ShapeState | None = None
+        #: seconds between ``: keepalive`` comments on an idle SSE stream of
+        #: this BMC's EventService (None: none at all, as OpenBMC's bmcweb);
+        #: a shared service's streams use its first system's (the keeper's)
+        self.sse_keepalive: float | None = SSE_KEEPALIVE
 
     def __repr__(self) -> str:
         return f"<Bmc {self.machine.name} system={self.system_id}>"

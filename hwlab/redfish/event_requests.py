@@ -4,7 +4,8 @@
 the hub (:mod:`bmaas.hwlab.redfish.events`) of the service it arrives at:
 ``GET``/``PATCH`` the EventService, the SSE stream (a response that stays
 open: headers, then one frame per Event, a comment every
-:data:`~bmaas.hwlab.redfish.events.KEEPALIVE` seconds), the subscriptions
+the keeper BMC's ``sse_keepalive`` seconds, 30 by default, none when it is
+None), the subscriptions
 (POST makes a :class:`Subscription` whose task POSTs each Event to its
 destination, retried by its ``DeliveryRetryPolicy``), and
 ``SubmitTestEvent``. The ``event.subscribe`` fault rules are carried out
@@ -240,13 +241,14 @@ async def _stream(
         "OData-Version: 4.0\r\nConnection: close\r\n\r\n"
     )
     gone = asyncio.ensure_future(reader.read(1))  # the client hung up (or sent junk)
+    keepalive = hub.keeper.sse_keepalive  # None: never a comment (bmcweb's way)
     try:
         writer.write(head.encode("latin-1") + b": hwlab event stream\n\n")
         await writer.drain()
         while True:
             get = asyncio.ensure_future(sink.queue.get())
             done, _ = await asyncio.wait(
-                {get, gone}, timeout=events.KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
+                {get, gone}, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED
             )
             if gone in done:
                 get.cancel()

@@ -22,8 +22,9 @@ What a client gets:
   ``ServiceEnabled: false`` closes every stream and refuses new ones (503).
 * ``GET /redfish/v1/EventService/SSE[?$filter=...]``: a ``text/event-stream``
   that stays open: one ``id:``/``data:`` frame per Event, a ``:`` comment
-  every :data:`KEEPALIVE` seconds when nothing happens. ``$filter`` takes
-  ``and``-ed ``eq`` terms over ``EventFormatType`` (``Event``),
+  every :data:`KEEPALIVE` seconds when nothing happens (the BMC's
+  ``sse_keepalive``; None: no comment at all, as OpenBMC's bmcweb).
+  ``$filter`` takes ``and``-ed ``eq`` terms over ``EventFormatType`` (``Event``),
   ``RegistryPrefixes``, ``OriginResource`` and ``ResourceTypes``.
 * ``POST /redfish/v1/EventService/Subscriptions`` (an EventDestination with
   ``Destination``, ``Context``, ``RegistryPrefixes``, ``DeliveryRetryPolicy``):
@@ -73,6 +74,7 @@ from typing import Any
 
 from bmaas.driver import PowerState
 from bmaas.fakes.effects import Effect
+from bmaas.hwlab.limits import SSE_KEEPALIVE
 from bmaas.hwlab.redfish.bmc import Bmc
 
 __all__ = [
@@ -101,8 +103,10 @@ TEST_ACTION = f"{PREFIX}/Actions/EventService.SubmitTestEvent"
 #: the DMTF registry the lab's messages come from (ResourcePoweredOn/Off
 #: arrived in ResourceEvent 1.3.0)
 REGISTRY = "ResourceEvent.1.3.0"
-#: seconds between keepalive comments on an idle stream
-KEEPALIVE = 30.0
+#: seconds between keepalive comments on an idle stream, by default: 30 (each
+#: BMC's own is ``Bmc.sse_keepalive``, from ``hwlab up --sse-keepalive`` or a
+#: lab file's ``sse_keepalive``; None: none at all)
+KEEPALIVE = SSE_KEEPALIVE
 #: Events a stream holds for a client that does not read; past it the stream closes
 MAX_QUEUE = 4096
 #: push delivery: attempts after the first, and seconds between them

@@ -142,14 +142,24 @@ class RedfishServer:
     ``add`` a machine (before or after ``start``) to give it an endpoint;
     ``stop`` (idempotent) closes every socket and ends the loop thread.
     With ``tls=True`` a fresh CA signs the endpoints' certificate: point
-    clients at :attr:`ca_path`.
+    clients at :attr:`ca_path`. ``sse_keepalive``: seconds between ``:
+    keepalive`` comments on an idle EventService stream (None: none at all,
+    as OpenBMC's bmcweb; default :data:`~bmaas.hwlab.redfish.events.KEEPALIVE`).
     """
 
     def __init__(
-        self, host: str = "127.0.0.1", tls: bool = False, tls_dir: str | None = None
+        self,
+        host: str = "127.0.0.1",
+        tls: bool = False,
+        tls_dir: str | None = None,
+        *,
+        sse_keepalive: float | None = events.KEEPALIVE,
     ) -> None:
         self.host = host
         self.tls = tls
+        #: seconds between keepalive comments on an idle SSE stream, for every
+        #: BMC added from now on (None: none, as OpenBMC's bmcweb)
+        self.sse_keepalive = sse_keepalive
         #: reuse the CA in this directory (a restarted worker keeps its
         #: predecessor's, so clients' redfish_verify_ca stays right)
         self._reuse_tls_dir = tls_dir
@@ -229,6 +239,7 @@ class RedfishServer:
             system_id=found.system_id if found is not None else system_id,
             reset_types=reset_types,
         )
+        bmc.sse_keepalive = self.sse_keepalive
         if found is not None:
             bmc.shape = ShapeState(found, machine)
         with self._lock:
@@ -266,6 +277,7 @@ class RedfishServer:
         bmcs = [Bmc(m, username=username, password=password) for m in machines]
         for bmc in bmcs:
             bmc.peers = bmcs
+            bmc.sse_keepalive = self.sse_keepalive
         with self._lock:
             taken = [m.name for m in machines if m.name in self._ports]
             if taken:

@@ -282,3 +282,137 @@ def test_a_node_group_names_its_vendor_profile(tmp_path) -> None:
     path.write_text("nodes:\n  - {name: x, profile: nosuch}\n")
     with pytest.raises(InputError, match=r"nodes\[0\]\.profile: unknown profile 'nosuch'"):
         load_labfile(str(path))
+
+
+# -- sse_keepalive: the Redfish SSE keepalive as a lab setting (issue 37) -------
+
+
+@pytest.mark.parametrize(
+    ("line", "wanted"),
+    [
+        ("", 30.0),  # not given: the default
+        ("sse_keepalive: 0.2\n", 0.2),
+        ("sse_keepalive: 5\n", 5.0),
+        ("sse_keepalive: 86400\n", 86400.0),
+        ("sse_keepalive: 0\n", None),  # none at all, as OpenBMC's bmcweb
+        ("sse_keepalive: null\n", None),
+    ],
+)
+def test_a_lab_file_sets_the_sse_keepalive(tmp_path: Path, line: str, wanted: float | None) -> None:
+    spec = load_labfile(_write(tmp_path, line + "nodes:\n  - {name: a}\n"))
+    assert spec.sse_keepalive == wanted
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("'30'", "must be a number of seconds"),
+        ("true", "must be a number of seconds"),
+        ("-1", "must be a number of seconds from 0 to 86400, not -1"),
+        (".nan", "must be a finite number"),
+        (".inf", "must be a finite number"),
+        ("-.inf", "must be a finite number"),
+        ("86401", "not 86401"),
+        ("[30]", "must be a number of seconds"),
+    ],
+)
+def test_a_bad_sse_keepalive_is_one_problem_with_its_line(
+    tmp_path: Path, value: str, needle: str
+) -> None:
+    path = _write(tmp_path, f"seed: 1\nsse_keepalive: {value}\nnodes:\n  - {{name: a}}\n")
+    with pytest.raises(LabFileError) as info:
+        load_labfile(path)
+    (problem,) = info.value.problems
+    assert (problem.source, problem.line, problem.field) == (path, 2, "sse_keepalive")
+    assert needle in problem.message
+    assert "0 or null: no keepalive" in problem.message
+
+
+def test_a_bad_sse_keepalive_is_reported_with_every_other_problem(tmp_path: Path) -> None:
+    text = (
+        "redfish_service_size: 0\nsse_keepalive: -5\nredfish_tls: maybe\nnodes:\n  - {name: '-a'}\n"
+    )
+    path = _write(tmp_path, text)
+    with pytest.raises(LabFileError) as info:
+        load_labfile(path)
+    seen = sorted((p.line, p.field) for p in info.value.problems)
+    assert seen == [
+        (1, "redfish_service_size"),
+        (2, "sse_keepalive"),
+        (3, "redfish_tls"),
+        (5, "nodes[0].name"),
+    ]
+
+
+def test_generate_takes_the_sse_keepalive_and_refuses_bad_ones() -> None:
+    assert generate(1).sse_keepalive == 30.0
+    assert generate(1, sse_keepalive=0.5).sse_keepalive == 0.5
+    assert generate(1, sse_keepalive=0).sse_keepalive is None
+    assert generate(1, sse_keepalive=None).sse_keepalive is None
+    for bad in (-1, float("nan"), float("inf"), True, "30"):
+        with pytest.raises(InputError) as info:
+            generate(1, sse_keepalive=bad)  # type: ignore[arg-type]
+        assert info.value.field == "--sse-keepalive"
+
+
+def test_hwlab_up_options_set_the_sse_keepalive_over_the_lab_files(tmp_path: Path) -> None:
+    from bmaas.hwlab.daemon import LabOptions, build_spec
+
+    lab = _write(tmp_path, "sse_keepalive: 5\nnodes:\n  - {name: a}\n")
+    assert build_spec(LabOptions(nodes=1)).sse_keepalive == 30.0
+    assert build_spec(LabOptions(nodes=1, sse_keepalive=0.0)).sse_keepalive is None
+    assert build_spec(LabOptions(nodes=1, sse_keepalive=2.5)).sse_keepalive == 2.5
+    assert build_spec(LabOptions(labfile=lab)).sse_keepalive == 5.0  # not given: the file's
+    assert build_spec(LabOptions(labfile=lab, sse_keepalive=0.0)).sse_keepalive is None
+    assert build_spec(LabOptions(labfile=lab, sse_keepalive=1.0)).sse_keepalive == 1.0
+    options = LabOptions(nodes=1, sse_keepalive=0.0)  # crosses to the daemon as JSON
+    assert LabOptions.from_json(options.to_json()) == options
+
+
+def test_the_cli_option_reaches_the_lab_options_and_refuses_bad_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from bmaas.hwlab import daemon
+    from bmaas.hwlab.cli import cli as hwlab_cli
+    from bmaas.inventory.specs import InventoryError
+
+    stopped = InputError("stopped here by the test")
+    seen: list[daemon.LabOptions] = []
+
+    def stop_here(options: daemon.LabOptions) -> None:
+        seen.append(options)
+        raise InventoryError([stopped])  # `up` stops before anything starts
+
+    monkeypatch.setattr(daemon, "build_spec", stop_here)
+    state = ["--state-dir", str(tmp_path / "state")]
+    for args, wanted in (
+        ([], None),
+        (["--sse-keepalive", "0"], 0.0),
+        (["--sse-keepalive", "0.5"], 0.5),
+    ):
+        result = CliRunner().invoke(hwlab_cli, ["up", *args, *state], catch_exceptions=False)
+        assert result.exit_code == 2, result.output
+        assert "stopped here by the test" in result.output
+        assert seen.pop().sse_keepalive == wanted
+    for bad in ("-1", "nan", "inf", "soon", "86401"):
+        result = CliRunner().invoke(
+            hwlab_cli, ["up", "--sse-keepalive", bad, *state], catch_exceptions=False
+        )
+        assert result.exit_code == 2
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1, result.output
+        assert "--sse-keepalive" in lines[0]
+        assert "Traceback" not in result.output
+    assert seen == []
+    assert not (tmp_path / "state").exists()
+    help_text = CliRunner().invoke(hwlab_cli, ["up", "--help"]).output
+    assert "bmcweb" in help_text
+
+
+def test_the_lab_reports_its_sse_keepalive(tmp_path: Path) -> None:
+    from bmaas.hwlab.lab import Lab
+
+    assert Lab(generate(1), tmp_path / "a").describe()["sse_keepalive"] == 30.0
+    assert Lab(generate(1, sse_keepalive=0), tmp_path / "b").describe()["sse_keepalive"] is None
