@@ -59,11 +59,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.faults import BmaasError, UnsupportedOperation
+
+if TYPE_CHECKING:  # the command's token; importing bmaas.provision here would load it all
+    from bmaas.provision.cancel import CancelToken
 
 __all__ = [
     "SAFETY_EVERY",
@@ -89,9 +92,6 @@ SAFETY_INTERVAL = 2400.0
 SAFETY_EVERY = 10
 #: news kept for reports and tests (the count is exact)
 KEPT = 1024
-#: seconds between looks at the command's stop while waiting for news (a
-#: signal sets that Event, and cannot notify this module's condition)
-STOP_SLICE = 1.0
 
 
 class News(Protocol):
@@ -247,7 +247,7 @@ class EventWatch:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], object] | None = None,
-        stop: threading.Event | None = None,
+        stop: CancelToken | None = None,
         push: PushSettings | None = None,
     ) -> None:
         if not safety > 0:
@@ -261,7 +261,9 @@ class EventWatch:
         self._listeners: dict[str, Any] = {}
         self._stop = threading.Event()
         #: the command's own stop (a signal): ends waits and listeners too
-        self._outer = stop or threading.Event()
+        self._outer = threading.Event()
+        if stop is not None:
+            self.bind_stop(stop)
         self._sleep = sleep or self._stop.wait
         self._cond = threading.Condition()
         self._news: collections.deque[tuple[News, float]] = collections.deque()
@@ -358,9 +360,19 @@ class EventWatch:
                 self._nodes.pop(node, None)
                 self._known.pop(node, None)
 
-    def bind_stop(self, stop: threading.Event) -> None:
-        """End waits and listeners when ``stop`` is set (the command's signal)."""
-        self._outer = stop
+    def bind_stop(self, token: CancelToken) -> None:
+        """End waits and listeners when ``token`` is cancelled (the command's
+        signal): the token wakes :meth:`wait` itself, so a wait between
+        passes sleeps its whole length -- no looks at the clock in slices,
+        which were most of an idle sync's CPU once the streams kept quiet."""
+        self._outer = token.event
+        token.on_cancel(self.wake)
+
+    def wake(self) -> None:
+        """End the :meth:`wait` in progress (it returns if stopped, else
+        goes on waiting for what is left of its time)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def summary(self) -> dict[str, Any]:
         """Streams and nodes up, news applied, faults and floods so far."""
@@ -536,8 +548,8 @@ class EventWatch:
         while True:
             with self._cond:
                 if not self._news and not self._stopped():
-                    # in slices: a signal sets the command's stop, not this condition
-                    self._cond.wait(min(deadline.left(), STOP_SLICE))
+                    # woken by news (_offer), close() or the command's stop (wake)
+                    self._cond.wait(deadline.left())
                 batch = list(self._news)
                 self._news.clear()
             if batch:

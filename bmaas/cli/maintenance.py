@@ -448,7 +448,7 @@ def _sync_loop(
 
     with _stop_on_signals() as token, contextlib.ExitStack() as closing:
         if watch is not None:
-            watch.bind_stop(token.event)
+            watch.bind_stop(token)
             closing.callback(watch.close)
         if options.get("sweeper") is None and options.get("retry") is not None:
             # in-process reads: their busy backoff sleeps on the token

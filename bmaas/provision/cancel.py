@@ -71,6 +71,18 @@ class CancelToken:
         #: the signal that set it (for the exit code), None when set in code
         self.signum: int | None = None
         self.reason = ""
+        self._callbacks: list[Callable[[], object]] = []
+
+    def on_cancel(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (no arguments) when the token is first cancelled,
+        in the canceller's thread (at once if it already is): for a waiter
+        that blocks on something other than :attr:`event` -- a condition
+        variable -- and would otherwise have to wake in slices to look."""
+        with self._lock:
+            if not self._cancelled.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
 
     def cancel(
         self, reason: str = "cancelled", *, roll_back: bool = False, signum: int | None = None
@@ -80,13 +92,17 @@ class CancelToken:
         with self._lock:
             if self._cancelled.is_set():
                 roll_back = True
+                callbacks = []
             else:
                 self.reason = reason
                 self.signum = signum
+                callbacks, self._callbacks = self._callbacks, []
             self._roll_back = self._roll_back or roll_back
-        self._cancelled.set()
+            self._cancelled.set()  # under the lock: on_cancel sees it or is called here
         if roll_back:
             self._rolling_back.set()
+        for callback in callbacks:
+            callback()
 
     @property
     def event(self) -> threading.Event:

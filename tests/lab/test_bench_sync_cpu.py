@@ -18,7 +18,7 @@ pytestmark = pytest.mark.lab
 HWLAB = str(Path(sys.executable).with_name("hwlab"))
 
 
-# A hang guard, not a timing: the smoke runs 2 x 8 passes, 3 x 30 s and a lab's start.
+# A hang guard, not a timing: the smoke runs 2 x 8 passes, 3 x 30 s, 2 x 12 s and a lab's start.
 @pytest.mark.timeout(600)
 def test_sync_cpu_bench_smoke_measures_every_row(tmp_path: Path) -> None:
     run = subprocess.run(
@@ -38,8 +38,18 @@ def test_sync_cpu_bench_smoke_measures_every_row(tmp_path: Path) -> None:
     assert len(per_pass["bmaas sync"]) == 8 - 3
     assert all(v >= 0 for v in per_pass["bmaas sync"] + per_pass["bare sushy x 8"])
     hourly = report["data"]["hourly"]
-    assert set(hourly) == {"polling", "events", "push"}
+    assert set(hourly) == {"polling", "events", "push", "polling (quiet)", "events (quiet)"}
     assert hourly["events"]["missed"] == hourly["push"]["missed"] == 0
+    assert hourly["events"]["changes"] > 0
+    # the quiet rows: no outside change, and a CPU figure all the same (the
+    # process's own clock: not rounded away to zero ticks)
+    assert hourly["polling (quiet)"]["changes"] == hourly["events (quiet)"]["changes"] == 0
+    assert hourly["events (quiet)"]["steady_cpu"] > 0
+    assert hourly["polling (quiet)"]["steady_cpu"] > 0
     assert report["data"]["machine"]["nproc"] >= 1
-    assert report["headline"]["CPU per node-pass, bmaas sync / bare sushy x 8 (median)"]
-    assert "CPU per node-hour, polling / events (steady)" in report["headline"]
+    headline = report["headline"]
+    assert headline["CPU per node-pass, bmaas sync / bare sushy x 8 (median)"]
+    assert headline["CPU per node-hour, polling / events, no outside change (steady)"]
+    assert "CPU per node-hour, polling / events, a change every ~1.5 s (steady)" in headline
+    assert "events: client CPU ms per outside change" in headline
+    assert any("no SSE keepalive comment" in note for note in report["notes"])

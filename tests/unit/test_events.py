@@ -18,6 +18,7 @@ from bmaas.drivers.redfish.events import PowerNews, SSEParser, news_of, services
 from bmaas.events import SAFETY_INTERVAL, Applied, Backoff, EventWatch, TokenBucket
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, BMCUnreachable, UnsupportedOperation
+from bmaas.provision.cancel import CancelToken
 
 # -- the SSE parser --------------------------------------------------------------
 
@@ -340,7 +341,44 @@ def test_the_edge_is_asked_only_when_the_fleet_changes_and_a_lost_service_stops(
 
 
 def test_wait_returns_at_once_when_the_command_is_stopped() -> None:
-    stop = threading.Event()
+    stop = CancelToken()
     watch = EventWatch(streams_of=lambda d: None, stop=stop)
-    stop.set()
+    stop.cancel("SIGTERM received")
     watch.wait(3600.0, lambda news: None)  # would hang the test otherwise
+
+
+def test_a_wait_sleeps_its_whole_length_and_the_token_wakes_it() -> None:
+    """An idle sync's wait between passes is one sleep, not a look at the
+    clock every second: the command's token wakes it when a signal comes."""
+    token = CancelToken()
+    watch = EventWatch(streams_of=lambda d: None)
+    watch.bind_stop(token)
+    asked: list[float | None] = []
+    inside = threading.Event()
+    plain = watch._cond.wait
+
+    def counted(timeout: float | None = None) -> bool:
+        asked.append(timeout)
+        inside.set()
+        return plain(timeout)
+
+    watch._cond.wait = counted  # type: ignore[method-assign]
+    waiter = threading.Thread(target=watch.wait, args=(3600.0, lambda news: None))
+    waiter.start()
+    assert inside.wait(10)
+    token.cancel("SIGTERM received")
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert len(asked) == 1  # one sleep, ended by the token
+    assert asked[0] is not None
+    assert asked[0] > 3500.0
+
+
+def test_on_cancel_runs_once_at_the_first_cancel_and_at_once_when_late() -> None:
+    token, calls = CancelToken(), []
+    token.on_cancel(lambda: calls.append("early"))
+    token.cancel("first")
+    token.cancel("second: roll back")  # escalates; callbacks are not run again
+    token.on_cancel(lambda: calls.append("late"))
+    assert calls == ["early", "late"]
+    assert token.roll_back

@@ -523,6 +523,11 @@ def overload(ctx: click.Context, /, **_: Any) -> None:
     type=Seconds(1, 86400),
     help="The sync's --safety-interval in seconds (default 2400).",
 )
+@click.option(
+    "--sse-keepalive",
+    type=Seconds(0, 86400),
+    help="The lab's SSE keepalive comment, seconds (default 30; 0: none, as OpenBMC's bmcweb).",
+)
 @click.option("--seed", type=int, help="Seed of the changes (default 37).")
 @click.option(
     "--ironic",
@@ -555,6 +560,19 @@ def events(ctx: click.Context, /, **_: Any) -> None:
     "--safety-interval",
     type=Seconds(1, 86400),
     help="The events mode's --safety-interval (default 300: an upper bound for 2400).",
+)
+@click.option(
+    "--every", type=Seconds(0.1, 3600), help="Seconds between outside changes (default 8)."
+)
+@click.option(
+    "--quiet-duration",
+    type=Seconds(0, 86400),
+    help="Seconds per quiet row: polling and SSE with no outside change (default 300; 0: none).",
+)
+@click.option(
+    "--sse-keepalive",
+    type=Seconds(0, 86400),
+    help="The lab's SSE keepalive comment, seconds (default 0: none, as OpenBMC's bmcweb).",
 )
 @click.option("--seed", type=int, help="Seed of the lab and the changes (default 37).")
 @bench_options

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bmaas.hwlab.harness.bench.common import enrolled_lab, percentile
+from bmaas.hwlab.harness.bench.common import enrolled_lab, percentile, process_cpu
 from bmaas.hwlab.harness.bench.outside import (
     WARMUP,
     WATCH_TICK,
@@ -76,13 +76,6 @@ def _bmaas() -> str:
     return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
 
 
-def _cpu(pid: int) -> float:
-    import psutil
-
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
-
-
 def one_mode(
     mode: str,
     lab: Any,
@@ -90,7 +83,12 @@ def one_mode(
     names: list[str],
     options: Options,
     progress: Callable[[str], None],
+    *,
+    quiet: bool = False,
 ) -> Measured:
+    """One row. ``quiet``: no outside change at all for the whole run (what
+    a fleet costs its sync while nothing happens; each change's cost is the
+    difference to a row with changes)."""
     rng = random.Random(f"{options.seed}/{mode}")
     count_requests(lab, names)
     args = [_bmaas(), "sync", "--interval", str(options.interval), "--no-split"]
@@ -112,7 +110,7 @@ def one_mode(
             # the pass after the streams opened reads every node once more
             # (it reconciles what changed before they were up): start-up too
             time.sleep(min(options.interval, options.duration / 4))
-        cpu0, req0 = _cpu(sync.pid), counted(lab, names)
+        cpu0, req0 = process_cpu(sync.pid), counted(lab, names)
         steady_at = time.monotonic()
         end = started + options.duration
         last_change = end - options.interval - 5.0
@@ -120,12 +118,15 @@ def one_mode(
         def recorded(wanted: list[str]) -> dict[str, str]:
             return {name: str(store.nodes.get(name).power_state) for name in wanted}
 
-        measured.missed = outside_changes(
-            lab, names, rng, measured, recorded, options.every, end, last_change, WATCH_TICK
-        )
+        if quiet:
+            time.sleep(max(0.0, end - time.monotonic()))
+        else:
+            measured.missed = outside_changes(
+                lab, names, rng, measured, recorded, options.every, end, last_change, WATCH_TICK
+            )
         measured.seconds = time.monotonic() - started
         measured.steady_seconds = time.monotonic() - steady_at
-        measured.cpu = _cpu(sync.pid)
+        measured.cpu = process_cpu(sync.pid)
         measured.requests = counted(lab, names)
         measured.subscribes = subscribes(lab, names)
         measured.steady_cpu = measured.cpu - cpu0
@@ -138,7 +139,8 @@ def one_mode(
             sync.kill()
             sync.wait(10)
         store.close()
-    progress(f"{mode}: {measured.changes} changes, {len(measured.latencies)} seen")
+    what = "no outside changes" if quiet else f"{measured.changes} changes"
+    progress(f"{mode}: {what}, {len(measured.latencies)} seen")
     return measured
 
 
@@ -156,7 +158,9 @@ def _warm_up(store: Store, names: list[str], sync: subprocess.Popen[bytes]) -> N
 
 def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
     say = progress or (lambda _m: None)
-    spec = generate(options.nodes, protocols="redfish", seed=options.seed)
+    spec = generate(
+        options.nodes, protocols="redfish", seed=options.seed, sse_keepalive=options.sse_keepalive
+    )
     results: dict[str, Measured] = {}
     unmeasured: list[str] = []
     with enrolled_lab(spec, "hwlab-bench-events-") as (lab, db, names):

@@ -52,6 +52,9 @@ class Options:
     #: the sync's --safety-interval (seconds; its default is 2400)
     safety_interval: float = 2400.0
     seed: int = 37
+    #: seconds between SSE keepalive comments of the lab's BMCs (0: none, as
+    #: OpenBMC's bmcweb; hwlab's own default is 30)
+    sse_keepalive: float = 30.0
     #: rows through a real Ironic (bmaas.hwlab.harness.bench.events_ironic:
     #: "redfish", "bmaas-polling", "bmaas-events", "bmaas-push"), after the
     #: bmaas sync rows; needs scripts/ironic-env.sh
