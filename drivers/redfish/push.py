@@ -22,6 +22,17 @@ stream holds a socket per service; a push subscription holds none).
   happens, so it is checked every ``verify_every`` seconds (one GET of it):
   a BMC that forgot it (its own reboot) answers 404 and the subscription is
   made again (and its nodes reconciled). On close it is deleted.
+* **Nothing left behind by a process that died**: a process killed before
+  it could delete its subscriptions (SIGKILL, a crash, a conductor whose
+  exit hooks did not run) leaves them on the BMC, where each holds one of
+  the BMC's few subscription slots until a failed delivery ends it. So the
+  first subscription a stream makes looks first: every subscription on
+  the BMC whose ``Destination`` is this listener's URL (``--events-listen``
+  / ``events_listen`` fixed the address; only this process takes Events
+  there) is an earlier run's, and is deleted. That costs a GET of the
+  collection and one per member, once per service and process, within
+  half of the open's deadline; a failure there is logged and the
+  subscription made all the same.
 
 Faults are those of :mod:`bmaas.drivers.redfish.events` (one mapping).
 """
@@ -47,7 +58,7 @@ from typing import Any
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.events import MAX_FRAME, PowerNews, ServiceStream, _fault, news_of
 from bmaas.drivers.redfish.events import services as sse_services
-from bmaas.faults import BMCProtocolError, BMCUnreachable, UnsupportedOperation
+from bmaas.faults import BmaasError, BMCProtocolError, BMCUnreachable, UnsupportedOperation
 
 __all__ = ["PATH", "PushListener", "PushStream", "listener", "services"]
 
@@ -61,6 +72,8 @@ VERIFY_EVERY = 3600.0
 DELETE_TIMEOUT = 2.0
 #: seconds the check may take
 VERIFY_TIMEOUT = 10.0
+#: subscriptions looked at for an earlier run's, at most (a BMC holds a few)
+SWEEP_LIMIT = 64
 EVENT_SERVICE = "/redfish/v1/EventService"
 
 
@@ -197,6 +210,8 @@ class PushStream:
     _subscriptions: str | None = dataclasses.field(default=None, repr=False)
     _inbox: queue.Queue[str | None] = dataclasses.field(default_factory=queue.Queue, repr=False)
     _verified: float = 0.0
+    #: the BMC was looked at for an earlier run's subscriptions
+    _swept: bool = False
 
     @property
     def key(self) -> str:
@@ -231,6 +246,9 @@ class PushStream:
             if not isinstance(path, str) or not path.startswith("/"):
                 raise self.sse._fail(UnsupportedOperation, "no push subscriptions", started)
             self._subscriptions = path
+        if not self._swept:
+            self._swept = True
+            self._sweep(Deadline.after(max(0.0, deadline.left() / 2)), started)
         self._token = secrets.token_hex(32)  # a new secret for every subscription
         body = {
             "Destination": self.listener.url,
@@ -253,6 +271,26 @@ class PushStream:
             raise self.sse._fail(BMCProtocolError, "the subscription has no Location", started)
         self._location = urllib.parse.urlsplit(location).path or location
         self._verified = self.clock()
+
+    def _sweep(self, deadline: Deadline, started: float) -> None:
+        """Delete the subscriptions an earlier run of this listener left
+        (same ``Destination``); see the module docstring."""
+        assert self._subscriptions is not None
+        try:
+            members = _json(self._request("GET", self._subscriptions, None, deadline, started))
+            found = members.get("Members")
+            for member in found[:SWEEP_LIMIT] if isinstance(found, list) else []:
+                path = member.get("@odata.id") if isinstance(member, dict) else None
+                if not isinstance(path, str) or not path.startswith("/"):
+                    continue
+                sub = _json(self._request("GET", path, None, deadline, started))
+                if sub.get("Destination") == self.listener.url:
+                    self._request("DELETE", path, None, deadline, started)
+                    LOG.info(
+                        "%s: deleted %s, left by an earlier run of this listener", self.key, path
+                    )
+        except BmaasError as exc:  # a courtesy: the new subscription is made all the same
+            LOG.info("%s: could not look for an earlier run's subscriptions: %s", self.key, exc)
 
     def read(self, idle: float) -> list[PowerNews]:
         if self.mode == "sse":

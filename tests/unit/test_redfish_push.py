@@ -49,6 +49,8 @@ class Service:
         self.sse = sse
         #: no EventService at all (404)
         self.absent = absent
+        #: subscriptions made so far (their ids)
+        self.made = 0
 
     def post_event(self, document: dict[str, Any], *, context: str | None = None) -> int:
         """What the BMC does for each subscription: POST the Event to its
@@ -109,15 +111,24 @@ def _handler(service: Service) -> type[BaseHTTPRequestHandler]:
                 if service.sse:
                     body["ServerSentEventUri"] = "/redfish/v1/EventService/SSE"
                 send_json(self, 200, body)
+            elif self.path == SUBS:
+                members = [{"@odata.id": path} for path in service.subscriptions]
+                send_json(self, 200, {"Members": members, "Members@odata.count": len(members)})
             elif self.path in service.subscriptions:
-                send_json(self, 200, {"Id": self.path.rsplit("/", 1)[1]})
+                sub = service.subscriptions[self.path]
+                send_json(
+                    self,
+                    200,
+                    {"Id": self.path.rsplit("/", 1)[1], "Destination": sub["Destination"]},
+                )
             else:
                 send_json(self, 404, {"error": {"code": "Base.1.0.ResourceMissingAtURI"}})
 
         def do_POST(self) -> None:
             service.requests.append(("POST", self.path))
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            path = f"{SUBS}/{len(service.subscriptions) + 1}"
+            service.made += 1
+            path = f"{SUBS}/{service.made}"
             service.subscriptions[path] = body
             send_json(self, 201, {"@odata.id": path}, {"Location": path})
 
@@ -168,10 +179,73 @@ def test_a_service_without_sse_is_subscribed_and_its_pushed_event_is_news(
         assert service.subscriptions == {}  # deleted on close
     assert service.requests == [
         ("GET", "/redfish/v1/EventService"),  # the SSE open finds none
+        ("GET", SUBS),  # nothing left by an earlier run
         ("POST", SUBS),  # no second EventService read: the document is kept
         ("DELETE", f"{SUBS}/1"),
     ]
     assert (listener.received, listener.refused) == (1, 0)
+
+
+def test_subscriptions_an_earlier_run_left_are_deleted_before_subscribing(
+    listener: PushListener,
+) -> None:
+    """A process killed before it could delete its subscription (SIGKILL, a
+    conductor whose exit hooks never ran) left it on the BMC: the next run's
+    first subscription deletes every one with this listener's Destination,
+    and leaves other listeners' alone."""
+    service = Service()
+    theirs = {"Destination": "https://other.example:8789/events", "Context": "b" * 64}
+    service.subscriptions = {
+        f"{SUBS}/1": {"Destination": listener.url, "Context": "a" * 64},  # ours, dead run
+        f"{SUBS}/2": theirs,
+    }
+    service.made = 2
+    with serving(service) as url:
+        stream = _stream(url, listener)
+        stream.open(Deadline.after(5.0))
+        assert service.subscriptions == {
+            f"{SUBS}/2": theirs,
+            f"{SUBS}/3": service.subscriptions[f"{SUBS}/3"],
+        }
+        assert service.subscriptions[f"{SUBS}/3"]["Destination"] == listener.url
+        # a second open of the same stream (the BMC forgot it) does not look again
+        stream.close()
+        stream.open(Deadline.after(5.0))
+        stream.close()
+    assert service.requests == [
+        ("GET", "/redfish/v1/EventService"),
+        ("GET", SUBS),
+        ("GET", f"{SUBS}/1"),
+        ("DELETE", f"{SUBS}/1"),
+        ("GET", f"{SUBS}/2"),
+        ("POST", SUBS),
+        ("DELETE", f"{SUBS}/3"),
+        ("GET", "/redfish/v1/EventService"),
+        ("POST", SUBS),
+        ("DELETE", f"{SUBS}/4"),
+    ]
+
+
+def test_a_bmc_that_will_not_list_its_subscriptions_is_subscribed_all_the_same(
+    listener: PushListener,
+) -> None:
+    service = Service()
+    service.subscriptions = {f"{SUBS}/1": {"Destination": listener.url, "Context": "a" * 64}}
+    service.made = 1
+    with serving(service) as url:
+        stream = _stream(url, listener)
+        failing = stream._request
+
+        def refuse_the_list(method: str, path: str, *args: Any) -> Any:
+            if method == "GET" and path == SUBS:
+                raise BMCUnreachable("the list timed out")
+            return failing(method, path, *args)
+
+        stream._request = refuse_the_list  # type: ignore[method-assign]
+        stream.open(Deadline.after(5.0))
+        assert stream.mode == "push"
+        assert f"{SUBS}/2" in service.subscriptions
+        stream.close()
 
 
 def test_sse_is_preferred_where_offered_unless_push_is(listener: PushListener) -> None:
@@ -222,10 +296,10 @@ def test_a_forgotten_subscription_is_noticed_at_the_check_and_made_again(
             stream.read(0.01)
         stream.close()
         stream.open(Deadline.after(5.0))
-        assert list(service.subscriptions) == [f"{SUBS}/1"]
+        assert list(service.subscriptions) == [f"{SUBS}/2"]
         stream.close()
     gets = [p for m, p in service.requests if m == "GET" and p.startswith(SUBS)]
-    assert gets == [f"{SUBS}/1", f"{SUBS}/1"]
+    assert gets == [SUBS, f"{SUBS}/1", f"{SUBS}/1"]  # the first: an earlier run's? none
 
 
 def test_no_event_service_at_all_is_unsupported(listener: PushListener) -> None:
