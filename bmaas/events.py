@@ -589,11 +589,14 @@ def record_news(store: Any, applied: Sequence[Applied], health_rule: Any) -> Non
     """Write news to the store at once: the power state (a good read for
     the node's health), and an event in its history naming the source and
     the news's age (``power_event``)."""
-    store.health.record_power_reads([(a.node, a.power) for a in applied], health_rule=health_rule)
-    lines = []
+    notes = []
     for a in applied:
         age = "age unknown" if a.age is None else f"{a.age:.3f} s old"
-        lines.append(
+        notes.append(
             (a.node, "power_event", f"power {a.power} (source: event {a.message_id}, {age})")
         )
-    store.nodes.add_events(lines, actor="system")
+    # one write: the state and its history line (a change costs the sync
+    # what a changed read does, plus the line)
+    store.health.record_power_reads(
+        [(a.node, a.power) for a in applied], health_rule=health_rule, notes=notes
+    )

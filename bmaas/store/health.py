@@ -128,6 +128,7 @@ class HealthRepo:
         *,
         health_rule: HealthRule = HealthRule(),  # noqa: B008 - frozen dataclass
         seen_every: float = SEEN_EVERY,
+        notes: Sequence[tuple[str, str, str]] = (),
     ) -> list[HealthChange]:
         """Apply one sync pass's reads: last-seen power state plus hysteresis.
 
@@ -136,17 +137,29 @@ class HealthRepo:
         leave the record as it is writes nothing, unless its "seen" time is
         ``seen_every`` seconds old (0: every read refreshes it); those are
         refreshed in one UPDATE per batch. Only changes take the row lock.
+        ``notes``: ``(node, kind, message)`` lines for the nodes' history,
+        each written in the transaction of its node's batch (where a read
+        came from: an event), so a change and its line are one write.
         """
         changes: list[HealthChange] = []
+        unwritten = list(notes)
         for start in range(0, len(results), BATCH):
             chunk = results[start : start + BATCH]
+            here = {name for name, _ in chunk}
+            noted = [line for line in unwritten if line[0] in here]
+            unwritten = [line for line in unwritten if line[0] not in here]
             with self._db.read() as tx:
                 now = tx.now()
                 rows = _health_rows(tx, [name for name, _ in chunk])
             done: list[HealthChange | None] = []
             touch: list[int] = []
+            met: set[str] = set()
             for name, result in chunk:
-                row = rows.get(name)
+                # a node's second read in one batch (two events: off, then
+                # on) is judged against the first's outcome, not the row read
+                # before either: always applied, in order, under the lock
+                row = rows.get(name) if name not in met else None
+                met.add(name)
                 steady = None if row is None else _steady(row, result, health_rule)
                 done.append(steady)
                 if steady is not None and row is not None:
@@ -154,7 +167,7 @@ class HealthRepo:
                     if seen is None or now - seen >= seen_every:
                         touch.append(row.id)
             to_write = [i for i, change in enumerate(done) if change is None]
-            if to_write or touch:  # else a steady batch: nothing written
+            if to_write or touch or noted:  # else a steady batch: nothing written
                 with self._db.write() as tx:
                     if touch:
                         tx.execute(
@@ -162,10 +175,13 @@ class HealthRepo:
                             .where(t.nodes.c.id.in_(touch))
                             .values(power_state_at=tx.now())
                         )
-                    ids = tx.node_ids([chunk[i][0] for i in to_write]) if to_write else {}
+                    named = [chunk[i][0] for i in to_write] + [line[0] for line in noted]
+                    ids = tx.node_ids(named) if named else {}
                     for i in to_write:
                         name, result = chunk[i]
                         done[i] = apply_read(tx, ids[name], name, result, health_rule)
+                    for name, kind, message in noted:
+                        tx.event(ids[name], kind, message, actor=SYSTEM)
             changes.extend(c for c in done if c is not None)
         return changes
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -139,13 +141,22 @@ def test_a_restarted_conductor_subscribes_again_and_its_pushes_land(
 ) -> None:
     events.settled(node)
     (before,) = ours(events.lab, node)
+    # a crash: no exit handler runs, so the subscription stays on the BMC
+    process = events.service.process
+    assert process is not None
+    os.killpg(process.pid, signal.SIGKILL)
     events.service.stop()
-    left = ours(events.lab, node)  # deleted on the way out, or left to TerminateAfterRetries
+    left = ours(events.lab, node)
+    assert [s["@odata.id"] for s in left] == [before["@odata.id"]]
     events.service.launch(timeout=180)
     events.until(
         lambda: any(s["@odata.id"] != before["@odata.id"] for s in ours(events.lab, node)),
         60 + 10 * SYNC,
     )
+    # the new conductor's listener has the old one's Destination: its first
+    # subscription deleted what the dead one left before it was made
+    (now,) = ours(events.lab, node)
+    assert now["@odata.id"] != before["@odata.id"]
     log_at = len(events.log())
     events.until(lambda: bool(events.streamed(node, events.log()[log_at:])), 60 + 10 * SYNC)
     reads = events.fired(node, READS)
@@ -153,4 +164,4 @@ def test_a_restarted_conductor_subscribes_again_and_its_pushes_land(
     events.lab.power(node.lab_name, target)
     events.until(lambda: events.power(node) == f"power {target}", SAFETY)
     assert events.fired(node, READS) == reads
-    print(f"subscriptions left by the stopped conductor: {len(left)}")
+    print(f"the killed conductor's subscription {before['@odata.id']} was deleted at restart")

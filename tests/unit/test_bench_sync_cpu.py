@@ -30,7 +30,12 @@ def test_the_report_has_both_ratios_medians_and_the_machine() -> None:
     )
     ratio = report.headline["CPU per node-pass, bmaas sync / bare sushy x 8 (median)"]
     assert ratio == round(0.0007 / 0.0030, 3)
-    assert report.headline["CPU per node-hour, polling / events (steady)"] == 40.0
+    assert report.headline["CPU per node-hour, polling / events, a change every ~8 s (steady)"] == (
+        40.0
+    )
+    assert (
+        report.headline["CPU per node-hour, polling / events, no outside change (steady)"] is None
+    )
     hourly = report.data["hourly"]
     assert round(hourly["polling"]["steady_requests_per_node_hour"], 6) == 60.0
     assert hourly["events"]["steady_cpu_s_per_node_hour"] == 0.05 / (100 * 600 / 3600)
@@ -43,3 +48,30 @@ def test_a_contender_without_a_steady_pass_is_unmeasured() -> None:
     report = _report(Options(), {SUSHY: [0.003], BMAAS: []}, {}, [0.0] * 3, [0.0] * 3)
     assert report.unmeasured == [f"{BMAAS}: no steady pass"]
     assert report.headline["CPU per node-pass, bmaas sync / bare sushy x 8 (median)"] is None
+
+
+def test_quiet_rows_give_the_cost_of_a_change_and_the_rate_up_to_which_20x_holds() -> None:
+    """100 nodes, 600 s windows: polling quiet 2.0 s, events quiet 0.05 s,
+    events with 30 changes 0.11 s: a change costs (0.11 - 0.05) / 30 = 2 ms;
+    per node-hour polling is 0.12 s and events quiet 0.003 s, so 20x holds
+    while changes cost at most 0.12 / 20 - 0.003 = 0.003 s a node-hour:
+    1.5 changes per node-hour."""
+    options = Options(nodes=100, interval=60.0, safety_interval=300.0, duration=600.0)
+    per_pass = {SUSHY: [0.003], BMAAS: [0.001]}
+
+    def row(mode: str, cpu: float, changes: int = 0) -> events_bench.Measured:
+        return events_bench.Measured(mode, changes=changes, steady_cpu=cpu, steady_seconds=600.0)
+
+    hourly = {
+        "polling": row("polling", 2.0, 30),
+        "events": row("events", 0.11, 30),
+        "polling (quiet)": row("polling", 2.0),
+        "events (quiet)": row("events", 0.05),
+    }
+    report = _report(options, per_pass, hourly, [0.0] * 3, [0.0] * 3)
+    headline = report.headline
+    assert headline["CPU per node-hour, polling / events, no outside change (steady)"] == 40.0
+    assert headline["events: client CPU ms per outside change"] == 2.0
+    assert headline["events stay >= 20x below polling up to this many changes per node-hour"] == 1.5
+    quiet_rows = [r for r in report.tables[1].rows if r[0].endswith("no outside change")]
+    assert [r[1] for r in quiet_rows] == ["-", "-"]  # no change to be seen

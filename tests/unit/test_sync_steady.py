@@ -286,3 +286,39 @@ def test_polling_builds_the_fleets_records_once_and_again_when_a_fault_changes(
     _loop(store, fleet, 5, on_pass, fenced=None)
     assert seen[2] == [5]  # three passes, one build
     assert loads == [5, 5]  # and one more once n02's fault changed
+
+
+def test_news_is_one_write_its_state_and_its_history_line_together(
+    store: Store, enroll: Any
+) -> None:
+    """An event's power state and its ``power_event`` line go in one write
+    transaction (a change costs the events sync what a changed read costs
+    a poll, plus the line); two events for one node in one batch keep both
+    lines and end in the second's state (the second was once judged against
+    the row read before the first, taken as steady and dropped: the store
+    said off while the machine was on until the safety read), and a line
+    for a node whose state it repeats is still written."""
+    from bmaas.events import Applied, record_news
+
+    enroll(3)
+    store.health.record_power_reads([(f"n{i:02d}", PowerState.ON) for i in range(1, 4)])
+    counted = Statements(store)
+    off, on = "ResourceEvent.1.3.0.ResourcePoweredOff", "ResourceEvent.1.3.0.ResourcePoweredOn"
+    record_news(
+        store,
+        [
+            Applied("n01", PowerState.OFF, off, 0.01),
+            Applied("n01", PowerState.ON, on, 0.02),
+            Applied("n02", PowerState.ON, on, None),  # what the store already has
+        ],
+        HealthRule(),
+    )
+    (done,) = counted.by_pass
+    assert done["BEGIN IMMEDIATE"] == 1  # one write transaction for all of it
+    lines = [e.message for e in store.nodes.events("n01") if e.kind == "power_event"]
+    assert len(lines) == 2
+    assert "ResourcePoweredOff, 0.010 s old" in lines[0]
+    assert "ResourcePoweredOn, 0.020 s old" in lines[1]
+    (line,) = [e.message for e in store.nodes.events("n02") if e.kind == "power_event"]
+    assert "age unknown" in line
+    assert store.nodes.get("n01").power_state is PowerState.ON
