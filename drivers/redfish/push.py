@@ -47,6 +47,7 @@ import json
 import logging
 import queue
 import secrets
+import socket
 import ssl
 import threading
 import time
@@ -113,10 +114,18 @@ class PushListener:
         #: what BMCs are told to POST to (``Destination``)
         self.url = url or f"{scheme}://{bound_host}:{bound_port}{PATH}"
         self.port = int(bound_port)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.2,), name="events push", daemon=True
-        )
+        # One request at a time is taken by handle_request(), which blocks
+        # until one comes (no timeout): serve_forever() would wake every
+        # poll interval to look for a shutdown, for as long as the sync
+        # runs -- most of an idle push listener's CPU. close() wakes it.
+        self._server.timeout = None
+        self._closing = False
+        self._thread = threading.Thread(target=self._serve, name="events push", daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._closing:
+            self._server.handle_request()
 
     def register(self, token: str, sink: Callable[[str], None]) -> None:
         with self._lock:
@@ -144,9 +153,13 @@ class PushListener:
         return 204
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._closing = True
+        # a listening socket shut down wakes the select() of handle_request
+        # at once (Linux; elsewhere the join's bound ends the wait)
+        with contextlib.suppress(OSError):
+            self._server.socket.shutdown(socket.SHUT_RDWR)
         self._thread.join(5.0)
+        self._server.server_close()
 
 
 def _handler(owner: PushListener) -> type[BaseHTTPRequestHandler]:

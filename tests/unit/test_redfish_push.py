@@ -335,3 +335,29 @@ def test_the_token_is_in_no_repr(listener: PushListener) -> None:
     stream = _stream("http://127.0.0.1:9", listener)
     assert stream._token not in repr(stream)
     assert "pw-Push-1" not in repr(stream)
+
+
+def test_the_listener_waits_for_requests_without_waking_and_stops_at_once() -> None:
+    """No poll for a shutdown flag while idle (serve_forever's 0.2 s tick
+    was most of an idle push listener's CPU): each request loop blocks until
+    a request comes, and close() wakes it by shutting the listening socket."""
+    lst = PushListener("127.0.0.1", 0)
+    loops = []
+    plain = lst._server.handle_request
+
+    def counted() -> None:
+        loops.append(1)
+        plain()
+
+    lst._server.handle_request = counted  # type: ignore[method-assign]
+    try:
+        assert lst._server.timeout is None  # select() without a timeout
+        assert _post(lst.url, {**OFF, "Context": "0" * 64}) == 403
+        assert _post(lst.url, {**OFF, "Context": "0" * 64}) == 403
+    finally:
+        lst.close()
+    assert not lst._thread.is_alive()
+    # the two requests, and the loop that close() woke (at most one more:
+    # the first loop may have started before the counter was put in)
+    assert 2 <= len(loops) <= 3
+    assert lst.refused == 2
