@@ -64,7 +64,7 @@ __all__ = ["GOALS", "Options", "run"]
 
 SUSHY, BMAAS = "bare sushy x 8", "bmaas sync"
 #: the rows run again with no outside change (the key's suffix), and which
-QUIET, QUIET_MODES = " (quiet)", ("polling", "events")
+QUIET, QUIET_MODES = " (quiet)", ("polling", "events", "push")
 GOALS = {"cpu_per_node_pass_vs_sushy": 1 / 3, "cpu_per_node_hour_polling_over_events": 20.0}
 #: seconds a contender may take beyond its passes before it is stopped
 SLACK = 300.0
@@ -308,8 +308,9 @@ def _report(
 
     poll, ev, pushed = hourly_cpu("polling"), hourly_cpu("events"), hourly_cpu("push")
     poll_quiet, ev_quiet = hourly_cpu(f"polling{QUIET}"), hourly_cpu(f"events{QUIET}")
+    push_quiet = hourly_cpu(f"push{QUIET}")
     hour_ratio, push_ratio = over(poll, ev), over(poll, pushed)
-    quiet_ratio = over(poll_quiet, ev_quiet)
+    quiet_ratio, push_quiet_ratio = over(poll_quiet, ev_quiet), over(poll_quiet, push_quiet)
     per_change, break_even = _change_cost(hourly.get("events"), ev_quiet, poll_quiet, options.nodes)
     unmeasured = [f"{who}: no steady pass" for who, v in per_pass.items() if not v]
     machine = {"nproc": os.cpu_count(), "load_before": load_before, "load_after": load_after}
@@ -337,6 +338,9 @@ def _report(
             "CPU per node-pass, bmaas sync / bare sushy x 8 (median)": _round(pass_ratio, 3),
             "CPU per node-hour, polling / events, no outside change (steady)": _round(
                 quiet_ratio, 1
+            ),
+            "CPU per node-hour, polling / events by push, no outside change (steady)": _round(
+                push_quiet_ratio, 1
             ),
             f"CPU per node-hour, polling / events, a change every ~{options.every:g} s "
             "(steady)": _round(hour_ratio, 1),
