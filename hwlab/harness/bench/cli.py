@@ -511,23 +511,31 @@ def overload(ctx: click.Context, /, **_: Any) -> None:
     _scenario(ctx, "overload")
 
 
+#: the outside-change benches' shared options
+_EVERY = click.option(
+    "--every", type=Seconds(0.1, 3600), help="Seconds between outside changes (default 8)."
+)
+
+
+def _sse_keepalive(default: str) -> Callable[[Any], Any]:
+    return click.option(
+        "--sse-keepalive",
+        type=Seconds(0, 86400),
+        help=f"The lab's SSE keepalive comment, seconds ({default}; 0: none, as OpenBMC's bmcweb).",
+    )
+
+
 @bench.command("events")
 @click.option("--nodes", type=click.IntRange(1, 2000), help="Redfish nodes (default 20).")
 @click.option("--duration", type=Seconds(5, 86400), help="Seconds per mode (default 300).")
 @click.option("--interval", type=Seconds(0.5, 3600), help="The sync's --interval (default 60).")
-@click.option(
-    "--every", type=Seconds(0.1, 3600), help="Seconds between outside changes (default 8)."
-)
+@_EVERY
 @click.option(
     "--safety-interval",
     type=Seconds(1, 86400),
     help="The sync's --safety-interval in seconds (default 2400).",
 )
-@click.option(
-    "--sse-keepalive",
-    type=Seconds(0, 86400),
-    help="The lab's SSE keepalive comment, seconds (default 30; 0: none, as OpenBMC's bmcweb).",
-)
+@_sse_keepalive("default 30")
 @click.option("--seed", type=int, help="Seed of the changes (default 37).")
 @click.option(
     "--ironic",
@@ -561,19 +569,14 @@ def events(ctx: click.Context, /, **_: Any) -> None:
     type=Seconds(1, 86400),
     help="The events mode's --safety-interval (default 300: an upper bound for 2400).",
 )
-@click.option(
-    "--every", type=Seconds(0.1, 3600), help="Seconds between outside changes (default 8)."
-)
+@_EVERY
 @click.option(
     "--quiet-duration",
     type=Seconds(0, 86400),
-    help="Seconds per quiet row: polling and SSE with no outside change (default 300; 0: none).",
+    help="Seconds per quiet row: polling, SSE and push with no outside change "
+    "(default 300; 0: none).",
 )
-@click.option(
-    "--sse-keepalive",
-    type=Seconds(0, 86400),
-    help="The lab's SSE keepalive comment, seconds (default 0: none, as OpenBMC's bmcweb).",
-)
+@_sse_keepalive("default 0")
 @click.option("--seed", type=int, help="Seed of the lab and the changes (default 37).")
 @bench_options
 @click.pass_context

@@ -85,7 +85,7 @@ class Options:
     interval: float = 60.0
     safety_interval: float = 300.0
     every: float = 8.0
-    #: seconds per quiet row (polling and SSE with no outside change; 0: none)
+    #: seconds per quiet row (polling, SSE and push with no outside change; 0: none)
     quiet_duration: float = 300.0
     #: the lab's SSE keepalive (0: none, as OpenBMC's bmcweb, the reference
     #: SSE server; hwlab's own default is 30 s)
