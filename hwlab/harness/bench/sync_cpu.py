@@ -23,7 +23,7 @@ logins, the lean read's connection). Goal: bmaas <= 1/3 of bare sushy.
 seconds each, outside power changes at random times: ``bmaas sync
 --interval 60 --no-events`` vs ``bmaas sync --interval 60`` with events and
 the safety net every ``safety_interval`` seconds, over SSE and by push to
-bmaas's own listener (``--events-prefer-push``); then polling and SSE
+bmaas's own listener (``--events-prefer-push``); then all three
 again for ``quiet_duration`` seconds with no outside change at all. Steady
 client CPU (the process's own CPU-time clock, to the nanosecond) and BMC
 requests per node-hour (counted at the BMCs). Goal: CPU >= 20x lower with
