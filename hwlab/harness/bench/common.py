@@ -29,6 +29,7 @@ __all__ = [
     "CallCounter",
     "interleaved",
     "no_stray_children",
+    "per_node_hour",
     "percentile",
     "process_cpu",
     "process_tree_rss",
@@ -82,6 +83,14 @@ def interleaved(calls: Mapping[str, Callable[[], object]], rounds: int) -> dict[
 
 
 # -- processes --------------------------------------------------------------------
+
+
+def per_node_hour(value: float, nodes: int, seconds: float) -> float | None:
+    """``value`` counted over ``seconds`` on ``nodes`` nodes, per node-hour
+    (None when there was no window or no node)."""
+    if seconds <= 0 or nodes <= 0:
+        return None
+    return value / (nodes * seconds / 3600.0)
 
 
 def _psutil() -> Any:

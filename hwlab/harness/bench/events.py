@@ -47,7 +47,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bmaas.hwlab.harness.bench.common import enrolled_lab, percentile, process_cpu
+from bmaas.hwlab.harness.bench.common import (
+    enrolled_lab,
+    per_node_hour,
+    percentile,
+    process_cpu,
+)
 from bmaas.hwlab.harness.bench.outside import (
     WARMUP,
     WATCH_TICK,
@@ -194,12 +199,6 @@ def label(mode: str, interval: float, safety: float) -> str:
     return f"events ({via}) + safety net every {safety:g} s"
 
 
-def _per_node_hour(value: float, nodes: int, seconds: float) -> float | None:
-    if seconds <= 0 or nodes <= 0:
-        return None
-    return value / (nodes * seconds / 3600.0)
-
-
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
 
@@ -211,10 +210,10 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
     for mode, m in results.items():
         p50, p99 = percentile(m.latencies, 0.5), percentile(m.latencies, 0.99)
         worst = max(m.latencies) if m.latencies else None
-        req = _per_node_hour(m.requests, options.nodes, m.seconds)
-        steady_req = _per_node_hour(m.steady_requests, options.nodes, m.steady_seconds)
-        cpu = _per_node_hour(m.cpu, options.nodes, m.seconds)
-        steady_cpu = _per_node_hour(m.steady_cpu, options.nodes, m.steady_seconds)
+        req = per_node_hour(m.requests, options.nodes, m.seconds)
+        steady_req = per_node_hour(m.steady_requests, options.nodes, m.steady_seconds)
+        cpu = per_node_hour(m.cpu, options.nodes, m.seconds)
+        steady_cpu = per_node_hour(m.steady_cpu, options.nodes, m.steady_seconds)
         name = label(mode, options.interval, options.safety_interval)
         rows.append(
             [

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bmaas.hwlab.limits import SSE_KEEPALIVE
+
 __all__ = [
     "COUNT_ALL",
     "COUNT_SUBSCRIBE",
@@ -53,8 +55,8 @@ class Options:
     safety_interval: float = 2400.0
     seed: int = 37
     #: seconds between SSE keepalive comments of the lab's BMCs (0: none, as
-    #: OpenBMC's bmcweb; hwlab's own default is 30)
-    sse_keepalive: float = 30.0
+    #: OpenBMC's bmcweb; hwlab's own default otherwise)
+    sse_keepalive: float = SSE_KEEPALIVE
     #: rows through a real Ironic (bmaas.hwlab.harness.bench.events_ironic:
     #: "redfish", "bmaas-polling", "bmaas-events", "bmaas-push"), after the
     #: bmaas sync rows; needs scripts/ironic-env.sh

@@ -55,7 +55,7 @@ from typing import Any
 
 from bmaas import credentials
 from bmaas.hwlab.harness.bench import events as events_bench
-from bmaas.hwlab.harness.bench.common import enrolled_lab, process_cpu
+from bmaas.hwlab.harness.bench.common import enrolled_lab, per_node_hour, process_cpu
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
 from bmaas.store import Store
@@ -232,10 +232,6 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     return _report(options, per_pass, hourly, load_before, load_after)
 
 
-def _per_node_hour(value: float, nodes: int, seconds: float) -> float | None:
-    return value / (nodes * seconds / 3600.0) if seconds > 0 and nodes > 0 else None
-
-
 def _round(value: float | None, digits: int) -> float | None:
     return round(value, digits) if value is not None else None
 
@@ -280,8 +276,8 @@ def _report(
     ]
     hour_rows, data_hourly = [], {}
     for mode, m in hourly.items():
-        cpu = _per_node_hour(m.steady_cpu, options.nodes, m.steady_seconds)
-        req = _per_node_hour(m.steady_requests, options.nodes, m.steady_seconds)
+        cpu = per_node_hour(m.steady_cpu, options.nodes, m.steady_seconds)
+        req = per_node_hour(m.steady_requests, options.nodes, m.steady_seconds)
         quiet = mode.endswith(QUIET)
         name = events_bench.label(
             mode.removesuffix(QUIET), options.interval, options.safety_interval
