@@ -7,19 +7,26 @@ every receive is bounded by what is left of the exchange's deadline. The
 body cap is applied as the bytes arrive. Errors are those ``http.client``
 raises for the same faults, so :mod:`bmaas.drivers.redfish.faults` maps them as
 it maps urllib3's.
+
+:func:`loads_bounded` is the one way bytes a peer sent become JSON here: the
+size and nesting depth are checked before :func:`json.loads` sees them (a
+200,000-deep ``[[[`` raises ``RecursionError`` inside ``json.loads``, which
+no ``except ValueError`` catches).
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import socket
 import ssl
+from typing import Any
 
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
 
-__all__ = ["MAX_HEAD", "Reader", "left", "read_body", "read_head"]
+__all__ = ["MAX_DEPTH", "MAX_HEAD", "Reader", "left", "loads_bounded", "read_body", "read_head"]
 
 #: bytes asked of the socket per receive
 _RECV = 64 * 1024
@@ -30,6 +37,12 @@ _NO_BODY = frozenset({204, 304})
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 #: a chunk-size or trailer line longer than this is not HTTP
 _MAX_LINE = 8 * 1024
+#: the deepest JSON taken from a peer (a Redfish Event is 4 levels deep; OEM
+#: sections add a few; Python's json recurses once per level)
+MAX_DEPTH = 64
+#: what counts for the depth: a whole string (its brackets are text), an
+#: opening or closing bracket, or a quote that opens a string never closed
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|[\]}]|"')
 
 
 def left(deadline: Deadline, what: str) -> float:
@@ -102,6 +115,30 @@ class Reader:
             if self.received == 0:
                 raise http.client.RemoteDisconnected(f"{self.what}: closed without an answer")
             raise http.client.IncompleteRead(bytes(self.buf))
+
+
+def loads_bounded(data: bytes, *, limit: int, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads(data)`` for bytes a peer sent: ``ValueError`` (never
+    ``RecursionError``) when ``data`` is over ``limit`` bytes, nested deeper
+    than ``max_depth``, or not JSON. The depth is counted by one linear scan
+    (regular expressions over whole strings, no recursion) before parsing."""
+    if len(data) > limit:
+        raise ValueError(f"a {len(data)}-byte document is over the {limit}-byte cap")
+    depth = 0
+    for token in _JSON_TOKEN.finditer(data):
+        kind = token.group()
+        if kind in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                raise ValueError(f"JSON nested deeper than {max_depth} levels")
+        elif kind in (b"]", b"}"):
+            depth -= 1
+        elif len(kind) == 1:  # a lone quote: a string never closed
+            raise ValueError("JSON with an unterminated string")
+    try:
+        return json.loads(data)
+    except RecursionError:  # not reached below MAX_DEPTH; kept a ValueError all the same
+        raise ValueError("JSON nested too deeply") from None
 
 
 def read_head(reader: Reader) -> tuple[int, str, str, dict[str, str]]:
