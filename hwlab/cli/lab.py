@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from bmaas.faults import InputError
 from bmaas.hwlab.cli.common import parse_seed, state_dir_option
 from bmaas.hwlab.control import LabClient, LabNotRunning
 from bmaas.hwlab.limits import MAX_NODES, MAX_SHARD_SIZE, SSE_KEEPALIVE
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.yamlsrc import load_text
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def _start(
     )
     with log:
         daemon = subprocess.Popen(  # noqa: S603 - our own module, no shell
-            [sys.executable, "-m", "bmaas.hwlab.daemon", str(state_dir), options.to_json()],
+            python_argv("-m", "bmaas.hwlab.daemon", str(state_dir), options.to_json()),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

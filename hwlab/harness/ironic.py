@@ -45,6 +45,7 @@ from typing import Any
 
 from bmaas.faults import BmaasError
 from bmaas.hwlab.proxy.stock import free_port
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.signals import relayed_signals
 
 __all__ = [
@@ -264,13 +265,13 @@ class IronicService:
         import json
 
         answer = subprocess.run(  # noqa: S603 - our own venv's python, our own module
-            [
-                str(self.venv / "bin" / "python"),
+            python_argv(
                 "-m",
                 "bmaas.hwlab.harness.ironic_bulk",
                 "--config-file",
                 str(self.config_path),
-            ],
+                python=str(self.venv / "bin" / "python"),
+            ),
             input=json.dumps(list(nodes)),
             capture_output=True,
             text=True,

@@ -24,7 +24,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -35,6 +34,7 @@ from bmaas.faults import InputError
 from bmaas.hwlab import tls
 from bmaas.hwlab.proxy import rmcp
 from bmaas.hwlab.proxy.host import ProxyError
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.statefiles import open_private, write_private
 
 __all__ = ["StockSushy", "StockVbmc", "free_port"]
@@ -165,7 +165,7 @@ class StockVbmc(_Process):
                 f"libvirt_uri = {self.libvirt_uri}\nactive = True\n",
             )
         self._spawn(
-            [sys.executable, "-m", "virtualbmc.cmd.vbmcd", "--foreground"],
+            python_argv("-m", "virtualbmc.cmd.vbmcd", "--foreground"),
             {"VIRTUALBMC_CONFIG": str(config)},
         )
         self._wait(lambda: all(self._answers(p) for p in self.ports.values()), timeout)
@@ -240,7 +240,7 @@ class StockSushy(_Process):
         self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A Flask config file is Python: repr() writes each value as a literal.
         write_private(config, "".join(f"{key} = {value!r}\n" for key, value in settings.items()))
-        self._spawn([sys.executable, "-m", "sushy_tools.emulator.main", "--config", str(config)])
+        self._spawn(python_argv("-m", "sushy_tools.emulator.main", "--config", str(config)))
         self._wait(self._answers, timeout)
 
     def _answers(self) -> bool:

@@ -26,13 +26,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from bmaas.faults import InputError
 from bmaas.hwlab.inventory import dump_inventory
 from bmaas.hwlab.proxy.stock import StockSushy, StockVbmc
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.statefiles import prepare_dir, write_private
 from bmaas.hwlab.vm import domain
 from bmaas.hwlab.vm.image import build_image
@@ -85,7 +85,7 @@ class VmLab:
 
 def _hwlab(*args: str) -> None:
     done = subprocess.run(  # noqa: S603 - our own CLI
-        [sys.executable, "-c", "from bmaas.hwlab.cli import main; main()", *args],
+        python_argv("-c", "from bmaas.hwlab.cli import main; main()", *args),
         capture_output=True,
         text=True,
         check=False,

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bmaas.hwlab.harness.budgets import per_call
+from bmaas.hwlab.pyexec import python_argv
 
 __all__ = ["CLIENTS", "run_trial"]
 
@@ -134,8 +135,8 @@ def _child(job: Mapping[str, Any]) -> dict[str, Any]:
 def run_trial(job: Mapping[str, Any]) -> dict[str, Any]:
     """Run one trial in a child process; its JSON answer as a dict."""
     cap = float(job["cap"])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bmaas.hwlab.harness.bench.clients"],
+    proc = subprocess.Popen(  # noqa: S603 - our own module, no shell
+        python_argv("-m", "bmaas.hwlab.harness.bench.clients"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

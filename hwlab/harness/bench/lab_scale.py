@@ -22,7 +22,6 @@ import dataclasses
 import json
 import multiprocessing
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,6 +37,7 @@ from bmaas.hwlab.daemon import LabOptions
 from bmaas.hwlab.harness.bench.common import process_tree_rss
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
 from bmaas.hwlab.harness.budgets import per_call
+from bmaas.hwlab.pyexec import python_argv
 
 __all__ = ["Options", "run"]
 
@@ -148,7 +148,7 @@ def _daemon_lab(size: int, seed: int, state_dir: str) -> Iterator[tuple[int, flo
     lab_json = Path(state_dir) / "lab.json"
     start = time.perf_counter()
     daemon = subprocess.Popen(  # noqa: S603 - our own module, no shell
-        [sys.executable, "-m", "bmaas.hwlab.daemon", state_dir, options.to_json()],
+        python_argv("-m", "bmaas.hwlab.daemon", state_dir, options.to_json()),
         stdin=subprocess.DEVNULL,
     )
     try:

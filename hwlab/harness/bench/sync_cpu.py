@@ -58,6 +58,7 @@ from bmaas.hwlab.harness.bench import events as events_bench
 from bmaas.hwlab.harness.bench.common import enrolled_lab, per_node_hour, process_cpu
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.store import Store
 
 __all__ = ["GOALS", "Options", "run"]
@@ -140,8 +141,8 @@ def _sushy_round(jobs: list[dict[str, Any]], options: Options) -> list[float]:
         "interval": options.fast_interval,
         "duration": SLACK,
     }
-    proc = subprocess.run(
-        [sys.executable, "-m", "bmaas.hwlab.harness.bench.sushy_poll"],
+    proc = subprocess.run(  # noqa: S603 - our own module, no shell
+        python_argv("-m", "bmaas.hwlab.harness.bench.sushy_poll"),
         input=json.dumps(job),
         capture_output=True,
         text=True,
