@@ -15,7 +15,8 @@ may write). Every file hwlab keeps there goes through this module:
 * :func:`write_private` replaces a file atomically through a fresh
   temporary (``O_EXCL|O_NOFOLLOW``), refusing a link at either name;
 * :func:`read_private` reads a small file without following a link;
-* :func:`create_token` writes the control API's token, fresh (``O_EXCL``).
+* :func:`create_token` writes the control API's token, fresh (``O_EXCL``),
+  0600; :func:`read_token` refuses one that others may read.
 
 Each refusal is a :class:`StateFileRefused` (an ``InputError``): one line
 naming the path, exit 2 on the command line.
@@ -31,6 +32,7 @@ import stat
 from pathlib import Path
 
 from bmaas.faults import InputError
+from bmaas.files import SecretExposed, read_secret
 
 __all__ = [
     "TOKEN_FILE",
@@ -199,10 +201,15 @@ def create_token(state_dir: str | os.PathLike[str]) -> str:
 
 def read_token(state_dir: str | os.PathLike[str]) -> str:
     """The running lab's control token, for its owner; one line saying why
-    not otherwise (another user cannot read it: that is the point)."""
+    not otherwise (another user cannot read it: that is the point).
+
+    Read as every secret's file is (:func:`bmaas.files.read_secret`): a
+    token file that others may read (``chmod 644`` after the lab wrote it
+    0600), that another user owns, or that is a link is refused, not used:
+    whoever could read it could give the lab orders."""
     path = Path(state_dir) / TOKEN_FILE
     try:
-        token = read_private(path, limit=1024).strip()
+        data = read_secret(path, limit=1024, follow=False)
     except FileNotFoundError:
         raise StateFileRefused(
             f"{path} is missing: the lab's control API takes orders only with its token "
@@ -212,6 +219,16 @@ def read_token(state_dir: str | os.PathLike[str]) -> str:
         raise StateFileRefused(
             f"cannot read {path}: permission denied (only the lab's owner may control it)"
         ) from None
+    except SecretExposed as exc:
+        raise StateFileRefused(
+            f"{path} {exc.strerror.replace('chmod 600 it', f'chmod 600 {path}')} "
+            "(the lab's control token: whoever reads it gives the lab orders)"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _link(path) from None
+        raise StateFileRefused(f"{path} {exc.strerror}") from None
+    token = data.decode("utf-8", errors="replace").strip()
     if not token:
         raise StateFileRefused(f"{path} is empty (restart the lab with 'hwlab up')")
     return token

@@ -154,6 +154,40 @@ def test_a_missing_token_says_what_to_do(tmp_path: Path) -> None:
         statefiles.read_token(tmp_path)
 
 
+@pytest.mark.parametrize("loose", [0o644, 0o640, 0o604, 0o660])
+def test_a_token_others_may_read_is_refused(tmp_path: Path, loose: int) -> None:
+    """Issue 44: `hwlab status` used a token file made 0644 without a word
+    (the store's key file is refused in that case). Refused, nothing read."""
+    statefiles.create_token(tmp_path)
+    (tmp_path / "token").chmod(loose)
+    with pytest.raises(StateFileRefused) as info:
+        statefiles.read_token(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'token'} can be read by others (mode {loose:04o}): "
+        f"chmod 600 {tmp_path / 'token'} (the lab's control token: whoever reads it "
+        "gives the lab orders)"
+    )
+
+
+def test_a_token_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "token", 0o600)
+    with pytest.raises(StateFileRefused, match="token is a FIFO"):
+        statefiles.read_token(tmp_path)
+
+
+def test_hwlab_status_refuses_a_token_others_may_read(tmp_path: Path) -> None:
+    """CLI level: one line, exit 2, before any request is sent."""
+    state = statefiles.prepare_dir(tmp_path / "state")
+    write_json(state / "lab.json", {"state": "ready", "control_url": "http://127.0.0.1:9"})
+    statefiles.create_token(state)
+    (state / "token").chmod(0o644)
+    result = CliRunner().invoke(hwlab_cli, ["status", "--state-dir", str(state)])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: {state / 'token'} can be read by others (mode 0644)")
+
+
 def test_the_event_log_is_0600_and_refuses_a_link(tmp_path: Path, victim: Path) -> None:
     log = EventLog(str(tmp_path / "events.jsonl"))
     log.close()
