@@ -229,23 +229,66 @@ def read_keyring(path: Path) -> Keyring:
 
 
 def write_keyfile(path: Path, keys: Iterable[bytes]) -> None:
-    """Replace ``path`` with ``keys``, one per line: a new ``0600`` file
-    written beside it, flushed, then renamed over it (never written through a
-    link, never seen half-written)."""
+    """Replace ``path`` with ``keys``, one per line, atomically: a new
+    ``0600`` file written beside it, flushed, then renamed over it (never
+    written through a link, never seen half-written). Call it under the key
+    directory's lock (:meth:`bmaas.store.keys.KeysRepo.rotate` does).
+
+    No temporary file outlives it, even killed: the file is written
+    unnamed (``O_TMPFILE``) and given its temporary name only for the
+    instant between ``linkat`` and ``rename``; a name left from that instant
+    (or by a system without ``O_TMPFILE``) is removed by the next write."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data = _HEADER + b"".join(k + b"\n" for k in keys)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)  # a write killed between link and rename
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(temp, flags, 0o600)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(b"# bmaas store key: the first line seals, every line unseals\n")
-            out.write(b"".join(k + b"\n" for k in keys))
-            out.flush()
-            os.fsync(out.fileno())
+        fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    except (AttributeError, OSError):  # no O_TMPFILE here, or not on this file system
+        fd = -1
+    if fd >= 0:
+        try:
+            _write_all(fd, data)
+            os.link(f"/proc/self/fd/{fd}", temp)
+        except OSError:  # no /proc: the named way below
+            os.close(fd)
+            fd = -1
+        else:
+            os.close(fd)
+    if fd < 0:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        named = os.open(temp, flags, 0o600)
+        try:
+            _write_all(named, data)
+        finally:
+            os.close(named)
+    try:
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+    _sync_dir(path.parent)
+
+
+#: the key file's first line
+_HEADER = b"# bmaas store key: the first line seals, every line unseals\n"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+def _sync_dir(directory: Path) -> None:
+    """The rename made durable (a crash after it never brings back the old file)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def new_key() -> bytes:
@@ -287,15 +330,32 @@ def keyring(
 
 
 def write_keyfile_new(path: Path) -> None:
-    """A new key file with one new key; ``FileExistsError`` if one appeared."""
+    """A new key file with one new key; ``FileExistsError`` if one appeared.
+    Written unnamed and linked into place whole where the system allows
+    (``O_TMPFILE``): a process killed meanwhile leaves no empty key file."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data = _HEADER + new_key() + b"\n"
+    try:
+        fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    except (AttributeError, OSError):
+        fd = -1
+    if fd >= 0:
+        try:
+            _write_all(fd, data)
+            os.link(f"/proc/self/fd/{fd}", path)  # FileExistsError: another one won
+            return
+        except FileExistsError:
+            raise
+        except OSError:  # no /proc: the named way below
+            pass
+        finally:
+            os.close(fd)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(b"# bmaas store key: the first line seals, every line unseals\n")
-        out.write(new_key() + b"\n")
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
 
 
 # -- driver_info ------------------------------------------------------------------------

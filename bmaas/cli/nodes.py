@@ -8,7 +8,16 @@ from typing import Any
 import click
 
 from bmaas import credentials
-from bmaas.cli.app import App, emit, json_option, output_options, pass_app, table, whoami
+from bmaas.cli.app import (
+    App,
+    deadline_option,
+    emit,
+    json_option,
+    output_options,
+    pass_app,
+    table,
+    whoami,
+)
 from bmaas.cliutil import EXIT_FAILURE, EXIT_USAGE
 from bmaas.driver import PowerState
 from bmaas.store import NoDatabase, NodeRecord, ProvisionState, head_revision
@@ -236,15 +245,22 @@ def db_current(ctx: click.Context, app: App, as_json: bool) -> None:
     help="Keep the old key in the key file after the new one, so a backup of the "
     "database taken before the rotation still opens with it.",
 )
+@deadline_option(
+    default=120.0,
+    help="Seconds the whole rotation may take, waiting for another one included.",
+)
 @json_option()
 @pass_app
-def db_rotate_key(app: App, keep_old: bool, as_json: bool) -> None:
+def db_rotate_key(app: App, keep_old: bool, deadline: float, as_json: bool) -> None:
     """Seal every stored password with a new key (BMAAS_KEY_FILE, else
-    ~/.config/bmaas/store.key) and drop the old one. Safe to interrupt and to
-    run again: the new key is written first, every password sealed again in
-    one transaction, then the old key dropped."""
+    ~/.config/bmaas/store.key) and drop the old one. Safe to interrupt at any
+    moment and to run again: the new key is written first, every password
+    sealed again in one transaction, then the old key dropped. A second
+    rotation (another operator, a cron job, another host on the same
+    PostgreSQL store) waits for this one."""
+    budget = app.deadline(deadline)
     store = app.store()
-    done = store.keys.rotate(keep_old=keep_old)
+    done = store.keys.rotate(budget, keep_old=keep_old)
     data = {
         "key_file": str(done.path),
         "old_key_ids": done.old,

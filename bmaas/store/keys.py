@@ -17,7 +17,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from bmaas import sealed
+from bmaas.deadline import Deadline
 from bmaas.sealed import KeyProblem, Keyring
+from bmaas.store import locks
 from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx
 
@@ -85,9 +87,12 @@ class KeysRepo:
         return ring
 
     def ring_for_enroll(self, tx: Tx, infos: list[Mapping[str, Any]]) -> Keyring:
-        """The keyring an enrollment seals with, inside its transaction: a
-        new key file is made only if the store holds no sealed value yet (a
+        """The keyring an enrollment seals with, inside its write transaction
+        and read only once no rotation is under way (:func:`~bmaas.store.locks.hold_shared`):
+        a value sealed with a key the rotation is about to drop would be lost.
+        A new key file is made only if the store holds no sealed value yet (a
         store whose key went missing is never given a new one silently)."""
+        locks.hold_shared(tx)
         return self.keyring(create=not sealed.sealed_key_ids(infos))
 
     def seal_all(self, tx: Tx, ring: Keyring | None = None) -> int:
@@ -106,26 +111,47 @@ class KeysRepo:
             )
         return len(todo)
 
-    def rotate(self, *, keep_old: bool = False) -> Rotation:
-        """Seal every password with a new key. Safe to interrupt, and to run
-        again after an interruption:
+    def rotate(self, deadline: Deadline, *, keep_old: bool = False) -> Rotation:
+        """Seal every password with a new key. Safe to interrupt at any
+        instant, to run again after an interruption, and to race: a second
+        rotation (another operator, a cron job, another host on the same
+        PostgreSQL store) waits for this one (:func:`~bmaas.store.locks.store_wide`:
+        the store's own lock and the key file's directory), at most until
+        ``deadline``.
 
         1. the new key is written first in the key file, the old ones kept
            after it (every value still opens);
         2. every sealed value (and any inline one left in the clear) is
-           sealed again with the new key, in ONE transaction;
-        3. the old keys are dropped from the file (``keep_old``: kept after
-           the new one, so a backup taken before the rotation still opens).
+           sealed again with THIS rotation's key, in ONE transaction;
+        3. the keys no stored value needs any more are dropped from the file
+           (``keep_old``: kept after the new one, so a backup taken before
+           the rotation still opens).
 
-        A store holding values sealed with a key the file does not have is
-        refused before anything changes."""
+        The key file is replaced atomically each time and no temporary file
+        outlives a write (:func:`bmaas.sealed.write_keyfile`). A store
+        holding values sealed with a key the file does not have is refused
+        before anything changes."""
         path = self.path
-        ring = self.keyring(create=not self.needed())
-        old = ring.ids
-        self.check()  # everything opens with what the file holds now
-        key = sealed.new_key()
-        sealed.write_keyfile(path, [key, *ring.keys])
-        ring = self.keyring()
+        with locks.store_wide(self._db, deadline, what="the store's key", also=[path.parent]):
+            ring = self.keyring(create=not self.needed())
+            old = ring.ids
+            self.check()  # everything opens with what the file holds now
+            key = sealed.new_key()
+            ring = ring.with_keys([key, *ring.keys])
+            sealed.write_keyfile(path, ring.keys)
+            resealed, nodes = self._reseal_all(ring)
+            if not keep_old:
+                # drop what nothing needs; under the lock that is every old key
+                needed = self.needed()
+                sealed.write_keyfile(
+                    path, [key, *(k for k in ring.keys[1:] if sealed.key_id_of(k) in needed)]
+                )
+        LOG.info("store key rotated: %s -> %s (%d passwords)", old, ring.primary, resealed)
+        return Rotation(path, old, ring.primary, resealed, nodes)
+
+    def _reseal_all(self, ring: Keyring) -> tuple[int, int]:
+        """Every value sealed with ``ring``'s first key, in one transaction;
+        ``(passwords, nodes)`` changed."""
         resealed = nodes = 0
         with self._db.write() as tx:
             for row in list(tx.execute(sa.select(t.nodes.c.id, t.nodes.c.driver_info))):
@@ -145,10 +171,7 @@ class KeysRepo:
                     tx.execute(
                         t.nodes.update().where(t.nodes.c.id == row.id).values(driver_info=info)
                     )
-        if not keep_old:
-            sealed.write_keyfile(path, [key])
-        LOG.info("store key rotated: %s -> %s (%d passwords)", old, ring.primary, resealed)
-        return Rotation(path, old, ring.primary, resealed, nodes)
+        return resealed, nodes
 
 
 def _sealed_with(value: object, kid: str) -> bool:

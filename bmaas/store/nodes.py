@@ -19,6 +19,7 @@ from bmaas import sealed
 from bmaas.driver import PowerState
 from bmaas.faults import InputError
 from bmaas.secrets import mask_urls
+from bmaas.store import locks
 from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx
 from bmaas.store.keys import KeysRepo
@@ -115,7 +116,10 @@ class NodesRepo:
         created: list[str] = []
         updated: list[str] = []
         unchanged: list[str] = []
+        sealing = any(sealed.needs_sealing(spec.driver_info) for spec in nodes)
         with self._db.write() as tx:
+            if sealing:  # before the first read: the stored values and the key agree
+                locks.hold_shared(tx)
             for net in networks:
                 upsert_network(tx, net, now)
             segment_ids = {
@@ -124,7 +128,7 @@ class NodesRepo:
             }
             existing = {row.name: row for row in tx.execute(sa.select(t.nodes))}
             ring = None
-            if any(sealed.needs_sealing(spec.driver_info) for spec in nodes):
+            if sealing:
                 # inline passwords are stored sealed, never in the clear
                 infos = [row.driver_info or {} for row in existing.values()]
                 ring = self._keys.ring_for_enroll(tx, infos)

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from bmaas import credentials, sealed
 from bmaas.cli import cli
 from bmaas.cli.app import App
+from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 from bmaas.inventory import NodeSpec
 from bmaas.ops import driver_factory
@@ -207,12 +208,12 @@ def test_rotation_keep_old_then_finish_and_an_interrupted_one_completes(
     with Store.open(str(db_path), create=True) as store:
         store.nodes.enroll([_spec("a1")])
         first = sealed.read_keyring(key_file).primary
-        done = store.keys.rotate(keep_old=True)
+        done = store.keys.rotate(Deadline.after(30), keep_old=True)
         assert sealed.read_keyring(key_file).ids == [done.new, first]
         # an interrupted rotation: a new key written first, nothing re-sealed yet
         sealed.write_keyfile(key_file, [sealed.new_key(), *sealed.read_keyring(key_file).keys])
         store.keys.check()  # everything still opens
-        again = store.keys.rotate()
+        again = store.keys.rotate(Deadline.after(30))
         assert sealed.read_keyring(key_file).ids == [again.new]
         assert again.resealed == 2
         assert again.nodes == 1
