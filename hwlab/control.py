@@ -42,6 +42,7 @@ from bmaas.fakes.faults import FaultRule
 from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab import http, statefiles
 from bmaas.hwlab.controlauth import Refused, check_request, refusal_headers
+from bmaas.ratelog import RateLog, shown
 
 __all__ = ["ControlServer", "Controllable", "LabClient", "LabNotRunning"]
 
@@ -104,12 +105,16 @@ class ControlServer:
         host: str = "127.0.0.1",
         port: int = 0,
         on_shutdown: Callable[[], None] | None = None,
+        refusals: RateLog | None = None,
     ) -> None:
         if not token:
             raise ValueError("the control API needs a token")
         self.lab = lab
         self.on_shutdown = on_shutdown
         self._token = token
+        #: refusals logged by kind, one line per kind per 10 s (issue 44:
+        #: one line per refusal, with its full path, filled the disk)
+        self.refusals = refusals or RateLog(LOG, "control: refused")
         self._sock = socket.create_server((host, port))
         self._address: tuple[str, int] = self._sock.getsockname()[:2]
         self._loop = asyncio.new_event_loop()
@@ -156,9 +161,11 @@ class ControlServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
             self._thread = None
-            self._loop.close()
+        if not self._loop.is_closed():
+            self._loop.close()  # never started: its loop is closed all the same
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._sock.close()
+        self.refusals.flush()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -209,9 +216,7 @@ class ControlServer:
         try:
             check_request(request.method, request.headers, token=self._token, host=host, port=port)
         except Refused as exc:
-            LOG.warning(
-                "control: refused %s %s: %d %s", request.method, request.path, exc.status, exc.code
-            )
+            self.refusals.note(exc.kind, f"{exc.status} {request.method} {request.path}")
             return exc.status, _error(str(exc), exc.code), list(refusal_headers(exc))
         try:
             parts = _route(request.path)
@@ -227,7 +232,7 @@ class ControlServer:
         except BmaasError as exc:
             return 400, _error(str(exc), exc.code), []
         except Exception as exc:
-            LOG.exception("control: %s %s failed", request.method, request.path)
+            LOG.exception("control: %s %s failed", shown(request.method), shown(request.path))
             return 500, _error(f"internal error: {type(exc).__name__}: {exc}", "internal"), []
 
     def dispatch(self, method: str, parts: list[str], body: dict[str, Any]) -> Any:

@@ -20,7 +20,11 @@ a write (POST/PUT/PATCH/DELETE) says   415     a form or ``text/plain`` fetch, w
 =====================================  ======  ==========================================
 
 A header sent twice is refused like a wrong one. A refusal never repeats
-the token, and says which header to fix.
+the token, and says which header to fix. Each refusal has a ``kind`` (``bad
+host``, ``cross-origin``, ``no token``, ``wrong token``, ``not json``): the
+server logs refusals by kind, at most one line per kind every 10 s with the
+count it did not log (:mod:`bmaas.ratelog`), so a flood of them does not
+fill its owner's disk.
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 class Refused(Exception):
     """A request refused before it is looked at: ``status``, a one-line
-    message and a stable ``code``."""
+    message, a stable ``code`` (the client reads it) and a ``kind`` (the
+    class the server's log counts it under)."""
 
-    def __init__(self, status: int, message: str, code: str) -> None:
+    def __init__(self, status: int, message: str, code: str, kind: str) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.kind = kind
 
 
 def _names(host: str) -> list[str]:
@@ -82,6 +88,7 @@ def check_request(
             f"Host header must be 127.0.0.1:{port} or localhost:{port} "
             "(a request for another name is refused: DNS rebinding)",
             "forbidden_host",
+            "bad host",
         )
     count, origin = _one(headers, "origin")
     if count > 1 or (count == 1 and origin not in own_origins(host, port)):
@@ -89,6 +96,7 @@ def check_request(
             403,
             "cross-origin request refused: the control API is not for web pages",
             "forbidden_origin",
+            "cross-origin",
         )
     count, authorization = _one(headers, "authorization")
     scheme, _, given = (authorization or "").partition(" ")
@@ -97,11 +105,13 @@ def check_request(
         or scheme.lower() != "bearer"
         or not hmac.compare_digest(given.strip().encode(), token.encode())
     ):
+        sent = count == 1 and scheme.lower() == "bearer" and given.strip()
         raise Refused(
             401,
             "missing or wrong token: send 'Authorization: Bearer TOKEN' with the token "
             "in the lab's state directory (STATE_DIR/token, readable by its owner only)",
             "unauthorized",
+            "wrong token" if sent else "no token",
         )
     if method in WRITES:
         count, content_type = _one(headers, "content-type")
@@ -111,6 +121,7 @@ def check_request(
                 415,
                 f"{method} needs 'Content-Type: application/json'",
                 "unsupported_media_type",
+                "not json",
             )
 
 

@@ -149,3 +149,14 @@ def test_the_checks_go_host_origin_token_type() -> None:
     assert _refused("POST", [OWNER[0], everything_wrong[1]]).code == "forbidden_origin"
     assert _refused("POST", [OWNER[0]]).code == "unauthorized"
     assert _refused("POST", OWNER[:2]).code == "unsupported_media_type"
+
+
+def test_each_refusal_names_the_class_the_log_counts_it_under() -> None:
+    """The server logs refusals by class (bmaas.ratelog), so each has one."""
+    assert _refused("GET", [("Host", "evil.example")]).kind == "bad host"
+    assert _refused("GET", [OWNER[0], ("Origin", "http://evil.example")]).kind == "cross-origin"
+    assert _refused("GET", [OWNER[0]]).kind == "no token"
+    assert _refused("GET", [OWNER[0], ("Authorization", "Bearer ")]).kind == "no token"
+    assert _refused("GET", [OWNER[0], ("Authorization", "Basic x")]).kind == "no token"
+    assert _refused("GET", [OWNER[0], ("Authorization", "Bearer nope")]).kind == "wrong token"
+    assert _refused("POST", OWNER[:2]).kind == "not json"
