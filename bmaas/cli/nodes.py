@@ -211,11 +211,17 @@ def db() -> None:
 
 @db.command("upgrade")
 @click.option("--revision", default="head", show_default=True, help="Target revision.")
+@deadline_option(
+    default=300.0,
+    help="Seconds the whole upgrade may take, waiting for another store-wide change included.",
+)
 @pass_app
-def db_upgrade(app: App, revision: str) -> None:
-    """Migrate the database schema (creates the database if there is none)."""
+def db_upgrade(app: App, revision: str, deadline: float) -> None:
+    """Migrate the database schema (creates the database if there is none).
+    A second upgrade or a key rotation under way is waited for."""
+    budget = app.deadline(deadline)
     store = app.store(check_schema=False, create=True)
-    before, after = store.upgrade(revision)
+    before, after = store.upgrade(budget, revision)
     if before == after:
         click.echo(f"{store.url}: already at {after}")
     else:

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from bmaas import __version__
 from bmaas.deadline import Deadline
+from bmaas.store import locks
 from bmaas.store.base import Database
 from bmaas.store.engine import BUSY_TIMEOUT, make_engine, resolve_url
 from bmaas.store.errors import SchemaOutOfDate
@@ -144,9 +145,17 @@ class Store:
             )
         return SchemaOutOfDate(message, current=current, head=head)
 
-    def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
+    def upgrade(self, deadline: Deadline, revision: str = "head") -> tuple[str | None, str | None]:
         """Migrate to ``revision``; returns ``(before, after)``. A database at
-        a revision this bmaas does not ship raises ``SchemaOutOfDate``."""
+        a revision this bmaas does not ship raises ``SchemaOutOfDate``. A
+        store-wide change: it holds the store's lock and the key file's
+        directory (a migration may seal passwords) against a second upgrade
+        or a key rotation, waiting for one at most until ``deadline``."""
+        also = [self.keys.path.parent]
+        with locks.store_wide(self.db, deadline, what="the store's schema", also=also):
+            return self._upgrade(revision)
+
+    def _upgrade(self, revision: str) -> tuple[str | None, str | None]:
         with self.db.write() as tx:
             before = current_revision(tx.conn)
             if before is not None and not known_revision(before):

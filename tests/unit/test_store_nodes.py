@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, InputError
@@ -56,13 +57,13 @@ def test_opening_a_missing_store_from_python_says_what_to_do(tmp_path: Path) -> 
 
 
 def test_a_database_at_an_older_revision_is_refused_until_upgraded(db_path: Path) -> None:
-    Store.open(str(db_path), check_schema=False, create=True).upgrade("0001")
+    Store.open(str(db_path), check_schema=False, create=True).upgrade(Deadline.after(30), "0001")
     with pytest.raises(SchemaOutOfDate, match="run `bmaas db upgrade`") as info:
         Store.open(str(db_path))
     assert (info.value.current, info.value.head) == ("0001", head_revision())
     store = Store.open(str(db_path), check_schema=False)  # what `status check` uses
     assert store.schema_revision() == "0001"
-    assert store.upgrade() == ("0001", head_revision())
+    assert store.upgrade(Deadline.after(30)) == ("0001", head_revision())
     store.close()
     Store.open(str(db_path)).close()
 
@@ -78,7 +79,9 @@ def test_a_database_a_newer_bmaas_migrated_is_refused_and_never_upgraded(db_path
     assert (info.value.current, info.value.head) == ("9999", head_revision())
     store = Store.open(str(db_path), check_schema=False)
     with pytest.raises(SchemaOutOfDate, match="never downgrade"):
-        store.upgrade()  # `bmaas db upgrade`: one error line, not Alembic's traceback
+        store.upgrade(
+            Deadline.after(30)
+        )  # `bmaas db upgrade`: one error line, not Alembic's traceback
     assert store.schema_revision() == "9999"
     store.close()
 

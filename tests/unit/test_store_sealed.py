@@ -299,7 +299,7 @@ def test_the_migration_seals_the_passwords_an_older_store_kept_in_clear(
     db_path: Path, key_file: Path
 ) -> None:
     store = Store.open(str(db_path), check_schema=False, create=True)
-    store.upgrade("0002")
+    store.upgrade(Deadline.after(30), "0002")
     now = 1.0
     with store.engine.begin() as conn:
         for name, password in (("old1", PASSWORD), ("old2", "file:/etc/bmc.pw")):
