@@ -35,23 +35,29 @@ room for a reconnect every few hours under 2; polling at 60 s costs 60.
     ---------------------------------           -----------
     open (bounded by a Deadline: bmc_timeout)
       ok   -> nodes "up", marked to reconcile
-      fault-> nodes "down"; back off            to_read(names, now) -> reads
-               first, x factor, cap (paced)     pass: record reads
+      any exception -> nodes "down"; wait       to_read(names, now) -> reads
+               (the policy's stream column)     pass: record reads
     read (idle limit) -> news -> bucket         wait(until): apply news at
       over the rate  -> dropped, nodes marked     once (source=event, age),
                         to reconcile              until the next pass
 
-A listener that meets :class:`~bmaas.faults.UnsupportedOperation` (no
-EventService, disabled, no SSE) tries again only after ``absent_retry``
-seconds; its nodes are polled meanwhile. Reconnects are paced by
-:class:`Backoff` (1 s, 2 s, 4 s ... at most 60 s), reset by a stream that
-stayed up; a flood beyond ``rate`` events per second (``burst`` at once) is
-not trusted: the extra news is dropped and the nodes read at the next pass.
+Every host runs the same listener loop, :func:`listen` (``bmaas sync``'s
+watch here, Ironic's conductor in ``bmaas.drivers.ironic``): after any
+exception -- a fault, or a bug -- the stream is closed, its nodes are
+polled, and it is opened again when the policy table's ``stream`` column
+says (:class:`~bmaas.policy.Reopen`): ``soon``, paced by :class:`Backoff`
+(1 s, 2 s, 4 s ... at most 60 s, reset by a stream that stayed up), or
+``late``, after ``absent_retry`` seconds (600: no EventService, a rejected
+password -- accounts lock --, a malformed stream). A listener never dies
+and never gives up. A flood beyond ``rate`` events per second (``burst``
+at once) is not trusted: the extra news is dropped and the nodes read at
+the next pass.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -59,11 +65,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from bmaas.faults import BmaasError, UnsupportedOperation
+from bmaas.faults import BmaasError
+from bmaas.policy import Reopen, policy_for
 
 if TYPE_CHECKING:  # the command's token; importing bmaas.provision here would load it all
     from bmaas.provision.cancel import CancelToken
@@ -75,10 +82,13 @@ __all__ = [
     "Backoff",
     "EventWatch",
     "News",
+    "Pacing",
     "PushSettings",
+    "Sink",
     "Stream",
     "TokenBucket",
     "edge_streams",
+    "listen",
     "record_news",
 ]
 
@@ -206,6 +216,108 @@ class TokenBucket:
         return False
 
 
+@dataclasses.dataclass(frozen=True)
+class Pacing:
+    """The numbers of a listener: how long it opens, reads and waits. Which
+    wait a fault takes is the policy table's ``stream`` column
+    (:class:`~bmaas.policy.Reopen`), never decided here."""
+
+    #: seconds the open (the EventService read and the stream's request) may take
+    open_deadline: float = 15.0
+    #: seconds of silence before the stream counts as lost (TCP keepalive
+    #: notices a vanished BMC sooner: bmaas.drivers.redfish.events)
+    idle: float = 300.0
+    #: the wait before re-opening ``soon``
+    backoff: Backoff = Backoff()
+    #: seconds before re-opening ``late`` (no EventService, a rejected password)
+    absent_retry: float = 600.0
+    #: news trusted per second, and at once
+    rate: float = 20.0
+    burst: float = 100.0
+
+    def wait(self, fault: BaseException, failures: int) -> float:
+        """Seconds before the next open after ``fault``, the ``failures``-th in a row."""
+        if policy_for(fault).stream is Reopen.SOON:
+            return self.backoff(failures)
+        return self.absent_retry
+
+
+W = TypeVar("W", contravariant=True)
+
+
+class Sink(Protocol[W]):
+    """What a listener tells its host (``who``: the host's handle on it)."""
+
+    def opened(self, who: W) -> None: ...
+    def lost(self, who: W, fault: Exception, wait: float, *, opening: bool) -> None: ...
+    def news(self, who: W, trusted: Sequence[News], flood: Sequence[News]) -> None: ...
+
+
+def listen(
+    who: W,
+    stream: Stream,
+    sink: Sink[W],
+    pacing: Pacing,
+    *,
+    stopped: Callable[[], bool],
+    sleep: Callable[[float], object],
+    clock: Callable[[], float],
+) -> None:
+    """The one listener loop of every host (the module doc), until ``stopped()``."""
+    failures = 0
+    bucket = TokenBucket(pacing.rate, pacing.burst, clock)
+    while not stopped():
+        opened_at: float | None = None
+        try:
+            stream.open(Deadline.after(pacing.open_deadline, clock=clock))
+            opened_at = clock()
+            if stopped():  # dropped while it was opening
+                break
+            sink.opened(who)
+            _relay(who, stream, sink, pacing.idle, bucket, stopped)
+        except Exception as exc:  # every one: a listener never dies in silence
+            fault = exc
+        else:
+            break  # stopped
+        finally:
+            if opened_at is not None:
+                with contextlib.suppress(Exception):  # nothing of ours stays open
+                    stream.close()
+        if stopped():
+            break
+        if opened_at is not None and clock() - opened_at > pacing.backoff.cap:
+            failures = 0  # it stayed up: the back-off starts over
+        wait = pacing.wait(fault, failures)
+        failures += 1
+        if not isinstance(fault, BmaasError):  # a bug, not the BMC: say where
+            LOG.error("%s: the event listener met %s: %s; its nodes are polled, "
+                      "re-opened in %.0f s", stream.key, type(fault).__name__, fault, wait,
+                      exc_info=fault)  # fmt: skip
+        try:
+            sink.lost(who, fault, wait, opening=opened_at is None)
+        except Exception:
+            LOG.exception("%s: the event listener's host failed to take a lost stream", stream.key)
+        sleep(wait)
+
+
+def _relay(
+    who: W,
+    stream: Stream,
+    sink: Sink[W],
+    idle: float,
+    bucket: TokenBucket,
+    stopped: Callable[[], bool],
+) -> None:
+    """Read an open stream until stopped (or it raises); news beyond the
+    bucket's rate is handed over as a flood: not trusted."""
+    while not stopped():
+        trusted: list[News] = []
+        flood: list[News] = []
+        for news in stream.read(idle):
+            (trusted if bucket.take() else flood).append(news)
+        sink.news(who, trusted, flood)
+
+
 @dataclasses.dataclass
 class _Node:
     up: bool = False
@@ -253,8 +365,8 @@ class EventWatch:
         if not safety > 0:
             raise ValueError("safety must be a positive number of seconds")
         self.safety = safety
-        self.bmc_timeout, self.idle, self.backoff = bmc_timeout, idle, backoff
-        self.absent_retry, self.rate, self.burst = absent_retry, rate, burst
+        self.pacing = Pacing(bmc_timeout, idle, backoff, absent_retry, rate, burst)
+        self._feed = _Feed(self)
         self._streams_of, self._clock, self._wall = streams_of, clock, wall
         #: push listeners, one per driver that takes pushed events (``push``)
         self.push = push
@@ -343,9 +455,19 @@ class EventWatch:
                 self._nodes.setdefault(node, _Node())
         own = self._own[stream.key] = threading.Event()
         self._streams[stream.key] = stream
-        thread = threading.Thread(
-            target=self._listen, args=(stream, own), name=f"events {stream.key}", daemon=True
-        )
+
+        def run() -> None:
+            listen(
+                stream,
+                stream,
+                self._feed,
+                self.pacing,
+                stopped=lambda: own.is_set() or self._stopped(),
+                sleep=self._sleep,
+                clock=self._clock,
+            )
+
+        thread = threading.Thread(target=run, name=f"events {stream.key}", daemon=True)
         self._threads[stream.key] = thread
         thread.start()
 
@@ -426,54 +548,6 @@ class EventWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- one listener -----------------------------------------------------------
-
-    def _listen(self, stream: Stream, own: threading.Event) -> None:
-        failures = 0
-
-        def stopped() -> bool:
-            return own.is_set() or self._stopped()
-
-        bucket = TokenBucket(self.rate, self.burst, self._clock)
-        nodes = sorted(set(stream.nodes.values()))
-        while not stopped():
-            try:
-                stream.open(Deadline.after(self.bmc_timeout, clock=self._clock))
-            except BmaasError as exc:
-                self.faults += 1
-                absent = isinstance(exc, UnsupportedOperation)
-                LOG.info("%s: no event stream (%s); its nodes are polled", stream.key, exc)
-                self._mark(nodes, up=False)
-                wait = self.absent_retry if absent else self.backoff(failures)
-                failures += 1
-                self._sleep(wait)
-                continue
-            if stopped():  # closed while it was opening
-                stream.close()
-                return
-            self.opened += 1
-            self._mark(nodes, up=True)
-            opened_at = self._clock()
-            try:
-                while not stopped():
-                    for news in stream.read(self.idle):
-                        if bucket.take():
-                            self._offer(news)
-                        else:
-                            self.flooded += 1
-                            self._mark([news.node], up=True)  # up, but read it
-            except BmaasError as exc:
-                self.faults += 1
-                LOG.info("%s: event stream lost (%s); its nodes are polled", stream.key, exc)
-            finally:
-                stream.close()
-            self._mark(nodes, up=False)
-            if self._clock() - opened_at > self.backoff.cap:
-                failures = 0  # it stayed up: start the back-off over
-            if not stopped():
-                self._sleep(self.backoff(failures))
-                failures += 1
 
     def _mark(self, nodes: Iterable[str], *, up: bool) -> None:
         with self._cond:
@@ -583,6 +657,30 @@ class EventWatch:
                 age = None if news.at is None else max(0.0, self._wall() - news.at)
                 out.append(Applied(news.node, news.power, news.message_id, age))
         return out
+
+
+@dataclasses.dataclass(eq=False)
+class _Feed:
+    """What :class:`EventWatch`'s listeners tell it (their :class:`Sink`)."""
+
+    watch: EventWatch
+
+    def opened(self, stream: Stream) -> None:
+        self.watch.opened += 1
+        self.watch._mark(stream.nodes.values(), up=True)
+
+    def lost(self, stream: Stream, fault: Exception, wait: float, *, opening: bool) -> None:
+        self.watch.faults += 1
+        self.watch._mark(stream.nodes.values(), up=False)
+        what = "no event stream" if opening else "event stream lost"
+        LOG.info("%s: %s (%s); its nodes are polled, next try in %.0f s",
+                 stream.key, what, fault, wait)  # fmt: skip
+
+    def news(self, stream: Stream, trusted: Sequence[News], flood: Sequence[News]) -> None:
+        for news in trusted:
+            self.watch._offer(news)
+        self.watch.flooded += len(flood)
+        self.watch._mark([news.node for news in flood], up=True)  # up, but read them
 
 
 def record_news(store: Any, applied: Sequence[Applied], health_rule: Any) -> None:

@@ -7,25 +7,25 @@ request reschedule, the ``[bmaas CODE retry=SCOPE]`` prefix, the power sync
 provisioning backend, the fleet commands and ``bmaas status check`` cannot
 drift apart::
 
-    fault                         same node        reschedule      sync   off fence check
-    BmaasError                    never            stop            -      yes -     fault
-    ├── InputError                never            stop            -      yes -     cannot_ask
-    ├── BMCFault                  never            next_candidate  count  yes yes   fault
-    │   ├── BMCUnreachable        briefly          next_candidate  count  -   yes   unreachable
-    │   ├── BMCTimeout            idempotent_only  next_candidate  count  -   yes   timeout
-    │   ├── BMCBusy               backoff          next_candidate  -      yes -     busy!
-    │   ├── BMCAuthError          never            next_candidate  -      -   -     auth
-    │   ├── BMCInternalError      once             next_candidate  count  yes yes   fault
-    │   ├── BMCProtocolError      never            next_candidate  count  yes yes   fault
-    │   ├── UnsupportedOperation  never            next_candidate  -      yes -     fault
-    │   ├── PowerFailure          never            next_candidate  count  yes yes   fault
-    │   ├── BootFailure           never            next_candidate  count  yes yes   fault
-    │   └── UnclassifiedFault     never            next_candidate  count  yes yes   unclassified
-    ├── SlotTimeout               backoff          next_candidate  -      yes -     busy!
-    ├── NodeUnavailable           never            next_candidate  -      -   -     fault
-    ├── LeaseLost                 never            stop            -      -   -     fault
-    ├── NoCandidates              never            stop            -      -   -     fault
-    └── ProvisionFailed           never            stop            -      -   -     fault
+    fault                        same node       reschedule     sync   off fence stream check
+    BmaasError                   never           stop           -      yes -     soon   fault
+    ├── InputError               never           stop           -      yes -     late   cannot_ask
+    ├── BMCFault                 never           next_candidate count  yes yes   late   fault
+    │   ├── BMCUnreachable       briefly         next_candidate count  -   yes   soon   unreachable
+    │   ├── BMCTimeout           idempotent_only next_candidate count  -   yes   soon   timeout
+    │   ├── BMCBusy              backoff         next_candidate -      yes -     soon   busy!
+    │   ├── BMCAuthError         never           next_candidate -      -   -     late   auth
+    │   ├── BMCInternalError     once            next_candidate count  yes yes   soon   fault
+    │   ├── BMCProtocolError     never           next_candidate count  yes yes   late   fault
+    │   ├── UnsupportedOperation never           next_candidate -      yes -     late   fault
+    │   ├── PowerFailure         never           next_candidate count  yes yes   late   fault
+    │   ├── BootFailure          never           next_candidate count  yes yes   late   fault
+    │   └── UnclassifiedFault    never           next_candidate count  yes yes   late   unclassified
+    ├── SlotTimeout              backoff         next_candidate -      yes -     soon   busy!
+    ├── NodeUnavailable          never           next_candidate -      -   -     late   fault
+    ├── LeaseLost                never           stop           -      -   -     late   fault
+    ├── NoCandidates             never           stop           -      -   -     late   fault
+    └── ProvisionFailed          never           stop           -      -   -     late   fault
 
 (:func:`render_tree` draws this picture from :data:`POLICY`; a test keeps the
 two equal, and another holds the table against the fault tree.)
@@ -61,6 +61,13 @@ The columns, and who reads them:
 * **check** (:class:`CheckFinding`) — what ``bmaas status check`` shows for
   a BMC call that raised it; only ``busy`` is a Warning (``!`` in the
   picture), the rest Failures.
+* **stream** (:class:`Reopen`) — when the one event listener loop
+  (:func:`bmaas.events.listen`: ``bmaas sync``'s and Ironic's conductor's)
+  opens a stream again after the fault refused or ended it: ``soon`` paced
+  by the back-off, ``late`` after the long wait (a rejected password is not
+  tried a minute later: accounts lock). Its nodes are polled meanwhile
+  either way; a listener never gives up. Anything that is not a
+  ``BmaasError`` (a bug) takes the root row: re-opened soon.
 
 docs/faults.md's table also shows the derived ``retry`` scope and **fleet**.
 
@@ -112,6 +119,7 @@ __all__ = [
     "CheckFinding",
     "FaultPolicy",
     "FleetOutcome",
+    "Reopen",
     "Reschedule",
     "SameNode",
     "policy_for",
@@ -140,6 +148,20 @@ class Reschedule(StrEnum):
 
     NEXT_CANDIDATE = "next_candidate"
     STOP = "stop"
+
+
+class Reopen(StrEnum):
+    """When an event listener (:func:`bmaas.events.listen`, the one loop of
+    ``bmaas sync`` and Ironic's conductor) opens a stream again after the
+    fault refused or ended it; its nodes are polled meanwhile either way.
+    How long each wait is stays numbers in :class:`bmaas.events.Pacing`."""
+
+    #: paced by the back-off (1 s, 2 s, 4 s ... at most 60 s): the BMC may be back
+    SOON = "soon"
+    #: after the long wait (``Pacing.absent_retry``, 600 s): asking again soon
+    #: cannot help (no EventService, a malformed stream) or harms (a rejected
+    #: password: accounts lock)
+    LATE = "late"
 
 
 class FleetOutcome(StrEnum):
@@ -214,6 +236,8 @@ class FaultPolicy:
     fleet: FleetOutcome
     #: what ``bmaas status check`` shows (busy is a Warning)
     check: CheckFinding
+    #: when an event listener opens its stream again (nodes polled meanwhile)
+    stream: Reopen
     #: one-line reason, shown in docs/faults.md
     why: str
 
@@ -255,84 +279,85 @@ class FaultPolicy:
 
 
 _S, _R, _F, _C = SameNode, Reschedule, FleetOutcome, CheckFinding
+_SOON, _LATE = Reopen.SOON, Reopen.LATE
 _NEXT, _STOP = _R.NEXT_CANDIDATE, _R.STOP
 _Y, _N = True, False
 
 #: the table, in the fault tree's order (parents before children). Columns:
 #: fault, same node, reschedule, sync (counts), power off after a failed
-#: deploy, fence, fleet, check, why
+#: deploy, fence, fleet, check, stream (re-open), why
 POLICY: tuple[FaultPolicy, ...] = (
     FaultPolicy(
-        BmaasError, _S.NEVER, _STOP, _N, _Y, _N, _F.ERROR, _C.FAULT,
+        BmaasError, _S.NEVER, _STOP, _N, _Y, _N, _F.ERROR, _C.FAULT, _SOON,
         "our own state is in doubt (store, interrupted, a bug): stop; give the node back off",
     ),
     FaultPolicy(
-        InputError, _S.NEVER, _STOP, _N, _Y, _N, _F.CONFIG, _C.CANNOT_ASK,
+        InputError, _S.NEVER, _STOP, _N, _Y, _N, _F.CONFIG, _C.CANNOT_ASK, _LATE,
         "bad input fails the same way on every node: fix it",
     ),
     FaultPolicy(
-        BMCFault, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
+        BMCFault, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT, _LATE,
         "a BMC fault no subclass names: this node's problem",
     ),
     FaultPolicy(
-        BMCUnreachable, _S.BRIEFLY, _NEXT, _Y, _N, _Y, _F.FAILED, _C.UNREACHABLE,
+        BMCUnreachable, _S.BRIEFLY, _NEXT, _Y, _N, _Y, _F.FAILED, _C.UNREACHABLE, _SOON,
         "never delivered, so safe to resend; a BMC that stays away is down",
     ),
     FaultPolicy(
-        BMCTimeout, _S.IDEMPOTENT_ONLY, _NEXT, _Y, _N, _Y, _F.FAILED, _C.TIMEOUT,
+        BMCTimeout, _S.IDEMPOTENT_ONLY, _NEXT, _Y, _N, _Y, _F.FAILED, _C.TIMEOUT, _SOON,
         "outcome unknown: resend only what is idempotent (a reset is re-read first)",
     ),
     FaultPolicy(
-        BMCBusy, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY,
+        BMCBusy, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY, _SOON,
         'the BMC said "later": ask again later; says nothing about the node',
     ),
     FaultPolicy(
-        BMCAuthError, _S.NEVER, _NEXT, _N, _N, _N, _F.AUTH, _C.AUTH,
+        BMCAuthError, _S.NEVER, _NEXT, _N, _N, _N, _F.AUTH, _C.AUTH, _LATE,
         "repeating a bad login locks accounts; a credentials problem, not a broken node",
     ),
     FaultPolicy(
-        BMCInternalError, _S.ONCE, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
+        BMCInternalError, _S.ONCE, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT, _SOON,
         "the BMC failed itself: worth one more try, then elsewhere",
     ),
     FaultPolicy(
-        BMCProtocolError, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
+        BMCProtocolError, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT, _LATE,
         "a malformed answer repeats; something is wrong with this BMC",
     ),
     FaultPolicy(
-        UnsupportedOperation, _S.NEVER, _NEXT, _N, _Y, _N, _F.UNSUPPORTED, _C.FAULT,
+        UnsupportedOperation, _S.NEVER, _NEXT, _N, _Y, _N, _F.UNSUPPORTED, _C.FAULT, _LATE,
         "asking again never helps; another node may have the capability",
     ),
     FaultPolicy(
-        PowerFailure, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
+        PowerFailure, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT, _LATE,
         "power accepted but not reached: the hardware is suspect",
     ),
     FaultPolicy(
-        BootFailure, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT,
+        BootFailure, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT, _LATE,
         "the node did not come up: the hardware is suspect",
     ),
     FaultPolicy(
-        UnclassifiedFault, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.UNCLASSIFIED,
+        UnclassifiedFault, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.UNCLASSIFIED, _LATE,
         "meaning unknown: treat as this node's, count it, fix the mapping table",
     ),
     FaultPolicy(
-        SlotTimeout, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY,
+        SlotTimeout, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY, _SOON,
         "bmaas's own wait or budget (a full cap, its spacing, a deadline spent before "
         "anything was sent): ask again; the BMC was never asked, never the node's fault",
     ),
     FaultPolicy(
-        NodeUnavailable, _S.NEVER, _NEXT, _N, _N, _N, _F.SKIPPED, _C.FAULT,
+        NodeUnavailable, _S.NEVER, _NEXT, _N, _N, _N, _F.SKIPPED, _C.FAULT, _LATE,
         "claimed or in maintenance meanwhile: another node will do",
     ),
     FaultPolicy(
-        LeaseLost, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
+        LeaseLost, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT, _LATE,
         "our lease expired and the node may be someone else's: hands off, stop",
     ),
     FaultPolicy(
-        NoCandidates, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
+        NoCandidates, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT, _LATE,
         "nothing matches: no other node to try",
     ),
     FaultPolicy(
-        ProvisionFailed, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT,
+        ProvisionFailed, _S.NEVER, _STOP, _N, _N, _N, _F.ERROR, _C.FAULT, _LATE,
         "the request already tried its candidates",
     ),
 )  # fmt: skip
@@ -426,11 +451,12 @@ def _tree_names() -> list[str]:
 
 #: the tree's columns (docs/faults.md's table adds ``retry`` and ``fleet``)
 _TREE_COLUMNS = (
-    ("same node", 17),
-    ("reschedule", 16),
+    ("same node", 16),
+    ("reschedule", 15),
     ("sync", 7),
     ("off", 4),
     ("fence", 6),
+    ("stream", 7),
     ("check", 0),
 )
 
@@ -445,6 +471,7 @@ def _cells(row: FaultPolicy) -> tuple[str, ...]:
         yes(row.counts_for_health, "count"),
         yes(row.power_off_after_failure, "yes"),
         yes(row.fences, "yes"),
+        str(row.stream),
         f"{row.check}{'!' if row.check.warning else ''}",
     )
 
@@ -452,13 +479,13 @@ def _cells(row: FaultPolicy) -> tuple[str, ...]:
 def render_tree() -> str:
     """The table as the module docstring draws it (a test compares them)."""
     names = _tree_names()
-    header = f"{'fault':<30}" + "".join(f"{title:<{width}}" for title, width in _TREE_COLUMNS)
+    header = f"{'fault':<29}" + "".join(f"{title:<{width}}" for title, width in _TREE_COLUMNS)
     lines = [header.rstrip()]
     for name, row in zip(names, POLICY, strict=True):
         cells = "".join(
             f"{cell:<{width}}" for cell, (_, width) in zip(_cells(row), _TREE_COLUMNS, strict=True)
         )
-        lines.append(f"{name:<30}{cells}".rstrip())
+        lines.append(f"{name:<29}{cells}".rstrip())
     return "\n".join(lines)
 
 
@@ -467,8 +494,9 @@ def render_markdown() -> str:
     lines = [
         "| fault | same node (`bmaas.retry`) | reschedule | `retry=` scope "
         "| counts for the power sync "
-        "| powered off after a failed deploy | fenced by a backend | fleet | status check | why |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| powered off after a failed deploy | fenced by a backend | fleet | status check "
+        "| event stream re-opened | why |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in POLICY:
 
@@ -479,6 +507,6 @@ def render_markdown() -> str:
         lines.append(
             f"| `{row.fault.__name__}` | {row.same_node} | {row.reschedule} | {row.retry} "
             f"| {yn(row.counts_for_health)} | {yn(row.power_off_after_failure)} "
-            f"| {yn(row.fences)} | {row.fleet.label} | {check} | {row.why} |"
+            f"| {yn(row.fences)} | {row.fleet.label} | {check} | {row.stream} | {row.why} |"
         )
     return "\n".join(lines)

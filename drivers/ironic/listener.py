@@ -1,18 +1,14 @@
 """One Redfish service's event stream inside Ironic's conductor: the
 listener thread of :mod:`bmaas.drivers.ironic.streams`.
 
-It only receives: it opens the stream (bounded by a Deadline), reads it
-(an idle limit), and hands what arrives to its :class:`Sink` (the streams'
-cache); on a fault it waits and opens again, paced by
-:class:`~bmaas.events.Backoff` (1 s, 2 s, 4 s ... at most 60 s, reset by a
-stream that stayed up longer than that), or after ``absent_retry`` seconds
-where asking again soon cannot help (the policy table's scope is not
-``same_node``: no EventService or no SSE, a rejected password -- tried
-once, not every minute, as accounts lock --, a malformed answer). News beyond ``rate``
-per second (``burst`` at once) is handed over as *not trusted*: the
-node is read from its BMC at its next pass. Dropping a listener sets its
-``own`` event and closes its stream, so a blocked read returns at once and
-the thread ends.
+It runs bmaas's one listener loop (:func:`bmaas.events.listen`, as
+``bmaas sync`` does): open the stream (bounded by a Deadline), read it (an
+idle limit), hand what arrives to the streams' cache (the
+:class:`~bmaas.events.Sink`), and after any exception wait what the policy
+table's ``stream`` column says -- back off, or the long wait of a rejected
+password (accounts lock) -- and open again, until dropped. Dropping a
+listener sets its ``own`` event and closes its stream, so a blocked read
+returns at once and the thread ends.
 
 **Push** (:func:`push_streams`): where the conductor listens for pushed
 events (``[bmaas]events_listen``), each service's stream is a
@@ -33,22 +29,17 @@ import hmac
 import json
 import secrets
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from bmaas import clock as _clock
-from bmaas.deadline import Deadline
 from bmaas.driver_info import DriverInfo
-from bmaas.events import Backoff, News, Stream, TokenBucket
-from bmaas.faults import BmaasError, RetryScope
-from bmaas.policy import policy_for
+from bmaas.events import Pacing, Sink, Stream, listen
 from bmaas.secrets import Secret
 
 __all__ = [
     "Listener",
-    "Pacing",
     "Service",
-    "Sink",
     "host_port",
     "push_streams",
     "service_stream",
@@ -80,33 +71,6 @@ class Service:
         )
         key = hmac.new(_SALT, canonical.encode(), hashlib.sha256).hexdigest()
         return cls(address, info.redfish_username or "", password, info.redfish_verify_ca, key)
-
-
-@dataclasses.dataclass(frozen=True)
-class Pacing:
-    """How a listener opens, reads and tries again (the module doc)."""
-
-    #: seconds the open (the EventService read and the stream's request) may take
-    open_deadline: float = 15.0
-    #: seconds of silence before the stream counts as lost (TCP keepalive
-    #: notices a vanished BMC sooner: bmaas.drivers.redfish.events)
-    idle: float = 300.0
-    backoff: Backoff = dataclasses.field(default_factory=Backoff)
-    #: seconds before asking a service without an EventService again
-    absent_retry: float = 600.0
-    #: news trusted per second, and at once
-    rate: float = 20.0
-    burst: float = 100.0
-
-
-class Sink(Protocol):
-    """Where a listener's news and state go (the streams' cache)."""
-
-    def opened(self, listener: Listener) -> None: ...
-    def lost(
-        self, listener: Listener, fault: BmaasError | None, wait: float, *, opening: bool
-    ) -> None: ...
-    def news(self, listener: Listener, trusted: Sequence[News], flood: Sequence[News]) -> None: ...
 
 
 def service_stream(service: Service, nodes: dict[str, str]) -> Stream:
@@ -178,53 +142,20 @@ class Listener:
 
     def run(
         self,
-        sink: Sink,
+        sink: Sink[Listener],
         pacing: Pacing,
         *,
         clock: _clock.ClockFn = _clock.monotonic,
         sleep: Callable[[threading.Event, float], object] = threading.Event.wait,
     ) -> None:
-        """Open, read, and on a fault wait and open again, until dropped.
-        ``sleep(own, seconds)`` ends early when ``own`` is set."""
-        failures = 0
-        bucket = TokenBucket(pacing.rate, pacing.burst, clock)
-        stream = self.stream
-        while not self.own.is_set():
-            try:
-                stream.open(Deadline.after(pacing.open_deadline, clock=clock))
-            except BmaasError as exc:
-                # asking again soon helps only where the policy table's scope
-                # says this BMC, later; not for a service without an
-                # EventService, a rejected password (accounts lock) or a
-                # malformed answer: those wait absent_retry
-                soon = policy_for(exc).retry is RetryScope.SAME_NODE
-                wait = pacing.backoff(failures) if soon else pacing.absent_retry
-                failures += 1
-                sink.lost(self, exc, wait, opening=True)
-                sleep(self.own, wait)
-                continue
-            if self.own.is_set():  # dropped while it was opening
-                stream.close()
-                break
-            sink.opened(self)
-            opened_at = clock()
-            fault: BmaasError | None = None
-            try:
-                while not self.own.is_set():
-                    trusted: list[News] = []
-                    flood: list[News] = []
-                    for news in stream.read(pacing.idle):
-                        (trusted if bucket.take() else flood).append(news)
-                    sink.news(self, trusted, flood)
-            except BmaasError as exc:
-                fault = exc
-            finally:
-                stream.close()
-            if self.own.is_set():
-                break
-            if clock() - opened_at > pacing.backoff.cap:
-                failures = 0  # it stayed up: the back-off starts over
-            wait = pacing.backoff(failures)
-            failures += 1
-            sink.lost(self, fault, wait, opening=False)
-            sleep(self.own, wait)
+        """The listener loop, until dropped. ``sleep(own, seconds)`` ends
+        early when ``own`` is set."""
+        listen(
+            self,
+            self.stream,
+            sink,
+            pacing,
+            stopped=self.own.is_set,
+            sleep=lambda seconds: sleep(self.own, seconds),
+            clock=clock,
+        )

@@ -61,8 +61,8 @@ from bmaas import faulttext
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.drivers.ironic.answers import Answer, Miss, NodeRef, fingerprint
-from bmaas.drivers.ironic.listener import Listener, Pacing, Service, service_stream, thread
-from bmaas.events import News, Stream
+from bmaas.drivers.ironic.listener import Listener, Service, service_stream, thread
+from bmaas.events import SAFETY_INTERVAL, News, Pacing, Stream
 from bmaas.faults import BmaasError, UnsupportedOperation
 
 __all__ = [
@@ -80,9 +80,6 @@ LOG = logging.getLogger(__name__)
 #: seconds a cached power answer carries the node's cached health: Ironic
 #: reads health right after the power read of the same pass
 HEALTH_WITH_POWER = 10.0
-#: seconds: a streamed node's BMC is read once its last read is this old
-#: (bmaas sync's default, bmaas.events.SAFETY_INTERVAL: 1.5 reads per node-hour)
-SAFETY_INTERVAL = 2400.0
 _ON_OFF = (PowerState.ON, PowerState.OFF)
 
 
@@ -406,7 +403,7 @@ class Streams:
             if join is not None:
                 join(max(0.0, deadline.left()))
 
-    # -- what the listeners tell (bmaas.drivers.ironic.listener.Sink) --------------
+    # -- what the listeners tell (their bmaas.events.Sink) --------------------------
 
     def opened(self, listener: Listener) -> None:
         with self._lock:
@@ -426,14 +423,13 @@ class Streams:
             self.safety,
         )
 
-    def lost(
-        self, listener: Listener, fault: BmaasError | None, wait: float, *, opening: bool
-    ) -> None:
+    def lost(self, listener: Listener, fault: Exception, wait: float, *, opening: bool) -> None:
         with self._lock:
             listener.up = False
             self.faults += 1
             count = len(listener.nodes)
-        what = faulttext.format_fault(fault) if fault is not None else "closed"
+        # not a BmaasError: a bug, logged with its traceback by the loop
+        what = faulttext.format_fault(fault) if isinstance(fault, BmaasError) else "a bug"
         if opening and isinstance(fault, UnsupportedOperation):
             LOG.info(
                 "bmaas: no event stream at %s (%s): its %d nodes are read from the BMC every "

@@ -18,7 +18,7 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.driver_info import DriverInfo
-from bmaas.drivers.ironic.listener import Listener, Pacing, Service
+from bmaas.drivers.ironic.listener import Listener, Service
 from bmaas.drivers.ironic.streams import (
     HEALTH_WITH_POWER,
     SAFETY_INTERVAL,
@@ -29,7 +29,7 @@ from bmaas.drivers.ironic.streams import (
     fingerprint,
 )
 from bmaas.drivers.redfish.events import PowerNews
-from bmaas.events import Backoff
+from bmaas.events import Backoff, Pacing
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import (
     BMCAuthError,
