@@ -43,25 +43,33 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import queue
+import re
 import secrets
-import socket
-import ssl
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from bmaas import listenspec
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.events import MAX_FRAME, PowerNews, ServiceStream, _fault, news_of
 from bmaas.drivers.redfish.events import services as sse_services
-from bmaas.faults import BmaasError, BMCProtocolError, BMCUnreachable, UnsupportedOperation
+from bmaas.drivers.redfish.framing import loads_bounded
+from bmaas.drivers.redfish.pushserver import REQUESTS, Limits, Server
+from bmaas.faults import (
+    BmaasError,
+    BMCProtocolError,
+    BMCUnreachable,
+    InputError,
+    UnsupportedOperation,
+)
 
-__all__ = ["PATH", "PushListener", "PushStream", "listener", "services"]
+__all__ = ["PATH", "Limits", "PushListener", "PushStream", "listener", "services"]
 
 LOG = logging.getLogger(__name__)
 
@@ -76,6 +84,10 @@ VERIFY_TIMEOUT = 10.0
 #: subscriptions looked at for an earlier run's, at most (a BMC holds a few)
 SWEEP_LIMIT = 64
 EVENT_SERVICE = "/redfish/v1/EventService"
+#: a ``"Context": "..."`` string in a pushed body, found without parsing it
+_CONTEXT = re.compile(rb'"Context"\s*:\s*"([^"\\]{1,256})"')
+#: Context strings looked up in one body, at most
+MAX_CONTEXTS = 8
 
 
 def _digest(token: str) -> str:
@@ -83,7 +95,9 @@ def _digest(token: str) -> str:
 
 
 class PushListener:
-    """The process's listener for pushed Events (see the module docstring)."""
+    """The process's listener for pushed Events (see the module docstring);
+    its server (:class:`~bmaas.drivers.redfish.pushserver.Server`) runs in
+    one thread, whatever its peers do."""
 
     def __init__(
         self,
@@ -93,39 +107,43 @@ class PushListener:
         url: str | None = None,
         certfile: str | None = None,
         keyfile: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._sinks: dict[str, Callable[[str], None]] = {}
         self._lock = threading.Lock()
-        #: Events taken, and requests refused (unknown Context, bad body)
+        #: Events taken
         self.received = 0
-        self.refused = 0
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
-        self._server.daemon_threads = True
-        scheme = "http"
-        if certfile:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            context.load_cert_chain(certfile, keyfile)
-            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-            scheme = "https"
-        bound_host, bound_port = self._server.server_address[:2]
-        if isinstance(bound_host, bytes):
-            bound_host = bound_host.decode()
+        try:  # the checks the CLI made up front, made again (one way)
+            tls = listenspec.server_context(certfile, keyfile) if certfile else None
+            sock = listenspec.listening_socket(host, port)
+        except ValueError as exc:
+            what = "push listener certificate" if "listen on" not in str(exc) else "push listener"
+            raise InputError(str(exc), field=what) from None
+        self._server = Server(sock, self.deliver, path=PATH, tls=tls, limits=limits)
+        bound_host, bound_port = sock.getsockname()[:2]
+        scheme = "https" if tls else "http"
         #: what BMCs are told to POST to (``Destination``)
-        self.url = url or f"{scheme}://{bound_host}:{bound_port}{PATH}"
+        self.url = url or f"{scheme}://{listenspec.where(bound_host, bound_port)}{PATH}"
         self.port = int(bound_port)
-        # One request at a time is taken by handle_request(), which blocks
-        # until one comes (no timeout): serve_forever() would wake every
-        # poll interval to look for a shutdown, for as long as the sync
-        # runs -- most of an idle push listener's CPU. close() wakes it.
-        self._server.timeout = None
-        self._closing = False
-        self._thread = threading.Thread(target=self._serve, name="events push", daemon=True)
+        # One thread, blocked in the selector while nothing happens (no
+        # tick: most of an idle listener's CPU was a poll); close() wakes it.
+        self._thread = threading.Thread(target=self._server.serve, name="events push", daemon=True)
         self._thread.start()
 
-    def _serve(self) -> None:
-        while not self._closing:
-            self._server.handle_request()
+    @property
+    def refused(self) -> int:
+        """Requests refused (unknown Context, bad body, malformed, too large)."""
+        counts = self._server.refusals.counts
+        return sum(n for kind, n in counts.items() if kind in REQUESTS)
+
+    @property
+    def refusals(self) -> dict[str, int]:
+        """Every refusal (connections too) by class: :data:`pushserver.KINDS`."""
+        return dict(self._server.refusals.counts)
+
+    @property
+    def open_connections(self) -> int:
+        return self._server.open_connections
 
     def register(self, token: str, sink: Callable[[str], None]) -> None:
         with self._lock:
@@ -136,63 +154,35 @@ class PushListener:
             self._sinks.pop(_digest(token), None)
 
     def deliver(self, body: bytes) -> int:
-        """One POSTed body: the HTTP status to answer."""
-        try:
-            document = json.loads(body)
-        except ValueError:
-            self.refused += 1
-            return 400
-        context = document.get("Context") if isinstance(document, dict) else None
-        with self._lock:
-            sink = self._sinks.get(_digest(context)) if isinstance(context, str) else None
+        """One POSTed body: the HTTP status to answer.
+
+        Whose it is comes first, before a byte is parsed: a scan for
+        ``"Context": "..."`` strings (the first :data:`MAX_CONTEXTS`), each
+        looked up among ours. Only then is the body parsed (bounded in size
+        and depth), and its own top-level ``Context`` must be the one found."""
+        token, sink = None, None
+        for found in itertools.islice(_CONTEXT.finditer(body), MAX_CONTEXTS):
+            candidate = found.group(1).decode("ascii", "replace")
+            with self._lock:
+                sink = self._sinks.get(_digest(candidate))
+            if sink is not None:
+                token = candidate
+                break
         if sink is None:
-            self.refused += 1
             return 403
+        try:
+            document = loads_bounded(body, limit=MAX_FRAME)
+        except ValueError:
+            return 400
+        if not isinstance(document, dict) or document.get("Context") != token:
+            return 403  # ours only deeper inside: not the Event's own Context
         self.received += 1
         sink(body.decode("utf-8", "replace"))
         return 204
 
     def close(self) -> None:
-        self._closing = True
-        # a listening socket shut down wakes the select() of handle_request
-        # at once (Linux; elsewhere the join's bound ends the wait)
-        with contextlib.suppress(OSError):
-            self._server.socket.shutdown(socket.SHUT_RDWR)
+        self._server.close()
         self._thread.join(5.0)
-        self._server.server_close()
-
-
-def _handler(owner: PushListener) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass  # never a request line in the log
-
-        def _answer(self, status: int) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-
-        def do_POST(self) -> None:
-            try:
-                length = int(self.headers.get("Content-Length") or "-1")
-            except ValueError:
-                length = -1
-            if self.path.partition("?")[0] != PATH:
-                self._answer(404)
-            elif length < 0 or length > MAX_FRAME:
-                owner.refused += 1
-                self._answer(413 if length > MAX_FRAME else 411)
-            else:
-                self._answer(owner.deliver(self.rfile.read(length)))
-
-        def do_GET(self) -> None:
-            self._answer(405)
-
-    return Handler
 
 
 def listener(settings: Any) -> PushListener:
