@@ -47,10 +47,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from bmaas.faults import InputError
 from bmaas.files import MAX_SECRET_BYTES, read_limited
+from bmaas.home import user_dir
 from bmaas.secrets import Secret, is_secret_key
 
 __all__ = [
@@ -79,8 +78,9 @@ class KeyProblem(InputError):
 
 
 def default_key_path() -> Path:
-    """``~/.config/bmaas/store.key`` on Linux (per platformdirs)."""
-    return platformdirs.user_config_path("bmaas") / "store.key"
+    """``~/.config/bmaas/store.key`` on Linux (per platformdirs), or
+    ``$BMAAS_HOME/store.key`` (:mod:`bmaas.home`)."""
+    return user_dir("config") / "store.key"
 
 
 def key_path(environ: Mapping[str, str] | None = None) -> Path:

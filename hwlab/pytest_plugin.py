@@ -17,21 +17,28 @@ and returns a started :class:`bmaas.hwlab.lab.Lab` whose inventory is already wr
 at ``lab.inventory_path``. Every lab a test starts is stopped after it.
 The plugin registers the ``lab`` marker, so projects running with
 ``--strict-markers`` need not.
+
+``bmaas_home`` gives a test a ``BMAAS_HOME`` of its own (:mod:`bmaas.home`):
+the default store, key file and lab directories of every ``bmaas``/``hwlab``
+it runs are under it, so two jobs on one account (or a job and a person)
+never share a database or rotate each other's key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bmaas.fakes.machine import Hardware
+from bmaas.home import HOME_ENV
 from bmaas.hwlab.daemon import LabOptions, build_spec
 from bmaas.hwlab.lab import Lab
 
-__all__ = ["hwlab_lab", "pytest_configure"]
+__all__ = ["bmaas_home", "hwlab_lab", "pytest_configure"]
 
 #: the marker the example above uses, registered so ``--strict-markers`` passes
 LAB_MARKER = "lab: needs hwlab BMC emulators on loopback (real sockets, real time)"
@@ -39,6 +46,16 @@ LAB_MARKER = "lab: needs hwlab BMC emulators on loopback (real sockets, real tim
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", LAB_MARKER)
+
+
+@pytest.fixture
+def bmaas_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``BMAAS_HOME`` of the test's own (0700), set for the test and every
+    process it starts; the directory is returned."""
+    home = tmp_path_factory.mktemp("bmaas-home")
+    home.chmod(0o700)
+    monkeypatch.setenv(HOME_ENV, str(home))
+    return home
 
 
 @pytest.fixture

@@ -108,6 +108,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_sandbox_key] = sandbox
     for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
         os.environ[var] = os.path.join(sandbox, var.lower())
+    # one root for every default path (bmaas.home): a worker never meets another
+    # worker's store, key or lab, nor a person's on the same account
+    os.environ["BMAAS_HOME"] = os.path.join(sandbox, "bmaas-home")
     os.environ[_SANDBOX] = sandbox
 
 

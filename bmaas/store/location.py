@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-import platformdirs
+from bmaas.home import user_dir
 
 __all__ = ["ENV_VAR", "default_db_path", "private_file_problem", "resolve_url"]
 
@@ -17,8 +17,9 @@ ENV_VAR = "BMAAS_DB"
 
 
 def default_db_path() -> Path:
-    """``~/.local/share/bmaas/bmaas.db`` on Linux (per platformdirs)."""
-    return platformdirs.user_data_path("bmaas") / "bmaas.db"
+    """``~/.local/share/bmaas/bmaas.db`` on Linux (per platformdirs), or
+    ``$BMAAS_HOME/bmaas.db`` (:mod:`bmaas.home`)."""
+    return user_dir("data") / "bmaas.db"
 
 
 def resolve_url(db: str | os.PathLike[str] | None = None) -> str:

@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import click
-import platformdirs
+
+from bmaas.home import user_dir
 
 __all__ = ["default_state_dir", "parse_seed", "state_dir_option"]
 
 
 def default_state_dir() -> str:
-    return os.path.join(platformdirs.user_state_dir("hwlab"), "default")
+    """``~/.local/state/hwlab/default``, or ``$BMAAS_HOME/hwlab/default``."""
+    return os.path.join(user_dir("state", "hwlab"), "default")
 
 
 def state_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -23,7 +23,7 @@ CDROM = "BMAAS-BOOTED via=cdrom"
 
 def bmaas(home: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
     """The bmaas CLI with a store of its own under ``home``."""
-    env = {**os.environ, "XDG_DATA_HOME": str(home / "data"), "XDG_STATE_HOME": str(home)}
+    env = {**os.environ, "BMAAS_HOME": str(home / "bmaas"), "XDG_STATE_HOME": str(home)}
     return subprocess.run(
         [sys.executable, "-c", "from bmaas.cli import main; main()", *args],
         capture_output=True,
