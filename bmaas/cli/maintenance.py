@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from bmaas import listenspec
 from bmaas.cli.app import (
     App,
     Decorator,
@@ -24,9 +25,10 @@ from bmaas.cli.app import (
 from bmaas.cli.budget import room_for_the_store
 from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible, relayed_signals
-from bmaas.cliutil import EXIT_FAILURE, Seconds
+from bmaas.cliutil import EXIT_FAILURE, InputFile, InputProblems, Seconds
 from bmaas.deadline import Deadline
 from bmaas.events import SAFETY_INTERVAL, EventWatch, PushSettings
+from bmaas.faults import InputError
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
 from bmaas.ops import driver_factory
@@ -256,12 +258,12 @@ def _in_a_row(flag: str, default: int, help_text: str) -> Decorator:
 )
 @click.option(
     "--events-tls-cert",
-    type=click.Path(exists=True, dir_okay=False),
+    type=InputFile(exists=True),
     help="Serve the push listener over HTTPS with this certificate (PEM, chain first).",
 )
 @click.option(
     "--events-tls-key",
-    type=click.Path(exists=True, dir_okay=False),
+    type=InputFile(exists=True),
     help="The certificate's private key (PEM; default: in the certificate file).",
 )
 @click.option(
@@ -314,7 +316,12 @@ def sync(
     if interval is None and (count is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
     push = _push_settings(
-        events_listen, events_listen_url, events_tls_cert, events_tls_key, events_prefer_push
+        events_listen,
+        events_listen_url,
+        events_tls_cert,
+        events_tls_key,
+        events_prefer_push,
+        following=interval is not None and events,
     )
     if split is None:
         split = interval is not None
@@ -375,29 +382,47 @@ def _push_settings(
     cert: str | None,
     key: str | None,
     prefer: bool,
+    *,
+    following: bool = True,
 ) -> PushSettings | None:
-    """The push listener's settings, every problem at once (a usage error)."""
-    problems = []
+    """The push listener's settings, every problem at once (one ``error:``
+    line each, exit 2), before anything starts: the address is bound and
+    let go, the certificate loaded with its key (:mod:`bmaas.listenspec`).
+    ``following``: the command follows events (``--interval``, events on)."""
+    problems: list[InputError] = []
     if listen is None:
         given = [n for n, v in (("--events-listen-url", url), ("--events-tls-cert", cert)) if v]
         given += ["--events-tls-key"] if key else []
         given += ["--events-prefer-push"] if prefer else []
         if given:
-            problems.append(f"{', '.join(given)} need --events-listen HOST:PORT")
-        if problems:
-            raise click.UsageError("; ".join(problems))
+            problems.append(InputError(f"{', '.join(given)} need --events-listen HOST:PORT"))
+            raise InputProblems(problems)
         return None
-    host, sep, port_text = listen.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        problems.append(f"--events-listen {listen!r}: expected HOST:PORT (port 0-65535)")
+
+    def check(option: str, checker: Callable[[], Any]) -> Any:
+        try:
+            return checker()
+        except ValueError as exc:
+            problems.append(InputError(str(exc), field=option))
+            return None
+
+    if not following:
+        why = "needs --interval, events on (nothing else takes pushed events)"
+        problems.append(InputError(why, field="--events-listen"))
+    address = check("--events-listen", lambda: listenspec.host_port(listen))
+    if address is not None and following:
+        check("--events-listen", lambda: listenspec.listening_socket(*address).close())
+    if url is not None:
+        check("--events-listen-url", lambda: listenspec.destination(url))
     if key and not cert:
-        problems.append("--events-tls-key needs --events-tls-cert")
-    if url is not None and not url.startswith(("http://", "https://")):
-        problems.append(f"--events-listen-url {url!r}: expected an http:// or https:// URL")
+        problems.append(InputError("needs --events-tls-cert", field="--events-tls-key"))
+    elif cert:
+        option = "--events-tls-cert" if key is None else "--events-tls-cert/--events-tls-key"
+        check(option, lambda: listenspec.server_context(cert, key))
     if problems:
-        raise click.UsageError("; ".join(problems))
-    return PushSettings(host, int(port_text), url, cert, key, prefer)
+        raise InputProblems(problems)
+    host, port = address
+    return PushSettings(host, port, url, cert, key, prefer)
 
 
 def _sync_once(
