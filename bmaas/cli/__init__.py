@@ -11,7 +11,6 @@ database problem) - one ``error:`` line on stderr, ``--debug`` for a traceback.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bmaas.about import version_option
-from bmaas.cliutil import EXIT_FAILURE, LazyGroup, common_options, emit_json, run, setup_logging
+from bmaas.cliutil import LazyGroup, common_options, emit_json, run, setup_logging
 
 if TYPE_CHECKING:
     from bmaas.cli.app import App
@@ -93,12 +92,16 @@ def __getattr__(name: str) -> object:
 def cli(ctx: click.Context, db: str | None, verbose: int, debug: bool) -> None:
     """Drive baremetal servers through their BMCs (IPMI, Redfish) with typed
     faults and client-side retry."""
+    from bmaas.cli import dburl
     from bmaas.cli.app import App
     from bmaas.cliutil import InputProblems
     from bmaas.gate import environment_problems
 
     setup_logging(verbose, debug)
     problems = environment_problems()
+    wrong_db = dburl.problem(db)  # its shape only: the store judges the rest when it opens
+    if wrong_db is not None:
+        problems.append(wrong_db)
     if problems:  # before any work: exit 2, a line each, not a line per node later
         raise InputProblems(problems)
     app = ctx.ensure_object(App)
@@ -129,25 +132,15 @@ def drivers_cmd(as_json: bool) -> None:
 _started: float | None = None
 
 
-def _spent_early(args: list[str], started: float) -> None:
-    """End a fleet command whose ``--deadline`` start-up spent before its
-    modules are imported (:func:`bmaas.cli.budget.spent_before_parsing`):
-    the line and the exit code :meth:`App.deadline` gives it later."""
-    from bmaas.cli.budget import say_spent, spent_before_parsing
-
-    now = time.monotonic()
-    seconds = spent_before_parsing(args, started, now)
-    if seconds is None:
-        return
-    say_spent(seconds, now - started)
-    raise SystemExit(EXIT_FAILURE)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``bmaas`` console script. Every command's ``--deadline`` counts
     from the process's ``exec`` (:func:`bmaas.clock.process_started`; else
     from when this module was imported), not from when the command's code
-    began: start-up and the store's opening are inside the budget.
+    began: start-up and the store's opening are inside the budget. The
+    deadline is first looked at (:meth:`bmaas.cli.app.App.deadline`) once
+    click has read the whole command line, and ``--db``'s shape is checked
+    before it: bad input is exit 2 with its own line at any budget, never
+    "spent by start-up" (issue 44).
 
     As the console script (no ``argv``: it reads ``sys.argv``), the process
     leaves as soon as the command is done (:func:`bmaas.leave.leave`):
@@ -160,7 +153,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     _started = process_started(fallback=_IMPORTED)
     try:
-        _spent_early(sys.argv[1:] if argv is None else list(argv), _started)
         run(cli, argv)
     except SystemExit as done:
         code = 0 if done.code is None else done.code

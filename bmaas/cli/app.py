@@ -43,6 +43,7 @@ __all__ = [
     "App",
     "Decorator",
     "bmc_timeout_option",
+    "check_selection",
     "deadline_option",
     "emit",
     "fleet_options",
@@ -314,15 +315,20 @@ node_selection = options(
 )
 
 
-def select_nodes(store: Store, nodes: Sequence[str], all_nodes: bool) -> list[NodeRecord]:
-    """The nodes a command acts on: named ones (all must exist) or ``--all``."""
+def check_selection(nodes: Sequence[str], all_nodes: bool) -> None:
+    """NODE... or ``--all``, one of the two, as the command line gives them:
+    a fleet command checks this before its ``--deadline`` is looked at, so
+    a command line without nodes is exit 2 at any budget (issue 44)."""
     if all_nodes and nodes:
         raise InputError("name nodes or give --all, not both", field="NODE")
-    if all_nodes:
-        return store.nodes.find()
-    if not nodes:
+    if not all_nodes and not nodes:
         raise InputError("name at least one node, or give --all", field="NODE")
-    return store.nodes.require(nodes)
+
+
+def select_nodes(store: Store, nodes: Sequence[str], all_nodes: bool) -> list[NodeRecord]:
+    """The nodes a command acts on: named ones (all must exist) or ``--all``."""
+    check_selection(nodes, all_nodes)
+    return store.nodes.find() if all_nodes else store.nodes.require(nodes)
 
 
 # -- output -------------------------------------------------------------------------

@@ -31,13 +31,12 @@ import click
 from bmaas.cliutil import EXIT_FAILURE
 from bmaas.deadline import Deadline
 
-__all__ = ["room_for_the_store", "say_spent", "spent_before_parsing"]
+__all__ = ["room_for_the_store", "say_spent"]
 
 
 def say_spent(seconds: float, after_exec: float) -> None:
     """The one line of a command whose ``--deadline`` start-up spent
-    (:func:`spent_before_parsing`, :meth:`bmaas.cli.app.App.deadline`); the
-    caller ends it, exit 1."""
+    (:meth:`bmaas.cli.app.App.deadline`); the caller ends it, exit 1."""
     click.echo(
         f"error: the {seconds:g} s --deadline was spent by start-up "
         f"({after_exec:.2f} s after exec); nothing was asked",
@@ -74,48 +73,3 @@ def room_for_the_store(
         err=True,
     )
     raise click.exceptions.Exit(EXIT_FAILURE)
-
-
-#: commands whose ``--deadline`` counts from ``exec`` and that
-#: :func:`spent_before_parsing` judges (the fleet commands; ``sync`` only
-#: without ``--interval``, whose passes count from their own start)
-EARLY_COMMANDS = frozenset({"power", "boot-device", "vmedia", "sync"})
-
-#: root options of ``bmaas`` that take a value
-_ROOT_VALUES = frozenset({"--db"})
-
-
-def spent_before_parsing(args: list[str], started: float, now: float) -> float | None:
-    """The ``--deadline`` of a fleet command (or a one-shot ``sync``) in
-    ``args`` if start-up since ``started`` has spent it already, before the
-    command's modules are even imported; None otherwise (no such command,
-    no ``--deadline`` given, a value click will refuse, or time left).
-
-    Importing a command's modules (the driver, retry and pool code, 0.1 s
-    quiet) comes before click can parse its options, and beside four CPU
-    burners start-up took up to 2.6 s to the deadline's first check: this
-    look comes before that import. Only what the command line says plainly
-    is read (``--deadline S`` or ``--deadline=S``, the last one given, as
-    click takes it); anything else is left to click and
-    :meth:`bmaas.cli.app.App.deadline`."""
-    rest = list(args)
-    while rest and rest[0].startswith("-"):  # root options: --db X, -v, --debug
-        option = rest.pop(0)
-        if option in _ROOT_VALUES and rest:
-            rest.pop(0)
-    if not rest or rest[0] not in EARLY_COMMANDS:
-        return None
-    if "--help" in rest or "-h" in rest or "--" in rest:
-        return None
-    if rest[0] == "sync" and any(a == "--interval" or a.startswith("--interval=") for a in rest):
-        return None
-    text: str | None = None
-    for i, arg in enumerate(rest):
-        if arg == "--deadline" and i + 1 < len(rest):
-            text = rest[i + 1]
-        elif arg.startswith("--deadline="):
-            text = arg.split("=", 1)[1]
-    if text is None or not text.replace(".", "", 1).isdigit() or not text.isascii():
-        return None
-    seconds = float(text)
-    return seconds if now - started > seconds else None

@@ -27,6 +27,7 @@ import click
 from bmaas.cli.app import (
     App,
     Decorator,
+    check_selection,
     fleet_run_options,
     node_selection,
     options,
@@ -106,6 +107,7 @@ def run_fleet(
     the operation retry, print the results, ``record``, exit (0 all ok, 1
     some not). ``--deadline`` seconds bound the whole command."""
     app = args.app
+    check_selection(args.nodes, args.all_nodes)  # the command line first, at any budget
     command_deadline = app.deadline(args.deadline)
     room_for_the_store(command_deadline, app.started, args.deadline)
     store = app.store()
