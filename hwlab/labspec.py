@@ -46,7 +46,7 @@ from bmaas.driver import PowerState
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import Hardware
 from bmaas.faults import InputError
-from bmaas.hwlab.limits import MAX_NODES, SSE_KEEPALIVE
+from bmaas.hwlab.limits import MAX_NODES, MAX_REDFISH_SERVICE_SIZE, SSE_KEEPALIVE
 from bmaas.inventory.nodes import is_valid_name
 from bmaas.inventory.specs import Checker, InventoryError
 from bmaas.secrets import Secret
@@ -178,8 +178,10 @@ def generate(
     comments on an idle SSE stream; 0 or None: none."""
     if count < 1:
         raise InputError("must be at least 1", field="--nodes")
-    if redfish_service_size < 1:
-        raise InputError("must be at least 1", field="--redfish-service-size")
+    if not 1 <= redfish_service_size <= MAX_REDFISH_SERVICE_SIZE:
+        raise InputError(
+            f"must be from 1 to {MAX_REDFISH_SERVICE_SIZE}", field="--redfish-service-size"
+        )
     keepalive = sse_keepalive_of(sse_keepalive, field="--sse-keepalive")
     choices: dict[str, list[tuple[str, ...]]] = {
         "ipmi": [("ipmi",)],
@@ -247,8 +249,10 @@ def parse_labfile(data: Any, *, source: str) -> LabSpec:
     if not isinstance(tls, bool):
         check.fail("must be true or false", data=data, key="redfish_tls")
     service_size = data.get("redfish_service_size", 1)
-    if isinstance(service_size, bool) or not isinstance(service_size, int) or service_size < 1:
-        check.fail("must be a whole number >= 1", data=data, key="redfish_service_size")
+    try:
+        validate.whole(service_size, low=1, high=MAX_REDFISH_SERVICE_SIZE)
+    except ValueError as exc:
+        check.fail(str(exc), data=data, key="redfish_service_size")
         service_size = 1
     keepalive: float | None = SSE_KEEPALIVE
     try:

@@ -4,10 +4,13 @@ that the CLI can show them in ``--help`` without importing the emulators
 
 from __future__ import annotations
 
-__all__ = ["MAX_NODES", "MAX_SHARD_SIZE", "SSE_KEEPALIVE"]
+__all__ = ["MAX_NODES", "MAX_REDFISH_SERVICE_SIZE", "MAX_SHARD_SIZE", "SSE_KEEPALIVE"]
 
 #: the most machines one lab may hold (lab files, ``--nodes``, control API)
 MAX_NODES = 10_000
+#: the most Redfish systems one service serves (``--redfish-service-size``,
+#: a lab file's ``redfish_service_size``)
+MAX_REDFISH_SERVICE_SIZE = 1000
 #: the most machines one worker process serves: each costs a few KiB and
 #: one or two sockets, while a worker's interpreter (sushy-tools, Flask,
 #: pyghmi) costs ~80 MiB, so big labs want few, big shards

@@ -416,3 +416,26 @@ def test_the_lab_reports_its_sse_keepalive(tmp_path: Path) -> None:
 
     assert Lab(generate(1), tmp_path / "a").describe()["sse_keepalive"] == 30.0
     assert Lab(generate(1, sse_keepalive=0), tmp_path / "b").describe()["sse_keepalive"] is None
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [("1001", "from 1 to 1000, not 1001"), ("10000000000", "from 1 to 1000"), ("0", "from 1")],
+)
+def test_a_lab_files_redfish_service_size_is_held_to_the_clis_bound(
+    tmp_path: Path, value: str, needle: str
+) -> None:
+    """1 to 1000, as ``hwlab up --redfish-service-size`` (issue 44): one
+    problem, its line and field."""
+    path = _write(tmp_path, f"redfish_service_size: {value}\nnodes:\n  - {{name: a}}\n")
+    with pytest.raises(LabFileError) as info:
+        load_labfile(path)
+    (problem,) = info.value.problems
+    assert (problem.line, problem.field) == (1, "redfish_service_size")
+    assert needle in problem.message
+    assert load_labfile(_write(tmp_path, "redfish_service_size: 1000\nnodes:\n  - {name: a}\n"))
+
+
+def test_generate_holds_the_redfish_service_size_to_the_same_bound() -> None:
+    with pytest.raises(InputError, match="1000"):
+        generate(2, redfish_service_size=1001)
