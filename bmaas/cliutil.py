@@ -27,12 +27,14 @@ __all__ = [
     "EXIT_USAGE",
     "BmaasGroup",
     "FiniteFloat",
+    "ImageURL",
     "InputFile",
     "InputProblems",
     "LazyGroup",
     "MaskingFormatter",
     "Name",
     "Seconds",
+    "WholeNumber",
     "emit_json",
     "setup_logging",
 ]
@@ -142,6 +144,19 @@ class Seconds(FiniteFloat):
         super().__init__(min, max, min_open=min_open)
 
 
+class WholeNumber(click.IntRange):
+    """A whole-number option (a count, a port) written in ASCII digits:
+    click's ``IntRange`` reads with ``int()``, which also takes ``"\u0662"``
+    (Arabic-Indic two), ``"1_000"`` and ``"\uff12"`` (a fullwidth two). Range
+    and help as ``IntRange``'s; the text's rules are :mod:`bmaas.validate`'s
+    (:func:`~bmaas.validate.numeric`)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not isinstance(validate.numeric(value), int):
+            self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class Name(_StrParam):
     """A name from :data:`bmaas.validate.NAME_ALPHABET` (a node name, an
     instance name prefix): no '/', no spaces, nothing a shell or a path would
@@ -161,6 +176,23 @@ class Name(_StrParam):
         if len(text) > self.max_length:
             self.fail(f"must be at most {self.max_length} characters", param, ctx)
         return text
+
+
+class ImageURL(_StrParam):
+    """A URL a BMC fetches an image from (:func:`bmaas.validate.image_url`):
+    ``javascript:alert(1)`` and ``'not a url\x01'`` are refused before
+    anything is asked of a BMC, not sent to every node to fail there."""
+
+    name = "url"
+
+    def __init__(self, schemes: tuple[str, ...] = validate.IMAGE_SCHEMES) -> None:
+        self.schemes = schemes
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return validate.image_url(value, schemes=self.schemes)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class InputFile(click.Path):

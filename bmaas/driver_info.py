@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import ipaddress
 import re
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from bmaas import sealed, tlspolicy, validate
+from bmaas import cabundle, sealed, tlspolicy, validate
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
 
@@ -50,9 +49,15 @@ def _body_bytes(value: Any) -> int:
     return validate.whole(validate.digits(value), low=low, high=high, what="a number of bytes")
 
 
-def _count(value: Any) -> int:
-    # 2.9 is refused, not truncated to 2; .inf and "\u0665" are refused too
-    return validate.count(value, low=1, what="a whole number")
+#: the most requests in flight a node's bmc_max_requests may name (it only
+#: lowers the protocol's cap, IPMI 1, Redfish 4: more means nothing)
+MAX_BMC_REQUESTS = 1024
+
+
+def _requests(value: Any) -> int:
+    # a number as an inventory writes one: 2.9, " 3 ", "3", True and 10**40
+    # are refused (bmc_* keys are bmaas's own: no Ironic text to read)
+    return validate.whole(value, low=1, high=MAX_BMC_REQUESTS, what="a whole number")
 
 
 #: the longest spacing a node's bmc_min_interval may ask for
@@ -60,7 +65,8 @@ MAX_MIN_INTERVAL = 3600.0
 
 
 def _seconds(value: Any) -> float:
-    return validate.seconds(validate.numeric(value), high=MAX_MIN_INTERVAL)
+    # a number, not text (" 3 " was read as 3)
+    return validate.seconds(value, high=MAX_MIN_INTERVAL)
 
 
 def _secret(value: Any) -> Secret:
@@ -79,7 +85,9 @@ def _secret(value: Any) -> Secret:
 
 
 def _bool_or_path(value: Any) -> bool | str:
-    """Ironic's ``redfish_verify_ca``: a boolean, or the path of a CA bundle."""
+    """Ironic's ``redfish_verify_ca``: a boolean, or the path of a CA bundle
+    (a file of PEM certificates, or a directory of hashed ones:
+    :mod:`bmaas.cabundle`)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -88,6 +96,7 @@ def _bool_or_path(value: Any) -> bool | str:
         if value.lower() in _FALSE:
             return False
         if value:
+            cabundle.check(value)
             return value
     raise ValueError("must be true, false or the path of a CA bundle")
 
@@ -113,23 +122,6 @@ def _cipher_suite(value: Any) -> int | str:
     return suite
 
 
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
-
-
-def _is_host(text: str) -> bool:
-    """A host name (RFC 1123 labels; ``_`` tolerated, as real BMC names have
-    it) or an IPv4/IPv6 literal (IPv6 optionally in brackets)."""
-    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
-    try:
-        ipaddress.ip_address(bare)
-        return True
-    except ValueError:
-        pass
-    if bare is not text or len(text) > 253:
-        return False
-    return all(_LABEL.match(label) for label in text.removesuffix(".").split("."))
-
-
 #: why an address is never shown in its own error: what is wrong with it may
 #: be a password typed in the wrong place (``bmc:s3cret``, ``u%3Apw%40bmc``)
 _UNSHOWN = "(the value is not shown: it may hold a credential)"
@@ -137,7 +129,7 @@ _UNSHOWN = "(the value is not shown: it may hold a credential)"
 
 def _host(value: Any) -> str:
     text = _text(value)
-    if not _is_host(text):
+    if not validate.is_host(text):
         raise ValueError(f"must be a host name or an IP address {_UNSHOWN}")
     return text
 
@@ -161,9 +153,35 @@ def _url(value: Any) -> str:
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
         raise ValueError(f"has a port that is not a number from 1 to 65535 {_UNSHOWN}") from None
-    if not _is_host(parts.hostname or ""):
+    if not validate.is_host(parts.hostname or ""):
         raise ValueError(f"must name a host name or an IP address {_UNSHOWN}")
     return text.rstrip("/")
+
+
+#: where a path given as redfish_system_id must point: the service's own
+#: systems collection (Redfish fixes it at /redfish/v1/Systems)
+SYSTEMS = "/redfish/v1/Systems/"
+#: one path segment (RFC 3986 pchar: unreserved, sub-delims, ':' '@', %XX)
+_SEGMENT = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2}){1,255}")
+
+
+def _system_id(value: Any) -> str:
+    """A system id as the BMC names it (``1``, ``System.Embedded.1``, a
+    UUID), or its path on the same service (``/redfish/v1/Systems/1``).
+    An absolute URL or a ``//host`` path would point the driver at another
+    host; ``..`` elsewhere on the service."""
+    text = _text(value)
+    segment = text.removeprefix(SYSTEMS).removesuffix("/") if text.startswith("/") else text
+    if (
+        (text.startswith("/") and not text.startswith(SYSTEMS))
+        or not _SEGMENT.fullmatch(segment)
+        or segment in (".", "..")
+    ):
+        raise ValueError(
+            "must be a system id (such as 1 or System.Embedded.1: one path segment) or its "
+            f"path {SYSTEMS}ID on the same service, not a URL or another path {_UNSHOWN}"
+        )
+    return text
 
 
 class MissingKey(InputError):
@@ -198,7 +216,11 @@ FIELDS: dict[str, InfoField] = {
             "privilege level to request (default administrator)",
         ),
         InfoField("redfish_address", _url, "Redfish service root, scheme://host[:port]"),
-        InfoField("redfish_system_id", _text, "system path, e.g. /redfish/v1/Systems/1"),
+        InfoField(
+            "redfish_system_id",
+            _system_id,
+            "the system's id (1, System.Embedded.1) or its path /redfish/v1/Systems/ID",
+        ),
         InfoField("redfish_username", _text, "Redfish user"),
         InfoField("redfish_password", _secret, "Redfish password"),
         InfoField(
@@ -240,13 +262,15 @@ FIELDS: dict[str, InfoField] = {
         InfoField("fake_machine", _text, "name of a simulated machine (fake driver)"),
         InfoField(
             "bmc_max_requests",
-            _count,
-            "requests in flight to this BMC at once (lowers the protocol's default)",
+            _requests,
+            "requests in flight to this BMC at once (lowers the protocol's default): "
+            f"a whole number from 1 to {MAX_BMC_REQUESTS}",
         ),
         InfoField(
             "bmc_min_interval",
             _seconds,
-            "seconds between request starts on this BMC (widens the protocol's default)",
+            "seconds between request starts on this BMC (widens the protocol's default): "
+            f"a number from 0 to {MAX_MIN_INTERVAL:g}",
         ),
     )
 }

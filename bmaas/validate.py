@@ -22,7 +22,12 @@ themselves live here, once:
   ``float()`` read ``"\u0665"`` (Arabic-Indic five), ``"5\xa0"``, ``"1_000"``
   and ``"nan"`` as numbers; these do not (:func:`numeric`, :func:`digits`);
 * **required means present and not null**: ``ipmi_address: null`` is as
-  missing as no ``ipmi_address`` at all (:func:`present`).
+  missing as no ``ipmi_address`` at all (:func:`present`);
+* **hosts** are RFC 1123 names (``_`` tolerated) or IP literals (:func:`is_host`);
+* **image URLs** (what a BMC fetches as virtual media) are
+  ``scheme://host[:port]/path`` of a scheme the BMC can fetch
+  (:data:`IMAGE_SCHEMES`), with no white space or control character
+  (:func:`image_url`): ``javascript:alert(1)`` is not one.
 
 Every checker raises ``ValueError`` with a message that reads after a field
 name (``must be a port from 1 to 65535, not 623.5``); the caller adds the
@@ -39,16 +44,22 @@ module imports in about 1 ms.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
+import unicodedata
+import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = [
+    "IMAGE_SCHEMES",
     "MAX_SECONDS",
     "NAME_ALPHABET",
     "count",
     "digits",
+    "image_url",
+    "is_host",
     "is_name",
     "name",
     "number",
@@ -222,3 +233,60 @@ def name(value: Any) -> str:
     if not is_name(value):
         raise ValueError(f"must be {NAME_ALPHABET}, not {_shown(value)}")
     return str(value)
+
+
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def is_host(text: str) -> bool:
+    """A host name (RFC 1123 labels; ``_`` tolerated, as real BMC names have
+    it) or an IPv4/IPv6 literal (IPv6 optionally in brackets)."""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare)
+        return True
+    except ValueError:
+        pass
+    if bare is not text or len(text) > 253:
+        return False
+    return all(_LABEL.match(label) for label in text.removesuffix(".").split("."))
+
+
+#: what a BMC fetches a virtual-media image over: Redfish's
+#: ``TransferProtocolType`` values bmaas passes on from the URL's scheme
+#: (iDRAC lists CIFS, HTTP, HTTPS, NFS; OpenBMC CIFS and HTTPS; a slot that
+#: does not list the scheme is ``UnsupportedOperation`` at the BMC)
+IMAGE_SCHEMES = ("http", "https", "nfs", "cifs")
+#: the longest image URL accepted (Redfish's ``Image`` has no limit; BMCs do)
+MAX_URL = 2048
+#: why a URL is never shown in its own error: it may carry a share's password
+_UNSHOWN = "(the value is not shown: it may hold a credential)"
+
+
+def image_url(value: Any, *, schemes: tuple[str, ...] = IMAGE_SCHEMES) -> str:
+    """``value`` if it is a URL a BMC can fetch an image from:
+    ``scheme://host[:port][/path]``, ``scheme`` one of ``schemes``, ``host``
+    a host name or IP address, no white space or control character, at
+    most :data:`MAX_URL` characters."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a URL (scheme://host/path)")
+    if len(value) > MAX_URL:
+        raise ValueError(f"must be at most {MAX_URL} characters, not {len(value)}")
+    for index, char in enumerate(value):
+        if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            raise ValueError(
+                f"has white space or a control character ({char!a} at character "
+                f"{index}); a URL has none {_UNSHOWN}"
+            )
+    wanted = ", ".join(schemes)
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme.lower() not in schemes:
+        raise ValueError(f"must be a URL of scheme {wanted} (scheme://host/path) {_UNSHOWN}")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        raise ValueError(f"is not a valid URL (host or port) {_UNSHOWN}") from None
+    if not parts.hostname or not is_host(parts.hostname) or rest.startswith("/"):
+        raise ValueError(f"must name a host: scheme://host/path {_UNSHOWN}")
+    return value

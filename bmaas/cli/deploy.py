@@ -30,7 +30,7 @@ from bmaas.cli.app import (
 )
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, exit_on_signals, interruptible
-from bmaas.cliutil import EXIT_FAILURE, InputProblems, Name
+from bmaas.cliutil import EXIT_FAILURE, ImageURL, InputProblems, Name
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, ReadyHook
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
@@ -235,6 +235,7 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
 @click.option(
     "--image",
     "image_url",
+    type=ImageURL(),
     default=None,
     help="Image URL to boot by virtual media where the node supports it (else the node's "
     "driver_info deploy_boot_device: PXE, or cdrom for a disc put in its drive).",
@@ -288,6 +289,12 @@ def deploy(
     """
     if (ready_log is None) != (ready_pattern is None):
         raise InputError("give both or neither", field="--ready-log/--ready-pattern")
+    if image_url and not embedded_chosen():
+        # Ironic's boot interface takes HTTP(S) only (bmaas.drivers.ironic.boot)
+        try:
+            validate.image_url(image_url, schemes=("http", "https"))
+        except ValueError as exc:
+            raise InputError(f"{exc} (on Ironic)", field="--image") from None
     # built before anything powers on: what the logs hold now never counts
     ready = SerialMarker(ready_log, ready_pattern) if ready_log and ready_pattern else None
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"

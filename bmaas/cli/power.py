@@ -21,18 +21,20 @@ is made once, when the command starts, and handed to every node's operation
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bmaas.cli.app import describe_value, whoami
 from bmaas.cli.fleet import FleetArgs, events, fleet_command, run_fleet
-from bmaas.cliutil import Seconds
+from bmaas.cliutil import ImageURL, Seconds
 from bmaas.deadline import Deadline
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.ops import NodeResult
-from bmaas.retry import RetryingDriver
 from bmaas.secrets import mask_url
+
+if TYPE_CHECKING:  # the retry (tenacity) loads once the command's deadline is made
+    from bmaas.retry import RetryingDriver
 
 __all__ = ["boot_device", "power", "vmedia"]
 
@@ -165,7 +167,15 @@ def vmedia() -> None:
 
 
 @vmedia.command("insert")
-@fleet_command(click.option("--url", required=True, help="Image URL the BMC fetches."))
+@fleet_command(
+    click.option(
+        "--url",
+        required=True,
+        type=ImageURL(),
+        help="Image URL the BMC fetches: http(s)://, or nfs:// or cifs:// where the BMC "
+        "takes them.",
+    )
+)
 def vmedia_insert(args: FleetArgs, *, url: str) -> None:
     """Insert the image at --url into NODE... (or --all)."""
 

@@ -73,12 +73,14 @@ def parse_node(
     if not isinstance(info, Mapping):
         check.fail("must be a mapping", data=raw, key="driver_info", node=label)
     else:
-        stored, resolved = _driver_info(check, info, label, base_dir, environ)
-        if driver_cls is not None and resolved is not None:
+        stored, resolved, failed = _driver_info(check, info, label, base_dir, environ)
+        if driver_cls is not None:
             # Any key bmaas knows is accepted, as Ironic keeps every
             # interface's keys: a server whose BMC speaks both protocols
             # carries ipmi_* and redfish_* keys. Typos are still caught.
-            required = driver_cls.required_info
+            # A password that could not be resolved is said once (above):
+            # the other keys are still checked, every problem in one pass.
+            required = [k for k in driver_cls.required_info if k not in failed]
             for problem in DriverInfo.problems(resolved, required=required, node=label):
                 key = (problem.field or "").removeprefix("driver_info.")
                 line = line_of(info, key) if key in info else line_of(raw, "driver_info")
@@ -114,16 +116,17 @@ def _driver_info(
     node: str,
     base_dir: str | None,
     environ: Mapping[str, str] | None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(the form to store, the form to validate with passwords resolved)."""
+) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
+    """(the form to store, the form to validate with passwords resolved, the
+    password keys that could not be resolved: left out of the second)."""
     stored: dict[str, Any] = {}
-    resolved: dict[str, Any] | None = {}
+    resolved: dict[str, Any] = {}
+    failed: set[str] = set()
     for key, value in info.items():
         field = f"driver_info.{key}"
         if not (is_secret_key(str(key)) and value is not None):
             stored[key] = value
-            if resolved is not None:
-                resolved[key] = value
+            resolved[key] = value
             continue
         if not isinstance(value, str):
             check.fail(
@@ -133,18 +136,17 @@ def _driver_info(
                 field=field,
                 node=node,
             )
-            resolved = None
+            failed.add(str(key))
             continue
         stored[key] = credentials.normalize(value, base_dir=base_dir)
         try:
             secret = credentials.resolve(stored[key], field=field, node=node, environ=environ)
         except InputError as exc:
             check.fail(exc.message, data=info, key=str(key), field=field, node=node)
-            resolved = None
+            failed.add(str(key))
             continue
-        if resolved is not None:
-            resolved[key] = secret
-    return stored, resolved
+        resolved[key] = secret
+    return stored, resolved, failed
 
 
 def _properties(check: Checker, raw: Mapping[str, Any], node: str) -> dict[str, Any]:

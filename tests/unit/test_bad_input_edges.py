@@ -234,22 +234,22 @@ INVENTORIES: list[tuple[str, str, list[str]]] = [
     (
         "max-requests-infinity",
         _node("ipmi", f"{IPMI}, bmc_max_requests: .inf"),
-        ["driver_info.bmc_max_requests: must be a whole number >= 1, not inf"],
+        ["driver_info.bmc_max_requests: must be a whole number from 1 to 1024, not inf"],
     ),
     (
         "max-requests-fraction",
         _node("ipmi", f"{IPMI}, bmc_max_requests: 2.9"),
-        ["driver_info.bmc_max_requests: must be a whole number >= 1, not 2.9"],
+        ["driver_info.bmc_max_requests: must be a whole number from 1 to 1024, not 2.9"],
     ),
     (
         "max-requests-arabic-indic",
         _node("ipmi", f"{IPMI}, bmc_max_requests: '\u0665'"),
-        ["driver_info.bmc_max_requests: must be a whole number >= 1"],
+        ["driver_info.bmc_max_requests: must be a whole number from 1 to 1024"],
     ),
     (
         "max-requests-nbsp",
         _node("ipmi", f"{IPMI}, bmc_max_requests: '5\u00a0'"),
-        ["driver_info.bmc_max_requests: must be a whole number >= 1"],
+        ["driver_info.bmc_max_requests: must be a whole number from 1 to 1024"],
     ),
     (
         "min-interval-nan",

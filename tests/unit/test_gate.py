@@ -187,7 +187,7 @@ def test_bad_environment_names_every_problem_at_once(clock: FakeClock) -> None:
 
 
 def test_driver_info_lowers_the_cap_and_widens_the_spacing() -> None:
-    info = DriverInfo.parse({"bmc_max_requests": "2", "bmc_min_interval": 0.5})
+    info = DriverInfo.parse({"bmc_max_requests": 2, "bmc_min_interval": 0.5})
     assert (info.bmc_max_requests, info.bmc_min_interval) == (2, 0.5)
     problems = DriverInfo.problems({"bmc_max_requests": 0, "bmc_min_interval": -1})
     assert [p.field for p in problems] == [

@@ -173,14 +173,19 @@ def _problems(raw: Any, required: tuple[str, ...] = ()) -> list[str]:
 
 
 def test_driver_info_counts_are_whole_and_finite() -> None:
-    assert DriverInfo.parse({"bmc_max_requests": "3"}).bmc_max_requests == 3
     assert DriverInfo.parse({"bmc_max_requests": 3}).bmc_max_requests == 3
     assert _problems({"bmc_max_requests": 2.9}) == [
-        "node 'n1': driver_info.bmc_max_requests: must be a whole number >= 1, not 2.9"
+        "node 'n1': driver_info.bmc_max_requests: must be a whole number from 1 to 1024, not 2.9"
     ]
     assert "not inf" in _problems({"bmc_max_requests": math.inf})[0]
     assert "finite" in _problems({"bmc_min_interval": math.nan})[0]
-    assert DriverInfo.parse({"bmc_min_interval": "0.5"}).bmc_min_interval == 0.5
+    assert DriverInfo.parse({"bmc_min_interval": 0.5}).bmc_min_interval == 0.5
+    # bmaas's own keys are numbers an inventory writes as numbers (issue 44):
+    # text is refused, not read ("3", " 3 "), as are booleans and 10**40
+    for text in ("3", " 3 ", True, 10**40):
+        assert "must be a whole number from 1 to 1024" in _problems({"bmc_max_requests": text})[0]
+    for text in ("0.5", " 3 ", True):
+        assert "must be a number of seconds" in _problems({"bmc_min_interval": text})[0]
 
 
 def test_driver_info_required_means_non_null() -> None:
