@@ -36,6 +36,7 @@ from bmaas.drivers.ironic.listener import (
 )
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
+from bmaas.faults import BmaasError
 from bmaas.secrets import mask_url
 
 __all__ = ["answer", "holder", "owned", "ref_of"]
@@ -98,12 +99,12 @@ def _push_listener(group: Any) -> Any | None:
             certfile=group.events_tls_cert or None,
             keyfile=group.events_tls_key or None,
         )
-    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+    except (OSError, ValueError) as exc:  # an InputError (address, certificate) says what
         LOG.error(
             "bmaas: cannot listen for pushed events on %s (%s: %s): event streams use SSE only",
             group.events_listen,
             type(exc).__name__,
-            exc.strerror if isinstance(exc, OSError) and exc.strerror else "refused",
+            exc if isinstance(exc, BmaasError) else getattr(exc, "strerror", None) or "refused",
         )
         return None
     LOG.info(
