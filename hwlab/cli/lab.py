@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import EXIT_USAGE, InputFile, Seconds, emit_json
+from bmaas.cliutil import EXIT_USAGE, InputFile, Seconds, WholeNumber, emit_json
 from bmaas.deadline import Deadline
 from bmaas.fakes.effects import EFFECTS, describe_effects, incident_record
 from bmaas.fakes.faults import FaultRule
@@ -50,7 +50,7 @@ STDERR = Console(stderr=True)
 @click.option(
     "--nodes",
     "-n",
-    type=click.IntRange(1, MAX_NODES),
+    type=WholeNumber(1, MAX_NODES),
     default=4,
     show_default=True,
     help="Number of nodes (ignored with --lab-file).",
@@ -82,7 +82,7 @@ STDERR = Console(stderr=True)
 @click.option("--redfish-tls", is_flag=True, help="Serve Redfish over HTTPS (self-signed).")
 @click.option(
     "--redfish-service-size",
-    type=click.IntRange(1, 1000),
+    type=WholeNumber(1, 1000),
     default=1,
     show_default=True,
     help="Redfish systems per service: >1 serves that many Redfish nodes from one "
@@ -99,13 +99,13 @@ STDERR = Console(stderr=True)
 )
 @click.option(
     "--ipmi-base-port",
-    type=click.IntRange(0, 65535),
+    type=WholeNumber(0, 65535),
     default=0,
     help="Give IPMI BMCs consecutive UDP ports from here (default: any free port).",
 )
 @click.option(
     "--redfish-base-port",
-    type=click.IntRange(0, 65535),
+    type=WholeNumber(0, 65535),
     default=0,
     help="Give Redfish BMCs consecutive TCP ports from here (default: any free port).",
 )
@@ -125,7 +125,7 @@ STDERR = Console(stderr=True)
 )
 @click.option(
     "--shard-size",
-    type=click.IntRange(1, MAX_SHARD_SIZE),
+    type=WholeNumber(1, MAX_SHARD_SIZE),
     default=None,
     help="Machines per worker process (default: one worker per core, at most "
     f"{MAX_SHARD_SIZE} machines each).",

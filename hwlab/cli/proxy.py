@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from bmaas import credentials
-from bmaas.cliutil import InputFile
+from bmaas.cliutil import InputFile, WholeNumber
 from bmaas.faults import InputError
 from bmaas.hwlab.cli.common import default_state_dir, parse_seed
 from bmaas.secrets import Secret
@@ -111,7 +111,7 @@ def read_secret(
     is_flag=True,
     help="Redfish: do not verify the upstream's certificate (factory BMC certificates).",
 )
-@click.option("--control-port", type=click.IntRange(0, 65535), default=0, help="Control API port.")
+@click.option("--control-port", type=WholeNumber(0, 65535), default=0, help="Control API port.")
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),

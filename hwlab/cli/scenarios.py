@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from bmaas.cliutil import InputProblems, Seconds, emit_json
+from bmaas.cliutil import InputProblems, Seconds, WholeNumber, emit_json
 from bmaas.hwlab.cli.common import parse_seed
 
 __all__ = ["demo", "matrix"]
@@ -99,7 +99,7 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
 @click.option(
     "--nodes",
     "-n",
-    type=click.IntRange(2, 500),
+    type=WholeNumber(2, 500),
     default=12,
     show_default=True,
     help="Nodes in the demo lab.",
@@ -107,7 +107,7 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
 @click.option(
     "--requests",
     "-r",
-    type=click.IntRange(1, 500),
+    type=WholeNumber(1, 500),
     default=8,
     show_default=True,
     help="Instances to deploy.",

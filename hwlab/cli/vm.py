@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 import platformdirs
 
+from bmaas.cliutil import WholeNumber
 from bmaas.hwlab.vm.image import build_image
+from bmaas.hwlab.vm.state import MAX_VMS
 
 __all__ = ["vm"]
 
@@ -54,7 +56,14 @@ def image_cmd(force: bool) -> None:
 
 
 @vm.command("up")
-@click.option("--count", "-n", type=click.IntRange(1, 8), default=2, show_default=True)
+@click.option(
+    "--count",
+    "-n",
+    type=WholeNumber(1, MAX_VMS),
+    default=2,
+    show_default=True,
+    help=f"VMs to define, at most {MAX_VMS} (each boot costs 5-8 CPU s under TCG).",
+)
 @click.option(
     "--proxies/--no-proxies",
     default=False,
@@ -71,7 +80,7 @@ def image_cmd(force: bool) -> None:
 @click.option(
     "--memory",
     "memory_mib",
-    type=click.IntRange(128, 2048),
+    type=WholeNumber(128, 2048),
     default=256,
     show_default=True,
     help="MiB per VM.",

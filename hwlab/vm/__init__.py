@@ -7,6 +7,8 @@
     domain.py  libvirt domains: 256 MiB, 1 vCPU, TCG, serial to a file, no NIC
     lab.py     hwlab vm up/down: the domains, sushy-emulator (libvirt driver),
                vbmcd, optional hwlab proxies in front, and the inventory
+    state.py   vm.json, what up started: its shape (read as an input) and the
+               ProcessMark of each emulator, which down signals only while it holds
 
 Set-up of the host (packages, daemons, pool): ``scripts/vm-setup.sh``.
 """

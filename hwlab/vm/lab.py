@@ -21,66 +21,30 @@ to the VMs. Everything binds 127.0.0.1; the guests have no network.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
-import os
+import logging
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from bmaas import validate
 from bmaas.faults import InputError
 from bmaas.hwlab.inventory import dump_inventory
+from bmaas.hwlab.procmark import ProcessMark
 from bmaas.hwlab.proxy.stock import StockSushy, StockVbmc
 from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.statefiles import prepare_dir, write_private
 from bmaas.hwlab.vm import domain
 from bmaas.hwlab.vm.image import build_image
+from bmaas.hwlab.vm.state import MAX_VMS, VmLab
 from bmaas.yamlsrc import load_text
 
-__all__ = ["VmLab", "down", "insert_cd", "up"]
+__all__ = ["MAX_VMS", "VmLab", "down", "insert_cd", "up"]
+
+LOG = logging.getLogger(__name__)
 
 #: virtualbmc's defaults: what the stock BMCs (and the proxies) log in with
 USER, PASSWORD = "admin", "password"
-
-
-@dataclasses.dataclass
-class VmLab:
-    state_dir: Path
-    domains: list[str]
-    proxies: bool = False
-    #: process group leaders hwlab started (sushy-emulator, vbmcd); none with proxies
-    pids: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: what each VM's own CD drive holds (``hwlab vm up --cdrom``; default the
-    #: lab's ``via=cdrom`` ISO): what an IPMI deploy boots
-    iso: str = ""
-    vmedia_iso: str = ""
-    #: domain name -> libvirt UUID: sushy-emulator's Redfish id of the system
-    uuids: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def lab_dir(self) -> Path:
-        return self.state_dir / "lab"
-
-    def serial_log(self, name: str) -> Path:
-        return self.state_dir / "serial" / f"{name}.log"
-
-    @property
-    def serial_template(self) -> str:
-        """The path of each node's serial log, ``{node}`` for its name."""
-        return str(self.state_dir / "serial" / "{node}.log")
-
-    def save(self) -> None:
-        write_private(self.state_dir / "vm.json", json.dumps(dataclasses.asdict(self), default=str))
-
-    @classmethod
-    def load(cls, state_dir: Path) -> VmLab | None:
-        path = state_dir / "vm.json"
-        if not path.exists():
-            return None
-        raw = json.loads(path.read_text())
-        raw["state_dir"] = Path(raw["state_dir"])
-        return cls(**raw)
 
 
 def _hwlab(*args: str) -> None:
@@ -159,8 +123,13 @@ def up(
     ``cdrom``: the ISO each VM's own CD drive holds (default: the lab's, which
     says ``via=cdrom``); the inventory's ``deploy_boot_device: cdrom`` has a
     deploy without virtual media (IPMI) boot it."""
+    try:
+        validate.whole(count, low=1, high=MAX_VMS, what="a number of VMs")
+    except ValueError as exc:
+        raise InputError(str(exc), field="count") from None
     if cdrom is not None and not cdrom.is_file():
         raise InputError(f"{cdrom}: no such ISO", field="cdrom")
+    state_dir = state_dir.absolute()  # vm.json and the domains name it
     old = VmLab.load(state_dir)
     if old is not None:
         raise InputError(f"a VM lab is up in {state_dir} (hwlab vm down first)")
@@ -172,8 +141,8 @@ def up(
         state_dir,
         [f"{prefix}-{i}" for i in range(1, count + 1)],
         proxies,
-        iso=str(cdrom.resolve() if cdrom is not None else image.iso),
-        vmedia_iso=str(image.vmedia_iso),
+        iso=str(cdrom.resolve() if cdrom is not None else Path(image.iso).absolute()),
+        vmedia_iso=str(Path(image.vmedia_iso).absolute()),
     )
     lab.save()  # from here on, down() can undo what was done
     try:
@@ -200,7 +169,7 @@ def up(
             )
             sushy.start()
             assert sushy.pid is not None
-            lab.pids["sushy-emulator"] = sushy.pid
+            lab.pids["sushy-emulator"] = ProcessMark.of(sushy.pid)
             lab.save()
             vbmc = StockVbmc(
                 state_dir / "vbmc",
@@ -211,7 +180,7 @@ def up(
             )
             vbmc.start()
             assert vbmc.pid is not None
-            lab.pids["vbmcd"] = vbmc.pid
+            lab.pids["vbmcd"] = ProcessMark.of(vbmc.pid)
             lab.save()
             entries = _entries_direct(lab, sushy, vbmc)
     except BaseException:
@@ -252,15 +221,6 @@ def insert_cd(state_dir: Path, iso: Path | None = None) -> VmLab:
     return lab
 
 
-def _ours(pid: int, what: str) -> bool:
-    """Is ``pid`` still the process we started (not a reused pid)?"""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return False
-    return {"sushy-emulator": "sushy_tools", "vbmcd": "virtualbmc"}[what] in cmdline
-
-
 def down(state_dir: Path) -> list[str]:
     """Stop everything ``up`` started; what was stopped. Safe twice."""
     lab = VmLab.load(state_dir)
@@ -271,11 +231,15 @@ def down(state_dir: Path) -> list[str]:
         with contextlib.suppress(InputError):
             _hwlab("down", "--state-dir", str(lab.lab_dir))
             done.append("proxied lab")
-    for what, pid in lab.pids.items():
-        if _ours(pid, what):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
+    for what, mark in lab.pids.items():
+        # only the process hwlab started, proven by its start time and
+        # executable (procmark.py); never a process chosen by its name
+        if mark.signal_group(signal.SIGTERM):
             done.append(what)
+        else:
+            LOG.warning(
+                "%s (pid %d): not signalled: no longer the process hwlab started", what, mark.pid
+            )
     for name in lab.domains:
         domain.destroy(name)
         done.append(name)

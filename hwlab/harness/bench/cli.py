@@ -21,7 +21,14 @@ from typing import Any
 
 import click
 
-from bmaas.cliutil import EXIT_FAILURE, FiniteFloat, InputProblems, Seconds, emit_json
+from bmaas.cliutil import (
+    EXIT_FAILURE,
+    FiniteFloat,
+    InputProblems,
+    Seconds,
+    WholeNumber,
+    emit_json,
+)
 from bmaas.faults import InputError
 
 __all__ = ["bench"]
@@ -200,13 +207,13 @@ def _scenario(ctx: click.Context, module_name: str) -> None:
 
 
 @bench.command("fault-detection")
-@click.option("--runs", type=click.IntRange(1, 50), help="Trials per cell (default 5; smoke 1).")
+@click.option("--runs", type=WholeNumber(1, 50), help="Trials per cell (default 5; smoke 1).")
 @click.option(
     "--cap",
     type=Seconds(1, 900),
     help="Seconds a trial may wait before it is reported as gave up (default 90; smoke 3).",
 )
-@click.option("--parallel", type=click.IntRange(1, 32), help="Trials at once (default 10).")
+@click.option("--parallel", type=WholeNumber(1, 32), help="Trials at once (default 10).")
 @bench_options
 @click.pass_context
 def fault_detection(ctx: click.Context, /, **_: Any) -> None:
@@ -222,20 +229,18 @@ def sizes_option(
         "--size",
         "sizes",
         multiple=True,
-        type=click.IntRange(2, cap),
+        type=WholeNumber(2, cap),
         help=f"Lab size in nodes (repeatable; default {defaults}; smoke 20).",
     )
 
 
 @bench.command("fleet-sweep")
 @sizes_option("100, 300 and 1000", cap=10_000)
-@click.option("--rounds", type=click.IntRange(1, 20), help="Rounds per size (default 3).")
-@click.option(
-    "--workers", type=click.IntRange(1, 256), help="bmaas threads per process (default 32)."
-)
+@click.option("--rounds", type=WholeNumber(1, 20), help="Rounds per size (default 3).")
+@click.option("--workers", type=WholeNumber(1, 256), help="bmaas threads per process (default 32).")
 @click.option(
     "--processes",
-    type=click.IntRange(1, 256),
+    type=WholeNumber(1, 256),
     help="Sweep processes of the sharded rows (default: one per core).",
 )
 @click.option(
@@ -255,10 +260,10 @@ def fleet_sweep(ctx: click.Context, /, **_: Any) -> None:
 
 
 @bench.command("goodput")
-@click.option("--nodes", type=click.IntRange(2, 1000), help="Nodes in the lab (default 48).")
-@click.option("--requests", type=click.IntRange(1, 1000), help="Deploy requests (default 32).")
+@click.option("--nodes", type=WholeNumber(2, 1000), help="Nodes in the lab (default 48).")
+@click.option("--requests", type=WholeNumber(1, 1000), help="Deploy requests (default 32).")
 @click.option("--profile", help="Fault profile(s) of the lab (default flaky,dead-bmc,brownout).")
-@click.option("--seed", type=int, help="Seed of the lab (default 7).")
+@click.option("--seed", type=WholeNumber(), help="Seed of the lab (default 7).")
 @click.option(
     "--share",
     "shares",
@@ -328,8 +333,8 @@ INCIDENT_NAMES = (
     type=Seconds(0, 3600),
     help="Seconds of power sync before maintenance is read (default 40).",
 )
-@click.option("--sync-nodes", type=click.IntRange(1, 200), help="Nodes per type (default 10).")
-@click.option("--passes", type=click.IntRange(1, 100), help="Power sync passes (default 10).")
+@click.option("--sync-nodes", type=WholeNumber(1, 200), help="Nodes per type (default 10).")
+@click.option("--passes", type=WholeNumber(1, 100), help="Power sync passes (default 10).")
 @click.option("--busy", type=FiniteFloat(0, 1), help="Busy share of reads (default 0.5).")
 @bench_options
 @click.pass_context
@@ -351,7 +356,7 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
 
 
 @bench.command("ironic-reboot")
-@click.option("--rounds", type=click.IntRange(1, 20), help="Rounds (default 2; smoke 1).")
+@click.option("--rounds", type=WholeNumber(1, 20), help="Rounds (default 2; smoke 1).")
 @click.option(
     "--window",
     "windows",
@@ -361,7 +366,7 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
 )
 @click.option(
     "--busy",
-    type=click.IntRange(0, 100),
+    type=WholeNumber(0, 100),
     help="'Node busy' answers per busy trial on the IPMI types (default 6; 0: none).",
 )
 @click.option(
@@ -396,10 +401,10 @@ def ironic_reboot(ctx: click.Context, /, **_: Any) -> None:
 )
 @click.option(
     "--interval",
-    type=click.IntRange(2, 3600),
+    type=WholeNumber(2, 3600),
     help="Ironic's [conductor]sync_power_state_interval (default 120, Ironic's).",
 )
-@click.option("--passes", type=click.IntRange(1, 20), help="Clean passes measured (default 2).")
+@click.option("--passes", type=WholeNumber(1, 20), help="Clean passes measured (default 2).")
 @click.option(
     "--fence/--no-fence",
     default=None,
@@ -454,7 +459,7 @@ def lab_scale(ctx: click.Context, /, **_: Any) -> None:
 
 
 @bench.command("overhead")
-@click.option("--calls", type=click.IntRange(5, 100000), help="Reads per client (default 500).")
+@click.option("--calls", type=WholeNumber(5, 100000), help="Reads per client (default 500).")
 @bench_options
 @click.pass_context
 def overhead(ctx: click.Context, /, **_: Any) -> None:
@@ -465,7 +470,7 @@ def overhead(ctx: click.Context, /, **_: Any) -> None:
 
 @bench.command("overrun")
 @click.option(
-    "--calls", type=click.IntRange(1, 1000), help="Calls per effect and protocol (default 10)."
+    "--calls", type=WholeNumber(1, 1000), help="Calls per effect and protocol (default 10)."
 )
 @click.option(
     "--deadline",
@@ -500,8 +505,8 @@ def overrun(ctx: click.Context, /, **_: Any) -> None:
 
 #: every scenario, in the order `all` runs them
 @bench.command("overload")
-@click.option("--nodes", type=click.IntRange(2, 2000), help="Nodes in the lab (default 40).")
-@click.option("--sweeps", type=click.IntRange(1, 50), help="Reads of every node (default 3).")
+@click.option("--nodes", type=WholeNumber(2, 2000), help="Nodes in the lab (default 40).")
+@click.option("--sweeps", type=WholeNumber(1, 50), help="Reads of every node (default 3).")
 @bench_options
 @click.pass_context
 def overload(ctx: click.Context, /, **_: Any) -> None:
@@ -526,7 +531,7 @@ def _sse_keepalive(default: str) -> Callable[[Any], Any]:
 
 
 @bench.command("events")
-@click.option("--nodes", type=click.IntRange(1, 2000), help="Redfish nodes (default 20).")
+@click.option("--nodes", type=WholeNumber(1, 2000), help="Redfish nodes (default 20).")
 @click.option("--duration", type=Seconds(5, 86400), help="Seconds per mode (default 300).")
 @click.option("--interval", type=Seconds(0.5, 3600), help="The sync's --interval (default 60).")
 @_EVERY
@@ -536,7 +541,7 @@ def _sse_keepalive(default: str) -> Callable[[Any], Any]:
     help="The sync's --safety-interval in seconds (default 2400).",
 )
 @_sse_keepalive("default 30")
-@click.option("--seed", type=int, help="Seed of the changes (default 37).")
+@click.option("--seed", type=WholeNumber(), help="Seed of the changes (default 37).")
 @click.option(
     "--ironic",
     multiple=True,
@@ -560,9 +565,9 @@ def events(ctx: click.Context, /, **_: Any) -> None:
 
 
 @bench.command("sync-cpu")
-@click.option("--nodes", type=click.IntRange(1, 2000), help="Redfish nodes (default 200).")
-@click.option("--rounds", type=click.IntRange(1, 20), help="Alternations (default 2).")
-@click.option("--passes", type=click.IntRange(3, 1000), help="Passes a round (default 40).")
+@click.option("--nodes", type=WholeNumber(1, 2000), help="Redfish nodes (default 200).")
+@click.option("--rounds", type=WholeNumber(1, 20), help="Alternations (default 2).")
+@click.option("--passes", type=WholeNumber(3, 1000), help="Passes a round (default 40).")
 @click.option("--duration", type=Seconds(5, 86400), help="Seconds per hourly mode (default 600).")
 @click.option(
     "--safety-interval",
@@ -577,7 +582,7 @@ def events(ctx: click.Context, /, **_: Any) -> None:
     "(default 300; 0: none).",
 )
 @_sse_keepalive("default 0")
-@click.option("--seed", type=int, help="Seed of the lab and the changes (default 37).")
+@click.option("--seed", type=WholeNumber(), help="Seed of the lab and the changes (default 37).")
 @bench_options
 @click.pass_context
 def sync_cpu(ctx: click.Context, /, **_: Any) -> None:
