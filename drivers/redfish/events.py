@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import datetime
 import http.client
-import json
 import re
 import socket
 import ssl
@@ -45,6 +44,7 @@ from bmaas import credentials
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.redfish.framing import loads_bounded
 from bmaas.faults import (
     BmaasError,
     BMCAuthError,
@@ -72,8 +72,15 @@ __all__ = [
 OPERATION = "events.stream"
 #: TCP keepalive on a stream: first probe after 30 s idle, then every 10 s, 3 lost: dead
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 10, 3
-#: the most a stream's one frame may hold (a BMC that never ends a frame)
+#: the most a stream's one frame may hold, every line counted (a BMC that never ends a frame)
 MAX_FRAME = 1024 * 1024
+#: bytes a stream may carry since its last event that are neither an event
+#: nor a keepalive (random bytes, bare newlines): past it, it is down
+MAX_JUNK = 64 * 1024
+#: a comment longer than this is not a keepalive (hwlab's is 12 bytes)
+MAX_COMMENT = 256
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_FIELDS = frozenset({"data", "event", "id", "retry"})
 _POWER = re.compile(r"\.(?:ResourcePower(?:ed|ing)|ServerPowered)(On|Off)$")
 _HEALTH = re.compile(r"\.ResourceStatusChanged(OK|Warning|Critical)$")
 _FILTER = "?$filter=" + urllib.parse.quote("EventFormatType eq 'Event'")
@@ -91,59 +98,96 @@ class SSEMessage:
 class SSEParser:
     """Bytes in, messages out: lines end in CR, LF or CRLF; ``:`` lines are
     comments (keepalives); ``data`` lines join with LF; a blank line
-    dispatches; a frame without data dispatches nothing."""
+    dispatches; a frame without data dispatches nothing.
 
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+    A stream must carry what Redfish defines, and ValueError says it does
+    not: a frame (every line of it, with its line end) over ``max_frame``
+    bytes, or ``max_junk`` bytes since the last event that are neither an
+    event nor a keepalive (lines SSE ignores, blank lines that end no
+    frame, a frame without data, a comment over :data:`MAX_COMMENT`)."""
+
+    def __init__(self, max_frame: int = MAX_FRAME, max_junk: int = MAX_JUNK) -> None:
         self._buffer = b""
         self._data: list[str] = []
         self._event = ""
         self._id: str | None = None
-        self._size = 0
-        self.max_frame = max_frame
+        #: bytes of the frame so far (every line), and of its fields: junk
+        #: unless it dispatches
+        self._size = self._held = 0
+        #: bytes since the last event that were not an event or a keepalive
+        self._junk = 0
+        #: the last line was a keepalive comment (the blank line after it is not junk)
+        self._keepalive = False
+        self.max_frame, self.max_junk = max_frame, max_junk
         #: the last ``id`` seen (what a reconnect would send as Last-Event-ID)
         self.last_id: str | None = None
         #: ``retry`` the server asked for, in seconds
         self.retry: float | None = None
 
     def feed(self, chunk: bytes) -> list[SSEMessage]:
-        self._buffer += chunk
+        buffer = self._buffer + chunk
         out: list[SSEMessage] = []
-        while True:
-            match = re.search(rb"\r\n|\r|\n", self._buffer)
-            if match is None:
-                break
-            if match.group() == b"\r" and match.end() == len(self._buffer):
+        start = 0
+        for match in _LINE_END.finditer(buffer):  # one pass: no copy of the rest per line
+            if match.group() == b"\r" and match.end() == len(buffer):
                 break  # a CR at the end may be half a CRLF
-            line = self._buffer[: match.start()].decode("utf-8", "replace")
-            self._buffer = self._buffer[match.end() :]
-            message = self._line(line)
+            message = self._line(buffer[start : match.start()], match.end() - start)
+            start = match.end()
             if message is not None:
                 out.append(message)
+        self._buffer = buffer[start:]
         if len(self._buffer) + self._size > self.max_frame:
             raise ValueError(f"an event stream frame longer than {self.max_frame} bytes")
         return out
 
-    def _line(self, line: str) -> SSEMessage | None:
-        if not line:
-            data, event = self._data, self._event
-            self._data, self._event, self._size = [], "", 0
-            if not data:
-                return None
-            return SSEMessage("\n".join(data), event or "message", self._id)
+    def _line(self, raw: bytes, size: int) -> SSEMessage | None:
+        if not raw:
+            return self._end(size)
+        self._size += size
+        if self._size > self.max_frame:
+            raise ValueError(f"an event stream frame longer than {self.max_frame} bytes")
+        line = raw.decode("utf-8", "replace")
+        self._keepalive = line.startswith(":") and size <= MAX_COMMENT
         if line.startswith(":"):
-            return None
+            self._junk += 0 if self._keepalive else size
+        else:
+            self._field(line, size)
+        self._check_junk()
+        return None
+
+    def _field(self, line: str, size: int) -> None:
         name, _, value = line.partition(":")
         value = value.removeprefix(" ")
+        if name not in _FIELDS:
+            self._junk += size  # a field SSE does not define
+            return
+        self._held += size
         if name == "data":
             self._data.append(value)
-            self._size += len(value)
         elif name == "event":
             self._event = value
         elif name == "id" and "\0" not in value:
             self._id = self.last_id = value
         elif name == "retry" and value.isdigit():
             self.retry = int(value) / 1000
-        return None
+
+    def _end(self, size: int) -> SSEMessage | None:
+        """A blank line: the frame so far is dispatched, or junk."""
+        data, event = self._data, self._event
+        if data:
+            self._junk = 0
+        else:
+            self._junk += self._held + (0 if self._keepalive else size)
+        self._data, self._event, self._size, self._held = [], "", 0, 0
+        self._keepalive = False
+        self._check_junk()
+        if not data:
+            return None
+        return SSEMessage("\n".join(data), event or "message", self._id)
+
+    def _check_junk(self) -> None:
+        if self._junk > self.max_junk:
+            raise ValueError(f"{self._junk} bytes without an event (a stream of garbage)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,8 +219,9 @@ def news_of(data: str, nodes: Mapping[str, str]) -> list[PowerNews]:
     """The news in one Event document for the nodes ``nodes`` maps from
     system path (``"*"``: the one node of a single-system service).
     Records about other resources are skipped; a document that is not an
-    Event raises ValueError."""
-    document = json.loads(data)
+    Event (not JSON, over :data:`MAX_FRAME`, nested deeper than
+    :func:`~bmaas.drivers.redfish.framing.loads_bounded` takes) raises ValueError."""
+    document = loads_bounded(data.encode(), limit=MAX_FRAME)
     records = document.get("Events") if isinstance(document, dict) else None
     if not isinstance(records, list):
         raise ValueError("not a Redfish Event (no Events array)")
@@ -337,7 +382,7 @@ class ServiceStream:
         self.event_service = None
         response = self._get("/redfish/v1/EventService", deadline, started)
         try:
-            service = json.loads(response.read(MAX_FRAME))
+            service = loads_bounded(response.read(MAX_FRAME), limit=MAX_FRAME)
         except (ValueError, OSError) as exc:
             self.close()
             raise self._fail(BMCProtocolError, "the EventService is not JSON", started) from exc

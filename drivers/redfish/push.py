@@ -383,7 +383,7 @@ class PushStream:
 
 def _json(answer: tuple[int, Mapping[str, str], bytes]) -> dict[str, Any]:
     try:
-        document = json.loads(answer[2] or b"{}")
+        document = loads_bounded(answer[2] or b"{}", limit=MAX_FRAME)
     except ValueError:
         return {}
     return document if isinstance(document, dict) else {}

@@ -272,3 +272,22 @@ def test_a_sink_that_raises_is_a_500_and_one_line(capfd: pytest.CaptureFixture[s
         assert _post(lst, json.dumps(EVENT).encode()) == 500
         assert _post(lst, json.dumps(EVENT).encode()) == 500  # still serving
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_client_that_expects_100_continue_gets_it_then_its_answer() -> None:
+    """Clients that send ``Expect: 100-continue`` wait for it before the body
+    (http.server sent it; so does this server)."""
+    body = json.dumps(EVENT).encode()
+    head = (
+        f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+        "Expect: 100-continue\r\n\r\n"
+    ).encode()
+    with _listening() as (lst, got), socket.create_connection(("127.0.0.1", lst.port), 5) as sock:
+        sock.sendall(head)
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 204")
+        assert len(got) == 1
