@@ -184,3 +184,18 @@ def test_up_as_a_library_call_holds_the_same_count(state: Path) -> None:
     with pytest.raises(InputError, match="count: must be a number of VMs from 1 to 8"):
         vm_lab.up(state, count=MAX_VMS + 1)
     assert not os.path.exists(state / "vm.json")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["up", "--nodes", "\u0662"],
+        ["up", "--redfish-service-size", "\uff12"],
+        ["proxy", "--control-port", "8\u0660"],
+        ["bench", "fleet-sweep", "--rounds", "1_0"],
+    ],
+)
+def test_every_hwlab_whole_number_option_is_ascii_digits(tmp_path: Path, args: list[str]) -> None:
+    result = CliRunner().invoke(hwlab_cli, args)
+    assert result.exit_code == 2, result.output
+    assert "is not a whole number in ASCII digits" in result.output
