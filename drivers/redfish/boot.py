@@ -30,6 +30,15 @@ Ironic's name)                              ``Legacy`` in every override PATCH,
 an override bmaas has no device for         read as what it is:
 (``Usb``, ``Utilities``, ``UefiShell``,     :class:`~bmaas.driver.OtherBootDevice`
 ``Diags``, ...), left by another tool       with the BMC's name
+a ``Boot`` with properties, none of them    ``UnsupportedOperation`` "no boot
+``BootSourceOverride*`` (``BootOrder``/     override" before anything is sent (a
+``BootOptions`` only); an empty ``Boot``    PATCH would be refused 400
+says nothing: the PATCH is sent             ``PropertyUnknown``); it reads as
+                                            no override (the disk)
+a write refused with the Base registry's    ``UnsupportedOperation``, never
+``PropertyUnknown``, ``...NotWritable``,    counted (``faults.MESSAGE_RULES``)
+``...ValueTypeError``, ``OperationNot``
+``Allowed``
 ``UefiHttp`` in the allowed targets         :class:`HttpBoot` (UEFI HTTP boot of
                                             one image): ``UefiHttp`` with
                                             ``HttpBootUri``, the URI read back
@@ -60,6 +69,7 @@ __all__ = [
     "frequency",
     "mode_for",
     "mode_of",
+    "offers_override",
     "override",
     "setting_of",
     "target_for",
@@ -160,6 +170,15 @@ def mode_for(boot: dict[str, Any], boot_mode: str | None) -> tuple[str | None, b
     return mode, allowed is None or mode in allowed
 
 
+def offers_override(boot: dict[str, Any]) -> bool:
+    """Whether ``boot`` may have a boot override: any ``BootSourceOverride*``
+    property or its allowed values. A Boot that shows properties, none of them
+    an override (``BootOrder``/``BootOptions`` only), has none: a PATCH of one
+    would be refused (400 PropertyUnknown). An empty or absent Boot says
+    nothing either way: the override is sent and the service's answer decides."""
+    return not boot or any(key.startswith("BootSourceOverride") for key in boot)
+
+
 class NotAllowed(Exception):
     """The system does not allow what was asked (the message says what)."""
 
@@ -171,6 +190,12 @@ def override(
     (an :class:`HttpBoot` adds its ``HttpBootUri``); :class:`NotAllowed` when
     its AllowableValues rule the target or mode out."""
     boot = system.get("Boot") or {}
+    if not offers_override(boot):
+        shown = ", ".join(sorted(k for k in boot if "@" not in k)) or "nothing"
+        raise NotAllowed(
+            f"the system offers no boot override (its Boot has {shown}; "
+            "no BootSourceOverride properties)"
+        )
     target = target_for(boot, device, system.get("Manufacturer"))
     if target is None:
         offered = _allowed(boot, "BootSourceOverrideTarget") or ["none listed"]

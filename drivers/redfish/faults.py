@@ -17,8 +17,10 @@ connection closed or reset before any response         ``BMCTimeout`` (sent: out
 reply not HTTP, truncated, or not JSON                 ``BMCProtocolError``
 a vendor answer or standard MessageId in the table     as in :data:`MESSAGE_RULES`
 (conflict and POST windows, Lifecycle Controller       (``BMCBusy``: retried here,
-busy, session limit; licence missing)                  never counted; licence:
-                                                       ``UnsupportedOperation``)
+busy, session limit; licence missing; the Base        never counted; licence and
+registry's property and operation errors on a write)   property errors:
+                                                       ``UnsupportedOperation``; a
+                                                       value's format: ``InputError``)
 HTTP 401, 403                                          ``BMCAuthError``
 HTTP 409, 429, 503 (``retry_after`` from Retry-After)  ``BMCBusy``
 HTTP 412 after one re-read and resend                  ``BMCBusy`` (written meanwhile)
@@ -120,7 +122,8 @@ class MessageRule:
     """A text that, found in an error reply, decides the fault (before the status)."""
 
     text: str
-    fault: type[BMCFault]
+    #: a BMC fault, or ``InputError`` where the value refused was the user's
+    fault: type[BMCFault] | type[InputError]
     #: why this class: what the answer means for the caller
     note: str
     #: where the answer is documented (Ironic bug or release note, sushy,
@@ -238,6 +241,53 @@ MESSAGE_RULES: tuple[MessageRule, ...] = (
     MessageRule("ActionParameterValueNotInList", UnsupportedOperation, "Base registry."),
     MessageRule("ActionParameterNotSupported", UnsupportedOperation, "Base registry."),
     MessageRule("PropertyValueNotInList", UnsupportedOperation, "Base registry."),
+    MessageRule(
+        "PropertyUnknown",
+        UnsupportedOperation,
+        "Base registry: a write named a property this service does not have (a Boot with "
+        "BootOrder/BootOptions only, PATCHed an override). bmaas sent a standard property; "
+        "the service lacks it. Asking again never helps, and it says nothing about the node",
+        "DMTF Base message registry (PropertyUnknown); issue 47",
+    ),
+    MessageRule(
+        "PropertyNotWritable",
+        UnsupportedOperation,
+        "Base registry: the service has the property but will not have it written (a "
+        "read-only override, a slot's Image on a PATCH-less service): a capability it lacks, "
+        "never the node's fault",
+        "DMTF Base message registry (PropertyNotWritable); issue 47",
+    ),
+    MessageRule(
+        "PropertyValueTypeError",
+        UnsupportedOperation,
+        "Base registry: the service wants another JSON type for a property bmaas sends as the "
+        "schema types it (a string target, a boolean Inserted): the service's reading of the "
+        "schema, not the node's state and not the user's input",
+        "DMTF Base message registry (PropertyValueTypeError); issue 47",
+    ),
+    MessageRule(
+        "OperationNotAllowed",
+        UnsupportedOperation,
+        "Base registry: the service does not allow this method on the resource (as HTTP 405, "
+        "but some services answer it with 400): the service's rule, never the node's fault",
+        "DMTF Base message registry (OperationNotAllowed); issue 47",
+    ),
+    MessageRule(
+        "PropertyValueFormatError",
+        InputError,
+        "Base registry: a property's value has the wrong format. The one free-form value "
+        "bmaas writes is its user's (the image URL of a PATCHed slot, a UEFI HTTP boot "
+        "URI; targets and modes are checked against AllowableValues first): fix the input; "
+        "never retried, never the node's fault",
+        "DMTF Base message registry (PropertyValueFormatError); issue 47",
+    ),
+    MessageRule(
+        "ActionParameterValueFormatError",
+        InputError,
+        "Base registry: an action parameter's value has the wrong format -- on InsertMedia "
+        "the user's image URL (as PropertyValueFormatError)",
+        "DMTF Base message registry (ActionParameterValueFormatError); issue 47",
+    ),
 )
 
 #: statuses with which a BMC may refuse an idempotent power action because
@@ -376,6 +426,8 @@ def _http(
         # the answer that decided it, for the operator (the detail is often
         # only "A general error has occurred")
         what += f" [{next((i for i in ids if rule.text in i), rule.text)}]"
+    if cls is InputError:
+        return InputError(f"the BMC refused the value given: {what}", field="url", node=node)
     if cls is None and status == 404:
         url = getattr(getattr(response, "request", None), "path_url", None) or str(exc)
         url = url.partition("?")[0]  # the lean read may add $select

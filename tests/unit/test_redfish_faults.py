@@ -356,6 +356,15 @@ def test_404_elsewhere_names_the_path_even_without_the_response(build) -> None:
         (400, "IDRAC.2.9.RAC0904", BMCBusy),  # virtual media in use
         (500, "IDRAC.2.9.VRM0021", BMCBusy),
         (400, "Base.1.8.MalformedJSON", UnclassifiedFault),
+        # a write the service calls wrong is not the node's fault (issue 47)
+        (400, "Base.1.16.PropertyUnknown", UnsupportedOperation),
+        (400, "Base.1.16.PropertyNotWritable", UnsupportedOperation),
+        (400, "Base.1.16.PropertyValueTypeError", UnsupportedOperation),
+        (400, "Base.1.16.OperationNotAllowed", UnsupportedOperation),
+        (405, "Base.1.16.OperationNotAllowed", UnsupportedOperation),
+        # the one free-form value bmaas sends is its user's image URL
+        (400, "Base.1.16.PropertyValueFormatError", InputError),
+        (400, "Base.1.16.ActionParameterValueFormatError", InputError),
     ],
 )
 def test_message_rules_decide_before_the_status(build, status, message_id, cls) -> None:
