@@ -30,19 +30,22 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
-from bmaas.driver_info import DriverInfo
 from bmaas.faults import (
     BMCFault,
     BootFailure,
     PowerFailure,
+    PowerPending,
     SlotTimeout,
     UnsupportedOperation,
 )
 from bmaas.gate import GATES, Gate, GateRegistry
+
+if TYPE_CHECKING:  # the enums and the base class load without sealing, TLS or ssl
+    from bmaas.driver_info import DriverInfo
 
 __all__ = [
     "DEFAULT_BMC_TIMEOUT",
@@ -577,10 +580,10 @@ class BMCDriver(abc.ABC):
         ``timeout`` is what the hardware is allowed (power must land within
         it; ``3 * bmc_timeout`` when None); ``deadline`` is the caller's budget
         and bounds everything, reads and sleeps. When the budget runs out
-        first the wait ends with :class:`~bmaas.faults.SlotTimeout` (we
-        stopped looking before the hardware's time was up: bmaas's budget,
-        not the node's fault, so never counted nor fenced), never later than
-        the deadline.
+        first the wait ends with :class:`~bmaas.faults.PowerPending` (the
+        BMC took the action and we stopped looking before the hardware's
+        time was up: under way, not failed; bmaas's budget, not the node's
+        fault, so never counted nor fenced), never later than the deadline.
 
         This is waiting for hardware, not retrying: a fault on a read is raised
         as is, unless ``read`` (e.g. a retrying reader from ``bmaas.retry``,
@@ -618,9 +621,11 @@ class BMCDriver(abc.ABC):
                     break  # the hardware's time ran out too: its failure, not ours
                 # bmaas's budget ended before the hardware's window did: the
                 # node is not to blame (a BMCTimeout here fenced healthy nodes
-                # whose --deadline was shorter than --power-timeout)
-                raise SlotTimeout(
-                    f"the deadline passed while waiting for power {target} (last read "
+                # whose --deadline was shorter than --power-timeout), and the
+                # BMC took the action: under way, not failed (issue 48)
+                raise PowerPending(
+                    f"the BMC took the request {self._clock() - start:.2f}s ago; the "
+                    f"deadline passed while waiting for power {target} (last read "
                     f"{state}), {window_end - self._clock():.2f}s before the node's "
                     "power window ended",
                     node=self.node,

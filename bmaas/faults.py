@@ -32,6 +32,9 @@ or sushy exception::
     │                               call (a full cap, its spacing, a
     │                               deadline spent before anything was
     │                               sent): not a BMC fault               same node with backoff
+    │   └── PowerPending            the BMC accepted a power action; the
+    │                               budget ended before its state was
+    │                               read: not confirmed yet              same node; the sync reconciles
     ├── NodeUnavailable             maintenance, claimed, faulted        pick another
     ├── LeaseLost                   our lease expired; another run
     │                               reclaimed what we held               never (hands off)
@@ -78,6 +81,7 @@ __all__ = [
     "NoCandidates",
     "NodeUnavailable",
     "PowerFailure",
+    "PowerPending",
     "ProvisionFailed",
     "RetryScope",
     "SlotTimeout",
@@ -426,6 +430,35 @@ class SlotTimeout(BmaasError):
             head += f" after waiting {self.waited:.2f}s"
         tail = self.summary + (f": {self.message}" if self.message else "")
         return f"{head}: {tail}"
+
+
+class PowerPending(SlotTimeout):
+    """The BMC accepted a power action, and the caller's budget ended before
+    the node read its target state while the node's own power window was
+    still open: the action is under way, not failed (issue 48: a power-on
+    accepted 53 s into a 60 s budget after a BMC reboot was reported as
+    ``power_failure retry=other_node``, and Ironic then switched the booting
+    machine off).
+
+    Neither the BMC's fault nor the node's: retried on the same node (ON and
+    OFF are idempotent; a reboot is re-read first), never counted toward the
+    node's health, never fences it. Inside Ironic the action counts as done
+    (Ironic records its target state, so its sync never undoes it) and the
+    sync reads what became of it. ``waited``: how long the whole operation
+    had run; ``accepted``: seconds into it the BMC took the action."""
+
+    code = "power_pending"
+    summary = "power action accepted, its state not confirmed yet"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        accepted: float | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.accepted = accepted
 
 
 class NodeUnavailable(BmaasError):

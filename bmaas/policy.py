@@ -22,6 +22,7 @@ drift apart::
     │   ├── BootFailure          never           next_candidate count  yes yes   late   fault
     │   └── UnclassifiedFault    never           next_candidate count  yes yes   late   unclassified
     ├── SlotTimeout              backoff         next_candidate -      yes -     soon   busy!
+    │   └── PowerPending         backoff         next_candidate -      -   -     soon   busy!
     ├── NodeUnavailable          never           next_candidate -      -   -     late   fault
     ├── LeaseLost                never           stop           -      -   -     late   fault
     ├── NoCandidates             never           stop           -      -   -     late   fault
@@ -103,6 +104,7 @@ from bmaas.faults import (
     NoCandidates,
     NodeUnavailable,
     PowerFailure,
+    PowerPending,
     ProvisionFailed,
     RetryScope,
     SlotTimeout,
@@ -182,6 +184,9 @@ class FleetOutcome(StrEnum):
     UNSUPPORTED = "unsupported"
     #: the node cannot even be asked (bad driver_info, unset password variable)
     CONFIG = "config"
+    #: the BMC took the action; its end state was not read before the
+    #: deadline: look again (``power status``), or let the sync
+    PENDING = "pending"
     #: the node was not worked on (maintenance, claimed)
     SKIPPED = "skipped"
     #: bmaas's own trouble (store, lease): nothing is known about the node
@@ -343,6 +348,11 @@ POLICY: tuple[FaultPolicy, ...] = (
         SlotTimeout, _S.BACKOFF, _NEXT, _N, _Y, _N, _F.BUSY, _C.BUSY, _SOON,
         "bmaas's own wait or budget (a full cap, its spacing, a deadline spent before "
         "anything was sent): ask again; the BMC was never asked, never the node's fault",
+    ),
+    FaultPolicy(
+        PowerPending, _S.BACKOFF, _NEXT, _N, _N, _N, _F.PENDING, _C.BUSY, _SOON,
+        "the BMC took the action and the budget ended first: under way, not failed; "
+        "ask this node again (or let the sync read it), never blame or power it off",
     ),
     FaultPolicy(
         NodeUnavailable, _S.NEVER, _NEXT, _N, _N, _N, _F.SKIPPED, _C.FAULT, _LATE,

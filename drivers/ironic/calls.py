@@ -73,6 +73,7 @@ __all__ = [
     "BmaasDriverError",
     "BmaasPowerFailure",
     "Budget",
+    "Ran",
     "call",
     "check",
     "label",
@@ -326,16 +327,35 @@ def message(fault: BmaasError, what: str, elapsed: float) -> str:
     return text
 
 
+@dataclasses.dataclass
+class Ran:
+    """How long an operation had run when a call inside it began (the read
+    Ironic makes before an action opens the request): its messages say the
+    whole operation's time, not the last call's (issue 48: "gave up after
+    2.07s" hid a 55 s operation)."""
+
+    before: float
+    since: float = dataclasses.field(default_factory=time.monotonic)
+
+    def seconds(self) -> float:
+        return self.before + time.monotonic() - self.since
+
+
 @contextlib.contextmanager
 def translated(
-    task: Any, what: str, error: type[exception.IronicException] = BmaasPowerFailure
+    task: Any,
+    what: str,
+    error: type[exception.IronicException] = BmaasPowerFailure,
+    *,
+    ran: Ran | None = None,
 ) -> Iterator[None]:
-    """Turn a bmaas fault raised inside into the Ironic exception for it."""
-    start = time.monotonic()
+    """Turn a bmaas fault raised inside into the Ironic exception for it;
+    ``ran``: the operation's time so far, counted in the message."""
+    ran = ran or Ran(0.0)
     try:
         yield
     except BmaasError as fault:
-        elapsed = time.monotonic() - start
+        elapsed = ran.seconds()
         cls = _ironic_error(fault, error)
         text = message(fault, what, elapsed)
         LOG.warning("bmaas: %s", text)

@@ -5,7 +5,7 @@ the hardware types, before any call is made)::
 
     [bmaas]
     call_deadline = 5        # one BMC request, connect to last byte
-    operation_deadline = 60  # one conductor call (power action and its wait, ...), retries included
+    operation_deadline = 180  # one conductor call (power action and its wait, ...), retries included
     sync_deadline = 15       # one power-state read (the periodic sync's, and every other read)
     bmc_max_requests = 0     # requests in flight per BMC in this conductor (0: the protocol's)
     bmc_min_interval = 0     # seconds between request starts per BMC (0: the protocol's)
@@ -142,12 +142,16 @@ OPTS = [
     ),
     _seconds(
         "operation_deadline",
-        default=60.0,
+        default=180.0,
         min=1.0,
         help="Seconds one conductor operation (a power action and the wait for "
         "its target state, a boot device change, ...) may take in all, "
         "retries and waits included. Ironic's own power_state_change_timeout "
-        "still bounds the wait for a power state inside it.",
+        "still bounds the wait for a power state inside it, counted from the "
+        "moment the BMC takes the request. 180 s covers a BMC reset as the field "
+        "sees it (90-120 s) and Ironic's 60 s power window after it; an action "
+        "the BMC took whose state is not confirmed by then is recorded as done "
+        "(power_pending), never as a hardware failure.",
     ),
     _seconds(
         "sync_deadline",
