@@ -5,7 +5,7 @@ the hardware types, before any call is made)::
 
     [bmaas]
     call_deadline = 5        # one BMC request, connect to last byte
-    operation_deadline = 180  # one conductor call (power action and its wait, ...), retries included
+    operation_deadline = 180 # one conductor call (power action and its wait, ...), retries included
     sync_deadline = 15       # one power-state read (the periodic sync's, and every other read)
     bmc_max_requests = 0     # requests in flight per BMC in this conductor (0: the protocol's)
     bmc_min_interval = 0     # seconds between request starts per BMC (0: the protocol's)
