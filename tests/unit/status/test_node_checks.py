@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from bmaas.fakes.clock import FakeClock
+from bmaas.hwlab.tls import make_certificate
 from bmaas.inventory import NodeSpec
 from bmaas.status import Result
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
@@ -161,8 +162,8 @@ def test_no_redfish_nodes(make_ctx: MakeContext, enroll: Enroll) -> None:
 def test_verification_on_or_a_ca_bundle_is_success(
     make_ctx: MakeContext, store: Store, tmp_path: Path
 ) -> None:
-    bundle = tmp_path / "ca.pem"
-    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    # a bundle that holds a certificate (one that does not is refused: issue 44)
+    bundle = make_certificate(tmp_path / "tls", ["127.0.0.1"]).ca_path
     store.nodes.enroll([redfish("r1"), redfish("r2", redfish_verify_ca=str(bundle))])
     tls = run(make_ctx(), "tls")["tls"]
     assert (tls.result, tls.details) == (Result.SUCCESS, ("2 Redfish node(s), all verifying TLS",))
