@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import click
-import platformdirs
 
 from bmaas.cliutil import WholeNumber
+from bmaas.home import user_dir
 from bmaas.hwlab.vm.image import build_image
 from bmaas.hwlab.vm.state import MAX_VMS
 
@@ -16,7 +16,8 @@ __all__ = ["vm"]
 
 
 def _default_state_dir() -> str:
-    return os.path.join(platformdirs.user_state_dir("hwlab"), "vm")
+    """``~/.local/state/hwlab/vm``, or ``$BMAAS_HOME/hwlab/vm``."""
+    return os.path.join(user_dir("state", "hwlab"), "vm")
 
 
 state_dir_option = click.option(

@@ -13,6 +13,7 @@ from bmaas.cli import cli
 from bmaas.cli.app import App
 from bmaas.home import HOME_ENV, user_dir
 from bmaas.hwlab.cli.common import default_state_dir
+from bmaas.hwlab.cli.vm import _default_state_dir as vm_state_dir
 from bmaas.store.location import default_db_path, resolve_url
 
 INVENTORY = """\
@@ -49,6 +50,7 @@ def test_it_roots_the_store_the_key_and_the_labs(
     assert sealed.key_path() == home / "store.key"
     assert Path(default_state_dir()) == home / "hwlab" / "default"
     assert user_dir("state", "hwlab") == home / "hwlab"
+    assert Path(vm_state_dir()) == home / "hwlab" / "vm"
 
 
 def test_explicit_paths_still_win(clean: Path, monkeypatch: pytest.MonkeyPatch) -> None:
