@@ -25,9 +25,10 @@ server costs an unauthenticated peer little and lets no peer stop the rest
   ``Content-Length`` (two, even equal: 400; none, or chunked: 411); a body
   over the cap: 413 from the head, before a byte of it is read.
 * **No traceback, ever.** Each refusal is counted by class
-  (:attr:`Server.refusals`) and logged as one line per class at most once a
-  minute (:class:`RefusalLog`, with the count since its last line); an
-  exception while handling one connection closes that connection only.
+  (:attr:`Server.refusals`) and logged as one line per class at most every
+  10 s (:class:`RefusalLog`, through :mod:`bmaas.ratelog`, with the count
+  not logged one by one); an exception while handling one connection closes
+  that connection only.
 
 What the body means (its ``Context``, then the Event) is the caller's
 ``answer``: bytes in, an HTTP status out (:meth:`PushListener.deliver
@@ -49,6 +50,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 
 from bmaas.events import TokenBucket
+from bmaas.ratelog import RateLog
 
 __all__ = ["KINDS", "Limits", "RefusalLog", "Server"]
 
@@ -95,31 +97,23 @@ class Limits:
 
 
 class RefusalLog:
-    """Counts refusals by class; logs one line per class at most every
-    ``every`` seconds, with how many were refused since its last line."""
+    """Counts refusals by class (:data:`KINDS`) and logs them through
+    :class:`bmaas.ratelog.RateLog`: one line per class per
+    :data:`bmaas.ratelog.INTERVAL` (10 s) at most, the next one saying how
+    many were not logged one by one; :meth:`flush` (when the server stops)
+    says it for a class that went quiet. Nothing of a request is logged."""
 
-    def __init__(self, every: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self.every, self._clock = every, clock
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         #: refusals by class, since the start
         self.counts: collections.Counter[str] = collections.Counter()
-        self._unlogged: collections.Counter[str] = collections.Counter()
-        self._logged: dict[str, float] = {}
+        self._log = RateLog(LOG, "push listener refused", clock=clock)
 
     def __call__(self, kind: str) -> None:
         self.counts[kind] += 1
-        self._unlogged[kind] += 1
-        now = self._clock()
-        last = self._logged.get(kind)
-        if last is not None and now - last < self.every:
-            return
-        self._logged[kind] = now
-        count, self._unlogged[kind] = self._unlogged[kind], 0
-        LOG.warning(
-            "push listener refused %d %s (each class logged at most every %.0f s)",
-            count,
-            KINDS.get(kind, kind),
-            self.every,
-        )
+        self._log.note(kind, KINDS.get(kind, kind))
+
+    def flush(self) -> None:
+        self._log.flush()
 
 
 @dataclasses.dataclass(eq=False)
@@ -416,6 +410,7 @@ class Server:
     def _shut(self) -> None:
         for conn in list(self._conns.values()):
             self._drop(conn, None)
+        self.refusals.flush()
         self._selector.close()
         for sock in (self._listening, self._wake_r, self._wake_w):
             sock.close()
