@@ -18,8 +18,11 @@ and then refuses it). ``set_power_state``: 1 GET (state and allowed resets,
 :mod:`bmaas.drivers.redfish.power`) + 1 POST, no POST when an idempotent action
 finds the node already there, 1 more GET when the BMC refuses an idempotent
 action with 400/409 (it may be there), 1 GET of the reset's ActionInfo once per
-driver where only it lists the types, 1 PATCH before a power-on or reboot where
-a persistent override is re-sent (no ``Continuous``).
+driver where only it lists the types (one it cannot read: every type may be
+sent, the BMC decides), 1 PATCH before a power-on or reboot where
+a persistent override is re-sent (no ``Continuous``); a reboot where the system
+offers only an off and an on: 2 POSTs and 1 lean GET or more between them
+(until the node reads off).
 ``set_boot_device`` and ``set_http_boot`` (UEFI HTTP boot,
 :mod:`bmaas.drivers.redfish.boot`): 1 GET (allowed values and
 ETag) + 1 PATCH + 1 GET read-back; a 412/428 adds 1 GET + 1 PATCH
@@ -74,6 +77,8 @@ from bmaas.faults import (
     BMCFault,
     BootFailure,
     InputError,
+    PowerFailure,
+    PowerPending,
     SlotTimeout,
     UnclassifiedFault,
 )
@@ -94,6 +99,8 @@ POWER_STATES: dict[Any, PowerState] = {
 #: what the power read asks for: the state, and the status whose Health
 #: Ironic's health monitoring reads on the same sync pass (one GET for both)
 _LEAN_FIELDS = ("PowerState", "Status")
+#: seconds a wait keeps for the request after it (its turn at the gate, its answer)
+_RESERVE = 0.25
 _AUTH: dict[str, Callable[..., sushy_auth.AuthBase]] = {
     "basic": sushy_auth.BasicAuth,
     "session": sushy_auth.SessionAuth,
@@ -130,6 +137,8 @@ class RedfishDriver(BMCDriver):
     #: seconds between read-backs of a virtual media insert that does not
     #: show yet (iDRAC10 reads empty for seconds after a 204)
     vmedia_poll_interval = 0.5
+    #: seconds between power reads of a reboot made of an off and an on
+    power_poll_interval = 0.5
 
     def __init__(
         self,
@@ -437,7 +446,8 @@ class RedfishDriver(BMCDriver):
             choice = power_rules.choose(action, offer)
             if choice == power_rules.PUSH_BUTTON and state is not PowerState.ON:
                 choice = None  # a press on a node that is not on may power it on
-            if choice is None:
+            steps = power_rules.composed(action, offer) if choice is None else None
+            if choice is None and steps is None:
                 wanted = " or ".join(power_rules.RESET_TYPES[action])
                 shown = ", ".join(sorted(offer)) or "none"
                 raise self.unsupported(
@@ -453,6 +463,9 @@ class RedfishDriver(BMCDriver):
                     system.path, system.json, etag if isinstance(etag, str) else None
                 )
                 self._send_boot(resource, self._boot_again, persistent=True)
+            if steps is not None:
+                self._reset_in_two(system, reset["target"], steps, state, deadline)
+                return
             try:
                 assert self._conn is not None
                 self._conn.post(reset["target"], data={"ResetType": choice})
@@ -478,16 +491,79 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.POWER_SET, deadline, act, read=Operation.POWER_GET)
 
+    def _reset_in_two(
+        self,
+        system: System,
+        target: str,
+        steps: tuple[str, str],
+        state: PowerState,
+        deadline: Deadline,
+    ) -> None:
+        """A reboot where the system offers only an off and an on
+        (:data:`power.COMPOSED`): the off (unless the node reads off), a
+        wait until the node reads off, then the on -- all under ``deadline``.
+
+        The node still reading on when the hardware's window (three BMC
+        timeouts, as :meth:`wait_for_power`) is over is a ``PowerFailure``;
+        the deadline ending first is ``PowerPending`` (the off was taken, the
+        on not sent yet: the caller re-reads before a retry), never counted."""
+        off, on = steps
+        conn = self._conn
+        assert conn is not None
+        if state is not PowerState.OFF:
+            start = self._clock()
+            conn.post(target, data={"ResetType": off})
+            window_end = start + 3 * self.bmc_timeout
+            reads = 0
+            while True:
+                reads += 1
+                now = self._lean_system(system, conn).get("PowerState")
+                if now == sushy.PowerState.OFF.value:
+                    break
+                if self._clock() >= window_end:
+                    raise self.fault(
+                        PowerFailure,
+                        f"reboot as {off} then {on}: power still reads {now}, not off, "
+                        f"{self._clock() - start:.2f}s after {off}; {on} not sent",
+                        operation=Operation.POWER_SET,
+                    )
+                if deadline.left() <= self.power_poll_interval + _RESERVE:
+                    raise PowerPending(
+                        f"reboot as {off} then {on}: the BMC took {off} "
+                        f"{self._clock() - start:.2f}s ago and the node still read {now} "
+                        f"after {reads} read(s) when the deadline came; {on} not sent",
+                        node=self.node,
+                        driver=self.name,
+                        operation=str(Operation.POWER_SET),
+                        address=self.bmc_label,
+                        waited=self._clock() - start,
+                    )
+                self._sleep(self.power_poll_interval)
+        conn.post(target, data={"ResetType": on})
+
     def _reset_values(self, reset: dict[str, Any]) -> list[str] | None:
         """The ResetTypes the action lists, else its ActionInfo (Supermicro;
-        read once per driver), else None (sushy's rule: then every one)."""
+        read once per driver), else None (sushy's rule: then every one, and
+        the BMC's answer decides). An ActionInfo that cannot be read (404,
+        not JSON: :data:`power.UNREADABLE`) says nothing: None, remembered."""
         values = power_rules.listed(reset)
         info = reset.get("@Redfish.ActionInfo")
         if values is not None or not isinstance(info, str):
             return values
         if self._action_info is None:
             assert self._conn is not None
-            self._action_info = power_rules.from_action_info(read(self._conn, info).body) or []
+            try:
+                body = read(self._conn, info).body
+            except power_rules.UNREADABLE as exc:
+                LOG.info(
+                    "%s: the reset's ActionInfo %s cannot be read (%s): every reset type "
+                    "is asked for, the BMC's answer decides",
+                    self.node,
+                    info,
+                    getattr(exc, "status_code", None) or type(exc).__name__,
+                )
+                body = {}
+            self._action_info = power_rules.from_action_info(body) or []
         return self._action_info or None
 
     def get_boot_device(self, *, deadline: Deadline) -> BootSetting:

@@ -3,7 +3,11 @@
 A system says which reset types ``ComputerSystem.Reset`` takes in the
 action's ``ResetType@Redfish.AllowableValues`` or, on Supermicro X12/X13/H13,
 only in the ``@Redfish.ActionInfo`` resource the action links. A system that
-says neither is assumed to take them all (sushy's rule). Each action sends
+says neither is assumed to take them all (sushy's rule), and so is one whose
+ActionInfo link cannot be read (Supermicro X12 and others answer its GET with
+404): what a service does not say is not a refusal -- the reset type is sent
+and the BMC's answer decides (a refusal there is ``UnsupportedOperation``,
+never counted). Each action sends
 the first type in its row that the system offers:
 
 ===============  ======================================================================
@@ -16,6 +20,9 @@ soft off         ``GracefulShutdown`` (ACPI shutdown of the OS); ``PushPowerButt
                  press asks the OS to shut down, and is sent only while the node
                  reads *on* -- pressed on a node that is off it would power it on
 reboot           ``ForceRestart``; ``PowerCycle`` (off, then on)
+                 where there is neither (a service that offers only ``On`` and
+                 ``ForceOff``): ``ForceOff``, a wait until the node reads off
+                 (under the call's deadline), then ``On`` (:data:`COMPOSED`)
 soft reboot      ``GracefulRestart``. A system without it (Dell R630) gets
                  ``UnsupportedOperation`` that says what it does offer: a soft off,
                  then on, is the same soft reboot in two calls
@@ -28,11 +35,33 @@ ResetTypes reads as each of them (:func:`offered`).
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import sushy.exceptions as sushy_exc
 
 from bmaas.driver import PowerAction
 
-__all__ = ["PUSH_BUTTON", "RESET_TYPES", "RESET_VALUES", "choose", "listed", "offered"]
+__all__ = [
+    "COMPOSED",
+    "PUSH_BUTTON",
+    "RESET_TYPES",
+    "RESET_VALUES",
+    "UNREADABLE",
+    "choose",
+    "composed",
+    "listed",
+    "offered",
+]
+
+#: what a read of the reset's ActionInfo may raise when the service cannot
+#: serve it (an HTTP error answer, a body that is not a JSON object): the
+#: ActionInfo says nothing then. A transport failure is not among them.
+UNREADABLE: tuple[type[Exception], ...] = (
+    sushy_exc.HTTPError,
+    sushy_exc.MalformedAttributeError,
+    json.JSONDecodeError,
+)
 
 #: every ResetType in DMTF's schema (ComputerSystem.Reset)
 RESET_VALUES: tuple[str, ...] = (
@@ -103,3 +132,20 @@ def offered(values: list[str] | None) -> set[str]:
 def choose(action: PowerAction, offer: set[str]) -> str | None:
     """The first reset type of ``action``'s row that ``offer`` holds."""
     return next((t for t in RESET_TYPES[action] if t in offer), None)
+
+
+#: actions a system without their own reset type gets in two steps: the
+#: first type of the first action's row it offers, then the second's
+COMPOSED: dict[PowerAction, tuple[PowerAction, PowerAction]] = {
+    PowerAction.REBOOT: (PowerAction.OFF, PowerAction.ON),
+}
+
+
+def composed(action: PowerAction, offer: set[str]) -> tuple[str, str] | None:
+    """The two reset types that make ``action`` where ``offer`` has none of
+    its own (reboot: ``ForceOff``, then ``On``), or None."""
+    parts = COMPOSED.get(action)
+    if parts is None:
+        return None
+    first, then = choose(parts[0], offer), choose(parts[1], offer)
+    return (first, then) if first is not None and then is not None else None
