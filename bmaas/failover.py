@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from bmaas.deadline import Deadline
 from bmaas.driver import (
@@ -47,9 +47,11 @@ from bmaas.driver import (
     PowerAction,
     PowerState,
 )
-from bmaas.driver_info import DriverInfo
 from bmaas.faults import BMCFault
 from bmaas.policy import policy_for
+
+if TYPE_CHECKING:  # read, never built, here: no sealing, TLS or ssl for a command's options
+    from bmaas.driver_info import DriverInfo
 
 __all__ = ["FailoverDriver", "FailoverRecord", "build_failover", "protocols_in"]
 

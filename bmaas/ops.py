@@ -28,14 +28,16 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.failover import FailoverRecord, build_failover
 from bmaas.faults import BmaasError, BMCTimeout, SlotTimeout, UnclassifiedFault
-from bmaas.pool import DriverPool
-from bmaas.store.records import NodeRecord
+
+if TYPE_CHECKING:  # a command's options read DEFAULT_WORKERS before its deadline is made
+    from bmaas.pool import DriverPool
+    from bmaas.store.records import NodeRecord
 
 __all__ = [
     "DEFAULT_WORKERS",
@@ -67,7 +69,7 @@ IN_FLIGHT_GRACE = 0.5
 
 T = TypeVar("T")
 #: builds the driver for one node record (the seam tests replace)
-DriverFactory = Callable[[NodeRecord], BMCDriver]
+DriverFactory = Callable[["NodeRecord"], BMCDriver]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import getpass
 import json
 import logging
 import sys
@@ -21,7 +20,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
 
 from bmaas.cliutil import EXIT_FAILURE, Seconds
 from bmaas.deadline import Deadline
@@ -29,13 +27,14 @@ from bmaas.driver import DEFAULT_BMC_TIMEOUT, Quirk
 from bmaas.faults import BmaasError, InputError
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, driver_factory
 from bmaas.policy import FleetOutcome, policy_for
-from bmaas.retry import RetryLimits
 from bmaas.secrets import mask
-from bmaas.store import NodeRecord
-from bmaas.store.records import QUIRKS_KEY
 
-if TYPE_CHECKING:  # SQLAlchemy is imported only when a command opens the store
-    from bmaas.store import Store
+if TYPE_CHECKING:
+    # The store (SQLAlchemy), its records and the retry (tenacity) load when the
+    # command uses them, after its --deadline is made: what a fleet command
+    # imports before that first look: tests/unit/test_cli_deadline_imports.py
+    from bmaas.retry import RetryLimits
+    from bmaas.store import NodeRecord, Store
 
 __all__ = [
     "DEFAULT_FLEET_DEADLINE",
@@ -82,8 +81,9 @@ class App:
     make_factory: Callable[..., DriverFactory] = driver_factory
     #: wall clock for the store (leases, timestamps)
     clock: Callable[[], float] = time.time
-    #: how fleet commands retry each node's call (tests: a fake clock and sleep)
-    retry: RetryLimits = dataclasses.field(default_factory=RetryLimits)
+    #: how fleet commands retry each node's call (tests: a fake clock and sleep;
+    #: None: :class:`~bmaas.retry.RetryLimits`' defaults)
+    retry: RetryLimits | None = None
     #: the clock a command's Deadline is made on (tests: the fake fleet's)
     deadline_clock: Callable[[], float] = time.monotonic
     #: where the command's budget starts, on ``deadline_clock``: the ``bmaas``
@@ -152,6 +152,7 @@ class App:
         asked, not a failure per node (:meth:`bmaas.store.keys.KeysRepo.check`)."""
         from bmaas import tlspolicy
         from bmaas.cliutil import InputProblems
+        from bmaas.store.records import QUIRKS_KEY
 
         problems = tlspolicy.environment_problems()  # BMAAS_REDFISH_TLS_*: exit 2 up front
         if problems:
@@ -179,6 +180,8 @@ class App:
         built, self._built = self._built, []
         if self._store is None:
             return
+        from bmaas.store.records import QUIRKS_KEY
+
         for record, driver in built:
             learned = {str(q) for q in getattr(driver, "quirks", ())}
             if not learned - set(record.extra.get(QUIRKS_KEY) or ()):
@@ -191,7 +194,10 @@ class App:
     def retry_limits(self, *, no_retry: bool = False) -> RetryLimits:
         """The operation retry a fleet command gives each node's calls;
         ``--no-retry``: one attempt, the BMC's raw first answer."""
-        return self.retry.replace(max_attempts=1) if no_retry else self.retry
+        from bmaas.retry import RetryLimits
+
+        limits = RetryLimits() if self.retry is None else self.retry
+        return limits.replace(max_attempts=1) if no_retry else limits
 
     def close(self) -> None:
         self.record_quirks()
@@ -206,6 +212,8 @@ pass_app = click.make_pass_decorator(App, ensure=True)
 
 def whoami() -> str:
     """Who a person's action is recorded as (``maintenance_by``, events)."""
+    import getpass  # termios: loaded by the command that records an action
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -343,6 +351,8 @@ def emit(data: Any, *, as_json: bool, as_yaml: bool) -> bool:
         click.echo(json.dumps(mask(data), indent=2, sort_keys=True, default=str))
         return True
     if as_yaml:
+        import yaml
+
         clean = json.loads(json.dumps(mask(data), default=str))
         click.echo(yaml.safe_dump(clean, sort_keys=True, default_flow_style=False).rstrip())
         return True

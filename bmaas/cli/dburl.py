@@ -38,6 +38,9 @@ _URL = re.compile(
 #: and ``mariadb``, which it maps to mysql); others come from entry points
 _BUILT_IN = frozenset({"mssql", "mysql", "mariadb", "oracle", "postgresql", "sqlite"})
 _ENTRY_POINTS = "sqlalchemy.dialects"
+#: :data:`bmaas.store.location.ENV_VAR`, named here so that checking a command
+#: line loads nothing of the store (a unit test holds the two equal)
+ENV_VAR = "BMAAS_DB"
 
 
 def _known(backend: str) -> bool:
@@ -53,8 +56,6 @@ def problem(db: str | None) -> InputError | None:
     store could open, in one line naming ``--db`` (the URL itself is never
     shown: it may hold a password); ``None`` when it is a path, absent, or a
     URL of a readable shape."""
-    from bmaas.store.location import ENV_VAR
-
     field = "--db" if db is not None else ENV_VAR
     text = db if db is not None else os.environ.get(ENV_VAR, "")
     if "://" not in text:

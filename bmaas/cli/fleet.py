@@ -20,7 +20,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -42,8 +42,9 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver
 from bmaas.faults import BMCFault
 from bmaas.ops import NodeResult, run_on_nodes
-from bmaas.pool import DriverPool
-from bmaas.retry import RetryingDriver
+
+if TYPE_CHECKING:  # loaded by run_fleet once its deadline is made (the retry: tenacity)
+    from bmaas.retry import RetryingDriver
 
 __all__ = ["FleetArgs", "Record", "events", "fleet_command", "run_fleet"]
 
@@ -110,6 +111,9 @@ def run_fleet(
     check_selection(args.nodes, args.all_nodes)  # the command line first, at any budget
     command_deadline = app.deadline(args.deadline)
     room_for_the_store(command_deadline, app.started, args.deadline)
+    from bmaas.pool import DriverPool
+    from bmaas.retry import RetryingDriver
+
     store = app.store()
     records = select_nodes(store, args.nodes, args.all_nodes)
     limits = app.retry_limits(no_retry=args.no_retry)

@@ -218,3 +218,10 @@ def test_a_port_sqlalchemy_would_take_is_refused_when_it_is_no_port() -> None:
     found = problem("postgresql+psycopg://u@h:99999/db")
     assert found is not None
     assert "from 1 to 65535" in str(found)
+
+
+def test_the_environment_variable_is_the_stores() -> None:
+    from bmaas.cli import dburl
+    from bmaas.store.location import ENV_VAR
+
+    assert dburl.ENV_VAR == ENV_VAR
