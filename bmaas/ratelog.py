@@ -47,7 +47,7 @@ def shown(text: str, limit: int = MAX_DETAIL) -> str:
     """``text`` as a log line may carry it: printable ASCII (anything else
     escaped as ``\\xNN``/``\\uNNNN``), at most ``limit`` characters (cut
     with ``...``)."""
-    out = []
+    out: list[str] = []
     size = 0
     for char in text:
         piece = char if " " <= char <= "~" else ascii(char)[1:-1]

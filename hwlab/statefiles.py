@@ -220,9 +220,9 @@ def read_token(state_dir: str | os.PathLike[str]) -> str:
             f"cannot read {path}: permission denied (only the lab's owner may control it)"
         ) from None
     except SecretExposed as exc:
+        why = (exc.strerror or "").replace("chmod 600 it", f"chmod 600 {path}")
         raise StateFileRefused(
-            f"{path} {exc.strerror.replace('chmod 600 it', f'chmod 600 {path}')} "
-            "(the lab's control token: whoever reads it gives the lab orders)"
+            f"{path} {why} (the lab's control token: whoever reads it gives the lab orders)"
         ) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
