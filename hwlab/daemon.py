@@ -24,6 +24,7 @@ from bmaas.faults import BmaasError, InputError
 from bmaas.hwlab import profiles
 from bmaas.hwlab.labspec import LabSpec, generate, load_labfile, shape_of, sse_keepalive_of
 from bmaas.hwlab.limits import SSE_KEEPALIVE
+from bmaas.hwlab.procmark import ProcessMark
 from bmaas.secrets import mask_logs
 from bmaas.signals import relayed_signals
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from bmaas.hwlab.control import ControlServer
     from bmaas.hwlab.lab import Lab
 
-__all__ = ["LabOptions", "build_spec", "main", "pid_alive", "read_pid"]
+__all__ = ["LabOptions", "build_spec", "lab_alive", "main", "pid_alive", "read_pid"]
 
 LOG = logging.getLogger(__name__)
 
@@ -129,19 +130,19 @@ def build_spec(options: LabOptions) -> LabSpec:
     return spec
 
 
-def read_pid(state_dir: Path) -> int | None:
-    """The pid in ``hwlab.pid`` (read without following a link: a link is
-    refused with one line), or None."""
+def read_pid(state_dir: Path) -> ProcessMark | None:
+    """The daemon's mark in ``hwlab.pid`` (its pid, start time and
+    executable: :class:`~bmaas.hwlab.procmark.ProcessMark`; read without
+    following a link: a link is refused with one line), or None. ``hwlab
+    down`` signals the daemon only while the mark holds: a pid reused by
+    another process is never signalled (issue 44)."""
     from bmaas.hwlab.statefiles import read_private
 
     try:
         text = read_private(state_dir / "hwlab.pid", limit=4096)
     except FileNotFoundError:
         return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
+    return ProcessMark.from_text(text)
 
 
 def pid_alive(pid: int) -> bool:
@@ -157,6 +158,12 @@ def pid_alive(pid: int) -> bool:
             return fh.read().split(") ", 1)[1][0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def lab_alive(mark: ProcessMark) -> bool:
+    """Is the lab whose pid file says ``mark`` running? Proven by the mark;
+    a bare pid an older hwlab wrote is taken at its word (``pid_alive``)."""
+    return mark.holds() if mark.start >= 0 else pid_alive(mark.pid)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=os.fdopen(log, "a", encoding="utf-8"),
     )
     mask_logs()  # an image URL's password never reaches the log
-    statefiles.write_private(state_dir / "hwlab.pid", f"{os.getpid()}\n")
+    statefiles.write_private(state_dir / "hwlab.pid", ProcessMark.of(os.getpid()).to_text())
     lab_json = state_dir / "lab.json"
     write_json(lab_json, {"state": "starting", "pid": os.getpid()})
     stopping = threading.Event()

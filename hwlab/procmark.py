@@ -58,6 +58,40 @@ class ProcessMark:
             return False
         return (start, exe, group) == (self.start, self.exe, self.pid)
 
+    def signal(
+        self, sig: int, *, proc: Path = PROC, kill: Callable[[int, int], None] = os.kill
+    ) -> bool:
+        """Send ``sig`` to this process alone, if the mark still holds;
+        whether it was sent."""
+        if not self.holds(proc=proc):
+            return False
+        try:
+            kill(self.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def to_text(self) -> str:
+        """The mark as a pid file holds it: the pid, its start and its
+        executable, a line each (the first line alone is the classic pid file)."""
+        return f"{self.pid}\n{self.start}\n{self.exe}\n"
+
+    @classmethod
+    def from_text(cls, text: str) -> ProcessMark | None:
+        """A mark from :meth:`to_text`; a bare pid (a pid file an older hwlab
+        wrote) is a mark that never holds (start -1): such a process is asked
+        to stop, never signalled. ``None`` for anything else."""
+        lines = text.strip().split("\n")
+        head = lines[0].strip()
+        if not (head.isascii() and head.isdigit()) or not 0 < int(head) <= MAX_PID:
+            return None
+        if len(lines) == 1:
+            return cls(int(head), -1, "")
+        start = lines[1].strip()
+        if len(lines) != 3 or not (start.isascii() and start.isdigit()) or not lines[2]:
+            return None
+        return cls(int(head), int(start), lines[2])
+
     def signal_group(
         self,
         sig: int,

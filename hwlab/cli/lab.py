@@ -218,16 +218,16 @@ def _start(
 ) -> dict[str, Any]:
     """Start the daemon (handing it the state directory's ``lock``) and wait
     until it is ready."""
-    from bmaas.hwlab.daemon import pid_alive, read_pid
+    from bmaas.hwlab.daemon import lab_alive, read_pid
 
-    pid = read_pid(state_dir)
-    if pid is not None and pid_alive(pid):
+    mark = read_pid(state_dir)
+    if mark is not None and lab_alive(mark):
         raise InputError(
-            f"a lab is already running in {state_dir} (pid {pid}); run 'hwlab down' first, "
-            "or pick another --state-dir"
+            f"a lab is already running in {state_dir} (pid {mark.pid}); run 'hwlab down' "
+            "first, or pick another --state-dir"
         )
-    if pid is not None:
-        click.echo(f"removing stale pid file of a lab that is gone (pid {pid})", err=True)
+    if mark is not None:
+        click.echo(f"removing stale pid file of a lab that is gone (pid {mark.pid})", err=True)
         (state_dir / "hwlab.pid").unlink(missing_ok=True)
     (state_dir / "lab.json").unlink(missing_ok=True)
     from bmaas.hwlab.statefiles import open_private
@@ -291,35 +291,37 @@ def _read_lab_json(state_dir: Path) -> dict[str, Any]:
 @state_dir_option
 def down(timeout: float, state_dir: Path) -> None:
     """Stop the lab and everything it started."""
-    from bmaas.hwlab.daemon import pid_alive, read_pid
+    from bmaas.hwlab.daemon import lab_alive, read_pid
 
-    pid = read_pid(state_dir)
-    if pid is None:
+    mark = read_pid(state_dir)
+    if mark is None:
         click.echo(f"no lab is running in {state_dir}")
         return
-    if not pid_alive(pid):
+    if not lab_alive(mark):
         (state_dir / "hwlab.pid").unlink(missing_ok=True)
         (state_dir / "lab.json").unlink(missing_ok=True)
-        click.echo(f"no lab is running in {state_dir} (removed a stale pid file, pid {pid})")
+        click.echo(f"no lab is running in {state_dir} (removed a stale pid file, pid {mark.pid})")
         return
+    # Signals go only to the process the pid file's mark proves to be the lab's
+    # daemon (pid, start time, executable: a reused pid is never signalled); a
+    # bare pid an older hwlab wrote is only asked, through the control API.
     try:  # the whole of `down` takes --timeout, asking the lab to stop included
         LabClient.from_state_dir(state_dir, deadline=Deadline.after(timeout / 2)).shutdown()
     except (LabNotRunning, InputError):
-        os.kill(pid, signal.SIGTERM)
+        mark.signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while pid_alive(pid) and time.monotonic() < deadline:
+    while lab_alive(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if pid_alive(pid):
-        click.echo(f"lab (pid {pid}) did not stop in {timeout:g}s; killing it", err=True)
-        _kill_group(pid)
+    if lab_alive(mark):
+        if not mark.signal_group(signal.SIGKILL):  # the daemon leads its session: workers go too
+            raise click.ClickException(
+                f"lab (pid {mark.pid}) did not stop in {timeout:g}s, and its pid file does not "
+                "prove the process is hwlab's: not killed"
+            )
+        click.echo(f"lab (pid {mark.pid}) did not stop in {timeout:g}s; killed it", err=True)
         (state_dir / "hwlab.pid").unlink(missing_ok=True)
         (state_dir / "lab.json").unlink(missing_ok=True)
     click.echo("lab stopped")
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)  # the daemon leads its session: workers go too
 
 
 # -- looking and poking -------------------------------------------------------------

@@ -21,7 +21,7 @@ import yaml
 from bmaas.faults import BmaasError
 from bmaas.hwlab import profiles
 from bmaas.hwlab.control import LabClient
-from bmaas.hwlab.daemon import pid_alive
+from bmaas.hwlab.daemon import pid_alive, read_pid
 from bmaas.hwlab.events import read_events
 from bmaas.hwlab.lab import Lab
 from bmaas.registry import build_driver
@@ -108,7 +108,10 @@ def test_two_ups_at_once_on_a_fresh_state_dir_start_one_lab(state_dir: Path) -> 
     assert "already running or starting" in refused
     assert "Traceback" not in refused
     info = json.loads((state_dir / "lab.json").read_text())  # pid file and lab.json agree
-    assert info["pid"] == int((state_dir / "hwlab.pid").read_text())
+    mark = read_pid(state_dir)
+    assert mark is not None
+    assert info["pid"] == mark.pid
+    assert mark.holds()  # the daemon's pid, start time and executable, its session's leader
     assert pid_alive(info["pid"])
     status = hwlab("status", "--json", "--state-dir", str(state_dir))
     assert len(json.loads(status.stdout)["nodes"]) == 1
