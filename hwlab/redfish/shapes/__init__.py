@@ -15,22 +15,36 @@ Each shape module names the recorded tree (or the source) it was built
 from and its licence; NOTICE lists them. ``hwlab`` is the default: the
 sushy-tools based service (:mod:`bmaas.hwlab.redfish.app`).
 
-=============  ===============================================================
-shape          what it is
-=============  ===============================================================
-``hwlab``      the default service (sushy-tools' views, hwlab's templates)
-``dmtf``       DSP2043 public-rackmount1: vmedia under the System, PATCH only
-``idrac9``     Dell iDRAC 9 (R660): vmedia under the System, RAC0904 on slot 1
-``idrac10``    Dell iDRAC 10: as iDRAC 9; TransferProtocolType required, not
-               listed; an insert reads empty for two reads
-``dell-r6515`` Dell R6515 as recorded: no virtual media anywhere
-``ilo5``       HPE iLO 5 1.x: vmedia under Managers/1, PATCH or OEM actions,
-               PushPowerButton and no GracefulShutdown
-``xcc``        Lenovo XCC (SR650): Once/Disabled only, PATCH vmedia
-``supermicro`` Supermicro X13/H13: ResetType only in ActionInfo, UsbCd,
-               a one-time override read back Disabled with its target
-``openbmc``    OpenBMC bmcweb: Systems/system, Managers/bmc, Slot_0
-=============  ===============================================================
+==================  ==========================================================
+shape               what it is
+==================  ==========================================================
+``hwlab``           the default service (sushy-tools' views, hwlab's templates)
+``dmtf``            DSP2043 public-rackmount1: vmedia under the System, PATCH
+``idrac9``          Dell iDRAC 9 (R660): vmedia under the System, RAC0904 on
+                    slot 1
+``idrac10``         Dell iDRAC 10: as iDRAC 9; TransferProtocolType required,
+                    not listed; an insert reads empty for two reads
+``dell-r6515``      Dell R6515 as recorded: no virtual media anywhere
+``ilo5``            HPE iLO 5 2.x (v2.46, the DL325 recording): InsertMedia,
+                    the OEM actions or PATCH; both graceful reset types
+``ilo5-1.40``       HPE iLO 5 1.40: PATCH or OEM actions only, PushPowerButton
+                    and no GracefulShutdown/GracefulRestart
+``xcc``             Lenovo XCC (SR650): Once/Disabled only, PATCH vmedia
+``supermicro``      Supermicro X13/H13: ResetType only in ActionInfo, Cd and
+                    UsbCd, a one-time override read back Disabled
+``supermicro-x12``  Supermicro X12: its ResetActionInfo link answers 404
+``openbmc``         stock bmcweb: Systems/system, Managers/bmc, ResetType in
+                    ActionInfo only, no virtual media
+``ami``             AMI-based: Managers/Self/VirtualMedia/CD1, no MediaTypes
+``no-managedby``    SR650 tree with Links.Managers, no ManagedBy
+``no-override``     DMTF tree, Boot without override properties, On/ForceOff
+``dmtf-held``       DMTF tree, CD2 holding another tool's image
+==================  ==========================================================
+
+Every shape names the recording it follows (``Shape.recording``: a path
+under ``tests/fixtures/redfish-trees/`` or the public source) and, where
+the vendor's root advertises ``ProtocolFeaturesSupported.SelectQuery``,
+advertises it and answers ``$select`` with the properties named only.
 """
 
 from __future__ import annotations
@@ -45,10 +59,10 @@ DEFAULT = "hwlab"
 
 
 def _catalog() -> dict[str, Shape]:
-    from bmaas.hwlab.redfish.shapes import dell, dmtf, hpe, lenovo, openbmc, supermicro
+    from bmaas.hwlab.redfish.shapes import dell, dmtf, gaps, hpe, lenovo, openbmc, supermicro
 
     found: dict[str, Shape] = {}
-    for module in (dmtf, dell, hpe, lenovo, supermicro, openbmc):
+    for module in (dmtf, dell, hpe, lenovo, supermicro, openbmc, gaps):
         for shape in module.SHAPES:
             found[shape.name] = shape
     return found

@@ -71,6 +71,7 @@ def _dell(*, name: str, title: str, source: str, model: str, **rest: Any) -> Sha
         boot_targets=_TARGETS,
         boot_modes=("UEFI", "Legacy"),
         boot_mode="Legacy",
+        select_query=True,  # both recordings' ProtocolFeaturesSupported
         **rest,
     )
 
@@ -80,6 +81,7 @@ SHAPES = (
         name="idrac9",
         title="Dell iDRAC 9 (PowerEdge R660)",
         source="bmc-toolbox/bmclib Dell R660/R6515 fixtures (Apache-2.0)",
+        recording="tests/fixtures/redfish-trees/dell-r660",
         model="PowerEdge R660",
         manager_model="14G Monolithic",
         firmware="7.10.30.00",
@@ -93,6 +95,7 @@ SHAPES = (
         name="idrac10",
         title="Dell iDRAC 10 (PowerEdge R670)",
         source="bmc-toolbox/bmclib Dell R660 fixtures (Apache-2.0); Ironic 39 notes",
+        recording="tests/fixtures/redfish-trees/dell-r660",
         model="PowerEdge R670",
         manager_model="17G Monolithic",
         firmware="1.20.50.52",
@@ -107,6 +110,7 @@ SHAPES = (
         name="dell-r6515",
         title="Dell PowerEdge R6515 as recorded (no virtual media)",
         source="bmc-toolbox/bmclib Dell R6515 fixtures (Apache-2.0)",
+        recording="tests/fixtures/redfish-trees/dell-r6515",
         model="PowerEdge R6515",
         manager_model="17G Monolithic",
         firmware="1.20.50.52",

@@ -20,6 +20,7 @@ SHAPES = (
         name="dmtf",
         title="DMTF DSP2043 public-rackmount1 (Contoso 3500)",
         source="DMTF/Redfish-Publications mockups/public-rackmount1 (BSD-3-Clause)",
+        recording="tests/fixtures/redfish-trees/dmtf-public-rackmount1",
         manufacturer="Contoso",
         model="3500",
         vendor="Contoso",

@@ -39,6 +39,13 @@ def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "Chassis": _link("/redfish/v1/Chassis"),
         "SessionService": _link("/redfish/v1/SessionService"),
         "Links": {"Sessions": _link("/redfish/v1/SessionService/Sessions")},
+        "ProtocolFeaturesSupported": {
+            "SelectQuery": shape.select_query,
+            "ExpandQuery": {"ExpandAll": False, "Levels": False, "Links": False, "NoLinks": False},
+            "FilterQuery": False,
+            "OnlyMemberQuery": False,
+            "ExcerptQuery": False,
+        },
     }
 
 
@@ -54,7 +61,6 @@ def collection(path: str, kind: str, members: list[str]) -> dict[str, Any]:
 
 def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
     shape, machine = state.shape, bmc.machine
-    override = state.override()
     reset: dict[str, Any] = {"target": f"{shape.system_path}/Actions/ComputerSystem.Reset"}
     if shape.reset_action_info:
         reset["@Redfish.ActionInfo"] = f"{shape.system_path}/ResetActionInfo"
@@ -74,14 +80,7 @@ def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
         "SystemType": "Physical",
         "PowerState": _POWER.get(machine.power_state().value, "PoweringOff"),
         "Status": {"State": "Enabled", "Health": machine.health},
-        "Boot": {
-            "BootSourceOverrideEnabled": override.enabled,
-            "BootSourceOverrideEnabled@Redfish.AllowableValues": list(shape.enabled_values),
-            "BootSourceOverrideTarget": override.target,
-            "BootSourceOverrideTarget@Redfish.AllowableValues": list(shape.boot_targets),
-            "BootSourceOverrideMode": state.boot_mode,
-            "BootSourceOverrideMode@Redfish.AllowableValues": list(shape.boot_modes),
-        },
+        "Boot": _boot(state),
         "BootProgress": {"LastState": machine.boot_progress()},
         "ProcessorSummary": {"Count": hw.cpus, "Status": {"State": "Enabled", "Health": "OK"}},
         "MemorySummary": {
@@ -90,15 +89,33 @@ def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
         },
         "Links": {
             "Chassis": [_link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
-            "ManagedBy": [_link(shape.manager_path)],
+            shape.manager_link: [_link(shape.manager_path)],
         },
         "Actions": {"#ComputerSystem.Reset": reset},
     }
-    if "UefiHttp" in shape.boot_targets:
+    if "UefiHttp" in shape.boot_targets and shape.boot_override:
         body["Boot"]["HttpBootUri"] = state.http_boot_uri
     if shape.vmedia_at == "Systems":
         body["VirtualMedia"] = _link(f"{shape.system_path}/VirtualMedia")
     return body
+
+
+def _boot(state: ShapeState) -> dict[str, Any]:
+    shape = state.shape
+    if not shape.boot_override:  # BootOrder and BootOptions only
+        return {
+            "BootOrder": ["Boot0001", "Boot0002"],
+            "BootOptions": _link(f"{shape.system_path}/BootOptions"),
+        }
+    override = state.override()
+    return {
+        "BootSourceOverrideEnabled": override.enabled,
+        "BootSourceOverrideEnabled@Redfish.AllowableValues": list(shape.enabled_values),
+        "BootSourceOverrideTarget": override.target,
+        "BootSourceOverrideTarget@Redfish.AllowableValues": list(shape.boot_targets),
+        "BootSourceOverrideMode": state.boot_mode,
+        "BootSourceOverrideMode@Redfish.AllowableValues": list(shape.boot_modes),
+    }
 
 
 def reset_info(shape: Shape) -> dict[str, Any]:
@@ -161,7 +178,7 @@ def chassis(bmc: Bmc, shape: Shape) -> dict[str, Any]:
 
 
 def is_cd(slot: Slot) -> bool:
-    return bool({"CD", "DVD"} & set(slot.media_types))
+    return slot.is_cd
 
 
 def slot(state: ShapeState, base: str, found: Slot) -> dict[str, Any]:
@@ -172,22 +189,23 @@ def slot(state: ShapeState, base: str, found: Slot) -> dict[str, Any]:
         "@odata.id": path,
         "Id": found.id,
         "Name": found.name,
-        "MediaTypes": list(found.media_types),
         "Image": image,
         "ImageName": image.rsplit("/", 1)[-1] if image else None,
         "ConnectedVia": "URI" if image else "NotConnected",
         "Inserted": image is not None,
         "WriteProtected": True,
     }
+    if found.media_types:  # an AMI-style slot lists none
+        body["MediaTypes"] = list(found.media_types)
     actions: dict[str, Any] = {}
-    if found.takes == "action":
+    if found.takes in ("action", "hpe"):
         insert: dict[str, Any] = {"target": f"{path}/Actions/VirtualMedia.InsertMedia"}
         if found.transfer_protocols:
             insert["TransferProtocolType@Redfish.AllowableValues"] = list(found.transfer_protocols)
             insert["TransferMethod@Redfish.AllowableValues"] = ["Stream"]
         actions["#VirtualMedia.InsertMedia"] = insert
         actions["#VirtualMedia.EjectMedia"] = {"target": f"{path}/Actions/VirtualMedia.EjectMedia"}
-    elif found.takes == "oem-hpe":
+    if found.takes in ("oem-hpe", "hpe"):
         oem = f"{path}/Actions/Oem/Hpe/HpeiLOVirtualMedia"
         actions["Oem"] = {
             "#HpeiLOVirtualMedia.InsertVirtualMedia": {"target": f"{oem}.InsertVirtualMedia"},

@@ -75,8 +75,35 @@ def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing])
         answer = _route(bmc, state, method, path, body, take)
         if pending:
             bmc.machine.apply(take())
+    if state.shape.select_query and request.method == "GET" and answer[0] == 200:
+        answer = _selected(answer, request.target)
     code, headers, data = _finish(request.method, answer)
     return code, headers, b"" if request.method == "HEAD" else data
+
+
+#: what ``$select`` never leaves out (DSP0266 7.3: the resource's identity)
+_ALWAYS = ("@odata.id", "@odata.type", "@odata.context", "@odata.etag")
+
+
+def _selected(answer: _Answer, target: str) -> _Answer:
+    """``answer`` cut to the properties a ``$select`` names (top-level ones
+    and ``Parent/Child`` paths), as DSP0266 7.3 asks; a name the resource
+    does not have is left out (as the vendors' services do)."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query, keep_blank_values=True)
+    wanted = query.get("$select")
+    code, body, allow = answer
+    if not wanted or body is None:
+        return answer
+    kept: dict[str, Any] = {k: body[k] for k in _ALWAYS if k in body}
+    for name in (n.strip() for value in wanted for n in value.split(",")):
+        head, _, rest = name.partition("/")
+        if head not in body:
+            continue
+        if not rest:
+            kept[head] = body[head]
+        elif isinstance(body[head], dict) and rest in body[head]:
+            kept.setdefault(head, {})[rest] = body[head][rest]
+    return code, kept, allow
 
 
 def _json(raw: bytes) -> Any:
@@ -134,7 +161,7 @@ def _route(
         shape.manager_path: lambda: documents.manager(bmc, shape),
         f"/redfish/v1/Chassis/{shape.chassis_id}": lambda: documents.chassis(bmc, shape),
     }
-    if shape.reset_action_info:
+    if shape.reset_action_info and not shape.action_info_missing:
         gets[f"{shape.system_path}/ResetActionInfo"] = lambda: documents.reset_info(shape)
     if path in gets:
         return _read_only(method, gets[path])
@@ -202,6 +229,13 @@ def _patch_boot(state: ShapeState, body: Any, take: Callable[[], list[Firing]]) 
     if not isinstance(body, dict) or not isinstance(body.get("Boot"), dict) or not body["Boot"]:
         return _error(400, "Base.1.8.PropertyMissing", "Boot names no property to change")
     boot: dict[str, Any] = body["Boot"]
+    if not shape.boot_override:  # BootOrder only: the Base registry's answer to the rest
+        unknown = ", ".join(f"Boot/{name}" for name in boot)
+        return _error(
+            400,
+            "Base.1.8.PropertyUnknown",
+            f"The property {unknown} is not in the list of valid properties for the resource.",
+        )
     problems = [f"{name} is not writable here" for name in body if name != "Boot"]
     allowed = {_ENABLED: shape.enabled_values, _TARGET: shape.boot_targets, _MODE: shape.boot_modes}
     for name, value in boot.items():
@@ -241,28 +275,32 @@ def _vmedia(state: ShapeState, method: str, base: str, rest: str, body: Any) -> 
     found = next((s for s in shape.slots if s.id == slot_id), None)
     if found is None:
         return _missing(base + rest)
-    allow = ("GET", "PATCH") if found.takes in ("patch", "oem-hpe") else ("GET",)
+    allow = ("GET", "PATCH") if found.takes in ("patch", "oem-hpe", "hpe") else ("GET",)
     if action == "":
         if method == "GET":
             return 200, documents.slot(state, base, found), allow
         if method == "PATCH" and "PATCH" in allow:
             return _patch_slot(state, found, body)
         return _error(405, "Base.1.8.OperationNotAllowed", f"{method} on a slot", allow)
-    names = {
-        "action": ("Actions/VirtualMedia.InsertMedia", "Actions/VirtualMedia.EjectMedia"),
-        "oem-hpe": (
-            "Actions/Oem/Hpe/HpeiLOVirtualMedia.InsertVirtualMedia",
-            "Actions/Oem/Hpe/HpeiLOVirtualMedia.EjectVirtualMedia",
-        ),
-    }.get(found.takes)
-    if names is None or action not in names:
+    names = _ACTIONS.get(found.takes, ())
+    if action not in names:
         return _missing(base + rest)
     if method != "POST":
         return _error(405, "Base.1.8.OperationNotAllowed", method, ("POST",))
-    if action == names[1]:
+    if action in _EJECTS:
         state.eject(found.id, documents.is_cd(found))
         return 204, None, ()
     return _insert(state, found, body if isinstance(body, dict) else {})
+
+
+_STANDARD = ("Actions/VirtualMedia.InsertMedia", "Actions/VirtualMedia.EjectMedia")
+_OEM_HPE = (
+    "Actions/Oem/Hpe/HpeiLOVirtualMedia.InsertVirtualMedia",
+    "Actions/Oem/Hpe/HpeiLOVirtualMedia.EjectVirtualMedia",
+)
+#: the action paths a slot takes, by how it takes an image
+_ACTIONS = {"action": _STANDARD, "oem-hpe": _OEM_HPE, "hpe": _STANDARD + _OEM_HPE}
+_EJECTS = frozenset({_STANDARD[1], _OEM_HPE[1]})
 
 
 def _insert(state: ShapeState, found: Slot, body: dict[str, Any]) -> _Answer:

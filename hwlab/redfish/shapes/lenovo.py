@@ -20,6 +20,7 @@ SHAPES = (
         name="xcc",
         title="Lenovo XCC (ThinkSystem SR650)",
         source="bmc-toolbox/bmclib Lenovo SR650 fixtures (Apache-2.0)",
+        recording="tests/fixtures/redfish-trees/lenovo-sr650",
         manufacturer="Lenovo",
         model="ThinkSystem SR650",
         vendor="Lenovo",
@@ -48,5 +49,6 @@ SHAPES = (
         enabled_values=("Once", "Disabled"),
         boot_modes=("UEFI", "Legacy"),
         boot_mode="Legacy",
+        select_query=True,
     ),
 )

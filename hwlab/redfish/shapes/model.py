@@ -14,9 +14,13 @@ class Slot:
     """One virtual media slot."""
 
     id: str
+    #: ``MediaTypes`` as listed; empty: the slot has no ``MediaTypes`` at all
+    #: (an AMI-based ``Managers/Self/VirtualMedia/CD1``), a CD slot by its name
     media_types: tuple[str, ...]
     #: how it takes an image: ``action`` (InsertMedia/EjectMedia), ``patch``
-    #: (Image/Inserted only), ``oem-hpe`` (HpeiLOVirtualMedia actions and PATCH)
+    #: (Image/Inserted only), ``oem-hpe`` (HpeiLOVirtualMedia actions and PATCH:
+    #: iLO 5 1.x), ``hpe`` (InsertMedia/EjectMedia, the OEM actions and PATCH:
+    #: iLO 5 2.x)
     takes: str = "action"
     #: ``TransferProtocolType@Redfish.AllowableValues`` of its InsertMedia
     transfer_protocols: tuple[str, ...] = ()
@@ -25,6 +29,15 @@ class Slot:
     #: held by the virtual console: an insert answers iDRAC RAC0904
     in_use: bool = False
     name: str = "Virtual media"
+    #: the image the slot starts out holding (another tool's, never bmaas's)
+    held: str | None = None
+
+    @property
+    def is_cd(self) -> bool:
+        """A CD slot by its ``MediaTypes``, else (none listed) by its id."""
+        if self.media_types:
+            return bool({"CD", "DVD"} & set(self.media_types))
+        return self.id.upper().startswith(("CD", "DVD"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +46,9 @@ class Shape:
     title: str
     #: where it comes from (the recorded tree), one line
     source: str
+    #: the recording it follows: a path under ``tests/fixtures/redfish-trees/``
+    #: or the public source's address
+    recording: str
     manufacturer: str
     model: str
     #: the service root's Vendor, Product and RedfishVersion
@@ -59,6 +75,18 @@ class Shape:
     once_reads_disabled: bool = False
     #: GETs of a slot that read empty after an insert was accepted
     insert_hidden_reads: int = 0
+    #: the root advertises ``ProtocolFeaturesSupported.SelectQuery`` and a GET
+    #: with ``$select`` answers only the properties named
+    select_query: bool = False
+    #: the reset's ``@Redfish.ActionInfo`` link answers 404 (Supermicro X12);
+    #: only with ``reset_action_info``
+    action_info_missing: bool = False
+    #: ``Boot`` has ``BootSourceOverride*``; False: ``BootOrder`` only, and a
+    #: PATCH of an override property is 400 Base ``PropertyUnknown``
+    boot_override: bool = True
+    #: how the system links its manager: ``ManagedBy``, or ``Managers``
+    #: (``Links.Managers`` only, no ``ManagedBy``)
+    manager_link: str = "ManagedBy"
 
     @property
     def system_path(self) -> str:
@@ -77,4 +105,4 @@ class Shape:
 
     @property
     def has_cd(self) -> bool:
-        return any({"CD", "DVD"} & set(s.media_types) for s in self.slots)
+        return any(s.is_cd for s in self.slots)

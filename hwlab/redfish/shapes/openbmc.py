@@ -1,23 +1,28 @@
-"""OpenBMC (bmcweb).
+"""OpenBMC (bmcweb), as a stock build serves it.
 
 Source: openbmc/bmcweb (Apache License 2.0), the resource layout of its
-``redfish-core/lib/systems.hpp``, ``managers.hpp`` and
-``virtual_media.hpp`` (no capture copied): ``Systems/system``,
-``Managers/bmc``, ``Chassis/chassis``, virtual media under ``Managers/bmc``
-(``Slot_0``, CD and USBStick, ``InsertMedia``/``EjectMedia`` with
-``TransferProtocolType``), the ResetType list of ``ComputerSystem.Reset``
-and the BootSourceOverrideTarget list bmcweb serves.
+``redfish-core/lib/systems.hpp``, ``managers.hpp``, ``service_root.hpp``
+and ``virtual_media.hpp`` (no capture copied): ``Systems/system``,
+``Managers/bmc``, ``Chassis/chassis``; ``ComputerSystem.Reset`` with no
+inline ``ResetType@Redfish.AllowableValues``, only an ``@Redfish.ActionInfo``
+link to ``Systems/system/ResetActionInfo`` that lists them; the
+BootSourceOverrideTarget list bmcweb serves; the root's
+``ProtocolFeaturesSupported.SelectQuery: true``. **No virtual media**: a
+stock build has no ``VirtualMedia`` under its Manager (bmcweb serves it only
+when built with its virtual media options and the host has the virtual
+media service), so a virtual-media deploy is ``UnsupportedOperation``.
 """
 
 from __future__ import annotations
 
-from bmaas.hwlab.redfish.shapes.model import Shape, Slot
+from bmaas.hwlab.redfish.shapes.model import Shape
 
 SHAPES = (
     Shape(
         name="openbmc",
-        title="OpenBMC (bmcweb)",
+        title="OpenBMC (stock bmcweb)",
         source="openbmc/bmcweb resource layout (Apache-2.0)",
+        recording="https://github.com/openbmc/bmcweb (redfish-core/lib/systems.hpp)",
         manufacturer="OpenBMC",
         model="bmcweb",
         vendor="OpenBMC",
@@ -28,15 +33,8 @@ SHAPES = (
         chassis_id="chassis",
         manager_model="OpenBmc",
         firmware="2.16.0",
-        vmedia_at="Managers",
-        slots=(
-            Slot(
-                "Slot_0",
-                ("CD", "USBStick"),
-                transfer_protocols=("CIFS", "HTTPS"),
-                name="Virtual Removable Media",
-            ),
-        ),
+        vmedia_at=None,
+        slots=(),
         reset_types=(
             "ForceOff",
             "ForceOn",
@@ -47,8 +45,10 @@ SHAPES = (
             "Nmi",
             "On",
         ),
+        reset_action_info=True,
         boot_targets=("None", "Pxe", "Hdd", "Cd", "Diags", "BiosSetup", "Usb"),
         boot_modes=("Legacy", "UEFI"),
         boot_mode="UEFI",
+        select_query=True,
     ),
 )

@@ -70,6 +70,10 @@ class ShapeState:
         #: slot id -> reads left that show it empty after an insert
         self.hidden: dict[str, int] = {}
         self.lock = threading.Lock()
+        for slot in shape.slots:  # another tool's media, there before bmaas came
+            if slot.held is not None:
+                self.insert(slot.id, slot.held, slot.is_cd)
+                self.hidden.pop(slot.id, None)
 
     # -- boot override -----------------------------------------------------------
 
@@ -131,7 +135,7 @@ class ShapeState:
             others = [
                 image
                 for sid, image in self.images.items()
-                if any(s.id == sid and {"CD", "DVD"} & set(s.media_types) for s in self.shape.slots)
+                if any(s.id == sid and s.is_cd for s in self.shape.slots)
             ]
             if others:
                 self.machine.insert_media(others[0])

@@ -31,8 +31,8 @@ def test_every_shape_the_issue_names_is_there_and_the_default_first() -> None:
     assert names()[0] == DEFAULT
     assert resolve(DEFAULT) is None
     assert resolve("xcc") is SHAPES["xcc"]
-    # a shape without a slot stands for services like the recorded R6515
-    assert [n for n, s in SHAPES.items() if not s.has_cd] == ["dell-r6515"]
+    # shapes without a slot: services like the recorded R6515, and stock bmcweb
+    assert [n for n, s in SHAPES.items() if not s.has_cd] == ["dell-r6515", "openbmc"]
 
 
 def test_an_unknown_shape_is_one_input_error_naming_the_choices() -> None:
@@ -50,7 +50,7 @@ def test_each_shape_names_its_source_and_licence() -> None:
         assert shape.source
         module = next(
             m
-            for m in ("dmtf", "dell", "hpe", "lenovo", "supermicro", "openbmc")
+            for m in ("dmtf", "dell", "hpe", "lenovo", "supermicro", "openbmc", "gaps")
             if shape in importlib.import_module(f"bmaas.hwlab.redfish.shapes.{m}").SHAPES
         )
         doc = importlib.import_module(f"bmaas.hwlab.redfish.shapes.{module}").__doc__ or ""
