@@ -41,14 +41,13 @@ import contextlib
 import hashlib
 import os
 import re
-import stat
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from bmaas.faults import InputError
-from bmaas.files import MAX_SECRET_BYTES, read_limited
+from bmaas.files import MAX_SECRET_BYTES, SecretExposed, read_secret
 from bmaas.home import user_dir
 from bmaas.secrets import Secret, is_secret_key
 
@@ -202,27 +201,24 @@ def _parse(data: bytes, path: Path) -> list[bytes]:
 
 
 def read_keyring(path: Path) -> Keyring:
-    """The keys in ``path``: a regular file that only its owner may read."""
+    """The keys in ``path``: a regular file that only its owner may read
+    (:func:`bmaas.files.read_secret`: checked on the open file, not on a
+    name that could change between a look and the read)."""
     try:
-        info = os.stat(path)
+        data = read_secret(path, limit=MAX_SECRET_BYTES)
     except FileNotFoundError:
         raise KeyProblem(
             f"no key file at {path}: the store's sealed passwords need it "
             f"(set {KEY_FILE_ENV} to where it is)",
             field=KEY_FILE_ENV,
         ) from None
-    except OSError as exc:
-        raise KeyProblem(f"cannot read key file {path}: {exc.strerror}") from None
-    if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
-        raise KeyProblem(
-            f"key file {path} can be read by others (mode {stat.S_IMODE(info.st_mode):04o}): "
-            f"chmod 600 {path}",
-            field=KEY_FILE_ENV,
-        )
-    if stat.S_ISREG(info.st_mode) and info.st_uid != os.geteuid():
-        raise KeyProblem(f"key file {path} belongs to another user", field=KEY_FILE_ENV)
-    try:
-        data = read_limited(path, limit=MAX_SECRET_BYTES)
+    except SecretExposed as exc:
+        if exc.mode & 0o077:
+            raise KeyProblem(
+                f"key file {path} can be read by others (mode {exc.mode:04o}): chmod 600 {path}",
+                field=KEY_FILE_ENV,
+            ) from None
+        raise KeyProblem(f"key file {path} belongs to another user", field=KEY_FILE_ENV) from None
     except OSError as exc:
         raise KeyProblem(f"cannot read key file {path}: {exc.strerror}") from None
     return Keyring(_parse(data, path), path=path)
