@@ -310,7 +310,8 @@ def deploy_node(
                 Quirk.BOOT_READS_RUNNING,
             )
         if state["method"] == "vmedia":
-            rd.eject_virtual_media(deadline=dl)
+            # the deploy's own image, never another tool's media (issue 47)
+            rd.eject_virtual_media(deadline=dl, url=settings.image_url)
 
     run(Step.CHECK, check)
     run(Step.BOOT_DEVICE, boot_device)
@@ -476,7 +477,8 @@ def undeploy_node(
     power_timeout: float = 60.0,
     deadline: Deadline,
 ) -> None:
-    """Power the node off and eject any virtual media. Idempotent. Ends by
+    """Power the node off and eject any virtual media (every CD slot's,
+    whoever inserted it: the node is released). Idempotent. Ends by
     ``deadline`` (required), every request, retry and wait included;
     ``power_timeout`` is what the hardware is allowed to reach off.
 
@@ -488,6 +490,8 @@ def undeploy_node(
     rd.set_power_state(PowerAction.OFF, wait=True, timeout=power_timeout, deadline=deadline)
     if driver.supports(Capability.VIRTUAL_MEDIA):
         try:
-            rd.eject_virtual_media(deadline=deadline)
+            # force: the deploy's insert was another process's (another
+            # driver's record), and the node is being given back empty
+            rd.eject_virtual_media(deadline=deadline, force=True)
         except UnsupportedOperation as exc:
             LOG.warning("%s: powered off; virtual media not ejected: %s", driver.node, exc)

@@ -403,8 +403,14 @@ class BMCDriver(abc.ABC):
         the same URL."""
         raise self.unsupported(Operation.VMEDIA_INSERT)
 
-    def eject_virtual_media(self, *, deadline: Deadline) -> None:
-        """Eject the virtual CD. Idempotent: ejecting an empty slot succeeds."""
+    def eject_virtual_media(
+        self, *, deadline: Deadline, url: str | None = None, force: bool = False
+    ) -> None:
+        """Eject the virtual CD media bmaas inserted, never another tool's:
+        the image this driver's last insert put there, or ``url`` when the
+        caller names it (an insert made by another process); ``force``: the
+        media of every CD slot, whoever inserted it. A slot holding another
+        image is left as it is. Idempotent: ejecting an empty slot succeeds."""
         raise self.unsupported(Operation.VMEDIA_EJECT)
 
     def get_inventory(self, *, deadline: Deadline) -> Inventory:

@@ -176,8 +176,10 @@ class FailoverDriver(BMCDriver):
     def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         self.first.insert_virtual_media(url, deadline=self._deadline(deadline))
 
-    def eject_virtual_media(self, *, deadline: Deadline) -> None:
-        self.first.eject_virtual_media(deadline=self._deadline(deadline))
+    def eject_virtual_media(
+        self, *, deadline: Deadline, url: str | None = None, force: bool = False
+    ) -> None:
+        self.first.eject_virtual_media(deadline=self._deadline(deadline), url=url, force=force)
 
     def get_inventory(self, *, deadline: Deadline) -> Inventory:
         return self.first.get_inventory(deadline=self._deadline(deadline))

@@ -507,8 +507,10 @@ class RetryingDriver:
     def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         self._call(self.driver.insert_virtual_media, url, deadline=deadline)
 
-    def eject_virtual_media(self, *, deadline: Deadline) -> None:
-        self._call(self.driver.eject_virtual_media, deadline=deadline)
+    def eject_virtual_media(
+        self, *, deadline: Deadline, url: str | None = None, force: bool = False
+    ) -> None:
+        self._call(self.driver.eject_virtual_media, deadline=deadline, url=url, force=force)
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self._call(self.driver.get_boot_progress, deadline=deadline)

@@ -229,8 +229,17 @@ class FakeDriver(BMCDriver):
     def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         self._call(Operation.VMEDIA_INSERT, deadline, lambda hw: self.machine.insert_media(url))
 
-    def eject_virtual_media(self, *, deadline: Deadline) -> None:
-        self._call(Operation.VMEDIA_EJECT, deadline, lambda hw: self.machine.eject_media())
+    def eject_virtual_media(
+        self, *, deadline: Deadline, url: str | None = None, force: bool = False
+    ) -> None:
+        """The simulated slot holds only what bmaas inserted; a named ``url``
+        that is not the one it holds leaves it as it is."""
+
+        def eject(hw: Any) -> None:
+            if force or url is None or self.machine.media == url:
+                self.machine.eject_media()
+
+        self._call(Operation.VMEDIA_EJECT, deadline, eject)
 
     def get_inventory(self, *, deadline: Deadline) -> Inventory:
         return self._call(

@@ -188,13 +188,25 @@ def vmedia_insert(args: FleetArgs, *, url: str) -> None:
 
 
 @vmedia.command("eject")
-@fleet_command()
-def vmedia_eject(args: FleetArgs) -> None:
-    """Eject virtual media from NODE... (or --all)."""
+@fleet_command(
+    click.option(
+        "--url",
+        default=None,
+        type=ImageURL(),
+        help="Eject only this image (as given to vmedia insert): slots holding another "
+        "tool's media are left. Default: every CD slot's media, whoever inserted it.",
+    )
+)
+def vmedia_eject(args: FleetArgs, *, url: str | None) -> None:
+    """Eject virtual media from NODE... (or --all).
+
+    Naming the nodes asks for their CD slots to be emptied, whoever inserted
+    the media (``force`` at the library level, where the default ejects only
+    what bmaas inserted); with --url only that image is ejected."""
 
     def operation(driver: RetryingDriver, deadline: Deadline) -> str:
-        driver.eject_virtual_media(deadline=deadline)
+        driver.eject_virtual_media(deadline=deadline, url=url, force=url is None)
         return "ejected"
 
-    said = "virtual media ejected"
+    said = "virtual media ejected" + (f": {mask_url(url)}" if url else "")
     run_fleet(args, operation, label="vmedia eject", record=events(args.app, "vmedia", said))

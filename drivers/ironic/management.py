@@ -221,7 +221,9 @@ def insert_cd(task: Any, url: str, device_type: str = boot_devices.CDROM) -> Non
 
 
 def eject_cd(task: Any) -> None:
-    """Eject the node's CD slots that hold media (as :func:`insert_cd`)."""
+    """Eject the node's CD slots that hold media (as :func:`insert_cd`):
+    every one, as Ironic asks (its insert was another call's session, so
+    the driver holds no record of it: ``force``)."""
     budget = calls.Budget.from_conf()
     deadline = Deadline.after(budget.operation)
     with (
@@ -229,7 +231,7 @@ def eject_cd(task: Any) -> None:
         calls.session(task, protocol_of(task), budget, deadline) as drv,
     ):
         _check_vmedia(drv, Operation.VMEDIA_EJECT, boot_devices.CDROM)
-        calls.call(deadline, budget, drv.eject_virtual_media)
+        calls.call(deadline, budget, drv.eject_virtual_media, force=True)
 
 
 def _check_vmedia(drv: BMCDriver, op: Operation, device_type: str) -> None:

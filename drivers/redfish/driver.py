@@ -31,7 +31,7 @@ Virtual media (:mod:`bmaas.drivers.redfish.vmedia`): the first call finds the CD
 slots (each Manager, collection and slot read once); insert: 1 GET of the slot,
 an eject (1 request + 1 GET) if it holds media, the insert, and 1 GET read-back
 or more until the image shows; eject: 1 GET per CD slot + 1 request per slot
-holding media. The first call also
+holding media that bmaas inserted (or the caller names). The first call also
 reads the service root, logs in (session auth) and finds the system.
 """
 
@@ -71,7 +71,7 @@ from bmaas.drivers.redfish.descriptors import keepable_services
 from bmaas.drivers.redfish.faults import map_exception, may_be_already_there
 from bmaas.drivers.redfish.preconditions import Resource, patch, read
 from bmaas.drivers.redfish.service import SERVICES, RedfishService, ServiceKey
-from bmaas.drivers.redfish.vmedia import VirtualMediaSlots, find_cd_slots
+from bmaas.drivers.redfish.vmedia import Slot, VirtualMediaSlots, find_cd_slots
 from bmaas.faults import (
     BmaasError,
     BMCFault,
@@ -171,6 +171,8 @@ class RedfishDriver(BMCDriver):
         self._svc: RedfishService | None = None
         self._system: System | None = None
         self._vmedia_paths: list[str] | None = None
+        #: the image URLs this driver inserted (and did not eject since)
+        self._inserted: set[str] = set()
         #: a persistent boot device this BMC cannot keep: sent once again
         #: before every power-on or reboot (Quirk.BOOT_NO_CONTINUOUS)
         self._boot_again: BootDevice | boot_rules.HttpBoot | None = None
@@ -681,7 +683,8 @@ class RedfishDriver(BMCDriver):
         assert conn is not None
         if self._vmedia_paths is None:
             with conn.reading(Operation.INVENTORY_GET):
-                self._vmedia_paths = find_cd_slots(conn, system.json)
+                root = self._root.json if self._root is not None else None
+                self._vmedia_paths = find_cd_slots(conn, system.json, root)
         if not self._vmedia_paths:
             raise self.unsupported(
                 operation, "no CD/DVD slot: the BMC has no CD/DVD virtual media slot"
@@ -721,6 +724,7 @@ class RedfishDriver(BMCDriver):
         def insert(slots: VirtualMediaSlots) -> None:
             with slots.conn.reading(Operation.INVENTORY_GET):
                 used = slots.insert(url, deadline)  # the call's own bound
+            self._inserted.add(url)  # what an eject takes out again
             if self._vmedia_paths and used != self._vmedia_paths[0]:
                 # the slot that took it first next time (405/in use: skip the others)
                 self._vmedia_paths.remove(used)
@@ -731,9 +735,30 @@ class RedfishDriver(BMCDriver):
 
         self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
 
-    def eject_virtual_media(self, *, deadline: Deadline) -> None:
+    def eject_virtual_media(
+        self, *, deadline: Deadline, url: str | None = None, force: bool = False
+    ) -> None:
+        """Eject what bmaas inserted: a slot holding an image this driver
+        inserted (wherever the slot is now), or ``url`` where the caller names
+        it; ``force``: every CD slot's media. Media bmaas did not insert (an
+        Applet's, an upload, another tool's URL) is left and logged."""
+        mine = {url} if url is not None else set(self._inserted)
+
+        def wanted(slot: Slot) -> bool:
+            return force or any(slot.holds(image) for image in mine)
+
         def act() -> None:
-            self._on_cd_slots(Operation.VMEDIA_EJECT, VirtualMediaSlots.eject)
+            _, left = self._on_cd_slots(Operation.VMEDIA_EJECT, lambda slots: slots.eject(wanted))
+            # every image asked for is out now: none held anywhere
+            self._inserted.difference_update(mine)
+            for slot in left:
+                LOG.info(
+                    "%s: %s holds media bmaas did not insert (%s): left; "
+                    "name its URL or force to eject it",
+                    self.node,
+                    slot.path,
+                    slot.body.get("ConnectedVia") or "connected",
+                )
 
         self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
 

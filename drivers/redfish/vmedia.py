@@ -8,11 +8,17 @@ of each shape):
 =================================  ============================================
 what the service does              what bmaas does
 =================================  ============================================
-slots under a Manager (iLO, XCC,   every Manager in ``Links.ManagedBy`` that
-hwlab) or under the System (DMTF   links ``VirtualMedia``; where they have no
-reference, iDRAC 17G R660)         CD slot, the System's own ``VirtualMedia``;
-                                   a slot is a CD slot when its
-                                   ``MediaTypes`` has CD or DVD
+slots under a Manager (iLO, XCC,   every Manager in ``Links.ManagedBy`` (else
+hwlab) or under the System (DMTF   ``Links.Managers``, else the only Manager
+reference, iDRAC 17G R660)         of a one-system service) that links
+                                   ``VirtualMedia``; where they have no CD
+                                   slot, the System's own ``VirtualMedia``
+a slot is a CD slot                when its ``MediaTypes`` has CD or DVD; one
+                                   without ``MediaTypes`` (AMI-based:
+                                   ``Managers/Self/VirtualMedia/CD1``) when its
+                                   Id or Name says CD/DVD, or its InsertMedia
+                                   allows a CD/DVD ``MediaType`` (inline or in
+                                   its ActionInfo)
 no CD slot anywhere (the R6515     ``UnsupportedOperation`` "no CD/DVD slot"
 tree)                              (never counted against the node)
 no ``InsertMedia`` action (DMTF    PATCH ``Image``/``Inserted`` on the slot,
@@ -25,6 +31,11 @@ but not listed (iDRAC)             ``is_transfer_protocol_required``)
 InsertMedia answers 405 (Cisco     the next CD slot (Ironic's fallback)
 C845A), or the slot is in use
 (iDRAC RAC0904 / VRM0021)
+an eject                           only the image this driver inserted, or the
+                                   one the caller names (``url``); another
+                                   tool's media (an Applet's, an upload: DMTF's
+                                   reference CD1/CD2) is left unless asked
+                                   (``force``)
 ``Inserted`` stays true for a      eject before every insert (Ironic 38), and
 while after an eject               never "already inserted, done"
 the slot reads empty for seconds   read back until it shows, bounded by the
@@ -44,6 +55,8 @@ and ejects those holding media.
 from __future__ import annotations
 
 import dataclasses
+import re
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -51,10 +64,19 @@ import sushy.exceptions as sushy_exc
 
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.connector import BoundedConnector
+from bmaas.drivers.redfish.power import UNREADABLE
 from bmaas.drivers.redfish.preconditions import Resource, patch, read
 from bmaas.faults import BMCBusy, BMCFault, UnsupportedOperation
 
-__all__ = ["CD_TYPES", "NEXT_SLOT", "Slot", "VirtualMediaSlots", "find_cd_slots"]
+__all__ = [
+    "CD_TYPES",
+    "NEXT_SLOT",
+    "Slot",
+    "VirtualMediaSlots",
+    "find_cd_slots",
+    "is_cd_slot",
+    "managers_of",
+]
 
 #: a slot that takes an ISO image
 CD_TYPES = frozenset({"CD", "DVD"})
@@ -76,19 +98,19 @@ def _link(body: dict[str, Any], *keys: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def find_cd_slots(conn: BoundedConnector, system: dict[str, Any]) -> list[str]:
+def find_cd_slots(
+    conn: BoundedConnector, system: dict[str, Any], root: dict[str, Any] | None = None
+) -> list[str]:
     """The CD/DVD slots of ``system`` (its JSON): those of every Manager of
-    it that links ``VirtualMedia``; where they have none, the System's own.
+    it (:func:`managers_of`) that links ``VirtualMedia``; where they have
+    none, the System's own. ``root``: the service root's JSON, for a system
+    that links no Manager.
 
     The System's collection is read only when the Managers have no CD slot:
     a service that links both (sushy-tools, so hwlab) shows the same slots
     twice, under two ids."""
     collections: list[str] = []
-    managers = (system.get("Links") or {}).get("ManagedBy") or []
-    for manager in managers:
-        path = _link(manager, "@odata.id")
-        if path is None:
-            continue
+    for path in managers_of(conn, system, root):
         found = _link(read(conn, path).body, "VirtualMedia", "@odata.id")
         if found is not None:
             collections.append(found)
@@ -99,16 +121,86 @@ def find_cd_slots(conn: BoundedConnector, system: dict[str, Any]) -> list[str]:
     return slots
 
 
+def _members(conn: BoundedConnector, collection: str | None) -> list[str]:
+    if collection is None:
+        return []
+    found = (_link(m, "@odata.id") for m in read(conn, collection).body.get("Members") or [])
+    return [path for path in found if path is not None]
+
+
+def managers_of(
+    conn: BoundedConnector, system: dict[str, Any], root: dict[str, Any] | None = None
+) -> list[str]:
+    """The Managers of ``system``: its ``Links.ManagedBy``; else its
+    ``Links.Managers`` (another vendor's name for the link); else, on a
+    service with exactly one system, its only Manager (read from ``root``'s
+    collections: 2 GETs). None otherwise: bmaas never guesses between two."""
+    links = system.get("Links") or {}
+    for key in ("ManagedBy", "Managers"):
+        listed = links.get(key)
+        paths = [_link(m, "@odata.id") for m in listed] if isinstance(listed, list) else []
+        if any(paths):
+            return [p for p in paths if p is not None]
+    if root is None:
+        return []
+    if len(_members(conn, _link(root, "Systems", "@odata.id"))) != 1:
+        return []
+    managers = _members(conn, _link(root, "Managers", "@odata.id"))
+    return managers if len(managers) == 1 else []
+
+
 def _cd_members(conn: BoundedConnector, collections: list[str]) -> list[str]:
     slots: list[str] = []
     for collection in collections:
-        for member in read(conn, collection).body.get("Members") or []:
-            path = _link(member, "@odata.id")
-            if path is None or path in slots:
-                continue
-            if CD_TYPES & set(read(conn, path).body.get("MediaTypes") or ()):
+        for path in _members(conn, collection):
+            if path not in slots and is_cd_slot(conn, read(conn, path).body):
                 slots.append(path)
     return slots
+
+
+#: words of a slot's Id or Name that make it a CD slot
+_CD_WORDS = frozenset({"cd", "dvd", "cdrom", "dvdrom", "cddvd"})
+
+
+def _names_cd(value: Any) -> bool:
+    """Whether an Id or Name says CD/DVD (``CD1``, ``Virtual CD``, ``VirtualCD``,
+    ``CD/DVD``, ``cdrom``); not ``Floppy1`` or ``RemovableDisk``."""
+    if not isinstance(value, str):
+        return False
+    words = re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", value).lower())
+    return any(word in _CD_WORDS for word in words)
+
+
+def is_cd_slot(conn: BoundedConnector, slot: dict[str, Any]) -> bool:
+    """Whether ``slot`` (its JSON) takes a CD/DVD image: its ``MediaTypes``
+    decide where it lists any; a slot without them (AMI-based services:
+    ``Managers/Self/VirtualMedia/CD1``) is one when its Id or Name says CD
+    or DVD, or its ``InsertMedia`` allows a CD/DVD ``MediaType`` (inline or
+    in the action's ActionInfo: 1 GET; an unreadable one says no)."""
+    types = slot.get("MediaTypes")
+    if isinstance(types, list) and types:
+        return bool(CD_TYPES & {str(t) for t in types})
+    if _names_cd(slot.get("Id")) or _names_cd(slot.get("Name")):
+        return True
+    action = (slot.get("Actions") or {}).get("#VirtualMedia.InsertMedia")
+    if not isinstance(action, dict):
+        return False
+    allowed = action.get("MediaType@Redfish.AllowableValues")
+    info = _link(action, "@Redfish.ActionInfo")
+    if not isinstance(allowed, list) and info is not None:
+        try:
+            parameters = read(conn, info).body.get("Parameters") or []
+        except UNREADABLE:
+            return False
+        allowed = next(
+            (
+                p.get("AllowableValues")
+                for p in parameters
+                if isinstance(p, dict) and p.get("Name") == "MediaType"
+            ),
+            None,
+        )
+    return isinstance(allowed, list) and bool(CD_TYPES & {str(v) for v in allowed})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,9 +224,29 @@ class Slot:
         image = self.body.get("Image") or self.body.get("ImageName")
         return bool(image) and self.body.get("Inserted") is not False
 
+    def holds(self, url: str) -> bool:
+        """Whether the slot reads as holding the image at ``url``: its
+        ``Image`` is that URL (credentials in it aside: a BMC may not show
+        them), or, where it shows no ``Image``, its ``ImageName`` is the
+        URL's file name."""
+        if not self.shows_media:
+            return False
+        image = self.body.get("Image")
+        if isinstance(image, str) and image:
+            return _plain(image) == _plain(url)
+        name = self.body.get("ImageName")
+        return isinstance(name, str) and name == url.rstrip("/").rsplit("/", 1)[-1]
+
     def action(self, name: str) -> dict[str, Any] | None:
         found = (self.body.get("Actions") or {}).get(name)
         return found if isinstance(found, dict) and found.get("target") else None
+
+
+def _plain(url: str) -> str:
+    """``url`` without user information and a trailing slash."""
+    parts = urllib.parse.urlsplit(url.strip())
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)).rstrip("/")
 
 
 def _says(exc: sushy_exc.HTTPError, *texts: str) -> bool:
@@ -200,12 +312,21 @@ class VirtualMediaSlots:
             )
         return found
 
-    def eject(self) -> None:
-        """Eject every CD slot that reads as holding media."""
+    def eject(self, wanted: Callable[[Slot], bool] | None = None) -> tuple[list[str], list[Slot]]:
+        """Eject the CD slots holding media that ``wanted`` picks (None:
+        every one); the paths ejected, and the slots left holding media."""
+        ejected: list[str] = []
+        left: list[Slot] = []
         for path in self.paths:
             slot = Slot(read(self.conn, path))
-            if slot.shows_media:
+            if not slot.shows_media:
+                continue
+            if wanted is None or wanted(slot):
                 self._eject(slot)
+                ejected.append(path)
+            else:
+                left.append(slot)
+        return ejected, left
 
     def _put(self, slot: Slot, url: str) -> None:
         body: dict[str, Any] = {"Image": url, "Inserted": True, "WriteProtected": True}

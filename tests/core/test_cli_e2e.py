@@ -155,6 +155,10 @@ def test_boot_device_and_virtual_media(bmaas: Bmaas, fleet: CoreFleet, enrolled:
     if media:
         bmaas("vmedia", "insert", media[0], "--url", url)
         assert fleet.machine(media[0]).media == url
+        # --url ejects only that image: another one is left (issue 47)
+        bmaas("vmedia", "eject", media[0], "--url", "http://127.0.0.1:8080/theirs.iso")
+        assert fleet.machine(media[0]).media == url
+        bmaas("vmedia", "insert", media[0], "--url", url)
         bmaas("vmedia", "eject", media[0])
         assert fleet.machine(media[0]).media is None
         history = json.loads(bmaas("node", "show", media[0], "--json").stdout)["events"]

@@ -56,6 +56,15 @@ class Quirks:
     #: a one-time override reads back ``Enabled=Disabled`` with its target
     #: kept (Supermicro H13)
     once_reads_disabled: bool = False
+    #: every PATCH of a system answers this (status, MessageId): a service
+    #: that has no such property, or will not have it written (issue 47)
+    refuse_system_patch: tuple[int, str] | None = None
+    #: the ResetTypes the service takes, whatever the tree lists (None: as
+    #: listed); another is answered 400 ActionParameterValueNotInList
+    takes_resets: frozenset[str] | None = None
+    #: GETs of a system that still read ``On`` after a ForceOff (a node
+    #: slow to power down)
+    off_lag_reads: int = 0
 
 
 def load(name: str) -> dict[str, dict[str, Any]]:
@@ -95,6 +104,7 @@ class TreeState:
         self.if_matches: list[tuple[str, str, str | None]] = []
         self._hidden: dict[str, int] = {}
         self._sticky: dict[str, dict[str, Any]] = {}
+        self._off_lag: dict[str, int] = {}
 
     # -- what tests look at ------------------------------------------------------------
 
@@ -108,6 +118,12 @@ class TreeState:
         members = self.resources[f"{ROOT}/Systems"]["Members"]
         assert len(members) == 1
         return str(members[0]["@odata.id"])
+
+    def add(self, uri: str, body: dict[str, Any]) -> None:
+        """Serve ``body`` at ``uri`` as if it had been recorded."""
+        self.resources[uri] = body
+        self.recorded[uri] = copy.deepcopy(body)
+        self.generation[uri] = 1
 
     def etag(self, uri: str) -> str:
         """The resource's ETag: as recorded until it changes, then one per change."""
@@ -150,6 +166,9 @@ class TreeState:
             view.update(Inserted=True, Image=left["image"])
             if left["reads"] <= 0:
                 del self._sticky[path]
+        if self._off_lag.get(path, 0) > 0:
+            self._off_lag[path] -= 1
+            view["PowerState"] = "On"
         headers = {"ETag": self.etag(path)} if self.quirks.etag_header else {}
         return 200, view, headers
 
@@ -177,10 +196,15 @@ class TreeState:
             # into one value and takes each of them
             if allowed is not None and not any(str(reset) in value for value in allowed):
                 return _error(400, "Base.1.8.ActionParameterValueNotInList", str(reset))
+            takes = self.quirks.takes_resets
+            if takes is not None and reset not in takes:
+                return _error(400, "Base.1.8.ActionParameterValueNotInList", str(reset))
             if reset == "PushPowerButton":  # a momentary press toggles
                 off = resource.get("PowerState") == "On"
             else:
                 off = reset in ("ForceOff", "GracefulShutdown")
+            if off and self.quirks.off_lag_reads and resource.get("PowerState") == "On":
+                self._off_lag[owner] = self.quirks.off_lag_reads
             resource["PowerState"] = "Off" if off else "On"
             self._changed(owner)
             return 204, None
@@ -251,6 +275,9 @@ class TreeState:
             return _error(412, "Base.1.8.PreconditionFailed", "ETag does not match")
         body = body if isinstance(body, dict) else {}
         kind = str(resource.get("@odata.type", ""))
+        refusal = self.quirks.refuse_system_patch
+        if refusal is not None and "ComputerSystem" in kind:
+            return _error(refusal[0], refusal[1], ", ".join(body))
         if "VirtualMedia" in kind:
             if ("Image" in body and body["Image"] is None) or body.get("Inserted") is False:
                 self._eject(path, resource)
