@@ -27,15 +27,10 @@ from oslo_config import cfg
 
 from bmaas.drivers.ironic import calls, conf
 from bmaas.drivers.ironic.info import parse_driver_info
-from bmaas.drivers.ironic.listener import (
-    Pacing,
-    host_port,
-    push_streams,
-    service_stream,
-    thread,
-)
+from bmaas.drivers.ironic.listener import host_port, push_streams, service_stream, thread
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
+from bmaas.events import Pacing
 from bmaas.faults import BmaasError
 from bmaas.secrets import mask_url
 
