@@ -68,6 +68,10 @@ CHECKED: dict[str, tuple[str, str]] = {
     "requests": ("2.34.2", "2.34.2"),  # not pinned by bmaas: sushy's dependency
     "urllib3": ("2.8.0", "2.8.0"),  # not pinned by bmaas: requests' dependency
     "openstacksdk": ("4.1.0", "4.22.0"),
+    # the bmaas Ironic plugin: checked in the Ironic venvs, not .venv (no
+    # ironic there): tests/unit/test_private_api_ironic.py, on the current
+    # release (scripts/test.sh) and the previous SLURP (.ci/run)
+    "ironic": ("35.1.0", "39.0.0"),
 }
 
 
@@ -567,6 +571,41 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
         "hwlab's backends (systems, virtual media, indicators) are seeded into the slot of "
         "sushy-tools' memoized app properties; it must last across requests (sushy-tools 2.0 "
         "emptied it before every request)",
+    ),
+    # -- ironic: the plugin (drivers/ironic) ----------------------------------------
+    PrivateUse(
+        "ironic:redfish.boot._parse_instance_info",
+        "ironic",
+        "ironic.drivers.modules.redfish.boot:_parse_instance_info",
+        "callable",
+        ("drivers/ironic/boot.py",),
+        "bmaas-virtual-media parses instance_info as Ironic's redfish virtual media "
+        "does (kernel, ramdisk, boot ISO keys and their checks), so a node moved "
+        "from redfish-virtual-media deploys the same; Ironic has no public parser",
+        args=1,
+    ),
+    PrivateUse(
+        "ironic:image_utils.ImageHandler",
+        "ironic",
+        "ironic.drivers.modules.image_utils:ImageHandler",
+        "class",
+        ("drivers/ironic/boot.py",),
+        "before Ironic 39 (no BootInterface.image_publisher_settings) the publisher "
+        "is keyed by hardware type name: bmaas subclasses ImageHandler to read "
+        "bmaas-redfish as redfish and puts the subclass in image_utils when the "
+        "boot module loads (publish_on_legacy_ironic). Removed with Ironic 35 "
+        "support: docs/releases.md names the date",
+    ),
+    PrivateUse(
+        "ironic:ImageHandler.update_driver_config",
+        "ironic",
+        "ironic.drivers.modules.image_utils:ImageHandler.update_driver_config",
+        "callable",
+        ("drivers/ironic/boot.py",),
+        "the one method the legacy publisher's subclass overrides: it is called "
+        "with the hardware type name, which bmaas maps",
+        args=1,
+        method=True,
     ),
     # -- openstacksdk (drivers/ironic_backend/clouds.py) -------------------------
     PrivateUse(

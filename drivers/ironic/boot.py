@@ -47,7 +47,10 @@ API's image alike. There :func:`publish_on_legacy_ironic` (run when this
 module loads, where :data:`PUBLISHES` is false) puts a subclass of
 ``ImageHandler`` in ``image_utils`` whose only difference is that it reads
 ``bmaas-redfish`` as ``redfish``: the same ``[redfish]`` options Ironic 39
-uses for it. Every other hardware type gets exactly Ironic's answer.
+uses for it. Every other hardware type gets exactly Ironic's answer. The swap
+and ``redfish_boot._parse_instance_info`` are Ironic private uses, rows of
+:data:`bmaas.drivers.private_api.PRIVATE_API`; the swap goes with Ironic 35
+support, no later than 2027-10-31 (docs/changes/45.deprecation.1.md).
 """
 
 from __future__ import annotations
