@@ -13,17 +13,47 @@ import ast
 import tomllib
 from pathlib import Path
 
-from tests.layout import FOLDERS, ROOT, source_packages
+from tests.layout import FOLDERS, ROOT, module_name, source_packages
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 #: import names bmaas must never install or import at top level
 TAKEN_BY_USERS = ("drivers", "fakes", "hwlab")
 
 
+def _data_packages() -> list[str]:
+    """Folders of package data (files, no ``__init__.py``) inside a package of
+    the four, by import name: Python imports them as namespace packages, so
+    setuptools wants them listed ("Package would be ignored" otherwise)."""
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if (
+                path.is_dir()
+                and path.name != "__pycache__"
+                and not (path / "__init__.py").exists()
+                and (path.parent / "__init__.py").exists()
+                and any(p.is_file() for p in path.iterdir())
+            ):
+                found.append(module_name(path / "__init__.py"))
+    return found
+
+
 def test_the_wheel_lists_every_package_of_the_four_folders() -> None:
     listed = PYPROJECT["tool"]["setuptools"]["packages"]
-    assert sorted(listed) == source_packages()
+    assert sorted(listed) == sorted(source_packages() + _data_packages())
     assert all(name == "bmaas" or name.startswith("bmaas.") for name in listed)
+
+
+def test_package_data_is_given_by_the_package_that_holds_it() -> None:
+    # "bmaas.hwlab.redfish" = ["templates/*.json"] reached into a folder that
+    # Python sees as a package of its own; setuptools warned at every build
+    # that it "would be ignored" (issue 50). Each data folder is a listed
+    # package with its own package-data entry.
+    data = PYPROJECT["tool"]["setuptools"]["package-data"]
+    assert "bmaas.hwlab.redfish.templates" in _data_packages()
+    for package in _data_packages():
+        assert package in data, package
+    assert [glob for globs in data.values() for glob in globs if "/" in glob] == []
 
 
 def test_each_folder_installs_under_the_bmaas_root() -> None:
