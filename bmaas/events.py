@@ -76,7 +76,6 @@ if TYPE_CHECKING:  # the command's token; importing bmaas.provision here would l
     from bmaas.provision.cancel import CancelToken
 
 __all__ = [
-    "SAFETY_EVERY",
     "SAFETY_INTERVAL",
     "Applied",
     "Backoff",
@@ -97,9 +96,6 @@ LOG = logging.getLogger(__name__)
 #: seconds: a node whose stream is up is read once its last read is this old
 #: (40 minutes: 1.5 reads per node-hour, under 2 with a reconnect every few hours)
 SAFETY_INTERVAL = 2400.0
-#: a safety net counted in passes (Ironic's conductor streams, whose passes
-#: are Ironic's); bmaas's sync counts in seconds (:data:`SAFETY_INTERVAL`)
-SAFETY_EVERY = 10
 #: news kept for reports and tests (the count is exact)
 KEPT = 1024
 
@@ -366,7 +362,6 @@ class EventWatch:
             raise ValueError("safety must be a positive number of seconds")
         self.safety = safety
         self.pacing = Pacing(bmc_timeout, idle, backoff, absent_retry, rate, burst)
-        self._feed = _Feed(self)
         self._streams_of, self._clock, self._wall = streams_of, clock, wall
         #: push listeners, one per driver that takes pushed events (``push``)
         self.push = push
@@ -386,7 +381,7 @@ class EventWatch:
         self._fingerprint: int | None = None
         self._known: dict[str, PowerState] = {}
         #: counters for the report and the bench
-        self.opened = 0
+        self.opened_count = 0
         self.faults = 0
         self.flooded = 0
         #: the latest news applied (the count is :attr:`applied_total`)
@@ -460,7 +455,7 @@ class EventWatch:
             listen(
                 stream,
                 stream,
-                self._feed,
+                self,
                 self.pacing,
                 stopped=lambda: own.is_set() or self._stopped(),
                 sleep=self._sleep,
@@ -504,7 +499,7 @@ class EventWatch:
                 "streams": len(self._threads),
                 "nodes_up": up,
                 "nodes": len(self._nodes),
-                "opened": self.opened,
+                "opened": self.opened_count,
                 "faults": self.faults,
                 "applied": self.applied_total,
                 "flooded": self.flooded,
@@ -548,6 +543,25 @@ class EventWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- what its listeners tell (their Sink) --------------------------------------
+
+    def opened(self, stream: Stream) -> None:
+        self.opened_count += 1
+        self._mark(stream.nodes.values(), up=True)
+
+    def lost(self, stream: Stream, fault: Exception, wait: float, *, opening: bool) -> None:
+        self.faults += 1
+        self._mark(stream.nodes.values(), up=False)
+        what = "no event stream" if opening else "event stream lost"
+        LOG.info("%s: %s (%s); its nodes are polled, next try in %.0f s",
+                 stream.key, what, fault, wait)  # fmt: skip
+
+    def news(self, stream: Stream, trusted: Sequence[News], flood: Sequence[News]) -> None:
+        for news in trusted:
+            self._offer(news)
+        self.flooded += len(flood)
+        self._mark([news.node for news in flood], up=True)  # up, but read them
 
     def _mark(self, nodes: Iterable[str], *, up: bool) -> None:
         with self._cond:
@@ -657,30 +671,6 @@ class EventWatch:
                 age = None if news.at is None else max(0.0, self._wall() - news.at)
                 out.append(Applied(news.node, news.power, news.message_id, age))
         return out
-
-
-@dataclasses.dataclass(eq=False)
-class _Feed:
-    """What :class:`EventWatch`'s listeners tell it (their :class:`Sink`)."""
-
-    watch: EventWatch
-
-    def opened(self, stream: Stream) -> None:
-        self.watch.opened += 1
-        self.watch._mark(stream.nodes.values(), up=True)
-
-    def lost(self, stream: Stream, fault: Exception, wait: float, *, opening: bool) -> None:
-        self.watch.faults += 1
-        self.watch._mark(stream.nodes.values(), up=False)
-        what = "no event stream" if opening else "event stream lost"
-        LOG.info("%s: %s (%s); its nodes are polled, next try in %.0f s",
-                 stream.key, what, fault, wait)  # fmt: skip
-
-    def news(self, stream: Stream, trusted: Sequence[News], flood: Sequence[News]) -> None:
-        for news in trusted:
-            self.watch._offer(news)
-        self.watch.flooded += len(flood)
-        self.watch._mark([news.node for news in flood], up=True)  # up, but read them
 
 
 def record_news(store: Any, applied: Sequence[Applied], health_rule: Any) -> None:

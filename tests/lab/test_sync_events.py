@@ -184,10 +184,10 @@ def test_a_closed_stream_reconnects_and_its_first_pass_reconciles(running: Any) 
         FaultRule.from_dict({"effect": "drop", "operation": "event.stream", "times": 1})
     )
     run.settled("ev-close")
-    assert run.watch.opened == 1
+    assert run.watch.opened_count == 1
     reads = run.reads("ev-close")
     machine.force_power(PowerState.OFF)  # the stream closes with this event
-    assert run.until(lambda: run.watch.opened == 2), "never reconnected"
+    assert run.until(lambda: run.watch.opened_count == 2), "never reconnected"
     assert run.until(lambda: run.power("ev-close") is PowerState.OFF), "never reconciled"
     assert run.reads("ev-close") > reads  # the first pass after reconnecting read it
     assert run.watch.applied_total == 0  # no event told it

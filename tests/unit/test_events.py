@@ -191,7 +191,7 @@ def test_reconnects_are_paced_and_bounded_by_the_cap() -> None:
     # refused, slow: 1, 2; up then closed: 4; refused, refused: 8, 16
     assert sleeps == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert stream.opens == 5
-    assert watch.opened == 1
+    assert watch.opened_count == 1
     assert watch.pending() == 1
 
 
@@ -203,7 +203,7 @@ def test_a_stream_that_stayed_up_longer_than_the_cap_starts_the_back_off_over() 
     watch = _watch(stream, sleeps, stop_after=4, clock=clock, backoff=Backoff(1, 2, 30))
     _run(watch)
     assert sleeps == [1.0, 2.0, 1.0, 1.0]
-    assert watch.opened == 2
+    assert watch.opened_count == 2
 
 
 def test_a_service_without_events_is_asked_again_only_after_absent_retry() -> None:
