@@ -2,7 +2,10 @@
 # Install a real OpenStack Ironic (from PyPI) into its own venv, .venv-ironic,
 # with bmaas installed editable into it (bmaas[ironic]) so the conductor loads
 # the bmaas-ipmi / bmaas-redfish hardware types. Safe to re-run: it does
-# nothing when the pinned Ironic is already there and bmaas is importable.
+# nothing (a second or two) while the venv holds the pinned Ironic installed
+# with the release's constraints file as it is now (a stamp records its hash)
+# and bmaas is importable; pip keeps the wheels it built in its cache
+# (~/.cache/pip), so a venv made again builds nothing.
 #
 #   bash scripts/ironic-env.sh                   # the current release (39.0.0) in .venv-ironic
 #   bash scripts/ironic-env.sh --release 35.1.0  # another tested one, in .venv-ironic-35.1.0
@@ -64,16 +67,28 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
     say "created $venv ($(since "$t"))"
 fi
+# Ironic and its ~80 libraries are installed once per constraints file: a stamp
+# in the venv records the release, the constraints' hash and the Python, and
+# while all three are what is asked (and that Ironic is installed) nothing is
+# installed. An edited constraints file re-runs pip in the same venv, which
+# moves only the libraries whose pins changed.
+ironic_stamp="$venv/.ironic-stamp"
+ironic_want="$IRONIC_VERSION $(sha256sum <"$constraints" | cut -c1-16) $("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"
 have=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("ironic"))' 2>/dev/null || true)
-if [ "$have" != "$IRONIC_VERSION" ]; then
+if [ "$have" = "$IRONIC_VERSION" ] && [ "$(cat "$ironic_stamp" 2>/dev/null)" = "$ironic_want" ]; then
+    say "Ironic $IRONIC_VERSION already in $venv (installed with this $constraints)"
+else
     t=$(date +%s.%N)
-    say "installing Ironic $IRONIC_VERSION into $venv with $constraints (pip; 1-2 minutes the first time)..."
+    if [ "$have" = "$IRONIC_VERSION" ]; then
+        say "Ironic $IRONIC_VERSION in $venv, installed with another $constraints: installing again with it (pip)..."
+    else
+        say "installing Ironic $IRONIC_VERSION into $venv with $constraints (pip; 2-4 minutes the first time)..."
+    fi
     "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
     quiet_pip "ironic==$IRONIC_VERSION"
     "$venv/bin/python" -c 'import ironic' >/dev/null
+    echo "$ironic_want" >"$ironic_stamp"
     say "installed Ironic $IRONIC_VERSION ($(since "$t"))"
-else
-    say "Ironic $IRONIC_VERSION already in $venv"
 fi
 # bmaas itself, editable, with the conductor-side extra only (no lab, no tests),
 # and the database driver for an Ironic on PostgreSQL (the tests that run
