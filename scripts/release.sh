@@ -10,14 +10,23 @@
 #                                      committed tree, not the work tree) into dist/
 #                                      (kept), check LICENSE and NOTICE are in both,
 #                                      print the `git tag -a vX.Y.Z` to run; --tag runs it
+#   scripts/release.sh --dev           the same build for a HEAD between releases
+#                                      (0.5.0.dev0): versioned VERSION+gCOMMIT
+#                                      (0.5.0.dev0+g148b1d4), never tagged
 #
-# Needs the `release` extra (build, towncrier); installs it into .venv through
-# scripts/setup.sh when missing. Prints each step and its time.
+# The version is checked before anything is installed: a HEAD that is not a
+# release is refused at once (use --dev). Needs the `release` extra (build,
+# towncrier); installs it into .venv through scripts/setup.sh when missing
+# (`--for demo`: bmaas, its lab extra and the release extra, not the test
+# tools). A build needs only `build`: PYTHON=/path/to/python (a venv with
+# build) skips .venv altogether, as scripts/wheel-smoke.sh does. Prints each
+# step and its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
 notes=""
 tag=no
+dev=no
 t0=$(date +%s.%N)
 
 say() { printf 'release: %s\n' "$*" >&2; }
@@ -26,7 +35,7 @@ die() {
     exit 1
 }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'; }
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case $1 in
@@ -37,6 +46,10 @@ while [ $# -gt 0 ]; do
         ;;
     --tag)
         tag=yes
+        shift
+        ;;
+    --dev)
+        dev=yes
         shift
         ;;
     -h | --help)
@@ -50,17 +63,38 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-if ! "$python" -c 'import build, towncrier' 2>/dev/null; then
-    say "installing the release extra (build, towncrier) into .venv..."
-    BMAAS_SETUP_EXTRAS=release bash scripts/setup.sh
-fi
+[ $dev = no ] || [ -z "$notes" ] || die "--dev builds HEAD as it is: not with --notes"
+[ $dev = no ] || [ $tag = no ] || die "--dev builds are never tagged: not with --tag"
 
-# -- notes: the version and its section of docs/releases.md ------------------
+# what the release step needs, checked before anything is installed
 if [ -n "$notes" ]; then
     [[ $notes =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "a release version is X.Y.Z, not '$notes'"
     if grep -q "^## $notes (" docs/releases.md; then
         die "docs/releases.md already has a section for $notes"
     fi
+else
+    version=$(git show HEAD:bmaas/__init__.py | sed -n -E 's/^__version__ = "([^"]*)"$/\1/p')
+    [ -n "$version" ] || die "no __version__ in HEAD's bmaas/__init__.py"
+    if [ $dev = no ]; then
+        [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+            die "HEAD is at $version, not a release: run scripts/release.sh --notes X.Y.Z and commit, or build a development snapshot with scripts/release.sh --dev"
+        # (grep without -q: with pipefail, -q's early exit would fail git show on SIGPIPE)
+        git show HEAD:docs/releases.md | grep "^## $version (" >/dev/null ||
+            die "HEAD's docs/releases.md has no section for $version: run scripts/release.sh --notes $version"
+    fi
+fi
+
+# the notes need towncrier (and bmaas: the schema's revision), a build only
+# the build front-end (PYTHON=any Python with `build` will do)
+needs="import build"
+[ -z "$notes" ] || needs="import towncrier, bmaas.store.migrate"
+if ! "$python" -c "$needs" 2>/dev/null; then
+    say "installing the release extra (build, towncrier) into .venv..."
+    BMAAS_SETUP_EXTRAS=release bash scripts/setup.sh --for demo
+fi
+
+# -- notes: the version and its section of docs/releases.md ------------------
+if [ -n "$notes" ]; then
     t=$(date +%s.%N)
     sed -i -E "s/^__version__ = \"[^\"]*\"$/__version__ = \"$notes\"/" bmaas/__init__.py
     grep -q "^__version__ = \"$notes\"$" bmaas/__init__.py || die "could not set __version__ in bmaas/__init__.py"
@@ -109,15 +143,9 @@ EOF
 fi
 
 # -- build: HEAD's sdist and wheel into dist/ ---------------------------------
-version=$(git show HEAD:bmaas/__init__.py | sed -n -E 's/^__version__ = "([^"]*)"$/\1/p')
-[ -n "$version" ] || die "no __version__ in HEAD's bmaas/__init__.py"
-[[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
-    die "HEAD is at $version, not a release: run scripts/release.sh --notes X.Y.Z and commit"
-# (grep without -q: with pipefail, -q's early exit would fail git show on SIGPIPE)
-git show HEAD:docs/releases.md | grep "^## $version (" >/dev/null ||
-    die "HEAD's docs/releases.md has no section for $version: run scripts/release.sh --notes $version"
+commit=$(git rev-parse --short HEAD)
 left=$(git ls-tree --name-only HEAD docs/changes/ | grep -v '/\.gitkeep$' || true)
-[ -z "$left" ] || say "warning: notes in docs/changes/ not in $version's section: $left"
+[ $dev = yes ] || [ -z "$left" ] || say "warning: notes in docs/changes/ not in $version's section: $left"
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
     say "note: the work tree has uncommitted changes; the release is HEAD's tree without them"
 fi
@@ -126,8 +154,15 @@ work=$(mktemp -d -t bmaas-release-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/src"
 git archive HEAD | tar -x -C "$work/src"
+if [ $dev = yes ]; then
+    # a development snapshot says which commit it is (PEP 440 local version);
+    # the repository's own __version__ is left as it is
+    version="$version+g$commit"
+    sed -i -E "s/^__version__ = \"[^\"]*\"$/__version__ = \"$version\"/" "$work/src/bmaas/__init__.py"
+    grep -q "^__version__ = \"$version\"$" "$work/src/bmaas/__init__.py" || die "could not set the snapshot's version"
+fi
 t=$(date +%s.%N)
-say "building bmaas $version (sdist, then the wheel from it) from HEAD ($(git rev-parse --short HEAD))..."
+say "building bmaas $version (sdist, then the wheel from it) from HEAD ($commit)..."
 if ! "$python" -m build --outdir "$work/dist" "$work/src" >"$work/build.log" 2>&1; then
     tail -30 "$work/build.log" >&2
     die "the build failed"
@@ -142,6 +177,12 @@ say "built $sdist and $wheel ($(since "$t"))"
 (cd dist && sha256sum "bmaas-$version.tar.gz" "bmaas-$version-py3-none-any.whl") >&2
 
 # -- tag -----------------------------------------------------------------------
+if [ $dev = yes ]; then
+    say "a development snapshot of $(git rev-parse HEAD): not tagged; done in $(since "$t0")"
+    exit 0
+fi
+# a clone may carry no tags: docs/releases.md names each release's commit
+say "bmaas $version is commit $(git rev-parse HEAD): add it to docs/releases.md's table of releases"
 command=(git tag -a "v$version" -m "bmaas $version")
 if git rev-parse -q --verify "refs/tags/v$version" >/dev/null; then
     if [ "$(git rev-parse "v$version^{commit}")" = "$(git rev-parse HEAD)" ]; then
