@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# Build the sdist and, from it, the wheel (`python -m build`), install the
-# wheel with its lab extra into a clean venv outside the repository, and run
-# the README's Quickstart steps from that venv only: `hwlab up`, `bmaas enroll`,
-# `bmaas status check`, `hwlab down`. This proves what an editable install
-# cannot: the package data (Redfish templates, migrations, py.typed) and the
-# entry points (console scripts, drivers) ship in the wheel, and the sdist
-# has what the wheel needs, and both carry LICENSE and NOTICE
-# (scripts/check_dist.py). CI runs it (.ci/run); prints each step and its time.
+# Every way docs/install.md installs bmaas, each run as written there, from
+# outside the repository (CI runs this, .ci/run; prints each step and its time):
+#
+#   1. a wheel from a clone with a standard build front-end: `python -m build`
+#      (the sdist, then the wheel from it), with no setuptools warning; the
+#      wheel installed with its lab extra into a clean venv, and the README's
+#      Quickstart steps run from that venv only: `hwlab up`, `bmaas enroll`,
+#      `bmaas status check`, `hwlab down`. This proves what an editable
+#      install cannot: the package data (Redfish templates, migrations,
+#      py.typed) and the entry points (console scripts, drivers) ship in the
+#      wheel, and both artifacts carry LICENSE and NOTICE (scripts/check_dist.py);
+#   2. the sdist (pip builds the wheel from it);
+#   3. a release's artifacts: `scripts/release.sh --dev` (HEAD's sdist and
+#      wheel, versioned VERSION+gCOMMIT), its wheel installed;
+#   4. a regular install straight from the clone: `pip install .`;
+#   5. pip from git at a commit: `bmaas @ git+file://CLONE@COMMIT`.
+#
+# Paths 2-5 install into path 1's venv with --force-reinstall --no-deps: the
+# dependencies are path 1's, proven there; what differs is how bmaas itself is
+# built, and each is checked by `bmaas --version` naming the version built
+# and `hwlab --help`. pip's wheel cache is the user's (PIP_CACHE_DIR), though
+# HOME is a throwaway one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -29,6 +43,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# pip's cache stays the user's: nothing downloaded or built twice
+PIP_CACHE_DIR=${PIP_CACHE_DIR:-$("$python" -m pip cache dir 2>/dev/null || true)}
+[ -z "$PIP_CACHE_DIR" ] || export PIP_CACHE_DIR
 # a home of its own: no default lab or database of the user's is touched
 export HOME=$work/home XDG_DATA_HOME=$work/home/data XDG_STATE_HOME=$work/home/state
 export XDG_CONFIG_HOME=$work/home/config XDG_CACHE_HOME=$work/home/cache
@@ -38,7 +55,13 @@ mkdir -p "$HOME"
 
 step "$python" -m venv "$work/build-env"
 step "$work/build-env/bin/python" -m pip install -q --disable-pip-version-check build
-step "$work/build-env/bin/python" -m build --outdir "$work/dist" "$repo" >"$work/build.log"
+step "$work/build-env/bin/python" -m build --outdir "$work/dist" "$repo" >"$work/build.log" 2>&1
+# setuptools' warnings (a package "would be ignored", deprecated options) are
+# a build that differs from what pyproject.toml says: none is allowed
+if grep -n -i -E "would be ignored|SetuptoolsDeprecationWarning|^ *!!$" "$work/build.log" >&2; then
+    say "the build warned (above; whole log: python -m build in a clone)"
+    exit 1
+fi
 sdist=$(ls "$work"/dist/bmaas-*.tar.gz)
 wheel=$(ls "$work"/dist/bmaas-*.whl)
 say "built $(basename "$sdist") and $(basename "$wheel")"
@@ -58,3 +81,40 @@ step bmaas status check
 step hwlab down
 lab_up=no
 say "the wheel works: package data and entry points are in it"
+
+# the other paths: bmaas built another way, over the same dependencies
+reinstall() { step "$work/venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$@"; }
+installed_is() {
+    local said
+    said=$(bmaas --version)
+    said=${said%%$'\n'*}
+    [ "$said" = "bmaas $1" ] || {
+        say "bmaas --version says '$said', not bmaas $1"
+        exit 1
+    }
+    hwlab --help >/dev/null
+    say "bmaas $1 installed: bmaas --version and hwlab --help answer"
+}
+version=$(basename "$sdist" .tar.gz)
+version=${version#bmaas-}
+commit=$(git -C "$repo" rev-parse HEAD)
+
+say "path 2: the sdist"
+reinstall "$sdist"
+installed_is "$version"
+
+say "path 3: a release's artifacts (scripts/release.sh --dev)"
+step env PYTHON="$work/build-env/bin/python" bash "$repo/scripts/release.sh" --dev
+snapshot="$version+g$(git -C "$repo" rev-parse --short HEAD)"
+reinstall "$repo/dist/bmaas-$snapshot-py3-none-any.whl"
+installed_is "$snapshot"
+rm -f "$repo/dist/bmaas-$snapshot.tar.gz" "$repo/dist/bmaas-$snapshot-py3-none-any.whl"
+
+say "path 4: pip install . in the clone"
+reinstall "$repo"
+installed_is "$version"
+
+say "path 5: pip from git at a commit"
+reinstall "bmaas @ git+file://$repo@$commit"
+installed_is "$version"
+say "every install path of docs/install.md works"
