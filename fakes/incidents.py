@@ -346,6 +346,37 @@ INCIDENTS: dict[str, Incident] = {
             outcome="unsupported at once: no retry, never BMCAuthError",
         ),
         Incident(
+            "ilo-licence",
+            "ilo5",
+            "400 iLO.2.14.LicenseKeyRequired on virtual media without an iLO Advanced licence",
+            Trigger("vmedia.*", what="scripted virtual media on iLO Standard"),
+            "HPE iLO 5 message registry iLO.2.14 LicenseKeyRequired (the body as "
+            "Cray-HPE/hms-capmc's tests quote it, MIT; iLO answers its registry's errors 400)",
+            RedfishReply(400, ilo_body("iLO.2.14.LicenseKeyRequired")),
+            fault=UnsupportedOperation,
+            outcome="unsupported at once: no retry, never counted",
+        ),
+        Incident(
+            "xcc-licence",
+            "xcc",
+            "405 on remote media without the XCC licence tier that has it",
+            Trigger("vmedia.*", what="virtual media on an XCC without the remote media tier"),
+            "issue 47 finding 8 (a licence refusal answered 405; the recorded tree is not "
+            "in tests/fixtures): DMTF Base registry body, as XCC answers its refusals "
+            "(lenovo/python-redfish-lenovo#308 quotes one)",
+            RedfishReply(
+                405,
+                _base_body(
+                    "Base.1.8.OperationNotAllowed",
+                    "The HTTP method is not allowed on this resource.",
+                    "Upgrade the XClarity Controller licence to one with remote media.",
+                    "Critical",
+                ),
+            ),
+            fault=UnsupportedOperation,
+            outcome="unsupported at once: no retry, never counted",
+        ),
+        Incident(
             "vmedia-internal-error",
             "idrac9",
             "transient 500 on VirtualMedia.InsertMedia (an eject still in progress)",

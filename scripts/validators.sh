@@ -4,11 +4,12 @@
 #
 #   scripts/validators.sh [--url URL --user U --password P] [--service-size N]
 #                         [--schemas DIR] [--profile FILE] [--out DIR]
-#                         [--authtype Session|Basic] [--tls]
+#                         [--authtype Session|Basic] [--tls] [--shape NAME]
 #
 # Without --url it starts `hwlab up --nodes N --protocols redfish` (N = the
-# service size, default 1; --tls: over HTTPS, --redfish-tls) in a private
-# state directory and stops it on exit.
+# service size, default 1; --tls: over HTTPS, --redfish-tls; --shape: every
+# BMC in that vendor shape, `hwlab up --shape`) in a private state directory
+# and stops it on exit.
 # --schemas: DSP8010 CSDL files (Redfish-Publications' csdl/); without it the
 # copy vendored in tests/fixtures/redfish-csdl/ (2025.4), so no network is needed. --profile: the interop
 # profile (default: Ironic's OpenStackIronicProfile.v1_2_0, vendored under
@@ -23,7 +24,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-url="" user="admin" password="hwlab-password" size=1 schemas="" out="" authtype=Session tls=no
+url="" user="admin" password="hwlab-password" size=1 schemas="" out="" authtype=Session tls=no shape=""
 profile="$here/tests/fixtures/redfish-profiles/OpenStackIronicProfile.v1_2_0.json"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -36,7 +37,8 @@ while [ $# -gt 0 ]; do
         --out) out=$2; shift 2 ;;
         --authtype) authtype=$2; shift 2 ;;
         --tls) tls=yes; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        --shape) shape=$2; shift 2 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "validators.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -72,6 +74,7 @@ trap cleanup EXIT
 if [ -z "$url" ]; then
     tls_args=()
     [ $tls = yes ] && tls_args=(--redfish-tls)
+    [ -n "$shape" ] && tls_args+=(--shape "$shape")
     $hwlab up --nodes "$size" --protocols redfish --redfish-service-size "$size" \
         "${tls_args[@]}" --state-dir "$work/lab" --timeout 120 >/dev/null
     touch "$work/started"

@@ -29,6 +29,20 @@ __all__ = ["demo", "matrix"]
 )
 @click.option("--only", multiple=True, help="Run only these scenarios (repeatable).")
 @click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    help="Vendor shapes whose Redfish BMC runs every Redfish scenario too "
+    "(repeatable; default every shape; 'none': no shape).",
+)
+@click.option(
+    "--shape-workers",
+    type=WholeNumber(1, 32),
+    default=4,
+    show_default=True,
+    help="Shapes run side by side.",
+)
+@click.option(
     "--deadline",
     type=Seconds(),
     default=1.0,
@@ -36,9 +50,18 @@ __all__ = ["demo", "matrix"]
     help="Driver deadline per call, seconds.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_json: bool) -> None:
+def matrix(
+    protocols: Sequence[str],
+    only: Sequence[str],
+    shapes: Sequence[str],
+    shape_workers: int,
+    deadline: float,
+    as_json: bool,
+) -> None:
     """Run every fault effect against every protocol through the real bmaas
-    drivers, on a private lab, and compare with the expected fault classes.
+    drivers, on a private lab, and compare with the expected fault classes;
+    then every Redfish one on a BMC of every vendor shape (a call the shape
+    does not offer, such as virtual media without a CD slot, is left out).
 
     Exits 1 on any mismatch or UnclassifiedFault; 2 when something it needs
     is missing or wrong (packages, drivers, loopback sockets, BMAAS_*
@@ -47,20 +70,26 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
     from bmaas.hwlab.harness import preflight
     from bmaas.hwlab.harness.matrix import SCENARIOS, matrix_spec, run_matrix
     from bmaas.hwlab.lab import Lab
+    from bmaas.hwlab.redfish.shapes import SHAPES
 
     protocols = list(dict.fromkeys(protocols)) or ["ipmi", "redfish"]
     # every problem at once, before any lab starts (exit 2, one line each)
-    problems = preflight.matrix_problems(protocols, only)
+    problems = preflight.matrix_problems(protocols, only, shapes)
     if problems:
         raise InputProblems(problems)
     chosen = [s for s in SCENARIOS if not only or s.name in only]
+    if "redfish" not in protocols or list(shapes) == ["none"]:
+        shaped: list[str] = []
+    else:
+        shaped = list(dict.fromkeys(shapes)) or list(SHAPES)
 
     def progress(result: Any) -> None:
         if not as_json:
             mark = "ok  " if result.passed else "FAIL"
             outcome = f"  retried: {result.outcome}" if result.outcome_expected else ""
+            where = f"{result.protocol}/{result.shape}" if result.shape else result.protocol
             click.echo(
-                f"{mark} {result.scenario:<20} {result.protocol:<8} {result.seen:<22} "
+                f"{mark} {result.scenario:<20} {where:<24} {result.seen:<22} "
                 f"{result.seconds:6.2f}s{outcome}"
                 + ("" if result.passed else f"  expected {result.expected}")
                 + (
@@ -72,10 +101,16 @@ def matrix(protocols: Sequence[str], only: Sequence[str], deadline: float, as_js
 
     with (
         tempfile.TemporaryDirectory(prefix="hwlab-matrix-") as tmp,
-        Lab(matrix_spec(protocols), tmp) as lab,
+        Lab(matrix_spec(protocols, shaped), tmp) as lab,
     ):
         results = run_matrix(
-            lab, protocols=protocols, scenarios=chosen, deadline_s=deadline, progress=progress
+            lab,
+            protocols=protocols,
+            scenarios=chosen,
+            deadline_s=deadline,
+            progress=progress,
+            shapes=shaped,
+            workers=shape_workers,
         )
     failed = [r for r in results if not r.passed]
     unclassified = [r for r in results if r.unclassified]

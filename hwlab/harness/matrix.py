@@ -7,12 +7,22 @@ records what came back â€” a fault class, or ``ok`` with the power state seen â€
 and how long it took. The scenarios and what each must produce are read from
 :data:`bmaas.fakes.effects.EFFECTS`, where each effect is defined; the lab's
 purpose is to keep the matrix all-pass, with zero ``UnclassifiedFault``.
+
+With ``shapes`` every Redfish scenario runs again on one node of each vendor
+shape (:mod:`bmaas.hwlab.redfish.shapes`), the shapes side by side (a
+thread per shape, ``workers`` at once; one node takes one scenario at a
+time). A scenario whose call the shape does not offer -- virtual media on a
+shape without a CD slot, a boot override on one without override
+properties -- is left out for that shape (:func:`offered`): what the driver
+says there is the vendor matrix's to check (``tests/lab/test_vendor_matrix.py``).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -25,10 +35,20 @@ from bmaas.faults import BmaasError
 from bmaas.hwlab.harness.budgets import no_budget, per_call
 from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import LabSpec, NodeSpec
+from bmaas.hwlab.redfish.shapes import SHAPES
 from bmaas.registry import build_driver
 from bmaas.retry import RetryingDriver, RetryLimits
 
-__all__ = ["EXPECTED", "SCENARIOS", "Result", "Scenario", "probe_until_up", "run_matrix"]
+__all__ = [
+    "EXPECTED",
+    "SCENARIOS",
+    "Result",
+    "Scenario",
+    "offered",
+    "probe_until_up",
+    "run_matrix",
+    "shape_node",
+]
 
 #: driver deadline in the matrix: short, so hangs classify fast
 MATRIX_DEADLINE = 1.0
@@ -184,6 +204,8 @@ class Result:
     outcome_expected: str = ""
     outcome: str = ""
     outcome_seconds: float = 0.0
+    #: the vendor shape of the Redfish BMC ("": the protocol's own node)
+    shape: str = ""
 
     @property
     def passed(self) -> bool:
@@ -197,14 +219,38 @@ class Result:
         return {**dataclasses.asdict(self), "passed": self.passed}
 
 
-def matrix_spec(protocols: Iterable[str]) -> LabSpec:
-    """One healthy machine per protocol; the matrix adds rules as it goes."""
+def shape_node(shape: str) -> str:
+    """The matrix node that serves ``shape``."""
+    return f"matrix-redfish-{shape}"
+
+
+def matrix_spec(protocols: Iterable[str], shapes: Iterable[str] = ()) -> LabSpec:
+    """One healthy machine per protocol, and one Redfish machine per vendor
+    shape; the matrix adds rules as it goes."""
     return LabSpec(
         nodes=tuple(
             NodeSpec(name=f"matrix-{p}", protocols=(p,), hardware=MATRIX_HARDWARE)
             for p in protocols
         )
+        + tuple(
+            NodeSpec(name=shape_node(s), protocols=("redfish",), hardware=MATRIX_HARDWARE, shape=s)
+            for s in shapes
+        )
     )
+
+
+#: the calls a shape may lack: the action -> what the shape must have for it
+_NEEDS: dict[str, Callable[[Any], bool]] = {
+    "vmedia_insert": lambda shape: shape.has_cd,
+    "boot_pxe": lambda shape: shape.boot_override,
+    "boot_pxe_once": lambda shape: shape.boot_override,
+}
+
+
+def offered(shape: str, scenario: Scenario) -> bool:
+    """Whether ``shape`` offers the call ``scenario`` makes (Redfish only)."""
+    need = _NEEDS.get(scenario.action)
+    return "redfish" in scenario.expected and (need is None or need(SHAPES[shape]))
 
 
 def run_matrix(
@@ -214,10 +260,14 @@ def run_matrix(
     scenarios: Iterable[Scenario] = SCENARIOS,
     deadline_s: float = MATRIX_DEADLINE,
     progress: Callable[[Result], None] | None = None,
+    shapes: Iterable[str] = (),
+    workers: int = 4,
 ) -> list[Result]:
-    """Run ``scenarios`` on ``lab``'s ``matrix-<protocol>`` nodes."""
+    """Run ``scenarios`` on ``lab``'s ``matrix-<protocol>`` nodes, then the
+    Redfish ones on each of ``shapes``' node (``workers`` shapes at once)."""
     inventory = {n["name"]: n for n in lab.inventory()["nodes"]}
-    results = []
+    scenarios = tuple(scenarios)
+    results: list[Result] = []
     for scenario in scenarios:
         for protocol in protocols:
             if protocol not in scenario.expected:
@@ -227,6 +277,26 @@ def run_matrix(
             results.append(result)
             if progress is not None:
                 progress(result)
+    lock = threading.Lock()
+
+    def one_shape(shape: str) -> list[Result]:
+        record = inventory[shape_node(shape)]
+        found = []
+        for scenario in (s for s in scenarios if offered(shape, s)):
+            result = dataclasses.replace(
+                _run_one(lab, record, "redfish", scenario, deadline_s), shape=shape
+            )
+            found.append(result)
+            if progress is not None:
+                with lock:
+                    progress(result)
+        return found
+
+    shapes = tuple(shapes)
+    if shapes:
+        with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+            for found in pool.map(one_shape, shapes):
+                results += found
     return results
 
 
@@ -236,8 +306,7 @@ def _run_one(
     node = record["name"]
     lab.clear_faults(node)
     lab.power(node, "on" if scenario.start_on else "off")
-    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s)
-    driver.poll_interval = 0.1
+    driver = _quick(build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s))
     try:
         probe_until_up(driver)  # a live session first: faults then hit a real command
         if scenario.rule.get("effect") == "incident":
@@ -280,8 +349,7 @@ def _outcome(
 ) -> tuple[str, float]:
     """The scenario again, from the start, through bmaas's operation retry."""
     node = record["name"]
-    driver = build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s)
-    driver.poll_interval = 0.1
+    driver = _quick(build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s))
     calls: list[str] = []
     try:
         probe_until_up(driver)
@@ -300,6 +368,16 @@ def _outcome(
     finally:
         driver.close()
         lab.clear_faults(node)
+
+
+def _quick(driver: BMCDriver) -> BMCDriver:
+    """``driver`` polling as often as the matrix's short deadlines need: power
+    every 0.1 s, a virtual media read-back (iDRAC 10's slot reads empty for two
+    reads after an insert) every 0.05 s."""
+    driver.poll_interval = 0.1
+    if hasattr(driver, "vmedia_poll_interval"):
+        setattr(driver, "vmedia_poll_interval", 0.05)  # noqa: B010 (Redfish only)
+    return driver
 
 
 def probe_until_up(driver: BMCDriver, limit: float = 10.0) -> None:

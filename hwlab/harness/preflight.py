@@ -28,6 +28,7 @@ a folder to work in         the temporary folder, or ``--workdir``: a
                             folder (or one that can be made), writable
 the demo's profiles         every name of ``--profile`` (one line each)
 the matrix's ``--only``     every unknown scenario (one line each)
+the matrix's ``--shape``    every unknown vendor shape (one line each)
 ==========================  ==============================================
 
 Each check is a small function returning its problems, so a test can feed
@@ -247,12 +248,20 @@ def _common(protocols: Collection[str], workdir: Path | None, field: str) -> lis
     ]
 
 
-def matrix_problems(protocols: Collection[str], only: Iterable[str]) -> list[InputError]:
+def matrix_problems(
+    protocols: Collection[str], only: Iterable[str], shapes: Iterable[str] = ()
+) -> list[InputError]:
     """Everything ``hwlab matrix`` needs, every problem at once."""
     from bmaas.hwlab.harness.matrix import SCENARIOS
+    from bmaas.hwlab.redfish.shapes import SHAPES
 
     known = {s.name: tuple(s.expected) for s in SCENARIOS}
-    return [*scenarios(only, known, protocols), *_common(protocols, None, "--workdir")]
+    wrong = [
+        InputError(f"unknown shape {name!r} (one of: none, {', '.join(SHAPES)})", field="--shape")
+        for name in dict.fromkeys(shapes)
+        if name not in SHAPES and name != "none"
+    ]
+    return [*scenarios(only, known, protocols), *wrong, *_common(protocols, None, "--workdir")]
 
 
 #: the protocols of a demo lab, by ``--protocols``

@@ -85,7 +85,22 @@ def test_transient_windows_retry_here_and_never_count(build, name: str) -> None:
     assert not row.counts_for_health
 
 
-@pytest.mark.parametrize("name", sorted(n for n, i in INCIDENTS.items() if i.redfish))
+#: incidents the driver's table does not classify yet (strict: passes once it does)
+UNMAPPED = {
+    "ilo-licence": "drivers/redfish/faults.py has no LicenseKeyRequired rule: a 400 with it "
+    "is UnclassifiedFault (issue 47, finding 8)",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=UNMAPPED[n], strict=True))
+        if n in UNMAPPED
+        else n
+        for n in sorted(n for n, i in INCIDENTS.items() if i.redfish)
+    ],
+)
 def test_the_lab_replays_what_the_table_classifies(build, name: str) -> None:
     incident = INCIDENTS[name]
     assert incident.redfish is not None

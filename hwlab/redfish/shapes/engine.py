@@ -75,7 +75,10 @@ def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing])
         answer = _route(bmc, state, method, path, body, take)
         if pending:
             bmc.machine.apply(take())
-    if state.shape.select_query and request.method == "GET" and answer[0] == 200:
+    unsupported = _unsupported_query(state.shape, request.target)
+    if unsupported and request.method in ("GET", "HEAD"):
+        answer = _error(501, "Base.1.8.QueryNotSupported", f"{unsupported} is not supported")
+    elif state.shape.select_query and request.method == "GET" and answer[0] == 200:
         answer = _selected(answer, request.target)
     code, headers, data = _finish(request.method, answer)
     return code, headers, b"" if request.method == "HEAD" else data
@@ -83,6 +86,17 @@ def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing])
 
 #: what ``$select`` never leaves out (DSP0266 7.3: the resource's identity)
 _ALWAYS = ("@odata.id", "@odata.type", "@odata.context", "@odata.etag")
+
+
+def _unsupported_query(shape: Shape, target: str) -> str | None:
+    """The first ``$`` query parameter the shape does not take (DSP0266 7.3:
+    501), else None; ``$select`` where it advertises SelectQuery."""
+    taken = ("$select",) if shape.select_query else ()
+    query = urllib.parse.urlsplit(target).query
+    for name, _value in urllib.parse.parse_qsl(query, keep_blank_values=True):
+        if name.startswith("$") and name not in taken:
+            return name
+    return None
 
 
 def _selected(answer: _Answer, target: str) -> _Answer:

@@ -164,10 +164,17 @@ def test_a_select_request_is_answered_with_the_selected_properties_only() -> Non
     assert cut["PowerState"] == "On"
 
 
-def test_a_shape_without_select_query_answers_the_whole_resource() -> None:
-    served = Served("dmtf")
-    body = served.get("/redfish/v1/Systems/437XR1138R2?$select=PowerState")
-    assert "Boot" in body  # it never advertised $select: the query is ignored
+def test_a_dollar_query_the_shape_does_not_take_is_501() -> None:
+    """DSP0266 7.3 (the protocol validator's REQ_QUERY_UNSUPPORTED_DOLLAR_PARAMS):
+    ``$select`` on a shape that does not advertise it, or any other ``$``
+    parameter, is 501; a parameter without ``$`` is ignored."""
+    dmtf = Served("dmtf")
+    code, body = dmtf.call("GET", "/redfish/v1/Systems/437XR1138R2?$select=PowerState")
+    assert code == 501
+    assert body["error"]["@Message.ExtendedInfo"][0]["MessageId"] == "Base.1.8.QueryNotSupported"
+    assert dmtf.call("GET", "/redfish/v1/?$rpvunknown")[0] == 501
+    assert dmtf.call("GET", "/redfish/v1/?rpvunknown")[0] == 200
+    assert Served("idrac9").call("GET", "/redfish/v1?$expand=.")[0] == 501
 
 
 # -- finding 8: the gaps --------------------------------------------------------------
