@@ -163,7 +163,7 @@ def pid_alive(pid: int) -> bool:
 def lab_alive(mark: ProcessMark) -> bool:
     """Is the lab whose pid file says ``mark`` running? Proven by the mark;
     a bare pid an older hwlab wrote is taken at its word (``pid_alive``)."""
-    return mark.holds() if mark.start >= 0 else pid_alive(mark.pid)
+    return mark.running() if mark.start >= 0 else pid_alive(mark.pid)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,15 @@ class ProcessMark:
         start, _group, exe = _read(pid, proc)
         return cls(pid, start, exe)
 
+    def running(self, *, proc: Path = PROC) -> bool:
+        """Is ``pid`` still the process this mark was taken of (its start
+        time and executable), group or not?"""
+        try:
+            start, _group, exe = _read(self.pid, proc)
+        except (OSError, ValueError):
+            return False
+        return (start, exe) == (self.start, self.exe)
+
     def holds(self, *, proc: Path = PROC) -> bool:
         """Is ``pid`` still the process this mark was taken of, leading its
         own process group?"""
@@ -61,9 +70,9 @@ class ProcessMark:
     def signal(
         self, sig: int, *, proc: Path = PROC, kill: Callable[[int, int], None] = os.kill
     ) -> bool:
-        """Send ``sig`` to this process alone, if the mark still holds;
-        whether it was sent."""
-        if not self.holds(proc=proc):
+        """Send ``sig`` to this process alone, if it is still the marked
+        process (:meth:`running`); whether it was sent."""
+        if not self.running(proc=proc):
             return False
         try:
             kill(self.pid, sig)

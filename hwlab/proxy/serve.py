@@ -22,8 +22,9 @@ from bmaas.fakes.faults import FaultPlan, FaultRule
 from bmaas.faults import InputError
 from bmaas.hwlab import profiles
 from bmaas.hwlab.control import ControlServer
-from bmaas.hwlab.daemon import pid_alive, read_pid
+from bmaas.hwlab.daemon import lab_alive, read_pid
 from bmaas.hwlab.lab import write_json
+from bmaas.hwlab.procmark import ProcessMark
 from bmaas.hwlab.proxy.effects import supported_rules
 from bmaas.hwlab.proxy.host import ProxyHost
 from bmaas.hwlab.proxy.spec import ProxySpec
@@ -77,10 +78,10 @@ def serve(
     prepare_dir(state_dir)  # 0700, ours, not a link (bmaas.hwlab.statefiles)
     lab_json = state_dir / "lab.json"
     pid_file = state_dir / "hwlab.pid"
-    pid = read_pid(state_dir)
-    if pid is not None and pid != os.getpid() and pid_alive(pid):
+    mark = read_pid(state_dir)
+    if mark is not None and mark.pid != os.getpid() and lab_alive(mark):
         raise InputError(
-            f"a lab or proxy is already running in {state_dir} (pid {pid}); stop it "
+            f"a lab or proxy is already running in {state_dir} (pid {mark.pid}); stop it "
             "('hwlab down --state-dir ...') or pick another --state-dir"
         )
     control: ControlServer | None = None
@@ -94,7 +95,7 @@ def serve(
         write_private(
             inventory, text + yaml.safe_dump({"nodes": host.inventory()}, sort_keys=False)
         )
-        write_private(pid_file, f"{os.getpid()}\n")
+        write_private(pid_file, ProcessMark.of(os.getpid()).to_text())
         info = {
             "state": "ready",
             "pid": os.getpid(),
