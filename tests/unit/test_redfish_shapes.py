@@ -148,3 +148,68 @@ def test_a_read_back_with_another_http_boot_uri_is_a_boot_failure() -> None:
             driver._check_http_uri(sent, {"HttpBootUri": shown})
         assert "secret" not in str(failed.value)  # a URL may carry credentials
     driver.close()
+
+
+# -- issue 47: what a service does not say ----------------------------------------------------
+
+
+def test_a_reboot_is_composed_only_where_off_and_on_exist() -> None:
+    assert power.composed(PowerAction.REBOOT, {"On", "ForceOff"}) == ("ForceOff", "On")
+    assert power.composed(PowerAction.REBOOT, {"ForceOn", "ForceOff"}) == ("ForceOff", "ForceOn")
+    assert power.composed(PowerAction.REBOOT, {"On", "GracefulShutdown"}) is None
+    assert power.composed(PowerAction.SOFT_REBOOT, {"On", "ForceOff"}) is None
+
+
+def test_a_boot_without_override_properties_is_refused_an_empty_one_is_not() -> None:
+    only_order = {"Boot": {"BootOrder": ["Boot0001"], "BootOptions": {"@odata.id": "/x"}}}
+    with pytest.raises(boot.NotAllowed, match="no boot override"):
+        boot.override(only_order, BootDevice.PXE, False, None)
+    assert boot.override({"Boot": {}}, BootDevice.PXE, False, None)["BootSourceOverrideTarget"]
+    assert boot.override({}, BootDevice.PXE, False, None)["BootSourceOverrideTarget"] == "Pxe"
+
+
+@pytest.mark.parametrize(
+    ("slot", "is_cd"),
+    [
+        ({"Id": "CD1", "Name": "Virtual Media"}, True),  # AMI: no MediaTypes
+        ({"Id": "1", "Name": "Virtual CD"}, True),
+        ({"Id": "VirtualCD"}, True),
+        ({"Id": "cdrom0"}, True),
+        ({"Id": "Floppy1", "Name": "Virtual Floppy"}, False),
+        ({"Id": "2", "Name": "VirtualMedia"}, False),
+        ({"Id": "CD", "MediaTypes": ["Floppy", "USBStick"]}, False),  # the list decides
+        ({"Id": "2", "MediaTypes": ["DVD"]}, True),
+        (
+            {
+                "Id": "2",
+                "Actions": {
+                    "#VirtualMedia.InsertMedia": {
+                        "target": "/x",
+                        "MediaType@Redfish.AllowableValues": ["CD", "USBStick"],
+                    }
+                },
+            },
+            True,
+        ),
+    ],
+)
+def test_what_makes_a_slot_a_cd_slot(slot: dict[str, Any], is_cd: bool) -> None:
+    from bmaas.drivers.redfish.vmedia import is_cd_slot
+
+    assert is_cd_slot(None, slot) is is_cd  # type: ignore[arg-type]  # no read needed
+
+
+def test_a_slot_holds_an_image_whatever_credentials_the_bmc_shows() -> None:
+    from bmaas.drivers.redfish.preconditions import Resource
+    from bmaas.drivers.redfish.vmedia import Slot
+
+    def slot(**body: Any) -> Slot:
+        return Slot(Resource("/s", {"Inserted": True, **body}))
+
+    url = "http://user:pw@images.example/deploy.iso"
+    assert slot(Image="http://images.example/deploy.iso").holds(url)
+    assert not slot(Image="http://images.example/other.iso").holds(url)
+    assert slot(ImageName="deploy.iso").holds(url)  # no Image shown
+    assert not slot(Image="http://images.example/deploy.iso", Inserted=False).holds(url)
+    # an upload (DMTF's CD2): not a URL bmaas inserted
+    assert not slot(Image="/redfish/v1/UpdateService/LocalImageStore/49").holds(url)
