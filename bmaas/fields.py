@@ -41,6 +41,7 @@ __all__ = [
     "kind_of",
     "number",
     "one_of",
+    "optional",
     "seconds",
     "shown",
     "text",
@@ -214,6 +215,8 @@ class Field:
     check: Callable[[Any], Any] | Shape = _anything
     required: bool = False
     default: Any = MISSING
+    #: said when the key is required and absent (None: the record's words)
+    missing: str | None = None
     #: the allowed values (None: any the check passes)
     choices: tuple[Any, ...] | None = None
     message: str | None = None
@@ -245,8 +248,9 @@ class Field:
             return out
         try:
             return rule(value)
-        except ValueError as exc:
-            check.fail(self.message or str(exc), field=path or None, line=line, node=node)
+        except ValueError as exc:  # an InputError too: its message, located here
+            said = exc.message if isinstance(exc, InputError) else str(exc)
+            check.fail(self.message or said, field=path or None, line=line, node=node)
             return None
 
 
@@ -319,7 +323,8 @@ class Record:
         for key, field in self.fields.items():
             if key not in value:
                 if field.required:
-                    check.fail(self.missing, field=at(path, key), line=line_of(value), node=node)
+                    message = field.missing or self.missing
+                    check.fail(message, field=at(path, key), line=line_of(value), node=node)
                     bad.add(key)
                 elif field.default is not MISSING:
                     out[key] = field.default
@@ -419,6 +424,15 @@ def kind_of(*types: type, what: str) -> Callable[[Any], Any]:
         if not isinstance(value, types):
             raise ValueError(f"must be {what}")
         return value
+
+    return check
+
+
+def optional(rule: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A rule that lets ``null`` (None) through as it is."""
+
+    def check(value: Any) -> Any:
+        return None if value is None else rule(value)
 
     return check
 

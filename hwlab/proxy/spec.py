@@ -21,31 +21,16 @@ or, to have hwlab start a stock emulator for the node (``bmaas[virtualbmc]``)::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
-from bmaas import validate
+from bmaas import fields, validate
 from bmaas.faults import InputError
 from bmaas.secrets import Secret
-from bmaas.yamlsrc import line_of
 
 __all__ = ["STOCK", "ProxySpec", "parse_hostport", "parse_proxy"]
 
 #: stock emulators hwlab can start behind a proxy, per protocol
 STOCK = {"vbmc": "ipmi", "sushy": "redfish"}
-_KEYS = {
-    "protocol",
-    "upstream",
-    "username",
-    "password",
-    "kg",
-    "verify_ca",
-    "tls",
-    "listen",
-    "stock",
-    "domain",
-    "libvirt_uri",
-}
 DEFAULT_PORTS = {"ipmi": 623, "redfish": 443}
 
 
@@ -133,64 +118,84 @@ def parse_upstream(text: str, protocol: str, *, field: str = "upstream") -> tupl
     return host, port, tls
 
 
+_TEXT = fields.Field(fields.kind_of(str, int, bool, what="text"))
+
+
+def _listen(value: Any) -> tuple[str, int]:
+    return parse_hostport(str(_TEXT.check(value)), default_port=0, field="listen")
+
+
+def _stock(found: fields.Found) -> None:
+    stock, upstream = found.data.get("stock"), found.data.get("upstream")
+    if stock is not None:
+        if found.ok("protocol") and STOCK.get(stock) != found.values["protocol"]:
+            choices = ", ".join(f"{k} ({v})" for k, v in STOCK.items())
+            found.fail(f"must be one of {choices}, matching the protocol", "stock")
+        if upstream is not None:
+            found.fail("give either an upstream or a stock emulator, not both", "upstream")
+        return
+    if not isinstance(upstream, str) or not upstream:
+        found.fail("is required (the BMC's host:port), unless 'stock' is given", "upstream")
+    elif found.ok("protocol"):
+        try:
+            found.values["upstream"] = parse_upstream(upstream, found.values["protocol"])
+        except InputError as exc:
+            found.fail(exc.message, "upstream")
+    for key in ("domain", "libvirt_uri"):
+        if key in found.data:
+            found.fail("only with 'stock'", key)
+
+
+#: a lab file node's ``proxy:`` mapping
+RECORD = fields.Record(
+    {
+        "protocol": fields.one_of(
+            *DEFAULT_PORTS,
+            required=True,
+            missing="must be ipmi or redfish",
+            message="must be ipmi or redfish",
+        ),
+        "stock": fields.Field(),
+        "upstream": fields.Field(),
+        **dict.fromkeys(("username", "password", "kg", "domain", "libvirt_uri"), _TEXT),
+        "verify_ca": fields.Field(
+            fields.kind_of(bool, str, what="true, false or the path of a CA bundle"),
+            default=True,
+        ),
+        "tls": fields.Field(fields.optional(fields.kind_of(bool, what="true or false"))),
+        "listen": fields.Field(_listen),
+    },
+    checks=(_stock,),
+    unknown="unknown key (allowed: {allowed})",
+)
+
+
 def parse_proxy(
     node: str, data: Any, *, source: str | None = None, where: str = "proxy"
 ) -> ProxySpec:
-    """A lab file node's ``proxy:`` mapping; errors name file, line and field."""
-
-    def err(message: str, key: str | None = None) -> InputError:
-        field = f"{where}.{key}" if key else where
-        return InputError(message, source=source, line=line_of(data, key), field=field, node=node)
-
-    if not isinstance(data, Mapping):
-        raise InputError("must be a mapping", source=source, field=where, node=node)
-    for key in data:
-        if key not in _KEYS:
-            raise err(f"unknown key (allowed: {', '.join(sorted(_KEYS))})", key)
-    protocol = data.get("protocol")
-    if protocol not in DEFAULT_PORTS:
-        raise err("must be ipmi or redfish", "protocol")
-    stock = data.get("stock")
-    upstream = data.get("upstream")
-    if stock is not None:
-        if STOCK.get(stock) != protocol:
-            choices = ", ".join(f"{k} ({v})" for k, v in STOCK.items())
-            raise err(f"must be one of {choices}, matching the protocol", "stock")
-        if upstream is not None:
-            raise err("give either an upstream or a stock emulator, not both", "upstream")
-    elif not isinstance(upstream, str) or not upstream:
-        raise err("is required (the BMC's host:port), unless 'stock' is given", "upstream")
-    for key in ("username", "password", "kg", "domain", "libvirt_uri", "listen"):
-        if key in data and not isinstance(data[key], str | int):
-            raise err("must be text", key)
-    for key in ("domain", "libvirt_uri"):
-        if key in data and stock is None:
-            raise err("only with 'stock'", key)
-    verify = data.get("verify_ca", True)
-    if not isinstance(verify, bool | str):
-        raise err("must be true, false or the path of a CA bundle", "verify_ca")
-    tls = data.get("tls")
-    if tls is not None and not isinstance(tls, bool):
-        raise err("must be true or false", "tls")
+    """A lab file node's ``proxy:`` mapping; every problem at once
+    (:class:`bmaas.fields.Problems`), each naming file, line and field."""
+    check = fields.Checker(source)
+    values = RECORD.walk(data, check, where, None, node)
+    check.raise_if_any()
+    assert values is not None
     spec = ProxySpec(
         node=node,
-        protocol=protocol,
-        username=str(data["username"]) if "username" in data else None,
-        password=Secret(str(data.get("password", ""))),
-        kg=Secret(str(data.get("kg", ""))),
-        verify_ca=verify,
-        tls=tls,
-        stock=stock,
-        domain=str(data["domain"]) if "domain" in data else None,
-        libvirt_uri=str(data["libvirt_uri"]) if "libvirt_uri" in data else None,
+        protocol=values["protocol"],
+        username=str(values["username"]) if "username" in values else None,
+        password=Secret(str(values.get("password", ""))),
+        kg=Secret(str(values.get("kg", ""))),
+        verify_ca=values["verify_ca"],
+        tls=values.get("tls"),
+        stock=values.get("stock"),
+        domain=str(values["domain"]) if "domain" in values else None,
+        libvirt_uri=str(values["libvirt_uri"]) if "libvirt_uri" in values else None,
     )
-    if "listen" in data:
-        host, port = parse_hostport(str(data["listen"]), default_port=0, field=f"{where}.listen")
-        spec = dataclasses.replace(spec, listen_host=host, listen_port=port)
-    if upstream is not None:
-        try:
-            host, port, up_tls = parse_upstream(str(upstream), protocol)
-        except InputError as exc:
-            raise err(exc.message, "upstream") from None
+    if "listen" in values:
+        spec = dataclasses.replace(
+            spec, listen_host=values["listen"][0], listen_port=values["listen"][1]
+        )
+    if values.get("upstream") is not None:
+        host, port, up_tls = values["upstream"]
         spec = spec.with_upstream(host, port, tls=up_tls)
     return spec
