@@ -10,6 +10,8 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from bmaas import fields, validate
+from bmaas.fields import at
 from bmaas.inventory.specs import Checker, NetworkSpec, SegmentSpec
 from bmaas.yamlsrc import line_of
 
@@ -59,72 +61,108 @@ def parse_networks(check: Checker, raw: Any, doc: Any) -> list[NetworkSpec]:
     return out
 
 
-def _segment(check: Checker, seg: Any, prefix: str, net: Any) -> SegmentSpec | None:
-    if not isinstance(seg, Mapping):
-        check.fail("must be a mapping", data=net, key="segments", field=prefix)
-        return None
-    before = len(check.problems)
-    check.unknown_keys(seg, SEGMENT_KEYS, prefix=f"{prefix}.", node=None)
-    name = check.name(seg, "name", prefix=f"{prefix}.", node=None, required=True)
-    cidr_text = check.text(seg, "cidr", prefix=f"{prefix}.", node=None, required=True)
-    if cidr_text is None:
-        return None
+def _required(rule: Any) -> Any:
+    # Checker.text's words: null is missing, "" and numbers are not text
+    def check(value: Any) -> Any:
+        if value is None:
+            raise ValueError("is required")
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"must be a non-empty string, not {value!r}")
+        return rule(value)
+
+    return check
+
+
+def _name(value: str) -> str:
+    if not validate.is_name(value):
+        raise ValueError(f"must be {validate.NAME_ALPHABET}")
+    return value
+
+
+def _network(value: str) -> Any:
     try:
-        cidr = ipaddress.ip_network(cidr_text)
+        return ipaddress.ip_network(value)
     except ValueError as exc:
-        check.fail(f"not a network: {exc}", data=seg, key="cidr", field=f"{prefix}.cidr")
-        return None
+        raise ValueError(f"not a network: {exc}") from None
 
-    def address(value: Any, field: str, data: Any, key: str) -> Any:
+
+def _address(value: Any, cidr: Any) -> Any:
+    try:
+        ip = ipaddress.ip_address(str(value))
+    except ValueError:
+        raise ValueError(f"not an IP address: {value!r}") from None
+    if ip not in cidr:
+        raise ValueError(f"{ip} is outside {cidr}")
+    return ip
+
+
+def _addresses(found: fields.Found) -> None:
+    """The gateway and the pools, inside the segment's cidr."""
+    if not found.ok("cidr"):
+        return
+    cidr, check = found.values["cidr"], found.check
+
+    def address(data: Any, key: str, field: str) -> Any:
         try:
-            ip = ipaddress.ip_address(str(value))
-        except ValueError:
-            check.fail(f"not an IP address: {value!r}", data=data, key=key, field=field)
+            return _address(data[key], cidr)
+        except ValueError as exc:
+            check.fail(str(exc), data=data, key=key, field=field)
             return None
-        if ip not in cidr:
-            check.fail(f"{ip} is outside {cidr}", data=data, key=key, field=field)
-            return None
-        return ip
 
-    gateway = None
-    if seg.get("gateway_ip") is not None:
-        gateway = address(seg["gateway_ip"], f"{prefix}.gateway_ip", seg, "gateway_ip")
+    if found.data.get("gateway_ip") is not None:
+        found.values["gateway_ip"] = address(found.data, "gateway_ip", at(found.path, "gateway_ip"))
+    raw_pools = found.data.get("allocation_pools")
+    field = at(found.path, "allocation_pools")
     pools: list[dict[str, str]] = []
-    raw_pools = seg.get("allocation_pools")
+    found.values["allocation_pools"] = pools
     if raw_pools is None:
         hosts = list(cidr.hosts()) if cidr.num_addresses <= 2**16 else []
         if hosts:  # Neutron's default: the whole subnet
-            pools = [{"start": str(hosts[0]), "end": str(hosts[-1])}]
+            pools.append({"start": str(hosts[0]), "end": str(hosts[-1])})
         else:
-            check.fail("is required for this subnet", data=seg, field=f"{prefix}.allocation_pools")
-    elif not isinstance(raw_pools, list) or not raw_pools:
-        check.fail(
-            "must be a list of {start, end}",
-            data=seg,
-            key="allocation_pools",
-            field=f"{prefix}.allocation_pools",
-        )
-    else:
-        ranges: list[tuple[Any, Any]] = []
-        for k, pool in enumerate(raw_pools):
-            field = f"{prefix}.allocation_pools[{k}]"
-            if not isinstance(pool, Mapping) or set(pool) != {"start", "end"}:
-                check.fail(
-                    "must be {start: IP, end: IP}", data=seg, key="allocation_pools", field=field
-                )
-                continue
-            start = address(pool["start"], f"{field}.start", pool, "start")
-            end = address(pool["end"], f"{field}.end", pool, "end")
-            if start is None or end is None:
-                continue
-            if start > end:
-                check.fail(f"start {start} is after end {end}", data=pool, key="start", field=field)
-                continue
-            if any(start <= e and s <= end for s, e in ranges):
-                check.fail("overlaps another pool", data=pool, key="start", field=field)
-                continue
+            check.fail("is required for this subnet", data=found.data, field=field)
+        return
+    if not isinstance(raw_pools, list) or not raw_pools:
+        found.fail("must be a list of {start, end}", "allocation_pools")
+        return
+    ranges: list[tuple[Any, Any]] = []
+    for k, pool in enumerate(raw_pools):
+        where = f"{field}[{k}]"
+        if not isinstance(pool, Mapping) or set(pool) != {"start", "end"}:
+            found.fail("must be {start: IP, end: IP}", "allocation_pools", field=where)
+            continue
+        start = address(pool, "start", f"{where}.start")
+        end = address(pool, "end", f"{where}.end")
+        if start is None or end is None:
+            continue
+        if start > end:
+            check.fail(f"start {start} is after end {end}", data=pool, key="start", field=where)
+        elif any(start <= e and s <= end for s, e in ranges):
+            check.fail("overlaps another pool", data=pool, key="start", field=where)
+        else:
             ranges.append((start, end))
             pools.append({"start": str(start), "end": str(end)})
-    if len(check.problems) > before or name is None:
+
+
+SEGMENT = fields.Record(
+    {
+        "name": fields.Field(_required(_name), required=True),
+        "cidr": fields.Field(_required(_network), required=True),
+        "gateway_ip": fields.Field(default=None),
+        "allocation_pools": fields.Field(),
+    },
+    checks=(_addresses,),
+    sort_allowed=False,
+)
+
+
+def _segment(check: Checker, seg: Any, prefix: str, net: Any) -> SegmentSpec | None:
+    before = len(check.problems)
+    values = SEGMENT.walk(seg, check, prefix, line_of(net, "segments"))
+    if values is None or len(check.problems) > before:
         return None
-    return SegmentSpec(name, str(cidr), str(gateway) if gateway else None, pools, line_of(seg))
+    gateway = values["gateway_ip"]
+    pools = values["allocation_pools"]
+    return SegmentSpec(
+        values["name"], str(values["cidr"]), gateway and str(gateway), pools, line_of(seg)
+    )
