@@ -1,9 +1,9 @@
 """Power state from the BMC's own word: event streams feed the sync.
 
 A :class:`EventWatch` keeps one listener thread per BMC service that offers
-an event stream (Redfish SSE; the protocol's edge is
-``bmaas.drivers.<driver>.events``, loaded when a node of that driver is
-seen, so the core imports no protocol code). Listeners only *receive*: each
+an event stream (Redfish SSE; the protocol's edge is the driver's
+``bmaas.events`` entry point, :func:`bmaas.registry.capability`, loaded when
+a node of that driver is seen, so the core imports no protocol code). Listeners only *receive*: each
 piece of news goes on a queue, and the sync applies it to the store in its
 own thread (:meth:`EventWatch.wait`, which the loop waits on between
 passes), so the store has one writer, as before.
@@ -59,7 +59,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import importlib
 import json
 import logging
 import threading
@@ -67,6 +66,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from bmaas import registry
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.faults import BmaasError
@@ -145,20 +145,17 @@ class PushSettings:
 
 
 def edge_listener(driver: str, settings: PushSettings) -> Any | None:
-    """A started push listener of ``bmaas.drivers.<driver>.push`` (its
-    ``listener(settings)``), None when that driver takes no pushed events."""
-    try:
-        module = importlib.import_module(f"bmaas.drivers.{driver}.push")
-    except ImportError:
-        return None
-    make = getattr(module, "listener", None)
+    """A started push listener of ``driver``'s push edge (the
+    ``bmaas.events.push`` entry point's ``listener(settings)``), None when
+    that driver takes no pushed events."""
+    edge = registry.capability(registry.PUSH_GROUP, driver)
+    make = getattr(edge, "listener", None)
     return make(settings) if callable(make) else None
 
 
 def edge_push_streams(driver: str, listener: Any, prefer: bool) -> StreamsOf | None:
-    """``bmaas.drivers.<driver>.push.services`` bound to ``listener``."""
-    module = importlib.import_module(f"bmaas.drivers.{driver}.push")
-    found = getattr(module, "services", None)
+    """``driver``'s push edge's ``services`` bound to ``listener``."""
+    found = getattr(registry.capability(registry.PUSH_GROUP, driver), "services", None)
     if not callable(found):
         return None
 
@@ -172,13 +169,10 @@ def edge_push_streams(driver: str, listener: Any, prefer: bool) -> StreamsOf | N
 
 
 def edge_streams(driver: str) -> StreamsOf | None:
-    """The ``services`` function of ``bmaas.drivers.<driver>.events``, None
-    when that driver has no event edge (IPMI: polling as today)."""
-    try:
-        module = importlib.import_module(f"bmaas.drivers.{driver}.events")
-    except ImportError:
-        return None
-    found = getattr(module, "services", None)
+    """``driver``'s event streams (the ``bmaas.events`` entry point named by
+    the driver: :func:`bmaas.registry.capability`), None when it offers none
+    (IPMI: polling as today)."""
+    found = registry.capability(registry.EVENTS_GROUP, driver)
     return found if callable(found) else None
 
 
