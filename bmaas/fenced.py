@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from bmaas import threads
 from bmaas.store.records import NodeRecord
 
 __all__ = ["FencedBackoff", "FencedReads"]
@@ -91,9 +92,7 @@ class FencedReads(Generic[T]):
         self._due: dict[str, float] = {}
         self._reads: dict[str, int] = {}
         self._running: dict[str, concurrent.futures.Future[T]] = {}
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            self.backoff.workers, thread_name_prefix="bmaas-fenced-read"
-        )
+        self._executor = threads.pool(self.backoff.workers, "bmaas-fenced-read")
         #: (node, clock time) of every background read started, oldest first
         self.started: list[tuple[str, float]] = []
 

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.pool import DriverPool
 
@@ -97,10 +98,7 @@ class SessionKeeper:
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="bmaas-session-keeper", daemon=True
-            )
-            self._thread.start()
+            self._thread = threads.spawn(self._run, "bmaas-session-keeper")
 
     @property
     def running(self) -> bool:

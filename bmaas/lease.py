@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from bmaas import threads
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, StoreError
 
 if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
@@ -91,8 +92,7 @@ class LeaseKeeper:
 
     def start(self) -> LeaseKeeper:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="bmaas-leases", daemon=True)
-            self._thread.start()
+            self._thread = threads.spawn(self._run, "bmaas-leases")
         return self
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.failover import FailoverRecord, build_failover
@@ -322,16 +323,14 @@ def run_on_nodes(
         with lock:
             return any(name not in results for name in calling)
 
-    threads = concurrent.futures.ThreadPoolExecutor(
-        max_workers=min(workers, len(records)), thread_name_prefix="bmaas-node"
-    )
+    node_threads = threads.pool(min(workers, len(records)), "bmaas-node")
     cut_off = False
     # Finished futures arrive on a queue: waiting on the whole pending set
     # (concurrent.futures.wait) costs O(pending) per wake-up, O(N^2) a sweep.
     finished: queue.SimpleQueue[concurrent.futures.Future[NodeResult[T]]] = queue.SimpleQueue()
     try:
         for record in records:
-            threads.submit(one, record).add_done_callback(finished.put)
+            node_threads.submit(one, record).add_done_callback(finished.put)
         remaining = len(records)
 
         def take(ready: list[concurrent.futures.Future[NodeResult[T]]]) -> None:
@@ -359,7 +358,7 @@ def run_on_nodes(
                     # flight, bounded by this same deadline, hand back their
                     # own results within a moment of it; only what is still
                     # out then "did not finish" (a BMCTimeout)
-                    threads.shutdown(wait=False, cancel_futures=True)
+                    node_threads.shutdown(wait=False, cancel_futures=True)
                     grace = time.monotonic() + IN_FLIGHT_GRACE
                     take([])
                     # only for calls that began: a turn still building its
@@ -381,7 +380,7 @@ def run_on_nodes(
                 continue
             take([first])
     finally:
-        threads.shutdown(wait=not cut_off, cancel_futures=True)
+        node_threads.shutdown(wait=not cut_off, cancel_futures=True)
     with lock:
         asked = set(calling)
     for record in records:

@@ -91,6 +91,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from bmaas import clock as _clock
+from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver, Operation
 from bmaas.faults import (
@@ -432,9 +433,7 @@ class DriverPool:
         with self._cond:
             closed = self._closed
             if not closed and self._logouts is None:
-                self._logouts = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=LOGOUT_THREADS, thread_name_prefix="bmaas-logout"
-                )
+                self._logouts = threads.pool(LOGOUT_THREADS, "bmaas-logout")
             logouts = self._logouts
         if closed or logouts is None:  # the pool is closing: its caller waits, as close() does
             guarded()
@@ -516,10 +515,8 @@ class DriverPool:
                 slot.in_use = True
         if len(due) <= 1 or parallel == 1:
             return sum(self._keep(slot, deadline) for slot in due)
-        with concurrent.futures.ThreadPoolExecutor(
-            max_workers=min(parallel, len(due)), thread_name_prefix="bmaas-keepalive"
-        ) as threads:
-            return sum(threads.map(lambda slot: self._keep(slot, deadline), due))
+        with threads.pool(min(parallel, len(due)), "bmaas-keepalive") as workers:
+            return sum(workers.map(lambda slot: self._keep(slot, deadline), due))
 
     def _keep(self, slot: _Slot, deadline: Deadline) -> bool:
         """One held slot's keepalive; the slot is given back or retired."""
@@ -642,10 +639,7 @@ class DriverPool:
         self._forget([slot for slot in idle if slot.driver is None])
         if with_driver:
             if logouts is None:
-                logouts = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=min(LOGOUT_THREADS, len(with_driver)),
-                    thread_name_prefix="bmaas-logout",
-                )
+                logouts = threads.pool(min(LOGOUT_THREADS, len(with_driver)), "bmaas-logout")
             jobs = [logouts.submit(self._retire, [slot]) for slot in with_driver]
             while not deadline.expired:
                 _, pending = concurrent.futures.wait(jobs, timeout=min(deadline.left(), 0.1))

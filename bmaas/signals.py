@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
+
+from bmaas import threads
 
 __all__ = ["STOP_SIGNALS", "relayed_signals"]
 
@@ -47,8 +48,7 @@ def relayed_signals(
             for signum in data:
                 on_signal(signum)
 
-    thread = threading.Thread(target=relay, name="bmaas-signals", daemon=True)
-    thread.start()
+    thread = threads.spawn(relay, "bmaas-signals")
     previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield

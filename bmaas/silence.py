@@ -61,6 +61,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 
+from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.faults import BMCFault
 from bmaas.policy import policy_for
@@ -301,9 +302,7 @@ class SilentBMCs:
             return
         with self._cond:
             if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.threads, thread_name_prefix="bmaas-probe"
-                )
+                self._executor = threads.pool(self.threads, "bmaas-probe")
             executor = self._executor
         executor.submit(guarded)
 
@@ -320,10 +319,7 @@ class SilentBMCs:
         with self._cond:
             if self._stopped or (self._scheduler is not None and self._scheduler.is_alive()):
                 return
-            self._scheduler = threading.Thread(
-                target=self._schedule, name="bmaas-silent-bmcs", daemon=True
-            )
-            self._scheduler.start()
+            self._scheduler = threads.spawn(self._schedule, "bmaas-silent-bmcs")
 
     def _schedule(self) -> None:
         while True:

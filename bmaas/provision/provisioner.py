@@ -19,12 +19,12 @@ call) stops starting new work; see :mod:`bmaas.provision.cancel`.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bmaas import clock as _clock
+from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, ReadyHook
 from bmaas.driver import BMCDriver
@@ -216,7 +216,7 @@ class Provisioner:
                 return failed
 
         results: list[Result] = []
-        with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+        with threads.pool(max(1, workers), "bmaas-request") as pool:
             for result in pool.map(one, requests):
                 results.append(result)
                 if on_result is not None:

@@ -53,6 +53,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from bmaas.drivers.redfish.descriptors import move_high
@@ -134,10 +135,7 @@ class _Watchdog:
         with self._cond:
             heapq.heappush(self._heap, entry)
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="bmaas-redfish-watchdog", daemon=True
-                )
-                self._thread.start()
+                self._thread = threads.spawn(self._run, "bmaas-redfish-watchdog")
             elif self._heap[0] is entry:
                 self._cond.notify()  # earlier than what the thread waits for
 
