@@ -284,7 +284,9 @@ class Record:
     """A mapping of exactly ``fields``' keys, checked in their order, then
     ``checks`` (each ``check(found)``). ``unknown`` and ``missing`` are the
     words for a key too many and one required and absent; ``not_mapping``
-    for a value that is no mapping (``{kind}``: what it is instead)."""
+    for a value that is no mapping (``{kind}``: what it is instead, as
+    :func:`shown` says it; ``{type}``: ``null``, ``a list``, ``an int``;
+    ``{json}``: in JSON's words; ``{typename}``: Python's)."""
 
     fields: Mapping[str, Field]
     checks: tuple[Callable[[Found], None], ...] = ()
@@ -292,6 +294,26 @@ class Record:
     sort_allowed: bool = True
     missing: str = "is required"
     not_mapping: str = "must be a mapping"
+    #: the field of a key not in the table (None for a key left unchecked);
+    #: None: such a key is a problem (``unknown``)
+    rest: Callable[[Any], Field | None] | None = None
+    #: said of a key that is not text (``{key}``), at the record (None:
+    #: such a key is like any other)
+    text_keys: str | None = None
+    #: problems in the order of the file's keys (else: the table's)
+    file_order: bool = False
+
+    def _other(
+        self, key: Any, check: Checker, path: str, value: Mapping[str, Any], node: str | None
+    ) -> Field | None:
+        """The field for a key not in the table (None: none, and said so)."""
+        if self.rest is not None:
+            return self.rest(key)
+        allowed = self.allowed()
+        hint = _hint(key, allowed) if "{hint}" in self.unknown else ""
+        message = self.unknown.format(hint=hint, allowed=", ".join(allowed))
+        check.fail(message, field=at(path, key), line=line_of(value, key), node=node)
+        return None
 
     def allowed(self) -> tuple[str, ...]:
         names = tuple(self.fields)
@@ -308,19 +330,32 @@ class Record:
         """The values of ``value`` (a dict; None when it is no mapping); its
         problems go to ``check``."""
         if not isinstance(value, Mapping):
-            kind = f"{'an' if type(value).__name__[0] in 'aeiou' else 'a'} {type(value).__name__}"
-            message = self.not_mapping.format(kind=shown(value), type=kind, json=_json_kind(value))
+            name = type(value).__name__
+            kind = "null" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+            message = self.not_mapping.format(
+                kind=shown(value), type=kind, json=_json_kind(value), typename=name
+            )
             check.fail(message, field=path or None, line=line, node=node)
             return None
-        allowed = self.allowed()
-        for key in value:
-            if key not in self.fields:
-                hint = _hint(key, allowed) if "{hint}" in self.unknown else ""
-                message = self.unknown.format(hint=hint, allowed=", ".join(allowed))
-                check.fail(message, field=at(path, key), line=line_of(value, key), node=node)
         out: dict[str, Any] = {}
         bad: set[str] = set()
-        for key, field in self.fields.items():
+        extra = [k for k in value if k not in self.fields]
+        if self.file_order:
+            order = [*value, *(k for k in self.fields if k not in value)]
+        else:
+            order = [*extra, *self.fields]
+        for key in order:
+            if self.text_keys is not None and not isinstance(key, str):
+                message = self.text_keys.format(key=repr(key)[:40])
+                check.fail(message, field=path or None, line=line_of(value), node=node)
+                continue
+            field = (
+                self.fields.get(key)
+                if key not in extra
+                else self._other(key, check, path, value, node)
+            )
+            if field is None:
+                continue
             if key not in value:
                 if field.required:
                     message = field.missing or self.missing

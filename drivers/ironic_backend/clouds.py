@@ -48,7 +48,7 @@ import contextlib
 import logging
 import os
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import openstack.connection
@@ -56,7 +56,7 @@ from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
 from openstack.config import loader
 
-from bmaas import validate
+from bmaas import fields, validate
 from bmaas.faults import InputError
 from bmaas.yamlsrc import line_of, load_file
 
@@ -154,17 +154,89 @@ def _url_problem(value: Any) -> str | None:
     return None
 
 
-class _Problems:
-    """Every problem with one cloud's entry, each naming file, line and key."""
+def _url(value: Any) -> str:
+    problem = _url_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return str(value)
 
-    def __init__(self, path: str, name: str) -> None:
-        self.path, self.prefix = path, f"clouds.{name}"
-        self.found: list[InputError] = []
 
-    def add(self, message: str, data: Any, key: str | None, field: str) -> None:
-        self.found.append(
-            InputError(message, source=self.path, line=line_of(data, key), field=field)
+def _profile(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a vendor profile's name, not {_kind(value)}")
+    if urllib.parse.urlsplit(value).netloc:
+        raise ValueError(
+            "a remote profile (a URL) is not fetched: openstacksdk's download of it "
+            "is not bounded by --deadline; write the cloud's settings out instead"
         )
+    return value
+
+
+def _optional_text(what: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"must be {what}, not {_kind(value)}")
+        return value
+
+    return check
+
+
+def _region(region: Any) -> bool:
+    return isinstance(region, str) or (
+        isinstance(region, Mapping) and isinstance(region.get("name"), str)
+    )
+
+
+def _regions(value: Any) -> Any:
+    if not isinstance(value, list) or not all(_region(r) for r in value):
+        raise ValueError("must be a list of region names (or {name: ...})")
+    return value
+
+
+def _mapping(example: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"must be a mapping ({example}), not {_kind(value)}")
+        return value
+
+    return check
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping | list):
+        raise ValueError(f"must be a plain value, not {_kind(value)}")
+    return value
+
+
+_URL = fields.Field(_url)
+_PLAIN = fields.Field(_plain)
+#: ``auth``: plain values, its endpoints http(s) URLs
+AUTH = fields.Record(
+    {},
+    text_keys="key {key} must be text",
+    not_mapping="must be a mapping (auth_url: ..., ...), not {type}",
+    rest=lambda key: _URL if _url_key(key) else _PLAIN,
+    file_order=True,
+)
+#: one cloud of clouds.yaml: the keys bmaas checks (openstacksdk knows more)
+CLOUD = fields.Record(
+    {
+        "profile": fields.Field(_profile),
+        "cloud": fields.Field(_profile),
+        "auth_type": fields.Field(_optional_text("an auth plugin's name")),
+        "auth": fields.Field(AUTH),
+        "region_name": fields.Field(_optional_text("text")),
+        "regions": fields.Field(_regions),
+        INSTANCE_INFO_KEY: fields.Field(_mapping("kernel: ..., ramdisk: ...")),
+        "api_timeout": fields.Field(
+            lambda v: validate.seconds(validate.numeric(v), low_open=True), unit="s"
+        ),
+    },
+    text_keys="key {key} must be text",
+    not_mapping="must be a mapping (auth_type: ..., auth: {{...}}), not {type}",
+    rest=lambda key: _URL if _url_key(key) else None,
+    file_order=True,
+)
 
 
 def cloud_problems(config: BoundedConfig, name: str) -> list[InputError]:
@@ -187,85 +259,10 @@ def cloud_problems(config: BoundedConfig, name: str) -> list[InputError]:
             )
             continue
         if name in clouds:
-            found += _entry_problems(path, name, clouds, clouds[name])
+            check = fields.Checker(path)
+            CLOUD.walk(clouds[name], check, f"clouds.{name}", line_of(clouds, name))
+            found += check.problems
     return found
-
-
-def _entry_problems(path: str, name: str, clouds: Any, entry: Any) -> list[InputError]:
-    check = _Problems(path, name)
-    prefix = check.prefix
-    if not isinstance(entry, Mapping):
-        check.add(
-            f"must be a mapping (auth_type: ..., auth: {{...}}), not {_kind(entry)}",
-            clouds,
-            name,
-            prefix,
-        )
-        return check.found
-    for key, value in entry.items():
-        field = f"{prefix}.{key}"
-        if not isinstance(key, str):
-            check.add(f"key {key!r} must be text", entry, None, prefix)
-        elif key in ("profile", "cloud"):
-            if not isinstance(value, str) or not value:
-                check.add(f"must be a vendor profile's name, not {_kind(value)}", entry, key, field)
-            elif urllib.parse.urlsplit(value).netloc:
-                check.add(
-                    "a remote profile (a URL) is not fetched: openstacksdk's download of it "
-                    "is not bounded by --deadline; write the cloud's settings out instead",
-                    entry,
-                    key,
-                    field,
-                )
-        elif key == "auth_type":
-            if value is not None and not isinstance(value, str):
-                check.add(f"must be an auth plugin's name, not {_kind(value)}", entry, key, field)
-        elif key == "auth":
-            _auth_problems(check, value, entry, field)
-        elif key == "region_name":
-            if value is not None and not isinstance(value, str):
-                check.add(f"must be text, not {_kind(value)}", entry, key, field)
-        elif key == "regions":
-            if not isinstance(value, list) or not all(
-                isinstance(r, str) or (isinstance(r, Mapping) and isinstance(r.get("name"), str))
-                for r in value
-            ):
-                check.add("must be a list of region names (or {name: ...})", entry, key, field)
-        elif key == INSTANCE_INFO_KEY:
-            if not isinstance(value, Mapping):
-                check.add(
-                    f"must be a mapping (kernel: ..., ramdisk: ...), not {_kind(value)}",
-                    entry,
-                    key,
-                    field,
-                )
-        elif key == "api_timeout":
-            try:
-                validate.seconds(validate.numeric(value), low_open=True)
-            except ValueError as exc:
-                check.add(str(exc), entry, key, field)
-        elif _url_key(key):
-            problem = _url_problem(value)
-            if problem:
-                check.add(problem, entry, key, field)
-    return check.found
-
-
-def _auth_problems(check: _Problems, auth: Any, entry: Any, field: str) -> None:
-    if not isinstance(auth, Mapping):
-        check.add(
-            f"must be a mapping (auth_url: ..., ...), not {_kind(auth)}", entry, "auth", field
-        )
-        return
-    for key, value in auth.items():
-        if not isinstance(key, str):
-            check.add(f"key {key!r} must be text", auth, None, field)
-        elif isinstance(value, Mapping | list):
-            check.add(f"must be a plain value, not {_kind(value)}", auth, key, f"{field}.{key}")
-        elif _url_key(key):
-            problem = _url_problem(value)
-            if problem:
-                check.add(problem, auth, key, f"{field}.{key}")
 
 
 def _where(config: BoundedConfig, name: str, key: str) -> dict[str, Any]:
