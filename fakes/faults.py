@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import fnmatch
+import functools
 import math
 import random
 import threading
@@ -38,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bmaas import clock as _clock
+from bmaas import fields
 from bmaas.fakes.effects import EFFECT_PARAMS, EFFECTS, Effect, Firing, Layer, Param
 from bmaas.fakes.incidents import INCIDENTS, POWER_WINDOWS
 from bmaas.faults import InputError
@@ -51,8 +53,8 @@ __all__ = ["EFFECT_PARAMS", "EVENT_PREFIX", "Effect", "FaultPlan", "FaultRule", 
 #: operation starts with it meet them
 EVENT_PREFIX = "event."
 
-_WHEN_KEYS = {"nth", "probability", "after", "until", "times", "power", "within"}
-_RULE_KEYS = {"name", "operation", "protocol", "effect"} | _WHEN_KEYS
+_RULE_KEYS = {"name", "operation", "protocol", "effect"}
+_RULE_KEYS |= {"nth", "probability", "after", "until", "times", "power", "within"}
 # Rules are flat mappings, so no effect parameter may share a name with a rule key.
 assert not any(_RULE_KEYS & set(p) for p in EFFECT_PARAMS.values())
 
@@ -147,100 +149,132 @@ class FaultRule:
     def from_dict(
         cls, data: Mapping[str, Any], *, source: str | None = None, where: str = "rule"
     ) -> FaultRule:
-        """Validate one flat rule mapping; errors name ``source``, line and field."""
-
-        def fail(message: str, key: str | None = None) -> InputError:
-            field = f"{where}.{key}" if key else where
-            return InputError(message, source=source, line=line_of(data, key), field=field)
-
+        """Validate one flat rule mapping: every problem at once
+        (:class:`bmaas.fields.Problems`), each naming ``source``, line and field."""
         if not isinstance(data, Mapping):
             kind = type(data).__name__
             raise InputError(f"must be a mapping, not {kind}", source=source, field=where)
-        if "effect" not in data:
-            raise fail("is required", "effect")
-        try:
-            effect = Effect(str(data["effect"]))
-        except ValueError:
-            known = ", ".join(e.value for e in Effect)
-            raise fail(f"unknown effect {data['effect']!r} (one of: {known})", "effect") from None
-        spec = EFFECT_PARAMS[effect]
-        for key in data:
-            if key not in _RULE_KEYS and key not in spec:
-                allowed = sorted(_RULE_KEYS | set(spec))
-                raise fail(f"unknown key for effect {effect} (allowed: {', '.join(allowed)})", key)
+        check = fields.Checker(source)
+        _EFFECT.walk(data, check, where)
+        check.raise_if_any()
+        values = _record(Effect(str(data["effect"]))).walk(data, check, where)
+        check.raise_if_any()
+        assert values is not None
+        effect = values.pop("effect")
+        params = {k: values.pop(k) for k in EFFECT_PARAMS[effect] if k in values}
+        return cls(effect=effect, params=params, **values)
 
-        def number(
-            key: str, kind: type, low: float | None = None, high: float | None = None
-        ) -> Any:
-            value, problem = Param(kind, low=low, high=high).check(data[key])
-            if problem is not None:
-                raise fail(problem, key)
-            return value
 
-        params: dict[str, Any] = {}
-        for key, p in spec.items():
-            if key in data:
-                params[key], problem = p.check(data[key])
-                if problem is not None:
-                    raise fail(problem, key)
-            elif p.required:
-                raise fail(f"is required for effect {effect}", key)
-            elif p.default is not None:
-                params[key] = p.default
-        trigger = INCIDENTS[params["incident"]].trigger if effect is Effect.INCIDENT else None
-        operation = str(data.get("operation", trigger.operation if trigger else "*"))
-        if not EFFECTS[effect].applies_to(operation):
-            where_to = ", ".join(EFFECTS[effect].operations)
-            raise fail(f"effect {effect} acts only on {where_to}", "operation")
+def _effect(value: Any) -> Effect:
+    try:
+        return Effect(str(value))
+    except ValueError:
+        known = ", ".join(e.value for e in Effect)
+        raise ValueError(f"unknown effect {value!r} (one of: {known})") from None
 
-        nth: tuple[int, ...] = ()
-        if "nth" in data:
-            raw = data["nth"] if isinstance(data["nth"], list) else [data["nth"]]
-            if not raw or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in raw):
-                raise fail("must be a call number >= 1, or a list of them", "nth")
-            nth = tuple(sorted(raw))
-        kw: dict[str, Any] = {}
-        if "probability" in data:
-            kw["probability"] = number("probability", float, 0.0, 1.0)
-        for key in ("after", "until"):
-            if key in data:
-                kw[key] = number(key, float, 0.0)
-        if "times" in data:
-            kw["times"] = number("times", int, 1)
-        if "after" in kw and "until" in kw and kw["until"] <= kw["after"]:
-            raise fail("must be later than 'after'", "until")
-        if "power" in data:
-            if data["power"] not in POWER_WINDOWS:
-                raise fail(f"must be one of {', '.join(POWER_WINDOWS)}", "power")
-            kw["power"] = str(data["power"])
-        elif trigger is not None and trigger.power is not None:
-            kw["power"] = trigger.power
-        if "within" in data:
-            kw["within"] = number("within", float, 0.0)
-        elif trigger is not None and trigger.within is not None and "power" in kw:
-            kw["within"] = trigger.within
-        if ("power" in kw) != ("within" in kw):
-            raise fail("'power' and 'within' go together (a power window)", "within")
-        protocol = str(data.get("protocol", "*"))
-        if protocol not in ("*", "ipmi", "redfish", "fake"):
-            raise fail(f"must be ipmi, redfish, fake or *, not {protocol!r}", "protocol")
-        if effect is Effect.INCIDENT and protocol in ("ipmi", "redfish"):
-            answers = INCIDENTS[params["incident"]].protocols
-            if protocol not in answers:
-                raise fail(
-                    f"incident {params['incident']!r} answers over {' and '.join(answers)} "
-                    f"only: over {protocol} it would fire and never be seen",
-                    "protocol",
-                )
-        return cls(
-            effect=effect,
-            operation=operation,
-            protocol=protocol,
-            nth=nth,
-            params=params,
-            name=str(data.get("name", "")),
-            **kw,
+
+#: what a rule's effect is (read first: the rest of its table depends on it)
+_EFFECT = fields.Record({"effect": fields.Field(_effect, required=True)}, rest=lambda key: None)
+
+
+def _param(param: Param) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        converted, problem = param.check(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return converted
+
+    return check
+
+
+def _nth(value: Any) -> tuple[int, ...]:
+    raw = value if isinstance(value, list) else [value]
+    if not raw or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in raw):
+        raise ValueError("must be a call number >= 1, or a list of them")
+    return tuple(sorted(raw))
+
+
+def _protocol(value: Any) -> str:
+    protocol = str(value)
+    if protocol not in ("*", "ipmi", "redfish", "fake"):
+        raise ValueError(f"must be ipmi, redfish, fake or *, not {protocol!r}")
+    return protocol
+
+
+def _trigger(found: fields.Found) -> None:
+    """An incident's own operation and power window, where the rule gives none;
+    the operation one the effect acts on."""
+    effect = found.values["effect"]
+    trigger = None
+    if effect is Effect.INCIDENT and found.ok("incident"):
+        trigger = INCIDENTS[found.values["incident"]].trigger
+    if "operation" not in found.data:
+        found.values["operation"] = trigger.operation if trigger else "*"
+    if trigger is not None and trigger.power is not None and "power" not in found.data:
+        found.values["power"] = trigger.power
+    power_given = "power" in found.values
+    if trigger is not None and trigger.within is not None and power_given:
+        found.values.setdefault("within", trigger.within)
+    if found.ok("operation") and not EFFECTS[effect].applies_to(found.values["operation"]):
+        found.fail(
+            f"effect {effect} acts only on {', '.join(EFFECTS[effect].operations)}", "operation"
         )
+
+
+def _windows(found: fields.Found) -> None:
+    values = found.values
+    if found.ok("after", "until") and values["until"] <= values["after"]:
+        found.fail("must be later than 'after'", "until")
+    if ("power" in values) != ("within" in values) and not found.bad & {"power", "within"}:
+        found.fail("'power' and 'within' go together (a power window)", "within")
+    protocol, incident = values.get("protocol"), values.get("incident")
+    if (
+        values["effect"] is Effect.INCIDENT
+        and protocol in ("ipmi", "redfish")
+        and found.ok("incident")
+    ):
+        answers = INCIDENTS[incident].protocols
+        if protocol not in answers:
+            found.fail(
+                f"incident {incident!r} answers over {' and '.join(answers)} "
+                f"only: over {protocol} it would fire and never be seen",
+                "protocol",
+            )
+
+
+@functools.cache
+def _record(effect: Effect) -> fields.Record:
+    """The table of a rule of ``effect``: the rule's keys and the effect's parameters."""
+    params = {
+        key: fields.Field(
+            _param(p),
+            required=p.required,
+            missing=f"is required for effect {effect}",
+            default=fields.MISSING if p.default is None else p.default,
+        )
+        for key, p in EFFECT_PARAMS[effect].items()
+    }
+    seconds = fields.Field(_param(Param(float, low=0.0)), unit="s")
+    return fields.Record(
+        {
+            "effect": fields.Field(_effect),
+            "name": fields.Field(str, default=""),
+            **params,
+            "operation": fields.Field(str),
+            "nth": fields.Field(_nth),
+            "probability": fields.Field(_param(Param(float, low=0.0, high=1.0))),
+            "after": seconds,
+            "until": seconds,
+            "times": fields.Field(_param(Param(int, low=1))),
+            "power": fields.one_of(
+                *POWER_WINDOWS, message=f"must be one of {', '.join(POWER_WINDOWS)}"
+            ),
+            "within": seconds,
+            "protocol": fields.Field(_protocol, default="*"),
+        },
+        checks=(_trigger, _windows),
+        unknown=f"unknown key for effect {effect} (allowed: {{allowed}})",
+    )
 
 
 class _RuleState:
