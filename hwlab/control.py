@@ -1,6 +1,6 @@
 """The lab's control API: a tiny JSON-over-HTTP service on loopback.
 
-``hwlab fault add``, ``hwlab power`` and ``hwlab status`` talk to a running
+``hwlab fault add``, ``hwlab power``, ``hwlab health`` and ``hwlab status`` talk to a running
 lab through it, and so can tests, through :class:`LabClient`, which has the
 same methods as an in-process :class:`~bmaas.hwlab.lab.Lab`.
 
@@ -11,6 +11,7 @@ GET       /status                 lab description and per-node state
 POST      /faults/NODE            add rules ``{"rules": [...]}``
 DELETE    /faults/NODE, /faults   clear one node's rules, or all
 POST      /power/NODE             ``{"state": "on"|"off"}`` behind the BMC
+POST      /health/NODE            ``{"health": "OK"|"Warning"|"Critical"}``
 POST      /shutdown               stop the lab
 ========  ======================  ===================================
 
@@ -69,6 +70,8 @@ class Controllable(Protocol):
     def clear_faults(self, node: str | None = None) -> None: ...
 
     def power(self, node: str, state: str) -> None: ...
+
+    def health(self, node: str, health: str) -> None: ...
 
 
 #: bounds on what one control request may carry; each 4xx names the limit
@@ -262,6 +265,9 @@ class ControlServer:
             case "POST", ["power", node]:
                 lab.power(node, str(body.get("state", "")))
                 return {"node": node, "state": body.get("state")}
+            case "POST", ["health", node]:
+                lab.health(node, str(body.get("health", "")))
+                return {"node": node, "health": body.get("health")}
             case "POST", ["shutdown"]:
                 return {"stopping": True}  # stopped once answered: _connection
         known = ("GET", "POST", "DELETE")
@@ -401,6 +407,9 @@ class LabClient:
 
     def power(self, node: str, state: str) -> None:
         self._call("POST", f"/power/{node}", {"state": state})
+
+    def health(self, node: str, health: str) -> None:
+        self._call("POST", f"/health/{node}", {"health": health})
 
     def shutdown(self) -> None:
         self._call("POST", "/shutdown", {})

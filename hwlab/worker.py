@@ -280,6 +280,7 @@ class ShardServers:
         for name, m in self.machines.items():
             out[name] = {
                 "power": str(m.power_state()),
+                "health": m.health,
                 "bmc_down": m.bmc_down(),
                 "boot_device": str(m.boot_device().device),
                 # status is for people: an image URL's password stays hidden

@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "private lab, and compare with the expected fault classes.",
     ),
     "power": ("bmaas.hwlab.cli.lab:power", "Turn NODE's hardware on or off behind its BMC's back."),
+    "health": (
+        "bmaas.hwlab.cli.lab:health",
+        "Set the overall health NODE's BMC reports (Redfish Status.Health).",
+    ),
     "profiles": ("bmaas.hwlab.cli.lab:profiles_cmd", "List the built-in fault profiles."),
     "proxy": (
         "bmaas.hwlab.cli.proxy:proxy",

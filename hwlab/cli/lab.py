@@ -21,6 +21,7 @@ from bmaas.deadline import Deadline
 from bmaas.fakes.effects import EFFECTS, describe_effects, incident_record
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.incidents import INCIDENTS
+from bmaas.fakes.machine import HEALTH_STATES
 from bmaas.faults import InputError
 from bmaas.hwlab.cli.common import parse_seed, state_dir_option
 from bmaas.hwlab.control import LabClient, LabNotRunning
@@ -35,6 +36,7 @@ __all__ = [
     "down",
     "effects_cmd",
     "fault",
+    "health",
     "parse_rule_arg",
     "power",
     "profiles_cmd",
@@ -510,3 +512,13 @@ def power(node: str, state: str, state_dir: Path) -> None:
     """Turn NODE's hardware on or off behind its BMC's back."""
     LabClient.from_state_dir(state_dir).power(node, state)
     click.echo(f"{node}: power {state}")
+
+
+@click.command()
+@click.argument("node")
+@click.argument("health", type=click.Choice(list(HEALTH_STATES)))
+@state_dir_option
+def health(node: str, health: str, state_dir: Path) -> None:
+    """Set the overall health NODE's BMC reports (Redfish Status.Health)."""
+    LabClient.from_state_dir(state_dir).health(node, health)
+    click.echo(f"{node}: health {health}")

@@ -203,6 +203,13 @@ class ProxyHost:
             "power behind the BMC's back (use the BMC itself, or an emulated node)"
         )
 
+    def health(self, node: str, health: str) -> None:
+        self.proxy(node)
+        raise InputError(
+            f"node {node!r} is a proxy in front of a real BMC: its health is the BMC's "
+            "own (set it on an emulated node)"
+        )
+
     def node_status(self, node: str) -> dict[str, Any]:
         proxy = self.proxy(node)
         info = self._call(proxy.status)

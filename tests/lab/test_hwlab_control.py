@@ -48,6 +48,7 @@ MALFORMED: dict[str, bytes] = {
     "node name too long": _post("/faults/" + "n" * 300, RULE),
     "bad power state": _post("/power/node-001", '{"state": "maybe"}'),
     "power on unknown node": _post("/power/nope", '{"state": "on"}'),
+    "bad health": _post("/health/node-001", '{"health": "Fine"}'),
     "unknown path": _bare("GET /nope HTTP/1.1"),
     "method not allowed": _bare("PUT /status HTTP/1.1"),
     "body too large": b"POST /faults/node-001 HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n",
@@ -82,10 +83,10 @@ def _exchange(server: ControlServer, raw: bytes) -> tuple[int, dict[str, object]
     return status, json.loads(body)
 
 
-def test_twenty_malformed_requests_each_get_a_4xx_and_a_one_line_json_error(
+def test_twenty_one_malformed_requests_each_get_a_4xx_and_a_one_line_json_error(
     control: ControlServer,
 ) -> None:
-    assert len(MALFORMED) == 20
+    assert len(MALFORMED) == 21
     for what, raw in MALFORMED.items():
         status, body = _exchange(control, raw)
         assert 400 <= status < 500, (what, status, body)
@@ -205,3 +206,16 @@ def test_a_shutdown_routed_from_an_encoded_path_stops_too(
         assert stopped.wait(10)
     finally:
         server.stop()
+
+
+def test_health_is_set_behind_the_bmc_and_shown_in_status(control: ControlServer) -> None:
+    status, body = _exchange(control, _post("/health/node-002", '{"health": "Critical"}'))
+    assert (status, body) == (200, {"node": "node-002", "health": "Critical"})
+    status, body = _exchange(control, _bare("GET /status HTTP/1.1"))
+    assert status == 200
+    nodes = body["nodes"]
+    assert isinstance(nodes, dict)
+    assert (nodes["node-001"].get("health"), nodes["node-002"].get("health")) == (
+        "OK",
+        "Critical",
+    ), nodes
