@@ -3,25 +3,26 @@
 
 Two Redfish BMCs (one service each) answer the login, never answer a power
 read, and never answer the logout either: a BMC that stopped answering
-mid-command. ``bmaas power status --all --deadline 2 --bmc-timeout 8`` cuts
+mid-command. ``bmaas power status --all --deadline 2 --bmc-timeout 20`` cuts
 the reads at the deadline and drops the sessions; their logouts hang on
 threads of their own. Before, the command then waited for those logouts
-(``DriverPool.close``), and the interpreter joined their threads at exit: 8 s
-past the deadline. Now nothing is waited for past it.
+(``DriverPool.close``), and the interpreter joined their threads at exit: the
+whole ``--bmc-timeout`` past the deadline. Now nothing is waited for past it.
 
 Measured as a person sees it -- from just before ``exec`` to the exit, on the
 monotonic clock the whole machine shares -- and against a no-op run of the
 same console script (``--version``) under the same conditions, so a loaded
 machine's slow start does not fail it: the end comes within 1 s plus four
-no-op runs of the deadline, and at most half the ``--bmc-timeout`` a waited
-logout would add.
+no-op runs of the deadline (the slowest of three: the load changes while
+the test runs), and at most half the ``--bmc-timeout`` a waited logout
+would add. On a machine so loaded that start-up leaves no room to ask a BMC,
+the command ends on either documented line for that, nothing asked.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -38,8 +39,11 @@ from bmaas.hwlab.redfish import RedfishServer
 pytestmark = pytest.mark.lab
 
 DEADLINE = 2.0
-#: what a waited-for logout to a silent BMC would add past the deadline
-BMC_TIMEOUT = 8.0
+#: what a waited-for logout to a silent BMC would add past the deadline:
+#: far above what a loaded machine's own start and exit add (4.1 s past
+#: the deadline at load 27 on 2 cores, issue 50), so the cap of the bound
+#: below (half of it) tells the two apart at any load
+BMC_TIMEOUT = 20.0
 #: the console script's own code (``python -c`` so the test needs no PATH)
 ENTRY = "import sys; sys.argv[0] = 'bmaas'; from bmaas.cli import main; main()"
 
@@ -55,6 +59,18 @@ def bmaas(db: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]
         env={**os.environ, "BMAAS_DB": str(db)},
     )
     return time.monotonic() - begun, done
+
+
+def ended_by_start_up(stderr: str) -> bool:
+    """Whether the command ended on one of the two documented lines of a
+    start-up that left no room to ask a BMC (docs/operator.md): its start-up
+    spent the whole ``--deadline`` ("... was spent by start-up ..."), or more
+    than half of it, so the database would not load in time ("... would
+    pass while the database loads ..."). On a loaded machine either may come
+    (issue 50: start-up took more than half of 2 s at load 18-25); both end
+    "nothing was asked", exit 1, and print no report."""
+    lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    return len(lines) == 1 and lines[0].endswith("; nothing was asked")
 
 
 @pytest.fixture
@@ -97,10 +113,10 @@ def test_a_command_past_its_deadline_waits_for_no_logout(silent_fleet: Path) -> 
         silent_fleet, "power", "status", "--all", "--json",
         "--deadline", str(DEADLINE), "--bmc-timeout", str(BMC_TIMEOUT),
     )  # fmt: skip
-    noop = statistics.median(noops)
+    noop = max(noops)  # the load varies within the test: its worst start, not a typical one
     print(f"exec to exit {took:.3f} s with --deadline {DEADLINE}; no-op {noop:.3f} s")
     assert done.returncode == 1, done.stderr
-    if "was spent by start-up" not in done.stderr:  # a machine loaded past 2 s of start-up
+    if not ended_by_start_up(done.stderr):
         report = json.loads(done.stdout)
         assert report["ok"] == 0
         assert {r["fault"]["class"] for r in report["results"]} <= {"BMCTimeout", "SlotTimeout"}
