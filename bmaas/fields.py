@@ -267,11 +267,22 @@ class Found:
     node: str | None
     #: the keys that had a problem already
     bad: set[str]
+    #: what the caller passed to :meth:`Record.walk` beside the mapping
+    context: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
-    def fail(self, message: str, key: str | None = None, *, field: str | None = None) -> None:
-        """A problem of ``key`` (None: of the record itself)."""
+    def fail(
+        self,
+        message: str,
+        key: str | None = None,
+        *,
+        field: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        """A problem of ``key`` (None: of the record itself); ``field`` and
+        ``line`` where they are not the key's."""
         where = field if field is not None else (at(self.path, key) if key else self.path)
-        line = line_of(self.data, key) if key in self.data else line_of(self.data)
+        if line is None:
+            line = line_of(self.data, key) if key in self.data else line_of(self.data)
         self.check.fail(message, field=where or None, line=line, node=self.node)
 
     def ok(self, *keys: str) -> bool:
@@ -326,9 +337,11 @@ class Record:
         path: str = "",
         line: int | None = None,
         node: str | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """The values of ``value`` (a dict; None when it is no mapping); its
-        problems go to ``check``."""
+        problems go to ``check``; ``context`` is for the cross checks."""
         if not isinstance(value, Mapping):
             name = type(value).__name__
             kind = "null" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
@@ -368,7 +381,7 @@ class Record:
             out[key] = field.walk(value[key], check, at(path, key), line_of(value, key), node)
             if len(check.problems) > before:
                 bad.add(key)
-        found = Found(out, value, check, path, node, bad)
+        found = Found(out, value, check, path, node, bad, context or {})
         for cross in self.checks:
             cross(found)
         return out

@@ -41,7 +41,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bmaas import validate
+from bmaas import fields, validate
 from bmaas.driver import PowerState
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import Hardware
@@ -50,7 +50,7 @@ from bmaas.hwlab.limits import MAX_NODES, MAX_REDFISH_SERVICE_SIZE, SSE_KEEPALIV
 from bmaas.inventory.nodes import is_valid_name
 from bmaas.inventory.specs import Checker, InventoryError
 from bmaas.secrets import Secret
-from bmaas.yamlsrc import line_of, load_file
+from bmaas.yamlsrc import SourceDict, line_of, load_file
 
 if TYPE_CHECKING:
     from bmaas.hwlab.proxy.spec import ProxySpec
@@ -279,8 +279,7 @@ def parse_labfile(data: Any, *, source: str) -> LabSpec:
             check.fail("must be a mapping", data=data, key="nodes", field=where)
             continue
         check.unknown_keys(raw, tuple(sorted(_NODE_KEYS)), prefix=where + ".", node=None)
-        known = {k: v for k, v in raw.items() if k in _NODE_KEYS}
-        nodes.extend(_expand(check, {**defaults, **known}, raw, where, room=MAX_NODES - len(nodes)))
+        nodes.extend(_expand(check, defaults, raw, where, room=MAX_NODES - len(nodes)))
     seen: set[str] = set()
     for node in nodes:
         if node.name in seen:
@@ -299,226 +298,266 @@ def parse_labfile(data: Any, *, source: str) -> LabSpec:
     )
 
 
-def _expand(
-    check: Checker, merged: Mapping[str, Any], raw: Mapping[str, Any], where: str, *, room: int
-) -> list[NodeSpec]:
-    """The nodes one entry stands for; its problems go to ``check`` (none: [])."""
-    before = len(check.problems)
+class _OrEmpty:
+    """A nested record whose null (or any empty value) means none given."""
 
-    def err(message: str, key: str, field: str | None = None) -> None:
-        holder = raw if key in raw else merged
-        check.fail(message, data=holder, key=key, field=field or f"{where}.{key}")
+    def __init__(self, record: fields.Shape, empty: Any) -> None:
+        self.record, self.empty = record, empty
 
-    name = merged.get("name")
-    if not isinstance(name, str) or not name:
-        check.fail("is required", line=line_of(raw), field=f"{where}.name")
-        name = ""
-    count = merged.get("count", 1)
-    start = merged.get("start", 1)
-    for key, value, low in (("count", count, 1), ("start", start, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            err(f"must be a whole number >= {low}, not {value!r}", key)
-    if isinstance(count, int) and not isinstance(count, bool):
-        if count > room:
-            err(f"would make more than {MAX_NODES} nodes in the lab (MAX_NODES)", "count")
-        elif count > 1 and name and "{" not in name:
-            err("a group of nodes needs a pattern such as 'r1-n{n:02d}'", "name")
-    if isinstance(start, int) and start > MAX_START:
-        err(f"must be at most {MAX_START}", "start")
+    def walk(
+        self, value: Any, check: Checker, path: str, line: int | None, node: str | None
+    ) -> Any:
+        return self.record.walk(value, check, path, line, node) if value else self.empty
 
-    protocols = merged.get("protocols", list(PROTOCOLS))
-    if isinstance(protocols, str):
-        protocols = list(PROTOCOLS) if protocols == "both" else [protocols]
-    if (
-        not isinstance(protocols, list)
-        or not protocols
-        or any(p not in PROTOCOLS for p in protocols)
-    ):
-        err("must list ipmi and/or redfish (or say 'both')", "protocols")
-        protocols = list(PROTOCOLS)
 
-    hardware_kw = _hardware(check, merged, raw, where)
-    creds = merged.get("credentials") or {}
-    if not isinstance(creds, Mapping):
-        err("must be a mapping with username and password", "credentials")
-        creds = {}
-    for key in creds:
-        if key not in ("username", "password"):
-            err(
-                "unknown key (allowed: password, username)",
-                "credentials",
-                f"{where}.credentials.{key}",
-            )
-    for key in ("username", "password"):
-        value = creds.get(key)
-        if key in creds and (not isinstance(value, str) or not value):
-            # A YAML null or number would become the text "None" or "123".
-            err(
-                f"must be a non-empty string (quote it), not {value!r}",
-                "credentials",
-                f"{where}.credentials.{key}",
-            )
-        elif isinstance(value, str) and len(value) > MAX_TEXT:
-            err(f"longer than {MAX_TEXT} characters", "credentials", f"{where}.credentials.{key}")
-    power_value = merged.get("power", "off")
-    if isinstance(power_value, bool):  # YAML 1.1 reads a bare on/off as a boolean
-        power_value = "on" if power_value else "off"
-    power_raw = str(power_value).lower()
-    if power_raw not in ("on", "off"):
-        err("must be on or off", "power")
-    rules = _rules(check, merged.get("faults"), where)
-    raw_rules = raw.get("faults")
-    if "proxy" not in merged and isinstance(raw_rules, list) and len(raw_rules) == len(rules):
+def _hardware_field(kind: Any) -> fields.Field:
+    if kind in ("int", int):
+        return fields.whole(low=0, high=MAX_COUNT)
+    if kind in ("float", float):
+        return fields.seconds(high=MAX_SECONDS)
+    return fields.Field(_short_text)
+
+
+def _short_text(value: Any) -> str:
+    if not isinstance(value, str | int) or len(str(value)) > MAX_TEXT:
+        raise ValueError(f"must be text of at most {MAX_TEXT} characters")
+    return str(value)
+
+
+def _label(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise ValueError(f"must be text of at most {MAX_TEXT} characters")
+    return value
+
+
+def _credential(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        # A YAML null or number would become the text "None" or "123".
+        raise ValueError(f"must be a non-empty string (quote it), not {value!r}")
+    if len(value) > MAX_TEXT:
+        raise ValueError(f"longer than {MAX_TEXT} characters")
+    return value
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("is required")
+    return value
+
+
+def _protocols(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = list(PROTOCOLS) if value == "both" else [value]
+    if not isinstance(value, list) or not value or any(p not in PROTOCOLS for p in value):
+        raise ValueError("must list ipmi and/or redfish (or say 'both')")
+    return value
+
+
+def _power(value: Any) -> PowerState:
+    if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as a boolean
+        value = "on" if value else "off"
+    if str(value).lower() not in ("on", "off"):
+        raise ValueError("must be on or off")
+    return PowerState(str(value).lower())
+
+
+def _profile(value: Any) -> str:
+    from bmaas.hwlab.profiles import resolve  # the lab file's node names its BMC's profile
+
+    if not isinstance(value, str):
+        raise ValueError("must be a profile name or a file path")
+    resolve(value)  # an InputError: its message, at this field
+    return value
+
+
+def _shape(value: Any) -> str:
+    from bmaas.hwlab.redfish.shapes import validate as valid_shape
+
+    if not isinstance(value, str):
+        raise ValueError("must be a shape name")
+    valid_shape(value)
+    return value
+
+
+class _Rules:
+    """A node's ``faults``: each rule checked on its own, so every bad rule is reported."""
+
+    def walk(self, raw: Any, check: Checker, path: str, line: int | None, node: str | None) -> Any:
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            check.fail("must be a list of rules", field=path, line=line)
+            return ()
+        if len(raw) > MAX_RULES:
+            message = f"has {len(raw)} rules; at most {MAX_RULES} per node (MAX_RULES)"
+            check.fail(message, field=path, line=line_of(raw))
+            return ()
+        rules = []
+        for i, item in enumerate(raw):
+            try:
+                rules.append(FaultRule.from_dict(item, source=check.source, where=f"{path}[{i}]"))
+            except InputError as exc:
+                check.problems.extend(getattr(exc, "problems", None) or [exc])
+        return tuple(rules)
+
+
+def _group(found: fields.Found) -> None:
+    """A group's size and pattern, a proxied node's count, and fault rules no
+    client of the node could see."""
+    values, data = found.values, found.data
+    count = values.get("count")
+    if found.ok("count"):
+        if count > found.context["room"]:
+            found.fail(f"would make more than {MAX_NODES} nodes in the lab (MAX_NODES)", "count")
+        elif count > 1 and found.ok("name") and "{" not in values["name"]:
+            found.fail("a group of nodes needs a pattern such as 'r1-n{n:02d}'", "name")
+    if found.ok("start") and values["start"] > MAX_START:
+        found.fail(f"must be at most {MAX_START}", "start")
+    if "proxy" in data and found.ok("count") and count > 1:
+        found.fail("a proxied node fronts one BMC: give each its own entry", "count")
+    raw_rules = found.context["own_faults"]
+    rules = values.get("faults") or ()
+    if "proxy" not in data and isinstance(raw_rules, list) and len(raw_rules) == len(rules):
         # the node's own rules (not defaults', which every node shares): one no
         # client of this node could see is refused, not logged as fired
+        protocols = values["protocols"] if found.ok("protocols") else list(PROTOCOLS)
         for i, rule in enumerate(rules):
             why = rule.unseen_on(protocols)
             if why:
-                check.fail(why, line=line_of(raw_rules[i]), field=f"{where}.faults[{i}]")
-    profile = merged.get("profile")
-    if profile is not None:
-        from bmaas.hwlab.profiles import resolve  # the lab file's node names its BMC's profile
+                found.fail(why, field=f"{found.path}.faults[{i}]", line=line_of(raw_rules[i]))
 
-        try:
-            if not isinstance(profile, str):
-                raise InputError("must be a profile name or a file path")
-            resolve(profile)
-        except InputError as exc:
-            err(exc.message, "profile")
-    shape = merged.get("shape")
-    if shape is not None:
-        from bmaas.hwlab.redfish.shapes import validate as valid_shape
 
-        try:
-            if not isinstance(shape, str):
-                raise InputError("must be a shape name")
-            valid_shape(shape)
-        except InputError as exc:
-            err(exc.message, "shape")
-    for key in ("network_segment", "resource_class"):
-        if key in merged and (not isinstance(merged[key], str) or len(merged[key]) > MAX_TEXT):
-            err(f"must be text of at most {MAX_TEXT} characters", key)
-    if "proxy" in merged and isinstance(count, int) and count > 1:
-        err("a proxied node fronts one BMC: give each its own entry", "count")
-    if len(check.problems) > before or not isinstance(count, int) or not isinstance(start, int):
+_HARDWARE = fields.Record(
+    {key: _hardware_field(kind) for key, kind in _HARDWARE_FIELDS.items()},
+    unknown=f"unknown hardware field (known: {', '.join(_HARDWARE_FIELDS)})",
+    file_order=True,
+)
+_CREDENTIALS = fields.Record(
+    {"username": fields.Field(_credential), "password": fields.Field(_credential)},
+    unknown="unknown key (allowed: {allowed})",
+    not_mapping="must be a mapping with username and password",
+)
+#: one entry of a lab file's ``nodes`` (merged over ``defaults``)
+NODE = fields.Record(
+    {
+        "name": fields.Field(_name, required=True),
+        "count": fields.whole(low=1, default=1),
+        "start": fields.whole(low=0, default=1),
+        "protocols": fields.Field(_protocols, default=list(PROTOCOLS)),
+        "hardware": fields.Field(_OrEmpty(_HARDWARE, {}), default={}),
+        "credentials": fields.Field(_OrEmpty(_CREDENTIALS, {}), default={}),
+        "power": fields.Field(_power, default=PowerState.OFF),
+        "faults": fields.Field(_Rules(), default=()),
+        "profile": fields.Field(fields.optional(_profile), default=None),
+        "shape": fields.Field(fields.optional(_shape), default=None),
+        "network_segment": fields.Field(_label, default=None),
+        "resource_class": fields.Field(_label, default="baremetal"),
+        "proxy": fields.Field(),
+    },
+    checks=(_group,),
+)
+
+
+def _merged(defaults: Mapping[str, Any], raw: Mapping[str, Any]) -> SourceDict:
+    """``defaults`` overlaid by the entry ``raw`` (the keys of a node only:
+    others were reported by the caller), each key with the line it came from."""
+    merged = SourceDict()
+    merged.line = line_of(raw)
+    for key, value in {**defaults, **raw}.items():
+        if key in _NODE_KEYS:
+            merged.set_at(key, value, line_of(raw if key in raw else defaults, key))
+    return merged
+
+
+def _expand(
+    check: Checker, defaults: Mapping[str, Any], raw: Mapping[str, Any], where: str, *, room: int
+) -> list[NodeSpec]:
+    """The nodes one entry (over ``defaults``) stands for; its problems go to
+    ``check`` (none: [])."""
+    before = len(check.problems)
+    data = _merged(defaults, raw)
+    context = {"room": room, "own_faults": raw.get("faults")}
+    values = NODE.walk(data, check, where, line_of(raw), context=context)
+    if values is None or len(check.problems) > before:
         return []
-
+    name = values["name"]
     if _WIDE.search(name):
         # '{n:999999999d}' would make one name a gigabyte long
-        err("bad pattern: a width of at most two digits, such as {n:02d}", "name")
+        check.fail(
+            "bad pattern: a width of at most two digits, such as {n:02d}",
+            data=data,
+            key="name",
+            field=f"{where}.name",
+        )
         return []
     nodes = []
-    for n in range(start, start + count):
-        try:
-            node_name = name.format(n=n, i=n) if "{" in name else name
-        except (KeyError, IndexError, ValueError):
-            err("bad pattern: use {n} or {n:02d}", "name")
+    for n in range(values["start"], values["start"] + values["count"]):
+        node = _node(check, values, data, where, n)
+        if node is None:
             return []
-        if not is_valid_name(node_name):
-            err(
-                f"{node_name!r} is not a name bmaas enroll accepts (letters, digits, "
-                "'.', '_', '-'; starting with a letter or digit; at most 255)",
-                "name",
-            )
-            return []
-        proxy = None
-        username = str(creds.get("username", DEFAULT_USERNAME))
-        password = Secret(str(creds.get("password", DEFAULT_PASSWORD)))
-        if "proxy" in merged:
-            # Imported here: a lab worker (no proxies) need not load the proxy package.
-            from bmaas.hwlab.proxy.effects import check_rules
-
-            try:
-                proxy = _proxy(node_name, merged["proxy"], creds, check.source, f"{where}.proxy")
-                raw_rules = merged.get("faults") or []
-                check_rules(
-                    rules,
-                    proxy.protocol,
-                    credentials=proxy.credentials,
-                    field=f"{where}.faults",
-                    source=check.source,
-                    lines=[line_of(r) for r in raw_rules] if isinstance(raw_rules, list) else (),
-                    node=node_name,
-                )
-            except InputError as exc:  # every refused rule, one problem each
-                check.problems.extend(getattr(exc, "problems", None) or [exc])
-                return []
-            protocols = [proxy.protocol]
-            username, password = proxy.username or username, proxy.password or password
-        nodes.append(
-            NodeSpec(
-                name=node_name,
-                protocols=tuple(p for p in PROTOCOLS if p in protocols),
-                hardware=Hardware(**{"serial": f"HWLAB-{node_name}", **hardware_kw}),
-                username=username,
-                password=password,
-                network_segment=merged.get("network_segment"),
-                resource_class=merged.get("resource_class", "baremetal"),
-                rules=rules,
-                power=PowerState(power_raw),
-                proxy=proxy,
-                profile=profile,
-                shape=shape,
-            )
-        )
+        nodes.append(node)
     return nodes
 
 
-def _hardware(
-    check: Checker, merged: Mapping[str, Any], raw: Mapping[str, Any], where: str
-) -> dict[str, Any]:
-    hardware_raw = merged.get("hardware") or {}
-    holder = raw if "hardware" in raw else merged
-    if not isinstance(hardware_raw, Mapping):
-        check.fail("must be a mapping", data=holder, key="hardware", field=f"{where}.hardware")
-        return {}
-    out: dict[str, Any] = {}
-    for key, value in hardware_raw.items():
-        field = f"{where}.hardware.{key}"
+def _node(
+    check: Checker, values: dict[str, Any], data: Mapping[str, Any], where: str, n: int
+) -> NodeSpec | None:
+    """Node ``n`` of an entry (its problems go to ``check``: None)."""
+    name = values["name"]
 
-        def bad(message: str, key: str = key, field: str = field) -> None:
-            check.fail(message, data=hardware_raw, key=key, field=field)
+    def err(message: str) -> None:
+        check.fail(message, data=data, key="name", field=f"{where}.name")
 
-        if key not in _HARDWARE_FIELDS:
-            bad(f"unknown hardware field (known: {', '.join(_HARDWARE_FIELDS)})")
-            continue
-        kind = _HARDWARE_FIELDS[key]
-        try:
-            if kind in ("int", int):
-                out[key] = validate.whole(value, low=0, high=MAX_COUNT)
-            elif kind in ("float", float):
-                out[key] = validate.seconds(value, high=MAX_SECONDS)
-            elif not isinstance(value, str | int) or len(str(value)) > MAX_TEXT:
-                bad(f"must be text of at most {MAX_TEXT} characters")
-            else:
-                out[key] = str(value)
-        except ValueError as exc:
-            bad(str(exc))
-    return out
-
-
-def _rules(check: Checker, raw: Any, where: str) -> tuple[FaultRule, ...]:
-    """Each rule checked on its own, so every bad rule is reported."""
-    field = f"{where}.faults"
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        check.fail("must be a list of rules", field=field)
-        return ()
-    if len(raw) > MAX_RULES:
-        check.fail(
-            f"has {len(raw)} rules; at most {MAX_RULES} per node (MAX_RULES)",
-            field=field,
-            line=line_of(raw),
+    try:
+        node_name = name.format(n=n, i=n) if "{" in name else name
+    except (KeyError, IndexError, ValueError):
+        err("bad pattern: use {n} or {n:02d}")
+        return None
+    if not is_valid_name(node_name):
+        err(
+            f"{node_name!r} is not a name bmaas enroll accepts (letters, digits, "
+            "'.', '_', '-'; starting with a letter or digit; at most 255)"
         )
-        return ()
-    rules = []
-    for i, item in enumerate(raw):
+        return None
+    creds, rules = values["credentials"], values["faults"]
+    username = str(creds.get("username", DEFAULT_USERNAME))
+    password = Secret(str(creds.get("password", DEFAULT_PASSWORD)))
+    protocols, proxy = values["protocols"], None
+    if "proxy" in values:
+        # Imported here: a lab worker (no proxies) need not load the proxy package.
+        from bmaas.hwlab.proxy.effects import check_rules
+
         try:
-            rules.append(FaultRule.from_dict(item, source=check.source, where=f"{field}[{i}]"))
-        except InputError as exc:
-            check.problems.append(exc)
-    return tuple(rules)
+            proxy = _proxy(node_name, values["proxy"], creds, check.source, f"{where}.proxy")
+            raw_rules = data.get("faults") or []
+            check_rules(
+                rules,
+                proxy.protocol,
+                credentials=proxy.credentials,
+                field=f"{where}.faults",
+                source=check.source,
+                lines=[line_of(r) for r in raw_rules] if isinstance(raw_rules, list) else (),
+                node=node_name,
+            )
+        except InputError as exc:  # every refused rule, one problem each
+            check.problems.extend(getattr(exc, "problems", None) or [exc])
+            return None
+        protocols = [proxy.protocol]
+        username, password = proxy.username or username, proxy.password or password
+    return NodeSpec(
+        name=node_name,
+        protocols=tuple(p for p in PROTOCOLS if p in protocols),
+        hardware=Hardware(**{"serial": f"HWLAB-{node_name}", **values["hardware"]}),
+        username=username,
+        password=password,
+        network_segment=values["network_segment"],
+        resource_class=values["resource_class"],
+        rules=rules,
+        power=values["power"],
+        proxy=proxy,
+        profile=values["profile"],
+        shape=values["shape"],
+    )
 
 
 def _proxy(
