@@ -15,7 +15,17 @@ from bmaas.hwlab.redfish.bmc import Bmc
 from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 from bmaas.hwlab.redfish.shapes.state import ShapeState
 
-__all__ = ["chassis", "collection", "manager", "reset_info", "root", "slot", "system"]
+__all__ = [
+    "BOOT_OPTIONS",
+    "boot_option",
+    "chassis",
+    "collection",
+    "manager",
+    "reset_info",
+    "root",
+    "slot",
+    "system",
+]
 
 _POWER = {"on": "On", "off": "Off", "powering_on": "PoweringOn", "powering_off": "PoweringOff"}
 
@@ -104,7 +114,7 @@ def _boot(state: ShapeState) -> dict[str, Any]:
     shape = state.shape
     if not shape.boot_override:  # BootOrder and BootOptions only
         return {
-            "BootOrder": ["Boot0001", "Boot0002"],
+            "BootOrder": list(BOOT_OPTIONS),
             "BootOptions": _link(f"{shape.system_path}/BootOptions"),
         }
     override = state.override()
@@ -115,6 +125,21 @@ def _boot(state: ShapeState) -> dict[str, Any]:
         "BootSourceOverrideTarget@Redfish.AllowableValues": list(shape.boot_targets),
         "BootSourceOverrideMode": state.boot_mode,
         "BootSourceOverrideMode@Redfish.AllowableValues": list(shape.boot_modes),
+    }
+
+
+#: the boot options of a shape without override properties, by reference
+BOOT_OPTIONS = {"Boot0001": "UEFI PXEv4", "Boot0002": "UEFI Hard Drive"}
+
+
+def boot_option(shape: Shape, reference: str) -> dict[str, Any]:
+    return {
+        "@odata.type": "#BootOption.v1_0_4.BootOption",
+        "@odata.id": f"{shape.system_path}/BootOptions/{reference}",
+        "Id": reference,
+        "Name": "Boot Option",
+        "BootOptionReference": reference,
+        "DisplayName": BOOT_OPTIONS[reference],
     }
 
 

@@ -17,6 +17,7 @@ Match`` on a PATCH checked against it (412), ``Allow`` on a GET and a 405,
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.parse
 from collections.abc import Callable
@@ -175,6 +176,15 @@ def _route(
         shape.manager_path: lambda: documents.manager(bmc, shape),
         f"/redfish/v1/Chassis/{shape.chassis_id}": lambda: documents.chassis(bmc, shape),
     }
+    if not shape.boot_override:  # its BootOptions, read-only
+        options = f"{shape.system_path}/BootOptions"
+        gets[options] = lambda: documents.collection(
+            options, "BootOption", [f"{options}/{r}" for r in documents.BOOT_OPTIONS]
+        )
+        for reference in documents.BOOT_OPTIONS:
+            gets[f"{options}/{reference}"] = functools.partial(
+                documents.boot_option, shape, reference
+            )
     if shape.reset_action_info and not shape.action_info_missing:
         gets[f"{shape.system_path}/ResetActionInfo"] = lambda: documents.reset_info(shape)
     if path in gets:

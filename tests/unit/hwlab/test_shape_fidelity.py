@@ -215,6 +215,9 @@ def test_no_override_boot_has_no_override_properties_and_patch_is_property_unkno
     served = Served("no-override")
     system = served.get("/redfish/v1/Systems/437XR1138R2")
     assert set(system["Boot"]) == {"BootOrder", "BootOptions"}
+    options = served.get(system["Boot"]["BootOptions"]["@odata.id"])["Members"]
+    refs = [served.get(m["@odata.id"])["BootOptionReference"] for m in options]
+    assert refs == system["Boot"]["BootOrder"]
     reset = system["Actions"]["#ComputerSystem.Reset"]
     assert reset["ResetType@Redfish.AllowableValues"] == ["On", "ForceOff"]
     code, body = served.call(
