@@ -14,7 +14,7 @@
 #   3. a release's artifacts: `scripts/release.sh --dev` (HEAD's sdist and
 #      wheel, versioned VERSION+gCOMMIT), its wheel installed;
 #   4. a regular install straight from the clone: `pip install .`;
-#   5. pip from git at a commit: `bmaas @ git+file://CLONE@COMMIT`.
+#   5. pip from git at a commit: `bmaas @ git+file://localhost/CLONE@COMMIT`.
 #
 # Paths 2-5 install into path 1's venv with --force-reinstall --no-deps: the
 # dependencies are path 1's, proven there; what differs is how bmaas itself is
@@ -115,6 +115,7 @@ reinstall "$repo"
 installed_is "$version"
 
 say "path 5: pip from git at a commit"
-reinstall "bmaas @ git+file://$repo@$commit"
+# (file://localhost/: the pip that ships with Python 3.11 refuses an empty host)
+reinstall "bmaas @ git+file://localhost$repo@$commit"
 installed_is "$version"
 say "every install path of docs/install.md works"
