@@ -275,68 +275,84 @@ async def _stream(
 
 
 def _resource(hub: Hub, request: Request, path: str) -> Response:
-    method = request.method
     if path == PREFIX:
-        if method == "GET":
-            return _json(200, hub.resource())
-        if method == "PATCH":
-            try:
-                body = json.loads(request.body or b"{}")
-            except ValueError:
-                body = None
-            enabled = body.get("ServiceEnabled") if isinstance(body, dict) else None
-            if not isinstance(enabled, bool):
-                return redfish_error(400, "Base.1.8.PropertyValueTypeError", "ServiceEnabled")
-            hub.enabled = enabled
-            if not enabled:
-                for sink in list(hub.sinks):
-                    if not isinstance(sink, Subscription):
-                        sink.close()
-            return _json(200, hub.resource())
-        return _not_allowed("GET, PATCH")
+        return _service(hub, request)
     if path == SUBSCRIPTIONS:
-        if method == "GET":
-            members = [{"@odata.id": f"{SUBSCRIPTIONS}/{s}"} for s in hub.subscriptions]
-            return _json(
-                200,
-                {
-                    "@odata.type": "#EventDestinationCollection.EventDestinationCollection",
-                    "@odata.id": SUBSCRIPTIONS,
-                    "Name": "Event Subscriptions",
-                    "Members": members,
-                    "Members@odata.count": len(members),
-                },
-            )
-        if method == "POST":
-            return _subscribe(hub, request)
-        return _not_allowed("GET, POST")
+        return _collection(hub, request)
     if path.startswith(SUBSCRIPTIONS + "/"):
-        found = hub.subscriptions.get(path.rsplit("/", 1)[1])
-        if not isinstance(found, Subscription):
-            return redfish_error(404, "Base.1.8.ResourceMissingAtURI", f"no {path}")
-        if method == "GET":
-            return _json(200, found.resource())
-        if method == "DELETE":
-            hub.subscriptions.pop(found.id, None)
-            hub.sinks.discard(found)
-            found.close()
-            return Response(204, [("OData-Version", "4.0")])
-        return _not_allowed("GET, DELETE")
-    if path == TEST_ACTION and method == "POST":
-        try:
-            body = json.loads(request.body or b"{}")
-        except ValueError:
-            body = {}
-        body = body if isinstance(body, dict) else {}
-        origin = str(body.get("OriginOfCondition") or hub.keeper.system_path)
-        message = str(body.get("MessageId") or "Base.1.0.Success")
-        record = events.event_record(
-            message, list(body.get("MessageArgs") or []), origin, "OK", 0.0
-        )
-        record["Message"] = str(body.get("Message") or "Test event")
-        hub.publish(hub.keeper, "test", [record])
-        return Response(204, [("OData-Version", "4.0")])
+        return _subscription(hub, request, path)
+    if path == TEST_ACTION and request.method == "POST":
+        return _test_event(hub, request)
     return redfish_error(404, "Base.1.8.ResourceMissingAtURI", f"no {path}")
+
+
+def _body(request: Request) -> Any:
+    try:
+        return json.loads(request.body or b"{}")
+    except ValueError:
+        return None
+
+
+def _service(hub: Hub, request: Request) -> Response:
+    """``GET``/``PATCH`` the EventService (``ServiceEnabled``)."""
+    if request.method == "GET":
+        return _json(200, hub.resource())
+    if request.method != "PATCH":
+        return _not_allowed("GET, PATCH")
+    body = _body(request)
+    enabled = body.get("ServiceEnabled") if isinstance(body, dict) else None
+    if not isinstance(enabled, bool):
+        return redfish_error(400, "Base.1.8.PropertyValueTypeError", "ServiceEnabled")
+    hub.enabled = enabled
+    if not enabled:
+        for sink in list(hub.sinks):
+            if not isinstance(sink, Subscription):
+                sink.close()
+    return _json(200, hub.resource())
+
+
+def _collection(hub: Hub, request: Request) -> Response:
+    if request.method == "POST":
+        return _subscribe(hub, request)
+    if request.method != "GET":
+        return _not_allowed("GET, POST")
+    members = [{"@odata.id": f"{SUBSCRIPTIONS}/{s}"} for s in hub.subscriptions]
+    return _json(
+        200,
+        {
+            "@odata.type": "#EventDestinationCollection.EventDestinationCollection",
+            "@odata.id": SUBSCRIPTIONS,
+            "Name": "Event Subscriptions",
+            "Members": members,
+            "Members@odata.count": len(members),
+        },
+    )
+
+
+def _subscription(hub: Hub, request: Request, path: str) -> Response:
+    found = hub.subscriptions.get(path.rsplit("/", 1)[1])
+    if not isinstance(found, Subscription):
+        return redfish_error(404, "Base.1.8.ResourceMissingAtURI", f"no {path}")
+    if request.method == "GET":
+        return _json(200, found.resource())
+    if request.method != "DELETE":
+        return _not_allowed("GET, DELETE")
+    hub.subscriptions.pop(found.id, None)
+    hub.sinks.discard(found)
+    found.close()
+    return Response(204, [("OData-Version", "4.0")])
+
+
+def _test_event(hub: Hub, request: Request) -> Response:
+    """``SubmitTestEvent``: one Event of the body's message, to every listener."""
+    body = _body(request)
+    body = body if isinstance(body, dict) else {}
+    origin = str(body.get("OriginOfCondition") or hub.keeper.system_path)
+    message = str(body.get("MessageId") or "Base.1.0.Success")
+    record = events.event_record(message, list(body.get("MessageArgs") or []), origin, "OK", 0.0)
+    record["Message"] = str(body.get("Message") or "Test event")
+    hub.publish(hub.keeper, "test", [record])
+    return Response(204, [("OData-Version", "4.0")])
 
 
 def _subscribe(hub: Hub, request: Request) -> Response:
