@@ -76,6 +76,7 @@ SLOW_FIRST = (
     "tests/lab/test_runnable_docs.py",
     "tests/lab/test_policy_lab.py",
     "tests/lab/test_matrix_and_demo.py",
+    "tests/lab/test_sync_intervals.py",
 )
 
 

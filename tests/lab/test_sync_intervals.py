@@ -32,11 +32,20 @@ pytestmark = pytest.mark.lab
 
 NODES = 4  # node-001, -003 speak IPMI; -002, -004 Redfish
 PASSES = 5
-#: lab seconds per production second
-SCALE = 0.03
+#: lab seconds per production second. The scale shrinks every margin with
+#: the times, and the one that matters is the IPMI keepalive's: sent after
+#: 10 s of idleness, 10 s before the 20 s its session is trusted for. The
+#: loop that sends it wakes late on a loaded machine, and that lateness
+#: does not scale: at 0.03 (a 0.3 s margin) keepalives ran late at load
+#: 20 on 2 cores and sessions idled out (issue 50: 6 logins, 4 expected;
+#: the sleeper lateness measured there: p99 0.26 s, worst 3 s within a
+#: sync with 12 busy threads). At 0.1 the margin is 1 s, and production's
+#: proportions stand (they need no change: 10 s of margin is far beyond
+#: any lateness a sync loop sees).
+SCALE = 0.1
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)  # [120.0]: 5 passes 12 s apart
 @pytest.mark.parametrize("interval", [30.0, 120.0])
 def test_a_long_interval_sync_logs_in_once_per_bmc_over_five_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interval: float
