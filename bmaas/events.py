@@ -41,6 +41,19 @@ room for a reconnect every few hours under 2; polling at 60 s costs 60.
       over the rate  -> dropped, nodes marked     once (source=event, age),
                         to reconcile              until the next pass
 
+**Whose word is believed.** News on a stream bmaas opened itself -- an
+SSE ``GET`` to the node's Redfish address with its credentials, over TLS
+when that address is ``https://`` -- is the BMC's word, as trusted as a
+read over the same connection, and is written at once. News POSTed to the
+push listener (:attr:`News.pushed`) proves only that its sender knows the
+subscription's ``Context``, which anyone who can read the BMC can read: it
+never changes the store and never counts toward a fence. It says *when* to
+look: the node is marked to be read now (:meth:`EventWatch.to_look`; the
+sync's wait ends, and one authenticated read of each marked node runs
+before the next pass), several pieces of news before that read make one
+read, and only the read's answer is written. A forged Event costs one
+read and changes nothing.
+
 Every host runs the same listener loop, :func:`listen` (``bmaas sync``'s
 watch here, Ironic's conductor in ``bmaas.drivers.ironic``): after any
 exception -- a fault, or a bug -- the stream is closed, its nodes are
@@ -111,6 +124,10 @@ class News(Protocol):
     def power(self) -> PowerState | None: ...
     @property
     def at(self) -> float | None: ...
+    @property
+    def pushed(self) -> bool:
+        """POSTed to the push listener: a reason to read the node, not its state."""
+        ...
 
 
 class Stream(Protocol):
@@ -374,10 +391,15 @@ class EventWatch:
         self._own: dict[str, threading.Event] = {}
         self._fingerprint: int | None = None
         self._known: dict[str, PowerState] = {}
+        #: nodes pushed news asked to be read now (in order, each once)
+        self._look: dict[str, None] = {}
         #: counters for the report and the bench
         self.opened_count = 0
         self.faults = 0
         self.flooded = 0
+        #: pushed news taken (each a reason to read), and reads it caused
+        self.pushed = 0
+        self.looked = 0
         #: the latest news applied (the count is :attr:`applied_total`)
         self.applied: collections.deque[Applied] = collections.deque(maxlen=KEPT)
         self.applied_total = 0
@@ -497,6 +519,8 @@ class EventWatch:
                 "faults": self.faults,
                 "applied": self.applied_total,
                 "flooded": self.flooded,
+                "pushed": self.pushed,
+                "looked": self.looked,
                 **self._push_summary(),
             }
 
@@ -516,6 +540,7 @@ class EventWatch:
         return (
             f"{s['nodes_up']}/{s['nodes']} nodes streamed, {s['applied']} applied, "
             f"{s['faults']} stream faults"
+            + (f", {s['looked']} read for pushed events" if s["pushed"] else "")
         )
 
     def close(self, timeout: float = 5.0) -> None:
@@ -553,9 +578,22 @@ class EventWatch:
 
     def news(self, stream: Stream, trusted: Sequence[News], flood: Sequence[News]) -> None:
         for news in trusted:
-            self._offer(news)
+            if not news.pushed:  # the BMC's word, on bmaas's own connection
+                self._offer(news)
+        self._ask([news.node for news in trusted if news.pushed])
         self.flooded += len(flood)
         self._mark([news.node for news in flood], up=True)  # up, but read them
+
+    def _ask(self, nodes: Sequence[str]) -> None:
+        """Pushed news about ``nodes``: read them now (the sync's wait ends)."""
+        if not nodes:
+            return
+        with self._cond:
+            self.pushed += len(nodes)
+            for node in nodes:
+                if node in self._nodes:  # else no longer watched: not ours to read
+                    self._look[node] = None
+            self._cond.notify_all()
 
     def _mark(self, nodes: Iterable[str], *, up: bool) -> None:
         with self._cond:
@@ -613,6 +651,26 @@ class EventWatch:
                 if book is not None:
                     book.reconcile = True
 
+    def looking(self) -> bool:
+        """Pushed news asked for reads that have not run yet."""
+        with self._cond:
+            return bool(self._look)
+
+    def to_look(self, now: float) -> list[str]:
+        """The nodes pushed news named since the last call (each once, however
+        many pieces named it), to be read now by the sync (``now``: its
+        clock). That read is the node's pass read too: it reconciles, and
+        the safety net counts from it."""
+        with self._cond:
+            out = [node for node in self._look if node in self._nodes]
+            self._look.clear()
+            for node in out:
+                book = self._nodes[node]
+                book.reconcile = False
+                book.last_read = now
+            self.looked += len(out)
+            return out
+
     def learn(self, reads: Iterable[tuple[str, PowerState]]) -> None:
         """What a pass read: news repeating it is not written again."""
         with self._cond:
@@ -625,15 +683,17 @@ class EventWatch:
 
     def wait(self, seconds: float, apply: Callable[[list[Applied]], None]) -> None:
         """Wait up to ``seconds`` (or until :meth:`close`), handing news to
-        ``apply`` as it arrives (in this thread: the store's writer)."""
+        ``apply`` as it arrives (in this thread: the store's writer). Returns
+        early when pushed news asks for reads (:meth:`to_look`)."""
         deadline = Deadline.after(max(0.0, seconds), clock=self._clock)
         while True:
             with self._cond:
-                if not self._news and not self._stopped():
-                    # woken by news (_offer), close() or the command's stop (wake)
+                if not self._news and not self._look and not self._stopped():
+                    # woken by news (_offer, _ask), close() or the command's stop (wake)
                     self._cond.wait(deadline.left())
                 batch = list(self._news)
                 self._news.clear()
+                look = bool(self._look)
             if batch:
                 applied = self._fresh(batch)
                 if applied:
@@ -642,7 +702,7 @@ class EventWatch:
                     self.applied.extend(applied)
                     self.applied_total += len(applied)
                     apply(applied)
-            if self._stopped() or deadline.expired:
+            if look or self._stopped() or deadline.expired:
                 return
 
     def _stopped(self) -> bool:

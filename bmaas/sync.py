@@ -253,7 +253,9 @@ def sync_loop(
     streams events are read only as a safety net (once their last read is
     ``events.safety`` seconds old; their pooled sessions are held until
     then), and news is written as it arrives, between passes
-    (:mod:`bmaas.events`). The caller closes it.
+    (:mod:`bmaas.events`); pushed news is not written: it ends the wait,
+    and the nodes it named are read then (one read a node however much
+    news named it). The caller closes it.
 
     Fenced nodes are read on a back-off (:mod:`bmaas.fenced`): pass
     ``fenced=`` to choose the schedule; by default the loop makes one with
@@ -330,8 +332,74 @@ def _passes(
             on_pass(report)
         if count is not None and passes >= count:
             break
-        _wait_keeping_alive(started + interval, kw.get("pool"), stop, wait, clock)
+        _wait_between_passes(store, started + interval, events, stop, wait, clock, pass_timeout, kw)
     return passes
+
+
+def _wait_between_passes(
+    store: Store,
+    until: float,
+    events: EventWatch | None,
+    stop: threading.Event,
+    wait: Callable[[float], object],
+    clock: Callable[[], float],
+    pass_timeout: float | None,
+    kw: dict[str, Any],
+) -> None:
+    """Wait until ``until``; each time pushed news ends the wait early
+    (:meth:`EventWatch.to_look`), read the nodes it named, then wait on."""
+    looking = events.looking if events is not None else None
+    while True:
+        _wait_keeping_alive(until, kw.get("pool"), stop, wait, clock, looking)
+        if events is None or stop.is_set() or not events.looking():
+            return
+        _look(store, events, clock, pass_timeout, kw)
+
+
+def _look(
+    store: Store,
+    events: EventWatch,
+    clock: Callable[[], float],
+    pass_timeout: float | None,
+    kw: dict[str, Any],
+) -> None:
+    """One authenticated read of each node pushed news named: the news says
+    when to look, this read what is (:mod:`bmaas.events`). A good read is
+    written as a pass's is; a failed one counts toward no fence (whoever
+    knows a subscription's Context must not hurry a flaky BMC's fencing):
+    its error is noted and the node is read, and counted, at the next pass.
+    Fenced nodes keep their back-off schedule."""
+    names = events.to_look(clock())
+    if not names:
+        return
+    fenced = kw.get("fenced")
+    records = [r for r in store.nodes.find(names) if fenced is None or r.fault != fenced.fault]
+    if not records:
+        return
+    budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
+    reader = PowerReader(budget, kw.get("retry"))
+    sweeper: ShardedSweeper | None = kw.get("sweeper")
+    if sweeper is not None:
+        results = sweeper.run(records, reader, deadline=budget)
+    else:
+        results = run_on_nodes(
+            records,
+            reader,
+            factory=kw["factory"],
+            workers=kw.get("workers", DEFAULT_WORKERS),
+            clock=clock,
+            deadline=budget,
+            pool=kw.get("pool"),
+        )
+    record_results(store.nodes, results, {r.name: r.extra.get(QUIRKS_KEY) for r in records})
+    good = [(r.node, r.value) for r in results if r.error is None and r.value is not None]
+    failed = {r.node: str(r.error) for r in results if r.error is not None}
+    rule: HealthRule = kw.get("health_rule", HealthRule())
+    store.health.record_power_reads(list(good), health_rule=rule)
+    if failed:
+        store.health.note_power(errors=failed)
+    events.learn(good)
+    events.recheck(failed)
 
 
 class _Fleet:
@@ -388,11 +456,12 @@ def _wait_keeping_alive(
     stop: threading.Event,
     wait: Callable[[float], object],
     clock: Callable[[], float],
+    woken: Callable[[], bool] | None = None,
 ) -> None:
     """Wait until ``until`` (never a negative time); with a pool, wake when
     an idle session is due a keepalive and send it, so sessions outlive the
     interval (an IPMI BMC forgets a session idle for long; a login costs
-    four exchanges, a keepalive one)."""
+    four exchanges, a keepalive one). Returns early once ``woken()``."""
     while True:
         left = until - clock()
         due = pool.keepalive_due_in() if pool is not None else None
@@ -400,7 +469,7 @@ def _wait_keeping_alive(
             wait(max(0.0, left))
             return
         wait(due)
-        if stop.is_set():
+        if stop.is_set() or (woken is not None and woken()):
             return
         assert pool is not None
         # each keepalive gets a share of what is left of the wait, at most

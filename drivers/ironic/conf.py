@@ -67,7 +67,7 @@ class HostPort(types.String):  # type: ignore[misc]
     def __call__(self, value: Any) -> str:
         text = str(super().__call__(value)).strip()
         if text:
-            from bmaas.drivers.ironic.listener import host_port
+            from bmaas.listenspec import host_port
 
             host_port(text)  # ValueError says what is wrong
         return text

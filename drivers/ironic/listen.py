@@ -25,9 +25,10 @@ from typing import Any
 
 from oslo_config import cfg
 
+from bmaas import listenspec
 from bmaas.drivers.ironic import calls, conf
 from bmaas.drivers.ironic.info import parse_driver_info
-from bmaas.drivers.ironic.listener import host_port, push_streams, service_stream, thread
+from bmaas.drivers.ironic.listener import push_streams, service_stream, thread
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
 from bmaas.events import Pacing
@@ -85,7 +86,7 @@ def _push_listener(group: Any) -> Any | None:
         return None
     from bmaas.drivers.redfish.push import PushListener
 
-    host, port = host_port(group.events_listen)
+    host, port = listenspec.host_port(group.events_listen)
     try:
         push = PushListener(
             host,

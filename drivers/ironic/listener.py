@@ -40,7 +40,6 @@ from bmaas.secrets import Secret
 __all__ = [
     "Listener",
     "Service",
-    "host_port",
     "push_streams",
     "service_stream",
     "thread",
@@ -95,16 +94,6 @@ def push_streams(push: Any, *, prefer: bool) -> Callable[[Service, dict[str, str
     return stream_of
 
 
-def host_port(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as (host, port);
-    ValueError saying what is wrong."""
-    host, sep, port = text.strip().rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"expected HOST:PORT (port 0-65535), not {text!r}")
-    return host, int(port)
-
-
 def thread(target: Callable[[], None], name: str) -> threading.Thread:
     """Run ``target`` in a daemon thread (a conductor that exits does not wait for it)."""
     started = threading.Thread(target=target, name=name, daemon=True)
@@ -125,6 +114,8 @@ class Listener:
     up: bool = False
     #: opens so far: a read made before the latest one cannot vouch for now
     epoch: int = 0
+    #: a lasting fault (the policy's ``late``) was logged at INFO since it last opened
+    told_late: bool = False
     thread: Any = None
 
     def drop(self) -> None:

@@ -63,7 +63,8 @@ from bmaas.driver import PowerState
 from bmaas.drivers.ironic.answers import Answer, Miss, NodeRef, fingerprint
 from bmaas.drivers.ironic.listener import Listener, Service, service_stream, thread
 from bmaas.events import SAFETY_INTERVAL, News, Pacing, Stream
-from bmaas.faults import BmaasError, UnsupportedOperation
+from bmaas.faults import BmaasError
+from bmaas.policy import Reopen, policy_for
 
 __all__ = [
     "HEALTH_WITH_POWER",
@@ -96,6 +97,8 @@ class _Book:
     read_at: float | None = None
     read_epoch: int = -1
     reconcile: bool = True
+    #: pushed news named it since its last read: the next read asks the BMC
+    pushed: bool = False
     #: bumped by every piece of news (a read that overlapped news is not kept)
     seq: int = 0
     seen_at: float = 0.0
@@ -150,7 +153,7 @@ class Streams:
         self._stopped = threading.Event()
         self._full_warned = False
         #: counters (tests, logs)
-        self.opened_count = self.faults = self.flooded = self.answered = 0
+        self.opened_count = self.faults = self.flooded = self.answered = self.pushed = 0
 
     # -- the sync's side -----------------------------------------------------------
 
@@ -204,6 +207,8 @@ class Streams:
             return "no redfish_system_id on a service with several nodes"
         if not listener.up:
             return "its event stream is down"
+        if book.pushed:
+            return "pushed news (an Event POSTed to the listener: the BMC says what is)"
         if book.reconcile or book.power is None or book.read_at is None:
             return "reconcile (first read, news without a state, or a power action)"
         if book.read_epoch != listener.epoch:
@@ -253,7 +258,7 @@ class Streams:
                 return
             book.power, book.source, book.learned_at = power, "read", now
             book.read_at, book.read_epoch = now, token.epoch
-            book.reconcile = False
+            book.reconcile = book.pushed = False
             book.answered_at = None
 
     def learned_health(self, uuid: str, health: str | None) -> None:
@@ -385,6 +390,7 @@ class Streams:
                 "faults": self.faults,
                 "answered": self.answered,
                 "flooded": self.flooded,
+                "pushed": self.pushed,
             }
 
     def close(self, timeout: float = 5.0) -> None:
@@ -410,6 +416,7 @@ class Streams:
             if self._listeners.get(listener.service.key) is not listener:
                 return  # dropped meanwhile
             listener.up = True
+            listener.told_late = False  # its next lasting fault is news again
             listener.epoch += 1  # every node's last read predates it: each reconciles
             self.opened_count += 1
             count = len(listener.nodes)
@@ -424,16 +431,26 @@ class Streams:
         )
 
     def lost(self, listener: Listener, fault: Exception, wait: float, *, opening: bool) -> None:
+        """How loud is the policy table's ``stream`` column's: a fault opened
+        again ``late`` (no EventService, a rejected password, a malformed
+        stream) is a lasting state of that BMC, said at INFO once until the
+        stream opens again (DEBUG meanwhile: it comes back every 600 s); one
+        opened again ``soon`` (unreachable, a timeout, a stream that ended)
+        is a WARNING each time."""
         with self._lock:
             listener.up = False
             self.faults += 1
             count = len(listener.nodes)
+            late = policy_for(fault).stream is Reopen.LATE
+            told, listener.told_late = listener.told_late, listener.told_late or late
         # not a BmaasError: a bug, logged with its traceback by the loop
         what = faulttext.format_fault(fault) if isinstance(fault, BmaasError) else "a bug"
-        if opening and isinstance(fault, UnsupportedOperation):
-            LOG.info(
-                "bmaas: no event stream at %s (%s): its %d nodes are read from the BMC every "
-                "pass; asked again in %.0f s",
+        if late:
+            LOG.log(
+                logging.DEBUG if told else logging.INFO,
+                "bmaas: %s %s (%s): its %d nodes are read from the BMC every pass; "
+                "asked again in %.0f s",
+                "no event stream at" if opening else "event stream dropped at",
                 listener.service.address,
                 what,
                 count,
@@ -464,6 +481,10 @@ class Streams:
                 if book is None:
                     continue
                 book.seq += 1
+                if news.pushed:  # whoever knows the Context: when to read, not what is
+                    self.pushed += 1
+                    book.pushed = True
+                    continue
                 health = getattr(news, "health", None)
                 if news.power in _ON_OFF:
                     if news.power != book.power:

@@ -201,6 +201,10 @@ class PowerNews:
     health: str | None = None
     #: the BMC's EventTimestamp (epoch seconds), when it gave one
     at: float | None = None
+    #: it came in a POST to bmaas's push listener (from whoever knows the
+    #: subscription's Context), not on a stream bmaas opened to the BMC with
+    #: its credentials: it says when to read the node, never what it is
+    pushed: bool = False
 
 
 def _timestamp(text: Any) -> float | None:
@@ -215,9 +219,11 @@ def _timestamp(text: Any) -> float | None:
     return stamp.timestamp()
 
 
-def news_of(data: str, nodes: Mapping[str, str]) -> list[PowerNews]:
+def news_of(data: str, nodes: Mapping[str, str], *, pushed: bool = False) -> list[PowerNews]:
     """The news in one Event document for the nodes ``nodes`` maps from
-    system path (``"*"``: the one node of a single-system service).
+    system path (``"*"``: the one node of a single-system service);
+    ``pushed``: the document was POSTed to the push listener (each piece of
+    news says so: :attr:`PowerNews.pushed`).
     Records about other resources are skipped; a document that is not an
     Event (not JSON, over :data:`MAX_FRAME`, nested deeper than
     :func:`~bmaas.drivers.redfish.framing.loads_bounded` takes) raises ValueError."""
@@ -245,7 +251,7 @@ def news_of(data: str, nodes: Mapping[str, str]) -> list[PowerNews]:
         if health_found is not None:
             health = health_found.group(1)
         at = _timestamp(record.get("EventTimestamp"))
-        out.append(PowerNews(node, message, power, health, at))
+        out.append(PowerNews(node, message, power, health, at, pushed))
     # A power or health record says what changed: the ResourceChanged beside
     # it in the same Event asks for no read of its own.
     told = {n.node for n in out if n.power is not None or n.health is not None}

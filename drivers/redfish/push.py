@@ -312,7 +312,7 @@ class PushStream:
             if text is None:
                 raise self.sse._fail(BMCUnreachable, "the push subscription is closed", started)
             try:
-                out.extend(news_of(text, self.nodes))
+                out.extend(news_of(text, self.nodes, pushed=True))
             except ValueError:
                 LOG.info("%s: a pushed body that is not an Event; ignored", self.key)
         return out

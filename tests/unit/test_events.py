@@ -382,3 +382,46 @@ def test_on_cancel_runs_once_at_the_first_cancel_and_at_once_when_late() -> None
     token.on_cancel(lambda: calls.append("late"))
     assert calls == ["early", "late"]
     assert token.roll_back
+
+
+# -- pushed news: when to look, never what is (issue 46, finding 5) ----------------
+
+
+def test_pushed_news_ends_the_wait_asks_one_read_and_is_never_applied() -> None:
+    """News a POST brought (anyone who knows the Context) is not applied: it
+    wakes the sync's wait and names the node to read, once however many
+    pieces named it; a node no longer watched is not read for it."""
+    watch = EventWatch(streams_of=lambda driver: None)
+    watch._nodes["n1"], watch._nodes["n2"] = _node(), _node()
+    watch._mark(["n1", "n2"], up=True)
+    watch.to_read(["n1", "n2"], 0.0)  # reconciled
+    applied: list[Applied] = []
+    done = threading.Event()
+
+    def wait() -> None:
+        watch.wait(3600.0, applied.extend)  # an hour, unless the news ends it
+        done.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    pushed = [
+        PowerNews(n, "x.ResourcePoweredOff", PowerState.OFF, pushed=True)
+        for n in ("n1", "n1", "gone")
+    ]
+    watch.news(None, pushed, [])  # type: ignore[arg-type]
+    assert done.wait(10.0), "pushed news did not end the wait"
+    waiter.join(10.0)
+    assert applied == []
+    assert watch.applied_total == 0
+    assert watch.looking()
+    assert watch.to_look(5.0) == ["n1"]
+    assert not watch.looking()
+    assert watch.to_look(6.0) == []
+    assert (watch.pushed, watch.looked) == (3, 1)
+    # the read was the node's pass read: not read again until the safety net
+    assert watch.to_read(["n1", "n2"], 7.0) == []
+    # news on bmaas's own stream (SSE) is still the BMC's word, applied at once
+    sse = PowerNews("n2", "x.ResourcePoweredOff", PowerState.OFF)
+    watch.news(None, [sse], [])  # type: ignore[arg-type]
+    watch.wait(0.0, applied.extend)
+    assert [(a.node, a.power) for a in applied] == [("n2", PowerState.OFF)]

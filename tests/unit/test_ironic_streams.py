@@ -537,3 +537,36 @@ def test_the_sweeper_lets_go_of_streams_when_no_node_is_read_here_any_more(
     assert "a" not in streams._books
     assert listener.own.is_set()
     assert made[0].closed >= 1
+
+
+def test_how_loud_a_lost_stream_is_comes_from_the_policy_tables_stream_column(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``late`` (no EventService, a refused password, a malformed stream): a
+    lasting state of the BMC, INFO once until the stream opens again, DEBUG
+    meanwhile; ``soon`` (unreachable, a timeout): a WARNING each time."""
+    node = ref("a")
+    rig.ask(node)
+    listener = rig.streams._listeners[rig.streams._books["a"].service]
+    faults = [
+        (UnsupportedOperation("no EventService"), True),
+        (UnsupportedOperation("no EventService"), True),
+        (BMCAuthError("refused"), True),
+        (BMCUnreachable("gone"), True),
+        (BMCTimeout("slow"), False),
+    ]
+    with caplog.at_level(logging.DEBUG, logger="bmaas.drivers.ironic.streams"):
+        for fault, opening in faults:
+            rig.streams.lost(listener, fault, 1.0, opening=opening)
+        rig.up("a")
+        rig.streams.lost(listener, BMCProtocolError("not an Event"), 600.0, opening=False)
+    said = [(r.levelname, r.getMessage().split(" (")[0]) for r in caplog.records]
+    assert said == [
+        ("INFO", "bmaas: no event stream at http://127.0.0.1:8000"),
+        ("DEBUG", "bmaas: no event stream at http://127.0.0.1:8000"),
+        ("DEBUG", "bmaas: no event stream at http://127.0.0.1:8000"),
+        ("WARNING", "bmaas: event stream of http://127.0.0.1:8000 did not open"),
+        ("WARNING", "bmaas: event stream of http://127.0.0.1:8000 lost"),
+        ("INFO", "bmaas: event stream of http://127.0.0.1:8000 up"),
+        ("INFO", "bmaas: event stream dropped at http://127.0.0.1:8000"),
+    ]

@@ -21,11 +21,12 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.driver_info import DriverInfo
-from bmaas.drivers.ironic.listener import Listener, host_port, push_streams
+from bmaas.drivers.ironic.listener import Listener, push_streams
 from bmaas.drivers.ironic.streams import Answer, Miss, NodeRef, Streams, fingerprint
 from bmaas.drivers.redfish.push import PushListener, PushStream
 from bmaas.events import News
 from bmaas.fakes.clock import FakeClock
+from bmaas.listenspec import host_port
 from tests.unit.test_redfish_push import OFF, SUBS, Service, _post, serving
 
 PASSWORD = "pw-Push-ironic-1"
@@ -40,6 +41,7 @@ class Watched(Streams):
         super().__init__(**kw)
         self.up_event = threading.Event()
         self.news_event = threading.Event()
+        self.taken = threading.Condition()
 
     def opened(self, listener: Listener) -> None:
         super().opened(listener)
@@ -49,6 +51,13 @@ class Watched(Streams):
         super().news(listener, trusted, flood)
         if trusted:
             self.news_event.set()
+        with self.taken:
+            self.taken.notify_all()
+
+    def pushed_at_least(self, count: int) -> bool:
+        """Wait (at most WAIT s) until ``count`` pushed Events were taken."""
+        with self.taken:
+            return self.taken.wait_for(lambda: self.pushed >= count, WAIT)
 
 
 def ref(url: str, uuid: str = "a") -> NodeRef:
@@ -69,7 +78,7 @@ def push() -> Iterator[PushListener]:
     listener.close()
 
 
-def test_a_pushed_event_answers_the_sync_and_a_moved_node_deletes_its_subscription(
+def test_a_pushed_event_makes_the_next_read_ask_the_bmc_and_a_moved_node_lets_go(
     push: PushListener,
 ) -> None:
     service = Service(sse=True)  # SSE offered: push preferred all the same
@@ -98,14 +107,19 @@ def test_a_pushed_event_answers_the_sync_and_a_moved_node_deletes_its_subscripti
             found = streams.answer(node)
             assert isinstance(found, Answer)
             assert found.power is PowerState.ON
-            # the console powers it off: the BMC POSTs the Event to the conductor
+            # the console powers it off: the BMC POSTs the Event to the conductor;
+            # a POST proves only that its sender knows the Context, so the
+            # next periodic read asks the BMC (issue 46, finding 5)
             assert service.post_event(OFF) == 204
             assert streams.news_event.wait(WAIT)
             found = streams.answer(node)
+            assert isinstance(found, Miss), found
+            assert found.why.startswith("pushed news")
+            streams.learned("a", streams.reading("a"), PowerState.OFF)  # what the BMC says
+            found = streams.answer(node)
             assert isinstance(found, Answer), found
-            assert found.power is PowerState.OFF
-            assert found.source == "event ResourceEvent.1.3.0.ResourcePoweredOff"
-            assert (push.received, push.refused) == (1, 0)
+            assert (found.power, found.source) == (PowerState.OFF, "read")
+            assert (push.received, push.refused, streams.pushed) == (1, 0, 1)
             # the hash ring moves the node to another conductor: at the sweep
             # its stream is dropped here and the listener thread deletes the
             # subscription on its way out
@@ -191,7 +205,47 @@ def test_host_port_reads_host_and_port(text: str, expected: tuple[str, int]) -> 
     assert host_port(text) == expected
 
 
-@pytest.mark.parametrize("text", ["8789", ":8789", "host:", "host:http", "host:70000", "h:\u0665"])
+@pytest.mark.parametrize(
+    "text", ["8789", ":8789", "host:", "host:http", "host:70000", "h:\u0665", "h:\u00b2"]
+)
 def test_host_port_refuses_what_is_not_host_colon_port(text: str) -> None:
-    with pytest.raises(ValueError, match="expected HOST:PORT"):
+    """``[bmaas]events_listen`` is read by bmaas.listenspec, as ``bmaas sync
+    --events-listen`` is (one way: the option's check and the listener's)."""
+    with pytest.raises(ValueError, match="must be HOST:PORT"):
         host_port(text)
+
+
+def test_a_forged_event_makes_one_bmc_read_and_answers_nothing(push: PushListener) -> None:
+    """Anyone who can read the BMC can read the subscription's Context; ten
+    POSTs with it saying "off" for a running node, before the next periodic
+    read: that read asks the BMC (one read for the ten), the BMC says on,
+    and on is what the stream answers after it."""
+    service = Service()  # no SSE: a push subscription
+    with serving(service) as url:
+        streams = Watched(
+            safety=600.0,
+            interval=60.0,
+            stream_of=push_streams(push, prefer=False),
+            clock=FakeClock(start=0.0),
+        )
+        try:
+            node = ref(url)
+            assert isinstance(streams.answer(node), Miss)
+            assert streams.up_event.wait(WAIT)
+            streams.learned("a", streams.reading("a"), PowerState.ON)  # the reconciling read
+            assert isinstance(streams.answer(node), Answer)
+            (sub,) = service.subscriptions.values()
+            for _ in range(10):  # the forger: the Context read off the BMC
+                assert _post(push.url, {**OFF, "Context": sub["Context"]}) == 204
+            assert streams.pushed_at_least(10)
+            reads = 0
+            for _ in range(3):  # three periodic reads
+                found = streams.answer(node)
+                if isinstance(found, Miss):
+                    reads += 1
+                    streams.learned("a", streams.reading("a"), PowerState.ON)  # the BMC's word
+                else:
+                    assert found.power is PowerState.ON
+            assert reads == 1
+        finally:
+            streams.close(timeout=WAIT)

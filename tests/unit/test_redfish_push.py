@@ -174,7 +174,8 @@ def test_a_service_without_sse_is_subscribed_and_its_pushed_event_is_news(
         assert len(sub["Context"]) == 64  # 32 random bytes, hex
         assert service.post_event(OFF) == 204
         news = stream.read(5.0)
-        assert [(n.node, n.power) for n in news] == [("n1", PowerState.OFF)]
+        # pushed: a reason to read n1, never its state (issue 46, finding 5)
+        assert [(n.node, n.power, n.pushed) for n in news] == [("n1", PowerState.OFF, True)]
         stream.close()
         assert service.subscriptions == {}  # deleted on close
     assert service.requests == [

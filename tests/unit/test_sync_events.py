@@ -4,18 +4,22 @@ not read. No sleeps: the loop's waits advance a fake clock; reads counted."""
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from bmaas.driver import PowerState
+from bmaas.driver import BMCDriver, PowerState
 from bmaas.events import EventWatch, _Node
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.fleet import FakeFleet
-from bmaas.ops import driver_factory
+from bmaas.health import HealthRule
+from bmaas.ops import DriverFactory, driver_factory
 from bmaas.pool import DriverPool
 from bmaas.share import FleetShare
 from bmaas.store import Store
+from bmaas.store.records import NodeRecord
 from bmaas.sync import SyncReport, sync_loop
 from tests.unit.test_events import PowerNews
 
@@ -196,3 +200,178 @@ def test_a_streamed_node_whose_read_fails_is_read_every_pass_until_fenced(
     # 180 s meets the failure, then every pass until the third fault
     assert [len(r.results) for r in reports] == [1, 0, 0, 1, 1, 1]
     assert store.nodes.get("n01").fault == "power failure"
+
+
+# -- pushed news says when to look, the read says what is (issue 46, finding 5) --
+
+
+def _counting(factory: DriverFactory, reads: collections.Counter[str]) -> DriverFactory:
+    """``factory``'s drivers, each power read counted by node."""
+
+    def build(record: NodeRecord) -> BMCDriver:
+        driver = factory(record)
+        read = driver.get_power_state
+
+        def get_power_state(**kw: Any) -> PowerState:
+            reads[record.name] += 1
+            return read(**kw)
+
+        driver.get_power_state = get_power_state  # type: ignore[method-assign]
+        return driver
+
+    return build
+
+
+def _pushed(node: str, power: PowerState | None = PowerState.OFF) -> PowerNews:
+    message = "ResourceEvent.1.3.0.ResourcePoweredOff" if power else "ResourceChanged"
+    return PowerNews(node, message, power, pushed=True)
+
+
+def _streamed(store: Store, enroll: Callable[..., list[str]], safety: float = 600.0) -> Any:
+    """n01 streamed (up), n02 polled; both on; reads counted."""
+    enroll(2)
+    fleet = FakeFleet(clock=FakeClock())
+    for name in ("n01", "n02"):
+        fleet.add(name, power=PowerState.ON)
+    watch = EventWatch(safety=safety, streams_of=lambda driver: None, clock=fleet.clock)
+    watch._nodes["n01"] = _Node()
+    watch._mark(["n01"], up=True)
+    reads: collections.Counter[str] = collections.Counter()
+    return fleet, watch, reads, _counting(driver_factory(fleet=fleet), reads)
+
+
+def test_a_forged_pushed_event_costs_one_read_and_changes_nothing(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    """A POST carrying a valid Context says n01 (running) is off: n01 is read
+    once, at once (before the next pass), its read says on, and the store
+    says on; nothing counts toward a fence; the polled n02 is not read for it."""
+    fleet, watch, reads, factory = _streamed(store, enroll)
+    passes: list[SyncReport] = []
+    seen: list[tuple[int, int]] = []
+
+    def wait(seconds: float) -> None:
+        if len(passes) == 1 and not seen:
+            seen.append((reads["n01"], reads["n02"]))
+            watch.news(None, [_pushed("n01")], [])  # type: ignore[arg-type]
+        fleet.clock.advance(seconds)
+
+    sync_loop(
+        store,
+        interval=60.0,
+        count=3,
+        wait=wait,
+        clock=fleet.clock,
+        on_pass=passes.append,
+        factory=factory,
+        events=watch,
+        health_rule=HealthRule(fault_after=1),
+        stop=threading.Event(),
+    )
+    assert seen == [(1, 1)]  # the first pass reconciled n01 and polled n02
+    assert reads == {"n01": 2, "n02": 3}  # n01: one read for the forged event, no more
+    assert [sorted(r.node for r in p.results) for p in passes] == [["n01", "n02"], ["n02"], ["n02"]]
+    record = store.nodes.get("n01")
+    assert record.power_state is PowerState.ON
+    assert (record.fault, record.fault_count) == (None, 0)
+    assert not any(e.kind == "power_event" for e in store.nodes.events("n01"))
+    assert (watch.applied_total, watch.pushed, watch.looked) == (0, 1, 1)
+
+
+def test_ten_pushed_events_before_the_read_make_one_read(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    fleet, watch, reads, factory = _streamed(store, enroll)
+
+    def wait(seconds: float) -> None:
+        if seconds > 0:  # not the wait for what is left after the read (0 s here)
+            for _ in range(10):
+                watch.news(None, [_pushed("n01")], [])  # type: ignore[arg-type]
+            watch.news(None, [_pushed("n01", None), _pushed("n01")], [])  # type: ignore[arg-type]
+        fleet.clock.advance(seconds)
+
+    sync_loop(
+        store,
+        interval=60.0,
+        count=2,
+        wait=wait,
+        clock=fleet.clock,
+        factory=factory,
+        events=watch,
+        stop=threading.Event(),
+    )
+    # the reconciling read, then one read for the wait's twelve pieces of news
+    assert reads["n01"] == 1 + 1
+    assert (watch.pushed, watch.looked) == (12, 1)
+    assert store.nodes.get("n01").power_state is PowerState.ON
+
+
+def test_a_pushed_power_off_that_is_true_is_in_the_store_by_its_read(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    fleet, watch, reads, factory = _streamed(store, enroll)
+
+    def wait(seconds: float) -> None:
+        if reads["n01"] == 1:
+            fleet.machine("n01").force_power(PowerState.OFF)
+            watch.news(None, [_pushed("n01")], [])  # type: ignore[arg-type]
+        fleet.clock.advance(seconds)
+
+    sync_loop(
+        store, interval=60.0, count=2, wait=wait, clock=fleet.clock, factory=factory,
+        events=watch, stop=threading.Event(),
+    )  # fmt: skip
+    assert reads["n01"] == 2
+    assert store.nodes.get("n01").power_state is PowerState.OFF
+
+
+def test_failed_reads_for_pushed_news_count_toward_no_fence(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    """Its BMC fails every read after the first pass, and five pushed events
+    come one by one between passes (five reads): none counts (fault_after 2
+    would fence at the second); the next pass's read counts, as without events."""
+    fleet, watch, reads, factory = _streamed(store, enroll)
+    left = [5]
+
+    def wait(seconds: float) -> None:
+        if reads["n01"] == 1 and left == [5]:
+            fleet.machine("n01").plan.add(FaultRule.from_dict(FAILING))
+        if left[0]:
+            left[0] -= 1
+            watch.news(None, [_pushed("n01")], [])  # type: ignore[arg-type]
+        fleet.clock.advance(seconds)
+
+    sync_loop(
+        store, interval=60.0, count=2, wait=wait, clock=fleet.clock, factory=factory,
+        events=watch, health_rule=HealthRule(fault_after=2), stop=threading.Event(),
+    )  # fmt: skip
+    record = store.nodes.get("n01")
+    assert (reads["n01"], watch.looked) == (1 + 5 + 1, 5)
+    assert (record.fault, record.fault_count) == (None, 1)  # the second pass's read alone
+
+
+#: every call to the node's BMC fails (a BMC fault the sync counts)
+FAILING = {"effect": "internal_error", "operation": "*"}
+
+
+def test_sse_news_is_still_written_at_once_with_no_read(
+    store: Store, enroll: Callable[..., list[str]]
+) -> None:
+    """News on a stream bmaas opened (not pushed) is the BMC's word, as before."""
+    fleet, watch, reads, factory = _streamed(store, enroll)
+
+    def wait(seconds: float) -> None:
+        if reads["n01"] == 1:
+            fleet.machine("n01").force_power(PowerState.OFF)
+            sse = PowerNews("n01", "x.ResourcePoweredOff", PowerState.OFF)
+            watch.news(None, [sse], [])  # type: ignore[arg-type]
+        fleet.clock.advance(seconds)
+
+    sync_loop(
+        store, interval=60.0, count=2, wait=wait, clock=fleet.clock, factory=factory,
+        events=watch, stop=threading.Event(),
+    )  # fmt: skip
+    assert reads["n01"] == 1
+    assert store.nodes.get("n01").power_state is PowerState.OFF
+    assert (watch.applied_total, watch.pushed, watch.looked) == (1, 0, 0)
