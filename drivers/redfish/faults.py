@@ -92,6 +92,7 @@ __all__ = [
     "ConnectFailed",
     "DeadlineExceeded",
     "FaultBuilder",
+    "MalformedBody",
     "map_exception",
     "may_be_already_there",
     "retry_after",
@@ -115,6 +116,12 @@ class ConnectFailed(Exception):
 class BodyTooLarge(Exception):
     """The BMC's answer is larger than the node's body cap
     (``redfish_max_body_bytes``): a malformed reply, never read whole."""
+
+
+class MalformedBody(ValueError):
+    """A JSON answer refused before it was parsed
+    (:func:`~bmaas.drivers.redfish.framing.loads_bounded`: over its cap,
+    nested deeper than it takes, a string never closed): a malformed reply."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -483,7 +490,7 @@ def map_exception(
         return exc
     if isinstance(exc, DeadlineExceeded):
         return build(BMCTimeout, str(exc) or "deadline passed")
-    if isinstance(exc, BodyTooLarge):
+    if isinstance(exc, BodyTooLarge | MalformedBody):
         return build(BMCProtocolError, str(exc))
     if isinstance(exc, json.JSONDecodeError):  # requests' JSONDecodeError is one too
         return build(BMCProtocolError, f"reply is not valid JSON: {exc.msg} at char {exc.pos}")

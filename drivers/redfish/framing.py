@@ -24,7 +24,7 @@ import ssl
 from typing import Any
 
 from bmaas.deadline import Deadline
-from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
+from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded, MalformedBody
 
 __all__ = ["MAX_DEPTH", "MAX_HEAD", "Reader", "left", "loads_bounded", "read_body", "read_head"]
 
@@ -120,25 +120,26 @@ class Reader:
 def loads_bounded(data: bytes, *, limit: int, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads(data)`` for bytes a peer sent: ``ValueError`` (never
     ``RecursionError``) when ``data`` is over ``limit`` bytes, nested deeper
-    than ``max_depth``, or not JSON. The depth is counted by one linear scan
+    than ``max_depth`` (both :class:`~bmaas.drivers.redfish.faults.MalformedBody`),
+    or not JSON (``json.JSONDecodeError``). The depth is counted by one linear scan
     (regular expressions over whole strings, no recursion) before parsing."""
     if len(data) > limit:
-        raise ValueError(f"a {len(data)}-byte document is over the {limit}-byte cap")
+        raise MalformedBody(f"a {len(data)}-byte document is over the {limit}-byte cap")
     depth = 0
     for token in _JSON_TOKEN.finditer(data):
         kind = token.group()
         if kind in (b"[", b"{"):
             depth += 1
             if depth > max_depth:
-                raise ValueError(f"JSON nested deeper than {max_depth} levels")
+                raise MalformedBody(f"JSON nested deeper than {max_depth} levels")
         elif kind in (b"]", b"}"):
             depth -= 1
         elif len(kind) == 1:  # a lone quote: a string never closed
-            raise ValueError("JSON with an unterminated string")
+            raise MalformedBody("JSON with an unterminated string")
     try:
         return json.loads(data)
     except RecursionError:  # not reached below MAX_DEPTH; kept a ValueError all the same
-        raise ValueError("JSON nested too deeply") from None
+        raise MalformedBody("JSON nested too deeply") from None
 
 
 def read_head(reader: Reader) -> tuple[int, str, str, dict[str, str]]:

@@ -41,7 +41,6 @@ Cookies are not sent (BMCs authenticate by token or basic auth).
 from __future__ import annotations
 
 import http.client
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +54,7 @@ from requests.utils import get_encoding_from_headers
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from bmaas.drivers.redfish.faults import ConnectFailed
+from bmaas.drivers.redfish.framing import loads_bounded
 from bmaas.drivers.redfish.wire import Answer, KeptConnections, StaleConnection, Target
 from bmaas.tlspolicy import TLSPolicy
 
@@ -181,7 +181,9 @@ class LeanReader:
             except sushy_exc.HTTPError as exc:
                 exc.response = response  # as the connector does: for its headers and URL
                 raise
-        body = json.loads(content)  # not JSON: ValueError, mapped at the edge
+        # not JSON, or nested past framing.MAX_DEPTH: ValueError, mapped at the
+        # edge (a 200,000-deep answer would raise RecursionError in json.loads)
+        body = loads_bounded(content, limit=self._max_body)
         if not isinstance(body, dict):
             raise ValueError(f"GET {path}: the answer is not a JSON object")
         found = {name: body[name] for name in fields if name in body}

@@ -19,7 +19,7 @@ import pytest
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.drivers.redfish.service import ServiceRegistry
-from bmaas.faults import BmaasError, BMCAuthError, BMCTimeout
+from bmaas.faults import BmaasError, BMCAuthError, BMCProtocolError, BMCTimeout
 from bmaas.registry import build_driver
 from tests.httpserve import send_json, serving_handler
 
@@ -43,6 +43,8 @@ class Fake:
         #: status and extra for the system's GETs (None: answer normally)
         self.fail: int | None = None
         self.hang = threading.Event()
+        #: bytes the system's GET answers (200) instead of its document
+        self.raw: bytes | None = None
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.connections: set[int] = set()
 
@@ -58,6 +60,14 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
+            if fake.raw is not None and self.path.startswith(SYSTEM):
+                fake.requests.append((self.path, dict(self.headers)))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(fake.raw)))
+                self.end_headers()
+                self.wfile.write(fake.raw)
+                return
             answer = self._answer()
             if answer is not None:
                 self._send(*answer)
@@ -214,6 +224,21 @@ def test_http_faults_map_as_through_sushy(status: int) -> None:
     assert lean.value.__cause__ is not None
     if status in (401, 403):
         assert isinstance(lean.value, BMCAuthError)
+
+
+def test_an_answer_nested_too_deep_is_a_protocol_error_not_a_recursion_error() -> None:
+    """200,000 levels of ``[`` raise RecursionError in json.loads (no
+    ``except ValueError`` catches it); the lean read parses through
+    framing.loads_bounded: a BMC that answers garbage is a protocol fault."""
+    fake = Fake()
+    with serving(fake) as url:
+        d = driver(url)
+        reads(d, 1)
+        fake.raw = b"[" * 200_000 + b"]" * 200_000
+        with pytest.raises(BMCProtocolError) as caught:
+            reads(d, 1)
+        d.close()
+    assert "deeper than" in str(caught.value.__cause__)
 
 
 def test_the_deadline_ends_a_read_the_bmc_never_answers() -> None:
