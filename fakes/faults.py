@@ -233,7 +233,7 @@ def _windows(found: fields.Found) -> None:
         and protocol in ("ipmi", "redfish")
         and found.ok("incident")
     ):
-        answers = INCIDENTS[incident].protocols
+        answers = INCIDENTS[str(incident)].protocols
         if protocol not in answers:
             found.fail(
                 f"incident {incident!r} answers over {' and '.join(answers)} "

@@ -405,7 +405,7 @@ def _group(found: fields.Found) -> None:
     """A group's size and pattern, a proxied node's count, and fault rules no
     client of the node could see."""
     values, data = found.values, found.data
-    count = values.get("count")
+    count = values.get("count") or 0
     if found.ok("count"):
         if count > found.context["room"]:
             found.fail(f"would make more than {MAX_NODES} nodes in the lab (MAX_NODES)", "count")
@@ -564,7 +564,7 @@ def _proxy(
     node: str,
     data: Any,
     creds: Mapping[str, Any],
-    source: str,
+    source: str | None,
     where: str,
 ) -> ProxySpec:
     """A node's ``proxy:``; the BMC credentials default to the node's, and

@@ -118,11 +118,12 @@ def parse_upstream(text: str, protocol: str, *, field: str = "upstream") -> tupl
     return host, port, tls
 
 
-_TEXT = fields.Field(fields.kind_of(str, int, bool, what="text"))
+_text = fields.kind_of(str, int, bool, what="text")
+_TEXT = fields.Field(_text)
 
 
 def _listen(value: Any) -> tuple[str, int]:
-    return parse_hostport(str(_TEXT.check(value)), default_port=0, field="listen")
+    return parse_hostport(str(_text(value)), default_port=0, field="listen")
 
 
 def _stock(found: fields.Found) -> None:
