@@ -79,7 +79,8 @@ STDERR = Console(stderr=True)
     "--shape",
     default=None,
     help="Vendor shape of every Redfish BMC: hwlab (default), dmtf, idrac9, idrac10, "
-    "dell-r6515, ilo5, xcc, supermicro, openbmc (a lab file's per-node 'shape' wins).",
+    "dell-r6515, ilo5, ilo5-1.40, xcc, supermicro, supermicro-x12, openbmc, and the "
+    "gaps ami, no-managedby, no-override, dmtf-held (a lab file's per-node 'shape' wins).",
 )
 @click.option("--redfish-tls", is_flag=True, help="Serve Redfish over HTTPS (self-signed).")
 @click.option(
