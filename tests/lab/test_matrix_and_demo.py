@@ -26,7 +26,8 @@ def _run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 # machine reached first: one hang guard, the larger, inside the other.
 @pytest.mark.timeout(330)
 def test_fault_matrix_is_all_pass_with_nothing_unclassified() -> None:
-    result = _run("matrix", "--json", timeout=300)
+    # the protocols' own nodes; the vendor shapes' runs are the next test's
+    result = _run("matrix", "--json", "--shape", "none", timeout=300)
     report = json.loads(result.stdout)
     failures = [r for r in report["results"] if not r["passed"]]
     assert failures == [], failures
@@ -39,6 +40,25 @@ def test_fault_matrix_is_all_pass_with_nothing_unclassified() -> None:
     assert len(incidents) == sum(len(i.protocols) for i in INCIDENTS.values())
     assert all(r["outcome"] == r["outcome_expected"] != "" for r in incidents)
     assert set(EXPECTED) == {s.name for s in SCENARIOS}
+
+
+@pytest.mark.timeout(330)
+def test_the_matrix_runs_effects_on_vendor_shapes_but_calls_a_shape_lacks() -> None:
+    """``hwlab matrix`` runs each Redfish scenario on a BMC of each vendor
+    shape too (issue 47); a shape without override properties leaves the
+    boot scenario out."""
+    only = ["--only", "busy", "--only", "boot_not_persisted", "--only", "unsupported"]
+    shapes = ["--shape", "ilo5", "--shape", "no-override", "--shape", "openbmc"]
+    result = _run("matrix", "--json", "--protocol", "redfish", *only, *shapes, timeout=300)
+    report = json.loads(result.stdout)
+    assert report["failed"] == 0, report
+    assert result.returncode == 0
+    seen = {(r["scenario"], r["shape"]) for r in report["results"]}
+    assert seen == {
+        (scenario, shape)
+        for scenario in ("busy", "boot_not_persisted", "unsupported")
+        for shape in ("", "ilo5", "no-override", "openbmc")
+    } - {("boot_not_persisted", "no-override")}
 
 
 def test_matrix_rejects_unknown_scenarios() -> None:
