@@ -27,7 +27,10 @@ exclusive lock) always asks the BMC.
 node's stream is absent, down, or opened after the node's last read (what
 happened in between is not known: the first pass reconciles); news said
 "something changed" without saying what (``ResourceChanged``, a transition,
-a flood); a power action ran on the node since (:meth:`Streams.acted`);
+a flood); news came in a POST to the push listener (whoever knows the
+subscription's Context can send one: it says when to ask the BMC, never
+what to answer; several before the read make one read); a power action
+ran on the node since (:meth:`Streams.acted`);
 and, as the safety net for a lost event, at the first pass after the
 node's last BMC read is ``safety`` seconds old
 (``[bmaas]events_safety_interval``, default :data:`SAFETY_INTERVAL`, 40

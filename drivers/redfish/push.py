@@ -18,10 +18,13 @@ stream holds a socket per service; a push subscription holds none).
   listener's URL, ``Context`` the token, ``Protocol`` Redfish,
   ``EventFormatType`` Event, ``DeliveryRetryPolicy`` TerminateAfterRetries:
   a listener gone for good is not retried for ever); its news then arrives
-  through the listener. A push subscription sends nothing while nothing
-  happens, so it is checked every ``verify_every`` seconds (one GET of it):
-  a BMC that forgot it (its own reboot) answers 404 and the subscription is
-  made again (and its nodes reconciled). On close it is deleted.
+  through the listener, each piece marked ``pushed``: the Context proves
+  only that the sender can read the BMC, so hosts take it as a reason to
+  read the node, never as its state (:mod:`bmaas.events`). A push
+  subscription sends nothing while nothing happens, so it is checked every
+  ``verify_every`` seconds (one GET of it): a BMC that forgot it (its own
+  reboot) answers 404 and the subscription is made again (and its nodes
+  reconciled). On close it is deleted.
 * **Nothing left behind by a process that died**: a process killed before
   it could delete its subscriptions (SIGKILL, a crash, a conductor whose
   exit hooks did not run) leaves them on the BMC, where each holds one of

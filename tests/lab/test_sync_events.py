@@ -11,7 +11,11 @@ time bound is the issue's: an outside power change is in the store within
 
 from __future__ import annotations
 
+import base64
+import http.client
+import json
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,10 @@ from bmaas.pool import DriverPool
 from bmaas.store import Store
 from bmaas.sync import sync_loop
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
+from tests.unit.test_redfish_push import _post
+
+#: where a Redfish service lists its push subscriptions
+SUBSCRIPTIONS = "/redfish/v1/EventService/Subscriptions"
 
 pytestmark = pytest.mark.lab
 
@@ -225,8 +233,61 @@ def test_pushed_events_reach_the_store_through_bmaas_own_listener(running: Any) 
     reads = run.reads("ev-push")
     run.machines["ev-push"].force_power(PowerState.OFF)
     assert run.until(lambda: run.power("ev-push") is PowerState.OFF), "the push never landed"
-    assert run.reads("ev-push") == reads  # by the event, not a poll
-    assert run.watch.applied[-1].node == "ev-push"
+    # a POST is not the BMC's word (issue 46, finding 5): it asked for a read
+    # of the node at once, and the read's answer is what the store holds
+    assert run.reads("ev-push") > reads
+    assert run.watch.applied_total == 0
+    assert run.watch.looked >= 1
     assert run.watch.summary()["push"]["redfish"]["received"] >= 1
     ops = [r.operation for r in run.server.requests(run.ports["ev-push"])]
     assert "event.subscribe" in ops
+
+
+def _context(run: Running, name: str) -> str:
+    """The Context of the node's push subscription, read off its BMC with
+    the node's credentials: what anyone who can read the BMC can do."""
+    base = urllib.parse.urlsplit(run.server.url(run.ports[name]))
+    conn = http.client.HTTPConnection(base.hostname or "", base.port, timeout=10)
+    auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+
+    def get(path: str) -> Any:
+        conn.request("GET", path, headers={"Authorization": f"Basic {auth}"})
+        return json.loads(conn.getresponse().read())
+
+    try:
+        (member,) = get(SUBSCRIPTIONS)["Members"]
+        return str(get(member["@odata.id"])["Context"])
+    finally:
+        conn.close()
+
+
+def test_a_forged_event_costs_one_read_and_changes_nothing(running: Any) -> None:
+    """Issue 46, finding 5: a POST to the sync's listener with the Context
+    read off the BMC, saying a running node is off. Before: the store said
+    off until the safety read (40 minutes). Now: one power read of the node
+    at its BMC (the forger's whole effect), the store still on, no fault
+    counted, nothing applied."""
+    run = running(["ev-forge"], safety=300.0, push=PushSettings(prefer=True))
+    run.settled("ev-forge")
+    (url,) = run.watch.listener_urls().values()
+    context = _context(run, "ev-forge")
+    reads = run.reads("ev-forge")
+    forged = {
+        "@odata.type": "#Event.v1_7_0.Event",
+        "Context": context,
+        "Events": [
+            {
+                "MessageId": "ResourceEvent.1.3.0.ResourcePoweredOff",
+                "OriginOfCondition": {"@odata.id": "/redfish/v1/Systems/ev-forge"},
+            }
+        ],
+    }
+    assert _post(url, forged) == 204
+    assert run.until(lambda: run.reads("ev-forge") > reads), "the news asked for no read"
+    passes = run.passes
+    assert run.until(lambda: run.passes >= passes + 2), "the loop stopped"
+    assert run.reads("ev-forge") == reads + 1
+    record = run.store.nodes.get("ev-forge")
+    assert record.power_state is PowerState.ON
+    assert (record.fault, record.fault_count) == (None, 0)
+    assert (run.watch.applied_total, run.watch.pushed, run.watch.looked) == (0, 1, 1)
