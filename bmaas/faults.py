@@ -13,8 +13,9 @@ or sushy exception::
     │   ├── BMCTimeout              sent, no answer in time: outcome
     │   │                           unknown                              same node only if idempotent
     │   ├── BMCBusy                 BMC said "later": IPMI 0xC0/0xC3,
-    │   │                           Redfish 503/429 (+Retry-After),
-    │   │                           session limit                        same node with backoff
+    │   │   │                       Redfish 503/429 (+Retry-After),
+    │   │   │                       session limit                        same node with backoff
+    │   │   └── BMCUpdating         the BMC is applying firmware         same node with backoff
     │   ├── BMCAuthError            bad credentials / privilege          never here (do not lock
     │   │                                                                accounts), elsewhere
     │   ├── BMCInternalError        BMC reported its own failure:
@@ -26,6 +27,14 @@ or sushy exception::
     │   │                           state not reached, or power fault    elsewhere
     │   ├── BootFailure             boot device not applied / node
     │   │                           did not come up                      elsewhere
+    │   ├── SettingsNotApplied      settings read back otherwise after
+    │   │                           the reset that was to apply them     elsewhere
+    │   ├── TaskStuck               a BMC task still running past its
+    │   │                           bound                                elsewhere
+    │   ├── RequestRejected         the BMC refused the image or setting
+    │   │                           asked for                            never (fix the request)
+    │   ├── BMCNotBack              the BMC did not answer again within
+    │   │                           the bound after its reset or update  elsewhere
     │   └── UnclassifiedFault       anything the tables missed: kept
     │                               honest, logged, counted              elsewhere
     ├── SlotTimeout                 bmaas's own wait or budget ended the
@@ -71,9 +80,11 @@ __all__ = [
     "BMCBusy",
     "BMCFault",
     "BMCInternalError",
+    "BMCNotBack",
     "BMCProtocolError",
     "BMCTimeout",
     "BMCUnreachable",
+    "BMCUpdating",
     "BmaasError",
     "BootFailure",
     "InputError",
@@ -83,8 +94,11 @@ __all__ = [
     "PowerFailure",
     "PowerPending",
     "ProvisionFailed",
+    "RequestRejected",
     "RetryScope",
+    "SettingsNotApplied",
     "SlotTimeout",
+    "TaskStuck",
     "UnclassifiedFault",
     "UnsupportedOperation",
     "derive_retry_scope",
@@ -364,6 +378,59 @@ class BootFailure(BMCFault):
 
     code = "boot_failure"
     summary = "boot failed"
+
+
+class BMCUpdating(BMCBusy):
+    """The BMC is applying firmware (Redfish Update registry
+    ``UpdateInProgress``; bmclib's ``ErrBMCUpdating``): it answers, and asks
+    for later. Retried on the same node with backoff; never counted against
+    the node, and the node is never powered off for it (an update must not
+    be cut)."""
+
+    code = "bmc_updating"
+    summary = "BMC is updating firmware"
+
+
+class SettingsNotApplied(BMCFault):
+    """Settings the BMC took (pending) read back otherwise after the reset
+    that was to apply them: a BIOS change that did not apply, or applied
+    partly. Never reported as success. ``attributes``: name -> (wanted, read
+    back), the attributes that did not apply."""
+
+    code = "settings_not_applied"
+    summary = "settings did not apply"
+
+    def __init__(
+        self, message: str = "", *, attributes: dict[str, Any] | None = None, **kw: Any
+    ) -> None:
+        super().__init__(message, **kw)
+        self.attributes: dict[str, Any] = dict(attributes or {})
+
+
+class TaskStuck(BMCFault):
+    """A task the BMC runs (a firmware update, a settings job) still reads
+    running past its bound: its outcome is unknown and it may still end.
+    Never restarted here; the node is not powered off under it."""
+
+    code = "task_stuck"
+    summary = "BMC task still running past its bound"
+
+
+class RequestRejected(BMCFault):
+    """The BMC refused the image or setting asked for (Update registry
+    ``VerificationFailed``, ``UpdateNotApplicable``): the request is wrong,
+    and another node of the same kind would refuse it too. Never retried."""
+
+    code = "request_rejected"
+    summary = "BMC rejected the request"
+
+
+class BMCNotBack(BMCFault):
+    """The BMC did not answer again within the bound after a reset or an
+    update that restarts it: down longer than it should be."""
+
+    code = "bmc_not_back"
+    summary = "BMC not back in time"
 
 
 class UnclassifiedFault(BMCFault):

@@ -14,12 +14,17 @@ drift apart::
     │   ├── BMCUnreachable       briefly         next_candidate count  -   yes   soon   unreachable
     │   ├── BMCTimeout           idempotent_only next_candidate count  -   yes   soon   timeout
     │   ├── BMCBusy              backoff         next_candidate -      yes -     soon   busy!
+    │   │   └── BMCUpdating      backoff         next_candidate -      -   -     soon   busy!
     │   ├── BMCAuthError         never           next_candidate -      -   -     late   auth
     │   ├── BMCInternalError     once            next_candidate count  yes yes   soon   fault
     │   ├── BMCProtocolError     never           next_candidate count  yes yes   late   fault
     │   ├── UnsupportedOperation never           next_candidate -      yes -     late   fault
     │   ├── PowerFailure         never           next_candidate count  yes yes   late   fault
     │   ├── BootFailure          never           next_candidate count  yes yes   late   fault
+    │   ├── SettingsNotApplied   never           next_candidate -      yes -     late   fault
+    │   ├── TaskStuck            never           next_candidate -      -   -     late   fault
+    │   ├── RequestRejected      never           stop           -      yes -     late   fault
+    │   ├── BMCNotBack           never           next_candidate count  -   yes   soon   unreachable
     │   └── UnclassifiedFault    never           next_candidate count  yes yes   late   unclassified
     ├── SlotTimeout              backoff         next_candidate -      yes -     soon   busy!
     │   └── PowerPending         backoff         next_candidate -      -   -     soon   busy!
@@ -95,9 +100,11 @@ from bmaas.faults import (
     BMCBusy,
     BMCFault,
     BMCInternalError,
+    BMCNotBack,
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
+    BMCUpdating,
     BootFailure,
     InputError,
     LeaseLost,
@@ -106,8 +113,11 @@ from bmaas.faults import (
     PowerFailure,
     PowerPending,
     ProvisionFailed,
+    RequestRejected,
     RetryScope,
+    SettingsNotApplied,
     SlotTimeout,
+    TaskStuck,
     UnclassifiedFault,
     UnsupportedOperation,
     derive_retry_scope,
@@ -187,6 +197,8 @@ class FleetOutcome(StrEnum):
     #: the BMC took the action; its end state was not read before the
     #: deadline: look again (``power status``), or let the sync
     PENDING = "pending"
+    #: the BMC refused the image or setting asked for: fix the request
+    REJECTED = "rejected"
     #: the node was not worked on (maintenance, claimed)
     SKIPPED = "skipped"
     #: bmaas's own trouble (store, lease): nothing is known about the node
@@ -317,6 +329,11 @@ POLICY: tuple[FaultPolicy, ...] = (
         'the BMC said "later": ask again later; says nothing about the node',
     ),
     FaultPolicy(
+        BMCUpdating, _S.BACKOFF, _NEXT, _N, _N, _N, _F.BUSY, _C.BUSY, _SOON,
+        "the BMC is applying firmware: ask later; never counted, and never power the node "
+        "off mid-update (a cut update can leave the firmware broken)",
+    ),
+    FaultPolicy(
         BMCAuthError, _S.NEVER, _NEXT, _N, _N, _N, _F.AUTH, _C.AUTH, _LATE,
         "repeating a bad login locks accounts; a credentials problem, not a broken node",
     ),
@@ -339,6 +356,26 @@ POLICY: tuple[FaultPolicy, ...] = (
     FaultPolicy(
         BootFailure, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.FAULT, _LATE,
         "the node did not come up: the hardware is suspect",
+    ),
+    FaultPolicy(
+        SettingsNotApplied, _S.NEVER, _NEXT, _N, _Y, _N, _F.FAILED, _C.FAULT, _LATE,
+        "the reset came and the settings read otherwise: never success; asking again "
+        "repeats it, another node may take them; says nothing about power, so not counted",
+    ),
+    FaultPolicy(
+        TaskStuck, _S.NEVER, _NEXT, _N, _N, _N, _F.FAILED, _C.FAULT, _LATE,
+        "the task may still end: never restarted here, never powered off under it; "
+        "the BMC's task engine, not the node's power, so not counted",
+    ),
+    FaultPolicy(
+        RequestRejected, _S.NEVER, _STOP, _N, _Y, _N, _F.REJECTED, _C.FAULT, _LATE,
+        "the BMC refused the image or setting itself: another node refuses it too; "
+        "fix the request",
+    ),
+    FaultPolicy(
+        BMCNotBack, _S.NEVER, _NEXT, _Y, _N, _Y, _F.FAILED, _C.UNREACHABLE, _SOON,
+        "the BMC stayed away past its bound after a reset or update: this node's BMC "
+        "is down; it could not power the node off anyway",
     ),
     FaultPolicy(
         UnclassifiedFault, _S.NEVER, _NEXT, _Y, _Y, _Y, _F.FAILED, _C.UNCLASSIFIED, _LATE,

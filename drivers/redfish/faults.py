@@ -78,7 +78,9 @@ from bmaas.faults import (
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
+    BMCUpdating,
     InputError,
+    RequestRejected,
     UnclassifiedFault,
     UnsupportedOperation,
 )
@@ -236,6 +238,28 @@ MESSAGE_RULES: tuple[MessageRule, ...] = (
         BMCBusy,
         "the same iDRAC answer when its MessageId is missing or another one (as RAC0904)",
         "Ironic's 2026 virtual media fixes (issue 34)",
+    ),
+    MessageRule(
+        "UpdateInProgress",
+        BMCUpdating,
+        "Update registry: an update is in progress, and the service takes no other "
+        "change meanwhile (the BMC may reboot under it). Later, on the same node; never "
+        "counted, and the node is never powered off mid-update (BMCUpdating's row)",
+        "DMTF Update message registry 1.3.0 (UpdateInProgress); bmclib ErrBMCUpdating",
+    ),
+    MessageRule(
+        "VerificationFailed",
+        RequestRejected,
+        "Update registry: the service or component could not verify the image (signature, "
+        "checksum, wrong model): the image is wrong, and every node of the kind refuses it",
+        "DMTF Update message registry 1.3.0 (VerificationFailed)",
+    ),
+    MessageRule(
+        "UpdateNotApplicable",
+        RequestRejected,
+        "Update registry: the image applies to no component of this system: the request "
+        "is wrong, not the node",
+        "DMTF Update message registry 1.3.0 (UpdateNotApplicable)",
     ),
     MessageRule(
         "ServiceTemporarilyUnavailable",
@@ -456,7 +480,7 @@ def _http(
             )
     if cls is None:
         return build(UnclassifiedFault, what, **extra)
-    if cls is BMCBusy:
+    if cls is not None and issubclass(cls, BMCBusy):
         extra["retry_after"] = retry_after(headers.get("Retry-After"))
     if cls is BMCInternalError:
         extra["message_id"] = ids[0] if ids else exc.code

@@ -29,7 +29,9 @@ from bmaas.faults import (
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
+    BMCUpdating,
     InputError,
+    RequestRejected,
     UnclassifiedFault,
     UnsupportedOperation,
 )
@@ -243,6 +245,14 @@ def test_busy_reads_retry_after_seconds(build, status: int) -> None:
     assert fault.retry_after == 12.0
 
 
+def test_updating_is_busy_and_reads_retry_after(build) -> None:
+    fault = mapped(
+        http_error(503, redfish_error("Update.1.3.UpdateInProgress"), {"Retry-After": "30"}), build
+    )
+    assert isinstance(fault, BMCUpdating)
+    assert fault.retry_after == 30.0
+
+
 def test_busy_without_retry_after(build) -> None:
     fault = mapped(http_error(503), build)
     assert isinstance(fault, BMCBusy)
@@ -365,6 +375,10 @@ def test_404_elsewhere_names_the_path_even_without_the_response(build) -> None:
         # the one free-form value bmaas sends is its user's image URL
         (400, "Base.1.16.PropertyValueFormatError", InputError),
         (400, "Base.1.16.ActionParameterValueFormatError", InputError),
+        # the hardware's life cycle (issue 51): DMTF Update registry 1.3.0
+        (503, "Update.1.3.UpdateInProgress", BMCUpdating),
+        (400, "Update.1.3.VerificationFailed", RequestRejected),
+        (400, "Update.1.3.UpdateNotApplicable", RequestRejected),
     ],
 )
 def test_message_rules_decide_before_the_status(build, status, message_id, cls) -> None:
