@@ -46,6 +46,7 @@ from bmaas.faults import (
     NoCandidates,
     NodeUnavailable,
     PowerFailure,
+    PowerPending,
     ProvisionFailed,
     RequestRejected,
     SettingsNotApplied,
@@ -122,6 +123,21 @@ EXPECTED: dict[type[BmaasError], Layers] = {
     # the BMC was never asked, so even a reset is retried; never counted
     SlotTimeout: Layers(
         10, BACKOFF, 10, BACKOFF, True, False, "BUSY", "same_node", fenced=False, check="busy"
+    ),
+    # issue 48: the BMC took the power action, the budget ended before its
+    # state was read: asked again here, never counted, fenced or powered off
+    PowerPending: Layers(
+        10,
+        BACKOFF,
+        10,
+        BACKOFF,
+        True,
+        False,
+        "PENDING",
+        "same_node",
+        fenced=False,
+        check="busy",
+        off=False,
     ),
     BMCAuthError: dataclasses.replace(
         NONE, counted=False, fleet="AUTH", fenced=False, check="auth", off=False

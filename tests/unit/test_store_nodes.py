@@ -96,6 +96,7 @@ def test_sqlite_is_set_up_for_several_processes(sqlite_store: Store, db_path: Pa
 
 def test_where_the_database_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("BMAAS_DB", raising=False)
+    monkeypatch.delenv("BMAAS_HOME", raising=False)  # tests/test_home.py covers it
     assert resolve_url(str(tmp_path / "x.db")) == f"sqlite:///{tmp_path / 'x.db'}"
     assert (
         resolve_url("postgresql+psycopg://bmaas@db/bmaas") == "postgresql+psycopg://bmaas@db/bmaas"
