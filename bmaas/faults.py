@@ -248,6 +248,11 @@ class BMCFault(BmaasError):
 
     code = "bmc_fault"
     summary = "BMC fault"
+    #: seconds this call's thread waited for a CPU, set at the driver edge
+    #: when that was a large share of the call's bound and the BMC gave no
+    #: answer (:mod:`bmaas.lateness`): the client's own lateness, which the
+    #: policy table never counts against the node (in ``to_dict`` once set)
+    late: float | None = None
 
     def __init__(
         self,
@@ -283,6 +288,8 @@ class BMCFault(BmaasError):
             tail += f": {self.message}"
         if self.status:
             tail += f" [{self.status}]"
+        if self.late is not None:
+            tail += f" (the client was late: {self.late:.2f}s waiting for a CPU)"
         return f"{head}: {tail}"
 
 

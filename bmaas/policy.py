@@ -54,7 +54,8 @@ The columns, and who reads them:
   Ironic's sync (``drivers/ironic``: a read in Ironic's sync fails at once on
   a counted fault and retries one not counted within ``sync_deadline``).
   Only faults that say something about the node count; a busy BMC or a
-  rejected password never does.
+  rejected password never does, nor a no-answer fault the client's own
+  lateness produced (its ``late`` set: :func:`policy_for`, issue 50).
 * **off** (``power_off_after_failure``) — a failed deploy powers the node
   off (embedded backend), except when the BMC is the problem (it could not
   act) or our own claim on the node is in doubt.
@@ -92,6 +93,7 @@ a bug, not a fault: it stops and is never retried.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from enum import StrEnum
 
 from bmaas.faults import (
@@ -452,13 +454,26 @@ _BY_CLASS: dict[type[BmaasError], FaultPolicy] = {row.fault: row for row in POLI
 def policy_for(fault: BaseException | type[BaseException]) -> FaultPolicy:
     """The row for ``fault`` (an instance or a class): its own, else its
     nearest ancestor's. Not a ``BmaasError`` (a bug): the root row — stop,
-    never retried, never counted."""
+    never retried, never counted.
+
+    A no-answer fault whose ``late`` is set (the call's own thread waited
+    for a CPU a large share of the call's bound: :mod:`bmaas.lateness`) is
+    the client's lateness, not the BMC's silence: its row, with the sync
+    not counting it and nothing fencing on it (still retried as its class)."""
     cls = fault if isinstance(fault, type) else type(fault)
     for base in cls.__mro__:
         row = _BY_CLASS.get(base)
         if row is not None:
+            if row.no_answer and getattr(fault, "late", None) is not None:
+                return _late(row)
             return row
     return _BY_CLASS[BmaasError]
+
+
+@functools.cache
+def _late(row: FaultPolicy) -> FaultPolicy:
+    """``row`` for a fault the client's own lateness produced."""
+    return dataclasses.replace(row, counts_for_health=False, fences=False)
 
 
 # ``fault.retry`` is this table's scope for the fault's class (bmaas.faults

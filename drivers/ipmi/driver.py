@@ -40,6 +40,7 @@ from typing import Any, ClassVar, TypeVar
 from pyghmi.exceptions import IpmiException
 from pyghmi.ipmi import fru as pyghmi_fru
 
+from bmaas import lateness
 from bmaas.clock import ClockFn, SleepFn
 from bmaas.deadline import Deadline
 from bmaas.driver import (
@@ -217,6 +218,7 @@ class IPMIDriver(BMCDriver):
         start = self._clock()
         if bound.expired:
             raise self.too_late(operation, start)
+        since, given = lateness.mark(), bound.left()  # the client's own lateness
         if not self._lock.acquire(timeout=bound.left()):
             raise self.node_busy(operation, start)
         cmd: BoundedCommand | None = None
@@ -250,6 +252,7 @@ class IPMIDriver(BMCDriver):
         except BMCFault as fault:
             if fault.elapsed is None:
                 fault.elapsed = self._clock() - start
+            lateness.judge(fault, since, given, elapsed=fault.elapsed)
             raise
         except BmaasError:
             raise
@@ -260,13 +263,15 @@ class IPMIDriver(BMCDriver):
             )
             if not found.keeps_session:
                 self._discard()
-            raise self.fault(
+            fault = self.fault(
                 found.cls,
                 found.message,
                 operation=operation,
                 elapsed=self._clock() - start,
                 status=found.status,
-            ) from exc
+            )
+            lateness.judge(fault, since, given, elapsed=fault.elapsed)
+            raise fault from exc
         finally:
             self._lock.release()
 
@@ -505,10 +510,11 @@ class IPMIDriver(BMCDriver):
 
     # -- inventory -----------------------------------------------------------------
 
-    def get_inventory(self, *, deadline: Deadline) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline, detail: bool = False) -> Inventory:
         """Manufacturer, model and serial from FRU 0 (IPMI has no standard
-        record for CPU count or memory). ``UnsupportedOperation`` when the BMC
-        has no FRU 0."""
+        record for CPU count or memory, nor a list of NICs or disks: ``detail``
+        reads the same, the parts stay None). ``UnsupportedOperation`` when the
+        BMC has no FRU 0."""
 
         def act(cmd: CommandCall) -> Inventory:
             info = pyghmi_fru.FRU(rawdata=self._read_fru(cmd)).info or {}

@@ -49,6 +49,7 @@ import sushy.auth as sushy_auth
 import sushy.exceptions as sushy_exc
 from sushy.resources.system.system import System
 
+from bmaas import lateness
 from bmaas.deadline import Deadline
 from bmaas.driver import (
     DEFAULT_BMC_TIMEOUT,
@@ -214,6 +215,7 @@ class RedfishDriver(BMCDriver):
         start = self._clock()
         if bound.expired:
             raise self.too_late(operation, start)
+        since, given = lateness.mark(), bound.left()  # the client's own lateness
         build = functools.partial(self.fault, operation=operation)
 
         def elapsed() -> float:
@@ -242,6 +244,7 @@ class RedfishDriver(BMCDriver):
                     return act()
         except BMCFault as fault:  # raised by act() itself (BootFailure, unsupported)
             fault.elapsed = elapsed()
+            lateness.judge(fault, since, given, elapsed=fault.elapsed)
             raise
         except BmaasError:
             raise
@@ -252,6 +255,7 @@ class RedfishDriver(BMCDriver):
                 node=self.node,
                 system=self._system_path(),
             )
+            lateness.judge(mapped, since, given, elapsed=getattr(mapped, "elapsed", None))
             retry_after = getattr(mapped, "retry_after", None)
             if retry_after:
                 gate.defer(retry_after)  # every system of the service waits, not only this one
