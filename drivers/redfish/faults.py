@@ -204,6 +204,14 @@ MESSAGE_RULES: tuple[MessageRule, ...] = (
         "(treated as 'skipped')",
     ),
     MessageRule(
+        "LicenseKeyRequired",
+        UnsupportedOperation,
+        "HPE iLO's 'a license key is required' (400, iLO.2.x.LicenseKeyRequired: "
+        "virtual media and other Advanced features on an iLO Standard licence): not "
+        "licensed on this BMC; asking again never helps, and the request was right",
+        "HPE iLO 5 message registry (iLO.2.14.LicenseKeyRequired); Cray-HPE hms-capmc tests",
+    ),
+    MessageRule(
         "OemLicenseNotPassed",
         UnsupportedOperation,
         "Supermicro's 'Not licensed to perform this request ... DCMS' (403): the "

@@ -86,10 +86,7 @@ def test_transient_windows_retry_here_and_never_count(build, name: str) -> None:
 
 
 #: incidents the driver's table does not classify yet (strict: passes once it does)
-UNMAPPED = {
-    "ilo-licence": "drivers/redfish/faults.py has no LicenseKeyRequired rule: a 400 with it "
-    "is UnclassifiedFault (issue 47, finding 8)",
-}
+UNMAPPED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
