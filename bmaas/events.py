@@ -573,8 +573,10 @@ class EventWatch:
         self.faults += 1
         self._mark(stream.nodes.values(), up=False)
         what = "no event stream" if opening else "event stream lost"
-        LOG.info("%s: %s (%s); its nodes are polled, next try in %.0f s",
-                 stream.key, what, fault, wait)  # fmt: skip
+        # a live stream lost is a WARNING, once a loss; its failed re-opens are INFO
+        LOG.log(logging.INFO if opening else logging.WARNING,
+                "%s: %s (%s); its nodes are polled, next try in %.0f s",
+                stream.key, what, fault, wait)  # fmt: skip
 
     def news(self, stream: Stream, trusted: Sequence[News], flood: Sequence[News]) -> None:
         for news in trusted:
