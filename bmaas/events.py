@@ -538,8 +538,8 @@ class EventWatch:
     def summary_line(self) -> str:
         s = self.summary()
         return (
-            f"{s['nodes_up']}/{s['nodes']} nodes streamed, {s['applied']} applied, "
-            f"{s['faults']} stream faults"
+            f"{s['nodes_up']}/{s['nodes']} nodes streamed, {s['applied']} applied since start, "
+            f"{s['faults']} stream faults since start"
             + (f", {s['looked']} read for pushed events" if s["pushed"] else "")
         )
 

@@ -181,7 +181,7 @@ def _pass_line(number: int, report: SyncReport) -> str:
             f"{'-' if rpl is None else f'{rpl:.1f}'}"
         )
     return (
-        f"pass {number}: {len(report.results)} nodes, {len(report.failed)} failed{auth}, "
+        f"pass {number}: {len(report.results)} nodes read, {len(report.failed)} failed{auth}, "
         f"into fault: {faulted}, recovered: {recovered}, reclaimed: {len(report.reclaimed)}"
         f"{sessions}, {report.duration:.2f}s"
     )

@@ -79,5 +79,5 @@ def test_sync_into_power_failure_and_back_out_with_hysteresis(
 def test_an_interval_sync_runs_its_passes_and_reports_each(bmaas: Bmaas, fleet: CoreFleet) -> None:
     bmaas("enroll", str(fleet.inventory))
     result = bmaas("sync", "--interval", "30", "--count", "1")
-    assert result.stdout.startswith(f"pass 1: {len(fleet.names)} nodes, 0 failed")
+    assert result.stdout.startswith(f"pass 1: {len(fleet.names)} nodes read, 0 failed")
     bmaas("sync", "--count", "2", expect=2)  # --count needs --interval

@@ -41,3 +41,14 @@ def test_a_lost_stream_warns_once_and_its_reopens_are_info(
         ("INFO", "http://127.0.0.1:8000: no event stream"),
         ("INFO", "http://127.0.0.1:8000: no event stream"),
     ]
+
+
+def test_the_pass_lines_events_tail_says_its_counts_are_running_totals() -> None:
+    """Issue 50, finding 7: the pass line's own counts are the pass's; the
+    events tail's are since the sync started, and say so."""
+    watch = EventWatch(safety=180.0, streams_of=lambda driver: None)
+    stream = _Stream()
+    watch.opened(stream)
+    watch.lost(stream, BMCUnreachable("gone"), 1.0, opening=False)
+    watch.lost(stream, BMCUnreachable("gone"), 1.0, opening=False)
+    assert "0 applied since start, 2 stream faults since start" in watch.summary_line()
