@@ -263,15 +263,15 @@ class IPMIDriver(BMCDriver):
             )
             if not found.keeps_session:
                 self._discard()
-            fault = self.fault(
+            mapped = self.fault(
                 found.cls,
                 found.message,
                 operation=operation,
                 elapsed=self._clock() - start,
                 status=found.status,
             )
-            lateness.judge(fault, since, given, elapsed=fault.elapsed)
-            raise fault from exc
+            lateness.judge(mapped, since, given, elapsed=mapped.elapsed)
+            raise mapped from exc
         finally:
             self._lock.release()
 
