@@ -1,7 +1,8 @@
 """The driver contract: what every BMC protocol offers bmaas.
 
 A driver is a small required core (probe, power, boot device) plus optional
-capabilities (virtual media, inventory, boot progress) that raise
+capabilities (virtual media, inventory, boot progress, BIOS settings,
+firmware inventory) that raise
 :class:`~bmaas.faults.UnsupportedOperation` unless a driver implements them.
 ``capabilities`` declares what a driver offers so callers can filter nodes
 without calling them (bmclib's provider features).
@@ -28,7 +29,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -39,26 +40,43 @@ from bmaas.faults import (
     BootFailure,
     PowerFailure,
     PowerPending,
+    SettingsNotApplied,
     SlotTimeout,
     UnsupportedOperation,
 )
 from bmaas.gate import GATES, Gate, GateRegistry
+from bmaas.hardware import (
+    AttributeInfo,
+    BiosSettings,
+    Dimm,
+    Disk,
+    FirmwareComponent,
+    Nic,
+    Processor,
+)
 
 if TYPE_CHECKING:  # the enums and the base class load without sealing, TLS or ssl
     from bmaas.driver_info import DriverInfo
 
 __all__ = [
     "DEFAULT_BMC_TIMEOUT",
+    "AttributeInfo",
     "BMCDriver",
     "BMCInfo",
+    "BiosSettings",
     "BootDevice",
     "BootSetting",
     "Capability",
+    "Dimm",
+    "Disk",
+    "FirmwareComponent",
     "Inventory",
+    "Nic",
     "Operation",
     "OtherBootDevice",
     "PowerAction",
     "PowerState",
+    "Processor",
     "Quirk",
     "soft_reboot",
 ]
@@ -183,6 +201,10 @@ class Capability(StrEnum):
     VIRTUAL_MEDIA = "virtual_media"
     INVENTORY = "inventory"
     BOOT_PROGRESS = "boot_progress"
+    #: BIOS attributes read (with their registry) and set, verified after the reset
+    BIOS = "bios"
+    #: the firmware images the BMC reports (component, version, updateable)
+    FIRMWARE = "firmware"
 
 
 class Operation(StrEnum):
@@ -200,6 +222,11 @@ class Operation(StrEnum):
     VMEDIA_EJECT = "vmedia.eject"
     INVENTORY_GET = "inventory.get"
     BOOT_PROGRESS_GET = "boot_progress.get"
+    BIOS_GET = "bios.get"
+    BIOS_SET = "bios.set"
+    #: reading the BIOS back after the reset that was to apply a change
+    BIOS_VERIFY = "bios.verify"
+    FIRMWARE_GET = "firmware.get"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,12 +248,24 @@ class BMCInfo:
 
 @dataclasses.dataclass(frozen=True)
 class Inventory:
+    """What the machine is. The summary (vendor to memory) is always read;
+    the parts (``processors`` to ``firmware``) only by ``get_inventory(
+    detail=True)`` on a driver that can list them: None means "not read",
+    an empty tuple "read, none there"."""
+
     manufacturer: str | None = None
     model: str | None = None
     serial: str | None = None
     cpus: int | None = None
     memory_mb: int | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    processors: tuple[Processor, ...] | None = None
+    dimms: tuple[Dimm, ...] | None = None
+    #: network interfaces with their MAC addresses
+    nics: tuple[Nic, ...] | None = None
+    disks: tuple[Disk, ...] | None = None
+    #: the firmware versions the BMC reports (BIOS, BMC, controllers)
+    firmware: tuple[FirmwareComponent, ...] | None = None
 
 
 class BMCDriver(abc.ABC):
@@ -413,9 +452,69 @@ class BMCDriver(abc.ABC):
         image is left as it is. Idempotent: ejecting an empty slot succeeds."""
         raise self.unsupported(Operation.VMEDIA_EJECT)
 
-    def get_inventory(self, *, deadline: Deadline) -> Inventory:
-        """Read static hardware facts (vendor, model, serial, cpus, memory). Idempotent."""
+    def get_inventory(self, *, deadline: Deadline, detail: bool = False) -> Inventory:
+        """Read static hardware facts (vendor, model, serial, cpus, memory);
+        with ``detail`` also the parts a driver can list (processors, DIMMs,
+        NICs with MACs, disks, firmware versions: more requests, one budget).
+        Idempotent."""
         raise self.unsupported(Operation.INVENTORY_GET)
+
+    def get_firmware_inventory(self, *, deadline: Deadline) -> list[FirmwareComponent]:
+        """The firmware images the BMC reports, each with its version and
+        whether it can be updated. Idempotent."""
+        raise self.unsupported(Operation.FIRMWARE_GET)
+
+    def get_bios(self, *, deadline: Deadline) -> BiosSettings:
+        """The BIOS attributes: current, pending (set, waiting for the next
+        reset) and the attribute registry when the BMC publishes one.
+        Idempotent."""
+        raise self.unsupported(Operation.BIOS_GET)
+
+    def set_bios(
+        self, changes: Mapping[str, Any], *, deadline: Deadline, apply_time: str = "OnReset"
+    ) -> dict[str, Any]:
+        """Ask for BIOS attribute changes, applied at ``apply_time``
+        (:data:`bmaas.hardware.APPLY_TIMES`: ``OnReset``, the next reboot;
+        ``Immediate`` where the BMC offers it). Checked first against the
+        registry when the BMC publishes one (:func:`bmaas.hardware.
+        check_bios_changes`: every problem at once as an ``InputError``,
+        nothing sent). Returns what is pending after the request (the
+        attributes set and not applied yet). Idempotent: the same changes
+        twice leave the same pending settings. Nothing is applied until the
+        reset: :meth:`verify_bios` reads the result after it."""
+        raise self.unsupported(Operation.BIOS_SET)
+
+    def verify_bios(self, expected: Mapping[str, Any], *, deadline: Deadline) -> BiosSettings:
+        """Read the BIOS after the reset that was to apply ``expected`` and
+        raise :class:`~bmaas.faults.SettingsNotApplied` naming every
+        attribute whose current value is not the one asked for (with what it
+        reads and whether it is still pending): never success. Returns the
+        settings read when all applied. Idempotent (one :meth:`get_bios`)."""
+        start = self._clock()
+        settings = self.get_bios(deadline=deadline)
+        missed: dict[str, Any] = {}
+        for name, wanted in expected.items():
+            now = settings.current.get(name)
+            if now != wanted:
+                missed[name] = {
+                    "wanted": wanted,
+                    "current": now,
+                    "pending": name in settings.pending,
+                }
+        if missed:
+            shown = "; ".join(
+                f"{name}: wanted {m['wanted']!r}, reads {m['current']!r}"
+                + (" (still pending)" if m["pending"] else "")
+                for name, m in missed.items()
+            )
+            raise self.fault(
+                SettingsNotApplied,
+                f"{len(missed)} of {len(expected)} attribute(s) did not apply: {shown}",
+                operation=Operation.BIOS_VERIFY,
+                elapsed=self._clock() - start,
+                attributes=missed,
+            )
+        return settings
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         """Read how far the node got in booting (Redfish ``BootProgress.LastState``,

@@ -37,11 +37,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from bmaas.deadline import Deadline
 from bmaas.driver import (
+    BiosSettings,
     BMCDriver,
     BMCInfo,
     BootDevice,
     BootSetting,
     Capability,
+    FirmwareComponent,
     Inventory,
     Operation,
     PowerAction,
@@ -181,8 +183,21 @@ class FailoverDriver(BMCDriver):
     ) -> None:
         self.first.eject_virtual_media(deadline=self._deadline(deadline), url=url, force=force)
 
-    def get_inventory(self, *, deadline: Deadline) -> Inventory:
-        return self.first.get_inventory(deadline=self._deadline(deadline))
+    def get_inventory(self, *, deadline: Deadline, detail: bool = False) -> Inventory:
+        return self.first.get_inventory(deadline=self._deadline(deadline), detail=detail)
+
+    def get_firmware_inventory(self, *, deadline: Deadline) -> list[FirmwareComponent]:
+        return self.first.get_firmware_inventory(deadline=self._deadline(deadline))
+
+    def get_bios(self, *, deadline: Deadline) -> BiosSettings:
+        return self.first.get_bios(deadline=self._deadline(deadline))
+
+    def set_bios(
+        self, changes: Mapping[str, Any], *, deadline: Deadline, apply_time: str = "OnReset"
+    ) -> dict[str, Any]:
+        return self.first.set_bios(
+            changes, deadline=self._deadline(deadline), apply_time=apply_time
+        )
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self.first.get_boot_progress(deadline=self._deadline(deadline))

@@ -12,7 +12,7 @@ assert how many calls a policy made.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from bmaas.deadline import Deadline
@@ -41,6 +41,7 @@ from bmaas.faults import (
     BMCUnreachable,
     BootFailure,
 )
+from bmaas.hardware import BiosSettings, FirmwareComponent, check_bios_changes
 
 __all__ = ["FakeDriver"]
 
@@ -241,10 +242,32 @@ class FakeDriver(BMCDriver):
 
         self._call(Operation.VMEDIA_EJECT, deadline, eject)
 
-    def get_inventory(self, *, deadline: Deadline) -> Inventory:
-        return self._call(
-            Operation.INVENTORY_GET, deadline, lambda hw: Inventory(**self.machine.inventory())
-        )
+    def get_inventory(self, *, deadline: Deadline, detail: bool = False) -> Inventory:
+        def act(hw: Any) -> Inventory:
+            parts = self.machine.parts() if detail else {}
+            return Inventory(**self.machine.inventory(), **parts)
+
+        return self._call(Operation.INVENTORY_GET, deadline, act)
+
+    def get_firmware_inventory(self, *, deadline: Deadline) -> list[FirmwareComponent]:
+        return self._call(Operation.FIRMWARE_GET, deadline, lambda hw: list(self.machine.firmware))
+
+    def get_bios(self, *, deadline: Deadline) -> BiosSettings:
+        return self._call(Operation.BIOS_GET, deadline, lambda hw: self.machine.bios.settings())
+
+    def set_bios(
+        self, changes: Mapping[str, Any], *, deadline: Deadline, apply_time: str = "OnReset"
+    ) -> dict[str, Any]:
+        """Checked against the simulated registry before anything is "sent"."""
+        check_bios_changes(changes, self.machine.bios.registry, node=self.node)
+        if apply_time not in ("OnReset", "Immediate"):
+            raise self.unsupported(Operation.BIOS_SET, f"no apply time {apply_time!r}")
+
+        def act(hw: Any) -> dict[str, Any]:
+            self.machine.bios.stage(dict(changes), immediate=apply_time == "Immediate")
+            return self.machine.bios.settings().pending
+
+        return self._call(Operation.BIOS_SET, deadline, act)
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self._call(

@@ -27,7 +27,9 @@ from typing import Any
 
 from bmaas import clock as _clock
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
+from bmaas.fakes.bios import FakeBios
 from bmaas.fakes.faults import Effect, FaultPlan, Firing
+from bmaas.hardware import Dimm, Disk, FirmwareComponent, Nic, Processor
 
 __all__ = ["HEALTH_STATES", "FakeMachine", "Hardware"]
 
@@ -99,6 +101,13 @@ class FakeMachine:
         self.bmc_down_until: float | None = None
         self._health = "OK"
         self._boots = 0
+        #: the BIOS settings; a boot applies what is pending (issue 51)
+        self.bios = FakeBios()
+        #: the firmware images the BMC reports
+        self.firmware: list[FirmwareComponent] = [
+            FirmwareComponent("BMC", "BMC firmware", "fake-1.0", True),
+            FirmwareComponent("BIOS", "System BIOS", "fake-bios-1.0", True),
+        ]
         self._reset_at: float | None = None  # a hard reset lands (reboots) then
         #: called with (power, health, seconds since power landed) as they are
         #: at that instant, under the machine's lock (keep them short, never
@@ -287,6 +296,7 @@ class FakeMachine:
         self._boots += 1
         self._last_boot = self._once or self._persistent
         self._once = None
+        self.bios.boot()  # a BIOS applies its pending settings at POST
         if self._crash_armed is not None:
             self._crash_deadline = at + self._crash_armed
             self._crash_armed = None
@@ -364,6 +374,20 @@ class FakeMachine:
             "serial": hw.serial,
             "cpus": hw.cpus,
             "memory_mb": hw.memory_mb,
+        }
+
+    def parts(self) -> dict[str, Any]:
+        """What ``get_inventory(detail=True)`` lists: one processor, two
+        DIMMs, one NIC (a MAC derived from the name), one disk, the firmware."""
+        hw = self.hardware
+        mac = "52:54:00:" + ":".join(f"{b:02x}" for b in self.name.encode()[-3:].rjust(3, b"\0"))
+        half = hw.memory_mb // 2
+        return {
+            "processors": (Processor("CPU1", "FakeCPU", cores=hw.cpus, threads=hw.cpus * 2),),
+            "dimms": (Dimm("DIMM1", half, "DDR4"), Dimm("DIMM2", hw.memory_mb - half, "DDR4")),
+            "nics": (Nic("NIC1", mac, 25000, "LinkUp"),),
+            "disks": (Disk("Disk1", "Disk 1", 480 * 10**9, "FakeSSD"),),
+            "firmware": tuple(self.firmware),
         }
 
     # -- BMC state -------------------------------------------------------------

@@ -37,11 +37,12 @@ reads the service root, logs in (session auth) and finds the system.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import sushy
@@ -66,6 +67,7 @@ from bmaas.driver import (
 )
 from bmaas.driver_info import FIELDS, DriverInfo
 from bmaas.drivers.redfish import boot as boot_rules
+from bmaas.drivers.redfish import lifecycle
 from bmaas.drivers.redfish import power as power_rules
 from bmaas.drivers.redfish.connector import BoundedConnector
 from bmaas.drivers.redfish.descriptors import keepable_services
@@ -80,8 +82,16 @@ from bmaas.faults import (
     InputError,
     PowerFailure,
     PowerPending,
+    SettingsNotApplied,
     SlotTimeout,
     UnclassifiedFault,
+)
+from bmaas.hardware import (
+    APPLY_TIMES,
+    AttributeInfo,
+    BiosSettings,
+    FirmwareComponent,
+    check_bios_changes,
 )
 from bmaas.secrets import Secret
 from bmaas.tlspolicy import TLSPolicy, transport_warning
@@ -180,6 +190,8 @@ class RedfishDriver(BMCDriver):
         #: the ResetTypes the reset's ActionInfo lists (read once)
         self._action_info: list[str] | None = None
         self._fetched = False  # the system was read moments ago, by _connect
+        #: the BIOS attribute registry (name, attributes; None: not published), found once
+        self._bios_registry: tuple[str, dict[str, AttributeInfo] | None] | None = None
         #: the system's Status.Health as the last power read saw it, and when
         #: (this driver's clock): :meth:`get_health` answers from it while fresh
         self._health: tuple[str | None, float] | None = None
@@ -775,21 +787,141 @@ class RedfishDriver(BMCDriver):
 
         return self._call(Operation.INVENTORY_GET, deadline, act, read=Operation.INVENTORY_GET)
 
-    def get_inventory(self, *, deadline: Deadline) -> Inventory:
+    def get_inventory(self, *, deadline: Deadline, detail: bool = False) -> Inventory:
+        """The system's summary (1 GET); with ``detail`` also its processors,
+        DIMMs, NICs, disks (each linked collection and member: 1 GET each)
+        and the firmware inventory where the service has one
+        (:mod:`bmaas.drivers.redfish.lifecycle`)."""
+
         def act() -> Inventory:
             system = self._fresh_system()
             cpus = (system.json.get("ProcessorSummary") or {}).get("Count")
             gib = system.memory_summary.size_gib if system.memory_summary else None
+            extra = {"uuid": system.uuid, "system": system.path}
+            parts: dict[str, Any] = {}
+            if detail:
+                parts = lifecycle.parts(self._reader(), system.json)
+                try:
+                    parts["firmware"] = tuple(lifecycle.firmware(self._reader(), self._root_json()))
+                except lifecycle.Missing:
+                    parts["firmware"] = ()
+                if isinstance(system.json.get("BiosVersion"), str):
+                    extra["bios_version"] = system.json["BiosVersion"]
             return Inventory(
                 manufacturer=system.manufacturer,
                 model=system.model,
                 serial=system.serial_number or None,
                 cpus=cpus if isinstance(cpus, int) else None,
                 memory_mb=int(gib * 1024) if gib is not None else None,
-                extra={"uuid": system.uuid, "system": system.path},
+                extra=extra,
+                **parts,
             )
 
         return self._call(Operation.INVENTORY_GET, deadline, act, read=Operation.INVENTORY_GET)
+
+    # -- BIOS and firmware (bmaas.drivers.redfish.lifecycle) ----------------------------
+
+    def _reader(self) -> Callable[[str], Resource]:
+        conn = self._conn
+        assert conn is not None
+        return lambda path: read(conn, path)
+
+    def _root_json(self) -> dict[str, Any]:
+        return dict(self._root.json) if self._root is not None else {}
+
+    def _missing(self, operation: Operation, exc: lifecycle.Missing) -> BMCFault:
+        return self.unsupported(operation, str(exc))
+
+    def get_firmware_inventory(self, *, deadline: Deadline) -> list[FirmwareComponent]:
+        def act() -> list[FirmwareComponent]:
+            try:
+                return lifecycle.firmware(self._reader(), self._root_json())
+            except lifecycle.Missing as exc:
+                raise self._missing(Operation.FIRMWARE_GET, exc) from None
+
+        return self._call(Operation.FIRMWARE_GET, deadline, act, read=Operation.FIRMWARE_GET)
+
+    def _read_bios(self, operation: Operation) -> tuple[BiosSettings, Resource, str | None]:
+        """The BIOS now, with its registry (found once per driver)."""
+        system = self._fresh_system()
+        try:
+            settings, bios, target = lifecycle.read_bios(self._reader(), system.json, None)
+        except lifecycle.Missing as exc:
+            raise self._missing(operation, exc) from None
+        name = bios.body.get("AttributeRegistry")
+        name = name if isinstance(name, str) else ""
+        if self._bios_registry is None or self._bios_registry[0] != name:
+            where = lifecycle.registry_location(self._reader(), self._root_json(), name)
+            if where is None:
+                LOG.info(
+                    "%s: no attribute registry %r published: changes go unchecked",
+                    self.node,
+                    name,
+                )
+            found = lifecycle.parse_registry(self._reader()(where).body) if where else None
+            self._bios_registry = (name, found)
+        registry = self._bios_registry[1]
+        return dataclasses.replace(settings, registry=registry), bios, target
+
+    def get_bios(self, *, deadline: Deadline) -> BiosSettings:
+        return self._call(
+            Operation.BIOS_GET,
+            deadline,
+            lambda: self._read_bios(Operation.BIOS_GET)[0],
+            read=Operation.BIOS_GET,
+        )
+
+    def set_bios(
+        self, changes: Mapping[str, Any], *, deadline: Deadline, apply_time: str = "OnReset"
+    ) -> dict[str, Any]:
+        """Checked against the registry (nothing sent on a problem), PATCHed
+        onto the settings object with its ETag (``@Redfish.SettingsApplyTime``
+        when the service lists ``SupportedApplyTimes``), read back: every
+        change must show pending (or current, ``Immediate``), else
+        ``SettingsNotApplied``."""
+        if apply_time not in APPLY_TIMES:
+            raise InputError(
+                f"{apply_time!r} is not one of {', '.join(APPLY_TIMES)}",
+                field="apply_time",
+                node=self.node,
+            )
+
+        def act() -> dict[str, Any]:
+            settings, bios, target = self._read_bios(Operation.BIOS_SET)
+            check_bios_changes(changes, settings.registry, node=self.node)
+            offered = settings.apply_times
+            if (offered and apply_time not in offered) or (not offered and apply_time != "OnReset"):
+                raise self.unsupported(
+                    Operation.BIOS_SET,
+                    f"apply time {apply_time} not offered (the BIOS takes "
+                    f"{', '.join(offered) or 'OnReset only'})",
+                )
+            body: dict[str, Any] = {"Attributes": dict(changes)}
+            if offered:
+                body["@Redfish.SettingsApplyTime"] = {"ApplyTime": apply_time}
+            assert self._conn is not None
+            where = read(self._conn, target) if target is not None else bios
+            patch(self._conn, where, body)
+            after, _, _ = lifecycle.read_bios(self._reader(), self._fresh_system().json, None)
+            lost = {
+                name: value
+                for name, value in changes.items()
+                if after.pending.get(name) != value and after.current.get(name) != value
+            }
+            if lost:
+                raise self.fault(
+                    SettingsNotApplied,
+                    "the BMC took the change, and its settings read back without "
+                    + ", ".join(f"{k}={v!r}" for k, v in lost.items()),
+                    operation=Operation.BIOS_SET,
+                    attributes={
+                        k: {"wanted": v, "current": after.current.get(k), "pending": False}
+                        for k, v in lost.items()
+                    },
+                )
+            return after.pending
+
+        return self._call(Operation.BIOS_SET, deadline, act, read=Operation.BIOS_GET)
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         def act() -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from bmaas.driver import BMCDriver, PowerState
+from bmaas.driver import BMCDriver, Capability, PowerState
 from bmaas.driver_info import DriverInfo
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
@@ -35,6 +35,10 @@ class Target:
     power_timeout: float
     #: let time pass (fake clock: instantly; real backends: a real sleep)
     wait: Callable[[float], None]
+    #: capabilities the driver offers that the BMC behind it does not serve
+    #: (hwlab's emulated Redfish BMC has no Bios or UpdateService yet): the
+    #: call must end in ``UnsupportedOperation`` from the BMC's answer
+    bmc_lacks: frozenset[Capability] = frozenset()
 
 
 class CoreOnlyFakeDriver(FakeDriver):
@@ -48,6 +52,9 @@ class CoreOnlyFakeDriver(FakeDriver):
     eject_virtual_media = BMCDriver.eject_virtual_media
     get_inventory = BMCDriver.get_inventory
     get_boot_progress = BMCDriver.get_boot_progress
+    get_firmware_inventory = BMCDriver.get_firmware_inventory
+    get_bios = BMCDriver.get_bios
+    set_bios = BMCDriver.set_bios
 
 
 def _fake(cls: type[FakeDriver]) -> Callable[[], contextlib.AbstractContextManager[Target]]:
@@ -120,7 +127,13 @@ def _redfish(*, tls: bool) -> Callable[[], contextlib.AbstractContextManager[Tar
             driver = RedfishDriver("c1", info, bmc_timeout=2.0)
             driver.poll_interval = 0.02
             try:
-                yield Target(driver, machine, power_timeout=3.0, wait=time.sleep)
+                yield Target(
+                    driver,
+                    machine,
+                    power_timeout=3.0,
+                    wait=time.sleep,
+                    bmc_lacks=frozenset({Capability.BIOS, Capability.FIRMWARE}),
+                )
             finally:
                 driver.close()
 

@@ -12,11 +12,19 @@ from bmaas.driver import (
     BootDevice,
     BootSetting,
     Capability,
+    FirmwareComponent,
     PowerAction,
     PowerState,
 )
 from bmaas.fakes.faults import FaultRule
-from bmaas.faults import BmaasError, BMCTimeout, SlotTimeout, UnsupportedOperation
+from bmaas.faults import (
+    BmaasError,
+    BMCTimeout,
+    InputError,
+    SettingsNotApplied,
+    SlotTimeout,
+    UnsupportedOperation,
+)
 from bmaas.policy import policy_for
 from tests.budgets import no_budget, per_call
 from tests.contract.backends import BACKENDS, Target
@@ -120,18 +128,113 @@ OPTIONAL: dict[Capability, Callable[[Target], object]] = {
     ),
     Capability.INVENTORY: lambda t: t.driver.get_inventory(deadline=per_call(t.driver)),
     Capability.BOOT_PROGRESS: lambda t: t.driver.get_boot_progress(deadline=per_call(t.driver)),
+    Capability.BIOS: lambda t: t.driver.get_bios(deadline=per_call(t.driver)),
+    Capability.FIRMWARE: lambda t: t.driver.get_firmware_inventory(deadline=per_call(t.driver)),
 }
 
 
 @pytest.mark.parametrize("capability", list(OPTIONAL), ids=str)
 def test_capabilities_are_declared_truthfully(target: Target, capability: Capability) -> None:
     call = OPTIONAL[capability]
-    if target.driver.supports(capability):
+    if target.driver.supports(capability) and capability not in target.bmc_lacks:
         call(target)
     else:
         with pytest.raises(UnsupportedOperation) as info:
             call(target)
         assert info.value.node == target.driver.node
+
+
+def serves(target: Target, capability: Capability) -> bool:
+    return target.driver.supports(capability) and capability not in target.bmc_lacks
+
+
+def test_bios_set_is_pending_until_the_reset_and_verified_after_it(target: Target) -> None:
+    if not serves(target, Capability.BIOS):
+        pytest.skip("no BIOS settings behind this driver")  # declared: checked above
+    d = target.driver
+    pending = d.set_bios({"ProcTurboMode": "Disabled"}, deadline=per_call(d))
+    assert pending == {"ProcTurboMode": "Disabled"}
+    assert d.set_bios({"ProcTurboMode": "Disabled"}, deadline=per_call(d)) == pending  # idempotent
+    assert d.get_bios(deadline=per_call(d)).current["ProcTurboMode"] == "Enabled"
+    # before the reset it has not applied: never success
+    with pytest.raises(SettingsNotApplied) as info:
+        d.verify_bios({"ProcTurboMode": "Disabled"}, deadline=per_call(d))
+    assert info.value.attributes["ProcTurboMode"]["pending"] is True
+    d.set_power_state(
+        PowerAction.REBOOT, wait=True, timeout=target.power_timeout, deadline=no_budget(d)
+    )
+    settings = d.verify_bios({"ProcTurboMode": "Disabled"}, deadline=per_call(d))
+    assert settings.current["ProcTurboMode"] == "Disabled"
+    assert settings.pending == {}
+
+
+def test_bios_settings_that_apply_partly_are_reported_not_applied(target: Target) -> None:
+    if not serves(target, Capability.BIOS):
+        pytest.skip("no BIOS settings behind this driver")
+    d = target.driver
+    target.machine.bios.applies = "partly"
+    target.machine.bios.sticky = {"ProcHyperthreading"}
+    wanted = {"ProcTurboMode": "Disabled", "ProcHyperthreading": "Disabled"}
+    d.set_bios(wanted, deadline=per_call(d))
+    d.set_power_state(
+        PowerAction.REBOOT, wait=True, timeout=target.power_timeout, deadline=no_budget(d)
+    )
+    with pytest.raises(SettingsNotApplied) as info:
+        d.verify_bios(wanted, deadline=per_call(d))
+    assert set(info.value.attributes) == {"ProcHyperthreading"}
+    assert "ProcHyperthreading: wanted 'Disabled', reads 'Enabled' (still pending)" in str(
+        info.value
+    )
+    row = policy_for(info.value)
+    assert not row.retried_here
+    assert not row.counts_for_health
+
+
+def test_bios_changes_are_checked_against_the_registry_before_anything_is_sent(
+    target: Target,
+) -> None:
+    if not serves(target, Capability.BIOS):
+        pytest.skip("no BIOS settings behind this driver")
+    d = target.driver
+    changes = {
+        "NoSuchThing": "x",
+        "SystemModelName": "mine",
+        "ProcCoreDisable": 99,
+        "SriovEnable": "maybe",
+        "ProcTurboMode": "Sometimes",
+    }
+    with pytest.raises(InputError) as info:
+        d.set_bios(changes, deadline=per_call(d))
+    problems = [str(p) for p in getattr(info.value, "problems", [])]
+    assert len(problems) == 5, problems  # every problem at once, one each
+    assert any("NoSuchThing: no such attribute" in p for p in problems)
+    assert any("SystemModelName: is read-only" in p for p in problems)
+    assert any("ProcCoreDisable: 99 is above 7" in p for p in problems)
+    assert any("SriovEnable: 'maybe' is not true or false" in p for p in problems)
+    assert any("'Sometimes' is not one of Enabled, Disabled" in p for p in problems)
+    assert target.machine.bios.pending == {}  # nothing sent
+
+
+def test_detailed_inventory_lists_the_parts(target: Target) -> None:
+    d = target.driver
+    if not d.supports(Capability.INVENTORY):
+        pytest.skip("no inventory")
+    summary = d.get_inventory(deadline=per_call(d))
+    assert summary.nics is None  # not asked for: not read
+    detailed = d.get_inventory(deadline=per_call(d), detail=True)
+    assert detailed.manufacturer == summary.manufacturer
+    if serves(target, Capability.FIRMWARE):
+        assert detailed.firmware
+        assert detailed.nics
+        assert all(nic.mac for nic in detailed.nics)
+
+
+def test_firmware_inventory_lists_components_with_versions(target: Target) -> None:
+    if not serves(target, Capability.FIRMWARE):
+        pytest.skip("no firmware inventory behind this driver")
+    components = target.driver.get_firmware_inventory(deadline=per_call(target.driver))
+    assert components
+    assert all(isinstance(c, FirmwareComponent) and c.id and c.version for c in components)
 
 
 def test_virtual_media_insert_and_eject_are_idempotent(target: Target) -> None:

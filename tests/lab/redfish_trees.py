@@ -8,7 +8,9 @@ plain mockup server would -- GET returns the recorded body, unchanged -- and
 keeps the state a client changes: ``InsertMedia``/``EjectMedia`` and a PATCH
 change a slot, a PATCH of ``Boot`` changes the override (checked against the
 tree's ``@Redfish.AllowableValues``), ``ComputerSystem.Reset`` checks its
-``ResetType``. Per-tree quirks (:class:`Quirks`) stand for what vendors do on
+``ResetType``; a PATCH of a BIOS settings object stages attributes, which a
+reset that leaves the system on applies (all, partly or never:
+:attr:`Quirks.bios_applies`). Per-tree quirks (:class:`Quirks`) stand for what vendors do on
 the wire that a recorded body cannot show. Every request is recorded, so a
 test can count wire calls.
 """
@@ -65,6 +67,10 @@ class Quirks:
     #: GETs of a system that still read ``On`` after a ForceOff (a node
     #: slow to power down)
     off_lag_reads: int = 0
+    #: how much of the BIOS settings object a reset applies: "all", "partly"
+    #: (the attributes in ``bios_sticky`` stay pending) or "never"
+    bios_applies: str = "all"
+    bios_sticky: frozenset[str] = frozenset()
 
 
 def load(name: str) -> dict[str, dict[str, Any]]:
@@ -207,8 +213,27 @@ class TreeState:
                 self._off_lag[owner] = self.quirks.off_lag_reads
             resource["PowerState"] = "Off" if off else "On"
             self._changed(owner)
+            if not off:
+                self._apply_bios(resource)
             return 204, None
         return _error(400, "Base.1.8.ActionNotSupported", action)
+
+    def _apply_bios(self, system: dict[str, Any]) -> None:
+        """The system boots: its BIOS applies the settings object (as
+        ``bios_applies`` says); what is not applied stays staged."""
+        bios_path = (system.get("Bios") or {}).get("@odata.id")
+        bios = self.resources.get(bios_path) if bios_path else None
+        if bios is None or self.quirks.bios_applies == "never":
+            return
+        target = ((bios.get("@Redfish.Settings") or {}).get("SettingsObject") or {}).get(
+            "@odata.id"
+        )
+        staged = (self.resources.get(target) or {}).get("Attributes") or {}
+        for name, value in staged.items():
+            partly = self.quirks.bios_applies == "partly"
+            if not (partly and name in self.quirks.bios_sticky):
+                bios["Attributes"][name] = value
+        self._changed(bios_path)
 
     def _insert(
         self, slot: str, resource: dict[str, Any], body: dict[str, Any]
@@ -289,6 +314,10 @@ class TreeState:
             return 204, None
         if "Boot" in body and "Boot" in resource:
             return self._boot(path, resource["Boot"], body["Boot"])
+        if "#Bios." in kind and isinstance(body.get("Attributes"), dict):
+            resource.setdefault("Attributes", {}).update(body["Attributes"])
+            self._changed(path)
+            return 204, None
         return _error(400, "Base.1.8.PropertyNotWritable", ", ".join(body))
 
     def _boot(
