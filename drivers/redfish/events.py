@@ -1,7 +1,10 @@
 """A Redfish service's events over SSE: the driver edge of ``bmaas.events``.
 
 sushy has EventService subscriptions but no SSE client, so this is a small
-one on :mod:`http.client`: it reads ``/redfish/v1/EventService`` (is the
+one on bmaas's own HTTP (:mod:`bmaas.drivers.redfish.wire`, the stream by
+:mod:`~bmaas.drivers.redfish.wirestream`: every request, the stream's open
+included, ends by the caller's deadline however the service dribbles its
+answer): it reads ``/redfish/v1/EventService`` (is the
 service enabled, where is its ``ServerSentEventUri``), opens the stream
 with ``$filter=EventFormatType eq 'Event'``, and turns its frames into
 :class:`PowerNews` for the nodes behind the service.
@@ -15,23 +18,25 @@ What it understands, per record of an Event:
 * anything else about a system it knows (``ResourceChanged``, a test
   event): news without a state -- the node is read at the next pass.
 
-Every failure leaves as a bmaas fault, mapped here once (:func:`_fault`):
-refused or unreachable is :class:`BMCUnreachable`, silence past the idle
-limit :class:`BMCTimeout`, 401/403 :class:`BMCAuthError`, no EventService
-(404/405/501, ``ServiceEnabled`` false, no ``ServerSentEventUri``)
+Every failure leaves as a bmaas fault: an HTTP status through
+:func:`bmaas.drivers.redfish.faults.map_answer` (the drivers' one table:
+401/403 :class:`BMCAuthError`, no EventService -- 404/405/501 -- or
+``ServiceEnabled`` false, no ``ServerSentEventUri``
 :class:`UnsupportedOperation`, 503/429 :class:`BMCBusy`, another 5xx
-:class:`BMCInternalError`, a body that is not an event stream
-:class:`BMCProtocolError`. Credentials ride as Basic auth on the stream's
+:class:`BMCInternalError`), a failure below HTTP here (:func:`_fault`):
+refused or unreachable is :class:`BMCUnreachable`, silence past the idle
+limit or the open's deadline :class:`BMCTimeout`, a body that is not an
+event stream :class:`BMCProtocolError`. Credentials ride as Basic auth on the stream's
 one request; they never reach a message.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import datetime
 import http.client
+import json
 import re
 import socket
 import ssl
@@ -44,13 +49,13 @@ from bmaas import credentials
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.driver_info import DriverInfo
+from bmaas.drivers.redfish.faults import ConnectFailed, DeadlineExceeded, map_answer
 from bmaas.drivers.redfish.framing import loads_bounded
+from bmaas.drivers.redfish.wire import Answer, Target, exchange, request_bytes
+from bmaas.drivers.redfish.wirestream import Stream, open_stream
 from bmaas.faults import (
     BmaasError,
-    BMCAuthError,
-    BMCBusy,
     BMCFault,
-    BMCInternalError,
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
@@ -59,6 +64,7 @@ from bmaas.faults import (
 )
 from bmaas.gate import GATES
 from bmaas.secrets import Secret
+from bmaas.tlspolicy import TLSPolicy
 
 __all__ = [
     "PowerNews",
@@ -70,8 +76,9 @@ __all__ = [
 ]
 
 OPERATION = "events.stream"
-#: TCP keepalive on a stream: first probe after 30 s idle, then every 10 s, 3 lost: dead
-KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 10, 3
+EVENT_SERVICE = "/redfish/v1/EventService"
+#: the most of an error answer's body read for its fault (the ExtendedInfo)
+MAX_ERROR_BODY = 64 * 1024
 #: the most a stream's one frame may hold, every line counted (a BMC that never ends a frame)
 MAX_FRAME = 1024 * 1024
 #: bytes a stream may carry since its last event that are neither an event
@@ -279,12 +286,11 @@ class ServiceStream:
     verify: bool | str
     #: system path (``"*"``: any; one node on the service) -> node
     nodes: dict[str, str]
-    _conn: http.client.HTTPConnection | None = dataclasses.field(default=None, repr=False)
-    _response: http.client.HTTPResponse | None = dataclasses.field(default=None, repr=False)
-    #: the stream's socket (http.client lets go of it once a close-delimited
-    #: answer's head is read): read timeouts are set here, and closing it
-    #: from another thread ends a blocked read at once
-    _sock: socket.socket | None = dataclasses.field(default=None, repr=False)
+    #: the TLS the BMC must meet (the node's driver_info, as its driver's)
+    tls: TLSPolicy | None = dataclasses.field(default=None, repr=False)
+    #: the open stream (closing it from another thread ends a blocked read at once)
+    _stream: Stream | None = dataclasses.field(default=None, repr=False)
+    _wire_target: Target | None = dataclasses.field(default=None, repr=False)
     _parser: SSEParser = dataclasses.field(default_factory=SSEParser, repr=False)
     #: the ServerSentEventUri the last open found: a reconnect opens it
     #: directly (one request, not two), and reads the EventService again
@@ -310,7 +316,9 @@ class ServiceStream:
     def key(self) -> str:
         return self.address.rstrip("/")
 
-    def _fail(self, cls: type[BMCFault], message: str, started: float, **kw: Any) -> BMCFault:
+    def fail(self, cls: type[BMCFault], message: str, started: float, **kw: Any) -> BMCFault:
+        """A fault of this stream's service, naming its nodes and the time
+        since ``started``."""
         node = ",".join(sorted(set(self.nodes.values())))
         return cls(
             message,
@@ -322,62 +330,59 @@ class ServiceStream:
             **kw,
         )
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        url = urllib.parse.urlsplit(self.address)
-        host, port = url.hostname or "", url.port
-        if url.scheme == "https":
-            context = ssl.create_default_context(
-                cafile=self.verify if isinstance(self.verify, str) else None
-            )
-            if self.verify is False:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
-        return http.client.HTTPConnection(host, port, timeout=timeout)
-
-    def _get(self, path: str, deadline: Deadline, started: float) -> http.client.HTTPResponse:
-        left = deadline.left()
-        if left <= 0:
-            raise self._fail(BMCTimeout, "no time left to open the event stream", started)
+    def request(
+        self, method: str, path: str, deadline: Deadline, started: float, *, body: Any = None
+    ) -> Answer:
+        """One request to the service (Basic auth, JSON ``body``), through
+        its gate, on a connection of its own (:mod:`bmaas.drivers.redfish.wire`):
+        the whole answer by ``deadline``, whatever its status
+        (:meth:`refused` maps an error status). A failure below HTTP, or the
+        deadline passing, raises the edge's fault."""
+        what = f"{method} {path.partition('?')[0]}"
+        if deadline.left() <= 0:
+            raise self.fail(BMCTimeout, f"no time left for {what}", started)
         self.pace(deadline)
-        conn = self._connection(max(0.001, deadline.left()))
-        self.close()
-        self._conn = conn
-        token = base64.b64encode(f"{self.username}:{self.password.reveal()}".encode()).decode()
-        headers = {"Authorization": f"Basic {token}", "Accept": "application/json"}
-        if path.endswith(_FILTER) or "SSE" in path:
-            headers["Accept"] = "text/event-stream"
         try:
-            conn.request("GET", path, headers=headers)
-            self._sock = conn.sock
-            _keepalive(self._sock)
-            response = conn.getresponse()
-        except BaseException as exc:
-            self.close()
+            data = None if body is None else json.dumps(body).encode()
+            headers = self._headers("application/json", close=True)
+            if data is not None:
+                headers["Content-Type"] = "application/json"
+            target = self._target()
+            sent = request_bytes(method, target, path, headers, data)
+            return exchange(target, sent, deadline, what=what, max_body=MAX_FRAME)
+        except Exception as exc:
             raise _fault(self, exc, started) from exc
-        if response.status != 200:
-            body = response.read(4096)
-            self.close()
-            raise self._status(response.status, body, started)
-        return response
 
-    def _status(self, status: int, body: bytes, started: float) -> BMCFault:
-        said = f"HTTP {status}"
-        if status in (401, 403):
-            return self._fail(BMCAuthError, "the event stream refused the credentials", started)
-        if status in (404, 405, 501):
-            return self._fail(UnsupportedOperation, "no EventService", started, status=str(status))
-        if status in (429, 503):
-            return self._fail(BMCBusy, said, started, status=str(status))
-        if status >= 500:
-            return self._fail(BMCInternalError, said, started, status=str(status))
-        return self._fail(BMCProtocolError, f"unexpected {said}", started, status=str(status))
+    def refused(self, answer: Answer, method: str, path: str, started: float) -> BmaasError:
+        """The fault for an answer that is not what was asked: its status
+        through :func:`bmaas.drivers.redfish.faults.map_answer` (the one table)."""
+
+        def build(cls: type[BMCFault], message: str, **kw: Any) -> BMCFault:
+            return self.fail(cls, message, started, **kw)
+
+        node = ",".join(sorted(set(self.nodes.values())))
+        parts = (answer.status, answer.reason, answer.headers, answer.body)
+        return map_answer(method, self.key + path, parts, build, node=node)
+
+    def _target(self) -> Target:
+        target = self._wire_target
+        if target is None:
+            target = self._wire_target = Target.of(self.address, verify=self.verify, tls=self.tls)
+        return target
+
+    def _headers(self, accept: str, *, close: bool = False) -> dict[str, str]:
+        token = base64.b64encode(f"{self.username}:{self.password.reveal()}".encode()).decode()
+        headers = {"Authorization": f"Basic {token}", "Accept": accept}
+        if close:
+            headers["Connection"] = "close"
+        return headers
 
     def open(self, deadline: Deadline) -> None:
         """Read the EventService and open its SSE stream within ``deadline``;
         a reconnect opens the stream the last open found, at once (the
         EventService is read again only if that fails)."""
         started = time.monotonic()
+        self.close()
         known = self._sse_uri
         if known is not None:
             try:
@@ -386,29 +391,44 @@ class ServiceStream:
             except (UnsupportedOperation, BMCProtocolError):  # moved, or gone: ask again
                 self._sse_uri = None
         self.event_service = None
-        response = self._get("/redfish/v1/EventService", deadline, started)
+        answer = self.request("GET", EVENT_SERVICE, deadline, started)
+        if answer.status != 200:
+            raise self.refused(answer, "GET", EVENT_SERVICE, started)
         try:
-            service = loads_bounded(response.read(MAX_FRAME), limit=MAX_FRAME)
-        except (ValueError, OSError) as exc:
-            self.close()
-            raise self._fail(BMCProtocolError, "the EventService is not JSON", started) from exc
-        self.close()
+            service = loads_bounded(answer.body, limit=MAX_FRAME)
+        except ValueError as exc:
+            raise self.fail(BMCProtocolError, "the EventService is not JSON", started) from exc
         if isinstance(service, dict):
             self.event_service = service
         if not isinstance(service, dict) or service.get("ServiceEnabled") is False:
-            raise self._fail(UnsupportedOperation, "the EventService is disabled", started)
+            raise self.fail(UnsupportedOperation, "the EventService is disabled", started)
         uri = service.get("ServerSentEventUri")
         if not isinstance(uri, str) or not uri.startswith("/"):
-            raise self._fail(UnsupportedOperation, "the EventService offers no SSE", started)
+            raise self.fail(UnsupportedOperation, "the EventService offers no SSE", started)
         self._open_sse(uri, deadline, started)
 
     def _open_sse(self, uri: str, deadline: Deadline, started: float) -> None:
-        response = self._get(uri + _FILTER, deadline, started)
-        kind = (response.getheader("Content-Type") or "").split(";")[0].strip()
+        """The stream's GET, its head read by ``deadline``."""
+        if deadline.left() <= 0:
+            raise self.fail(BMCTimeout, "no time left to open the event stream", started)
+        self.pace(deadline)
+        try:
+            target = self._target()
+            sent = request_bytes("GET", target, uri + _FILTER, self._headers("text/event-stream"))
+            stream = open_stream(target, sent, deadline, what="the event stream's open")
+        except Exception as exc:
+            raise _fault(self, exc, started) from exc
+        if stream.status != 200:
+            try:
+                answer = stream.whole(MAX_ERROR_BODY)
+            except Exception:  # the status says enough
+                answer = Answer(stream.status, stream.reason, stream.headers, b"")
+            raise self.refused(answer, "GET", uri, started)
+        kind = stream.headers.get("content-type", "").split(";")[0].strip()
         if kind != "text/event-stream":
-            self.close()
-            raise self._fail(BMCProtocolError, f"the stream is {kind or 'untyped'}", started)
-        self._response = response
+            stream.close()
+            raise self.fail(BMCProtocolError, f"the stream is {kind or 'untyped'}", started)
+        self._stream = stream
         self._parser = SSEParser()
         self._sse_uri = uri
 
@@ -417,66 +437,50 @@ class ServiceStream:
         most ``idle`` seconds for a byte. A closed stream is
         :class:`BMCUnreachable`, silence :class:`BMCTimeout`."""
         started = time.monotonic()
-        response, sock = self._response, self._sock
-        if response is None or sock is None:
-            raise self._fail(BMCUnreachable, "the event stream is not open", started)
+        stream = self._stream
+        if stream is None:
+            raise self.fail(BMCUnreachable, "the event stream is not open", started)
         try:
-            sock.settimeout(idle)
-            chunk = response.read1(65536)
-        except BaseException as exc:
+            chunk = stream.read(idle)
+        except Exception as exc:
             self.close()
             raise _fault(self, exc, started) from exc
         if not chunk:
             self.close()
-            raise self._fail(BMCUnreachable, "the BMC closed the event stream", started)
+            raise self.fail(BMCUnreachable, "the BMC closed the event stream", started)
         out: list[PowerNews] = []
         try:
             for message in self._parser.feed(chunk):
                 out.extend(news_of(message.data, self.nodes))
         except ValueError as exc:
             self.close()
-            raise self._fail(BMCProtocolError, f"a bad event: {exc}", started) from exc
+            raise self.fail(BMCProtocolError, f"a bad event: {exc}", started) from exc
         return out
 
     def close(self) -> None:
-        conn, sock, response = self._conn, self._sock, self._response
-        self._conn = self._sock = self._response = None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked in another thread
-        if response is not None:
-            response.close()
-        if conn is not None:
-            conn.close()
-
-
-def _keepalive(sock: socket.socket | None) -> None:
-    """TCP keepalive on the stream: a BMC that vanished (power cut, cable)
-    is noticed by the kernel within ~60 s at no cost to this process, so the
-    read's own idle limit can be long (a quiet BMC sends nothing for
-    minutes, and many send no SSE keepalive)."""
-    if sock is None:
-        return
-    with contextlib.suppress(OSError, AttributeError):  # not every platform has them
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_COUNT)
+        """Close the stream; a read blocked in another thread returns at once."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
 
 
 def _fault(stream: ServiceStream, exc: BaseException, started: float) -> BmaasError:
     """The edge's one mapping of a socket or HTTP failure."""
     if isinstance(exc, BmaasError):
         return exc
+    if isinstance(exc, DeadlineExceeded):
+        return stream.fail(BMCTimeout, str(exc), started, cause=exc)
+    if isinstance(exc, ConnectFailed):
+        return stream.fail(BMCUnreachable, str(exc), started, cause=exc)
     if isinstance(exc, socket.timeout | TimeoutError):
-        return stream._fail(BMCTimeout, "the event stream was silent", started, cause=exc)
+        return stream.fail(BMCTimeout, "the event stream was silent", started, cause=exc)
     if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-        return stream._fail(BMCProtocolError, f"TLS: {type(exc).__name__}", started, cause=exc)
+        return stream.fail(BMCProtocolError, f"TLS: {type(exc).__name__}", started, cause=exc)
     if isinstance(exc, ConnectionError | OSError | http.client.IncompleteRead):
-        return stream._fail(BMCUnreachable, type(exc).__name__, started, cause=exc)
+        return stream.fail(BMCUnreachable, type(exc).__name__, started, cause=exc)
     if isinstance(exc, http.client.HTTPException):
-        return stream._fail(BMCProtocolError, type(exc).__name__, started, cause=exc)
-    return stream._fail(BMCProtocolError, type(exc).__name__, started, cause=exc)
+        return stream.fail(BMCProtocolError, type(exc).__name__, started, cause=exc)
+    return stream.fail(BMCProtocolError, type(exc).__name__, started, cause=exc)
 
 
 def services(
@@ -486,7 +490,7 @@ def services(
     (``NodeRecord``s of driver ``redfish``: same address and credentials),
     and the nodes left out with why (a password reference that does not
     resolve: such a node is polled, and its read says why)."""
-    by_service: dict[tuple[str, str, str, str], ServiceStream] = {}
+    by_service: dict[tuple[str, str, str, str, str], ServiceStream] = {}
     left_out: dict[str, str] = {}
     for record in records:
         try:
@@ -494,6 +498,9 @@ def services(
                 record.driver_info, node=record.name, environ=environ
             )
             info = DriverInfo.parse(raw, required=("redfish_address",), node=record.name)
+            tls = TLSPolicy.of(
+                min_version=info.redfish_tls_min_version, ciphers=info.redfish_tls_ciphers
+            )
         except InputError as exc:
             left_out[record.name] = str(exc)
             continue
@@ -504,12 +511,14 @@ def services(
             info.redfish_username or "",
             password.reveal(),
             repr(info.redfish_verify_ca),
+            f"{info.redfish_tls_min_version}/{info.redfish_tls_ciphers}",
         )
         stream = by_service.get(key)
         if stream is None:
             stream = by_service[key] = ServiceStream(
                 address, info.redfish_username or "", password, info.redfish_verify_ca, {}
             )
+            stream.tls = tls
         # the gate as the node's driver takes it (RedfishDriver's limits, the node's own)
         if info.bmc_max_requests is not None:
             stream.cap = min(stream.cap, info.bmc_max_requests)

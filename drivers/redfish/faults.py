@@ -25,7 +25,7 @@ HTTP 401, 403                                          ``BMCAuthError``
 HTTP 409, 429, 503 (``retry_after`` from Retry-After)  ``BMCBusy``
 HTTP 412 after one re-read and resend                  ``BMCBusy`` (written meanwhile)
 HTTP 428 after one re-read and resend with If-Match    ``UnsupportedOperation``
-HTTP 500, 502 (``message_id`` from ExtendedInfo)       ``BMCInternalError``
+HTTP 500, 502, another 5xx (``message_id``)            ``BMCInternalError``
 HTTP 504 (the BMC's own backend timed out)             ``BMCTimeout``
 HTTP 405, 501; missing action; value not allowed       ``UnsupportedOperation``
 HTTP 404 on the configured system                      ``InputError`` (redfish_system_id)
@@ -95,6 +95,7 @@ __all__ = [
     "DeadlineExceeded",
     "FaultBuilder",
     "MalformedBody",
+    "map_answer",
     "map_exception",
     "may_be_already_there",
     "retry_after",
@@ -461,6 +462,10 @@ def _http(
     haystack = " ".join([*ids, str(exc.code or ""), str(exc.detail or "")])
     rule = next((r for r in MESSAGE_RULES if r.text in haystack), None)
     cls = rule.fault if rule else _STATUS.get(status)
+    if cls is None and 500 <= status < 600:
+        # a 5xx the table does not name (505, 507, a vendor's 5xx): RFC 9110
+        # says the server erred or cannot do it -- the BMC's own fault, as 500
+        cls = BMCInternalError
     if rule is not None:
         # the answer that decided it, for the operator (the detail is often
         # only "A general error has occurred")
@@ -549,3 +554,34 @@ def map_exception(
     if fault is not None:
         return fault
     return build(UnclassifiedFault, f"{type(exc).__name__}: {_short(exc)}")
+
+
+def map_answer(
+    method: str,
+    url: str,
+    answer: tuple[int, str, dict[str, str], bytes],
+    build: FaultBuilder,
+    *,
+    node: str,
+) -> BmaasError:
+    """The fault for an error answer bmaas's own HTTP read
+    (:mod:`bmaas.drivers.redfish.wire`: the events client's EventService
+    read, stream open and subscriptions): ``answer`` is its status, reason,
+    headers (lower-case names) and body, raised as sushy raises the answers
+    of its own requests and mapped by :func:`map_exception` -- one table for
+    every status bmaas reads. A status sushy does not raise for (a 3xx, a
+    2xx that is not the one asked for) is a :class:`BMCProtocolError`."""
+    status, reason, headers, body = answer
+    response = requests.Response()
+    response.status_code = status
+    response.reason = reason
+    response.headers = requests.structures.CaseInsensitiveDict(headers)
+    response._content = body
+    response._content_consumed = True
+    response.url = url
+    try:
+        sushy_exc.raise_for_response(method, url, response)
+    except sushy_exc.HTTPError as exc:
+        exc.response = response  # as the connector does: for its headers and URL
+        return map_exception(exc, build, node=node)
+    return build(BMCProtocolError, f"unexpected HTTP {status}", status=str(status))

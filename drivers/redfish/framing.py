@@ -26,17 +26,27 @@ from typing import Any
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded, MalformedBody
 
-__all__ = ["MAX_DEPTH", "MAX_HEAD", "Reader", "left", "loads_bounded", "read_body", "read_head"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_HEAD",
+    "MAX_LINE",
+    "RECV",
+    "Reader",
+    "left",
+    "loads_bounded",
+    "read_body",
+    "read_head",
+]
 
 #: bytes asked of the socket per receive
-_RECV = 64 * 1024
+RECV = 64 * 1024
 #: a status line and headers larger than this are not a BMC's answer
 MAX_HEAD = 64 * 1024
 _NO_BODY = frozenset({204, 304})
 #: where the head ends (CRLF lines; bare LF tolerated, as http.client does)
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 #: a chunk-size or trailer line longer than this is not HTTP
-_MAX_LINE = 8 * 1024
+MAX_LINE = 8 * 1024
 #: the deepest JSON taken from a peer (a Redfish Event is 4 levels deep; OEM
 #: sections add a few; Python's json recurses once per level)
 MAX_DEPTH = 64
@@ -67,7 +77,7 @@ class Reader:
         """Receive more; False at the end of the stream."""
         self.sock.settimeout(left(self.deadline, self.what))
         try:
-            data = self.sock.recv(_RECV)
+            data = self.sock.recv(RECV)
         except TimeoutError as exc:
             if self.deadline.expired:
                 raise DeadlineExceeded(f"{self.what} was not over by the deadline") from exc
@@ -98,7 +108,7 @@ class Reader:
                 out = bytes(self.buf[:at])
                 del self.buf[: at + 2]
                 return out
-            self._more(_MAX_LINE)
+            self._more(MAX_LINE)
 
     def exactly(self, size: int) -> bytes:
         while len(self.buf) < size:

@@ -55,7 +55,13 @@ from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from bmaas.drivers.redfish.faults import ConnectFailed
 from bmaas.drivers.redfish.framing import loads_bounded
-from bmaas.drivers.redfish.wire import Answer, KeptConnections, StaleConnection, Target
+from bmaas.drivers.redfish.wire import (
+    Answer,
+    KeptConnections,
+    StaleConnection,
+    Target,
+    header_bytes,
+)
 from bmaas.tlspolicy import TLSPolicy
 
 __all__ = ["LeanReader"]
@@ -161,7 +167,7 @@ class LeanReader:
         prepared = self._prepare(target)
         cached = self._etags.get(path)
         extra = [*headers.items(), ("If-None-Match", cached[0])] if cached else headers.items()
-        request = prepared.head + _header_bytes(extra) + b"\r\n"
+        request = prepared.head + header_bytes(extra) + b"\r\n"
         answer = self._send(request, prepared, deadline, pace)
         status = answer.status
         if status == 304 and cached is not None:
@@ -269,25 +275,13 @@ class LeanReader:
             raise ValueError("the resource path is not a valid request target")
         authority = self._connections().target.authority
         line = f"GET {request.path_url} HTTP/1.1\r\nHost: {authority}\r\n"
-        head = line.encode("latin-1") + _header_bytes(request.headers.items())
+        head = line.encode("latin-1") + header_bytes(request.headers.items())
         prepared = _Prepared(url, head, request)
         with self._lock:
             cache = {k: v for k, v in self._prepared.items() if k[0] != target}
             cache[key] = prepared
             self._prepared = cache
         return prepared
-
-
-def _header_bytes(headers: Any) -> bytes:
-    """``Name: value`` lines; a value that could end the header (CR, LF,
-    NUL) is refused, as ``http.client`` refuses it (without echoing it)."""
-    out = []
-    for name, value in headers:
-        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-        if any(c in text or c in name for c in _ILLEGAL) or ":" in name:
-            raise ValueError(f"invalid value for header {name!r}")
-        out.append(f"{name}: {text}\r\n")
-    return "".join(out).encode("latin-1")
 
 
 def _response(answer: Answer, prepared: _Prepared) -> requests.Response:

@@ -37,17 +37,20 @@ stream holds a socket per service; a push subscription holds none).
   half of the open's deadline; a failure there is logged and the
   subscription made all the same.
 
-Faults are those of :mod:`bmaas.drivers.redfish.events` (one mapping).
+Every request to the BMC (the EventService, the subscription's POST,
+GET and DELETE) is :meth:`~bmaas.drivers.redfish.events.ServiceStream.request`:
+bmaas's own HTTP (:mod:`bmaas.drivers.redfish.wire`), ended by the
+caller's deadline however the service dribbles its answer; faults are
+those of :mod:`bmaas.drivers.redfish.events` (an error status through
+:func:`bmaas.drivers.redfish.faults.map_answer`, the drivers' one table).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import hashlib
 import itertools
-import json
 import logging
 import queue
 import re
@@ -60,10 +63,11 @@ from typing import Any
 
 from bmaas import listenspec
 from bmaas.deadline import Deadline
-from bmaas.drivers.redfish.events import MAX_FRAME, PowerNews, ServiceStream, _fault, news_of
+from bmaas.drivers.redfish.events import EVENT_SERVICE, MAX_FRAME, PowerNews, ServiceStream, news_of
 from bmaas.drivers.redfish.events import services as sse_services
 from bmaas.drivers.redfish.framing import loads_bounded
 from bmaas.drivers.redfish.pushserver import REQUESTS, Limits, Server
+from bmaas.drivers.redfish.wire import Answer
 from bmaas.faults import (
     BmaasError,
     BMCProtocolError,
@@ -86,7 +90,6 @@ DELETE_TIMEOUT = 2.0
 VERIFY_TIMEOUT = 10.0
 #: subscriptions looked at for an earlier run's, at most (a BMC holds a few)
 SWEEP_LIMIT = 64
-EVENT_SERVICE = "/redfish/v1/EventService"
 #: a ``"Context": "..."`` string in a pushed body, found without parsing it
 _CONTEXT = re.compile(rb'"Context"\s*:\s*"([^"\\]{1,256})"')
 #: Context strings looked up in one body, at most
@@ -248,9 +251,9 @@ class PushStream:
             link = service.get("Subscriptions") if isinstance(service, dict) else None
             path = link.get("@odata.id") if isinstance(link, dict) else None
             if not isinstance(service, dict) or service.get("ServiceEnabled") is False:
-                raise self.sse._fail(UnsupportedOperation, "the EventService is disabled", started)
+                raise self.sse.fail(UnsupportedOperation, "the EventService is disabled", started)
             if not isinstance(path, str) or not path.startswith("/"):
-                raise self.sse._fail(UnsupportedOperation, "no push subscriptions", started)
+                raise self.sse.fail(UnsupportedOperation, "no push subscriptions", started)
             self._subscriptions = path
         if not self._swept:
             self._swept = True
@@ -265,16 +268,14 @@ class PushStream:
         }
         self.listener.register(self._token, self._inbox.put)
         try:
-            status, headers, data = self._request(
-                "POST", self._subscriptions, body, deadline, started
-            )
+            answer = self._request("POST", self._subscriptions, body, deadline, started)
         except BaseException:
             self.listener.unregister(self._token)
             raise
-        location = headers.get("location") or _json((status, headers, data)).get("@odata.id")
+        location = answer.headers.get("location") or _json(answer).get("@odata.id")
         if not isinstance(location, str) or not location:
             self.listener.unregister(self._token)
-            raise self.sse._fail(BMCProtocolError, "the subscription has no Location", started)
+            raise self.sse.fail(BMCProtocolError, "the subscription has no Location", started)
         self._location = urllib.parse.urlsplit(location).path or location
         self._verified = self.clock()
 
@@ -303,7 +304,7 @@ class PushStream:
             return self.sse.read(idle)
         started = time.monotonic()
         if self.mode != "push":
-            raise self.sse._fail(BMCUnreachable, "the push subscription is closed", started)
+            raise self.sse.fail(BMCUnreachable, "the push subscription is closed", started)
         wait = max(0.0, min(idle, self._verified + self.verify_every - self.clock()))
         try:
             first = self._inbox.get(timeout=wait)
@@ -313,7 +314,7 @@ class PushStream:
         out: list[PowerNews] = []
         for text in _drain(first, self._inbox):
             if text is None:
-                raise self.sse._fail(BMCUnreachable, "the push subscription is closed", started)
+                raise self.sse.fail(BMCUnreachable, "the push subscription is closed", started)
             try:
                 out.extend(news_of(text, self.nodes, pushed=True))
             except ValueError:
@@ -350,43 +351,20 @@ class PushStream:
 
     def _request(
         self, method: str, path: str, body: Any, deadline: Deadline, started: float
-    ) -> tuple[int, Mapping[str, str], bytes]:
-        """One request with the service's Basic auth, by ``deadline``; an
-        error status raises the edge's fault."""
-        left = deadline.left()
-        if left <= 0:
-            raise self.sse._fail(BMCUnreachable, f"no time left for {method} {path}", started)
-        self.sse.pace(deadline)
-        conn = self.sse._connection(max(0.001, deadline.left()))
-        secret = f"{self.sse.username}:{self.sse.password.reveal()}".encode()
-        headers = {
-            "Authorization": "Basic " + base64.b64encode(secret).decode(),
-            "Accept": "application/json",
-            "Connection": "close",
-        }
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        try:
-            conn.request(method, path, body=data, headers=headers)
-            response = conn.getresponse()
-            content = response.read(MAX_FRAME)
-            found = {k.lower(): v for k, v in response.getheaders()}
-        except BaseException as exc:
-            raise _fault(self.sse, exc, started) from exc
-        finally:
-            conn.close()
-        if response.status >= 400:
-            if response.status == 404 and method == "GET" and path == self._location:
-                raise self.sse._fail(BMCUnreachable, "the BMC forgot the subscription", started)
-            raise self.sse._status(response.status, content, started)
-        return response.status, found, content
+    ) -> Answer:
+        """One request with the service's Basic auth, by ``deadline``
+        (:meth:`ServiceStream.request`); an error status raises the edge's fault."""
+        answer = self.sse.request(method, path, deadline, started, body=body)
+        if answer.status >= 400:
+            if answer.status == 404 and method == "GET" and path == self._location:
+                raise self.sse.fail(BMCUnreachable, "the BMC forgot the subscription", started)
+            raise self.sse.refused(answer, method, path, started)
+        return answer
 
 
-def _json(answer: tuple[int, Mapping[str, str], bytes]) -> dict[str, Any]:
+def _json(answer: Answer) -> dict[str, Any]:
     try:
-        document = loads_bounded(answer[2] or b"{}", limit=MAX_FRAME)
+        document = loads_bounded(answer.body or b"{}", limit=MAX_FRAME)
     except ValueError:
         return {}
     return document if isinstance(document, dict) else {}

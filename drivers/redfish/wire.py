@@ -42,6 +42,7 @@ import http.client
 import socket
 import ssl
 import threading
+from typing import Any
 from urllib.parse import urlsplit
 
 from bmaas.deadline import Deadline
@@ -50,11 +51,22 @@ from bmaas.drivers.redfish.faults import ConnectFailed, DeadlineExceeded
 from bmaas.drivers.redfish.framing import Reader, left, read_body, read_head
 from bmaas.tlspolicy import TLSPolicy, client_context
 
-__all__ = ["Answer", "KeptConnections", "StaleConnection", "Target"]
+__all__ = [
+    "Answer",
+    "KeptConnections",
+    "StaleConnection",
+    "Target",
+    "connect",
+    "exchange",
+    "header_bytes",
+    "request_bytes",
+]
 
 #: idle sockets kept per service (requests' pool default, 10); the BMC's
 #: gate caps requests in flight per service well below it
 MAX_IDLE = 10
+#: characters that would end a request line or header early
+_ILLEGAL = ("\r", "\n", "\0")
 
 
 class StaleConnection(Exception):
@@ -180,32 +192,77 @@ class KeptConnections:
         _close(sock)
 
     def _connect(self, deadline: Deadline, what: str) -> socket.socket:
-        target = self.target
-        try:
-            sock = _open(target.host, target.port, deadline, what)
-        except OSError as exc:
-            if deadline.expired:
-                raise DeadlineExceeded(f"{what}: no connection by the deadline") from exc
-            raise ConnectFailed(f"{what}: {type(exc).__name__}") from exc
+        sock = connect(self.target, deadline, what)
         self.opened += 1
-        try:
-            sock = move_high(sock)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if target.tls is not None:
-                sock.settimeout(left(deadline, what))  # the handshake, as a whole
-                sock = target.tls.wrap_socket(sock, server_hostname=target.host)
-        except ssl.SSLError:
-            _close(sock)
-            raise  # mapped as a TLS failure (never delivered)
-        except OSError as exc:
-            _close(sock)
-            if deadline.expired:
-                raise DeadlineExceeded(f"{what}: no TLS session by the deadline") from exc
-            raise ConnectFailed(f"{what}: TLS handshake: {type(exc).__name__}") from exc
-        except BaseException:
-            _close(sock)
-            raise
         return sock
+
+
+def connect(target: Target, deadline: Deadline, what: str) -> socket.socket:
+    """A new connection to ``target`` (TLS under its policy), by ``deadline``:
+    the one way bmaas's own HTTP reaches a Redfish service."""
+    try:
+        sock = _open(target.host, target.port, deadline, what)
+    except OSError as exc:
+        if deadline.expired:
+            raise DeadlineExceeded(f"{what}: no connection by the deadline") from exc
+        raise ConnectFailed(f"{what}: {type(exc).__name__}") from exc
+    try:
+        sock = move_high(sock)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if target.tls is not None:
+            sock.settimeout(left(deadline, what))  # the handshake, as a whole
+            sock = target.tls.wrap_socket(sock, server_hostname=target.host)
+    except ssl.SSLError:
+        _close(sock)
+        raise  # mapped as a TLS failure (never delivered)
+    except OSError as exc:
+        _close(sock)
+        if deadline.expired:
+            raise DeadlineExceeded(f"{what}: no TLS session by the deadline") from exc
+        raise ConnectFailed(f"{what}: TLS handshake: {type(exc).__name__}") from exc
+    except BaseException:
+        _close(sock)
+        raise
+    return sock
+
+
+def exchange(
+    target: Target, request: bytes, deadline: Deadline, *, what: str, max_body: int
+) -> Answer:
+    """One request (any method, its body in ``request``) on a connection of
+    its own, closed after: the whole answer by ``deadline``, whatever its
+    status (the events client's EventService read and subscriptions)."""
+    sock = connect(target, deadline, what)
+    try:
+        return _exchange(sock, request, deadline, what, max_body, reused=False)[0]
+    finally:
+        _close(sock)
+
+
+def header_bytes(headers: Any) -> bytes:
+    """``Name: value`` lines; a value that could end the header (CR, LF,
+    NUL) is refused, as ``http.client`` refuses it (without echoing it)."""
+    out = []
+    for name, value in headers:
+        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+        if any(c in text or c in name for c in _ILLEGAL) or ":" in name:
+            raise ValueError(f"invalid value for header {name!r}")
+        out.append(f"{name}: {text}\r\n")
+    return "".join(out).encode("latin-1")
+
+
+def request_bytes(
+    method: str, target: Target, path: str, headers: dict[str, str], body: bytes | None = None
+) -> bytes:
+    """A whole HTTP/1.1 request: ``path`` (with its query) on ``target``,
+    ``headers``, and ``body`` (its ``Content-Length`` added)."""
+    if any(c in path for c in (*_ILLEGAL, " ")) or not path.startswith("/"):
+        raise ValueError("the resource path is not a valid request target")
+    fields = dict(headers)
+    if body is not None:
+        fields["Content-Length"] = str(len(body))
+    line = f"{method} {path} HTTP/1.1\r\nHost: {target.authority}\r\n".encode("latin-1")
+    return line + header_bytes(fields.items()) + b"\r\n" + (body or b"")
 
 
 def _open(host: str, port: int, deadline: Deadline, what: str) -> socket.socket:
