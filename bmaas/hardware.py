@@ -127,10 +127,16 @@ class BiosProblems(InputError):
         self.problems = problems
 
     def __str__(self) -> str:
-        text = str(self.problems[0])
-        if len(self.problems) > 1:
-            text += f" (and {len(self.problems) - 1} more problem(s))"
-        return text
+        """Every problem, on the one line a fleet command gives a node."""
+        head = f"node {self.node!r}: " if self.node else ""
+        return head + "; ".join(
+            f"{p.field}: {p.message}" if p.field else p.message for p in self.problems
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        record = super().to_dict()
+        record["problems"] = [str(p) for p in self.problems]
+        return record
 
 
 def coerce_value(text: str, info: AttributeInfo | None, current: Any = None) -> Any:

@@ -109,6 +109,10 @@ def _jsonable(value: Any) -> Any:
         return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
     if isinstance(value, str | int | float | bool) or value is None:
         return value
+    if isinstance(value, dict):  # a BIOS's attributes, a fault's details
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):  # a firmware inventory, an inventory's parts
+        return [_jsonable(v) for v in value]
     return str(value)
 
 

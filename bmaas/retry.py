@@ -54,7 +54,7 @@ import functools
 import logging
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 import tenacity
@@ -64,10 +64,13 @@ from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver import (
     DEFAULT_BMC_TIMEOUT,
+    BiosSettings,
     BMCDriver,
     BMCInfo,
     BootDevice,
     BootSetting,
+    FirmwareComponent,
+    Inventory,
     PowerAction,
     PowerState,
     soft_reboot,
@@ -514,3 +517,22 @@ class RetryingDriver:
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self._call(self.driver.get_boot_progress, deadline=deadline)
+
+    def get_inventory(self, *, deadline: Deadline, detail: bool = False) -> Inventory:
+        return self._call(self.driver.get_inventory, deadline=deadline, detail=detail)
+
+    def get_firmware_inventory(self, *, deadline: Deadline) -> list[FirmwareComponent]:
+        return self._call(self.driver.get_firmware_inventory, deadline=deadline)
+
+    def get_bios(self, *, deadline: Deadline) -> BiosSettings:
+        return self._call(self.driver.get_bios, deadline=deadline)
+
+    def set_bios(
+        self, changes: Mapping[str, Any], *, deadline: Deadline, apply_time: str = "OnReset"
+    ) -> dict[str, Any]:
+        """Idempotent (the same changes again stage the same settings)."""
+        return self._call(self.driver.set_bios, changes, deadline=deadline, apply_time=apply_time)
+
+    def verify_bios(self, expected: Mapping[str, Any], *, deadline: Deadline) -> BiosSettings:
+        """One read, retried as any read; ``SettingsNotApplied`` is never retried."""
+        return self._call(self.driver.verify_bios, expected, deadline=deadline)

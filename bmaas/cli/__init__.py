@@ -34,6 +34,7 @@ __all__ = ["COMMANDS", "App", "cli", "main"]
 #: so `bmaas --help` starts without SQLAlchemy, rich or any driver
 #: (tests/unit/test_cli_start.py holds the help texts to the commands').
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bios": ("bmaas.cli.lifecycle:bios", "Read or change BIOS settings, verified after the reset."),
     "boot-device": ("bmaas.cli.power:boot_device", "Read or set the next boot device."),
     "db": ("bmaas.cli.nodes:db", "The state database: schema revision and upgrades."),
     "deploy": (
@@ -44,7 +45,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "bmaas.cli.nodes:enroll",
         "Enroll (or update) the nodes and networks in an inventory FILE.",
     ),
+    "firmware": ("bmaas.cli.lifecycle:firmware", "The firmware images the BMCs report."),
     "instance": ("bmaas.cli.deploy:instance", "Deployed instances."),
+    "inventory": (
+        "bmaas.cli.lifecycle:inventory",
+        "Out-of-band inventory: CPUs, memory, NICs with MACs, disks, firmware.",
+    ),
     "maintenance": (
         "bmaas.cli.maintenance:maintenance",
         "Take nodes out of service and back, and see when they are free.",

@@ -103,6 +103,7 @@ def run_fleet(
     *,
     label: str,
     record: Record | None = None,
+    describe: Callable[[Any], str] | None = None,
 ) -> None:
     """Select the nodes, run ``operation(driver, deadline)`` on each through
     the operation retry, print the results, ``record``, exit (0 all ok, 1
@@ -153,7 +154,8 @@ def run_fleet(
     if errors:
         store.health.note_power(errors=errors)
     elapsed = time.monotonic() - start
-    args.ctx.exit(print_results(results, as_json=args.as_json, elapsed=elapsed))
+    shown = {"describe": describe} if describe is not None else {}
+    args.ctx.exit(print_results(results, as_json=args.as_json, elapsed=elapsed, **shown))
 
 
 def _never_built(record: Any) -> BMCDriver:
