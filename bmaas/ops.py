@@ -298,101 +298,135 @@ def run_on_nodes(
         raise ValueError("workers must be at least 1")
     if pool is not None and deadline is None:
         raise TypeError("run_on_nodes(pool=...) needs the caller's deadline")
-    results: dict[str, NodeResult[T]] = {}
     if not records:
         return []
-    begun = clock()
-    started: set[str] = set()
-    #: nodes whose operation began (the BMC may have been asked): only these
-    #: are waited for past the deadline; workers add, the caller reads
-    calling: set[str] = set()
-    lock = threading.Lock()
+    sweep = _Sweep(records, operation, factory, clock, deadline, pool, on_result)
+    node_threads = threads.pool(min(workers, len(records)), "bmaas-node")
+    cut_off = False
+    try:
+        for record in records:
+            node_threads.submit(sweep.one, record).add_done_callback(sweep.finished.put)
+        cut_off = sweep.collect(node_threads)
+    finally:
+        node_threads.shutdown(wait=not cut_off, cancel_futures=True)
+    return sweep.report()
 
-    def one(record: NodeRecord) -> NodeResult[T]:
-        if deadline is not None and deadline.left() <= 0:
+
+class _Sweep(Generic[T]):
+    """One :func:`run_on_nodes` call: what its workers run, the results as
+    they come back to the calling thread, and the cut-off at the deadline."""
+
+    def __init__(
+        self,
+        records: Sequence[NodeRecord],
+        operation: Callable[[BMCDriver], T],
+        factory: DriverFactory,
+        clock: Callable[[], float],
+        deadline: Deadline | None,
+        pool: DriverPool | None,
+        on_result: Callable[[NodeResult[T]], None] | None,
+    ) -> None:
+        self.records, self.operation, self.factory = records, operation, factory
+        self.clock, self.deadline, self.pool, self.on_result = clock, deadline, pool, on_result
+        self.results: dict[str, NodeResult[T]] = {}
+        self.begun = clock()
+        self.started: set[str] = set()
+        #: nodes whose operation began (the BMC may have been asked): only these
+        #: are waited for past the deadline; workers add, the caller reads
+        self.calling: set[str] = set()
+        self.lock = threading.Lock()
+        # Finished futures arrive on a queue: waiting on the whole pending set
+        # (concurrent.futures.wait) costs O(pending) per wake-up, O(N^2) a sweep.
+        self.finished: queue.SimpleQueue[concurrent.futures.Future[NodeResult[T]]] = (
+            queue.SimpleQueue()
+        )
+        self.remaining = len(records)
+
+    def one(self, record: NodeRecord) -> NodeResult[T]:
+        """One node's turn, on a worker thread."""
+        if self.deadline is not None and self.deadline.left() <= 0:
             # the budget went before this node's turn (start-up, the store's
             # opening, the nodes before it): never started, so its driver is
             # not even built -- loading pyghmi or sushy is not interruptible
-            return _cut_off(record, False, clock() - begun)
-        started.add(record.name)
+            return _cut_off(record, False, self.clock() - self.begun)
+        self.started.add(record.name)
 
         def on_call() -> None:
-            with lock:
-                calling.add(record.name)
+            with self.lock:
+                self.calling.add(record.name)
 
-        return _run_one(record, operation, factory, clock, pool, deadline, on_call)
+        return _run_one(
+            record, self.operation, self.factory, self.clock, self.pool, self.deadline, on_call
+        )
 
-    def in_flight() -> bool:
-        """Is any node whose operation began still out?"""
-        with lock:
-            return any(name not in results for name in calling)
-
-    node_threads = threads.pool(min(workers, len(records)), "bmaas-node")
-    cut_off = False
-    # Finished futures arrive on a queue: waiting on the whole pending set
-    # (concurrent.futures.wait) costs O(pending) per wake-up, O(N^2) a sweep.
-    finished: queue.SimpleQueue[concurrent.futures.Future[NodeResult[T]]] = queue.SimpleQueue()
-    try:
-        for record in records:
-            node_threads.submit(one, record).add_done_callback(finished.put)
-        remaining = len(records)
-
-        def take(ready: list[concurrent.futures.Future[NodeResult[T]]]) -> None:
-            # Everything already finished counts, even if the deadline passed meanwhile.
-            while True:
-                try:
-                    ready.append(finished.get_nowait())
-                except queue.Empty:
-                    break
-            nonlocal remaining
-            remaining -= len(ready)
-            for future in ready:
-                if future.cancelled():  # never started: reported as such below
-                    continue
-                result = future.result()
-                results[result.node] = result
-                if on_result is not None:
-                    on_result(result)
-
-        while remaining:
+    def collect(self, node_threads: concurrent.futures.ThreadPoolExecutor) -> bool:
+        """Take results until every node's is in or the deadline comes;
+        True if it was cut off with nodes still out."""
+        while self.remaining:
             timeout = WAIT_SLICE
-            if deadline is not None:
-                if deadline.expired:
-                    # nodes no worker reached are never started; the calls in
-                    # flight, bounded by this same deadline, hand back their
-                    # own results within a moment of it; only what is still
-                    # out then "did not finish" (a BMCTimeout)
-                    node_threads.shutdown(wait=False, cancel_futures=True)
-                    grace = time.monotonic() + IN_FLIGHT_GRACE
-                    take([])
-                    # only for calls that began: a turn still building its
-                    # driver (an import nothing interrupts) sent nothing
-                    while remaining and in_flight() and time.monotonic() < grace:
-                        try:
-                            first = finished.get(
-                                timeout=min(grace - time.monotonic(), DEADLINE_POLL)
-                            )
-                        except queue.Empty:
-                            continue
-                        take([first])
-                    cut_off = bool(remaining)
-                    break
-                timeout = min(deadline.left(), DEADLINE_POLL)
+            if self.deadline is not None:
+                if self.deadline.expired:
+                    return self._cut_off_at_deadline(node_threads)
+                timeout = min(self.deadline.left(), DEADLINE_POLL)
+            self._take_next(timeout)
+        return False
+
+    def _cut_off_at_deadline(self, node_threads: concurrent.futures.ThreadPoolExecutor) -> bool:
+        """Nodes no worker reached are never started; the calls in flight,
+        bounded by this same deadline, hand back their own results within a
+        moment of it; only what is still out then "did not finish" (a
+        BMCTimeout). True if any node is still out."""
+        node_threads.shutdown(wait=False, cancel_futures=True)
+        grace = time.monotonic() + IN_FLIGHT_GRACE
+        self._take([])
+        # only for calls that began: a turn still building its driver (an
+        # import nothing interrupts) sent nothing
+        while self.remaining and self._in_flight() and time.monotonic() < grace:
+            self._take_next(min(grace - time.monotonic(), DEADLINE_POLL))
+        return bool(self.remaining)
+
+    def _in_flight(self) -> bool:
+        """Is any node whose operation began still out?"""
+        with self.lock:
+            return any(name not in self.results for name in self.calling)
+
+    def _take_next(self, timeout: float) -> None:
+        try:
+            first = self.finished.get(timeout=timeout)
+        except queue.Empty:
+            return
+        self._take([first])
+
+    def _take(self, ready: list[concurrent.futures.Future[NodeResult[T]]]) -> None:
+        # Everything already finished counts, even if the deadline passed meanwhile.
+        while True:
             try:
-                first = finished.get(timeout=timeout)
+                ready.append(self.finished.get_nowait())
             except queue.Empty:
+                break
+        self.remaining -= len(ready)
+        for future in ready:
+            if future.cancelled():  # never started: reported as such below
                 continue
-            take([first])
-    finally:
-        node_threads.shutdown(wait=not cut_off, cancel_futures=True)
-    with lock:
-        asked = set(calling)
-    for record in records:
-        if record.name not in results:
-            results[record.name] = _cut_off(
-                record, record.name in started, clock() - begun, asked=record.name in asked
-            )
-    return [results[record.name] for record in records]
+            result = future.result()
+            self.results[result.node] = result
+            if self.on_result is not None:
+                self.on_result(result)
+
+    def report(self) -> list[NodeResult[T]]:
+        """One result per node, in the order asked: a node not heard from is
+        cut off (:func:`_cut_off`)."""
+        with self.lock:
+            asked = set(self.calling)
+        for record in self.records:
+            if record.name not in self.results:
+                self.results[record.name] = _cut_off(
+                    record,
+                    record.name in self.started,
+                    self.clock() - self.begun,
+                    asked=record.name in asked,
+                )
+        return [self.results[record.name] for record in self.records]
 
 
 def _cut_off(

@@ -13,7 +13,7 @@ One pass (:func:`sync_pass`):
    after ``recover_after`` good reads in a row; a person's maintenance stays.
 
 Each read goes through the operation retry (:mod:`bmaas.retry`) when the
-pass is given a ``retry`` policy, so a BMC that is busy for a moment is asked
+settings give a ``retry`` policy, so a BMC that is busy for a moment is asked
 again, not written down as a fault.
 
 Only faults that say something about the node count toward a power failure:
@@ -29,8 +29,9 @@ learnt nothing new about the node, so nothing is overwritten (a counted fault
 records ``unknown``, never "off").
 
 :func:`sync_loop` repeats passes every ``interval`` seconds (measured start to
-start, never sleeping a negative time) until stopped. Given a
-:class:`~bmaas.pool.DriverPool` (``pool=``), passes read through it: one
+start, never sleeping a negative time) until stopped. Both take the run's
+:class:`~bmaas.sync_settings.SyncSettings` and :class:`~bmaas.sync_settings.SyncParts`
+whole. Given a :class:`~bmaas.pool.DriverPool` (``parts.pool``), passes read through it: one
 login per BMC for as long as the loop runs (the loop raises the pool's
 ``idle`` to :func:`~bmaas.pool.idle_for_interval`, twice the interval, so a
 session used every pass is not logged out between passes; one idle longer
@@ -45,11 +46,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import threading
-import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bmaas import retry as _retry
 from bmaas.deadline import Deadline
@@ -59,21 +58,19 @@ from bmaas.faults import BmaasError
 from bmaas.fenced import FencedReads
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
-from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
+from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.policy import policy_for
 from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.reclaim import reclaim
 from bmaas.quirks import record_results
-from bmaas.share import FleetShare
 from bmaas.store.records import QUIRKS_KEY, NodeRecord
-from bmaas.sweep import ShardedSweeper
 from bmaas.sync_report import SyncReport
+from bmaas.sync_settings import SyncParts, SyncSettings
 
-if TYPE_CHECKING:  # the caller's store and metrics: imported here, SQLAlchemy and prometheus_client
-    from bmaas.metrics import SyncMetrics
-    from bmaas.store import Store
+if TYPE_CHECKING:  # the caller's store: imported here, SQLAlchemy
+    from bmaas.store import HealthChange, Store
 
-__all__ = ["SyncReport", "sync_loop", "sync_pass"]
+__all__ = ["SyncParts", "SyncReport", "SyncSettings", "sync_loop", "sync_pass"]
 
 LOG = logging.getLogger(__name__)
 
@@ -101,75 +98,96 @@ class PowerReader:
 
 def sync_pass(
     store: Store,
+    settings: SyncSettings,
+    parts: SyncParts,
     *,
-    factory: DriverFactory,
-    health_rule: HealthRule = HealthRule(),  # noqa: B008 - frozen dataclass
-    workers: int = DEFAULT_WORKERS,
-    metrics: SyncMetrics | None = None,
-    names: Sequence[str] | None = None,
-    on_result: Callable[[NodeResult[PowerState]], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    retry: _retry.RetryLimits | None = None,
     deadline: Deadline,
-    pool: DriverPool | None = None,
-    sweeper: ShardedSweeper | None = None,
-    share: FleetShare | None = None,
-    fenced: FencedReads[NodeResult[PowerState]] | None = None,
+    names: Sequence[str] | None = None,
     records: Sequence[NodeRecord] | None = None,
+    on_result: Callable[[NodeResult[PowerState]], None] | None = None,
 ) -> SyncReport:
     """One pass over every node (or ``names``), each read retried under
-    ``retry`` (None: one attempt). See the module docstring.
+    ``settings.retry`` (None: one attempt). See the module docstring, and
+    :class:`~bmaas.sync_settings.SyncParts` for what each part changes.
 
     ``deadline`` bounds the pass: each read gets a share of it, and nodes
-    not read by then are timeouts. With ``sweeper`` the reads are sharded
-    over its worker processes (each with its own pool; ``factory``,
-    ``workers`` and ``pool`` are then the sweeper's business); ``records``:
-    the fleet as the caller read it (default: read now); the store is
-    written here, by this process alone. With ``share`` only this worker's
-    share of the fleet is read (several sync workers on one database, see
-    :mod:`bmaas.share`). With ``fenced`` the nodes this rule fenced are read
-    on their back-off schedule in the background (in this process, through
-    ``factory`` and ``pool``), and the pass records those that have finished
-    without waiting for the others (:mod:`bmaas.fenced`)."""
-    start = clock()
+    not read by then are timeouts. ``records``: the fleet as the caller read
+    it (default: read now); the store is written here, by this process
+    alone. Fenced nodes whose background reads finished are recorded without
+    waiting for the others (:mod:`bmaas.fenced`)."""
+    start = parts.clock()
     # Nodes taken back from dead clients are powered off before they are used.
-    reclaimed, _cleaned = reclaim(store, driver_factory=factory, deadline=deadline)
+    reclaimed, _cleaned = reclaim(store, driver_factory=parts.factory, deadline=deadline)
     if names is not None:
         records = store.nodes.require(names)
     elif records is None:
         records = store.nodes.find()
-    if share is not None:
-        records = share.take(records)
-    known = records
-    reader = PowerReader(deadline, retry)
-    backed_off: list[str] = []
-    if fenced is not None:
-        records, fenced_records = fenced.split(records)
-        started = fenced.start_due(
-            fenced_records,
-            _background_read(factory, pool, fenced.backoff.timeout, retry, clock),
-        )
-        backed_off = [r.name for r in fenced_records if r.name not in started]
-    if sweeper is not None:
-        # the reader carries the deadline into the worker processes
-        results = sweeper.run(records, reader, deadline=deadline, on_result=on_result)
-    else:
-        results = run_on_nodes(
-            records,
-            reader,
-            factory=factory,
-            workers=workers,
-            on_result=on_result,
-            clock=clock,
-            deadline=deadline,
-            pool=pool,
-        )
-    if fenced is not None:  # what finished meanwhile; never waits for the rest
-        results = results + fenced.collect(lambda r: r.error is None)
+    if parts.share is not None:
+        records = parts.share.take(records)
+    reader = PowerReader(deadline, settings.retry)
+    todo, backed_off = _start_fenced(records, settings, parts)
+    results = _read(todo, reader, settings, parts, deadline, on_result)
+    if parts.fenced is not None:  # what finished meanwhile; never waits for the rest
+        results = results + parts.fenced.collect(lambda r: r.error is None)
         backed_off = [n for n in backed_off if n not in {r.node for r in results}]
     # what the drivers learned (a cipher suite 3 downgrade), wherever they ran:
     # a sharded worker's driver never reaches this process, its result does
-    record_results(store.nodes, results, {r.name: r.extra.get(QUIRKS_KEY) for r in known})
+    record_results(store.nodes, results, {r.name: r.extra.get(QUIRKS_KEY) for r in records})
+    changes = _record_reads(store, results, settings.health_rule)
+    sessions = None if parts.pool is None else dataclasses.replace(parts.pool.stats)
+    if parts.sweeper is not None:
+        sessions = parts.sweeper.stats
+    report = SyncReport(
+        results, changes, reclaimed, parts.clock() - start, store.clock(), sessions, backed_off
+    )
+    if parts.metrics is not None:
+        parts.metrics.observe_pass(report, store.nodes.counts())
+    return report
+
+
+def _start_fenced(
+    records: Sequence[NodeRecord], settings: SyncSettings, parts: SyncParts
+) -> tuple[Sequence[NodeRecord], list[str]]:
+    """The records the pass reads itself, and the fenced nodes not read this
+    pass (not due); the due ones are read in the background."""
+    if parts.fenced is None:
+        return records, []
+    records, fenced_records = parts.fenced.split(records)
+    started = parts.fenced.start_due(
+        fenced_records, _background_read(settings, parts, parts.fenced.backoff.timeout)
+    )
+    return records, [r.name for r in fenced_records if r.name not in started]
+
+
+def _read(
+    records: Sequence[NodeRecord],
+    reader: PowerReader,
+    settings: SyncSettings,
+    parts: SyncParts,
+    deadline: Deadline,
+    on_result: Callable[[NodeResult[PowerState]], None] | None = None,
+) -> list[NodeResult[PowerState]]:
+    """Every record's power read: sharded over the sweeper's processes (the
+    reader carries the deadline into them), else here on the parts' pool."""
+    if parts.sweeper is not None:
+        return parts.sweeper.run(records, reader, deadline=deadline, on_result=on_result)
+    return run_on_nodes(
+        records,
+        reader,
+        factory=parts.factory,
+        workers=settings.workers,
+        on_result=on_result,
+        clock=parts.clock,
+        deadline=deadline,
+        pool=parts.pool,
+    )
+
+
+def _record_reads(
+    store: Store, results: Sequence[NodeResult[PowerState]], rule: HealthRule
+) -> list[HealthChange]:
+    """Write the pass's reads with hysteresis: only faults that say something
+    about the node count (the policy table's "health" column)."""
     reads: list[tuple[str, PowerState | BmaasError]] = []
     uncounted: dict[str, str] = {}
     for result in results:
@@ -180,45 +198,34 @@ def sync_pass(
             reads.append((result.node, result.error))
         else:  # busy, credentials, configuration: says nothing about the node
             uncounted[result.node] = str(result.error)
-    changes = store.health.record_power_reads(reads, health_rule=health_rule)
+    changes = store.health.record_power_reads(reads, health_rule=rule)
     if uncounted:
         store.health.note_power(errors=uncounted)
     for change in changes:
         if change.change is Change.FAULTED:
-            LOG.warning("%s: put into maintenance (%s)", change.node, health_rule.fault)
+            LOG.warning("%s: put into maintenance (%s)", change.node, rule.fault)
         elif change.change is Change.RECOVERED:
-            LOG.warning("%s: %s cleared", change.node, health_rule.fault)
-    sessions = None if pool is None else dataclasses.replace(pool.stats)
-    if sweeper is not None:
-        sessions = sweeper.stats
-    report = SyncReport(
-        results, changes, reclaimed, clock() - start, store.clock(), sessions, backed_off
-    )
-    if metrics is not None:
-        metrics.observe_pass(report, store.nodes.counts())
-    return report
+            LOG.warning("%s: %s cleared", change.node, rule.fault)
+    return changes
 
 
 def _background_read(
-    factory: DriverFactory,
-    pool: DriverPool | None,
-    timeout: float,
-    retry: _retry.RetryLimits | None,
-    clock: Callable[[], float],
+    settings: SyncSettings, parts: SyncParts, timeout: float
 ) -> Callable[[NodeRecord], NodeResult[PowerState]]:
-    """One fenced node's read, bounded by its own ``timeout`` deadline (made
-    when it starts, not the pass's: the pass does not wait for it)."""
+    """One fenced node's read, in this process, bounded by its own
+    ``timeout`` deadline (made when it starts, not the pass's: the pass does
+    not wait for it)."""
 
     def read(record: NodeRecord) -> NodeResult[PowerState]:
-        deadline = Deadline.after(timeout, clock=clock)
+        deadline = Deadline.after(timeout, clock=parts.clock)
         (result,) = run_on_nodes(
             [record],
-            PowerReader(deadline, retry),
-            factory=factory,
+            PowerReader(deadline, settings.retry),
+            factory=parts.factory,
             workers=1,
-            clock=clock,
+            clock=parts.clock,
             deadline=deadline,
-            pool=pool,
+            pool=parts.pool,
         )
         return result
 
@@ -227,29 +234,27 @@ def _background_read(
 
 def sync_loop(
     store: Store,
+    settings: SyncSettings,
+    parts: SyncParts,
     *,
-    interval: float,
-    count: int | None = None,
     stop: threading.Event | None = None,
     on_pass: Callable[[SyncReport], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], object] | None = None,
-    pass_timeout: float | None = None,
     heap: HeapSettler | None = None,
-    **kw: Any,
 ) -> int:
-    """Run passes every ``interval`` seconds until ``stop`` is set (or ``count``
-    passes ran). Returns the number of passes run. Each pass may take
-    ``pass_deadline`` seconds (a Deadline made when the pass starts; None: no
-    bound on a pass, only each BMC call's ``bmc_timeout``).
+    """Run passes every ``settings.interval`` seconds until ``stop`` is set
+    (or ``settings.count`` passes ran). Returns the number of passes run.
+    Each pass may take ``settings.deadline`` seconds (a Deadline made when
+    the pass starts; inf, the default: no bound on a pass, only each BMC
+    call's ``bmc_timeout``).
 
     Between passes it waits on ``stop`` (so a signal ends the wait at once);
-    tests pass ``wait=fake_clock.sleep`` and a fake ``clock``.
+    tests pass ``wait=fake_clock.sleep`` and a fake ``parts.clock``.
 
     ``heap``: settle this process's heap after each pass that changed the
     pool (:mod:`bmaas.heap`); only for a process the caller owns (the CLI).
 
-    ``events``: an :class:`~bmaas.events.EventWatch`: nodes whose BMC
+    ``parts.events``: an :class:`~bmaas.events.EventWatch`: nodes whose BMC
     streams events are read only as a safety net (once their last read is
     ``events.safety`` seconds old; their pooled sessions are held until
     then), and news is written as it arrives, between passes
@@ -257,145 +262,130 @@ def sync_loop(
     and the nodes it named are read then (one read a node however much
     news named it). The caller closes it.
 
-    Fenced nodes are read on a back-off (:mod:`bmaas.fenced`): pass
-    ``fenced=`` to choose the schedule; by default the loop makes one with
-    :class:`~bmaas.fenced.FencedBackoff`'s defaults for the ``health_rule``'s
-    fault, and stops it when the loop ends.
+    Fenced nodes are read on a back-off (:mod:`bmaas.fenced`): give
+    ``parts.fenced`` to choose the schedule; by default the loop makes one
+    with :class:`~bmaas.fenced.FencedBackoff`'s defaults for the
+    ``health_rule``'s fault, and stops it when the loop ends.
     """
-    if interval <= 0:
+    if settings.interval is None or settings.interval <= 0:
         raise ValueError("interval must be positive")
-    if kw.get("pool") is not None:
+    if parts.pool is not None:
         # sessions used once a pass must outlive the wait between passes
-        kw["pool"].idle = max(kw["pool"].idle, idle_for_interval(interval))
+        parts.pool.idle = max(parts.pool.idle, idle_for_interval(settings.interval))
     stop = stop or threading.Event()
-    if kw.get("events") is not None:  # news is written as it comes, between passes
-        wait = _news_writer(store, kw["events"], kw.get("health_rule", HealthRule()), wait)
-    wait = wait or stop.wait
-    passes = 0
+    if parts.events is not None:  # news is written as it comes, between passes
+        wait = _news_writer(store, parts.events, settings.health_rule, wait)
     owned: FencedReads[NodeResult[PowerState]] | None = None
-    if kw.get("fenced") is None:
-        rule: HealthRule = kw.get("health_rule", HealthRule())
-        owned = kw["fenced"] = FencedReads(fault=rule.fault, clock=clock)
+    if parts.fenced is None:
+        owned = FencedReads(fault=settings.health_rule.fault, clock=parts.clock)
+        parts = dataclasses.replace(parts, fenced=owned)
     try:
-        passes = _passes(store, interval, count, stop, wait, on_pass, clock, pass_timeout, heap, kw)
+        return _passes(store, settings, parts, stop, wait or stop.wait, on_pass, heap)
     finally:
         if owned is not None:
             owned.close()
-    return passes
 
 
 def _passes(
     store: Store,
-    interval: float,
-    count: int | None,
+    settings: SyncSettings,
+    parts: SyncParts,
     stop: threading.Event,
     wait: Callable[[float], object],
     on_pass: Callable[[SyncReport], None] | None,
-    clock: Callable[[], float],
-    pass_timeout: float | None,
     heap: HeapSettler | None,
-    kw: dict[str, Any],
 ) -> int:
+    assert settings.interval is not None
     passes = 0
-    events: EventWatch | None = kw.pop("events", None)
     fleet = _Fleet(store)
     while not stop.is_set():
-        started = clock()
-        budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
-        this = kw
-        if events is not None:  # the poll as the safety net (bmaas.events)
-            records = fleet.records()
-            share = kw.get("share")
-            if share is not None:  # this worker's nodes: their streams are its own
-                records = share.take(records)
-            events.watch(records, hash((fleet.key, tuple(r.name for r in records))))
-            every = [r.name for r in records]
-            names = events.to_read(every, started)
-            # a streamed node's session waits for its next safety read
-            held = (events.streamed(every), events.safety + 2 * interval)
-            for keeper in (kw.get("pool"), kw.get("sweeper")):
-                if keeper is not None:
-                    keeper.hold(*held)
-            this = {**kw, "share": None, "names": names}
-        elif kw.get("names") is None:  # every node: the records of the last pass, if still true
-            this = {**kw, "records": fleet.records()}
-        report = sync_pass(store, clock=clock, deadline=budget, **this)
-        if events is not None:
-            events.learn((r.node, r.value) for r in report.results if r.value is not None)
-            events.recheck(r.node for r in report.results if r.error is not None)
+        started = parts.clock()
+        report = _one_pass(store, settings, parts, fleet, started)
         passes += 1
-        if kw.get("pool") is not None:
-            kw["pool"].expire_idle()
+        if parts.pool is not None:
+            parts.pool.expire_idle()
             if heap is not None:
-                heap.after_pass(kw["pool"].stats)
+                heap.after_pass(parts.pool.stats)
         if on_pass is not None:
             on_pass(report)
-        if count is not None and passes >= count:
+        if settings.count is not None and passes >= settings.count:
             break
-        _wait_between_passes(store, started + interval, events, stop, wait, clock, pass_timeout, kw)
+        _wait_between_passes(store, settings, parts, started + settings.interval, stop, wait)
     return passes
+
+
+def _pass_deadline(settings: SyncSettings, clock: Callable[[], float]) -> Deadline:
+    """A loop's pass's (or look's) budget, made as it starts."""
+    return Deadline.after(settings.deadline, clock=clock)
+
+
+def _one_pass(
+    store: Store, settings: SyncSettings, parts: SyncParts, fleet: _Fleet, started: float
+) -> SyncReport:
+    """A loop's pass: every node (the records of the last pass, if still
+    true), or with events the nodes the poll is the safety net of."""
+    budget = _pass_deadline(settings, parts.clock)
+    events = parts.events
+    if events is None:
+        return sync_pass(store, settings, parts, deadline=budget, records=fleet.records())
+    records = fleet.records()
+    if parts.share is not None:  # this worker's nodes: their streams are its own
+        records = parts.share.take(records)
+    events.watch(records, hash((fleet.key, tuple(r.name for r in records))))
+    every = [r.name for r in records]
+    names = events.to_read(every, started)
+    # a streamed node's session waits for its next safety read
+    held = (events.streamed(every), events.safety + 2 * (settings.interval or 0.0))
+    for keeper in (parts.pool, parts.sweeper):
+        if keeper is not None:
+            keeper.hold(*held)
+    # the share was taken above: the pass reads exactly ``names``
+    whole = dataclasses.replace(parts, share=None)
+    report = sync_pass(store, settings, whole, deadline=budget, names=names)
+    events.learn((r.node, r.value) for r in report.results if r.value is not None)
+    events.recheck(r.node for r in report.results if r.error is not None)
+    return report
 
 
 def _wait_between_passes(
     store: Store,
+    settings: SyncSettings,
+    parts: SyncParts,
     until: float,
-    events: EventWatch | None,
     stop: threading.Event,
     wait: Callable[[float], object],
-    clock: Callable[[], float],
-    pass_timeout: float | None,
-    kw: dict[str, Any],
 ) -> None:
     """Wait until ``until``; each time pushed news ends the wait early
     (:meth:`EventWatch.to_look`), read the nodes it named, then wait on."""
+    events = parts.events
     looking = events.looking if events is not None else None
     while True:
-        _wait_keeping_alive(until, kw.get("pool"), stop, wait, clock, looking)
+        _wait_keeping_alive(until, parts.pool, stop, wait, parts.clock, looking)
         if events is None or stop.is_set() or not events.looking():
             return
-        _look(store, events, clock, pass_timeout, kw)
+        _look(store, settings, parts, events)
 
 
-def _look(
-    store: Store,
-    events: EventWatch,
-    clock: Callable[[], float],
-    pass_timeout: float | None,
-    kw: dict[str, Any],
-) -> None:
+def _look(store: Store, settings: SyncSettings, parts: SyncParts, events: EventWatch) -> None:
     """One authenticated read of each node pushed news named: the news says
     when to look, this read what is (:mod:`bmaas.events`). A good read is
     written as a pass's is; a failed one counts toward no fence (whoever
     knows a subscription's Context must not hurry a flaky BMC's fencing):
     its error is noted and the node is read, and counted, at the next pass.
     Fenced nodes keep their back-off schedule."""
-    names = events.to_look(clock())
+    names = events.to_look(parts.clock())
     if not names:
         return
-    fenced = kw.get("fenced")
+    fenced = parts.fenced
     records = [r for r in store.nodes.find(names) if fenced is None or r.fault != fenced.fault]
     if not records:
         return
-    budget = Deadline.after(math.inf if pass_timeout is None else pass_timeout, clock=clock)
-    reader = PowerReader(budget, kw.get("retry"))
-    sweeper: ShardedSweeper | None = kw.get("sweeper")
-    if sweeper is not None:
-        results = sweeper.run(records, reader, deadline=budget)
-    else:
-        results = run_on_nodes(
-            records,
-            reader,
-            factory=kw["factory"],
-            workers=kw.get("workers", DEFAULT_WORKERS),
-            clock=clock,
-            deadline=budget,
-            pool=kw.get("pool"),
-        )
+    budget = _pass_deadline(settings, parts.clock)
+    results = _read(records, PowerReader(budget, settings.retry), settings, parts, budget)
     record_results(store.nodes, results, {r.name: r.extra.get(QUIRKS_KEY) for r in records})
     good = [(r.node, r.value) for r in results if r.error is None and r.value is not None]
     failed = {r.node: str(r.error) for r in results if r.error is not None}
-    rule: HealthRule = kw.get("health_rule", HealthRule())
-    store.health.record_power_reads(list(good), health_rule=rule)
+    store.health.record_power_reads(list(good), health_rule=settings.health_rule)
     if failed:
         store.health.note_power(errors=failed)
     events.learn(good)

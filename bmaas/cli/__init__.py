@@ -1,6 +1,6 @@
 """``bmaas``: the operator's command line.
 
-One module per command group (``nodes``, ``power``, ``maintenance``,
+One module per command group (``nodes``, ``power``, ``maintenance``, ``sync``,
 ``status``); this one builds the root group. The database is ``--db`` (a path or SQLAlchemy
 URL), else ``BMAAS_DB``, else a per-user SQLite file.
 
@@ -60,7 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "power": ("bmaas.cli.power:power", "Read or change power state."),
     "status": ("bmaas.cli.status:status", "Readiness of bmaas and the fleet."),
     "sync": (
-        "bmaas.cli.maintenance:sync",
+        "bmaas.cli.sync:sync",
         "Read every node's power state and record it, with hysteresis.",
     ),
     "undeploy": (

@@ -31,7 +31,7 @@ from bmaas.hwlab.labspec import generate
 from bmaas.ops import NodeResult, driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import POWER_FAILURE, Store
-from bmaas.sync import SyncReport, sync_loop
+from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
 pytestmark = pytest.mark.lab
 
@@ -60,13 +60,8 @@ def test_a_fenced_hung_bmc_is_read_on_its_backoff_schedule(tmp_path: Path) -> No
             with DriverPool() as pool:
                 sync_loop(
                     store,
-                    interval=INTERVAL,
-                    count=PASSES,
-                    factory=driver_factory(bmc_timeout=0.3),
-                    pool=pool,
-                    workers=4,
-                    health_rule=RULE,
-                    fenced=fenced,
+                    SyncSettings(interval=INTERVAL, count=PASSES, workers=4, health_rule=RULE),
+                    SyncParts(driver_factory(bmc_timeout=0.3), pool=pool, fenced=fenced),
                     on_pass=reports.append,
                 )
                 assert fenced.wait(5.0)  # the last background reads end by their deadline

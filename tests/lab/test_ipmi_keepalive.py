@@ -25,7 +25,7 @@ from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import Store
-from bmaas.sync import SyncReport, sync_loop
+from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
 pytestmark = pytest.mark.lab
 
@@ -49,11 +49,8 @@ def test_a_long_interval_logs_in_once_per_ipmi_bmc_with_keepalives(
             with DriverPool() as pool:
                 sync_loop(
                     store,
-                    interval=3.5,
-                    count=PASSES,
-                    factory=driver_factory(bmc_timeout=1.0),
-                    pool=pool,
-                    workers=NODES,
+                    SyncSettings(interval=3.5, count=PASSES, workers=NODES),
+                    SyncParts(driver_factory(bmc_timeout=1.0), pool=pool),
                     on_pass=reports.append,
                 )
             status: dict[str, Any] = lab.status()

@@ -32,7 +32,7 @@ from bmaas.inventory import NodeSpec
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import Store
-from bmaas.sync import sync_loop
+from bmaas.sync import SyncParts, SyncSettings, sync_loop
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
 from tests.unit.test_redfish_push import _post
 
@@ -76,11 +76,9 @@ class Running:
         def run() -> None:
             sync_loop(
                 self.store,
-                interval=INTERVAL,
+                SyncSettings(interval=INTERVAL),
+                SyncParts(driver_factory(bmc_timeout=2.0), pool=pool, events=self.watch),
                 stop=self.stop,
-                factory=driver_factory(bmc_timeout=2.0),
-                pool=pool,
-                events=self.watch,
                 on_pass=on_pass,
             )
 

@@ -26,7 +26,7 @@ from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import Store
-from bmaas.sync import SyncReport, sync_loop
+from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
 pytestmark = pytest.mark.lab
 
@@ -63,11 +63,8 @@ def test_a_long_interval_sync_logs_in_once_per_bmc_over_five_passes(
             with DriverPool(idle=60.0 * SCALE) as pool:
                 sync_loop(
                     store,
-                    interval=interval * SCALE,
-                    count=PASSES,
-                    factory=driver_factory(bmc_timeout=1.0),
-                    pool=pool,
-                    workers=NODES,
+                    SyncSettings(interval=interval * SCALE, count=PASSES, workers=NODES),
+                    SyncParts(driver_factory(bmc_timeout=1.0), pool=pool),
                     on_pass=reports.append,
                 )
             status: dict[str, Any] = lab.status()

@@ -18,7 +18,7 @@ from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import Store
-from bmaas.sync import SyncReport, sync_loop
+from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
 pytestmark = pytest.mark.lab
 
@@ -65,11 +65,8 @@ def test_fifty_passes_log_in_once_per_bmc_plus_what_faults_forced(tmp_path: Path
             with DriverPool() as pool:
                 passes = sync_loop(
                     store,
-                    interval=0.05,
-                    count=PASSES,
-                    factory=driver_factory(bmc_timeout=1.0),
-                    pool=pool,
-                    workers=8,
+                    SyncSettings(interval=0.05, count=PASSES, workers=8),
+                    SyncParts(driver_factory(bmc_timeout=1.0), pool=pool),
                     on_pass=on_pass,
                 )
             assert passes == PASSES

@@ -17,7 +17,7 @@ from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.store.records import QUIRKS_KEY
 from bmaas.sweep import ShardedSweeper
-from bmaas.sync import sync_pass
+from bmaas.sync import SyncParts, SyncSettings, sync_pass
 from tests.unit.quirk_support import DOWNGRADED, make_factory
 
 pytestmark = pytest.mark.pg
@@ -50,9 +50,8 @@ def test_workers_on_one_postgresql_record_what_their_shards_learned(
                 for store, share in ((pg_store, one), (second, two)):
                     report = sync_pass(
                         store,
-                        factory=make_factory(),
-                        share=share,
-                        sweeper=sweeper,
+                        SyncSettings(),
+                        SyncParts(make_factory(), sweeper=sweeper, share=share),
                         deadline=Deadline.after(60.0),
                     )
                     read.setdefault(share.worker_id, set()).update(r.node for r in report.results)

@@ -62,7 +62,7 @@ from bmaas.provision import Request, should_reschedule
 from bmaas.status.fleet import FINDINGS, classify
 from bmaas.status.result import Result
 from bmaas.store import Store
-from bmaas.sync import sync_pass
+from bmaas.sync import SyncParts, SyncSettings, sync_pass
 from tests.budgets import per_operation, unbounded
 from tests.unit.test_provision import Rack
 
@@ -242,8 +242,8 @@ def test_each_fault_class_at_every_layer(
     (name,) = enroll(1)
     report = sync_pass(
         store,
-        factory=lambda _record: Raising(fault),  # type: ignore[arg-type,return-value]
-        health_rule=HealthRule(fault_after=3),
+        SyncSettings(health_rule=HealthRule(fault_after=3)),
+        SyncParts(lambda _record: Raising(fault)),  # type: ignore[arg-type,return-value]
         deadline=unbounded(),
     )
     assert [r.node for r in report.failed] == [name]

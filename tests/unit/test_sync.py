@@ -24,7 +24,7 @@ from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
 from bmaas.pool import DEFAULT_IDLE, DriverPool, idle_for_interval
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
-from bmaas.sync import sync_loop, sync_pass
+from bmaas.sync import SyncParts, SyncSettings, sync_loop, sync_pass
 from tests.budgets import unbounded
 from tests.unit.test_heap import Recorder
 
@@ -56,9 +56,8 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
     for _ in range(3):
         report = sync_pass(
             store,
-            factory=factory,
-            metrics=metrics,
-            clock=fleet.clock,
+            SyncSettings(),
+            SyncParts(factory, metrics=metrics, clock=fleet.clock),
             deadline=unbounded(fleet.clock),
         )
     assert report.nodes_with(Change.FAULTED) == ["n02"]
@@ -87,9 +86,8 @@ def test_a_pass_reads_every_node_and_metrics_count_faults_by_class(
     for _ in range(2):
         report = sync_pass(
             store,
-            factory=factory,
-            metrics=metrics,
-            clock=fleet.clock,
+            SyncSettings(),
+            SyncParts(factory, metrics=metrics, clock=fleet.clock),
             deadline=unbounded(fleet.clock),
         )
     assert report.nodes_with(Change.RECOVERED) == ["n02"]
@@ -111,7 +109,8 @@ def test_unknown_is_recorded_as_unknown_and_never_faults(store: Store, enroll: E
     for _ in range(5):
         report = sync_pass(
             store,
-            factory=lambda r: UnknownDriver(r.name, fleet=fleet),
+            SyncSettings(),
+            SyncParts(lambda r: UnknownDriver(r.name, fleet=fleet)),
             deadline=unbounded(fleet.clock),
         )
     assert report.results[0].value is PowerState.UNKNOWN
@@ -129,7 +128,10 @@ def test_a_node_that_cannot_be_asked_is_not_a_power_failure(
     fleet = FakeFleet(clock=FakeClock())
     for _ in range(4):
         report = sync_pass(
-            store, factory=driver_factory(fleet=fleet), deadline=unbounded(fleet.clock)
+            store,
+            SyncSettings(),
+            SyncParts(driver_factory(fleet=fleet)),
+            deadline=unbounded(fleet.clock),
         )
     assert "NOT_SET_PW is not set" in str(report.failed[0].error)
     node = store.nodes.get("c1")
@@ -145,7 +147,12 @@ def test_the_sync_reclaims_what_dead_processes_held(
     owner = store.owners.create(OwnerKind.ATTEMPT, ttl=10)
     store.owners.claim("n01", owner.id)
     wall.advance(11)
-    report = sync_pass(store, factory=driver_factory(fleet=fleet), deadline=unbounded(fleet.clock))
+    report = sync_pass(
+        store,
+        SyncSettings(),
+        SyncParts(driver_factory(fleet=fleet)),
+        deadline=unbounded(fleet.clock),
+    )
     assert [r.owner.id for r in report.reclaimed] == [owner.id]
     assert store.owners.allocations() == []
 
@@ -155,15 +162,15 @@ def test_custom_thresholds(store: Store, enroll: Enroll, fleet: FakeFleet) -> No
     fleet.add("n01", rules=[{"effect": "internal_error", "operation": "power.get", "times": 1}])
     report = sync_pass(
         store,
-        factory=driver_factory(fleet=fleet),
-        health_rule=HealthRule(1, 1),
+        SyncSettings(health_rule=HealthRule(1, 1)),
+        SyncParts(driver_factory(fleet=fleet)),
         deadline=unbounded(fleet.clock),
     )
     assert report.nodes_with(Change.FAULTED) == ["n01"]
     report = sync_pass(
         store,
-        factory=driver_factory(fleet=fleet),
-        health_rule=HealthRule(1, 1),
+        SyncSettings(health_rule=HealthRule(1, 1)),
+        SyncParts(driver_factory(fleet=fleet)),
         deadline=unbounded(fleet.clock),
     )
     assert report.nodes_with(Change.RECOVERED) == ["n01"]
@@ -183,12 +190,10 @@ def test_the_loop_keeps_its_interval_and_stops(
     reports: list[Any] = []
     passes = sync_loop(
         store,
-        interval=10.0,
-        count=3,
+        SyncSettings(interval=10.0, count=3),
+        SyncParts(driver_factory(fleet=fleet, bmc_timeout=3.0), clock=fleet.clock),
         wait=wait,
-        clock=fleet.clock,
         on_pass=reports.append,
-        factory=driver_factory(fleet=fleet, bmc_timeout=3.0),
     )
     assert passes == 3
     assert waits == [7.0, 7.0]  # start to start, no wait after the last pass
@@ -196,9 +201,18 @@ def test_the_loop_keeps_its_interval_and_stops(
 
     stop = threading.Event()
     stop.set()
-    assert sync_loop(store, interval=1.0, stop=stop, factory=driver_factory(fleet=fleet)) == 0
+    assert (
+        sync_loop(
+            store, SyncSettings(interval=1.0), SyncParts(driver_factory(fleet=fleet)), stop=stop
+        )
+        == 0
+    )
     with pytest.raises(ValueError, match="positive"):
-        sync_loop(store, interval=0, factory=driver_factory(fleet=fleet))
+        sync_loop(
+            store,
+            SyncSettings(interval=0),
+            SyncParts(driver_factory(fleet=fleet)),
+        )
 
 
 @pytest.mark.lab
@@ -208,7 +222,10 @@ def test_metrics_are_served_on_loopback_and_the_server_stops(
     enroll(1)
     metrics = SyncMetrics()
     sync_pass(
-        store, factory=driver_factory(fleet=fleet), metrics=metrics, deadline=unbounded(fleet.clock)
+        store,
+        SyncSettings(),
+        SyncParts(driver_factory(fleet=fleet), metrics=metrics),
+        deadline=unbounded(fleet.clock),
     )
     server = metrics.serve(0)
     try:
@@ -236,9 +253,8 @@ def test_busy_and_rejected_credentials_never_count_toward_a_power_failure(
     for _ in range(5):
         report = sync_pass(
             store,
-            factory=factory,
-            health_rule=HealthRule(1, 1),
-            metrics=metrics,
+            SyncSettings(health_rule=HealthRule(1, 1)),
+            SyncParts(factory, metrics=metrics),
             deadline=unbounded(fleet.clock),
         )
         assert not report.nodes_with(Change.FAULTED)
@@ -266,10 +282,8 @@ def test_a_pass_retries_reads_through_the_operation_retry(
     factory = driver_factory(fleet=fleet, bmc_timeout=2.0)
     report = sync_pass(
         store,
-        factory=factory,
-        retry=retry,
-        workers=1,
-        clock=fleet.clock,
+        SyncSettings(retry=retry, workers=1),
+        SyncParts(factory, clock=fleet.clock),
         deadline=unbounded(fleet.clock),
     )
     assert report.failed == []
@@ -293,11 +307,8 @@ def test_a_loop_with_a_pool_logs_in_once_per_node_and_reports_reads_per_login(
     with DriverPool(clock=fleet.clock, idle=30) as pool:
         passes = sync_loop(
             store,
-            interval=5,
-            count=10,
-            factory=factory,
-            pool=pool,
-            clock=fleet.clock,
+            SyncSettings(interval=5, count=10),
+            SyncParts(factory, pool=pool, clock=fleet.clock),
             wait=fleet.clock.sleep,
             on_pass=reports.append,
         )
@@ -319,12 +330,9 @@ def test_a_loop_settles_its_heap_once_after_the_pass_that_logged_in(
     with DriverPool(clock=fleet.clock, idle=30) as pool:
         sync_loop(
             store,
-            interval=5,
-            count=3,
-            factory=driver_factory(fleet=fleet, bmc_timeout=2.0),
-            pool=pool,
+            SyncSettings(interval=5, count=3),
+            SyncParts(driver_factory(fleet=fleet, bmc_timeout=2.0), pool=pool, clock=fleet.clock),
             heap=HeapSettler(min_changes=4, collector=gc_),
-            clock=fleet.clock,
             wait=fleet.clock.sleep,
         )
     assert gc_.calls == ["collect", "freeze"]  # pass 1 opened 4 sessions; 2 and 3 reused them
@@ -380,13 +388,14 @@ def test_a_fenced_hung_bmc_is_read_on_its_back_off_and_never_holds_a_pass(
     try:
         sync_loop(
             store,
-            interval=10.0,
-            count=121,  # 0 .. 1200 s
+            SyncSettings(interval=10.0, count=121),  # 0 .. 1200 s
+            SyncParts(
+                lambda r: HungDriver(r.name, fleet=fleet) if r.name == "n01" else healthy(r),
+                fenced=fenced,
+                clock=fleet.clock,
+            ),
             wait=fleet.clock.advance,
-            clock=fleet.clock,
             on_pass=on_pass,
-            factory=lambda r: HungDriver(r.name, fleet=fleet) if r.name == "n01" else healthy(r),
-            fenced=fenced,
         )
     finally:
         for _ in range(5):
@@ -442,11 +451,8 @@ def test_keepalives_between_passes_keep_one_login_per_bmc_at_a_long_interval(
     with DriverPool(clock=fleet.clock) as pool:
         sync_loop(
             store,
-            interval=60.0,
-            count=5,
-            factory=factory,
-            pool=pool,
-            clock=fleet.clock,
+            SyncSettings(interval=60.0, count=5),
+            SyncParts(factory, pool=pool, clock=fleet.clock),
             wait=fleet.clock.advance,
             on_pass=reports.append,
         )
@@ -488,11 +494,8 @@ def test_sessions_without_keepalives_last_an_interval_past_the_pool_default(
         assert pool.idle == DEFAULT_IDLE
         sync_loop(
             store,
-            interval=120.0,
-            count=5,
-            factory=factory,
-            pool=pool,
-            clock=fleet.clock,
+            SyncSettings(interval=120.0, count=5),
+            SyncParts(factory, pool=pool, clock=fleet.clock),
             wait=fleet.clock.advance,
             on_pass=reports.append,
         )

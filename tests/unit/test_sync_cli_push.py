@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bmaas.cli import App, cli
-from bmaas.cli.maintenance import _push_settings
+from bmaas.cli.sync import _push_settings
 from bmaas.cliutil import InputProblems
 from bmaas.events import PushSettings
 from bmaas.hwlab.tls import LabCertificate, make_certificate

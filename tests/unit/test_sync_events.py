@@ -20,7 +20,7 @@ from bmaas.pool import DriverPool
 from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
-from bmaas.sync import SyncReport, sync_loop
+from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 from tests.unit.test_events import PowerNews
 
 
@@ -48,14 +48,10 @@ def test_streamed_nodes_are_read_at_reconnect_then_every_safety_s_and_news_lands
     with FleetShare(store, ttl=60.0) as share:
         sync_loop(
             store,
-            interval=60.0,
-            count=5,
+            SyncSettings(interval=60.0, count=5),
+            SyncParts(driver_factory(fleet=fleet), share=share, events=watch, clock=fleet.clock),
             wait=wait,
-            clock=fleet.clock,
             on_pass=reports.append,
-            factory=driver_factory(fleet=fleet),
-            events=watch,
-            share=share,
         )
         held = set(store.shares.held())
     read = [sorted(r.node for r in report.results) for report in reports]
@@ -81,12 +77,10 @@ def test_without_events_every_node_is_read_every_pass(
     reports: list[SyncReport] = []
     sync_loop(
         store,
-        interval=60.0,
-        count=3,
+        SyncSettings(interval=60.0, count=3),
+        SyncParts(driver_factory(fleet=fleet), clock=fleet.clock),
         wait=fleet.clock.advance,
-        clock=fleet.clock,
         on_pass=reports.append,
-        factory=driver_factory(fleet=fleet),
         stop=threading.Event(),
     )
     assert [len(r.results) for r in reports] == [2, 2, 2]
@@ -110,14 +104,10 @@ def test_a_streamed_nodes_pooled_session_is_kept_until_its_next_safety_read(
     with DriverPool(clock=fleet.clock) as pool:
         sync_loop(
             store,
-            interval=30.0,
-            count=45,
+            SyncSettings(interval=30.0, count=45),
+            SyncParts(driver_factory(fleet=fleet), pool=pool, events=watch, clock=fleet.clock),
             wait=fleet.clock.advance,
-            clock=fleet.clock,
             on_pass=reports.append,
-            factory=driver_factory(fleet=fleet),
-            pool=pool,
-            events=watch,
             stop=threading.Event(),
         )
         stats = pool.stats
@@ -140,26 +130,18 @@ def test_a_node_whose_stream_went_down_gets_the_usual_idle_rule_again(
     with DriverPool(clock=fleet.clock) as pool:
         sync_loop(
             store,
-            interval=60.0,
-            count=2,
+            SyncSettings(interval=60.0, count=2),
+            SyncParts(driver_factory(fleet=fleet), pool=pool, events=watch, clock=fleet.clock),
             wait=fleet.clock.advance,
-            clock=fleet.clock,
-            factory=driver_factory(fleet=fleet),
-            pool=pool,
-            events=watch,
             stop=threading.Event(),
         )
         assert pool._limit(next(iter(pool._slots.values()))) == 600.0 + 2 * 60.0
         watch._mark(["n01"], up=False)
         sync_loop(
             store,
-            interval=60.0,
-            count=1,
+            SyncSettings(interval=60.0, count=1),
+            SyncParts(driver_factory(fleet=fleet), pool=pool, events=watch, clock=fleet.clock),
             wait=fleet.clock.advance,
-            clock=fleet.clock,
-            factory=driver_factory(fleet=fleet),
-            pool=pool,
-            events=watch,
             stop=threading.Event(),
         )
         assert pool._limit(next(iter(pool._slots.values()))) == 60.0
@@ -187,13 +169,10 @@ def test_a_streamed_node_whose_read_fails_is_read_every_pass_until_fenced(
 
     sync_loop(
         store,
-        interval=60.0,
-        count=6,
+        SyncSettings(interval=60.0, count=6),
+        SyncParts(driver_factory(fleet=fleet), events=watch, clock=fleet.clock),
         wait=fleet.clock.advance,
-        clock=fleet.clock,
         on_pass=on_pass,
-        factory=driver_factory(fleet=fleet),
-        events=watch,
         stop=threading.Event(),
     )
     # passes at 0, 60, ... 300 s: the reconciling read, the safety read at
@@ -258,14 +237,10 @@ def test_a_forged_pushed_event_costs_one_read_and_changes_nothing(
 
     sync_loop(
         store,
-        interval=60.0,
-        count=3,
+        SyncSettings(interval=60.0, count=3, health_rule=HealthRule(fault_after=1)),
+        SyncParts(factory, events=watch, clock=fleet.clock),
         wait=wait,
-        clock=fleet.clock,
         on_pass=passes.append,
-        factory=factory,
-        events=watch,
-        health_rule=HealthRule(fault_after=1),
         stop=threading.Event(),
     )
     assert seen == [(1, 1)]  # the first pass reconciled n01 and polled n02
@@ -292,12 +267,9 @@ def test_ten_pushed_events_before_the_read_make_one_read(
 
     sync_loop(
         store,
-        interval=60.0,
-        count=2,
+        SyncSettings(interval=60.0, count=2),
+        SyncParts(factory, events=watch, clock=fleet.clock),
         wait=wait,
-        clock=fleet.clock,
-        factory=factory,
-        events=watch,
         stop=threading.Event(),
     )
     # the reconciling read, then one read for the wait's twelve pieces of news
@@ -318,8 +290,8 @@ def test_a_pushed_power_off_that_is_true_is_in_the_store_by_its_read(
         fleet.clock.advance(seconds)
 
     sync_loop(
-        store, interval=60.0, count=2, wait=wait, clock=fleet.clock, factory=factory,
-        events=watch, stop=threading.Event(),
+        store, SyncSettings(interval=60.0, count=2),
+        SyncParts(factory, events=watch, clock=fleet.clock), wait=wait, stop=threading.Event(),
     )  # fmt: skip
     assert reads["n01"] == 2
     assert store.nodes.get("n01").power_state is PowerState.OFF
@@ -343,8 +315,8 @@ def test_failed_reads_for_pushed_news_count_toward_no_fence(
         fleet.clock.advance(seconds)
 
     sync_loop(
-        store, interval=60.0, count=2, wait=wait, clock=fleet.clock, factory=factory,
-        events=watch, health_rule=HealthRule(fault_after=2), stop=threading.Event(),
+        store, SyncSettings(interval=60.0, count=2, health_rule=HealthRule(fault_after=2)),
+        SyncParts(factory, events=watch, clock=fleet.clock), wait=wait, stop=threading.Event(),
     )  # fmt: skip
     record = store.nodes.get("n01")
     assert (reads["n01"], watch.looked) == (1 + 5 + 1, 5)
@@ -369,8 +341,8 @@ def test_sse_news_is_still_written_at_once_with_no_read(
         fleet.clock.advance(seconds)
 
     sync_loop(
-        store, interval=60.0, count=2, wait=wait, clock=fleet.clock, factory=factory,
-        events=watch, stop=threading.Event(),
+        store, SyncSettings(interval=60.0, count=2),
+        SyncParts(factory, events=watch, clock=fleet.clock), wait=wait, stop=threading.Event(),
     )  # fmt: skip
     assert reads["n01"] == 1
     assert store.nodes.get("n01").power_state is PowerState.OFF

@@ -25,7 +25,7 @@ from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.store.records import QUIRKS_KEY, NodeRecord
 from bmaas.sweep import ShardedSweeper
-from bmaas.sync import sync_pass
+from bmaas.sync import SyncParts, SyncSettings, sync_pass
 from tests.budgets import per_call
 from tests.unit.quirk_support import DOWNGRADED, make_factory
 
@@ -75,7 +75,7 @@ def test_an_in_process_pass_records_the_downgrade_once_and_warns(
     factory = make_factory()
     with DriverPool() as pool, caplog.at_level(logging.WARNING, logger="bmaas.quirks"):
         for _ in range(3):  # a loop's passes: recorded by the first, left alone after
-            sync_pass(store, factory=factory, pool=pool, deadline=deadline())
+            sync_pass(store, SyncSettings(), SyncParts(factory, pool=pool), deadline=deadline())
     found = quirks_of(store)
     assert {n for n, q in found.items() if q} == set(DOWNGRADED)
     assert found["n02"] == [SUITE_3]
@@ -117,12 +117,8 @@ def test_a_sharded_pass_records_what_its_workers_learned(store: Store, enroll: E
 
     sweeper = ResultsFromWorkers()
     try:
-        report = sync_pass(
-            store,
-            factory=no_driver_here,
-            sweeper=sweeper,  # type: ignore[arg-type]
-            deadline=deadline(),
-        )
+        parts = SyncParts(no_driver_here, sweeper=sweeper)  # type: ignore[arg-type]
+        report = sync_pass(store, SyncSettings(), parts, deadline=deadline())
     finally:
         sweeper.pool.close()
     assert not report.failed
@@ -135,7 +131,9 @@ def test_a_pass_sharded_over_real_worker_processes_records_the_downgrade(
 ) -> None:
     enroll(6)
     with ShardedSweeper(processes=2, workers=2, make_factory=make_factory) as sweeper:
-        sync_pass(store, factory=make_factory(), sweeper=sweeper, deadline=deadline())
+        sync_pass(
+            store, SyncSettings(), SyncParts(make_factory(), sweeper=sweeper), deadline=deadline()
+        )
     assert {n for n, q in quirks_of(store).items() if q} == set(DOWNGRADED)
     assert quirk_events(store, "n05") == [f"the BMC shows {SUITE_3}"]
 
@@ -151,7 +149,9 @@ def test_workers_sharing_the_store_each_record_their_own_nodes(
     ):
         seen: dict[str, set[str]] = {}
         for share in (one, two):  # two workers on one database: each reads its share
-            report = sync_pass(store, factory=factory, share=share, deadline=deadline())
+            report = sync_pass(
+                store, SyncSettings(), SyncParts(factory, share=share), deadline=deadline()
+            )
             seen[share.worker_id] = {r.node for r in report.results}
     assert seen[one.worker_id].isdisjoint(seen[two.worker_id])
     assert seen[one.worker_id] | seen[two.worker_id] == {f"n{i:02d}" for i in range(1, 7)}

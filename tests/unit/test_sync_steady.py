@@ -26,7 +26,7 @@ from bmaas.pool import DriverPool
 from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.store.health import SEEN_EVERY
-from bmaas.sync import SyncReport, sync_loop
+from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 from tests.unit.test_redfish_lean_read import SYSTEM, Fake, driver, serving
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
@@ -74,14 +74,11 @@ def fleet_of(
 def _loop(store: Store, fleet: FakeFleet, count: int, on_pass: Any, **kw: Any) -> None:
     sync_loop(
         store,
-        interval=30.0,
-        count=count,
+        SyncSettings(interval=30.0, count=count),
+        SyncParts(driver_factory(fleet=fleet), clock=fleet.clock, **kw),
         wait=fleet.clock.advance,
-        clock=fleet.clock,
         on_pass=on_pass,
-        factory=driver_factory(fleet=fleet),
         stop=threading.Event(),
-        **kw,
     )
 
 
@@ -200,13 +197,10 @@ def test_a_steady_redfish_pass_is_one_get_a_node_on_the_kept_connector(
 
         sync_loop(
             store,
-            interval=30.0,
-            count=5,
+            SyncSettings(interval=30.0, count=5),
+            SyncParts(lambda _record: built, pool=pool, clock=clock),
             wait=clock.advance,
-            clock=clock,
             on_pass=on_pass,
-            factory=lambda _record: built,
-            pool=pool,
             stop=threading.Event(),
         )
     first = counts[0]

@@ -35,7 +35,7 @@ from bmaas.ops import NodeResult, driver_factory
 from bmaas.pool import DriverPool
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
-from bmaas.sync import SyncReport, sync_loop
+from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
 __all__ = ["BMC_TIMEOUT", "STEADY", "hung_nodes", "measure"]
 
@@ -86,13 +86,8 @@ def measure(
         reports: list[SyncReport] = []
         sync_loop(
             store,
-            interval=INTERVAL,
-            count=count,
-            factory=factory,
-            pool=pool,
-            workers=workers,
-            health_rule=rule,
-            fenced=fenced,
+            SyncSettings(interval=INTERVAL, count=count, workers=workers, health_rule=rule),
+            SyncParts(factory, pool=pool, fenced=fenced),
             on_pass=reports.append,
         )
         return reports
