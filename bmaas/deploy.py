@@ -223,53 +223,83 @@ def deploy_node(
     the cancellation token there; whatever it raises stops the deploy).
     """
     limits = limits or RetryLimits()
-    clock = limits.clock
     total = min(settings.deadline_s, deadline.left())
     share = _DeployShare(
         driver.node, limits, deadline.share(cap=settings.deadline_s), total, before_step
     )
-    dl = share.deadline
-    timings: dict[str, float] = {}
-    state: dict[str, object] = {"method": "pxe", "progress": None}
+    run = _Deploy(driver, settings, limits, share, ready, before_step)
+    run.step(Step.CHECK, run.check)
+    run.step(Step.BOOT_DEVICE, run.boot_device)
+    run.step(Step.POWER, run.power)
+    run.step(Step.SETTLE, run.settle)
+    if ready is not None:
+        run.step(Step.READY, run.ready_check)
+    run.step(Step.FINALIZE, run.finalize)
+    return DeployReport(driver.node, run.method, run.progress, run.timings, run.unverified)
 
-    def run(step: Step, body: Callable[[RetryingDriver], None]) -> None:
-        if before_step is not None:
-            before_step(step)
+
+class _Deploy:
+    """One deploy's steps (:func:`deploy_node`) and what they found."""
+
+    def __init__(
+        self,
+        driver: BMCDriver,
+        settings: DeploySettings,
+        limits: RetryLimits,
+        share: _DeployShare,
+        ready: ReadyHook | None,
+        before_step: Callable[[Step], None] | None,
+    ) -> None:
+        self.driver, self.settings, self.limits = driver, settings, limits
+        self.share, self.dl = share, share.deadline
+        self.ready, self.before_step = ready, before_step
+        self.timings: dict[str, float] = {}
+        self.power_state: PowerState | None = None
+        self.method = "pxe"
+        self.progress: str | None = None
+        self.unverified: str | None = None
+
+    def step(self, step: Step, body: Callable[[RetryingDriver], None]) -> None:
+        if self.before_step is not None:
+            self.before_step(step)
+        clock = self.limits.clock
         start = clock()
-        share.left(step)
-        rd = RetryingDriver(driver, limits)
+        self.share.left(step)
+        rd = RetryingDriver(self.driver, self.limits)
         try:
             body(rd)
         except BmaasError as exc:
             exc.add_note(f"deploy step: {step}")
             raise
         finally:
-            timings[str(step)] = round(clock() - start, 3)
+            self.timings[str(step)] = round(clock() - start, 3)
 
-    def check(rd: RetryingDriver) -> None:
-        info = rd.probe(deadline=dl)
-        state["power"] = info.power_state
+    def check(self, rd: RetryingDriver) -> None:
+        info = rd.probe(deadline=self.dl)
+        self.power_state = info.power_state
         if info.power_state is PowerState.UNKNOWN:
-            raise driver.fault(
+            raise self.driver.fault(
                 BMCProtocolError, "the BMC does not say whether power is on", operation="probe"
             )
 
-    def boot_device(rd: RetryingDriver) -> None:
+    def boot_device(self, rd: RetryingDriver) -> None:
+        driver, settings, dl = self.driver, self.settings, self.dl
         persistent = settings.persistent_boot
         if persistent is None:
             persistent = Quirk.BOOT_ONCE_KEPT_PERSISTENT in driver.quirks
         if settings.image_url and driver.supports(Capability.VIRTUAL_MEDIA):
             rd.insert_virtual_media(settings.image_url, deadline=dl)
             rd.set_boot_device(BootDevice.CDROM, persistent=persistent, deadline=dl)
-            state["method"] = "vmedia"
+            self.method = "vmedia"
         else:
             device = BootDevice(driver.info.deploy_boot_device or BootDevice.PXE)
             rd.set_boot_device(device, persistent=persistent, deadline=dl)
-            state["method"] = str(device)
+            self.method = str(device)
 
-    def power(rd: RetryingDriver) -> None:
+    def power(self, rd: RetryingDriver) -> None:
+        driver, settings, share, dl = self.driver, self.settings, self.share, self.dl
         timeout = share.limit(Step.POWER, settings.power_timeout)
-        if state["power"] not in (PowerState.ON, PowerState.POWERING_ON):
+        if self.power_state not in (PowerState.ON, PowerState.POWERING_ON):
             rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout, deadline=dl)
             return
         pending = driver.unverified_boot
@@ -286,48 +316,32 @@ def deploy_node(
         # The target (on) is where the node already is: reading "on" proves
         # nothing. The safe reboot (never resent blindly) first, then evidence.
         before = _progress(driver, rd, dl)
-        since = clock()
+        since = self.limits.clock()
         rd.set_power_state(PowerAction.REBOOT, wait=True, timeout=timeout, deadline=dl)
         _await_restart(driver, rd, settings, share, since=since, progress_before=before)
 
-    def settle(rd: RetryingDriver) -> None:
-        state["progress"] = _settle(driver, rd, settings, share)
+    def settle(self, rd: RetryingDriver) -> None:
+        self.progress = _settle(self.driver, rd, self.settings, self.share)
 
-    def ready_check(rd: RetryingDriver) -> None:
-        assert ready is not None
-        _await_ready(driver, ready, settings, share)
+    def ready_check(self, rd: RetryingDriver) -> None:
+        assert self.ready is not None
+        _await_ready(self.driver, self.ready, self.settings, self.share)
 
-    def finalize(rd: RetryingDriver) -> None:
-        rd.set_boot_device(BootDevice.DISK, persistent=True, deadline=dl)
-        pending = driver.unverified_boot
+    def finalize(self, rd: RetryingDriver) -> None:
+        rd.set_boot_device(BootDevice.DISK, persistent=True, deadline=self.dl)
+        pending = self.driver.unverified_boot
         if pending is not None:
-            state["unverified"] = _setting_text(pending)
+            self.unverified = _setting_text(pending)
             LOG.warning(
                 "%s: %s boot set while the node runs; the BMC shows it only after the node's "
                 "next cold start (%s): read back as the running device, not yet verified",
-                driver.node,
-                state["unverified"],
+                self.driver.node,
+                self.unverified,
                 Quirk.BOOT_READS_RUNNING,
             )
-        if state["method"] == "vmedia":
+        if self.method == "vmedia":
             # the deploy's own image, never another tool's media (issue 47)
-            rd.eject_virtual_media(deadline=dl, url=settings.image_url)
-
-    run(Step.CHECK, check)
-    run(Step.BOOT_DEVICE, boot_device)
-    run(Step.POWER, power)
-    run(Step.SETTLE, settle)
-    if ready is not None:
-        run(Step.READY, ready_check)
-    run(Step.FINALIZE, finalize)
-    unverified = state.get("unverified")
-    return DeployReport(
-        driver.node,
-        str(state["method"]),
-        state["progress"] if isinstance(state["progress"], str) else None,
-        timings,
-        unverified if isinstance(unverified, str) else None,
-    )
+            rd.eject_virtual_media(deadline=self.dl, url=self.settings.image_url)
 
 
 def _setting_text(setting: BootSetting) -> str:

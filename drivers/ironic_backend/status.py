@@ -43,23 +43,42 @@ def checks(ironic: Api) -> list[Check]:
     Every API call ends by the command's ``--deadline`` (``ctx.deadline``):
     a silent Ironic fails ``ironic-api`` with ``IronicTimeout`` by then, and
     the checks after it fail at once (nothing is left to wait for)."""
-    cache: dict[str, Any] = {}
+    read = _Checks(ironic)
+    return [
+        Check("ironic-api", "Ironic's API answers", read.api),
+        Check("ironic-drivers", "nodes on bmaas-* hardware types vs stock", read.drivers),
+        Check(
+            "ironic-maintenance", "nodes in maintenance, and who put them there", read.maintenance
+        ),
+        Check("ironic-allocations", "no allocation without an owner", read.allocations),
+    ]
 
-    def nodes(ctx: CheckContext) -> list[Any]:
-        if "nodes" not in cache:
-            cache["nodes"] = ironic.call(
+
+class _Checks:
+    """The checks' bodies, over one node listing read once."""
+
+    def __init__(self, ironic: Api) -> None:
+        self.ironic = ironic
+        self.cache: dict[str, Any] = {}
+
+    def nodes(self, ctx: CheckContext) -> list[Any]:
+        if "nodes" not in self.cache:
+            ironic = self.ironic
+            self.cache["nodes"] = ironic.call(
                 "node.list", ironic.bm.nodes, details=True, deadline=ctx.deadline
             )
-        return list(cache["nodes"])
+        return list(self.cache["nodes"])
 
-    def api(ctx: CheckContext) -> Outcome:
-        version = ironic.call("api.version", ironic.bm.get_endpoint, deadline=ctx.deadline)
-        count = len(nodes(ctx))
+    def api(self, ctx: CheckContext) -> Outcome:
+        version = self.ironic.call(
+            "api.version", self.ironic.bm.get_endpoint, deadline=ctx.deadline
+        )
+        count = len(self.nodes(ctx))
         return Outcome().note(f"Ironic at {version} answers; {count} node(s)")
 
-    def drivers(ctx: CheckContext) -> Outcome:
+    def drivers(self, ctx: CheckContext) -> Outcome:
         by_driver = collections.defaultdict(list)
-        for node in nodes(ctx):
+        for node in self.nodes(ctx):
             by_driver[node.driver].append(node.name or node.id)
         out = Outcome()
         for driver, names in sorted(by_driver.items()):
@@ -76,9 +95,9 @@ def checks(ironic: Api) -> list[Check]:
             out.note("no nodes enrolled")
         return out
 
-    def maintenance(ctx: CheckContext) -> Outcome:
+    def maintenance(self, ctx: CheckContext) -> Outcome:
         out = Outcome()
-        fenced = [n for n in nodes(ctx) if n.is_maintenance]
+        fenced = [n for n in self.nodes(ctx) if n.is_maintenance]
         for node in fenced:
             reason = node.maintenance_reason or "no reason given"
             who = (
@@ -89,11 +108,11 @@ def checks(ironic: Api) -> list[Check]:
             out.note("no node in maintenance")
         return out
 
-    def allocations(ctx: CheckContext) -> Outcome:
+    def allocations(self, ctx: CheckContext) -> Outcome:
         out = Outcome()
-        states = {n.id: n.provision_state for n in nodes(ctx)}
+        states = {n.id: n.provision_state for n in self.nodes(ctx)}
         found: list[Any] = list(
-            ironic.call("allocation.list", ironic.bm.allocations, deadline=ctx.deadline)
+            self.ironic.call("allocation.list", self.ironic.bm.allocations, deadline=ctx.deadline)
         )
         leaked = [
             a.id
@@ -113,10 +132,3 @@ def checks(ironic: Api) -> list[Check]:
             owned = sum(1 for a in found if is_instance(a))
             out.note(f"{len(found)} allocation(s), {owned} owned by bmaas instances")
         return out
-
-    return [
-        Check("ironic-api", "Ironic's API answers", api),
-        Check("ironic-drivers", "nodes on bmaas-* hardware types vs stock", drivers),
-        Check("ironic-maintenance", "nodes in maintenance, and who put them there", maintenance),
-        Check("ironic-allocations", "no allocation without an owner", allocations),
-    ]
