@@ -38,7 +38,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "matrix": (
         "bmaas.hwlab.cli.scenarios:matrix",
         "Run every fault effect against every protocol through the real bmaas drivers, on a "
-        "private lab, and compare with the expected fault classes.",
+        "private lab, and compare with the expected fault classes; then every Redfish one on a "
+        "BMC of every vendor shape (a call the shape does not offer, such as virtual media "
+        "without a CD slot, is left out).",
     ),
     "power": ("bmaas.hwlab.cli.lab:power", "Turn NODE's hardware on or off behind its BMC's back."),
     "health": (
