@@ -239,26 +239,7 @@ def write_keyfile(path: Path, keys: Iterable[bytes]) -> None:
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
         stale.unlink(missing_ok=True)  # a write killed between link and rename
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-    except (AttributeError, OSError):  # no O_TMPFILE here, or not on this file system
-        fd = -1
-    if fd >= 0:
-        try:
-            _write_all(fd, data)
-            os.link(f"/proc/self/fd/{fd}", temp)
-        except OSError:  # no /proc: the named way below
-            os.close(fd)
-            fd = -1
-        else:
-            os.close(fd)
-    if fd < 0:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        named = os.open(temp, flags, 0o600)
-        try:
-            _write_all(named, data)
-        finally:
-            os.close(named)
+    _create_whole(temp, data)
     try:
         os.replace(temp, path)
     except BaseException:
@@ -326,19 +307,24 @@ def keyring(
 
 
 def write_keyfile_new(path: Path) -> None:
-    """A new key file with one new key; ``FileExistsError`` if one appeared.
-    Written unnamed and linked into place whole where the system allows
-    (``O_TMPFILE``): a process killed meanwhile leaves no empty key file."""
+    """A new key file with one new key; ``FileExistsError`` if one appeared."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = _HEADER + new_key() + b"\n"
+    _create_whole(path, _HEADER + new_key() + b"\n")
+
+
+def _create_whole(path: Path, data: bytes) -> None:
+    """Create ``path`` (``0600``; ``FileExistsError`` if it exists) holding
+    ``data``, never seen half-written where the system allows: written
+    unnamed (``O_TMPFILE``) and linked into place whole, so a process killed
+    meanwhile leaves nothing; else created by name and written."""
     try:
         fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-    except (AttributeError, OSError):
+    except (AttributeError, OSError):  # no O_TMPFILE here, or not on this file system
         fd = -1
     if fd >= 0:
         try:
             _write_all(fd, data)
-            os.link(f"/proc/self/fd/{fd}", path)  # FileExistsError: another one won
+            os.link(f"/proc/self/fd/{fd}", path)
             return
         except FileExistsError:
             raise
@@ -347,11 +333,11 @@ def write_keyfile_new(path: Path) -> None:
         finally:
             os.close(fd)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o600)
+    named = os.open(path, flags, 0o600)
     try:
-        _write_all(fd, data)
+        _write_all(named, data)
     finally:
-        os.close(fd)
+        os.close(named)
 
 
 # -- driver_info ------------------------------------------------------------------------
