@@ -29,7 +29,7 @@ from bmaas.driver import (
     PowerState,
 )
 from bmaas.driver_info import DriverInfo
-from bmaas.fakes.effects import EFFECTS, Effect, decide, incident_of, trickle_seconds
+from bmaas.fakes.effects import EFFECTS, Action, Effect, decide, incident_of, trickle_seconds
 from bmaas.fakes.faults import Firing
 from bmaas.fakes.fleet import DEFAULT_FLEET, FakeFleet
 from bmaas.fakes.machine import FakeMachine
@@ -103,6 +103,19 @@ class FakeDriver(BMCDriver):
         def elapsed() -> float:
             return self._clock() - start
 
+        self._connect(operation, limit, elapsed)
+        action = decide(self.machine.plan.evaluate(str(operation), protocol="fake"))
+        self._arrive(operation, action, limit, elapsed, act)
+        self._refuse(operation, action, elapsed)
+        # A duplicated request reached the BMC more than once (a retransmitting
+        # middlebox): the BMC acted on every copy, the client saw one answer.
+        for _ in range(action.copies):
+            self.wire_calls.append(str(operation))
+            act(action.hardware)
+        return act(action.hardware)
+
+    def _connect(self, operation: Operation, limit: float, elapsed: Callable[[], float]) -> None:
+        """A BMC that is down refuses the connection; the first call logs in."""
         if self.machine.bmc_down():
             self._sleep(min(limit, 0.01))  # a refused connection answers quickly
             raise self.fault(
@@ -111,8 +124,18 @@ class FakeDriver(BMCDriver):
         if not self._session:
             self.logins += 1
             self._session = True
-        action = decide(self.machine.plan.evaluate(str(operation), protocol="fake"))
-        hardware = action.hardware
+
+    def _arrive(
+        self,
+        operation: Operation,
+        action: Action,
+        limit: float,
+        elapsed: Callable[[], float],
+        act: Callable[[list[Firing]], object],
+    ) -> None:
+        """The request on its way: a BMC rebooting, silent, or answering
+        after ``limit`` (a timeout, the hardware acted or not); else the
+        answer's own delay, slept."""
         if action.reboot is not None:
             self.machine.reboot_bmc(action.reboot)
             raise self.fault(
@@ -130,10 +153,14 @@ class FakeDriver(BMCDriver):
             # the caller cannot tell whether anything happened.
             self._sleep(limit)
             if action.answer is None:
-                act(hardware)
+                act(action.hardware)
             raise self._timeout(operation, limit, elapsed())
         if late:
             self._sleep(late)
+
+    def _refuse(self, operation: Operation, action: Action, elapsed: Callable[[], float]) -> None:
+        """The BMC's answer, when it is a fault (an expired session is
+        logged into again, transparently; "already there" is a success)."""
         answer = action.answer
         incident = incident_of(answer) if answer is not None else None
         if incident is not None and incident.fault is None:
@@ -149,12 +176,6 @@ class FakeDriver(BMCDriver):
             raise self.fault(
                 fault, "reply could not be decoded", operation=operation, elapsed=elapsed()
             )
-        # A duplicated request reached the BMC more than once (a retransmitting
-        # middlebox): the BMC acted on every copy, the client saw one answer.
-        for _ in range(action.copies):
-            self.wire_calls.append(str(operation))
-            act(hardware)
-        return act(hardware)
 
     def _answer_fault(self, operation: Operation, answer: Firing, elapsed: float) -> BMCFault:
         """The fault a BMC-layer answer is, as the real drivers raise it."""
