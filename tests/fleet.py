@@ -121,3 +121,27 @@ def write_inventory(
         doc["networks"] = list(networks)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def enrolled_app(tmp_path: Path, fleet: Any, names: Sequence[str]) -> Any:
+    """A CLI ``App`` on a fake fleet and its fake clock (retries sleep on it,
+    no jitter), with ``names`` enrolled as ``fake`` nodes: what the fleet
+    commands' unit tests start from."""
+    from click.testing import CliRunner
+
+    from bmaas.cli import App, cli
+    from bmaas.ops import driver_factory
+    from bmaas.retry import RetryLimits
+
+    retry = RetryLimits(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0)
+    app = App(
+        db=str(tmp_path / "b.db"),
+        make_factory=lambda bmc_timeout: driver_factory(fleet=fleet, bmc_timeout=bmc_timeout),
+        retry=retry,
+        deadline_clock=fleet.clock,
+    )
+    inventory = write_inventory(
+        tmp_path / "inv.yaml", [{"name": n, "driver": "fake"} for n in names]
+    )
+    assert CliRunner().invoke(cli, ["enroll", str(inventory)], obj=app).exit_code == 0
+    return app

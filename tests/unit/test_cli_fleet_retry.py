@@ -15,9 +15,7 @@ from bmaas.driver import PowerState
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.fleet import FakeFleet
-from bmaas.ops import driver_factory
-from bmaas.retry import RetryLimits
-from tests.fleet import write_inventory
+from tests.fleet import enrolled_app
 
 NAMES = [f"q{i:02d}" for i in range(4)]
 
@@ -32,17 +30,7 @@ def fleet() -> FakeFleet:
 
 @pytest.fixture
 def app(tmp_path: Path, fleet: FakeFleet) -> App:
-    retry = RetryLimits(sleep=fleet.clock.sleep, clock=fleet.clock, jitter=0.0)
-    app = App(
-        db=str(tmp_path / "b.db"),
-        make_factory=lambda bmc_timeout: driver_factory(fleet=fleet, bmc_timeout=bmc_timeout),
-        retry=retry,
-        deadline_clock=fleet.clock,
-    )
-    inventory = write_inventory(
-        tmp_path / "inv.yaml", [{"name": n, "driver": "fake"} for n in NAMES]
-    )
-    assert CliRunner().invoke(cli, ["enroll", str(inventory)], obj=app).exit_code == 0
+    app: App = enrolled_app(tmp_path, fleet, NAMES)
     return app
 
 
