@@ -71,13 +71,16 @@ class SessionKeeper:
         tick: float = 5.0,
         round_budget: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        group: threads.ThreadGroup | None = None,
     ) -> None:
+        """``group``: whose thread it is (default: the pool's)."""
         if tick <= 0 or round_budget <= 0:
             raise ValueError("tick and round_budget must be positive")
         self.pool = pool
         self.tick = tick
         self.round_budget = round_budget
         self._clock = clock
+        self._group = group or pool.group
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -98,7 +101,7 @@ class SessionKeeper:
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
-            self._thread = threads.spawn(self._run, "bmaas-session-keeper")
+            self._thread = self._group.spawn(self._run, "bmaas-session-keeper")
 
     @property
     def running(self) -> bool:

@@ -250,10 +250,12 @@ class DriverPool:
         clock: _clock.ClockFn | None = None,
         silence: SilentBMCs | None = None,
         start: Callable[[Callable[[], None]], object] | None = None,
+        group: threads.ThreadGroup | None = None,
     ) -> None:
         """``start`` runs a background logout (default: on up to
         :data:`LOGOUT_THREADS` daemon threads of the pool's own; tests
-        collect the jobs and run them)."""
+        collect the jobs and run them); ``group``: whose threads those are
+        (a runtime's, joined at its close)."""
         if idle <= 0 or wait < 0:
             raise ValueError("idle must be positive and wait non-negative")
         self.idle = idle
@@ -265,6 +267,8 @@ class DriverPool:
         self.wait = wait
         self._clock = clock or _clock.monotonic
         self._start = start
+        #: every thread the pool starts (logouts, keepalives) is this group's
+        self.group = group or threads.ThreadGroup()
         self._logouts: concurrent.futures.ThreadPoolExecutor | None = None
         self._cond = threading.Condition()
         self._slots: dict[str, _Slot] = {}
@@ -433,7 +437,7 @@ class DriverPool:
         with self._cond:
             closed = self._closed
             if not closed and self._logouts is None:
-                self._logouts = threads.pool(LOGOUT_THREADS, "bmaas-logout")
+                self._logouts = self.group.pool(LOGOUT_THREADS, "bmaas-logout")
             logouts = self._logouts
         if closed or logouts is None:  # the pool is closing: its caller waits, as close() does
             guarded()
@@ -515,7 +519,7 @@ class DriverPool:
                 slot.in_use = True
         if len(due) <= 1 or parallel == 1:
             return sum(self._keep(slot, deadline) for slot in due)
-        with threads.pool(min(parallel, len(due)), "bmaas-keepalive") as workers:
+        with self.group.pool(min(parallel, len(due)), "bmaas-keepalive") as workers:
             return sum(workers.map(lambda slot: self._keep(slot, deadline), due))
 
     def _keep(self, slot: _Slot, deadline: Deadline) -> bool:
@@ -639,7 +643,7 @@ class DriverPool:
         self._forget([slot for slot in idle if slot.driver is None])
         if with_driver:
             if logouts is None:
-                logouts = threads.pool(min(LOGOUT_THREADS, len(with_driver)), "bmaas-logout")
+                logouts = self.group.pool(min(LOGOUT_THREADS, len(with_driver)), "bmaas-logout")
             jobs = [logouts.submit(self._retire, [slot]) for slot in with_driver]
             while not deadline.expired:
                 _, pending = concurrent.futures.wait(jobs, timeout=min(deadline.left(), 0.1))

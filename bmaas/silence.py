@@ -61,10 +61,10 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 
-from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.faults import BMCFault
 from bmaas.policy import policy_for
+from bmaas.threads import ThreadGroup
 
 __all__ = [
     "BOUND_FACTOR",
@@ -131,6 +131,7 @@ class SilentBMCs:
         floor: float = BOUND_FLOOR,
         factor: float = BOUND_FACTOR,
         history: int = BOUND_HISTORY,
+        group: ThreadGroup | None = None,
     ) -> None:
         if first <= 0 or cap < first or threads < 1:
             raise ValueError("need 0 < first <= cap and threads >= 1")
@@ -142,6 +143,8 @@ class SilentBMCs:
         self._answers: dict[Hashable, collections.deque[float]] = {}
         self._clock = clock
         self._start = start
+        #: the probes' and the schedule's threads (a runtime's, joined at its close)
+        self.group = group or ThreadGroup()
         self._book: dict[Hashable, Silence] = {}
         self._cond = threading.Condition()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -302,7 +305,7 @@ class SilentBMCs:
             return
         with self._cond:
             if self._executor is None:
-                self._executor = threads.pool(self.threads, "bmaas-probe")
+                self._executor = self.group.pool(self.threads, "bmaas-probe")
             executor = self._executor
         executor.submit(guarded)
 
@@ -319,7 +322,7 @@ class SilentBMCs:
         with self._cond:
             if self._stopped or (self._scheduler is not None and self._scheduler.is_alive()):
                 return
-            self._scheduler = threads.spawn(self._schedule, "bmaas-silent-bmcs")
+            self._scheduler = self.group.spawn(self._schedule, "bmaas-silent-bmcs")
 
     def _schedule(self) -> None:
         while True:

@@ -17,6 +17,11 @@ says how a bmaas thread is made:
 
 A test holds the tree to it: no other module in ``bmaas`` or ``drivers``
 constructs a thread or a thread pool.
+
+An owner that must join what it started (a host's runtime,
+:class:`bmaas.runtime.Runtime`) starts through a :class:`ThreadGroup`: the
+same threads and pools, each remembered, so its close stops the pools and
+joins every thread within one deadline.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported when a pool is made: the CLI's start-up stays light
     import concurrent.futures
 
-__all__ = ["pool", "spawn"]
+    from bmaas.deadline import Deadline
+
+__all__ = ["ThreadGroup", "pool", "spawn"]
 
 
 def spawn(target: Callable[..., object], name: str, *args: Any) -> threading.Thread:
@@ -45,3 +52,45 @@ def pool(workers: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+
+class ThreadGroup:
+    """The threads one owner starts (:func:`spawn`, :func:`pool`, each
+    remembered), joined by :meth:`join` within a deadline."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def spawn(self, target: Callable[..., object], name: str, *args: Any) -> threading.Thread:
+        """:func:`spawn`, remembered."""
+        thread = spawn(target, name, *args)
+        self._adopt(thread)
+        return thread
+
+    def pool(self, workers: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
+        """:func:`pool`, its threads remembered as each starts."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        return ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix=name, initializer=self._adopt
+        )
+
+    def _adopt(self, thread: threading.Thread | None = None) -> None:
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread or threading.current_thread())
+
+    def alive(self) -> list[threading.Thread]:
+        """The group's threads still running."""
+        with self._lock:
+            return [t for t in self._threads if t.is_alive()]
+
+    def join(self, deadline: Deadline) -> list[str]:
+        """Join every thread until ``deadline`` (their owners have told them
+        to stop, and shut their pools down); the names of those still
+        running then (each bounded by its own deadline: a daemon)."""
+        for thread in self.alive():
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline.left()))
+        return [t.name for t in self.alive() if t is not threading.current_thread()]

@@ -51,7 +51,6 @@ from bmaas.driver import BMCDriver, Operation
 from bmaas.drivers.ipmi.driver import SESSION_KEEPALIVE
 from bmaas.drivers.ironic import conf, learned, rules
 from bmaas.drivers.ironic.info import MissingDriverInfo, parse_driver_info
-from bmaas.drivers.ironic.rules import RequestDeadlines
 from bmaas.faults import (
     BmaasError,
     BMCFault,
@@ -63,6 +62,7 @@ from bmaas.keeper import SessionKeeper, keepalives_pay
 from bmaas.pool import DriverPool, PoolKey, idle_for_interval
 from bmaas.registry import build_driver
 from bmaas.retry import RetryLimits
+from bmaas.runtime import RequestDeadlines
 from bmaas.silence import Silence, SilentBMCs
 
 __all__ = [

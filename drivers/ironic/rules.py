@@ -32,32 +32,25 @@ shared-lock read before an action is Ironic's look at a parent or child
 node's power (``_handle_child_power_on``/``_off``, for DPUs); it keeps the
 sync rule.
 
-**One budget for the request** (:class:`RequestDeadlines`): Ironic calls
-``get_power_state`` and then ``set_power_state`` on the same task; the read
-opens the request's Deadline and the action that follows it (within
-:data:`JOIN` seconds of the read's end) continues it, so the read, the action
-and its wait together stay within ``operation_deadline``.
+**One budget for the request** (the runtime's
+:class:`~bmaas.runtime.RequestDeadlines`): Ironic calls ``get_power_state``
+and then ``set_power_state`` on the same task; the read opens the request's
+Deadline and the action that follows it (within
+:data:`~bmaas.runtime.JOIN` seconds of the read's end) continues it, so the
+read, the action and its wait together stay within ``operation_deadline``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import threading
-import weakref
 from enum import StrEnum
 from typing import Any
 
-from bmaas import clock as _clock
-from bmaas.deadline import Deadline
 from bmaas.retry import RetryLimits
 
-__all__ = ["JOIN", "MAX_ATTEMPTS", "RequestDeadlines", "Rule", "limits", "rule_of"]
+__all__ = ["MAX_ATTEMPTS", "Rule", "limits", "rule_of"]
 
 #: attempts in all of one conductor call, whatever the faults
 MAX_ATTEMPTS = 12
-#: seconds between a read's end and the action that continues its request:
-#: what Ironic does in between is a database write and a notification
-JOIN = 5.0
 
 
 class Rule(StrEnum):
@@ -84,48 +77,3 @@ def limits(rule: Rule, *, call: float, operation: float) -> RetryLimits:
     return RetryLimits(
         total=operation, bmc_timeout=call, max_attempts=MAX_ATTEMPTS, reboot_window=operation
     )
-
-
-@dataclasses.dataclass
-class _Open:
-    deadline: Deadline
-    #: when the request's last BMC call ended (on the clock)
-    idle_since: float
-
-
-class RequestDeadlines:
-    """Each task's open request Deadline: a read under the action rule opens
-    one (:meth:`open`), the action that follows continues it, the action's
-    end closes it (:meth:`close`). Keyed weakly by the task, so a task
-    Ironic dropped takes its entry with it."""
-
-    def __init__(self, *, clock: _clock.ClockFn = _clock.monotonic, join: float = JOIN) -> None:
-        self._clock = clock
-        self._join = join
-        self._lock = threading.Lock()
-        self._open: weakref.WeakKeyDictionary[Any, _Open] = weakref.WeakKeyDictionary()
-
-    def open(self, task: Any, seconds: float) -> Deadline:
-        """The task's request Deadline when its last call ended less than
-        ``join`` seconds ago and time is left, else a new one of ``seconds``."""
-        now = self._clock()
-        with self._lock:
-            known = self._open.get(task)
-            joins = known is not None and now - known.idle_since <= self._join
-            if known is not None and joins and not known.deadline.expired:
-                return known.deadline
-            deadline = Deadline.after(seconds, clock=self._clock)
-            self._open[task] = _Open(deadline, now)
-            return deadline
-
-    def idle(self, task: Any) -> None:
-        """The task's call ended: the next one may continue its request."""
-        with self._lock:
-            known = self._open.get(task)
-            if known is not None:
-                known.idle_since = self._clock()
-
-    def close(self, task: Any) -> None:
-        """The request is over (its action ended, however it ended)."""
-        with self._lock:
-            self._open.pop(task, None)

@@ -19,6 +19,7 @@ from bmaas.fakes.driver import FakeDriver
 from bmaas.fakes.fleet import FakeFleet
 from bmaas.faults import BMCBusy, BMCUnreachable
 from bmaas.retry import RetryLimits, call
+from bmaas.runtime import JOIN, RequestDeadlines
 
 #: the README's [bmaas] defaults: call 5, operation 60, sync 15
 CALL, OPERATION, SYNC = 5.0, 60.0, 15.0
@@ -141,7 +142,7 @@ def _fault(name: str) -> BaseException:
 
 def test_the_action_continues_the_deadline_its_read_opened() -> None:
     clock = FakeClock(start=0.0)
-    book = rules.RequestDeadlines(clock=clock.monotonic)
+    book = RequestDeadlines(clock=clock.monotonic)
     task = Task(shared=False)
     read = book.open(task, OPERATION)
     clock.advance(40.0)  # a read through a 40 s BMC reboot
@@ -156,10 +157,10 @@ def test_the_action_continues_the_deadline_its_read_opened() -> None:
 
 def test_a_request_not_continued_within_join_seconds_is_a_new_one() -> None:
     clock = FakeClock(start=0.0)
-    book = rules.RequestDeadlines(clock=clock.monotonic)
+    book = RequestDeadlines(clock=clock.monotonic)
     task, other = Task(shared=False), Task(shared=False)
     read = book.open(task, OPERATION)
     book.idle(task)
     assert book.open(other, OPERATION) is not read  # another task's request
-    clock.advance(rules.JOIN + 1)  # a deploy step read it long before acting
+    clock.advance(JOIN + 1)  # a deploy step read it long before acting
     assert book.open(task, OPERATION).left() == pytest.approx(OPERATION)
