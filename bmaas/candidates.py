@@ -2,7 +2,9 @@
 
 A candidate matches the request's resource class and properties (numbers are
 minimums, anything else must be equal) and can be claimed now: not in
-maintenance, not faulted, not allocated, not already tried by this request.
+maintenance, not faulted, not allocated, not left needing cleaning by a
+failed attempt (:mod:`bmaas.provision.leftovers`), not already tried by this
+request.
 
 Nova computes its alternates once, when it schedules; bmaas recomputes them
 before each attempt, so a node another request claimed in the meantime is
@@ -69,7 +71,11 @@ def candidates(
     ``among`` limits the choice to a caller's list (kept in its order)."""
     properties = properties or {}
     free = store.nodes.find(
-        maintenance=False, faulted=False, allocated=False, resource_class=resource_class
+        maintenance=False,
+        faulted=False,
+        allocated=False,
+        needs_cleaning=False,
+        resource_class=resource_class,
     )
     usable = [n for n in free if n.name not in exclude and matches(n, resource_class, properties)]
     if among is not None:

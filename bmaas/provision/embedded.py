@@ -14,8 +14,12 @@ seam                store
 ``deploy``          :func:`bmaas.deploy.deploy_node` through the drivers, the
                     leases and the cancellation token checked before each step
 ``diagnose``        the fault itself: drivers already classify exactly
-``release``         power off (when the policy row's ``power_off_after_
-                    failure`` says so), then ``release_attempt`` /
+``release``         undo what the deploy left (power off, eject, boot
+                    from disk: when the policy row's ``power_off_after_
+                    failure`` says so); what could not be undone is
+                    recorded as the node's leftovers (never claimed until
+                    cleaned: :mod:`bmaas.provision.leftovers`), then
+                    ``release_attempt`` /
                     ``abort_move`` in one transaction, the fault recorded
                     and, when the row ``fences``, counted
                     (:data:`DEPLOY_HEALTH`: two in a row -> maintenance)
@@ -49,6 +53,7 @@ from bmaas.lease import LeaseKeeper
 from bmaas.policy import FaultPolicy, policy_for
 from bmaas.provision.backend import Readiness
 from bmaas.provision.cancel import CancelToken
+from bmaas.provision.leftovers import undo_leftovers, what_was_left
 from bmaas.provision.readiness import readiness
 from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
@@ -109,6 +114,8 @@ class EmbeddedBackend:
         self.health = health
         self.ready = ready
         self.keeper = LeaseKeeper(store, ttl=lease_ttl).start() if keep_leases else None
+        #: the deploy steps each attempt started (by claim handle): what a failure left
+        self._started: dict[str, list[Step]] = {}
         # What a killed client left behind goes back, cleaned, before we pick nodes.
         self.reclaimed: list[Reclaimed]
         self.cleaned: Cleaned
@@ -138,14 +145,16 @@ class EmbeddedBackend:
         if self.keeper is not None and owner_id:
             self.keeper.discard(owner_id)
 
-    def _check(self, owner_ids: Sequence[str], cancel: CancelToken) -> Callable[[Step], None]:
+    def _check(
+        self, owner_ids: Sequence[str], cancel: CancelToken, started: list[Step]
+    ) -> Callable[[Step], None]:
         def check(step: Step) -> None:
             cancel.check(in_flight=True)
-            if self.keeper is None:
-                return
-            for lost in self.keeper.lost:
-                if lost.owner in owner_ids:
-                    raise lost
+            if self.keeper is not None:
+                for lost in self.keeper.lost:
+                    if lost.owner in owner_ids:
+                        raise lost
+            started.append(step)
 
         return check
 
@@ -260,7 +269,7 @@ class EmbeddedBackend:
                 settings=settings,
                 limits=self.limits,
                 ready=self.ready,
-                before_step=self._check(owners, cancel),
+                before_step=self._check(owners, cancel, self._started.setdefault(claim.handle, [])),
                 deadline=deadline,
             )
         finally:
@@ -284,7 +293,7 @@ class EmbeddedBackend:
     def release(
         self, claim: Claim, fault: BmaasError, policy: FaultPolicy, *, deadline: Deadline
     ) -> None:
-        self._power_off_after_failure(claim.node, fault, deadline)
+        self._undo_after_failure(claim, fault, deadline)
         self._disown(claim.handle)
         counted = self.health if policy.fences else None
         context = f"request {claim.job.label}"
@@ -305,28 +314,31 @@ class EmbeddedBackend:
         except LeaseLost:
             LOG.warning("%s: attempt on %s was already reclaimed", claim.job.label, claim.node)
 
-    def _power_off_after_failure(self, node: str, fault: BaseException, deadline: Deadline) -> None:
-        """Power off a node whose deploy failed half-way, once, best effort,
-        so it does not sit booting an installer, within the request's
-        ``deadline`` (one request of at most ``bmc_timeout``). Skipped when its
-        BMC is the problem (it could not act anyway) or our claim is in doubt
-        (the policy table's ``power_off_after_failure``), or when no time is left."""
-        if not policy_for(fault).power_off_after_failure:
+    def _undo_after_failure(self, claim: Claim, fault: BaseException, deadline: Deadline) -> None:
+        """Undo what the failed deploy left on the node (power, media, boot
+        override), once, best effort, within the request's ``deadline`` (one
+        request of at most ``bmc_timeout`` each). Skipped when its BMC is the
+        problem (it could not act anyway) or our claim is in doubt (the policy
+        table's ``power_off_after_failure``), or when no time is left. What
+        is still left is recorded: the node is not offered until cleaned.
+        A lost lease records nothing: the node is reclaimed, and cleaned so."""
+        left = what_was_left(self._started.pop(claim.handle, ()), claim.job.request.image_url)
+        if not left or isinstance(fault, LeaseLost):
             return
-        if deadline.expired:
-            LOG.info("%s: no time left to power off after a failed deploy", node)
-            return
-        try:
-            driver = self.driver_factory(self.store.nodes.get(node))
-        except BmaasError as exc:
-            LOG.info("%s: no driver to power off after a failed deploy: %s", node, exc)
-            return
-        try:
-            driver.request_power(PowerAction.OFF, deadline=driver.call_deadline(deadline))
-        except BmaasError as exc:
-            LOG.info("%s: could not power off after a failed deploy: %s", node, exc)
-        finally:
-            driver.close()
+        if policy_for(fault).power_off_after_failure:
+            try:
+                driver = self.driver_factory(self.store.nodes.get(claim.node))
+            except BmaasError as exc:
+                LOG.info("%s: no driver to clean up after a failed deploy: %s", claim.node, exc)
+            else:
+                try:
+                    left = undo_leftovers(driver, left, deadline=deadline)
+                finally:
+                    driver.close()
+        if left:
+            self.store.health.set_leftovers(
+                claim.node, left, reason=f"request {claim.job.label} failed: {fault}"
+            )
 
     def complete(self, claim: Claim, deployed: Deployed, *, deadline: Deadline) -> Instance:
         job = claim.job
@@ -344,6 +356,7 @@ class EmbeddedBackend:
         )
         self._disown(claim.handle)
         self._disown(job.handle)
+        self._started.pop(claim.handle, None)
         # a deploy leaves its node on: record it, as `power on` would
         self.store.health.note_power(states={claim.node: PowerState.ON})
         return self._instance(owner)
@@ -498,6 +511,9 @@ def shortage_text(nodes: Sequence[NodeRecord], request: Request) -> str:
         "allocated": sum(1 for n in match if n.allocated),
         "faulted": sum(1 for n in match if n.fault and not n.allocated),
         "in maintenance": sum(1 for n in match if n.maintenance and not (n.allocated or n.fault)),
+        "needing cleaning": sum(
+            1 for n in match if n.leftovers and not (n.allocated or n.fault or n.maintenance)
+        ),
     }
     busy = ", ".join(f"{v} {k}" for k, v in held.items() if v)
     if not busy:  # every match is excluded: a move's own source

@@ -16,7 +16,8 @@ its virtual media ejected) before anyone may claim it again.
 
 Every run that reclaims (a provisioner starting, each ``bmaas sync`` pass)
 cleans through :func:`reclaim`, so a node is never handed out still running
-what a dead deploy left on it.
+what a dead deploy left on it -- nor what a failed attempt left and could not
+undo (:mod:`bmaas.provision.leftovers`: cleaned once its BMC answers).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bmaas.deadline import Deadline
 from bmaas.deploy import undeploy_node
 from bmaas.driver import BMCDriver
 from bmaas.faults import BmaasError
+from bmaas.provision.leftovers import clean_leftovers
 from bmaas.retry import RetryLimits
 from bmaas.store import RECLAIMED
 
@@ -103,7 +105,8 @@ def reclaim(
     deadline: Deadline,
 ) -> tuple[list[Reclaimed], Cleaned]:
     """Take back what dead owners held, then clean the nodes (and any node a
-    previous run marked but could not clean before it stopped)."""
+    previous run marked but could not clean before it stopped), and what
+    failed attempts left on nodes whose BMC did not answer then."""
     reclaimed = store.lifecycle.reclaim_expired()
     cleaned = clean_reclaimed(
         store,
@@ -112,4 +115,9 @@ def reclaim(
         power_timeout=power_timeout,
         deadline=deadline,
     )
+    left = clean_leftovers(store, driver_factory=driver_factory, deadline=deadline)
+    for name, why in left.waiting:
+        LOG.info("%s: needs cleaning: %s", name, why)
+    if left.cleaned:
+        cleaned = dataclasses.replace(cleaned, cleaned=cleaned.cleaned + left.cleaned)
     return reclaimed, cleaned

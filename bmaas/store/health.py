@@ -32,7 +32,7 @@ from bmaas.store import schema as t
 from bmaas.store.base import Database, Tx
 from bmaas.store.nodes import node_in
 from bmaas.store.records import RECLAIMED as _RECLAIMED
-from bmaas.store.records import SYSTEM, NodeRecord, Owner
+from bmaas.store.records import SYSTEM, NodeRecord, Owner, leftover_text
 
 __all__ = [
     "BATCH",
@@ -215,6 +215,41 @@ class HealthRepo:
             )
             if result.rowcount == 1:
                 tx.event(node_id, "cleaned", "powered off after reclaim", actor=SYSTEM)
+            return bool(result.rowcount)
+
+    # -- what a failed attempt left on a node --------------------------------------
+
+    def set_leftovers(self, name: str, leftovers: Mapping[str, Any], *, reason: str) -> None:
+        """Record what a failed attempt left on ``name`` and could not undo
+        (``{"media": url, "boot override": "cdrom", "power": "on"}``): the node
+        is not claimed until :meth:`clear_leftovers`. Merged with what an
+        earlier attempt left, so nothing recorded is forgotten."""
+        n = t.nodes
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            before = tx.scalar(sa.select(n.c.leftovers).where(n.c.id == node_id)) or {}
+            merged = {**before, **{k: v for k, v in leftovers.items() if v}}
+            tx.execute(
+                n.update()
+                .where(n.c.id == node_id)
+                .values(leftovers=merged, last_error=mask_urls(reason), updated_at=tx.now())
+            )
+            left = leftover_text(merged)
+            tx.event(node_id, "needs_cleaning", f"left on the node: {left}: {reason}", actor=SYSTEM)
+
+    def clear_leftovers(self, name: str, *, done: str) -> bool:
+        """The node was cleaned (``done`` says how): it may be claimed again.
+        Returns whether it had leftovers."""
+        n = t.nodes
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            result = tx.execute(
+                n.update()
+                .where(n.c.id == node_id, n.c.leftovers.is_not(None))
+                .values(leftovers=None, updated_at=tx.now())
+            )
+            if result.rowcount == 1:
+                tx.event(node_id, "cleaned", done, actor=SYSTEM)
             return bool(result.rowcount)
 
 

@@ -220,8 +220,11 @@ class NodesRepo:
         driver: str | None = None,
         resource_class: str | None = None,
         allocated: bool | None = None,
+        needs_cleaning: bool | None = None,
     ) -> list[NodeRecord]:
-        """Nodes by name order, filtered. Every filter left ``None`` is ignored."""
+        """Nodes by name order, filtered. Every filter left ``None`` is ignored.
+        ``needs_cleaning``: a failed attempt left something on the node
+        (:attr:`NodeRecord.leftovers`)."""
         n, a = t.nodes, t.allocations
         query = _node_query()
         if names is not None:
@@ -245,6 +248,9 @@ class NodesRepo:
             query = query.where(n.c.resource_class == resource_class)
         if allocated is not None:
             query = query.where(a.c.id.is_not(None) if allocated else a.c.id.is_(None))
+        if needs_cleaning is not None:
+            left = n.c.leftovers
+            query = query.where(left.is_not(None) if needs_cleaning else left.is_(None))
         with self._db.read() as tx:
             return [_record(row) for row in tx.execute(query)]
 

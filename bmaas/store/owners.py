@@ -37,7 +37,7 @@ from bmaas.store.base import Database, Tx, owner_in, owner_row, require_alive
 from bmaas.store.errors import LeaseLost
 from bmaas.store.ports import unbind
 from bmaas.store.records import DEFAULT_LEASE_TTL as _DEFAULT_LEASE_TTL
-from bmaas.store.records import Allocation, Owner, OwnerKind, ProvisionState
+from bmaas.store.records import Allocation, Owner, OwnerKind, ProvisionState, leftover_text
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -305,6 +305,7 @@ def claim_in(
     free = (
         sa.select(n.c.id, sa.literal(owner_id), sa.literal(now))
         .where(n.c.name == node, n.c.maintenance.is_(False), n.c.fault.is_(None))
+        .where(n.c.leftovers.is_(None))
         .where(~sa.exists().where(a.c.node_id == n.c.id))
         .where(
             sa.exists().where(
@@ -370,6 +371,11 @@ def why_not(tx: Tx, node: str, owner_id: str) -> BmaasError:
         return NodeUnavailable(node=node, reason=f"allocated to {held_by}", taken=True)
     if row.fault is not None:
         return NodeUnavailable(node=node, reason=f"faulted: {row.fault}")
+    if row.leftovers is not None:
+        left = leftover_text(row.leftovers)
+        return NodeUnavailable(
+            node=node, reason=f"needs cleaning (left by a failed attempt: {left})"
+        )
     return NodeUnavailable(
         node=node, reason=f"in maintenance ({row.maintenance_by}: {row.maintenance_reason})"
     )

@@ -14,9 +14,10 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from bmaas.driver import PowerState
-from bmaas.secrets import mask
+from bmaas.secrets import mask, mask_urls
 
 __all__ = [
+    "LEFTOVER_KEYS",
     "POWER_FAILURE",
     "QUIRKS_KEY",
     "SYSTEM",
@@ -30,6 +31,7 @@ __all__ = [
     "PortOrigin",
     "ProvisionState",
     "Segment",
+    "leftover_text",
     "node_record",
 ]
 
@@ -64,6 +66,18 @@ class ProvisionState(StrEnum):
     DEPLOYING = "deploying"
     ACTIVE = "active"
     UNDEPLOYING = "undeploying"
+
+
+#: what :attr:`NodeRecord.leftovers` may name: the virtual media URL bmaas
+#: inserted, the boot override it set, the power state it may have left on
+LEFTOVER_KEYS = ("media", "boot override", "power")
+
+
+def leftover_text(leftovers: dict[str, Any] | None) -> str | None:
+    """A node's leftovers on one line, in :data:`LEFTOVER_KEYS` order."""
+    if not leftovers:
+        return None
+    return mask_urls(", ".join(f"{k} {leftovers[k]}" for k in LEFTOVER_KEYS if leftovers.get(k)))
 
 
 #: the key of a node's ``extra`` under which its BMC quirks are kept
@@ -105,6 +119,9 @@ class NodeRecord:
     owner_id: str | None = None
     owner_kind: OwnerKind | None = None
     owner_name: str | None = None
+    #: what a failed attempt left on the node and could not undo
+    #: (:data:`LEFTOVER_KEYS`); None when the node is clean
+    leftovers: dict[str, Any] | None = None
 
     @property
     def allocated(self) -> bool:
@@ -113,7 +130,13 @@ class NodeRecord:
     @property
     def claimable(self) -> bool:
         """What the claim's conditional write checks, as seen when this was read."""
-        return not (self.allocated or self.maintenance or self.fault)
+        return not (self.allocated or self.maintenance or self.fault or self.leftovers)
+
+    @property
+    def needs_cleaning(self) -> str | None:
+        """ "media http://..., boot override cdrom, power on" when a failed
+        attempt left that on the node; None when it is clean."""
+        return leftover_text(self.leftovers)
 
     @property
     def maintenance_by_system(self) -> bool:
@@ -123,6 +146,8 @@ class NodeRecord:
         """JSON-ready, with credentials masked."""
         out = dataclasses.asdict(self)
         out["driver_info"] = mask(self.driver_info)
+        if self.leftovers:
+            out["leftovers"] = {k: mask_urls(str(v)) for k, v in self.leftovers.items()}
         return out
 
 
@@ -250,4 +275,11 @@ def node_record(
         owner_id=m["owner_id"],
         owner_kind=OwnerKind(m["owner_kind"]) if m["owner_kind"] else None,
         owner_name=m["owner_name"],
+        leftovers=_leftovers(m, json_column),
     )
+
+
+def _leftovers(m: Columns, json_column: Callable[[Any], Any]) -> dict[str, Any] | None:
+    raw = m["leftovers"]
+    decoded = json_column(raw) if raw is not None else None
+    return dict(decoded) if decoded else None

@@ -92,6 +92,9 @@ nodes = sa.Table(
     sa.Column("good_count", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # what a failed attempt left on the node and could not undo (media,
+    # boot override, power): never claimed until cleaned (NULL: clean)
+    sa.Column("leftovers", sa.JSON(none_as_null=True)),
 )
 
 owners = sa.Table(

@@ -1,0 +1,156 @@
+"""What a failed attempt leaves on a node, and cleaning it before the node
+is offered again (issue 49).
+
+A deploy inserts the deploy image, sets a boot override to it and powers the
+node on. When the attempt fails, the embedded backend undoes that (power off,
+eject, boot from disk) -- unless the BMC is the problem (a hang ended in
+``BMCTimeout``: the policy table's ``off`` column says no) or the undo itself
+fails. Then the node would boot the deploy image at its next power-on::
+
+    attempt fails after step S
+          │
+          ▼
+    what_was_left(S)           media, boot override, power, by the steps started
+          │
+          ▼
+    undo_leftovers()           one bounded call each: power off, eject, disk
+          ├── ok ──────────▶   nothing recorded
+          └── fault / skipped  store.health.set_leftovers: "needs cleaning";
+                               never a candidate, never claimed
+          ▼
+    clean_leftovers()          every command that reclaims (a provisioner
+                               starting, each `bmaas sync` pass): the BMC
+          ├── answers ─────▶   power off, eject what bmaas inserted, boot
+          │                    from disk; leftovers cleared: offered again
+          └── still silent ──▶ kept, tried again next time (not fenced: the
+                               node is not broken, its BMC did not answer)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from bmaas.deadline import Deadline
+from bmaas.deploy import Step
+from bmaas.driver import BMCDriver, BootDevice, PowerAction
+from bmaas.faults import BmaasError
+from bmaas.store.records import leftover_text
+
+if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.store import Store
+
+__all__ = ["Leftovers", "clean_leftovers", "undo_leftovers", "what_was_left"]
+
+LOG = logging.getLogger(__name__)
+
+#: the steps after which the node may hold the deploy's boot override
+#: (and its media), and after which it may be on
+_BOOT_SET = (Step.BOOT_DEVICE, Step.POWER, Step.SETTLE, Step.READY, Step.FINALIZE)
+_POWERED = (Step.POWER, Step.SETTLE, Step.READY, Step.FINALIZE)
+
+
+def what_was_left(started: Sequence[Step], image_url: str | None) -> dict[str, str]:
+    """What a deploy that started ``started`` may have left on the node:
+    ``{"media": url, "boot override": "cdrom", "power": "on"}`` (only what
+    applies; empty when it stopped before touching the node)."""
+    left: dict[str, str] = {}
+    if any(s in _BOOT_SET for s in started):
+        if image_url:
+            left["media"] = image_url
+        left["boot override"] = str(BootDevice.CDROM if image_url else BootDevice.PXE)
+    if any(s in _POWERED for s in started):
+        left["power"] = "on"
+    return left
+
+
+def undo_leftovers(
+    driver: BMCDriver, left: Mapping[str, str], *, deadline: Deadline
+) -> dict[str, str]:
+    """Undo ``left`` on the node: power off, eject the media bmaas inserted
+    (by its URL, never another tool's), boot from disk; one bounded call
+    each, within ``deadline``. Returns what is still left: from the first
+    call that failed on (a BMC that did not answer is not asked again)."""
+    todo = dict(left)
+    if not todo:
+        return todo
+    actions: list[tuple[str, Callable[[], None]]] = [
+        (
+            "power",
+            lambda: driver.request_power(PowerAction.OFF, deadline=driver.call_deadline(deadline)),
+        ),
+        (
+            "media",
+            lambda: driver.eject_virtual_media(
+                deadline=driver.call_deadline(deadline), url=todo["media"]
+            ),
+        ),
+        (
+            "boot override",
+            lambda: driver.set_boot_device(
+                BootDevice.DISK, persistent=True, deadline=driver.call_deadline(deadline)
+            ),
+        ),
+    ]
+    for key, act in actions:
+        if key not in todo:
+            continue
+        if deadline.expired:
+            LOG.info("%s: no time left to undo %s", driver.node, leftover_text(todo))
+            return todo
+        try:
+            act()
+        except BmaasError as exc:
+            LOG.info("%s: could not undo %s: %s", driver.node, leftover_text(todo), exc)
+            return todo
+        del todo[key]
+    return todo
+
+
+@dataclasses.dataclass(frozen=True)
+class Leftovers:
+    """What a cleaning pass did: nodes cleaned, nodes still waiting (and why)."""
+
+    cleaned: tuple[str, ...] = ()
+    waiting: tuple[tuple[str, str], ...] = ()
+
+
+def clean_leftovers(
+    store: Store,
+    *,
+    driver_factory: Callable[[Any], BMCDriver],
+    deadline: Deadline,
+    nodes: Sequence[str] | None = None,
+) -> Leftovers:
+    """Clean every node a failed attempt left something on (or those of
+    ``nodes``): its BMC asked once per step, each call bounded by the
+    driver's own timeout and ``deadline``. A node cleaned is offered again;
+    one whose BMC still does not answer keeps its leftovers (tried again by
+    the next command or sync pass), the fault as its last error."""
+    cleaned: list[str] = []
+    waiting: list[tuple[str, str]] = []
+    for record in store.nodes.find(nodes, needs_cleaning=True):
+        left = dict(record.leftovers or {})
+        try:
+            driver = driver_factory(record)
+        except BmaasError as exc:
+            waiting.append((record.name, str(exc)))
+            continue
+        try:
+            rest = undo_leftovers(driver, left, deadline=deadline)
+        finally:
+            driver.close()
+        if rest:
+            why = f"still left on the node: {leftover_text(rest)} (its BMC did not answer)"
+            waiting.append((record.name, why))
+            continue
+        if store.health.clear_leftovers(
+            record.name, done=f"cleaned what a failed attempt left: {leftover_text(left)}"
+        ):
+            LOG.warning(
+                "%s: cleaned what a failed attempt left: %s", record.name, leftover_text(left)
+            )
+            cleaned.append(record.name)
+    return Leftovers(tuple(cleaned), tuple(waiting))

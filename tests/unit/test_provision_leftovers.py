@@ -1,0 +1,135 @@
+"""What a failed attempt leaves on a node (media, boot override, power) when
+its BMC hangs: recorded, never offered, cleaned once the BMC answers again
+(issue 49, finding 3). FakeFleet/FakeDriver and a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bmaas.candidates import candidates
+from bmaas.deadline import Deadline
+from bmaas.deploy import Step
+from bmaas.driver import BootDevice, PowerState
+from bmaas.fakes.faults import FaultRule
+from bmaas.faults import NodeUnavailable
+from bmaas.provision import Provisioner, Request
+from bmaas.provision.leftovers import undo_leftovers, what_was_left
+from bmaas.provision.reclaim import reclaim
+from bmaas.store import OwnerKind, Store
+from tests.unit.test_provision import Rack
+
+ISO = "http://images.example/deploy.iso"
+#: the BMC takes the media and the boot override, then hangs on power
+HANG_ON_POWER = [{"effect": "hang", "operation": "power.set"}]
+
+
+def _failed_on_n01(store: Store) -> Rack:
+    rack = Rack(store, count=2, rules={"n01": HANG_ON_POWER})
+    done = rack.provisioner.provision(Request("r1", image_url=ISO))
+    assert [(a.node, a.fault_class) for a in done.attempts] == [
+        ("n01", "BMCTimeout"),
+        ("n02", None),
+    ]
+    assert done.node == "n02"  # the second candidate got the request
+    return rack
+
+
+def _reclaim(rack: Rack) -> Any:
+    return reclaim(rack.store, driver_factory=rack.factory, deadline=Deadline.after(60))
+
+
+def test_a_hung_bmc_leaves_the_node_needing_cleaning_and_not_offered(store: Store) -> None:
+    rack = _failed_on_n01(store)
+    machine = rack.fleet.machine("n01")
+    assert machine.media == ISO  # what the finding saw: the deploy ISO still in
+    node = store.nodes.get("n01")
+    assert node.owner_id is None  # given back...
+    assert node.leftovers == {"media": ISO, "boot override": "cdrom", "power": "on"}
+    assert not node.claimable  # ...but not offered
+    assert node.needs_cleaning == f"media {ISO}, boot override cdrom, power on"
+    assert candidates(store) == []  # n02 holds the request, n01 needs cleaning
+    assert store.nodes.events("n01")[-1].kind != "cleaned"
+    assert any(e.kind == "needs_cleaning" for e in store.nodes.events("n01", limit=50))
+    # the claim's conditional write refuses it too, saying why
+    attempt = store.owners.create(OwnerKind.ATTEMPT, name="x", ttl=30)
+    with pytest.raises(NodeUnavailable, match="needs cleaning"):
+        store.owners.claim("n01", attempt.id)
+
+
+def test_while_the_bmc_still_hangs_the_sync_keeps_the_node_out(store: Store) -> None:
+    rack = _failed_on_n01(store)
+    rack.fleet.machine("n01").plan.clear()
+    rack.fleet.machine("n01").plan.add(FaultRule.from_dict({"effect": "hang"}))
+    _reclaim(rack)
+    node = store.nodes.get("n01")
+    assert node.leftovers is not None
+    assert not node.claimable
+    assert rack.fleet.machine("n01").media == ISO
+
+
+def test_when_the_bmc_answers_one_cleaning_and_the_node_is_offered_again(store: Store) -> None:
+    rack = _failed_on_n01(store)
+    machine = rack.fleet.machine("n01")
+    machine.plan.clear()  # the BMC answers again
+    _reclaimed, cleaned = _reclaim(rack)
+    assert cleaned.cleaned == ("n01",)
+    assert machine.media is None
+    assert machine.power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
+    assert machine.boot_device().device is BootDevice.DISK
+    node = store.nodes.get("n01")
+    assert node.leftovers is None
+    assert node.claimable
+    assert candidates(store) == ["n01"]
+    assert store.nodes.events("n01")[-1].kind == "cleaned"
+    calls = len(rack.calls("n01"))
+    _reclaim(rack)  # nothing left: the BMC is not asked again
+    assert len(rack.calls("n01")) == calls
+
+
+def test_the_next_command_cleans_before_it_picks(store: Store) -> None:
+    rack = _failed_on_n01(store)
+    rack.fleet.machine("n01").plan.clear()
+    fresh = Provisioner(store, driver_factory=rack.factory, limits=rack.policy, keep_leases=False)
+    assert fresh.embedded is not None
+    assert "n01" in fresh.embedded.cleaned.cleaned
+    assert fresh.provision(Request("r2", image_url=ISO)).node == "n01"
+
+
+def test_a_failure_the_bmc_answers_is_undone_at_once_and_nothing_recorded(store: Store) -> None:
+    rack = Rack(
+        store, count=2, rules={"n01": [{"effect": "power_stuck", "operation": "power.set"}]}
+    )
+    done = rack.provisioner.provision(Request("r1", image_url=ISO))
+    assert done.node == "n02"
+    assert rack.fleet.machine("n01").media is None
+    assert store.nodes.get("n01").leftovers is None
+
+
+def test_what_was_left_follows_the_steps_started() -> None:
+    assert what_was_left([Step.CHECK], ISO) == {}
+    assert what_was_left([Step.CHECK, Step.BOOT_DEVICE], ISO) == {
+        "media": ISO,
+        "boot override": "cdrom",
+    }
+    assert what_was_left([Step.CHECK, Step.BOOT_DEVICE, Step.POWER], None) == {
+        "boot override": "pxe",
+        "power": "on",
+    }
+
+
+def test_undo_stops_at_the_first_call_the_bmc_does_not_answer(store: Store) -> None:
+    rack = Rack(store, count=1, rules={"n01": [{"effect": "hang"}]})
+    driver = rack.factory(store.nodes.get("n01"))
+    left = {"media": ISO, "boot override": "cdrom", "power": "on"}
+    assert undo_leftovers(driver, left, deadline=Deadline.after(60)) == left
+    assert len(driver.wire_calls) == 1
+
+
+def test_node_list_says_why_it_is_not_offered(store: Store) -> None:
+    from bmaas.cli.nodes import _row
+
+    _failed_on_n01(store)
+    row = _row(store.nodes.get("n01"))
+    assert "needs cleaning" in row
