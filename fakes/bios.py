@@ -30,6 +30,7 @@ DEFAULT_REGISTRY: dict[str, AttributeInfo] = {
     "SriovEnable": AttributeInfo("Boolean"),
     "AdminPhone": AttributeInfo("String", max_length=20),
     "SystemModelName": AttributeInfo("String", read_only=True),
+    "AdminPassword": AttributeInfo("Password", max_length=32),
 }
 DEFAULT_BIOS: dict[str, Any] = {
     "BootMode": "Uefi",
@@ -39,6 +40,7 @@ DEFAULT_BIOS: dict[str, Any] = {
     "SriovEnable": False,
     "AdminPhone": "",
     "SystemModelName": "FakeServer 1U",
+    "AdminPassword": "",
 }
 
 
@@ -59,6 +61,9 @@ class FakeBios:
         self.applies = "all"
         #: the attributes a partial apply leaves pending (empty: the first one)
         self.sticky: set[str] = set()
+        #: how much the next boot alone applies (the ``bios_pending`` and
+        #: ``bios_partial`` effects), then ``applies`` again (None: ``applies``)
+        self.next_boot: str | None = None
 
     def settings(self) -> BiosSettings:
         with self._lock:
@@ -76,13 +81,21 @@ class FakeBios:
             else:
                 self.pending.update(changes)
 
+    def hold(self, applies: str) -> None:
+        """The next boot applies ``applies`` (one of :data:`APPLIES`) of what is pending."""
+        if applies not in APPLIES:
+            raise ValueError(f"applies must be one of {', '.join(APPLIES)}, not {applies!r}")
+        with self._lock:
+            self.next_boot = applies
+
     def boot(self) -> None:
         """The machine boots: apply the pending settings as ``applies`` says."""
         with self._lock:
-            if self.applies == "never" or not self.pending:
+            applies, self.next_boot = self.next_boot or self.applies, None
+            if applies == "never" or not self.pending:
                 return
             kept: set[str] = set()
-            if self.applies == "partly":
+            if applies == "partly":
                 kept = (self.sticky & set(self.pending)) or {next(iter(self.pending))}
             for name, value in list(self.pending.items()):
                 if name not in kept:

@@ -286,6 +286,7 @@ class FakeDriver(BMCDriver):
 
         def act(hw: Any) -> dict[str, Any]:
             self.machine.bios.stage(dict(changes), immediate=apply_time == "Immediate")
+            self.machine.apply(hw)  # bios_pending, bios_partial: what the next boot applies
             return self.machine.bios.settings().pending
 
         return self._call(Operation.BIOS_SET, deadline, act)

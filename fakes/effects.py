@@ -82,6 +82,8 @@ class Effect(StrEnum):
     BOOT_NOT_PERSISTED = "boot_not_persisted"
     BOOT_ONCE_PERSISTENT = "boot_once_persistent"
     BOOT_CRASH = "boot_crash"
+    BIOS_PENDING = "bios_pending"
+    BIOS_PARTIAL = "bios_partial"
     INCIDENT = "incident"
     SESSION_LIMIT = "session_limit"
     OVERLOAD = "overload"
@@ -408,6 +410,37 @@ EFFECTS: dict[Effect, EffectDef] = {
                 {"up_for": 0.3, "operation": "power.set"},
                 _both("ok:off"),
                 "power_on_then_settle",
+            ),
+        ),
+    ),
+    # A BIOS change the BMC takes and the next POST does not apply (issue 51:
+    # Ironic verifies the attributes after the reboot; Metal3 #2873). The
+    # driver's verify_bios reads it back: SettingsNotApplied, never success.
+    Effect.BIOS_PENDING: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "a BIOS change is taken; the next boot applies none of it (it stays pending)",
+        operations=("bios.set",),
+        cases=(
+            Case(
+                "bios_pending",
+                {"operation": "bios.set"},
+                {"redfish": "SettingsNotApplied"},
+                "bios_set_reboot_verify",
+            ),
+        ),
+    ),
+    Effect.BIOS_PARTIAL: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "a BIOS change is taken; the next boot applies part of it (one setting stays pending)",
+        operations=("bios.set",),
+        cases=(
+            Case(
+                "bios_partial",
+                {"operation": "bios.set"},
+                {"redfish": "SettingsNotApplied"},
+                "bios_set_reboot_verify",
             ),
         ),
     ),

@@ -13,8 +13,8 @@ so a simulation replays exactly. Thread-safe: hwlab's IPMI and Redfish servers
 share one machine, as a real BMC speaks both.
 
 Hardware fault effects (``power_stuck``, ``slow_power``, ``power_lost``,
-``boot_not_persisted``, ``boot_crash``) are carried out here; the caller
-passes the firings its fault plan returned for the request.
+``boot_not_persisted``, ``boot_crash``, ``bios_pending``, ``bios_partial``)
+are carried out here; the caller passes the firings its fault plan returned for the request.
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ class FakeMachine:
         self.firmware: list[FirmwareComponent] = [
             FirmwareComponent("BMC", "BMC firmware", "fake-1.0", True),
             FirmwareComponent("BIOS", "System BIOS", "fake-bios-1.0", True),
+            FirmwareComponent("NIC1", "NIC firmware", "fake-nic-1.0", True),
         ]
         self._reset_at: float | None = None  # a hard reset lands (reboots) then
         #: called with (power, health, seconds since power landed) as they are
@@ -220,11 +221,16 @@ class FakeMachine:
             self._land(state, self._clock())
 
     def apply(self, firings: Iterable[Firing]) -> None:
-        """Carry out hardware effects that need no action (``power_lost``)."""
+        """Carry out hardware effects that need no action (``power_lost``;
+        ``bios_pending`` and ``bios_partial``: what the next boot applies)."""
         effects = {f.effect: f for f in firings}
         with self._lock:
             self._settle()
             self._apply_lost(effects)
+        if Effect.BIOS_PENDING in effects:  # the next boot applies none of it
+            self.bios.hold("never")
+        if Effect.BIOS_PARTIAL in effects:  # the next boot applies some of it
+            self.bios.hold("partly")
 
     def _apply_lost(self, effects: dict[Effect, Firing]) -> None:
         if Effect.POWER_LOST in effects:

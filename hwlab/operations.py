@@ -16,6 +16,9 @@ POST .../VirtualMedia.InsertMedia|EjectMedia  ``vmedia.insert`` / ``vmedia.eject
 POST .../HpeiLOVirtualMedia.Insert|Eject...   ``vmedia.insert`` / ``vmedia.eject`` (iLO OEM)
 GET /redfish/v1/Systems/<id>                  ``power.get`` (unless named, below)
 GET .../Processors, .../Memory                ``inventory.get``
+GET .../Bios[/Settings|/Pending]              ``bios.get``
+PATCH .../Bios[/Settings|/Pending]            ``bios.set``
+GET /redfish/v1/UpdateService[/...]           ``firmware.get``
 any other request                             ``probe`` (emulator) / relayed (proxy)
 ============================================  ==================================
 
@@ -49,6 +52,8 @@ READ_OPERATIONS = frozenset(
         Operation.BOOT_GET,
         Operation.INVENTORY_GET,
         Operation.BOOT_PROGRESS_GET,
+        Operation.BIOS_GET,
+        Operation.FIRMWARE_GET,
     }
 )
 
@@ -65,6 +70,7 @@ IPMI_COMMANDS: dict[tuple[int, int], Operation] = {
 
 _SYSTEM = r"/redfish/v1/Systems/[^/]+"
 _MEDIA = r"/redfish/v1/(?:Managers|Systems)/[^/]+/VirtualMedia/[^/]+"
+_BIOS = _SYSTEM + r"/Bios(?:/Settings|/Pending)?"
 
 #: (method, path pattern, operation), first match wins. One GET of the
 #: ComputerSystem serves power state, boot override and boot progress alike;
@@ -94,6 +100,9 @@ REDFISH_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = [
         ),
         ("PATCH", _MEDIA, Operation.VMEDIA_INSERT),
         ("GET", _SYSTEM + r"/(?:Processors|Memory)(?:/[^/]+)?", Operation.INVENTORY_GET),
+        ("GET", _BIOS, Operation.BIOS_GET),
+        ("PATCH", _BIOS, Operation.BIOS_SET),
+        ("GET", r"/redfish/v1/UpdateService(?:/.*)?", Operation.FIRMWARE_GET),
     )
 ]
 

@@ -104,6 +104,22 @@ def _media_url() -> str:
     return f"{MEDIA_URL}?{time.monotonic_ns()}"
 
 
+def _bios_set_reboot_verify(driver: BMCDriver) -> str:
+    """Two BIOS settings changed (each to another of its values), the machine
+    powered on (the boot that applies them), the change verified."""
+    settings = driver.get_bios(deadline=per_call(driver))
+    wanted = {
+        name: "Disabled" if settings.current.get(name) == "Enabled" else "Enabled"
+        for name in ("ProcTurboMode", "ProcHyperthreading")
+    }
+    driver.set_bios(wanted, deadline=per_call(driver))
+    driver.set_power_state(
+        PowerAction.ON, wait=True, timeout=POWER_TIMEOUT, deadline=no_budget(driver)
+    )
+    driver.verify_bios(wanted, deadline=per_call(driver))
+    return "ok"
+
+
 def _login(driver: BMCDriver) -> str:
     driver.close()  # the next call logs in afresh
     return _read(driver)
@@ -119,6 +135,7 @@ ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
     "boot_pxe_once": _boot_pxe_once,
     "power_on_then_settle": _power_on_then_settle,
     "vmedia_insert": _vmedia_insert,
+    "bios_set_reboot_verify": _bios_set_reboot_verify,
     "login": _login,
 }
 

@@ -27,6 +27,7 @@ from bmaas.hwlab.operations import OPERATION_HEADER, redfish_operation
 from bmaas.hwlab.redfish import event_requests
 from bmaas.hwlab.redfish.app import RequestContext, call_app
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
+from bmaas.hwlab.redfish.lifecycle import serve as serve_lifecycle
 from bmaas.hwlab.redfish.shapes.engine import serve as serve_shape
 from bmaas.hwlab.redfish.standard import (
     PUBLIC,
@@ -161,6 +162,9 @@ def _dispatch(
     moved = canonical(bmc, request.target)
     if moved is not None:
         return Response(308, [("Location", moved), ("OData-Version", "4.0")])
+    served = serve_lifecycle(bmc, request, hardware)  # Bios, firmware, parts: every shape
+    if served is not None:
+        return Response(*served)
     if bmc.shape is not None:  # a vendor shape: its resources from live state
         shaped = serve_shape(bmc, bmc.shape, request, hardware)
         if shaped is not None:

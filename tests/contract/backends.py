@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from bmaas.driver import BMCDriver, Capability, PowerState
+from bmaas.driver import BMCDriver, PowerState
 from bmaas.driver_info import DriverInfo
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
@@ -35,10 +35,6 @@ class Target:
     power_timeout: float
     #: let time pass (fake clock: instantly; real backends: a real sleep)
     wait: Callable[[float], None]
-    #: capabilities the driver offers that the BMC behind it does not serve
-    #: (hwlab's emulated Redfish BMC has no Bios or UpdateService yet): the
-    #: call must end in ``UnsupportedOperation`` from the BMC's answer
-    bmc_lacks: frozenset[Capability] = frozenset()
 
 
 class CoreOnlyFakeDriver(FakeDriver):
@@ -127,13 +123,7 @@ def _redfish(*, tls: bool) -> Callable[[], contextlib.AbstractContextManager[Tar
             driver = RedfishDriver("c1", info, bmc_timeout=2.0)
             driver.poll_interval = 0.02
             try:
-                yield Target(
-                    driver,
-                    machine,
-                    power_timeout=3.0,
-                    wait=time.sleep,
-                    bmc_lacks=frozenset({Capability.BIOS, Capability.FIRMWARE}),
-                )
+                yield Target(driver, machine, power_timeout=3.0, wait=time.sleep)
             finally:
                 driver.close()
 

@@ -136,7 +136,7 @@ OPTIONAL: dict[Capability, Callable[[Target], object]] = {
 @pytest.mark.parametrize("capability", list(OPTIONAL), ids=str)
 def test_capabilities_are_declared_truthfully(target: Target, capability: Capability) -> None:
     call = OPTIONAL[capability]
-    if target.driver.supports(capability) and capability not in target.bmc_lacks:
+    if target.driver.supports(capability):
         call(target)
     else:
         with pytest.raises(UnsupportedOperation) as info:
@@ -145,7 +145,7 @@ def test_capabilities_are_declared_truthfully(target: Target, capability: Capabi
 
 
 def serves(target: Target, capability: Capability) -> bool:
-    return target.driver.supports(capability) and capability not in target.bmc_lacks
+    return target.driver.supports(capability)
 
 
 def test_bios_set_is_pending_until_the_reset_and_verified_after_it(target: Target) -> None:

@@ -170,7 +170,7 @@ def test_inventory_json_lists_parts_with_macs(app: App) -> None:
     assert first["cpus"] == 8
     assert first["nics"][0]["mac"].startswith("52:54:00:")
     assert len(first["dimms"]) == 2
-    assert [c["id"] for c in first["firmware"]] == ["BMC", "BIOS"]
+    assert [c["id"] for c in first["firmware"]] == ["BMC", "BIOS", "NIC1"]
     text = bmaas(app, "inventory", "b0")
     assert "NICs NIC1=52:54:00:" in lines(text)["b0"]
 

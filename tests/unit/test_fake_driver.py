@@ -1,4 +1,4 @@
-"""Each of the 18 fault effects, through FakeDriver, as a real driver would fail."""
+"""Each of the 22 fault effects, through FakeDriver, as a real driver would fail."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from bmaas.faults import (
     BMCUnreachable,
     BootFailure,
     PowerFailure,
+    SettingsNotApplied,
     UnsupportedOperation,
 )
 from tests.budgets import ask, no_budget, per_call
@@ -261,3 +262,23 @@ def test_incident_licence_is_unsupported_and_already_on_succeeds() -> None:
     ask(d.set_power_state, PowerAction.ON)  # the BMC acted and said "already on"
     clock.advance(3)
     assert ask(d.get_power_state) is PowerState.ON
+
+
+@pytest.mark.parametrize(
+    ("effect", "left"),
+    [
+        ("bios_pending", {"ProcTurboMode", "ProcHyperthreading"}),
+        ("bios_partial", {"ProcTurboMode"}),
+    ],
+)
+def test_a_bios_change_the_next_boot_does_not_apply_is_settings_not_applied(
+    effect: str, left: set[str]
+) -> None:
+    d, clock = _make({"effect": effect, "operation": "bios.set"})
+    wanted = {"ProcTurboMode": "Disabled", "ProcHyperthreading": "Disabled"}
+    d.set_bios(wanted, deadline=per_call(d))
+    d.set_power_state(PowerAction.ON, deadline=per_call(d))
+    clock.advance(30)
+    with pytest.raises(SettingsNotApplied) as info:
+        d.verify_bios(wanted, deadline=per_call(d))
+    assert set(info.value.attributes) == left

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bmaas.hwlab.redfish import lifecycle
 from bmaas.hwlab.redfish.bmc import Bmc
 from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 from bmaas.hwlab.redfish.shapes.state import ShapeState
@@ -48,6 +49,8 @@ def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "Managers": _link("/redfish/v1/Managers"),
         "Chassis": _link("/redfish/v1/Chassis"),
         "SessionService": _link("/redfish/v1/SessionService"),
+        "UpdateService": _link("/redfish/v1/UpdateService"),
+        "Registries": _link("/redfish/v1/Registries"),
         "Links": {"Sessions": _link("/redfish/v1/SessionService/Sessions")},
         "ProtocolFeaturesSupported": {
             "SelectQuery": shape.select_query,
@@ -102,6 +105,7 @@ def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
             shape.manager_link: [_link(shape.manager_path)],
         },
         "Actions": {"#ComputerSystem.Reset": reset},
+        **lifecycle.links(shape.system_path),
     }
     if "UefiHttp" in shape.boot_targets and shape.boot_override:
         body["Boot"]["HttpBootUri"] = state.http_boot_uri

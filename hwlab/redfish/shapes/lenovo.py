@@ -50,5 +50,6 @@ SHAPES = (
         boot_modes=("UEFI", "Legacy"),
         boot_mode="Legacy",
         select_query=True,
+        bios_settings="Pending",  # XCC's settings object: Systems/1/Bios/Pending
     ),
 )

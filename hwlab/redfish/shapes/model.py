@@ -87,6 +87,9 @@ class Shape:
     #: how the system links its manager: ``ManagedBy``, or ``Managers``
     #: (``Links.Managers`` only, no ``ManagedBy``)
     manager_link: str = "ManagedBy"
+    #: the BIOS settings object's leaf under ``Bios``: ``Settings`` (DMTF,
+    #: Dell, HPE, Supermicro, OpenBMC) or ``Pending`` (Lenovo XCC)
+    bios_settings: str = "Settings"
 
     @property
     def system_path(self) -> str:

@@ -1,0 +1,373 @@
+"""BIOS settings, the attribute registry, the firmware inventory and the
+machine's parts, from the machine's live state (issue 51).
+
+Served alike for the default service and every vendor shape (the HTTP
+layer asks :func:`serve` first; None: not one of these resources):
+
+==================================================  ===============================
+resource                                            from
+==================================================  ===============================
+``Systems/<id>/Bios``                               the machine's simulated BIOS
+                                                    (:class:`~bmaas.fakes.bios.
+                                                    FakeBios`): ``Attributes``,
+                                                    ``AttributeRegistry``,
+                                                    ``@Redfish.Settings``
+``Systems/<id>/Bios/Settings`` (Lenovo: ``Pending``)  the pending attributes; a
+                                                    PATCH stages them (applied at
+                                                    the next boot, or at once with
+                                                    ``ApplyTime: Immediate``)
+``Registries``, ``Registries/<file>``,              one attribute registry shaped
+``Registries/<file>/Registry``                      after DSP2046's example
+``UpdateService``, ``.../FirmwareInventory[/<id>]``   the machine's firmware images
+``Systems/<id>/Processors|Memory|EthernetInterfaces``  the machine's parts
+``|SimpleStorage[/<id>]``
+==================================================  ===============================
+
+A password attribute reads ``null`` everywhere (DSP0266: a password is
+never shown). A PATCH is checked against the registry as bmaas checks it
+(:func:`bmaas.hardware.check_bios_changes`: 400 naming every problem), and
+against its ``If-Match``. The hardware effects that fired on the request
+(``bios_pending``, ``bios_partial``: what the next boot applies) go to the
+machine after the request is carried out.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from bmaas.fakes.faults import Firing
+from bmaas.faults import InputError
+from bmaas.hardware import APPLY_TIMES, check_bios_changes
+from bmaas.hwlab.http import Request, error_body
+from bmaas.hwlab.redfish import standard
+from bmaas.hwlab.redfish.bmc import Bmc, Rendered
+
+__all__ = ["REGISTRY", "serve", "settings_path"]
+
+#: the attribute registry's name (``Bios.AttributeRegistry``) and its file's id
+REGISTRY = "BiosAttributeRegistryHwlab.1.0.0"
+_REGISTRIES = "/redfish/v1/Registries"
+_UPDATE = "/redfish/v1/UpdateService"
+_INVENTORY = f"{_UPDATE}/FirmwareInventory"
+_SCHEMAS = "http://redfish.dmtf.org/schemas/v1/"
+
+#: an answer before headers: status, JSON body (None: no body), Allow
+_Answer = tuple[int, dict[str, Any] | None, tuple[str, ...]]
+_OK = {"State": "Enabled", "Health": "OK"}
+
+
+def _link(path: str) -> dict[str, str]:
+    return {"@odata.id": path}
+
+
+def system_path(bmc: Bmc) -> str:
+    return bmc.shape.shape.system_path if bmc.shape is not None else bmc.system_path
+
+
+def settings_path(bmc: Bmc) -> str:
+    """The BIOS settings object: ``Bios/Settings`` (DMTF, Dell...), ``Bios/Pending`` (Lenovo)."""
+    leaf = bmc.shape.shape.bios_settings if bmc.shape is not None else "Settings"
+    return f"{system_path(bmc)}/Bios/{leaf}"
+
+
+def serve(bmc: Bmc, request: Request, hardware: list[Firing]) -> Rendered | None:
+    """The answer to ``request`` when it is one of these resources, else None."""
+    path = urllib.parse.unquote(request.path).rstrip("/")
+    system = system_path(bmc)
+    route = _route(bmc, system, path)
+    if route is None:
+        return None
+    bmc.machine.power_state()  # land every boot due by now: it applies what was pending
+    method = "GET" if request.method == "HEAD" else request.method
+    get, patch = route
+    allow = ("GET", "PATCH") if patch is not None else ("GET",)
+    if method == "GET":
+        answer: _Answer = (200, get(), allow)
+    elif method == "PATCH" and patch is not None:
+        refused = standard.precondition_failed(request, lambda: _finish("GET", (200, get(), allow)))
+        answer = patch(request.body) if refused is None else (0, None, ())
+        if refused is not None:
+            bmc.machine.apply(hardware)
+            return refused
+    else:
+        answer = _error(405, "Base.1.8.OperationNotAllowed", f"{method} on {path}", allow)
+    bmc.machine.apply(hardware)
+    code, headers, data = _finish(request.method, answer)
+    return code, headers, b"" if request.method == "HEAD" else data
+
+
+_Route = tuple[Callable[[], dict[str, Any]], Callable[[bytes], _Answer] | None]
+
+
+def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
+    machine = bmc.machine
+    fixed: dict[str, _Route] = {
+        f"{system}/Bios": (lambda: _bios(bmc), None),
+        settings_path(bmc): (lambda: _settings(bmc), lambda raw: _patch(bmc, raw)),
+        _REGISTRIES: (
+            lambda: _collection(_REGISTRIES, "MessageRegistryFile", [f"{_REGISTRIES}/{REGISTRY}"]),
+            None,
+        ),
+        f"{_REGISTRIES}/{REGISTRY}": (_registry_file, None),
+        f"{_REGISTRIES}/{REGISTRY}/Registry": (lambda: _registry(bmc), None),
+        _UPDATE: (_update_service, None),
+        _INVENTORY: (
+            lambda: _collection(
+                _INVENTORY, "SoftwareInventory", [f"{_INVENTORY}/{c.id}" for c in machine.firmware]
+            ),
+            None,
+        ),
+    }
+    for component in machine.firmware:
+        fixed[f"{_INVENTORY}/{component.id}"] = (
+            lambda c=component: {
+                "@odata.type": "#SoftwareInventory.v1_4_0.SoftwareInventory",
+                "@odata.id": f"{_INVENTORY}/{c.id}",
+                "Id": c.id,
+                "Name": c.name,
+                "Version": c.version,
+                "Updateable": c.updateable,
+                "Status": dict(_OK),
+            },
+            None,
+        )
+    for kind, members in _parts(bmc, system).items():
+        base = f"{system}/{_PARTS[kind][0]}"
+        fixed[base] = (lambda b=base, k=kind, m=members: _collection(b, k, list(m)), None)
+        for member, body in members.items():
+            fixed[member] = (lambda body=body: body, None)
+    return fixed.get(path)
+
+
+def _finish(method: str, answer: _Answer) -> Rendered:
+    code, body, allow = answer
+    headers = [("Content-Type", "application/json")]
+    if body is not None and code == 200 and "@odata.id" in body:
+        tag = standard.etag(body)
+        body = {**body, "@odata.etag": tag}
+        headers.append(("ETag", tag))
+        kind = str(body.get("@odata.type", "")).lstrip("#").rpartition(".")[0]
+        if kind:
+            headers.append(("Link", f"<{_SCHEMAS}{kind}.json>; rel=describedby"))
+    if allow and code in (200, 405):
+        headers.append(("Allow", ", ".join(allow)))
+    headers += [("Cache-Control", "no-cache"), ("OData-Version", "4.0")]
+    return code, headers, b"" if body is None else json.dumps(body, indent=4).encode()
+
+
+def _error(status: int, message_id: str, message: str, allow: tuple[str, ...] = ()) -> _Answer:
+    return status, error_body(message_id, message), allow
+
+
+def _collection(path: str, kind: str, members: list[str]) -> dict[str, Any]:
+    return {
+        "@odata.type": f"#{kind}Collection.{kind}Collection",
+        "@odata.id": path,
+        "Name": f"{kind} Collection",
+        "Members": [_link(m) for m in members],
+        "Members@odata.count": len(members),
+    }
+
+
+# -- BIOS ---------------------------------------------------------------------------------
+
+
+def _shown(bmc: Bmc, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with every password attribute's value null."""
+    registry = bmc.machine.bios.registry or {}
+    return {
+        name: None if (info := registry.get(name)) is not None and info.type == "Password" else v
+        for name, v in values.items()
+    }
+
+
+def _bios(bmc: Bmc) -> dict[str, Any]:
+    settings = bmc.machine.bios.settings()
+    return {
+        "@odata.type": "#Bios.v1_2_0.Bios",
+        "@odata.id": f"{system_path(bmc)}/Bios",
+        "Id": "Bios",
+        "Name": "BIOS Configuration Current Settings",
+        "AttributeRegistry": REGISTRY,
+        "Attributes": _shown(bmc, settings.current),
+        "@Redfish.Settings": {
+            "@odata.type": "#Settings.v1_3_5.Settings",
+            "SettingsObject": _link(settings_path(bmc)),
+            "SupportedApplyTimes": list(settings.apply_times),
+        },
+    }
+
+
+def _settings(bmc: Bmc) -> dict[str, Any]:
+    settings = bmc.machine.bios.settings()
+    return {
+        "@odata.type": "#Bios.v1_2_0.Bios",
+        "@odata.id": settings_path(bmc),
+        "Id": settings_path(bmc).rsplit("/", 1)[-1],
+        "Name": "BIOS Configuration Pending Settings",
+        "AttributeRegistry": REGISTRY,
+        "Attributes": _shown(bmc, settings.pending),
+    }
+
+
+def _patch(bmc: Bmc, raw: bytes) -> _Answer:
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        body = None
+    changes = body.get("Attributes") if isinstance(body, dict) else None
+    if not isinstance(changes, dict) or not changes:
+        return _error(400, "Base.1.8.PropertyMissing", "Attributes names no attribute to change")
+    when = body.get("@Redfish.SettingsApplyTime") or {}
+    apply_time = when.get("ApplyTime", "OnReset") if isinstance(when, dict) else None
+    offered = bmc.machine.bios.settings().apply_times
+    problems = []
+    if apply_time not in offered or apply_time not in APPLY_TIMES:
+        problems.append(f"ApplyTime {apply_time!r} is not one of {', '.join(offered)}")
+    try:
+        check_bios_changes(changes, bmc.machine.bios.registry)
+    except InputError as exc:
+        problems += [str(p) for p in getattr(exc, "problems", ())] or [str(exc)]
+    if problems:
+        return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(problems))
+    bmc.machine.bios.stage(changes, immediate=apply_time == "Immediate")
+    return 204, None, ()
+
+
+def _registry_file() -> dict[str, Any]:
+    return {
+        "@odata.type": "#MessageRegistryFile.v1_1_0.MessageRegistryFile",
+        "@odata.id": f"{_REGISTRIES}/{REGISTRY}",
+        "Id": REGISTRY,
+        "Name": "hwlab BIOS Attribute Registry File",
+        "Languages": ["en"],
+        "Registry": REGISTRY,
+        "Location": [{"Language": "en", "Uri": f"{_REGISTRIES}/{REGISTRY}/Registry"}],
+    }
+
+
+def _registry(bmc: Bmc) -> dict[str, Any]:
+    """DSP2046's AttributeRegistry: one entry per attribute of the BIOS."""
+    entries = []
+    for name, info in (bmc.machine.bios.registry or {}).items():
+        entry: dict[str, Any] = {
+            "AttributeName": name,
+            "DisplayName": name,
+            "HelpText": f"{name} ({info.type})",
+            "Type": info.type,
+            "ReadOnly": info.read_only,
+        }
+        if info.allowed:
+            entry["Value"] = [{"ValueName": v, "ValueDisplayName": v} for v in info.allowed]
+        if info.lower is not None:
+            entry["LowerBound"] = info.lower
+        if info.upper is not None:
+            entry["UpperBound"] = info.upper
+        if info.type == "Integer":
+            entry["ScalarIncrement"] = 1
+        if info.max_length is not None:
+            entry["MaxLength"] = info.max_length
+        entries.append(entry)
+    return {
+        "@odata.type": "#AttributeRegistry.v1_3_0.AttributeRegistry",
+        "@odata.id": f"{_REGISTRIES}/{REGISTRY}/Registry",
+        "Id": REGISTRY,
+        "Name": "hwlab BIOS Attribute Registry",
+        "Language": "en",
+        "OwningEntity": "hwlab",
+        "RegistryVersion": "1.0.0",
+        "SupportedSystems": [{"ProductName": bmc.hardware.model, "SystemId": bmc.hardware.model}],
+        "RegistryEntries": {"Attributes": entries},
+    }
+
+
+# -- firmware and parts -------------------------------------------------------------------
+
+
+def _update_service() -> dict[str, Any]:
+    return {
+        "@odata.type": "#UpdateService.v1_11_0.UpdateService",
+        "@odata.id": _UPDATE,
+        "Id": "UpdateService",
+        "Name": "Update Service",
+        "ServiceEnabled": True,
+        "Status": dict(_OK),
+        "FirmwareInventory": _link(_INVENTORY),
+    }
+
+
+#: kind -> (the system's link, the member's @odata.type)
+_PARTS = {
+    "Processor": ("Processors", "#Processor.v1_0_0.Processor"),
+    "Memory": ("Memory", "#Memory.v1_0_0.Memory"),
+    "EthernetInterface": ("EthernetInterfaces", "#EthernetInterface.v1_4_0.EthernetInterface"),
+    "SimpleStorage": ("SimpleStorage", "#SimpleStorage.v1_2_0.SimpleStorage"),
+}
+
+
+def _parts(bmc: Bmc, system: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every part's resource by its path, per kind (the machine's ``parts()``)."""
+    parts = bmc.machine.parts()
+
+    def member(kind: str, id_: str, **rest: Any) -> tuple[str, dict[str, Any]]:
+        link, odata_type = _PARTS[kind]
+        path = f"{system}/{link}/{id_}"
+        return path, {"@odata.type": odata_type, "@odata.id": path, "Id": id_, **rest}
+
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    found["Processor"] = dict(
+        member(
+            "Processor",
+            p.id,
+            Name=p.id,
+            ProcessorType="CPU",
+            Model=p.model,
+            TotalCores=p.cores,
+            TotalThreads=p.threads,
+            Status=dict(_OK),
+        )
+        for p in parts["processors"]
+    )
+    found["Memory"] = dict(
+        member(
+            "Memory",
+            d.id,
+            Name=d.id,
+            CapacityMiB=d.size_mb,
+            MemoryDeviceType=d.kind,
+            Status=dict(_OK),
+        )
+        for d in parts["dimms"]
+    )
+    found["EthernetInterface"] = dict(
+        member(
+            "EthernetInterface",
+            n.id,
+            Name=n.id,
+            MACAddress=n.mac,
+            PermanentMACAddress=n.mac,
+            SpeedMbps=n.speed_mbps,
+            LinkStatus=n.link,
+            Status=dict(_OK),
+        )
+        for n in parts["nics"]
+    )
+    devices = [
+        {"Name": d.name, "Model": d.model, "CapacityBytes": d.size_bytes, "Status": dict(_OK)}
+        for d in parts["disks"]
+    ]
+    found["SimpleStorage"] = dict(
+        [member("SimpleStorage", "1", Name="Simple Storage Controller", Devices=devices)]
+    )
+    return found
+
+
+def links(system: str) -> dict[str, dict[str, str]]:
+    """What a ComputerSystem links here: its BIOS and its parts' collections."""
+    return {
+        "Bios": _link(f"{system}/Bios"),
+        **{link: _link(f"{system}/{link}") for link, _type in _PARTS.values()},
+    }
