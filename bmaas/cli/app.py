@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bmaas.cliutil import EXIT_FAILURE, Seconds
+from bmaas.cliutil import EXIT_FAILURE, Seconds, WholeNumber
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, Quirk
 from bmaas.faults import BmaasError, InputError
@@ -293,7 +293,7 @@ def workers_option(
     """``--workers``: how many nodes (or requests) are worked on at once."""
     return click.option(
         "--workers",
-        type=click.IntRange(min=1, max=most),
+        type=WholeNumber(min=1, max=most),
         default=default,
         show_default=True,
         help=help,

@@ -30,7 +30,7 @@ from bmaas.cli.app import (
 )
 from bmaas.cli.backends import backend_options, chosen_backend, embedded_chosen
 from bmaas.cli.interrupt import exit_if_interrupted, exit_on_signals, interruptible
-from bmaas.cliutil import EXIT_FAILURE, ImageURL, InputProblems, Name
+from bmaas.cliutil import EXIT_FAILURE, ImageURL, InputProblems, Name, WholeNumber
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, ReadyHook
 from bmaas.faults import BmaasError, InputError, ProvisionFailed
@@ -46,7 +46,7 @@ def provisioner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     flags: list[Decorator] = [
         click.option(
             "--max-attempts",
-            type=click.IntRange(1, 20),
+            type=WholeNumber(1, 20),
             default=3,
             show_default=True,
             help="Nodes a request may try before it fails.",
@@ -213,7 +213,7 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
 @click.option(
     "--count",
     "-n",
-    type=click.IntRange(1, 10000),
+    type=WholeNumber(1, 10000),
     default=1,
     show_default=True,
     help="How many instances.",
