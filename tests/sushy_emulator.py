@@ -39,9 +39,13 @@ class Emulator:
 
 
 @contextlib.contextmanager
-def sushy_emulator(workdir: Path, systems: int) -> Iterator[Emulator]:
+def sushy_emulator(
+    workdir: Path, systems: int, *, boot_modes: tuple[str, ...] = ()
+) -> Iterator[Emulator]:
     """Start ``sushy-emulator`` with its fake driver serving ``systems``
-    systems (all off) and stop it on exit, whatever happens."""
+    systems (all off) and stop it on exit, whatever happens. ``boot_modes``:
+    the first systems' firmware boot mode (``UEFI``, the fake driver's
+    default, or ``Legacy``: its Boot lists no ``UefiHttp`` target)."""
     exe = Path(sys.executable).with_name("sushy-emulator")
     if not exe.exists():
         pytest.fail("sushy-emulator is not installed (the 'lab' extra installs sushy-tools)")
@@ -52,13 +56,18 @@ def sushy_emulator(workdir: Path, systems: int) -> Iterator[Emulator]:
             "power_state": "Off",
             "external_notifier": False,
             "nics": [{"mac": f"00:5c:52:31:3a:{i:02x}", "ip": f"172.22.0.{100 + i}"}],
+            **({"boot_mode": boot_modes[i]} if i < len(boot_modes) else {}),
         }
         for i in range(systems)
     ]
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "emulator.conf"
+    # its own state directory: sushy-tools keeps the fake systems' state in
+    # /tmp/sushy-emulator by default, shared by every emulator on the machine,
+    # so one run's systems (same UUIDs, another boot mode) leaked into the next
     config.write_text(
         f"SUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_FAKE_SYSTEMS = {fakes!r}\n"
+        f"SUSHY_EMULATOR_STATE_DIR = {str(workdir / 'state')!r}\n"
     )
     port = free_port()
     log = workdir / "emulator.log"

@@ -16,6 +16,7 @@ read timeout                                           ``BMCTimeout``
 connection closed or reset before any response         ``BMCTimeout`` (sent: outcome unknown)
 reply not HTTP, truncated, or not JSON                 ``BMCProtocolError``
 a vendor answer or standard MessageId in the table     as in :data:`MESSAGE_RULES`
+(or a plain-text body's words, sushy-tools')
 (conflict and POST windows, Lifecycle Controller       (``BMCBusy``: retried here,
 busy, session limit; licence missing; the Base        never counted; licence and
 registry's property and operation errors on a write)   property errors:
@@ -89,16 +90,19 @@ from bmaas.tlspolicy import handshake_problem
 __all__ = [
     "ALREADY_THERE",
     "MESSAGE_RULES",
+    "PLAIN_BODY_CHARS",
     "SERVICE_ROOT",
     "BodyTooLarge",
     "ConnectFailed",
     "DeadlineExceeded",
     "FaultBuilder",
     "MalformedBody",
+    "answer_text",
     "map_answer",
     "map_exception",
     "may_be_already_there",
     "retry_after",
+    "rule_for",
 ]
 
 #: builds a BMC fault naming node, driver, operation, address and elapsed
@@ -321,6 +325,33 @@ MESSAGE_RULES: tuple[MessageRule, ...] = (
         "never retried, never the node's fault",
         "DMTF Base message registry (PropertyValueFormatError); issue 47",
     ),
+    # sushy-tools' system PATCH of a UEFI HTTP boot (``UefiHttp`` with
+    # ``HttpBootUri``) answers 400 with a plain-text body, no Redfish error;
+    # the text is what says what happened (issue 48, finding 4)
+    MessageRule(
+        "Failed to save HttpBootUri field value",
+        UnsupportedOperation,
+        "sushy-tools: its systems backend cannot keep an HttpBootUri (the fake driver has "
+        "no set_http_boot_uri): UEFI HTTP boot from a URI is a capability this service "
+        "lacks. Asking again never helps, and it says nothing about the node",
+        "sushy-tools 2.2.0 emulator/main.py (system PATCH, HttpBootUri)",
+    ),
+    MessageRule(
+        "Failed to set the supplied media as the next bootdevice",
+        UnsupportedOperation,
+        "sushy-tools: its systems backend could not make the downloaded image the boot "
+        "device (no CD device to attach it to): a capability of the service, not the node",
+        "sushy-tools 2.2.0 emulator/main.py (system PATCH, HttpBootUri)",
+    ),
+    MessageRule(
+        "Failed to download and attach HttpBootUri",
+        InputError,
+        "sushy-tools: the service could not download the image at the HttpBootUri sent (as "
+        "a BMC's firmware fetches it): the URL the user or Ironic published is wrong or "
+        "out of the BMC's reach ([deploy]http_url, external_http_url). Fix the input; "
+        "another node fetches from the same URL",
+        "sushy-tools 2.2.0 emulator/main.py (system PATCH, HttpBootUri)",
+    ),
     MessageRule(
         "ActionParameterValueFormatError",
         InputError,
@@ -448,6 +479,43 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+#: how much of an error answer that is not a Redfish error (plain text, an
+#: HTML page) a fault message quotes
+PLAIN_BODY_CHARS = 200
+
+
+def _plain_body(exc: sushy_exc.HTTPError) -> str:
+    """The text of an error answer with no Redfish error in it (sushy found
+    no JSON: no detail, no MessageId), on one line and at most
+    :data:`PLAIN_BODY_CHARS`; "" when there is none or it is JSON."""
+    if exc.detail or getattr(exc, "body", None) is not None:
+        return ""
+    try:
+        text = str(getattr(getattr(exc, "response", None), "text", "") or "")
+    except (TypeError, ValueError, LookupError):  # an undecodable body says nothing
+        return ""
+    text = " ".join(text.split())
+    if not text or text.startswith(("{", "[")):
+        return ""
+    return text if len(text) <= PLAIN_BODY_CHARS else text[: PLAIN_BODY_CHARS - 3] + "..."
+
+
+def answer_text(exc: sushy_exc.HTTPError) -> str:
+    """What an error answer says, for a fault message: ``HTTP 400: its
+    detail`` (a Redfish error's message, else the plain body's text)."""
+    said = exc.detail or _plain_body(exc)
+    return f"HTTP {exc.status_code or 0}" + (f": {said}" if said else "")
+
+
+def rule_for(exc: sushy_exc.HTTPError) -> MessageRule | None:
+    """The :data:`MESSAGE_RULES` row an error answer matches (its MessageIds,
+    code and detail, or its plain body's text), None when no row names it."""
+    haystack = " ".join(
+        [*_message_ids(exc), str(exc.code or ""), str(exc.detail or ""), _plain_body(exc)]
+    )
+    return next((r for r in MESSAGE_RULES if r.text in haystack), None)
+
+
 def _http(
     exc: sushy_exc.HTTPError, build: FaultBuilder, *, node: str, system: str | None
 ) -> BmaasError:
@@ -455,18 +523,15 @@ def _http(
     ids = _message_ids(exc)
     response = getattr(exc, "response", None)
     headers: Any = getattr(response, "headers", None) or {}
-    what = f"HTTP {status}"
-    if exc.detail:
-        what += f": {exc.detail}"
+    what = answer_text(exc)
     extra: dict[str, Any] = {"status": str(status)}
-    haystack = " ".join([*ids, str(exc.code or ""), str(exc.detail or "")])
-    rule = next((r for r in MESSAGE_RULES if r.text in haystack), None)
+    rule = rule_for(exc)
     cls = rule.fault if rule else _STATUS.get(status)
     if cls is None and 500 <= status < 600:
         # a 5xx the table does not name (505, 507, a vendor's 5xx): RFC 9110
         # says the server erred or cannot do it -- the BMC's own fault, as 500
         cls = BMCInternalError
-    if rule is not None:
+    if rule is not None and rule.text not in what:
         # the answer that decided it, for the operator (the detail is often
         # only "A general error has occurred")
         what += f" [{next((i for i in ids if rule.text in i), rule.text)}]"

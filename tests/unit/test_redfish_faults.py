@@ -470,3 +470,34 @@ def test_tls_configuration_problems_are_input_errors_naming_the_setting(
     assert type(fault) is InputError
     assert (fault.field, fault.node) == (field, "r1-n09")
     assert words in fault.message
+
+
+# -- a plain-text error body (sushy-tools' UEFI HTTP boot answers, issue 48) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "cls"),
+    [
+        (b"Failed to save HttpBootUri field value.", UnsupportedOperation),
+        (b"Failed to set the supplied media as the next bootdevice.", UnsupportedOperation),
+        (b"Failed to download and attach HttpBootUri.", InputError),
+    ],
+)
+def test_a_plain_text_answer_is_typed_by_its_words(build, text: bytes, cls: type) -> None:
+    fault = mapped(http_error(400, text), build)
+    assert type(fault) is cls
+    assert text.decode().rstrip(".") in str(fault)
+    assert "[Failed" not in str(fault)  # quoted once, not again as the rule's text
+
+
+def test_a_plain_text_answer_no_rule_names_is_quoted_on_one_line_and_bounded(build) -> None:
+    fault = mapped(http_error(400, b"some\n  other  words" + b"x" * 400), build)
+    assert isinstance(fault, UnclassifiedFault)
+    assert "HTTP 400: some other words" in fault.message
+    assert "\n" not in fault.message
+    assert len(fault.message) < 260
+
+
+def test_a_json_answer_is_never_quoted_raw(build) -> None:
+    fault = mapped(http_error(400, {"unexpected": "shape"}), build)
+    assert "unexpected" not in str(fault)
