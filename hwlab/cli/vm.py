@@ -108,6 +108,7 @@ def up_cmd(
         memory_mib=memory_mib,
         cdrom=cdrom,
     )
+    click.echo(f"lab {lab.id_text}")
     click.echo(f"inventory: {state_dir / 'inventory.yaml'}")
     click.echo(f"serial logs: {lab.serial_template}")
     click.echo(f"vmedia image: {lab.vmedia_iso}")
@@ -141,7 +142,8 @@ def cd_cmd(iso: Path | None, state_dir: Path) -> None:
 @vm.command("down")
 @state_dir_option
 def down_cmd(state_dir: Path) -> None:
-    """Destroy and undefine the VMs; stop the emulators and proxies."""
+    """Destroy and undefine this lab's VMs (never another lab's), delete the
+    pool volumes made for them; stop the emulators and proxies."""
     from bmaas.hwlab.vm.lab import down
 
     stopped = down(state_dir)

@@ -12,6 +12,14 @@ and no disk, SeaBIOS is given no boot order and falls through to the CD
 disk, libvirt gives it boot index 1 and ``-boot strict=on``, so SeaBIOS tries
 the blank disk and halts. Nothing boots until a BMC sets a boot device.
 
+Labs share a host (issue 49): every domain is named with its lab's id (a
+short hash of the state dir, :func:`lab_id`) and says so in its
+``<description>`` (``hwlab-vm lab=ID state_dir=DIR``). :func:`define` and
+:func:`destroy` read that description first and never touch a domain that
+is not their lab's -- another lab's, or one hwlab did not make -- and
+:func:`delete_volumes` removes only the pool volumes sushy-tools made for
+the lab's own domains (named after each domain's UUID).
+
 Stock sushy-tools' virtual media replaces the domain's CD drives with its
 own and its eject removes the drive altogether: :func:`set_cdrom` puts the
 lab's drive and disc back (``hwlab vm cd``), which is how an IPMI deploy --
@@ -21,34 +29,78 @@ IPMI has no virtual media -- finds a disc to boot.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import re
 import subprocess
+from collections.abc import Collection
 from pathlib import Path
-from xml.sax.saxutils import quoteattr
+from xml.sax.saxutils import escape, quoteattr
 
 from bmaas.faults import InputError
 from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES
 
 __all__ = [
+    "POOL",
     "URI",
     "blank_disk",
     "cdrom_xml",
     "define",
+    "delete_volumes",
+    "describe",
     "destroy",
     "domain_xml",
+    "lab_id",
+    "owner",
     "replace_cdrom",
     "set_cdrom",
     "virsh",
 ]
 
+LOG = logging.getLogger(__name__)
+
 URI = "qemu:///system"
+#: the pool sushy-tools copies a virtual-media image into (its default)
+POOL = "default"
+#: what a lab's domain says in its <description>
+_OWNER = re.compile(r"\bhwlab-vm lab=([0-9a-f]{8,64})\b")
+_DESCRIPTION = re.compile(r"<description>(.*?)</description>", re.S)
+
+
+def lab_id(state_dir: Path) -> str:
+    """The id of the lab kept in ``state_dir`` (8 hex digits of its absolute
+    path's SHA-256): in every domain name and description the lab makes."""
+    return hashlib.sha256(str(state_dir.absolute()).encode()).hexdigest()[:8]
+
+
+def describe(lab: str, state_dir: Path) -> str:
+    """The ``<description>`` text that marks a domain as ``lab``'s."""
+    return f"hwlab-vm lab={lab} state_dir={state_dir.absolute()}"
+
+
+def owner(name: str, *, uri: str = URI) -> str | None:
+    """Whose domain ``name`` is: its lab's id; ``""`` when it exists but no
+    hwlab lab made it (no description naming one); None when there is none."""
+    done = _answer("dumpxml", "--inactive", name, uri=uri)
+    if done is None:
+        return None
+    found = _DESCRIPTION.search(done)
+    mark = _OWNER.search(found.group(1)) if found else None
+    return mark.group(1) if mark else ""
 
 
 def domain_xml(
-    name: str, *, serial_log: Path, cdrom: Path, disk: Path, memory_mib: int = 256
+    name: str,
+    *,
+    serial_log: Path,
+    cdrom: Path,
+    disk: Path,
+    memory_mib: int = 256,
+    description: str = "",
 ) -> str:
     return f"""<domain type='qemu'>
   <name>{name}</name>
+  <description>{escape(description)}</description>
   <memory unit='MiB'>{memory_mib}</memory>
   <vcpu>1</vcpu>
   <os>
@@ -100,9 +152,13 @@ def replace_cdrom(xml: str, iso: Path) -> str:
     return bare.replace("</devices>", f"  {cdrom_xml(iso)}\n  </devices>", 1)
 
 
-def set_cdrom(name: str, iso: Path, workdir: Path, *, uri: str = URI) -> None:
+def set_cdrom(name: str, iso: Path, workdir: Path, *, lab: str, uri: str = URI) -> None:
     """Put the lab's CD drive, holding ``iso``, in ``name``'s definition (a
-    running domain takes it at its next cold start, as libvirt does)."""
+    running domain takes it at its next cold start, as libvirt does); only
+    in ``lab``'s own domain."""
+    held = owner(name, uri=uri)
+    if held != lab:
+        raise InputError(f"libvirt domain {name} is not lab {lab}'s: left alone", field="domain")
     xml = replace_cdrom(virsh("dumpxml", "--inactive", name, uri=uri), iso)
     path = workdir / f"{name}.xml"
     path.write_text(xml)
@@ -125,6 +181,14 @@ def virsh(*args: str, uri: str = URI, check: bool = True, timeout: float = 60.0)
     return done.stdout
 
 
+def _answer(*args: str, uri: str = URI) -> str | None:
+    """virsh's output, or None when it failed (no such domain, pool...)."""
+    try:
+        return virsh(*args, uri=uri)
+    except InputError:
+        return None
+
+
 def blank_disk(path: Path, size: int = COUNTER_DISK_BYTES) -> Path:
     """A zeroed raw disk (sparse): no boot signature, the firmware moves on.
     The guest keeps its boot count in sector 1 (image.py)."""
@@ -133,16 +197,53 @@ def blank_disk(path: Path, size: int = COUNTER_DISK_BYTES) -> Path:
     return path
 
 
-def define(name: str, xml: str, workdir: Path, *, uri: str = URI) -> None:
-    """(Re)define ``name`` from ``xml``, shut off."""
-    destroy(name, uri=uri)
+def define(name: str, xml: str, workdir: Path, *, lab: str, uri: str = URI) -> None:
+    """(Re)define ``name`` from ``xml``, shut off. A domain of that name that
+    is not ``lab``'s is refused (:class:`InputError`), never destroyed."""
+    held = owner(name, uri=uri)
+    if held is not None and held != lab:
+        whose = f"lab {held}'s" if held else "not made by an hwlab VM lab"
+        raise InputError(
+            f"libvirt domain {name} exists and is {whose}: left alone "
+            "(its lab's `hwlab vm down`, or docs/lab.md's host teardown)",
+            field="domain",
+        )
+    destroy(name, lab=lab, uri=uri)
     path = workdir / f"{name}.xml"
     path.write_text(xml)
     virsh("define", str(path), uri=uri)
 
 
-def destroy(name: str, *, uri: str = URI) -> None:
-    """Stop and undefine ``name`` if it exists. Safe twice."""
+def destroy(name: str, *, lab: str, uri: str = URI) -> bool:
+    """Stop and undefine ``name`` if it exists and is ``lab``'s; whether it
+    was. Another lab's domain, or one hwlab did not make, is left alone
+    (logged). Safe twice."""
+    held = owner(name, uri=uri)
+    if held is None:
+        return False
+    if held != lab:
+        LOG.warning("libvirt domain %s is not lab %s's (%r): left alone", name, lab, held)
+        return False
     with contextlib.suppress(InputError):
         virsh("destroy", name, uri=uri, check=False)
         virsh("undefine", name, uri=uri, check=False)
+    return True
+
+
+def delete_volumes(uuids: Collection[str], *, pool: str = POOL, uri: str = URI) -> list[str]:
+    """Delete the volumes sushy-tools' virtual media copied into ``pool``
+    for the domains of ``uuids`` (it names each ``<image>-<domain UUID>.img``),
+    none else; the names deleted. No pool, no volumes: nothing to do."""
+    if not uuids:
+        return []
+    listing = _answer("vol-list", "--pool", pool, uri=uri)
+    deleted = []
+    for line in (listing or "").splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        volume = fields[0]
+        ours = any(volume.endswith(f"-{uuid}.img") for uuid in uuids)
+        if ours and _answer("vol-delete", volume, "--pool", pool, uri=uri) is not None:
+            deleted.append(volume)
+    return deleted

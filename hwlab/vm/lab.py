@@ -67,7 +67,7 @@ def _entries_direct(lab: VmLab, sushy: StockSushy, vbmc: StockVbmc) -> dict[str,
             "redfish_username": USER,
             "redfish_password": PASSWORD,
             "ipmi_address": vbmc.host,
-            "ipmi_port": vbmc.ports[name],
+            "ipmi_port": vbmc.ports[lab.domain(name)],
             "ipmi_username": USER,
             "ipmi_password": PASSWORD,
             "ipmi_cipher_suite": 3,  # virtualbmc (pyghmi's BMC) speaks suite 3 only
@@ -92,7 +92,7 @@ def _entries_proxied(lab: VmLab) -> dict[str, dict[str, Any]]:
         for name in lab.domains
         for protocol, stock, domain_id in (
             ("redfish", "sushy", lab.uuids[name]),
-            ("ipmi", "vbmc", name),  # vbmc looks domains up by name only
+            ("ipmi", "vbmc", lab.domain(name)),  # vbmc looks domains up by name only
         )
     ]
     lab_file = lab.state_dir / "lab-file.yaml"
@@ -133,6 +133,7 @@ def up(
     old = VmLab.load(state_dir)
     if old is not None:
         raise InputError(f"a VM lab is up in {state_dir} (hwlab vm down first)")
+    _refuse_foreign(VmLab(state_dir, [f"{prefix}-{i}" for i in range(1, count + 1)]))
     prepare_dir(state_dir)
     for sub in ("serial", "disks", "xml"):
         (state_dir / sub).mkdir(mode=0o700, exist_ok=True)
@@ -148,14 +149,15 @@ def up(
     try:
         for name in lab.domains:
             xml = domain.domain_xml(
-                name,
+                lab.domain(name),
                 serial_log=lab.serial_log(name),
                 cdrom=Path(lab.iso),
                 memory_mib=memory_mib,
                 disk=domain.blank_disk(state_dir / "disks" / f"{name}.img"),
+                description=domain.describe(lab.lab_id, state_dir),
             )
-            domain.define(name, xml, state_dir / "xml")
-            lab.uuids[name] = domain.virsh("domuuid", name).strip()
+            domain.define(lab.domain(name), xml, state_dir / "xml", lab=lab.lab_id)
+            lab.uuids[name] = domain.virsh("domuuid", lab.domain(name)).strip()
         lab.save()
         if proxies:
             entries = _entries_proxied(lab)
@@ -173,7 +175,7 @@ def up(
             lab.save()
             vbmc = StockVbmc(
                 state_dir / "vbmc",
-                lab.domains,
+                [lab.domain(name) for name in lab.domains],
                 libvirt_uri=domain.URI,
                 username=USER,
                 password=PASSWORD,
@@ -217,12 +219,30 @@ def insert_cd(state_dir: Path, iso: Path | None = None) -> VmLab:
         lab.save()
     (state_dir / "xml").mkdir(mode=0o700, exist_ok=True)
     for name in lab.domains:
-        domain.set_cdrom(name, Path(lab.iso), state_dir / "xml")
+        domain.set_cdrom(lab.domain(name), Path(lab.iso), state_dir / "xml", lab=lab.lab_id)
     return lab
 
 
+def _refuse_foreign(lab: VmLab) -> None:
+    """Refuse, before anything is made, a lab whose domain names exist and
+    are not its own (every one named, one line each)."""
+    problems = []
+    for name in lab.domains:
+        held = domain.owner(lab.domain(name))
+        if held is not None and held != lab.lab_id:
+            whose = f"lab {held}'s" if held else "not made by an hwlab VM lab"
+            problems.append(f"libvirt domain {lab.domain(name)} exists and is {whose}")
+    if problems:
+        raise InputError(
+            "\n".join(problems) + "\n(left alone: its lab's `hwlab vm down`, "
+            "or docs/lab.md's host teardown)"
+        )
+
+
 def down(state_dir: Path) -> list[str]:
-    """Stop everything ``up`` started; what was stopped. Safe twice."""
+    """Stop everything ``up`` started -- its emulators, its own domains (each
+    proven its lab's by its description) and the pool volumes sushy-tools
+    made for them -- and nothing else; what was stopped. Safe twice."""
     lab = VmLab.load(state_dir)
     if lab is None:
         return []
@@ -241,7 +261,8 @@ def down(state_dir: Path) -> list[str]:
                 "%s (pid %d): not signalled: no longer the process hwlab started", what, mark.pid
             )
     for name in lab.domains:
-        domain.destroy(name)
+        domain.destroy(lab.domain(name), lab=lab.lab_id)
         done.append(name)
+    done += domain.delete_volumes(sorted(lab.uuids.values()))
     (state_dir / "vm.json").unlink()
     return done

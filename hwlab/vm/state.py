@@ -3,7 +3,7 @@
 ::
 
     {"state_dir": "/home/me/.local/state/hwlab/vm",
-     "domains": ["bmaas-vm-1", "bmaas-vm-2"],           1 to MAX_VMS names, each once
+     "domains": ["bmaas-vm-1", "bmaas-vm-2"],           1 to MAX_VMS node names, each once
      "proxies": false,
      "pids": {"sushy-emulator": {"pid": 4242, "start": 913377,
                                  "exe": "/usr/bin/python3.11"}, "vbmcd": {...}},
@@ -14,7 +14,9 @@ Every key is required and no other is allowed; the file is at most
 :data:`MAX_VM_JSON` bytes. ``pids`` holds a :class:`~bmaas.hwlab.procmark.ProcessMark`
 per emulator hwlab started, which ``down`` signals only while it still
 holds. ``state_dir`` is what ``up`` was given; the lab is the directory the
-file is in, whatever it says.
+file is in, whatever it says. A VM's libvirt domain is its node name and
+the lab's id (:meth:`VmLab.domain`: ``bmaas-vm-1-3fa2c1d0``), so labs in
+other state dirs never share a domain.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from bmaas.hwlab import statejson
 from bmaas.hwlab.procmark import MAX_PID, ProcessMark
 from bmaas.hwlab.statefiles import write_private
 from bmaas.hwlab.statejson import ListOf, MapOf, Object, Value
+from bmaas.hwlab.vm.domain import lab_id
 
 __all__ = ["EMULATORS", "MAX_VMS", "MAX_VM_JSON", "VmLab"]
 
@@ -120,6 +123,22 @@ class VmLab:
     vmedia_iso: str = ""
     #: domain name -> libvirt UUID: sushy-emulator's Redfish id of the system
     uuids: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def lab_id(self) -> str:
+        """The lab's id (a short hash of its state dir): in its domains' names."""
+        return lab_id(self.state_dir)
+
+    def domain(self, node: str) -> str:
+        """libvirt's name of the lab's VM ``node`` (``bmaas-vm-1-3fa2c1d0``):
+        labs in other state dirs may run a ``bmaas-vm-1`` of their own."""
+        return f"{node}-{self.lab_id}"
+
+    @property
+    def id_text(self) -> str:
+        """``3fa2c1d0 (libvirt domains bmaas-vm-1-3fa2c1d0, ...)``"""
+        names = ", ".join(self.domain(n) for n in self.domains)
+        return f"{self.lab_id} (libvirt domains {names})"
 
     @property
     def lab_dir(self) -> Path:

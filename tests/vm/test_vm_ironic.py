@@ -142,7 +142,7 @@ def test_ironic_takes_both_vms_active_by_virtual_media_each_marker_seen(
     entries = {n["name"]: n for n in doc["nodes"]}
     # both VMs off: a cold start takes what sushy-tools put in the definition
     for name in vm_lab.domains:
-        domain.virsh("destroy", name, check=False)
+        domain.virsh("destroy", vm_lab.domain(name), check=False)
     figures: dict[str, dict[str, float]] = {}
     for (driver, boot), name in zip(CASES, vm_lab.domains, strict=True):
         node = _enroll(env, entries[name], driver, boot)

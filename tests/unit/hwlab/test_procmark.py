@@ -105,7 +105,7 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def _lab(state: Path, monkeypatch: pytest.MonkeyPatch, pids: dict[str, ProcessMark]) -> list[str]:
     destroyed: list[str] = []
-    monkeypatch.setattr(vm_lab.domain, "destroy", destroyed.append)
+    monkeypatch.setattr(vm_lab.domain, "destroy", lambda name, **_: destroyed.append(name))
     state.mkdir(mode=0o700)
     VmLab(state, ["bmaas-vm-1"], False, pids, "/a.iso", "/b.iso", {}).save()
     return destroyed
@@ -133,7 +133,7 @@ def test_down_leaves_alone_a_process_named_like_the_emulator_that_it_did_not_sta
     assert vm_lab.down(tmp_path / "vm") == ["bmaas-vm-1"]
     assert decoy.poll() is None
     assert other.poll() is None
-    assert destroyed == ["bmaas-vm-1"]
+    assert destroyed == [VmLab(tmp_path / "vm", ["bmaas-vm-1"]).domain("bmaas-vm-1")]
     assert not (tmp_path / "vm" / "vm.json").exists()
 
 
