@@ -26,7 +26,7 @@ from bmaas.cli.app import (
 )
 from bmaas.cli.budget import room_for_the_store
 from bmaas.cli.interrupt import relayed_signals
-from bmaas.cliutil import EXIT_FAILURE, InputFile, InputProblems, Seconds
+from bmaas.cliutil import EXIT_FAILURE, InputFile, InputProblems, Seconds, WholeNumber
 from bmaas.deadline import Deadline
 from bmaas.events import SAFETY_INTERVAL, EventWatch, PushSettings
 from bmaas.faults import InputError
@@ -49,7 +49,7 @@ __all__ = ["sync"]
 def _in_a_row(flag: str, default: int, help_text: str) -> Decorator:
     """A hysteresis count: reads in a row (at least one)."""
     return click.option(
-        flag, type=click.IntRange(min=1), default=default, show_default=True, help=help_text
+        flag, type=WholeNumber(min=1), default=default, show_default=True, help=help_text
     )
 
 
@@ -61,11 +61,11 @@ loop_options = options(
         help="Keep running, one pass every S seconds.",
     ),
     click.option(
-        "--count", type=click.IntRange(min=1), help="With --interval: stop after N passes."
+        "--count", type=WholeNumber(min=1), help="With --interval: stop after N passes."
     ),
     click.option(
         "--metrics-port",
-        type=click.IntRange(min=0, max=65535),
+        type=WholeNumber(min=0, max=65535),
         help="With --interval: serve Prometheus metrics on this port (0: any free).",
     ),
     click.option(
@@ -99,7 +99,7 @@ split_options = options(
     ),
     click.option(
         "--processes",
-        type=click.IntRange(min=1, max=256),
+        type=WholeNumber(min=1, max=256),
         help="Worker processes the nodes are sharded over, each with --workers threads "
         f"(default: one per core, one per {MIN_NODES_PER_PROCESS} nodes at most).",
     ),

@@ -17,8 +17,9 @@ from bmaas.cli.app import App
         ["power", "status", "--all", "--workers", "\u0662"],
         ["power", "status", "--all", "--workers", "1_0"],
         ["deploy", "--count", "\uff12", "--image", "http://127.0.0.1/i.iso"],
+        ["sync", "--interval", "60", "--count", "\u0663"],
     ],
-    ids=["arabic-indic", "underscore", "fullwidth"],
+    ids=["arabic-indic", "underscore", "fullwidth", "sync-count"],
 )
 def test_a_count_not_in_ascii_digits_is_exit_2_with_one_line(args: list[str]) -> None:
     done = CliRunner().invoke(cli, args, obj=App())
