@@ -280,7 +280,7 @@ class BMCFault(BmaasError):
         if self.operation:
             head += f": {self.operation}"
         if self.driver or self.address:
-            head += " via " + " ".join(p for p in (self.driver, self.address) if p)
+            head += " via " + _via(self.driver, self.address)
         if self.elapsed is not None:
             head += f" after {self.elapsed:.2f}s"
         tail = self.summary
@@ -291,6 +291,16 @@ class BMCFault(BmaasError):
         if self.late is not None:
             tail += f" (the client was late: {self.late:.2f}s waiting for a CPU)"
         return f"{head}: {tail}"
+
+
+def _via(driver: str | None, address: str | None) -> str:
+    """``redfish https://bmc``: the protocol once, whether the fault was
+    given the BMC's address or its label (``redfish:https://bmc``: the gate's,
+    the pool's and the silence book's name for a BMC, :func:`bmaas.gate.bmc_of`),
+    which already says it (issue 48: "via redfish redfish:http://...")."""
+    if driver and address and address.startswith(f"{driver}:"):
+        address = address[len(driver) + 1 :]
+    return " ".join(p for p in (driver, address) if p)
 
 
 class BMCUnreachable(BMCFault):

@@ -249,3 +249,22 @@ def test_a_fault_has_its_scope_when_only_the_taxonomy_is_imported() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.split() == ["same_node", "other_node", "other_node"]
+
+
+@pytest.mark.parametrize(
+    ("driver", "address", "via"),
+    [
+        # the label the gate, the pool and the silence book name a BMC by
+        ("redfish", "redfish:http://10.0.0.5:8000", "via redfish http://10.0.0.5:8000:"),
+        ("ipmi", "ipmi:10.0.0.4:623", "via ipmi 10.0.0.4:623:"),
+        # the driver's own address, as most faults carry it
+        ("redfish", "https://10.0.0.9", "via redfish https://10.0.0.9:"),
+        ("ipmi", "[fd00::4]:623", "via ipmi [fd00::4]:623:"),
+    ],
+)
+def test_a_fault_names_the_protocol_once(driver: str, address: str, via: str) -> None:
+    """Issue 48: a silent BMC's "no answer" said ``via redfish redfish:http://...``."""
+    fault = BMCTimeout("no answer", node="n1", driver=driver, operation="power.get")
+    fault.address = address
+    assert str(fault).startswith(f"n1: power.get {via} BMC did not answer in time")
+    assert str(fault).count(driver) == 1
