@@ -6,7 +6,18 @@ Without them they are deselected, with one line saying so, unless
 ``BMAAS_REQUIRE_VM=1`` (scripts/test-vm.sh), where they run and fail.
 ``BMAAS_VM_TESTS=skip`` (scripts/test.sh sets it) deselects them too: CI
 boots the VMs once, in scripts/test-vm.sh.
-Each boot costs a few CPU seconds: the whole module shares one 2-VM lab.
+Each boot costs a few CPU seconds: the whole session shares one 2-VM lab.
+
+Timeouts count from when the machine is ready, set-up apart (issue 49): the
+boot image, ``hwlab vm up`` (:func:`vm_lab`), the image server and Ironic's
+start are session- or module-scoped fixtures, and every test here runs under
+``@pytest.mark.timeout(N, func_only=True)`` -- N sized for the test's own work
+(its deploy's ``--deadline`` plus the commands around it; at least
+:data:`VM_TEST_TIMEOUT`), counted from the test function's first line. The
+set-up is bounded by its own steps instead: every ``virsh``, ``hwlab`` and
+emulator start waits a bounded time (hwlab/vm/lab.py, hwlab/proxy/stock.py),
+and scripts/test-vm.sh builds the image before pytest starts. A load that
+slows ``up`` can no longer sink a deploy test by the test's own clock.
 """
 
 from __future__ import annotations
@@ -25,6 +36,10 @@ import pytest
 
 from bmaas.hwlab.vm.lab import VmLab, down, up
 from tests.vm.support import CACHE
+
+#: seconds a vm test may run when it names no timeout of its own (the set-up
+#: is not counted: see the module's docstring)
+VM_TEST_TIMEOUT = 300
 
 
 @functools.cache
@@ -50,6 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "tests/vm/" in item.nodeid:
             item.add_marker(pytest.mark.vm)
+            _timeout_from_ready(item)
     if os.environ.get("BMAAS_REQUIRE_VM") == "1":
         return
     dropped = [i for i in items if i.get_closest_marker("vm")]
@@ -68,7 +84,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reporter.write_line(f"deselected {len(dropped)} 'vm' test(s): {why}")
 
 
-@pytest.fixture(scope="module")
+def _timeout_from_ready(item: pytest.Item) -> None:
+    """The test's own timeout (or :data:`VM_TEST_TIMEOUT`), counted over the
+    test function only: fixtures' set-up and teardown are not in it."""
+    own = item.get_closest_marker("timeout")
+    seconds = VM_TEST_TIMEOUT
+    if own is not None:
+        seconds = max(own.args[0] if own.args else own.kwargs.get("timeout", 0), seconds)
+    item.add_marker(pytest.mark.timeout(seconds, func_only=True), append=False)
+
+
+@pytest.fixture(scope="session")
 def vm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmLab]:
     os.environ["HWLAB_VM_CACHE_DIR"] = str(CACHE)
     state = tmp_path_factory.mktemp("vm") / "lab"
@@ -80,7 +106,7 @@ def vm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmLab]:
         assert not (state / "vm.json").exists()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def image_url(vm_lab: VmLab) -> Iterator[str]:
     """The vmedia ISO served on 127.0.0.1 (sushy-tools fetches it by URL)."""
     iso = Path(vm_lab.vmedia_iso)

@@ -134,6 +134,7 @@ def _enroll(env: Env, entry: dict[str, Any], driver: str, boot: str) -> Any:
     )
 
 
+@pytest.mark.timeout(720)  # two nodes' 300 s waits, enrolment; Ironic's start is set-up
 def test_ironic_takes_both_vms_active_by_virtual_media_each_marker_seen(
     vm_lab: VmLab, vm_ironic: Env, tmp_path: Path
 ) -> None:

@@ -6,6 +6,9 @@ the count of its boots it keeps on its own disk; bmaas waits for that line
 proves from the guest's count that a deploy booted a VM exactly once (and a
 VM behind a fault not at all).
 
+Each test's timeout is its deploy's ``--deadline`` plus the commands around
+it, counted from when the lab is up (conftest.py: set-up apart).
+
 The tests run in file order (``-p no:randomly``) on one lab; each first puts
 the VMs in the state it needs (off; the CD drives back for IPMI). Boots are
 the cost (6-8 CPU s each): 2 + 2 + 1 + 0 + 1 + 1."""
@@ -36,6 +39,7 @@ from tests.vm.support import (
 pytestmark = pytest.mark.vm
 
 
+@pytest.mark.timeout(520)  # its deploy's --deadline and the commands around it
 def test_ipmi_deploy_onto_stock_vbmc_is_active_once_each_vm_booted_its_cd(
     vm_lab: VmLab, image_url: str, tmp_path: Path
 ) -> None:
@@ -92,6 +96,7 @@ def test_ipmi_deploy_onto_stock_vbmc_is_active_once_each_vm_booted_its_cd(
     assert devices == dict.fromkeys(vm_lab.domains, "disk"), devices
 
 
+@pytest.mark.timeout(520)  # its deploy's --deadline and the commands around it
 def test_vmedia_deploy_is_active_only_when_both_vms_booted_the_image(
     vm_lab: VmLab, image_url: str, tmp_path: Path
 ) -> None:
@@ -119,6 +124,7 @@ def test_vmedia_deploy_is_active_only_when_both_vms_booted_the_image(
         booted_once(vm_lab, name, before, "vmedia")
 
 
+@pytest.mark.timeout(420)  # its deploy's --deadline and the commands around it
 def test_a_hang_on_power_set_ends_typed_and_the_request_moves_to_the_healthy_vm(
     vm_lab: VmLab, image_url: str, tmp_path: Path
 ) -> None:
@@ -160,6 +166,7 @@ def test_a_hang_on_power_set_ends_typed_and_the_request_moves_to_the_healthy_vm(
     never_booted(vm_lab, sick, before)
 
 
+@pytest.mark.timeout(360)  # its deploy's --deadline and the commands around it
 def test_busy_and_a_vendor_incident_end_typed_within_the_deadline(
     vm_lab: VmLab, image_url: str, tmp_path: Path
 ) -> None:
@@ -211,6 +218,7 @@ def test_busy_and_a_vendor_incident_end_typed_within_the_deadline(
     never_booted(vm_lab, second, before)
 
 
+@pytest.mark.timeout(420)  # its deploy's --deadline and the commands around it
 def test_power_stuck_ends_typed_and_the_request_moves_to_the_healthy_vm(
     vm_lab: VmLab, image_url: str, tmp_path: Path
 ) -> None:
@@ -256,6 +264,7 @@ def test_power_stuck_ends_typed_and_the_request_moves_to_the_healthy_vm(
     never_booted(vm_lab, sick, before)
 
 
+@pytest.mark.timeout(540)  # its deploy's --deadline and the commands around it
 def test_power_stuck_at_the_ipmi_proxy_ends_typed_and_the_request_moves(
     vm_lab: VmLab, image_url: str, tmp_path: Path
 ) -> None:
