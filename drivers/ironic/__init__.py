@@ -8,11 +8,12 @@ This subpackage is the only place bmaas imports ``ironic``::
     hardware.py    the two GenericHardware subclasses
     power.py       PowerInterface: bounded, retried by fault class, sync-aware
     management.py  ManagementInterface: boot device, virtual media, node health
+    host.py        the conductor's one runtime (bmaas.runtime: pool, keeper, silence,
+                   gates, request deadlines, streams), built from [bmaas]; the
+                   streams' Ironic side (the hash ring, the task)
     streams.py     Redfish event streams answer the periodic reads (listener.py: one
-                   service's thread; answers.py: what they answer; listen.py: the
-                   options, the hash ring, the task)
+                   service's thread; answers.py: what they answer)
     calls.py       one BMC operation: deadlines, retry limits, faults -> Ironic exceptions
     info.py        Ironic's shared driver_info -> bmaas DriverInfo
-    pool.py        one driver (one session) per node per conductor
     conf.py        the [bmaas] section of ironic.conf
 """

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ironic.common import boot_devices, exception, states
 from ironic.conductor import utils as manager_utils
@@ -89,7 +89,7 @@ PUBLISHES = hasattr(base.BootInterface, "image_publisher_settings")
 
 #: bmaas hardware type -> the Ironic type whose image publisher it uses where
 #: Ironic keys publishers by type name (before 39): its ``[redfish]`` options
-LEGACY_PUBLISHERS = {"bmaas-redfish": "redfish"}
+LEGACY_PUBLISHERS: Final = {"bmaas-redfish": "redfish"}
 
 
 def publish_on_legacy_ironic(module: Any = image_utils) -> bool:

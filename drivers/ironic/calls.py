@@ -2,7 +2,9 @@
 
 Every interface method goes through here, so each one:
 
-* gets the node's bmaas driver through :func:`session` (the pool seam);
+* gets the node's bmaas driver through :func:`session`, from the pool of
+  the conductor's runtime (:mod:`bmaas.drivers.ironic.host`), which the
+  interface entry point passes down;
 * runs under one :class:`~bmaas.deadline.Deadline` started from the
   ``[bmaas]`` options (``operation_deadline`` for an operator's request, its
   reads included; ``sync_deadline`` for Ironic's periodic reads: the rules
@@ -39,17 +41,16 @@ import contextvars
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, TypeVar
 
 from ironic.common import exception
-from oslo_config import cfg
 
 from bmaas import faulttext, retry
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, Operation
-from bmaas.drivers.ipmi.driver import SESSION_KEEPALIVE
-from bmaas.drivers.ironic import conf, learned, rules
+from bmaas.drivers.ironic import conf, host, learned, rules
+from bmaas.drivers.ironic.host import label
 from bmaas.drivers.ironic.info import MissingDriverInfo, parse_driver_info
 from bmaas.faults import (
     BmaasError,
@@ -57,19 +58,13 @@ from bmaas.faults import (
     InputError,
     UnsupportedOperation,
 )
-from bmaas.gate import GATES
-from bmaas.keeper import SessionKeeper, keepalives_pay
-from bmaas.pool import DriverPool, PoolKey, idle_for_interval
+from bmaas.pool import PoolKey
 from bmaas.registry import build_driver
 from bmaas.retry import RetryLimits
-from bmaas.runtime import RequestDeadlines
-from bmaas.silence import Silence, SilentBMCs
+from bmaas.runtime import Runtime
+from bmaas.silence import Silence
 
 __all__ = [
-    "KEEPER",
-    "POOL",
-    "REQUESTS",
-    "SILENT",
     "BmaasDriverError",
     "BmaasPowerFailure",
     "Budget",
@@ -122,74 +117,26 @@ class Budget:
         return cls(group.call_deadline, group.operation_deadline, group.sync_deadline)
 
 
-def label(task: Any) -> str:
-    """How faults name the node: its name when it has one, else its UUID."""
-    node = task.node
-    return str(node.name or node.uuid)
-
-
-#: each task's open request Deadline: the read Ironic makes before an action
-#: opens it, the action continues it (:mod:`bmaas.drivers.ironic.rules`)
-REQUESTS = RequestDeadlines()
-#: the conductor's silent BMCs (no answer lately), probed in the background
-#: (:mod:`bmaas.silence`): a periodic power read of one fails at once instead of
-#: holding one of the power sync's workers for the call deadline every cycle
-#: until Ironic fences the node
-SILENT = SilentBMCs()
-#: the conductor's drivers: one per node, kept across calls and power-sync
-#: passes, dropped when a call misses an answer (the policy table's ``DROPS_SESSION``), so
-#: pyghmi never watches more than one socket per node (its select() stops
-#: working past ~1000 descriptors in a process). The systems behind one
-#: Redfish service share one session, and every BMC's requests pass its gate
-#: (``[bmaas]bmc_max_requests``/``bmc_min_interval``, :mod:`bmaas.gate`)
-POOL = DriverPool(silence=SILENT)
-#: keeps POOL's sessions alive between the power sync's cycles (the conductor
-#: has no loop of ours to send keepalives from): started on first use
-KEEPER = SessionKeeper(POOL)
-
-
-def keep_sessions() -> None:
-    """Size the pool from Ironic's power-sync interval and start
-    :data:`KEEPER` when it pays (``[bmaas]keep_sessions``), once.
-
-    Pooled sessions are kept for twice the interval (a Redfish session lives
-    as long as its BMC keeps it: without this every Redfish service logged in
-    again each cycle). IPMI sessions need a keepalive every 10 s of
-    idleness to be trusted: ``auto`` sends them only when that costs no more
-    than a login a cycle (:func:`bmaas.keeper.keepalives_pay`: intervals up
-    to 60 s), ``true`` always, ``false`` never."""
-    global _SIZED
-    if _SIZED:
-        return
-    mode = str(conf.CONF.bmaas.keep_sessions).lower()
-    _SIZED = True
-    if mode == "false":
-        return
-    try:
-        interval = float(conf.CONF.conductor.sync_power_state_interval)
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):  # outside a conductor's config
-        interval = 0.0
-    if interval > 0:  # 0 or less: Ironic's sync is off; the pool's default stays
-        POOL.idle = idle_for_interval(interval)
-    if mode == "true" or keepalives_pay(interval, SESSION_KEEPALIVE):
-        KEEPER.start()
-
-
-#: keep_sessions() has looked at the configuration (once per process)
-_SIZED = False
-
-
 @contextlib.contextmanager
 def session(
-    task: Any, protocol: str, budget: Budget, deadline: Deadline, *, read: bool = False
+    task: Any,
+    protocol: str,
+    budget: Budget,
+    deadline: Deadline,
+    *,
+    read: bool = False,
+    rt: Runtime | None = None,
 ) -> Iterator[BMCDriver]:
-    """The node's pooled bmaas driver, held by this call alone until the block
+    """The node's pooled bmaas driver from ``rt``, the conductor's runtime
+    the interface entry point passes down (its one holder's,
+    :func:`bmaas.drivers.ironic.host.runtime`, when not given), held by this
+    call alone until the block
     ends (another call on the same BMC waits, up to ``deadline``). A change
     of driver_info makes a new session. ``InputError`` on bad driver_info.
 
     ``read`` (a periodic read: Ironic's power sync, under the sync rule):
     when the BMC gave no answer lately and still gives none to the
-    background probes (:data:`SILENT`), fail at once with that fault, saying
+    background probes (the runtime's silence book), fail at once with that fault, saying
     how long and when it is asked next (after the verdict of a first probe
     still running); a read that got its answer clears the silence. Each
     request of the read waits for its answer at most the BMC's silence
@@ -202,40 +149,40 @@ def session(
     name = label(task)
     info = parse_driver_info(node.driver_info or {}, protocol, node=name)
     key = PoolKey.of(protocol, name, node.driver_info or {})
+    rt = rt or host.runtime()
     if read:
-        SILENT.settle(key, deadline)  # a first probe running: its verdict, not its session
-        known = SILENT.evidence(key)
+        rt.silence.settle(key, deadline)  # a first probe running: its verdict, not its session
+        known = rt.silence.evidence(key)
         if known is not None:
             raise _still_silent(known, key)
     group = conf.CONF.bmaas
-    keep_sessions()
-    GATES.configure(cap=group.bmc_max_requests or None, spacing=group.bmc_min_interval or None)
+    rt.gates.configure(cap=group.bmc_max_requests or None, spacing=group.bmc_min_interval or None)
     with (
-        POOL.session(
+        rt.session(
             key,
             lambda: build_driver(name, protocol, info, bmc_timeout=budget.call),
             deadline=deadline,
         ) as drv,
         # what the driver learned (a suite 3 downgrade): recorded however the call ends
-        learned.reported(task, drv),
+        learned.reported(rt.part("quirks told", learned.Told), task, drv),
     ):
         if not read:
             yield drv
         else:
-            with SILENT.bounded(key, budget.call) as wait:
+            with rt.silence.bounded(key, budget.call) as wait:
                 token = _READ_WAIT.set(wait)
                 try:
                     yield drv
                 finally:
                     _READ_WAIT.reset(token)
     if read:  # the BMC answered a read
-        SILENT.heard(key)
+        rt.silence.heard(key)
 
 
 #: the silence bound of the periodic read this thread is in (set by
 #: :func:`session` with ``read``; :func:`limits` caps the sync rule's
-#: requests at it)
-_READ_WAIT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+#: requests at it): each thread's (context's) own, no process state
+_READ_WAIT: Final[contextvars.ContextVar[float | None]] = contextvars.ContextVar(
     "bmaas_read_wait", default=None
 )
 
@@ -297,7 +244,7 @@ def call(
 
 #: the mapping table (the docstring's): bmaas faults that become a specific
 #: Ironic exception; every other fault becomes the interface's own error
-IRONIC_ERRORS: dict[type[BmaasError], type[exception.IronicException]] = {
+IRONIC_ERRORS: Final[Mapping[type[BmaasError], type[exception.IronicException]]] = {
     MissingDriverInfo: exception.MissingParameterValue,
     InputError: exception.InvalidParameterValue,
     UnsupportedOperation: exception.UnsupportedDriverExtension,

@@ -22,7 +22,7 @@ the hardware types, before any call is made)::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from oslo_config import cfg, types
 
@@ -132,7 +132,7 @@ def _push_problems(group: Any) -> list[str]:
 
 GROUP = "bmaas"
 
-OPTS = [
+OPTS: Final = [
     _seconds(
         "call_deadline",
         default=5.0,

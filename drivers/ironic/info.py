@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from bmaas.driver_info import DriverInfo, MissingKey
 from bmaas.faults import InputError
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: the driver_info prefix each bmaas protocol owns
-PREFIX = {"ipmi": "ipmi_", "redfish": "redfish_"}
+PREFIX: Final = {"ipmi": "ipmi_", "redfish": "redfish_"}
 
 
 @functools.cache

@@ -23,8 +23,9 @@ the driver's warning       the same warning in the conductor's log, and
                            one from here naming the node's UUID
 =========================  ==================================================
 
-A quirk is told once per node and conductor process, and not at all once
-the node's ``driver_internal_info`` has it. Nothing here may fail the
+A quirk is told once per node and conductor process (:class:`Told`, a
+part of the conductor's runtime), and not at all once the node's
+``driver_internal_info`` has it. Nothing here may fail the
 call: the BMC's answer stands (a failure to record is logged at debug).
 """
 
@@ -38,16 +39,27 @@ from typing import Any
 
 from bmaas.quirks import warning
 
-__all__ = ["KEY", "recorded", "report", "reported"]
+__all__ = ["KEY", "Told", "recorded", "report", "reported"]
 
 LOG = logging.getLogger(__name__)
 
 #: the node's ``driver_internal_info`` key that keeps its BMC's quirks
 KEY = "bmaas_quirks"
 
-#: (node UUID, quirk) already told by this conductor process
-_TOLD: set[tuple[str, str]] = set()
-_LOCK = threading.Lock()
+
+class Told:
+    """The (node UUID, quirk) pairs already told by this conductor process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._told: set[tuple[str, str]] = set()
+
+    def first(self, uuid: str, quirks: list[str]) -> list[str]:
+        """The ``quirks`` of ``uuid`` not told yet, now counted as told."""
+        with self._lock:
+            untold = [q for q in quirks if (uuid, q) not in self._told]
+            self._told.update((uuid, q) for q in untold)
+            return untold
 
 
 def recorded(node: Any) -> set[str]:
@@ -57,26 +69,26 @@ def recorded(node: Any) -> set[str]:
     return {str(q) for q in found} if isinstance(found, list | tuple) else set()
 
 
-def report(task: Any, driver: Any) -> None:
+def report(told: Told, task: Any, driver: Any) -> None:
     """Record and tell what ``driver`` (the node's pooled bmaas driver, after
     a call) learned that the node does not have yet. Never raises."""
     try:
-        _report(task, driver)
+        _report(told, task, driver)
     except Exception:  # advisory: the call's own result stands
         LOG.debug("bmaas: could not record BMC quirks", exc_info=True)
 
 
 @contextlib.contextmanager
-def reported(task: Any, driver: Any) -> Iterator[None]:
+def reported(told: Told, task: Any, driver: Any) -> Iterator[None]:
     """:func:`report` when the block ends, whether the call worked or not (a
     session downgraded at login whose request then failed is still one)."""
     try:
         yield
     finally:
-        report(task, driver)
+        report(told, task, driver)
 
 
-def _report(task: Any, driver: Any) -> None:
+def _report(told: Told, task: Any, driver: Any) -> None:
     node = task.node
     learned = {str(q) for q in getattr(driver, "quirks", ())}
     known = recorded(node)
@@ -84,9 +96,7 @@ def _report(task: Any, driver: Any) -> None:
     if not new:
         return
     uuid = str(getattr(node, "uuid", "") or getattr(node, "name", ""))
-    with _LOCK:
-        untold = [q for q in new if (uuid, q) not in _TOLD]
-        _TOLD.update((uuid, q) for q in untold)
+    untold = told.first(uuid, new)
     if getattr(task, "shared", False) is not True:
         # under a shared lock (Ironic's periodic read) the next exclusive call saves it
         internal = dict(node.driver_internal_info or {})

@@ -42,7 +42,6 @@ __all__ = [
     "Service",
     "push_streams",
     "service_stream",
-    "thread",
 ]
 
 _SALT = secrets.token_bytes(16)
@@ -92,13 +91,6 @@ def push_streams(push: Any, *, prefer: bool) -> Callable[[Service, dict[str, str
         return PushStream(sse, push, prefer_push=prefer)  # type: ignore[return-value]
 
     return stream_of
-
-
-def thread(target: Callable[[], None], name: str) -> threading.Thread:
-    """Run ``target`` in a daemon thread (a conductor that exits does not wait for it)."""
-    started = threading.Thread(target=target, name=name, daemon=True)
-    started.start()
-    return started
 
 
 @dataclasses.dataclass(eq=False)

@@ -24,14 +24,14 @@ so does its health: the BMC's last read, updated by its
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from ironic.common import boot_devices, exception
 from ironic.drivers import base
 
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, BootDevice, Capability, Operation, OtherBootDevice
-from bmaas.drivers.ironic import calls, info, listen, rules
+from bmaas.drivers.ironic import calls, host, info, rules
 from bmaas.drivers.ironic.power import protocol_of
 
 __all__ = [
@@ -64,7 +64,7 @@ class VirtualMediaReader(Protocol):
     def get_virtual_media(self, *, deadline: Deadline) -> list[dict[str, Any]]: ...
 
 
-_DEVICES = {
+_DEVICES: Final = {
     boot_devices.PXE: BootDevice.PXE,
     boot_devices.DISK: BootDevice.DISK,
     boot_devices.CDROM: BootDevice.CDROM,
@@ -95,7 +95,7 @@ class BmaasManagement(base.ManagementInterface):
         deadline = Deadline.after(budget.operation)
         with (
             calls.translated(task, f"set boot device {device}", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget, deadline) as drv,
+            calls.session(task, protocol_of(task), budget, deadline, rt=host.runtime()) as drv,
         ):
             calls.call(
                 deadline,
@@ -115,9 +115,14 @@ class BmaasManagement(base.ManagementInterface):
         deadline = Deadline.after(seconds)
         with (
             calls.translated(task, "boot device read", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget, deadline) as drv,
+            calls.session(task, protocol_of(task), budget, deadline, rt=host.runtime()) as drv,
         ):
             setting = calls.call(deadline, budget, drv.get_boot_device, rule=rule)
+        if setting.device == "UefiHttp":
+            # bmaas-https's override (Redfish UefiHttp): Ironic names it
+            # (boot_devices.UEFIHTTP, Ironic 35 and 39 alike; stock's
+            # redfish management reads it so), not "unknown" (issue 48)
+            return {"boot_device": boot_devices.UEFIHTTP, "persistent": setting.persistent}
         if isinstance(setting.device, OtherBootDevice):
             # an override Ironic has no boot device for (Redfish Usb,
             # Utilities): Ironic's contract says None, "unknown"
@@ -143,16 +148,17 @@ class BmaasManagement(base.ManagementInterface):
 
         budget = calls.Budget.from_conf()  # refused options: named before anything else
         uuid = str(task.node.uuid)
-        streams = listen.holder() if rules.rule_of(task) is rules.Rule.SYNC else None
+        rt = host.runtime()
+        streams = host.streams(rt) if rules.rule_of(task) is rules.Rule.SYNC else None
         if streams is not None:
             found, cached = streams.health(uuid)
             if found:  # the power this pass came from the stream: so does the health
-                LOG.debug("bmaas: %s: health %s from the event stream", calls.label(task), cached)
+                LOG.debug("bmaas: %s: health %s from the event stream", host.label(task), cached)
                 return state(cached)
         deadline = Deadline.after(budget.sync)
         with (
             calls.translated(task, "health read", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget, deadline, read=True) as drv,
+            calls.session(task, protocol_of(task), budget, deadline, read=True, rt=rt) as drv,
         ):
             if not isinstance(drv, HealthReader):
                 raise exception.UnsupportedDriverExtension(
@@ -183,7 +189,7 @@ class BmaasManagement(base.ManagementInterface):
         deadline = Deadline.after(seconds)
         with (
             calls.translated(task, "virtual media read", calls.BmaasDriverError),
-            calls.session(task, protocol_of(task), budget, deadline) as drv,
+            calls.session(task, protocol_of(task), budget, deadline, rt=host.runtime()) as drv,
         ):
             if not isinstance(drv, VirtualMediaReader) or not drv.supports(
                 Capability.VIRTUAL_MEDIA
@@ -214,7 +220,7 @@ def insert_cd(task: Any, url: str, device_type: str = boot_devices.CDROM) -> Non
     deadline = Deadline.after(budget.operation)
     with (
         calls.translated(task, "insert virtual media", calls.BmaasDriverError),
-        calls.session(task, protocol_of(task), budget, deadline) as drv,
+        calls.session(task, protocol_of(task), budget, deadline, rt=host.runtime()) as drv,
     ):
         _check_vmedia(drv, Operation.VMEDIA_INSERT, device_type)
         calls.call(deadline, budget, drv.insert_virtual_media, url)
@@ -228,7 +234,7 @@ def eject_cd(task: Any) -> None:
     deadline = Deadline.after(budget.operation)
     with (
         calls.translated(task, "eject virtual media", calls.BmaasDriverError),
-        calls.session(task, protocol_of(task), budget, deadline) as drv,
+        calls.session(task, protocol_of(task), budget, deadline, rt=host.runtime()) as drv,
     ):
         _check_vmedia(drv, Operation.VMEDIA_EJECT, boot_devices.CDROM)
         calls.call(deadline, budget, drv.eject_virtual_media, force=True)

@@ -38,7 +38,7 @@ Differences from bmaas's own driver contract, because of how Ironic uses it:
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 from ironic.common import exception, states
 from ironic.conductor import utils as conductor_utils
@@ -55,7 +55,7 @@ from bmaas.driver import (
     PowerState,
     soft_reboot,
 )
-from bmaas.drivers.ironic import calls, info, listen, rules
+from bmaas.drivers.ironic import calls, host, info, rules
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.faults import PowerFailure, PowerPending
 
@@ -64,9 +64,9 @@ __all__ = ["PROTOCOLS", "BmaasPower", "ironic_state", "protocol_of"]
 LOG = logging.getLogger(__name__)
 
 #: which bmaas protocol each bmaas hardware type speaks
-PROTOCOLS = {"bmaas-ipmi": "ipmi", "bmaas-redfish": "redfish"}
+PROTOCOLS: Final = {"bmaas-ipmi": "ipmi", "bmaas-redfish": "redfish"}
 
-_ACTIONS = {
+_ACTIONS: Final = {
     states.POWER_ON: PowerAction.ON,
     states.POWER_OFF: PowerAction.OFF,
     states.REBOOT: PowerAction.REBOOT,
@@ -137,28 +137,29 @@ class BmaasPower(base.PowerInterface):
         budget = calls.Budget.from_conf()
         rule = rules.rule_of(task)
         protocol = protocol_of(task)
-        streams = listen.holder() if protocol == "redfish" and rule is rules.Rule.SYNC else None
+        rt = host.runtime()
+        streams = host.streams(rt) if protocol == "redfish" and rule is rules.Rule.SYNC else None
         token = None
         if streams is not None:
             with calls.translated(task, "power state read"):
-                found = listen.answer(streams, task)
+                found = host.answer(streams, task)
             if found is not None:
                 return ironic_state(found.power)
             token = streams.reading(str(task.node.uuid))
         if rule is rules.Rule.SYNC:
             deadline = Deadline.after(budget.sync)
         else:
-            deadline = calls.REQUESTS.open(task, budget.operation)
+            deadline = rt.requests.open(task, budget.operation)
         try:
             with (
                 calls.translated(task, "power state read"),
                 calls.session(
-                    task, protocol, budget, deadline, read=rule is rules.Rule.SYNC
+                    task, protocol, budget, deadline, read=rule is rules.Rule.SYNC, rt=rt
                 ) as drv,
             ):
                 state = read_power(task, drv, budget, deadline=deadline, rule=rule)
         finally:
-            calls.REQUESTS.idle(task)
+            rt.requests.idle(task)
         if streams is not None:
             streams.learned(str(task.node.uuid), token, state)
         return ironic_state(state)
@@ -171,15 +172,16 @@ class BmaasPower(base.PowerInterface):
         if action is None:
             raise exception.InvalidParameterValue(f"unsupported power state {power_state!r}")
         budget = calls.Budget.from_conf()
-        deadline = calls.REQUESTS.open(task, budget.operation)
+        rt = host.runtime()
+        deadline = rt.requests.open(task, budget.operation)
         wait = float(timeout or IRONIC_CONF.conductor.power_state_change_timeout)
-        streams = listen.holder() if protocol_of(task) == "redfish" else None
+        streams = host.streams(rt) if protocol_of(task) == "redfish" else None
         # the whole operation's time, the read before the action included
         ran = calls.Ran(budget.operation - deadline.left())
         try:
             with (
                 calls.translated(task, f"power {action}", ran=ran),
-                calls.session(task, protocol_of(task), budget, deadline) as drv,
+                calls.session(task, protocol_of(task), budget, deadline, rt=rt) as drv,
             ):
                 try:
                     if not action.idempotent:
@@ -189,7 +191,7 @@ class BmaasPower(base.PowerInterface):
                 except PowerPending as pending:
                     _accepted(task, action, pending, ran.seconds())
         finally:
-            calls.REQUESTS.close(task)
+            rt.requests.close(task)
             if streams is not None:  # its next periodic read asks the BMC
                 streams.acted(str(task.node.uuid))
 
@@ -202,7 +204,9 @@ class BmaasPower(base.PowerInterface):
         with (
             calls.translated(task, "supported power states"),
             # no BMC call: the session only builds the driver
-            calls.session(task, protocol_of(task), budget, Deadline.after(budget.call)) as drv,
+            calls.session(
+                task, protocol_of(task), budget, Deadline.after(budget.call), rt=host.runtime()
+            ) as drv,
         ):
             if drv.supports(Capability.SOFT_POWER):
                 supported += [states.SOFT_POWER_OFF, states.SOFT_REBOOT]

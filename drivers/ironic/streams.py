@@ -48,7 +48,8 @@ connection; a push subscription is deleted); after a takeover or a restart
 the conductor that now reads the nodes subscribes at its first pass.
 
 No Ironic import here: the Ironic side (options, hash ring, the task) is
-:mod:`bmaas.drivers.ironic.listen`.
+:mod:`bmaas.drivers.ironic.host`, which builds the streams as a part of the
+conductor's runtime (their threads are the runtime's).
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bmaas import clock as _clock
-from bmaas import faulttext
+from bmaas import faulttext, threads
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.drivers.ironic.answers import Answer, Miss, NodeRef, fingerprint
-from bmaas.drivers.ironic.listener import Listener, Service, service_stream, thread
+from bmaas.drivers.ironic.listener import Listener, Service, service_stream
 from bmaas.events import SAFETY_INTERVAL, News, Pacing, Stream
 from bmaas.faults import BmaasError
 from bmaas.policy import Reopen, policy_for
@@ -136,7 +137,7 @@ class Streams:
         pacing: Pacing | None = None,
         stream_of: StreamOf = service_stream,
         owner: Callable[[NodeRef], bool] = lambda ref: True,
-        spawn: Callable[[Callable[[], None], str], Any] = thread,
+        spawn: Callable[[Callable[[], None], str], Any] = threads.spawn,
         sleep: Callable[[threading.Event, float], object] = threading.Event.wait,
         clock: _clock.ClockFn = _clock.monotonic,
     ) -> None:

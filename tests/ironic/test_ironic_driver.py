@@ -159,11 +159,12 @@ def test_the_bmaas_section_takes_finite_seconds_only(
 _KEEP = """
 import sys
 import ironic.conf
-from bmaas.drivers.ironic import calls
+from bmaas.deadline import Deadline
+from bmaas.drivers.ironic import calls, host
 calls.conf.CONF(sys.argv[1:], project="ironic")
-calls.keep_sessions()
-print(calls.POOL.idle, calls.KEEPER.running)
-calls.KEEPER.stop()
+rt = host.runtime()
+print(rt.pool.idle, rt.keeper.running)
+rt.close(Deadline.after(5.0))
 """
 
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.ironic
 _START = """
 import logging
 from types import SimpleNamespace
-from bmaas.drivers.ironic.listen import _push_listener
+from bmaas.drivers.ironic.host import _push_listener
 
 logging.basicConfig(level=logging.ERROR, format="%(message)s")
 group = SimpleNamespace(

@@ -24,7 +24,7 @@ import contextlib, json, logging, types
 import ironic.conf
 from ironic.conductor import utils as conductor_utils
 from bmaas.driver import Quirk
-from bmaas.drivers.ironic import calls, learned
+from bmaas.drivers.ironic import calls, host, learned
 
 history, warnings = [], []
 conductor_utils.node_history_record = lambda node, **kw: history.append((node.uuid, kw))
@@ -55,23 +55,24 @@ def task(node, shared):
 
 out = {}
 suite3 = Driver([Quirk.IPMI_SUITE_3])
+told = learned.Told()  # the conductor runtime's part
 
 # an exclusive call: saved, told once
 a = Node("a", {"other": 1})
-learned.report(task(a, False), suite3)
-learned.report(task(a, False), suite3)
+learned.report(told, task(a, False), suite3)
+learned.report(told, task(a, False), suite3)
 out["exclusive"] = [a.saves, a.driver_internal_info, len(history), len(warnings)]
 
 # a periodic read (shared lock): told at once, saved by the next exclusive call
 b = Node("b")
-learned.report(task(b, True), suite3)
+learned.report(told, task(b, True), suite3)
 shared = [b.saves, dict(b.driver_internal_info), len(history), len(warnings)]
-learned.report(task(b, False), suite3)
+learned.report(told, task(b, False), suite3)
 out["shared"] = shared + [b.saves, b.driver_internal_info, len(history), len(warnings)]
 
 # already recorded (another conductor, an earlier process): nothing
 c = Node("c", {learned.KEY: [str(Quirk.IPMI_SUITE_3)]})
-learned.report(task(c, False), suite3)
+learned.report(told, task(c, False), suite3)
 out["known"] = [c.saves, len(history)]
 
 # a history that cannot be written never fails the call
@@ -79,7 +80,7 @@ def broken(node, **kw):
     raise RuntimeError("database gone")
 conductor_utils.node_history_record = broken
 d = Node("d")
-learned.report(task(d, False), suite3)
+learned.report(told, task(d, False), suite3)
 out["broken"] = d.saves
 conductor_utils.node_history_record = lambda node, **kw: history.append((node.uuid, kw))
 
@@ -90,9 +91,10 @@ class Pool:
         yield self.driver
 pool = Pool()
 pool.driver = Driver()
-calls.POOL = pool
-calls.keep_sessions = lambda: None
 calls.conf.CONF([], project="ironic", default_config_files=[])
+rt = host.runtime()
+rt.pool = pool
+rt.part("quirks told", lambda: told)
 budget = calls.Budget(call=1.0, operation=5.0, sync=5.0)
 from bmaas.deadline import Deadline
 e = Node("e")
