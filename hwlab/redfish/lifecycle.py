@@ -33,6 +33,7 @@ machine after the request is carried out.
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.parse
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from typing import Any
 
 from bmaas.fakes.faults import Firing
 from bmaas.faults import InputError
-from bmaas.hardware import APPLY_TIMES, check_bios_changes
+from bmaas.hardware import APPLY_TIMES, FirmwareComponent, check_bios_changes
 from bmaas.hwlab.http import Request, error_body
 from bmaas.hwlab.redfish import standard
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered
@@ -122,23 +123,12 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
         ),
     }
     for component in machine.firmware:
-        fixed[f"{_INVENTORY}/{component.id}"] = (
-            lambda c=component: {
-                "@odata.type": "#SoftwareInventory.v1_4_0.SoftwareInventory",
-                "@odata.id": f"{_INVENTORY}/{c.id}",
-                "Id": c.id,
-                "Name": c.name,
-                "Version": c.version,
-                "Updateable": c.updateable,
-                "Status": dict(_OK),
-            },
-            None,
-        )
+        fixed[f"{_INVENTORY}/{component.id}"] = (functools.partial(_component, component), None)
     for kind, members in _parts(bmc, system).items():
         base = f"{system}/{_PARTS[kind][0]}"
-        fixed[base] = (lambda b=base, k=kind, m=members: _collection(b, k, list(m)), None)
+        fixed[base] = (functools.partial(_collection, base, kind, list(members)), None)
         for member, body in members.items():
-            fixed[member] = (lambda body=body: body, None)
+            fixed[member] = (functools.partial(dict, body), None)
     return fixed.get(path)
 
 
@@ -285,6 +275,18 @@ def _registry(bmc: Bmc) -> dict[str, Any]:
 
 
 # -- firmware and parts -------------------------------------------------------------------
+
+
+def _component(component: FirmwareComponent) -> dict[str, Any]:
+    return {
+        "@odata.type": "#SoftwareInventory.v1_4_0.SoftwareInventory",
+        "@odata.id": f"{_INVENTORY}/{component.id}",
+        "Id": component.id,
+        "Name": component.name,
+        "Version": component.version,
+        "Updateable": component.updateable,
+        "Status": dict(_OK),
+    }
 
 
 def _update_service() -> dict[str, Any]:
