@@ -77,9 +77,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from bmaas import registry
+from bmaas import registry, threads
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.faults import BmaasError
@@ -93,6 +93,7 @@ __all__ = [
     "Applied",
     "Backoff",
     "EventWatch",
+    "Listening",
     "News",
     "Pacing",
     "PushSettings",
@@ -260,6 +261,74 @@ class Sink(Protocol[W]):
     def news(self, who: W, trusted: Sequence[News], flood: Sequence[News]) -> None: ...
 
 
+class Listening(Generic[W]):
+    """The decisions of one listener, whoever drives it: :func:`listen`'s
+    blocking loop (a thread per stream) or :class:`bmaas.reactor.Reactor`
+    (every stream on one thread). One set of decisions: news through the
+    bucket (beyond its rate: a flood), after any exception the stream
+    closed, the wait the policy table's ``stream`` column says (the back-off
+    starting over after a stream that stayed up), the fault logged and told."""
+
+    def __init__(
+        self,
+        who: W,
+        stream: Stream,
+        sink: Sink[W],
+        pacing: Pacing,
+        clock: Callable[[], float],
+    ) -> None:
+        self.who, self.stream, self.sink, self.pacing = who, stream, sink, pacing
+        self._clock = clock
+        self.failures = 0
+        self.bucket = TokenBucket(pacing.rate, pacing.burst, clock)
+        #: when the stream last opened (None: not open)
+        self.opened_at: float | None = None
+
+    def deadline(self) -> Deadline:
+        """The open's deadline, from now."""
+        return Deadline.after(self.pacing.open_deadline, clock=self._clock)
+
+    def began(self) -> None:
+        """The stream opened (not yet told: the host may have dropped it meanwhile)."""
+        self.opened_at = self._clock()
+
+    def opened(self) -> None:
+        self.sink.opened(self.who)
+
+    def arrived(self, items: Iterable[News]) -> None:
+        """News read off the stream; beyond the bucket's rate, a flood: not trusted."""
+        trusted: list[News] = []
+        flood: list[News] = []
+        for news in items:
+            (trusted if self.bucket.take() else flood).append(news)
+        self.sink.news(self.who, trusted, flood)
+
+    def close(self) -> None:
+        """Nothing of ours stays open (the stream, if it opened)."""
+        if self.opened_at is not None:
+            with contextlib.suppress(Exception):
+                self.stream.close()
+
+    def failed(self, fault: Exception) -> float:
+        """``fault`` ended the stream (or its open): its nodes are polled;
+        the seconds before the next open."""
+        opened_at, self.opened_at = self.opened_at, None
+        if opened_at is not None and self._clock() - opened_at > self.pacing.backoff.cap:
+            self.failures = 0  # it stayed up: the back-off starts over
+        wait = self.pacing.wait(fault, self.failures)
+        self.failures += 1
+        key = self.stream.key
+        if not isinstance(fault, BmaasError):  # a bug, not the BMC: say where
+            LOG.error("%s: the event listener met %s: %s; its nodes are polled, "
+                      "re-opened in %.0f s", key, type(fault).__name__, fault, wait,
+                      exc_info=fault)  # fmt: skip
+        try:
+            self.sink.lost(self.who, fault, wait, opening=opened_at is None)
+        except Exception:
+            LOG.exception("%s: the event listener's host failed to take a lost stream", key)
+        return wait
+
+
 def listen(
     who: W,
     stream: Stream,
@@ -270,59 +339,27 @@ def listen(
     sleep: Callable[[float], object],
     clock: Callable[[], float],
 ) -> None:
-    """The one listener loop of every host (the module doc), until ``stopped()``."""
-    failures = 0
-    bucket = TokenBucket(pacing.rate, pacing.burst, clock)
+    """The one listener loop of every host (the module doc), until
+    ``stopped()``, in the calling thread (:class:`Listening` decides)."""
+    state = Listening(who, stream, sink, pacing, clock)
     while not stopped():
-        opened_at: float | None = None
         try:
-            stream.open(Deadline.after(pacing.open_deadline, clock=clock))
-            opened_at = clock()
+            stream.open(state.deadline())
+            state.began()
             if stopped():  # dropped while it was opening
                 break
-            sink.opened(who)
-            _relay(who, stream, sink, pacing.idle, bucket, stopped)
+            state.opened()
+            while not stopped():
+                state.arrived(stream.read(pacing.idle))
         except Exception as exc:  # every one: a listener never dies in silence
             fault = exc
         else:
             break  # stopped
         finally:
-            if opened_at is not None:
-                with contextlib.suppress(Exception):  # nothing of ours stays open
-                    stream.close()
+            state.close()
         if stopped():
             break
-        if opened_at is not None and clock() - opened_at > pacing.backoff.cap:
-            failures = 0  # it stayed up: the back-off starts over
-        wait = pacing.wait(fault, failures)
-        failures += 1
-        if not isinstance(fault, BmaasError):  # a bug, not the BMC: say where
-            LOG.error("%s: the event listener met %s: %s; its nodes are polled, "
-                      "re-opened in %.0f s", stream.key, type(fault).__name__, fault, wait,
-                      exc_info=fault)  # fmt: skip
-        try:
-            sink.lost(who, fault, wait, opening=opened_at is None)
-        except Exception:
-            LOG.exception("%s: the event listener's host failed to take a lost stream", stream.key)
-        sleep(wait)
-
-
-def _relay(
-    who: W,
-    stream: Stream,
-    sink: Sink[W],
-    idle: float,
-    bucket: TokenBucket,
-    stopped: Callable[[], bool],
-) -> None:
-    """Read an open stream until stopped (or it raises); news beyond the
-    bucket's rate is handed over as a flood: not trusted."""
-    while not stopped():
-        trusted: list[News] = []
-        flood: list[News] = []
-        for news in stream.read(idle):
-            (trusted if bucket.take() else flood).append(news)
-        sink.news(who, trusted, flood)
+        sleep(state.failed(fault))
 
 
 @dataclasses.dataclass
@@ -368,6 +405,7 @@ class EventWatch:
         sleep: Callable[[float], object] | None = None,
         stop: CancelToken | None = None,
         push: PushSettings | None = None,
+        reactor: bool = True,
     ) -> None:
         if not safety > 0:
             raise ValueError("safety must be a positive number of seconds")
@@ -388,6 +426,10 @@ class EventWatch:
         self._nodes: dict[str, _Node] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._streams: dict[str, Stream] = {}
+        #: streams a selector can wait on share one thread (bmaas.reactor)
+        self._reactor_on = reactor
+        self._reactor: Any = None
+        self._entries: dict[str, Any] = {}
         self._own: dict[str, threading.Event] = {}
         self._fingerprint: int | None = None
         self._known: dict[str, PowerState] = {}
@@ -439,9 +481,25 @@ class EventWatch:
             old = self._streams[key]
             if key not in wanted or wanted[key].nodes != old.nodes:
                 self._drop(key)
-        for key, stream in wanted.items():
-            if key not in self._streams:
-                self._start(stream)
+        new = [stream for key, stream in wanted.items() if key not in self._streams]
+        self._fit(new)
+        for stream in new:
+            self._start(stream)
+
+    def _fit(self, new: list[Stream]) -> None:
+        """Keep to the open-file limit (a descriptor a stream, the soft
+        limit raised to the hard one if needed: :func:`bmaas.reactor.fd_room`):
+        the streams that do not fit are refused, in one line, and their
+        nodes polled."""
+        from bmaas.reactor import fd_room
+
+        room = fd_room(len(new))
+        if room < len(new):
+            refused = new[room:]
+            del new[room:]
+            LOG.warning("%d event streams refused: the open-file limit has room for %d more; "
+                        "their %d nodes are polled", len(refused), room,
+                        sum(len(set(s.nodes.values())) for s in refused))  # fmt: skip
 
     def _edge(self, driver: str) -> StreamsOf | None:
         """The driver's streams: with push settings, the push edge where the
@@ -464,8 +522,18 @@ class EventWatch:
         with self._cond:
             for node in set(stream.nodes.values()):
                 self._nodes.setdefault(node, _Node())
-        own = self._own[stream.key] = threading.Event()
         self._streams[stream.key] = stream
+        from bmaas.reactor import Reactor, selectable
+
+        if self._reactor_on and selectable(stream):
+            if self._reactor is None:
+                self._reactor = Reactor(clock=self._clock)
+                self._reactor.start()
+            self._entries[stream.key] = self._reactor.add(
+                stream, stream, self, self.pacing, stopped=self._stopped
+            )
+            return
+        own = self._own[stream.key] = threading.Event()
 
         def run() -> None:
             listen(
@@ -478,16 +546,19 @@ class EventWatch:
                 clock=self._clock,
             )
 
-        thread = threading.Thread(target=run, name=f"events {stream.key}", daemon=True)
-        self._threads[stream.key] = thread
-        thread.start()
+        # a stream no selector can wait on (a push subscription's inbox): a thread
+        self._threads[stream.key] = threads.spawn(run, f"bmaas-events {stream.key}")
 
     def _drop(self, key: str) -> None:
         """Stop one listener (no join: it ends on its own, its stream closed)."""
-        self._own.pop(key).set()
         stream = self._streams.pop(key)
-        self._threads.pop(key)
-        stream.close()
+        entry = self._entries.pop(key, None)
+        if entry is not None and self._reactor is not None:
+            self._reactor.drop(entry)  # the reactor's thread closes it
+        else:
+            self._own.pop(key).set()
+            self._threads.pop(key)
+            stream.close()
         with self._cond:
             for node in set(stream.nodes.values()):
                 self._nodes.pop(node, None)
@@ -512,7 +583,7 @@ class EventWatch:
         with self._cond:
             up = sum(1 for b in self._nodes.values() if b.up)
             return {
-                "streams": len(self._threads),
+                "streams": len(self._streams),
                 "nodes_up": up,
                 "nodes": len(self._nodes),
                 "opened": self.opened_count,
@@ -546,9 +617,12 @@ class EventWatch:
     def close(self, timeout: float = 5.0) -> None:
         """Stop every listener (each closes its stream) and wait ``timeout`` at most."""
         self._stop.set()
-        for stream in self._streams.values():
-            stream.close()  # a blocked read returns at once
         deadline = Deadline.after(timeout, clock=self._clock)
+        if self._reactor is not None:
+            self._reactor.close(timeout)  # it closes its streams
+        for key, stream in self._streams.items():
+            if key not in self._entries:
+                stream.close()  # a blocked read returns at once
         for thread in self._threads.values():
             thread.join(max(0.0, deadline.left()))
         for listener in self._listeners.values():

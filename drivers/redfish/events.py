@@ -437,14 +437,45 @@ class ServiceStream:
         most ``idle`` seconds for a byte. A closed stream is
         :class:`BMCUnreachable`, silence :class:`BMCTimeout`."""
         started = time.monotonic()
-        stream = self._stream
-        if stream is None:
-            raise self.fail(BMCUnreachable, "the event stream is not open", started)
+        stream = self._open_or_fail(started)
         try:
             chunk = stream.read(idle)
         except Exception as exc:
             self.close()
             raise _fault(self, exc, started) from exc
+        return self._news(chunk, started)
+
+    def selectable(self) -> Stream | None:
+        """The open stream (a ``fileno()`` a selector waits on:
+        :class:`bmaas.reactor.Reactor`), None when closed."""
+        return self._stream
+
+    def read_ready(self) -> list[PowerNews] | None:
+        """:meth:`read` without waiting: the news in what has arrived (maybe
+        none: a keepalive), None when no byte has (a partial TLS record).
+        The reactor calls it when the stream's socket is readable; the idle
+        limit is the reactor's (:meth:`silent`)."""
+        started = time.monotonic()
+        stream = self._open_or_fail(started)
+        try:
+            chunk = stream.read_now()
+        except Exception as exc:
+            self.close()
+            raise _fault(self, exc, started) from exc
+        return None if chunk is None else self._news(chunk, started)
+
+    def silent(self, idle: float) -> BmaasError:
+        """The fault of a stream silent for ``idle`` seconds (it is closed)."""
+        self.close()
+        return self.fail(BMCTimeout, "the event stream was silent", time.monotonic() - idle)
+
+    def _open_or_fail(self, started: float) -> Stream:
+        stream = self._stream
+        if stream is None:
+            raise self.fail(BMCUnreachable, "the event stream is not open", started)
+        return stream
+
+    def _news(self, chunk: bytes, started: float) -> list[PowerNews]:
         if not chunk:
             self.close()
             raise self.fail(BMCUnreachable, "the BMC closed the event stream", started)

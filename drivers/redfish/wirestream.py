@@ -114,9 +114,51 @@ class Stream:
                 return b""
             self._raw += data
 
+    def fileno(self) -> int:
+        """The connection's socket (a selector waits on it: :meth:`read_now`)."""
+        return self._sock.fileno()
+
+    def read_now(self) -> bytes | None:
+        """Body bytes that have arrived, without waiting (the socket is made
+        non-blocking: a selector said it is readable); None when none have
+        (a partial TLS record, a chunk's head alone); ``b""`` at the body's
+        end. A TLS connection's decrypted bytes a selector cannot see
+        (``pending()``) are read here too, up to the end of the record."""
+        out = self._take()
+        if out or self._done:
+            return out
+        data = self._recv_now()
+        if data is None:
+            return None
+        if not data:
+            if self._left is not None or self._chunked is not None:
+                raise http.client.IncompleteRead(b"")  # cut inside a framed body
+            self._done = True
+            return b""
+        self._raw += data
+        out = self._take()
+        return out if out or self._done else None
+
     def close(self) -> None:
         """Close the connection; a read blocked in another thread returns at once."""
         _shut(self._sock)
+
+    def _recv_now(self) -> bytes | None:
+        self._sock.setblocking(False)
+        got = b""
+        try:
+            while True:
+                data = self._sock.recv(RECV)
+                if not data:
+                    return got  # the end (after what came with it: the next read says so)
+                got += data
+                pending = getattr(self._sock, "pending", None)
+                if pending is None or not pending():
+                    return got
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return got or None
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return got  # the TLS stream's end, clean or not: framing decides
 
     def _take(self) -> bytes:
         raw, self._raw = self._raw, b""

@@ -1,0 +1,366 @@
+"""Every event stream of a host on one thread: a selector, not a thread a stream.
+
+A thread per stream (:func:`bmaas.events.listen`) cost ``bmaas sync`` 1,003
+threads and 1,017 file descriptors on 1,000 Redfish services (issue 46,
+finding 7). A :class:`Reactor` waits on every open stream's socket at once
+(:class:`selectors.DefaultSelector`: epoll on Linux) in ONE thread, and
+hands a readable stream's bytes to its SSE parser without blocking
+(:meth:`Selectable.read_ready`). Opening a stream -- the EventService read
+and the SSE request, each bounded by the open's Deadline, the BMC's request
+gate -- blocks, so opens run on a small pool (:data:`OPENS` threads): one
+slow BMC never holds the others, and the host's threads are ``1 + OPENS``
+whatever its fleet.
+
+The decisions are :class:`bmaas.events.Listening`'s, the same as the
+blocking loop's: news through the rate bucket, after any exception the
+stream closed, its nodes polled, and the next open when the policy table's
+``stream`` column says (back-off, or the long wait). Times are a heap of
+deadlines on the host's clock: a stream's idle limit (silence past it is
+the stream's :meth:`~Selectable.silent` fault, :class:`~bmaas.faults.BMCTimeout`,
+for that stream alone; any byte, a keepalive too, starts it over) and its
+wait before re-opening.
+
+Only the reactor's thread reads, registers and closes a registered stream
+(a socket closed elsewhere could hand its descriptor number to another
+while the selector still holds it): a host drops a stream with
+:meth:`Reactor.drop`, from any thread. Streams that cannot be selected on
+(a push subscription's inbox, tests' fakes) keep a thread of their own
+(:func:`selectable`).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import heapq
+import itertools
+import logging
+import selectors
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from bmaas import threads
+from bmaas.events import Listening, News, Pacing, Sink, Stream
+
+__all__ = ["OPENS", "RESERVE", "Reactor", "Selectable", "fd_room", "selectable"]
+
+LOG = logging.getLogger(__name__)
+
+#: threads opening streams at once (an open blocks up to its deadline)
+OPENS = 8
+#: file descriptors kept for everything but the streams (the store, the
+#: pass's BMC sessions, the opens in flight, logs)
+RESERVE = 256
+
+
+def fd_room(wanted: int, *, reserve: int = RESERVE) -> int:
+    """How many of ``wanted`` more streams (a descriptor each) fit in this
+    process's open-file limit, ``reserve`` kept for the rest. The soft
+    limit is raised to the hard one first when they would not fit (said at
+    INFO, once a raise); what still does not fit is the caller's to refuse."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: no limit to read
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    used = _open_fds()
+    need = used + wanted + reserve
+    if (
+        soft != resource.RLIM_INFINITY
+        and need > soft
+        and (hard == resource.RLIM_INFINITY or hard > soft)
+    ):
+        new = need if hard == resource.RLIM_INFINITY else hard
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            LOG.info("bmaas: the open-file limit raised from %d to %d for %d event streams",
+                     soft, new, wanted)  # fmt: skip
+            soft = new
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(0, min(wanted, soft - used - reserve))
+
+
+def _open_fds() -> int:
+    with contextlib.suppress(OSError):
+        import os
+
+        return len(os.listdir("/proc/self/fd"))
+    return 0
+
+
+class Selectable(Stream, Protocol):
+    """A stream the reactor can read (``bmaas.drivers.redfish.events.ServiceStream``)."""
+
+    def selectable(self) -> Any | None:
+        """The open stream's ``fileno()`` holder, None when closed."""
+        ...
+
+    def read_ready(self) -> Sequence[News] | None:
+        """The news in what has arrived, without waiting; None: no byte yet."""
+        ...
+
+    def silent(self, idle: float) -> Exception:
+        """The fault of a stream silent for ``idle`` seconds (closed)."""
+        ...
+
+
+def selectable(stream: object) -> bool:
+    """``stream`` can be read by a :class:`Reactor`."""
+    return all(callable(getattr(stream, n, None)) for n in ("selectable", "read_ready", "silent"))
+
+
+@dataclasses.dataclass(eq=False)
+class _Entry:
+    state: Listening[Any]
+    stopped: Callable[[], bool]
+    #: "new", "opening", "open", "waiting" (to open again), "ended"
+    phase: str = "new"
+    dropped: bool = False
+    fileobj: Any = None
+    #: when the stream last delivered a byte
+    last: float = 0.0
+    #: the timer that counts (older ones in the heap are stale)
+    timer: int = -1
+
+    @property
+    def stream(self) -> Selectable:
+        stream: Selectable = self.state.stream  # type: ignore[assignment]
+        return stream
+
+
+class Reactor:
+    """Streams on one thread (the module doc). ``clock`` is the hosts';
+    ``submit`` runs an open elsewhere (default: a pool of ``opens``
+    threads); ``spawn`` starts the reactor's thread (:meth:`start`).
+    Tests drive :meth:`step` themselves on a fake clock."""
+
+    def __init__(
+        self,
+        *,
+        opens: int = OPENS,
+        clock: Callable[[], float] = time.monotonic,
+        submit: Callable[[Callable[[], None]], object] | None = None,
+        spawn: Callable[..., Any] = threads.spawn,
+        name: str = "bmaas-events",
+    ) -> None:
+        self._clock, self._spawn, self._name, self._opens = clock, spawn, name, opens
+        self._submit = submit
+        self._pool: Any = None
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._inbox: collections.deque[Callable[[], None]] = collections.deque()
+        self._timers: list[tuple[float, int, _Entry]] = []
+        self._seq = itertools.count()
+        self._entries: set[_Entry] = set()
+        self._stop = False
+        self.thread: Any = None
+
+    # -- the hosts' side (any thread) -------------------------------------------------
+
+    def add(
+        self,
+        who: Any,
+        stream: Selectable,
+        sink: Sink[Any],
+        pacing: Pacing,
+        *,
+        stopped: Callable[[], bool] = lambda: False,
+    ) -> _Entry:
+        """Listen to ``stream`` (opened at once) until :meth:`drop`; its
+        host hears through ``sink`` as :func:`bmaas.events.listen`'s does."""
+        entry = _Entry(Listening(who, stream, sink, pacing, self._clock), stopped)
+        self._post(lambda: self._open(entry))
+        return entry
+
+    def drop(self, entry: _Entry) -> None:
+        """Stop listening to ``entry``'s stream: the reactor closes it."""
+        entry.dropped = True
+        self._post(lambda: self._end(entry))
+
+    def start(self) -> None:
+        """The reactor's thread (once)."""
+        if self.thread is None and not self._stop:
+            self.thread = self._spawn(self.run, self._name)
+
+    def count(self) -> int:
+        """Streams listened to (open, opening or waiting to open again)."""
+        return len(self._entries)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread (joined within ``timeout``) and close every stream."""
+        self._stop = True
+        self._wake()
+        join = getattr(self.thread, "join", None)
+        if join is not None:
+            join(timeout)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        for entry in list(self._entries):
+            entry.dropped = True
+            self._end(entry)
+        with contextlib.suppress(Exception):
+            self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    # -- the reactor's thread -------------------------------------------------------
+
+    def run(self) -> None:
+        """Steps until :meth:`close`; a bug in one step is logged, never the end."""
+        while not self._stop:
+            try:
+                self.step(self._timeout())
+            except Exception:
+                LOG.exception("bmaas: the event streams' reactor met a bug; it goes on")
+
+    def step(self, timeout: float | None = 0.0) -> None:
+        """Wait up to ``timeout`` for a readable stream, then handle what is
+        readable, what the hosts asked for, and the timers that are due."""
+        for key, _ in self._selector.select(timeout):
+            if key.data is None:
+                with contextlib.suppress(OSError):
+                    while self._wake_r.recv(4096):
+                        pass
+            else:
+                self._readable(key.data)
+        while self._inbox:
+            self._inbox.popleft()()
+        self._due()
+
+    def _timeout(self) -> float | None:
+        if self._inbox:
+            return 0.0
+        if not self._timers:
+            return None
+        return max(0.0, self._timers[0][0] - self._clock())
+
+    def _post(self, work: Callable[[], None]) -> None:
+        self._inbox.append(work)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full: a wake is pending anyway; closed: stopped
+            self._wake_w.send(b"\0")
+
+    def _arm(self, entry: _Entry, at: float) -> None:
+        entry.timer = next(self._seq)
+        heapq.heappush(self._timers, (at, entry.timer, entry))
+
+    def _due(self) -> None:
+        now = self._clock()
+        while self._timers and self._timers[0][0] <= now:
+            _, seq, entry = heapq.heappop(self._timers)
+            if seq != entry.timer or entry.phase == "ended":
+                continue  # stale: the entry moved on
+            if entry.phase == "waiting":
+                self._open(entry)
+            elif entry.phase == "open":
+                idle = entry.state.pacing.idle
+                if now - entry.last >= idle:
+                    self._fail(entry, entry.stream.silent(idle))
+                else:
+                    self._arm(entry, entry.last + idle)
+
+    def _open(self, entry: _Entry) -> None:
+        if entry.dropped or entry.stopped() or self._stop:
+            self._end(entry)
+            return
+        self._entries.add(entry)
+        entry.phase = "opening"
+        deadline = entry.state.deadline()
+
+        def opening() -> None:  # on the pool: bounded by the open's deadline
+            fault: Exception | None = None
+            try:
+                entry.stream.open(deadline)
+            except Exception as exc:
+                fault = exc
+            if self._stop:  # closed meanwhile: nobody will register it
+                entry.state.began()
+                entry.state.close()
+                return
+            self._post(lambda: self._opened(entry, fault))
+
+        submit = self._submit
+        if submit is None:
+            if self._pool is None:
+                self._pool = threads.pool(self._opens, f"{self._name}-open")
+            submit = self._pool.submit
+        try:
+            submit(opening)
+        except RuntimeError:  # the pool is shut down: closing
+            self._end(entry)
+
+    def _opened(self, entry: _Entry, fault: Exception | None) -> None:
+        state = entry.state
+        if fault is None:
+            state.began()
+        if entry.dropped or entry.stopped() or self._stop:
+            state.close()
+            self._end(entry)
+            return
+        if fault is not None:
+            self._fail(entry, fault)
+            return
+        try:
+            state.opened()
+            fileobj = entry.stream.selectable()
+            if fileobj is None:
+                raise RuntimeError("an opened stream has nothing to select on")
+            self._selector.register(fileobj, selectors.EVENT_READ, entry)
+        except Exception as exc:
+            self._fail(entry, exc)
+            return
+        entry.fileobj, entry.phase, entry.last = fileobj, "open", self._clock()
+        self._arm(entry, entry.last + state.pacing.idle)
+        self._readable(entry)  # what came with the stream's head
+
+    def _readable(self, entry: _Entry) -> None:
+        if entry.phase != "open":
+            return
+        if entry.dropped or entry.stopped():
+            self._end(entry)
+            return
+        try:
+            items = entry.stream.read_ready()
+            if items is None:
+                return  # no byte yet (a partial TLS record)
+            entry.last = self._clock()
+            entry.state.arrived(items)
+        except Exception as exc:  # every one: a stream never dies in silence
+            self._fail(entry, exc)
+
+    def _unregister(self, entry: _Entry) -> None:
+        fileobj, entry.fileobj = entry.fileobj, None
+        if fileobj is not None:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._selector.unregister(fileobj)
+
+    def _fail(self, entry: _Entry, fault: Exception) -> None:
+        """The one path after any exception (:meth:`Listening.failed`)."""
+        self._unregister(entry)
+        entry.state.close()
+        if entry.dropped or entry.stopped() or self._stop:
+            self._end(entry)
+            return
+        wait = entry.state.failed(fault)
+        entry.phase = "waiting"
+        self._arm(entry, self._clock() + wait)
+
+    def _end(self, entry: _Entry) -> None:
+        if entry.phase == "ended":
+            return
+        was_opening = entry.phase == "opening"
+        self._unregister(entry)
+        entry.phase = "ended"
+        self._entries.discard(entry)
+        if not was_opening:  # an open in flight closes what it opened (_opened)
+            with contextlib.suppress(Exception):
+                entry.stream.close()

@@ -1,0 +1,258 @@
+"""Event streams on one thread (issue 46, finding 7): :class:`bmaas.reactor.Reactor`.
+
+Real Redfish stream code (``ServiceStream.read_ready`` over
+``wirestream.Stream``) on socketpairs, the reactor stepped by the test on a
+fake clock, opens run inline: many streams cost no thread; a silent stream
+times out alone (BMCTimeout, the policy's back-off, its nodes lost), a
+closed one is lost alone, an event cut in pieces across reads and frames
+arrives whole, what came with the head is read at once, and a dropped or
+re-opened stream leaves no descriptor behind."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.drivers.redfish.events import ServiceStream
+from bmaas.drivers.redfish.framing import Reader
+from bmaas.drivers.redfish.wirestream import Stream as WireStream
+from bmaas.events import Backoff, News, Pacing
+from bmaas.fakes.clock import FakeClock
+from bmaas.faults import BMCTimeout, BMCUnreachable
+from bmaas.reactor import Reactor, fd_room, selectable
+from bmaas.secrets import Secret
+
+IDLE = 30.0
+PACING = Pacing(open_deadline=5.0, idle=IDLE, backoff=Backoff(first=1.0), absent_retry=600.0)
+
+
+def frame(system: str, state: str) -> bytes:
+    event = {
+        "Events": [
+            {
+                "MessageId": f"ResourceEvent.1.3.0.ResourcePowered{state}",
+                "OriginOfCondition": {"@odata.id": f"/redfish/v1/Systems/{system}"},
+            }
+        ]
+    }
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+class PairStream(ServiceStream):
+    """A Redfish stream whose open is a socketpair (the BMC's end kept)."""
+
+    #: every BMC end made (the fixture closes them)
+    ends: list[socket.socket] = []
+
+    def __init__(self, n: int, head: bytes = b"") -> None:
+        super().__init__(
+            f"http://bmc{n}", "u", Secret("p"), False, {f"/redfish/v1/Systems/{n}": f"n{n}"}
+        )
+        self.head = head
+        self.bmc: socket.socket | None = None
+        self.opens = 0
+        self.fail_open: Exception | None = None
+
+    def open(self, deadline: Deadline) -> None:
+        self.close()
+        self.opens += 1
+        if self.fail_open is not None:
+            raise self.fail_open
+        ours, self.bmc = socket.socketpair()
+        PairStream.ends.append(self.bmc)
+        reader = Reader(ours, deadline, "test")
+        reader.buf += self.head  # bytes that came with the head
+        self._stream = WireStream(ours, reader, 200, "OK", {})
+
+
+class Host:
+    """The sink: what each stream told, in order."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, Any]] = []
+
+    def opened(self, who: Any) -> None:
+        self.told.append(("opened", who.key))
+
+    def lost(self, who: Any, fault: Exception, wait: float, *, opening: bool) -> None:
+        self.told.append(("lost", (who.key, type(fault).__name__, wait, opening)))
+
+    def news(self, who: Any, trusted: Sequence[News], flood: Sequence[News]) -> None:
+        for news in trusted:
+            self.told.append(("news", (news.node, news.power)))
+
+    def of(self, kind: str) -> list[Any]:
+        return [what for k, what in self.told if k == kind]
+
+
+@pytest.fixture
+def rig() -> Iterator[tuple[Reactor, FakeClock, Host]]:
+    clock = FakeClock(start=0.0)
+
+    def inline(work: Callable[[], None]) -> None:
+        return work()
+
+    reactor = Reactor(clock=clock, submit=inline, spawn=lambda *a: pytest.fail("no thread"))
+    yield reactor, clock, Host()
+    reactor.close()
+    while PairStream.ends:
+        PairStream.ends.pop().close()
+
+
+def settle(reactor: Reactor, steps: int = 4) -> None:
+    for _ in range(steps):
+        reactor.step(0.05)
+
+
+def test_a_redfish_stream_is_selectable() -> None:
+    assert selectable(PairStream(1))
+    assert not selectable(object())
+
+
+def test_many_streams_one_thread_and_news_from_each(rig: tuple[Reactor, FakeClock, Host]) -> None:
+    reactor, _, host = rig
+    before = threading.active_count()
+    streams = [PairStream(n) for n in range(200)]
+    for s in streams:
+        reactor.add(s, s, host, PACING)
+    settle(reactor)
+    assert len(host.of("opened")) == 200
+    assert reactor.count() == 200
+    for s in streams[::7]:
+        assert s.bmc is not None
+        s.bmc.sendall(frame(s.key.removeprefix("http://bmc"), "Off"))
+    settle(reactor)
+    assert sorted(host.of("news")) == sorted((f"n{n}", PowerState.OFF) for n in range(0, 200, 7))
+    assert threading.active_count() == before  # the test's own thread did it all
+
+
+def test_a_silent_stream_times_out_alone(rig: tuple[Reactor, FakeClock, Host]) -> None:
+    reactor, clock, host = rig
+    quiet, talks = PairStream(1), PairStream(2)
+    for s in (quiet, talks):
+        reactor.add(s, s, host, PACING)
+    settle(reactor)
+    for _ in range(2):  # the other keeps alive: a keepalive is a byte
+        clock.advance(IDLE / 2)
+        assert talks.bmc is not None
+        talks.bmc.sendall(b": keepalive\n\n")
+        settle(reactor)
+    assert host.of("lost") == [("http://bmc1", "BMCTimeout", 1.0, False)]
+    assert quiet.selectable() is None  # closed
+    clock.advance(1.0)  # the back-off: opened again
+    settle(reactor)
+    assert quiet.opens == 2
+    assert talks.opens == 1
+    clock.advance(IDLE - 2.0)  # the other's idle limit counts from its last byte (t=30)
+    settle(reactor)
+    assert len(host.of("lost")) == 1
+    assert host.of("opened").count("http://bmc1") == 2
+
+
+def test_a_closed_stream_is_lost_alone(rig: tuple[Reactor, FakeClock, Host]) -> None:
+    reactor, _, host = rig
+    gone, stays = PairStream(1), PairStream(2)
+    for s in (gone, stays):
+        reactor.add(s, s, host, PACING)
+    settle(reactor)
+    assert gone.bmc is not None
+    assert stays.bmc is not None
+    gone.bmc.close()
+    settle(reactor)
+    assert host.of("lost") == [("http://bmc1", "BMCUnreachable", 1.0, False)]
+    stays.bmc.sendall(frame("2", "On"))
+    settle(reactor)
+    assert host.of("news") == [("n2", PowerState.ON)]
+
+
+def test_an_event_in_pieces_across_reads_and_frames(rig: tuple[Reactor, FakeClock, Host]) -> None:
+    reactor, _, host = rig
+    s = PairStream(3)
+    reactor.add(s, s, host, PACING)
+    settle(reactor)
+    wire = frame("3", "Off") + frame("3", "On")
+    assert s.bmc is not None
+    for at in range(0, len(wire), 7):  # 7 bytes at a time, each its own read
+        s.bmc.sendall(wire[at : at + 7])
+        reactor.step(0.05)
+    settle(reactor)
+    assert host.of("news") == [("n3", PowerState.OFF), ("n3", PowerState.ON)]
+    assert host.of("lost") == []
+
+
+def test_what_came_with_the_head_is_read_at_once(rig: tuple[Reactor, FakeClock, Host]) -> None:
+    reactor, _, host = rig
+    s = PairStream(4, head=frame("4", "Off"))
+    reactor.add(s, s, host, PACING)
+    settle(reactor)
+    assert host.of("news") == [("n4", PowerState.OFF)]
+
+
+def test_a_failed_open_waits_the_policys_time(rig: tuple[Reactor, FakeClock, Host]) -> None:
+    reactor, clock, host = rig
+    s = PairStream(5)
+    s.fail_open = BMCUnreachable("refused", node="n5")
+    reactor.add(s, s, host, PACING)
+    settle(reactor)
+    clock.advance(1.0)
+    settle(reactor)
+    assert host.of("lost") == [
+        ("http://bmc5", "BMCUnreachable", 1.0, True),
+        ("http://bmc5", "BMCUnreachable", 2.0, True),  # the back-off grows
+    ]
+    s.fail_open = BMCTimeout("slow", node="n5")
+    clock.advance(2.0)
+    settle(reactor)
+    assert s.opens == 3
+
+
+def test_a_host_bug_is_a_lost_stream_not_a_dead_reactor(
+    rig: tuple[Reactor, FakeClock, Host],
+) -> None:
+    reactor, _, host = rig
+    s, other = PairStream(6), PairStream(7)
+
+    def broken(who: Any, trusted: Any, flood: Any) -> None:
+        raise RuntimeError("a bug in the host")
+
+    bad = Host()
+    bad.news = broken  # type: ignore[method-assign]
+    reactor.add(s, s, bad, PACING)
+    reactor.add(other, other, host, PACING)
+    settle(reactor)
+    assert s.bmc is not None
+    assert other.bmc is not None
+    s.bmc.sendall(frame("6", "Off"))
+    other.bmc.sendall(frame("7", "Off"))
+    settle(reactor)
+    assert bad.of("lost") == [("http://bmc6", "RuntimeError", 1.0, False)]
+    assert host.of("news") == [("n7", PowerState.OFF)]
+
+
+def test_a_dropped_stream_is_closed_and_forgotten(rig: tuple[Reactor, FakeClock, Host]) -> None:
+    reactor, clock, host = rig
+    s = PairStream(8)
+    entry = reactor.add(s, s, host, PACING)
+    settle(reactor)
+    reactor.drop(entry)
+    settle(reactor)
+    assert s.selectable() is None
+    assert reactor.count() == 0
+    clock.advance(IDLE * 2)
+    settle(reactor)
+    assert host.of("lost") == []  # dropped is not lost
+
+
+def test_the_open_file_limit_leaves_room() -> None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert fd_room(10) == 10
+    assert fd_room(10**9) < soft  # what cannot fit is refused, not opened
