@@ -23,12 +23,18 @@ disk (local boot)       the ``bmaas`` management interface
 so a fault is typed (``[bmaas CODE retry=SCOPE]`` in ``last_error``) and
 bounded. Differences from Ironic's, each on purpose:
 
-* **validation asks no BMC**: Ironic's ``validate`` reads the system
-  (sushy) to check that ``UefiHttp`` is an allowed target; bmaas validates
-  from the node's fields alone, as its other interfaces do (Ironic validates
-  often). A system that does not list ``UefiHttp`` fails the boot instead,
-  before anything is sent: ``[bmaas unsupported retry=never]``
-  (``UnsupportedDriverExtension``);
+* **validation asks the BMC once in a while**: like Ironic's, ``validate``
+  reads the system to check that it takes UEFI HTTP boot (``UefiHttp`` an
+  allowed target, the node's boot mode allowed: the checks the boot step
+  makes before it sends anything, :meth:`RedfishDriver.check_http_boot`),
+  and refuses the node where it does not -- ``UnsupportedDriverExtension``
+  ``[bmaas unsupported_operation retry=other_node]``, so the deploy is
+  refused at Ironic's API (HTTP 400) as stock's is. Ironic validates often
+  (every API validate, every deploy, twice), so the read is bounded by one
+  ``[bmaas]call_deadline`` and its answer kept per node and driver_info
+  (:data:`OFFERED_FOR` when it offers it, :data:`REFUSED_FOR` when not);
+  a read that gets no answer in time refuses nothing (the boot step
+  checks again before sending);
 * ``force_persistent_boot_device`` is honoured as Ironic's
   ``node_set_boot_device`` does.
 
@@ -39,7 +45,11 @@ from there, so it must reach the conductor's web server.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
+import threading
+import time
 from typing import Any
 
 from ironic.common import boot_devices, states
@@ -60,8 +70,10 @@ from bmaas.drivers.ironic.boot import (
     instance_iso_params,
 )
 from bmaas.drivers.ironic.power import protocol_of
+from bmaas.faults import BmaasError, UnsupportedOperation
+from bmaas.pool import PoolKey
 
-__all__ = ["BmaasHttpsBoot", "set_http_boot"]
+__all__ = ["OFFERED_FOR", "REFUSED_FOR", "BmaasHttpsBoot", "check_http_boot", "set_http_boot"]
 
 LOG = logging.getLogger(__name__)
 
@@ -72,10 +84,12 @@ class BmaasHttpsBoot(ImageChecks, redfish_boot.RedfishHttpsBoot):  # type: ignor
     capabilities = ["ramdisk_boot"]
 
     def validate(self, task: Any) -> None:
-        """Ironic's checks of driver_info and instance_info; no BMC request
-        (see the module docstring)."""
+        """Ironic's checks of driver_info and instance_info, then whether
+        the system takes UEFI HTTP boot (:func:`check_http_boot`: at most
+        one BMC read, bounded, its answer kept a while)."""
         self._validate_driver_info(task)
         self._validate_instance_info(task)
+        check_http_boot(task)
 
     def prepare_ramdisk(self, task: Any, ramdisk_params: dict[str, Any]) -> None:
         """Boot the deploy (or rescue) ramdisk over UEFI HTTP: power off,
@@ -150,3 +164,85 @@ def set_http_boot(task: Any, url: str | None, *, persistent: bool = False) -> No
         if setter is None:
             raise drv.unsupported(Operation.BOOT_SET, "UEFI HTTP boot needs Redfish")
         calls.call(deadline, budget, setter, url, persistent=persistent)
+
+
+#: seconds a system's "takes UEFI HTTP boot" is trusted by ``validate``: it
+#: runs on every API validate and twice a deploy, and what a system allows
+#: changes only with its firmware settings (the boot mode); the boot step
+#: checks again before it sends anything
+OFFERED_FOR = 300.0
+#: seconds a refusal is trusted: an operator who turns UEFI on in the
+#: firmware validates again soon after
+REFUSED_FOR = 30.0
+
+
+@dataclasses.dataclass
+class _Answer:
+    refusal: UnsupportedOperation | None
+    until: float
+
+
+class _Answers:
+    """What each node's system last said of UEFI HTTP boot, by pool key (new
+    driver_info: a new question); held by this conductor process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[PoolKey, _Answer] = {}
+
+    def get(self, key: PoolKey, now: float) -> _Answer | None:
+        with self._lock:
+            found = self._known.get(key)
+            if found is not None and found.until <= now:
+                del self._known[key]
+                return None
+            return found
+
+    def put(self, key: PoolKey, refusal: UnsupportedOperation | None, now: float) -> None:
+        keep = REFUSED_FOR if refusal is not None else OFFERED_FOR
+        with self._lock:
+            self._known = {k: a for k, a in self._known.items() if a.until > now}
+            self._known[key] = _Answer(refusal, now + keep)
+
+
+ANSWERS = _Answers()
+
+
+def check_http_boot(task: Any) -> None:
+    """Refuse a node whose system does not take UEFI HTTP boot
+    (``UnsupportedDriverExtension`` with ``[bmaas unsupported_operation
+    retry=other_node]``: a capability of this node, another may have it),
+    as Ironic's ``redfish-https`` refuses it in ``validate``. One read
+    (:meth:`RedfishDriver.check_http_boot`) within one
+    ``[bmaas]call_deadline``, its answer kept (:data:`OFFERED_FOR`,
+    :data:`REFUSED_FOR`); a read that fails otherwise refuses nothing and
+    is not kept (the boot step checks again before sending)."""
+    protocol = protocol_of(task)
+    key = PoolKey.of(protocol, calls.label(task), task.node.driver_info or {})
+    known = ANSWERS.get(key, time.monotonic())
+    if known is None:
+        budget = calls.Budget.from_conf()
+        try:
+            refusal = _ask(task, protocol, budget)
+        except BmaasError as fault:  # no answer, busy, a slot held: the boot step decides
+            LOG.info("bmaas: %s: UEFI HTTP boot not checked at validate: %s", key.node, fault)
+            return
+        known = _Answer(refusal, 0.0)
+        ANSWERS.put(key, refusal, time.monotonic())
+    if known.refusal is not None:
+        with calls.translated(task, "check UEFI HTTP boot", calls.BmaasDriverError):
+            raise copy.copy(known.refusal)  # a fresh one: a kept fault is raised again
+
+
+def _ask(task: Any, protocol: str, budget: calls.Budget) -> UnsupportedOperation | None:
+    """The system's answer: None when it takes UEFI HTTP boot, else the refusal."""
+    deadline = Deadline.after(budget.call)
+    with calls.session(task, protocol, budget, deadline) as drv:
+        checker = getattr(drv, "check_http_boot", None)
+        if checker is None:
+            return drv.unsupported(Operation.BOOT_SET, "UEFI HTTP boot needs Redfish")
+        try:
+            checker(deadline=deadline)
+        except UnsupportedOperation as refusal:
+            return refusal
+    return None

@@ -332,6 +332,12 @@ def test_ramdisk_deploy_with_boot_iso_over_uefi_http_on_hwlab(
         assert shown["BootSourceOverrideTarget"] == "UefiHttp", shown
         assert shown["BootSourceOverrideEnabled"] == "Continuous", shown
         assert shown["HttpBootUri"] == env.served.url + _published(node), shown
+        # Ironic's management API names the override, stock and bmaas alike
+        # (bmaas read it as "unknown" before: issue 48)
+        answer = env.conn.baremetal.get(
+            f"/nodes/{node.id}/management/boot_device", microversion=VMEDIA_VERSION
+        )
+        assert answer.json() == {"boot_device": "uefihttp", "persistent": True}, answer.text
         state = ironic_lab.status()["nodes"][lab_name]
         assert (state["power"], state["boot_device"], state["media"]) == ("on", "pxe", None)
         if driver == "bmaas-redfish":
@@ -359,6 +365,62 @@ def test_a_refused_uefi_http_boot_fails_the_deploy_typed_within_the_budget(
     assert took is not None, text
     assert float(took[1]) <= SETTINGS.bmaas_operation_deadline * 1.1, text
     assert _system_boot(ironic_lab, lab_name)["BootSourceOverrideTarget"] != "UefiHttp"
+
+
+def _ask_active(env: VmediaIronic, node: Any) -> Any:
+    """``PUT .../states/provision`` ``active``: Ironic's answer, as the API gives it."""
+    return env.conn.baremetal.put(
+        f"/nodes/{node.id}/states/provision",
+        json={"target": "active"},
+        microversion=VMEDIA_VERSION,
+    )
+
+
+@pytest.mark.timeout(600)
+def test_uefi_http_boot_on_stock_sushy_tools_refused_at_the_api_or_typed(
+    vmedia_ironic: VmediaIronic, tmp_path: Path
+) -> None:
+    """Issue 48, finding 4. A system whose Boot lists no ``UefiHttp``
+    (sushy-tools in Legacy mode): the deploy is refused at Ironic's API
+    (HTTP 400), stock ``redfish-https`` and ``bmaas-https`` alike, the node
+    left ``available``; bmaas says ``[bmaas unsupported_operation
+    retry=other_node]``. A UEFI one lists it, but sushy-tools' fake driver
+    cannot keep an ``HttpBootUri``: ``bmaas-https`` fails the deploy typed
+    ``unsupported_operation`` (its 400 "Failed to save HttpBootUri field
+    value."), never ``unclassified_fault``, and Ironic does not fence it."""
+    env = vmedia_ironic
+    modes = ("Legacy", "Legacy", "UEFI")
+    with sushy_emulator(tmp_path / "emulator", len(modes), boot_modes=modes) as emulator:
+        cases = [*HTTPS_CASES, ("bmaas-redfish", "bmaas-https")]
+        nodes = []
+        for i, ((driver, boot), system) in enumerate(zip(cases, emulator.systems, strict=True)):
+            entry = {
+                "name": f"st-http-{i}",
+                "driver_info": {
+                    "redfish_address": emulator.url,
+                    "redfish_system_id": system,
+                    "redfish_username": "admin",
+                    "redfish_password": "password",
+                },
+            }
+            nodes.append(_enroll(env, entry, driver, boot, f"st-http-{modes[i]}-{driver}"))
+        for (driver, _), node in zip(HTTPS_CASES, nodes[:2], strict=True):
+            answer = _ask_active(env, node)
+            assert answer.status_code == 400, f"{driver}: {answer.status_code} {answer.text}"
+            assert env.conn.baremetal.get_node(node.id).provision_state == "available"
+            if driver == "bmaas-redfish":
+                parsed = faulttext.parse(answer.json()["error_message"])
+                assert parsed is not None, answer.text
+                assert (parsed.code, str(parsed.retry)) == ("unsupported_operation", "other_node")
+                assert "UefiHttp is not one the system allows" in answer.text, answer.text
+        done, _ = _deploy(env, nodes[2])
+        assert done.provision_state == "deploy failed", done.provision_state
+        text = harness.failure_text(env.conn, done) or ""
+        parsed = faulttext.parse(text)
+        assert parsed is not None, text
+        assert parsed.code == "unsupported_operation", text
+        assert "Failed to save HttpBootUri field value" in text, text
+        assert not env.conn.baremetal.get_node(done.id).is_maintenance
 
 
 def test_only_bmaas_redfish_boots_from_virtual_media(
