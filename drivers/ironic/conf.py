@@ -12,7 +12,7 @@ the hardware types, before any call is made)::
     keep_sessions = auto     # keepalives between sync cycles where they pay (bmaas.keeper)
     events = true            # answer the sync's reads of streamed Redfish nodes from their events
     events_safety_interval = 2400  # ... and read their BMC once its last read is this old
-    events_max_streams = 1000  # event streams (threads) open at once in this conductor
+    events_max_streams = 20000  # event streams open at once (SSE: all on one thread)
     events_listen =          # HOST:PORT: also take pushed events (EventDestination POSTs) here
     events_listen_url =      # what BMCs are told to POST to (default http(s)://HOST:PORT/bmaas/events)
     events_tls_cert =        # a certificate (and events_tls_key) makes the listener HTTPS
@@ -225,9 +225,12 @@ OPTS: Final = [
     cfg.Opt(
         "events_max_streams",
         type=Count(min=1),
-        default=1000,
-        help="Event streams open at once in this conductor (one listener thread each, "
-        "blocked on its socket); nodes of more services are read every pass.",
+        default=20000,
+        help="Event streams open at once in this conductor: a bound far above a "
+        "conductor's fleet, not a plan (SSE streams share one thread, a selector, and "
+        "cost a file descriptor each: the conductor's open-file limit must allow them; "
+        "a push subscription's stream is a thread of its own); nodes of more services "
+        "are read every pass.",
     ),
     cfg.Opt(
         "events_listen",

@@ -1,5 +1,7 @@
-"""One Redfish service's event stream inside Ironic's conductor: the
-listener thread of :mod:`bmaas.drivers.ironic.streams`.
+"""One Redfish service's event stream inside Ironic's conductor: a
+listener of :mod:`bmaas.drivers.ironic.streams` -- on the streams' one
+reactor thread (:mod:`bmaas.reactor`) when a selector can wait on it (an SSE
+stream), else a thread of its own (a push stream's inbox).
 
 It runs bmaas's one listener loop (:func:`bmaas.events.listen`, as
 ``bmaas sync`` does): open the stream (bounded by a Deadline), read it (an
@@ -109,11 +111,17 @@ class Listener:
     #: a lasting fault (the policy's ``late``) was logged at INFO since it last opened
     told_late: bool = False
     thread: Any = None
+    #: on the streams' reactor (:class:`bmaas.reactor.Reactor`): it and its entry
+    reactor: Any = None
+    entry: Any = None
 
     def drop(self) -> None:
         """End it: the thread stops, the stream (and its subscription) closes."""
         self.own.set()
         self.up = False
+        if self.reactor is not None:  # the reactor's thread closes it
+            self.reactor.drop(self.entry)
+            return
         # a blocked read returns at once; a push stream's subscription is
         # deleted by the thread on its way out (a request: not here, where
         # the caller may hold the streams' lock)

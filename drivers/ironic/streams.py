@@ -12,7 +12,8 @@ exclusive lock) always asks the BMC.
 
 ::
 
-    Ironic's sync thread (shared lock)          listener thread (one per service)
+    Ironic's sync thread (shared lock)          listener (one per service; SSE: all
+                                                on one reactor thread, bmaas.reactor)
     ----------------------------------          ---------------------------------
     answer(node): registers it (lazily,         open (bounded: a Deadline)
       only if this conductor owns it)             ok    -> up, epoch + 1: its nodes
@@ -69,9 +70,11 @@ from bmaas.drivers.ironic.listener import Listener, Service, service_stream
 from bmaas.events import SAFETY_INTERVAL, News, Pacing, Stream
 from bmaas.faults import BmaasError
 from bmaas.policy import Reopen, policy_for
+from bmaas.reactor import Reactor, selectable
 
 __all__ = [
     "HEALTH_WITH_POWER",
+    "MAX_STREAMS",
     "SAFETY_INTERVAL",
     "Answer",
     "Miss",
@@ -85,6 +88,10 @@ LOG = logging.getLogger(__name__)
 #: seconds a cached power answer carries the node's cached health: Ironic
 #: reads health right after the power read of the same pass
 HEALTH_WITH_POWER = 10.0
+#: event streams open at once: far above a conductor's fleet (Ironic's
+#: reference architecture: 300 nodes; 10,000 measured), a bound, not a plan;
+#: SSE streams share one reactor thread (a descriptor each)
+MAX_STREAMS = 20000
 _ON_OFF = (PowerState.ON, PowerState.OFF)
 
 
@@ -133,7 +140,7 @@ class Streams:
         safety: float = SAFETY_INTERVAL,
         interval: float = 120.0,
         expire: float | None = None,
-        max_streams: int = 1000,
+        max_streams: int = MAX_STREAMS,
         pacing: Pacing | None = None,
         stream_of: StreamOf = service_stream,
         owner: Callable[[NodeRef], bool] = lambda ref: True,
@@ -156,6 +163,7 @@ class Streams:
         #: set by close(): ends the sweeper (run_sweeper)
         self._stopped = threading.Event()
         self._full_warned = False
+        self._reactor: Reactor | None = None
         #: counters (tests, logs)
         self.opened_count = self.faults = self.flooded = self.answered = self.pushed = 0
 
@@ -314,11 +322,24 @@ class Streams:
         listener = Listener(service, nodes, self._stream_of(service, nodes))
         self._listeners[service.key] = listener
         self._join(listener, book)
+        if selectable(listener.stream):  # on the one reactor thread
+            listener.reactor = self._reactor_started()
+            listener.entry = listener.reactor.add(
+                listener, listener.stream, self, self.pacing, stopped=listener.own.is_set
+            )
+            return
         started = listener
         listener.thread = self._spawn(
             lambda: started.run(self, self.pacing, clock=self._clock, sleep=self._sleep),
             f"bmaas events {service.address}",
         )
+
+    def _reactor_started(self) -> Reactor:
+        """The streams' reactor (its thread started by ``spawn``: the runtime's)."""
+        if self._reactor is None:
+            self._reactor = Reactor(clock=self._clock, spawn=self._spawn)
+            self._reactor.start()
+        return self._reactor
 
     def _join(self, listener: Listener, book: _Book) -> None:
         """Map ``book``'s system on the stream. A node without a system path
@@ -408,6 +429,8 @@ class Streams:
                 listener.drop()
             self._books.clear()
         deadline = Deadline.after(timeout, clock=self._clock)
+        if self._reactor is not None:
+            self._reactor.close(timeout)
         for listener in listeners:
             join = getattr(listener.thread, "join", None)
             if join is not None:

@@ -256,3 +256,62 @@ def test_the_open_file_limit_leaves_room() -> None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert fd_room(10) == 10
     assert fd_room(10**9) < soft  # what cannot fit is refused, not opened
+
+
+def test_ironic_streams_share_the_reactor_no_thread_a_service() -> None:
+    """The conductor's SSE streams are on its one reactor (made here, stepped
+    by the test): no thread a service; news
+    reaches the cache; a dropped listener is closed by the reactor."""
+    from bmaas.driver_info import DriverInfo
+    from bmaas.drivers.ironic.answers import NodeRef
+    from bmaas.drivers.ironic.streams import Streams, fingerprint
+
+    clock = FakeClock(start=0.0)
+    spawned: list[str] = []
+    made: dict[str, PairStream] = {}
+
+    def stream_of(service: Any, nodes: dict[str, str]) -> PairStream:
+        n = int(service.address.rsplit(":", 1)[1]) - 9000
+        stream = made[service.key] = PairStream(n)
+        stream.nodes = nodes  # the listener's mapping, shared
+        return stream
+
+    def inline(work: Callable[[], None]) -> None:
+        work()
+
+    streams = Streams(
+        interval=60.0,
+        stream_of=stream_of,
+        spawn=lambda target, name: spawned.append(name),
+        clock=clock,
+    )
+    streams._reactor = Reactor(
+        clock=clock, submit=inline, spawn=lambda *a: spawned.append("reactor")
+    )
+    refs = []
+    for n in range(50):
+        raw = {
+            "redfish_address": f"http://127.0.0.1:{9000 + n}",
+            "redfish_username": "admin",
+            "redfish_password": "pw",
+            "redfish_system_id": f"/redfish/v1/Systems/{n}",
+        }
+        info = DriverInfo.parse(raw, required=("redfish_address",), node=f"u{n}")
+        refs.append(NodeRef(f"u{n}", f"node-{n}", info, fingerprint(raw), "bmaas-redfish", ""))
+        streams.answer(refs[-1])
+    try:
+        settle(streams._reactor)
+        assert spawned == []  # no thread a service: all on the reactor
+        assert streams._reactor.count() == 50
+        assert streams.summary()["up"] == 50
+        target = made[next(iter(streams._listeners))]
+        assert target.bmc is not None
+        node = next(iter(target.nodes.values()))
+        target.bmc.sendall(frame(next(iter(target.nodes)).rsplit("/", 1)[1], "Off"))
+        settle(streams._reactor)
+        assert streams._books[node].power is PowerState.OFF
+        streams.close()
+        assert all(s.selectable() is None for s in made.values())  # closed, by the reactor
+    finally:
+        while PairStream.ends:
+            PairStream.ends.pop().close()
