@@ -1,0 +1,108 @@
+"""1,000 Redfish event streams in one EventWatch on a bounded number of
+threads (issue 46, finding 7: a thread a stream held 1,003 threads and
+1,017 descriptors). Against :mod:`tests.lab.sse_fleet` (1,000 services on
+free ports of 127.0.0.1, one process of its own): every stream opens and
+stays live, the watch costs at most 32 threads whatever the fleet (one
+reactor, its pool of opens), one descriptor a stream (plus a few), and an
+outside power-off on one service lands for its node alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bmaas.driver import PowerState
+from bmaas.drivers.redfish.events import ServiceStream
+from bmaas.events import Applied, EventWatch
+from bmaas.secrets import Secret
+
+pytestmark = pytest.mark.lab
+
+COUNT = 1000
+MAX_THREADS = 32
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fleet() -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.lab.sse_fleet", str(COUNT)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ports = json.loads(proc.stdout.readline())
+        yield proc, ports
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_thousand_streams_on_a_bounded_number_of_threads(
+    fleet: tuple[subprocess.Popen[str], list[int]],
+) -> None:
+    proc, ports = fleet
+    streams = [
+        ServiceStream(
+            f"http://127.0.0.1:{port}", "u", Secret("p"), False, {"/redfish/v1/Systems/1": f"n{i}"}
+        )
+        for i, port in enumerate(ports)
+    ]
+    records = [
+        type("Record", (), {"name": f"n{i}", "driver": "redfish", "driver_info": {"i": i}})()
+        for i in range(COUNT)
+    ]
+    threads_before, fds_before = threading.active_count(), _fds()
+    watch = EventWatch(
+        streams_of=lambda driver: lambda group: (streams, {}),
+        bmc_timeout=20.0,
+        idle=120.0,
+    )
+    try:
+        watch.watch(records)
+        for _ in range(600):  # bounded: 60 s
+            if watch.summary()["nodes_up"] == COUNT:
+                break
+            time.sleep(0.1)
+        summary = watch.summary()
+        assert summary["nodes_up"] == COUNT, summary  # every stream live
+        assert summary["faults"] == 0
+        threads = threading.active_count() - threads_before
+        assert threads <= MAX_THREADS, [t.name for t in threading.enumerate()]
+        assert _fds() - fds_before <= COUNT + 16  # one a stream, a few of the reactor's
+        assert proc.stdin is not None
+        proc.stdin.write("off 737\n")
+        proc.stdin.flush()
+        got: list[Applied] = []
+
+        def apply(applied: list[Applied]) -> None:
+            got.extend(applied)
+
+        start = time.monotonic()
+        while not got and time.monotonic() - start < 10:
+            watch.wait(0.05, apply)  # it applies news as it arrives
+        assert [(a.node, a.power) for a in got] == [("n737", PowerState.OFF)]
+        assert watch.summary()["nodes_up"] == COUNT  # still all live
+        print(f"\n{COUNT} streams: {threads} threads, {_fds() - fds_before} fds, "
+              f"detected in {time.monotonic() - start:.3f} s")  # fmt: skip
+    finally:
+        watch.close()
+    assert threading.active_count() - threads_before <= 8  # the opens' idle pool at most
