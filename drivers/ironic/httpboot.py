@@ -61,7 +61,7 @@ from oslo_utils import strutils
 
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
-from bmaas.drivers.ironic import calls
+from bmaas.drivers.ironic import calls, host
 from bmaas.drivers.ironic.boot import (
     ImageChecks,
     agent_ramdisk_params,
@@ -72,6 +72,7 @@ from bmaas.drivers.ironic.boot import (
 from bmaas.drivers.ironic.power import protocol_of
 from bmaas.faults import BmaasError, UnsupportedOperation
 from bmaas.pool import PoolKey
+from bmaas.runtime import Runtime
 
 __all__ = ["OFFERED_FOR", "REFUSED_FOR", "BmaasHttpsBoot", "check_http_boot", "set_http_boot"]
 
@@ -184,7 +185,7 @@ class _Answer:
 
 class _Answers:
     """What each node's system last said of UEFI HTTP boot, by pool key (new
-    driver_info: a new question); held by this conductor process."""
+    driver_info: a new question): a part of the conductor's runtime."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -205,9 +206,6 @@ class _Answers:
             self._known[key] = _Answer(refusal, now + keep)
 
 
-ANSWERS = _Answers()
-
-
 def check_http_boot(task: Any) -> None:
     """Refuse a node whose system does not take UEFI HTTP boot
     (``UnsupportedDriverExtension`` with ``[bmaas unsupported_operation
@@ -218,26 +216,30 @@ def check_http_boot(task: Any) -> None:
     :data:`REFUSED_FOR`); a read that fails otherwise refuses nothing and
     is not kept (the boot step checks again before sending)."""
     protocol = protocol_of(task)
-    key = PoolKey.of(protocol, calls.label(task), task.node.driver_info or {})
-    known = ANSWERS.get(key, time.monotonic())
+    key = PoolKey.of(protocol, host.label(task), task.node.driver_info or {})
+    rt = host.runtime()
+    answers = rt.part("uefi http boot answers", _Answers)
+    known = answers.get(key, time.monotonic())
     if known is None:
         budget = calls.Budget.from_conf()
         try:
-            refusal = _ask(task, protocol, budget)
+            refusal = _ask(task, protocol, budget, rt)
         except BmaasError as fault:  # no answer, busy, a slot held: the boot step decides
             LOG.info("bmaas: %s: UEFI HTTP boot not checked at validate: %s", key.node, fault)
             return
         known = _Answer(refusal, 0.0)
-        ANSWERS.put(key, refusal, time.monotonic())
+        answers.put(key, refusal, time.monotonic())
     if known.refusal is not None:
         with calls.translated(task, "check UEFI HTTP boot", calls.BmaasDriverError):
             raise copy.copy(known.refusal)  # a fresh one: a kept fault is raised again
 
 
-def _ask(task: Any, protocol: str, budget: calls.Budget) -> UnsupportedOperation | None:
+def _ask(
+    task: Any, protocol: str, budget: calls.Budget, rt: Runtime
+) -> UnsupportedOperation | None:
     """The system's answer: None when it takes UEFI HTTP boot, else the refusal."""
     deadline = Deadline.after(budget.call)
-    with calls.session(task, protocol, budget, deadline) as drv:
+    with calls.session(task, protocol, budget, deadline, rt=rt) as drv:
         checker = getattr(drv, "check_http_boot", None)
         if checker is None:
             return drv.unsupported(Operation.BOOT_SET, "UEFI HTTP boot needs Redfish")

@@ -21,8 +21,6 @@ ALLOWED = {
     ("boot", "PUBLISHES"): "a fact of the installed Ironic, read once at import",
     ("answers", "_SALT"): "random bytes made once per process for a keyed digest, never changed",
     ("listener", "_SALT"): "random bytes made once per process for a keyed digest, never changed",
-    ("httpboot", "ANSWERS"): "the UEFI HTTP boot check's answer cache (another change in "
-    "progress): to become a part of the conductor's runtime",
 }
 
 _CONSTANT_CALLS = {"frozenset", "TypeVar", "getLogger", "logging.getLogger"}
