@@ -1,9 +1,12 @@
 """Power state from the BMC's own word: event streams feed the sync.
 
-A :class:`EventWatch` keeps one listener thread per BMC service that offers
-an event stream (Redfish SSE; the protocol's edge is the driver's
-``bmaas.events`` entry point, :func:`bmaas.registry.capability`, loaded when
-a node of that driver is seen, so the core imports no protocol code). Listeners only *receive*: each
+A :class:`EventWatch` keeps one listener per BMC service that offers an
+event stream (the protocol's edge is the driver's ``bmaas.events`` entry
+point, :func:`bmaas.registry.capability`, loaded when a node of that driver
+is seen, so the core imports no protocol code): all of them on one thread
+when a selector can wait on them (Redfish SSE: :mod:`bmaas.reactor`, opens
+on a pool of 8), a thread of its own otherwise (a push subscription's
+inbox). Listeners only *receive*: each
 piece of news goes on a queue, and the sync applies it to the store in its
 own thread (:meth:`EventWatch.wait`, which the loop waits on between
 passes), so the store has one writer, as before.
@@ -31,7 +34,7 @@ room for a reconnect every few hours under 2; polling at 60 s costs 60.
 
 ::
 
-    listener thread (one per service)           sync thread
+    listener (one per service: the reactor)     sync thread
     ---------------------------------           -----------
     open (bounded by a Deadline: bmc_timeout)
       ok   -> nodes "up", marked to reconcile
