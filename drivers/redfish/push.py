@@ -61,7 +61,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from bmaas import listenspec
+from bmaas import listenspec, threads
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.events import EVENT_SERVICE, MAX_FRAME, PowerNews, ServiceStream, news_of
 from bmaas.drivers.redfish.events import services as sse_services
@@ -133,8 +133,7 @@ class PushListener:
         self.port = int(bound_port)
         # One thread, blocked in the selector while nothing happens (no
         # tick: most of an idle listener's CPU was a poll); close() wakes it.
-        self._thread = threading.Thread(target=self._server.serve, name="events push", daemon=True)
-        self._thread.start()
+        self._thread = threads.spawn(self._server.serve, "bmaas-events-push")
 
     @property
     def refused(self) -> int:
