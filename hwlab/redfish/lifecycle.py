@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -241,6 +242,7 @@ def _registry_file() -> dict[str, Any]:
 
 def _registry(bmc: Bmc) -> dict[str, Any]:
     """DSP2046's AttributeRegistry: one entry per attribute of the BIOS."""
+    model = bmc.hardware.model
     entries = []
     for name, info in (bmc.machine.bios.registry or {}).items():
         entry: dict[str, Any] = {
@@ -269,7 +271,10 @@ def _registry(bmc: Bmc) -> dict[str, Any]:
         "Language": "en",
         "OwningEntity": "hwlab",
         "RegistryVersion": "1.0.0",
-        "SupportedSystems": [{"ProductName": bmc.hardware.model, "SystemId": bmc.hardware.model}],
+        # SystemId: letters and digits only (the schema's pattern)
+        "SupportedSystems": [
+            {"ProductName": model, "SystemId": re.sub("[^A-Za-z0-9]", "", model) or "hwlab"}
+        ],
         "RegistryEntries": {"Attributes": entries},
     }
 
@@ -304,7 +309,7 @@ def _update_service() -> dict[str, Any]:
 #: kind -> (the system's link, the member's @odata.type)
 _PARTS = {
     "Processor": ("Processors", "#Processor.v1_0_0.Processor"),
-    "Memory": ("Memory", "#Memory.v1_0_0.Memory"),
+    "Memory": ("Memory", "#Memory.v1_7_0.Memory"),
     "EthernetInterface": ("EthernetInterfaces", "#EthernetInterface.v1_4_0.EthernetInterface"),
     "SimpleStorage": ("SimpleStorage", "#SimpleStorage.v1_2_0.SimpleStorage"),
 }
@@ -326,6 +331,8 @@ def _parts(bmc: Bmc, system: str) -> dict[str, dict[str, dict[str, Any]]]:
             p.id,
             Name=p.id,
             ProcessorType="CPU",
+            ProcessorArchitecture="x86",
+            InstructionSet="x86-64",
             Model=p.model,
             TotalCores=p.cores,
             TotalThreads=p.threads,

@@ -119,7 +119,7 @@ _SCHEMAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ProcessorCollection_v1", ("ProcessorCollection",)),
     ("Processor_v1", ("Processor", "Processor.v1_0_0")),
     ("MemoryCollection_v1", ("MemoryCollection",)),
-    ("Memory_v1", ("Memory", "Memory.v1_0_0")),
+    ("Memory_v1", ("Memory", "Memory.v1_7_0")),
     ("EthernetInterfaceCollection_v1", ("EthernetInterfaceCollection",)),
     ("EthernetInterface_v1", ("EthernetInterface", "EthernetInterface.v1_4_0")),
     ("SimpleStorageCollection_v1", ("SimpleStorageCollection",)),
