@@ -27,6 +27,7 @@ joins every thread within one deadline.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +48,45 @@ def spawn(target: Callable[..., object], name: str, *args: Any) -> threading.Thr
 
 def pool(workers: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
     """A pool of at most ``workers`` threads called ``name_N``, started as
-    work arrives (``ThreadPoolExecutor``'s threads are daemons already, and
-    joined at interpreter exit: shut it down when done)."""
+    work arrives. Shut it down when done; at interpreter exit, work still
+    queued in it is cancelled (:func:`_cancel_queued_at_exit`)."""
+    return _executor(workers, name)
+
+
+def _executor(
+    workers: int, name: str, initializer: Callable[[], object] | None = None
+) -> concurrent.futures.ThreadPoolExecutor:
     from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+    made = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name, initializer=initializer)
+    with _POOLS_LOCK:
+        if not _HOOKED.is_set():
+            threading._register_atexit(_cancel_queued_at_exit)  # type: ignore[attr-defined]
+            _HOOKED.set()
+        _POOLS.add(made)
+    return made
+
+
+def _cancel_queued_at_exit() -> None:
+    """At interpreter exit, cancel the work still queued in every pool bmaas
+    made. ``concurrent.futures`` joins its workers at exit only once each
+    has drained its pool's whole queue, and ``atexit`` hooks run after that
+    join: a conductor stopping with a queue of probes and logouts to silent
+    BMCs took minutes to exit (issue 48). ``threading._register_atexit``
+    hooks run before it (last registered first; a private but long-standing
+    CPython hook, listed in :mod:`bmaas.drivers.private_api`)."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS)
+    for made in pools:
+        made.shutdown(wait=False, cancel_futures=True)
+
+
+#: every pool bmaas made and has not dropped (weakly: a pool shut down and
+#: dropped leaves the set by itself)
+_POOLS: weakref.WeakSet[concurrent.futures.ThreadPoolExecutor] = weakref.WeakSet()
+_POOLS_LOCK = threading.Lock()
+#: the exit hook is registered (once a process)
+_HOOKED = threading.Event()
 
 
 class ThreadGroup:
@@ -70,11 +105,7 @@ class ThreadGroup:
 
     def pool(self, workers: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
         """:func:`pool`, its threads remembered as each starts."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        return ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix=name, initializer=self._adopt
-        )
+        return _executor(workers, name, self._adopt)
 
     def _adopt(self, thread: threading.Thread | None = None) -> None:
         with self._lock:

@@ -72,6 +72,8 @@ CHECKED: dict[str, tuple[str, str]] = {
     # ironic there): tests/unit/test_private_api_ironic.py, on the current
     # release (scripts/test.sh) and the previous SLURP (.ci/run)
     "ironic": ("35.1.0", "39.0.0"),
+    # the interpreter itself (pyproject.toml: requires-python)
+    "cpython": ("3.11", "3.11"),
 }
 
 
@@ -571,6 +573,19 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
         "hwlab's backends (systems, virtual media, indicators) are seeded into the slot of "
         "sushy-tools' memoized app properties; it must last across requests (sushy-tools 2.0 "
         "emptied it before every request)",
+    ),
+    # -- cpython ---------------------------------------------------------------------
+    PrivateUse(
+        "cpython:threading._register_atexit",
+        "cpython",
+        "threading:_register_atexit",
+        "callable",
+        ("bmaas/threads.py",),
+        "the only hook that runs before concurrent.futures joins its pools' workers at "
+        "exit (each after draining its whole queue; atexit runs after that): bmaas "
+        "cancels the work still queued in its pools there, so a conductor exits in "
+        "seconds, not after every queued probe of a silent BMC (issue 48)",
+        args=1,
     ),
     # -- ironic: the plugin (drivers/ironic) ----------------------------------------
     PrivateUse(
