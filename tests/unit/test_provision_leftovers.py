@@ -17,6 +17,7 @@ from bmaas.faults import NodeUnavailable
 from bmaas.provision import Provisioner, Request
 from bmaas.provision.leftovers import undo_leftovers, what_was_left
 from bmaas.provision.reclaim import reclaim
+from bmaas.provision.records import Job
 from bmaas.store import OwnerKind, Store
 from tests.unit.test_provision import Rack
 
@@ -50,6 +51,9 @@ def test_a_hung_bmc_leaves_the_node_needing_cleaning_and_not_offered(store: Stor
     assert not node.claimable  # ...but not offered
     assert node.needs_cleaning == f"media {ISO}, boot override cdrom, power on"
     assert candidates(store) == []  # n02 holds the request, n01 needs cleaning
+    assert rack.provisioner.embedded.shortage(  # type: ignore[union-attr]
+        Job(Request("r2")), deadline=Deadline.after(5)
+    ).endswith("(2 enrolled, 2 match: 1 allocated, 1 needing cleaning)")
     assert store.nodes.events("n01")[-1].kind != "cleaned"
     assert any(e.kind == "needs_cleaning" for e in store.nodes.events("n01", limit=50))
     # the claim's conditional write refuses it too, saying why
