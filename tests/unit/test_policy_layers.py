@@ -59,6 +59,7 @@ from bmaas.health import HealthRule
 from bmaas.ops import NodeResult
 from bmaas.policy import POLICY, FaultPolicy, policy_for
 from bmaas.provision import Request, should_reschedule
+from bmaas.provision.cancel import CancelToken
 from bmaas.status.fleet import FINDINGS, classify
 from bmaas.status.result import Result
 from bmaas.store import Store
@@ -278,6 +279,9 @@ def test_each_fault_class_after_a_failed_deploy(row: FaultPolicy, store: Store) 
     budget = Deadline.after(60, clock=rack.fleet.clock.monotonic)
     job = backend.open(Request("r1"))
     claim = backend.claim(job, "n01", number=1, deadline=budget)
+    # the deploy went through every step (the node is on, booted off its
+    # override), then failed: what the row says is undone of what it left
+    backend.deploy(claim, deadline=budget, cancel=CancelToken())
     fault = row.fault("injected")
     backend.release(claim, fault, policy_for(fault), deadline=budget)
     power = rack.fleet.machine("n01").power_state()
