@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from bmaas.deadline import Deadline
 from bmaas.deploy import Step
 from bmaas.driver import BMCDriver, BootDevice, PowerAction
-from bmaas.faults import BmaasError
+from bmaas.faults import BmaasError, UnsupportedOperation
 from bmaas.store.records import leftover_text
 
 if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
@@ -72,7 +72,9 @@ def undo_leftovers(
     """Undo ``left`` on the node: power off, eject the media bmaas inserted
     (by its URL, never another tool's), boot from disk; one bounded call
     each, within ``deadline``. Returns what is still left: from the first
-    call that failed on (a BMC that did not answer is not asked again)."""
+    call that failed on (a BMC that did not answer is not asked again).
+    What the BMC cannot do at all (``UnsupportedOperation``: an eject on
+    IPMI) bmaas cannot have left there: counted as undone."""
     todo = dict(left)
     if not todo:
         return todo
@@ -102,6 +104,10 @@ def undo_leftovers(
             return todo
         try:
             act()
+        except UnsupportedOperation as exc:
+            # a BMC without it (IPMI has no virtual media): bmaas cannot have
+            # left that there, as undeploy_node judges an eject it cannot do
+            LOG.info("%s: %s not undone, not supported here: %s", driver.node, key, exc)
         except BmaasError as exc:
             LOG.info("%s: could not undo %s: %s", driver.node, leftover_text(todo), exc)
             return todo

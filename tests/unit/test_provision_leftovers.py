@@ -137,3 +137,15 @@ def test_node_list_says_why_it_is_not_offered(store: Store) -> None:
     _failed_on_n01(store)
     row = _row(store.nodes.get("n01"))
     assert "needs cleaning" in row
+
+
+def test_what_a_bmc_cannot_do_is_not_left_forever(store: Store) -> None:
+    """An IPMI node has no virtual media: the media a request named was
+    never inserted there, and its cleaning must not wait on an eject."""
+    no_vmedia = [{"effect": "unsupported", "operation": "vmedia.*"}]
+    rack = Rack(store, count=1, rules={"n01": no_vmedia}, power=PowerState.ON)
+    driver = rack.factory(store.nodes.get("n01"))
+    left = {"media": ISO, "boot override": "cdrom", "power": "on"}
+    assert undo_leftovers(driver, left, deadline=Deadline.after(60)) == {}
+    assert any("vmedia" in call for call in driver.wire_calls), driver.wire_calls
+    assert rack.fleet.machine("n01").boot_device().device is BootDevice.DISK
