@@ -53,7 +53,7 @@ from bmaas.lease import LeaseKeeper
 from bmaas.policy import FaultPolicy, policy_for
 from bmaas.provision.backend import Readiness
 from bmaas.provision.cancel import CancelToken
-from bmaas.provision.leftovers import undo_leftovers, what_was_left
+from bmaas.provision.leftovers import Started, undo_leftovers, what_was_left
 from bmaas.provision.readiness import readiness
 from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
@@ -114,8 +114,9 @@ class EmbeddedBackend:
         self.health = health
         self.ready = ready
         self.keeper = LeaseKeeper(store, ttl=lease_ttl).start() if keep_leases else None
-        #: the deploy steps each attempt started (by claim handle): what a failure left
-        self._started: dict[str, list[Step]] = {}
+        #: what each attempt's deploy set out to do and the steps it started
+        #: (by claim handle): what a failure left
+        self._started: dict[str, Started] = {}
         # What a killed client left behind goes back, cleaned, before we pick nodes.
         self.reclaimed: list[Reclaimed]
         self.cleaned: Cleaned
@@ -263,13 +264,14 @@ class EmbeddedBackend:
         # keeps a one-time boot override as persistent): adapt, not fail.
         known = {q for q in record.extra.get(QUIRKS_KEY) or () if q in _QUIRKS}
         driver.quirks |= {Quirk(q) for q in known}
+        started = self._started[claim.handle] = Started.of(driver, settings.image_url)
         try:
             report = deploy_node(
                 driver,
                 settings=settings,
                 limits=self.limits,
                 ready=self.ready,
-                before_step=self._check(owners, cancel, self._started.setdefault(claim.handle, [])),
+                before_step=self._check(owners, cancel, started.steps),
                 deadline=deadline,
             )
         finally:
@@ -322,7 +324,7 @@ class EmbeddedBackend:
         table's ``power_off_after_failure``), or when no time is left. What
         is still left is recorded: the node is not offered until cleaned.
         A lost lease records nothing: the node is reclaimed, and cleaned so."""
-        left = what_was_left(self._started.pop(claim.handle, ()), claim.job.request.image_url)
+        left = what_was_left(self._started.pop(claim.handle, None))
         if not left or isinstance(fault, LeaseLost):
             return
         if policy_for(fault).power_off_after_failure:

@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 from bmaas.deadline import Deadline
 from bmaas.deploy import Step
-from bmaas.driver import BMCDriver, BootDevice, PowerAction
+from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction
 from bmaas.faults import BmaasError, UnsupportedOperation
 from bmaas.store.records import leftover_text
 
 if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
     from bmaas.store import Store
 
-__all__ = ["Leftovers", "clean_leftovers", "undo_leftovers", "what_was_left"]
+__all__ = ["Leftovers", "Started", "clean_leftovers", "undo_leftovers", "what_was_left"]
 
 LOG = logging.getLogger(__name__)
 
@@ -52,16 +52,38 @@ _BOOT_SET = (Step.BOOT_DEVICE, Step.POWER, Step.SETTLE, Step.READY, Step.FINALIZ
 _POWERED = (Step.POWER, Step.SETTLE, Step.READY, Step.FINALIZE)
 
 
-def what_was_left(started: Sequence[Step], image_url: str | None) -> dict[str, str]:
-    """What a deploy that started ``started`` may have left on the node:
+@dataclasses.dataclass
+class Started:
+    """What one attempt's deploy set out to leave on its node: the media it
+    inserts (None: it boots ``device`` instead, as the deploy's boot-device
+    step chooses) and the steps started so far."""
+
+    media: str | None
+    device: BootDevice
+    steps: list[Step] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(cls, driver: BMCDriver, image_url: str | None) -> Started:
+        """The deploy's choice (:meth:`bmaas.deploy._Deploy.boot_device`):
+        virtual media where there is an image and the BMC has it, else the
+        node's ``deploy_boot_device`` (PXE by default)."""
+        if image_url and driver.supports(Capability.VIRTUAL_MEDIA):
+            return cls(image_url, BootDevice.CDROM)
+        return cls(None, BootDevice(driver.info.deploy_boot_device or BootDevice.PXE))
+
+
+def what_was_left(started: Started | None) -> dict[str, str]:
+    """What a deploy that started ``started.steps`` may have left on the node:
     ``{"media": url, "boot override": "cdrom", "power": "on"}`` (only what
     applies; empty when it stopped before touching the node)."""
     left: dict[str, str] = {}
-    if any(s in _BOOT_SET for s in started):
-        if image_url:
-            left["media"] = image_url
-        left["boot override"] = str(BootDevice.CDROM if image_url else BootDevice.PXE)
-    if any(s in _POWERED for s in started):
+    if started is None:
+        return left
+    if any(s in _BOOT_SET for s in started.steps):
+        if started.media:
+            left["media"] = started.media
+        left["boot override"] = str(started.device)
+    if any(s in _POWERED for s in started.steps):
         left["power"] = "on"
     return left
 

@@ -4,6 +4,7 @@ its BMC hangs: recorded, never offered, cleaned once the BMC answers again
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -11,11 +12,11 @@ import pytest
 from bmaas.candidates import candidates
 from bmaas.deadline import Deadline
 from bmaas.deploy import Step
-from bmaas.driver import BootDevice, PowerState
+from bmaas.driver import BootDevice, Capability, PowerState
 from bmaas.fakes.faults import FaultRule
 from bmaas.faults import NodeUnavailable
 from bmaas.provision import Provisioner, Request
-from bmaas.provision.leftovers import undo_leftovers, what_was_left
+from bmaas.provision.leftovers import Started, undo_leftovers, what_was_left
 from bmaas.provision.reclaim import reclaim
 from bmaas.provision.records import Job
 from bmaas.store import OwnerKind, Store
@@ -112,15 +113,23 @@ def test_a_failure_the_bmc_answers_is_undone_at_once_and_nothing_recorded(store:
 
 
 def test_what_was_left_follows_the_steps_started() -> None:
-    assert what_was_left([Step.CHECK], ISO) == {}
-    assert what_was_left([Step.CHECK, Step.BOOT_DEVICE], ISO) == {
+    vmedia = Started(ISO, BootDevice.CDROM)
+    assert what_was_left(None) == {}
+    assert what_was_left(dataclasses.replace(vmedia, steps=[Step.CHECK])) == {}
+    assert what_was_left(dataclasses.replace(vmedia, steps=[Step.CHECK, Step.BOOT_DEVICE])) == {
         "media": ISO,
         "boot override": "cdrom",
     }
-    assert what_was_left([Step.CHECK, Step.BOOT_DEVICE, Step.POWER], None) == {
-        "boot override": "pxe",
-        "power": "on",
-    }
+    pxe = Started(None, BootDevice.PXE, [Step.CHECK, Step.BOOT_DEVICE, Step.POWER])
+    assert what_was_left(pxe) == {"boot override": "pxe", "power": "on"}
+
+
+def test_an_ipmi_deploy_leaves_no_media_only_its_boot_device(store: Store) -> None:
+    rack = Rack(store, count=1)
+    driver = rack.factory(store.nodes.get("n01"))
+    driver.capabilities = driver.capabilities - {Capability.VIRTUAL_MEDIA}
+    assert Started.of(driver, ISO) == Started(None, BootDevice.PXE)
+    assert Started.of(rack.factory(store.nodes.get("n01")), ISO) == Started(ISO, BootDevice.CDROM)
 
 
 def test_undo_stops_at_the_first_call_the_bmc_does_not_answer(store: Store) -> None:
