@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bmaas.candidates import candidates
+from bmaas.cli.nodes import _row
 from bmaas.deadline import Deadline
 from bmaas.deploy import Step
 from bmaas.driver import BootDevice, Capability, PowerState
@@ -141,8 +142,6 @@ def test_undo_stops_at_the_first_call_the_bmc_does_not_answer(store: Store) -> N
 
 
 def test_node_list_says_why_it_is_not_offered(store: Store) -> None:
-    from bmaas.cli.nodes import _row
-
     _failed_on_n01(store)
     row = _row(store.nodes.get("n01"))
     assert "needs cleaning" in row
@@ -158,3 +157,15 @@ def test_what_a_bmc_cannot_do_is_not_left_forever(store: Store) -> None:
     assert undo_leftovers(driver, left, deadline=Deadline.after(60)) == {}
     assert any("vmedia" in call for call in driver.wire_calls), driver.wire_calls
     assert rack.fleet.machine("n01").boot_device().device is BootDevice.DISK
+
+
+def test_a_media_url_with_credentials_is_never_shown(store: Store) -> None:
+    Rack(store, count=1)
+    url = "http://deployer:s3cret@images.example/deploy.iso"
+    store.health.set_leftovers("n01", {"media": url, "power": "on"}, reason=f"failed: {url}")
+    node = store.nodes.get("n01")
+    assert node.leftovers == {"media": url, "power": "on"}  # kept whole: the eject names it
+    shown = [node.needs_cleaning or "", str(node.to_dict()), node.last_error or ""]
+    shown += [e.message for e in store.nodes.events("n01", limit=5)]
+    assert not [text for text in shown if "s3cret" in text]
+    assert "needs cleaning" in " ".join(map(str, _row(node)))

@@ -49,6 +49,8 @@ def fleet(sqlite_store: Store, db_path: Path) -> Path:
     store.health.record_power_reads([("n4", BMCTimeout("x", node="n4"))], health_rule=rule)
     owner = store.owners.create(OwnerKind.ATTEMPT, name="req-1/1")
     store.owners.claim("n5", owner.id, provision_state=ProvisionState.DEPLOYING)
+    # what a failed attempt left (issue 49): a JSON column the lite reader decodes too
+    store.health.set_leftovers("n6", {"media": "http://i/x.iso", "power": "on"}, reason="hang")
     return db_path
 
 
