@@ -227,6 +227,8 @@ class Operation(StrEnum):
     #: reading the BIOS back after the reset that was to apply a change
     BIOS_VERIFY = "bios.verify"
     FIRMWARE_GET = "firmware.get"
+    #: taking a firmware image (Redfish UpdateService.SimpleUpdate)
+    FIRMWARE_UPDATE = "firmware.update"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from bmaas import clock as _clock
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.fakes.bios import FakeBios
 from bmaas.fakes.faults import Effect, FaultPlan, Firing
+from bmaas.fakes.firmware import BMC_COMPONENT, FirmwareUpdate, image_version
 from bmaas.hardware import Dimm, Disk, FirmwareComponent, Nic, Processor
 
 __all__ = ["HEALTH_STATES", "FakeMachine", "Hardware"]
@@ -56,6 +57,10 @@ class Hardware:
     os_boot_time: float = 10.0
     #: seconds from a hard reset until the machine boots again (power stays on)
     reset_time: float = 0.5
+    #: seconds a firmware update takes to land (hwlab's SimpleUpdate task)
+    firmware_update_time: float = 2.0
+    #: seconds the BMC is down rebooting into new BMC firmware
+    bmc_reboot_time: float = 2.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Hardware:
@@ -109,6 +114,9 @@ class FakeMachine:
             FirmwareComponent("BIOS", "System BIOS", "fake-bios-1.0", True),
             FirmwareComponent("NIC1", "NIC firmware", "fake-nic-1.0", True),
         ]
+        #: every firmware update taken, in order; the last ones may not have landed
+        self.updates: list[FirmwareUpdate] = []
+        self._updates_landed = 0
         self._reset_at: float | None = None  # a hard reset lands (reboots) then
         #: called with (power, health, seconds since power landed) as they are
         #: at that instant, under the machine's lock (keep them short, never
@@ -240,7 +248,9 @@ class FakeMachine:
             self.power_fault = True
 
     def _settle(self) -> None:
-        """Land every transition, hard reset and boot crash due by now, in time order."""
+        """Land every transition, hard reset and boot crash due by now, in time
+        order (and every firmware update due)."""
+        self._land_updates()
         now = self._clock()
         while True:
             on = self._power is PowerState.ON
@@ -399,8 +409,10 @@ class FakeMachine:
     # -- BMC state -------------------------------------------------------------
 
     def bmc_down(self) -> bool:
-        """True while the BMC is rebooting (a ``bmc_reboot`` effect)."""
+        """True while the BMC is rebooting (a ``bmc_reboot`` effect, or new
+        BMC firmware landing)."""
         with self._lock:
+            self._land_updates()
             return self.bmc_down_until is not None and self._clock() < self.bmc_down_until
 
     @property
@@ -419,6 +431,52 @@ class FakeMachine:
             self._health = health
             if changed:
                 self._notify()
+
+    # -- firmware ------------------------------------------------------------
+
+    def update_firmware(self, target: str, image: str) -> FirmwareUpdate:
+        """Take ``image`` for the component ``target`` now; it lands
+        ``firmware_update_time`` seconds later (see :mod:`bmaas.fakes.firmware`)."""
+        with self._lock:
+            self._land_updates()
+            found = [c for c in self.firmware if c.id == target]
+            if not found:
+                raise ValueError(f"no firmware component {target!r}")
+            now = self._clock()
+            update = FirmwareUpdate(
+                len(self.updates) + 1,
+                target,
+                image,
+                image_version(image, found[0].version),
+                now,
+                now + self.hardware.firmware_update_time,
+            )
+            self.updates.append(update)
+            return update
+
+    def firmware_now(
+        self,
+    ) -> tuple[tuple[FirmwareComponent, ...], tuple[FirmwareUpdate, ...], float]:
+        """(the components, every update, the time) after landing every
+        update due by now."""
+        with self._lock:
+            self._land_updates()
+            return tuple(self.firmware), tuple(self.updates), self._clock()
+
+    def _land_updates(self) -> None:
+        now = self._clock()
+        while self._updates_landed < len(self.updates):
+            update = self.updates[self._updates_landed]
+            if update.end > now:
+                return
+            self._updates_landed += 1
+            self.firmware = [
+                dataclasses.replace(c, version=update.version) if c.id == update.target else c
+                for c in self.firmware
+            ]
+            if update.target == BMC_COMPONENT:  # the BMC reboots into it
+                back = update.end + self.hardware.bmc_reboot_time
+                self.bmc_down_until = max(self.bmc_down_until or back, back)
 
     def reboot_bmc(self, duration: float) -> None:
         with self._lock:

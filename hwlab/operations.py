@@ -19,6 +19,7 @@ GET .../Processors, .../Memory                ``inventory.get``
 GET .../Bios[/Settings|/Pending]              ``bios.get``
 PATCH .../Bios[/Settings|/Pending]            ``bios.set``
 GET /redfish/v1/UpdateService[/...]           ``firmware.get``
+POST .../UpdateService.SimpleUpdate           ``firmware.update``
 any other request                             ``probe`` (emulator) / relayed (proxy)
 ============================================  ==================================
 
@@ -103,6 +104,7 @@ REDFISH_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = [
         ("GET", _BIOS, Operation.BIOS_GET),
         ("PATCH", _BIOS, Operation.BIOS_SET),
         ("GET", r"/redfish/v1/UpdateService(?:/.*)?", Operation.FIRMWARE_GET),
+        ("POST", r".*/Actions/UpdateService\.SimpleUpdate", Operation.FIRMWARE_UPDATE),
     )
 ]
 

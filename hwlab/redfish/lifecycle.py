@@ -19,6 +19,11 @@ resource                                            from
 ``Registries``, ``Registries/<file>``,              one attribute registry shaped
 ``Registries/<file>/Registry``                      after DSP2046's example
 ``UpdateService``, ``.../FirmwareInventory[/<id>]``   the machine's firmware images
+``UpdateService/Actions/UpdateService.SimpleUpdate``  POST: an update of one component
+                                                    (:mod:`bmaas.fakes.firmware`),
+                                                    202 and its task
+``TaskService``, ``TaskService/Tasks[/<n>]``        the machine's firmware updates:
+                                                    New, Running, Completed
 ``Systems/<id>/Processors|Memory|EthernetInterfaces``  the machine's parts
 ``|SimpleStorage[/<id>]``
 ==================================================  ===============================
@@ -54,6 +59,12 @@ REGISTRY = "BiosAttributeRegistryHwlab.1.0.0"
 _REGISTRIES = "/redfish/v1/Registries"
 _UPDATE = "/redfish/v1/UpdateService"
 _INVENTORY = f"{_UPDATE}/FirmwareInventory"
+_SIMPLE_UPDATE = f"{_UPDATE}/Actions/UpdateService.SimpleUpdate"
+_ACTION_INFO = f"{_UPDATE}/SimpleUpdateActionInfo"
+_TASK_SERVICE = "/redfish/v1/TaskService"
+_TASKS = f"{_TASK_SERVICE}/Tasks"
+#: the transfer protocols SimpleUpdate takes (the ImageURI's scheme)
+PROTOCOLS = ("HTTP", "HTTPS")
 _SCHEMAS = "http://redfish.dmtf.org/schemas/v1/"
 
 #: an answer before headers: status, JSON body (None: no body), Allow
@@ -79,6 +90,9 @@ def serve(bmc: Bmc, request: Request, hardware: list[Firing]) -> Rendered | None
     """The answer to ``request`` when it is one of these resources, else None."""
     path = urllib.parse.unquote(request.path).rstrip("/")
     system = system_path(bmc)
+    if path == _SIMPLE_UPDATE:
+        return _simple_update(bmc, request, hardware)
+    bmc.machine.firmware_now()  # land every firmware update due by now
     route = _route(bmc, system, path)
     if route is None:
         return None
@@ -116,6 +130,12 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
         f"{_REGISTRIES}/{REGISTRY}": (_registry_file, None),
         f"{_REGISTRIES}/{REGISTRY}/Registry": (lambda: _registry(bmc), None),
         _UPDATE: (_update_service, None),
+        _ACTION_INFO: (_action_info, None),
+        _TASK_SERVICE: (_task_service, None),
+        _TASKS: (
+            lambda: _collection(_TASKS, "Task", [f"{_TASKS}/{u.number}" for u in machine.updates]),
+            None,
+        ),
         _INVENTORY: (
             lambda: _collection(
                 _INVENTORY, "SoftwareInventory", [f"{_INVENTORY}/{c.id}" for c in machine.firmware]
@@ -125,6 +145,8 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
     }
     for component in machine.firmware:
         fixed[f"{_INVENTORY}/{component.id}"] = (functools.partial(_component, component), None)
+    for update in machine.updates:
+        fixed[f"{_TASKS}/{update.number}"] = (functools.partial(_task, bmc, update.number), None)
     for kind, members in _parts(bmc, system).items():
         base = f"{system}/{_PARTS[kind][0]}"
         fixed[base] = (functools.partial(_collection, base, kind, list(members)), None)
@@ -303,7 +325,118 @@ def _update_service() -> dict[str, Any]:
         "ServiceEnabled": True,
         "Status": dict(_OK),
         "FirmwareInventory": _link(_INVENTORY),
+        "Actions": {
+            "#UpdateService.SimpleUpdate": {
+                "target": _SIMPLE_UPDATE,
+                "@Redfish.ActionInfo": _ACTION_INFO,
+                "TransferProtocol@Redfish.AllowableValues": list(PROTOCOLS),
+            }
+        },
     }
+
+
+def _action_info() -> dict[str, Any]:
+    return {
+        "@odata.type": "#ActionInfo.v1_1_2.ActionInfo",
+        "@odata.id": _ACTION_INFO,
+        "Id": "SimpleUpdateActionInfo",
+        "Name": "SimpleUpdate Action Info",
+        "Parameters": [
+            {"Name": "ImageURI", "Required": True, "DataType": "String"},
+            {
+                "Name": "TransferProtocol",
+                "Required": False,
+                "DataType": "String",
+                "AllowableValues": list(PROTOCOLS),
+            },
+            {"Name": "Targets", "Required": False, "DataType": "StringArray"},
+        ],
+    }
+
+
+def _task_service() -> dict[str, Any]:
+    return {
+        "@odata.type": "#TaskService.v1_1_5.TaskService",
+        "@odata.id": _TASK_SERVICE,
+        "Id": "TaskService",
+        "Name": "Task Service",
+        "ServiceEnabled": True,
+        "Status": dict(_OK),
+        "Tasks": _link(_TASKS),
+    }
+
+
+def _task(bmc: Bmc, number: int) -> dict[str, Any]:
+    """The task of the machine's update ``number``, as it stands now."""
+    _components, updates, now = bmc.machine.firmware_now()
+    update = updates[number - 1]
+    state, percent = update.progress(now)
+    messages = [_message("TaskEvent.1.0.TaskStarted", f"The task {number} has started.", number)]
+    if state == "Completed":
+        done = f"The task {number} has completed: {update.target} reads {update.version}."
+        messages.append(_message("TaskEvent.1.0.TaskCompletedOK", done, number))
+    return {
+        "@odata.type": "#Task.v1_4_3.Task",
+        "@odata.id": f"{_TASKS}/{number}",
+        "Id": str(number),
+        "Name": f"Update {update.target} from {update.image}",
+        "TaskState": state,
+        "TaskStatus": "OK",
+        "PercentComplete": percent,
+        "Messages": messages,
+    }
+
+
+def _message(message_id: str, text: str, number: int) -> dict[str, Any]:
+    return {
+        "MessageId": message_id,
+        "Message": text,
+        "MessageArgs": [str(number)],
+        "Severity": "OK",
+    }
+
+
+def _simple_update(bmc: Bmc, request: Request, hardware: list[Firing]) -> Rendered:
+    """POST SimpleUpdate: 202, ``Location`` the task; 400 naming every problem."""
+    if request.method != "POST":
+        answer = _error(
+            405, "Base.1.8.OperationNotAllowed", f"{request.method} on an action", ("POST",)
+        )
+    else:
+        answer = _take_update(bmc, request.body)
+    bmc.machine.apply(hardware)
+    code, headers, data = _finish(request.method, answer)
+    if code == 202 and answer[1] is not None:
+        headers.insert(0, ("Location", answer[1]["@odata.id"]))
+    return code, headers, data
+
+
+def _take_update(bmc: Bmc, raw: bytes) -> _Answer:
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or "ImageURI" not in body:
+        return _error(400, "Base.1.8.ActionParameterMissing", "SimpleUpdate needs ImageURI")
+    image, protocol = body["ImageURI"], body.get("TransferProtocol")
+    targets = body.get("Targets", [f"{_INVENTORY}/BIOS"])
+    components = {f"{_INVENTORY}/{c.id}": c for c in bmc.machine.firmware_now()[0]}
+    formats, values = [], []
+    scheme = urllib.parse.urlsplit(image).scheme if isinstance(image, str) else ""
+    if scheme.upper() not in PROTOCOLS or not urllib.parse.urlsplit(image).netloc:
+        formats.append(f"ImageURI {image!r} is not an http or https URI")
+    if protocol is not None and protocol not in PROTOCOLS:
+        values.append(f"TransferProtocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    if not isinstance(targets, list) or len(targets) != 1:
+        values.append(f"Targets {targets!r}: name one FirmwareInventory member")
+    elif targets[0] not in components or not components[targets[0]].updateable:
+        values.append(f"Targets {targets[0]!r} is not an updateable FirmwareInventory member")
+    if formats:
+        return _error(400, "Base.1.8.ActionParameterValueFormatError", "; ".join(formats + values))
+    if values:
+        return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(values))
+    update = bmc.machine.update_firmware(components[targets[0]].id, image)
+    return 202, _task(bmc, update.number), ()
 
 
 #: kind -> (the system's link, the member's @odata.type)

@@ -50,6 +50,7 @@ def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "Chassis": _link("/redfish/v1/Chassis"),
         "SessionService": _link("/redfish/v1/SessionService"),
         "UpdateService": _link("/redfish/v1/UpdateService"),
+        "Tasks": _link("/redfish/v1/TaskService"),  # DMTF's name for the TaskService link
         "Registries": _link("/redfish/v1/Registries"),
         "Links": {"Sessions": _link("/redfish/v1/SessionService/Sessions")},
         "ProtocolFeaturesSupported": {

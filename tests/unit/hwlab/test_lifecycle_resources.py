@@ -23,6 +23,8 @@ from bmaas.hwlab.redfish.shapes.documents import system
 from bmaas.hwlab.redfish.shapes.state import ShapeState
 
 REGISTRY_PATH = f"/redfish/v1/Registries/{REGISTRY}/Registry"
+SIMPLE_UPDATE = "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
+INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
 
 
 class Served:
@@ -203,6 +205,7 @@ def test_not_a_lifecycle_resource_falls_through() -> None:
         ("PATCH", "/redfish/v1/Systems/1/Bios/Settings", Operation.BIOS_SET),
         ("PATCH", "/redfish/v1/Systems/1/Bios/Pending", Operation.BIOS_SET),
         ("GET", "/redfish/v1/UpdateService/FirmwareInventory/BMC", Operation.FIRMWARE_GET),
+        ("POST", SIMPLE_UPDATE, Operation.FIRMWARE_UPDATE),
     ],
 )
 def test_lifecycle_requests_are_named_so_fault_rules_fire(
@@ -210,3 +213,92 @@ def test_lifecycle_requests_are_named_so_fault_rules_fire(
 ) -> None:
     assert redfish_operation(method, path) is operation
     assert redfish_operation("GET", "/redfish/v1/Systems/1", "bios.get") is Operation.BIOS_GET
+
+
+# -- SimpleUpdate and its tasks -------------------------------------------------------------
+
+
+def test_the_update_service_offers_simple_update_and_the_task_service_its_tasks() -> None:
+    lab = Served()
+    action = lab.get("/redfish/v1/UpdateService")["Actions"]["#UpdateService.SimpleUpdate"]
+    assert action["target"] == SIMPLE_UPDATE
+    assert action["TransferProtocol@Redfish.AllowableValues"] == ["HTTP", "HTTPS"]
+    info = lab.get(action["@Redfish.ActionInfo"])
+    assert [p["Name"] for p in info["Parameters"]] == ["ImageURI", "TransferProtocol", "Targets"]
+    tasks = lab.get("/redfish/v1/TaskService")["Tasks"]["@odata.id"]
+    assert lab.get(tasks)["Members"] == []
+
+
+def test_simple_update_runs_a_task_that_lands_the_image_version_on_the_clock() -> None:
+    lab = Served()
+    body = {"ImageURI": "https://images.example/fw/bios-2.7.bin"}
+    code, head, task = lab.call("POST", SIMPLE_UPDATE, body)
+    assert code == 202
+    assert head["Location"] == "/redfish/v1/TaskService/Tasks/1" == task["@odata.id"]
+    assert (task["TaskState"], task["PercentComplete"], task["TaskStatus"]) == ("New", 0, "OK")
+    lab.clock.advance(1.0)
+    task = lab.get(head["Location"])
+    assert (task["TaskState"], task["PercentComplete"]) == ("Running", 50)
+    assert lab.get(f"{INVENTORY}/BIOS")["Version"] == "fake-bios-1.0"  # not yet
+    lab.clock.advance(1.0)
+    task = lab.get(head["Location"])
+    assert (task["TaskState"], task["PercentComplete"]) == ("Completed", 100)
+    assert [m["MessageId"] for m in task["Messages"]] == [
+        "TaskEvent.1.0.TaskStarted",
+        "TaskEvent.1.0.TaskCompletedOK",
+    ]
+    assert lab.get(f"{INVENTORY}/BIOS")["Version"] == "bios-2.7.bin"  # the default target
+    assert lab.get("/redfish/v1/TaskService/Tasks")["Members@odata.count"] == 1
+    assert not lab.machine.bmc_down()
+
+
+def test_bmc_firmware_reboots_the_bmc_which_comes_back_with_it() -> None:
+    lab = Served()
+    body = {"ImageURI": "http://10.0.0.1/bmc-3.0.fwpkg", "Targets": [f"{INVENTORY}/BMC"]}
+    assert lab.call("POST", SIMPLE_UPDATE, body)[0] == 202
+    lab.clock.advance(1.9)
+    assert not lab.machine.bmc_down()
+    lab.clock.advance(0.2)  # landed: the BMC reboots into it (bmc_reboot_time 2 s)
+    assert lab.machine.bmc_down()
+    lab.clock.advance(2.0)
+    assert not lab.machine.bmc_down()
+    assert lab.get(f"{INVENTORY}/BMC")["Version"] == "bmc-3.0.fwpkg"
+    assert lab.get("/redfish/v1/TaskService/Tasks/1")["TaskState"] == "Completed"
+
+
+@pytest.mark.parametrize(
+    ("body", "message_id", "words"),
+    [
+        ({"ImageURI": "ftp://x/fw.bin"}, "ActionParameterValueFormatError", "http or https"),
+        ({"ImageURI": "fw.bin"}, "ActionParameterValueFormatError", "http or https"),
+        (
+            {"ImageURI": "http://x/a.bin", "TransferProtocol": "TFTP"},
+            "PropertyValueNotInList",
+            "TransferProtocol 'TFTP'",
+        ),
+        (
+            {"ImageURI": "http://x/a.bin", "Targets": [f"{INVENTORY}/GPU9"]},
+            "PropertyValueNotInList",
+            "GPU9",
+        ),
+        ({}, "ActionParameterMissing", "ImageURI"),
+    ],
+)
+def test_a_bad_simple_update_is_refused_and_starts_nothing(
+    body: dict[str, Any], message_id: str, words: str
+) -> None:
+    lab = Served()
+    code, _head, answer = lab.call("POST", SIMPLE_UPDATE, body)
+    assert code == 400
+    assert answer["error"]["code"] == f"Base.1.8.{message_id}"
+    assert words in answer["error"]["message"]
+    assert lab.machine.updates == []
+
+
+def test_every_problem_of_a_simple_update_is_named_at_once() -> None:
+    lab = Served()
+    body = {"ImageURI": "ftp://x/a.bin", "TransferProtocol": "NFS", "Targets": ["nope"]}
+    message = lab.call("POST", SIMPLE_UPDATE, body)[2]["error"]["message"]
+    assert "ImageURI" in message
+    assert "TransferProtocol" in message
+    assert "'nope'" in message
