@@ -366,11 +366,11 @@ def _task_service() -> dict[str, Any]:
     }
 
 
-def _task(bmc: Bmc, number: int) -> dict[str, Any]:
-    """The task of the machine's update ``number``, as it stands now."""
+def _task(bmc: Bmc, number: int, at: float | None = None) -> dict[str, Any]:
+    """The task of the machine's update ``number`` as it stands now (or at ``at``)."""
     _components, updates, now = bmc.machine.firmware_now()
     update = updates[number - 1]
-    state, percent = update.progress(now)
+    state, percent = update.progress(now if at is None else at)
     messages = [_message("TaskEvent.1.0.TaskStarted", f"The task {number} has started.", number)]
     if state == "Completed":
         done = f"The task {number} has completed: {update.target} reads {update.version}."
@@ -392,7 +392,7 @@ def _message(message_id: str, text: str, number: int) -> dict[str, Any]:
         "MessageId": message_id,
         "Message": text,
         "MessageArgs": [str(number)],
-        "Severity": "OK",
+        "MessageSeverity": "OK",
     }
 
 
@@ -436,7 +436,7 @@ def _take_update(bmc: Bmc, raw: bytes) -> _Answer:
     if values:
         return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(values))
     update = bmc.machine.update_firmware(components[targets[0]].id, image)
-    return 202, _task(bmc, update.number), ()
+    return 202, _task(bmc, update.number, at=update.start), ()  # as taken: New
 
 
 #: kind -> (the system's link, the member's @odata.type)

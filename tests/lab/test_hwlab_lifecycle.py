@@ -7,11 +7,18 @@ it, part of it (``bios_partial``, ``FakeBios.applies``) or none
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import base64
+import json
+import socket
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from bmaas.driver import PowerAction
+from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.machine import FakeMachine
 from bmaas.faults import BMCBusy, BMCInternalError, SettingsNotApplied
 from bmaas.hwlab.redfish import RedfishServer
@@ -115,3 +122,50 @@ def test_every_vendor_shape_takes_and_applies_a_change(server: RedfishServer, sh
         assert d.get_firmware_inventory(deadline=per_call(d))
     finally:
         d.close()
+
+
+def _redfish(port: int, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
+    """(status, headers, JSON body) of one request with basic auth."""
+    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    request.add_header("Authorization", f"Basic {token}")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310
+        return answer.status, answer.headers, json.loads(answer.read() or b"{}")
+
+
+def _until(check: Callable[[], bool], what: str, limit: float = 5.0) -> None:
+    end = time.monotonic() + limit
+    while not check():
+        assert time.monotonic() < end, what
+        time.sleep(0.05)
+
+
+def _refused(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return False
+    except OSError:
+        return True
+
+
+def test_simple_update_of_the_bmc_reboots_it_into_the_new_firmware(server: RedfishServer) -> None:
+    clock = FakeClock()  # the machine's time: the update lands when the test says so
+    with lab_bmc(server, clock=clock) as lab:
+        body = {
+            "ImageURI": "http://127.0.0.1:8000/bmc-9.9.fwpkg",
+            "Targets": ["/redfish/v1/UpdateService/FirmwareInventory/BMC"],
+        }
+        action = "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
+        code, head, task = _redfish(lab.port, "POST", action, body)
+        assert (code, task["TaskState"]) == (202, "New")
+        clock.advance(1.0)
+        assert _redfish(lab.port, "GET", head["Location"])[2]["TaskState"] == "Running"
+        clock.advance(1.0)  # landed: the BMC reboots (Hardware.bmc_reboot_time)
+        _until(lambda: _refused(lab.port), "the BMC's port refuses while it reboots")
+        clock.advance(HARDWARE.bmc_reboot_time)
+        _until(lambda: not _refused(lab.port), "the BMC is back")
+        inventory = "/redfish/v1/UpdateService/FirmwareInventory/BMC"
+        assert _redfish(lab.port, "GET", inventory)[2]["Version"] == "bmc-9.9.fwpkg"
+        assert _redfish(lab.port, "GET", head["Location"])[2]["TaskState"] == "Completed"

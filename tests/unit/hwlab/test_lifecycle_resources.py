@@ -302,3 +302,12 @@ def test_every_problem_of_a_simple_update_is_named_at_once() -> None:
     assert "ImageURI" in message
     assert "TransferProtocol" in message
     assert "'nope'" in message
+
+
+def test_the_202_shows_the_task_as_taken_though_the_clock_moved_meanwhile() -> None:
+    lab = Served()
+    ticks = iter(range(1, 10_000))
+    lab.machine._clock = lambda: lab.clock() + next(ticks) * 0.001  # time passes every read
+    code, _head, task = lab.call("POST", SIMPLE_UPDATE, {"ImageURI": "http://x/b.bin"})
+    assert (code, task["TaskState"], task["PercentComplete"]) == (202, "New", 0)
+    assert all(m["MessageSeverity"] == "OK" for m in task["Messages"])
