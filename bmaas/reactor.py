@@ -1,6 +1,6 @@
 """Every event stream of a host on one thread: a selector, not a thread a stream.
 
-A thread per stream (:func:`bmaas.events.listen`) cost ``bmaas sync`` 1,003
+A thread per stream (:func:`bmaas.listening.listen`) cost ``bmaas sync`` 1,003
 threads and 1,017 file descriptors on 1,000 Redfish services (issue 46,
 finding 7). A :class:`Reactor` waits on every open stream's socket at once
 (:class:`selectors.DefaultSelector`: epoll on Linux) in ONE thread, and
@@ -11,7 +11,7 @@ gate -- blocks, so opens run on a small pool (:data:`OPENS` threads): one
 slow BMC never holds the others, and the host's threads are ``1 + OPENS``
 whatever its fleet.
 
-The decisions are :class:`bmaas.events.Listening`'s, the same as the
+The decisions are :class:`bmaas.listening.Listening`'s, the same as the
 blocking loop's: news through the rate bucket, after any exception the
 stream closed, its nodes polled, and the next open when the policy table's
 ``stream`` column says (back-off, or the long wait). Times are a heap of
@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from bmaas import threads
-from bmaas.events import Listening, News, Pacing, Sink, Stream
+from bmaas.listening import Listening, News, Pacing, Sink, Stream
 
 __all__ = ["OPENS", "RESERVE", "Reactor", "Selectable", "fd_room", "selectable"]
 
@@ -174,7 +174,7 @@ class Reactor:
         stopped: Callable[[], bool] = lambda: False,
     ) -> _Entry:
         """Listen to ``stream`` (opened at once) until :meth:`drop`; its
-        host hears through ``sink`` as :func:`bmaas.events.listen`'s does."""
+        host hears through ``sink`` as :func:`bmaas.listening.listen`'s does."""
         entry = _Entry(Listening(who, stream, sink, pacing, self._clock), stopped)
         self._post(lambda: self._open(entry))
         return entry

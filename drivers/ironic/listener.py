@@ -3,7 +3,7 @@ listener of :mod:`bmaas.drivers.ironic.streams` -- on the streams' one
 reactor thread (:mod:`bmaas.reactor`) when a selector can wait on it (an SSE
 stream), else a thread of its own (a push stream's inbox).
 
-It runs bmaas's one listener loop (:func:`bmaas.events.listen`, as
+It runs bmaas's one listener loop (:func:`bmaas.listening.listen`, as
 ``bmaas sync`` does): open the stream (bounded by a Deadline), read it (an
 idle limit), hand what arrives to the streams' cache (the
 :class:`~bmaas.events.Sink`), and after any exception wait what the policy

@@ -1,0 +1,240 @@
+"""The one listener loop: how a host listens to a BMC service's event
+stream, and every decision it takes about it (issue 45).
+
+``bmaas sync``'s :class:`~bmaas.events.EventWatch` and Ironic's conductor
+(``bmaas.drivers.ironic.streams``) listen the same way, whether a stream has
+a thread of its own (:func:`listen`, blocking) or shares the reactor's
+(:mod:`bmaas.reactor`, one selector thread for every stream it can wait
+on): both drive one :class:`Listening`, which decides what to do with news
+(trusted within :class:`Pacing`'s rate, the rest a flood), with a stream
+that ended or failed (closed, its nodes polled) and when to open it again
+-- the policy table's ``stream`` column (:class:`~bmaas.policy.Reopen`):
+``soon``, paced by :class:`Backoff`, or ``late`` (a rejected password:
+accounts lock). A listener never dies and never gives up.
+
+Its own module so that the hosts and the reactor depend on it, and not on
+each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, Protocol, TypeVar
+
+from bmaas.deadline import Deadline
+from bmaas.driver import PowerState
+from bmaas.faults import BmaasError
+from bmaas.policy import Reopen, policy_for
+
+__all__ = [
+    "Backoff",
+    "Listening",
+    "News",
+    "Pacing",
+    "Sink",
+    "Stream",
+    "TokenBucket",
+    "listen",
+]
+
+LOG = logging.getLogger("bmaas.events")
+
+
+class News(Protocol):
+    """What a stream's edge reports (``bmaas.drivers.redfish.events.PowerNews``)."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def power(self) -> PowerState | None: ...
+    @property
+    def at(self) -> float | None: ...
+    @property
+    def pushed(self) -> bool:
+        """POSTed to the push listener: a reason to read the node, not its state."""
+        ...
+
+
+class Stream(Protocol):
+    """One service's event stream at the protocol's edge."""
+
+    nodes: dict[str, str]
+
+    @property
+    def key(self) -> str: ...
+    def open(self, deadline: Deadline) -> None: ...
+    def read(self, idle: float) -> Sequence[News]: ...
+    def close(self) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """Seconds before reconnect ``n`` (0-based): ``first * factor**n``, at most ``cap``."""
+
+    first: float = 1.0
+    factor: float = 2.0
+    cap: float = 60.0
+
+    def __call__(self, n: int) -> float:
+        # n is capped: a BMC down for days must not overflow a float (2.0**1024)
+        return min(self.cap, self.first * self.factor ** min(n, 64))
+
+
+class TokenBucket:
+    """``rate`` per second, ``burst`` at once, on an injected clock."""
+
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens, self._at = burst, clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Pacing:
+    """The numbers of a listener: how long it opens, reads and waits. Which
+    wait a fault takes is the policy table's ``stream`` column
+    (:class:`~bmaas.policy.Reopen`), never decided here."""
+
+    #: seconds the open (the EventService read and the stream's request) may take
+    open_deadline: float = 15.0
+    #: seconds of silence before the stream counts as lost (TCP keepalive
+    #: notices a vanished BMC sooner: bmaas.drivers.redfish.events)
+    idle: float = 300.0
+    #: the wait before re-opening ``soon``
+    backoff: Backoff = Backoff()
+    #: seconds before re-opening ``late`` (no EventService, a rejected password)
+    absent_retry: float = 600.0
+    #: news trusted per second, and at once
+    rate: float = 20.0
+    burst: float = 100.0
+
+    def wait(self, fault: BaseException, failures: int) -> float:
+        """Seconds before the next open after ``fault``, the ``failures``-th in a row."""
+        if policy_for(fault).stream is Reopen.SOON:
+            return self.backoff(failures)
+        return self.absent_retry
+
+
+W = TypeVar("W", contravariant=True)
+
+
+class Sink(Protocol[W]):
+    """What a listener tells its host (``who``: the host's handle on it)."""
+
+    def opened(self, who: W) -> None: ...
+    def lost(self, who: W, fault: Exception, wait: float, *, opening: bool) -> None: ...
+    def news(self, who: W, trusted: Sequence[News], flood: Sequence[News]) -> None: ...
+
+
+class Listening(Generic[W]):
+    """The decisions of one listener, whoever drives it: :func:`listen`'s
+    blocking loop (a thread per stream) or :class:`bmaas.reactor.Reactor`
+    (every stream on one thread). One set of decisions: news through the
+    bucket (beyond its rate: a flood), after any exception the stream
+    closed, the wait the policy table's ``stream`` column says (the back-off
+    starting over after a stream that stayed up), the fault logged and told."""
+
+    def __init__(
+        self,
+        who: W,
+        stream: Stream,
+        sink: Sink[W],
+        pacing: Pacing,
+        clock: Callable[[], float],
+    ) -> None:
+        self.who, self.stream, self.sink, self.pacing = who, stream, sink, pacing
+        self._clock = clock
+        self.failures = 0
+        self.bucket = TokenBucket(pacing.rate, pacing.burst, clock)
+        #: when the stream last opened (None: not open)
+        self.opened_at: float | None = None
+
+    def deadline(self) -> Deadline:
+        """The open's deadline, from now."""
+        return Deadline.after(self.pacing.open_deadline, clock=self._clock)
+
+    def began(self) -> None:
+        """The stream opened (not yet told: the host may have dropped it meanwhile)."""
+        self.opened_at = self._clock()
+
+    def opened(self) -> None:
+        self.sink.opened(self.who)
+
+    def arrived(self, items: Iterable[News]) -> None:
+        """News read off the stream; beyond the bucket's rate, a flood: not trusted."""
+        trusted: list[News] = []
+        flood: list[News] = []
+        for news in items:
+            (trusted if self.bucket.take() else flood).append(news)
+        self.sink.news(self.who, trusted, flood)
+
+    def close(self) -> None:
+        """Nothing of ours stays open (the stream, if it opened)."""
+        if self.opened_at is not None:
+            with contextlib.suppress(Exception):
+                self.stream.close()
+
+    def failed(self, fault: Exception) -> float:
+        """``fault`` ended the stream (or its open): its nodes are polled;
+        the seconds before the next open."""
+        opened_at, self.opened_at = self.opened_at, None
+        if opened_at is not None and self._clock() - opened_at > self.pacing.backoff.cap:
+            self.failures = 0  # it stayed up: the back-off starts over
+        wait = self.pacing.wait(fault, self.failures)
+        self.failures += 1
+        key = self.stream.key
+        if not isinstance(fault, BmaasError):  # a bug, not the BMC: say where
+            LOG.error("%s: the event listener met %s: %s; its nodes are polled, "
+                      "re-opened in %.0f s", key, type(fault).__name__, fault, wait,
+                      exc_info=fault)  # fmt: skip
+        try:
+            self.sink.lost(self.who, fault, wait, opening=opened_at is None)
+        except Exception:
+            LOG.exception("%s: the event listener's host failed to take a lost stream", key)
+        return wait
+
+
+def listen(
+    who: W,
+    stream: Stream,
+    sink: Sink[W],
+    pacing: Pacing,
+    *,
+    stopped: Callable[[], bool],
+    sleep: Callable[[float], object],
+    clock: Callable[[], float],
+) -> None:
+    """The one listener loop of every host (the module doc), until
+    ``stopped()``, in the calling thread (:class:`Listening` decides)."""
+    state = Listening(who, stream, sink, pacing, clock)
+    while not stopped():
+        try:
+            stream.open(state.deadline())
+            state.began()
+            if stopped():  # dropped while it was opening
+                break
+            state.opened()
+            while not stopped():
+                state.arrived(stream.read(pacing.idle))
+        except Exception as exc:  # every one: a listener never dies in silence
+            fault = exc
+        else:
+            break  # stopped
+        finally:
+            state.close()
+        if stopped():
+            break
+        sleep(state.failed(fault))
