@@ -38,6 +38,24 @@ POWER_FAULTS = {
 
 _GAVE_UP = re.compile(r"gave up after (?P<seconds>\d+\.\d+)s")
 
+#: a power-on the BMC took and that never lands (issue 48). IPMI's BMC says
+#: so (the chassis control's completion code: power_failure, above);
+#: Redfish's accepts and says nothing, and the session's power window (20 s)
+#: is longer than its budget (10 s): the action is pending, not failed --
+#: Ironic records "power on" (its sync, not a guess, says what became of it)
+#: and the node's history says power_pending and how long the operation ran
+PENDING = {("power_stuck", "bmaas-redfish")}
+
+
+def _assert_pending(baremetal: Any, node: Any, text: str) -> None:
+    assert text == "", f"{node.name}: an accepted action reported as failed: {text}"
+    fresh = baremetal.baremetal.get_node(node.id)
+    assert fresh.power_state == "power on", fresh.power_state
+    said = [str(e.get("event")) for e in harness.history(baremetal, node)]
+    pending = [e for e in said if e.startswith("[bmaas power_pending retry=same_node]")]
+    assert pending, said
+    assert "not confirmed after" in pending[-1]
+
 
 def _power_on_and_read_failure(
     baremetal: Any, ironic_lab: Any, node: Any, lab_name: str, rule: dict[str, Any]
@@ -62,7 +80,10 @@ def test_power_on_fault_is_typed_and_bounded(
             )
         )
     budget = SETTINGS.bmaas_operation_deadline
-    for (node, _), text in zip(nodes, texts, strict=True):
+    for driver, (node, _), text in zip(TYPES, nodes, texts, strict=True):
+        if (fault, driver) in PENDING:
+            _assert_pending(baremetal, node, text)
+            continue
         parsed = faulttext.parse(text)
         assert parsed is not None, f"{node.name}: no bmaas prefix in {text!r}"
         assert parsed.code == code, f"{node.name}: {text}"
