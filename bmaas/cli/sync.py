@@ -60,9 +60,7 @@ loop_options = options(
         type=Seconds(min=0, min_open=True),
         help="Keep running, one pass every S seconds.",
     ),
-    click.option(
-        "--count", type=WholeNumber(min=1), help="With --interval: stop after N passes."
-    ),
+    click.option("--count", type=WholeNumber(min=1), help="With --interval: stop after N passes."),
     click.option(
         "--metrics-port",
         type=WholeNumber(min=0, max=65535),
