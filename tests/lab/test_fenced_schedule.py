@@ -30,6 +30,7 @@ from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.labspec import generate
 from bmaas.ops import NodeResult, driver_factory
 from bmaas.pool import DriverPool
+from bmaas.retry import RetryLimits
 from bmaas.store import POWER_FAILURE, Store
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
@@ -83,6 +84,11 @@ def test_a_fenced_hung_bmc_is_read_on_its_backoff_schedule(tmp_path: Path) -> No
         for n, gap in enumerate(gaps, start=1):
             assert gap >= BACKOFF.delay(n), (name, n, gaps)
         # The BMC's side: every hang it carried out is a read it was asked
-        # for: the two that fenced it, then one per back-off read.
+        # for: the two that fenced it, then one per back-off read -- each
+        # asked again at most as a timeout is when the timeout was the
+        # client's own lateness on a loaded runner (bmaas.lateness: not
+        # counted, so retried as a timeout)
         asked = [e["wall"] for e in events if e["node"] == name and e["effect"] == "hang"]
-        assert len(asked) == RULE.fault_after + len(started), (name, len(asked), len(started))
+        reads = RULE.fault_after + len(started)
+        most = reads * RetryLimits().timeout_attempts
+        assert reads <= len(asked) <= most, (name, len(asked), len(started))
