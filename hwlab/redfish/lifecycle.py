@@ -65,10 +65,9 @@ _TASK_SERVICE = "/redfish/v1/TaskService"
 _TASKS = f"{_TASK_SERVICE}/Tasks"
 #: the transfer protocols SimpleUpdate takes (the ImageURI's scheme)
 PROTOCOLS = ("HTTP", "HTTPS")
-_SCHEMAS = "http://redfish.dmtf.org/schemas/v1/"
 
 #: an answer before headers: status, JSON body (None: no body), Allow
-_Answer = tuple[int, dict[str, Any] | None, tuple[str, ...]]
+_Answer = standard.Answer
 _OK = {"State": "Enabled", "Health": "OK"}
 
 
@@ -103,7 +102,9 @@ def serve(bmc: Bmc, request: Request, hardware: list[Firing]) -> Rendered | None
     if method == "GET":
         answer: _Answer = (200, get(), allow)
     elif method == "PATCH" and patch is not None:
-        refused = standard.precondition_failed(request, lambda: _finish("GET", (200, get(), allow)))
+        refused = standard.precondition_failed(
+            request, lambda: standard.render((200, get(), allow))
+        )
         answer = patch(request.body) if refused is None else (0, None, ())
         if refused is not None:
             bmc.machine.apply(hardware)
@@ -111,7 +112,7 @@ def serve(bmc: Bmc, request: Request, hardware: list[Firing]) -> Rendered | None
     else:
         answer = _error(405, "Base.1.8.OperationNotAllowed", f"{method} on {path}", allow)
     bmc.machine.apply(hardware)
-    code, headers, data = _finish(request.method, answer)
+    code, headers, data = standard.render(answer)
     return code, headers, b"" if request.method == "HEAD" else data
 
 
@@ -153,22 +154,6 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
         for member, body in members.items():
             fixed[member] = (functools.partial(dict, body), None)
     return fixed.get(path)
-
-
-def _finish(method: str, answer: _Answer) -> Rendered:
-    code, body, allow = answer
-    headers = [("Content-Type", "application/json")]
-    if body is not None and code == 200 and "@odata.id" in body:
-        tag = standard.etag(body)
-        body = {**body, "@odata.etag": tag}
-        headers.append(("ETag", tag))
-        kind = str(body.get("@odata.type", "")).lstrip("#").rpartition(".")[0]
-        if kind:
-            headers.append(("Link", f"<{_SCHEMAS}{kind}.json>; rel=describedby"))
-    if allow and code in (200, 405):
-        headers.append(("Allow", ", ".join(allow)))
-    headers += [("Cache-Control", "no-cache"), ("OData-Version", "4.0")]
-    return code, headers, b"" if body is None else json.dumps(body, indent=4).encode()
 
 
 def _error(status: int, message_id: str, message: str, allow: tuple[str, ...] = ()) -> _Answer:
@@ -405,7 +390,7 @@ def _simple_update(bmc: Bmc, request: Request, hardware: list[Firing]) -> Render
     else:
         answer = _take_update(bmc, request.body)
     bmc.machine.apply(hardware)
-    code, headers, data = _finish(request.method, answer)
+    code, headers, data = standard.render(answer)
     if code == 202 and answer[1] is not None:
         headers.insert(0, ("Location", answer[1]["@odata.id"]))
     return code, headers, data

@@ -229,6 +229,31 @@ def finish(method: str, path: str, rendered: Rendered) -> Rendered:
     return code, headers, body
 
 
+#: a JSON answer before rendering: status, the document (None: no body), the
+#: methods the resource takes (for Allow)
+Answer = tuple[int, dict[str, Any] | None, tuple[str, ...]]
+
+
+def render(answer: Answer) -> Rendered:
+    """An answer built as a document (the shapes engine's, the lifecycle
+    resources'), rendered with the headers :func:`finish` gives the
+    sushy-tools app's: ETag and ``@odata.etag`` on a resource, its schema as
+    ``Link: rel=describedby``, Allow on a 200 or 405, OData-Version."""
+    code, body, allow = answer
+    headers = [("Content-Type", "application/json")]
+    if body is not None and code == 200 and "@odata.id" in body:
+        tag = etag(body)
+        body = {**body, "@odata.etag": tag}
+        headers.append(("ETag", tag))
+        kind = str(body.get("@odata.type", "")).lstrip("#").rpartition(".")[0]
+        if kind:
+            headers.append(("Link", f"<{_SCHEMA_BASE}{kind}.json>; rel=describedby"))
+    if allow and code in (200, 405):
+        headers.append(("Allow", ", ".join(allow)))
+    headers += [("Cache-Control", "no-cache"), ("OData-Version", "4.0")]
+    return code, headers, b"" if body is None else json.dumps(body, indent=4).encode()
+
+
 def odata_version_refused(request: Request) -> Rendered | None:
     """A request asking for an OData version other than 4.0: the 412 to
     answer (DSP0266 "OData-Version": a service that cannot serve the

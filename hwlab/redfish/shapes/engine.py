@@ -36,7 +36,6 @@ from bmaas.hwlab.redfish.shapes.state import Override, ShapeState
 __all__ = ["serve"]
 
 _ROOTS = ("/redfish/v1/Systems", "/redfish/v1/Managers", "/redfish/v1/Chassis")
-_SCHEMAS = "http://redfish.dmtf.org/schemas/v1/"
 #: iDRAC's answer to an insert into a slot the virtual console holds
 _RAC0904 = dell_body(
     "IDRAC.2.9.RAC0904",
@@ -46,7 +45,7 @@ _RAC0904 = dell_body(
 )
 
 #: an answer before headers: status, JSON body (None: no body), Allow
-_Answer = tuple[int, dict[str, Any] | None, tuple[str, ...]]
+_Answer = standard.Answer
 
 
 def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing]) -> Rendered | None:
@@ -66,7 +65,7 @@ def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing])
             bmc.machine.apply(take())  # power_lost, seen by this very read
         if request.method == "PATCH":
             refused = standard.precondition_failed(
-                request, lambda: _finish("GET", _route(bmc, state, "GET", path, None, take))
+                request, lambda: standard.render(_route(bmc, state, "GET", path, None, take))
             )
             if refused is not None:
                 bmc.machine.apply(take())
@@ -81,7 +80,7 @@ def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing])
         answer = _error(501, "Base.1.8.QueryNotSupported", f"{unsupported} is not supported")
     elif state.shape.select_query and request.method == "GET" and answer[0] == 200:
         answer = _selected(answer, request.target)
-    code, headers, data = _finish(request.method, answer)
+    code, headers, data = standard.render(answer)
     return code, headers, b"" if request.method == "HEAD" else data
 
 
@@ -134,23 +133,6 @@ def _error(status: int, message_id: str, message: str, allow: tuple[str, ...] = 
 
 def _missing(path: str) -> _Answer:
     return _error(404, "Base.1.8.ResourceMissingAtURI", f"no resource at {path}")
-
-
-def _finish(method: str, answer: _Answer) -> Rendered:
-    code, body, allow = answer
-    headers = [("Content-Type", "application/json")]
-    if body is not None and code == 200 and "@odata.id" in body:
-        tag = standard.etag(body)
-        body = {**body, "@odata.etag": tag}
-        headers.append(("ETag", tag))
-        kind = str(body.get("@odata.type", "")).lstrip("#").rpartition(".")[0]
-        if kind:
-            headers.append(("Link", f"<{_SCHEMAS}{kind}.json>; rel=describedby"))
-    if allow and (code in (200, 405)):
-        headers.append(("Allow", ", ".join(allow)))
-    headers += [("Cache-Control", "no-cache"), ("OData-Version", "4.0")]
-    data = b"" if body is None else json.dumps(body, indent=4).encode()
-    return code, headers, data
 
 
 def _route(
