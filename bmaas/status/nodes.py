@@ -28,10 +28,14 @@ def _ago(seconds: float) -> str:
 
 def check_maintenance(ctx: CheckContext) -> Outcome:
     """Nodes out of service, told apart by who took them out: bmaas (a fault
-    such as "power failure", cleared by the sync once reads are good again)
-    or a person (``bmaas maintenance unset`` when the work is done)."""
+    such as "power failure", cleared by the sync once reads are good again),
+    a person (``bmaas maintenance unset`` when the work is done), or a failed
+    attempt whose undo the BMC did not answer (media, a boot override, power
+    left on the node: not offered until the sync or the next command cleans
+    it, :mod:`bmaas.provision.leftovers`)."""
     records = ctx.nodes()
     out = Outcome()
+    unclean = [record for record in records if record.leftovers]
     faulted: dict[str, list[NodeRecord]] = collections.defaultdict(list)
     by_person: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for record in records:
@@ -55,13 +59,22 @@ def check_maintenance(ctx: CheckContext) -> Outcome:
             key="maintenance",
             nodes=names,
         )
+    if unclean:
+        held = [f"{r.name} ({r.needs_cleaning})" for r in unclean]
+        out.warn(
+            f"{len(unclean)} node(s) need cleaning, not offered until the sync or the next "
+            f"command undoes what a failed attempt left: {listing(held, 5)}",
+            key="needs_cleaning",
+            nodes=[r.name for r in unclean],
+        )
     if out.details:
         faulted_count = sum(len(v) for v in faulted.values())
         person_count = sum(len(v) for v in by_person.values())
+        cleaning = f"{len(unclean)} needing cleaning, " if unclean else ""
         out.details.insert(
             0,
             f"{faulted_count} faulted by bmaas, {person_count} in maintenance by people, "
-            f"of {len(records)} node(s)",
+            f"{cleaning}of {len(records)} node(s)",
         )
     else:
         out.note(f"none of {len(records)} node(s) in maintenance or faulted")

@@ -62,6 +62,32 @@ def test_a_fault_on_a_node_a_person_already_holds_counts_in_both(
     assert maintenance.nodes == {"faulted": ["n01"], "maintenance": ["n01"]}
 
 
+def test_a_node_a_failed_attempt_left_media_on_warns_as_needing_cleaning(
+    make_ctx: MakeContext, enroll: Enroll, store: Store
+) -> None:
+    """Issue 49: a node not offered because a failed attempt left the deploy
+    ISO and a boot override on it (the BMC did not answer the undo) is named,
+    with what it holds, until the sync or the next command cleans it."""
+    enroll(3)
+    store.health.set_leftovers(
+        "n02",
+        {"media": "http://user:pw@images/deploy.iso", "boot override": "cdrom"},
+        reason="BMC did not answer the eject",
+    )
+    maintenance = run(make_ctx(), "maintenance")["maintenance"]
+    assert maintenance.result is Result.WARNING
+    assert maintenance.nodes == {"needs_cleaning": ["n02"]}
+    assert maintenance.details == (
+        "0 faulted by bmaas, 0 in maintenance by people, 1 needing cleaning, of 3 node(s)",
+        "1 node(s) need cleaning, not offered until the sync or the next command undoes "
+        "what a failed attempt left: n02 (media http://user:***@images/deploy.iso, "
+        "boot override cdrom)",
+    )
+    assert "pw" not in " ".join(maintenance.details)
+    store.health.clear_leftovers("n02", done="ejected")
+    assert run(make_ctx(), "maintenance")["maintenance"].result is Result.SUCCESS
+
+
 # -- allocations -----------------------------------------------------------------------
 
 
