@@ -198,10 +198,18 @@ EFFECTS: dict[Effect, EffectDef] = {
     Effect.HANG: EffectDef(
         Layer.WIRE,
         Act.SILENT,
-        "answer nothing, ever (the connection stays open)",
+        "answer nothing, ever (the connection stays open); scope=all: the event stream "
+        "goes silent too (no keepalive, no event), else it lives on",
+        # a wedged web API behind a live event stream is a field case of its
+        # own (issue 48): a live stream must not be taken for a live API
+        {"scope": Param(str, None, choices=("api", "all"))},
         fault=BMCTimeout,
         ipmi_login_fault=BMCUnreachable,
-        cases=(Case("hang", {"operation": "power.get"}, _both("BMCTimeout")),),
+        cases=(
+            Case("hang", {"operation": "power.get"}, _both("BMCTimeout")),
+            Case("hang-api", {"operation": "power.get", "scope": "api"}, _both("BMCTimeout")),
+            Case("hang-all", {"operation": "power.get", "scope": "all"}, _both("BMCTimeout")),
+        ),
     ),
     Effect.DROP: EffectDef(
         Layer.WIRE,

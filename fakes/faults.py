@@ -82,8 +82,10 @@ class FaultRule:
     def matches(self, operation: str, protocol: str) -> bool:
         if operation.startswith(EVENT_PREFIX) and not self.operation.startswith(EVENT_PREFIX):
             # The event path (a BMC's event stream, bmaas.hwlab.redfish.events)
-            # meets only rules that name it: "*" keeps meaning every request.
-            return False
+            # meets only rules that name it: "*" keeps meaning every request;
+            # a hang of the whole service (scope=all) silences its stream too.
+            whole = self.effect is Effect.HANG and self.params.get("scope") == "all"
+            return whole and self.protocol in ("*", protocol)
         return fnmatch.fnmatchcase(operation, self.operation) and (self.protocol in ("*", protocol))
 
     def describe(self) -> str:

@@ -255,6 +255,8 @@ async def _stream(
                 return
             if get not in done:
                 get.cancel()
+                if not sink.stalled and _wedged(hub):
+                    sink.stalled = True
                 if not sink.stalled:
                     writer.write(b": keepalive\n\n")
                     await writer.drain()
@@ -272,6 +274,18 @@ async def _stream(
         gone.cancel()
         sink.close()
         hub.sinks.discard(sink)
+
+
+def _wedged(hub: Hub) -> bool:
+    """Whether a ``hang`` of the whole service (``scope: all``) stalls the
+    stream at this keepalive (``event.keepalive``): open and silent from
+    then on, as a wedged web server's; without such a rule the stream lives
+    on, whatever hangs the API."""
+    return any(
+        firing.effect is Effect.HANG
+        for bmc in hub.keeper.peers
+        for firing in bmc.machine.plan.evaluate("event.keepalive", protocol="redfish")
+    )
 
 
 def _resource(hub: Hub, request: Request, path: str) -> Response:

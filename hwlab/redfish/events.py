@@ -40,7 +40,9 @@ The requests (the resources, the stream, push delivery) are answered by
 :mod:`bmaas.hwlab.redfish.event_requests`; this module is the hub.
 
 Faults on the event path are ordinary fault rules whose operation names it
-(:data:`bmaas.fakes.faults.EVENT_PREFIX`; a rule on ``*`` never meets it):
+(:data:`bmaas.fakes.faults.EVENT_PREFIX`; a rule on ``*`` never meets it,
+so ``hang`` wedges the API behind a live stream -- except a ``hang`` with
+``scope: all``, the whole service, which meets every operation below):
 
 ============================  ===============================================
 operation                     effects
@@ -55,6 +57,8 @@ operation                     effects
 ``event.health``,             ``delay`` sends it ``seconds`` later (so out of
 ``event.test``                order), ``duplicate`` sends it 1 + ``copies``
                               times, ``hang`` stalls the stream from there
+``event.keepalive``           per keepalive comment: ``hang`` stalls the
+                              stream (open, silent)
 ============================  ===============================================
 """
 

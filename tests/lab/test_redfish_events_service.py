@@ -14,6 +14,7 @@ import http.client
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -182,6 +183,68 @@ def test_hang_on_the_stream_stalls_it_open_and_silent(server: RedfishServer) -> 
         machine.force_power(PowerState.OFF)  # held back: the stream stalls here
         with pytest.raises(TimeoutError):
             stream.next()
+    finally:
+        stream.close()
+
+
+@pytest.fixture(scope="module")
+def chatty() -> Iterator[RedfishServer]:
+    """A service whose idle streams send a keepalive every 0.2 s."""
+    with RedfishServer(sse_keepalive=0.2) as s:
+        yield s
+
+
+def _silent_for(stream: Stream, seconds: float) -> bool:
+    """Whether ``stream`` sends nothing at all (no event, no keepalive) for ``seconds``."""
+    stream.response.fp.raw._sock.settimeout(seconds)  # type: ignore[union-attr]
+    try:
+        stream.response.read1(65536)
+    except TimeoutError:
+        return True
+    return False
+
+
+def _hangs(port: int, path: str) -> bool:
+    """Whether a GET of ``path`` gets no answer within 0.5 s."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
+    try:
+        conn.request("GET", path, headers=AUTH)
+        conn.getresponse()
+    except TimeoutError:
+        return True
+    finally:
+        conn.close()
+    return False
+
+
+def test_a_hang_of_the_api_only_leaves_its_event_stream_alive(chatty: RedfishServer) -> None:
+    """A wedged API behind a live stream (issue 48): reads hang, the stream
+    keeps its keepalives and its events."""
+    machine, port = _machine(chatty, "ev-api-hang")
+    machine.plan.add(FaultRule.from_dict({"effect": "hang", "scope": "api"}))
+    stream = Stream(port)
+    try:
+        assert _hangs(port, "/redfish/v1/Systems/ev-api-hang")
+        assert not _silent_for(stream, 2.0)  # a keepalive within 0.2 s
+        machine.force_power(PowerState.ON)
+        stream.response.fp.raw._sock.settimeout(5)  # type: ignore[union-attr]
+        assert _ids(stream.next())[0].endswith("ResourcePoweredOn")
+    finally:
+        stream.close()
+
+
+def test_a_hang_of_the_whole_service_silences_its_stream(chatty: RedfishServer) -> None:
+    machine, port = _machine(chatty, "ev-all-hang")
+    stream = Stream(port)  # opened before the hang: a new one would hang too
+    try:
+        assert not _silent_for(stream, 2.0)
+        machine.plan.add(FaultRule.from_dict({"effect": "hang", "scope": "all"}))
+        machine.force_power(PowerState.ON)  # held back: the stream stalls
+        stream.buffer = b""
+        deadline = time.monotonic() + 5.0
+        while not _silent_for(stream, 1.0):  # what was in flight, then silence
+            assert time.monotonic() < deadline, "the stream kept talking"
+        assert _hangs(port, hub_events.SSE_PATH)
     finally:
         stream.close()
 
