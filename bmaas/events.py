@@ -4,9 +4,9 @@ A :class:`EventWatch` keeps one listener per BMC service that offers an
 event stream (the protocol's edge is the driver's ``bmaas.events`` entry
 point, :func:`bmaas.registry.capability`, loaded when a node of that driver
 is seen, so the core imports no protocol code): all of them on one thread
-when a selector can wait on them (Redfish SSE: :mod:`bmaas.reactor`, opens
-on a pool of 8), a thread of its own otherwise (a push subscription's
-inbox). Listeners only *receive*: each
+(:mod:`bmaas.reactor`, opens on a pool of 8): an SSE stream's socket, or a
+push subscription's inbox that the push listener fills; a thread of its
+own only for a stream that offers neither (tests' fakes). Listeners only *receive*: each
 piece of news goes on a queue, and the sync applies it to the store in its
 own thread (:meth:`EventWatch.wait`, which the loop waits on between
 passes), so the store has one writer, as before.
@@ -361,7 +361,7 @@ class EventWatch:
                 clock=self._clock,
             )
 
-        # a stream no selector can wait on (a push subscription's inbox): a thread
+        # a stream the reactor cannot wait on (tests' fakes): a thread
         self._threads[stream.key] = threads.spawn(run, f"bmaas-events {stream.key}")
 
     def _drop(self, key: str) -> None:

@@ -23,9 +23,18 @@ wait before re-opening.
 Only the reactor's thread reads, registers and closes a registered stream
 (a socket closed elsewhere could hand its descriptor number to another
 while the selector still holds it): a host drops a stream with
-:meth:`Reactor.drop`, from any thread. Streams that cannot be selected on
-(a push subscription's inbox, tests' fakes) keep a thread of their own
-(:func:`selectable`).
+:meth:`Reactor.drop`, from any thread.
+
+A push subscription has no socket of its own: the BMC POSTs to the push
+listener (one thread for every peer), which hands each body to its
+subscription's :class:`Inbox`. An open stream whose :meth:`~Selectable.selectable`
+is an Inbox rides the reactor too: a body put there wakes the reactor,
+which reads the stream as if its socket were readable; silence is what a
+push subscription promises while nothing happens, so instead of an idle
+limit its Inbox names a check (one GET that the BMC still has it) every
+:attr:`Inbox.quiet` seconds, run on the opens' pool. N push-subscribed
+services cost no thread each. Streams that offer neither (tests' fakes)
+keep a thread of their own (:func:`selectable`).
 """
 
 from __future__ import annotations
@@ -38,14 +47,16 @@ import itertools
 import logging
 import selectors
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from bmaas import threads
+from bmaas.deadline import Deadline
 from bmaas.listening import Listening, News, Pacing, Sink, Stream
 
-__all__ = ["OPENS", "RESERVE", "Reactor", "Selectable", "fd_room", "selectable"]
+__all__ = ["OPENS", "RESERVE", "Inbox", "Reactor", "Selectable", "fd_room", "selectable"]
 
 LOG = logging.getLogger(__name__)
 
@@ -106,6 +117,49 @@ class Selectable(Stream, Protocol):
     def silent(self, idle: float) -> Exception:
         """The fault of a stream silent for ``idle`` seconds (closed)."""
         ...
+
+
+class Inbox:
+    """What another thread hands a stream without a socket (a push
+    subscription's bodies, from the push listener's thread): :meth:`put`
+    from any thread wakes the reactor reading it, :meth:`take` is the
+    stream's. ``quiet``: seconds between the stream's ``check`` (a
+    blocking request, run on the reactor's pool) while it is open. At most
+    ``cap`` items are held; past it :meth:`take` says so (``overflowed``:
+    the stream's nodes are to be read, not its items trusted one by one)."""
+
+    def __init__(self, quiet: float, check: Callable[[Deadline], None], cap: int = 256) -> None:
+        self.quiet, self.check, self.cap = quiet, check, cap
+        self._lock = threading.Lock()
+        self._items: collections.deque[Any] = collections.deque()
+        self._wake: Callable[[], None] | None = None
+        self.overflowed = False
+
+    def bind(self, wake: Callable[[], None] | None) -> None:
+        """The reactor's wake-up (None: nobody reads it any more)."""
+        with self._lock:
+            self._wake = wake
+            pending = bool(self._items) or self.overflowed
+        if wake is not None and pending:
+            wake()
+
+    def put(self, item: Any) -> None:
+        with self._lock:
+            wake = self._wake if not self._items and not self.overflowed else None
+            if len(self._items) >= self.cap:
+                self._items.clear()
+                self.overflowed = True
+            else:
+                self._items.append(item)
+        if wake is not None:  # empty before: one wake for a burst
+            wake()
+
+    def take(self) -> tuple[list[Any], bool]:
+        """Everything put since the last take, and whether some was lost."""
+        with self._lock:
+            items, self._items = list(self._items), collections.deque()
+            overflowed, self.overflowed = self.overflowed, False
+        return items, overflowed
 
 
 def selectable(stream: object) -> bool:
@@ -261,6 +315,8 @@ class Reactor:
                 continue  # stale: the entry moved on
             if entry.phase == "waiting":
                 self._open(entry)
+            elif entry.phase == "open" and isinstance(entry.fileobj, Inbox):
+                self._check(entry, entry.fileobj)
             elif entry.phase == "open":
                 idle = entry.state.pacing.idle
                 if now - entry.last >= idle:
@@ -288,15 +344,44 @@ class Reactor:
                 return
             self._post(lambda: self._opened(entry, fault))
 
+        if not self._run(opening):  # the pool is shut down: closing
+            self._end(entry)
+
+    def _run(self, work: Callable[[], None]) -> bool:
+        """``work`` on the opens' pool (it blocks); False when closing."""
         submit = self._submit
         if submit is None:
             if self._pool is None:
                 self._pool = threads.pool(self._opens, f"{self._name}-open")
             submit = self._pool.submit
         try:
-            submit(opening)
-        except RuntimeError:  # the pool is shut down: closing
-            self._end(entry)
+            submit(work)
+        except RuntimeError:
+            return False
+        return True
+
+    def _check(self, entry: _Entry, inbox: Inbox) -> None:
+        """A quiet Inbox stream's check, on the pool (the next timer is armed
+        when it is over: one check at a time)."""
+        deadline = entry.state.deadline()
+
+        def checking() -> None:
+            fault: Exception | None = None
+            try:
+                inbox.check(deadline)
+            except Exception as exc:
+                fault = exc
+            self._post(lambda: self._checked(entry, inbox, fault))
+
+        self._run(checking)
+
+    def _checked(self, entry: _Entry, inbox: Inbox, fault: Exception | None) -> None:
+        if entry.fileobj is not inbox or entry.phase != "open":
+            return  # it moved on meanwhile
+        if fault is not None:
+            self._fail(entry, fault)
+        else:
+            self._arm(entry, self._clock() + inbox.quiet)
 
     def _opened(self, entry: _Entry, fault: Exception | None) -> None:
         state = entry.state
@@ -314,11 +399,16 @@ class Reactor:
             fileobj = entry.stream.selectable()
             if fileobj is None:
                 raise RuntimeError("an opened stream has nothing to select on")
-            self._selector.register(fileobj, selectors.EVENT_READ, entry)
+            if not isinstance(fileobj, Inbox):
+                self._selector.register(fileobj, selectors.EVENT_READ, entry)
         except Exception as exc:
             self._fail(entry, exc)
             return
         entry.fileobj, entry.phase, entry.last = fileobj, "open", self._clock()
+        if isinstance(fileobj, Inbox):  # woken by a put, checked when quiet
+            self._arm(entry, entry.last + fileobj.quiet)
+            fileobj.bind(lambda: self._post(lambda: self._readable(entry)))
+            return
         self._arm(entry, entry.last + state.pacing.idle)
         self._readable(entry)  # what came with the stream's head
 
@@ -339,7 +429,9 @@ class Reactor:
 
     def _unregister(self, entry: _Entry) -> None:
         fileobj, entry.fileobj = entry.fileobj, None
-        if fileobj is not None:
+        if isinstance(fileobj, Inbox):
+            fileobj.bind(None)
+        elif fileobj is not None:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self._selector.unregister(fileobj)
 

@@ -1,7 +1,8 @@
 """One Redfish service's event stream inside Ironic's conductor: a
 listener of :mod:`bmaas.drivers.ironic.streams` -- on the streams' one
-reactor thread (:mod:`bmaas.reactor`) when a selector can wait on it (an SSE
-stream), else a thread of its own (a push stream's inbox).
+reactor thread (:mod:`bmaas.reactor`), an SSE stream's socket or a push
+subscription's inbox alike; a thread of its own only for a stream that
+offers neither (tests' fakes).
 
 It runs bmaas's one listener loop (:func:`bmaas.listening.listen`, as
 ``bmaas sync`` does): open the stream (bounded by a Deadline), read it (an
@@ -16,11 +17,11 @@ returns at once and the thread ends.
 events (``[bmaas]events_listen``), each service's stream is a
 :class:`~bmaas.drivers.redfish.push.PushStream`: its SSE stream where the
 service offers one (unless push is preferred), else an ``EventDestination``
-subscription whose Events the BMC POSTs to that listener. The listener
-thread reads it the same way (a push stream's read waits on its inbox);
-dropping it wakes the read (:meth:`Listener.drop`), and the thread, not the
-caller, deletes the subscription on its way out (one bounded request: the
-sync's threads never wait on a BMC for it).
+subscription whose Events the BMC POSTs to that listener. The reactor reads
+it the same way (a pushed body wakes it through the subscription's inbox);
+dropping it closes the stream on the reactor's thread, and the
+subscription's DELETE runs on the push listener's pool (one bounded
+request: neither the reactor nor the sync waits on a BMC for it).
 """
 
 from __future__ import annotations
@@ -122,14 +123,7 @@ class Listener:
         if self.reactor is not None:  # the reactor's thread closes it
             self.reactor.drop(self.entry)
             return
-        # a blocked read returns at once; a push stream's subscription is
-        # deleted by the thread on its way out (a request: not here, where
-        # the caller may hold the streams' lock)
-        interrupt = getattr(self.stream, "interrupt", None)
-        if callable(interrupt):
-            interrupt()
-        else:
-            self.stream.close()
+        self.stream.close()  # a blocked read returns at once
 
     def run(
         self,

@@ -5,8 +5,10 @@ offer no SSE (iLO, older iDRACs) or when the operator prefers it (an SSE
 stream holds a socket per service; a push subscription holds none).
 
 * :class:`PushListener` is one HTTP (or HTTPS, with a certificate) server of
-  the process, bound where the operator says (127.0.0.1 by default: a BMC
-  on a management network needs an address it can reach, ``--events-listen``).
+  the process (one thread, whatever its peers:
+  :mod:`~bmaas.drivers.redfish.pushserver`), bound where the operator says
+  (127.0.0.1 by default: a BMC on a management network needs an address
+  it can reach, ``--events-listen``).
   Every subscription it makes carries a ``Context`` of 32 random bytes, the
   subscription's secret: the BMC repeats it in every Event it POSTs, and an
   Event whose ``Context`` is not one of ours is refused (403) and counted,
@@ -20,11 +22,15 @@ stream holds a socket per service; a push subscription holds none).
   a listener gone for good is not retried for ever); its news then arrives
   through the listener, each piece marked ``pushed``: the Context proves
   only that the sender can read the BMC, so hosts take it as a reason to
-  read the node, never as its state (:mod:`bmaas.events`). A push
+  read the node, never as its state (:mod:`bmaas.events`). A subscription
+  costs no thread: the listener hands each body to its
+  :class:`~bmaas.reactor.Inbox`, which wakes the hosts' one reactor
+  (:mod:`bmaas.reactor`) to read it. A push
   subscription sends nothing while nothing happens, so it is checked every
-  ``verify_every`` seconds (one GET of it): a BMC that forgot it (its own
-  reboot) answers 404 and the subscription is made again (and its nodes
-  reconciled). On close it is deleted.
+  ``verify_every`` seconds (one GET of it, on the reactor's pool): a BMC
+  that forgot it (its own reboot) answers 404 and the subscription is made
+  again (and its nodes reconciled). On close it is deleted (on the
+  listener's pool of :data:`DELETERS` threads: :meth:`PushListener.later`).
 * **Nothing left behind by a process that died**: a process killed before
   it could delete its subscriptions (SIGKILL, a crash, a conductor whose
   exit hooks did not run) leaves them on the BMC, where each holds one of
@@ -52,7 +58,6 @@ import dataclasses
 import hashlib
 import itertools
 import logging
-import queue
 import re
 import secrets
 import threading
@@ -75,6 +80,7 @@ from bmaas.faults import (
     InputError,
     UnsupportedOperation,
 )
+from bmaas.reactor import Inbox
 
 __all__ = ["PATH", "Limits", "PushListener", "PushStream", "listener", "services"]
 
@@ -94,6 +100,10 @@ SWEEP_LIMIT = 64
 _CONTEXT = re.compile(rb'"Context"\s*:\s*"([^"\\]{1,256})"')
 #: Context strings looked up in one body, at most
 MAX_CONTEXTS = 8
+#: the news an overflowing inbox gives each node of its service (read it)
+OVERFLOW = "bmaas.PushInboxOverflow"
+#: threads deleting closed subscriptions at once (the listener's pool)
+DELETERS = 4
 
 
 def _digest(token: str) -> str:
@@ -134,6 +144,9 @@ class PushListener:
         # One thread, blocked in the selector while nothing happens (no
         # tick: most of an idle listener's CPU was a poll); close() wakes it.
         self._thread = threads.spawn(self._server.serve, "bmaas-events-push")
+        #: closed subscriptions' DELETEs (:meth:`later`), and those in flight
+        self._deletes: Any = None
+        self._pending: set[Any] = set()
 
     @property
     def refused(self) -> int:
@@ -185,9 +198,38 @@ class PushListener:
         sink(body.decode("utf-8", "replace"))
         return 204
 
-    def close(self) -> None:
+    def later(self, work: Callable[[], None]) -> None:
+        """``work`` (a subscription's DELETE: a request) on the listener's
+        pool of :data:`DELETERS` threads, so that the thread that closed a
+        stream -- the reactor's -- never waits for a BMC."""
+        with self._lock:
+            if self._deletes is None:
+                self._deletes = threads.pool(DELETERS, "bmaas-events-push-delete")
+            try:
+                future = self._deletes.submit(work)
+            except RuntimeError:  # closed: no one to delete it; TerminateAfterRetries will
+                return
+            self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+
+    def drain(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the DELETEs :meth:`later` took."""
+        import concurrent.futures
+
+        with self._lock:
+            pending = list(self._pending)
+        if pending:
+            concurrent.futures.wait(pending, timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop serving, the pending DELETEs given ``timeout`` seconds."""
+        self.drain(timeout)
+        with self._lock:
+            deletes = self._deletes
+        if deletes is not None:
+            deletes.shutdown(wait=False, cancel_futures=True)
         self._server.close()
-        self._thread.join(5.0)
+        self._thread.join(timeout)
 
 
 def listener(settings: Any) -> PushListener:
@@ -216,10 +258,13 @@ class PushStream:
     _token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(32), repr=False)
     _location: str | None = dataclasses.field(default=None, repr=False)
     _subscriptions: str | None = dataclasses.field(default=None, repr=False)
-    _inbox: queue.Queue[str | None] = dataclasses.field(default_factory=queue.Queue, repr=False)
+    _inbox: Inbox = dataclasses.field(init=False, repr=False)
     _verified: float = 0.0
     #: the BMC was looked at for an earlier run's subscriptions
     _swept: bool = False
+
+    def __post_init__(self) -> None:
+        self._inbox = Inbox(self.verify_every, self._check)
 
     @property
     def key(self) -> str:
@@ -298,55 +343,80 @@ class PushStream:
         except BmaasError as exc:  # a courtesy: the new subscription is made all the same
             LOG.info("%s: could not look for an earlier run's subscriptions: %s", self.key, exc)
 
-    def read(self, idle: float) -> list[PowerNews]:
+    # -- read by the reactor (bmaas.reactor): no thread a subscription ---------
+
+    def selectable(self) -> Any | None:
+        """The SSE stream's socket, or the push subscription's :class:`Inbox`
+        (bodies the listener's thread hands it; the reactor's check every
+        ``verify_every`` seconds), None when closed."""
         if self.mode == "sse":
-            return self.sse.read(idle)
-        started = time.monotonic()
+            return self.sse.selectable()
+        return self._inbox if self.mode == "push" else None
+
+    def read_ready(self) -> list[PowerNews] | None:
+        """The news in what has arrived, without waiting (None: nothing yet).
+        Pushed bodies become news marked ``pushed`` (a reason to read the
+        node); more bodies than the inbox holds: every node, to be read."""
+        if self.mode == "sse":
+            return self.sse.read_ready()
         if self.mode != "push":
-            raise self.sse.fail(BMCUnreachable, "the push subscription is closed", started)
-        wait = max(0.0, min(idle, self._verified + self.verify_every - self.clock()))
-        try:
-            first = self._inbox.get(timeout=wait)
-        except queue.Empty:
-            self._verify()
-            return []
+            raise self.sse.fail(BMCUnreachable, "the push subscription is closed", time.monotonic())
+        bodies, overflowed = self._inbox.take()
+        if not bodies and not overflowed:
+            return None
+        if overflowed:  # which bodies were lost is unknown: read them all
+            return [PowerNews(n, OVERFLOW, pushed=True) for n in sorted(set(self.nodes.values()))]
         out: list[PowerNews] = []
-        for text in _drain(first, self._inbox):
-            if text is None:
-                raise self.sse.fail(BMCUnreachable, "the push subscription is closed", started)
+        for text in bodies:
             try:
                 out.extend(news_of(text, self.nodes, pushed=True))
             except ValueError:
                 LOG.info("%s: a pushed body that is not an Event; ignored", self.key)
         return out
 
-    def _verify(self) -> None:
-        """One GET of the subscription: 404 says the BMC forgot it."""
-        if self.clock() - self._verified < self.verify_every or self._location is None:
+    def silent(self, idle: float) -> BmaasError:
+        """The SSE stream's silence (a push subscription is checked instead)."""
+        return self.sse.silent(idle)
+
+    def read(self, idle: float) -> list[PowerNews]:
+        """:meth:`read_ready`, waiting up to ``idle`` seconds (a host without
+        the reactor: tests); a quiet subscription is checked when due."""
+        if self.mode != "push":
+            return self.sse.read(idle)
+        arrived = threading.Event()
+        self._inbox.bind(arrived.set)
+        try:
+            arrived.wait(max(0.0, min(idle, self._verified + self.verify_every - self.clock())))
+        finally:
+            self._inbox.bind(None)
+        news = self.read_ready()
+        if news is None and self.clock() - self._verified >= self.verify_every:
+            self._check(Deadline.after(VERIFY_TIMEOUT))
+        return news or []
+
+    def _check(self, deadline: Deadline) -> None:
+        """One GET of the subscription (the Inbox's check): 404 says the
+        BMC forgot it (BMCUnreachable: made again at the next open)."""
+        if self._location is None:
             return
-        started = time.monotonic()
-        self._request("GET", self._location, None, Deadline.after(VERIFY_TIMEOUT), started)
+        self._request("GET", self._location, None, deadline, time.monotonic())
         self._verified = self.clock()
 
-    def interrupt(self) -> None:
-        """From another thread: end a blocked :meth:`read` at once (it raises);
-        the reader's :meth:`close` then deletes the subscription."""
-        self.sse.close()
-        if self.mode == "push":
-            self._inbox.put(None)
-
     def close(self) -> None:
+        """Close the stream; the subscription's DELETE runs on the
+        listener's pool (never on the reactor's thread)."""
         self.sse.close()
-        if self.mode == "push":
-            self._inbox.put(None)  # wakes a read blocked in another thread
         self.mode = None
         self.listener.unregister(self._token)
         location, self._location = self._location, None
         if location is not None:
-            with contextlib.suppress(Exception):  # a courtesy: TerminateAfterRetries ends it anyway
-                self._request(
-                    "DELETE", location, None, Deadline.after(DELETE_TIMEOUT), time.monotonic()
-                )
+            self.listener.later(lambda: self._delete(location))
+
+    def _delete(self, location: str) -> None:
+        with contextlib.suppress(Exception):  # a courtesy: TerminateAfterRetries ends it anyway
+            self._request(
+                "DELETE", location, None, Deadline.after(DELETE_TIMEOUT), time.monotonic()
+            )
 
     def _request(
         self, method: str, path: str, body: Any, deadline: Deadline, started: float
@@ -367,15 +437,6 @@ def _json(answer: Answer) -> dict[str, Any]:
     except ValueError:
         return {}
     return document if isinstance(document, dict) else {}
-
-
-def _drain(first: str | None, inbox: queue.Queue[str | None]) -> Iterable[str | None]:
-    yield first
-    while True:
-        try:
-            yield inbox.get_nowait()
-        except queue.Empty:
-            return
 
 
 def services(

@@ -5,10 +5,11 @@ BMC POSTs to it (bmaas.drivers.ironic.listener.push_streams).
 
 Against tests/unit/test_redfish_push.py's tiny Redfish service (it records
 every request and POSTs Events as a BMC does) and a real PushListener on
-127.0.0.1, a free port; the listener thread is a real thread (a push
-stream's read blocks on its inbox), waited on through events, never slept
-on; the streams' clock is a FakeClock (no safety read comes due). No Ironic
-needed (tests/ironic/test_ironic_events_push.py runs the same in a real one)."""
+127.0.0.1, a free port; the subscription rides the streams' reactor (its
+thread real: a pushed body wakes it through the stream's inbox), waited on
+through events, never slept on; the streams' clock is a FakeClock (no
+safety read comes due). No Ironic needed
+(tests/ironic/test_ironic_events_push.py runs the same in a real one)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.driver_info import DriverInfo
 from bmaas.drivers.ironic.listener import Listener, push_streams
@@ -98,6 +98,7 @@ def test_a_pushed_event_makes_the_next_read_ask_the_bmc_and_a_moved_node_lets_go
             listener = streams._listeners[streams._books["a"].service]
             assert isinstance(listener.stream, PushStream)
             assert listener.stream.mode == "push"
+            assert (listener.thread, listener.reactor is not None) == (None, True)  # no thread
             (sub,) = service.subscriptions.values()
             assert sub["Destination"] == push.url
             # the first pass after the open reads the BMC (reconcile), then the
@@ -121,14 +122,15 @@ def test_a_pushed_event_makes_the_next_read_ask_the_bmc_and_a_moved_node_lets_go
             assert (found.power, found.source) == (PowerState.OFF, "read")
             assert (push.received, push.refused, streams.pushed) == (1, 0, 1)
             # the hash ring moves the node to another conductor: at the sweep
-            # its stream is dropped here and the listener thread deletes the
-            # subscription on its way out
+            # its stream is dropped here; the reactor closes it and the push
+            # listener's pool deletes the subscription
             owned.clear()
-            thread = listener.thread
+            deleted = threading.Event()
+            later = push.later
+            push.later = lambda work: later(lambda: (work(), deleted.set()))  # type: ignore[method-assign]
             streams.sweep(force=True)
             assert "a" not in streams._books
-            thread.join(WAIT)
-            assert not thread.is_alive()
+            assert deleted.wait(WAIT)
             assert service.subscriptions == {}
             assert service.requests[-1] == ("DELETE", f"{SUBS}/1")
             # an Event still POSTed with the old Context is refused
@@ -158,39 +160,6 @@ def _service_of(node: NodeRef) -> Any:
     found = StreamService.of(node.info)
     assert found is not None
     return found
-
-
-class Interruptible:
-    """A stream with ``interrupt``: what drop must call (close makes requests)."""
-
-    nodes: dict[str, str] = {}
-    key = "fake"
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def open(self, deadline: Deadline) -> None:
-        self.calls.append("open")
-
-    def read(self, idle: float) -> list[News]:
-        return []
-
-    def interrupt(self) -> None:
-        self.calls.append("interrupt")
-
-    def close(self) -> None:
-        self.calls.append("close")
-
-
-def test_drop_interrupts_a_push_stream_and_leaves_its_delete_to_the_thread() -> None:
-    node = ref("http://127.0.0.1:9")
-    service = _service_of(node)
-    stream = Interruptible()
-    listener = Listener(service, {}, stream)  # type: ignore[arg-type]
-    listener.drop()
-    assert stream.calls == ["interrupt"]
-    assert listener.own.is_set()
-    assert not listener.up
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,7 @@ def test_a_service_without_sse_is_subscribed_and_its_pushed_event_is_news(
         # pushed: a reason to read n1, never its state (issue 46, finding 5)
         assert [(n.node, n.power, n.pushed) for n in news] == [("n1", PowerState.OFF, True)]
         stream.close()
+        listener.drain(5.0)  # the DELETE runs on the listener's pool
         assert service.subscriptions == {}  # deleted on close
     assert service.requests == [
         ("GET", "/redfish/v1/EventService"),  # the SSE open finds none
@@ -211,8 +212,10 @@ def test_subscriptions_an_earlier_run_left_are_deleted_before_subscribing(
         assert service.subscriptions[f"{SUBS}/3"]["Destination"] == listener.url
         # a second open of the same stream (the BMC forgot it) does not look again
         stream.close()
+        listener.drain(5.0)
         stream.open(Deadline.after(5.0))
         stream.close()
+        listener.drain(5.0)
     assert service.requests == [
         ("GET", "/redfish/v1/EventService"),
         ("GET", SUBS),
