@@ -32,6 +32,18 @@
    device the node runs with; the disk setting shows at its next cold start,
    which the report says (``unverified_boot``) and the log warns of.
 
+With ``settings.to_disk`` the image is a *writer* (an installer, or Ironic's
+direct deploy without an agent to talk to): it writes the machine's disk and
+powers the machine off when done. Then the steps are check, boot device,
+power, **write** (the machine must power itself off within
+``write_timeout``: that is the writer's word that the disk is written),
+finalize (disk boot, persistent, and the eject, while the machine is off, so
+the next start is a cold one and the read-back is the real setting), **disk
+boot** (power on, then the settle above: the machine runs from its disk) and
+ready. Nothing here can tell *what* the disk holds: a ready hook that asks
+the running machine (the VM lab reads its serial console for ``via=disk``)
+is how a deploy proves the written image booted.
+
 Every BMC request goes through :class:`~bmaas.retry.RetryingDriver`, so busy
 or briefly unreachable BMCs are retried here and only faults that mean "this
 node" escape. The whole deploy runs under one :class:`~bmaas.deadline.Deadline`
@@ -102,6 +114,8 @@ class Step(StrEnum):
     SETTLE = "settle"
     READY = "ready"
     FINALIZE = "finalize"
+    WRITE = "write"
+    DISK_BOOT = "disk_boot"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +145,11 @@ class DeploySettings:
     #: None = only where the BMC is known to keep one-time overrides persistent
     #: (a Quirk of the driver, from the node's record or seen this deploy)
     persistent_boot: bool | None = None
+    #: the image writes the disk and powers the machine off; then boot from disk
+    to_disk: bool = False
+    #: with ``to_disk``: the writer must power the machine off within this
+    #: many seconds of power-on
+    write_timeout: float = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,10 +250,17 @@ def deploy_node(
     run.step(Step.CHECK, run.check)
     run.step(Step.BOOT_DEVICE, run.boot_device)
     run.step(Step.POWER, run.power)
-    run.step(Step.SETTLE, run.settle)
-    if ready is not None:
-        run.step(Step.READY, run.ready_check)
-    run.step(Step.FINALIZE, run.finalize)
+    if settings.to_disk:
+        run.step(Step.WRITE, run.await_written)
+        run.step(Step.FINALIZE, run.finalize)
+        run.step(Step.DISK_BOOT, run.disk_boot)
+        if ready is not None:
+            run.step(Step.READY, run.ready_check)
+    else:
+        run.step(Step.SETTLE, run.settle)
+        if ready is not None:
+            run.step(Step.READY, run.ready_check)
+        run.step(Step.FINALIZE, run.finalize)
     return DeployReport(driver.node, run.method, run.progress, run.timings, run.unverified)
 
 
@@ -321,6 +347,36 @@ class _Deploy:
         _await_restart(driver, rd, settings, share, since=since, progress_before=before)
 
     def settle(self, rd: RetryingDriver) -> None:
+        self.progress = _settle(self.driver, rd, self.settings, self.share)
+
+    def await_written(self, rd: RetryingDriver) -> None:
+        """The writer's word that the disk is written: the machine powers
+        itself off. Still on after ``write_timeout`` is a ``BootFailure``:
+        the writer hung, or the image was not one."""
+        clock, since = self.share.clock, self.share.clock()
+        limit = self.share.limit(Step.WRITE, self.settings.write_timeout)
+
+        def powered_off() -> bool | Literal[Pending.PENDING]:
+            if rd.get_power_state(deadline=self.dl) is PowerState.OFF:
+                return True
+            waited = clock() - since
+            if waited + self.settings.poll_interval > limit:
+                raise self.driver.fault(
+                    BootFailure,
+                    f"still on {waited:.0f}s after power-on: the image did not write the "
+                    "disk and power the machine off (is it a writer?)",
+                    operation="deploy.write",
+                    elapsed=waited,
+                )
+            return PENDING
+
+        self.share.poll(Step.WRITE, self.settings.poll_interval, powered_off)
+        self.power_state = PowerState.OFF
+
+    def disk_boot(self, rd: RetryingDriver) -> None:
+        """Power on from the disk the writer wrote, and settle there."""
+        timeout = self.share.limit(Step.DISK_BOOT, self.settings.power_timeout)
+        rd.set_power_state(PowerAction.ON, wait=True, timeout=timeout, deadline=self.dl)
         self.progress = _settle(self.driver, rd, self.settings, self.share)
 
     def ready_check(self, rd: RetryingDriver) -> None:
