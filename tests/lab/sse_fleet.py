@@ -6,7 +6,14 @@ prints their ports as one JSON line, and serves on one thread (a selector):
 ``GET /redfish/v1/EventService`` answers the EventService document, the
 SSE GET answers an event stream held open (a keepalive comment at once).
 A line ``off I`` on stdin sends a ResourcePoweredOff Event on service I's
-open streams, ``stats`` prints one JSON line (streams open), EOF ends it."""
+open streams, ``stats`` prints one JSON line (streams open), EOF ends it.
+
+``COUNT push``: services without SSE that take push subscriptions (an
+EventDestination POSTed to ``Subscriptions``, answered 201 with its
+Location; GET and DELETE of it): ``off I`` POSTs the Event, with the
+subscription's Context, to its Destination (what the BMC does, and what a
+forger who read the Context off the BMC does alike); ``stats`` counts the
+subscriptions too, and the GETs of the system (the reads pushed news asks for)."""
 
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ SERVICE = (
     + b"Content-Length: %d\r\n\r\n" % len(DOC)
     + DOC
 )
+SUBS = "/redfish/v1/EventService/Subscriptions"
+PUSH_DOC = json.dumps({"ServiceEnabled": True, "Subscriptions": {"@odata.id": SUBS}}).encode()
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n: hello\n\n"
 OFF = {
     "Events": [
@@ -33,7 +42,53 @@ OFF = {
 }
 
 
-def main(count: int) -> None:
+def _answer(status: str, body: bytes = b"{}", extra: str = "") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    return (head + extra + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+#: push mode: service -> its subscription (Destination, Context), and reads of its system
+SUBSCRIBED: dict[int, dict[str, str]] = {}
+READS: dict[int, int] = {}
+
+
+def _push_answer(i: int, method: str, path: str, body: bytes) -> bytes:
+    if path == "/redfish/v1/EventService":
+        return _answer("200 OK", PUSH_DOC)
+    if path == SUBS and method == "POST":
+        SUBSCRIBED[i] = json.loads(body)
+        return _answer("201 Created", extra=f"Location: {SUBS}/1\r\n")
+    if path == SUBS:
+        return _answer("200 OK", b'{"Members": []}')
+    if path == f"{SUBS}/1" and i in SUBSCRIBED:
+        if method == "DELETE":
+            del SUBSCRIBED[i]
+        return _answer("200 OK")
+    if path.startswith("/redfish/v1/Systems/1"):
+        READS[i] = READS.get(i, 0) + 1
+        return _answer("200 OK", b'{"PowerState": "On"}')
+    return _answer("404 Not Found")
+
+
+def _deliver(i: int) -> None:
+    """POST an Event to service ``i``'s subscriber, its Context in it."""
+    import http.client
+    import urllib.parse
+
+    sub = SUBSCRIBED.get(i)
+    if sub is None:
+        return
+    url = urllib.parse.urlsplit(sub["Destination"])
+    conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=5)
+    try:
+        body = json.dumps({**OFF, "Context": sub["Context"]})
+        conn.request("POST", url.path, body, {"Content-Type": "application/json"})
+        conn.getresponse().read()
+    finally:
+        conn.close()
+
+
+def main(count: int, push: bool = False) -> None:
     sel = selectors.DefaultSelector()
     ports = []
     for i in range(count):
@@ -57,8 +112,8 @@ def main(count: int) -> None:
                 sel.register(conn, selectors.EVENT_READ, ("conn", i))
             elif kind == "conn":
                 conn = key.fileobj  # type: ignore[assignment]
-                _conn(sel, conn, i, pending, streams)
-            elif not _command(sys.stdin.readline(), streams):
+                _conn(sel, conn, i, pending, streams, push)
+            elif not _command(sys.stdin.readline(), streams, push):
                 return
 
 
@@ -68,6 +123,7 @@ def _conn(
     i: int,
     pending: dict[socket.socket, bytes],
     streams: dict[int, list[socket.socket]],
+    push: bool,
 ) -> None:
     try:
         data = conn.recv(65536)
@@ -85,9 +141,24 @@ def _conn(
     pending[conn] += data
     if b"\r\n\r\n" not in pending[conn]:
         return
-    head = pending.pop(conn)
-    path = head.split(b" ", 2)[1].decode()
-    if path.startswith(SSE):
+    head, _, body = pending[conn].partition(b"\r\n\r\n")
+    length = next(
+        (
+            int(h.split(b":")[1])
+            for h in head.split(b"\r\n")
+            if h.lower().startswith(b"content-length")
+        ),
+        0,
+    )
+    if len(body) < length:
+        return
+    pending.pop(conn)
+    method, path = (w.decode() for w in head.split(b" ", 2)[:2])
+    if push:
+        conn.sendall(_push_answer(i, method, path, body))
+        sel.unregister(conn)
+        conn.close()
+    elif path.startswith(SSE):
         conn.sendall(HEAD)
         streams[i].append(conn)
     else:
@@ -96,18 +167,23 @@ def _conn(
         conn.close()
 
 
-def _command(line: str, streams: dict[int, list[socket.socket]]) -> bool:
+def _command(line: str, streams: dict[int, list[socket.socket]], push: bool) -> bool:
     words = line.split()
     if not words:
         return False
-    if words[0] == "off":
+    if words[0] == "off" and push:
+        _deliver(int(words[1]))
+    elif words[0] == "off":
         frame = b"data: " + json.dumps(OFF).encode() + b"\n\n"
         for conn in streams[int(words[1])]:
             conn.sendall(frame)
     elif words[0] == "stats":
-        print(json.dumps({"open": sum(len(c) for c in streams.values())}), flush=True)
+        open_ = sum(len(c) for c in streams.values())
+        print(
+            json.dumps({"open": open_, "subscribed": len(SUBSCRIBED), "reads": READS}), flush=True
+        )
     return True
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), sys.argv[2:] == ["push"])
