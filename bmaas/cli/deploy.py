@@ -75,6 +75,8 @@ def make_provisioner(
     command_deadline: Deadline,
     cancel: CancelToken | None = None,
     ready: ReadyHook | None = None,
+    to_disk: bool = False,
+    write_timeout: float = DeploySettings.write_timeout,
 ) -> Provisioner:
     """The command's provisioner; ``budget`` (its ``--deadline``) also bounds
     every call a backend makes to its service (Ironic's API). Every wait in
@@ -86,6 +88,8 @@ def make_provisioner(
             deadline=command_deadline, sleep=sleep
         )  # --cloud / --backend ironic
         if backend is not None:
+            if to_disk:  # Ironic writes disks through its own deploy interface
+                raise InputError("bmaas's own deploy only, not on Ironic", field="--to-disk")
             return Provisioner(
                 backend=backend,
                 max_attempts=max_attempts,
@@ -98,6 +102,8 @@ def make_provisioner(
             settle=settle,
             boot_timeout=max(settle * 3, 60.0),
             deadline_s=deadline,
+            to_disk=to_disk,
+            write_timeout=write_timeout,
             # a log read is local and cheap: ask often, so the deploy ends
             # within a second of the machine's word
             ready_interval=1.0 if ready is not None else DeploySettings.ready_interval,
@@ -254,6 +260,18 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     metavar="REGEX",
     help="What the node prints once up (with --ready-log), e.g. 'BMAAS-BOOTED via=vmedia'.",
 )
+@click.option(
+    "--to-disk",
+    is_flag=True,
+    help="The image is a writer: it writes the node's disk and powers the node off when "
+    "done; then boot the node from its disk (the deploy is active once it runs there).",
+)
+@seconds_option(
+    "--write-timeout",
+    DeploySettings.write_timeout,
+    1,
+    "With --to-disk: seconds the image may take to write the disk and power the node off.",
+)
 @workers_option(default=8, most=256, help="Requests worked on at once.")
 @provisioner_options
 @json_option()
@@ -271,6 +289,8 @@ def deploy(
     network: str | None,
     ready_log: str | None,
     ready_pattern: str | None,
+    to_disk: bool,
+    write_timeout: float,
     workers: int,
     as_json: bool,
     **limits: Any,
@@ -286,6 +306,10 @@ def deploy(
     serial log shows the pattern (hwlab vm's machines print BMAAS-BOOTED
     via=<medium>), within the deploy's deadline; else a BootFailure and the
     request moves on.
+
+    With --to-disk the image writes the disk and powers the node off; bmaas
+    then ejects it, sets disk boot and powers the node on: pair it with a
+    --ready-pattern the disk's system prints (hwlab vm: 'via=disk').
     """
     if (ready_log is None) != (ready_pattern is None):
         raise InputError("give both or neither", field="--ready-log/--ready-pattern")
@@ -324,7 +348,13 @@ def deploy(
     with (
         interruptible() as token,
         make_provisioner(
-            app, command_deadline=command_deadline, cancel=token, ready=ready, **limits
+            app,
+            command_deadline=command_deadline,
+            cancel=token,
+            ready=ready,
+            to_disk=to_disk,
+            write_timeout=write_timeout,
+            **limits,
         ) as provisioner,
         progress_lines(count, quiet=as_json, line=_progress_line) as tick,
     ):

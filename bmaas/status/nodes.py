@@ -60,10 +60,10 @@ def check_maintenance(ctx: CheckContext) -> Outcome:
             nodes=names,
         )
     if unclean:
-        held = [f"{r.name} ({r.needs_cleaning})" for r in unclean]
+        left = [f"{r.name} ({r.needs_cleaning})" for r in unclean]
         out.warn(
             f"{len(unclean)} node(s) need cleaning, not offered until the sync or the next "
-            f"command undoes what a failed attempt left: {listing(held, 5)}",
+            f"command undoes what a failed attempt left: {listing(left, 5)}",
             key="needs_cleaning",
             nodes=[r.name for r in unclean],
         )

@@ -5,19 +5,25 @@ whose CD boot never does (not a writer)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from bmaas.cli import cli
+from bmaas.cli import deploy as cli_deploy
 from bmaas.deadline import Deadline
 from bmaas.deploy import DeploySettings, Step, deploy_node
 from bmaas.driver import BootDevice, PowerState
 from bmaas.driver_info import DriverInfo
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
+from bmaas.fakes.fleet import FakeFleet
 from bmaas.fakes.machine import FakeMachine, Hardware
-from bmaas.faults import BootFailure
+from bmaas.faults import BootFailure, InputError
 from bmaas.retry import RetryLimits
+from tests.fleet import enrolled_app
 
 HW = Hardware(power_on_time=1, power_off_time=1, soft_off_time=1, os_boot_time=1, reset_time=0.5)
 SETTINGS = DeploySettings(
@@ -95,3 +101,43 @@ def test_an_image_that_never_powers_off_is_a_boot_failure_of_the_write_step() ->
     assert caught.value.operation == "deploy.write"
     assert "did not write the disk and power the machine off" in str(caught.value)
     assert "deploy step: write" in caught.value.__notes__
+
+
+def test_the_cli_flags_reach_the_deploy_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bmaas deploy --to-disk --write-timeout 42``: the provisioner's
+    settings say so (the deploy itself is what the tests above hold)."""
+    fleet = FakeFleet(clock=FakeClock())
+    fleet.add("d01", power=PowerState.OFF)
+    app = enrolled_app(tmp_path, fleet, ["d01"])
+    seen: list[DeploySettings] = []
+
+    class Captured(Exception):
+        pass
+
+    def provisioner(*args: Any, settings: DeploySettings, **kw: Any) -> Any:
+        seen.append(settings)
+        raise Captured
+
+    monkeypatch.setattr(cli_deploy, "Provisioner", provisioner)
+    runner = CliRunner()
+    runner.invoke(cli, ["deploy", "--to-disk", "--write-timeout", "42"], obj=app)
+    runner.invoke(cli, ["deploy"], obj=app)
+    assert [(s.to_disk, s.write_timeout) for s in seen] == [(True, 42.0), (False, 300.0)]
+
+
+def test_to_disk_is_refused_on_ironic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_deploy, "chosen_backend", lambda **kw: object())
+    with pytest.raises(InputError) as caught:
+        cli_deploy.make_provisioner(
+            Any,  # type: ignore[arg-type]  # never read on this path
+            max_attempts=1,
+            deadline=10,
+            bmc_timeout=1,
+            power_timeout=1,
+            settle=1,
+            command_deadline=Deadline.after(10),
+            to_disk=True,
+        )
+    assert caught.value.field == "--to-disk"
