@@ -31,8 +31,8 @@ records ``unknown``, never "off").
 :func:`sync_loop` repeats passes every ``interval`` seconds (measured start to
 start, never sleeping a negative time) until stopped. Both take the run's
 :class:`~bmaas.sync_settings.SyncSettings` and :class:`~bmaas.sync_settings.SyncParts`
-whole. Given a :class:`~bmaas.pool.DriverPool` (``parts.pool``), passes read through it: one
-login per BMC for as long as the loop runs (the loop raises the pool's
+whole. Given the host's :class:`~bmaas.runtime.Runtime` (``parts.rt``), passes read through
+its pool: one login per BMC for as long as the loop runs (the loop raises the pool's
 ``idle`` to :func:`~bmaas.pool.idle_for_interval`, twice the interval, so a
 session used every pass is not logged out between passes; one idle longer
 than its driver trusts, ``session_idle``, is logged out and logged in again
@@ -63,6 +63,7 @@ from bmaas.policy import policy_for
 from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.reclaim import reclaim
 from bmaas.quirks import record_results
+from bmaas.runtime import Runtime
 from bmaas.store.records import QUIRKS_KEY, NodeRecord
 from bmaas.sync_report import SyncReport
 from bmaas.sync_settings import SyncParts, SyncSettings
@@ -77,22 +78,43 @@ LOG = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class PowerReader:
-    """One node's power read within the pass's ``deadline``: one attempt (a
-    share of at most the driver's ``bmc_timeout``), or through the operation
-    retry. A picklable value, so sharded sweeps can ship it to their worker
-    processes."""
+    """One node's power read within the pass's ``deadline``: one attempt, or
+    through the operation retry, each BMC call a share of at most the
+    driver's ``bmc_timeout`` -- or, on a pooled driver of ``rt`` (the host's
+    runtime), of at most its BMC's silence bound
+    (:meth:`~bmaas.silence.SilentBMCs.bounded`, as Ironic's periodic read):
+    a BMC whose answer times are known, and that stops answering, holds the
+    first pass after it hung a few times its slowest answer, not
+    ``--bmc-timeout`` (issue 48). A picklable value, so sharded sweeps can
+    ship it to their worker processes (without ``rt``: each worker binds its
+    own, :meth:`in_runtime`)."""
 
     deadline: Deadline
     retry: _retry.RetryLimits | None = None
+    rt: Runtime | None = dataclasses.field(default=None, compare=False)
+
+    def __reduce__(self) -> tuple[type[PowerReader], tuple[Deadline, _retry.RetryLimits | None]]:
+        return (PowerReader, (self.deadline, self.retry))
+
+    def in_runtime(self, rt: Runtime) -> PowerReader:
+        """This reader, bounded by ``rt``'s silence book (a sweep worker's)."""
+        return dataclasses.replace(self, rt=rt)
 
     def __call__(self, driver: BMCDriver) -> PowerState:
+        key = None if self.rt is None else self.rt.pool.key_of(driver)
+        if self.rt is None or key is None:
+            return self._read(driver, driver.bmc_timeout)
+        with self.rt.silence.bounded(key, driver.bmc_timeout) as wait:
+            state = self._read(driver, wait)
+        self.rt.silence.heard(key)
+        return state
+
+    def _read(self, driver: BMCDriver, wait: float) -> PowerState:
         if self.retry is None:
-            return driver.get_power_state(deadline=driver.call_deadline(self.deadline))
+            each = driver.call_deadline(self.deadline).share(cap=wait)
+            return driver.get_power_state(deadline=each)
         return _retry.call(
-            self.retry,
-            driver.get_power_state,
-            deadline=self.deadline,
-            bmc_timeout=driver.bmc_timeout,
+            self.retry, driver.get_power_state, deadline=self.deadline, bmc_timeout=wait
         )
 
 
@@ -124,7 +146,7 @@ def sync_pass(
         records = store.nodes.find()
     if parts.share is not None:
         records = parts.share.take(records)
-    reader = PowerReader(deadline, settings.retry)
+    reader = PowerReader(deadline, settings.retry, parts.rt)
     todo, backed_off = _start_fenced(records, settings, parts)
     results = _read(todo, reader, settings, parts, deadline, on_result)
     if parts.fenced is not None:  # what finished meanwhile; never waits for the rest
@@ -220,7 +242,7 @@ def _background_read(
         deadline = Deadline.after(timeout, clock=parts.clock)
         (result,) = run_on_nodes(
             [record],
-            PowerReader(deadline, settings.retry),
+            PowerReader(deadline, settings.retry, parts.rt),
             factory=parts.factory,
             workers=1,
             clock=parts.clock,
@@ -381,7 +403,7 @@ def _look(store: Store, settings: SyncSettings, parts: SyncParts, events: EventW
     if not records:
         return
     budget = _pass_deadline(settings, parts.clock)
-    results = _read(records, PowerReader(budget, settings.retry), settings, parts, budget)
+    results = _read(records, PowerReader(budget, settings.retry, parts.rt), settings, parts, budget)
     record_results(store.nodes, results, {r.name: r.extra.get(QUIRKS_KEY) for r in records})
     good = [(r.node, r.value) for r in results if r.error is None and r.value is not None]
     failed = {r.node: str(r.error) for r in results if r.error is not None}

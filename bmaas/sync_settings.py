@@ -2,7 +2,7 @@
 
 :class:`SyncSettings` holds the numbers and choices (``bmaas sync``'s
 options, built once by :mod:`bmaas.cli.sync`); :class:`SyncParts` holds the
-objects the caller made for the run (the driver factory, the session pool,
+objects the caller made for the run (the driver factory, the host's runtime,
 the worker processes, the fleet share, the event watch, the metrics, the
 clock) and closes when it ends. :func:`bmaas.sync.sync_pass` and
 :func:`bmaas.sync.sync_loop` take one of each; nothing below them splices
@@ -25,6 +25,7 @@ from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult
 from bmaas.pool import DriverPool
 from bmaas.retry import RetryLimits
 from bmaas.share import FleetShare
+from bmaas.runtime import Runtime
 from bmaas.store.records import DEFAULT_LEASE_TTL
 from bmaas.sweep import ShardedSweeper
 
@@ -71,9 +72,11 @@ class SyncSettings:
 class SyncParts:
     """What a sync works through, made (and closed) by its caller.
 
-    ``pool``: pooled drivers, one login per BMC for the run. ``sweeper``:
-    reads sharded over worker processes (each with its own pool; ``factory``
-    and ``pool`` are then the sweeper's business). ``share``: only this
+    ``rt``: the host's runtime (:mod:`bmaas.runtime`): its pooled drivers,
+    one login per BMC for the run, and its silence book, which bounds each
+    read's wait. ``sweeper``: reads sharded over worker processes (each
+    with its own runtime; ``factory`` and ``rt`` are then the sweeper's
+    business). ``share``: only this
     worker's share of the fleet. ``fenced``: the nodes the sync fenced, read
     on their back-off schedule in the background (:mod:`bmaas.fenced`).
     ``events``: streamed nodes read only as a safety net (a loop's).
@@ -81,10 +84,15 @@ class SyncParts:
     fake one)."""
 
     factory: DriverFactory
-    pool: DriverPool | None = None
+    rt: Runtime | None = None
     sweeper: ShardedSweeper | None = None
     share: FleetShare | None = None
     fenced: FencedReads[NodeResult[PowerState]] | None = None
     events: EventWatch | None = None
     metrics: SyncMetrics | None = None
     clock: Callable[[], float] = time.monotonic
+
+    @property
+    def pool(self) -> DriverPool | None:
+        """The runtime's pool (None: a driver built and closed per read)."""
+        return None if self.rt is None else self.rt.pool

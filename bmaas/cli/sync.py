@@ -33,9 +33,10 @@ from bmaas.faults import InputError
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool, idle_for_interval
+from bmaas.pool import idle_for_interval
 from bmaas.provision.cancel import CancelToken
 from bmaas.share import FleetShare
+from bmaas.runtime import CLOSE_WITHIN, Runtime
 from bmaas.store import DEFAULT_LEASE_TTL
 from bmaas.sweep import MIN_NODES_PER_PROCESS, ShardedSweeper, auto_processes
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop, sync_pass
@@ -230,26 +231,32 @@ def _settings(
 def _sync_parts(
     app: App, store: Store, settings: SyncSettings, command_deadline: Deadline | None
 ) -> Iterator[SyncParts]:
-    """The drivers, the fleet share and the worker processes the command
-    reads through, closed when it ends. One pooled session per BMC for the
-    command's life: a loop logs in once, not once per pass; every session
-    is logged out when the command ends."""
+    """The command's one runtime (:class:`~bmaas.runtime.Runtime`: its pool,
+    one pooled session per BMC for the command's life, a loop logs in once,
+    not once per pass; its silence book, which bounds each read's wait), the
+    fleet share and the worker processes, closed when it ends. One pass:
+    the runtime is closed within its deadline, never past it (the BMCs
+    expire what is left: issue 36); a loop's, within :data:`CLOSE_WITHIN`
+    of its end."""
     processes = settings.processes
     if processes is None:
         # In-process fakes (a test's fleet) cannot cross into other processes.
         real = app.make_factory is driver_factory
         processes = auto_processes(len(store.nodes.find())) if real else 1
     with contextlib.ExitStack() as stack:
-        # sessions used once a pass outlive the wait between passes
-        idle = idle_for_interval(settings.interval)
-        pool = DriverPool(wait=settings.bmc_timeout, idle=idle)
-        # one pass: its sessions are logged out within its deadline, never past
-        # it (the BMCs expire what is left: issue 36); a loop's, at the end
-        stack.callback(pool.close, command_deadline)
+        # silent BMCs: read on the sync's own back-off (bmaas.fenced), not probed
+        rt = Runtime(idle=idle, wait=settings.bmc_timeout, probe=False)
+        stack.callback(
+            lambda: rt.close(
+                Deadline.after(CLOSE_WITHIN) if command_deadline is None else command_deadline
+            )
+        )
         factory = app.factory(settings.bmc_timeout)
         share = None
         if settings.split:
             share = stack.enter_context(FleetShare(store, ttl=settings.lease_ttl))
+    # sessions used once a pass outlive the wait between passes
+    idle = idle_for_interval(settings.interval)
         sweeper = None
         if processes > 1:
             sweeper = stack.enter_context(
@@ -262,7 +269,7 @@ def _sync_parts(
                     wait=settings.bmc_timeout,
                 )
             )
-        yield SyncParts(factory, pool=pool, sweeper=sweeper, share=share)
+        yield SyncParts(factory, rt=rt, sweeper=sweeper, share=share)
 
 
 def _push_settings(

@@ -16,7 +16,7 @@ from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.fleet import FakeFleet
 from bmaas.health import HealthRule
 from bmaas.ops import DriverFactory, driver_factory
-from bmaas.pool import DriverPool
+from bmaas.runtime import Runtime
 from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
@@ -101,16 +101,16 @@ def test_a_streamed_nodes_pooled_session_is_kept_until_its_next_safety_read(
     watch._nodes["n01"] = _Node()
     watch._mark(["n01"], up=True)
     reports: list[SyncReport] = []
-    with DriverPool(clock=fleet.clock) as pool:
+    with Runtime(clock=fleet.clock, probe=False) as rt:
         sync_loop(
             store,
             SyncSettings(interval=30.0, count=45),
-            SyncParts(driver_factory(fleet=fleet), pool=pool, events=watch, clock=fleet.clock),
+            SyncParts(driver_factory(fleet=fleet), rt=rt, events=watch, clock=fleet.clock),
             wait=fleet.clock.advance,
             on_pass=reports.append,
             stop=threading.Event(),
         )
-        stats = pool.stats
+        stats = rt.pool.stats
     streamed = [i for i, r in enumerate(reports) if "n01" in {x.node for x in r.results}]
     assert streamed == [0, 20, 40]  # at 0 s, 600 s, 1200 s
     assert (stats.opened, stats.idled, stats.logins) == (2, 0, 2)  # one session each, kept
@@ -127,24 +127,24 @@ def test_a_node_whose_stream_went_down_gets_the_usual_idle_rule_again(
     watch = EventWatch(safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
     watch._nodes["n01"] = _Node()
     watch._mark(["n01"], up=True)
-    with DriverPool(clock=fleet.clock) as pool:
+    with Runtime(clock=fleet.clock, probe=False) as rt:
         sync_loop(
             store,
             SyncSettings(interval=60.0, count=2),
-            SyncParts(driver_factory(fleet=fleet), pool=pool, events=watch, clock=fleet.clock),
+            SyncParts(driver_factory(fleet=fleet), rt=rt, events=watch, clock=fleet.clock),
             wait=fleet.clock.advance,
             stop=threading.Event(),
         )
-        assert pool._limit(next(iter(pool._slots.values()))) == 600.0 + 2 * 60.0
+        assert rt.pool._limit(next(iter(rt.pool._slots.values()))) == 600.0 + 2 * 60.0
         watch._mark(["n01"], up=False)
         sync_loop(
             store,
             SyncSettings(interval=60.0, count=1),
-            SyncParts(driver_factory(fleet=fleet), pool=pool, events=watch, clock=fleet.clock),
+            SyncParts(driver_factory(fleet=fleet), rt=rt, events=watch, clock=fleet.clock),
             wait=fleet.clock.advance,
             stop=threading.Event(),
         )
-        assert pool._limit(next(iter(pool._slots.values()))) == 60.0
+        assert rt.pool._limit(next(iter(rt.pool._slots.values()))) == 60.0
 
 
 def test_a_streamed_node_whose_read_fails_is_read_every_pass_until_fenced(

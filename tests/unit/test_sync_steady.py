@@ -22,7 +22,7 @@ from bmaas.fakes.fleet import FakeFleet
 from bmaas.faults import BMCTimeout
 from bmaas.health import Change, HealthRule
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool
+from bmaas.runtime import Runtime
 from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.store.health import SEEN_EVERY
@@ -187,7 +187,7 @@ def test_a_steady_redfish_pass_is_one_get_a_node_on_the_kept_connector(
     enroll(1)
     fake = Fake()
     clock = FakeClock()
-    with serving(fake) as url, DriverPool() as pool:
+    with serving(fake) as url, Runtime(probe=False) as rt:
         built = driver(url)
         counts: list[tuple[int, int, int]] = []
 
@@ -198,7 +198,7 @@ def test_a_steady_redfish_pass_is_one_get_a_node_on_the_kept_connector(
         sync_loop(
             store,
             SyncSettings(interval=30.0, count=5),
-            SyncParts(lambda _record: built, pool=pool, clock=clock),
+            SyncParts(lambda _record: built, rt=rt, clock=clock),
             wait=clock.advance,
             on_pass=on_pass,
             stop=threading.Event(),
@@ -210,7 +210,7 @@ def test_a_steady_redfish_pass_is_one_get_a_node_on_the_kept_connector(
         assert after[1] - before[1] == 1  # one request a pass: the node's read
         assert after[2] - before[2] == 1  # and it is the system's GET
     assert all(path.startswith(SYSTEM) for path, _ in fake.requests[first[1] :])
-    assert pool.stats.logins == 1
+    assert rt.pool.stats.logins == 1
 
 
 def test_with_events_the_fleet_is_loaded_again_only_when_it_changed(
