@@ -87,6 +87,7 @@ import logging
 import math
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -274,6 +275,8 @@ class DriverPool:
         self._slots: dict[str, _Slot] = {}
         self._closed = False
         self._keys: dict[tuple[str, str], tuple[Mapping[str, Any], PoolKey]] = {}
+        #: the key each pooled driver is held under (:meth:`key_of`)
+        self._key_of: weakref.WeakKeyDictionary[BMCDriver, PoolKey] = weakref.WeakKeyDictionary()
         #: nodes whose driver is kept longer (:meth:`hold`), and for how long
         self._held: frozenset[str] = frozenset()
         self._held_idle = 0.0
@@ -297,6 +300,12 @@ class DriverPool:
         key = PoolKey.of(driver, node, driver_info)
         self._keys[(driver, node)] = (dict(driver_info), key)
         return key
+
+    def key_of(self, driver: BMCDriver) -> PoolKey | None:
+        """The key the pool holds ``driver`` under (None: not one of its
+        drivers): what an operation handed a pooled driver asks its BMC's
+        silence bound by (:meth:`bmaas.silence.SilentBMCs.bounded`)."""
+        return self._key_of.get(driver)
 
     # -- taking and giving back -------------------------------------------------
 
@@ -324,6 +333,7 @@ class DriverPool:
                 driver = slot.driver = build()
                 with self._cond:
                     self.stats.opened += 1
+                    self._key_of[driver] = key
         except BaseException:
             self._release(slot, None, drop=True)
             raise

@@ -49,17 +49,21 @@ from typing import Any, TypeVar
 
 from bmaas import clock as _clock
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
 from bmaas.gate import GATES, GateRegistry
 from bmaas.keeper import SessionKeeper
 from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolKey
 from bmaas.silence import SilentBMCs
 from bmaas.threads import ThreadGroup
 
-__all__ = ["JOIN", "RequestDeadlines", "Runtime", "RuntimeClosed"]
+__all__ = ["CLOSE_WITHIN", "JOIN", "RequestDeadlines", "Runtime", "RuntimeClosed"]
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: seconds a host with no deadline of its own at its end (a sync loop
+#: stopped by a signal, a sweep's worker process) gives its runtime's close
+CLOSE_WITHIN = 10.0
 
 #: seconds between a call's end and the next that continues its request:
 #: inside Ironic, what the conductor does between the read before an action
@@ -118,20 +122,31 @@ class RequestDeadlines:
 
 class Runtime:
     """A host process's BMC machinery (the module's tree). ``keep``: start
-    the session keeper at :meth:`start`; ``idle``: the pool's idle limit."""
+    the session keeper at :meth:`start`; ``idle``: the pool's idle limit;
+    ``wait``: the seconds a background probe's BMC call may take (the host's
+    BMC timeout). ``probe``: probe silent BMCs in the background (a host
+    that only calls when it needs an answer: a conductor); ``bmaas sync``
+    reads its fenced nodes on a back-off of its own (:mod:`bmaas.fenced`)
+    and a fleet command reads once, so theirs only bound reads
+    (:meth:`~bmaas.silence.SilentBMCs.bounded`). ``clock``: the pool's, the
+    book's and the requests'."""
 
     def __init__(
         self,
         *,
         gates: GateRegistry = GATES,
         idle: float = DEFAULT_IDLE,
+        wait: float = DEFAULT_BMC_TIMEOUT,
         keep: bool = False,
+        probe: bool = True,
         clock: _clock.ClockFn = _clock.monotonic,
     ) -> None:
         self.threads = ThreadGroup()
         self.gates = gates
-        self.silence = SilentBMCs(group=self.threads)
-        self.pool = DriverPool(idle=idle, silence=self.silence, group=self.threads)
+        self.silence = SilentBMCs(clock=clock, probe=probe, group=self.threads)
+        self.pool = DriverPool(
+            idle=idle, wait=wait, clock=clock, silence=self.silence, group=self.threads
+        )
         self.keeper = SessionKeeper(self.pool, group=self.threads)
         self.requests = RequestDeadlines(clock=clock)
         self.keep = keep
@@ -208,6 +223,12 @@ class Runtime:
         if left:
             LOG.warning("bmaas: runtime closed with threads still running: %s", ", ".join(left))
         return left
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(Deadline.after(CLOSE_WITHIN))
 
     def _refuse_if_closed(self) -> None:
         if self._closed:

@@ -132,7 +132,11 @@ class SilentBMCs:
         factor: float = BOUND_FACTOR,
         history: int = BOUND_HISTORY,
         group: ThreadGroup | None = None,
+        probe: bool = True,
     ) -> None:
+        """``probe``: probe silent BMCs in the background; False for a host
+        with a read schedule of its own (``bmaas sync``'s fenced back-off,
+        :mod:`bmaas.fenced`), whose book only bounds reads."""
         if first <= 0 or cap < first or threads < 1:
             raise ValueError("need 0 < first <= cap and threads >= 1")
         if floor <= 0 or factor < 1 or history < BOUND_MIN_ANSWERS:
@@ -143,6 +147,7 @@ class SilentBMCs:
         self._answers: dict[Hashable, collections.deque[float]] = {}
         self._clock = clock
         self._start = start
+        self.probe = probe
         #: the probes' and the schedule's threads (a runtime's, joined at its close)
         self.group = group or ThreadGroup()
         self._book: dict[Hashable, Silence] = {}
@@ -171,7 +176,7 @@ class SilentBMCs:
                     known.next_probe = now + known.gap
                     known.gap = min(self.cap, known.gap * 2)
             self._cond.notify_all()
-        if self._start is None:
+        if self._start is None and self.probe:
             self._ensure_scheduler()
 
     def heard(self, key: Hashable) -> None:
@@ -257,10 +262,11 @@ class SilentBMCs:
         self.answered(key, self._clock() - started)
 
     def _cut(self, fault: BMCFault, wait: float, call: float) -> BMCFault:
+        again = "in the background" if self.probe else "by its next read"
         return type(fault)(
             f"no answer within this BMC's silence bound of {wait:.2f}s ({self.factor:g}x its "
             f"slowest recent answer, at least {self.floor:g}s; the call deadline is {call:g}s): "
-            f"asked again in the background with the whole deadline. {fault.message}",
+            f"asked again {again} with the whole deadline. {fault.message}",
             node=fault.node,
             driver=fault.driver,
             operation=fault.operation,

@@ -3,9 +3,10 @@
 One Python process reads BMCs behind one GIL: past one core's worth of
 protocol work (RMCP+ packing and HMACs, HTTP and JSON) more threads only
 queue. A :class:`ShardedSweeper` starts ``processes`` workers (one per core
-by default), each with its own :class:`~bmaas.pool.DriverPool` and its own
-threads (:func:`bmaas.ops.run_on_nodes`), and streams every node's result
-back to the one process that called it, which alone writes the store::
+by default), each with its own :class:`~bmaas.runtime.Runtime` (its pool,
+its silence book) and its own threads (:func:`bmaas.ops.run_on_nodes`), and
+streams every node's result back to the one process that called it, which
+alone writes the store::
 
     with ShardedSweeper(processes=4, make_factory=driver_factory,
                         factory_options={"bmc_timeout": 10.0}) as sweeper:
@@ -73,6 +74,7 @@ from bmaas.gate import bmc_of
 from bmaas.heap import HeapSettler
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolStats
+from bmaas.runtime import CLOSE_WITHIN, Runtime
 from bmaas.store.records import NodeRecord
 
 __all__ = [
@@ -137,11 +139,16 @@ def _worker(
     idle: float,
     wait: float,
 ) -> None:
-    """A shard's process: run each sweep it is sent on its own pool, stream
-    results back in batches, then its pool's counters; log out on "stop"."""
+    """A shard's process, a host of its own: one runtime
+    (:class:`~bmaas.runtime.Runtime`) for its life; run each sweep it is
+    sent on the runtime's pool (an operation that reads through the
+    runtime's silence book, :class:`bmaas.sync.PowerReader`, is bound to
+    it: ``in_runtime``), stream results back in batches, then the pool's
+    counters; on "stop", close the runtime within :data:`CLOSE_WITHIN`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when to stop
     factory = make_factory(**factory_options)
-    pool = DriverPool(idle=idle, wait=wait)
+    rt = Runtime(idle=idle, wait=wait, probe=False)  # the sync's fenced back-off reads
+    pool = rt.pool
     heap = HeapSettler()  # this process is ours: its pool is its heap
     try:
         while True:
@@ -151,10 +158,11 @@ def _worker(
             operation, records, deadline, hold = message
             if hold is not None:  # nodes whose sessions wait longer (bmaas.pool.DriverPool.hold)
                 pool.hold(*hold)
+            bind = getattr(operation, "in_runtime", None)
             stream = _Stream(conn)
             run_on_nodes(
                 records,
-                operation,
+                operation if bind is None else bind(rt),
                 factory=factory,
                 workers=workers,
                 on_result=stream,
@@ -170,7 +178,7 @@ def _worker(
     except (EOFError, KeyboardInterrupt):
         pass  # the caller went away: log out and end
     finally:
-        pool.close()
+        rt.close(Deadline.after(CLOSE_WITHIN))
         with contextlib.suppress(OSError, ValueError):
             conn.send(("closed", pool.stats))
 

@@ -24,8 +24,8 @@ from bmaas.health import HealthRule
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult
 from bmaas.pool import DriverPool
 from bmaas.retry import RetryLimits
-from bmaas.share import FleetShare
 from bmaas.runtime import Runtime
+from bmaas.share import FleetShare
 from bmaas.store.records import DEFAULT_LEASE_TTL
 from bmaas.sweep import ShardedSweeper
 

@@ -112,8 +112,8 @@ def run_fleet(
     check_selection(args.nodes, args.all_nodes)  # the command line first, at any budget
     command_deadline = app.deadline(args.deadline)
     room_for_the_store(command_deadline, app.started, args.deadline)
-    from bmaas.pool import DriverPool
     from bmaas.retry import RetryingDriver
+    from bmaas.runtime import Runtime
 
     store = app.store()
     records = select_nodes(store, args.nodes, args.all_nodes)
@@ -128,12 +128,13 @@ def run_fleet(
     factory = _never_built if command_deadline.expired else app.factory(args.bmc_timeout)
 
     start = time.monotonic()
-    # Pooled for the command's life: the nodes behind one Redfish service keep
-    # its one session from the first node to the last (without a pool it would
-    # be logged out whenever no node happened to be in flight), all logged out
-    # at the end -- within the command's deadline: past it nothing is logged
-    # out or waited for, the BMCs expire the sessions (issue 36)
-    pool = DriverPool(wait=args.bmc_timeout)
+    # The command's one runtime (bmaas.runtime): its pool keeps the nodes
+    # behind one Redfish service on one session from the first node to the
+    # last (without a pool it would be logged out whenever no node happened
+    # to be in flight); closed within the command's deadline: past it nothing
+    # is logged out or waited for, the BMCs expire the sessions (issue 36).
+    # One read: no silent BMC is probed for a later one that never comes.
+    rt = Runtime(wait=args.bmc_timeout, probe=False)
     try:
         with progress(len(records), label, quiet=args.as_json) as advance:
             results = run_on_nodes(
@@ -143,10 +144,10 @@ def run_fleet(
                 workers=args.workers,
                 on_result=lambda _result: advance(),
                 deadline=command_deadline,
-                pool=pool,
+                pool=rt.pool,
             )
     finally:
-        pool.close(command_deadline)
+        rt.close(command_deadline)
     if record is not None:
         record(results)
     # A BMC fault is the last error a person will want to see on `node show`.

@@ -35,8 +35,8 @@ from bmaas.heap import HeapSettler
 from bmaas.ops import driver_factory
 from bmaas.pool import idle_for_interval
 from bmaas.provision.cancel import CancelToken
-from bmaas.share import FleetShare
 from bmaas.runtime import CLOSE_WITHIN, Runtime
+from bmaas.share import FleetShare
 from bmaas.store import DEFAULT_LEASE_TTL
 from bmaas.sweep import MIN_NODES_PER_PROCESS, ShardedSweeper, auto_processes
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop, sync_pass
@@ -243,6 +243,8 @@ def _sync_parts(
         # In-process fakes (a test's fleet) cannot cross into other processes.
         real = app.make_factory is driver_factory
         processes = auto_processes(len(store.nodes.find())) if real else 1
+    # sessions used once a pass outlive the wait between passes
+    idle = idle_for_interval(settings.interval)
     with contextlib.ExitStack() as stack:
         # silent BMCs: read on the sync's own back-off (bmaas.fenced), not probed
         rt = Runtime(idle=idle, wait=settings.bmc_timeout, probe=False)
@@ -255,8 +257,6 @@ def _sync_parts(
         share = None
         if settings.split:
             share = stack.enter_context(FleetShare(store, ttl=settings.lease_ttl))
-    # sessions used once a pass outlive the wait between passes
-    idle = idle_for_interval(settings.interval)
         sweeper = None
         if processes > 1:
             sweeper = stack.enter_context(

@@ -29,8 +29,8 @@ from bmaas.hwlab.events import read_events
 from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.labspec import generate
 from bmaas.ops import NodeResult, driver_factory
-from bmaas.pool import DriverPool
 from bmaas.retry import RetryLimits
+from bmaas.runtime import Runtime
 from bmaas.store import POWER_FAILURE, Store
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
@@ -58,11 +58,11 @@ def test_a_fenced_hung_bmc_is_read_on_its_backoff_schedule(tmp_path: Path) -> No
             for node in HUNG:
                 lab.add_faults(node, [{"name": "test-hang", "effect": "hang"}])
             reports: list[SyncReport] = []
-            with DriverPool() as pool:
+            with Runtime(probe=False) as rt:
                 sync_loop(
                     store,
                     SyncSettings(interval=INTERVAL, count=PASSES, workers=4, health_rule=RULE),
-                    SyncParts(driver_factory(bmc_timeout=0.3), pool=pool, fenced=fenced),
+                    SyncParts(driver_factory(bmc_timeout=0.3), rt=rt, fenced=fenced),
                     on_pass=reports.append,
                 )
                 assert fenced.wait(5.0)  # the last background reads end by their deadline

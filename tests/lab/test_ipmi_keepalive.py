@@ -23,7 +23,7 @@ from bmaas.drivers.ipmi.driver import IPMIDriver
 from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool
+from bmaas.runtime import Runtime
 from bmaas.store import Store
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
@@ -46,11 +46,11 @@ def test_a_long_interval_logs_in_once_per_ipmi_bmc_with_keepalives(
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             reports: list[SyncReport] = []
-            with DriverPool() as pool:
+            with Runtime(probe=False) as rt:
                 sync_loop(
                     store,
                     SyncSettings(interval=3.5, count=PASSES, workers=NODES),
-                    SyncParts(driver_factory(bmc_timeout=1.0), pool=pool),
+                    SyncParts(driver_factory(bmc_timeout=1.0), rt=rt),
                     on_pass=reports.append,
                 )
             status: dict[str, Any] = lab.status()

@@ -30,7 +30,7 @@ from bmaas.fakes.machine import FakeMachine
 from bmaas.hwlab.redfish import RedfishServer
 from bmaas.inventory import NodeSpec
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool
+from bmaas.runtime import Runtime
 from bmaas.store import Store
 from bmaas.sync import SyncParts, SyncSettings, sync_loop
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
@@ -69,7 +69,7 @@ class Running:
             self.stop.wait(0.01)
         return bool(what())
 
-    def start(self, pool: DriverPool) -> None:
+    def start(self, rt: Runtime) -> None:
         def on_pass(_report: Any) -> None:
             self.passes += 1
 
@@ -77,7 +77,7 @@ class Running:
             sync_loop(
                 self.store,
                 SyncSettings(interval=INTERVAL),
-                SyncParts(driver_factory(bmc_timeout=2.0), pool=pool, events=self.watch),
+                SyncParts(driver_factory(bmc_timeout=2.0), rt=rt, events=self.watch),
                 stop=self.stop,
                 on_pass=on_pass,
             )
@@ -114,9 +114,9 @@ def running(tmp_path: Path) -> Iterator[Any]:
             }
             specs.append(NodeSpec(name=name, driver="redfish", driver_info=info))
         store.nodes.enroll(specs)
-        pool = DriverPool(wait=2.0)
-        closers.append(pool.close)
-        run.start(pool)
+        rt = Runtime(wait=2.0, probe=False)
+        closers.append(lambda: rt.close(Deadline.after(5.0)))
+        run.start(rt)
         runs.append(run)
         return run
 

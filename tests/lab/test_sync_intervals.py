@@ -24,7 +24,7 @@ from bmaas.drivers.redfish.driver import RedfishDriver
 from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool
+from bmaas.runtime import Runtime
 from bmaas.store import Store
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
@@ -60,11 +60,11 @@ def test_a_long_interval_sync_logs_in_once_per_bmc_over_five_passes(
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             reports: list[SyncReport] = []
-            with DriverPool(idle=60.0 * SCALE) as pool:
+            with Runtime(idle=60.0 * SCALE, probe=False) as rt:
                 sync_loop(
                     store,
                     SyncSettings(interval=interval * SCALE, count=PASSES, workers=NODES),
-                    SyncParts(driver_factory(bmc_timeout=1.0), pool=pool),
+                    SyncParts(driver_factory(bmc_timeout=1.0), rt=rt),
                     on_pass=reports.append,
                 )
             status: dict[str, Any] = lab.status()

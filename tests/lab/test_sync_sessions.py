@@ -16,7 +16,7 @@ from bmaas import inventory as inventory_mod
 from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.labspec import generate
 from bmaas.ops import driver_factory
-from bmaas.pool import DriverPool
+from bmaas.runtime import Runtime
 from bmaas.store import Store
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 
@@ -62,11 +62,11 @@ def test_fifty_passes_log_in_once_per_bmc_plus_what_faults_forced(tmp_path: Path
                 reports.append(report)
                 open_during.append({n: s["open"] for n, s in sessions(lab.status()).items()})
 
-            with DriverPool() as pool:
+            with Runtime(probe=False) as rt:
                 passes = sync_loop(
                     store,
                     SyncSettings(interval=0.05, count=PASSES, workers=8),
-                    SyncParts(driver_factory(bmc_timeout=1.0), pool=pool),
+                    SyncParts(driver_factory(bmc_timeout=1.0), rt=rt),
                     on_pass=on_pass,
                 )
             assert passes == PASSES

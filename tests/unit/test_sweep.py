@@ -178,7 +178,8 @@ def test_a_worker_holds_the_nodes_the_sweep_names_before_it_reads(
 ) -> None:
     """A sync with events holds its streamed nodes' sessions until their next
     safety read (bmaas.pool.DriverPool.hold); with sweep workers each
-    worker's pool is told with the sweep (no round trip of its own)."""
+    worker's pool (its runtime's) is told with the sweep (no round trip of its own)."""
+    from bmaas import runtime as runtime_mod
     from bmaas import sweep as sweep_mod
 
     enroll(2)
@@ -190,7 +191,7 @@ def test_a_worker_holds_the_nodes_the_sweep_names_before_it_reads(
             held.append((frozenset(nodes), idle))
             super().hold(nodes, idle)
 
-    monkeypatch.setattr(sweep_mod, "DriverPool", Recording)
+    monkeypatch.setattr(runtime_mod, "DriverPool", Recording)
     monkeypatch.setattr(sweep_mod.signal, "signal", lambda *_a: None)
     hold = (frozenset({"n01"}), 2520.0)
 

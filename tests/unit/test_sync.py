@@ -22,7 +22,8 @@ from bmaas.heap import HeapSettler
 from bmaas.inventory import NodeSpec
 from bmaas.metrics import SyncMetrics
 from bmaas.ops import driver_factory
-from bmaas.pool import DEFAULT_IDLE, DriverPool, idle_for_interval
+from bmaas.pool import DEFAULT_IDLE, idle_for_interval
+from bmaas.runtime import Runtime
 from bmaas.store import POWER_FAILURE, OwnerKind, Store
 from bmaas.sync import SyncParts, SyncSettings, sync_loop, sync_pass
 from tests.budgets import unbounded
@@ -304,11 +305,11 @@ def test_a_loop_with_a_pool_logs_in_once_per_node_and_reports_reads_per_login(
         return built[-1]
 
     reports: list[Any] = []
-    with DriverPool(clock=fleet.clock, idle=30) as pool:
+    with Runtime(clock=fleet.clock, idle=30, probe=False) as rt:
         passes = sync_loop(
             store,
             SyncSettings(interval=5, count=10),
-            SyncParts(factory, pool=pool, clock=fleet.clock),
+            SyncParts(factory, rt=rt, clock=fleet.clock),
             wait=fleet.clock.sleep,
             on_pass=reports.append,
         )
@@ -327,11 +328,11 @@ def test_a_loop_settles_its_heap_once_after_the_pass_that_logged_in(
 ) -> None:
     enroll(4)
     gc_ = Recorder()
-    with DriverPool(clock=fleet.clock, idle=30) as pool:
+    with Runtime(clock=fleet.clock, idle=30, probe=False) as rt:
         sync_loop(
             store,
             SyncSettings(interval=5, count=3),
-            SyncParts(driver_factory(fleet=fleet, bmc_timeout=2.0), pool=pool, clock=fleet.clock),
+            SyncParts(driver_factory(fleet=fleet, bmc_timeout=2.0), rt=rt, clock=fleet.clock),
             heap=HeapSettler(min_changes=4, collector=gc_),
             wait=fleet.clock.sleep,
         )
@@ -448,11 +449,11 @@ def test_keepalives_between_passes_keep_one_login_per_bmc_at_a_long_interval(
 
     reports: list[Any] = []
     t0 = fleet.clock()
-    with DriverPool(clock=fleet.clock) as pool:
+    with Runtime(clock=fleet.clock, probe=False) as rt:
         sync_loop(
             store,
             SyncSettings(interval=60.0, count=5),
-            SyncParts(factory, pool=pool, clock=fleet.clock),
+            SyncParts(factory, rt=rt, clock=fleet.clock),
             wait=fleet.clock.advance,
             on_pass=reports.append,
         )
@@ -490,16 +491,16 @@ def test_sessions_without_keepalives_last_an_interval_past_the_pool_default(
         return Driver(record.name, base(record).info, fleet=fleet)
 
     reports: list[Any] = []
-    with DriverPool(clock=fleet.clock) as pool:
-        assert pool.idle == DEFAULT_IDLE
+    with Runtime(clock=fleet.clock, probe=False) as rt:
+        assert rt.pool.idle == DEFAULT_IDLE
         sync_loop(
             store,
             SyncSettings(interval=120.0, count=5),
-            SyncParts(factory, pool=pool, clock=fleet.clock),
+            SyncParts(factory, rt=rt, clock=fleet.clock),
             wait=fleet.clock.advance,
             on_pass=reports.append,
         )
-        assert pool.idle == idle_for_interval(120.0) == 240.0
+        assert rt.pool.idle == idle_for_interval(120.0) == 240.0
     sessions = reports[-1].sessions
     assert sessions.reads == 10
     assert sessions.logins == logins

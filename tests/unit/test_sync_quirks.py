@@ -21,6 +21,7 @@ from bmaas.driver import PowerState, Quirk
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.pool import DriverPool
 from bmaas.quirks import record_results
+from bmaas.runtime import Runtime
 from bmaas.share import FleetShare
 from bmaas.store import Store
 from bmaas.store.records import QUIRKS_KEY, NodeRecord
@@ -73,9 +74,9 @@ def test_an_in_process_pass_records_the_downgrade_once_and_warns(
 ) -> None:
     enroll(6)
     factory = make_factory()
-    with DriverPool() as pool, caplog.at_level(logging.WARNING, logger="bmaas.quirks"):
+    with Runtime(probe=False) as rt, caplog.at_level(logging.WARNING, logger="bmaas.quirks"):
         for _ in range(3):  # a loop's passes: recorded by the first, left alone after
-            sync_pass(store, SyncSettings(), SyncParts(factory, pool=pool), deadline=deadline())
+            sync_pass(store, SyncSettings(), SyncParts(factory, rt=rt), deadline=deadline())
     found = quirks_of(store)
     assert {n for n, q in found.items() if q} == set(DOWNGRADED)
     assert found["n02"] == [SUITE_3]

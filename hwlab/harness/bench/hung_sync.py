@@ -28,11 +28,12 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
+from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.fenced import FencedReads
 from bmaas.health import HealthRule
 from bmaas.ops import NodeResult, driver_factory
-from bmaas.pool import DriverPool
+from bmaas.runtime import CLOSE_WITHIN, Runtime
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
@@ -87,12 +88,12 @@ def measure(
         sync_loop(
             store,
             SyncSettings(interval=INTERVAL, count=count, workers=workers, health_rule=rule),
-            SyncParts(factory, pool=pool, fenced=fenced),
+            SyncParts(factory, rt=rt, fenced=fenced),
             on_pass=reports.append,
         )
         return reports
 
-    pool = DriverPool()
+    rt = Runtime(probe=False)  # the sync's one runtime, as `bmaas sync --interval` builds it
     try:
         healthy = passes(1 + STEADY)[1:]  # the first logs in
         for node in hung:
@@ -103,10 +104,10 @@ def measure(
         finally:
             for node in hung:
                 lab.clear_faults(node.name)
-        stats = pool.stats.to_dict()
+        stats = rt.pool.stats.to_dict()
     finally:
         fenced.close()
-        pool.close()
+        rt.close(Deadline.after(CLOSE_WITHIN))
     base = statistics.median(r.duration for r in healthy)
     ratios = [r.duration / base for r in steady] if base else []
     names = {node.name for node in hung}
