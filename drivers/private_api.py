@@ -622,6 +622,67 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
         args=1,
         method=True,
     ),
+    # -- ironic: the conductor's side of its power sync (drivers/ironic/news.py) ----
+    # Event news recorded on the node between power-sync passes (issue 48): done
+    # as Ironic's do_sync_power_state does it, with the pieces it uses.
+    PrivateUse(
+        "ironic:task_manager.acquire",
+        "ironic",
+        "ironic.conductor.task_manager:acquire",
+        "callable",
+        ("drivers/ironic/news.py",),
+        "the node's lock, shared as the power sync takes it (node_periodic would list every "
+        "node each second; the look takes only the nodes with news)",
+        args=2,
+        kwargs=("purpose", "shared"),
+    ),
+    PrivateUse(
+        "ironic:TaskManager.upgrade_lock",
+        "ironic",
+        "ironic.conductor.task_manager:TaskManager.upgrade_lock",
+        "callable",
+        ("drivers/ironic/news.py",),
+        "exclusive only to write a change, without waiting (retry=False): a node another "
+        "task holds is looked at again next time",
+        kwargs=("purpose", "retry"),
+        method=True,
+    ),
+    PrivateUse(
+        "ironic:manager.SYNC_EXCLUDED_STATES",
+        "ironic",
+        "ironic.conductor.manager:SYNC_EXCLUDED_STATES",
+        "value",
+        ("drivers/ironic/news.py",),
+        "the provision states Ironic's power sync leaves alone: so does the look",
+        types=("tuple", "frozenset", "set"),
+    ),
+    PrivateUse(
+        "ironic:conductor_utils.node_cache_health",
+        "ironic",
+        "ironic.conductor.utils:node_cache_health",
+        "callable",
+        ("drivers/ironic/news.py",),
+        "node.health recorded as the power sync records it (its history event and warning)",
+        args=1,
+    ),
+    PrivateUse(
+        "ironic:notification_utils.emit_power_state_corrected_notification",
+        "ironic",
+        "ironic.conductor.notification_utils:emit_power_state_corrected_notification",
+        "callable",
+        ("drivers/ironic/news.py",),
+        "the power_state_corrected notification the power sync sends with a recorded change",
+        args=2,
+    ),
+    PrivateUse(
+        "ironic:nova.power_update",
+        "ironic",
+        "ironic.common.nova:power_update",
+        "callable",
+        ("drivers/ironic/news.py",),
+        "Nova told of a recorded change to an instance's node, as the power sync tells it",
+        args=3,
+    ),
     # -- openstacksdk (drivers/ironic_backend/clouds.py) -------------------------
     PrivateUse(
         "openstacksdk:OpenStackConfig._load_yaml_json_file",

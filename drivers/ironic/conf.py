@@ -12,6 +12,7 @@ the hardware types, before any call is made)::
     keep_sessions = auto     # keepalives between sync cycles where they pay (bmaas.keeper)
     events = true            # answer the sync's reads of streamed Redfish nodes from their events
     events_safety_interval = 2400  # ... and read their BMC once its last read is this old
+    events_apply_interval = 1  # news recorded on the node within this, not at the next pass
     events_max_streams = 20000  # event streams open at once (SSE: all on one thread)
     events_listen =          # HOST:PORT: also take pushed events (EventDestination POSTs) here
     events_listen_url =      # what BMCs are told to POST to (default http(s)://HOST:PORT/bmaas/events)
@@ -221,6 +222,17 @@ OPTS: Final = [
         "net; bmaas sync's default, 40 minutes: 1.5 reads per node-hour); the passes "
         "between are answered from the stream. A lost event is in Ironic within this "
         "plus one [conductor]sync_power_state_interval.",
+    ),
+    _seconds(
+        "events_apply_interval",
+        default=1.0,
+        min=0.0,
+        help="Seconds between the conductor's looks at its event streams' news: a power "
+        "or health change an event reported is recorded on the node (power_state, health) "
+        "within this, as Ironic's power sync would record it, instead of at the next "
+        "[conductor]sync_power_state_interval pass; no BMC request. A look with no news "
+        "costs nothing (no node listed, no lock taken); a node with news costs a lock and "
+        "a database write when its record changes. 0: changes wait for the next pass.",
     ),
     cfg.Opt(
         "events_max_streams",

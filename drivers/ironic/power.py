@@ -55,7 +55,7 @@ from bmaas.driver import (
     PowerState,
     soft_reboot,
 )
-from bmaas.drivers.ironic import calls, host, info, rules
+from bmaas.drivers.ironic import calls, host, info, news, rules
 from bmaas.drivers.ironic.powerstates import ironic_state
 from bmaas.faults import PowerFailure, PowerPending
 
@@ -194,6 +194,15 @@ class BmaasPower(base.PowerInterface):
             rt.requests.close(task)
             if streams is not None:  # its next periodic read asks the BMC
                 streams.acted(str(task.node.uuid))
+
+    @news.periodic
+    def record_event_news(self, manager: Any, context: Any) -> None:
+        """Ironic's periodic: what the event streams heard, recorded on the
+        nodes within ``[bmaas]events_apply_interval`` instead of at the next
+        power-sync pass (:mod:`bmaas.drivers.ironic.news`). No BMC request;
+        nothing to do, and nothing done, while no news came."""
+        rt = host.runtime()
+        news.look(context, host.streams(rt))
 
     def reboot(self, task: Any, timeout: int | None = None) -> None:
         self.set_power_state(task, states.REBOOT, timeout)

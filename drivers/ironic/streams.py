@@ -164,6 +164,8 @@ class Streams:
         self._stopped = threading.Event()
         self._full_warned = False
         self._reactor: Reactor | None = None
+        #: nodes trusted news named since :meth:`changed` last looked
+        self._changed: set[str] = set()
         #: counters (tests, logs)
         self.opened_count = self.faults = self.flooded = self.answered = self.pushed = 0
 
@@ -199,20 +201,49 @@ class Streams:
             why = self._why_read(book, listener, now)
             if why is not None:
                 return Miss(why)
-            assert book.power is not None
-            assert book.read_at is not None
-            book.answered_at = now
             self.answered += 1
-            return Answer(
-                book.power,
-                book.source,
-                now - book.learned_at,
-                now - book.read_at,
-                book.read_at + self.safety - now,
-            )
+            return self._answered(book, now)
+
+    def vouched(self, uuid: str, driver_info: str) -> Answer | None:
+        """What ``uuid``'s stream says now, when it vouches for it, else
+        None; ``driver_info`` is the node's :func:`fingerprint`. The answer
+        the sync's next read would get, less the reads that probe the BMC
+        (safety, liveness: they doubt the API, not the news): news recorded
+        between passes (:mod:`bmaas.drivers.ironic.news`). The health rides
+        with it (:meth:`health`), as with a pass's answer."""
+        now = self._clock()
+        with self._lock:
+            book = self._books.get(uuid)
+            if book is None or book.ref.fingerprint != driver_info:
+                return None  # unknown here, or new driver_info: the pass sees to it
+            if self._doubt(book, self._listeners.get(book.service)) is not None:
+                return None
+            return self._answered(book, now)
+
+    def _answered(self, book: _Book, now: float) -> Answer:
+        assert book.power is not None
+        assert book.read_at is not None
+        book.answered_at = now
+        return Answer(
+            book.power,
+            book.source,
+            now - book.learned_at,
+            now - book.read_at,
+            book.read_at + self.safety - now,
+        )
 
     def _why_read(self, book: _Book, listener: Listener | None, now: float) -> str | None:
         """Why ``book``'s cache may not answer now (the module doc's list), or None."""
+        why = self._doubt(book, listener)
+        if why is not None:
+            return why
+        assert book.read_at is not None
+        if now - book.read_at >= self.safety:
+            return f"safety read (last read {now - book.read_at:.0f} s ago)"
+        return None
+
+    def _doubt(self, book: _Book, listener: Listener | None) -> str | None:
+        """Why the stream cannot vouch for ``book``'s cache, or None."""
         if listener is None:
             return "no stream ([bmaas]events_max_streams reached)"
         if listener.nodes.get(book.system) != book.ref.uuid:
@@ -225,8 +256,6 @@ class Streams:
             return "reconcile (first read, news without a state, or a power action)"
         if book.read_epoch != listener.epoch:
             return "reconcile (the stream opened since its last read)"
-        if now - book.read_at >= self.safety:
-            return f"safety read (last read {now - book.read_at:.0f} s ago)"
         return None
 
     def health(self, uuid: str) -> tuple[bool, str | None]:
@@ -279,6 +308,20 @@ class Streams:
             book = self._books.get(uuid)
             if book is not None:
                 book.health, book.health_known = health, True
+
+    def changed(self) -> set[str]:
+        """The nodes whose trusted news (a power state, a health) came since
+        the last call, taken: what :mod:`bmaas.drivers.ironic.news` records on
+        Ironic's node between passes; it gives back with :meth:`again` those
+        it could not record yet. Empty for a fleet at rest."""
+        with self._lock:
+            taken, self._changed = self._changed, set()
+            return taken
+
+    def again(self, uuids: set[str]) -> None:
+        """Nodes :meth:`changed` gave whose news waits for the next look."""
+        with self._lock:
+            self._changed |= uuids & self._books.keys()
 
     def acted(self, uuid: str) -> None:
         """A power action ran on ``uuid``: its next periodic read asks the BMC."""
@@ -428,6 +471,7 @@ class Streams:
                 self._listeners.pop(listener.service.key, None)
                 listener.drop()
             self._books.clear()
+            self._changed.clear()
         deadline = Deadline.after(timeout, clock=self._clock)
         if self._reactor is not None:
             self._reactor.close(timeout)
@@ -527,6 +571,8 @@ class Streams:
                     book.reconcile = True  # a change it does not name, or a transition
                 if health is not None:
                     book.health, book.health_known = str(health), True
+                if news.power in _ON_OFF or health is not None:
+                    self._changed.add(book.ref.uuid)
 
     def _book_of(self, listener: Listener, news: News) -> _Book | None:
         book = self._books.get(news.node)

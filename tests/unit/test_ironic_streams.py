@@ -570,3 +570,42 @@ def test_how_loud_a_lost_stream_is_comes_from_the_policy_tables_stream_column(
         ("INFO", "bmaas: event stream of http://127.0.0.1:8000 up"),
         ("INFO", "bmaas: event stream dropped at http://127.0.0.1:8000"),
     ]
+
+
+def test_news_that_names_a_state_marks_its_node_changed_for_the_next_look(rig: Rig) -> None:
+    """What bmaas.drivers.ironic.news records between passes: the nodes
+    trusted news named, taken once; none while the fleet is at rest."""
+    a, b = ref("a"), ref("b", system="2")
+    settled(rig, a)
+    settled(rig, b)
+    assert rig.streams.changed() == set()  # at rest: nothing to look at
+    rig.news("a", off("a"))
+    rig.news(
+        "b", PowerNews("b", "ResourceEvent.1.0.ResourceStatusChangedWarning", health="Warning")
+    )
+    assert rig.streams.changed() == {"a", "b"}
+    assert rig.streams.changed() == set()  # taken
+    rig.streams.again({"a", "gone"})  # a node the streams no longer know is dropped
+    assert rig.streams.changed() == {"a"}
+    # news that says nothing of the state, a flood, a push: the sync reads those
+    rig.news("a", PowerNews("a", "ResourceEvent.1.0.ResourceChanged"), flood=[off("b")])
+    rig.news("a", dataclasses.replace(off("a"), pushed=True))
+    assert rig.streams.changed() == set()
+
+
+def test_vouched_is_the_passes_answer_less_the_reads_that_probe_the_api(rig: Rig) -> None:
+    node = ref("a")
+    settled(rig, node)
+    rig.streams.learned_health("a", "OK")
+    rig.news("a", off("a"))
+    while rig.ask(node) is not None:  # a pass a minute until one would read the BMC (safety)
+        rig.clock.advance(INTERVAL)
+    assert rig.why[-1].startswith(("safety read", "liveness read"))  # the news stands
+    found = rig.streams.vouched("a", node.fingerprint)
+    assert found is not None
+    assert found.power is PowerState.OFF
+    assert rig.streams.health("a") == (True, "OK")  # rides with it, as with a pass's answer
+    assert rig.streams.vouched("a", "another driver_info") is None
+    assert rig.streams.vouched("unknown", node.fingerprint) is None
+    rig.streams.acted("a")  # a power action since (one the BMC took and has not confirmed)
+    assert rig.streams.vouched("a", node.fingerprint) is None
