@@ -53,7 +53,10 @@ from bmaas.hardware import (
     FirmwareComponent,
     Nic,
     Processor,
+    TaskStatus,
+    UpdateTask,
 )
+from bmaas.updates import UpdateBounds, UpdateSteps, follow_update, wait_back
 
 if TYPE_CHECKING:  # the enums and the base class load without sealing, TLS or ssl
     from bmaas.driver_info import DriverInfo
@@ -227,8 +230,11 @@ class Operation(StrEnum):
     #: reading the BIOS back after the reset that was to apply a change
     BIOS_VERIFY = "bios.verify"
     FIRMWARE_GET = "firmware.get"
-    #: taking a firmware image (Redfish UpdateService.SimpleUpdate)
+    #: taking a firmware image (Redfish UpdateService.SimpleUpdate or a
+    #: multipart push) and following its task
     FIRMWARE_UPDATE = "firmware.update"
+    #: restarting the BMC itself (Redfish Manager.Reset) and waiting for it
+    BMC_RESET = "bmc.reset"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -517,6 +523,92 @@ class BMCDriver(abc.ABC):
                 attributes=missed,
             )
         return settings
+
+    def start_firmware_update(
+        self, image_uri: str, *, targets: tuple[str, ...] = (), deadline: Deadline
+    ) -> UpdateTask:
+        """Hand the BMC one firmware image for ``targets`` (firmware
+        component ids; empty: the BMC chooses) and return where it reports
+        the update. One request: **not** idempotent (an image sent twice is
+        two updates). :meth:`update_firmware` follows it to its end."""
+        raise self.unsupported(Operation.FIRMWARE_UPDATE)
+
+    def get_update_task(self, task: UpdateTask, *, deadline: Deadline) -> TaskStatus:
+        """Read an update's task (or vendor job) once. A task that ended
+        badly raises its fault (an image refused: ``RequestRejected``).
+        Idempotent."""
+        raise self.unsupported(Operation.FIRMWARE_UPDATE)
+
+    def request_bmc_reset(self, *, deadline: Deadline) -> None:
+        """Ask the BMC to restart itself (one request, not idempotent);
+        :meth:`reset_bmc` waits for its return."""
+        raise self.unsupported(Operation.BMC_RESET)
+
+    def update_steps(self, **steps: Any) -> UpdateSteps:
+        """This driver's one-request steps for :mod:`bmaas.updates`; a
+        caller (the retrying driver) replaces some with retried ones."""
+        own: dict[str, Any] = {
+            "start": lambda image, *, targets, deadline: self.start_firmware_update(
+                image, targets=targets, deadline=self.call_deadline(deadline)
+            ),
+            "read_task": lambda task, *, deadline: self.get_update_task(
+                task, deadline=self.call_deadline(deadline)
+            ),
+            "read_firmware": lambda *, deadline: self.get_firmware_inventory(
+                deadline=self.call_deadline(deadline)
+            ),
+            "ask": lambda *, deadline: self.probe(deadline=self.call_deadline(deadline)),
+        }
+        own.update(steps)
+        return UpdateSteps(fault=self.fault, clock=self._clock, sleep=self._sleep, **own)
+
+    def update_firmware(
+        self,
+        image_uri: str,
+        *,
+        targets: tuple[str, ...] = (),
+        deadline: Deadline,
+        bounds: UpdateBounds | None = None,
+        progress: Callable[[str], None] | None = None,
+        steps: UpdateSteps | None = None,
+    ) -> list[FirmwareComponent]:
+        """Update firmware and follow it to its end within ``deadline``: the
+        task until it ends (``TaskStuck`` past ``bounds.task``), the BMC
+        through a reboot (``BMCNotBack`` past ``bounds.back``), the version
+        read back (unchanged: ``SettingsNotApplied``). Returns the firmware
+        inventory after. See :mod:`bmaas.updates`. Not idempotent."""
+        return follow_update(
+            steps or self.update_steps(),
+            image_uri,
+            targets,
+            bounds or UpdateBounds(),
+            deadline=deadline,
+            operation=Operation.FIRMWARE_UPDATE,
+            progress=progress,
+        )
+
+    def reset_bmc(
+        self,
+        *,
+        deadline: Deadline,
+        bounds: UpdateBounds | None = None,
+        progress: Callable[[str], None] | None = None,
+        steps: UpdateSteps | None = None,
+    ) -> float:
+        """Restart the BMC and wait for it to answer ``bounds.good`` times
+        in a row (``BMCNotBack`` past ``bounds.back``). Returns the seconds
+        it was waited for. Not idempotent."""
+        steps = steps or self.update_steps()
+        self.request_bmc_reset(deadline=self.call_deadline(deadline))
+        if progress is not None:
+            progress("reset taken: waiting for the BMC")
+        return wait_back(
+            steps,
+            bounds or UpdateBounds(),
+            deadline=deadline,
+            operation=Operation.BMC_RESET,
+            progress=progress,
+        )
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         """Read how far the node got in booting (Redfish ``BootProgress.LastState``,

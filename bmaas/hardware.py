@@ -32,6 +32,8 @@ __all__ = [
     "FirmwareComponent",
     "Nic",
     "Processor",
+    "TaskStatus",
+    "UpdateTask",
     "check_bios_changes",
     "coerce_value",
 ]
@@ -52,6 +54,39 @@ class FirmwareComponent:
     name: str
     version: str | None
     updateable: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateTask:
+    """Where a BMC reports a firmware update it took: ``kind`` ``task`` (a
+    Redfish TaskMonitor or Task), ``job`` (a vendor's job, iDRAC's
+    ``Jobs/JID_...``) or ``none`` (the service says nothing to follow: only
+    the version read afterwards tells); ``path`` the resource to read."""
+
+    kind: str
+    path: str | None = None
+    #: the firmware components the update is for (their ids; empty: the BMC chooses)
+    targets: tuple[str, ...] = ()
+
+
+#: task states after which a task never changes again (Redfish ``TaskState``)
+TASK_ENDED = ("Completed", "Exception", "Killed", "Cancelled")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskStatus:
+    """A task as one read shows it: Redfish ``TaskState`` (a vendor job's
+    state put in its words), ``PercentComplete`` when it says, and its
+    messages (``MessageId: text``). A task that ended badly never comes back
+    as one of these: the driver raises its fault."""
+
+    state: str
+    percent: int | None = None
+    messages: tuple[str, ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        return self.state in TASK_ENDED
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,6 +77,7 @@ from bmaas.driver import (
 )
 from bmaas.faults import BmaasError, BMCFault, BMCTimeout, SlotTimeout
 from bmaas.policy import SameNode, policy_for
+from bmaas.updates import UpdateBounds, UpdateSteps
 
 __all__ = [
     "RetryLimits",
@@ -342,6 +343,13 @@ def call(
     left, so the last attempt cannot run past the operation's deadline.
     ``fn`` must take a ``deadline`` keyword (every driver method does).
 
+    A fault that carries :attr:`~bmaas.faults.BMCFault.resume` (a driver's
+    call of several requests, refused at one of them) is retried by calling
+    that, the rest of the call from the refused request, rather than ``fn``
+    from its first request: restarted whole, a call of k requests on a BMC
+    busy with probability p per request succeeds per attempt only with
+    (1-p)^k (issue 50). Whether and when to retry is unchanged.
+
     When the last attempt ends in a :class:`~bmaas.faults.SlotTimeout`
     (refused inside bmaas: it says nothing about the BMC) after an earlier
     attempt's BMC fault, that BMC fault is raised: the operation's outcome is
@@ -350,13 +358,17 @@ def call(
     deadline = deadline.share(cap=limits.total)
     cap = limits.bmc_timeout or bmc_timeout or DEFAULT_BMC_TIMEOUT
     answered: BMCFault | None = None  # the BMC's last answer that was a fault
+    whole: Callable[..., R] = functools.partial(fn, *args, **kwargs)
+    step = whole  # what the next attempt calls
     try:
         for attempt in retrying(limits, idempotent=idempotent, deadline=deadline):
             with attempt:
                 try:
-                    result = fn(*args, **kwargs, deadline=deadline.share(cap=cap))
+                    result = step(deadline=deadline.share(cap=cap))
                 except BMCFault as fault:
                     answered = fault
+                    # a call of several requests goes on from the one refused
+                    step = fault.resume or whole
                     raise
     except SlotTimeout:
         # The last attempt was refused inside bmaas (no slot, no turn, no time
@@ -536,3 +548,51 @@ class RetryingDriver:
     def verify_bios(self, expected: Mapping[str, Any], *, deadline: Deadline) -> BiosSettings:
         """One read, retried as any read; ``SettingsNotApplied`` is never retried."""
         return self._call(self.driver.verify_bios, expected, deadline=deadline)
+
+    def update_steps(self) -> UpdateSteps:
+        """The driver's update steps, each BMC request retried by the policy
+        table: the image's POST as a non-idempotent request (never resent
+        after a timeout), the task and inventory reads as reads. Waiting for
+        a BMC asks once per ask: the wait is its own retry."""
+        d = self.driver
+        return d.update_steps(
+            start=lambda image, *, targets, deadline: self._call(
+                d.start_firmware_update, image, targets=targets, deadline=deadline, idempotent=False
+            ),
+            read_task=lambda task, *, deadline: self._call(
+                d.get_update_task, task, deadline=deadline
+            ),
+            read_firmware=lambda *, deadline: self._call(
+                d.get_firmware_inventory, deadline=deadline
+            ),
+        )
+
+    def update_firmware(
+        self,
+        image_uri: str,
+        *,
+        targets: tuple[str, ...] = (),
+        deadline: Deadline,
+        bounds: UpdateBounds | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> list[FirmwareComponent]:
+        """``BMCDriver.update_firmware`` on retried steps."""
+        return self.driver.update_firmware(
+            image_uri,
+            targets=targets,
+            deadline=deadline,
+            bounds=bounds,
+            progress=progress,
+            steps=self.update_steps(),
+        )
+
+    def reset_bmc(
+        self,
+        *,
+        deadline: Deadline,
+        bounds: UpdateBounds | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> float:
+        """``BMCDriver.reset_bmc``: the reset is one request, never resent
+        (a timed-out reset may have restarted the BMC: the wait tells)."""
+        return self.driver.reset_bmc(deadline=deadline, bounds=bounds, progress=progress)

@@ -40,8 +40,16 @@ from bmaas.faults import (
     BMCTimeout,
     BMCUnreachable,
     BootFailure,
+    InputError,
+    RequestRejected,
 )
-from bmaas.hardware import BiosSettings, FirmwareComponent, check_bios_changes
+from bmaas.hardware import (
+    BiosSettings,
+    FirmwareComponent,
+    TaskStatus,
+    UpdateTask,
+    check_bios_changes,
+)
 
 __all__ = ["FakeDriver"]
 
@@ -290,6 +298,46 @@ class FakeDriver(BMCDriver):
             return self.machine.bios.settings().pending
 
         return self._call(Operation.BIOS_SET, deadline, act)
+
+    def start_firmware_update(
+        self, image_uri: str, *, targets: tuple[str, ...] = (), deadline: Deadline
+    ) -> UpdateTask:
+        """The simulated machine takes the image for one component (the
+        BIOS when none is named), shaped by the update effects that fired."""
+        target = targets[0] if targets else "BIOS"
+        if len(targets) > 1 or target not in {c.id for c in self.machine.firmware}:
+            raise InputError(f"no single firmware component {targets!r}", field="targets")
+
+        def act(hw: list[Firing]) -> UpdateTask:
+            update = self.machine.update_firmware(target, image_uri, hw)
+            return UpdateTask("task", f"fake-task/{update.number}", (target,))
+
+        return self._call(Operation.FIRMWARE_UPDATE, deadline, act)
+
+    def get_update_task(self, task: UpdateTask, *, deadline: Deadline) -> TaskStatus:
+        """The update's state now; one rejected (``update_rejected``) is
+        ``RequestRejected``, as the Redfish driver types VerificationFailed."""
+
+        def act(hw: Any) -> TaskStatus:
+            _parts, updates, now = self.machine.firmware_now()
+            state, percent = updates[int(str(task.path).rsplit("/", 1)[-1]) - 1].progress(now)
+            if state == "Exception":
+                raise self.fault(
+                    RequestRejected,
+                    "the task ended Exception: Update.1.0.VerificationFailed",
+                    operation=Operation.FIRMWARE_UPDATE,
+                )
+            return TaskStatus(state, percent)
+
+        return self._call(Operation.FIRMWARE_UPDATE, deadline, act)
+
+    def request_bmc_reset(self, *, deadline: Deadline) -> None:
+        """The simulated BMC goes down for the machine's ``bmc_reboot_time``."""
+        self._call(
+            Operation.BMC_RESET,
+            deadline,
+            lambda hw: self.machine.reboot_bmc(self.machine.hardware.bmc_reboot_time),
+        )
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         return self._call(

@@ -84,6 +84,10 @@ class Effect(StrEnum):
     BOOT_CRASH = "boot_crash"
     BIOS_PENDING = "bios_pending"
     BIOS_PARTIAL = "bios_partial"
+    TASK_HANG = "task_hang"
+    UPDATE_REJECTED = "update_rejected"
+    VERSION_UNCHANGED = "version_unchanged"
+    UPDATE_REBOOT = "update_reboot"
     INCIDENT = "incident"
     SESSION_LIMIT = "session_limit"
     OVERLOAD = "overload"
@@ -192,6 +196,8 @@ def _both(outcome: str) -> dict[str, str]:
 
 
 _SECONDS = Param(float, required=True, low=0.0)
+#: the matrix's action for a firmware update (hwlab.harness.matrix)
+_FW = "firmware_update"
 
 #: the one table of effects
 EFFECTS: dict[Effect, EffectDef] = {
@@ -449,6 +455,71 @@ EFFECTS: dict[Effect, EffectDef] = {
                 {"operation": "bios.set"},
                 {"redfish": "SettingsNotApplied"},
                 "bios_set_reboot_verify",
+            ),
+        ),
+    ),
+    # Firmware updates (issue 51): Ironic's 2025-26 notes on tasks that stay
+    # RUNNING, BMCs rebooting mid-update and versions that did not change;
+    # the DMTF Update registry's VerificationFailed. The driver follows the
+    # task (bmaas.updates) and reads the version back.
+    Effect.TASK_HANG: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "a firmware update is taken; its task stays Running for ever, nothing lands",
+        operations=("firmware.update",),
+        cases=(Case("task_hang", {"operation": "firmware.update"}, {"redfish": "TaskStuck"}, _FW),),
+    ),
+    Effect.UPDATE_REJECTED: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "a firmware update is taken; its task ends Exception with the Update registry's "
+        "VerificationFailed, nothing lands",
+        operations=("firmware.update",),
+        cases=(
+            Case(
+                "update_rejected",
+                {"operation": "firmware.update"},
+                {"redfish": "RequestRejected"},
+                _FW,
+            ),
+        ),
+    ),
+    Effect.VERSION_UNCHANGED: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "a firmware update's task completes; the component keeps its old version",
+        operations=("firmware.update",),
+        cases=(
+            Case(
+                "version_unchanged",
+                {"operation": "firmware.update"},
+                {"redfish": "SettingsNotApplied"},
+                _FW,
+            ),
+        ),
+    ),
+    Effect.UPDATE_REBOOT: EffectDef(
+        Layer.HARDWARE,
+        Act.MACHINE,
+        "the BMC reboots as a firmware update lands (down `duration` seconds); the task "
+        "completes once it is back, with the new `version` or the old",
+        {
+            "duration": Param(float, 2.0, low=0.0),
+            "version": Param(str, "new", choices=("new", "old")),
+        },
+        operations=("firmware.update",),
+        cases=(
+            Case(
+                "update_reboot",
+                {"operation": "firmware.update", "duration": 1.0},
+                {"redfish": "ok"},
+                _FW,
+            ),
+            Case(
+                "update_reboot_old",
+                {"operation": "firmware.update", "duration": 1.0, "version": "old"},
+                {"redfish": "SettingsNotApplied"},
+                _FW,
             ),
         ),
     ),

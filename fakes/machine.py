@@ -29,7 +29,7 @@ from bmaas import clock as _clock
 from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState
 from bmaas.fakes.bios import FakeBios
 from bmaas.fakes.faults import Effect, FaultPlan, Firing
-from bmaas.fakes.firmware import BMC_COMPONENT, FirmwareUpdate, image_version
+from bmaas.fakes.firmware import BMC_COMPONENT, FirmwareUpdate, image_version, shaped
 from bmaas.hardware import Dimm, Disk, FirmwareComponent, Nic, Processor
 
 __all__ = ["HEALTH_STATES", "FakeMachine", "Hardware"]
@@ -434,9 +434,12 @@ class FakeMachine:
 
     # -- firmware ------------------------------------------------------------
 
-    def update_firmware(self, target: str, image: str) -> FirmwareUpdate:
+    def update_firmware(
+        self, target: str, image: str, firings: Iterable[Firing] = ()
+    ) -> FirmwareUpdate:
         """Take ``image`` for the component ``target`` now; it lands
-        ``firmware_update_time`` seconds later (see :mod:`bmaas.fakes.firmware`)."""
+        ``firmware_update_time`` seconds later, as the update effects among
+        ``firings`` shape it (see :mod:`bmaas.fakes.firmware`)."""
         with self._lock:
             self._land_updates()
             found = [c for c in self.firmware if c.id == target]
@@ -451,6 +454,7 @@ class FakeMachine:
                 now,
                 now + self.hardware.firmware_update_time,
             )
+            update = shaped(update, {str(f.effect): dict(f.params) for f in firings})
             self.updates.append(update)
             return update
 
@@ -471,11 +475,16 @@ class FakeMachine:
                 return
             self._updates_landed += 1
             self.firmware = [
-                dataclasses.replace(c, version=update.version) if c.id == update.target else c
+                dataclasses.replace(c, version=update.version)
+                if c.id == update.target and update.lands
+                else c
                 for c in self.firmware
             ]
-            if update.target == BMC_COMPONENT:  # the BMC reboots into it
-                back = update.end + self.hardware.bmc_reboot_time
+            reboot = update.reboot or (
+                self.hardware.bmc_reboot_time if update.target == BMC_COMPONENT else 0.0
+            )
+            if reboot and update.outcome != "rejected":  # the BMC reboots into it
+                back = update.end + reboot
                 self.bmc_down_until = max(self.bmc_down_until or back, back)
 
     def reboot_bmc(self, duration: float) -> None:

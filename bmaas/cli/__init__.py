@@ -35,6 +35,7 @@ __all__ = ["COMMANDS", "App", "cli", "main"]
 #: (tests/unit/test_cli_start.py holds the help texts to the commands').
 COMMANDS: dict[str, tuple[str, str]] = {
     "bios": ("bmaas.cli.lifecycle:bios", "Read or change BIOS settings, verified after the reset."),
+    "bmc": ("bmaas.cli.updates:bmc", "The BMCs themselves: reset, and wait for their return."),
     "boot-device": ("bmaas.cli.power:boot_device", "Read or set the next boot device."),
     "db": ("bmaas.cli.nodes:db", "The state database: schema revision and upgrades."),
     "deploy": (
@@ -45,7 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "bmaas.cli.nodes:enroll",
         "Enroll (or update) the nodes and networks in an inventory FILE.",
     ),
-    "firmware": ("bmaas.cli.lifecycle:firmware", "The firmware images the BMCs report."),
+    "firmware": (
+        "bmaas.cli.lifecycle:firmware",
+        "The firmware images the BMCs report, and their updates.",
+    ),
     "instance": ("bmaas.cli.deploy:instance", "Deployed instances."),
     "inventory": (
         "bmaas.cli.lifecycle:inventory",

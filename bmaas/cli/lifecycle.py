@@ -26,6 +26,7 @@ import click
 
 from bmaas.cli.app import whoami
 from bmaas.cli.fleet import FleetArgs, fleet_command, run_fleet
+from bmaas.cli.updates import firmware_update_command
 from bmaas.cliutil import Seconds
 from bmaas.deadline import Deadline
 from bmaas.driver import Inventory, PowerAction
@@ -195,7 +196,7 @@ def bios_set(
 
 @click.group("firmware")
 def firmware() -> None:
-    """The firmware images the BMCs report."""
+    """The firmware images the BMCs report, and their updates."""
 
 
 def _describe_firmware(value: Any) -> str:
@@ -219,6 +220,8 @@ def firmware_list(args: FleetArgs) -> None:
         describe=_describe_firmware,
     )
 
+
+firmware_update_command(firmware)  # `firmware update` (bmaas.cli.updates)
 
 # -- inventory --------------------------------------------------------------------------
 

@@ -69,19 +69,28 @@ from bmaas.driver_info import FIELDS, DriverInfo
 from bmaas.drivers.redfish import boot as boot_rules
 from bmaas.drivers.redfish import lifecycle
 from bmaas.drivers.redfish import power as power_rules
+from bmaas.drivers.redfish import update as update_rules
 from bmaas.drivers.redfish.connector import BoundedConnector
 from bmaas.drivers.redfish.descriptors import keepable_services
 from bmaas.drivers.redfish.faults import (
     answer_text,
     map_exception,
+    map_task,
     may_be_already_there,
     rule_for,
 )
 from bmaas.drivers.redfish.preconditions import Resource, patch, read
 from bmaas.drivers.redfish.service import SERVICES, RedfishService, ServiceKey
-from bmaas.drivers.redfish.vmedia import Slot, VirtualMediaSlots, find_cd_slots
+from bmaas.drivers.redfish.vmedia import (
+    Insertion,
+    Slot,
+    VirtualMediaSlots,
+    find_cd_slots,
+    managers_of,
+)
 from bmaas.faults import (
     BmaasError,
+    BMCBusy,
     BMCFault,
     BootFailure,
     InputError,
@@ -97,6 +106,8 @@ from bmaas.hardware import (
     AttributeInfo,
     BiosSettings,
     FirmwareComponent,
+    TaskStatus,
+    UpdateTask,
     check_bios_changes,
 )
 from bmaas.secrets import Secret
@@ -781,11 +792,16 @@ class RedfishDriver(BMCDriver):
 
     def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         """Eject whatever the slot holds, insert ``url``, and read the slot
-        back until the image shows (bounded by ``deadline``)."""
+        back until the image shows (bounded by ``deadline``). A ``BMCBusy``
+        part way carries ``resume``: the insert from the refused request."""
+        self._insert(Insertion(url), deadline=deadline)
+
+    def _insert(self, progress: Insertion, *, deadline: Deadline) -> None:
+        url = progress.url
 
         def insert(slots: VirtualMediaSlots) -> None:
             with slots.conn.reading(Operation.INVENTORY_GET):
-                used = slots.insert(url, deadline)  # the call's own bound
+                used = slots.insert(url, deadline, progress)  # the call's own bound
             self._inserted.add(url)  # what an eject takes out again
             if self._vmedia_paths and used != self._vmedia_paths[0]:
                 # the slot that took it first next time (405/in use: skip the others)
@@ -795,7 +811,11 @@ class RedfishDriver(BMCDriver):
         def act() -> None:
             self._on_cd_slots(Operation.VMEDIA_INSERT, insert)
 
-        self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
+        try:
+            self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
+        except BMCBusy as fault:  # "later": that request was not carried out
+            fault.resume = functools.partial(self._insert, progress)
+            raise
 
     def eject_virtual_media(
         self, *, deadline: Deadline, url: str | None = None, force: bool = False
@@ -968,6 +988,63 @@ class RedfishDriver(BMCDriver):
             return after.pending
 
         return self._call(Operation.BIOS_SET, deadline, act, read=Operation.BIOS_GET)
+
+    # -- firmware update and the BMC's reset (bmaas.drivers.redfish.update) -------------
+
+    def start_firmware_update(
+        self, image_uri: str, *, targets: tuple[str, ...] = (), deadline: Deadline
+    ) -> UpdateTask:
+        """SimpleUpdate, else a multipart push (:mod:`~bmaas.drivers.redfish.
+        update`): 1 GET (+1 with targets) and 1 POST. Not idempotent."""
+
+        def act() -> UpdateTask:
+            try:
+                request = update_rules.request_for(
+                    self._reader(), self._root_json(), image_uri, targets
+                )
+            except update_rules.Missing as exc:
+                raise self._missing(Operation.FIRMWARE_UPDATE, exc) from None
+            except InputError as exc:
+                exc.node = self.node
+                raise
+            assert self._conn is not None
+            return update_rules.task_of(request.send(self._conn.post), targets)
+
+        return self._call(Operation.FIRMWARE_UPDATE, deadline, act, read=Operation.FIRMWARE_GET)
+
+    def get_update_task(self, task: UpdateTask, *, deadline: Deadline) -> TaskStatus:
+        """1 GET; a task or job that ended badly is typed by
+        :func:`~bmaas.drivers.redfish.faults.map_task`."""
+
+        def act() -> TaskStatus:
+            assert self._conn is not None
+            assert task.path is not None
+            status, bad = update_rules.task_status(self._conn.get(task.path))
+            if bad:
+                raise map_task(
+                    status.state,
+                    list(status.messages),
+                    functools.partial(self.fault, operation=Operation.FIRMWARE_UPDATE),
+                )
+            return status
+
+        return self._call(Operation.FIRMWARE_UPDATE, deadline, act, read=Operation.FIRMWARE_GET)
+
+    def request_bmc_reset(self, *, deadline: Deadline) -> None:
+        """The system's Manager's ``Manager.Reset`` (1 GET + 1 POST)."""
+
+        def act() -> None:
+            assert self._conn is not None
+            managers = managers_of(self._conn, self._fresh_system().json, self._root_json())
+            if not managers:
+                raise self.unsupported(Operation.BMC_RESET, "no Manager found for the system")
+            try:
+                target, body = update_rules.manager_reset(self._reader()(managers[0]).body)
+            except update_rules.Missing as exc:
+                raise self._missing(Operation.BMC_RESET, exc) from None
+            self._conn.post(target, data=body)
+
+        self._call(Operation.BMC_RESET, deadline, act, read=Operation.PROBE)
 
     def get_boot_progress(self, *, deadline: Deadline) -> str | None:
         def act() -> str | None:

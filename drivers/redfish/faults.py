@@ -100,6 +100,7 @@ __all__ = [
     "answer_text",
     "map_answer",
     "map_exception",
+    "map_task",
     "may_be_already_there",
     "retry_after",
     "rule_for",
@@ -619,6 +620,20 @@ def map_exception(
     if fault is not None:
         return fault
     return build(UnclassifiedFault, f"{type(exc).__name__}: {_short(exc)}")
+
+
+def map_task(state: str, messages: list[str], build: FaultBuilder) -> BMCFault:
+    """The fault for a task (or vendor job) that ended badly (``state``:
+    ``Exception``, ``Killed``, ``Cancelled``, a job's ``Failed``): the class
+    of the first :data:`MESSAGE_RULES` row its messages (``MessageId: text``)
+    name -- an image refused (``VerificationFailed``,
+    ``UpdateNotApplicable``) is ``RequestRejected`` --, else
+    ``BMCInternalError``: the BMC reported its own failure."""
+    said = "; ".join(messages) or "no message"
+    haystack = " ".join(messages)
+    rule = next((r for r in MESSAGE_RULES if r.text in haystack), None)
+    cls = rule.fault if rule is not None and issubclass(rule.fault, BMCFault) else None
+    return build(cls or BMCInternalError, f"the task ended {state}: {said}")
 
 
 def map_answer(

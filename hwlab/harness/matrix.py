@@ -38,6 +38,7 @@ from bmaas.hwlab.labspec import LabSpec, NodeSpec
 from bmaas.hwlab.redfish.shapes import SHAPES
 from bmaas.registry import build_driver
 from bmaas.retry import RetryingDriver, RetryLimits
+from bmaas.updates import UpdateBounds
 
 __all__ = [
     "EXPECTED",
@@ -56,7 +57,11 @@ MATRIX_DEADLINE = 1.0
 POWER_TIMEOUT = 1.5
 
 MATRIX_HARDWARE = Hardware(
-    power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5
+    power_on_time=0.2,
+    power_off_time=0.1,
+    soft_off_time=0.3,
+    os_boot_time=0.5,
+    firmware_update_time=0.3,
 )
 
 
@@ -120,6 +125,23 @@ def _bios_set_reboot_verify(driver: BMCDriver) -> str:
     return "ok"
 
 
+#: the matrix's firmware update: the task read every 0.1 s, at most 2 s; a
+#: BMC back after 2 answers 0.3 s apart, within 5 s (update_reboot's is 1 s)
+MATRIX_UPDATE = UpdateBounds(task=2.0, poll=0.1, back=5.0, good=2, interval=0.3)
+
+
+def _firmware_update(driver: BMCDriver) -> str:
+    """The BIOS updated to a fresh image, followed to its end and verified."""
+    image = f"http://127.0.0.1:9/fw/matrix-{time.monotonic_ns()}.bin"
+    driver.update_firmware(
+        image,
+        targets=("BIOS",),
+        deadline=Deadline.after(15.0, clock=driver.clock),
+        bounds=MATRIX_UPDATE,
+    )
+    return "ok"
+
+
 def _login(driver: BMCDriver) -> str:
     driver.close()  # the next call logs in afresh
     return _read(driver)
@@ -136,6 +158,7 @@ ACTIONS: dict[str, Callable[[BMCDriver], str]] = {
     "power_on_then_settle": _power_on_then_settle,
     "vmedia_insert": _vmedia_insert,
     "bios_set_reboot_verify": _bios_set_reboot_verify,
+    "firmware_update": _firmware_update,
     "login": _login,
 }
 

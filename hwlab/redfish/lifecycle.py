@@ -33,7 +33,10 @@ never shown). A PATCH is checked against the registry as bmaas checks it
 (:func:`bmaas.hardware.check_bios_changes`: 400 naming every problem), and
 against its ``If-Match``. The hardware effects that fired on the request
 (``bios_pending``, ``bios_partial``: what the next boot applies) go to the
-machine after the request is carried out.
+machine after the request is carried out; the update effects on a
+``SimpleUpdate`` (``task_hang``, ``update_rejected``, ``version_unchanged``,
+``update_reboot``) shape the update it takes (:mod:`bmaas.fakes.firmware`):
+a rejected one's task ends ``Exception`` with ``Update.1.0.VerificationFailed``.
 """
 
 from __future__ import annotations
@@ -360,24 +363,27 @@ def _task(bmc: Bmc, number: int, at: float | None = None) -> dict[str, Any]:
     if state == "Completed":
         done = f"The task {number} has completed: {update.target} reads {update.version}."
         messages.append(_message("TaskEvent.1.0.TaskCompletedOK", done, number))
+    if state == "Exception":  # update_rejected: DMTF Update registry's refusal
+        refused = f"Verification of image '{update.image}' at '{update.target}' failed."
+        messages.append(_message("Update.1.0.VerificationFailed", refused, number, "Critical"))
     return {
         "@odata.type": "#Task.v1_4_3.Task",
         "@odata.id": f"{_TASKS}/{number}",
         "Id": str(number),
         "Name": f"Update {update.target} from {update.image}",
         "TaskState": state,
-        "TaskStatus": "OK",
+        "TaskStatus": "Critical" if state == "Exception" else "OK",
         "PercentComplete": percent,
         "Messages": messages,
     }
 
 
-def _message(message_id: str, text: str, number: int) -> dict[str, Any]:
+def _message(message_id: str, text: str, number: int, severity: str = "OK") -> dict[str, Any]:
     return {
         "MessageId": message_id,
         "Message": text,
         "MessageArgs": [str(number)],
-        "MessageSeverity": "OK",
+        "MessageSeverity": severity,
     }
 
 
@@ -388,7 +394,7 @@ def _simple_update(bmc: Bmc, request: Request, hardware: list[Firing]) -> Render
             405, "Base.1.8.OperationNotAllowed", f"{request.method} on an action", ("POST",)
         )
     else:
-        answer = _take_update(bmc, request.body)
+        answer = _take_update(bmc, request.body, hardware)
     bmc.machine.apply(hardware)
     code, headers, data = standard.render(answer)
     if code == 202 and answer[1] is not None:
@@ -396,7 +402,7 @@ def _simple_update(bmc: Bmc, request: Request, hardware: list[Firing]) -> Render
     return code, headers, data
 
 
-def _take_update(bmc: Bmc, raw: bytes) -> _Answer:
+def _take_update(bmc: Bmc, raw: bytes, hardware: list[Firing]) -> _Answer:
     try:
         body = json.loads(raw or b"{}")
     except ValueError:
@@ -420,7 +426,8 @@ def _take_update(bmc: Bmc, raw: bytes) -> _Answer:
         return _error(400, "Base.1.8.ActionParameterValueFormatError", "; ".join(formats + values))
     if values:
         return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(values))
-    update = bmc.machine.update_firmware(components[targets[0]].id, image)
+    # the update effects (task_hang, update_rejected, ...) shape the update
+    update = bmc.machine.update_firmware(components[targets[0]].id, image, hardware)
     return 202, _task(bmc, update.number, at=update.start), ()  # as taken: New
 
 

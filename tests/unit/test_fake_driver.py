@@ -1,4 +1,4 @@
-"""Each of the 22 fault effects, through FakeDriver, as a real driver would fail."""
+"""Each of the fault effects, through FakeDriver, as a real driver would fail."""
 
 from __future__ import annotations
 
@@ -18,14 +18,18 @@ from bmaas.faults import (
     BMCAuthError,
     BMCBusy,
     BMCInternalError,
+    BMCNotBack,
     BMCProtocolError,
     BMCTimeout,
     BMCUnreachable,
     BootFailure,
     PowerFailure,
+    RequestRejected,
     SettingsNotApplied,
+    TaskStuck,
     UnsupportedOperation,
 )
+from bmaas.updates import UpdateBounds
 from tests.budgets import ask, no_budget, per_call
 
 DEADLINE = 5.0
@@ -282,3 +286,30 @@ def test_a_bios_change_the_next_boot_does_not_apply_is_settings_not_applied(
     with pytest.raises(SettingsNotApplied) as info:
         d.verify_bios(wanted, deadline=per_call(d))
     assert set(info.value.attributes) == left
+
+
+@pytest.mark.parametrize(
+    ("rule", "fault"),
+    [
+        ({"effect": "task_hang"}, TaskStuck),
+        ({"effect": "update_rejected"}, RequestRejected),
+        ({"effect": "version_unchanged"}, SettingsNotApplied),
+        ({"effect": "update_reboot", "version": "old"}, SettingsNotApplied),
+        ({"effect": "update_reboot", "duration": 60.0}, BMCNotBack),
+    ],
+)
+def test_each_update_effect_ends_typed(rule: dict[str, Any], fault: type[BmaasError]) -> None:
+    d, _clock = _make({"operation": "firmware.update", **rule})
+    with pytest.raises(fault):
+        d.update_firmware(
+            "http://img/bios-2.bin", targets=("BIOS",), deadline=no_budget(d), bounds=_BOUNDS
+        )
+
+
+def test_update_reboot_with_the_new_version_succeeds() -> None:
+    d, _clock = _make({"effect": "update_reboot", "operation": "firmware.update"})
+    after = d.update_firmware("http://img/bios-2.bin", deadline=no_budget(d), bounds=_BOUNDS)
+    assert {c.id: c.version for c in after}["BIOS"] == "bios-2.bin"
+
+
+_BOUNDS = UpdateBounds(task=10.0, poll=1.0, back=30.0, good=3, interval=5.0)

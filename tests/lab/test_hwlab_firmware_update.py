@@ -1,0 +1,117 @@
+"""A firmware update through the real RedfishDriver on hwlab's Redfish BMCs
+(issue 51): SimpleUpdate taken, its task followed to its end, the BMC waited
+for through a reboot, the version read back -- and each update effect ending
+typed: ``task_hang`` TaskStuck, ``update_rejected`` RequestRejected,
+``version_unchanged`` and ``update_reboot`` with the old version
+SettingsNotApplied, ``update_reboot`` with the new one fine."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bmaas.deadline import Deadline
+from bmaas.fakes.faults import FaultRule
+from bmaas.fakes.machine import FakeMachine
+from bmaas.faults import (
+    BMCNotBack,
+    BMCUnreachable,
+    RequestRejected,
+    SettingsNotApplied,
+    TaskStuck,
+)
+from bmaas.hwlab.redfish import RedfishServer
+from bmaas.retry import RetryingDriver, RetryLimits
+from bmaas.updates import UpdateBounds
+from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME, driver_for
+
+pytestmark = pytest.mark.lab
+
+QUICK = dataclasses.replace(HARDWARE, firmware_update_time=0.3)
+BOUNDS = UpdateBounds(task=2.0, poll=0.1, back=5.0, good=2, interval=0.3)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedfishServer]:
+    with RedfishServer() as s:
+        yield s
+
+
+def _update(
+    server: RedfishServer, shape: str | None = None, bounds: UpdateBounds = BOUNDS, **rule: Any
+) -> tuple[Any, list[str]]:
+    machine = FakeMachine(f"fw-{shape or 'dmtf'}-{time.monotonic_ns()}", QUICK)
+    port = server.add(machine, username=USERNAME, password=PASSWORD, shape=shape)
+    driver = driver_for(server, port)
+    lines: list[str] = []
+    try:
+        if rule:
+            rule = {"operation": "firmware.update", "times": 1, **rule}
+            machine.plan.add(FaultRule.from_dict(rule))
+        retrying = RetryingDriver(driver, RetryLimits(bmc_timeout=1.0))
+        after = retrying.update_firmware(
+            "http://127.0.0.1:9/fw/bios-2.0.bin",
+            targets=("BIOS",),
+            deadline=Deadline.after(15.0),
+            bounds=bounds,
+            progress=lines.append,
+        )
+        return {c.id: c.version for c in after}, lines
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("shape", [None, "idrac9", "ilo5", "xcc", "openbmc"])
+def test_an_update_is_followed_to_its_end_and_verified(server: RedfishServer, shape: Any) -> None:
+    versions, lines = _update(server, shape)
+    assert versions["BIOS"] == "bios-2.0.bin"
+    assert lines[0].startswith("update taken (task: /redfish/v1/TaskService/Tasks/1)")
+    assert lines[-1] == "task Completed 100%"
+
+
+def test_a_short_bmc_reboot_is_ridden_out_by_the_reads_retry(server: RedfishServer) -> None:
+    versions, lines = _update(server, effect="update_reboot", duration=1.0)
+    assert versions["BIOS"] == "bios-2.0.bin"
+    assert not any("waiting for it" in line for line in lines), lines
+
+
+def test_a_bmc_away_past_the_reads_retry_is_waited_for(server: RedfishServer) -> None:
+    """3 s down: longer than the task read's brief retries (3 attempts 1 s
+    apart), so the update waits for 2 answers in a row."""
+    bounds = dataclasses.replace(BOUNDS, task=8.0)
+    versions, lines = _update(server, bounds=bounds, effect="update_reboot", duration=3.0)
+    assert versions["BIOS"] == "bios-2.0.bin"
+    assert "BMC not answering (rebooting?): waiting for it" in lines, lines
+    assert "BMC answers (2 of 2)" in lines
+    assert lines[-1] == "task Completed 100%"
+
+
+def test_a_bmc_away_past_its_bound_is_not_back(server: RedfishServer) -> None:
+    bounds = dataclasses.replace(BOUNDS, task=8.0, back=1.0)
+    with pytest.raises(BMCNotBack) as info:
+        _update(server, bounds=bounds, effect="update_reboot", duration=4.0)
+    assert isinstance(info.value.__cause__, BMCUnreachable)
+
+
+@pytest.mark.parametrize(
+    ("rule", "fault"),
+    [
+        ({"effect": "task_hang"}, TaskStuck),
+        ({"effect": "update_rejected"}, RequestRejected),
+        ({"effect": "version_unchanged"}, SettingsNotApplied),
+        ({"effect": "update_reboot", "duration": 1.0, "version": "old"}, SettingsNotApplied),
+    ],
+)
+def test_each_update_effect_ends_typed(
+    server: RedfishServer, rule: dict[str, Any], fault: type[Exception]
+) -> None:
+    with pytest.raises(fault) as info:
+        _update(server, **rule)
+    if fault is RequestRejected:
+        assert "VerificationFailed" in str(info.value)
+    if fault is SettingsNotApplied:
+        assert "BIOS still reads 'fake-bios-1.0'" in str(info.value)
