@@ -50,9 +50,13 @@ def vm() -> None:
 @vm.command("image")
 @click.option("--force", is_flag=True, help="Rebuild even if cached.")
 def image_cmd(force: bool) -> None:
-    """Build (or find cached) the boot ISO, kernel and initramfs; print their paths."""
+    """Build (or find cached) the boot ISOs, kernel and initramfs; print their paths.
+
+    disk_iso is a user image (it prints via=disk); writer_iso a deploy image
+    that writes it to the VM's disk and powers off (bmaas deploy --to-disk)."""
     image = build_image(force=force)
     click.echo(f"iso: {image.iso}\nvmedia_iso: {image.vmedia_iso}")
+    click.echo(f"disk_iso: {image.disk_iso}\nwriter_iso: {image.writer_iso}")
     click.echo(f"kernel: {image.kernel}\ninitramfs: {image.initramfs}")
 
 

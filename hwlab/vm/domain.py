@@ -6,7 +6,7 @@ image (``bmaas.via=cdrom``), no disk and no network interface at all, and its
 first serial port appended to a file (``append='on'``: a power cycle or a
 redefinition never truncates it, so a reader's offset stays valid).
 
-A blank 1 MiB disk is there for the firmware's sake: with ``<boot dev='hd'/>``
+A blank 64 MiB disk is there for the firmware's sake: with ``<boot dev='hd'/>``
 and no disk, SeaBIOS is given no boot order and falls through to the CD
 (measured: the marker appeared with the boot device left at ``hd``); with a
 disk, libvirt gives it boot index 1 and ``-boot strict=on``, so SeaBIOS tries
@@ -191,7 +191,8 @@ def _answer(*args: str, uri: str = URI) -> str | None:
 
 def blank_disk(path: Path, size: int = COUNTER_DISK_BYTES) -> Path:
     """A zeroed raw disk (sparse): no boot signature, the firmware moves on.
-    The guest keeps its boot count in sector 1 (image.py)."""
+    The guest keeps its boot count in its last sector (image.py); a deploy
+    that writes the disk puts its image from sector 0 (``--to-disk``)."""
     with path.open("wb") as f:
         f.truncate(size)
     return path

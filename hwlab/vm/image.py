@@ -9,19 +9,30 @@ marker line on the serial console::
     BMAAS-BOOTED via=cdrom boot=3 boot_id=3f1c... uptime=4.12
 
 ``via`` is the kernel command line's ``bmaas.via`` (the ISO's isolinux entry
-passes ``cdrom``; a direct kernel boot passes what it is given), so the line
-says which medium the firmware booted. ``boot`` is the guest's own count of
-its boots: kept on the VM's blank 1 MiB disk (sector 1, ``BMAAS-COUNT n``;
-sector 0 stays blank so the firmware never boots it), read, incremented and
-written back -- synced -- before the line is printed, so a test proves one
-boot per deploy from the machine's word, not from the BMC's. The disk is
-reached with Debian's own modules (libata, ata_piix, sd_mod and theirs:
-Debian builds no disk driver in); ``boot=none`` when they or the 1 MiB disk
-are missing (the guest never writes to a disk of another size). Then it
-waits for power-off (or powers off itself with ``bmaas.after=poweroff``).
+passes ``cdrom``, ``vmedia`` or ``disk``; a direct kernel boot passes what it
+is given), so the line says which medium the firmware booted. ``boot`` is the
+guest's own count of its boots: kept on the VM's 64 MiB disk (its last
+sector, ``BMAAS-COUNT n``), read, incremented and written back -- synced --
+before the line is printed, so a test proves one boot per deploy from the
+machine's word, not from the BMC's. The disk is reached with Debian's own
+modules (libata, ata_piix, sd_mod and theirs: Debian builds no disk driver
+in); ``boot=none`` when they or the disk are missing (the guest never writes
+to a disk of another size). Then it waits for power-off (or powers off
+itself with ``bmaas.after=poweroff``).
 
-The ISO is BIOS-bootable (isolinux, for SeaBIOS) and built by xorriso; all
-three files are cached under the user's cache dir, keyed by their inputs.
+Four ISOs, all BIOS-bootable (isolinux, for SeaBIOS), isohybrid (the same
+bytes boot from a disk) and built by xorriso; every file is cached under the
+user's cache dir, keyed by its inputs:
+
+- ``bmaas-cdrom.iso`` (``via=cdrom``): what the VMs' own CD drives hold;
+- ``bmaas-vmedia.iso`` (``via=vmedia``): what a live deploy inserts;
+- ``bmaas-disk.iso`` (``via=disk``): the *user image* of a deploy that writes
+  the disk (issue 49): written to a VM's disk it boots from there;
+- ``bmaas-writer.iso`` (``via=vmedia``): that deploy's image. Its initramfs
+  carries ``bmaas-disk.iso`` as ``/disk.img``; once booted it prints its
+  marker, writes ``/disk.img`` to the start of the disk (the count's sector,
+  the last, is left alone), prints ``BMAAS-WROTE disk bytes=N sha256=...``
+  and powers the machine off (``bmaas deploy --to-disk`` waits for that).
 """
 
 from __future__ import annotations
@@ -44,9 +55,11 @@ from bmaas.faults import InputError
 
 __all__ = [
     "COUNTER_DISK_BYTES",
+    "COUNTER_SECTOR",
     "INIT_SCRIPT",
     "MARKER",
     "MODULES",
+    "WROTE",
     "BootImage",
     "build_image",
     "cpio_newc",
@@ -74,8 +87,16 @@ MODULES = (
     "kernel/drivers/scsi/sd_mod.ko",
 )
 
-#: the size of the disk the guest keeps its count on (domain.blank_disk's)
-COUNTER_DISK_BYTES = 1 << 20
+#: the size of the disk the guest keeps its count on (domain.blank_disk's):
+#: room for a written user image before the count's sector
+COUNTER_DISK_BYTES = 64 << 20
+
+#: the sector the count is kept in: the disk's last, so a user image written
+#: from sector 0 leaves it be
+COUNTER_SECTOR = COUNTER_DISK_BYTES // 512 - 1
+
+#: the first words of the line a writer prints once the disk is written
+WROTE = "BMAAS-WROTE disk"
 
 INIT_SCRIPT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -91,12 +112,12 @@ n=0
 while [ ! -b /dev/sda ] && [ -f /lib/modules/sd_mod.ko ] && [ $n -lt 100 ]; do
   sleep 0.1; n=$((n + 1))
 done
-# count_boot DISK: read the count from sector 1, write it back plus one, print it
+# count_boot DISK: read the count from its last sector, write it back plus one, print it
 count_boot() {{
-  last=$(dd if="$1" bs=512 skip=1 count=1 2>/dev/null | tr -d '\\000' \\
+  last=$(dd if="$1" bs=512 skip={COUNTER_SECTOR} count=1 2>/dev/null | tr -d '\\000' \\
     | sed -n 's/^BMAAS-COUNT \\([0-9][0-9]*\\)$/\\1/p')
   printf 'BMAAS-COUNT %d\\n' $((${{last:-0}} + 1)) \\
-    | dd of="$1" bs=512 seek=1 count=1 conv=sync,notrunc 2>/dev/null
+    | dd of="$1" bs=512 seek={COUNTER_SECTOR} count=1 conv=sync,notrunc 2>/dev/null
   sync
   echo $((${{last:-0}} + 1))
 }}
@@ -108,6 +129,13 @@ fi
 id=$(cat /proc/sys/kernel/random/boot_id)
 up=$(cut -d' ' -f1 /proc/uptime)
 echo "{MARKER} via=${{via:-unknown}} boot=$boot boot_id=$id uptime=$up" >/dev/console
+if [ "$(arg bmaas.write)" = disk ] && [ -f /disk.img ] && [ "$boot" != none ]; then
+  dd if=/disk.img of=/dev/sda bs=65536 conv=notrunc 2>/dev/null
+  sync
+  blockdev --flushbufs /dev/sda
+  sum=$(sha256sum /disk.img | cut -d' ' -f1)
+  echo "{WROTE} bytes=$(wc -c </disk.img) sha256=$sum" >/dev/console
+fi
 if [ "$(arg bmaas.after)" = poweroff ]; then poweroff -f; fi
 while :; do sleep 3600; done
 """
@@ -137,8 +165,11 @@ TIMEOUT 0
 LABEL bmaas
   KERNEL /boot/vmlinuz
   INITRD /boot/initrd.gz
-  APPEND console=ttyS0,115200 quiet panic=-1 bmaas.via={via}
+  APPEND console=ttyS0,115200 quiet panic=-1 bmaas.via={via}{extra}
 """
+
+#: what each ISO's kernel is told past ``bmaas.via``
+_WRITER_ARGS = " bmaas.write=disk bmaas.after=poweroff"
 
 _BUSYBOX = "/bin/busybox"
 _ISOLINUX = Path("/usr/lib/ISOLINUX")
@@ -154,6 +185,10 @@ class BootImage:
     vmedia_iso: Path
     kernel: Path
     initramfs: Path
+    #: the user image a writer puts on the disk (``bmaas.via=disk``)
+    disk_iso: Path
+    #: a deploy image that writes ``disk_iso`` to the disk and powers off
+    writer_iso: Path
 
 
 def default_cache_dir() -> Path:
@@ -185,9 +220,11 @@ def cpio_newc(entries: list[tuple[str, int, bytes, tuple[int, int]]]) -> bytes:
     return out.getvalue()
 
 
-def _initramfs(busybox: bytes, modules: Sequence[tuple[str, bytes]] = ()) -> bytes:
+def _initramfs(
+    busybox: bytes, modules: Sequence[tuple[str, bytes]] = (), disk_image: bytes | None = None
+) -> bytes:
     """The gzipped cpio: busybox, ``/init`` and ``modules`` (name, bytes) in
-    ``/lib/modules``."""
+    ``/lib/modules``; a writer's also ``disk_image`` as ``/disk.img``."""
     d, f, c = 0o040755, 0o100755, 0o020600
     entries = [
         ("bin", d, b"", (0, 0)),
@@ -200,6 +237,7 @@ def _initramfs(busybox: bytes, modules: Sequence[tuple[str, bytes]] = ()) -> byt
         ("proc", d, b"", (0, 0)),
         ("sys", d, b"", (0, 0)),
         ("init", f, INIT_SCRIPT.encode(), (0, 0)),
+        *([("disk.img", 0o100644, disk_image, (0, 0))] if disk_image is not None else []),
     ]
     return gzip.compress(cpio_newc(entries), compresslevel=6, mtime=0)
 
@@ -321,15 +359,22 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
         *(data for _, data in modules),
         INIT_SCRIPT.encode(),
         ISOLINUX_CFG.encode(),
+        _WRITER_ARGS.encode(),
         isolinux.read_bytes(),
         ldlinux.read_bytes(),
     ):
         digest.update(hashlib.sha256(part).digest())
     out = cache / digest.hexdigest()[:16]
     image = BootImage(
-        out / "bmaas-cdrom.iso", out / "bmaas-vmedia.iso", out / "vmlinuz", out / "initrd.gz"
+        out / "bmaas-cdrom.iso",
+        out / "bmaas-vmedia.iso",
+        out / "vmlinuz",
+        out / "initrd.gz",
+        out / "bmaas-disk.iso",
+        out / "bmaas-writer.iso",
     )
-    if image.iso.exists() and image.vmedia_iso.exists() and not force:
+    isos = (image.iso, image.vmedia_iso, image.disk_iso, image.writer_iso)
+    if all(p.exists() for p in isos) and not force:
         return image
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
@@ -337,42 +382,55 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
         (root / "boot").mkdir(parents=True)
         (root / "isolinux").mkdir()
         shutil.copyfile(kernel.vmlinuz, root / "boot" / "vmlinuz")
-        (root / "boot" / "initrd.gz").write_bytes(_initramfs(busybox, modules))
+        initrd = root / "boot" / "initrd.gz"
+        initrd.write_bytes(_initramfs(busybox, modules))
         shutil.copyfile(isolinux, root / "isolinux" / "isolinux.bin")
         shutil.copyfile(ldlinux, root / "isolinux" / "ldlinux.c32")
-        isos = {}
-        for via in ("cdrom", "vmedia"):
-            (root / "isolinux" / "isolinux.cfg").write_text(ISOLINUX_CFG.format(via=via))
-            isos[via] = Path(tmp) / f"{via}.iso"
-            _run(
-                [
-                    "xorriso",
-                    "-as",
-                    "mkisofs",
-                    "-quiet",
-                    "-o",
-                    str(isos[via]),
-                    "-V",
-                    "BMAAS_BOOT",
-                    "-isohybrid-mbr",
-                    str(mbr),
-                    "-b",
-                    "isolinux/isolinux.bin",
-                    "-c",
-                    "isolinux/boot.cat",
-                    "-no-emul-boot",
-                    "-boot-load-size",
-                    "4",
-                    "-boot-info-table",
-                    str(root),
-                ]
-            )
+        made = {}
+        for via in ("cdrom", "vmedia", "disk"):
+            made[via] = _iso(root, Path(tmp) / f"{via}.iso", mbr, via=via)
+        if made["disk"].stat().st_size > COUNTER_SECTOR * 512:
+            raise InputError(f"the user image is larger than the VMs' {COUNTER_DISK_BYTES} B disk")
+        shutil.copyfile(initrd, Path(tmp) / "initrd.gz")
+        initrd.write_bytes(_initramfs(busybox, modules, made["disk"].read_bytes()))
+        made["writer"] = _iso(root, Path(tmp) / "writer.iso", mbr, via="vmedia", extra=_WRITER_ARGS)
         for src, dst in (
             (root / "boot" / "vmlinuz", image.kernel),
-            (root / "boot" / "initrd.gz", image.initramfs),
-            (isos["cdrom"], image.iso),
-            (isos["vmedia"], image.vmedia_iso),
+            (Path(tmp) / "initrd.gz", image.initramfs),
+            (made["cdrom"], image.iso),
+            (made["vmedia"], image.vmedia_iso),
+            (made["disk"], image.disk_iso),
+            (made["writer"], image.writer_iso),
         ):
             os.replace(src, dst)
             dst.chmod(0o644)
     return image
+
+
+def _iso(root: Path, out: Path, mbr: Path, *, via: str, extra: str = "") -> Path:
+    """``root`` as an isohybrid ISO at ``out`` whose kernel is told ``via``."""
+    (root / "isolinux" / "isolinux.cfg").write_text(ISOLINUX_CFG.format(via=via, extra=extra))
+    _run(
+        [
+            "xorriso",
+            "-as",
+            "mkisofs",
+            "-quiet",
+            "-o",
+            str(out),
+            "-V",
+            "BMAAS_BOOT",
+            "-isohybrid-mbr",
+            str(mbr),
+            "-b",
+            "isolinux/isolinux.bin",
+            "-c",
+            "isolinux/boot.cat",
+            "-no-emul-boot",
+            "-boot-load-size",
+            "4",
+            "-boot-info-table",
+            str(root),
+        ]
+    )
+    return out

@@ -5,7 +5,7 @@
     STATE_DIR/vm.json          what is running: domains, emulator pids, ports
     STATE_DIR/inventory.yaml   one node per VM (redfish_* and ipmi_* keys)
     STATE_DIR/serial/<vm>.log  each VM's ttyS0, appended (the boot marker)
-    STATE_DIR/disks/<vm>.img   a blank 1 MiB disk (see domain.py: why)
+    STATE_DIR/disks/<vm>.img   a blank 64 MiB disk (see domain.py: why)
     STATE_DIR/sushy, vbmc      the stock emulators' config and logs
     STATE_DIR/lab              with proxies: the hwlab lab in front (hwlab fault
                                add NODE ... --state-dir STATE_DIR/lab)

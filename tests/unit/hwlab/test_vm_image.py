@@ -6,6 +6,7 @@ the CD drive put back where sushy-tools' virtual media took it."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from xml.etree import ElementTree
 import pytest
 
 from bmaas.hwlab.vm import domain, image
-from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, MODULES, parse_marker
+from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, COUNTER_SECTOR, MODULES, WROTE, parse_marker
 
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"
 
@@ -39,7 +40,7 @@ def boot_on(disk: Path) -> str:
 
 
 @pytest.mark.skipif(not Path(BUSYBOX).exists(), reason="busybox is not installed")
-def test_the_guest_counts_its_boots_on_sector_1_and_never_touches_sector_0(
+def test_the_guest_counts_its_boots_on_the_last_sector_and_never_touches_the_rest(
     tmp_path: Path,
 ) -> None:
     disk = domain.blank_disk(tmp_path / "d.img")
@@ -47,22 +48,68 @@ def test_the_guest_counts_its_boots_on_sector_1_and_never_touches_sector_0(
     assert [boot_on(disk) for _ in range(3)] == ["1", "2", "3"]
     raw = disk.read_bytes()
     assert len(raw) == COUNTER_DISK_BYTES
+    at = COUNTER_SECTOR * 512
+    assert at == COUNTER_DISK_BYTES - 512
     assert raw[:512] == b"\0" * 512  # no boot signature: the firmware moves on
-    assert raw[512:1024].rstrip(b"\0") == b"BMAAS-COUNT 3\n"
-    assert raw[1024:] == b"\0" * (COUNTER_DISK_BYTES - 1024)
+    assert raw[at:].rstrip(b"\0") == b"BMAAS-COUNT 3\n"
+    assert raw[:at] == b"\0" * at  # room for a user image from sector 0
 
 
 @pytest.mark.skipif(not Path(BUSYBOX).exists(), reason="busybox is not installed")
 def test_a_sector_that_holds_no_count_starts_at_one(tmp_path: Path) -> None:
     disk = domain.blank_disk(tmp_path / "d.img")
     with disk.open("r+b") as f:
-        f.seek(512)
+        f.seek(COUNTER_SECTOR * 512)
         f.write(b"BMAAS-COUNT 41\n")
     assert boot_on(disk) == "42"
     with disk.open("r+b") as f:
-        f.seek(512)
+        f.seek(COUNTER_SECTOR * 512)
         f.write(b"garbage 7\n".ljust(512, b"\0"))
     assert boot_on(disk) == "1"
+
+
+def write_block() -> str:
+    """The init script's write step (``bmaas.write=disk``), as the guest runs it."""
+    found = re.search(
+        r"^if \[ \"\$\(arg bmaas.write\)\" = disk \].*?^fi\n", image.INIT_SCRIPT, re.S | re.M
+    )
+    assert found, image.INIT_SCRIPT
+    return found.group(0)
+
+
+@pytest.mark.skipif(not Path(BUSYBOX).exists(), reason="busybox is not installed")
+def test_a_writer_puts_the_user_image_from_sector_0_and_keeps_the_count(tmp_path: Path) -> None:
+    """What ``bmaas deploy --to-disk`` has the lab's writer do, on files
+    standing in for ``/dev/sda`` and ``/disk.img``: the image lands at the
+    start, the boot count in the last sector survives, and the line it prints
+    names the image's size and digest."""
+    disk = domain.blank_disk(tmp_path / "sda")
+    assert boot_on(disk) == "1"
+    user = tmp_path / "disk.img"
+    user.write_bytes(b"\x55\xaa" * 300_000)  # 600 kB, past one dd block
+    script = write_block().replace("/dev/sda", str(disk)).replace("/disk.img", str(user))
+    script = script.replace(">/dev/console", "")
+    done = subprocess.run(
+        [BUSYBOX, "sh", "-c", f"arg() {{ echo disk; }}\nboot=1\n{script}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    raw = disk.read_bytes()
+    assert raw[: len(user.read_bytes())] == user.read_bytes()
+    assert raw[COUNTER_SECTOR * 512 :].rstrip(b"\0") == b"BMAAS-COUNT 1\n"
+    digest = hashlib.sha256(user.read_bytes()).hexdigest()
+    assert f"{WROTE} bytes=600000 sha256={digest}" in done.stdout
+    assert boot_on(disk) == "2"
+
+
+def test_the_writer_initramfs_carries_the_user_image() -> None:
+    plain = gzip.decompress(image._initramfs(b"busybox"))
+    writer = gzip.decompress(image._initramfs(b"busybox", (), b"USER-IMAGE"))
+    assert b"disk.img\0" not in plain
+    assert b"disk.img\0" in writer
+    assert b"USER-IMAGE" in writer
 
 
 def test_marker_fields() -> None:

@@ -1,0 +1,133 @@
+"""A deploy that writes the disk, then a boot from it (issue 49): the lab's
+writer ISO (hwlab/vm/image.py) boots, writes the user image to the VM's disk,
+says ``BMAAS-WROTE disk ... sha256=...`` and powers the VM off;
+``bmaas deploy --to-disk`` then ejects it, sets disk boot (persistent) and
+powers the VM on, and is active only once the VM printed ``via=disk`` -- the
+user image, booted by SeaBIOS from the disk. Witnessed on the machine: two
+markers, one boot each by the guest's own count, the digest the guest
+printed equal to the image's, and the disk file starting with the image.
+
+Each test leaves the VMs off with blank disks (what the other VM tests
+expect: a blank disk, so nothing boots until a BMC says what)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bmaas.hwlab.vm import domain
+from bmaas.hwlab.vm.image import WROTE, BootImage, build_image, parse_marker
+from bmaas.hwlab.vm.lab import VmLab, insert_cd
+from tests.vm.support import bmaas, clear_faults, deploy, enroll, markers, power_off_all, seen
+
+pytestmark = pytest.mark.vm
+
+DISK = "BMAAS-BOOTED via=disk"
+
+
+@pytest.fixture
+def image(vm_lab: VmLab) -> BootImage:
+    return build_image()  # the lab's own, from the cache `up` filled
+
+
+@pytest.fixture
+def blank_after(vm_lab: VmLab, tmp_path: Path) -> Iterator[None]:
+    yield
+    power_off_all(tmp_path, vm_lab)
+    for name in vm_lab.domains:
+        domain.blank_disk(vm_lab.state_dir / "disks" / f"{name}.img")
+
+
+def wrote(lab: VmLab, name: str) -> list[str]:
+    path = lab.serial_log(name)
+    return [ln for ln in path.read_text(errors="replace").splitlines() if ln.startswith(WROTE)]
+
+
+def written_then_booted(lab: VmLab, name: str, before: dict[str, int], image: BootImage) -> None:
+    """``name`` booted the writer, wrote exactly the user image, then booted
+    that image from its disk (``via=disk``): one boot each, by its own count."""
+    new = [parse_marker(line) for line in markers(lab, name)[before[name] :]]
+    assert [m["via"] for m in new if m] == ["vmedia", "disk"], new  # the writer says vmedia
+    counts = [m["boot"] for m in new if m]
+    assert isinstance(counts[0], int)
+    assert counts[1] == counts[0] + 1, new
+    user = image.disk_iso.read_bytes()
+    line = wrote(lab, name)[-1]
+    assert re.search(rf"bytes={len(user)} sha256={hashlib.sha256(user).hexdigest()}$", line)
+    with (lab.state_dir / "disks" / f"{name}.img").open("rb") as disk:
+        assert disk.read(len(user)) == user
+
+
+@pytest.mark.timeout(520)  # its deploy's --deadline and the commands around it
+def test_redfish_deploy_to_disk_writes_the_image_and_the_vm_boots_it_from_disk(
+    vm_lab: VmLab, image_url: str, image: BootImage, tmp_path: Path, blank_after: None
+) -> None:
+    """By virtual media through the Redfish proxy and stock sushy-tools."""
+    writer_url = f"{image_url.rsplit('/', 1)[0]}/{image.writer_iso.name}"
+    enroll(tmp_path, vm_lab, "redfish")
+    clear_faults(vm_lab)
+    power_off_all(tmp_path, vm_lab)
+    before = seen(vm_lab)
+    result = deploy(
+        tmp_path,
+        vm_lab,
+        "--count",
+        "1",
+        "--to-disk",
+        "--image",
+        writer_url,
+        "--ready-pattern",
+        DISK,
+        "--deadline",
+        "400",
+        "--max-attempts",
+        "1",
+    )
+    assert result["ok"] == 1, result
+    (request,) = result["requests"]
+    name = request["node"]
+    assert request["boot"] == "vmedia"
+    written_then_booted(vm_lab, name, before, image)
+    done = bmaas(tmp_path, "boot-device", "get", name, "--json", "--deadline", "60")
+    assert done.returncode == 0, done.stderr
+    assert '"device": "disk"' in done.stdout
+
+
+@pytest.mark.timeout(520)  # its deploy's --deadline and the commands around it
+def test_ipmi_deploy_to_disk_boots_the_writer_cd_then_the_disk(
+    vm_lab: VmLab, image: BootImage, tmp_path: Path, blank_after: None
+) -> None:
+    """By IPMI through the proxy and stock vbmc: no virtual media, so the lab
+    puts the writer in the CD drives (``hwlab vm cd``), the node's
+    ``deploy_boot_device: cdrom`` boots it once, and the disk next."""
+    insert_cd(vm_lab.state_dir, image.writer_iso)
+    try:
+        enroll(tmp_path, vm_lab, "ipmi")
+        clear_faults(vm_lab)
+        power_off_all(tmp_path, vm_lab)
+        before = seen(vm_lab)
+        result = deploy(
+            tmp_path,
+            vm_lab,
+            "--count",
+            "1",
+            "--to-disk",
+            "--ready-pattern",
+            DISK,
+            "--deadline",
+            "400",
+            "--max-attempts",
+            "1",
+        )
+        assert result["ok"] == 1, result
+        (request,) = result["requests"]
+        name = request["node"]
+        assert request["boot"] == "cdrom"
+        written_then_booted(vm_lab, name, before, image)
+    finally:
+        power_off_all(tmp_path, vm_lab)
+        insert_cd(vm_lab.state_dir, Path(image.iso))
