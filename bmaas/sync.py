@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from bmaas import retry as _retry
@@ -64,7 +64,7 @@ from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.provision.reclaim import reclaim
 from bmaas.quirks import record_results
 from bmaas.runtime import Runtime
-from bmaas.store.records import QUIRKS_KEY, NodeRecord
+from bmaas.store.records import QUIRKS_KEY, NodeRecord, updating
 from bmaas.sync_report import SyncReport
 from bmaas.sync_settings import SyncParts, SyncSettings
 
@@ -155,7 +155,7 @@ def sync_pass(
     # what the drivers learned (a cipher suite 3 downgrade), wherever they ran:
     # a sharded worker's driver never reaches this process, its result does
     record_results(store.nodes, results, {r.name: r.extra.get(QUIRKS_KEY) for r in records})
-    changes = _record_reads(store, results, settings.health_rule)
+    changes = _record_reads(store, results, settings.health_rule, _updating(store, results))
     sessions = None if parts.pool is None else dataclasses.replace(parts.pool.stats)
     if parts.sweeper is not None:
         sessions = parts.sweeper.stats
@@ -205,17 +205,34 @@ def _read(
     )
 
 
+def _updating(store: Store, results: Sequence[NodeResult[PowerState]]) -> set[str]:
+    """The failed reads' nodes a firmware update runs on (issue 51: its BMC
+    reboots under it), read afresh: a loop's records are cached, marks come
+    and go between passes. No failed read: no query."""
+    failed = [r.node for r in results if r.error is not None]
+    if not failed:
+        return set()
+    now = store.clock()
+    return {r.name for r in store.nodes.find(failed) if updating(r, now)}
+
+
 def _record_reads(
-    store: Store, results: Sequence[NodeResult[PowerState]], rule: HealthRule
+    store: Store,
+    results: Sequence[NodeResult[PowerState]],
+    rule: HealthRule,
+    updating: Collection[str] = (),
 ) -> list[HealthChange]:
     """Write the pass's reads with hysteresis: only faults that say something
-    about the node count (the policy table's "health" column)."""
+    about the node count (the policy table's "health" column), and none of a
+    node in ``updating`` (a firmware update runs on it: its BMC reboots)."""
     reads: list[tuple[str, PowerState | BmaasError]] = []
     uncounted: dict[str, str] = {}
     for result in results:
         if result.error is None:
             assert result.value is not None
             reads.append((result.node, result.value))
+        elif result.node in updating:
+            uncounted[result.node] = f"firmware update in progress: {result.error}"
         elif policy_for(result.error).counts_for_health:
             reads.append((result.node, result.error))
         else:  # busy, credentials, configuration: says nothing about the node

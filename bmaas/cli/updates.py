@@ -15,7 +15,10 @@ rejects the image stops the roll-out: nodes not started yet are ``SKIPPED``
 ``bmc reset NODE...`` restarts each BMC (``Manager.Reset``) and waits for it
 the same way: ``BMCNotBack`` when it stays away past ``--back-timeout``.
 
-``--deadline`` bounds the whole command, tasks and waits included.
+``--deadline`` bounds the whole command, tasks and waits included. While a
+node's update runs it is marked in the store (``extra.firmware_update``, at
+the latest until the deadline): ``bmaas sync`` counts none of its faults
+meanwhile, so a BMC rebooting into new firmware never fences the node.
 """
 
 from __future__ import annotations
@@ -166,6 +169,11 @@ def firmware_update_command(group: click.Group) -> None:
                     raise NodeUnavailable(
                         f"not updated: {stopped[0]}'s BMC rejected the image", node=driver.node
                     )
+            # marked while it runs: the sync counts none of its faults (its
+            # BMC reboots), at the latest until this command's deadline
+            nodes = args.app.store().nodes
+            until = args.app.store().clock() + deadline.left()
+            nodes.mark_update(driver.node, until=until, by=whoami(), what=f"updating from {uri}")
             try:
                 return driver.update_firmware(
                     uri,
@@ -179,6 +187,8 @@ def firmware_update_command(group: click.Group) -> None:
                     with lock:
                         stopped.append(driver.node)
                 raise
+            finally:
+                nodes.mark_update(driver.node, until=None, by=whoami())
 
         def record(results: list[NodeResult[Any]]) -> None:
             said = [(r.node, "firmware", f"firmware updated from {uri}") for r in results if r.ok]

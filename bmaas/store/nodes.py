@@ -26,6 +26,7 @@ from bmaas.store.keys import KeysRepo
 from bmaas.store.records import (
     QUIRKS_KEY,
     SYSTEM,
+    UPDATE_KEY,
     Event,
     NodeRecord,
     ProvisionState,
@@ -350,6 +351,28 @@ class NodesRepo:
             for quirk in new:
                 tx.event(node_id, "bmc_quirk", f"the BMC shows {quirk}", actor=SYSTEM)
         return new
+
+    def mark_update(self, name: str, *, until: float | None, by: str, what: str = "") -> None:
+        """Mark a firmware update running on the node until ``until`` (store
+        time) at the latest, or clear the mark (``until=None``), with a
+        ``firmware_update`` event: the sync counts none of the node's faults
+        while it is marked (:func:`bmaas.store.records.updating`)."""
+        with self._db.write() as tx:
+            node_id = tx.node_id(name)
+            row = tx.execute(sa.select(t.nodes.c.extra).where(t.nodes.c.id == node_id)).one()
+            extra = dict(row[0] or {})
+            if until is None:
+                extra.pop(UPDATE_KEY, None)
+            else:
+                extra[UPDATE_KEY] = {"until": until, "by": by}
+            tx.execute(
+                t.nodes.update()
+                .where(t.nodes.c.id == node_id)
+                .values(extra=extra, updated_at=self._db.now())
+            )
+            ended = "firmware update ended"
+            said = what or ("firmware update started" if until is not None else ended)
+            tx.event(node_id, "firmware_update", said, actor=by)
 
     def set_maintenance(self, name: str, *, reason: str, by: str) -> NodeRecord:
         """A person puts a node into maintenance. It is never claimed while

@@ -21,6 +21,7 @@ __all__ = [
     "POWER_FAILURE",
     "QUIRKS_KEY",
     "SYSTEM",
+    "UPDATE_KEY",
     "Allocation",
     "Event",
     "Network",
@@ -33,6 +34,7 @@ __all__ = [
     "Segment",
     "leftover_text",
     "node_record",
+    "updating",
 ]
 
 #: the ``maintenance_by`` of maintenance bmaas set itself (never a person's name)
@@ -83,6 +85,19 @@ def leftover_text(leftovers: dict[str, Any] | None) -> str | None:
 #: the key of a node's ``extra`` under which its BMC quirks are kept
 #: (:class:`bmaas.driver.Quirk`; :meth:`bmaas.store.nodes.NodesRepo.record_quirks`)
 QUIRKS_KEY = "bmc_quirks"
+#: the key of a node's ``extra`` that says a firmware update runs on it, and
+#: until when at the latest (store time): ``{"until": t, "by": who}``
+#: (:meth:`bmaas.store.nodes.NodesRepo.mark_update`; the sync counts no fault
+#: of the node meanwhile)
+UPDATE_KEY = "firmware_update"
+
+
+def updating(record: NodeRecord, now: float) -> bool:
+    """Whether a firmware update runs on the node at ``now`` (its mark is
+    there and its bound not past: a crashed command's mark ends by itself)."""
+    mark = record.extra.get(UPDATE_KEY)
+    until = mark.get("until") if isinstance(mark, dict) else None
+    return isinstance(until, int | float) and now < until
 
 
 class PortOrigin(StrEnum):
