@@ -531,7 +531,15 @@ def _sse_keepalive(default: str) -> Callable[[Any], Any]:
 
 
 @bench.command("events")
-@click.option("--nodes", type=WholeNumber(1, 2000), help="Redfish nodes (default 20).")
+@click.option("--nodes", type=WholeNumber(1, 10_000), help="Redfish nodes (default 20).")
+@click.option(
+    "--mode",
+    multiple=True,
+    type=click.Choice(["polling", "events", "push", "adversary"]),
+    help="A bmaas sync row (repeatable; default polling, events and adversary: push "
+    "subscriptions while idle connections, garbage, deep frames and forged events hit "
+    "the push listener).",
+)
 @click.option("--duration", type=Seconds(5, 86400), help="Seconds per mode (default 300).")
 @click.option("--interval", type=Seconds(0.5, 3600), help="The sync's --interval (default 60).")
 @_EVERY

@@ -32,8 +32,10 @@ __all__ = [
     "per_node_hour",
     "percentile",
     "process_cpu",
+    "process_footprint",
     "process_tree_rss",
     "running_lab",
+    "sampled",
     "summary",
 ]
 
@@ -117,6 +119,49 @@ def process_cpu(pid: int) -> float:
     except (OSError, AttributeError):
         times = _psutil().Process(pid).cpu_times()
         return float(times.user + times.system)
+
+
+def process_footprint(pid: int) -> dict[str, float]:
+    """What process ``pid`` holds now: threads, open file descriptors and
+    resident MiB (empty when it is gone)."""
+    psutil = _psutil()
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return {
+                "threads": proc.num_threads(),
+                "fds": proc.num_fds(),
+                "rss_mib": round(proc.memory_info().rss / 2**20, 1),
+            }
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {}
+
+
+@contextlib.contextmanager
+def sampled(pid: int, every: float = 1.0) -> Iterator[dict[str, dict[str, float]]]:
+    """Process ``pid``'s footprint (:func:`process_footprint`) while the
+    block runs: ``start`` (on entry), ``end`` (on exit) and ``peak`` (the
+    most of each, sampled every ``every`` seconds), in the yielded dict."""
+    out: dict[str, dict[str, float]] = {"start": process_footprint(pid)}
+    peak = dict(out["start"])
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every):
+            for key, value in process_footprint(pid).items():
+                peak[key] = max(peak.get(key, value), value)
+
+    sampler = threading.Thread(target=sample, name="bench footprint", daemon=True)
+    sampler.start()
+    try:
+        yield out
+    finally:
+        done.set()
+        sampler.join(every + 5)
+        out["end"] = process_footprint(pid)
+        for key, value in out["end"].items():
+            peak[key] = max(peak.get(key, value), value)
+        out["peak"] = peak
 
 
 def process_tree_rss(pids: Iterable[int]) -> int:

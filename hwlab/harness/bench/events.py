@@ -35,6 +35,7 @@ reconciles what changed before the streams were up), a start-up cost.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -43,15 +44,18 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bmaas.hwlab.harness.bench import adversary
 from bmaas.hwlab.harness.bench.common import (
     enrolled_lab,
     per_node_hour,
     percentile,
     process_cpu,
+    sampled,
 )
 from bmaas.hwlab.harness.bench.outside import (
     WARMUP,
@@ -59,22 +63,23 @@ from bmaas.hwlab.harness.bench.outside import (
     Measured,
     Options,
     count_requests,
-    counted,
     outside_changes,
-    subscribes,
+    steady_window,
 )
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
+from bmaas.hwlab.proxy.stock import free_port
 from bmaas.store import Store
 
 __all__ = ["ALL_MODES", "MODES", "Measured", "Options", "label", "one_mode", "run"]
 
 #: seconds the first pass may take at most
 WARMUP_CAP = 120.0
-MODES = ("polling", "events")
+MODES = ("polling", "events", "adversary")
 #: every mode one_mode runs: "push" is events through bmaas's own listener
-#: (--events-listen on 127.0.0.1, --events-prefer-push: no stream held)
-ALL_MODES = (*MODES, "push")
+#: (--events-listen on 127.0.0.1, --events-prefer-push: no stream held);
+#: "adversary" is push under attack (bmaas.hwlab.harness.bench.adversary)
+ALL_MODES = ("polling", "events", "push", "adversary")
 
 
 def _bmaas() -> str:
@@ -98,16 +103,21 @@ def one_mode(
     count_requests(lab, names)
     args = [_bmaas(), "sync", "--interval", str(options.interval), "--no-split"]
     args += ["--safety-interval", str(options.safety_interval)]
+    listener = f"http://127.0.0.1:{free_port()}/bmaas/events"
     if mode == "polling":
         args.append("--no-events")
-    elif mode == "push":
-        args += ["--events-listen", "127.0.0.1:0", "--events-prefer-push"]
+    elif mode in ("push", "adversary"):
+        where = urllib.parse.urlsplit(listener).netloc
+        args += ["--events-listen", where, "--events-prefer-push"]
     env = {**os.environ, "BMAAS_DB": str(db)}
     sync = subprocess.Popen(  # noqa: S603 - our own console script
         args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     measured = Measured(mode)
     store = Store.open(str(db))
+    attacked = mode == "adversary"
+    forged = adversary.targets(names, max(1, min(5, len(names) // 4))) if attacked else []
+    changed = [n for n in names if n not in forged]
     try:
         started = time.monotonic()
         _warm_up(store, names, sync)
@@ -115,27 +125,28 @@ def one_mode(
             # the pass after the streams opened reads every node once more
             # (it reconciles what changed before they were up): start-up too
             time.sleep(min(options.interval, options.duration / 4))
-        cpu0, req0 = process_cpu(sync.pid), counted(lab, names)
-        steady_at = time.monotonic()
         end = started + options.duration
-        last_change = end - options.interval - 5.0
 
         def recorded(wanted: list[str]) -> dict[str, str]:
             return {name: str(store.nodes.get(name).power_state) for name in wanted}
 
-        if quiet:
-            time.sleep(max(0.0, end - time.monotonic()))
-        else:
-            measured.missed = outside_changes(
-                lab, names, rng, measured, recorded, options.every, end, last_change, WATCH_TICK
-            )
-        measured.seconds = time.monotonic() - started
-        measured.steady_seconds = time.monotonic() - steady_at
-        measured.cpu = process_cpu(sync.pid)
-        measured.requests = counted(lab, names)
-        measured.subscribes = subscribes(lab, names)
-        measured.steady_cpu = measured.cpu - cpu0
-        measured.steady_requests = measured.requests - req0
+        def during() -> int:
+            if quiet:
+                time.sleep(max(0.0, end - time.monotonic()))
+                return 0
+            return outside_changes(lab, changed, rng, measured, recorded, options.every, end,
+                                   end - options.interval - 5.0, WATCH_TICK)  # fmt: skip
+
+        with contextlib.ExitStack() as stack:
+            measured.footprint = stack.enter_context(sampled(sync.pid))
+            if attacked:
+                infos = {n["name"]: n["driver_info"] for n in lab.inventory()["nodes"]}
+                attack = stack.enter_context(adversary.attacking(
+                    listener, {n: infos[n] for n in forged}, lambda: recorded(forged)
+                ))  # fmt: skip
+            steady_window(lab, names, measured, lambda: process_cpu(sync.pid), started, during)
+        if attacked:
+            measured.adversary = attack.to_dict()
     finally:
         sync.send_signal(signal.SIGINT)
         try:
@@ -169,7 +180,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     results: dict[str, Measured] = {}
     unmeasured: list[str] = []
     with enrolled_lab(spec, "hwlab-bench-events-") as (lab, db, names):
-        for mode in () if options.ironic_only else MODES:
+        for mode in () if options.ironic_only else options.mode or MODES:
             results[mode] = one_mode(mode, lab, db, names, options, say)
         if options.ironic:
             from bmaas.hwlab.harness.bench import events_ironic
@@ -196,7 +207,8 @@ def label(mode: str, interval: float, safety: float) -> str:
     if mode == "polling":
         return f"polling every {interval:g} s"
     via = "SSE" if mode == "events" else "push"
-    return f"events ({via}) + safety net every {safety:g} s"
+    attacked = ", under attack" if mode == "adversary" else ""
+    return f"events ({via}{attacked}) + safety net every {safety:g} s"
 
 
 def _ms(value: float | None) -> str:
@@ -226,6 +238,7 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
                 f"{steady_req:.1f}" if steady_req is not None else "-",
                 f"{cpu:.2f} s" if cpu is not None else "-",
                 f"{steady_cpu:.2f} s" if steady_cpu is not None else "-",
+                *(_span(m.footprint, key) for key in ("threads", "fds", "rss_mib")),
             ]
         )
         if not m.latencies:
@@ -281,14 +294,20 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
                     "req/node-h steady",
                     "CPU/node-h",
                     "CPU/node-h steady",
+                    "threads",
+                    "fds",
+                    "RSS MiB",
                 ],
                 rows,
-            )
+            ),
+            *_adversary_table(results),
         ],
         headline=headline,
         notes=[
             "requests counted at the BMCs (every HTTP request, the SSE GETs and push "
             "subscriptions included); the lab's workers are apart from every CPU figure",
+            "threads, fds, RSS: the sync process's at the start of the steady window -> "
+            "at its end (the peak is in the JSON report)",
             *(
                 [
                     "sync rows: CPU is the bmaas sync process's (user + system); 'steady' "
@@ -306,6 +325,45 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         plot=plot,
         unmeasured=unmeasured,
     )
+
+
+def _span(footprint: dict[str, dict[str, float]], key: str) -> str:
+    """``start -> end`` of one footprint figure (``-`` where not sampled)."""
+    start, end = footprint.get("start", {}).get(key), footprint.get("end", {}).get(key)
+    return "-" if start is None or end is None else f"{start:g} -> {end:g}"
+
+
+def _adversary_table(results: dict[str, Measured]) -> list[Table]:
+    """What the adversary row's attack cost the sync next to the push row
+    (or the events row), and what it missed."""
+    attacked = results.get("adversary")
+    if attacked is None or not attacked.adversary:
+        return []
+    a, peak = attacked.adversary, attacked.footprint.get("peak", {})
+
+    def cpu(m: Measured) -> str:
+        return f"{m.steady_cpu / m.steady_seconds:.3f} ({m.mode})" if m.steady_seconds else "-"
+
+    base = results.get("push") or results.get("events")
+    figures = {
+        "sent": ", ".join(f"{n} {k}" for k, n in sorted(a["sent"].items()))
+        + f"; {a['idle']} idle connections held ({a['idle_opened']} opened)",
+        "answered": ", ".join(f"{k}: {n}" for k, n in sorted(a["answers"].items())) or "-",
+        "sync CPU, s per s": " vs ".join(cpu(m) for m in (attacked, base) if m is not None),
+        "sync threads / fds / RSS MiB, peak": " / ".join(
+            str(peak.get(k, "-")) for k in ("threads", "fds", "rss_mib")
+        ),
+        "outside changes missed": f"{attacked.missed} of {attacked.changes}",
+        "store rows changed by forgeries (must be 0)": f"{a['forged_rows']} of {a['targets']}",
+    }
+    return [
+        Table(
+            "adversary: the push listener under attack (idle connections, garbage, deep "
+            "frames, forged events with the Context read off the BMC)",
+            ["what", "figure"],
+            [[k, v] for k, v in figures.items()],
+        )
+    ]
 
 
 def _ironic_notes(options: Options) -> list[str]:

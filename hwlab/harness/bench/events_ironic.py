@@ -52,7 +52,7 @@ from bmaas.hwlab.harness.bench.outside import (
     counted,
     fired,
     outside_changes,
-    subscribes,
+    steady_window,
 )
 from bmaas.hwlab.harness.ironic import IronicError
 from bmaas.hwlab.harness.ironic_rest import IronicRest
@@ -182,10 +182,7 @@ def one_mode(
         # start-up: the first pass that reads every node; with events the
         # stream opens at a node's first pass and the next one reconciles it
         _first_passes(lab, names, mode, interval, started + options.duration / 2)
-        cpu0, req0 = ironic.cpu_seconds(), counted(lab, names)
-        steady_at = time.monotonic()
         end = started + options.duration
-        last_change = end - interval - 5.0
 
         def recorded(wanted: list[str]) -> dict[str, str]:
             states = {
@@ -194,18 +191,11 @@ def one_mode(
             }
             return {name: states.get(by_name[name], "?") for name in wanted}
 
-        measured.missed = outside_changes(
-            lab, names, rng, measured, recorded, options.every, end, last_change, TICK
-        )
-        measured.seconds = time.monotonic() - started
-        measured.steady_seconds = time.monotonic() - steady_at
-        cpu_now = ironic.cpu_seconds()
-        measured.cpu = cpu_now - cpu_at_start  # Ironic's start and the enrollment left out
-        total = counted(lab, names)
-        measured.requests = total - enrolled
-        measured.subscribes = subscribes(lab, names)  # every open, the first ones too
-        measured.steady_cpu = cpu_now - cpu0
-        measured.steady_requests = total - req0
+        steady_window(lab, names, measured, ironic.cpu_seconds, started, lambda: outside_changes(
+            lab, names, rng, measured, recorded, options.every, end, end - interval - 5.0, TICK
+        ))  # fmt: skip
+        measured.cpu -= cpu_at_start  # Ironic's start and the enrollment left out
+        measured.requests -= enrolled  # subscribes: every open, the first ones too
     finally:
         ironic.stop()
     progress(f"ironic {mode}: {measured.changes} changes, {len(measured.latencies)} seen")

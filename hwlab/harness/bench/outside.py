@@ -31,6 +31,7 @@ __all__ = [
     "counted",
     "fired",
     "outside_changes",
+    "steady_window",
     "subscribes",
 ]
 
@@ -63,6 +64,9 @@ class Options:
     ironic: tuple[str, ...] = ()
     #: only the Ironic rows (no bmaas sync rows)
     ironic_only: bool = False
+    #: the bmaas sync rows (bmaas.hwlab.harness.bench.events.ALL_MODES;
+    #: empty: its default rows)
+    mode: tuple[str, ...] = ()
 
     @classmethod
     def smoke(cls) -> Options:
@@ -82,6 +86,11 @@ class Measured:
     steady_requests: int = 0
     steady_cpu: float = 0.0
     steady_seconds: float = 0.0
+    #: the client process's threads, fds and RSS: start, end and peak of
+    #: the steady window (bmaas.hwlab.harness.bench.common.sampled)
+    footprint: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    #: the adversary row's attack and what it got (bench.adversary)
+    adversary: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def fired(lab: Any, names: list[str], *rules: str) -> dict[str, int]:
@@ -119,6 +128,28 @@ def count_requests(lab: Any, names: list[str]) -> None:
                 },
             ],
         )
+
+
+def steady_window(
+    lab: Any,
+    names: list[str],
+    measured: Measured,
+    cpu: Callable[[], float],
+    started: float,
+    during: Callable[[], int],
+) -> None:
+    """Every row's measurement: the client's CPU (``cpu()``) and the
+    requests counted at the BMCs from now (the steady window) and in
+    total, around ``during()`` (the outside changes, or a quiet wait; it
+    returns the changes missed). ``started``: when the row began."""
+    cpu0, req0, steady_at = cpu(), counted(lab, names), time.monotonic()
+    measured.missed = during()
+    now = time.monotonic()
+    measured.seconds, measured.steady_seconds = now - started, now - steady_at
+    measured.cpu, measured.requests = cpu(), counted(lab, names)
+    measured.subscribes = subscribes(lab, names)
+    measured.steady_cpu = measured.cpu - cpu0
+    measured.steady_requests = measured.requests - req0
 
 
 def outside_changes(
