@@ -49,6 +49,7 @@ from typing import Any
 
 import requests
 
+from bmaas.drivers.redfish.lifecycle import Missing
 from bmaas.drivers.redfish.preconditions import Resource
 from bmaas.faults import InputError
 from bmaas.files import read_limited
@@ -90,8 +91,11 @@ JOB_STATES = {
 RESET_TYPES = ("GracefulRestart", "ForceRestart")
 
 
-class Missing(Exception):
-    """The service offers no such request: the capability is not there."""
+def _action(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The resource's action ``name`` ({} when it lists none)."""
+    actions = body.get("Actions")
+    action = actions.get(name) if isinstance(actions, dict) else None
+    return action if isinstance(action, dict) else {}
 
 
 def _link(body: Mapping[str, Any], key: str) -> str | None:
@@ -157,8 +161,8 @@ def request_for(
         raise Missing("the service has no UpdateService")
     service = read(service_path).body
     paths = _paths(read, service, targets)
-    action = (service.get("Actions") or {}).get("#UpdateService.SimpleUpdate")
-    target = action.get("target") if isinstance(action, dict) else None
+    action = _action(service, "#UpdateService.SimpleUpdate")
+    target = action.get("target")
     if isinstance(target, str) and target:
         body: dict[str, Any] = {"ImageURI": image}
         if paths:
@@ -229,8 +233,8 @@ def task_status(response: requests.Response) -> tuple[TaskStatus, bool]:
 
 def manager_reset(manager: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The Manager's reset action and the body to send (see the table)."""
-    action = (manager.get("Actions") or {}).get("#Manager.Reset")
-    target = action.get("target") if isinstance(action, dict) else None
+    action = _action(manager, "#Manager.Reset")
+    target = action.get("target")
     if not isinstance(target, str) or not target:
         raise Missing("the Manager offers no Manager.Reset")
     allowed = action.get("ResetType@Redfish.AllowableValues")
