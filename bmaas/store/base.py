@@ -95,16 +95,30 @@ class Tx:
         """Append to a node's history, inside this transaction. A URL in the
         message or data is stored with its secrets masked
         (:func:`~bmaas.secrets.mask_url`): the store never holds them."""
-        self.execute(
-            t.node_events.insert().values(
-                node_id=node_id,
-                at=self.now(),
-                kind=kind,
-                actor=actor,
-                message=mask_urls(message),
-                data=mask(data or {}),
-            )
-        )
+        self.events([(node_id, kind, message)], actor=actor, data=data)
+
+    def events(
+        self,
+        lines: Sequence[tuple[int, str, str]],
+        *,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Append ``(node_id, kind, message)`` lines to the history in one
+        INSERT (a prepared statement: building and hashing one per line was
+        most of an event's write, issue 46)."""
+        same = {"at": self.now(), "actor": actor, "data": mask(data or {})}
+        rows = [
+            {"node_id": i, "kind": kind, "message": mask_urls(text), **same}
+            for i, kind, text in lines
+        ]
+        if rows:
+            self.execute(_INSERT_EVENT, rows)
+
+
+#: the history's INSERT, built once: SQLAlchemy keeps a statement's cache
+#: key, so running it again costs its parameters only
+_INSERT_EVENT = t.node_events.insert()
 
 
 class Database:
