@@ -3,8 +3,8 @@
 bmaas bounds every BMC exchange by the caller's deadline, which the public
 APIs of pyghmi and sushy cannot do (see :mod:`bmaas.drivers.ipmi.session`,
 :mod:`bmaas.drivers.redfish.connector` and
-:mod:`bmaas.drivers.redfish.transport`), and hwlab's emulators plug into
-pyghmi's BMC server and sushy-tools' Flask app below their public surface.
+:mod:`bmaas.drivers.redfish.transport`), and hwlab's IPMI emulator plugs into
+pyghmi's BMC server below its public surface.
 Each such use is a row of :data:`PRIVATE_API`: what is used, its shape (the
 parameters bmaas passes, the type it expects), where and why, and the versions
 it was checked on. ``tests/unit/test_private_api.py`` checks every row against
@@ -64,7 +64,6 @@ __all__ = ["CHECKED", "PRIVATE_API", "PrivateUse"]
 CHECKED: dict[str, tuple[str, str]] = {
     "pyghmi": ("1.6.19", "1.6.19"),
     "sushy": ("5.10.0", "5.14.0"),
-    "sushy-tools": ("2.1.0", "2.2.0"),
     "requests": ("2.34.2", "2.34.2"),  # not pinned by bmaas: sushy's dependency
     "urllib3": ("2.8.0", "2.8.0"),  # not pinned by bmaas: requests' dependency
     "openstacksdk": ("4.1.0", "4.22.0"),
@@ -562,17 +561,6 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
         "overridden: each new socket is moved above select()'s reach and watched by the "
         "deadline's watchdog from its TCP connect on",
         method=True,
-    ),
-    # -- sushy-tools (hwlab/redfish/app.py) --------------------------------------
-    PrivateUse(
-        "sushy-tools:app._cache",
-        "sushy-tools",
-        "sushy_tools.emulator.main:app",
-        "behaviour",
-        ("hwlab/redfish/app.py",),
-        "hwlab's backends (systems, virtual media, indicators) are seeded into the slot of "
-        "sushy-tools' memoized app properties; it must last across requests (sushy-tools 2.0 "
-        "emptied it before every request)",
     ),
     # -- cpython ---------------------------------------------------------------------
     PrivateUse(

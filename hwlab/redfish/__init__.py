@@ -1,5 +1,6 @@
-"""hwlab's Redfish BMCs: sushy-tools' emulator over simulated machines, one
-port per machine, with fault effects carried out on the wire."""
+"""hwlab's Redfish BMCs: one engine serving every shape (hwlab's own, the
+vendors') over simulated machines, one port per machine, with fault effects
+carried out on the wire."""
 
 from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
 from bmaas.hwlab.redfish.server import RedfishServer

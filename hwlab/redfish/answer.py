@@ -4,7 +4,8 @@ In order: count it, evaluate the machine's fault plan for its operation
 (:func:`bmaas.fakes.effects.decide`), carry out the wire and BMC effects on the
 socket with :func:`bmaas.hwlab.answers.carry_out` (the fault proxy's executor too),
 check credentials, and only then hand the request, with any hardware effects,
-to sushy-tools' application.
+to the one Redfish engine (the lifecycle resources first, then the shape's:
+:mod:`bmaas.hwlab.redfish.shapes.engine`).
 """
 
 from __future__ import annotations
@@ -12,30 +13,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import dataclasses
 import functools
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
 
 from bmaas.driver import Operation
 from bmaas.fakes.effects import decide
 from bmaas.fakes.faults import Firing
 from bmaas.hwlab import answers
-from bmaas.hwlab.http import Request, Response, environ, redfish_error
+from bmaas.hwlab.http import Request, Response, redfish_error
 from bmaas.hwlab.operations import OPERATION_HEADER, redfish_operation
 from bmaas.hwlab.redfish import event_requests
-from bmaas.hwlab.redfish.app import RequestContext, call_app
-from bmaas.hwlab.redfish.bmc import Bmc, Rendered, RequestRecord
+from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
 from bmaas.hwlab.redfish.lifecycle import serve as serve_lifecycle
 from bmaas.hwlab.redfish.shapes.engine import serve as serve_shape
-from bmaas.hwlab.redfish.standard import (
-    PUBLIC,
-    canonical,
-    finish,
-    odata_version_refused,
-    precondition_failed,
-)
+from bmaas.hwlab.redfish.standard import PUBLIC, canonical, odata_version_refused
 
 __all__ = ["answer"]
 
@@ -46,8 +38,6 @@ async def answer(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     *,
-    server: tuple[str, int],
-    scheme: str,
     reboot: Callable[[], None],
     service: Bmc | None = None,
 ) -> bool:
@@ -77,7 +67,6 @@ async def answer(
         bmc.record(RequestRecord(request.method, request.path, operation, status, fired))
 
     action = decide(firings)
-    peer = writer.get_extra_info("peername")
 
     def drop() -> None:
         if action.reboot is not None:
@@ -91,8 +80,8 @@ async def answer(
         # A duplicated request is served every time it arrives (a middlebox
         # resent it); the client reads one answer.
         for _ in range(copies):
-            _dispatch(bmc, request, action.hardware, server=server, scheme=scheme, peer=peer)
-        last = _dispatch(bmc, request, action.hardware, server=server, scheme=scheme, peer=peer)
+            _dispatch(bmc, request, action.hardware)
+        last = _dispatch(bmc, request, action.hardware)
         return last, True
 
     def answered(response: Response | None) -> None:
@@ -142,20 +131,10 @@ def _unauthorized(message_id: str, message: str) -> Response:
     return redfish_error(401, message_id, message, headers=realm)
 
 
-def _dispatch(
-    bmc: Bmc,
-    request: Request,
-    hardware: list[Firing],
-    *,
-    server: tuple[str, int],
-    scheme: str,
-    peer: Any,
-) -> Response:
-    """Serve the request through sushy-tools' app; hardware effects go to the
-    machine. A plain read of the system resource (no hardware effect) is
-    served from :meth:`Bmc.rendered` while the machine's state is unchanged.
-    A request naming the system by UUID is redirected to its one id; a
-    PATCH whose ``If-Match`` is not the resource's ETag is refused (412)."""
+def _dispatch(bmc: Bmc, request: Request, hardware: list[Firing]) -> Response:
+    """Serve the request through the engine; hardware effects go to the
+    machine. A request naming the system by UUID is redirected to its one
+    id; one asking for another OData version is refused (412)."""
     refused = odata_version_refused(request)
     if refused is not None:
         return Response(*refused)
@@ -163,51 +142,6 @@ def _dispatch(
     if moved is not None:
         return Response(308, [("Location", moved), ("OData-Version", "4.0")])
     served = serve_lifecycle(bmc, request, hardware)  # Bios, firmware, parts: every shape
-    if served is not None:
-        return Response(*served)
-    if bmc.shape is not None:  # a vendor shape: its resources from live state
-        shaped = serve_shape(bmc, bmc.shape, request, hardware)
-        if shaped is not None:
-            return Response(*shaped)
-
-    def read(request: Request) -> Rendered:
-        if request.path == bmc.system_path:
-            return bmc.rendered(
-                request.target,
-                lambda: _render(bmc, request, [], server=server, scheme=scheme, peer=peer),
-            )
-        return _render(bmc, request, [], server=server, scheme=scheme, peer=peer)
-
-    if request.method == "PATCH":
-        current = dataclasses.replace(request, method="GET", body=b"")
-        refused = precondition_failed(request, lambda: read(current))
-        if refused is not None:
-            bmc.machine.apply(hardware)
-            return Response(*refused)
-    if request.method == "GET" and not hardware:
-        code, headers, body = read(request)
-        return Response(code, list(headers), body)
-    if request.method == "HEAD":  # the GET's headers (ETag, Link, Allow), no body
-        code, headers, _body = read(dataclasses.replace(request, method="GET"))
-        return Response(code, list(headers))
-    return Response(*_render(bmc, request, hardware, server=server, scheme=scheme, peer=peer))
-
-
-def _render(
-    bmc: Bmc,
-    request: Request,
-    hardware: list[Firing],
-    *,
-    server: tuple[str, int],
-    scheme: str,
-    peer: Any,
-) -> Rendered:
-    context = RequestContext(bmc, hardware)
-    if request.method == "GET" and hardware:
-        bmc.machine.apply(context.take_firings())  # power_lost, seen by this very read
-    env = environ(request, server=server, scheme=scheme, peer=peer)
-    status, headers, body = call_app(context, env)
-    if hardware and not context.consumed:
-        bmc.machine.apply(context.take_firings())
-    code = int(status.split(" ", 1)[0])
-    return finish(request.method, urllib.parse.unquote(request.path), (code, headers, body))
+    if served is None:
+        served = serve_shape(bmc, bmc.shape, request, hardware)
+    return Response(*served)

@@ -4,11 +4,11 @@ Like a rack of real servers, each machine gets its own BMC endpoint on
 127.0.0.1 serving one system -- or, with :meth:`RedfishServer.add_service`,
 several machines share one endpoint as the systems of one Redfish service
 (a chassis manager, sushy-tools). One asyncio event loop (one thread) accepts on
-every endpoint's listening socket and serves requests through sushy-tools'
-Flask application, telling it which BMC is answering by the port the request
-arrived on. A hang or a delay is a suspended coroutine, so one misbehaving BMC
-never stalls its neighbours, and hundreds of endpoints cost a socket and a few
-kilobytes each, not a thread.
+every endpoint's listening socket and serves requests through the one
+Redfish engine (:mod:`bmaas.hwlab.redfish.shapes.engine`), telling it which
+BMC is answering by the port the request arrived on. A hang or a delay is a
+suspended coroutine, so one misbehaving BMC never stalls its neighbours, and
+hundreds of endpoints cost a socket and a few kilobytes each, not a thread.
 
 Every request is evaluated against its machine's fault plan first; wire and
 BMC effects are carried out on the socket and hardware effects are passed to
@@ -93,10 +93,10 @@ class _Endpoint:
 
     def route(self, path: str) -> Bmc:
         """The BMC a request is for: the system its path names (or the
-        system whose Manager it names) when the endpoint is a shared
-        service, else the endpoint's own."""
+        system whose Manager or chassis it names) when the endpoint is a
+        shared service, else the endpoint's own."""
         if self.systems:
-            for prefix in ("/redfish/v1/Systems/", "/redfish/v1/Managers/"):
+            for prefix in ("/redfish/v1/Systems/", "/redfish/v1/Managers/", "/redfish/v1/Chassis/"):
                 if path.startswith(prefix):
                     name = path[len(prefix) :].split("/", 1)[0].split("?", 1)[0]
                     found = self.systems.get(name)
@@ -493,8 +493,6 @@ class RedfishServer:
                         request,
                         reader,
                         writer,
-                        server=(self.host, endpoint.port),
-                        scheme=self.scheme,
                         reboot=functools.partial(self._take_down, endpoint),
                         service=endpoint.bmc,
                     )

@@ -1,4 +1,4 @@
-"""The resources a vendor shape serves, rendered from its live state.
+"""The resources a shape serves, rendered from its live state.
 
 Each function returns one resource's JSON body (``@odata.etag`` and the
 headers are added by :func:`bmaas.hwlab.redfish.shapes.engine.serve`).
@@ -49,6 +49,7 @@ def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "Managers": _link("/redfish/v1/Managers"),
         "Chassis": _link("/redfish/v1/Chassis"),
         "SessionService": _link("/redfish/v1/SessionService"),
+        "EventService": _link("/redfish/v1/EventService"),
         "UpdateService": _link("/redfish/v1/UpdateService"),
         "Tasks": _link("/redfish/v1/TaskService"),  # DMTF's name for the TaskService link
         "Registries": _link("/redfish/v1/Registries"),
@@ -88,8 +89,8 @@ def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
         "Id": shape.system_id,
         "Name": machine.name,
         "UUID": bmc.uuid,
-        "Manufacturer": shape.manufacturer,
-        "Model": shape.model,
+        "Manufacturer": shape.manufacturer or hw.vendor,
+        "Model": shape.model or hw.model,
         "SerialNumber": hw.serial,
         "SystemType": "Physical",
         "PowerState": _POWER.get(machine.power_state().value, "PoweringOff"),
@@ -183,8 +184,8 @@ def manager(bmc: Bmc, shape: Shape) -> dict[str, Any]:
             "ManagerForChassis": [_link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
         },
     }
-    if shape.vmedia_at == "Managers":
-        body["VirtualMedia"] = _link(f"{shape.manager_path}/VirtualMedia")
+    if shape.vmedia_path is not None and (shape.vmedia_at == "Managers" or shape.manager_vmedia):
+        body["VirtualMedia"] = _link(shape.vmedia_path)
     return body
 
 
@@ -195,8 +196,8 @@ def chassis(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "Id": shape.chassis_id,
         "Name": "Chassis",
         "ChassisType": "RackMount",
-        "Manufacturer": shape.manufacturer,
-        "Model": shape.model,
+        "Manufacturer": shape.manufacturer or bmc.machine.hardware.vendor,
+        "Model": shape.model or bmc.machine.hardware.model,
         "SerialNumber": bmc.machine.hardware.serial,
         "PowerState": _POWER.get(bmc.machine.power_state().value, "PoweringOff"),
         "Status": {"State": "Enabled", "Health": bmc.machine.health},
@@ -223,12 +224,12 @@ def slot(state: ShapeState, base: str, found: Slot) -> dict[str, Any]:
         "ImageName": image.rsplit("/", 1)[-1] if image else None,
         "ConnectedVia": "URI" if image else "NotConnected",
         "Inserted": image is not None,
-        "WriteProtected": True,
+        "WriteProtected": found.write_protected,
     }
     if found.media_types:  # an AMI-style slot lists none
         body["MediaTypes"] = list(found.media_types)
     actions: dict[str, Any] = {}
-    if found.takes in ("action", "hpe"):
+    if found.takes in ("action", "both", "hpe"):
         insert: dict[str, Any] = {"target": f"{path}/Actions/VirtualMedia.InsertMedia"}
         if found.transfer_protocols:
             insert["TransferProtocolType@Redfish.AllowableValues"] = list(found.transfer_protocols)

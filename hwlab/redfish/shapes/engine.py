@@ -1,13 +1,15 @@
-"""Serve a vendor shape from live state: one function per request.
+"""Serve a shape from live state: one function per request, the one
+Redfish engine of hwlab, for the default shape (:mod:`.hwlab`) as for the
+vendors'.
 
-:func:`serve` answers every request under ``/redfish/v1`` that is the
-shape's (the service root, Systems, Managers, Chassis and what lies under
-them); session, ``$metadata`` and OData requests fall through to the
-default service (None), which serves them alike for every shape. The HTTP
-layer (:mod:`bmaas.hwlab.redfish.answer`) has already counted the request,
-evaluated the fault plan for its operation and carried out wire and BMC
-effects; ``hardware`` effects (power never lands, boot not persisted...)
-are handed to the machine exactly as the default service does.
+:func:`serve` answers every request the EventService and the lifecycle
+resources (:mod:`bmaas.hwlab.redfish.lifecycle`) leave: the service root,
+Systems, Managers, Chassis and what lies under them, the SessionService,
+``/redfish``, ``$metadata`` and the OData document (:mod:`.service`), a 404
+for the rest. The HTTP layer (:mod:`bmaas.hwlab.redfish.answer`) has
+already counted the request, evaluated the fault plan for its operation
+and carried out wire and BMC effects; ``hardware`` effects (power never
+lands, boot not persisted...) are handed to the machine.
 
 Every answer has what the standard asks for: ``ETag`` and ``@odata.etag``
 (a hash of what the resource shows, so it changes with it) on a GET, ``If-
@@ -29,13 +31,12 @@ from bmaas.fakes.incidents import dell_body
 from bmaas.hwlab.http import Request, error_body
 from bmaas.hwlab.redfish import standard
 from bmaas.hwlab.redfish.bmc import RESET_ACTIONS, Bmc, Rendered
-from bmaas.hwlab.redfish.shapes import documents
+from bmaas.hwlab.redfish.shapes import documents, service
 from bmaas.hwlab.redfish.shapes.model import Shape, Slot
-from bmaas.hwlab.redfish.shapes.state import Override, ShapeState
+from bmaas.hwlab.redfish.shapes.state import ShapeState
 
 __all__ = ["serve"]
 
-_ROOTS = ("/redfish/v1/Systems", "/redfish/v1/Managers", "/redfish/v1/Chassis")
 #: iDRAC's answer to an insert into a slot the virtual console holds
 _RAC0904 = dell_body(
     "IDRAC.2.9.RAC0904",
@@ -48,11 +49,17 @@ _RAC0904 = dell_body(
 _Answer = standard.Answer
 
 
-def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing]) -> Rendered | None:
-    """The answer to ``request`` (None: not the shape's; the default service answers)."""
+def serve(bmc: Bmc, state: ShapeState, request: Request, hardware: list[Firing]) -> Rendered:
+    """The answer to ``request``."""
     path = urllib.parse.unquote(request.path).rstrip("/") or "/"
-    if path != "/redfish/v1" and not path.startswith(_ROOTS):
-        return None
+    if path == "/redfish/v1/$metadata" and request.method in ("GET", "HEAD"):
+        xml = b"" if request.method == "HEAD" else standard.METADATA.encode()
+        headers = [("Content-Type", "application/xml"), ("Allow", "GET")]
+        return 200, [*headers, ("Cache-Control", "no-cache"), ("OData-Version", "4.0")], xml
+    login = service.login(bmc.peers[0], request.method, path, _json(request.body))
+    if login is not None:
+        bmc.machine.apply(hardware)
+        return login
     with state.lock:
         pending = list(hardware)
 
@@ -144,16 +151,22 @@ def _route(
     take: Callable[[], list[Firing]],
 ) -> _Answer:
     shape = state.shape
+    answered = service.route(bmc.peers[0], method, path)
+    if answered is not None:
+        return answered
+    shapes = [peer.shape.shape for peer in bmc.peers if peer.shape is not None]
     gets: dict[str, Callable[[], dict[str, Any]]] = {
         "/redfish/v1": lambda: documents.root(bmc, shape),
         "/redfish/v1/Systems": lambda: documents.collection(
-            "/redfish/v1/Systems", "ComputerSystem", [shape.system_path]
+            "/redfish/v1/Systems", "ComputerSystem", [s.system_path for s in shapes]
         ),
         "/redfish/v1/Managers": lambda: documents.collection(
-            "/redfish/v1/Managers", "Manager", [shape.manager_path]
+            "/redfish/v1/Managers", "Manager", [s.manager_path for s in shapes]
         ),
         "/redfish/v1/Chassis": lambda: documents.collection(
-            "/redfish/v1/Chassis", "Chassis", [f"/redfish/v1/Chassis/{shape.chassis_id}"]
+            "/redfish/v1/Chassis",
+            "Chassis",
+            [f"/redfish/v1/Chassis/{s.chassis_id}" for s in shapes],
         ),
         shape.manager_path: lambda: documents.manager(bmc, shape),
         f"/redfish/v1/Chassis/{shape.chassis_id}": lambda: documents.chassis(bmc, shape),
@@ -232,42 +245,78 @@ _HTTP = "UefiHttp"
 
 def _patch_boot(state: ShapeState, body: Any, take: Callable[[], list[Firing]]) -> _Answer:
     shape = state.shape
-    if not isinstance(body, dict) or not isinstance(body.get("Boot"), dict) or not body["Boot"]:
-        return _error(400, "Base.1.8.PropertyMissing", "Boot names no property to change")
-    boot: dict[str, Any] = body["Boot"]
-    if not shape.boot_override:  # BootOrder only: the Base registry's answer to the rest
+    if not isinstance(body, dict) or not body:
+        return _error(400, "Base.1.8.MalformedJSON", "the body is not a JSON object to apply")
+    boot = body.get("Boot", {})
+    if not shape.boot_override and isinstance(boot, dict) and boot:
+        # BootOrder only: the Base registry's answer to the rest
         unknown = ", ".join(f"Boot/{name}" for name in boot)
         return _error(
             400,
             "Base.1.8.PropertyUnknown",
             f"The property {unknown} is not in the list of valid properties for the resource.",
         )
-    problems = [f"{name} is not writable here" for name in body if name != "Boot"]
-    allowed = {_ENABLED: shape.enabled_values, _TARGET: shape.boot_targets, _MODE: shape.boot_modes}
-    for name, value in boot.items():
-        if name == _URI and _HTTP in shape.boot_targets:
-            if value is not None and (not isinstance(value, str) or not value):
-                problems.append(f"Boot/{name} {value!r} is not a URI or null")
-        elif name not in allowed:
-            problems.append(f"Boot/{name} is not a property this service takes")
-        elif value not in allowed[name]:
-            problems.append(f"Boot/{name} {value!r} is not one of {', '.join(allowed[name])}")
+    problems = _boot_problems(state, body, boot)
     if problems:
-        return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(problems))
+        return _problems(problems)
     if _MODE in boot:
         state.boot_mode = boot[_MODE]
     if _URI in boot:
         state.http_boot_uri = boot[_URI]
     if _ENABLED in boot or _TARGET in boot:
-        now = state.override()
-        target = boot.get(_TARGET, now.target)
-        enabled = boot.get(_ENABLED)
-        if enabled is None:
-            enabled = now.enabled if now.enabled != "Disabled" else "Once"
-        if target == "None" and enabled != "Disabled":
-            enabled = "Disabled"
-        state.set_override(Override(enabled, target), take())
+        state.set_boot(boot.get(_ENABLED), boot.get(_TARGET), take())
     return 204, None, ()
+
+
+def _boot_problems(state: ShapeState, body: dict[str, Any], boot: Any) -> list[tuple[str, str]]:
+    """Every problem of a system PATCH, each with its Base MessageId."""
+    shape = state.shape
+    problems = [
+        ("Base.1.8.PropertyNotWritable", f"{name} cannot be changed here")
+        for name in body
+        if name != "Boot"
+    ]
+    if not isinstance(boot, dict):
+        return [*problems, ("Base.1.8.PropertyValueTypeError", "Boot must be an object")]
+    allowed = {_ENABLED: shape.enabled_values, _TARGET: shape.boot_targets, _MODE: shape.boot_modes}
+    takes_uri = _HTTP in shape.boot_targets
+    problems += [
+        ("Base.1.8.PropertyUnknown", f"Boot/{name} is not a property this service takes")
+        for name in boot
+        if name not in allowed and not (name == _URI and takes_uri)
+    ]
+    problems += [
+        (
+            "Base.1.8.PropertyValueNotInList",
+            f"Boot/{name} {boot[name]!r} is not one of {', '.join(values)}",
+        )
+        for name, values in allowed.items()
+        if name in boot and boot[name] not in values
+    ]
+    uri = boot.get(_URI)
+    if takes_uri and uri is not None and (not isinstance(uri, str) or not uri):
+        problems.append(
+            ("Base.1.8.PropertyValueTypeError", f"Boot/{_URI} {uri!r} is not a URI or null")
+        )
+    enabled = boot.get(_ENABLED)
+    if _TARGET not in boot and enabled in ("Once", "Continuous") and state.cleared():
+        problems.append(
+            (
+                "Base.1.8.PropertyMissing",
+                f"Boot/{_ENABLED} {enabled} needs a {_TARGET}: no override is set",
+            )
+        )
+    if "Boot" in body and not boot and not problems:
+        problems.append(("Base.1.8.PropertyMissing", "Boot names no property to change"))
+    return problems
+
+
+def _problems(problems: list[tuple[str, str]]) -> _Answer:
+    """One 400 naming every problem (the first one's MessageId)."""
+    body = error_body(problems[0][0], "; ".join(message for _id, message in problems))
+    info = body["error"]["@Message.ExtendedInfo"]
+    info[:] = [{**info[0], "MessageId": mid, "Message": message} for mid, message in problems]
+    return 400, body, ()
 
 
 def _vmedia(state: ShapeState, method: str, base: str, rest: str, body: Any) -> _Answer:
@@ -281,7 +330,7 @@ def _vmedia(state: ShapeState, method: str, base: str, rest: str, body: Any) -> 
     found = next((s for s in shape.slots if s.id == slot_id), None)
     if found is None:
         return _missing(base + rest)
-    allow = ("GET", "PATCH") if found.takes in ("patch", "oem-hpe", "hpe") else ("GET",)
+    allow = ("GET", "PATCH") if found.takes != "action" else ("GET",)
     if action == "":
         if method == "GET":
             return 200, documents.slot(state, base, found), allow
@@ -305,7 +354,12 @@ _OEM_HPE = (
     "Actions/Oem/Hpe/HpeiLOVirtualMedia.EjectVirtualMedia",
 )
 #: the action paths a slot takes, by how it takes an image
-_ACTIONS = {"action": _STANDARD, "oem-hpe": _OEM_HPE, "hpe": _STANDARD + _OEM_HPE}
+_ACTIONS = {
+    "action": _STANDARD,
+    "both": _STANDARD,
+    "oem-hpe": _OEM_HPE,
+    "hpe": _STANDARD + _OEM_HPE,
+}
 _EJECTS = frozenset({_STANDARD[1], _OEM_HPE[1]})
 
 
@@ -340,11 +394,44 @@ def _insert(state: ShapeState, found: Slot, body: dict[str, Any]) -> _Answer:
     return 204, None, ()
 
 
+#: what a PATCH of a slot may name, and the types each takes
+_MEDIA = {
+    "Image": (str, type(None)),
+    "Inserted": (bool,),
+    "WriteProtected": (bool,),
+    "TransferProtocolType": (str,),
+    "TransferMethod": (str,),
+    "UserName": (str,),
+    "Password": (str,),
+}
+
+
 def _patch_slot(state: ShapeState, found: Slot, body: Any) -> _Answer:
+    """``Image`` (a URL inserts it, null ejects) and ``Inserted`` (false
+    ejects), as services without ``InsertMedia`` take them."""
     if not isinstance(body, dict) or not body:
         return _error(400, "Base.1.8.MalformedJSON", "the body is not a JSON object to apply")
+    problems = []
+    for name, value in body.items():
+        if name not in _MEDIA:
+            problems.append(
+                ("Base.1.8.PropertyUnknown", f"{name} is not a property this slot takes")
+            )
+        elif not isinstance(value, _MEDIA[name]):
+            problems.append(("Base.1.8.PropertyValueTypeError", f"{name} {value!r}"))
     image, inserted = body.get("Image", ...), body.get("Inserted")
-    if image is None or inserted is False:
+    eject = image is None or inserted is False
+    if eject and isinstance(image, str):
+        problems.append(
+            ("Base.1.8.PropertyValueConflict", "Image given with Inserted false: nothing to do")
+        )
+    if image == "":
+        problems.append(("Base.1.8.PropertyValueFormatError", "Image is empty"))
+    if not eject and not isinstance(image, str) and not problems:
+        problems.append(("Base.1.8.PropertyMissing", "Image (to insert) or Inserted false"))
+    if problems:
+        return _problems(problems)
+    if eject:
         state.eject(found.id, documents.is_cd(found))
         return 204, None, ()
     return _insert(state, found, {**body, "TransferProtocolType": body.get("TransferProtocolType")})

@@ -18,9 +18,9 @@ class Slot:
     #: (an AMI-based ``Managers/Self/VirtualMedia/CD1``), a CD slot by its name
     media_types: tuple[str, ...]
     #: how it takes an image: ``action`` (InsertMedia/EjectMedia), ``patch``
-    #: (Image/Inserted only), ``oem-hpe`` (HpeiLOVirtualMedia actions and PATCH:
-    #: iLO 5 1.x), ``hpe`` (InsertMedia/EjectMedia, the OEM actions and PATCH:
-    #: iLO 5 2.x)
+    #: (Image/Inserted only), ``both`` (the actions and PATCH), ``oem-hpe``
+    #: (HpeiLOVirtualMedia actions and PATCH: iLO 5 1.x), ``hpe``
+    #: (InsertMedia/EjectMedia, the OEM actions and PATCH: iLO 5 2.x)
     takes: str = "action"
     #: ``TransferProtocolType@Redfish.AllowableValues`` of its InsertMedia
     transfer_protocols: tuple[str, ...] = ()
@@ -29,6 +29,7 @@ class Slot:
     #: held by the virtual console: an insert answers iDRAC RAC0904
     in_use: bool = False
     name: str = "Virtual media"
+    write_protected: bool = True
     #: the image the slot starts out holding (another tool's, never bmaas's)
     held: str | None = None
 
@@ -87,6 +88,12 @@ class Shape:
     #: how the system links its manager: ``ManagedBy``, or ``Managers``
     #: (``Links.Managers`` only, no ``ManagedBy``)
     manager_link: str = "ManagedBy"
+    #: the override reads back as set (the vendors' firmware keeps it, a
+    #: one-time one consumed by the boot); False: it reads what the machine
+    #: holds (hwlab's own service, as sushy-tools reads libvirt's domain)
+    override_kept: bool = True
+    #: the Manager links the slots (hwlab's own: its slots are the system's)
+    manager_vmedia: bool = False
     #: the BIOS settings object's leaf under ``Bios``: ``Settings`` (DMTF,
     #: Dell, HPE, Supermicro, OpenBMC) or ``Pending`` (Lenovo XCC)
     bios_settings: str = "Settings"

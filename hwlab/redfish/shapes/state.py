@@ -12,6 +12,12 @@ booted since a ``Once`` override was set, the override reads ``Disabled``
 Whatever changed the machine behind the shape's back (IPMI on the same
 machine, the ``boot_once_persistent`` or ``boot_not_persisted`` effects)
 is read from the machine, so fault effects show on every shape.
+
+hwlab's own shape (``override_kept`` False) shows the machine itself: the
+target of the device it holds, ``Once`` or ``Continuous`` by its
+persistence, ``Disabled``/``None`` once cleared while the machine still
+holds what clearing left, ``UefiHttp`` while it holds the network boot
+that set.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import dataclasses
 import threading
 
 from bmaas.driver import BootDevice, BootSetting
-from bmaas.fakes.faults import Firing
+from bmaas.fakes.faults import Effect, Firing
 from bmaas.fakes.machine import FakeMachine
 from bmaas.hwlab.redfish.shapes.model import Shape
 
@@ -65,6 +71,10 @@ class ShapeState:
         #: ``Boot/HttpBootUri`` (shapes that list ``UefiHttp``; None: DHCP's)
         self.http_boot_uri: str | None = None
         self._set: _Set | None = None
+        # what a clear (or a UefiHttp override) left the machine holding:
+        # how a shape that shows the machine tells them apart (override_kept False)
+        self._cleared: BootSetting | None = None
+        self._http: BootSetting | None = None
         #: image per slot id (the machine's CD mirrors the CD slot that holds one)
         self.images: dict[str, str] = {}
         #: slot id -> reads left that show it empty after an insert
@@ -84,6 +94,8 @@ class ShapeState:
         """What the system's Boot object shows now."""
         machine = self.machine
         now = machine.boot_device()
+        if not self.shape.override_kept:
+            return self._shown(now)
         kept = self._set
         if kept is not None and now == kept.held:
             shown = kept.override
@@ -105,6 +117,53 @@ class ShapeState:
         device = BootDevice(now.device)
         target = self.cd_target() if device is BootDevice.CDROM else _NAMES[device]
         return Override("Continuous" if now.persistent else "Once", target)
+
+    def _shown(self, now: BootSetting) -> Override:
+        """The override of a shape that shows the machine."""
+        if self._cleared == now:
+            return Override("Disabled", "None")
+        device = BootDevice(now.device)
+        target = self.cd_target() if device is BootDevice.CDROM else _NAMES[device]
+        if self._http == now:
+            target = "UefiHttp"
+        return Override("Continuous" if now.persistent else "Once", target)
+
+    def cleared(self) -> bool:
+        """No override is set (a lone ``Once``/``Continuous`` has no target)."""
+        return self.override().target == "None"
+
+    def set_boot(self, enabled: str | None, target: str | None, firings: list[Firing]) -> None:
+        """Apply a PATCH's ``BootSourceOverrideEnabled``/``Target`` (checked
+        against the shape; at least one given)."""
+        now = self.override()
+        if self.shape.override_kept:
+            target = target or now.target
+            if enabled is None:
+                enabled = now.enabled if now.enabled != "Disabled" else "Once"
+            if target == "None":
+                enabled = "Disabled"
+            self.set_override(Override(enabled, target), firings)
+            return
+        machine = self.machine
+        if enabled == "Disabled" or target == "None":
+            machine.set_boot_device(BootDevice.DISK, persistent=True, firings=firings)
+            if not any(f.effect is Effect.BOOT_NOT_PERSISTED for f in firings):
+                self._cleared = machine.boot_device()
+            return
+        held = machine.boot_device()
+        http = target == "UefiHttp" or (target is None and now.target == "UefiHttp")
+        if http:
+            device = BootDevice.PXE  # a network boot, to the machine
+        else:
+            device = DEVICES[target] if target is not None else BootDevice(held.device)
+        if enabled is not None:
+            persistent = enabled == "Continuous"
+        else:
+            persistent = held.persistent and now.target != "None"
+        machine.set_boot_device(device, persistent=persistent, firings=firings)
+        after = machine.boot_device()
+        self._cleared = None
+        self._http = after if http and after.device is BootDevice.PXE else None
 
     def set_override(self, override: Override, firings: list[Firing]) -> None:
         """Apply a PATCH's override (already checked against the shape)."""
