@@ -23,7 +23,11 @@ down), and so does the pass after news that says "something changed"
 without a state, or after a flood; and a node whose read failed is read
 every pass until one is good (:meth:`EventWatch.recheck`: a BMC that
 streams but cannot be read reaches ``fault_after`` as fast as without
-events, and is fenced as before).
+events, and is fenced as before). A live stream proves the stream, not the
+API: a streamed node is also read every ``liveness`` seconds, each at its
+own phase (:mod:`bmaas.liveness`: default 300 s, 12 reads per node-hour),
+so an API that hangs behind a live stream is read, faulted and fenced
+within minutes, not at the safety read.
 
 What a streamed node costs its BMC, counted on hwlab's: one request per
 safety read (the pooled session is kept between them:
@@ -94,6 +98,7 @@ from bmaas.listening import (
     TokenBucket,
     listen,
 )
+from bmaas.liveness import LIVENESS_INTERVAL, Liveness
 
 if TYPE_CHECKING:  # the command's token; importing bmaas.provision here would load it all
     from bmaas.provision.cancel import CancelToken
@@ -199,7 +204,8 @@ class EventWatch:
     """Listeners for every event-capable service of a fleet, and the book
     the sync reads: which nodes' streams are up, what to read this pass.
 
-    ``safety``: seconds after its last read a streamed node is read again.
+    ``safety``: seconds after its last read a streamed node is read again;
+    ``liveness``: seconds between its API's liveness reads (0: none).
     ``streams_of`` (tests) replaces :func:`edge_streams`; ``sleep`` is the
     listeners' wait (a stop-aware one by default), ``clock`` their clock;
     ``wall`` the clock EventTimestamps are compared to."""
@@ -208,6 +214,7 @@ class EventWatch:
         self,
         *,
         safety: float = SAFETY_INTERVAL,
+        liveness: float = LIVENESS_INTERVAL,
         bmc_timeout: float = 10.0,
         idle: float = 300.0,
         backoff: Backoff = _BACKOFF,
@@ -225,6 +232,7 @@ class EventWatch:
         if not safety > 0:
             raise ValueError("safety must be a positive number of seconds")
         self.safety = safety
+        self.liveness = Liveness(liveness)
         self.pacing = Pacing(bmc_timeout, idle, backoff, absent_retry, rate, burst)
         self._streams_of, self._clock, self._wall = streams_of, clock, wall
         #: push listeners, one per driver that takes pushed events (``push``)
@@ -508,8 +516,9 @@ class EventWatch:
 
     def to_read(self, names: Sequence[str], now: float) -> list[str]:
         """The nodes the pass beginning at ``now`` (the sync's clock) reads:
-        every node without a live stream, every node to reconcile, and each
-        streamed node whose last read is ``safety`` seconds old."""
+        every node without a live stream, every node to reconcile, each
+        streamed node whose last read is ``safety`` seconds old, and each
+        due its liveness read (:class:`~bmaas.liveness.Liveness`)."""
         out = []
         with self._cond:
             for name in names:
@@ -520,12 +529,18 @@ class EventWatch:
                     or book.reconcile
                     or book.last_read is None
                     or now - book.last_read >= self.safety
+                    or self.liveness.due(name, book.last_read, now)
                 ):
                     out.append(name)
                     if book is not None:
                         book.reconcile = False
                         book.last_read = now
         return out
+
+    @property
+    def read_every(self) -> float:
+        """The longest a streamed node goes unread: the safety or the liveness interval."""
+        return min(self.safety, self.liveness.interval or self.safety)
 
     def streamed(self, names: Sequence[str]) -> list[str]:
         """Those of ``names`` whose stream is up (their reads are the safety net's)."""

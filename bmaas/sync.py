@@ -373,8 +373,8 @@ def _one_pass(
     events.watch(records, hash((fleet.key, tuple(r.name for r in records))))
     every = [r.name for r in records]
     names = events.to_read(every, started)
-    # a streamed node's session waits for its next safety read
-    held = (events.streamed(every), events.safety + 2 * (settings.interval or 0.0))
+    # a streamed node's session waits for its next safety or liveness read
+    held = (events.streamed(every), events.read_every + 2 * (settings.interval or 0.0))
     for keeper in (parts.pool, parts.sweeper):
         if keeper is not None:
             keeper.hold(*held)

@@ -21,6 +21,7 @@ from bmaas.driver import DEFAULT_BMC_TIMEOUT, PowerState
 from bmaas.events import SAFETY_INTERVAL, EventWatch, PushSettings
 from bmaas.fenced import FencedReads
 from bmaas.health import HealthRule
+from bmaas.liveness import LIVENESS_INTERVAL
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult
 from bmaas.pool import DriverPool
 from bmaas.retry import RetryLimits
@@ -64,6 +65,8 @@ class SyncSettings:
     events: bool = False
     #: with ``events``: a streamed node is still read once its last read is this old
     safety_interval: float = SAFETY_INTERVAL
+    #: with ``events``: a streamed node's API is read this often anyway (0: never)
+    liveness_interval: float = LIVENESS_INTERVAL
     #: with ``events``: where pushed events are taken (None: no push listener)
     push: PushSettings | None = None
 

@@ -32,6 +32,7 @@ from bmaas.events import SAFETY_INTERVAL, EventWatch, PushSettings
 from bmaas.faults import InputError
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
+from bmaas.liveness import LIVENESS_INTERVAL
 from bmaas.ops import driver_factory
 from bmaas.pool import idle_for_interval
 from bmaas.provision.cancel import CancelToken
@@ -122,6 +123,15 @@ events_options = options(
         "is S seconds old (at the first pass after; its session is kept meanwhile).",
     ),
     click.option(
+        "--liveness-interval",
+        type=Seconds(min=0),
+        default=LIVENESS_INTERVAL,
+        show_default=True,
+        help="With events: a live stream proves the stream, not the API: a streamed node's "
+        "API is read every S seconds anyway, each node at its own phase (3600/S reads per "
+        "node-hour), so a hung API is faulted and fenced as a polled one; 0: never.",
+    ),
+    click.option(
         "--events-listen",
         metavar="HOST:PORT",
         help="With events: also take pushed events (Redfish EventDestination POSTs) on "
@@ -179,7 +189,8 @@ def sync(
     --interval, a Redfish service that streams events (SSE) is followed:
     its power events are recorded as they come (source: event) and its
     nodes read only as a safety net, once their last read is
-    --safety-interval seconds old (--no-events: every pass).
+    --safety-interval seconds old, and their API every --liveness-interval
+    seconds (--no-events: every pass).
     """
     if given["interval"] is None and (given["count"] is not None or metrics_port is not None):
         raise click.UsageError("--count and --metrics-port need --interval")
@@ -391,7 +402,10 @@ def _sync_loop(
     watch = None
     if settings.events:
         watch = EventWatch(
-            safety=settings.safety_interval, bmc_timeout=settings.bmc_timeout, push=settings.push
+            safety=settings.safety_interval,
+            liveness=settings.liveness_interval,
+            bmc_timeout=settings.bmc_timeout,
+            push=settings.push,
         )
     parts = dataclasses.replace(parts, events=watch, metrics=metrics)
     with _stop_on_signals() as token, contextlib.ExitStack() as closing:

@@ -12,6 +12,7 @@ the hardware types, before any call is made)::
     keep_sessions = auto     # keepalives between sync cycles where they pay (bmaas.keeper)
     events = true            # answer the sync's reads of streamed Redfish nodes from their events
     events_safety_interval = 2400  # ... and read their BMC once its last read is this old
+    events_liveness_interval = 300  # ... and their API this often anyway (a hung API is fenced)
     events_apply_interval = 1  # news recorded on the node within this, not at the next pass
     events_max_streams = 20000  # event streams open at once (SSE: all on one thread)
     events_listen =          # HOST:PORT: also take pushed events (EventDestination POSTs) here
@@ -222,6 +223,18 @@ OPTS: Final = [
         "net; bmaas sync's default, 40 minutes: 1.5 reads per node-hour); the passes "
         "between are answered from the stream. A lost event is in Ironic within this "
         "plus one [conductor]sync_power_state_interval.",
+    ),
+    _seconds(
+        "events_liveness_interval",
+        default=300.0,
+        min=0.0,
+        help="Seconds: a live stream proves the stream, not the API, so a streamed node's "
+        "periodic power read asks its BMC this often anyway, each node at its own phase in "
+        "the interval (not all at once): 3600 / this requests per node-hour (12 at the "
+        "default). A read that fails is made again every pass, so a hung API behind a live "
+        "stream is fenced as a polled one is: within this plus "
+        "([conductor]power_state_sync_max_retries + 1) sync intervals. 0: never (the "
+        "safety read alone).",
     ),
     _seconds(
         "events_apply_interval",

@@ -109,6 +109,7 @@ def _streams(rt: Runtime) -> Streams | None:
         rt.on_close("push listener", lambda _deadline: push.close())
     built = Streams(
         safety=group.events_safety_interval,
+        liveness=group.events_liveness_interval,
         interval=interval,
         max_streams=group.events_max_streams,
         pacing=Pacing(open_deadline=group.sync_deadline),

@@ -36,7 +36,14 @@ and, as the safety net for a lost event, at the first pass after the
 node's last BMC read is ``safety`` seconds old
 (``[bmaas]events_safety_interval``, default :data:`SAFETY_INTERVAL`, 40
 minutes, as ``bmaas sync``'s): a time bound, not a number of passes, so a
-streamed node costs its BMC the same whatever Ironic's sync interval.
+streamed node costs its BMC the same whatever Ironic's sync interval. A
+live stream proves the stream, not the API: the node's API is also read
+every ``liveness`` seconds (``[bmaas]events_liveness_interval``, default
+300: 12 reads per node-hour), each node at its own phase
+(:mod:`bmaas.liveness`, the sync's rule), and a read that fails leaves the
+node due, so it is read every pass until one is good: Ironic counts the
+failures (``power_state_sync_max_retries``) and fences a hung API behind a
+live stream as it fences a polled one.
 
 **One subscription per service, on the conductor that owns the nodes.**
 Only the periodic reads register a node, and Ironic makes them only for the
@@ -69,6 +76,7 @@ from bmaas.drivers.ironic.answers import Answer, Miss, NodeRef, fingerprint
 from bmaas.drivers.ironic.listener import Listener, Service, service_stream
 from bmaas.events import SAFETY_INTERVAL, News, Pacing, Stream
 from bmaas.faults import BmaasError
+from bmaas.liveness import LIVENESS_INTERVAL, Liveness
 from bmaas.policy import Reopen, policy_for
 from bmaas.reactor import Reactor, selectable
 
@@ -129,7 +137,8 @@ class Streams:
     """The conductor's listeners and the cache they keep (the module doc).
 
     ``safety``: seconds after its last BMC read a streamed node is read
-    again. ``interval`` is Ironic's sync interval: a node not read for
+    again; ``liveness``: seconds between its API's liveness reads (0:
+    none). ``interval`` is Ironic's sync interval: a node not read for
     ``expire`` seconds (default three intervals, at least a minute) leaves.
     ``stream_of``, ``owner``, ``spawn``, ``sleep`` (``sleep(stop, seconds)``,
     ending early when ``stop`` is set), ``clock`` are seams for tests."""
@@ -138,6 +147,7 @@ class Streams:
         self,
         *,
         safety: float = SAFETY_INTERVAL,
+        liveness: float = LIVENESS_INTERVAL,
         interval: float = 120.0,
         expire: float | None = None,
         max_streams: int = MAX_STREAMS,
@@ -151,6 +161,7 @@ class Streams:
         if not safety > 0:
             raise ValueError("safety must be a positive number of seconds")
         self.safety, self.interval, self.max_streams = safety, interval, max_streams
+        self.liveness = Liveness(liveness)
         self.expire = expire if expire is not None else max(3 * interval, 60.0)
         self.pacing = pacing or Pacing()
         self._stream_of, self._owner, self._spawn = stream_of, owner, spawn
@@ -240,6 +251,8 @@ class Streams:
         assert book.read_at is not None
         if now - book.read_at >= self.safety:
             return f"safety read (last read {now - book.read_at:.0f} s ago)"
+        if self.liveness.due(book.ref.uuid, book.read_at, now):
+            return f"liveness read (its API, every {self.liveness.interval:.0f} s)"
         return None
 
     def _doubt(self, book: _Book, listener: Listener | None) -> str | None:

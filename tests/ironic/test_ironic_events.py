@@ -36,7 +36,9 @@ SETTINGS = dataclasses.replace(
     sync_interval=SYNC,
     extra={
         "DEFAULT": {"debug": "true"},
-        "bmaas": {"events_safety_interval": SAFETY},
+        # the liveness read off (its own tests: tests/unit/test_liveness.py):
+        # every BMC read here is the safety net's
+        "bmaas": {"events_safety_interval": SAFETY, "events_liveness_interval": 0},
         # Ironic's default (true) powers a node back to its recorded state at the
         # pass that finds it changed: the change would show as Ironic's action
         "conductor": {"force_power_state_during_sync": "false"},

@@ -65,7 +65,7 @@ def settings(host: str, database: str) -> harness.IronicSettings:
         database_url=database,
         extra={
             "DEFAULT": {"debug": "true", "host": host, "hash_ring_reset_interval": 3},
-            "bmaas": {"events_safety_interval": 600},
+            "bmaas": {"events_safety_interval": 600, "events_liveness_interval": 0},
             "conductor": {
                 "force_power_state_during_sync": "false",
                 "heartbeat_interval": 2,

@@ -18,6 +18,7 @@ from bmaas.drivers.redfish.events import PowerNews, SSEParser, news_of, services
 from bmaas.events import SAFETY_INTERVAL, Applied, Backoff, EventWatch, TokenBucket
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, BMCUnreachable, UnsupportedOperation
+from bmaas.liveness import LIVENESS_INTERVAL
 from bmaas.provision.cancel import CancelToken
 
 # -- the SSE parser --------------------------------------------------------------
@@ -220,7 +221,7 @@ def test_a_service_without_events_is_asked_again_only_after_absent_retry() -> No
 def test_a_streamed_node_is_read_at_reconnect_then_once_its_last_read_is_safety_old() -> None:
     """The safety net is a time bound on the sync's clock, not a count of
     passes: passes every 60 s, safety 300 s -> read at 0, 300, 600 s."""
-    watch = EventWatch(safety=300.0, streams_of=lambda d: None)
+    watch = EventWatch(safety=300.0, liveness=0, streams_of=lambda d: None)
     watch._nodes["n1"] = _node()
     watch._mark(["n1"], up=True)
     passes = [60.0 * p for p in range(12)]
@@ -236,18 +237,22 @@ def test_a_streamed_node_is_read_at_reconnect_then_once_its_last_read_is_safety_
     assert watch.streamed(["n1", "ipmi-node"]) == []
 
 
-def test_at_the_defaults_a_streamed_node_costs_under_two_reads_an_hour() -> None:
-    """The documented default (SAFETY_INTERVAL) against --interval 60 and a
-    fast pass interval: reads of a streamed node per hour, after the first."""
-    for interval in (60.0, 0.5):
-        watch = EventWatch(streams_of=lambda d: None)
-        watch._nodes["n1"] = _node()
-        watch._mark(["n1"], up=True)
-        watch.to_read(["n1"], 0.0)  # the reconciling read
-        steps = int(3 * 3600 / interval)
-        reads = sum(1 for p in range(1, steps + 1) if watch.to_read(["n1"], p * interval))
-        assert reads / 3 <= 1.5  # per hour; 2 would leave no room for a reconnect
-        assert watch.safety == SAFETY_INTERVAL == 2400.0
+def test_at_the_defaults_a_streamed_node_costs_exactly_its_liveness_reads_an_hour() -> None:
+    """The documented defaults against --interval 60 and a fast pass
+    interval: a healthy streamed node's reads per hour, after the first, are
+    the liveness read's 3600 / 300 = 12 (the safety read, 1.5 an hour, falls
+    inside them); without the liveness read, the safety read's 1.5."""
+    for liveness, per_hour in ((LIVENESS_INTERVAL, 12), (0.0, 1.5)):
+        for interval in (60.0, 0.5):
+            watch = EventWatch(liveness=liveness, streams_of=lambda d: None)
+            watch._nodes["n1"] = _node()
+            watch._mark(["n1"], up=True)
+            watch.to_read(["n1"], 0.0)  # the reconciling read
+            steps = int(4 * 3600 / interval)
+            reads = sum(1 for p in range(1, steps + 1) if watch.to_read(["n1"], p * interval))
+            assert reads / 4 == per_hour
+    assert SAFETY_INTERVAL == 2400.0
+    assert LIVENESS_INTERVAL == 300.0
 
 
 def test_safety_must_be_positive() -> None:

@@ -65,6 +65,8 @@ BAD = [
     ("count-arabic-indic", "bmc_max_requests = \u0665", {}, "bmc_max_requests", "whole number"),
     ("seconds-nan", "bmc_min_interval = nan", {}, "bmc_min_interval", "seconds"),
     ("seconds-underscore", "operation_deadline = 1_000", {}, "operation_deadline", "1_000"),
+    ("liveness-negative", "events_liveness_interval = -1", {}, "events_liveness_interval", "-1"),
+    ("liveness-nan", "events_liveness_interval = nan", {}, "events_liveness_interval", "seconds"),
     ("events-listen-no-port", "events_listen = 127.0.0.1", {}, "events_listen", "HOST:PORT"),
     ("events-listen-port-range", "events_listen = h:70000", {}, "events_listen", "HOST:PORT"),
     ("events-listen-url-scheme", "events_listen_url = ftp://h/", {}, "events_listen_url", "http"),
@@ -118,6 +120,7 @@ def test_defaults_and_plain_values_still_read(tmp_path: Path) -> None:
     assert read["values"]["bmc_max_requests"] == 2
     assert read["values"]["bmc_min_interval"] == 0.5
     assert read["values"]["call_deadline"] == 5.0
+    assert read["values"]["events_liveness_interval"] == 300.0
 
 
 _CALL = """

@@ -127,6 +127,7 @@ def rig() -> Rig:
 
     streams = Streams(
         safety=SAFETY,
+        liveness=0,  # the liveness read's own tests: tests/unit/test_liveness.py
         interval=INTERVAL,
         stream_of=stream_of,
         owner=lambda ref: not owned or ref.uuid in owned,
@@ -519,6 +520,7 @@ def test_the_sweeper_lets_go_of_streams_when_no_node_is_read_here_any_more(
 
     streams = Streams(
         safety=SAFETY,
+        liveness=0,  # the liveness read's own tests: tests/unit/test_liveness.py
         interval=INTERVAL,
         stream_of=stream_of,
         owner=owner,

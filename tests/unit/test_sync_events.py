@@ -1,6 +1,7 @@
 """sync_loop with an EventWatch on a fake fleet: which nodes each pass reads,
 news written between passes, and a split worker keeping the nodes it did
-not read. No sleeps: the loop's waits advance a fake clock; reads counted."""
+not read (the liveness read is off here: test_liveness.py has it).
+No sleeps: the loop's waits advance a fake clock; reads counted."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_streamed_nodes_are_read_at_reconnect_then_every_safety_s_and_news_lands
     fleet = FakeFleet(clock=FakeClock())
     for name in ("n01", "n02", "n03"):
         fleet.add(name, power=PowerState.ON)
-    watch = EventWatch(safety=180.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch = EventWatch(liveness=0, safety=180.0, streams_of=lambda driver: None, clock=fleet.clock)
     for name in ("n01", "n02"):  # their streams are up (n03 has none: polled)
         watch._nodes[name] = _Node()
     watch._mark(["n01", "n02"], up=True)
@@ -97,7 +98,7 @@ def test_a_streamed_nodes_pooled_session_is_kept_until_its_next_safety_read(
     fleet = FakeFleet(clock=FakeClock())
     for name in ("n01", "n02"):
         fleet.add(name, power=PowerState.ON)
-    watch = EventWatch(safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch = EventWatch(liveness=0, safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
     watch._nodes["n01"] = _Node()
     watch._mark(["n01"], up=True)
     reports: list[SyncReport] = []
@@ -124,7 +125,7 @@ def test_a_node_whose_stream_went_down_gets_the_usual_idle_rule_again(
     enroll(1)
     fleet = FakeFleet(clock=FakeClock())
     fleet.add("n01", power=PowerState.ON)
-    watch = EventWatch(safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch = EventWatch(liveness=0, safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
     watch._nodes["n01"] = _Node()
     watch._mark(["n01"], up=True)
     with Runtime(clock=fleet.clock, probe=False) as rt:
@@ -156,7 +157,7 @@ def test_a_streamed_node_whose_read_fails_is_read_every_pass_until_fenced(
     enroll(1)
     fleet = FakeFleet(clock=FakeClock())
     fleet.add("n01", power=PowerState.ON)
-    watch = EventWatch(safety=180.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch = EventWatch(liveness=0, safety=180.0, streams_of=lambda driver: None, clock=fleet.clock)
     watch._nodes["n01"] = _Node()
     watch._mark(["n01"], up=True)
     reports: list[SyncReport] = []
@@ -212,7 +213,7 @@ def _streamed(store: Store, enroll: Callable[..., list[str]], safety: float = 60
     fleet = FakeFleet(clock=FakeClock())
     for name in ("n01", "n02"):
         fleet.add(name, power=PowerState.ON)
-    watch = EventWatch(safety=safety, streams_of=lambda driver: None, clock=fleet.clock)
+    watch = EventWatch(liveness=0, safety=safety, streams_of=lambda driver: None, clock=fleet.clock)
     watch._nodes["n01"] = _Node()
     watch._mark(["n01"], up=True)
     reads: collections.Counter[str] = collections.Counter()

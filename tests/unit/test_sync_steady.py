@@ -222,7 +222,7 @@ def test_with_events_the_fleet_is_loaded_again_only_when_it_changed(
     from tests.unit.conftest import node_spec
 
     fleet, names = fleet_of(5)
-    watch = EventWatch(safety=600.0, streams_of=lambda driver: None, clock=fleet.clock)
+    watch = EventWatch(safety=600.0, liveness=0, streams_of=lambda driver: None, clock=fleet.clock)
     for name in names:
         watch._nodes[name] = _Node()
     watch._mark(names, up=True)
