@@ -52,6 +52,12 @@ class FirmwareUpdate:
         """Whether the component takes the image's version at ``end``."""
         return self.outcome == "ok"
 
+    @property
+    def lands_nothing(self) -> bool:
+        """Hung or rejected: no version, no BMC reboot, and the updates
+        taken after it are not held up by it."""
+        return self.outcome in ("hang", "rejected")
+
     def progress(self, now: float) -> tuple[str, int]:
         """(state, percent) at ``now``: ``New`` when taken, ``Running``,
         then ``Completed`` (``Exception`` when rejected) at ``end`` plus the

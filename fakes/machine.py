@@ -471,6 +471,9 @@ class FakeMachine:
         now = self._clock()
         while self._updates_landed < len(self.updates):
             update = self.updates[self._updates_landed]
+            if update.lands_nothing:  # hung or rejected: never changes the machine
+                self._updates_landed += 1
+                continue
             if update.end > now:
                 return
             self._updates_landed += 1
@@ -483,7 +486,7 @@ class FakeMachine:
             reboot = update.reboot or (
                 self.hardware.bmc_reboot_time if update.target == BMC_COMPONENT else 0.0
             )
-            if reboot and update.outcome != "rejected":  # the BMC reboots into it
+            if reboot:  # the BMC reboots into it
                 back = update.end + reboot
                 self.bmc_down_until = max(self.bmc_down_until or back, back)
 

@@ -270,3 +270,13 @@ def test_manager_reset_prefers_a_graceful_restart() -> None:
         rf.manager_reset(manager(["ResetAll"]))
     with pytest.raises(rf.Missing):
         rf.manager_reset({})
+
+
+def test_a_hung_update_holds_up_no_later_one() -> None:
+    """The matrix runs every update effect on one machine: after task_hang
+    (a task that never ends) the next update still lands."""
+    d, clock = _make({"effect": "task_hang", "operation": "firmware.update", "times": 1})
+    with pytest.raises(TaskStuck):
+        d.update_firmware(IMAGE, deadline=_deadline(clock), bounds=BOUNDS)
+    after = d.update_firmware("http://img/bios-3.bin", deadline=_deadline(clock), bounds=BOUNDS)
+    assert {c.id: c.version for c in after}["BIOS"] == "bios-3.bin"
