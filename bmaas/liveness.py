@@ -63,14 +63,14 @@ class Liveness:
     def due(self, node: str, last_read: float | None, now: float) -> bool:
         """Whether ``node``, last read at ``last_read`` (None: never), is
         due its liveness read at ``now``: its next slot began since."""
+        return last_read is None or now >= self.next(node, last_read)
+
+    def next(self, node: str, last_read: float) -> float:
+        """When ``node``, last read at ``last_read``, is next due (inf: never)."""
         if not self.interval:
-            return False
-        if last_read is None:
-            return True
+            return math.inf
         phase = self.phase(node)
-        return math.floor((now - phase) / self.interval) > math.floor(
-            (last_read - phase) / self.interval
-        )
+        return phase + (math.floor((last_read - phase) / self.interval) + 1) * self.interval
 
     def per_hour(self) -> float:
         """Liveness reads a healthy streamed node costs an hour."""

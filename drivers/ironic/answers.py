@@ -46,7 +46,7 @@ class Answer:
     age: float
     #: seconds since the BMC was last read
     read_age: float
-    #: seconds until the safety read
+    #: seconds until the next BMC read (the safety or the liveness read)
     safety_in: float
 
     def describe(self) -> str:

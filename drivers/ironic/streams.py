@@ -240,7 +240,7 @@ class Streams:
             book.source,
             now - book.learned_at,
             now - book.read_at,
-            book.read_at + self.safety - now,
+            min(book.read_at + self.safety, self.liveness.next(book.ref.uuid, book.read_at)) - now,
         )
 
     def _why_read(self, book: _Book, listener: Listener | None, now: float) -> str | None:

@@ -43,6 +43,8 @@ def test_each_node_is_due_once_a_slot_at_its_own_phase_spread_over_the_interval(
     assert not live.due(node, start, start + 298.0)
     assert live.due(node, start, start + 299.0)
     assert live.due(node, None, 0.0)  # never read: due
+    assert live.next(node, start) == live.phase(node) + 300.0
+    assert Liveness(0.0).next(node, start) == float("inf")
     assert live.per_hour() == 12.0 == HOUR / LIVENESS_INTERVAL
 
 
@@ -156,6 +158,8 @@ def test_ironic_reads_a_streamed_api_every_liveness_interval_and_every_pass_once
         if isinstance(found, Miss):
             why.append(found.why)
             streams.learned(node.uuid, streams.reading(node.uuid), PowerState.ON)
+        else:  # its log line says when the BMC is read next: the liveness read
+            assert 0 < found.safety_in <= 300.0
     assert why == ["liveness read (its API, every 300 s)"] * 12  # 12 a node-hour
     # the API hangs: the read fails (nothing learned), so every pass reads it
     # until Ironic's power_state_sync_max_retries fences the node
