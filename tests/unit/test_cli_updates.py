@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from bmaas.cli import App, cli
+from bmaas.cli import App
 from bmaas.driver import PowerState
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.fleet import FakeFleet
 from tests.fleet import enrolled_app
+from tests.unit.test_cli_lifecycle import bmaas
 
 NAMES = ["u0", "u1", "u2"]
 FAST = ("--poll", "1", "--back-interval", "1")
@@ -33,10 +33,6 @@ def fleet() -> FakeFleet:
 def app(tmp_path: Path, fleet: FakeFleet) -> App:
     app: App = enrolled_app(tmp_path, fleet, NAMES)
     return app
-
-
-def bmaas(app: App, *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), obj=app, catch_exceptions=False)
 
 
 def _rule(fleet: FakeFleet, node: str, **rule: object) -> None:
