@@ -10,13 +10,11 @@ test_ironic_news.py drives the same through a real Ironic.)"""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from typing import Any
 
 import pytest
 
-from bmaas.hwlab.harness import ironic as harness
+from tests.ironicscript import run_json
 
 pytestmark = pytest.mark.ironic
 
@@ -127,12 +125,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def cases() -> dict[str, Any]:
-    python = harness.find_venv() / "bin" / "python"
-    done = subprocess.run(
-        [str(python), "-c", _CASES], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = run_json(_CASES)
     return result
 
 

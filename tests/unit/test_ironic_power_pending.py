@@ -12,12 +12,11 @@ a simulated machine on the real clock whose power-on takes 30 s."""
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
 
-from bmaas.hwlab.harness import ironic as harness
+from tests.ironicscript import run_json
 
 pytestmark = pytest.mark.ironic
 
@@ -63,16 +62,7 @@ print(json.dumps(out))
 
 
 def _power_on(budget: float, window: int) -> dict[str, Any]:
-    python = harness.find_venv() / "bin" / "python"
-    done = subprocess.run(
-        [str(python), "-c", _ACT, str(budget), str(window)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = run_json(_ACT, str(budget), str(window))
     return result
 
 

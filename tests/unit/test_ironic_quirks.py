@@ -9,13 +9,11 @@ nodes and drivers; no Ironic service is started."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from typing import Any
 
 import pytest
 
-from bmaas.hwlab.harness import ironic as harness
+from tests.ironicscript import run_json
 
 pytestmark = pytest.mark.ironic
 
@@ -112,12 +110,7 @@ print(json.dumps(out))
 
 
 def _run() -> dict[str, Any]:
-    python = harness.find_venv() / "bin" / "python"
-    done = subprocess.run(
-        [str(python), "-c", _SCRIPT], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = run_json(_SCRIPT)
     return result
 
 

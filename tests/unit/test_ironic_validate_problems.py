@@ -9,12 +9,11 @@ started (a stand-in task), so it is no group of tests/ironic/."""
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
 
-from bmaas.hwlab.harness import ironic as harness
+from tests.ironicscript import run_json
 
 pytestmark = pytest.mark.ironic
 
@@ -46,16 +45,7 @@ print(json.dumps(out))
 
 
 def _validate(driver: str, info: dict[str, Any]) -> list[dict[str, Any]]:
-    python = harness.find_venv() / "bin" / "python"
-    done = subprocess.run(
-        [str(python), "-c", _VALIDATE, driver, json.dumps(info)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: list[dict[str, Any]] = run_json(_VALIDATE, driver, json.dumps(info))
     return result
 
 
