@@ -38,7 +38,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from bmaas.faults import InputError
-from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES
+from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, COUNTER_SECTOR
 
 __all__ = [
     "POOL",
@@ -195,6 +195,19 @@ def blank_disk(path: Path, size: int = COUNTER_DISK_BYTES) -> Path:
     that writes the disk puts its image from sector 0 (``--to-disk``)."""
     with path.open("wb") as f:
         f.truncate(size)
+    return path
+
+
+def wipe_disk(path: Path) -> Path:
+    """``path`` blank again (what a writer put there gone: the firmware moves
+    on) but for the last sector: the guest's boot count goes on counting."""
+    with path.open("r+b") as f:
+        f.seek(COUNTER_SECTOR * 512)
+        count = f.read(512)
+    blank_disk(path)
+    with path.open("r+b") as f:
+        f.seek(COUNTER_SECTOR * 512)
+        f.write(count)
     return path
 
 

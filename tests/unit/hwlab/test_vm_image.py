@@ -104,6 +104,17 @@ def test_a_writer_puts_the_user_image_from_sector_0_and_keeps_the_count(tmp_path
     assert boot_on(disk) == "2"
 
 
+def test_a_wiped_disk_is_blank_but_keeps_its_count(tmp_path: Path) -> None:
+    disk = domain.blank_disk(tmp_path / "sda")
+    boot_on(disk)
+    with disk.open("r+b") as f:
+        f.write(b"\xeb\x63\x90 an MBR" + b"\x55\xaa")
+    domain.wipe_disk(disk)
+    raw = disk.read_bytes()
+    assert raw[: COUNTER_SECTOR * 512] == b"\0" * (COUNTER_SECTOR * 512)
+    assert boot_on(disk) == "2"
+
+
 def test_the_writer_initramfs_carries_the_user_image() -> None:
     plain = gzip.decompress(image._initramfs(b"busybox"))
     writer = gzip.decompress(image._initramfs(b"busybox", (), b"USER-IMAGE"))
