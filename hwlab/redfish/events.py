@@ -123,7 +123,7 @@ _FILTER_KEYS = {"EventFormatType", "RegistryPrefixes", "OriginResource", "Resour
 
 
 def serves(path: str) -> bool:
-    """Whether ``path`` is the EventService's (answered here, not by sushy-tools)."""
+    """Whether ``path`` is the EventService's (answered here, not by the shapes engine)."""
     return path == PREFIX or path.startswith(PREFIX + "/")
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "etag",
     "odata_version_refused",
     "precondition_failed",
+    "problems",
     "render",
 ]
 
@@ -230,3 +231,12 @@ def canonical(bmc: Bmc, target: str) -> str | None:
     if found is None or found.group(2) != bmc.uuid or bmc.uuid == bmc.system_id:
         return None
     return f"{found.group(1)}{bmc.system_id}{found.group(3)}"
+
+
+def problems(found: list[tuple[str, str]]) -> Answer:
+    """A 400 naming every problem of a request at once, each with its Base
+    MessageId (the first one's in ``error.code``)."""
+    body = error_body(found[0][0], "; ".join(message for _id, message in found))
+    info = body["error"]["@Message.ExtendedInfo"]
+    info[:] = [{**info[0], "MessageId": mid, "Message": message} for mid, message in found]
+    return 400, body, ()

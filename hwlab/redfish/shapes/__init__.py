@@ -12,13 +12,15 @@ apply to every shape as to the default one, since operations are named by
 request (:mod:`bmaas.hwlab.operations`).
 
 Each shape module names the recorded tree (or the source) it was built
-from and its licence; NOTICE lists them. ``hwlab`` is the default: the
-sushy-tools based service (:mod:`bmaas.hwlab.redfish.app`).
+from and its licence; NOTICE lists them. ``hwlab`` is the default
+(:mod:`.hwlab`): a shape like the others, named after each machine, served
+by the same engine.
 
 ==================  ==========================================================
 shape               what it is
 ==================  ==========================================================
-``hwlab``           the default service (sushy-tools' views, hwlab's templates)
+``hwlab``           the default: sushy-tools' layout, ids by machine name,
+                    Cd and Floppy taking InsertMedia and PATCH
 ``dmtf``            DSP2043 public-rackmount1: vmedia under the System, PATCH
 ``idrac9``          Dell iDRAC 9 (R660): vmedia under the System, RAC0904 on
                     slot 1
@@ -68,8 +70,8 @@ def _catalog() -> dict[str, Shape]:
     return found
 
 
-#: every vendor shape by name (the default, ``hwlab``, has no entry: it is
-#: the sushy-tools based service)
+#: every vendor shape by name (the default, ``hwlab``, has no entry: each
+#: machine gets its own, :func:`bmaas.hwlab.redfish.shapes.hwlab.named`)
 SHAPES: dict[str, Shape] = _catalog()
 
 
@@ -86,7 +88,7 @@ def validate(name: str, *, field: str = "shape") -> str:
 
 
 def resolve(name: str | None) -> Shape | None:
-    """The shape called ``name`` (None for the default service)."""
+    """The vendor shape called ``name`` (None for the default, ``hwlab``)."""
     if name is None or validate(name) == DEFAULT:
         return None
     return SHAPES[name]
