@@ -1,13 +1,12 @@
-"""Sessions kept alive for a pool whose users have no loop of their own.
-
-``bmaas sync --interval`` keeps its pool's sessions alive while it waits
-between passes (:mod:`bmaas.sync`). A host that calls bmaas only when it
-needs something -- Ironic's conductor, whose power sync reads each node once
-every ``[conductor]sync_power_state_interval`` (120 s by default) -- has no
-such wait: each IPMI session sits idle past what its BMC is trusted to keep
-(``session_idle``, 20 s), so every sync cycle logged in to every BMC again (a
-login is four exchanges and the most CPU of a read; measured in a
-1000-node Ironic: two BMC requests a node a cycle where one would do).
+"""Sessions kept alive between a host's calls: the keeper of a runtime
+(:class:`bmaas.runtime.Runtime`): ``bmaas sync --interval``'s (and each of
+its sweep workers'), Ironic's conductor's. Without one, each IPMI session
+sits idle between two reads past what its BMC is trusted to keep
+(``session_idle``, 20 s): Ironic's power sync reads each node once every
+``[conductor]sync_power_state_interval`` (120 s by default), so every sync
+cycle logged in to every BMC again (a login is four exchanges and the most
+CPU of a read; measured in a 1000-node Ironic: two BMC requests a node a
+cycle where one would do).
 
 A :class:`SessionKeeper` is one daemon thread per pool. Each round it logs
 out sessions idle past their limit (:meth:`DriverPool.expire_idle`) and

@@ -302,9 +302,8 @@ class DriverPool:
         return key
 
     def key_of(self, driver: BMCDriver) -> PoolKey | None:
-        """The key the pool holds ``driver`` under (None: not one of its
-        drivers): what an operation handed a pooled driver asks its BMC's
-        silence bound by (:meth:`bmaas.silence.SilentBMCs.bounded`)."""
+        """The key ``driver`` is pooled under (None: not this pool's): its
+        BMC's silence bound is asked by it (:mod:`bmaas.silence`)."""
         return self._key_of.get(driver)
 
     # -- taking and giving back -------------------------------------------------

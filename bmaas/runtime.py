@@ -61,8 +61,7 @@ __all__ = ["CLOSE_WITHIN", "JOIN", "RequestDeadlines", "Runtime", "RuntimeClosed
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: seconds a host with no deadline of its own at its end (a sync loop
-#: stopped by a signal, a sweep's worker process) gives its runtime's close
+#: seconds to close in for a host with no deadline of its own at its end
 CLOSE_WITHIN = 10.0
 
 #: seconds between a call's end and the next that continues its request:
@@ -123,13 +122,9 @@ class RequestDeadlines:
 class Runtime:
     """A host process's BMC machinery (the module's tree). ``keep``: start
     the session keeper at :meth:`start`; ``idle``: the pool's idle limit;
-    ``wait``: the seconds a background probe's BMC call may take (the host's
-    BMC timeout). ``probe``: probe silent BMCs in the background (a host
-    that only calls when it needs an answer: a conductor); ``bmaas sync``
-    reads its fenced nodes on a back-off of its own (:mod:`bmaas.fenced`)
-    and a fleet command reads once, so theirs only bound reads
-    (:meth:`~bmaas.silence.SilentBMCs.bounded`). ``clock``: the pool's, the
-    book's and the requests'."""
+    ``wait``: a background probe's BMC timeout. ``probe``: probe silent BMCs
+    (a conductor); ``bmaas sync`` has its fenced back-off (:mod:`bmaas.fenced`)
+    and a fleet command reads once: their book only bounds reads."""
 
     def __init__(
         self,
@@ -147,7 +142,7 @@ class Runtime:
         self.pool = DriverPool(
             idle=idle, wait=wait, clock=clock, silence=self.silence, group=self.threads
         )
-        self.keeper = SessionKeeper(self.pool, group=self.threads)
+        self.keeper = SessionKeeper(self.pool, clock=clock, group=self.threads)
         self.requests = RequestDeadlines(clock=clock)
         self.keep = keep
         self._lock = threading.RLock()

@@ -134,9 +134,8 @@ class SilentBMCs:
         group: ThreadGroup | None = None,
         probe: bool = True,
     ) -> None:
-        """``probe``: probe silent BMCs in the background; False for a host
-        with a read schedule of its own (``bmaas sync``'s fenced back-off,
-        :mod:`bmaas.fenced`), whose book only bounds reads."""
+        """``probe``: False for a host with a read schedule of its own (the
+        book then only bounds reads: :class:`bmaas.runtime.Runtime`)."""
         if first <= 0 or cap < first or threads < 1:
             raise ValueError("need 0 < first <= cap and threads >= 1")
         if floor <= 0 or factor < 1 or history < BOUND_MIN_ANSWERS:

@@ -73,7 +73,7 @@ from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
 from bmaas.heap import HeapSettler
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
-from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolStats
+from bmaas.pool import DEFAULT_IDLE, PoolStats
 from bmaas.runtime import CLOSE_WITHIN, Runtime
 from bmaas.store.records import NodeRecord
 
@@ -139,20 +139,20 @@ def _worker(
     idle: float,
     wait: float,
 ) -> None:
-    """A shard's process, a host of its own: one runtime
-    (:class:`~bmaas.runtime.Runtime`) for its life; run each sweep it is
-    sent on the runtime's pool (an operation that reads through the
-    runtime's silence book, :class:`bmaas.sync.PowerReader`, is bound to
-    it: ``in_runtime``), stream results back in batches, then the pool's
-    counters; on "stop", close the runtime within :data:`CLOSE_WITHIN`."""
+    """A shard's process, a host with one runtime for its life, whose keeper
+    keeps the pool's sessions alive between sweeps: run each sweep on its
+    pool (a reader bound to it: ``in_runtime``), stream results back in
+    batches, then the pool's counters; on "stop", close the runtime."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when to stop
     factory = make_factory(**factory_options)
-    rt = Runtime(idle=idle, wait=wait, probe=False)  # the sync's fenced back-off reads
+    # silent BMCs: read on the sync's own back-off (bmaas.fenced), not probed
+    rt = Runtime(idle=idle, wait=wait, keep=True, probe=False)
+    rt.start()
     pool = rt.pool
     heap = HeapSettler()  # this process is ours: its pool is its heap
     try:
         while True:
-            message = _next_message(conn, pool, wait)
+            message = conn.recv()
             if message is None:
                 break
             operation, records, deadline, hold = message
@@ -181,19 +181,6 @@ def _worker(
         rt.close(Deadline.after(CLOSE_WITHIN))
         with contextlib.suppress(OSError, ValueError):
             conn.send(("closed", pool.stats))
-
-
-def _next_message(conn: Connection, pool: DriverPool, wait: float) -> Any:
-    """The next sweep (or "stop"); while none comes, keep the pool's idle
-    sessions alive (:meth:`DriverPool.keepalive`), so a worker's sessions
-    outlive the sync interval as the in-process loop's do. Each keepalive
-    round gets ``wait`` seconds (the BMC timeout), each keepalive at most
-    its driver's ``bmc_timeout`` of it."""
-    while True:
-        due = pool.keepalive_due_in()
-        if due is None or conn.poll(due):
-            return conn.recv()
-        pool.keepalive(Deadline.after(max(wait, 0.1)))
 
 
 class _Shard:

@@ -36,8 +36,8 @@ its pool: one login per BMC for as long as the loop runs (the loop raises the po
 ``idle`` to :func:`~bmaas.pool.idle_for_interval`, twice the interval, so a
 session used every pass is not logged out between passes; one idle longer
 than its driver trusts, ``session_idle``, is logged out and logged in again
-next pass; drivers that keep sessions alive, as IPMI's, get a keepalive
-while the loop waits, so their sessions last any interval),
+next pass; drivers that keep sessions alive, as IPMI's, get keepalives
+from the runtime's keeper, so their sessions last any interval),
 and every report carries the pool's counters (``sessions``), reads per
 login among them.
 """
@@ -60,7 +60,7 @@ from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.policy import policy_for
-from bmaas.pool import DriverPool, idle_for_interval
+from bmaas.pool import idle_for_interval
 from bmaas.provision.reclaim import reclaim
 from bmaas.quirks import record_results
 from bmaas.runtime import Runtime
@@ -79,15 +79,11 @@ LOG = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class PowerReader:
     """One node's power read within the pass's ``deadline``: one attempt, or
-    through the operation retry, each BMC call a share of at most the
-    driver's ``bmc_timeout`` -- or, on a pooled driver of ``rt`` (the host's
-    runtime), of at most its BMC's silence bound
-    (:meth:`~bmaas.silence.SilentBMCs.bounded`, as Ironic's periodic read):
-    a BMC whose answer times are known, and that stops answering, holds the
-    first pass after it hung a few times its slowest answer, not
-    ``--bmc-timeout`` (issue 48). A picklable value, so sharded sweeps can
-    ship it to their worker processes (without ``rt``: each worker binds its
-    own, :meth:`in_runtime`)."""
+    through the operation retry, each BMC call at most the driver's
+    ``bmc_timeout`` -- on a pooled driver of ``rt`` (the host's runtime), at
+    most its BMC's silence bound (as Ironic's periodic read): the first pass
+    after a BMC hangs is not held ``--bmc-timeout`` by it (issue 48).
+    Picklable, for sharded sweeps (without ``rt``: see :meth:`in_runtime`)."""
 
     deadline: Deadline
     retry: _retry.RetryLimits | None = None
@@ -97,7 +93,7 @@ class PowerReader:
         return (PowerReader, (self.deadline, self.retry))
 
     def in_runtime(self, rt: Runtime) -> PowerReader:
-        """This reader, bounded by ``rt``'s silence book (a sweep worker's)."""
+        """This reader in ``rt`` (a sweep worker's own)."""
         return dataclasses.replace(self, rt=rt)
 
     def __call__(self, driver: BMCDriver) -> PowerState:
@@ -397,9 +393,8 @@ def _wait_between_passes(
     """Wait until ``until``; each time pushed news ends the wait early
     (:meth:`EventWatch.to_look`), read the nodes it named, then wait on."""
     events = parts.events
-    looking = events.looking if events is not None else None
     while True:
-        _wait_keeping_alive(until, parts.pool, stop, wait, parts.clock, looking)
+        wait(max(0.0, until - parts.clock()))
         if events is None or stop.is_set() or not events.looking():
             return
         _look(store, settings, parts, events)
@@ -477,30 +472,3 @@ def _news_writer(
         events.wait(0.0, write)
 
     return wait
-
-
-def _wait_keeping_alive(
-    until: float,
-    pool: DriverPool | None,
-    stop: threading.Event,
-    wait: Callable[[float], object],
-    clock: Callable[[], float],
-    woken: Callable[[], bool] | None = None,
-) -> None:
-    """Wait until ``until`` (never a negative time); with a pool, wake when
-    an idle session is due a keepalive and send it, so sessions outlive the
-    interval (an IPMI BMC forgets a session idle for long; a login costs
-    four exchanges, a keepalive one). Returns early once ``woken()``."""
-    while True:
-        left = until - clock()
-        due = pool.keepalive_due_in() if pool is not None else None
-        if due is None or due >= left:
-            wait(max(0.0, left))
-            return
-        wait(due)
-        if stop.is_set() or (woken is not None and woken()):
-            return
-        assert pool is not None
-        # each keepalive gets a share of what is left of the wait, at most
-        # its driver's bmc_timeout: the next pass starts on time
-        pool.keepalive(Deadline.after(max(0.0, until - clock()), clock=clock))

@@ -75,11 +75,9 @@ class SyncSettings:
 class SyncParts:
     """What a sync works through, made (and closed) by its caller.
 
-    ``rt``: the host's runtime (:mod:`bmaas.runtime`): its pooled drivers,
-    one login per BMC for the run, and its silence book, which bounds each
-    read's wait. ``sweeper``: reads sharded over worker processes (each
-    with its own runtime; ``factory`` and ``rt`` are then the sweeper's
-    business). ``share``: only this
+    ``rt``: the host's runtime, one login per BMC for the run. ``sweeper``:
+    reads sharded over worker processes (each with its own runtime; ``factory``
+    and ``rt`` are then the sweeper's business). ``share``: only this
     worker's share of the fleet. ``fenced``: the nodes the sync fenced, read
     on their back-off schedule in the background (:mod:`bmaas.fenced`).
     ``events``: streamed nodes read only as a safety net (a loop's).

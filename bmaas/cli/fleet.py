@@ -128,12 +128,9 @@ def run_fleet(
     factory = _never_built if command_deadline.expired else app.factory(args.bmc_timeout)
 
     start = time.monotonic()
-    # The command's one runtime (bmaas.runtime): its pool keeps the nodes
-    # behind one Redfish service on one session from the first node to the
-    # last (without a pool it would be logged out whenever no node happened
-    # to be in flight); closed within the command's deadline: past it nothing
-    # is logged out or waited for, the BMCs expire the sessions (issue 36).
-    # One read: no silent BMC is probed for a later one that never comes.
+    # The command's one runtime: the nodes behind one Redfish service keep
+    # its one session from the first node to the last; closed within the
+    # command's deadline: past it the BMCs expire the sessions (issue 36)
     rt = Runtime(wait=args.bmc_timeout, probe=False)
     try:
         with progress(len(records), label, quiet=args.as_json) as advance:

@@ -242,13 +242,10 @@ def _settings(
 def _sync_parts(
     app: App, store: Store, settings: SyncSettings, command_deadline: Deadline | None
 ) -> Iterator[SyncParts]:
-    """The command's one runtime (:class:`~bmaas.runtime.Runtime`: its pool,
-    one pooled session per BMC for the command's life, a loop logs in once,
-    not once per pass; its silence book, which bounds each read's wait), the
-    fleet share and the worker processes, closed when it ends. One pass:
-    the runtime is closed within its deadline, never past it (the BMCs
-    expire what is left: issue 36); a loop's, within :data:`CLOSE_WITHIN`
-    of its end."""
+    """The command's one runtime (one pooled session per BMC for its life:
+    a loop logs in once, not once per pass), the fleet share and the worker
+    processes, closed when it ends: one pass's runtime within its deadline
+    (the BMCs expire what is left: issue 36), a loop's in CLOSE_WITHIN."""
     processes = settings.processes
     if processes is None:
         # In-process fakes (a test's fleet) cannot cross into other processes.
@@ -257,8 +254,11 @@ def _sync_parts(
     # sessions used once a pass outlive the wait between passes
     idle = idle_for_interval(settings.interval)
     with contextlib.ExitStack() as stack:
-        # silent BMCs: read on the sync's own back-off (bmaas.fenced), not probed
-        rt = Runtime(idle=idle, wait=settings.bmc_timeout, probe=False)
+        # a loop's keeper keeps sessions alive between passes; silent BMCs are
+        # read on the sync's own back-off (bmaas.fenced), not probed
+        loop = settings.interval is not None
+        rt = Runtime(idle=idle, wait=settings.bmc_timeout, keep=loop, probe=False)
+        rt.start()
         stack.callback(
             lambda: rt.close(
                 Deadline.after(CLOSE_WITHIN) if command_deadline is None else command_deadline

@@ -1,5 +1,6 @@
 """IPMI sessions outlive a sync interval far longer than the driver trusts an
-idle session: keepalives (Get Device ID) between passes, so the lab's IPMI
+idle session: keepalives (Get Device ID) from the runtime's keeper between
+passes, as ``bmaas sync --interval`` runs it, so the lab's IPMI
 BMCs see one login each over several passes.
 
 The interval is scaled down rather than waited for: the driver's idle
@@ -46,7 +47,9 @@ def test_a_long_interval_logs_in_once_per_ipmi_bmc_with_keepalives(
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             reports: list[SyncReport] = []
-            with Runtime(probe=False) as rt:
+            with Runtime(keep=True, probe=False) as rt:
+                rt.keeper.tick = 0.25  # the keeper's rounds, scaled as the interval is
+                rt.start()
                 sync_loop(
                     store,
                     SyncSettings(interval=3.5, count=PASSES, workers=NODES),

@@ -7,7 +7,7 @@ after a BMC hangs waits that BMC's silence bound, not ``--bmc-timeout``
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +82,16 @@ def test_the_first_pass_after_a_hang_waits_the_bmc_s_silence_bound(
 
 
 @pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
-    """Runtime constructions and closes, however the host imported the class."""
-    seen = {"built": 0, "closed": 0}
+def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Runtime constructions (whether each keeps sessions alive) and closes,
+    however the host imported the class."""
+    seen: dict[str, Any] = {"built": 0, "closed": 0, "keep": []}
     init, close = Runtime.__init__, Runtime.close
 
     def counting_init(self: Runtime, **kw: Any) -> None:
         seen["built"] += 1
         init(self, **kw)
+        seen["keep"].append(self.keep)
 
     def counting_close(self: Runtime, deadline: Deadline) -> list[str]:
         seen["closed"] += 1
@@ -99,7 +101,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
 
     monkeypatch.setattr(Runtime, "__init__", counting_init)
     monkeypatch.setattr(Runtime, "close", counting_close)
-    yield seen
+    return seen
 
 
 def _app(tmp_path: Path) -> App:
@@ -126,11 +128,13 @@ def _bmaas_threads() -> set[threading.Thread]:
     ids=["sync-once", "sync-loop", "power-status", "power-on"],
 )
 def test_each_bmaas_host_builds_one_runtime_closes_it_and_leaves_no_thread(
-    tmp_path: Path, counted: dict[str, int], argv: list[str]
+    tmp_path: Path, counted: dict[str, Any], argv: list[str]
 ) -> None:
+    """One runtime each; a sync loop's keeper keeps sessions alive between
+    passes (nothing else sends keepalives), a one-shot command's sends none."""
     app = _app(tmp_path)
     before = _bmaas_threads()
     result = CliRunner().invoke(cli, argv, obj=app)
     assert result.exit_code == 0, result.output
-    assert counted == {"built": 1, "closed": 1}
+    assert counted == {"built": 1, "closed": 1, "keep": ["--interval" in argv]}
     assert _bmaas_threads() - before == set()

@@ -11,16 +11,15 @@ from typing import Any
 import pytest
 
 from bmaas.deadline import Deadline
-from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout
 from bmaas.gate import bmc_of
 from bmaas.heap import MIN_CHANGES
 from bmaas.ops import NodeResult, run_on_nodes
 from bmaas.pool import DriverPool
+from bmaas.runtime import Runtime
 from bmaas.store import Store
-from bmaas.sweep import ShardedSweeper, _next_message, auto_processes, shard_of
+from bmaas.sweep import ShardedSweeper, auto_processes, shard_of
 from tests.unit.sweep_support import die_in_shard_zero, frozen_objects, make_factory, read_power
-from tests.unit.test_pool import KeptAlive, key, read
 
 Enroll = Callable[..., list[str]]
 
@@ -139,46 +138,13 @@ def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     assert all(r.ok for r in again)
 
 
-def test_a_worker_keeps_its_sessions_alive_while_it_waits_for_the_next_sweep() -> None:
-    """_next_message: no message for 35 s (fake), sessions kept alive every
-    10 s of idleness; then the next sweep arrives."""
-
-    clock = FakeClock(start=0.0)
-    built: list[KeptAlive] = []
-
-    def build(node: str) -> KeptAlive:
-        built.append(KeptAlive(node, clock))
-        return built[-1]
-
-    class Conn:
-        polls: list[float] = []
-
-        def poll(self, timeout: float) -> bool:
-            self.polls.append(timeout)
-            if clock() + timeout > 35:
-                clock.advance(35 - clock())
-                return True
-            clock.advance(timeout)
-            return False
-
-        def recv(self) -> str:
-            return "next sweep"
-
-    conn = Conn()
-    with DriverPool(clock=clock) as pool:
-        read(pool, build, key("n1"))
-        assert _next_message(conn, pool, 1.0) == "next sweep"  # type: ignore[arg-type]
-        assert conn.polls == [10.0, 10.0, 10.0, 10.0]
-        assert built[0].kept == [10.0, 20.0, 30.0]
-        assert pool.stats.logins == 1
-
-
 def test_a_worker_holds_the_nodes_the_sweep_names_before_it_reads(
     store: Store, enroll: Enroll, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sync with events holds its streamed nodes' sessions until their next
     safety read (bmaas.pool.DriverPool.hold); with sweep workers each
-    worker's pool (its runtime's) is told with the sweep (no round trip of its own)."""
+    worker's pool is told with the sweep (no round trip of its own). The
+    worker is a host: one runtime, its keeper on, closed at "stop"."""
     from bmaas import runtime as runtime_mod
     from bmaas import sweep as sweep_mod
 
@@ -209,7 +175,19 @@ def test_a_worker_holds_the_nodes_the_sweep_names_before_it_reads(
         def send(self, message: Any) -> None:
             self.sent.append(message)
 
+    made: list[Runtime] = []
+
+    class Made(Runtime):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            made.append(self)
+
+    monkeypatch.setattr(sweep_mod, "Runtime", Made)
     conn = Conn()
     sweep_mod._worker(conn, make_factory, {}, 2, 60.0, 1.0)  # type: ignore[arg-type]
     assert held == [hold]
     assert [m[0] for m in conn.sent] == ["results", "done", "closed"]
+    # one runtime, whose keeper kept the sessions alive between sweeps; closed
+    (rt,) = made
+    assert (rt.keep, rt.closed, rt.keeper.running) == (True, True, False)
+    assert rt.threads.alive() == []

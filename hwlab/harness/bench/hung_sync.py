@@ -93,7 +93,8 @@ def measure(
         )
         return reports
 
-    rt = Runtime(probe=False)  # the sync's one runtime, as `bmaas sync --interval` builds it
+    rt = Runtime(keep=True, probe=False)  # as `bmaas sync --interval` builds it
+    rt.start()
     try:
         healthy = passes(1 + STEADY)[1:]  # the first logs in
         for node in hung:
