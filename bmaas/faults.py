@@ -95,6 +95,7 @@ __all__ = [
     "PowerPending",
     "ProvisionFailed",
     "RequestRejected",
+    "Resume",
     "RetryScope",
     "SettingsNotApplied",
     "SlotTimeout",
@@ -178,6 +179,7 @@ class BmaasError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         state = dict(self.__dict__)
+        state.pop("resume", None)  # a driver's own continuation: this process's only
         state["_cause_text"] = self.cause_text
         return (type(self), (self.message,), state)
 
@@ -242,6 +244,21 @@ class InputError(BmaasError, ValueError):
         return ": ".join(parts)
 
 
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """The rest of a driver call of several requests, from the one the BMC
+    refused ("later": nothing was done there), carried by the fault as
+    :attr:`BMCFault.resume`. The operation retry (:func:`bmaas.retry.call`)
+    calls ``call(deadline=...)`` next, not the whole call again: restarted
+    whole, a call of k requests on a BMC busy with probability p per request
+    succeeds per attempt only with (1-p)^k (issue 50)."""
+
+    call: Callable[..., Any]
+    #: how many of the call's steps the BMC had carried out: a refusal
+    #: further on is another request, whose attempts and backoff start afresh
+    at: int
+
+
 class BMCFault(BmaasError):
     """A BMC call failed. Carries where (node, driver, address), what
     (operation) and how long it took (elapsed, seconds)."""
@@ -253,6 +270,9 @@ class BMCFault(BmaasError):
     #: answer (:mod:`bmaas.lateness`): the client's own lateness, which the
     #: policy table never counts against the node (in ``to_dict`` once set)
     late: float | None = None
+    #: set by a driver whose call is several requests (a virtual media
+    #: insert) when the BMC refused one of them: the call from there
+    resume: Resume | None = None
 
     def __init__(
         self,

@@ -41,6 +41,12 @@ timeout)``, passed to it explicitly, so no attempt gets more than what is
 left. Sleep, clock and the jitter source are injectable so tests assert the
 exact sleep sequence.
 
+**A call of several requests** (a Redfish virtual media insert: read, eject,
+read, insert, read back) that the BMC refuses part way ("later") carries a
+:class:`~bmaas.faults.Resume`: the next attempt goes on from the refused
+request, and each request has its own attempts and backoff
+(:func:`this_request`), as if sent on its own.
+
 The pieces are tenacity strategies (``retry_if_fault``, ``wait_for_fault``,
 ``stop_before_deadline``) composed by :func:`retrying`, usable on any callable
 through ``@retry_bmc(limits)``. A non-idempotent REBOOT gets special care in
@@ -88,7 +94,9 @@ __all__ = [
     "retry_bmc",
     "retry_if_fault",
     "retrying",
+    "stop_after_attempts",
     "stop_before_deadline",
+    "this_request",
     "wait_for_fault",
 ]
 
@@ -117,7 +125,8 @@ class RetryLimits:
     #: of the Deadline it is handed; a public edge that makes a Deadline for
     #: one operation may start it from this
     total: float = 60.0
-    #: attempts in all, whatever the faults
+    #: attempts in all, whatever the faults (per request of a call that
+    #: resumes further on: :func:`this_request`)
     max_attempts: int = 10
     #: bound of one BMC call (None: the driver's ``bmc_timeout``), clipped to time left
     bmc_timeout: float | None = None
@@ -216,6 +225,40 @@ def faults_seen(retry_state: RetryCallState) -> list[BaseException]:
     return history
 
 
+def this_request(history: list[BaseException]) -> list[BaseException]:
+    """The faults of the request the last fault refused: ``history`` since
+    the call last moved on. A call of several requests that the BMC refused
+    at one step and then at a later one (its :class:`~bmaas.faults.Resume`
+    further on) made progress in between: the later request gets its own
+    attempts and its own backoff from the first, as a request of its own
+    would (issue 50: a busy lab's vmedia insert backed off as if every
+    refusal were the same request's). Without a resume: the whole history."""
+    at = _resumed_at(history[-1]) if history else None
+    if at is None:
+        return history
+    for i in range(len(history) - 1, -1, -1):
+        earlier = _resumed_at(history[i])
+        if earlier is not None and earlier < at:
+            return history[i + 1 :]
+    return history
+
+
+def _resumed_at(fault: BaseException) -> int | None:
+    resume = fault.resume if isinstance(fault, BMCFault) else None
+    return resume.at if resume is not None else None
+
+
+class stop_after_attempts(tenacity.stop.stop_base):  # noqa: N801 - tenacity's naming style
+    """Stop after ``limit`` attempts at one request (:func:`this_request`):
+    for a call that never resumes further on, its attempts in all."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return len(this_request(faults_seen(retry_state))) >= self.limit
+
+
 class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming style
     """Retry when the last fault's class may be retried on the same node,
     given the operation's idempotency and how often that class has recurred."""
@@ -236,7 +279,7 @@ class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming sty
         if windowed:  # the window opens at the call's first no-answer
             now = self.limits.clock()
             since = _silent_since(retry_state, now)
-        same_class = sum(1 for f in history if type(f) is type(fault))
+        same_class = sum(1 for f in this_request(history) if type(f) is type(fault))
         if same_class < self.limits.limit_for(fault, idempotent=self.idempotent):
             return True
         # past its brief attempts: a BMC that gives no answer may be
@@ -265,7 +308,8 @@ class wait_for_fault(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
             return 0.0
         kind = policy_for(fault).same_node
         if kind is SameNode.BACKOFF:
-            backoffs = sum(1 for f in history if policy_for(f).same_node is SameNode.BACKOFF)
+            asked = this_request(history)
+            backoffs = sum(1 for f in asked if policy_for(f).same_node is SameNode.BACKOFF)
             backoff = min(p.busy_max, p.busy_initial * p.busy_multiplier ** (backoffs - 1))
             backoff *= 1 + p.jitter * (2 * p.rng.random() - 1)
             return round(max(backoff, getattr(fault, "retry_after", None) or 0.0), 6)
@@ -317,7 +361,7 @@ def retrying(
     return tenacity.Retrying(
         retry=retry_if_fault(limits, idempotent=idempotent),
         wait=wait_for_fault(limits),
-        stop=tenacity.stop_after_attempt(limits.max_attempts)
+        stop=stop_after_attempts(limits.max_attempts)
         | stop_before_deadline(deadline, limits.min_attempt),
         sleep=limits.sleep,
         before_sleep=_log_retry,
@@ -345,10 +389,9 @@ def call(
 
     A fault that carries :attr:`~bmaas.faults.BMCFault.resume` (a driver's
     call of several requests, refused at one of them) is retried by calling
-    that, the rest of the call from the refused request, rather than ``fn``
-    from its first request: restarted whole, a call of k requests on a BMC
-    busy with probability p per request succeeds per attempt only with
-    (1-p)^k (issue 50). Whether and when to retry is unchanged.
+    the rest of the call from the refused request, rather than ``fn`` from
+    its first request; attempts and backoff count per request
+    (:func:`this_request`).
 
     When the last attempt ends in a :class:`~bmaas.faults.SlotTimeout`
     (refused inside bmaas: it says nothing about the BMC) after an earlier
@@ -368,7 +411,7 @@ def call(
                 except BMCFault as fault:
                     answered = fault
                     # a call of several requests goes on from the one refused
-                    step = fault.resume or whole
+                    step = fault.resume.call if fault.resume is not None else whole
                     raise
     except SlotTimeout:
         # The last attempt was refused inside bmaas (no slot, no turn, no time

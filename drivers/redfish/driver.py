@@ -96,6 +96,7 @@ from bmaas.faults import (
     InputError,
     PowerFailure,
     PowerPending,
+    Resume,
     SettingsNotApplied,
     SlotTimeout,
     UnclassifiedFault,
@@ -814,7 +815,7 @@ class RedfishDriver(BMCDriver):
         try:
             self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
         except BMCBusy as fault:  # "later": that request was not carried out
-            fault.resume = functools.partial(self._insert, progress)
+            fault.resume = Resume(functools.partial(self._insert, progress), at=progress.steps)
             raise
 
     def eject_virtual_media(

@@ -42,6 +42,9 @@ the slot reads empty for seconds   read back until it shows, bounded by the
 after a 204 InsertMedia (iDRAC10)  call's deadline; still empty then:
                                    ``BMCBusy`` (accepted, not yet shown: ask
                                    again later; not the node's fault)
+a request answered "later" (503,   the insert goes on from that request when
+429) part way through an insert    retried (:class:`Insertion`): a step the
+                                   BMC answered is not sent again
 412 / 428 on a PATCH               :func:`bmaas.drivers.redfish.preconditions.patch`
 =================================  ============================================
 
@@ -71,6 +74,7 @@ from bmaas.faults import BMCBusy, BMCFault, UnsupportedOperation
 __all__ = [
     "CD_TYPES",
     "NEXT_SLOT",
+    "Insertion",
     "Slot",
     "VirtualMediaSlots",
     "find_cd_slots",
@@ -256,6 +260,40 @@ def _says(exc: sushy_exc.HTTPError, *texts: str) -> bool:
 
 
 @dataclasses.dataclass
+class Insertion:
+    """How far one insert of ``url`` got. A step is marked done only once
+    the BMC answered its request, so an insert run again after a request
+    the BMC refused ("later": nothing done) sends that request again and
+    none before it: no second eject, no second insert of an image the BMC
+    took (issue 50). Each operation has its own: a new insert reads the slot
+    and ejects first, whatever an earlier one left undone."""
+
+    url: str
+    #: the CD slots to try, in order, and the one being tried
+    paths: list[str] = dataclasses.field(default_factory=list)
+    at: int = 0
+    #: the slot as last read (None: read it next), and whether its media was ejected
+    slot: Slot | None = None
+    ejected: bool = False
+    #: the BMC took the image: only the read back is left
+    sent: bool = False
+    #: the last refusal that moved on to the next slot (raised when none is left)
+    last: sushy_exc.HTTPError | None = None
+    #: requests the BMC carried out so far (:attr:`bmaas.faults.Resume.at`)
+    steps: int = 0
+
+    def start(self, paths: list[str]) -> None:
+        """From the first of ``paths``, nothing done."""
+        self.paths, self.at, self.last, self.steps = list(paths), 0, None, 0
+        self.slot, self.ejected, self.sent = None, False, False
+
+    def next_slot(self, refusal: sushy_exc.HTTPError) -> None:
+        """The slot refused the image (405, in use): on to the next one."""
+        self.at, self.last, self.steps = self.at + 1, refusal, self.steps + 1
+        self.slot, self.ejected, self.sent = None, False, False
+
+
+@dataclasses.dataclass
 class VirtualMediaSlots:
     """Insert and eject on one system's CD slots (found by :func:`find_cd_slots`)."""
 
@@ -272,28 +310,40 @@ class VirtualMediaSlots:
     #: read-backs the last insert took (1: shown at once)
     readbacks: int = 0
 
-    def insert(self, url: str, deadline: Deadline) -> str:
-        """Put ``url`` in the first CD slot that takes it; the slot's path."""
-        last: sushy_exc.HTTPError | None = None
-        for path in self.paths:
-            slot = Slot(read(self.conn, path))
-            if slot.shows_media:
-                # Eject before insert (Ironic 38): iDRACs keep Inserted true
-                # for a while after an eject, and a slot holding another image
-                # refuses a new one.
-                self._eject(slot)
-                slot = Slot(read(self.conn, path))  # its new ETag
-            try:
-                self._put(slot, url)
-            except sushy_exc.HTTPError as exc:
-                if exc.status_code == 405 or _says(exc, *NEXT_SLOT):
-                    last = exc
+    def insert(self, url: str, deadline: Deadline, progress: Insertion | None = None) -> str:
+        """Put ``url`` in the first CD slot that takes it; the slot's path.
+        ``progress``: this insert so far (kept by the caller across attempts),
+        which goes on from the first request not yet answered."""
+        done = progress if progress is not None else Insertion(url)
+        if done.paths != self.paths:  # its first run, or the slots found afresh
+            done.start(self.paths)
+        while done.at < len(done.paths):
+            path = done.paths[done.at]
+            if not done.sent:
+                if done.slot is None:
+                    done.slot = Slot(read(self.conn, path))
+                    done.steps += 1
+                if done.slot.shows_media and not done.ejected:
+                    # Eject before insert (Ironic 38): iDRACs keep Inserted true
+                    # for a while after an eject, and a slot holding another image
+                    # refuses a new one.
+                    self._eject(done.slot)
+                    done.ejected, done.slot = True, None  # read again: its new ETag
+                    done.steps += 1
                     continue
-                raise
+                try:
+                    self._put(done.slot, url)
+                except sushy_exc.HTTPError as exc:
+                    if exc.status_code == 405 or _says(exc, *NEXT_SLOT):
+                        done.next_slot(exc)
+                        continue
+                    raise
+                done.sent = True
+                done.steps += 1
             self._await_shown(path, deadline)
             return path
-        assert last is not None  # there is at least one path
-        raise last
+        assert done.last is not None  # there is at least one path
+        raise done.last
 
     def describe(self) -> list[dict[str, Any]]:
         """Each CD slot as it reads now (1 GET a slot): its ``MediaTypes``,
