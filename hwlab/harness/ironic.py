@@ -59,6 +59,7 @@ __all__ = [
     "find_venv",
     "history",
     "history_text",
+    "ironic_version",
     "wait_for_power_settled",
     "wait_for_provision",
 ]
@@ -78,18 +79,30 @@ class IronicError(BmaasError):
     code = "ironic_error"
 
 
-def find_venv() -> Path:
-    """The venv ``scripts/ironic-env.sh`` made: ``$BMAAS_IRONIC_VENV``, else
-    ``.venv-ironic`` at the repository root."""
+def find_venv(release: str = "") -> Path:
+    """The venv ``scripts/ironic-env.sh`` made: for ``release`` (another
+    tested release, ``ironic-env.sh --release``) ``.venv-ironic-RELEASE`` at
+    the repository root; else ``$BMAAS_IRONIC_VENV``, else ``.venv-ironic``."""
     env = os.environ.get("BMAAS_IRONIC_VENV")
     root = Path(__file__).resolve().parents[2]
-    venv = Path(env) if env else root / ".venv-ironic"
+    if release:
+        venv = root / f".venv-ironic-{release}"
+        how = f"bash scripts/ironic-env.sh --release {release}"
+    else:
+        venv = Path(env) if env else root / ".venv-ironic"
+        how = "bash scripts/ironic-env.sh"
     if not (venv / "bin" / "ironic").exists():
         raise IronicError(
-            f"no Ironic in {venv}: run `bash scripts/ironic-env.sh` first "
+            f"no Ironic in {venv}: run `{how}` first "
             "(or set BMAAS_IRONIC_VENV to a venv with ironic and bmaas[ironic])"
         )
     return venv
+
+
+def ironic_version(venv: Path) -> str | None:
+    """The Ironic release installed in ``venv`` (its dist-info), for reports."""
+    found = sorted(venv.glob("lib/python*/site-packages/ironic-*.dist-info"))
+    return found[-1].name.removesuffix(".dist-info").split("-", 1)[1] if found else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ from bmaas.cliutil import (
     EXIT_FAILURE,
     FiniteFloat,
     InputProblems,
+    Name,
     Seconds,
     WholeNumber,
     emit_json,
@@ -362,7 +363,7 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     "windows",
     multiple=True,
     type=Seconds(1, 600),
-    help="BMC reboot window in seconds (repeatable; default 10 and 45; smoke 10).",
+    help="BMC reboot window in seconds (repeatable; default 10, 45 and 120; smoke 10).",
 )
 @click.option(
     "--busy",
@@ -377,6 +378,18 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     help="Hardware types (repeatable; default all four; smoke bmaas-ipmi, ipmi).",
 )
 @click.option("--cap", type=Seconds(10, 3600), help="Seconds any one wait may take (default 300).")
+@click.option(
+    "--watch",
+    type=Seconds(0, 3600),
+    help="Seconds the machine is watched after the outcome for Ironic switching it back "
+    "off (default 75: a power sync and its read; smoke 0).",
+)
+@click.option(
+    "--release",
+    type=Name(max_length=64),
+    help="Another Ironic release, installed by `scripts/ironic-env.sh --release RELEASE` "
+    "(default: the current one, .venv-ironic).",
+)
 @bench_options
 @click.pass_context
 def ironic_reboot(ctx: click.Context, /, **_: Any) -> None:

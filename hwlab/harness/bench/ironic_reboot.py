@@ -4,13 +4,14 @@ and bmaas hardware types side by side in one run (issue 35's measurement).
 
 One lab (every machine speaks IPMI and Redfish, every IPMI BMC on a loopback
 address of its own: stock ``ipmi`` spaces its commands per address) and one
-standalone Ironic with the README's ``[bmaas]`` defaults (call 5 s,
-operation 60 s, sync 15 s) and Ironic's own otherwise (a power sync every
-60 s, ``power_state_change_timeout`` 60 s, ``[ipmi]min_command_interval`` 5).
+standalone Ironic (``--release``: another release ``scripts/ironic-env.sh
+--release`` installed) with the ``[bmaas]`` defaults (call 5 s, operation
+180 s, sync 15 s) and Ironic's own otherwise (a power sync every 60 s,
+``power_state_change_timeout`` 60 s, ``[ipmi]min_command_interval`` 5).
 
 Each **round** powers on, at once, one node per hardware type and reboot
-window (``--window``, default 10 s and 45 s: a BMC rebooting to apply a
-firmware update, hwlab's ``bmc_reboot`` effect, once: the BMC answers
+window (``--window``, default 10 s, 45 s and 120 s: a BMC rebooting to apply
+a firmware update, hwlab's ``bmc_reboot`` effect, once: the BMC answers
 nothing for the window, from the first request after the rule is put on)
 and, for the IPMI types, one node whose BMC answers "node busy" (0xC0,
 the ``ipmi-node-busy`` field incident) ``--busy`` times. Each trial:
@@ -24,7 +25,12 @@ the ``ipmi-node-busy`` field incident) ``--busy`` times. Each trial:
    in between -- is asked again, counted, within ``--cap``) and waits until
    no power change is pending: the outcome (``on``, or the error Ironic
    recorded, with bmaas's code where there is one) and the seconds from the
-   first request.
+   first request;
+4. watches the machine itself (the lab's power, not Ironic's record) for
+   ``--watch`` seconds, a power-sync pass and more: a machine seen on that
+   goes off was **switched off by Ironic** (its sync forcing the state it
+   recorded: ``force_power_state_during_sync``) after the BMC took the
+   power-on, whatever Ironic said of the action (issue 48).
 
 Requires ``scripts/ironic-env.sh`` (Ironic in ``.venv-ironic``) and ipmitool
 (stock ``ipmi`` shells out to it).
@@ -59,21 +65,28 @@ BUSY_TYPES = ("bmaas-ipmi", "ipmi")
 QUICK = Hardware(power_on_time=0.3, power_off_time=0.2, soft_off_time=0.5, os_boot_time=1.0)
 #: seconds between reads of a node the bench waits on
 POLL = 0.5
+#: seconds between reads of a watched machine's power
+WATCH_POLL = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
     rounds: int = 2
-    #: BMC reboot windows, seconds
-    windows: tuple[float, ...] = (10.0, 45.0)
+    #: BMC reboot windows, seconds (a firmware update's reset: 90-120 s in the field)
+    windows: tuple[float, ...] = (10.0, 45.0, 120.0)
     #: "node busy" answers per busy trial (0: no busy trials)
     busy: int = 6
     types: tuple[str, ...] = TYPES
     #: seconds a trial may wait for Ironic at each step
     cap: float = 300.0
-    #: the [bmaas] budget under test (the README's defaults)
+    #: seconds the machine is watched after the outcome (0: not watched): a
+    #: power sync (every ``sync_interval``) and its read
+    watch: float = 75.0
+    #: another Ironic release ("": the current one, ``.venv-ironic``)
+    release: str = ""
+    #: the [bmaas] budget under test (its defaults)
     call_deadline: float = 5.0
-    operation_deadline: float = 60.0
+    operation_deadline: float = 180.0
     sync_deadline: float = 15.0
     #: Ironic's own defaults
     sync_interval: int = 60
@@ -81,7 +94,9 @@ class Options:
 
     @classmethod
     def smoke(cls) -> Options:
-        return cls(rounds=1, windows=(10.0,), busy=6, types=("bmaas-ipmi", "ipmi"), cap=180)
+        return cls(
+            rounds=1, windows=(10.0,), busy=6, types=("bmaas-ipmi", "ipmi"), cap=180, watch=0
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +180,25 @@ def _ask(conn: Any, node: Any, target: str, end: float) -> int:
             _released(conn, node, max(1.0, end - time.monotonic()))
 
 
-def _trial(conn: Any, lab: Lab, node: Any, lab_name: str, t: Trial, cap: float) -> dict[str, Any]:
+def _switched_off(power: Callable[[], str], seconds: float) -> bool:
+    """Whether the machine, read through ``power`` every second for
+    ``seconds``, was seen on and then off: nothing but Ironic asks it to
+    power off meanwhile."""
+    seen_on = False
+    end = time.monotonic() + seconds
+    while True:
+        state = power()
+        if state == "on":
+            seen_on = True
+        elif seen_on and state == "off":
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(WATCH_POLL)
+
+
+def _trial(conn: Any, lab: Lab, node: Any, lab_name: str, t: Trial, o: Options) -> dict[str, Any]:
+    cap = o.cap
     out: dict[str, Any] = {
         "round": t.round,
         "driver": t.driver,
@@ -197,6 +230,11 @@ def _trial(conn: Any, lab: Lab, node: Any, lab_name: str, t: Trial, cap: float) 
     fired = lab.status()["nodes"][lab_name]["fired"]
     out["fired"] = int(sum(fired.values()) if isinstance(fired, dict) else sum(fired))
     lab.clear_faults(lab_name)
+    # 4. the machine itself: did Ironic switch it back off?
+    out["switched_off"] = _switched_off(
+        lambda: str(lab.status()["nodes"][lab_name]["power"]), o.watch
+    )
+    out["machine"] = str(lab.status()["nodes"][lab_name]["power"])
     return out
 
 
@@ -212,7 +250,8 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
             Path(tmp) / "lab",
             ipmi_hosts=loopback_hosts([n.name for n in spec.nodes if "ipmi" in n.protocols]),
         )
-        ironic = harness.IronicService(Path(tmp) / "ironic", _settings(o))
+        venv = harness.find_venv(o.release)
+        ironic = harness.IronicService(Path(tmp) / "ironic", _settings(o), venv=venv)
         try:
             progress(f"starting a lab of {len(trials)} nodes and Ironic")
             lab.start(timeout=120)
@@ -242,7 +281,7 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
                 progress(f"round {r}/{o.rounds}: {len(batch)} power-ons at once")
                 with ThreadPoolExecutor(len(batch)) as pool:
                     futures = [
-                        (t, pool.submit(_trial, conn, lab, node, name, t, o.cap))
+                        (t, pool.submit(_trial, conn, lab, node, name, t, o))
                         for t, node, name in batch
                     ]
                     for t, future in futures:
@@ -256,7 +295,7 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
         finally:
             ironic.stop()
             lab.stop()
-    report = _report(o, results)
+    report = _report(o, results, ironic=harness.ironic_version(venv))
     report.unmeasured = unmeasured
     return report
 
@@ -286,14 +325,37 @@ def summary(results: Sequence[dict[str, Any]], fault: str, driver: str) -> str:
     if on:
         lo, hi = min(r["seconds"] for r in on), max(r["seconds"] for r in on)
         text += f", {lo:.1f} s" if lo == hi else f", {lo:.1f}-{hi:.1f} s"
+    codes = sorted({_outcome(r) for r in rows if not r["on"]})
+    if codes:
+        text += f"; {', '.join(codes)}"
+    off = [r for r in rows if r.get("switched_off")]
+    if off:
+        text += f"; switched off {len(off)}"
     return text
 
 
-def _report(o: Options, results: list[dict[str, Any]]) -> Report:
-    results.sort(key=lambda r: (r["round"], r["fault"], o.types.index(r["driver"])))
+def _report(o: Options, results: list[dict[str, Any]], *, ironic: str | None = None) -> Report:
+    order = list(dict.fromkeys(t.fault for t in plan(o)))
+    results.sort(
+        key=lambda r: (
+            r["round"],
+            order.index(r["fault"]) if r["fault"] in order else len(order),
+            o.types.index(r["driver"]),
+        )
+    )
     trials = Table(
         "Power on through Ironic's API: each trial",
-        ["round", "fault", "hardware type", "outcome", "seconds", "409s", "fired", "last_error"],
+        [
+            "round",
+            "fault",
+            "hardware type",
+            "outcome",
+            "seconds",
+            "409s",
+            "fired",
+            "switched off",
+            "last_error",
+        ],
         [
             [
                 r["round"],
@@ -303,6 +365,7 @@ def _report(o: Options, results: list[dict[str, Any]]) -> Report:
                 fmt_seconds(r["seconds"], lower_bound=not r["settled"]),
                 r["conflicts"],
                 r["fired"],
+                "yes" if r.get("switched_off") else "no",
                 _short(r["last_error"]),
             ]
             for r in results
@@ -310,7 +373,8 @@ def _report(o: Options, results: list[dict[str, Any]]) -> Report:
     )
     faults = list(dict.fromkeys(r["fault"] for r in results))
     overview = Table(
-        f"Power on, {o.rounds} round(s): nodes on, seconds from the request",
+        f"Power on, {o.rounds} round(s): nodes on, seconds from the request, "
+        "the codes of the others, machines Ironic switched back off",
         ["fault", *o.types],
         [[f, *(summary(results, f, d) for d in o.types)] for f in faults],
     )
@@ -324,11 +388,14 @@ def _report(o: Options, results: list[dict[str, Any]]) -> Report:
         "bmaas_on": len([r for r in bmaas if r["on"]]) / len(bmaas) if bmaas else None,
         "stock_on": len([r for r in stock if r["on"]]) / len(stock) if stock else None,
         "bmaas_on_within_operation_deadline": len(within) / len(bmaas) if bmaas else None,
+        "bmaas_switched_off": len([r for r in bmaas if r.get("switched_off")]) if bmaas else None,
+        "stock_switched_off": len([r for r in stock if r.get("switched_off")]) if stock else None,
     }
     notes = [
         f"[bmaas] call_deadline={o.call_deadline:g}s operation_deadline="
-        f"{o.operation_deadline:g}s sync_deadline={o.sync_deadline:g}s (the README's); "
-        f"Ironic: sync every {o.sync_interval}s, power_state_change_timeout "
+        f"{o.operation_deadline:g}s sync_deadline={o.sync_deadline:g}s (the defaults); "
+        f"Ironic {ironic or '(version unknown)'}: sync every {o.sync_interval}s, "
+        "power_state_change_timeout "
         f"{o.power_timeout}s, [ipmi]min_command_interval 5 (its defaults)",
         "seconds: from the 'power on' request until Ironic had no power change pending "
         "(the API's and the conductor's bookkeeping included); within the operation "
@@ -338,6 +405,9 @@ def _report(o: Options, results: list[dict[str, Any]]) -> Report:
         "incident (completion code 0xC0) on N power requests",
         "409s: requests Ironic refused because a conductor held the node (asked again); "
         "each trial starts once Ironic holds no lock on the node",
+        f"switched off: the machine (the lab's power, not Ironic's record) was seen on "
+        f"and then off within {o.watch:g} s after the outcome: Ironic's power sync "
+        "forcing the state it had recorded",
     ]
     return Report(
         scenario="ironic-reboot",

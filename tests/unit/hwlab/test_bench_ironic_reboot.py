@@ -17,11 +17,12 @@ from bmaas.hwlab.harness.bench import ironic_reboot as bench
 
 def test_the_plan_is_rounds_by_windows_by_types_and_busy_for_ipmi() -> None:
     trials = bench.plan(bench.Options())
-    assert len(trials) == 2 * (2 * 4 + 2)  # issue 35: 8 reboot trials and 2 busy a round
+    # issue 35: 10 s and 45 s reboots and busy; issue 48: a 120 s reset as the field sees it
+    assert len(trials) == 2 * (3 * 4 + 2)
     for r in (1, 2):
         mine = [t for t in trials if t.round == r]
         assert sorted((t.fault, t.driver) for t in mine) == sorted(
-            [(f"reboot {w}s", d) for w in (10, 45) for d in bench.TYPES]
+            [(f"reboot {w}s", d) for w in (10, 45, 120) for d in bench.TYPES]
             + [("busy x6", d) for d in ("bmaas-ipmi", "ipmi")]
         )
     reboot = next(t for t in trials if t.fault == "reboot 45s")
@@ -131,7 +132,9 @@ def test_the_table_puts_bmaas_and_stock_side_by_side() -> None:
     report = bench._report(o, rows)
     overview = report.tables[0]
     assert overview.columns == ["fault", *bench.TYPES]
-    assert overview.rows == [["reboot 10s", "on 2/2, 12.3-14.0 s", "on 1/2, 26.1 s", "-", "-"]]
+    assert overview.rows == [
+        ["reboot 10s", "on 2/2, 12.3-14.0 s", "on 1/2, 26.1 s; bmc_unreachable", "-", "-"]
+    ]
     assert report.headline["bmaas_on"] == 1.0
     assert report.headline["stock_on"] == 0.5
     assert report.headline["bmaas_on_within_operation_deadline"] == 1.0
@@ -146,3 +149,28 @@ def test_bad_options_are_refused_before_anything_starts(args: list[str]) -> None
     result = CliRunner().invoke(hwlab_cli, ["bench", "ironic-reboot", *args])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_machine_seen_on_then_off_was_switched_off(clock: _Clock) -> None:
+    reads = iter(["on", "on", "off", "off"])
+    assert bench._switched_off(lambda: next(reads), seconds=10)
+    assert clock.sleeps == [bench.WATCH_POLL] * 2
+    # off all along (the BMC never took the power-on), or on all along: not switched off
+    assert not bench._switched_off(lambda: "off", seconds=3)
+    assert not bench._switched_off(lambda: "on", seconds=3)
+
+
+def test_switched_off_machines_are_counted_in_the_table() -> None:
+    rows = [
+        {**_row("bmaas-redfish", "reboot 45s", False, 55.0), "switched_off": True},
+        {**_row("redfish", "reboot 45s", True, 50.0), "switched_off": False},
+    ]
+    report = bench._report(bench.Options(), rows, ironic="35.1.0")
+    assert report.tables[0].rows[0][3] == "on 0/1; bmc_unreachable; switched off 1"
+    assert (report.headline["bmaas_switched_off"], report.headline["stock_switched_off"]) == (1, 0)
+    assert any("Ironic 35.1.0" in note for note in report.notes)
+
+
+def test_a_release_not_installed_says_how_to_install_it() -> None:
+    with pytest.raises(harness.IronicError, match=r"ironic-env.sh --release 0.0.1"):
+        harness.find_venv("0.0.1")
