@@ -220,6 +220,8 @@ class Runtime:
         return left
 
     def __enter__(self) -> Runtime:
+        """Started; closed at the block's end within :data:`CLOSE_WITHIN`."""
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -74,7 +74,7 @@ from bmaas.gate import bmc_of
 from bmaas.heap import HeapSettler
 from bmaas.ops import DEFAULT_WORKERS, DriverFactory, NodeResult, run_on_nodes
 from bmaas.pool import DEFAULT_IDLE, PoolStats
-from bmaas.runtime import CLOSE_WITHIN, Runtime
+from bmaas.runtime import Runtime
 from bmaas.store.records import NodeRecord
 
 __all__ = [
@@ -146,41 +146,39 @@ def _worker(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when to stop
     factory = make_factory(**factory_options)
     # silent BMCs: read on the sync's own back-off (bmaas.fenced), not probed
-    rt = Runtime(idle=idle, wait=wait, keep=True, probe=False)
-    rt.start()
-    pool = rt.pool
-    heap = HeapSettler()  # this process is ours: its pool is its heap
-    try:
-        while True:
-            message = conn.recv()
-            if message is None:
-                break
-            operation, records, deadline, hold = message
-            if hold is not None:  # nodes whose sessions wait longer (bmaas.pool.DriverPool.hold)
-                pool.hold(*hold)
-            bind = getattr(operation, "in_runtime", None)
-            stream = _Stream(conn)
-            run_on_nodes(
-                records,
-                operation if bind is None else bind(rt),
-                factory=factory,
-                workers=workers,
-                on_result=stream,
-                pool=pool,
-                deadline=deadline,
-            )
-            stream.flush()
-            pool.expire_idle()
-            # before "done": the pass that opened sessions pays for them,
-            # not the next one (bmaas.heap)
-            heap.after_pass(pool.stats)
-            conn.send(("done", pool.stats))
-    except (EOFError, KeyboardInterrupt):
-        pass  # the caller went away: log out and end
-    finally:
-        rt.close(Deadline.after(CLOSE_WITHIN))
-        with contextlib.suppress(OSError, ValueError):
-            conn.send(("closed", pool.stats))
+    with Runtime(idle=idle, wait=wait, keep=True, probe=False) as rt:
+        pool = rt.pool
+        heap = HeapSettler()  # this process is ours: its pool is its heap
+        # EOF: the caller went away: log out and end
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            while True:
+                message = conn.recv()
+                if message is None:
+                    break
+                operation, records, deadline, hold = message
+                if (
+                    hold is not None
+                ):  # nodes whose sessions wait longer (bmaas.pool.DriverPool.hold)
+                    pool.hold(*hold)
+                bind = getattr(operation, "in_runtime", None)
+                stream = _Stream(conn)
+                run_on_nodes(
+                    records,
+                    operation if bind is None else bind(rt),
+                    factory=factory,
+                    workers=workers,
+                    on_result=stream,
+                    pool=pool,
+                    deadline=deadline,
+                )
+                stream.flush()
+                pool.expire_idle()
+                # before "done": the pass that opened sessions pays for them,
+                # not the next one (bmaas.heap)
+                heap.after_pass(pool.stats)
+                conn.send(("done", pool.stats))
+    with contextlib.suppress(OSError, ValueError):
+        conn.send(("closed", pool.stats))
 
 
 class _Shard:

@@ -36,7 +36,7 @@ from bmaas.liveness import LIVENESS_INTERVAL
 from bmaas.ops import driver_factory
 from bmaas.pool import idle_for_interval
 from bmaas.provision.cancel import CancelToken
-from bmaas.runtime import CLOSE_WITHIN, Runtime
+from bmaas.runtime import Runtime
 from bmaas.share import FleetShare
 from bmaas.store import DEFAULT_LEASE_TTL
 from bmaas.sweep import MIN_NODES_PER_PROCESS, ShardedSweeper, auto_processes
@@ -245,7 +245,7 @@ def _sync_parts(
     """The command's one runtime (one pooled session per BMC for its life:
     a loop logs in once, not once per pass), the fleet share and the worker
     processes, closed when it ends: one pass's runtime within its deadline
-    (the BMCs expire what is left: issue 36), a loop's in CLOSE_WITHIN."""
+    (the BMCs expire what is left: issue 36), a loop's at its end."""
     processes = settings.processes
     if processes is None:
         # In-process fakes (a test's fleet) cannot cross into other processes.
@@ -258,12 +258,10 @@ def _sync_parts(
         # read on the sync's own back-off (bmaas.fenced), not probed
         loop = settings.interval is not None
         rt = Runtime(idle=idle, wait=settings.bmc_timeout, keep=loop, probe=False)
-        rt.start()
-        stack.callback(
-            lambda: rt.close(
-                Deadline.after(CLOSE_WITHIN) if command_deadline is None else command_deadline
-            )
-        )
+        if command_deadline is None:
+            stack.enter_context(rt)
+        else:
+            stack.callback(rt.close, command_deadline)
         factory = app.factory(settings.bmc_timeout)
         share = None
         if settings.split:

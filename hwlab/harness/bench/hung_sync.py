@@ -28,12 +28,11 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.fenced import FencedReads
 from bmaas.health import HealthRule
 from bmaas.ops import NodeResult, driver_factory
-from bmaas.runtime import CLOSE_WITHIN, Runtime
+from bmaas.runtime import Runtime
 from bmaas.store import Store
 from bmaas.store.records import NodeRecord
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
@@ -93,22 +92,21 @@ def measure(
         )
         return reports
 
-    rt = Runtime(keep=True, probe=False)  # as `bmaas sync --interval` builds it
-    rt.start()
-    try:
-        healthy = passes(1 + STEADY)[1:]  # the first logs in
-        for node in hung:
-            lab.add_faults(node.name, [{"name": "bench-hang", "effect": "hang"}])
+    # the sync's one runtime, as `bmaas sync --interval` builds it
+    with Runtime(keep=True, probe=False) as rt:
         try:
-            fencing = passes(rule.fault_after)
-            steady = passes(STEADY)
-        finally:
+            healthy = passes(1 + STEADY)[1:]  # the first logs in
             for node in hung:
-                lab.clear_faults(node.name)
-        stats = rt.pool.stats.to_dict()
-    finally:
-        fenced.close()
-        rt.close(Deadline.after(CLOSE_WITHIN))
+                lab.add_faults(node.name, [{"name": "bench-hang", "effect": "hang"}])
+            try:
+                fencing = passes(rule.fault_after)
+                steady = passes(STEADY)
+            finally:
+                for node in hung:
+                    lab.clear_faults(node.name)
+            stats = rt.pool.stats.to_dict()
+        finally:
+            fenced.close()
     base = statistics.median(r.duration for r in healthy)
     ratios = [r.duration / base for r in steady] if base else []
     names = {node.name for node in hung}
