@@ -63,8 +63,8 @@ The rules, and why:
   session meanwhile (sushy logs in again on the 401).
 * **Keepalive**: a session idle for its driver's ``session_keepalive``
   seconds gets :meth:`BMCDriver.keepalive` (IPMI: one Get Device ID) from
-  :meth:`DriverPool.keepalive`, which the sync loop calls while it waits
-  between passes (:meth:`DriverPool.keepalive_due_in` says when). Its idle
+  :meth:`DriverPool.keepalive`, which the host's session keeper calls
+  (:mod:`bmaas.keeper`; :meth:`DriverPool.keepalive_due_in` says when). Its idle
   time starts again, so a session outlives any sync interval, as long as the
   BMC answers; one that does not answer, or has no trusted session left, is
   logged out. Keepalives are counted (``keepalives``), never as reads.
