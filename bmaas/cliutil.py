@@ -35,6 +35,7 @@ __all__ = [
     "Name",
     "Seconds",
     "WholeNumber",
+    "echo_rows",
     "emit_json",
     "setup_logging",
 ]
@@ -281,6 +282,25 @@ def setup_logging(verbose: int, debug: bool) -> None:
         handler.addFilter(_not_chatty)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else (logging.INFO if verbose else logging.WARNING))
+
+
+def echo_rows(lines: Sequence[str]) -> None:
+    """Print a table: its lines, rendered before anything is written, in one
+    write while no log record is (the root log handlers' locks held). On a
+    terminal stdout and stderr meet: a WARNING from another thread (a node's
+    call still running past the deadline, a logout in the background) lands
+    before or after the table, never between its rows (issue 50)."""
+    if not lines:
+        return
+    text = "\n".join(lines)
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.acquire()
+    try:
+        click.echo(text)
+    finally:
+        for handler in reversed(handlers):
+            handler.release()
 
 
 def emit_json(data: Any) -> None:

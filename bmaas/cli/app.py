@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bmaas.cliutil import EXIT_FAILURE, Seconds, WholeNumber
+from bmaas.cliutil import EXIT_FAILURE, Seconds, WholeNumber, echo_rows
 from bmaas.deadline import Deadline
 from bmaas.driver import DEFAULT_BMC_TIMEOUT, Quirk
 from bmaas.faults import BmaasError, InputError
@@ -365,9 +365,10 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     widths = [len(h) for h in headers]
     for row in cells:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-    click.echo("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
-    for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    lines = [[h.upper() for h in headers], *cells]
+    echo_rows(
+        ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in lines]
+    )
 
 
 @contextlib.contextmanager
@@ -463,9 +464,11 @@ def print_results(
         width = max((len(r.node) for r in results), default=0)
         words = [outcome(r).label for r in results]
         column = max([4, *(len(w) for w in words)])  # "FAIL" at least, as ever
+        rows = []
         for r, word in zip(results, words, strict=True):
             what = describe(r.value) if r.error is None else f"{type(r.error).__name__}: {r.error}"
-            click.echo(f"{r.node:<{width}}  {word:<{column}}  {what}")
+            rows.append(f"{r.node:<{width}}  {word:<{column}}  {what}")
+        echo_rows(rows)
         counts = collections.Counter(outcome(r).value for r in failed)
         detail = ", ".join(f"{n} {word}" for word, n in sorted(counts.items()))
         summary = f"{len(results) - len(failed)} ok, {len(failed)} failed"

@@ -17,7 +17,7 @@ from bmaas.cli.app import (
 )
 from bmaas.cli.backends import backend_options, chosen_backend
 from bmaas.cli.interrupt import exit_on_signals
-from bmaas.cliutil import InputFile, emit_json
+from bmaas.cliutil import InputFile, echo_rows, emit_json
 from bmaas.deadline import Deadline
 from bmaas.status import (
     CHECKS,
@@ -147,9 +147,9 @@ def print_table(results: Sequence[CheckResult]) -> None:
     name_width = max([len("check"), *(len(r.name) for r in results)])
     result_width = max(len(label) for label in _LABELS)
     indent = " " * (name_width + result_width + 4)
-    click.echo(f"{'CHECK':<{name_width}}  {'RESULT':<{result_width}}  DETAILS")
+    rows = [f"{'CHECK':<{name_width}}  {'RESULT':<{result_width}}  DETAILS"]
     for r in results:
         details = list(r.details) or ["-"]
-        click.echo(f"{r.name:<{name_width}}  {r.result!s:<{result_width}}  {details[0]}")
-        for line in details[1:]:
-            click.echo(f"{indent}{line}")
+        rows.append(f"{r.name:<{name_width}}  {r.result!s:<{result_width}}  {details[0]}")
+        rows.extend(f"{indent}{line}" for line in details[1:])
+    echo_rows(rows)
