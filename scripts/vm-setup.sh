@@ -6,8 +6,10 @@
 #   sudo bash scripts/vm-setup.sh
 #
 # Steps: Debian packages (libvirt's daemon and qemu driver, virsh, qemu, and
-# what `hwlab vm image` builds its ISO from: busybox-static, isolinux +
-# syslinux-common, xorriso, cpio), a `libvirt-qemu` system user if missing,
+# what `hwlab vm image` builds its ISOs from: busybox-static, isolinux +
+# syslinux-common, xorriso, cpio; for UEFI VMs ovmf (the firmware and its
+# snakeoil test key), systemd-boot-efi (the EFI stub), sbsigntool, dosfstools,
+# mtools, binutils, openssl), a `libvirt-qemu` system user if missing,
 # qemu.conf (`user = "root"`, `security_driver = "none"`: no systemd, no
 # AppArmor here), /var/log/libvirt/qemu, virtlogd and libvirtd started (only
 # if not running), bounded wait until `virsh` answers, and a dir pool named
@@ -34,7 +36,8 @@ step() {  # step NAME CMD...: run, print its time
 }
 
 packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
-    busybox-static isolinux syslinux-common xorriso cpio)
+    busybox-static isolinux syslinux-common xorriso cpio
+    ovmf systemd-boot-efi sbsigntool dosfstools mtools binutils openssl)
 apt_install() {
     local missing=()
     for p in "${packages[@]}"; do

@@ -9,6 +9,7 @@ import click
 
 from bmaas.cliutil import WholeNumber
 from bmaas.home import user_dir
+from bmaas.hwlab.vm.domain import FIRMWARE
 from bmaas.hwlab.vm.image import build_image
 from bmaas.hwlab.vm.state import MAX_VMS
 
@@ -53,10 +54,12 @@ def image_cmd(force: bool) -> None:
     """Build (or find cached) the boot ISOs, kernel and initramfs; print their paths.
 
     disk_iso is a user image (it prints via=disk); writer_iso a deploy image
-    that writes it to the VM's disk and powers off (bmaas deploy --to-disk)."""
+    that writes it to the VM's disk and powers off (bmaas deploy --to-disk);
+    uefi_iso and uefi_vmedia_iso boot UEFI VMs only (signed for Secure Boot)."""
     image = build_image(force=force)
     click.echo(f"iso: {image.iso}\nvmedia_iso: {image.vmedia_iso}")
     click.echo(f"disk_iso: {image.disk_iso}\nwriter_iso: {image.writer_iso}")
+    click.echo(f"uefi_iso: {image.uefi_iso}\nuefi_vmedia_iso: {image.uefi_vmedia_iso}")
     click.echo(f"kernel: {image.kernel}\ninitramfs: {image.initramfs}")
 
 
@@ -97,9 +100,23 @@ def image_cmd(force: bool) -> None:
     help="ISO for each VM's own CD drive (default: the lab's, saying via=cdrom): what a "
     "deploy without virtual media (IPMI, deploy_boot_device: cdrom) boots.",
 )
+@click.option(
+    "--firmware",
+    type=click.Choice(FIRMWARE),
+    default="bios",
+    show_default=True,
+    help="SeaBIOS, or OVMF (UEFI) with Secure Boot off or on (uefi-secure: Debian's "
+    "snakeoil key enrolled; the lab's UEFI images are signed with it).",
+)
 @state_dir_option
 def up_cmd(
-    count: int, proxies: bool, driver: str, memory_mib: int, cdrom: Path | None, state_dir: Path
+    count: int,
+    proxies: bool,
+    driver: str,
+    memory_mib: int,
+    cdrom: Path | None,
+    firmware: str,
+    state_dir: Path,
 ) -> None:
     """Define COUNT VMs (off) and start their BMCs; write STATE_DIR/inventory.yaml."""
     from bmaas.hwlab.vm.lab import up
@@ -111,6 +128,7 @@ def up_cmd(
         driver=driver,
         memory_mib=memory_mib,
         cdrom=cdrom,
+        firmware=firmware,
     )
     click.echo(f"lab {lab.id_text}")
     click.echo(f"inventory: {state_dir / 'inventory.yaml'}")

@@ -223,6 +223,7 @@ class StockSushy(_Process):
         if self.libvirt_uri:
             settings["SUSHY_EMULATOR_LIBVIRT_URI"] = self.libvirt_uri
             settings["SUSHY_EMULATOR_ALLOWED_INSTANCES"] = self.systems
+            settings.update(_uefi_settings())
         else:
             settings["SUSHY_EMULATOR_FAKE_DRIVER"] = True
             settings["SUSHY_EMULATOR_FAKE_SYSTEMS"] = [
@@ -254,3 +255,20 @@ class StockSushy(_Process):
                 return bool(response.status == 200)
         except OSError:
             return False
+
+
+def _uefi_settings() -> dict[str, object]:
+    """sushy-tools' UEFI firmware paths as Debian's ovmf installs them (its
+    defaults name Ubuntu's): a Redfish ``BootSourceOverrideMode`` change, or
+    Secure Boot turned on or off, gives a VM lab's domain OVMF and the
+    variables template of :mod:`bmaas.hwlab.vm.domain`."""
+    from bmaas.hwlab.vm.domain import OVMF_CODE, OVMF_VARS
+
+    return {
+        "SUSHY_EMULATOR_BOOT_LOADER_MAP": {
+            "UEFI": {"x86_64": OVMF_CODE},
+            "Legacy": {"x86_64": None},
+        },
+        "SUSHY_EMULATOR_SECURE_BOOT_ENABLED_NVRAM": OVMF_VARS["uefi-secure"],
+        "SUSHY_EMULATOR_SECURE_BOOT_DISABLED_NVRAM": OVMF_VARS["uefi"],
+    }

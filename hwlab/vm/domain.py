@@ -41,6 +41,9 @@ from bmaas.faults import InputError
 from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, COUNTER_SECTOR
 
 __all__ = [
+    "FIRMWARE",
+    "OVMF_CODE",
+    "OVMF_VARS",
     "POOL",
     "URI",
     "blank_disk",
@@ -60,6 +63,19 @@ __all__ = [
 LOG = logging.getLogger(__name__)
 
 URI = "qemu:///system"
+
+#: what a lab's VMs boot with: SeaBIOS (i440fx, IDE), or OVMF (q35, SATA,
+#: SMM) with Secure Boot off (no keys enrolled) or on (Debian's snakeoil
+#: key in PK, KEK and db: the lab's UEFI images are signed with it, see
+#: :mod:`.uefi`)
+FIRMWARE = ("bios", "uefi", "uefi-secure")
+#: Debian's ovmf: one firmware for both UEFI kinds (Secure Boot capable, so
+#: it wants SMM); the variables template decides whether keys are enrolled
+OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+OVMF_VARS = {
+    "uefi": "/usr/share/OVMF/OVMF_VARS_4M.fd",
+    "uefi-secure": "/usr/share/OVMF/OVMF_VARS_4M.snakeoil.fd",
+}
 #: the pool sushy-tools copies a virtual-media image into (its default)
 POOL = "default"
 #: what a lab's domain says in its <description>
@@ -97,18 +113,34 @@ def domain_xml(
     disk: Path,
     memory_mib: int = 256,
     description: str = "",
+    firmware: str = "bios",
+    nvram: Path | None = None,
 ) -> str:
+    """The domain's definition; ``firmware`` one of :data:`FIRMWARE` (a UEFI
+    one keeps its variables in ``nvram``, made from the template by
+    libvirt)."""
+    bus = _bus(firmware)
+    if firmware == "bios":
+        machine, loader, features = "pc", "", "<acpi/>"
+    else:
+        if nvram is None:
+            raise InputError("a UEFI VM needs a file for its variables", field="nvram")
+        machine, features = "q35", "<acpi/><smm state='on'/>"
+        loader = (
+            f"<loader readonly='yes' secure='yes' type='pflash'>{OVMF_CODE}</loader>\n    "
+            f"<nvram template={quoteattr(OVMF_VARS[firmware])}>{escape(str(nvram))}</nvram>\n    "
+        )
     return f"""<domain type='qemu'>
   <name>{name}</name>
   <description>{escape(description)}</description>
   <memory unit='MiB'>{memory_mib}</memory>
   <vcpu>1</vcpu>
   <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <boot dev='hd'/>
+    <type arch='x86_64' machine='{machine}'>hvm</type>
+    {loader}<boot dev='hd'/>
     <bios rebootTimeout='-1'/>
   </os>
-  <features><acpi/></features>
+  <features>{features}</features>
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>restart</on_reboot>
   <on_crash>destroy</on_crash>
@@ -117,9 +149,9 @@ def domain_xml(
     <disk type='file' device='disk'>
       <driver name='qemu' type='raw'/>
       <source file={quoteattr(str(disk))}/>
-      <target dev='hda' bus='ide'/>
+      <target dev={quoteattr(_DISK_TARGET[bus])} bus='{bus}'/>
     </disk>
-    {cdrom_xml(cdrom)}
+    {cdrom_xml(cdrom, bus)}
     <serial type='file'>
       <source path={quoteattr(str(serial_log))} append='on'/>
       <target port='0'/>
@@ -130,14 +162,29 @@ def domain_xml(
 """
 
 
-def cdrom_xml(iso: Path) -> str:
-    """The lab's CD drive (IDE, ``hdc``) holding ``iso``."""
+#: the disk's and the CD drive's target on each bus
+_DISK_TARGET = {"ide": "hda", "sata": "sda"}
+_CD_TARGET = {"ide": "hdc", "sata": "sdb"}
+
+
+def _bus(firmware: str) -> str:
+    if firmware not in FIRMWARE:
+        raise InputError(f"{firmware!r}: one of {', '.join(FIRMWARE)}", field="firmware")
+    return "ide" if firmware == "bios" else "sata"  # q35 has no IDE
+
+
+def cdrom_xml(iso: Path, bus: str = "ide") -> str:
+    """The lab's CD drive (IDE ``hdc``, or SATA ``sdb`` on a UEFI VM's q35)
+    holding ``iso``."""
     return (
         "<disk type='file' device='cdrom'><driver name='qemu' type='raw'/>"
-        f"<source file={quoteattr(str(iso))}/><target dev='hdc' bus='ide'/><readonly/></disk>"
+        f"<source file={quoteattr(str(iso))}/><target dev={quoteattr(_CD_TARGET[bus])} "
+        f"bus={quoteattr(bus)}/><readonly/></disk>"
     )
 
 
+#: a q35 machine (libvirt writes it out as ``pc-q35-<version>``): no IDE bus
+_Q35 = re.compile(r"<type\b[^>]*\bmachine=['\"](pc-)?q35")
 #: a <disk ... device='cdrom' ...> element, whatever its attributes' order
 _CDROM = re.compile(r"[ \t]*<disk\b[^>]*\bdevice=['\"]cdrom['\"][^>]*>.*?</disk>\n?", re.S)
 
@@ -149,7 +196,8 @@ def replace_cdrom(xml: str, iso: Path) -> str:
     bare = _CDROM.sub("", xml)
     if "</devices>" not in bare:
         raise InputError("the domain's XML has no <devices> element")
-    return bare.replace("</devices>", f"  {cdrom_xml(iso)}\n  </devices>", 1)
+    bus = "sata" if _Q35.search(bare) else "ide"
+    return bare.replace("</devices>", f"  {cdrom_xml(iso, bus)}\n  </devices>", 1)
 
 
 def set_cdrom(name: str, iso: Path, workdir: Path, *, lab: str, uri: str = URI) -> None:
@@ -240,7 +288,7 @@ def destroy(name: str, *, lab: str, uri: str = URI) -> bool:
         return False
     with contextlib.suppress(InputError):
         virsh("destroy", name, uri=uri, check=False)
-        virsh("undefine", name, uri=uri, check=False)
+        virsh("undefine", name, "--nvram", uri=uri, check=False)  # a UEFI VM's variables too
     return True
 
 

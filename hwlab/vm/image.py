@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bmaas.faults import InputError
+from bmaas.hwlab.vm import uefi
 
 __all__ = [
     "COUNTER_DISK_BYTES",
@@ -72,13 +73,16 @@ LOG = logging.getLogger(__name__)
 #: the first word of the line the guest prints once booted
 MARKER = "BMAAS-BOOTED"
 
-#: Debian's modules between the guest and its IDE disk, in load order
-#: (``depends=`` of each: sd_mod needs t10-pi, which needs the two CRCs)
+#: Debian's modules between the guest and its disk, IDE (BIOS VMs, i440fx)
+#: or SATA (UEFI VMs, q35: AHCI), in load order (``depends=`` of each:
+#: sd_mod needs t10-pi, which needs the two CRCs)
 MODULES = (
     "kernel/drivers/scsi/scsi_common.ko",
     "kernel/drivers/scsi/scsi_mod.ko",
     "kernel/drivers/ata/libata.ko",
     "kernel/drivers/ata/ata_piix.ko",
+    "kernel/drivers/ata/libahci.ko",
+    "kernel/drivers/ata/ahci.ko",
     "kernel/crypto/crct10dif_common.ko",
     "kernel/lib/crc-t10dif.ko",
     "kernel/lib/crc64.ko",
@@ -128,7 +132,11 @@ if [ -b /dev/sda ] && [ "$(blockdev --getsize64 /dev/sda)" = {COUNTER_DISK_BYTES
 fi
 id=$(cat /proc/sys/kernel/random/boot_id)
 up=$(cut -d' ' -f1 /proc/uptime)
-echo "{MARKER} via=${{via:-unknown}} boot=$boot boot_id=$id uptime=$up" >/dev/console
+fw=bios
+[ -d /sys/firmware/efi ] && fw=uefi
+sb=off
+dmesg | grep -q 'Secure boot enabled' && sb=on
+echo "{MARKER} via=${{via:-unknown}} boot=$boot boot_id=$id uptime=$up fw=$fw sb=$sb" >/dev/console
 if [ "$(arg bmaas.write)" = disk ] && [ -f /disk.img ] && [ "$boot" != none ]; then
   dd if=/disk.img of=/dev/sda bs=65536 conv=notrunc 2>/dev/null
   sync
@@ -142,12 +150,14 @@ while :; do sleep 3600; done
 
 _MARKER_LINE = re.compile(
     rf"^{MARKER} via=(?P<via>\S+)(?: boot=(?P<boot>\d+|none))?(?: boot_id=(?P<boot_id>\S+))?"
+    r"(?: uptime=\S+)?(?: fw=(?P<fw>bios|uefi))?(?: sb=(?P<sb>on|off))?"
 )
 
 
 def parse_marker(line: str) -> dict[str, str | int | None] | None:
     """The fields of one marker line (``boot`` an int, or None when the guest
-    kept no count); None for any other line."""
+    kept no count; ``fw`` bios or uefi and ``sb`` on or off, None from an
+    image older than them); None for any other line."""
     found = _MARKER_LINE.match(line.strip())
     if found is None:
         return None
@@ -156,6 +166,8 @@ def parse_marker(line: str) -> dict[str, str | int | None] | None:
         "via": found["via"],
         "boot": int(boot) if boot and boot != "none" else None,
         "boot_id": found["boot_id"],
+        "fw": found["fw"],
+        "sb": found["sb"],
     }
 
 
@@ -165,8 +177,11 @@ TIMEOUT 0
 LABEL bmaas
   KERNEL /boot/vmlinuz
   INITRD /boot/initrd.gz
-  APPEND console=ttyS0,115200 quiet panic=-1 bmaas.via={via}{extra}
+  APPEND {append}
 """
+
+#: the kernel's command line, in an ISO's isolinux.cfg or a UEFI image's UKI
+KERNEL_ARGS = "console=ttyS0,115200 quiet panic=-1 bmaas.via={via}{extra}"
 
 #: what each ISO's kernel is told past ``bmaas.via``
 _WRITER_ARGS = " bmaas.write=disk bmaas.after=poweroff"
@@ -189,6 +204,10 @@ class BootImage:
     disk_iso: Path
     #: a deploy image that writes ``disk_iso`` to the disk and powers off
     writer_iso: Path
+    #: UEFI only (:mod:`.uefi`, signed for Secure Boot): a UEFI VM's CD drive
+    uefi_iso: Path
+    #: the same saying ``via=vmedia``: what a deploy inserts in a UEFI lab
+    uefi_vmedia_iso: Path
 
 
 def default_cache_dir() -> Path:
@@ -333,14 +352,16 @@ def _unpack(deb: Path, root: Path) -> None:
 
 
 def _need(path: Path | str, package: str) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p} is missing: apt-get install {package} (scripts/vm-setup.sh does)")
-    return p
+    """``path`` (a file, or a tool on PATH when it has no slash) if there;
+    else an InputError naming the Debian package that has it."""
+    found = Path(path) if "/" in str(path) else shutil.which(path)
+    if found is None or not Path(found).exists():
+        raise InputError(f"{path} is missing: apt-get install {package} (scripts/vm-setup.sh does)")
+    return Path(found)
 
 
 def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
-    """The ISO, kernel and initramfs, built once per set of inputs."""
+    """The ISOs, kernel and initramfs, built once per set of inputs."""
     cache = cache or default_cache_dir()
     busybox = _need(_BUSYBOX, "busybox-static").read_bytes()
     kernel = _kernel(cache)
@@ -350,8 +371,7 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
     isolinux = _need(_ISOLINUX / "isolinux.bin", "isolinux")
     ldlinux = _need(_SYSLINUX_BIOS / "ldlinux.c32", "syslinux-common")
     mbr = _need(_ISOLINUX / "isohdpfx.bin", "isolinux")
-    if shutil.which("xorriso") is None:
-        raise InputError("xorriso is missing: apt-get install xorriso (scripts/vm-setup.sh does)")
+    _need("xorriso", "xorriso")
     digest = hashlib.sha256()
     for part in (
         busybox,
@@ -359,57 +379,80 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
         *(data for _, data in modules),
         INIT_SCRIPT.encode(),
         ISOLINUX_CFG.encode(),
+        KERNEL_ARGS.encode(),
         _WRITER_ARGS.encode(),
         isolinux.read_bytes(),
         ldlinux.read_bytes(),
+        *(p.read_bytes() for p in uefi.need_tools(_need)),
     ):
         digest.update(hashlib.sha256(part).digest())
     out = cache / digest.hexdigest()[:16]
     image = BootImage(
-        out / "bmaas-cdrom.iso",
-        out / "bmaas-vmedia.iso",
-        out / "vmlinuz",
-        out / "initrd.gz",
-        out / "bmaas-disk.iso",
-        out / "bmaas-writer.iso",
+        *(out / name for name in ("bmaas-cdrom.iso", "bmaas-vmedia.iso", "vmlinuz", "initrd.gz")),
+        *(out / f"bmaas-{name}.iso" for name in ("disk", "writer", "uefi", "uefi-vmedia")),
     )
-    isos = (image.iso, image.vmedia_iso, image.disk_iso, image.writer_iso)
-    if all(p.exists() for p in isos) and not force:
-        return image
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out) as tmp:
-        root = Path(tmp) / "iso"
-        (root / "boot").mkdir(parents=True)
-        (root / "isolinux").mkdir()
-        shutil.copyfile(kernel.vmlinuz, root / "boot" / "vmlinuz")
-        initrd = root / "boot" / "initrd.gz"
-        initrd.write_bytes(_initramfs(busybox, modules))
-        shutil.copyfile(isolinux, root / "isolinux" / "isolinux.bin")
-        shutil.copyfile(ldlinux, root / "isolinux" / "ldlinux.c32")
-        made = {}
-        for via in ("cdrom", "vmedia", "disk"):
-            made[via] = _iso(root, Path(tmp) / f"{via}.iso", mbr, via=via)
-        if made["disk"].stat().st_size > COUNTER_SECTOR * 512:
-            raise InputError(f"the user image is larger than the VMs' {COUNTER_DISK_BYTES} B disk")
-        shutil.copyfile(initrd, Path(tmp) / "initrd.gz")
-        initrd.write_bytes(_initramfs(busybox, modules, made["disk"].read_bytes()))
-        made["writer"] = _iso(root, Path(tmp) / "writer.iso", mbr, via="vmedia", extra=_WRITER_ARGS)
-        for src, dst in (
-            (root / "boot" / "vmlinuz", image.kernel),
-            (Path(tmp) / "initrd.gz", image.initramfs),
-            (made["cdrom"], image.iso),
-            (made["vmedia"], image.vmedia_iso),
-            (made["disk"], image.disk_iso),
-            (made["writer"], image.writer_iso),
-        ):
-            os.replace(src, dst)
-            dst.chmod(0o644)
+    made = [p for p in dataclasses.astuple(image) if p.suffix == ".iso"]
+    if force or not all(p.exists() for p in made):
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out) as tmp:
+            _build(image, Path(tmp), kernel.vmlinuz, busybox, modules, (isolinux, ldlinux, mbr))
     return image
+
+
+def _build(
+    image: BootImage,
+    tmp: Path,
+    vmlinuz: Path,
+    busybox: bytes,
+    modules: list[tuple[str, bytes]],
+    bios: tuple[Path, Path, Path],
+) -> None:
+    """Every file of ``image``, made in ``tmp`` and moved into place."""
+    isolinux, ldlinux, mbr = bios
+    root = tmp / "iso"
+    (root / "boot").mkdir(parents=True)
+    (root / "isolinux").mkdir()
+    shutil.copyfile(vmlinuz, root / "boot" / "vmlinuz")
+    initrd = root / "boot" / "initrd.gz"
+    plain = _initramfs(busybox, modules)
+    initrd.write_bytes(plain)
+    shutil.copyfile(isolinux, root / "isolinux" / "isolinux.bin")
+    shutil.copyfile(ldlinux, root / "isolinux" / "ldlinux.c32")
+    made = {}
+    for via in ("cdrom", "vmedia", "disk"):
+        made[via] = _iso(root, tmp / f"{via}.iso", mbr, via=via)
+    if made["disk"].stat().st_size > COUNTER_SECTOR * 512:
+        raise InputError(f"the user image is larger than the VMs' {COUNTER_DISK_BYTES} B disk")
+    initrd.write_bytes(_initramfs(busybox, modules, made["disk"].read_bytes()))
+    made["writer"] = _iso(root, tmp / "writer.iso", mbr, via="vmedia", extra=_WRITER_ARGS)
+    for via, name in (("cdrom", "uefi"), ("vmedia", "uefi-vmedia")):
+        made[name] = uefi.uefi_iso(
+            _run,
+            tmp / name,
+            tmp / f"{name}.iso",
+            vmlinuz=vmlinuz,
+            initrd=plain,
+            cmdline=KERNEL_ARGS.format(via=via, extra=""),
+        )
+    (tmp / "initrd.gz").write_bytes(plain)
+    for src, dst in (
+        (root / "boot" / "vmlinuz", image.kernel),
+        (tmp / "initrd.gz", image.initramfs),
+        (made["cdrom"], image.iso),
+        (made["vmedia"], image.vmedia_iso),
+        (made["disk"], image.disk_iso),
+        (made["writer"], image.writer_iso),
+        (made["uefi"], image.uefi_iso),
+        (made["uefi-vmedia"], image.uefi_vmedia_iso),
+    ):
+        os.replace(src, dst)
+        dst.chmod(0o644)
 
 
 def _iso(root: Path, out: Path, mbr: Path, *, via: str, extra: str = "") -> Path:
     """``root`` as an isohybrid ISO at ``out`` whose kernel is told ``via``."""
-    (root / "isolinux" / "isolinux.cfg").write_text(ISOLINUX_CFG.format(via=via, extra=extra))
+    append = KERNEL_ARGS.format(via=via, extra=extra)
+    (root / "isolinux" / "isolinux.cfg").write_text(ISOLINUX_CFG.format(append=append))
     _run(
         [
             "xorriso",

@@ -117,33 +117,43 @@ def up(
     prefix: str = "bmaas-vm",
     memory_mib: int = 256,
     cdrom: Path | None = None,
+    firmware: str = "bios",
 ) -> VmLab:
     """Define and start the lab's emulators (the VMs stay off: a BMC powers them).
 
     ``cdrom``: the ISO each VM's own CD drive holds (default: the lab's, which
     says ``via=cdrom``); the inventory's ``deploy_boot_device: cdrom`` has a
-    deploy without virtual media (IPMI) boot it."""
+    deploy without virtual media (IPMI) boot it. ``firmware``: one of
+    :data:`domain.FIRMWARE`; a UEFI lab's CD drives and deploy image are the
+    UEFI ones (signed: they boot with Secure Boot on), its VMs' variables in
+    ``STATE_DIR/nvram``."""
     try:
         validate.whole(count, low=1, high=MAX_VMS, what="a number of VMs")
     except ValueError as exc:
         raise InputError(str(exc), field="count") from None
     if cdrom is not None and not cdrom.is_file():
         raise InputError(f"{cdrom}: no such ISO", field="cdrom")
+    if firmware not in domain.FIRMWARE:
+        raise InputError(f"{firmware!r}: one of {', '.join(domain.FIRMWARE)}", field="firmware")
     state_dir = state_dir.absolute()  # vm.json and the domains name it
     old = VmLab.load(state_dir)
     if old is not None:
         raise InputError(f"a VM lab is up in {state_dir} (hwlab vm down first)")
     _refuse_foreign(VmLab(state_dir, [f"{prefix}-{i}" for i in range(1, count + 1)]))
     prepare_dir(state_dir)
-    for sub in ("serial", "disks", "xml"):
+    for sub in ("serial", "disks", "xml", "nvram"):
         (state_dir / sub).mkdir(mode=0o700, exist_ok=True)
     image = build_image()
+    uefi = firmware != "bios"
+    default_cd, vmedia = (
+        (image.uefi_iso, image.uefi_vmedia_iso) if uefi else (image.iso, image.vmedia_iso)
+    )
     lab = VmLab(
         state_dir,
         [f"{prefix}-{i}" for i in range(1, count + 1)],
         proxies,
-        iso=str(cdrom.resolve() if cdrom is not None else Path(image.iso).absolute()),
-        vmedia_iso=str(Path(image.vmedia_iso).absolute()),
+        iso=str(cdrom.resolve() if cdrom is not None else Path(default_cd).absolute()),
+        vmedia_iso=str(Path(vmedia).absolute()),
     )
     lab.save()  # from here on, down() can undo what was done
     try:
@@ -155,6 +165,8 @@ def up(
                 memory_mib=memory_mib,
                 disk=domain.blank_disk(state_dir / "disks" / f"{name}.img"),
                 description=domain.describe(lab.lab_id, state_dir),
+                firmware=firmware,
+                nvram=state_dir / "nvram" / f"{name}_VARS.fd",
             )
             domain.define(lab.domain(name), xml, state_dir / "xml", lab=lab.lab_id)
             lab.uuids[name] = domain.virsh("domuuid", lab.domain(name)).strip()

@@ -11,10 +11,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import pytest
 
+from bmaas.faults import InputError
 from bmaas.hwlab.vm import domain, image
 from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, COUNTER_SECTOR, MODULES, WROTE, parse_marker
 
@@ -115,6 +117,52 @@ def test_a_wiped_disk_is_blank_but_keeps_its_count(tmp_path: Path) -> None:
     assert boot_on(disk) == "2"
 
 
+@pytest.mark.parametrize("firmware", ["uefi", "uefi-secure"])
+def test_a_uefi_domain_is_q35_with_ovmf_smm_and_sata(firmware: str, tmp_path: Path) -> None:
+    xml = domain.domain_xml(
+        "vm-1",
+        serial_log=tmp_path / "s.log",
+        cdrom=tmp_path / "a.iso",
+        disk=tmp_path / "d.img",
+        firmware=firmware,
+        nvram=tmp_path / "vm-1_VARS.fd",
+    )
+    tree = ElementTree.fromstring(xml)  # noqa: S314 - our own definition
+    assert tree.find("os/type").get("machine") == "q35"  # type: ignore[union-attr]
+    loader = tree.find("os/loader")
+    assert loader is not None
+    assert (loader.text, loader.get("secure")) == (domain.OVMF_CODE, "yes")
+    nvram = tree.find("os/nvram")
+    assert nvram is not None
+    assert (nvram.text, nvram.get("template")) == (
+        str(tmp_path / "vm-1_VARS.fd"),
+        domain.OVMF_VARS[firmware],
+    )
+    assert tree.find("features/smm") is not None
+    buses = {d.get("device"): d.find("target").get("bus") for d in tree.iter("disk")}  # type: ignore[union-attr]
+    assert buses == {"disk": "sata", "cdrom": "sata"}
+    # sushy-tools' eject removed the drive: it comes back on the same bus
+    saved = xml.replace("machine='q35'", "machine='pc-q35-7.2'")  # as libvirt writes it out
+    back = domain.replace_cdrom(saved, tmp_path / "b.iso")
+    assert 'bus="sata"' in back.split("device='cdrom'")[1]
+
+
+def test_a_bios_domain_and_a_bad_firmware(tmp_path: Path) -> None:
+    common: dict[str, Any] = {
+        "serial_log": tmp_path / "s.log",
+        "cdrom": tmp_path / "a.iso",
+        "disk": tmp_path / "d.img",
+    }
+    tree = ElementTree.fromstring(domain.domain_xml("vm-1", **common))  # noqa: S314 - ours
+    assert tree.find("os/loader") is None
+    assert tree.find("os/type").get("machine") == "pc"  # type: ignore[union-attr]
+    with pytest.raises(InputError) as caught:
+        domain.domain_xml("vm-1", **common, firmware="coreboot")
+    assert caught.value.field == "firmware"
+    with pytest.raises(InputError):
+        domain.domain_xml("vm-1", **common, firmware="uefi")  # no file for its variables
+
+
 def test_the_writer_initramfs_carries_the_user_image() -> None:
     plain = gzip.decompress(image._initramfs(b"busybox"))
     writer = gzip.decompress(image._initramfs(b"busybox", (), b"USER-IMAGE"))
@@ -124,15 +172,23 @@ def test_the_writer_initramfs_carries_the_user_image() -> None:
 
 
 def test_marker_fields() -> None:
-    line = "BMAAS-BOOTED via=cdrom boot=3 boot_id=3f1c-aa uptime=4.12"
-    assert parse_marker(line) == {"via": "cdrom", "boot": 3, "boot_id": "3f1c-aa"}
-    none = parse_marker("BMAAS-BOOTED via=vmedia boot=none boot_id=x uptime=1")
-    assert none == {"via": "vmedia", "boot": None, "boot_id": "x"}
-    # an image from before the count
+    line = "BMAAS-BOOTED via=cdrom boot=3 boot_id=3f1c-aa uptime=4.12 fw=uefi sb=on"
+    assert parse_marker(line) == {
+        "via": "cdrom",
+        "boot": 3,
+        "boot_id": "3f1c-aa",
+        "fw": "uefi",
+        "sb": "on",
+    }
+    none = parse_marker("BMAAS-BOOTED via=vmedia boot=none boot_id=x uptime=1 fw=bios sb=off")
+    assert none == {"via": "vmedia", "boot": None, "boot_id": "x", "fw": "bios", "sb": "off"}
+    # an image from before the count, and from before the firmware's fields
     assert parse_marker("BMAAS-BOOTED via=cdrom boot_id=x uptime=1") == {
         "via": "cdrom",
         "boot": None,
         "boot_id": "x",
+        "fw": None,
+        "sb": None,
     }
     assert parse_marker("[    1.0] Linux version 6.1") is None
 
@@ -141,7 +197,14 @@ def test_the_script_prints_what_parse_marker_reads() -> None:
     echo = next(ln for ln in image.INIT_SCRIPT.splitlines() if ln.startswith("echo"))
     shown = echo.replace("${via:-unknown}", "cdrom").replace("$boot", "2")
     shown = shown.replace("$id", "abc").replace("$up", "3.5")
-    assert parse_marker(shown.split('"')[1]) == {"via": "cdrom", "boot": 2, "boot_id": "abc"}
+    shown = shown.replace("$fw", "uefi").replace("$sb", "on")
+    assert parse_marker(shown.split('"')[1]) == {
+        "via": "cdrom",
+        "boot": 2,
+        "boot_id": "abc",
+        "fw": "uefi",
+        "sb": "on",
+    }
 
 
 def test_the_initramfs_carries_the_modules_in_load_order() -> None:
