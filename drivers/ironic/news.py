@@ -73,8 +73,8 @@ def interval() -> float:
     group = conf.CONF.bmaas
     try:
         seconds = float(group.events_apply_interval)
-    except ValueError:
-        seconds = 1.0
+    except ValueError:  # oslo's ConfigFileValueError too
+        seconds = next(o.default for o in conf.OPTS if o.name == "events_apply_interval")
     return seconds if group.events and host._sync_interval() > 0 else 0.0
 
 
