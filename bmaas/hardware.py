@@ -125,6 +125,8 @@ class Processor:
     model: str | None = None
     cores: int | None = None
     threads: int | None = None
+    #: Redfish ``InstructionSet`` (``x86-64``, ``ARM-A64``, ...), when the BMC says
+    instruction_set: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

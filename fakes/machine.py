@@ -399,7 +399,7 @@ class FakeMachine:
         mac = "52:54:00:" + ":".join(f"{b:02x}" for b in self.name.encode()[-3:].rjust(3, b"\0"))
         half = hw.memory_mb // 2
         return {
-            "processors": (Processor("CPU1", "FakeCPU", cores=hw.cpus, threads=hw.cpus * 2),),
+            "processors": (Processor("CPU1", "FakeCPU", hw.cpus, hw.cpus * 2, "x86-64"),),
             "dimms": (Dimm("DIMM1", half, "DDR4"), Dimm("DIMM2", hw.memory_mb - half, "DDR4")),
             "nics": (Nic("NIC1", mac, 25000, "LinkUp"),),
             "disks": (Disk("Disk1", "Disk 1", 480 * 10**9, "FakeSSD"),),

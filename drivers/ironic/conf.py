@@ -7,6 +7,7 @@ the hardware types, before any call is made)::
     call_deadline = 5        # one BMC request, connect to last byte
     operation_deadline = 180 # one conductor call (power action and its wait, ...), retries included
     sync_deadline = 15       # one power-state read (the periodic sync's, and every other read)
+    lifecycle_deadline = 3600  # one firmware update or BIOS apply (bios/firmware interfaces)
     bmc_max_requests = 0     # requests in flight per BMC in this conductor (0: the protocol's)
     bmc_min_interval = 0     # seconds between request starts per BMC (0: the protocol's)
     keep_sessions = auto     # keepalives between sync cycles where they pay (bmaas.keeper)
@@ -164,6 +165,16 @@ OPTS: Final = [
         "so a BMC that is busy now and then is not counted as a sync failure; "
         "timeouts and unreachable BMCs fail the read at once and are counted "
         "by [conductor]power_state_sync_max_retries.",
+    ),
+    _seconds(
+        "lifecycle_deadline",
+        default=3600.0,
+        min=1.0,
+        help="Seconds one firmware update (each component of a firmware.update "
+        "step) or one BIOS apply or factory reset of the bmaas-redfish bios and "
+        "firmware interfaces may take in all: the BMC's task, its reboot into new "
+        "firmware, the node's reboot and POST, the read-back. Past it the step "
+        "fails typed (task_stuck, bmc_not_back, settings_not_applied).",
     ),
     cfg.Opt(
         "bmc_max_requests",

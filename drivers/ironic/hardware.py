@@ -18,14 +18,18 @@ that key image publishing by hardware type name (35.x, see
 cannot run on a type of another name (it reads ``[<type name>]verify_ca``).
 And over UEFI HTTP: ``bmaas-https`` (:mod:`bmaas.drivers.ironic.httpboot`:
 Ironic's ``redfish-https``, the same way). Enable them with
-``enabled_boot_interfaces``.
+``enabled_boot_interfaces``. Its bios, firmware and inspect interfaces,
+each named ``bmaas`` (:mod:`~bmaas.drivers.ironic.bios`,
+:mod:`~bmaas.drivers.ironic.firmware`, :mod:`~bmaas.drivers.ironic.inspect`),
+apply BIOS settings verified after their reboot, update firmware through a
+rebooting BMC and inspect out of band, typed.
 """
 
 from __future__ import annotations
 
 from ironic.drivers import generic
 
-from bmaas.drivers.ironic import boot, httpboot
+from bmaas.drivers.ironic import bios, boot, firmware, httpboot, inspect
 from bmaas.drivers.ironic.management import BmaasManagement
 from bmaas.drivers.ironic.power import BmaasPower
 
@@ -58,3 +62,17 @@ class BmaasRedfishHardware(_BmaasHardware):
             boot.BmaasVirtualMediaBoot,
             httpboot.BmaasHttpsBoot,
         ]
+
+    # bios, firmware, inspect (named ``bmaas``): bmaas's last, as boot's, so
+    # a node that names none keeps the generic default (no-bios, ...)
+    @property
+    def supported_bios_interfaces(self) -> list[type]:
+        return [*super().supported_bios_interfaces, bios.BmaasBIOS]
+
+    @property
+    def supported_firmware_interfaces(self) -> list[type]:
+        return [*super().supported_firmware_interfaces, firmware.BmaasFirmware]
+
+    @property
+    def supported_inspect_interfaces(self) -> list[type]:
+        return [*super().supported_inspect_interfaces, inspect.BmaasInspect]

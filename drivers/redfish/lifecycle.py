@@ -233,7 +233,11 @@ def parts(read: Reader, system: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]
 
     found["processors"] = tuple(
         Processor(
-            str(b.get("Id")), b.get("Model"), _int(b.get("TotalCores")), _int(b.get("TotalThreads"))
+            str(b.get("Id")),
+            b.get("Model"),
+            _int(b.get("TotalCores")),
+            _int(b.get("TotalThreads")),
+            b.get("InstructionSet") or None,
         )
         for b in each("Processors")
         if b.get("ProcessorType", "CPU") == "CPU" and _enabled(b)
