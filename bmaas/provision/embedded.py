@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bmaas.candidates import candidates as find_candidates
@@ -58,6 +58,7 @@ from bmaas.provision.readiness import readiness
 from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
 from bmaas.retry import RetryingDriver, RetryLimits
+from bmaas.runtime import Runtime
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind
 from bmaas.store.records import QUIRKS_KEY, NodeRecord, Owner, PortOrigin, ProvisionState
 
@@ -101,12 +102,15 @@ class EmbeddedBackend:
         health: HealthRule = DEPLOY_HEALTH,
         ready: ReadyHook | None = None,
         keep_leases: bool = True,
+        rt: Runtime,
         deadline: Deadline,
     ) -> None:
         """``deadline`` bounds what starting does: reclaiming and cleaning
-        what dead clients left (required; the public edge, :class:`~bmaas.
-        provision.Provisioner`, makes it)."""
+        what dead clients left; ``rt``: the host's runtime, whose pool holds
+        the sessions (both required; :class:`~bmaas.provision.Provisioner`
+        makes them)."""
         self.store = store
+        self.rt = rt
         self.driver_factory = driver_factory
         self.limits = limits or RetryLimits()
         self.settings = settings
@@ -259,27 +263,33 @@ class EmbeddedBackend:
         settings = dataclasses.replace(self.settings, image_url=claim.job.request.image_url)
         owners = [claim.handle, claim.job.handle or ""]
         record = self.store.nodes.get(claim.node)
-        driver = self.driver_factory(record)
         # What the node's BMC showed in earlier deploys (stock sushy-tools
         # keeps a one-time boot override as persistent): adapt, not fail.
         known = {q for q in record.extra.get(QUIRKS_KEY) or () if q in _QUIRKS}
-        driver.quirks |= {Quirk(q) for q in known}
-        started = self._started[claim.handle] = Started.of(driver, settings.image_url)
-        try:
-            report = deploy_node(
-                driver,
-                settings=settings,
-                limits=self.limits,
-                ready=self.ready,
-                before_step=self._check(owners, cancel, started.steps),
-                deadline=deadline,
-            )
-        finally:
-            learned = {str(q) for q in driver.quirks} - known
-            driver.close()
-            if learned:
-                self._record_quirks(claim.node, learned)
+        with self._driver(record, deadline) as driver:
+            driver.quirks |= {Quirk(q) for q in known}
+            started = self._started[claim.handle] = Started.of(driver, settings.image_url)
+            try:
+                report = deploy_node(
+                    driver,
+                    settings=settings,
+                    limits=self.limits,
+                    ready=self.ready,
+                    before_step=self._check(owners, cancel, started.steps),
+                    deadline=deadline,
+                )
+            finally:
+                learned = {str(q) for q in driver.quirks} - known
+                if learned:
+                    self._record_quirks(claim.node, learned)
         return Deployed(claim.node, report.boot_method, report.steps)
+
+    @contextlib.contextmanager
+    def _driver(self, record: NodeRecord, deadline: Deadline) -> Iterator[BMCDriver]:
+        """The node's pooled driver, held until the block ends."""
+        key = self.rt.pool.key_for(record.driver, record.name, record.driver_info)
+        with self.rt.session(key, lambda: self.driver_factory(record), deadline=deadline) as drv:
+            yield drv
 
     def _record_quirks(self, node: str, quirks: set[str]) -> None:
         """Keep what the BMC showed on the node's record (reported once)."""
@@ -329,14 +339,10 @@ class EmbeddedBackend:
             return
         if policy_for(fault).power_off_after_failure:
             try:
-                driver = self.driver_factory(self.store.nodes.get(claim.node))
+                with self._driver(self.store.nodes.get(claim.node), deadline) as driver:
+                    left = undo_leftovers(driver, left, deadline=deadline)
             except BmaasError as exc:
                 LOG.info("%s: no driver to clean up after a failed deploy: %s", claim.node, exc)
-            else:
-                try:
-                    left = undo_leftovers(driver, left, deadline=deadline)
-                finally:
-                    driver.close()
         if left:
             self.store.health.set_leftovers(
                 claim.node, left, reason=f"request {claim.job.label} failed: {fault}"
@@ -371,20 +377,18 @@ class EmbeddedBackend:
         assert job.moving.node is not None
         source = job.moving.node
         self._rebind(job.ports, claim.node)
-        old = self.driver_factory(self.store.nodes.get(source))
         fenced: BmaasError | None = None
         try:
-            RetryingDriver(old, self.limits).set_power_state(
-                PowerAction.OFF,
-                wait=True,
-                timeout=self.settings.power_timeout,
-                deadline=deadline,
-            )
+            with self._driver(self.store.nodes.get(source), deadline) as old:
+                RetryingDriver(old, self.limits).set_power_state(
+                    PowerAction.OFF,
+                    wait=True,
+                    timeout=self.settings.power_timeout,
+                    deadline=deadline,
+                )
         except BmaasError as fault:
             LOG.warning("%s: could not power off the move's source: %s", source, fault)
             fenced = fault
-        finally:
-            old.close()
         self.store.lifecycle.finish_move(claim.handle)
         self._disown(claim.handle)
         self.store.owners.set_provision_state(
@@ -431,14 +435,14 @@ class EmbeddedBackend:
         inst = self.instance(instance)
         nodes = [a.node for a in self.store.owners.allocations(owner_id=inst.id)]
         for node in nodes:
-            driver = self.driver_factory(self.store.nodes.get(node))
             try:
-                undeploy_node(
-                    driver,
-                    limits=self.limits,
-                    power_timeout=self.settings.power_timeout,
-                    deadline=deadline,
-                )
+                with self._driver(self.store.nodes.get(node), deadline) as driver:
+                    undeploy_node(
+                        driver,
+                        limits=self.limits,
+                        power_timeout=self.settings.power_timeout,
+                        deadline=deadline,
+                    )
             except BmaasError as fault:
                 if not policy_for(fault).fences:
                     # Not the node's fault (busy, bmaas's own wait or budget,
@@ -463,8 +467,6 @@ class EmbeddedBackend:
                     states={node: PowerState.OFF if powered_off else PowerState.UNKNOWN}
                 )
                 return nodes
-            finally:
-                driver.close()
             self.store.health.note_power(states={node: PowerState.OFF})  # the state it was left in
         self.store.lifecycle.delete_owner(inst.id)
         return nodes

@@ -36,6 +36,7 @@ from bmaas.provision.embedded import DEPLOY_HEALTH, EmbeddedBackend
 from bmaas.provision.loop import run_job
 from bmaas.provision.records import Instance, Moved, Provisioned, Request
 from bmaas.retry import RetryLimits
+from bmaas.runtime import CLOSE_WITHIN, Runtime
 from bmaas.store import DEFAULT_LEASE_TTL
 
 if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
@@ -66,7 +67,7 @@ class Provisioner:
     With a ``store`` and a ``driver_factory`` it runs the embedded backend;
     pass ``backend=`` for another (Ironic). Thread-safe: :meth:`provision_many`
     runs requests in parallel. Use as a context manager (or call
-    :meth:`close`) so lease renewal stops.
+    :meth:`close`) so lease renewal stops and its sessions are logged out.
     """
 
     def __init__(
@@ -106,9 +107,12 @@ class Provisioner:
         self.cancel = cancel or CancelToken()
         self.store = store
         self.embedded: EmbeddedBackend | None = None
+        self.rt: Runtime | None = None  # the embedded backend's (Ironic's reaches no BMC)
+        self._budget = deadline  # the caller's (None: a caller with none): close's
         if backend is None:
             if store is None or driver_factory is None:
                 raise InputError("needs a store and a driver_factory, or a backend")
+            self.rt = Runtime(probe=False)
             self.embedded = EmbeddedBackend(
                 store,
                 driver_factory=driver_factory,
@@ -118,6 +122,7 @@ class Provisioner:
                 health=health,
                 ready=ready,
                 keep_leases=keep_leases,
+                rt=self.rt,
                 # starting (reclaiming what dead clients left) takes a share
                 # of the caller's budget, at most one request's
                 deadline=self._request_deadline(deadline),
@@ -127,8 +132,11 @@ class Provisioner:
         self.reclaimed = self.embedded.reclaimed if self.embedded is not None else []
 
     def close(self) -> None:
+        """Stop lease renewal; close the runtime within the caller's budget."""
         if self.embedded is not None:
             self.embedded.close_backend()
+        if self.rt is not None:
+            self.rt.close(self._budget or Deadline.after(CLOSE_WITHIN))
 
     def __enter__(self) -> Provisioner:
         return self

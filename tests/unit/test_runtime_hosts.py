@@ -138,3 +138,23 @@ def test_each_bmaas_host_builds_one_runtime_closes_it_and_leaves_no_thread(
     assert result.exit_code == 0, result.output
     assert counted == {"built": 1, "closed": 1, "keep": ["--interval" in argv]}
     assert _bmaas_threads() - before == set()
+
+
+def test_the_provisioner_holds_one_runtime_whose_session_serves_deploy_and_undeploy(
+    store: Store, counted: dict[str, Any]
+) -> None:
+    """The embedded provisioner's runtime: the node's one pooled driver (one
+    login) deploys it and undeploys it, and is logged out at its close."""
+    from bmaas.provision import Request
+    from tests.unit.test_provision import Rack
+
+    before = _bmaas_threads()
+    rack = Rack(store, count=1)
+    with rack.provisioner as provisioner:
+        done = provisioner.provision(Request("web-1"))
+        assert provisioner.undeploy(done.instance_id) == ["n01"]
+    (driver,) = rack.drivers["n01"]
+    assert "power.set" in driver.wire_calls
+    assert not driver.session_alive()
+    assert counted == {"built": 1, "closed": 1, "keep": [False]}
+    assert _bmaas_threads() - before == set()
