@@ -24,7 +24,6 @@ missed is the row's changes not seen and :attr:`Attack.forged_rows`.
 
 from __future__ import annotations
 
-import base64
 import collections
 import contextlib
 import dataclasses
@@ -32,11 +31,14 @@ import http.client
 import json
 import os
 import socket
-import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
+
+from bmaas.deadline import Deadline
+from bmaas.faults import BmaasError
 
 __all__ = ["Attack", "attacking", "targets"]
 
@@ -75,26 +77,15 @@ def targets(names: list[str], count: int) -> list[str]:
     return names[-count:] if count else []
 
 
-def _request(url: str, method: str, body: bytes, source: str, auth: str | None = None) -> str:
-    """One request from ``source``: the answer's status, or the error's name."""
+def _post(url: str, body: bytes, source: str) -> str:
+    """One POST from ``source``: the answer's status, or the error's name."""
     parts = urllib.parse.urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port
-    if parts.scheme == "https":
-        tls = ssl.create_default_context()
-        tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
-        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-            host, port, timeout=10, context=tls, source_address=(source, 0)
-        )
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=10, source_address=(source, 0))
-    headers = {"Content-Type": "application/json"}
-    if auth:
-        headers["Authorization"] = auth
+    conn = http.client.HTTPConnection(
+        parts.hostname or "", parts.port, timeout=10, source_address=(source, 0)
+    )
     try:
-        conn.request(method, parts.path or "/", body if method != "GET" else None, headers)
-        answer = conn.getresponse()
-        data = answer.read()
-        return f"{answer.status}" if method != "GET" else data.decode()
+        conn.request("POST", parts.path, body, {"Content-Type": "application/json"})
+        return str(conn.getresponse().status)
     except (OSError, http.client.HTTPException) as exc:
         return type(exc).__name__
     finally:
@@ -103,14 +94,25 @@ def _request(url: str, method: str, body: bytes, source: str, auth: str | None =
 
 def _context(info: dict[str, Any], listener: str) -> str | None:
     """The Context of the BMC's subscription to ``listener``, read as anyone
-    with the BMC's credentials can (its Subscriptions, then each member)."""
-    base = str(info["redfish_address"]).rstrip("/")
-    raw = f"{info['redfish_username']}:{info['redfish_password']}".encode()
-    auth = "Basic " + base64.b64encode(raw).decode()
-    subs = "/redfish/v1/EventService/Subscriptions"
-    with contextlib.suppress(ValueError, KeyError, TypeError):
-        for member in json.loads(_request(base + subs, "GET", b"", "127.0.0.1", auth))["Members"]:
-            sub = json.loads(_request(base + member["@odata.id"], "GET", b"", "127.0.0.1", auth))
+    with the BMC's credentials can (its Subscriptions, then each member),
+    over bmaas's own Redfish client."""
+    from bmaas.drivers.redfish.events import ServiceStream
+    from bmaas.secrets import Secret
+
+    bmc = ServiceStream(
+        str(info["redfish_address"]),
+        str(info["redfish_username"]),
+        Secret(str(info["redfish_password"])),
+        False,
+        {},
+    )
+
+    def get(path: str) -> Any:
+        return json.loads(bmc.request("GET", path, Deadline.after(10.0), time.monotonic()).body)
+
+    with contextlib.suppress(BmaasError, ValueError, KeyError, TypeError):
+        for member in get("/redfish/v1/EventService/Subscriptions")["Members"]:
+            sub = get(member["@odata.id"])
             if sub.get("Destination") == listener:
                 return str(sub["Context"])
     return None
@@ -213,7 +215,7 @@ def attacking(
                 return
             source = SOURCES[n % len(SOURCES)]
             attack.sent[kind] += 1
-            attack.answers[f"{kind} {_request(listener, 'POST', bodies[kind](n), source)}"] += 1
+            attack.answers[f"{kind} {_post(listener, bodies[kind](n), source)}"] += 1
             n += 1
 
     def watch() -> None:

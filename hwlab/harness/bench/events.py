@@ -9,7 +9,12 @@ nodes, and watches the store for each change to show:
 
 * ``polling``: ``bmaas sync --interval I --no-events`` (every node every pass);
 * ``events``: ``bmaas sync --interval I`` (SSE per service; a node whose
-  stream is up read once its last read is ``--safety-interval`` seconds old).
+  stream is up read once its last read is ``--safety-interval`` seconds old);
+* ``adversary``: events through push subscriptions while the push listener
+  is attacked (:mod:`bmaas.hwlab.harness.bench.adversary`: idle
+  connections, garbage, deep frames, forged events): what the attack cost
+  the sync and what it missed, forged store rows included (must be 0);
+* ``push`` (``--mode push``): the same without the attack.
 
 Measured per mode: detection latency (outside change -> the store shows it;
 p50, p99, max; a change not seen by the end counts as missed), BMC requests
@@ -17,7 +22,8 @@ per node-hour counted **at the BMCs** (a zero-second ``delay`` rule on
 ``*`` and one on ``event.subscribe`` on every node: a rule that fires on
 every request and changes nothing; its count is the request count), and
 the sync process's CPU per node-hour (psutil, user + system; the lab's
-workers are separate processes, not in it). A run this short carries each
+workers are separate processes, not in it), and its threads, file
+descriptors and RSS at the start and end of the steady window. A run this short carries each
 mode's start-up (logins, the first pass, opening the streams): the table
 says so, and the steady figures are the rate after the first pass.
 
