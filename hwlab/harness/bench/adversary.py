@@ -196,7 +196,7 @@ def attacking(
     start = truth()
     forged = _forgeries(infos, listener, start)
     some_context = next(iter(forged.values()), b'{"Context": "x"}')[:80].decode()
-    bodies = {
+    bodies: dict[str, Callable[[int], bytes]] = {
         "garbage": lambda n: os.urandom(4096),
         "deep": lambda n: (
             (some_context.split(",")[0] + ', "Events": ').encode()
