@@ -47,9 +47,9 @@ def test_a_long_interval_logs_in_once_per_ipmi_bmc_with_keepalives(
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             reports: list[SyncReport] = []
-            with Runtime(keep=True, probe=False) as rt:
-                rt.keeper.tick = 0.25  # the keeper's rounds, scaled as the interval is
-                rt.start()
+            rt = Runtime(keep=True, probe=False)
+            rt.keeper.tick = 0.25  # the keeper's longest sleep, scaled as the interval is
+            with rt:
                 sync_loop(
                     store,
                     SyncSettings(interval=3.5, count=PASSES, workers=NODES),

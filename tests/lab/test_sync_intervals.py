@@ -60,7 +60,9 @@ def test_a_long_interval_sync_logs_in_once_per_bmc_over_five_passes(
         try:
             inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             reports: list[SyncReport] = []
-            with Runtime(idle=60.0 * SCALE, probe=False) as rt:
+            rt = Runtime(idle=60.0 * SCALE, keep=True, probe=False)  # as `bmaas sync` builds it
+            rt.keeper.tick = 5.0 * SCALE  # the keeper's longest sleep, scaled
+            with rt:
                 sync_loop(
                     store,
                     SyncSettings(interval=interval * SCALE, count=PASSES, workers=NODES),
