@@ -65,6 +65,7 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_bench_events_ironic.py": "ironic-bench-events",  # its own Ironic per row
     "tests/ironic/test_ironic_events_handover.py": "ironic-events-handover",  # two Ironics
     "tests/ironic/test_ironic_news.py": "ironic-news",  # its own Ironic
+    "tests/ironic/test_ironic_lifecycle.py": "ironic-lifecycle",  # its own Ironic
 }
 
 

@@ -224,5 +224,7 @@ def test_the_inventory_is_in_ironic_s_shape() -> None:
     assert inv["cpu"]["count"] >= 1
     assert inv["memory"] == {"physical_mb": out["memory_mb"]}
     (nic,) = inv["interfaces"]
-    assert nic["mac_address"] == nic["mac_address"].lower() and nic["name"] == "NIC1"
-    assert inv["disks"] and out["local_gb"] >= 0
+    assert nic["mac_address"] == nic["mac_address"].lower()
+    assert nic["name"] == "NIC1"
+    assert inv["disks"]
+    assert out["local_gb"] >= 0
