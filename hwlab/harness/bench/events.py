@@ -69,6 +69,7 @@ from bmaas.hwlab.harness.bench.outside import (
     Measured,
     Options,
     count_requests,
+    first_passes,
     outside_changes,
     steady_window,
 )
@@ -79,8 +80,6 @@ from bmaas.store import Store
 
 __all__ = ["ALL_MODES", "MODES", "Measured", "Options", "label", "one_mode", "run"]
 
-#: seconds the first pass may take at most
-WARMUP_CAP = 120.0
 MODES = ("polling", "events", "adversary")
 #: every mode one_mode runs: "push" is events through bmaas's own listener
 #: (--events-listen on 127.0.0.1, --events-prefer-push: no stream held);
@@ -126,11 +125,11 @@ def one_mode(
     changed = [n for n in names if n not in forged]
     try:
         started = time.monotonic()
-        _warm_up(store, names, sync)
-        if mode != "polling":
-            # the pass after the streams opened reads every node once more
-            # (it reconciles what changed before they were up): start-up too
-            time.sleep(min(options.interval, options.duration / 4))
+        # the first pass; with events the streams' opens and the pass after
+        # them, which reads every node once more (it reconciles what changed
+        # before they were up): start-up too
+        first_passes(lab, names, mode != "polling", options.interval,
+                     started + options.duration / 2)  # fmt: skip
         end = started + options.duration
 
         def recorded(wanted: list[str]) -> dict[str, str]:
@@ -164,18 +163,6 @@ def one_mode(
     what = "no outside changes" if quiet else f"{measured.changes} changes"
     progress(f"{mode}: {what}, {len(measured.latencies)} seen")
     return measured
-
-
-def _warm_up(store: Store, names: list[str], sync: subprocess.Popen[bytes]) -> None:
-    """Until the sync's first pass has recorded every node (logins, the
-    first reads, the streams opening), and ``WARMUP`` seconds more;
-    ``WARMUP_CAP`` at most."""
-    cap = time.monotonic() + WARMUP_CAP
-    while time.monotonic() < cap and sync.poll() is None:
-        if all(store.nodes.get(n).power_state_at is not None for n in names):
-            break
-        time.sleep(0.1)
-    time.sleep(WARMUP)
 
 
 def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
@@ -317,9 +304,11 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
             *(
                 [
                     "sync rows: CPU is the bmaas sync process's (user + system); 'steady' "
-                    f"starts {WARMUP:g} s after the sync's first pass recorded every node; the "
-                    "totals include each mode's start-up (process, logins, first pass, "
-                    "streams), which a short run does not amortise",
+                    f"starts {WARMUP:g} s after the sync has read every node (polling), or "
+                    "every node's stream has opened and one more pass has reconciled it "
+                    f"(events), at most {options.duration / 2:g} s in; the totals include "
+                    "each mode's start-up (process, logins, first pass, streams), which a "
+                    "short run does not amortise",
                     f"ratio {fmt_ratio(ratio('steady_requests_per_node_hour'))} fewer requests",
                 ]
                 if poll or ev

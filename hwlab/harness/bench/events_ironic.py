@@ -43,14 +43,11 @@ from typing import Any
 from bmaas.hwlab.harness import ironic as harness
 from bmaas.hwlab.harness.bench.ironic_scale import enroll_all
 from bmaas.hwlab.harness.bench.outside import (
-    COUNT_ALL,
-    COUNT_SUBSCRIBE,
-    WARMUP,
     Measured,
     Options,
     count_requests,
     counted,
-    fired,
+    first_passes,
     outside_changes,
     steady_window,
 )
@@ -134,23 +131,6 @@ def notes(options: Options) -> list[str]:
     ]
 
 
-def _first_passes(lab: Any, names: list[str], mode: str, interval: float, by: float) -> None:
-    """Until Ironic's sync has read every node once since now (polling), or
-    every node's stream has opened and one more pass has reconciled it
-    (events: ``interval`` + :data:`WARMUP` after the last open); never past
-    ``by`` (a monotonic time)."""
-    streamed = mode not in ("redfish", "bmaas-polling")
-    rule = COUNT_SUBSCRIBE if streamed else COUNT_ALL
-    base = {} if streamed else fired(lab, names, rule)
-    while time.monotonic() < by:
-        found = fired(lab, names, rule)
-        if all(found[n] > base.get(n, 0) for n in names):
-            break
-        time.sleep(0.5)
-    if streamed:
-        time.sleep(max(0.0, min(interval + WARMUP, by - time.monotonic())))
-
-
 def one_mode(
     mode: str,
     lab: Any,
@@ -181,7 +161,8 @@ def one_mode(
         started, cpu_at_start = time.monotonic(), ironic.cpu_seconds()
         # start-up: the first pass that reads every node; with events the
         # stream opens at a node's first pass and the next one reconciles it
-        _first_passes(lab, names, mode, interval, started + options.duration / 2)
+        streamed = mode not in ("redfish", "bmaas-polling")
+        first_passes(lab, names, streamed, interval, started + options.duration / 2)
         end = started + options.duration
 
         def recorded(wanted: list[str]) -> dict[str, str]:

@@ -30,6 +30,7 @@ __all__ = [
     "count_requests",
     "counted",
     "fired",
+    "first_passes",
     "outside_changes",
     "steady_window",
     "subscribes",
@@ -128,6 +129,22 @@ def count_requests(lab: Any, names: list[str]) -> None:
                 },
             ],
         )
+
+
+def first_passes(lab: Any, names: list[str], streamed: bool, interval: float, by: float) -> None:
+    """Every row's start-up: until the client has read every node once
+    since now (polling), or every node's stream has opened (its SSE GET or
+    push subscription, counted at the BMC) and one more pass has reconciled
+    it (``interval`` + :data:`WARMUP` after the last open); never past
+    ``by`` (a monotonic time)."""
+    rule = COUNT_SUBSCRIBE if streamed else COUNT_ALL
+    base = {} if streamed else fired(lab, names, rule)
+    while time.monotonic() < by:
+        found = fired(lab, names, rule)
+        if all(found[n] > base.get(n, 0) for n in names):
+            break
+        time.sleep(0.5)
+    time.sleep(max(0.0, min(interval if streamed else 0.0, by - time.monotonic()) + WARMUP))
 
 
 def steady_window(
