@@ -85,7 +85,10 @@ def check_fleet_sweep(report: dict[str, Any]) -> None:
     assert fenced["failed_healthy"] == fenced["failed_healthy_before"] == [0, 0, 0]
     assert len(fenced["healthy_pass_s"]) == 3
     assert len(fenced["ratio"]) == 3
-    assert all(t >= fenced["bmc_timeout_s"] for t in fenced["fencing_pass_s"])
+    # the first pass after the hang waits each hung BMC's silence bound (a few
+    # times its answers, issue 48: tests/unit/test_runtime_hosts.py holds the
+    # figure); a cut read forgets the answers, so the later ones wait it all
+    assert all(t >= fenced["bmc_timeout_s"] for t in fenced["fencing_pass_s"][1:])
     assert size["ipmitool x 8"]["nodes"] == size["bmaas IPMI, steady"]["nodes"] == 10
     # steady rows reuse sessions: one login per node for all their passes
     for pool in size["sessions"]["in_process"]:
