@@ -671,6 +671,66 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
         "Nova told of a recorded change to an instance's node, as the power sync tells it",
         args=3,
     ),
+    # -- ironic: bmaas-redfish's bios, firmware and inspect interfaces (issue 51) ----
+    # What stock redfish's interfaces do with what the BMC said, done the same way:
+    # Ironic's tables, its inspection hooks and rules (no declared driver API).
+    PrivateUse(
+        "ironic:BIOSSettingList.sync_node_setting",
+        "ironic",
+        "ironic.objects.bios:BIOSSettingList.sync_node_setting",
+        "callable",
+        ("drivers/ironic/bios.py",),
+        "cache_bios_settings sorts the BIOS attributes read into Ironic's create, update "
+        "and delete lists, as stock's does",
+        args=3,
+    ),
+    PrivateUse(
+        "ironic:FirmwareComponentList.sync_firmware_components",
+        "ironic",
+        "ironic.objects.firmware:FirmwareComponentList.sync_firmware_components",
+        "callable",
+        ("drivers/ironic/firmware.py",),
+        "cache_firmware_components sorts the BMC's firmware inventory into Ironic's "
+        "create and update lists, as stock's does",
+        args=3,
+    ),
+    PrivateUse(
+        "ironic:inspect_utils.validate_inspection_hooks",
+        "ironic",
+        "ironic.drivers.modules.inspect_utils:validate_inspection_hooks",
+        "callable",
+        ("drivers/ironic/inspect.py",),
+        "the hooks of [redfish]inspection_hooks, loaded as stock redfish inspection loads them",
+        args=2,
+    ),
+    PrivateUse(
+        "ironic:inspect_utils.run_inspection_hooks",
+        "ironic",
+        "ironic.drivers.modules.inspect_utils:run_inspection_hooks",
+        "callable",
+        ("drivers/ironic/inspect.py",),
+        "the inventory read through bmaas goes through the operator's hooks (ports, "
+        "cpu_arch) as stock's does",
+        args=5,
+    ),
+    PrivateUse(
+        "ironic:inspect_utils.store_inspection_data",
+        "ironic",
+        "ironic.drivers.modules.inspect_utils:store_inspection_data",
+        "callable",
+        ("drivers/ironic/inspect.py",),
+        "the inventory stored where Ironic's inventory API reads it",
+        args=4,
+    ),
+    PrivateUse(
+        "ironic:inspection_rules.engine.apply_rules",
+        "ironic",
+        "ironic.common.inspection_rules.engine:apply_rules",
+        "callable",
+        ("drivers/ironic/inspect.py",),
+        "the operator's inspection rules applied to the inventory, as stock's inspection does",
+        args=4,
+    ),
     # -- openstacksdk (drivers/ironic_backend/clouds.py) -------------------------
     PrivateUse(
         "openstacksdk:OpenStackConfig._load_yaml_json_file",

@@ -96,10 +96,10 @@ class BmaasBIOS(base.BIOSInterface):
     def validate(self, task: Any) -> None:
         lifecycle.validate(task)
 
-    @base.service_step(priority=0, argsinfo=_ARGSINFO, requires_ramdisk=False)
-    @base.clean_step(priority=0, argsinfo=_ARGSINFO, requires_ramdisk=False)
-    @base.deploy_step(priority=0, argsinfo=_ARGSINFO)
-    @base.cache_bios_settings
+    @base.service_step(priority=0, argsinfo=_ARGSINFO, requires_ramdisk=False)  # type: ignore[untyped-decorator]
+    @base.clean_step(priority=0, argsinfo=_ARGSINFO, requires_ramdisk=False)  # type: ignore[untyped-decorator]
+    @base.deploy_step(priority=0, argsinfo=_ARGSINFO)  # type: ignore[untyped-decorator]
+    @base.cache_bios_settings  # type: ignore[untyped-decorator]
     def apply_configuration(self, task: Any, settings: list[dict[str, Any]]) -> None:
         """Stage ``settings``, reboot, and verify them (module docstring).
         The BMC is let go while Ironic reboots the node (its power interface
@@ -154,7 +154,7 @@ class BmaasBIOS(base.BIOSInterface):
         is past POST, within the step's deadline less one read."""
         drv = op.driver
         progress = drv.driver.supports(Capability.BOOT_PROGRESS)
-        wait = op.deadline.share(max(0.0, op.deadline.left() - drv.limits.bmc_timeout))
+        wait = op.deadline.share(max(0.0, op.deadline.left() - (drv.limits.bmc_timeout or 0.0)))
         while True:
             pending = drv.get_bios(deadline=op.deadline).pending
             if not any(name in pending for name in changes):

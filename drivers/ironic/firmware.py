@@ -64,6 +64,13 @@ _ARGSINFO: Final = {
         "required": True,
     }
 }
+#: out of band, as the service step of stock's (its clean step needs a ramdisk)
+_STEP: Final[dict[str, Any]] = {
+    "priority": 0,
+    "abortable": False,
+    "argsinfo": _ARGSINFO,
+    "requires_ramdisk": False,
+}
 
 
 def _component_name(c: FirmwareComponent) -> str:
@@ -115,8 +122,8 @@ class BmaasFirmware(base.FirmwareInterface):
     def validate(self, task: Any) -> None:
         lifecycle.validate(task)
 
-    @base.clean_step(priority=0, abortable=False, argsinfo=_ARGSINFO, requires_ramdisk=False)
-    @base.service_step(priority=0, abortable=False, argsinfo=_ARGSINFO, requires_ramdisk=False)
+    @base.clean_step(**_STEP)  # type: ignore[untyped-decorator]
+    @base.service_step(**_STEP)  # type: ignore[untyped-decorator]
     def update(self, task: Any, settings: list[dict[str, Any]]) -> None:
         """Update each component in turn (module docstring)."""
         since = time.monotonic()

@@ -50,7 +50,7 @@ _GIB: Final = 1024**3
 
 def local_gb(found: Inventory) -> int:
     """Stock's ``local_gb``: the smallest disk of at least 4 GiB, in GiB less 1."""
-    sizes = [d.size_bytes for d in found.disks or () if (d.size_bytes or 0) >= 4 * _GIB]
+    sizes = [s for s in (d.size_bytes for d in found.disks or ()) if s and s >= 4 * _GIB]
     return max(0, int(min(sizes) / _GIB - 1)) if sizes else 0
 
 
