@@ -64,12 +64,12 @@ __all__ = [
     "scenarios",
 ]
 
-#: (module, what needs it, protocol or "*" for every run), found with find_spec
+#: (module, what needs it, protocol or "*" for every run), found with find_spec.
+#: hwlab's Redfish emulator is its own (hwlab.redfish.shapes): sushy-tools is
+#: asked for only where a lab runs the stock one (hwlab/proxy/stock.py says so)
 PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("pyghmi", "the IPMI emulator and driver", "ipmi"),
     ("sushy", "the Redfish driver", "redfish"),
-    ("sushy_tools", "the Redfish emulator", "redfish"),
-    ("flask", "the Redfish emulator", "redfish"),
     ("cryptography", "the lab's TLS and the store's sealed passwords", "*"),
 )
 
