@@ -372,6 +372,12 @@ class BMCDriver(abc.ABC):
         a :class:`~bmaas.deadline.Deadline` for it uses the same one)."""
         return self._clock
 
+    @property
+    def sleep(self) -> _clock.SleepFn:
+        """The sleep this driver's waits use (a retry around it waits on the
+        same clock: :meth:`clock`)."""
+        return self._sleep
+
     def supports(self, capability: Capability) -> bool:
         return capability in self.capabilities
 

@@ -28,7 +28,8 @@ or a timeout where the table retries it, i.e. an idempotent call) may be
 rebooting, for a firmware update say: with a window, such a fault is asked
 again past its brief attempts for up to ``reboot_window`` seconds after the
 call's first no-answer, the waits doubling from ``unreachable_wait`` up to
-``reboot_wait_max``. Inside Ironic an operator's request (a power action and
+``reboot_wait_max``; the window is time, not a count (``max_attempts`` does
+not end it). Inside Ironic an operator's request (a power action and
 the reads that belong to it) gets a window as long as its budget; a periodic
 sync read never does (it fails at once on what the sync counts).
 
@@ -250,13 +251,29 @@ def _resumed_at(fault: BaseException) -> int | None:
 
 class stop_after_attempts(tenacity.stop.stop_base):  # noqa: N801 - tenacity's naming style
     """Stop after ``limit`` attempts at one request (:func:`this_request`):
-    for a call that never resumes further on, its attempts in all."""
+    for a call that never resumes further on, its attempts in all.
 
-    def __init__(self, limit: int) -> None:
+    A BMC that gives no answer inside its reboot window (``limits``'
+    :meth:`RetryLimits.windowed`) is not stopped by the count: the window is
+    time (``reboot_window`` and the deadline), and once its waits have grown
+    it is asked at most once per ``reboot_wait_max``. Counted, it ended
+    early for a BMC that refuses connections at once (issue 48: 12 asks,
+    64 s into a 120 s reset, ``bmc_unreachable`` where stock Ironic waited
+    the reset out)."""
+
+    def __init__(
+        self, limit: int, limits: RetryLimits | None = None, *, idempotent: bool = True
+    ) -> None:
         self.limit = limit
+        self.limits = limits
+        self.idempotent = idempotent
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        return len(this_request(faults_seen(retry_state))) >= self.limit
+        asked = this_request(faults_seen(retry_state))
+        window = self.limits
+        if asked and window is not None and window.windowed(asked[-1], idempotent=self.idempotent):
+            return False  # retry_if_fault ends the window, stop_before_deadline the budget
+        return len(asked) >= self.limit
 
 
 class retry_if_fault(tenacity.retry_base):  # noqa: N801 - tenacity's naming style
@@ -361,7 +378,7 @@ def retrying(
     return tenacity.Retrying(
         retry=retry_if_fault(limits, idempotent=idempotent),
         wait=wait_for_fault(limits),
-        stop=stop_after_attempts(limits.max_attempts)
+        stop=stop_after_attempts(limits.max_attempts, limits, idempotent=idempotent)
         | stop_before_deadline(deadline, limits.min_attempt),
         sleep=limits.sleep,
         before_sleep=_log_retry,

@@ -65,7 +65,9 @@ def operate(
         calls.translated(task, what, calls.BmaasDriverError, ran=ran),
         calls.session(task, protocol_of(task), budget, deadline, rt=host.runtime()) as drv,
     ):
-        yield Operation(RetryingDriver(drv, calls.limits(budget)), deadline)
+        # the retry waits on the driver's clock (a rebooting BMC's window is time)
+        limits = calls.limits(budget).replace(clock=drv.clock, sleep=drv.sleep)
+        yield Operation(RetryingDriver(drv, limits), deadline)
 
 
 def properties() -> dict[str, str]:

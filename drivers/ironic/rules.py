@@ -49,7 +49,8 @@ from bmaas.retry import RetryLimits
 
 __all__ = ["MAX_ATTEMPTS", "Rule", "limits", "rule_of"]
 
-#: attempts in all of one conductor call, whatever the faults
+#: attempts in all of one conductor call (a rebooting BMC's window is time,
+#: not a count: :class:`bmaas.retry.stop_after_attempts`)
 MAX_ATTEMPTS = 12
 
 
