@@ -17,8 +17,9 @@ bmaas driver (:mod:`bmaas.drivers.ironic.lifecycle`):
    interface, bmaas's, and Ironic's record of the power state);
 4. wait, within ``[bmaas]lifecycle_deadline``, until the settings object no
    longer holds them (the firmware took them at POST) or the system reports
-   ``BootProgress`` past POST (``OSBootStarted``, ``OSRunning``: a boot that
-   did not take them will not); then read the BIOS back. An attribute that
+   ``BootProgress`` past POST (``OSBootStarted``, ``OSRunning``, read a poll
+   after the reboot: a boot that did not take them will not); then read the
+   BIOS back. An attribute that
    does not read as asked fails the step ``[bmaas settings_not_applied
    retry=other_node]``, naming it, what it reads and whether it is still
    pending -- never success.
@@ -151,19 +152,23 @@ class BmaasBIOS(base.BIOSInterface):
 
     def _await_post(self, op: lifecycle.Operation, changes: Mapping[str, Any]) -> None:
         """Until the settings object no longer holds ``changes`` or the boot
-        is past POST, within the step's deadline less one read."""
+        is past POST, within the step's deadline less one read. The first
+        read's ``BootProgress`` is not trusted: right after the power action
+        a BMC may still show the last boot's ``OSRunning``."""
         drv = op.driver
         progress = drv.driver.supports(Capability.BOOT_PROGRESS)
         wait = op.deadline.share(max(0.0, op.deadline.left() - (drv.limits.bmc_timeout or 0.0)))
+        first = True
         while True:
             pending = drv.get_bios(deadline=op.deadline).pending
             if not any(name in pending for name in changes):
                 return
-            if progress and drv.get_boot_progress(deadline=op.deadline) in BOOTED:
+            if progress and not first and drv.get_boot_progress(deadline=op.deadline) in BOOTED:
                 return
             if wait.expired:
                 return  # read back now: what still is pending is named
             wait.sleep(POLL, self.sleep)
+            first = False
 
 
 def _typed(settings: list[dict[str, Any]], before: BiosSettings) -> dict[str, Any]:

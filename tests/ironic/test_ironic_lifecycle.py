@@ -74,7 +74,7 @@ def manageable(lifecycle_ironic: Any, ironic_lab: Lab) -> Iterator[Callable[...,
     entries = ironic_lab.inventory()["nodes"]
     used: list[str] = []
 
-    def enroll(driver: str, interface: str, **faults: Any) -> tuple[Any, str]:
+    def enroll(driver: str, interface: str) -> tuple[Any, str]:
         entry = entries[next(_NEXT)]
         used.append(entry["name"])
         node = harness.enroll(
@@ -127,13 +127,18 @@ def test_a_bios_apply_reaches_its_end_as_stock_does(
 ) -> None:
     conn = lifecycle_ironic
     cases = _cases(manageable)
+    start = time.monotonic()
     for _, node, _ in cases:
         _clean(conn, node, _bios_step(WANTED))
-    for driver, node, _ in cases:
-        done = harness.wait_for_provision(conn, node, {"manageable"}, timeout=120)
+    # bmaas's within its lifecycle_deadline (60 s); stock's took 32 s on Ironic
+    # 39 and 133 s on 35.1.0 on 2 busy cores (its periodic finishes the step)
+    for driver, node, _ in reversed(cases):
+        limit = 60 if driver == "bmaas-redfish" else 300
+        done = harness.wait_for_provision(conn, node, {"manageable"}, timeout=limit)
         assert done.last_error is None, (driver, done.last_error)
         cached = _bios(conn, node)
         assert {k: cached[k] for k in WANTED} == WANTED, (driver, cached)
+        print(f"{driver}: BIOS apply manageable after {time.monotonic() - start:.1f}s")
 
 
 def test_a_setting_left_pending_ends_typed_where_stock_keeps_waiting(

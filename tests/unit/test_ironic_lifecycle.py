@@ -54,6 +54,7 @@ task.node = node
 out = {"reboots": 0, "cached": 0}
 
 class Bios(BmaasBIOS):
+    sleep = staticmethod(clock.sleep)
     def reboot(self, task):  # Ironic's node_power_action, on the machine
         out["reboots"] += 1
         machine.set_power(PowerAction.REBOOT)
@@ -81,6 +82,7 @@ _BIOS = (
 run(Bios().apply_configuration, json.loads(sys.argv[1]))
 out["current"] = dict(machine.bios.current)
 out["pending"] = dict(machine.bios.pending)
+out["sleeps"] = clock.sleeps
 print(json.dumps(out, default=str))
 """
 )
@@ -131,6 +133,7 @@ def test_a_bios_apply_is_staged_rebooted_through_ironic_and_verified() -> None:
     assert out["current"]["ProcCoreDisable"] == 2  # typed by the registry: an Integer
     assert out["pending"] == {}
     assert out["cached"] == 1  # Ironic's BIOS settings table refreshed
+    assert out["sleeps"] == []  # the settings object emptied by the boot: no wait
 
 
 def test_settings_already_applied_need_no_reboot() -> None:
@@ -153,6 +156,8 @@ def test_a_setting_the_boot_did_not_apply_fails_the_step_typed(effect: str, left
     assert "(still pending)" in text
     assert "BIOS apply gave up after" in text
     assert out["cached"] == 0
+    # the first BootProgress after the reboot is not trusted: one poll, then past POST
+    assert out["sleeps"] == [5.0]
 
 
 def test_bad_settings_are_refused_before_anything_is_sent() -> None:
