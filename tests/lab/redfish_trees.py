@@ -10,8 +10,14 @@ change a slot, a PATCH of ``Boot`` changes the override (checked against the
 tree's ``@Redfish.AllowableValues``), ``ComputerSystem.Reset`` checks its
 ``ResetType``; a PATCH of a BIOS settings object stages attributes, which a
 reset that leaves the system on applies (all, partly or never:
-:attr:`Quirks.bios_applies`). Per-tree quirks (:class:`Quirks`) stand for what vendors do on
-the wire that a recorded body cannot show. Every request is recorded, so a
+:attr:`Quirks.bios_applies`); an update request (``SimpleUpdate``, or a POST
+to the ``MultipartHttpPushUri``) is answered 202 with the ``Location`` of
+the task or job a test names (:attr:`Quirks.update_answer`: the answer is
+not in the recordings, the task or job it points at is). A tree whose
+service matches paths case-insensitively (:data:`IGNORES_CASE`) answers its
+own lower-case links to resources recorded in mixed case. Per-tree quirks
+(:class:`Quirks`) stand for what vendors do on the wire that a recorded body
+cannot show. Every request is recorded, so a
 test can count wire calls.
 """
 
@@ -31,6 +37,10 @@ from tests.httpserve import send_json, serving_handler
 
 TREES = Path(__file__).resolve().parents[1] / "fixtures" / "redfish-trees"
 ROOT = "/redfish/v1"
+#: services that match a path case-insensitively: iLO 5 links its BIOS and
+#: registry store in lower case (``/redfish/v1/systems/1/bios/settings/``)
+#: while the capture's folders are ``Systems/1/bios`` and ``RegistryStore``
+IGNORES_CASE = frozenset({"hpe-dl325-gen10plus"})
 
 
 @dataclasses.dataclass
@@ -71,6 +81,9 @@ class Quirks:
     #: (the attributes in ``bios_sticky`` stay pending) or "never"
     bios_applies: str = "all"
     bios_sticky: frozenset[str] = frozenset()
+    #: the task or job (a path in the tree) an update request is answered
+    #: with (202, ``Location``); None: 204, nothing to follow
+    update_answer: str | None = None
 
 
 def load(name: str) -> dict[str, dict[str, Any]]:
@@ -111,6 +124,7 @@ class TreeState:
         self._hidden: dict[str, int] = {}
         self._sticky: dict[str, dict[str, Any]] = {}
         self._off_lag: dict[str, int] = {}
+        self._folded = {uri.lower(): uri for uri in self.resources}
 
     # -- what tests look at ------------------------------------------------------------
 
@@ -130,6 +144,13 @@ class TreeState:
         self.resources[uri] = body
         self.recorded[uri] = copy.deepcopy(body)
         self.generation[uri] = 1
+        self._folded[uri.lower()] = uri
+
+    def path_of(self, path: str) -> str:
+        """The recorded URI ``path`` names (case-folded where the service does)."""
+        if path in self.resources or self.name not in IGNORES_CASE:
+            return path
+        return self._folded.get(path.lower(), path)
 
     def etag(self, uri: str) -> str:
         """The resource's ETag: as recorded until it changes, then one per change."""
@@ -143,19 +164,22 @@ class TreeState:
     def answer(
         self, method: str, path: str, headers: dict[str, str], body: Any
     ) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
-        path = path.partition("?")[0].rstrip("/") or "/"
+        path = self.path_of(path.partition("?")[0].rstrip("/") or "/")
         with self.lock:
             self.requests.append((method, path, body))
             self.if_matches.append((method, path, headers.get("if-match")))
             if method == "GET":
                 return self._get(path)
+            extra: dict[str, str] = {}
             if method == "POST":
                 status, reply = self._post(path, body)
+                if status == 202 and self.quirks.update_answer is not None:
+                    extra["Location"] = self.quirks.update_answer
             elif method == "PATCH":
                 status, reply = self._patch(path, headers, body)
             else:
                 status, reply = _error(405, "Base.1.8.OperationNotAllowed", method)
-            return status, reply, {}
+            return status, reply, extra
 
     def _get(self, path: str) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
         resource = self.resources.get(path)
@@ -184,6 +208,9 @@ class TreeState:
             self.resources[uri]["@odata.etag"] = self.etag(uri)
 
     def _post(self, path: str, body: Any) -> tuple[int, dict[str, Any] | None]:
+        push = (self.resources.get(f"{ROOT}/UpdateService") or {}).get("MultipartHttpPushUri")
+        if path == push:
+            return self._update()
         owner, _, action = path.partition("/Actions/")
         resource = self.resources.get(owner)
         actions = (resource or {}).get("Actions") or {}
@@ -195,6 +222,8 @@ class TreeState:
         if action == "VirtualMedia.EjectMedia":
             self._eject(owner, resource)
             return 204, None
+        if action == "UpdateService.SimpleUpdate":
+            return self._update()
         if action == "ComputerSystem.Reset":
             allowed = actions[f"#{action}"].get("ResetType@Redfish.AllowableValues")
             reset = body.get("ResetType")
@@ -217,6 +246,11 @@ class TreeState:
                 self._apply_bios(resource)
             return 204, None
         return _error(400, "Base.1.8.ActionNotSupported", action)
+
+    def _update(self) -> tuple[int, dict[str, Any] | None]:
+        """Taken: 202 with the task or job to follow (``Location``, set by
+        :meth:`answer`), or 204 when the test names none."""
+        return (204 if self.quirks.update_answer is None else 202), None
 
     def _apply_bios(self, system: dict[str, Any]) -> None:
         """The system boots: its BIOS applies the settings object (as
@@ -344,7 +378,10 @@ def _handler(state: TreeState) -> type[BaseHTTPRequestHandler]:
         def _serve(self, method: str) -> None:
             size = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(size) if size else b""
-            body = json.loads(raw) if raw else None
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:  # a multipart image push: kept as sent
+                body = raw
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, reply, extra = state.answer(method, self.path, headers, body)
             send_json(self, status, reply, {**extra, "OData-Version": "4.0"})

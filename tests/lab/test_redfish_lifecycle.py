@@ -1,5 +1,8 @@
 """BIOS settings, firmware inventory and the machine's parts through the
-Redfish driver, against the DMTF reference server's recorded tree (issue 51).
+Redfish driver, against the DMTF reference server's recorded tree (issue 51);
+then each vendor tree's UpdateService, TaskService (or Dell's job queue) and
+Bios as recorded: what each shape yields, and what bmaas says where a
+recording links a resource it does not hold.
 
 The tree (``tests/fixtures/redfish-trees/dmtf-public-rackmount1``) holds the
 BIOS with its settings object, the update service's firmware inventory and
@@ -22,8 +25,8 @@ from bmaas.deadline import Deadline
 from bmaas.driver import Capability, PowerAction
 from bmaas.drivers.redfish import RedfishDriver
 from bmaas.drivers.redfish.service import ServiceRegistry
-from bmaas.faults import InputError, SettingsNotApplied, UnsupportedOperation
-from bmaas.hardware import FirmwareComponent
+from bmaas.faults import BMCInternalError, InputError, SettingsNotApplied, UnsupportedOperation
+from bmaas.hardware import FirmwareComponent, TaskStatus
 from bmaas.policy import policy_for
 from bmaas.registry import build_driver
 from tests.lab.redfish_trees import Quirks, TreeState, serving
@@ -89,14 +92,16 @@ def add_registry(state: TreeState) -> None:
 
 @contextlib.contextmanager
 def tree(
-    quirks: Quirks | None = None, *, registry: bool = True
+    quirks: Quirks | None = None, *, registry: bool = True, name: str = TREE
 ) -> Iterator[tuple[TreeState, RedfishDriver]]:
-    state = TreeState(TREE, quirks)
+    """The tree ``name`` served, and a driver for it; ``registry`` adds the
+    DMTF tree's registry (the vendor trees' tests pass False)."""
+    state = TreeState(name, quirks)
     if registry:
         add_registry(state)
     with serving(state) as url:
         driver: Any = build_driver(
-            "node-dmtf",
+            "node-dmtf" if name == TREE else f"node-{name}",
             "redfish",
             {
                 "redfish_address": url,
@@ -232,3 +237,224 @@ def test_detailed_inventory_lists_cpus_dimms_nics_disks_and_firmware() -> None:
     assert detailed.firmware is not None
     assert {c.id for c in detailed.firmware} == {"BMC", "SS", "BIOS"}
     assert detailed.extra["bios_version"] == "P79 v1.45 (12/06/2017)"
+
+
+# -- each vendor tree's UpdateService, TaskService and Bios, as recorded -------------------
+
+IMAGE = "http://images.example/firmware.bin"
+#: the recordings that link a FirmwareInventory without holding it
+NO_INVENTORY = ("lenovo-sr650", "dell-r660", "dell-r6515")
+
+
+def vendor(name: str, quirks: Quirks | None = None) -> Any:
+    return tree(quirks, registry=False, name=name)
+
+
+def not_the_nodes(fault: BaseException) -> None:
+    row = policy_for(fault)
+    assert not row.counts_for_health, fault
+    assert not row.fences, fault
+
+
+def test_ilo_firmware_inventory_lists_its_twelve_recorded_components() -> None:
+    with vendor("hpe-dl325-gen10plus") as (_, driver):
+        components = driver.get_firmware_inventory(deadline=call())
+    assert len(components) == 12
+    # iLO 5 says no Updateable: unknown, not False
+    assert components[0] == FirmwareComponent("1", "iLO 5", "2.46 May 11 2021", None)
+    assert components[1].name == "System ROM"
+    assert components[1].version == "A43 v2.52 (10/29/2021)"
+
+
+@pytest.mark.parametrize("name", NO_INVENTORY)
+def test_a_recorded_inventory_link_without_its_collection_is_unsupported(name: str) -> None:
+    # bmclib recorded these UpdateServices, not the collections they link
+    with vendor(name) as (_, driver), pytest.raises(UnsupportedOperation) as info:
+        driver.get_firmware_inventory(deadline=call())
+    assert "/redfish/v1/UpdateService/FirmwareInventory" in str(info.value)
+    assert "does not serve it" in str(info.value)
+    not_the_nodes(info.value)
+
+
+def test_ilo_bios_reads_with_its_recorded_registry_from_the_lower_case_store() -> None:
+    with vendor("hpe-dl325-gen10plus") as (state, driver):
+        bios = driver.get_bios(deadline=call())
+        gets = [p for _, p, _ in state.calls("GET")]
+    assert len(bios.current) == 236
+    assert bios.current["WorkloadProfile"] == "GeneralPowerEfficientCompute"
+    assert bios.pending == {}  # the settings object as recorded: the same values
+    assert bios.apply_times == ()  # iLO 5 lists none: OnReset only
+    assert bios.registry is not None
+    assert len(bios.registry) == 339
+    assert bios.registry["PowerRegulator"].allowed == ("StaticHighPerf", "OsControl")
+    assert bios.registry["AdminPhone"].max_length == 28
+    # the registry file's first Location (en), linked in lower case
+    store = "/redfish/v1/RegistryStore/registries/en/biosattributeregistrya43.v1_2_52"
+    assert store in gets
+
+
+def test_ilo_bios_change_is_checked_against_its_registry_then_staged() -> None:
+    settings = "/redfish/v1/Systems/1/bios/settings"
+    with vendor("hpe-dl325-gen10plus") as (state, driver):
+        with pytest.raises(InputError) as info:
+            driver.set_bios({"PowerRegulator": "Dynamic", "AdminPhone": "x" * 29}, deadline=call())
+        assert len(info.value.problems) == 2  # type: ignore[attr-defined]
+        assert state.writes() == []
+        pending = driver.set_bios({"PowerRegulator": "StaticHighPerf"}, deadline=call())
+    assert pending == {"PowerRegulator": "StaticHighPerf"}
+    patches = [(p, b) for m, p, b in state.writes() if m == "PATCH"]
+    assert patches == [(settings, {"Attributes": {"PowerRegulator": "StaticHighPerf"}})]
+
+
+def test_xcc_bios_reads_its_pending_object_where_no_registry_is_served() -> None:
+    with vendor("lenovo-sr650") as (_, driver):
+        # as recorded, the root links Registries and bmclib holds no such file
+        with pytest.raises(UnsupportedOperation, match="/redfish/v1/Registries") as info:
+            driver.get_bios(deadline=call())
+        not_the_nodes(info.value)
+    with vendor("lenovo-sr650") as (state, driver):
+        del state.resources["/redfish/v1"]["Registries"]  # a service without registries
+        bios = driver.get_bios(deadline=call())
+    assert bios.current == {
+        "BootModes_SystemBootMode": "LegacyMode",
+        "Processors_HyperThreading": "Enabled",
+        "Memory_MemorySpeed": "MaximumPerformance",
+        "OperatingModes_ChooseOperatingMode": "Efficiency_FavorPerformance",
+        "SecureBootConfiguration_SecureBootSetting": "Disabled",
+    }
+    assert bios.pending == {}  # Bios/Pending recorded empty
+    assert bios.apply_times == ("OnReset",)
+    assert bios.registry is None
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        # the R6515's Bios links Bios/Settings, which bmclib did not record
+        ("dell-r6515", "/redfish/v1/Systems/System.Embedded.1/Bios/Settings"),
+        ("dell-r660", "the system links no Bios"),  # bmclib's trimmed system
+    ],
+)
+def test_idrac_bios_where_the_recording_stops_is_unsupported(name: str, says: str) -> None:
+    with vendor(name) as (_, driver), pytest.raises(UnsupportedOperation) as info:
+        driver.get_bios(deadline=call())
+    assert says in str(info.value)
+    not_the_nodes(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        # TransferProtocol listed only in SimpleUpdateActionInfo: the URI says it
+        ("dmtf-public-rackmount1", {"ImageURI": IMAGE}),
+        ("hpe-dl325-gen10plus", {"ImageURI": IMAGE, "TransferProtocol": "HTTP"}),
+        ("lenovo-sr650", {"ImageURI": IMAGE}),  # no allowable protocols recorded
+        ("dell-r660", {"ImageURI": IMAGE, "TransferProtocol": "HTTP"}),
+        ("dell-r6515", {"ImageURI": IMAGE, "TransferProtocol": "HTTP"}),
+    ],
+)
+def test_every_recorded_update_service_takes_simple_update(name: str, body: dict[str, Any]) -> None:
+    with vendor(name) as (state, driver):
+        task = driver.start_firmware_update(IMAGE, deadline=call())
+    assert state.writes() == [
+        ("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", body)
+    ]
+    assert task.kind == "none"  # answered 204: only the version read afterwards tells
+
+
+def test_ilo_update_targets_are_sent_as_its_inventory_paths() -> None:
+    with vendor("hpe-dl325-gen10plus") as (state, driver):
+        driver.start_firmware_update(IMAGE, targets=("1",), deadline=call())
+        with pytest.raises(InputError, match="'13'"):
+            driver.start_firmware_update(IMAGE, targets=("13",), deadline=call())
+    ((_, _, body),) = state.writes()
+    assert body["Targets"] == ["/redfish/v1/UpdateService/FirmwareInventory/1"]
+
+
+@pytest.mark.parametrize(
+    ("name", "push"),
+    [
+        ("lenovo-sr650", "/mfwupdate"),
+        ("dell-r660", "/redfish/v1/UpdateService/MultipartUpload"),
+    ],
+)
+def test_without_simple_update_the_recorded_multipart_push_uri_takes_the_file(
+    name: str, push: str, tmp_path: Any
+) -> None:
+    image = tmp_path / "fw.bin"
+    image.write_bytes(b"firmware-bytes")
+    with vendor(name) as (state, driver):
+        # OpenBMC's way: SimpleUpdate disabled, the push URI as recorded
+        del state.resources["/redfish/v1/UpdateService"]["Actions"]["#UpdateService.SimpleUpdate"]
+        with pytest.raises(InputError, match="local file"):
+            driver.start_firmware_update(IMAGE, deadline=call())
+        driver.start_firmware_update(str(image), deadline=call())
+    ((method, path, sent),) = state.writes()
+    assert (method, path) == ("POST", push)
+    assert b'name="UpdateParameters"' in sent
+    assert b"firmware-bytes" in sent
+
+
+DELL_JOBS = "/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs"
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "kind", "status"),
+    [
+        (
+            "dmtf-public-rackmount1",
+            "/redfish/v1/TaskService/Tasks/545",
+            "task",
+            TaskStatus(
+                "Completed",
+                None,
+                (
+                    "Base.1.0.PropertyNotWritable: The property SKU is a read only "
+                    "property and cannot be assigned a value",
+                ),
+            ),
+        ),
+        (
+            "lenovo-sr650",
+            "/redfish/v1/TaskService/Tasks/1",
+            "task",
+            TaskStatus(
+                "Completed",
+                100,
+                ("Update.1.0.UpdateSuccessful: Device firmware updated successfully.",),
+            ),
+        ),
+        (
+            "dell-r660",
+            f"{DELL_JOBS}/JID_467762674724",
+            "job",
+            TaskStatus("Pending", 0, ("JCP001: Task successfully scheduled.",)),
+        ),
+        (
+            "dell-r6515",
+            f"{DELL_JOBS}/JID_467767920358",
+            "job",
+            TaskStatus("Completed", 100, ("RED001: Job completed successfully.",)),
+        ),
+    ],
+)
+def test_each_vendor_s_recorded_task_or_job_is_followed(
+    name: str, answer: str, kind: str, status: TaskStatus
+) -> None:
+    with vendor(name, Quirks(update_answer=answer)) as (state, driver):
+        if kind == "job":  # iDRAC's job queue, its members recorded expanded
+            for job in state.resources[DELL_JOBS]["Members"]:
+                state.add(job["@odata.id"], job)
+        task = driver.start_firmware_update(IMAGE, deadline=call())
+        assert (task.kind, task.path) == (kind, answer)
+        assert driver.get_update_task(task, deadline=call()) == status
+
+
+def test_a_recorded_cancelled_task_ends_typed() -> None:
+    answer = "/redfish/v1/TaskService/Tasks/687"
+    with vendor("dmtf-public-rackmount1", Quirks(update_answer=answer)) as (_, driver):
+        task = driver.start_firmware_update(IMAGE, deadline=call())
+        with pytest.raises(
+            BMCInternalError, match=r"ended Cancelled: TaskEvent\.1\.0\.4\.TaskCancelled"
+        ):
+            driver.get_update_task(task, deadline=call())
