@@ -17,10 +17,15 @@ subscriptions too, and the GETs of the system (the reads pushed news asks for)."
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import selectors
 import socket
+import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 SSE = "/redfish/v1/EventService/SSE"
 DOC = json.dumps({"ServiceEnabled": True, "ServerSentEventUri": SSE}).encode()
@@ -86,6 +91,33 @@ def _deliver(i: int) -> None:
         conn.getresponse().read()
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def running(count: int, *mode: str) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
+    """This fleet in a process of its own (``mode``: ``"push"`` or none):
+    the process (its stdin takes the commands) and the services' ports."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.lab.sse_fleet", str(count), *mode],
+        cwd=Path(__file__).resolve().parents[2],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc, json.loads(proc.stdout.readline())
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def fds() -> int:
+    """File descriptors this process holds."""
+    return len(os.listdir("/proc/self/fd"))
 
 
 def main(count: int, push: bool = False) -> None:

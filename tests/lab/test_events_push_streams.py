@@ -10,13 +10,10 @@ service -- with the Context read off its BMC, as its BMC or a forger would
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,37 +21,18 @@ from bmaas.drivers.redfish.events import ServiceStream
 from bmaas.drivers.redfish.push import PushListener, PushStream
 from bmaas.events import Applied, EventWatch
 from bmaas.secrets import Secret
+from tests.lab import sse_fleet
 
 pytestmark = pytest.mark.lab
 
 COUNT = 300
 MAX_THREADS = 32
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def fleet() -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.lab.sse_fleet", str(COUNT), "push"],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ports = json.loads(proc.stdout.readline())
-        yield proc, ports
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    with sse_fleet.running(COUNT, "push") as running:
+        yield running
 
 
 def _stats(proc: subprocess.Popen[str]) -> dict[str, object]:
@@ -70,7 +48,7 @@ def test_three_hundred_push_subscriptions_on_a_bounded_number_of_threads(
     fleet: tuple[subprocess.Popen[str], list[int]],
 ) -> None:
     proc, ports = fleet
-    threads_before, fds_before = threading.active_count(), _fds()
+    threads_before, fds_before = threading.active_count(), sse_fleet.fds()
     listener = PushListener("127.0.0.1", 0)
     streams = [
         PushStream(
@@ -106,7 +84,7 @@ def test_three_hundred_push_subscriptions_on_a_bounded_number_of_threads(
         assert _stats(proc)["subscribed"] == COUNT
         threads = threading.active_count() - threads_before
         assert threads <= MAX_THREADS, [t.name for t in threading.enumerate()]
-        fds = _fds() - fds_before
+        fds = sse_fleet.fds() - fds_before
         assert fds <= 32  # the listener's and the reactor's: none a subscription
         got: list[Applied] = []
         assert proc.stdin is not None

@@ -8,14 +8,10 @@ outside power-off on one service lands for its node alone."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,37 +19,18 @@ from bmaas.driver import PowerState
 from bmaas.drivers.redfish.events import ServiceStream
 from bmaas.events import Applied, EventWatch
 from bmaas.secrets import Secret
+from tests.lab import sse_fleet
 
 pytestmark = pytest.mark.lab
 
 COUNT = 1000
 MAX_THREADS = 32
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def fleet() -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.lab.sse_fleet", str(COUNT)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ports = json.loads(proc.stdout.readline())
-        yield proc, ports
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    with sse_fleet.running(COUNT) as running:
+        yield running
 
 
 def test_a_thousand_streams_on_a_bounded_number_of_threads(
@@ -70,7 +47,7 @@ def test_a_thousand_streams_on_a_bounded_number_of_threads(
         type("Record", (), {"name": f"n{i}", "driver": "redfish", "driver_info": {"i": i}})()
         for i in range(COUNT)
     ]
-    threads_before, fds_before = threading.active_count(), _fds()
+    threads_before, fds_before = threading.active_count(), sse_fleet.fds()
     watch = EventWatch(
         streams_of=lambda driver: lambda group: (streams, {}),
         bmc_timeout=20.0,
@@ -87,7 +64,7 @@ def test_a_thousand_streams_on_a_bounded_number_of_threads(
         assert summary["faults"] == 0
         threads = threading.active_count() - threads_before
         assert threads <= MAX_THREADS, [t.name for t in threading.enumerate()]
-        assert _fds() - fds_before <= COUNT + 16  # one a stream, a few of the reactor's
+        assert sse_fleet.fds() - fds_before <= COUNT + 16  # one a stream, a few of the reactor's
         assert proc.stdin is not None
         proc.stdin.write("off 737\n")
         proc.stdin.flush()
@@ -101,7 +78,7 @@ def test_a_thousand_streams_on_a_bounded_number_of_threads(
             watch.wait(0.05, apply)  # it applies news as it arrives
         assert [(a.node, a.power) for a in got] == [("n737", PowerState.OFF)]
         assert watch.summary()["nodes_up"] == COUNT  # still all live
-        print(f"\n{COUNT} streams: {threads} threads, {_fds() - fds_before} fds, "
+        print(f"\n{COUNT} streams: {threads} threads, {sse_fleet.fds() - fds_before} fds, "
               f"detected in {time.monotonic() - start:.3f} s")  # fmt: skip
     finally:
         watch.close()
