@@ -80,11 +80,13 @@ from bmaas.store import Store
 
 __all__ = ["ALL_MODES", "MODES", "Measured", "Options", "label", "one_mode", "run"]
 
+#: the ways a sync learns power: "push" is events through bmaas's own
+#: listener (--events-listen on 127.0.0.1, --events-prefer-push: no stream
+#: held); one_mode also runs "adversary": push under attack
+#: (bmaas.hwlab.harness.bench.adversary)
+ALL_MODES = ("polling", "events", "push")
+#: the default rows
 MODES = ("polling", "events", "adversary")
-#: every mode one_mode runs: "push" is events through bmaas's own listener
-#: (--events-listen on 127.0.0.1, --events-prefer-push: no stream held);
-#: "adversary" is push under attack (bmaas.hwlab.harness.bench.adversary)
-ALL_MODES = ("polling", "events", "push", "adversary")
 
 
 def _bmaas() -> str:

@@ -65,8 +65,8 @@ class Options:
     ironic: tuple[str, ...] = ()
     #: only the Ironic rows (no bmaas sync rows)
     ironic_only: bool = False
-    #: the bmaas sync rows (bmaas.hwlab.harness.bench.events.ALL_MODES;
-    #: empty: its default rows)
+    #: the bmaas sync rows: polling, events, push, adversary (empty: the
+    #: default rows, bmaas.hwlab.harness.bench.events.MODES)
     mode: tuple[str, ...] = ()
 
     @classmethod
