@@ -146,11 +146,13 @@ def test_a_setting_left_pending_ends_typed_where_stock_keeps_waiting(
 ) -> None:
     conn = lifecycle_ironic
     cases = _cases(manageable)
+    start = time.monotonic()
     for _, node, lab_name in cases:
         ironic_lab.add_faults(lab_name, [{"effect": "bios_pending", "operation": "bios.set"}])
         _clean(conn, node, _bios_step(WANTED))
     (_, stock, _), (_, ours, _) = cases
     _await_state(conn, ours, "clean failed")
+    print(f"bmaas-redfish: pending BIOS setting clean failed after {time.monotonic() - start:.1f}s")
     text = harness.failure_text(conn, ours) or ""
     assert "[bmaas settings_not_applied retry=" in text, text
     assert "ProcTurboMode: wanted 'Disabled', reads 'Enabled' (still pending)" in text, text
