@@ -60,6 +60,7 @@ __all__ = [
     "history",
     "history_text",
     "ironic_version",
+    "read_node",
     "wait_for_power_settled",
     "wait_for_provision",
 ]
@@ -492,13 +493,32 @@ def history_text(conn: Any, node: Any) -> str:
     return "\n".join(str(e.get("event")) for e in history(conn, node))
 
 
+#: reads of a node the lab's Ironic answered 5xx, asked again this many times
+#: (0.5 s apart) before the error is the answer
+READ_RETRIES = 10
+
+
+def read_node(conn: Any, ident: str) -> Any:
+    """``GET /v1/nodes/{ident}``, asked again when Ironic answers 5xx: under
+    load its SQLite refuses a read "database is locked" now and then (an
+    observer's read, not the node's state)."""
+    for _ in range(READ_RETRIES):
+        try:
+            return conn.baremetal.get_node(ident)
+        except Exception as exc:
+            if (getattr(exc, "status_code", None) or 0) < 500:
+                raise
+            time.sleep(0.5)
+    return conn.baremetal.get_node(ident)
+
+
 def wait_for_power_settled(conn: Any, node: Any, *, timeout: float, poll: float = 0.25) -> Any:
     """Poll until no power change is pending (``target_power_state`` empty);
     the node as last read. ``IronicError`` on timeout."""
     end = time.monotonic() + timeout
     ident = getattr(node, "id", node)
     while True:
-        fresh = conn.baremetal.get_node(ident)
+        fresh = read_node(conn, ident)
         if not fresh.target_power_state:
             return fresh
         if time.monotonic() > end:

@@ -145,7 +145,7 @@ def _released(conn: Any, node: Any, cap: float) -> Any:
     change pending, no conductor holding its lock. The node as read."""
     end = time.monotonic() + cap
     while True:
-        fresh = conn.baremetal.get_node(node.id)
+        fresh = harness.read_node(conn, node.id)
         if (
             not fresh.target_power_state
             and not fresh.target_provision_state
@@ -220,7 +220,7 @@ def _trial(conn: Any, lab: Lab, node: Any, lab_name: str, t: Trial, o: Options) 
         settled = harness.wait_for_power_settled(conn, node, timeout=cap, poll=POLL)
     out["seconds"] = round(time.monotonic() - start, 1)
     out["settled"] = settled is not None
-    fresh = settled or conn.baremetal.get_node(node.id)
+    fresh = settled or harness.read_node(conn, node.id)
     out["power"] = fresh.power_state
     text = str(fresh.last_error) if fresh.last_error else None
     out["last_error"] = text

@@ -174,3 +174,30 @@ def test_switched_off_machines_are_counted_in_the_table() -> None:
 def test_a_release_not_installed_says_how_to_install_it() -> None:
     with pytest.raises(harness.IronicError, match=r"ironic-env.sh --release 0.0.1"):
         harness.find_venv("0.0.1")
+
+
+class _Locked(Exception):
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"{status_code}: (sqlite3.OperationalError) database is locked")
+        self.status_code = status_code
+
+
+def test_a_node_read_the_api_refused_5xx_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 2 of a loaded run lost 7 of 14 trials to one 'database is locked'
+    (HTTP 500) each on the bench's own reads of the node."""
+    clock = _Clock()
+    monkeypatch.setattr(harness, "time", clock)
+    answers: list[Any] = [_Locked(500), _Locked(503), "node"]
+
+    def get_node(ident: str) -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    conn = types.SimpleNamespace(baremetal=types.SimpleNamespace(get_node=get_node))
+    assert harness.read_node(conn, "n") == "node"
+    assert clock.sleeps == [0.5, 0.5]
+    answers[:] = [_Locked(404)]  # not the database: the answer
+    with pytest.raises(_Locked):
+        harness.read_node(conn, "n")
