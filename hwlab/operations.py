@@ -20,6 +20,7 @@ GET .../Bios[/Settings|/Pending]              ``bios.get``
 PATCH .../Bios[/Settings|/Pending]            ``bios.set``
 GET /redfish/v1/UpdateService[/...]           ``firmware.get``
 POST .../UpdateService.SimpleUpdate           ``firmware.update``
+POST .../Actions/Manager.Reset                ``bmc.reset``
 any other request                             ``probe`` (emulator) / relayed (proxy)
 ============================================  ==================================
 
@@ -105,6 +106,7 @@ REDFISH_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = [
         ("PATCH", _BIOS, Operation.BIOS_SET),
         ("GET", r"/redfish/v1/UpdateService(?:/.*)?", Operation.FIRMWARE_GET),
         ("POST", r".*/Actions/UpdateService\.SimpleUpdate", Operation.FIRMWARE_UPDATE),
+        ("POST", r".*/Actions/Manager\.Reset", Operation.BMC_RESET),
     )
 ]
 

@@ -72,6 +72,8 @@ def _dell(*, name: str, title: str, source: str, model: str, **rest: Any) -> Sha
         boot_modes=("UEFI", "Legacy"),
         boot_mode="Legacy",
         select_query=True,  # both recordings' ProtocolFeaturesSupported
+        manager_resets=("GracefulRestart",),  # both recordings' Manager.Reset
+        update_jobs=True,  # SimpleUpdate answers a job in the iDRAC's job queue
         **rest,
     )
 

@@ -183,6 +183,12 @@ def manager(bmc: Bmc, shape: Shape) -> dict[str, Any]:
             "ManagerForServers": [_link(shape.system_path)],
             "ManagerForChassis": [_link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
         },
+        "Actions": {
+            "#Manager.Reset": {
+                "target": f"{shape.manager_path}/Actions/Manager.Reset",
+                "ResetType@Redfish.AllowableValues": list(shape.manager_resets),
+            }
+        },
     }
     if shape.vmedia_path is not None and (shape.vmedia_at == "Managers" or shape.manager_vmedia):
         body["VirtualMedia"] = _link(shape.vmedia_path)

@@ -185,6 +185,10 @@ def _route(
         if method != "POST":
             return _error(405, "Base.1.8.OperationNotAllowed", method, ("POST",))
         return _reset(bmc, shape, body, take)
+    if path == f"{shape.manager_path}/Actions/Manager.Reset":
+        if method != "POST":
+            return _error(405, "Base.1.8.OperationNotAllowed", method, ("POST",))
+        return _reset_manager(bmc, shape, body, take)
     base = shape.vmedia_path
     if base is not None and (path == base or path.startswith(base + "/")):
         return media.answer(state, method, base, path[len(base) :], body)
@@ -220,6 +224,22 @@ def _reset(bmc: Bmc, shape: Shape, body: Any, take: Callable[[], list[Firing]]) 
     else:
         action = RESET_ACTIONS[reset]
     machine.set_power(action, take())
+    return 204, None, ()
+
+
+def _reset_manager(bmc: Bmc, shape: Shape, body: Any, take: Callable[[], list[Firing]]) -> _Answer:
+    """``Manager.Reset``: 204, then the BMC is away for the machine's
+    ``bmc_reboot_time`` -- its port refuses, as after the ``bmc_reboot``
+    effect (the server's sweep follows the machine) -- and comes back."""
+    reset = body.get("ResetType") if isinstance(body, dict) else None
+    if reset not in shape.manager_resets:
+        offered = ", ".join(shape.manager_resets)
+        return _error(
+            400, "Base.1.8.ActionParameterValueNotInList", f"ResetType {reset!r} not in {offered}"
+        )
+    machine = bmc.machine
+    machine.apply(take())
+    machine.reboot_bmc(machine.hardware.bmc_reboot_time)
     return 204, None, ()
 
 

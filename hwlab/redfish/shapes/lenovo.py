@@ -36,6 +36,7 @@ SHAPES = (
             Slot("CD", ("CD", "DVD"), takes="patch", name="CD"),
             Slot("Floppy", ("Floppy", "USBStick"), takes="patch", name="Floppy"),
         ),
+        manager_resets=("GracefulRestart", "ForceRestart"),  # as recorded
         reset_types=(
             "On",
             "ForceOff",

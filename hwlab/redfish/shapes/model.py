@@ -97,6 +97,12 @@ class Shape:
     #: the BIOS settings object's leaf under ``Bios``: ``Settings`` (DMTF,
     #: Dell, HPE, Supermicro, OpenBMC) or ``Pending`` (Lenovo XCC)
     bios_settings: str = "Settings"
+    #: the Manager's ``Manager.Reset`` ResetType values, in the recording's
+    #: order (Dell: GracefulRestart only)
+    manager_resets: tuple[str, ...] = ("ForceRestart", "GracefulRestart")
+    #: SimpleUpdate answers a Dell job (``Oem/Dell/Jobs/JID_...``) instead of
+    #: a DMTF Task (:mod:`bmaas.hwlab.redfish.jobs`)
+    update_jobs: bool = False
 
     @property
     def system_path(self) -> str:
