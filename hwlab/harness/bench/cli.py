@@ -47,6 +47,7 @@ def bench(ctx: click.Context) -> None:
     hwlab bench ironic              # stock vs bmaas-* hardware types through a real Ironic
     hwlab bench ironic-scale        # nodes per Ironic conductor: sync pass, CPU, API p95
     hwlab bench ironic-reboot       # power on through a rebooting / busy BMC via Ironic's API
+    hwlab bench lifecycle           # BIOS change, firmware update: stock/bmaas Ironic, bmaas CLI
     hwlab bench lab-scale           # lab start time, memory, requests per second
     hwlab bench overhead            # one power read: bmaas vs bare pyghmi / sushy
     hwlab bench overrun             # how long after a 2 s deadline a call returns, per effect
@@ -399,6 +400,33 @@ def ironic_reboot(ctx: click.Context, /, **_: Any) -> None:
     ipmi/redfish in one Ironic with the README's [bmaas] defaults; per trial
     the outcome (on, or the error) and the seconds from the request."""
     _scenario(ctx, "ironic_reboot")
+
+
+@bench.command("lifecycle")
+@click.option("--trials", type=WholeNumber(1, 20), help="Trials per row (default 3; smoke 1).")
+@click.option(
+    "--cap", type=Seconds(10, 3600), help="Seconds a trial may wait for its end (default 240)."
+)
+@click.option(
+    "--pending-cap",
+    type=Seconds(5, 3600),
+    help="Seconds a pending-BIOS trial may wait (stock keeps waiting; default 60; smoke 30).",
+)
+@click.option(
+    "--release",
+    type=Name(max_length=64),
+    help="Another Ironic release, installed by `scripts/ironic-env.sh --release RELEASE` "
+    "(default: the current one, .venv-ironic).",
+)
+@bench_options
+@click.pass_context
+def lifecycle(ctx: click.Context, /, **_: Any) -> None:
+    """A BIOS change (clean, and a setting left pending) and a firmware
+    update through a BMC reboot (needs scripts/ironic-env.sh): stock redfish
+    and bmaas-redfish through Ironic's clean steps, and bmaas's CLI (`bios
+    set --reboot`, `firmware update`); per row the trials that ended right,
+    the median seconds to the end state, the end states and the faults."""
+    _scenario(ctx, "lifecycle")
 
 
 @bench.command("ironic-scale")

@@ -1,0 +1,374 @@
+"""``hwlab bench lifecycle``: a BIOS change and a firmware update through a
+BMC reboot, three ways side by side (issue 51): stock Ironic ``redfish`` and
+``bmaas-redfish`` through a real Ironic's API (manual clean steps without a
+ramdisk), and bmaas's own CLI on the same lab.
+
+Rows (each ``--trials`` times, every row of a trial at once, one fresh lab
+node per trial):
+
+* **BIOS change**: ``bios.apply_configuration`` (Ironic) or ``bmaas bios set
+  ... --reboot`` (the CLI: set, reboot, read back); right when the settings
+  read applied;
+* **BIOS change, left pending** (hwlab ``bios_pending``: the boot applies
+  nothing): right when the run *says* it failed -- a success, or a wait
+  past ``--pending-cap``, is the wrong end;
+* **firmware update through a BMC reboot** (hwlab ``update_reboot``): the
+  ``firmware.update`` clean step of ``bmaas-redfish`` and ``bmaas firmware
+  update``, both with bmaas's default bounds (the BMC back after 3 answers
+  30 s apart); right when the new version reads back. Stock's row is
+  listed as not run: its step boots the ramdisk (IPA), which hwlab has not.
+
+Per row: trials that ended right, the median seconds from the request to the
+end state, the end states and the faults (``[bmaas CODE ...]`` parsed by
+:mod:`bmaas.faulttext`, or the CLI's JSON code: typed; otherwise untyped).
+
+Requires ``scripts/ironic-env.sh`` (Ironic in ``.venv-ironic``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bmaas import faulttext
+from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.harness.bench.common import enrolled_lab
+from bmaas.hwlab.harness.bench.ironic_reboot import POLL, QUICK
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.labspec import generate
+
+__all__ = ["ROWS", "Options", "Row", "run"]
+
+#: manual cleaning without a ramdisk (disable_ramdisk: 1.70), firmware API (1.86)
+API = "1.86"
+WANTED = {"ProcTurboMode": "Disabled", "ProcCoreDisable": "2"}
+IMAGE = "http://127.0.0.1:9/fw/bmc-2.0.bin"
+#: the version the lab's BMC reads after IMAGE lands
+VERSION = "bmc-2.0.bin"
+STOCK, OURS, CLI = "redfish", "bmaas-redfish", "bmaas CLI"
+#: the hardware types' bios and firmware interfaces
+INTERFACE = {STOCK: "redfish", OURS: "bmaas"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    what: str
+    way: str
+    #: the hwlab fault put on the node's BMC before the request
+    rule: dict[str, Any] | None = None
+    #: why the row is not run ("": it is)
+    skip: str = ""
+
+
+BIOS, PENDING, FIRMWARE = (
+    "BIOS change",
+    "BIOS change, left pending",
+    "firmware update through a BMC reboot",
+)
+_PENDING_RULE = {"effect": "bios_pending", "operation": "bios.set"}
+_REBOOT_RULE = {"effect": "update_reboot", "duration": 1.0, "operation": "firmware.update"}
+ROWS = (
+    *(Row(BIOS, way) for way in (STOCK, OURS, CLI)),
+    *(Row(PENDING, way, _PENDING_RULE) for way in (STOCK, OURS, CLI)),
+    Row(
+        FIRMWARE,
+        STOCK,
+        skip="not run: stock's firmware.update clean step boots the ramdisk (IPA), "
+        "which hwlab has not",
+    ),
+    Row(FIRMWARE, OURS, _REBOOT_RULE),
+    Row(FIRMWARE, CLI, _REBOOT_RULE),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    trials: int = 3
+    #: seconds a trial may wait for its end state
+    cap: float = 240.0
+    #: seconds a pending-BIOS trial may wait (stock's keeps waiting in ``clean wait``)
+    pending_cap: float = 60.0
+    #: another Ironic release ("": the current one, ``.venv-ironic``)
+    release: str = ""
+    #: [bmaas]lifecycle_deadline: seconds each BIOS apply or component update may take
+    lifecycle_deadline: float = 300.0
+
+    @classmethod
+    def smoke(cls) -> Options:
+        return cls(trials=1, pending_cap=30.0)
+
+
+def _settings(o: Options) -> harness.IronicSettings:
+    return harness.IronicSettings(
+        extra={
+            "DEFAULT": {
+                "enabled_bios_interfaces": "no-bios,redfish,bmaas",
+                "enabled_firmware_interfaces": "no-firmware,redfish,bmaas",
+            },
+            # stock's BIOS apply is finished by a periodic task (default every 60 s)
+            "redfish": {"firmware_update_status_interval": 2},
+            "bmaas": {"events": "false", "lifecycle_deadline": int(o.lifecycle_deadline)},
+        }
+    )
+
+
+def _fault(out: dict[str, Any], text: str | None, code: str | None = None) -> None:
+    out["fault"] = " ".join(text.split()) if text else None
+    parsed = faulttext.parse(text) if text and not code else None
+    out["code"] = code or (parsed.code if parsed else None)
+
+
+# -- through Ironic -----------------------------------------------------------------
+
+
+def _clean_step(row: Row) -> dict[str, Any]:
+    if row.what == FIRMWARE:
+        args: dict[str, Any] = {"settings": [{"component": "bmc", "url": IMAGE}]}
+        return {"interface": "firmware", "step": "update", "args": args}
+    args = {"settings": [{"name": k, "value": v} for k, v in WANTED.items()]}
+    return {"interface": "bios", "step": "apply_configuration", "args": args}
+
+
+def _applied(conn: Any, node: Any, row: Row) -> bool:
+    if row.what == FIRMWARE:
+        answer = conn.baremetal.get(f"/nodes/{node.id}/firmware", microversion=API)
+        versions = {c["component"]: c["current_version"] for c in answer.json()["firmware"]}
+        return versions.get("bmc") == VERSION
+    answer = conn.baremetal.get(f"/nodes/{node.id}/bios", microversion=API)
+    cached = {s["name"]: s["value"] for s in answer.json()["bios"]}
+    return all(cached.get(k) == v for k, v in WANTED.items())
+
+
+def _ironic_trial(
+    conn: Any, service: Any, lab: Any, entry: dict[str, Any], row: Row, cap: float
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    node = harness.enroll(
+        conn,
+        entry,
+        driver=row.way,
+        name=f"lc-{row.way}-{entry['name']}",
+        kernel=service.kernel,
+        ramdisk=service.ramdisk,
+        provide=False,
+    )
+    kind = INTERFACE[row.way]
+    node = conn.baremetal.update_node(node, bios_interface=kind, firmware_interface=kind)
+    conn.baremetal.set_node_provision_state(node, "manage", wait=True, timeout=120)
+    if row.rule:
+        lab.add_faults(entry["name"], [row.rule])
+    start = time.monotonic()
+    answer = conn.baremetal.put(
+        f"/nodes/{node.id}/states/provision",
+        json={"target": "clean", "clean_steps": [_clean_step(row)], "disable_ramdisk": True},
+        microversion=API,
+    )
+    if answer.status_code != 202:
+        raise harness.IronicError(f"clean refused {answer.status_code}: {answer.text[:200]}")
+    end = start + cap
+    while (fresh := harness.read_node(conn, node.id)).provision_state not in (
+        "manageable",
+        "clean failed",
+    ) and time.monotonic() < end:
+        time.sleep(POLL)
+    out["seconds"] = round(time.monotonic() - start, 1)
+    out["end"] = fresh.provision_state
+    out["settled"] = fresh.provision_state in ("manageable", "clean failed")
+    _fault(out, harness.failure_text(conn, node) if out["settled"] else None)
+    out["applied"] = out["end"] == "manageable" and not out["fault"] and _applied(conn, node, row)
+    if fresh.provision_state == "clean wait":  # stock's pending apply: waiting at the cap
+        with contextlib.suppress(Exception):  # the run is measured; the node is left
+            conn.baremetal.set_node_provision_state(node, "abort")
+    return out
+
+
+# -- through bmaas's CLI ------------------------------------------------------------
+
+
+def _bmaas() -> str:
+    return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
+
+
+def _cli_args(row: Row, name: str, cap: float) -> list[str]:
+    if row.what == FIRMWARE:
+        verb = ["firmware", "update", name, "--image", IMAGE, "--targets", "BMC"]
+    else:
+        verb = ["bios", "set", name, *(f"{k}={v}" for k, v in WANTED.items()), "--reboot"]
+    return [_bmaas(), *verb, "--json", "--deadline", f"{cap:g}"]
+
+
+def _cli_trial(db: Path, lab: Any, name: str, row: Row, cap: float) -> dict[str, Any]:
+    if row.rule:
+        lab.add_faults(name, [row.rule])
+    start = time.monotonic()
+    done = subprocess.run(  # noqa: S603 - our own console script
+        _cli_args(row, name, cap),
+        env={**os.environ, "BMAAS_DB": str(db)},
+        capture_output=True,
+        text=True,
+        timeout=cap + 60,
+        check=False,
+    )
+    out: dict[str, Any] = {"seconds": round(time.monotonic() - start, 1), "settled": True}
+    try:
+        result = json.loads(done.stdout)["results"][0]
+    except (ValueError, KeyError, IndexError) as exc:
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()[-200:]}") from exc
+    out["end"] = "ok" if result["ok"] else "failed"
+    fault = result.get("fault") or {}
+    _fault(out, fault.get("message"), fault.get("code"))
+    if row.what == FIRMWARE:
+        versions = {c.get("id"): c.get("version") for c in result.get("result") or []}
+        out["applied"] = result["ok"] and versions.get("BMC") == VERSION
+    else:
+        out["applied"] = bool(result["ok"])
+    return out
+
+
+# -- the run ------------------------------------------------------------------------
+
+
+def _right(row: Row, r: dict[str, Any]) -> bool:
+    """A change applied and read back; a pending one reported failed."""
+    if row.what == PENDING:
+        return bool(r["settled"] and not r["applied"] and r["end"] != "manageable")
+    return bool(r["applied"])
+
+
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
+    o = options
+    rows = [r for r in ROWS if not r.skip]
+    ironic_rows = [r for r in rows if r.way != CLI]
+    per_trial = len(rows)
+    spec = generate(o.trials * per_trial, protocols="redfish", seed=51, hardware=QUICK)
+    results: list[dict[str, Any]] = []
+    unmeasured: list[str] = []
+    venv = harness.find_venv(o.release)
+    with (
+        enrolled_lab(spec, "bench-lifecycle-") as (lab, db, _names),
+        tempfile.TemporaryDirectory(prefix="bench-lifecycle-ironic-") as tmp,
+    ):
+        service = harness.IronicService(Path(tmp), _settings(o), venv=venv)
+        try:
+            progress("starting Ironic")
+            service.start(timeout=180)
+            conn = service.connect()
+            entries = list(lab.inventory()["nodes"])
+            for t in range(1, o.trials + 1):
+                progress(f"trial {t}/{o.trials}: {per_trial} rows at once")
+                with ThreadPoolExecutor(per_trial) as pool:
+                    futures = []
+                    for row in rows:
+                        entry = entries.pop(0)
+                        cap = o.pending_cap if row.what == PENDING else o.cap
+                        if row in ironic_rows:
+                            call = (_ironic_trial, conn, service, lab, entry, row, cap)
+                        else:
+                            call = (_cli_trial, db, lab, entry["name"], row, cap)
+                        futures.append((row, pool.submit(*call)))
+                    for row, future in futures:
+                        try:
+                            r = future.result()
+                        except Exception as exc:  # a row not measured: the run says why
+                            unmeasured.append(
+                                f"trial {t} {row.what} / {row.way}: {type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())[:200]}"
+                            )
+                            continue
+                        r.update(trial=t, what=row.what, way=row.way)
+                        r["right"] = _right(row, r)
+                        results.append(r)
+        finally:
+            service.stop()
+    report = _report(o, results, ironic=harness.ironic_version(venv))
+    report.unmeasured = unmeasured
+    return report
+
+
+def _short(text: str | None, width: int = 70) -> str:
+    if not text:
+        return "-"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _summary(row: Row, results: list[dict[str, Any]]) -> list[Any]:
+    mine = [r for r in results if r["what"] == row.what and r["way"] == row.way]
+    if row.skip:
+        return [row.what, row.way, "-", "-", "-", row.skip]
+    if not mine:
+        return [row.what, row.way, "-", "-", "-", "not measured"]
+    median = statistics.median(r["seconds"] for r in mine)
+    ends = ", ".join(sorted({r["end"] + ("" if r["settled"] else " (at the cap)") for r in mine}))
+    faults = sorted({f"{r['code']}: typed" if r["code"] else "untyped" for r in mine if r["fault"]})
+    return [
+        row.what,
+        row.way,
+        f"{sum(r['right'] for r in mine)}/{len(mine)}",
+        fmt_seconds(median, lower_bound=not all(r["settled"] for r in mine)),
+        ends,
+        "; ".join(faults) or "-",
+    ]
+
+
+def _report(o: Options, results: list[dict[str, Any]], *, ironic: str | None) -> Report:
+    order = {(r.what, r.way): i for i, r in enumerate(ROWS)}
+    results.sort(key=lambda r: (r["trial"], order[(r["what"], r["way"])]))
+    overview = Table(
+        f"BIOS change and firmware update, {o.trials} trial(s): ended right, median "
+        "seconds to the end state, end states, faults",
+        ["change", "way", "right", "median", "end state", "faults"],
+        [_summary(row, results) for row in ROWS],
+    )
+    trials = Table(
+        "Each trial",
+        ["trial", "change", "way", "end state", "seconds", "right", "fault"],
+        [
+            [
+                r["trial"],
+                r["what"],
+                r["way"],
+                r["end"],
+                fmt_seconds(r["seconds"], lower_bound=not r["settled"]),
+                "yes" if r["right"] else "no",
+                _short(r["fault"]),
+            ]
+            for r in results
+        ],
+    )
+
+    def share(way: str) -> float | None:
+        mine = [r for r in results if r["way"] == way]
+        return sum(r["right"] for r in mine) / len(mine) if mine else None
+
+    return Report(
+        scenario="lifecycle",
+        title="BIOS change and firmware update: stock redfish vs bmaas-redfish in Ironic, "
+        "and bmaas's CLI",
+        params=dataclasses.asdict(o),
+        tables=[overview, trials],
+        headline={"stock_right": share(STOCK), "bmaas_right": share(OURS), "cli_right": share(CLI)},
+        notes=[
+            f"Ironic {ironic or '(version unknown)'}: manual clean with disable_ramdisk, "
+            "[redfish]firmware_update_status_interval 2 (stock's BIOS apply is finished by "
+            f"that periodic), [bmaas]lifecycle_deadline {o.lifecycle_deadline:g} s",
+            "right: the settings or the version read back applied; for a setting left "
+            "pending, the run reported a failure (clean failed, or the CLI's node failed)",
+            f"seconds: from the request to the end state (Ironic: manageable or clean failed; "
+            f"≥: still waiting at the cap, {o.cap:g} s, {o.pending_cap:g} s for a pending "
+            "setting, then aborted)",
+            "faults: typed when the text carries '[bmaas CODE ...]' or the CLI's JSON a code",
+        ],
+        data={"trials": results},
+    )
