@@ -66,6 +66,7 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_ironic_events_handover.py": "ironic-events-handover",  # two Ironics
     "tests/ironic/test_ironic_news.py": "ironic-news",  # its own Ironic
     "tests/ironic/test_ironic_lifecycle.py": "ironic-lifecycle",  # its own Ironic
+    "tests/ironic/test_bench_lifecycle.py": "ironic-bench-lifecycle",  # its own Ironic
 }
 
 
