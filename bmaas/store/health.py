@@ -157,9 +157,7 @@ class HealthRepo:
             noted = [line for line in unwritten if line[0] in here]
             unwritten = [line for line in unwritten if line[0] not in here]
             names = [name for name, _ in chunk]
-            if noted:
-                # news: a line is written whatever the reads say, so the rows
-                # are read in the write transaction, locked: no look before it
+            if noted:  # news: written whatever the rows say, so no look first
                 with self._db.write() as tx:
                     rows = _health_rows(tx, names, lock=True)
                     batch = _Batch(chunk, rows, tx.now(), health_rule, seen_every, locked=True)
@@ -167,7 +165,7 @@ class HealthRepo:
                 continue
             with self._db.read() as tx:
                 batch = _Batch(chunk, _health_rows(tx, names), tx.now(), health_rule, seen_every)
-            if batch.writes:  # else a steady batch: nothing written
+            if batch.touch or None in batch.done:  # else a steady batch: nothing written
                 with self._db.write() as tx:
                     changes += batch.write(tx, noted)
             else:
@@ -299,10 +297,6 @@ class _Batch:
                 seen = row.power_state_at
                 if seen is None or now - seen >= seen_every:
                     self.touch.append(row.id)
-
-    @property
-    def writes(self) -> bool:
-        return bool(self.touch) or None in self.done
 
     @property
     def steady(self) -> list[HealthChange]:
