@@ -276,6 +276,14 @@ MESSAGE_RULES: tuple[MessageRule, ...] = (
         "DMTF Update message registry 1.3.0 (UpdateNotApplicable)",
     ),
     MessageRule(
+        "RED007",
+        RequestRejected,
+        "Dell iDRAC's update job Failed with 'Unable to verify Update Package signature': "
+        "the image is wrong (VerificationFailed in iDRAC's words), every node of the kind "
+        "refuses it",
+        "Dell KB 000135299 (RED007 on an out-of-band firmware update job)",
+    ),
+    MessageRule(
         "ServiceTemporarilyUnavailable",
         BMCBusy,
         "Base registry: the service is temporarily unavailable.",

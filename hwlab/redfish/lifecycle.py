@@ -37,6 +37,8 @@ machine after the request is carried out; the update effects on a
 ``SimpleUpdate`` (``task_hang``, ``update_rejected``, ``version_unchanged``,
 ``update_reboot``) shape the update it takes (:mod:`bmaas.fakes.firmware`):
 a rejected one's task ends ``Exception`` with ``Update.1.0.VerificationFailed``.
+A Dell shape (``Shape.update_jobs``) reports the update as a job in iDRAC's
+queue instead (:mod:`bmaas.hwlab.redfish.jobs`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from bmaas.fakes.faults import Firing
 from bmaas.faults import InputError
 from bmaas.hardware import APPLY_TIMES, FirmwareComponent, check_bios_changes
 from bmaas.hwlab.http import Request, error_body
-from bmaas.hwlab.redfish import standard
+from bmaas.hwlab.redfish import jobs, standard
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered
 
 __all__ = ["REGISTRY", "serve", "settings_path"]
@@ -151,6 +153,12 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
         fixed[f"{_INVENTORY}/{component.id}"] = (functools.partial(_component, component), None)
     for update in machine.updates:
         fixed[f"{_TASKS}/{update.number}"] = (functools.partial(_task, bmc, update.number), None)
+    queue = jobs.jobs_path(bmc)
+    if queue is not None:  # iDRAC: the updates are the job queue's jobs, not tasks
+        fixed[queue] = (functools.partial(jobs.collection, bmc, queue), None)
+        for update in machine.updates:
+            job = functools.partial(jobs.job, bmc, queue, update.number)
+            fixed[jobs.job_path(queue, update.number)] = (job, None)
     for kind, members in _parts(bmc, system).items():
         base = f"{system}/{_PARTS[kind][0]}"
         fixed[base] = (functools.partial(_collection, base, kind, list(members)), None)
@@ -388,27 +396,30 @@ def _message(message_id: str, text: str, number: int, severity: str = "OK") -> d
 
 
 def _simple_update(bmc: Bmc, request: Request, hardware: list[Firing]) -> Rendered:
-    """POST SimpleUpdate: 202, ``Location`` the task; 400 naming every problem."""
+    """POST SimpleUpdate: 202, ``Location`` the task (iDRAC: its job, and no
+    body); 400 naming every problem."""
+    location = None
     if request.method != "POST":
         answer = _error(
             405, "Base.1.8.OperationNotAllowed", f"{request.method} on an action", ("POST",)
         )
     else:
-        answer = _take_update(bmc, request.body, hardware)
+        answer, location = _take_update(bmc, request.body, hardware)
     bmc.machine.apply(hardware)
     code, headers, data = standard.render(answer)
-    if code == 202 and answer[1] is not None:
-        headers.insert(0, ("Location", answer[1]["@odata.id"]))
+    if location is not None:
+        headers.insert(0, ("Location", location))
     return code, headers, data
 
 
-def _take_update(bmc: Bmc, raw: bytes, hardware: list[Firing]) -> _Answer:
+def _take_update(bmc: Bmc, raw: bytes, hardware: list[Firing]) -> tuple[_Answer, str | None]:
+    """The answer to a SimpleUpdate POST and the ``Location`` it names."""
     try:
         body = json.loads(raw or b"{}")
     except ValueError:
         body = None
     if not isinstance(body, dict) or "ImageURI" not in body:
-        return _error(400, "Base.1.8.ActionParameterMissing", "SimpleUpdate needs ImageURI")
+        return _error(400, "Base.1.8.ActionParameterMissing", "SimpleUpdate needs ImageURI"), None
     image, protocol = body["ImageURI"], body.get("TransferProtocol")
     targets = body.get("Targets", [f"{_INVENTORY}/BIOS"])
     components = {f"{_INVENTORY}/{c.id}": c for c in bmc.machine.firmware_now()[0]}
@@ -423,12 +434,17 @@ def _take_update(bmc: Bmc, raw: bytes, hardware: list[Firing]) -> _Answer:
     elif targets[0] not in components or not components[targets[0]].updateable:
         values.append(f"Targets {targets[0]!r} is not an updateable FirmwareInventory member")
     if formats:
-        return _error(400, "Base.1.8.ActionParameterValueFormatError", "; ".join(formats + values))
+        problems = "; ".join(formats + values)
+        return _error(400, "Base.1.8.ActionParameterValueFormatError", problems), None
     if values:
-        return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(values))
+        return _error(400, "Base.1.8.PropertyValueNotInList", "; ".join(values)), None
     # the update effects (task_hang, update_rejected, ...) shape the update
     update = bmc.machine.update_firmware(components[targets[0]].id, image, hardware)
-    return 202, _task(bmc, update.number, at=update.start), ()  # as taken: New
+    queue = jobs.jobs_path(bmc)
+    if queue is not None:
+        return (202, None, ()), jobs.job_path(queue, update.number)
+    task = _task(bmc, update.number, at=update.start)  # as taken: New
+    return (202, task, ()), task["@odata.id"]
 
 
 #: kind -> (the system's link, the member's @odata.type)
