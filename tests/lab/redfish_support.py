@@ -10,10 +10,12 @@ import contextlib
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bmaas.clock import ClockFn
 from bmaas.driver_info import DriverInfo
@@ -21,7 +23,10 @@ from bmaas.drivers.redfish import RedfishDriver
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.faults import BmaasError, BMCTimeout, BMCUnreachable
+from bmaas.hwlab.inventory import inventory_document, node_entry
+from bmaas.hwlab.labspec import NodeSpec
 from bmaas.hwlab.redfish import RedfishServer
+from bmaas.hwlab.worker import Shard, ShardServers
 from tests.budgets import per_call
 
 #: quick transitions, so power changes land in well under a second
@@ -139,3 +144,17 @@ def dribble(port: int, path: str = "/redfish/v1/") -> list[tuple[float, bytes]]:
                 )
                 if len(body) >= length:
                     return chunks
+
+
+@contextlib.contextmanager
+def served_shard(nodes: Sequence[NodeSpec], tmp: Path) -> Iterator[tuple[ShardServers, Path]]:
+    """``nodes`` served as one hwlab shard on 127.0.0.1, and the path of
+    their bmaas inventory file (written under ``tmp``)."""
+    shard = Shard(index=0, nodes=tuple(nodes), seed=0, events_path=str(tmp / "events.jsonl"))
+    with ShardServers(shard) as servers:
+        doc = inventory_document(
+            (node_entry(n, servers.endpoints[n.name], host="127.0.0.1") for n in nodes), nodes
+        )
+        path = tmp / "inventory.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        yield servers, path

@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner, Result
 
 from bmaas.cli import App, cli
 from bmaas.fakes.machine import Hardware
-from bmaas.hwlab.inventory import inventory_document, node_entry
 from bmaas.hwlab.labspec import NodeSpec
-from bmaas.hwlab.worker import Shard, ShardServers
+from bmaas.hwlab.worker import ShardServers
 from bmaas.retry import RetryLimits
 from bmaas.secrets import Secret
+from tests.lab.redfish_support import served_shard
 
 pytestmark = pytest.mark.lab
 
@@ -51,13 +50,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ShardServers
         )
 
     nodes = (*(node(s, s, AWAY) for s in SHAPES), node(LONG, "dmtf", 30.0))
-    shard = Shard(index=0, nodes=nodes, seed=0, events_path=str(tmp / "events.jsonl"))
-    with ShardServers(shard) as servers:
-        doc = inventory_document(
-            (node_entry(n, servers.endpoints[n.name], host="127.0.0.1") for n in nodes), nodes
-        )
-        inventory = tmp / "inventory.yaml"
-        inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with served_shard(nodes, tmp) as (servers, inventory):
         db = tmp / "bmaas.db"
         enrolled = bmaas(db, "enroll", str(inventory))
         assert enrolled.exit_code == 0, enrolled.output

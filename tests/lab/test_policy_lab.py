@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner, Result
 
 from bmaas import inventory
@@ -19,15 +18,15 @@ from bmaas.cli import App, cli
 from bmaas.deploy import DeploySettings
 from bmaas.driver import PowerState
 from bmaas.fakes.machine import Hardware
-from bmaas.hwlab.inventory import inventory_document, node_entry
 from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import generate
-from bmaas.hwlab.worker import Shard, ShardServers
+from bmaas.hwlab.worker import ShardServers
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioner, Request
 from bmaas.registry import available_drivers
 from bmaas.retry import RetryLimits
 from bmaas.store import Store
+from tests.lab.redfish_support import served_shard
 
 pytestmark = pytest.mark.lab
 
@@ -158,15 +157,8 @@ def shard(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Shar
     if protocol not in available_drivers():
         pytest.fail(f"the {protocol} driver is not installed")
     spec = generate(2, protocols=protocol, hardware=QUICK)
-    shard = Shard(index=0, nodes=spec.nodes, seed=0, events_path=str(tmp_path / "events.jsonl"))
-    with ShardServers(shard) as servers:
-        doc = inventory_document(
-            (node_entry(n, servers.endpoints[n.name], host="127.0.0.1") for n in spec.nodes),
-            spec.nodes,
-        )
-        path = tmp_path / "inventory.yaml"
-        path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        yield servers, path
+    with served_shard(spec.nodes, tmp_path) as served:
+        yield served
 
 
 @pytest.mark.parametrize("shard", ["ipmi", "redfish"], indirect=True)

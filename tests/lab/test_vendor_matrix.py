@@ -34,16 +34,16 @@ from bmaas.driver import BootDevice, BootSetting, PowerAction, PowerState, Quirk
 from bmaas.drivers.redfish.service import ServiceRegistry
 from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.faults import BMCBusy, BMCInternalError, UnsupportedOperation
-from bmaas.hwlab.inventory import inventory_document, node_entry
 from bmaas.hwlab.labspec import NodeSpec
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec
 from bmaas.hwlab.redfish.shapes import SHAPES, names
-from bmaas.hwlab.worker import Shard, ShardServers
+from bmaas.hwlab.worker import ShardServers
 from bmaas.policy import policy_for
 from bmaas.registry import build_driver
 from bmaas.retry import RetryLimits
 from bmaas.secrets import Secret
 from bmaas.store import Store
+from tests.lab.redfish_support import served_shard
 
 pytestmark = pytest.mark.lab
 
@@ -85,14 +85,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ShardServers
         for shape in SHAPE_NAMES
         for i in range(1, NODES + 1)
     )
-    shard = Shard(index=0, nodes=nodes, seed=0, events_path=str(tmp / "events.jsonl"))
-    with ShardServers(shard) as servers:
-        doc = inventory_document(
-            (node_entry(n, servers.endpoints[n.name], host="127.0.0.1") for n in nodes), nodes
-        )
-        path = tmp / "inventory.yaml"
-        path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        yield servers, path
+    with served_shard(nodes, tmp) as served:
+        yield served
 
 
 def _url(servers: ShardServers, node: str) -> str:
