@@ -360,15 +360,17 @@ def _report(o: Options, results: list[dict[str, Any]], *, ironic: str | None) ->
         tables=[overview, trials],
         headline={"stock_right": share(STOCK), "bmaas_right": share(OURS), "cli_right": share(CLI)},
         notes=[
+            # no brackets: the console's markup would eat "[bmaas]"
             f"Ironic {ironic or '(version unknown)'}: manual clean with disable_ramdisk, "
-            "[redfish]firmware_update_status_interval 2 (stock's BIOS apply is finished by "
-            f"that periodic), [bmaas]lifecycle_deadline {o.lifecycle_deadline:g} s",
+            "redfish.firmware_update_status_interval 2 (stock's BIOS apply is finished by "
+            f"that periodic), bmaas.lifecycle_deadline {o.lifecycle_deadline:g} s",
             "right: the settings or the version read back applied; for a setting left "
             "pending, the run reported a failure (clean failed, or the CLI's node failed)",
             f"seconds: from the request to the end state (Ironic: manageable or clean failed; "
             f"≥: still waiting at the cap, {o.cap:g} s, {o.pending_cap:g} s for a pending "
-            "setting, then aborted)",
-            "faults: typed when the text carries '[bmaas CODE ...]' or the CLI's JSON a code",
+            "setting; a node in clean wait is then aborted)",
+            "faults: typed when the text carries bmaas's marker (bmaas CODE retry=SCOPE, in "
+            "brackets) or the CLI's JSON a code; untyped otherwise",
         ],
         data={"trials": results},
     )
