@@ -274,10 +274,10 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
                         entry = entries.pop(0)
                         cap = o.pending_cap if row.what == PENDING else o.cap
                         if row in ironic_rows:
-                            call = (_ironic_trial, conn, service, lab, entry, row, cap)
+                            future = pool.submit(_ironic_trial, conn, service, lab, entry, row, cap)
                         else:
-                            call = (_cli_trial, db, lab, entry["name"], row, cap)
-                        futures.append((row, pool.submit(*call)))
+                            future = pool.submit(_cli_trial, db, lab, entry["name"], row, cap)
+                        futures.append((row, future))
                     for row, future in futures:
                         try:
                             r = future.result()
