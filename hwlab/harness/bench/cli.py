@@ -357,6 +357,15 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     _scenario(ctx, "ironic")
 
 
+#: the Ironic a bench starts: another installed release, or the current one
+release_option = click.option(
+    "--release",
+    type=Name(max_length=64),
+    help="Another Ironic release, installed by `scripts/ironic-env.sh --release RELEASE` "
+    "(default: the current one, .venv-ironic).",
+)
+
+
 @bench.command("ironic-reboot")
 @click.option("--rounds", type=WholeNumber(1, 20), help="Rounds (default 2; smoke 1).")
 @click.option(
@@ -385,12 +394,7 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
     help="Seconds the machine is watched after the outcome for Ironic switching it back "
     "off (default 75: a power sync and its read; smoke 0).",
 )
-@click.option(
-    "--release",
-    type=Name(max_length=64),
-    help="Another Ironic release, installed by `scripts/ironic-env.sh --release RELEASE` "
-    "(default: the current one, .venv-ironic).",
-)
+@release_option
 @bench_options
 @click.pass_context
 def ironic_reboot(ctx: click.Context, /, **_: Any) -> None:
@@ -412,12 +416,7 @@ def ironic_reboot(ctx: click.Context, /, **_: Any) -> None:
     type=Seconds(5, 3600),
     help="Seconds a pending-BIOS trial may wait (stock keeps waiting; default 60; smoke 30).",
 )
-@click.option(
-    "--release",
-    type=Name(max_length=64),
-    help="Another Ironic release, installed by `scripts/ironic-env.sh --release RELEASE` "
-    "(default: the current one, .venv-ironic).",
-)
+@release_option
 @bench_options
 @click.pass_context
 def lifecycle(ctx: click.Context, /, **_: Any) -> None:
