@@ -14,7 +14,9 @@ import contextlib
 import logging
 import math
 import os
+import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -203,6 +205,12 @@ def _kill_alive(pids: Iterable[int], what: str) -> list[int]:
     if killed:
         LOG.warning("%s outlived its run and was killed: %s", what, killed)
     return killed
+
+
+def bmaas_console() -> str:
+    """The ``bmaas`` console script a bench runs as an operator does: on the
+    PATH, else beside this Python (a virtualenv not activated)."""
+    return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
 
 
 @contextlib.contextmanager

@@ -45,10 +45,8 @@ import contextlib
 import dataclasses
 import os
 import random
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -57,6 +55,7 @@ from typing import Any
 
 from bmaas.hwlab.harness.bench import adversary
 from bmaas.hwlab.harness.bench.common import (
+    bmaas_console,
     enrolled_lab,
     per_node_hour,
     percentile,
@@ -89,10 +88,6 @@ ALL_MODES = ("polling", "events", "push")
 MODES = ("polling", "events", "adversary")
 
 
-def _bmaas() -> str:
-    return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
-
-
 def one_mode(
     mode: str,
     lab: Any,
@@ -108,7 +103,7 @@ def one_mode(
     difference to a row with changes)."""
     rng = random.Random(f"{options.seed}/{mode}")
     count_requests(lab, names)
-    args = [_bmaas(), "sync", "--interval", str(options.interval), "--no-split"]
+    args = [bmaas_console(), "sync", "--interval", str(options.interval), "--no-split"]
     args += ["--safety-interval", str(options.safety_interval)]
     listener = f"http://127.0.0.1:{free_port()}/bmaas/events"
     if mode == "polling":

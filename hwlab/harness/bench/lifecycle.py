@@ -31,10 +31,8 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,7 +42,7 @@ from typing import Any
 
 from bmaas import faulttext
 from bmaas.hwlab.harness import ironic as harness
-from bmaas.hwlab.harness.bench.common import enrolled_lab
+from bmaas.hwlab.harness.bench.common import bmaas_console, enrolled_lab
 from bmaas.hwlab.harness.bench.ironic_reboot import POLL, QUICK
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
 from bmaas.hwlab.labspec import generate
@@ -197,16 +195,12 @@ def _ironic_trial(
 # -- through bmaas's CLI ------------------------------------------------------------
 
 
-def _bmaas() -> str:
-    return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
-
-
 def _cli_args(row: Row, name: str, cap: float) -> list[str]:
     if row.what == FIRMWARE:
         verb = ["firmware", "update", name, "--image", IMAGE, "--targets", "BMC"]
     else:
         verb = ["bios", "set", name, *(f"{k}={v}" for k, v in WANTED.items()), "--reboot"]
-    return [_bmaas(), *verb, "--json", "--deadline", f"{cap:g}"]
+    return [bmaas_console(), *verb, "--json", "--deadline", f"{cap:g}"]
 
 
 def _cli_trial(db: Path, lab: Any, name: str, row: Row, cap: float) -> dict[str, Any]:

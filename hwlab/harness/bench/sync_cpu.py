@@ -45,17 +45,20 @@ import dataclasses
 import itertools
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bmaas import credentials
 from bmaas.hwlab.harness.bench import events as events_bench
-from bmaas.hwlab.harness.bench.common import enrolled_lab, per_node_hour, process_cpu
+from bmaas.hwlab.harness.bench.common import (
+    bmaas_console,
+    enrolled_lab,
+    per_node_hour,
+    process_cpu,
+)
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
 from bmaas.hwlab.labspec import generate
 from bmaas.hwlab.pyexec import python_argv
@@ -108,10 +111,6 @@ class Options:
         )
 
 
-def _bmaas() -> str:
-    return shutil.which("bmaas") or str(Path(sys.executable).with_name("bmaas"))
-
-
 def _tree_cpu(pid: int) -> float:
     """User + system seconds of ``pid`` and its children (a sharded sync's workers)."""
     import psutil
@@ -154,7 +153,7 @@ def _sushy_round(jobs: list[dict[str, Any]], options: Options) -> list[float]:
 
 
 def _bmaas_round(db: Path, nodes: int, options: Options) -> list[float]:
-    args = [_bmaas(), "sync", "--interval", str(options.fast_interval), "--no-events"]
+    args = [bmaas_console(), "sync", "--interval", str(options.fast_interval), "--no-events"]
     args += ["--count", str(options.passes)]
     env = {**os.environ, "BMAAS_DB": str(db), "PYTHONUNBUFFERED": "1"}
     sync = subprocess.Popen(  # noqa: S603 - our own console script
