@@ -150,6 +150,8 @@ class Database:
         except sa.exc.DBAPIError as exc:
             detail = str(exc.orig) if exc.orig is not None else type(exc).__name__
             raise StoreError(f"{self.url}: {detail}", cause=exc) from exc
+        except sa.exc.TimeoutError as exc:  # every pooled connection busy (a server's pool)
+            raise StoreError(f"{self.url}: no free database connection ({exc})", cause=exc) from exc
 
     def write(self) -> contextlib.AbstractContextManager[Tx]:
         return self._transaction(True)

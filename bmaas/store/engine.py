@@ -191,6 +191,11 @@ def make_engine(
         parsed,
         echo=echo,
         connect_args={"timeout": busy_timeout, "check_same_thread": False},
+        # A file has no connection limit: every worker thread gets its own
+        # connection (SQLite's lock and busy_timeout order the writes). With
+        # SQLAlchemy's default cap (5 + 10) a `bmaas deploy --workers 64` on a
+        # loaded runner waited 30 s for a connection and failed untyped.
+        max_overflow=-1,
     )
     _configure_sqlite(engine, busy_timeout, deadline)
     return engine
