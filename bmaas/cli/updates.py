@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bmaas.cli.app import check_selection, whoami
+from bmaas.cli.app import check_selection, seconds_option, whoami
 from bmaas.cli.fleet import FleetArgs, fleet_command, run_fleet
-from bmaas.cliutil import InputProblems, Seconds
+from bmaas.cliutil import InputProblems
 from bmaas.deadline import Deadline
 from bmaas.faults import BmaasError, InputError, NodeUnavailable
 from bmaas.hardware import FirmwareComponent
@@ -49,12 +49,11 @@ _DEFAULTS = UpdateBounds()
 
 #: the options of waiting for a BMC, shared by ``firmware update`` and ``bmc reset``
 _WAIT_OPTIONS = (
-    click.option(
+    seconds_option(
         "--back-timeout",
-        type=Seconds(min=0),
-        default=_DEFAULTS.back,
-        show_default=True,
-        help="Seconds a BMC may stay away (rebooting) before it is BMCNotBack.",
+        _DEFAULTS.back,
+        0,
+        "Seconds a BMC may stay away (rebooting) before it is BMCNotBack.",
     ),
     click.option(
         "--back-checks",
@@ -63,12 +62,11 @@ _WAIT_OPTIONS = (
         show_default=True,
         help="Answers in a row that make a BMC back.",
     ),
-    click.option(
+    seconds_option(
         "--back-interval",
-        type=Seconds(min=0),
-        default=_DEFAULTS.interval,
-        show_default=True,
-        help="Seconds between two asks while waiting for a BMC.",
+        _DEFAULTS.interval,
+        0,
+        "Seconds between two asks while waiting for a BMC.",
     ),
 )
 
@@ -136,20 +134,13 @@ def firmware_update_command(group: click.Group) -> None:
             help="Firmware components to update, as `firmware list` names them "
             "(default: the BMC chooses).",
         ),
-        click.option(
+        seconds_option(
             "--task-timeout",
-            type=Seconds(min=0),
-            default=_DEFAULTS.task,
-            show_default=True,
-            help="Seconds the update's task may run before it is TaskStuck (left running).",
+            _DEFAULTS.task,
+            0,
+            "Seconds the update's task may run before it is TaskStuck (left running).",
         ),
-        click.option(
-            "--poll",
-            type=Seconds(min=0),
-            default=_DEFAULTS.poll,
-            show_default=True,
-            help="Seconds between two reads of a running task.",
-        ),
+        seconds_option("--poll", _DEFAULTS.poll, 0, "Seconds between two reads of a running task."),
         *_WAIT_OPTIONS,
     )
     def firmware_update(
