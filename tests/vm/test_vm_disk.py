@@ -63,36 +63,34 @@ def written_then_booted(lab: VmLab, name: str, before: dict[str, int], image: Bo
         assert disk.read(len(user)) == user
 
 
+def deployed_to_disk(
+    lab: VmLab, image: BootImage, home: Path, driver: str, boot: str, *image_args: str
+) -> str:
+    """``bmaas deploy --to-disk`` of one request by ``driver``, the VMs off
+    first: active, booted by ``boot``, the image written and booted from
+    disk (:func:`written_then_booted`). The node's name."""
+    enroll(home, lab, driver)
+    clear_faults(lab)
+    power_off_all(home, lab)
+    before = seen(lab)
+    result = deploy(
+        home, lab, "--count", "1", "--to-disk", *image_args, "--ready-pattern", DISK,
+        "--deadline", "400", "--max-attempts", "1",
+    )  # fmt: skip
+    assert result["ok"] == 1, result
+    (request,) = result["requests"]
+    assert request["boot"] == boot, request
+    written_then_booted(lab, request["node"], before, image)
+    return str(request["node"])
+
+
 @pytest.mark.timeout(520)  # its deploy's --deadline and the commands around it
 def test_redfish_deploy_to_disk_writes_the_image_and_the_vm_boots_it_from_disk(
     vm_lab: VmLab, image_url: str, image: BootImage, tmp_path: Path, blank_after: None
 ) -> None:
     """By virtual media through the Redfish proxy and stock sushy-tools."""
     writer_url = f"{image_url.rsplit('/', 1)[0]}/{image.writer_iso.name}"
-    enroll(tmp_path, vm_lab, "redfish")
-    clear_faults(vm_lab)
-    power_off_all(tmp_path, vm_lab)
-    before = seen(vm_lab)
-    result = deploy(
-        tmp_path,
-        vm_lab,
-        "--count",
-        "1",
-        "--to-disk",
-        "--image",
-        writer_url,
-        "--ready-pattern",
-        DISK,
-        "--deadline",
-        "400",
-        "--max-attempts",
-        "1",
-    )
-    assert result["ok"] == 1, result
-    (request,) = result["requests"]
-    name = request["node"]
-    assert request["boot"] == "vmedia"
-    written_then_booted(vm_lab, name, before, image)
+    name = deployed_to_disk(vm_lab, image, tmp_path, "redfish", "vmedia", "--image", writer_url)
     done = bmaas(tmp_path, "boot-device", "get", name, "--json", "--deadline", "60")
     assert done.returncode == 0, done.stderr
     assert '"device": "disk"' in done.stdout
@@ -107,28 +105,7 @@ def test_ipmi_deploy_to_disk_boots_the_writer_cd_then_the_disk(
     ``deploy_boot_device: cdrom`` boots it once, and the disk next."""
     insert_cd(vm_lab.state_dir, image.writer_iso)
     try:
-        enroll(tmp_path, vm_lab, "ipmi")
-        clear_faults(vm_lab)
-        power_off_all(tmp_path, vm_lab)
-        before = seen(vm_lab)
-        result = deploy(
-            tmp_path,
-            vm_lab,
-            "--count",
-            "1",
-            "--to-disk",
-            "--ready-pattern",
-            DISK,
-            "--deadline",
-            "400",
-            "--max-attempts",
-            "1",
-        )
-        assert result["ok"] == 1, result
-        (request,) = result["requests"]
-        name = request["node"]
-        assert request["boot"] == "cdrom"
-        written_then_booted(vm_lab, name, before, image)
+        deployed_to_disk(vm_lab, image, tmp_path, "ipmi", "cdrom")
     finally:
         power_off_all(tmp_path, vm_lab)
         insert_cd(vm_lab.state_dir, Path(image.iso))
