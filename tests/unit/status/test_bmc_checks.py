@@ -40,7 +40,10 @@ def test_a_dead_bmc_fails_reachability_after_one_call_deadline(
 ) -> None:
     enroll(3)
     fleet.add("n02", rules=[{"effect": "hang"}])
-    ctx = make_ctx(deadline=20)
+    # One worker: a fake hang moves the shared clock by a whole call at once,
+    # which a neighbour's call already under way would read as its own
+    # deadline spent (a race real time cannot have).
+    ctx = make_ctx(deadline=20, workers=1)
     results = run(ctx, *BMC_CHECKS)
     bmc = results["bmc"]
     assert bmc.result is Result.FAILURE
@@ -147,7 +150,7 @@ def test_maintenance_nodes_are_probed_but_only_warn_and_are_not_read(
     enroll(3)
     store.nodes.set_maintenance("n01", reason="PSU swap", by="alice")
     fleet.add("n01", rules=[{"effect": "hang"}])
-    results = run(make_ctx(), *BMC_CHECKS)
+    results = run(make_ctx(workers=1), *BMC_CHECKS)  # one worker: see the dead-BMC test
     bmc = results["bmc"]
     assert bmc.result is Result.WARNING
     assert bmc.nodes == {"timeout_in_maintenance": ["n01"]}
