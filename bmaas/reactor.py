@@ -42,6 +42,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import heapq
 import itertools
 import logging
@@ -60,7 +61,8 @@ __all__ = ["OPENS", "RESERVE", "Inbox", "Reactor", "Selectable", "fd_room", "sel
 
 LOG = logging.getLogger(__name__)
 
-#: threads opening streams at once (an open blocks up to its deadline)
+#: opens in flight at once, each on a pool thread (an open blocks up to its
+#: deadline); the others wait in the reactor's queue, their deadlines not begun
 OPENS = 8
 #: file descriptors kept for everything but the streams (the store, the
 #: pass's BMC sessions, the opens in flight, logs)
@@ -171,7 +173,8 @@ def selectable(stream: object) -> bool:
 class _Entry:
     state: Listening[Any]
     stopped: Callable[[], bool]
-    #: "new", "opening", "open", "waiting" (to open again), "ended"
+    #: "new", "queued" (for an open's turn), "opening", "open", "waiting"
+    #: (to open again), "ended"
     phase: str = "new"
     dropped: bool = False
     fileobj: Any = None
@@ -213,6 +216,9 @@ class Reactor:
         self._timers: list[tuple[float, int, _Entry]] = []
         self._seq = itertools.count()
         self._entries: set[_Entry] = set()
+        #: streams waiting for an open's turn (first come, first opened), and opens in flight
+        self._queue: collections.deque[_Entry] = collections.deque()
+        self._opening = 0
         self._stop = False
         self.thread: Any = None
 
@@ -256,6 +262,7 @@ class Reactor:
             join(timeout)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        self._queue.clear()
         for entry in list(self._entries):
             entry.dropped = True
             self._end(entry)
@@ -325,27 +332,46 @@ class Reactor:
                     self._arm(entry, entry.last + idle)
 
     def _open(self, entry: _Entry) -> None:
+        """Queue ``entry`` for its open (:meth:`_next` starts it)."""
         if entry.dropped or entry.stopped() or self._stop:
             self._end(entry)
             return
         self._entries.add(entry)
-        entry.phase = "opening"
-        deadline = entry.state.deadline()
+        entry.phase = "queued"
+        self._queue.append(entry)
+        self._next()
 
-        def opening() -> None:  # on the pool: bounded by the open's deadline
-            fault: Exception | None = None
-            try:
-                entry.stream.open(deadline)
-            except Exception as exc:
-                fault = exc
-            if self._stop:  # closed meanwhile: nobody will register it
-                entry.state.began()
-                entry.state.close()
-                return
-            self._post(lambda: self._opened(entry, fault))
+    def _next(self) -> None:
+        """Start queued opens while fewer than ``opens`` are in flight. Each
+        open's Deadline counts from its start, not from its queueing: a
+        queue of thousands drains at the rate the BMCs answer, none spent
+        waiting for its turn (issue 46: they expired in the pool's queue,
+        backed off together and came back as one herd, a burst a minute)."""
+        while self._opening < self._opens and self._queue:
+            entry = self._queue.popleft()
+            if entry.phase != "queued":
+                continue  # ended while it waited
+            if entry.dropped or entry.stopped() or self._stop:
+                self._end(entry)
+                continue
+            entry.phase = "opening"
+            self._opening += 1
+            if not self._run(functools.partial(self._opening_of, entry)):  # closing
+                self._opening -= 1
+                self._end(entry)
 
-        if not self._run(opening):  # the pool is shut down: closing
-            self._end(entry)
+    def _opening_of(self, entry: _Entry) -> None:
+        """One open, on the pool: bounded by its Deadline, from now."""
+        fault: Exception | None = None
+        try:
+            entry.stream.open(entry.state.deadline())
+        except Exception as exc:
+            fault = exc
+        if self._stop:  # closed meanwhile: nobody will register it
+            entry.state.began()
+            entry.state.close()
+            return
+        self._post(lambda: self._opened(entry, fault))
 
     def _run(self, work: Callable[[], None]) -> bool:
         """``work`` on the opens' pool (it blocks); False when closing."""
@@ -363,12 +389,11 @@ class Reactor:
     def _check(self, entry: _Entry, inbox: Inbox) -> None:
         """A quiet Inbox stream's check, on the pool (the next timer is armed
         when it is over: one check at a time)."""
-        deadline = entry.state.deadline()
 
         def checking() -> None:
             fault: Exception | None = None
             try:
-                inbox.check(deadline)
+                inbox.check(entry.state.deadline())  # from its start on the pool
             except Exception as exc:
                 fault = exc
             self._post(lambda: self._checked(entry, inbox, fault))
@@ -384,6 +409,13 @@ class Reactor:
             self._arm(entry, self._clock() + inbox.quiet)
 
     def _opened(self, entry: _Entry, fault: Exception | None) -> None:
+        self._opening -= 1
+        try:
+            self._took(entry, fault)
+        finally:
+            self._next()  # the freed turn: the next queued open
+
+    def _took(self, entry: _Entry, fault: Exception | None) -> None:
         state = entry.state
         if fault is None:
             state.began()
