@@ -77,6 +77,7 @@ def make_provisioner(
     ready: ReadyHook | None = None,
     to_disk: bool = False,
     write_timeout: float = DeploySettings.write_timeout,
+    ready_timeout: float = DeploySettings.ready_timeout,
 ) -> Provisioner:
     """The command's provisioner; ``budget`` (its ``--deadline``) also bounds
     every call a backend makes to its service (Ironic's API). Every wait in
@@ -104,6 +105,7 @@ def make_provisioner(
             deadline_s=deadline,
             to_disk=to_disk,
             write_timeout=write_timeout,
+            ready_timeout=ready_timeout,
             # a log read is local and cheap: ask often, so the deploy ends
             # within a second of the machine's word
             ready_interval=1.0 if ready is not None else DeploySettings.ready_interval,
@@ -260,6 +262,13 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     metavar="REGEX",
     help="What the node prints once up (with --ready-log), e.g. 'BMAAS-BOOTED via=vmedia'.",
 )
+@seconds_option(
+    "--ready-timeout",
+    DeploySettings.ready_timeout,
+    1,
+    "With --ready-log: seconds a node, booted and settled, may take to print "
+    "--ready-pattern; then a BootFailure and the request moves on.",
+)
 @click.option(
     "--to-disk",
     is_flag=True,
@@ -289,6 +298,7 @@ def deploy(
     network: str | None,
     ready_log: str | None,
     ready_pattern: str | None,
+    ready_timeout: float,
     to_disk: bool,
     write_timeout: float,
     workers: int,
@@ -354,6 +364,7 @@ def deploy(
             ready=ready,
             to_disk=to_disk,
             write_timeout=write_timeout,
+            ready_timeout=ready_timeout,
             **limits,
         ) as provisioner,
         progress_lines(count, quiet=as_json, line=_progress_line) as tick,

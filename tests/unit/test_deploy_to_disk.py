@@ -106,8 +106,9 @@ def test_an_image_that_never_powers_off_is_a_boot_failure_of_the_write_step() ->
 def test_the_cli_flags_reach_the_deploy_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``bmaas deploy --to-disk --write-timeout 42``: the provisioner's
-    settings say so (the deploy itself is what the tests above hold)."""
+    """``bmaas deploy --to-disk --write-timeout 42`` (and ``--ready-timeout
+    90``, the ready step's bound): the provisioner's settings say so (the
+    deploy itself is what the tests above hold)."""
     fleet = FakeFleet(clock=FakeClock())
     fleet.add("d01", power=PowerState.OFF)
     app = enrolled_app(tmp_path, fleet, ["d01"])
@@ -122,9 +123,11 @@ def test_the_cli_flags_reach_the_deploy_settings(
 
     monkeypatch.setattr(cli_deploy, "Provisioner", provisioner)
     runner = CliRunner()
-    runner.invoke(cli, ["deploy", "--to-disk", "--write-timeout", "42"], obj=app)
+    argv = ["deploy", "--to-disk", "--write-timeout", "42", "--ready-timeout", "90"]
+    runner.invoke(cli, argv, obj=app)
     runner.invoke(cli, ["deploy"], obj=app)
-    assert [(s.to_disk, s.write_timeout) for s in seen] == [(True, 42.0), (False, 300.0)]
+    got = [(s.to_disk, s.write_timeout, s.ready_timeout) for s in seen]
+    assert got == [(True, 42.0, 90.0), (False, 300.0, 300.0)]
 
 
 def test_to_disk_is_refused_on_ironic(monkeypatch: pytest.MonkeyPatch) -> None:
