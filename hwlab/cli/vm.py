@@ -10,7 +10,7 @@ import click
 from bmaas.cliutil import WholeNumber
 from bmaas.home import user_dir
 from bmaas.hwlab.vm.domain import FIRMWARE
-from bmaas.hwlab.vm.image import build_image
+from bmaas.hwlab.vm.image import MACHINE_FAULTS, build_image
 from bmaas.hwlab.vm.state import MAX_VMS
 
 __all__ = ["vm"]
@@ -55,11 +55,13 @@ def image_cmd(force: bool) -> None:
 
     disk_iso is a user image (it prints via=disk); writer_iso a deploy image
     that writes it to the VM's disk and powers off (bmaas deploy --to-disk);
-    uefi_iso and uefi_vmedia_iso boot UEFI VMs only (signed for Secure Boot)."""
+    uefi_iso and uefi_vmedia_iso boot UEFI VMs only (signed for Secure Boot);
+    uefi_disk and uefi_writer_iso are their disk_iso and writer_iso."""
     image = build_image(force=force)
     click.echo(f"iso: {image.iso}\nvmedia_iso: {image.vmedia_iso}")
     click.echo(f"disk_iso: {image.disk_iso}\nwriter_iso: {image.writer_iso}")
     click.echo(f"uefi_iso: {image.uefi_iso}\nuefi_vmedia_iso: {image.uefi_vmedia_iso}")
+    click.echo(f"uefi_disk: {image.uefi_disk}\nuefi_writer_iso: {image.uefi_writer_iso}")
     click.echo(f"kernel: {image.kernel}\ninitramfs: {image.initramfs}")
 
 
@@ -159,6 +161,23 @@ def cd_cmd(iso: Path | None, state_dir: Path) -> None:
 
     lab = insert_cd(state_dir, iso)
     click.echo(f"CD drives of {', '.join(lab.domains)} hold: {lab.iso}")
+
+
+@vm.command("fault")
+@click.argument("node")
+@click.argument("fault", type=click.Choice([*MACHINE_FAULTS, "clear"]))
+@state_dir_option
+def fault_cmd(node: str, fault: str, state_dir: Path) -> None:
+    """Make VM NODE's own boots fail: panic (its kernel panics, the machine
+    halts, still on) or hang (before its marker); clear ends it.
+
+    On the machine, not at a proxy (a proxy refuses boot_crash): the lab's
+    images read it from the VM's disk at every boot, whatever the medium.
+    Set it with the VM off."""
+    from bmaas.hwlab.vm.lab import machine_fault
+
+    machine_fault(state_dir, node, None if fault == "clear" else fault)
+    click.echo(f"{node}: {'boots normally' if fault == 'clear' else f'every boot: {fault}'}")
 
 
 @vm.command("down")

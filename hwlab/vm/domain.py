@@ -38,7 +38,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from bmaas.faults import InputError
-from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, COUNTER_SECTOR
+from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, COUNTER_SECTOR, FAULT_SECTOR, MACHINE_FAULTS
 
 __all__ = [
     "FIRMWARE",
@@ -54,6 +54,7 @@ __all__ = [
     "destroy",
     "domain_xml",
     "lab_id",
+    "machine_fault",
     "owner",
     "replace_cdrom",
     "set_cdrom",
@@ -256,6 +257,21 @@ def wipe_disk(path: Path) -> Path:
     with path.open("r+b") as f:
         f.seek(COUNTER_SECTOR * 512)
         f.write(count)
+    return path
+
+
+def machine_fault(path: Path, fault: str | None) -> Path:
+    """Set (or with None clear) a fault the machine ``path`` is the disk of
+    shows at its next boots, whatever it boots: one of
+    :data:`~.image.MACHINE_FAULTS`, in the sector the lab's images read it
+    from (image.py). The domain should be off: a running guest reads it once
+    per boot, and may have read it already."""
+    if fault is not None and fault not in MACHINE_FAULTS:
+        raise InputError(f"{fault!r}: one of {', '.join(MACHINE_FAULTS)}", field="fault")
+    word = f"BMAAS-FAULT {fault}\n".encode() if fault else b""
+    with path.open("r+b") as f:
+        f.seek(FAULT_SECTOR * 512)
+        f.write(word.ljust(512, b"\0"))
     return path
 
 

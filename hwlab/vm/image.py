@@ -33,6 +33,20 @@ user's cache dir, keyed by its inputs:
   marker, writes ``/disk.img`` to the start of the disk (the count's sector,
   the last, is left alone), prints ``BMAAS-WROTE disk bytes=N sha256=...``
   and powers the machine off (``bmaas deploy --to-disk`` waits for that).
+
+Their UEFI kin, signed for Secure Boot (:mod:`.uefi`): ``bmaas-uefi.iso``
+and ``bmaas-uefi-vmedia.iso``; ``bmaas-uefi-disk.img``, the UEFI user image
+(a disk: an EFI system partition holding the signed UKI, ``via=disk``); and
+``bmaas-uefi-writer.iso``, the UEFI writer carrying it.
+
+A failure the machine itself shows (issue 49; a proxy refuses ``boot_crash``:
+it cannot reach a machine's boot): the lab writes ``BMAAS-FAULT panic`` or
+``BMAAS-FAULT hang`` in the disk's sector before the count's
+(:data:`FAULT_SECTOR`, :func:`bmaas.hwlab.vm.domain.machine_fault`). Every
+boot of every image reads it once its boot is counted: it prints
+``BMAAS-FAILING panic boot=N`` and panics the kernel (the machine halts,
+still on: one boot), or ``BMAAS-FAILING hang boot=N`` and never gets to its
+marker. A wiped disk (``domain.wipe_disk``) has none.
 """
 
 from __future__ import annotations
@@ -57,7 +71,10 @@ from bmaas.hwlab.vm import uefi
 __all__ = [
     "COUNTER_DISK_BYTES",
     "COUNTER_SECTOR",
+    "FAILING",
+    "FAULT_SECTOR",
     "INIT_SCRIPT",
+    "MACHINE_FAULTS",
     "MARKER",
     "MODULES",
     "WROTE",
@@ -102,6 +119,15 @@ COUNTER_SECTOR = COUNTER_DISK_BYTES // 512 - 1
 #: the first words of the line a writer prints once the disk is written
 WROTE = "BMAAS-WROTE disk"
 
+#: the sector before the count's: a fault the machine itself shows, set by
+#: the lab (:func:`bmaas.hwlab.vm.domain.machine_fault`), read at every boot
+FAULT_SECTOR = COUNTER_SECTOR - 1
+#: the faults a VM's own boot can show: the kernel panics (and the machine
+#: halts, on), or the boot hangs before its marker
+MACHINE_FAULTS = ("panic", "hang")
+#: the first word of the line a faulted boot prints instead of its marker
+FAILING = "BMAAS-FAILING"
+
 INIT_SCRIPT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -130,6 +156,20 @@ if [ -b /dev/sda ] && [ "$(blockdev --getsize64 /dev/sda)" = {COUNTER_DISK_BYTES
   boot=$(count_boot /dev/sda)
   blockdev --flushbufs /dev/sda
 fi
+# a fault the lab set on this machine (FAULT_SECTOR): witnessed, then shown
+fault=
+[ "$boot" != none ] && fault=$(dd if=/dev/sda bs=512 skip={FAULT_SECTOR} count=1 2>/dev/null \\
+  | tr -d '\\000' | sed -n 's/^BMAAS-FAULT \\([a-z]*\\)$/\\1/p')
+case "$fault" in
+  panic)
+    echo "{FAILING} panic boot=$boot" >/dev/console
+    echo 0 >/proc/sys/kernel/panic  # halt on it: one boot, the machine stays on
+    echo c >/proc/sysrq-trigger
+    exit 1 ;;  # no sysrq: init exiting panics the kernel too
+  hang)
+    echo "{FAILING} hang boot=$boot" >/dev/console
+    while :; do sleep 3600; done ;;
+esac
 id=$(cat /proc/sys/kernel/random/boot_id)
 up=$(cut -d' ' -f1 /proc/uptime)
 fw=bios
@@ -208,6 +248,18 @@ class BootImage:
     uefi_iso: Path
     #: the same saying ``via=vmedia``: what a deploy inserts in a UEFI lab
     uefi_vmedia_iso: Path
+    #: the UEFI user image (a disk, its ESP holding a signed UKI, ``via=disk``)
+    uefi_disk: Path
+    #: a UEFI deploy image that writes ``uefi_disk`` to the disk and powers off
+    uefi_writer_iso: Path
+
+    def user_image(self, firmware: str) -> Path:
+        """What a writer puts on a disk of a lab of ``firmware``."""
+        return self.disk_iso if firmware == "bios" else self.uefi_disk
+
+    def writer(self, firmware: str) -> Path:
+        """The deploy image that writes :meth:`user_image` and powers off."""
+        return self.writer_iso if firmware == "bios" else self.uefi_writer_iso
 
 
 def default_cache_dir() -> Path:
@@ -390,8 +442,10 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
     image = BootImage(
         *(out / name for name in ("bmaas-cdrom.iso", "bmaas-vmedia.iso", "vmlinuz", "initrd.gz")),
         *(out / f"bmaas-{name}.iso" for name in ("disk", "writer", "uefi", "uefi-vmedia")),
+        out / "bmaas-uefi-disk.img",
+        out / "bmaas-uefi-writer.iso",
     )
-    made = [p for p in dataclasses.astuple(image) if p.suffix == ".iso"]
+    made = [p for p in dataclasses.astuple(image) if p.name.startswith("bmaas-")]
     if force or not all(p.exists() for p in made):
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out) as tmp:
@@ -421,8 +475,7 @@ def _build(
     made = {}
     for via in ("cdrom", "vmedia", "disk"):
         made[via] = _iso(root, tmp / f"{via}.iso", mbr, via=via)
-    if made["disk"].stat().st_size > COUNTER_SECTOR * 512:
-        raise InputError(f"the user image is larger than the VMs' {COUNTER_DISK_BYTES} B disk")
+    _fits(made["disk"])
     initrd.write_bytes(_initramfs(busybox, modules, made["disk"].read_bytes()))
     made["writer"] = _iso(root, tmp / "writer.iso", mbr, via="vmedia", extra=_WRITER_ARGS)
     for via, name in (("cdrom", "uefi"), ("vmedia", "uefi-vmedia")):
@@ -434,6 +487,24 @@ def _build(
             initrd=plain,
             cmdline=KERNEL_ARGS.format(via=via, extra=""),
         )
+    made["uefi-disk"] = _fits(
+        uefi.uefi_disk(
+            _run,
+            tmp / "uefi-disk",
+            tmp / "uefi-disk.img",
+            vmlinuz=vmlinuz,
+            initrd=plain,
+            cmdline=KERNEL_ARGS.format(via="disk", extra=""),
+        )
+    )
+    made["uefi-writer"] = uefi.uefi_iso(
+        _run,
+        tmp / "uefi-writer",
+        tmp / "uefi-writer.iso",
+        vmlinuz=vmlinuz,
+        initrd=_initramfs(busybox, modules, made["uefi-disk"].read_bytes()),
+        cmdline=KERNEL_ARGS.format(via="vmedia", extra=_WRITER_ARGS),
+    )
     (tmp / "initrd.gz").write_bytes(plain)
     for src, dst in (
         (root / "boot" / "vmlinuz", image.kernel),
@@ -444,9 +515,18 @@ def _build(
         (made["writer"], image.writer_iso),
         (made["uefi"], image.uefi_iso),
         (made["uefi-vmedia"], image.uefi_vmedia_iso),
+        (made["uefi-disk"], image.uefi_disk),
+        (made["uefi-writer"], image.uefi_writer_iso),
     ):
         os.replace(src, dst)
         dst.chmod(0o644)
+
+
+def _fits(user: Path) -> Path:
+    """``user``, a user image, if it ends before the disk's fault sector."""
+    if user.stat().st_size > FAULT_SECTOR * 512:
+        raise InputError(f"the user image is larger than the VMs' {COUNTER_DISK_BYTES} B disk")
+    return user
 
 
 def _iso(root: Path, out: Path, mbr: Path, *, via: str, extra: str = "") -> Path:

@@ -39,7 +39,7 @@ from bmaas.hwlab.vm.image import build_image
 from bmaas.hwlab.vm.state import MAX_VMS, VmLab
 from bmaas.yamlsrc import load_text
 
-__all__ = ["MAX_VMS", "VmLab", "down", "insert_cd", "up"]
+__all__ = ["MAX_VMS", "VmLab", "down", "insert_cd", "machine_fault", "up"]
 
 LOG = logging.getLogger(__name__)
 
@@ -232,6 +232,21 @@ def insert_cd(state_dir: Path, iso: Path | None = None) -> VmLab:
     (state_dir / "xml").mkdir(mode=0o700, exist_ok=True)
     for name in lab.domains:
         domain.set_cdrom(lab.domain(name), Path(lab.iso), state_dir / "xml", lab=lab.lab_id)
+    return lab
+
+
+def machine_fault(state_dir: Path, node: str, fault: str | None) -> VmLab:
+    """Make VM ``node``'s own boots fail with ``fault`` (``panic`` or
+    ``hang``; None ends it): marked on its disk, which the lab's images read
+    at every boot, whatever they boot from (image.py). A failure on the
+    machine, where a proxy can only refuse ``boot_crash``. Set it with the VM
+    off; a wipe of the disk ends it too."""
+    lab = VmLab.load(state_dir)
+    if lab is None:
+        raise InputError(f"no VM lab is up in {state_dir} (hwlab vm up first)")
+    if node not in lab.domains:
+        raise InputError(f"{node!r}: not a VM of this lab ({', '.join(lab.domains)})", field="node")
+    domain.machine_fault(state_dir / "disks" / f"{node}.img", fault)
     return lab
 
 

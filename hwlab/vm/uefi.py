@@ -15,6 +15,9 @@ Boot is on *and* verifies this image, while an unsigned image is refused
 a private temporary file for ``sbsign``, which reads no password from its
 arguments, and the file is gone once the image is signed.
 
+Written to a disk, the same ESP is a UEFI user image (:func:`uefi_disk`: an
+MBR with the one partition) that OVMF boots from the disk, still verified.
+
 The ISO has only the UEFI boot entry (no isolinux): on a BIOS machine it does
 not boot, which is how the lab shows a boot-mode mismatch. Packages:
 ``systemd-boot-efi`` (the stub), ``ovmf`` (the key; the firmware too),
@@ -25,11 +28,12 @@ mount), ``xorriso`` -- all installed by scripts/vm-setup.sh.
 from __future__ import annotations
 
 import os
+import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["SNAKEOIL_CERT", "STUB", "need_tools", "uefi_iso"]
+__all__ = ["SNAKEOIL_CERT", "STUB", "need_tools", "uefi_disk", "uefi_iso"]
 
 #: systemd's EFI stub (Debian's systemd-boot-efi)
 STUB = Path("/usr/lib/systemd/boot/efi/linuxx64.efi.stub")
@@ -77,6 +81,49 @@ def uefi_iso(
     which is the ISO's El Torito UEFI entry and its GPT's second partition
     (the same bytes, ``--interval:appended_partition_2``). ``run`` runs one
     command (``image._run``); ``work`` is a scratch directory."""
+    esp = _esp(run, work, vmlinuz=vmlinuz, initrd=initrd, cmdline=cmdline)
+    tree = work / "tree"
+    tree.mkdir(exist_ok=True)
+    run(
+        [
+            "xorriso", "-as", "mkisofs", "-quiet", "-o", str(out), "-V", "BMAAS_UEFI",
+            "-append_partition", "2", "0xef", str(esp),
+            "-e", "--interval:appended_partition_2:all::", "-no-emul-boot",
+            "-isohybrid-gpt-basdat", str(tree),
+        ]
+    )  # fmt: skip
+    return out
+
+
+def uefi_disk(
+    run: Run, work: Path, out: Path, *, vmlinuz: Path, initrd: bytes, cmdline: str
+) -> Path:
+    """A disk image at ``out`` that OVMF boots from a hard disk: an MBR whose
+    one partition (type 0xEF, at 1 MiB as partitioning tools align it) is the
+    EFI system partition of :func:`uefi_iso`, signed UKI and all. Not the ISO
+    itself: its partition table starts a partition at sector 0, over the MBR,
+    which a firmware may take for no table at all."""
+    esp = _esp(run, work, vmlinuz=vmlinuz, initrd=initrd, cmdline=cmdline)
+    data = esp.read_bytes()
+    sectors = -(-len(data) // 512)
+    entry = struct.pack("<B3sB3sII", 0, b"\xff\xff\xfe", 0xEF, b"\xff\xff\xfe", _FIRST, sectors)
+    mbr = bytearray(512)
+    mbr[446 : 446 + 16] = entry
+    mbr[510:] = b"\x55\xaa"
+    with out.open("wb") as disk:
+        disk.write(mbr)
+        disk.seek(_FIRST * 512)
+        disk.write(data.ljust(sectors * 512, b"\0"))
+    return out
+
+
+#: the ESP's first sector on a UEFI user image's disk (1 MiB)
+_FIRST = 2048
+
+
+def _esp(run: Run, work: Path, *, vmlinuz: Path, initrd: bytes, cmdline: str) -> Path:
+    """A FAT image in ``work`` holding the signed UKI as the removable-media
+    path every UEFI firmware boots, ``\\EFI\\BOOT\\BOOTX64.EFI``."""
     work.mkdir(parents=True, exist_ok=True)
     parts = {
         ".osrel": work / "os-release",
@@ -100,17 +147,7 @@ def uefi_iso(
     run(["mkfs.vfat", "-C", "-n", "BMAASEFI", str(esp), str(kib)])
     run(["mmd", "-i", str(esp), "::/EFI", "::/EFI/BOOT"])
     run(["mcopy", "-i", str(esp), str(signed), "::/EFI/BOOT/BOOTX64.EFI"])
-    tree = work / "tree"
-    tree.mkdir(exist_ok=True)
-    run(
-        [
-            "xorriso", "-as", "mkisofs", "-quiet", "-o", str(out), "-V", "BMAAS_UEFI",
-            "-append_partition", "2", "0xef", str(esp),
-            "-e", "--interval:appended_partition_2:all::", "-no-emul-boot",
-            "-isohybrid-gpt-basdat", str(tree),
-        ]
-    )  # fmt: skip
-    return out
+    return esp
 
 
 def _sign(run: Run, unsigned: Path, signed: Path, work: Path) -> None:

@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from xml.etree import ElementTree
 import pytest
 
 from bmaas.faults import InputError
-from bmaas.hwlab.vm import domain, image
+from bmaas.hwlab.vm import domain, image, uefi
 from bmaas.hwlab.vm.image import COUNTER_DISK_BYTES, COUNTER_SECTOR, MODULES, WROTE, parse_marker
 
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"
@@ -299,3 +300,83 @@ def test_the_domain_is_defined_with_the_lab_cd_drive() -> None:
     cds = [d for d in tree.findall("devices/disk") if d.get("device") == "cdrom"]
     assert [cd.find("source").get("file") for cd in cds] == ["/c/x.iso"]  # type: ignore[union-attr]
     assert domain.replace_cdrom(xml, Path("/c/x.iso")).count("device='cdrom'") == 1
+
+
+def fault_block() -> str:
+    """The init script's machine-fault step, as the guest runs it."""
+    found = re.search(r"^fault=\n.*?^esac\n", image.INIT_SCRIPT, re.S | re.M)
+    assert found, image.INIT_SCRIPT
+    return found.group(0)
+
+
+@pytest.mark.skipif(not Path(BUSYBOX).exists(), reason="busybox is not installed")
+@pytest.mark.parametrize("fault", [None, "panic", "hang"])
+def test_a_boot_reads_the_machine_fault_off_its_disk(fault: str | None, tmp_path: Path) -> None:
+    """The mark ``domain.machine_fault`` leaves is what the guest reads once
+    its boot is counted: a panic line and the kernel told to halt on a
+    panic it then triggers; a hang line and no end (here: exit 3 instead of
+    sleeping); nothing without a mark or once cleared."""
+    disk = domain.blank_disk(tmp_path / "sda")
+    domain.machine_fault(disk, fault)
+    proc = {name: tmp_path / name for name in ("panic", "sysrq")}
+    script = (
+        fault_block()
+        .replace("/dev/sda", str(disk))
+        .replace(">/dev/console", "")
+        .replace("/proc/sys/kernel/panic", str(proc["panic"]))
+        .replace("/proc/sysrq-trigger", str(proc["sysrq"]))
+        .replace("while :; do sleep 3600; done", "exit 3")
+    )
+    done = subprocess.run(
+        [BUSYBOX, "sh", "-c", f"boot=4\n{script}echo up"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if fault is None:
+        assert (done.returncode, done.stdout) == (0, "up\n")
+    else:
+        assert done.stdout == f"{image.FAILING} {fault} boot=4\n"
+        assert done.returncode == (1 if fault == "panic" else 3)
+    if fault == "panic":
+        assert (proc["panic"].read_text(), proc["sysrq"].read_text()) == ("0\n", "c\n")
+    raw = disk.read_bytes()
+    assert raw[: image.FAULT_SECTOR * 512] == b"\0" * (image.FAULT_SECTOR * 512)
+
+
+def test_a_machine_fault_is_cleared_or_wiped_and_a_bad_one_refused(tmp_path: Path) -> None:
+    disk = domain.blank_disk(tmp_path / "sda")
+    at = image.FAULT_SECTOR * 512
+    domain.machine_fault(disk, "hang")
+    assert disk.read_bytes()[at : at + 512].rstrip(b"\0") == b"BMAAS-FAULT hang\n"
+    domain.machine_fault(disk, None)
+    assert disk.read_bytes()[at : at + 512] == b"\0" * 512
+    domain.machine_fault(disk, "panic")
+    domain.wipe_disk(disk)
+    assert disk.read_bytes()[at : at + 512] == b"\0" * 512
+    with pytest.raises(InputError) as caught:
+        domain.machine_fault(disk, "reboot")
+    assert caught.value.field == "fault"
+
+
+def test_the_uefi_user_image_is_a_disk_whose_one_partition_is_the_esp(tmp_path: Path) -> None:
+    """``uefi.uefi_disk``'s MBR: one partition, type 0xEF, at 1 MiB, as long
+    as the ESP (made here by a stand-in for the tools)."""
+
+    def run(argv: list[str]) -> str:
+        if argv[0] == "mkfs.vfat":
+            Path(argv[-2]).write_bytes(b"FAT" * 1000)
+        elif argv[0] == "sbsign":
+            Path(argv[argv.index("--output") + 1]).write_bytes(b"PE")
+        return ""
+
+    out = uefi.uefi_disk(
+        run, tmp_path / "w", tmp_path / "d.img", vmlinuz=Path("/dev/null"), initrd=b"", cmdline=""
+    )
+    raw = out.read_bytes()
+    assert raw[510:512] == b"\x55\xaa"
+    kind, first, sectors = struct.unpack_from("<4xB3xII", raw, 446)
+    assert (kind, first, sectors) == (0xEF, 2048, 6)  # 3000 bytes: 6 sectors
+    assert raw[2048 * 512 : 2048 * 512 + 3000] == b"FAT" * 1000
+    assert raw[462:510] == b"\0" * 48  # no other partition
