@@ -893,6 +893,12 @@ class RedfishDriver(BMCDriver):
         assert conn is not None
         return lambda path: read(conn, path)
 
+    def _system_read(self) -> Resource:
+        """The System as it reads now (one GET), for a service that names
+        its firmware by it (lifecycle.system_bios)."""
+        system = self._fresh_system()
+        return Resource(str(system.path), dict(system.json), None)
+
     def _root_json(self) -> dict[str, Any]:
         return dict(self._root.json) if self._root is not None else {}
 
@@ -902,7 +908,7 @@ class RedfishDriver(BMCDriver):
     def get_firmware_inventory(self, *, deadline: Deadline) -> list[FirmwareComponent]:
         def act() -> list[FirmwareComponent]:
             try:
-                return lifecycle.firmware(self._reader(), self._root_json())
+                return lifecycle.firmware(self._reader(), self._root_json(), self._system_read)
             except lifecycle.Missing as exc:
                 raise self._missing(Operation.FIRMWARE_GET, exc) from None
 
@@ -1001,7 +1007,7 @@ class RedfishDriver(BMCDriver):
         def act() -> UpdateTask:
             try:
                 request = update_rules.request_for(
-                    self._reader(), self._root_json(), image_uri, targets
+                    self._reader(), self._root_json(), image_uri, targets, self._system_read
                 )
             except update_rules.Missing as exc:
                 raise self._missing(Operation.FIRMWARE_UPDATE, exc) from None

@@ -23,7 +23,10 @@ attribute registry          ``Bios.AttributeRegistry`` names it; the root's
                             is the registry; none found: no registry (changes
                             go unchecked, the BMC's answer decides)
 firmware                    the root's ``UpdateService`` ->
-                            ``FirmwareInventory`` members
+                            ``FirmwareInventory`` members; none linked or
+                            served (sushy-tools links one and answers 404):
+                            the System's ``BiosVersion`` as component
+                            ``BIOS`` (:func:`system_bios`)
 parts                       the system's ``Processors``, ``Memory``,
                             ``EthernetInterfaces``, ``SimpleStorage`` and
                             ``Storage`` (-> ``Drives``) members
@@ -39,6 +42,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from sushy import exceptions as sushy_exc
 
 from bmaas.drivers.redfish.preconditions import Resource
 from bmaas.hardware import (
@@ -60,6 +65,7 @@ __all__ = [
     "pending_of",
     "read_bios",
     "registry_location",
+    "system_bios",
 ]
 
 Reader = Callable[[str], Resource]
@@ -132,29 +138,54 @@ def read_bios(
 
 def registry_location(read: Reader, root: Mapping[str, Any], name: str) -> str | None:
     """Where the attribute registry ``name`` is, from the root's
-    ``Registries`` collection (matched with or without its version)."""
+    ``Registries`` collection: the file named after it (with or without its
+    version), else -- as sushy matches -- the file whose registry's own
+    ``Id`` is ``name`` (stock sushy-tools names its file
+    ``BiosAttributeRegistry.v1_0_0`` and the registry there
+    ``BiosAttributeRegistryP89.v1_0_0``, the name its BIOS gives). The second
+    look costs a GET or two per other file, once per driver."""
     collection = _link(root, "Registries")
     if collection is None or not name:
         return None
     base = name.split(".", 1)[0]
+    others = []
     for member in read(collection).body.get("Members") or []:
         link = member.get("@odata.id") if isinstance(member, dict) else None
         if not isinstance(link, str):
             continue
         leaf = link.rstrip("/").rsplit("/", 1)[-1]
         if leaf != name and leaf.split(".", 1)[0] != base:
+            others.append(link)
             continue
-        entry = read(link).body
-        if "RegistryEntries" in entry:  # the registry itself, served as a member
-            return link
-        locations = entry.get("Location") or []
-        ranked = sorted(
-            (loc for loc in locations if isinstance(loc, dict) and loc.get("Uri")),
-            key=lambda loc: loc.get("Language") not in ("en", None),
-        )
-        if ranked:
-            return str(ranked[0]["Uri"])
+        where = _located(read(link).body, link)
+        if where is not None:
+            return where
+    for link in others:
+        try:
+            entry = read(link).body
+            where = _located(entry, link)
+            if (
+                where is not None
+                and (entry if where == link else read(where).body).get("Id") == name
+            ):
+                return where
+        except sushy_exc.ResourceNotFoundError:
+            continue  # listed, not served (recorded trees do it): not the one
     return None
+
+
+def _located(entry: Mapping[str, Any], link: str) -> str | None:
+    """Where the registry file ``entry`` (read at ``link``) puts its
+    registry: ``link`` itself when it is the registry, else its English (or
+    first) location."""
+    if "RegistryEntries" in entry:  # the registry itself, served as a member
+        return link
+    locations = entry.get("Location") or []
+    ranked = sorted(
+        (loc for loc in locations if isinstance(loc, dict) and loc.get("Uri")),
+        key=lambda loc: loc.get("Language") not in ("en", None),
+    )
+    return str(ranked[0]["Uri"]) if ranked else None
 
 
 def parse_registry(body: Mapping[str, Any]) -> dict[str, AttributeInfo]:
@@ -189,16 +220,28 @@ def parse_registry(body: Mapping[str, Any]) -> dict[str, AttributeInfo]:
 # -- firmware and parts ----------------------------------------------------------------
 
 
-def firmware(read: Reader, root: Mapping[str, Any]) -> list[FirmwareComponent]:
-    """Every member of the update service's firmware inventory."""
+def firmware(
+    read: Reader, root: Mapping[str, Any], system: Callable[[], Resource] | None = None
+) -> list[FirmwareComponent]:
+    """Every member of the update service's firmware inventory (none there:
+    :func:`system_bios` when ``system`` reads the System)."""
     service = _link(root, "UpdateService")
     if service is None:
         raise Missing("the service has no UpdateService")
     inventory = _link(read(service).body, "FirmwareInventory")
-    if inventory is None:
-        raise Missing("the UpdateService links no FirmwareInventory")
+    try:
+        bodies = list(members(read, inventory)) if inventory is not None else None
+    except sushy_exc.ResourceNotFoundError:
+        if system is None:
+            raise
+        bodies = None
+    if bodies is None:
+        bios = system_bios(system)
+        if bios is None:
+            raise Missing("the UpdateService serves no FirmwareInventory")
+        return [bios[1]]
     found = []
-    for body in members(read, inventory):
+    for body in bodies:
         version = body.get("Version")
         updateable = body.get("Updateable")
         found.append(
@@ -210,6 +253,27 @@ def firmware(read: Reader, root: Mapping[str, Any]) -> list[FirmwareComponent]:
             )
         )
     return found
+
+
+#: the one component of a service without a firmware inventory
+SYSTEM_BIOS = "BIOS"
+
+
+def system_bios(
+    system: Callable[[], Resource] | None,
+) -> tuple[str, FirmwareComponent] | None:
+    """A service without a firmware inventory (stock sushy-tools links one
+    and answers 404): the System's BIOS as component ``BIOS``, its version
+    the System's ``BiosVersion`` (None when it shows none: sushy-tools' fake
+    driver), the System's path its update target -- Ironic's redfish
+    firmware interface reads the BIOS version there, and sushy-tools'
+    SimpleUpdate takes Systems as ``Targets``. None: no System to read."""
+    if system is None:
+        return None
+    found = system()
+    version = found.body.get("BiosVersion")
+    version = version if isinstance(version, str) and version else None
+    return found.path, FirmwareComponent(SYSTEM_BIOS, "BIOS", version, updateable=True)
 
 
 def _int(value: Any) -> int | None:

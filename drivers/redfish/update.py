@@ -15,7 +15,9 @@ the request                the root's ``UpdateService``: its
                            (``Targets``); neither: unsupported
 targets                    firmware component ids as ``firmware list`` shows
                            them, sent as the ``FirmwareInventory`` members'
-                           paths; an id the inventory lacks is bad input
+                           paths (no inventory served: ``BIOS`` is the System,
+                           ``lifecycle.system_bios``); an id the inventory
+                           lacks is bad input
 what to follow             the answer's body when it is a Task (its
                            ``@odata.id``) or a Dell job (``JobState``), else its
                            ``Location`` (a TaskMonitor or task; a path under
@@ -48,8 +50,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
+from sushy import exceptions as sushy_exc
 
-from bmaas.drivers.redfish.lifecycle import Missing
+from bmaas.drivers.redfish.lifecycle import SYSTEM_BIOS, Missing, system_bios
 from bmaas.drivers.redfish.preconditions import Resource
 from bmaas.faults import InputError
 from bmaas.files import read_limited
@@ -116,17 +119,28 @@ class Request:
         return post(self.path, **self.kw)
 
 
-def _paths(read: Reader, service: Mapping[str, Any], targets: tuple[str, ...]) -> list[str]:
+def _paths(
+    read: Reader,
+    service: Mapping[str, Any],
+    targets: tuple[str, ...],
+    system: Callable[[], Resource] | None,
+) -> list[str]:
     """The inventory members' paths for component ids (every id checked)."""
     if not targets:
         return []
     inventory = _link(service, "FirmwareInventory")
     listed: dict[str, str] = {}
-    if inventory is not None:
-        for member in read(inventory).body.get("Members") or []:
-            path = member.get("@odata.id") if isinstance(member, dict) else None
-            if isinstance(path, str):
-                listed[path.rstrip("/").rsplit("/", 1)[-1]] = path
+    try:
+        members = read(inventory).body.get("Members") if inventory is not None else None
+    except sushy_exc.ResourceNotFoundError:
+        members = None  # linked, not served (sushy-tools)
+    for member in members or []:
+        path = member.get("@odata.id") if isinstance(member, dict) else None
+        if isinstance(path, str):
+            listed[path.rstrip("/").rsplit("/", 1)[-1]] = path
+    bios = system_bios(system) if members is None else None
+    if bios is not None:
+        listed[SYSTEM_BIOS] = bios[0]
     unknown = [t for t in targets if t not in listed]
     if unknown:
         raise InputError(
@@ -153,14 +167,19 @@ def _image_file(image: str) -> tuple[str, bytes]:
 
 
 def request_for(
-    read: Reader, root: Mapping[str, Any], image: str, targets: tuple[str, ...]
+    read: Reader,
+    root: Mapping[str, Any],
+    image: str,
+    targets: tuple[str, ...],
+    system: Callable[[], Resource] | None = None,
 ) -> Request:
-    """The update request this service takes for ``image`` (see the table)."""
+    """The update request this service takes for ``image`` (see the table);
+    ``system`` reads the System (a service without an inventory)."""
     service_path = _link(root, "UpdateService")
     if service_path is None:
         raise Missing("the service has no UpdateService")
     service = read(service_path).body
-    paths = _paths(read, service, targets)
+    paths = _paths(read, service, targets, system)
     action = _action(service, "#UpdateService.SimpleUpdate")
     target = action.get("target")
     if isinstance(target, str) and target:

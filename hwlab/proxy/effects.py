@@ -92,7 +92,17 @@ REFUSED: dict[Effect, str] = {
 #: meets when a BMC accepts a power action and the power never moves (vbmc's
 #: natural one: acknowledged, never executed by libvirt)
 ACKNOWLEDGED: dict[str, frozenset[Effect]] = {
-    "redfish": frozenset({Effect.POWER_STUCK}),
+    # and the firmware update effects: SimpleUpdate answered with a task the
+    # proxy serves itself (bmaas.hwlab.proxy.updates)
+    "redfish": frozenset(
+        {
+            Effect.POWER_STUCK,
+            Effect.TASK_HANG,
+            Effect.UPDATE_REJECTED,
+            Effect.VERSION_UNCHANGED,
+            Effect.UPDATE_REBOOT,
+        }
+    ),
     "ipmi": frozenset({Effect.POWER_STUCK}),
 }
 

@@ -12,7 +12,9 @@ table the Redfish emulator answers from too; ``drop``, ``overload`` and
 ``delay`` relays the request late; ``duplicate`` relays
 it 1 + ``copies`` times (last answer wins); ``bmc_reboot`` stops listening for
 ``duration`` s (connection refused) and, like ``auth_fail`` with
-``scope=session``, rejects session tokens issued before (401).
+``scope=session``, rejects session tokens issued before (401). The firmware
+update effects answer ``SimpleUpdate`` with a task the proxy serves itself
+(:mod:`bmaas.hwlab.proxy.updates`).
 
 Answers made by the proxy never touch the upstream.
 """
@@ -33,6 +35,7 @@ from bmaas.hwlab import answers, tls
 from bmaas.hwlab.http import HttpError, Request, Response, read_request, read_response
 from bmaas.hwlab.http import redfish_error as error
 from bmaas.hwlab.operations import redfish_operation
+from bmaas.hwlab.proxy import updates
 from bmaas.hwlab.proxy.base import Proxy
 from bmaas.hwlab.proxy.effects import ACKNOWLEDGED
 from bmaas.hwlab.proxy.spec import ProxySpec
@@ -79,6 +82,7 @@ class RedfishProxy(Proxy):
         self._conns: set[_Conn] = set()
         self._issued: set[str] = set()
         self._revoked: set[str] = set()
+        self._updates = updates.Updates(lambda: self.loop.time())
 
     @property
     def url(self) -> str:
@@ -185,10 +189,9 @@ class RedfishProxy(Proxy):
     async def _handle(self, conn: _Conn, request: Request) -> bool:
         """Answer one request; False when the connection must end."""
         keep = request.keep_alive
-        token = request.header("X-Auth-Token")
-        if token and token in self._revoked:
-            answer = error(401, "Base.1.8.NoValidSession", "session lost when the BMC rebooted")
-            conn.writer.write(answer.encode(keep_alive=keep))
+        own = self._own_answer(request)
+        if own is not None:
+            conn.writer.write(own.encode(keep_alive=keep))
             return keep
         operation = operation_for(request.method, request.path)
         action = decide(
@@ -212,7 +215,7 @@ class RedfishProxy(Proxy):
         def forge(firing: Firing) -> Response | None:
             if answers.expires_sessions(firing):
                 self._revoke()  # every token dies, a fresh login works
-            forged = answers.redfish_forged(firing, request)
+            forged = self._forged(firing, request)
             if forged is not None:
                 self.counters["answered"] += 1
             return forged
@@ -227,9 +230,39 @@ class RedfishProxy(Proxy):
                     self._issued.add(issued)
             return response, True
 
-        return await answers.carry_out(
-            action, request, conn.reader, conn.writer, forge=forge, serve=serve, drop=drop
+        sent: list[Response | None] = []
+        keep = await answers.carry_out(
+            action,
+            request,
+            conn.reader,
+            conn.writer,
+            forge=forge,
+            serve=serve,
+            drop=drop,
+            answered=sent.append,
         )
+        down = updates.reboot_after(action.answer, sent[0] if sent else None)
+        if down is None:
+            return keep
+        # the update lands and the BMC reboots into it; this connection ends
+        # cleanly, after its answer (a reset could discard it unread)
+        self._conns.discard(conn)
+        self.reboot(down)
+        return False
+
+    def _forged(self, firing: Firing, request: Request) -> Response | None:
+        """The answer ``firing`` gives in the BMC's place (None: relay)."""
+        if firing.effect in updates.EFFECTS:
+            return self._updates.take(firing, request)
+        return answers.redfish_forged(firing, request)
+
+    def _own_answer(self, request: Request) -> Response | None:
+        """What the proxy answers whatever the rules say: a session that died
+        in a reboot (401), a task of an update it answered for."""
+        token = request.header("X-Auth-Token")
+        if token and token in self._revoked:
+            return error(401, "Base.1.8.NoValidSession", "session lost when the BMC rebooted")
+        return self._updates.answer(request)
 
     def _relocate(self, response: Response) -> Response:
         """Point an absolute ``Location`` at the upstream back at the proxy,

@@ -54,7 +54,7 @@ from bmaas.fakes.faults import Firing
 from bmaas.faults import InputError
 from bmaas.hardware import APPLY_TIMES, FirmwareComponent, check_bios_changes
 from bmaas.hwlab.http import Request, error_body
-from bmaas.hwlab.redfish import jobs, standard
+from bmaas.hwlab.redfish import jobs, standard, tasks
 from bmaas.hwlab.redfish.bmc import Bmc, Rendered
 
 __all__ = ["REGISTRY", "serve", "settings_path"]
@@ -365,34 +365,7 @@ def _task_service() -> dict[str, Any]:
 def _task(bmc: Bmc, number: int, at: float | None = None) -> dict[str, Any]:
     """The task of the machine's update ``number`` as it stands now (or at ``at``)."""
     _components, updates, now = bmc.machine.firmware_now()
-    update = updates[number - 1]
-    state, percent = update.progress(now if at is None else at)
-    messages = [_message("TaskEvent.1.0.TaskStarted", f"The task {number} has started.", number)]
-    if state == "Completed":
-        done = f"The task {number} has completed: {update.target} reads {update.version}."
-        messages.append(_message("TaskEvent.1.0.TaskCompletedOK", done, number))
-    if state == "Exception":  # update_rejected: DMTF Update registry's refusal
-        refused = f"Verification of image '{update.image}' at '{update.target}' failed."
-        messages.append(_message("Update.1.0.VerificationFailed", refused, number, "Critical"))
-    return {
-        "@odata.type": "#Task.v1_4_3.Task",
-        "@odata.id": f"{_TASKS}/{number}",
-        "Id": str(number),
-        "Name": f"Update {update.target} from {update.image}",
-        "TaskState": state,
-        "TaskStatus": "Critical" if state == "Exception" else "OK",
-        "PercentComplete": percent,
-        "Messages": messages,
-    }
-
-
-def _message(message_id: str, text: str, number: int, severity: str = "OK") -> dict[str, Any]:
-    return {
-        "MessageId": message_id,
-        "Message": text,
-        "MessageArgs": [str(number)],
-        "MessageSeverity": severity,
-    }
+    return tasks.task(f"{_TASKS}/{number}", updates[number - 1], now if at is None else at)
 
 
 def _simple_update(bmc: Bmc, request: Request, hardware: list[Firing]) -> Rendered:

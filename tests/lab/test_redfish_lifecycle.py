@@ -266,14 +266,22 @@ def test_ilo_firmware_inventory_lists_its_twelve_recorded_components() -> None:
     assert components[1].version == "A43 v2.52 (10/29/2021)"
 
 
+#: the System's BiosVersion in each tree without its inventory (r660's system has none)
+SYSTEM_BIOS = {"lenovo-sr650": "TEE142M-2.41", "dell-r660": None, "dell-r6515": "2.6.6"}
+
+
 @pytest.mark.parametrize("name", NO_INVENTORY)
-def test_a_recorded_inventory_link_without_its_collection_is_unsupported(name: str) -> None:
-    # bmclib recorded these UpdateServices, not the collections they link
-    with vendor(name) as (_, driver), pytest.raises(UnsupportedOperation) as info:
-        driver.get_firmware_inventory(deadline=call())
-    assert "/redfish/v1/UpdateService/FirmwareInventory" in str(info.value)
-    assert "does not serve it" in str(info.value)
-    not_the_nodes(info.value)
+def test_a_recorded_inventory_link_without_its_collection_reads_the_systems_bios(
+    name: str,
+) -> None:
+    # bmclib recorded these UpdateServices, not the collections they link: a
+    # service that serves no inventory (stock sushy-tools) has its BIOS read
+    # from the System, as Ironic's redfish firmware interface reads it
+    with vendor(name) as (state, driver):
+        components = driver.get_firmware_inventory(deadline=call())
+        gets = [p for _, p, _ in state.calls("GET")]
+    assert components == [FirmwareComponent("BIOS", "BIOS", SYSTEM_BIOS[name], updateable=True)]
+    assert "/redfish/v1/UpdateService/FirmwareInventory" in gets  # asked first
 
 
 def test_ilo_bios_reads_with_its_recorded_registry_from_the_lower_case_store() -> None:

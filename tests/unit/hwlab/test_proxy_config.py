@@ -133,7 +133,15 @@ def test_expected_faults_cover_every_proxy_effect_but_duplicate() -> None:
     proxy_effects = {e for e in Effect if e.layer is not Layer.HARDWARE} - {Effect.SESSION_LIMIT}
     # and power_stuck on both: the Reset or Chassis Control acknowledged, never relayed
     assert proxy_effects | {Effect.POWER_STUCK} == SUPPORTED["ipmi"]
-    assert proxy_effects | {Effect.POWER_STUCK} == SUPPORTED["redfish"]
+    # and on Redfish the firmware update effects: SimpleUpdate answered with a
+    # task the proxy serves (bmaas.hwlab.proxy.updates)
+    updates = {
+        Effect.TASK_HANG,
+        Effect.UPDATE_REJECTED,
+        Effect.VERSION_UNCHANGED,
+        Effect.UPDATE_REBOOT,
+    }
+    assert proxy_effects | {Effect.POWER_STUCK} | updates == SUPPORTED["redfish"]
     # an incident's fault is the incident's own (bmaas.fakes.incidents), not the effect's
     assert set(EXPECTED_FAULTS) == proxy_effects - {Effect.DUPLICATE, Effect.INCIDENT}
     assert expected_fault(Effect.DUPLICATE, "ipmi", "power.set") is None
