@@ -51,6 +51,10 @@ malformed_reply    a read's JSON body cut in half; any other answer replaced
                    by a reply that is not HTTP at all
 power_stuck        a proxy's only: 204 to the Reset, which is never relayed
                    (an emulated node accepts it and its machine never moves)
+task_hang,         a proxy's: 202 to SimpleUpdate and a task it serves itself
+update_rejected,   (``hwlab/proxy/updates.py``: stateful, so not here); an
+version_unchanged, emulated node's machine takes the update (its task, the
+update_reboot      same document: ``hwlab/redfish/tasks.py``)
 trickle            the answer, head and body, ``bytes`` at a time every
                    ``every`` seconds
 hang               nothing: the connection held open until the client goes

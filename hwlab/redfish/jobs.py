@@ -18,6 +18,22 @@ Completed     Completed       RED001: Job completed successfully.
 Exception     Failed          RED007: Unable to verify Update Package signature.
                               (``update_rejected``; Dell KB 000135299)
 ============  ==============  ====================================================
+
+Where each id and text comes from (checked for issue 51):
+
+* ``JCP001`` "Task successfully scheduled." (a ``Scheduled`` FirmwareUpdate
+  job) and ``RED001`` "Job completed successfully." (a ``Completed`` one):
+  the recorded queue, ``tests/fixtures/redfish-trees/dell-r660/Managers/
+  iDRAC.Embedded.1/Oem/Dell/Jobs`` (bmclib's fixtures, Apache-2.0; see its
+  ``SOURCE.md``).
+* ``RED007`` "Unable to verify Update Package signature.": Dell's knowledge
+  base article 000135299, https://www.dell.com/support/kbdoc/000135299
+  (a failed iDRAC firmware update job; the id and text are quoted as facts,
+  nothing else is taken from the page).
+* ``PR20`` "Job in progress.": not confirmed by any public source found (the
+  recorded queue holds no running job; its ``PR19`` "Job completed
+  successfully." closes a BIOS configuration job). bmaas decides by a
+  running job's ``JobState``, never by its id.
 """
 
 from __future__ import annotations
