@@ -258,16 +258,18 @@ class StockSushy(_Process):
 
 
 def _uefi_settings() -> dict[str, object]:
-    """sushy-tools' UEFI firmware paths as Debian's ovmf installs them (its
-    defaults name Ubuntu's): a Redfish ``BootSourceOverrideMode`` change, or
-    Secure Boot turned on or off, gives a VM lab's domain OVMF and the
-    variables template of :mod:`bmaas.hwlab.vm.domain`."""
-    from bmaas.hwlab.vm.domain import OVMF_CODE, OVMF_VARS
+    """sushy-tools' firmware paths as Debian installs them (its defaults
+    name Ubuntu's): a Redfish ``BootSourceOverrideMode`` change, or Secure
+    Boot turned on or off, gives a VM lab's domain OVMF and the variables
+    template of :mod:`bmaas.hwlab.vm.domain`, or SeaBIOS for ``Legacy`` (its
+    default, no path, is refused by libvirt for a domain that names its
+    loader: a 500, "no loader path specified")."""
+    from bmaas.hwlab.vm.domain import OVMF_CODE, OVMF_VARS, SEABIOS
 
     return {
         "SUSHY_EMULATOR_BOOT_LOADER_MAP": {
             "UEFI": {"x86_64": OVMF_CODE},
-            "Legacy": {"x86_64": None},
+            "Legacy": {"x86_64": SEABIOS},
         },
         "SUSHY_EMULATOR_SECURE_BOOT_ENABLED_NVRAM": OVMF_VARS["uefi-secure"],
         "SUSHY_EMULATOR_SECURE_BOOT_DISABLED_NVRAM": OVMF_VARS["uefi"],

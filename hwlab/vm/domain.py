@@ -45,6 +45,7 @@ __all__ = [
     "OVMF_CODE",
     "OVMF_VARS",
     "POOL",
+    "SEABIOS",
     "URI",
     "blank_disk",
     "cdrom_xml",
@@ -77,6 +78,10 @@ OVMF_VARS = {
     "uefi": "/usr/share/OVMF/OVMF_VARS_4M.fd",
     "uefi-secure": "/usr/share/OVMF/OVMF_VARS_4M.snakeoil.fd",
 }
+#: SeaBIOS as a ``<loader type='rom'>`` (Debian's seabios, qemu's own
+#: dependency): what sushy-tools writes for a ``Legacy`` boot mode -- libvirt
+#: refuses a rom loader without a path where the domain names its firmware
+SEABIOS = "/usr/share/seabios/bios-256k.bin"
 #: the pool sushy-tools copies a virtual-media image into (its default)
 POOL = "default"
 #: what a lab's domain says in its <description>

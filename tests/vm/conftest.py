@@ -22,6 +22,7 @@ slows ``up`` can no longer sink a deploy test by the test's own clock.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -106,10 +107,10 @@ def vm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmLab]:
         assert not (state / "vm.json").exists()
 
 
-@pytest.fixture(scope="session")
-def image_url(vm_lab: VmLab) -> Iterator[str]:
-    """The vmedia ISO served on 127.0.0.1 (sushy-tools fetches it by URL)."""
-    iso = Path(vm_lab.vmedia_iso)
+@contextlib.contextmanager
+def _served(iso: Path) -> Iterator[str]:
+    """The URL of ``iso`` served on 127.0.0.1 with its folder (sushy-tools
+    fetches virtual media by URL)."""
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(iso.parent))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -119,3 +120,31 @@ def image_url(vm_lab: VmLab) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="session")
+def image_url(vm_lab: VmLab) -> Iterator[str]:
+    """The vmedia ISO served on 127.0.0.1."""
+    with _served(Path(vm_lab.vmedia_iso)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def uefi_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmLab]:
+    """A one-VM lab of its own whose VM boots OVMF with Secure Boot on
+    (tests/vm/test_vm_uefi.py's docstring); one per module."""
+    os.environ["HWLAB_VM_CACHE_DIR"] = str(CACHE)
+    state = tmp_path_factory.mktemp("vm-uefi") / "lab"
+    lab = up(state, count=1, proxies=True, driver="redfish", firmware="uefi-secure")
+    try:
+        yield lab
+    finally:
+        down(state)
+
+
+@pytest.fixture(scope="module")
+def uefi_url(uefi_lab: VmLab) -> Iterator[str]:
+    """The UEFI vmedia ISO served on 127.0.0.1; its folder (the image cache)
+    holds the BIOS one too."""
+    with _served(Path(uefi_lab.vmedia_iso)) as url:
+        yield url

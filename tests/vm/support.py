@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bmaas.driver_info import DriverInfo
+from bmaas.drivers.redfish.driver import RedfishDriver
 from bmaas.hwlab.vm.image import parse_marker
 from bmaas.hwlab.vm.lab import VmLab
 from bmaas.yamlsrc import load_text
@@ -34,15 +36,25 @@ def bmaas(home: Path, *args: str, timeout: float = 400) -> subprocess.CompletedP
     )
 
 
-def enroll(home: Path, lab: VmLab, driver: str) -> None:
-    """The lab's inventory, every node enrolled with ``driver``."""
+def enroll(home: Path, lab: VmLab, driver: str, **info: str) -> None:
+    """The lab's inventory, every node enrolled with ``driver`` (and the
+    ``driver_info`` keys of ``info`` added, e.g. ``boot_mode``)."""
     doc = load_text((lab.state_dir / "inventory.yaml").read_text(), source="inventory.yaml")
     for node in doc["nodes"]:
         node["driver"] = driver
+        node["driver_info"].update(info)
     path = home / "inventory.json"
     path.write_text(json.dumps(doc))
     done = bmaas(home, "enroll", str(path))
     assert done.returncode == 0, done.stderr
+
+
+def redfish_driver(lab: VmLab, **info: str) -> RedfishDriver:
+    """bmaas's Redfish driver for the lab's one node (``info``: more
+    ``driver_info`` keys)."""
+    doc = load_text((lab.state_dir / "inventory.yaml").read_text(), source="inventory.yaml")
+    (node,) = doc["nodes"]
+    return RedfishDriver(node["name"], DriverInfo.parse({**node["driver_info"], **info}))
 
 
 def deploy(home: Path, lab: VmLab, *args: str) -> dict[str, Any]:

@@ -15,23 +15,14 @@ the guest says ``fw=uefi sb=on`` on its marker line. Witnessed on the machine:
 
 from __future__ import annotations
 
-import functools
-import os
-import threading
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from bmaas.deadline import Deadline
-from bmaas.driver_info import DriverInfo
-from bmaas.drivers.redfish.driver import RedfishDriver
 from bmaas.hwlab.vm import domain
-from bmaas.hwlab.vm.lab import VmLab, down, up
-from bmaas.yamlsrc import load_text
+from bmaas.hwlab.vm.lab import VmLab, down
 from tests.vm.support import (
-    CACHE,
     VMEDIA,
     booted_once,
     deploy,
@@ -39,42 +30,11 @@ from tests.vm.support import (
     markers,
     never_booted,
     power_off_all,
+    redfish_driver,
     seen,
 )
 
 pytestmark = pytest.mark.vm
-
-
-@pytest.fixture(scope="module")
-def uefi_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmLab]:
-    os.environ["HWLAB_VM_CACHE_DIR"] = str(CACHE)
-    state = tmp_path_factory.mktemp("vm-uefi") / "lab"
-    lab = up(state, count=1, proxies=True, driver="redfish", firmware="uefi-secure")
-    try:
-        yield lab
-    finally:
-        down(state)
-
-
-@pytest.fixture(scope="module")
-def uefi_url(uefi_lab: VmLab) -> Iterator[str]:
-    """The UEFI vmedia ISO served on 127.0.0.1; its folder (the image cache)
-    holds the BIOS one too."""
-    iso = Path(uefi_lab.vmedia_iso)
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(iso.parent))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/{iso.name}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def redfish_driver(lab: VmLab) -> RedfishDriver:
-    doc = load_text((lab.state_dir / "inventory.yaml").read_text(), source="inventory.yaml")
-    (node,) = doc["nodes"]
-    return RedfishDriver(node["name"], DriverInfo.parse(node["driver_info"]))
 
 
 @pytest.mark.timeout(420)  # its deploy's --deadline and the commands around it
