@@ -67,6 +67,25 @@ def proxy_host(tmp_path: Path) -> Iterator[Callable[..., ProxyHost]]:
         assert port_is_free(port, kind), f"{protocol} proxy port {port} still bound"
 
 
+def sushy_driver(host: ProxyHost, sushy: StockSushy, *, bmc_timeout: float) -> Any:
+    """The bmaas Redfish driver for ``sushy``'s system ``node1`` through
+    ``host``'s proxy ``rf1`` (verifying the proxy's certificate when it
+    serves TLS)."""
+    from bmaas.registry import build_driver
+
+    proxy = host.proxies["rf1"]
+    info = {
+        "redfish_address": proxy.url,  # type: ignore[attr-defined]
+        "redfish_system_id": "/redfish/v1/Systems/" + sushy.system_id("node1"),
+        "redfish_username": "admin",
+        "redfish_password": "unused-by-the-emulator",
+    }
+    cert = getattr(proxy, "cert_path", None)
+    if cert is not None:
+        info["redfish_verify_ca"] = str(cert)
+    return build_driver("rf1", "redfish", info, bmc_timeout=bmc_timeout)
+
+
 def ipmitool(
     port: int,
     *args: str,

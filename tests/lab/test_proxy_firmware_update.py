@@ -30,10 +30,9 @@ from bmaas.faults import (
 )
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec
 from bmaas.hwlab.proxy.stock import StockSushy
-from bmaas.registry import build_driver
 from bmaas.retry import RetryingDriver, RetryLimits
 from bmaas.updates import UpdateBounds
-from tests.lab.proxy_support import require_driver
+from tests.lab.proxy_support import require_driver, sushy_driver
 
 require_driver("redfish")
 
@@ -60,15 +59,8 @@ def _update(
 ) -> None:
     """One update through ``host``'s proxy, ``rule`` firing once on it;
     its progress lines go to ``lines``."""
-    proxy = host.proxies["rf1"]
-    info = {
-        "redfish_address": proxy.url,  # type: ignore[attr-defined]
-        "redfish_system_id": "/redfish/v1/Systems/" + sushy.system_id("node1"),
-        "redfish_username": "admin",
-        "redfish_password": "unused-by-the-emulator",
-    }
     lines = [] if lines is None else lines
-    with build_driver("rf1", "redfish", info, bmc_timeout=1.0) as driver:
+    with sushy_driver(host, sushy, bmc_timeout=1.0) as driver:
         before = driver.get_firmware_inventory(deadline=Deadline.after(SETUP))
         assert [c.id for c in before] == ["BIOS"]  # the System's BiosVersion
         host.add_faults("rf1", [{"operation": "firmware.update", "times": 1, **rule}])

@@ -27,9 +27,8 @@ from bmaas.faults import (
 )
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec, expected_fault
 from bmaas.hwlab.proxy.stock import StockSushy
-from bmaas.registry import build_driver
 from tests.budgets import ask, bound
-from tests.lab.proxy_support import require_driver
+from tests.lab.proxy_support import require_driver, sushy_driver
 
 require_driver("redfish")
 
@@ -57,15 +56,7 @@ def _proxy(sushy: StockSushy, start: Start, rules: list[dict[str, Any]] | None =
 
 
 def _driver(host: ProxyHost, sushy: StockSushy) -> Any:
-    proxy = host.proxies["rf1"]
-    info = {
-        "redfish_address": proxy.url,  # type: ignore[attr-defined]
-        "redfish_system_id": "/redfish/v1/Systems/" + sushy.system_id("node1"),
-        "redfish_username": "admin",
-        "redfish_password": "unused-by-the-emulator",
-        "redfish_verify_ca": str(proxy.cert_path),  # type: ignore[attr-defined]
-    }
-    return build_driver("rf1", "redfish", info, bmc_timeout=DEADLINE)
+    return sushy_driver(host, sushy, bmc_timeout=DEADLINE)
 
 
 def test_every_call_works_through_the_proxy_without_rules(
