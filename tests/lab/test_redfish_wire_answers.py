@@ -7,7 +7,8 @@ seen on the socket (a timeout, a TCP reset, a refused connection), request
 after request while a window lasts; a late, trickled or duplicated request
 is the same answer; every vendor incident that applies to Redfish is its
 vendor's same answer; ``power_stuck`` the same accepted Reset and a machine
-that never moves. :data:`COVERED` is held equal to what a proxy carries
+that never moves; each firmware update effect the same update followed to
+the same end. :data:`COVERED` is held equal to what a proxy carries
 out (:data:`bmaas.hwlab.proxy.effects.SUPPORTED`), so a new effect without a case
 here fails the suite. Not here: ``session_limit``, which a proxy refuses (it
 cannot count the sessions the BMC holds; tests/unit/hwlab/test_proxy_config.py).
@@ -16,6 +17,7 @@ cannot count the sessions the BMC holds; tests/unit/hwlab/test_proxy_config.py).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import http.client
 import itertools
 import json
@@ -28,9 +30,10 @@ import pytest
 from bmaas.driver import PowerState
 from bmaas.fakes.faults import Effect, FaultRule
 from bmaas.fakes.incidents import INCIDENTS
-from bmaas.fakes.machine import FakeMachine
+from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec
 from bmaas.hwlab.proxy.effects import SUPPORTED
+from bmaas.hwlab.proxy.updates import UPDATE_TIME
 from bmaas.hwlab.redfish import RedfishServer
 from bmaas.secrets import Secret
 from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME
@@ -72,6 +75,16 @@ SILENT: list[tuple[str, dict[str, Any], int]] = [
     ("overload", {"max_rate": 0, "duration": 1.0, "times": 1}, 2),
 ]
 
+#: (effect, parameters): the firmware update effects (issue 51), each on
+#: one SimpleUpdate of the BIOS
+UPDATES: list[tuple[str, dict[str, Any]]] = [
+    ("task_hang", {}),
+    ("update_rejected", {}),
+    ("version_unchanged", {}),
+    ("update_reboot", {"duration": 1.0}),
+    ("update_reboot", {"duration": 1.0, "version": "old"}),
+]
+
 #: every vendor incident a Redfish BMC answers
 INCIDENT_NAMES = sorted(n for n, i in INCIDENTS.items() if "redfish" in i.protocols)
 
@@ -80,6 +93,7 @@ INCIDENT_NAMES = sorted(n for n, i in INCIDENTS.items() if "redfish" in i.protoc
 COVERED = {Effect(e) for e, _, _ in [*CASES, *LATE, *SILENT]} | {
     Effect.INCIDENT,
     Effect.POWER_STUCK,
+    *(Effect(e) for e, _ in UPDATES),
 }
 
 #: seconds a client waits for an answer that may never come
@@ -170,14 +184,15 @@ def _pair(
     rule: dict[str, Any],
     *,
     power: PowerState = PowerState.OFF,
+    hardware: Hardware = HARDWARE,
 ) -> tuple[tuple[int, str], tuple[int, str]]:
     """(port, system name) of an emulated node with ``rule``, and of a
     proxied one: the proxy, with the same rule, in front of an emulated node
     with none."""
     n = next(_names)
-    emulated = FakeMachine(f"emu-{n}", HARDWARE, power=power)
+    emulated = FakeMachine(f"emu-{n}", hardware, power=power)
     emulated.plan.add(FaultRule.from_dict(rule))
-    real = FakeMachine(f"real-{n}", HARDWARE, power=power)
+    real = FakeMachine(f"real-{n}", hardware, power=power)
     emulated_port = server.add(emulated, username=USERNAME, password=PASSWORD)
     real_port = server.add(real, username=USERNAME, password=PASSWORD)
     spec = ProxySpec(
@@ -356,3 +371,71 @@ def test_a_vendor_incident_is_the_same_answer_emulated_and_proxied(
     reply = INCIDENTS[incident].redfish
     assert reply is not None
     assert from_emulator[:2] == (reply.status, reply.message_ids[0])
+
+
+#: the emulated machines' update takes as long as a proxy's (UPDATE_TIME)
+QUICK = dataclasses.replace(HARDWARE, firmware_update_time=UPDATE_TIME)
+_BIOS = "/redfish/v1/UpdateService/FirmwareInventory/BIOS"
+_SIMPLE_UPDATE = "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
+
+
+def _http(
+    port: int, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, str | None, dict[str, Any]] | None:
+    """(status, Location, JSON body) of one request with Basic auth; None:
+    the BMC did not answer (refused, reset)."""
+    auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    headers = {"Content-Type": "application/json", "Authorization": f"Basic {auth}"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request(method, path, body=json.dumps(body) if body else None, headers=headers)
+        reply = conn.getresponse()
+        raw = reply.read()
+    except (ConnectionError, http.client.RemoteDisconnected):
+        return None
+    finally:
+        conn.close()
+    return reply.status, reply.getheader("Location"), json.loads(raw) if raw else {}
+
+
+def _updated(port: int, within: float) -> tuple[Any, ...]:
+    """One SimpleUpdate of the BIOS, its task read every 0.05 s until it
+    ends or ``within`` seconds pass, as a client sees it: the POST's
+    status, whether the BMC was away meanwhile, the task's last state and
+    MessageId, and the BIOS's version after."""
+    body = {"ImageURI": "http://127.0.0.1:9/fw/bios-2.0.bin", "Targets": [_BIOS]}
+    taken = _http(
+        port, "POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", body
+    )
+    assert taken is not None
+    assert taken[1] is not None
+    away, task = False, {}
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        seen = _http(port, "GET", taken[1])
+        away = away or seen is None
+        task = seen[2] if seen is not None else task
+        if task.get("TaskState") in ("Completed", "Exception"):
+            break
+        time.sleep(0.05)
+    after = _http(port, "GET", _BIOS)
+    assert after is not None
+    last = task["Messages"][-1]["MessageId"]
+    return taken[0], away, task["TaskState"], last, after[2]["Version"]
+
+
+@pytest.mark.parametrize(("effect", "params"), UPDATES, ids=[f"{e}-{len(p)}" for e, p in UPDATES])
+def test_a_firmware_update_effect_is_the_same_update_emulated_and_proxied(
+    server: RedfishServer, proxy_host: Start, effect: str, params: dict[str, Any]
+) -> None:
+    """The proxy answers the update with a task of its own (never relayed;
+    ``update_reboot`` with the new version: relayed, then its port refused);
+    an emulated node's machine takes it: the client follows the same update
+    to the same end either way."""
+    rule = {"effect": effect, "operation": "firmware.update", **params}
+    emulated, proxied = _pair(server, proxy_host, rule, hardware=QUICK)
+    within = UPDATE_TIME + float(params.get("duration", 0.0)) + 1.5
+    from_emulator = _updated(emulated[0], within)
+    assert _updated(proxied[0], within) == from_emulator
+    assert from_emulator[0] == 202
+    assert from_emulator[1] == (effect == "update_reboot")
