@@ -43,11 +43,16 @@ read cut at the bound is what it is, a no-answer (``BMCTimeout``, which the
 policy table counts and its ``NO_ANSWER`` column sends here), and the
 no-answer starts a background probe at once, with the full deadline, in
 parallel with the other probes (:meth:`SilentBMCs.silent`): a BMC that is
-only slow answers it, and since any no-answer forgets the BMC's answer
-times, its next read waits the whole deadline again and teaches the bound
-the new time. A healthy BMC's read is cut at most once in a row, so it is
-never fenced for slowness (Ironic needs ``power_state_sync_max_retries`` + 1
-failed reads in a row); a hung one is counted on every pass, as before.
+only slow answers it. A cut read *owes* the BMC's next read the whole
+deadline, which teaches the bound the new time if it answers; the answer
+times are kept, so once a read given the whole deadline got no answer
+either (silent, not slow), the read after it is cut at the bound again
+(before, a no-answer forgot them: ``bmaas sync``, whose book probes
+nothing, waited ``--bmc-timeout`` for each hung read on every pass until
+the node was fenced). A healthy BMC's read is cut at most once in a row,
+so it is never fenced for slowness (Ironic needs
+``power_state_sync_max_retries`` + 1 failed reads in a row); a hung one is
+counted on every pass, as before.
 """
 
 from __future__ import annotations
@@ -144,6 +149,8 @@ class SilentBMCs:
         self.floor, self.factor, self.history = floor, factor, history
         #: each BMC's latest answer times (seconds), for its silence bound
         self._answers: dict[Hashable, collections.deque[float]] = {}
+        #: BMCs whose last read was cut at the bound: the next waits the whole deadline
+        self._owed: set[Hashable] = set()
         self._clock = clock
         self._start = start
         self.probe = probe
@@ -162,7 +169,6 @@ class SilentBMCs:
         command may well answer a read)."""
         now = self._clock()
         with self._cond:
-            self._answers.pop(key, None)  # its next read that asks waits the whole deadline
             known = self._book.get(key)
             if known is None:
                 LOG.info("%s: no answer from the BMC; probing it in the background", fault.node)
@@ -227,16 +233,17 @@ class SilentBMCs:
             if times is None:
                 times = self._answers[key] = collections.deque(maxlen=self.history)
             times.append(max(0.0, seconds))
+            self._owed.discard(key)
 
     def bound(self, key: Hashable, call: float) -> float:
         """Seconds a periodic read of ``key``'s BMC waits for an answer:
         ``call`` (the call deadline) until :data:`BOUND_MIN_ANSWERS` of its
-        answer times are known since its last no-answer, then
-        ``factor`` times the slowest of them, at least ``floor``, at most
-        ``call`` (see the module docstring)."""
+        answer times are known, and for the read after one cut at the bound;
+        else ``factor`` times the slowest of them, at least ``floor``, at
+        most ``call`` (see the module docstring)."""
         with self._cond:
             times = self._answers.get(key)
-            if times is None or len(times) < BOUND_MIN_ANSWERS:
+            if times is None or len(times) < BOUND_MIN_ANSWERS or key in self._owed:
                 return call
             slowest = max(times)
         return min(call, max(self.floor, self.factor * slowest))
@@ -247,8 +254,10 @@ class SilentBMCs:
         may wait for an answer (:meth:`bound`). A clean end records the
         answer's time (:meth:`answered`). A no-answer (the policy table's
         ``NO_ANSWER``) that came when the bound, shorter than ``call``, ran
-        out is raised again as the same fault saying so; the caller's pool
-        notes it (:meth:`silent`: a probe at once, with the whole deadline)."""
+        out is raised again as the same fault saying so, and owes the next
+        read the whole deadline; the caller's pool notes it (:meth:`silent`:
+        a probe at once, with the whole deadline). A read given the whole
+        deadline pays that debt, answered or not."""
         wait = self.bound(key, call)
         started = self._clock()
         try:
@@ -256,7 +265,12 @@ class SilentBMCs:
         except BMCFault as fault:
             took = self._clock() - started
             if wait < call and took >= wait and policy_for(fault).no_answer:
+                with self._cond:
+                    self._owed.add(key)
                 raise self._cut(fault, wait, call) from fault
+            if wait >= call:
+                with self._cond:
+                    self._owed.discard(key)
             raise
         self.answered(key, self._clock() - started)
 

@@ -78,6 +78,34 @@ def test_the_first_pass_after_a_hang_waits_the_bmc_s_silence_bound(
     assert rt.silence.bound(rt.pool.key_for("fake", "n02", {"fake_machine": "n02"}), 5.0) == 5.0
 
 
+def test_the_later_passes_wait_a_hung_bmc_s_whole_timeout_once_not_on_every_pass(
+    store: Store, enroll: Enroll
+) -> None:
+    """n02 hangs after two passes: its read is cut at the bound (0.5 s), the
+    next given the whole bmc_timeout (a slow BMC would answer it), and when
+    that got no answer either the one after is cut at the bound again -- a
+    cut read used to forget the answer times, so every pass until the fence
+    waited the whole timeout for it (issue 48)."""
+    enroll(2)
+    clock = FakeClock()
+    fleet = FakeFleet(clock=clock)
+    for name in ("n01", "n02"):
+        fleet.add(name, rules=[{"effect": "delay", "seconds": 0.02}], power=PowerState.ON)
+    factory = driver_factory(fleet=fleet, bmc_timeout=BMC_TIMEOUT)
+    waits = []
+    with Runtime(clock=clock, wait=BMC_TIMEOUT, probe=False) as rt:
+        parts = SyncParts(factory, rt=rt, clock=clock)
+        for _ in range(2):
+            assert not _pass(store, parts, clock).failed
+        fleet.machine("n02").plan.add(FaultRule.from_dict({"effect": "hang"}))
+        for _ in range(3):
+            clock.sleeps.clear()
+            (failed,) = _pass(store, parts, clock).failed
+            assert isinstance(failed.error, BMCTimeout)
+            waits.append(max(clock.sleeps))
+    assert waits == [BOUND_FLOOR, BMC_TIMEOUT, BOUND_FLOOR]
+
+
 # -- one runtime a host, closed, no thread left ------------------------------------------
 
 

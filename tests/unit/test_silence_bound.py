@@ -192,7 +192,9 @@ def test_the_bound_is_the_call_deadline_until_answers_are_known() -> None:
     assert book.bound("n2", CALL) == CALL  # per BMC
 
 
-def test_the_bound_follows_the_last_answers_and_any_no_answer_forgets_them() -> None:
+def test_the_bound_follows_the_last_answers_and_a_cut_read_owes_the_next_the_whole_deadline() -> (
+    None
+):
     clock = FakeClock(start=0.0)
     book = SilentBMCs(clock=clock, start=Jobs(), history=3)
     for seconds in (1.0, 0.1, 0.1):
@@ -200,8 +202,22 @@ def test_the_bound_follows_the_last_answers_and_any_no_answer_forgets_them() -> 
     assert book.bound("n1", CALL) == pytest.approx(4.0)
     book.answered("n1", 0.1)  # the slow one has left the window of three
     assert book.bound("n1", CALL) == pytest.approx(0.5)
-    book.silent("n1", BMCTimeout("no answer", node="n1"), lambda: None)
-    assert book.bound("n1", CALL) == CALL  # its next read waits the whole deadline again
+
+    def no_answer() -> None:
+        with book.bounded("n1", CALL) as wait:
+            clock.advance(wait)
+            raise BMCTimeout("no answer", node="n1")
+
+    with pytest.raises(BMCTimeout, match=r"silence bound of 0\.50s"):
+        no_answer()
+    assert book.bound("n1", CALL) == CALL  # cut: its next read waits the whole deadline
+    with pytest.raises(BMCTimeout) as whole:
+        no_answer()
+    assert "silence bound" not in str(whole.value)
+    # silent with the whole deadline too, not slow: the answers still bound the next
+    assert book.bound("n1", CALL) == pytest.approx(0.5)
+    book.silent("n1", BMCTimeout("no answer", node="n1"), lambda: None)  # a keepalive's
+    assert book.bound("n1", CALL) == pytest.approx(0.5)
 
 
 def test_a_read_cut_at_the_bound_says_so_and_counts_as_a_no_answer() -> None:
@@ -275,7 +291,8 @@ def test_a_slow_healthy_bmc_is_cut_once_then_asked_with_the_whole_deadline() -> 
     for _ in range(5):
         sync()
     assert outcomes == ["ok", "ok", "timeout", "ok", "ok", "ok", "ok"]
-    assert rig.waits["n000"] == pytest.approx([CALL, CALL, BOUND_FLOOR, CALL, CALL, 3.2, 3.2])
+    # the read after the cut waits it all and its answer (0.8 s) teaches the bound
+    assert rig.waits["n000"] == pytest.approx([CALL, CALL, BOUND_FLOOR, CALL, 3.2, 3.2, 3.2])
     assert len(rig.book) == 0  # the probe heard it: not silent
     assert rig.book.evidence(rig.keys["n000"]) is None
 
