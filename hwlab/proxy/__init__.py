@@ -7,7 +7,8 @@ the wire and BMC effects of the same fault rules the lab uses:
 * :mod:`bmaas.hwlab.proxy.ipmi`: a UDP relay for IPMI 2.0 (RMCP+), reading and
   forging session packets with keys derived from the login it observed
   (:mod:`bmaas.hwlab.proxy.rmcp`, :mod:`bmaas.hwlab.proxy.ipmi_session`);
-* :mod:`bmaas.hwlab.proxy.redfish`: an HTTP(S) proxy for Redfish;
+* :mod:`bmaas.hwlab.proxy.redfish`: an HTTP(S) proxy for Redfish, answering
+  firmware updates with tasks of its own (:mod:`bmaas.hwlab.proxy.updates`);
 * :mod:`bmaas.hwlab.proxy.effects`: what a proxy can and cannot do, and the fault
   class a driver sees for each effect;
 * :mod:`bmaas.hwlab.proxy.host`: proxies on one event loop, with the lab's control

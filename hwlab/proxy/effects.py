@@ -7,7 +7,9 @@ or fail needs acting on the machine -- save ``power_stuck``
 (:data:`ACKNOWLEDGED`): the Redfish Reset or the IPMI Chassis Control is
 answered as accepted and never relayed, which is all a client can see of a
 power action that never lands (on IPMI inside a session: with the BMC
-credentials, as every answer in the BMC's place). Nor
+credentials, as every answer in the BMC's place); and, on Redfish, the
+firmware update effects: ``SimpleUpdate`` answered with a task the proxy
+serves itself (:mod:`bmaas.hwlab.proxy.updates`). Nor
 ``session_limit``, which fires on the sessions the BMC holds: a proxy cannot
 count them (:data:`REFUSED`).
 Rules asking for one are refused with an
