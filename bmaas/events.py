@@ -5,8 +5,7 @@ event stream (the protocol's edge is the driver's ``bmaas.events`` entry
 point, :func:`bmaas.registry.capability`, loaded when a node of that driver
 is seen, so the core imports no protocol code): all of them on one thread
 (:mod:`bmaas.reactor`, opens on a pool of 8): an SSE stream's socket, or a
-push subscription's inbox that the push listener fills; a thread of its
-own only for a stream that offers neither (tests' fakes). Listeners only *receive*: each
+push subscription's inbox that the push listener fills. Listeners only *receive*: each
 piece of news goes on a queue, and the sync applies it to the store in its
 own thread (:meth:`EventWatch.wait`, which the loop waits on between
 passes), so the store has one writer, as before.
@@ -61,8 +60,9 @@ before the next pass), several pieces of news before that read make one
 read, and only the read's answer is written. A forged Event costs one
 read and changes nothing.
 
-Every host runs the same listener loop, :func:`listen` (``bmaas sync``'s
-watch here, Ironic's conductor in ``bmaas.drivers.ironic``): after any
+Every host runs the same listener decisions on a reactor,
+:class:`~bmaas.listening.Listening` (``bmaas sync``'s watch here, Ironic's
+conductor in ``bmaas.drivers.ironic``): after any
 exception -- a fault, or a bug -- the stream is closed, its nodes are
 polled, and it is opened again when the policy table's ``stream`` column
 says (:class:`~bmaas.policy.Reopen`): ``soon``, paced by :class:`Backoff`
@@ -85,7 +85,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bmaas import registry, threads
+from bmaas import registry
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.listening import (
@@ -96,12 +96,12 @@ from bmaas.listening import (
     Sink,
     Stream,
     TokenBucket,
-    listen,
 )
 from bmaas.liveness import LIVENESS_INTERVAL, Liveness
 
 if TYPE_CHECKING:  # the command's token; importing bmaas.provision here would load it all
     from bmaas.provision.cancel import CancelToken
+    from bmaas.reactor import Reactor
 
 __all__ = [
     "SAFETY_INTERVAL",
@@ -116,7 +116,6 @@ __all__ = [
     "Stream",
     "TokenBucket",
     "edge_streams",
-    "listen",
     "record_news",
 ]
 
@@ -206,9 +205,10 @@ class EventWatch:
 
     ``safety``: seconds after its last read a streamed node is read again;
     ``liveness``: seconds between its API's liveness reads (0: none).
-    ``streams_of`` (tests) replaces :func:`edge_streams`; ``sleep`` is the
-    listeners' wait (a stop-aware one by default), ``clock`` their clock;
-    ``wall`` the clock EventTimestamps are compared to."""
+    ``streams_of`` (tests) replaces :func:`edge_streams`; ``reactor`` the
+    one the listeners ride (tests step their own; default: one built at
+    the first stream, its thread started), ``clock`` their clock; ``wall``
+    the clock EventTimestamps are compared to."""
 
     def __init__(
         self,
@@ -224,10 +224,9 @@ class EventWatch:
         streams_of: Callable[[str], StreamsOf | None] = edge_streams,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
-        sleep: Callable[[float], object] | None = None,
         stop: CancelToken | None = None,
         push: PushSettings | None = None,
-        reactor: bool = True,
+        reactor: Reactor | None = None,
     ) -> None:
         if not safety > 0:
             raise ValueError("safety must be a positive number of seconds")
@@ -243,17 +242,13 @@ class EventWatch:
         self._outer = threading.Event()
         if stop is not None:
             self.bind_stop(stop)
-        self._sleep = sleep or self._stop.wait
         self._cond = threading.Condition()
         self._news: collections.deque[tuple[News, float]] = collections.deque()
         self._nodes: dict[str, _Node] = {}
-        self._threads: dict[str, threading.Thread] = {}
         self._streams: dict[str, Stream] = {}
-        #: streams a selector can wait on share one thread (bmaas.reactor)
-        self._reactor_on = reactor
-        self._reactor: Any = None
+        #: every stream on one thread (bmaas.reactor)
+        self._reactor = reactor
         self._entries: dict[str, Any] = {}
-        self._own: dict[str, threading.Event] = {}
         self._fingerprint: int | None = None
         self._known: dict[str, PowerState] = {}
         #: nodes pushed news asked to be read now (in order, each once)
@@ -346,42 +341,21 @@ class EventWatch:
             for node in set(stream.nodes.values()):
                 self._nodes.setdefault(node, _Node())
         self._streams[stream.key] = stream
-        from bmaas.reactor import Reactor, selectable
+        if self._reactor is None:
+            from bmaas.reactor import Reactor
 
-        if self._reactor_on and selectable(stream):
-            if self._reactor is None:
-                self._reactor = Reactor(clock=self._clock)
-                self._reactor.start()
-            self._entries[stream.key] = self._reactor.add(
-                stream, stream, self, self.pacing, stopped=self._stopped
-            )
-            return
-        own = self._own[stream.key] = threading.Event()
-
-        def run() -> None:
-            listen(
-                stream,
-                stream,
-                self,
-                self.pacing,
-                stopped=lambda: own.is_set() or self._stopped(),
-                sleep=self._sleep,
-                clock=self._clock,
-            )
-
-        # a stream the reactor cannot wait on (tests' fakes): a thread
-        self._threads[stream.key] = threads.spawn(run, f"bmaas-events {stream.key}")
+            self._reactor = Reactor(clock=self._clock)
+        self._reactor.start()  # once
+        self._entries[stream.key] = self._reactor.add(
+            stream, stream, self, self.pacing, stopped=self._stopped
+        )
 
     def _drop(self, key: str) -> None:
-        """Stop one listener (no join: it ends on its own, its stream closed)."""
+        """Stop one listener: the reactor's thread closes its stream."""
         stream = self._streams.pop(key)
-        entry = self._entries.pop(key, None)
-        if entry is not None and self._reactor is not None:
-            self._reactor.drop(entry)  # the reactor's thread closes it
-        else:
-            self._own.pop(key).set()
-            self._threads.pop(key)
-            stream.close()
+        entry = self._entries.pop(key)
+        if self._reactor is not None:
+            self._reactor.drop(entry)
         with self._cond:
             for node in set(stream.nodes.values()):
                 self._nodes.pop(node, None)
@@ -440,14 +414,8 @@ class EventWatch:
     def close(self, timeout: float = 5.0) -> None:
         """Stop every listener (each closes its stream) and wait ``timeout`` at most."""
         self._stop.set()
-        deadline = Deadline.after(timeout, clock=self._clock)
         if self._reactor is not None:
             self._reactor.close(timeout)  # it closes its streams
-        for key, stream in self._streams.items():
-            if key not in self._entries:
-                stream.close()  # a blocked read returns at once
-        for thread in self._threads.values():
-            thread.join(max(0.0, deadline.left()))
         for listener in self._listeners.values():
             if listener is not None:
                 listener.close()

@@ -1,11 +1,10 @@
-"""The one listener loop: how a host listens to a BMC service's event
-stream, and every decision it takes about it (issue 45).
+"""The one listener loop's decisions: how a host listens to a BMC
+service's event stream, and every decision it takes about it (issue 45).
 
 ``bmaas sync``'s :class:`~bmaas.events.EventWatch` and Ironic's conductor
-(``bmaas.drivers.ironic.streams``) listen the same way, whether a stream has
-a thread of its own (:func:`listen`, blocking) or shares the reactor's
-(:mod:`bmaas.reactor`, one selector thread for every stream it can wait
-on): both drive one :class:`Listening`, which decides what to do with news
+(``bmaas.drivers.ironic.streams``) listen the same way: every stream on
+the host's one reactor thread (:mod:`bmaas.reactor`, one selector), each
+driving one :class:`Listening`, which decides what to do with news
 (trusted within :class:`Pacing`'s rate, the rest a flood), with a stream
 that ended or failed (closed, its nodes polled) and when to open it again
 -- the policy table's ``stream`` column (:class:`~bmaas.policy.Reopen`):
@@ -22,7 +21,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
@@ -37,7 +36,6 @@ __all__ = [
     "Sink",
     "Stream",
     "TokenBucket",
-    "listen",
 ]
 
 LOG = logging.getLogger("bmaas.events")
@@ -61,15 +59,28 @@ class News(Protocol):
 
 
 class Stream(Protocol):
-    """One service's event stream at the protocol's edge."""
+    """One service's event stream at the protocol's edge, as the reactor
+    reads it (``bmaas.drivers.redfish.events.ServiceStream``)."""
 
     nodes: dict[str, str]
 
     @property
     def key(self) -> str: ...
     def open(self, deadline: Deadline) -> None: ...
-    def read(self, idle: float) -> Sequence[News]: ...
     def close(self) -> None: ...
+
+    def selectable(self) -> Any | None:
+        """The open stream's ``fileno()`` holder (or a
+        :class:`bmaas.reactor.Inbox`), None when closed."""
+        ...
+
+    def read_ready(self) -> Sequence[News] | None:
+        """The news in what has arrived, without waiting; None: no byte yet."""
+        ...
+
+    def silent(self, idle: float) -> Exception:
+        """The fault of a stream silent for ``idle`` seconds (closed)."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,9 +151,8 @@ class Sink(Protocol[W]):
 
 
 class Listening(Generic[W]):
-    """The decisions of one listener, whoever drives it: :func:`listen`'s
-    blocking loop (a thread per stream) or :class:`bmaas.reactor.Reactor`
-    (every stream on one thread). One set of decisions: news through the
+    """The decisions of one listener, which :class:`bmaas.reactor.Reactor`
+    drives (every stream on one thread). One set of decisions: news through the
     bucket (beyond its rate: a flood), after any exception the stream
     closed, the wait the policy table's ``stream`` column says (the back-off
     starting over after a stream that stayed up), the fault logged and told."""
@@ -205,36 +215,3 @@ class Listening(Generic[W]):
         except Exception:
             LOG.exception("%s: the event listener's host failed to take a lost stream", key)
         return wait
-
-
-def listen(
-    who: W,
-    stream: Stream,
-    sink: Sink[W],
-    pacing: Pacing,
-    *,
-    stopped: Callable[[], bool],
-    sleep: Callable[[float], object],
-    clock: Callable[[], float],
-) -> None:
-    """The one listener loop of every host (the module doc), until
-    ``stopped()``, in the calling thread (:class:`Listening` decides)."""
-    state = Listening(who, stream, sink, pacing, clock)
-    while not stopped():
-        try:
-            stream.open(state.deadline())
-            state.began()
-            if stopped():  # dropped while it was opening
-                break
-            state.opened()
-            while not stopped():
-                state.arrived(stream.read(pacing.idle))
-        except Exception as exc:  # every one: a listener never dies in silence
-            fault = exc
-        else:
-            break  # stopped
-        finally:
-            state.close()
-        if stopped():
-            break
-        sleep(state.failed(fault))

@@ -1,24 +1,25 @@
 """Every event stream of a host on one thread: a selector, not a thread a stream.
 
-A thread per stream (:func:`bmaas.listening.listen`) cost ``bmaas sync`` 1,003
-threads and 1,017 file descriptors on 1,000 Redfish services (issue 46,
-finding 7). A :class:`Reactor` waits on every open stream's socket at once
+A thread per stream cost ``bmaas sync`` 1,003 threads and 1,017 file
+descriptors on 1,000 Redfish services (issue 46, finding 7); that loop is
+gone (issue 45): every host's streams ride a reactor. A :class:`Reactor`
+waits on every open stream's socket at once
 (:class:`selectors.DefaultSelector`: epoll on Linux) in ONE thread, and
 hands a readable stream's bytes to its SSE parser without blocking
-(:meth:`Selectable.read_ready`). Opening a stream -- the EventService read
-and the SSE request, each bounded by the open's Deadline, the BMC's request
-gate -- blocks, so opens run on a small pool (:data:`OPENS` threads): one
-slow BMC never holds the others, and the host's threads are ``1 + OPENS``
-whatever its fleet.
+(:meth:`~bmaas.listening.Stream.read_ready`). Opening a stream -- the
+EventService read and the SSE request, each bounded by the open's
+Deadline, the BMC's request gate -- blocks, so opens run on a small pool
+(:data:`OPENS` threads): one slow BMC never holds the others, and the
+host's threads are ``1 + OPENS`` whatever its fleet.
 
-The decisions are :class:`bmaas.listening.Listening`'s, the same as the
-blocking loop's: news through the rate bucket, after any exception the
-stream closed, its nodes polled, and the next open when the policy table's
-``stream`` column says (back-off, or the long wait). Times are a heap of
-deadlines on the host's clock: a stream's idle limit (silence past it is
-the stream's :meth:`~Selectable.silent` fault, :class:`~bmaas.faults.BMCTimeout`,
-for that stream alone; any byte, a keepalive too, starts it over) and its
-wait before re-opening.
+The decisions are :class:`bmaas.listening.Listening`'s: news through the
+rate bucket, after any exception the stream closed, its nodes polled,
+and the next open when the policy table's ``stream`` column says
+(back-off, or the long wait). Times are a heap of deadlines on the
+host's clock: a stream's idle limit (silence past it is the stream's
+:meth:`~bmaas.listening.Stream.silent` fault,
+:class:`~bmaas.faults.BMCTimeout`, for that stream alone; any byte, a
+keepalive too, starts it over) and its wait before re-opening.
 
 Only the reactor's thread reads, registers and closes a registered stream
 (a socket closed elsewhere could hand its descriptor number to another
@@ -27,14 +28,14 @@ while the selector still holds it): a host drops a stream with
 
 A push subscription has no socket of its own: the BMC POSTs to the push
 listener (one thread for every peer), which hands each body to its
-subscription's :class:`Inbox`. An open stream whose :meth:`~Selectable.selectable`
-is an Inbox rides the reactor too: a body put there wakes the reactor,
-which reads the stream as if its socket were readable; silence is what a
-push subscription promises while nothing happens, so instead of an idle
-limit its Inbox names a check (one GET that the BMC still has it) every
-:attr:`Inbox.quiet` seconds, run on the opens' pool. N push-subscribed
-services cost no thread each. Streams that offer neither (tests' fakes)
-keep a thread of their own (:func:`selectable`).
+subscription's :class:`Inbox`. An open stream whose
+:meth:`~bmaas.listening.Stream.selectable` is an Inbox rides the reactor
+too: a body put there wakes the reactor, which reads the stream as if
+its socket were readable; silence is what a push subscription promises
+while nothing happens, so instead of an idle limit its Inbox names a
+check (one GET that the BMC still has it) every :attr:`Inbox.quiet`
+seconds, run on the opens' pool. N push-subscribed
+services cost no thread each.
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from bmaas import threads
 from bmaas.deadline import Deadline
-from bmaas.listening import Listening, News, Pacing, Sink, Stream
+from bmaas.listening import Listening, Pacing, Sink, Stream
 
-__all__ = ["OPENS", "RESERVE", "Inbox", "Reactor", "Selectable", "fd_room", "selectable"]
+__all__ = ["OPENS", "RESERVE", "Inbox", "Reactor", "fd_room"]
 
 LOG = logging.getLogger(__name__)
 
@@ -105,22 +106,6 @@ def _open_fds() -> int:
     return 0
 
 
-class Selectable(Stream, Protocol):
-    """A stream the reactor can read (``bmaas.drivers.redfish.events.ServiceStream``)."""
-
-    def selectable(self) -> Any | None:
-        """The open stream's ``fileno()`` holder, None when closed."""
-        ...
-
-    def read_ready(self) -> Sequence[News] | None:
-        """The news in what has arrived, without waiting; None: no byte yet."""
-        ...
-
-    def silent(self, idle: float) -> Exception:
-        """The fault of a stream silent for ``idle`` seconds (closed)."""
-        ...
-
-
 class Inbox:
     """What another thread hands a stream without a socket (a push
     subscription's bodies, from the push listener's thread): :meth:`put`
@@ -164,11 +149,6 @@ class Inbox:
         return items, overflowed
 
 
-def selectable(stream: object) -> bool:
-    """``stream`` can be read by a :class:`Reactor`."""
-    return all(callable(getattr(stream, n, None)) for n in ("selectable", "read_ready", "silent"))
-
-
 @dataclasses.dataclass(eq=False)
 class _Entry:
     state: Listening[Any]
@@ -184,9 +164,8 @@ class _Entry:
     timer: int = -1
 
     @property
-    def stream(self) -> Selectable:
-        stream: Selectable = self.state.stream  # type: ignore[assignment]
-        return stream
+    def stream(self) -> Stream:
+        return self.state.stream
 
 
 class Reactor:
@@ -220,6 +199,7 @@ class Reactor:
         self._queue: collections.deque[_Entry] = collections.deque()
         self._opening = 0
         self._stop = False
+        self._started = False
         self.thread: Any = None
 
     # -- the hosts' side (any thread) -------------------------------------------------
@@ -227,14 +207,14 @@ class Reactor:
     def add(
         self,
         who: Any,
-        stream: Selectable,
+        stream: Stream,
         sink: Sink[Any],
         pacing: Pacing,
         *,
         stopped: Callable[[], bool] = lambda: False,
     ) -> _Entry:
         """Listen to ``stream`` (opened at once) until :meth:`drop`; its
-        host hears through ``sink`` as :func:`bmaas.listening.listen`'s does."""
+        host hears through ``sink`` (:class:`~bmaas.listening.Listening`)."""
         entry = _Entry(Listening(who, stream, sink, pacing, self._clock), stopped)
         self._post(lambda: self._open(entry))
         return entry
@@ -245,8 +225,9 @@ class Reactor:
         self._post(lambda: self._end(entry))
 
     def start(self) -> None:
-        """The reactor's thread (once)."""
-        if self.thread is None and not self._stop:
+        """The reactor's thread (once: a host calls it at each stream it adds)."""
+        if not self._started and not self._stop:
+            self._started = True
             self.thread = self._spawn(self.run, self._name)
 
     def count(self) -> int:

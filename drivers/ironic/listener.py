@@ -1,17 +1,16 @@
 """One Redfish service's event stream inside Ironic's conductor: a
 listener of :mod:`bmaas.drivers.ironic.streams` -- on the streams' one
 reactor thread (:mod:`bmaas.reactor`), an SSE stream's socket or a push
-subscription's inbox alike; a thread of its own only for a stream that
-offers neither (tests' fakes).
+subscription's inbox alike.
 
-It runs bmaas's one listener loop (:func:`bmaas.listening.listen`, as
-``bmaas sync`` does): open the stream (bounded by a Deadline), read it (an
-idle limit), hand what arrives to the streams' cache (the
-:class:`~bmaas.events.Sink`), and after any exception wait what the policy
-table's ``stream`` column says -- back off, or the long wait of a rejected
-password (accounts lock) -- and open again, until dropped. Dropping a
-listener sets its ``own`` event and closes its stream, so a blocked read
-returns at once and the thread ends.
+The reactor takes bmaas's one set of listener decisions
+(:class:`bmaas.listening.Listening`, as ``bmaas sync`` does): open the
+stream (bounded by a Deadline), read it (an idle limit), hand what
+arrives to the streams' cache (the :class:`~bmaas.events.Sink`), and
+after any exception wait what the policy table's ``stream`` column says
+-- back off, or the long wait of a rejected password (accounts lock) --
+and open again, until dropped. Dropping a listener sets its ``own``
+event and hands its stream to the reactor to close.
 
 **Push** (:func:`push_streams`): where the conductor listens for pushed
 events (``[bmaas]events_listen``), each service's stream is a
@@ -35,9 +34,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, cast
 
-from bmaas import clock as _clock
 from bmaas.driver_info import DriverInfo
-from bmaas.events import Pacing, Sink, Stream, listen
+from bmaas.events import Stream
 from bmaas.secrets import Secret
 
 __all__ = [
@@ -98,7 +96,7 @@ def push_streams(push: Any, *, prefer: bool) -> Callable[[Service, dict[str, str
 
 @dataclasses.dataclass(eq=False)
 class Listener:
-    """One service's stream and its state; :meth:`run` is its thread."""
+    """One service's stream and its state, on the streams' reactor."""
 
     service: Service
     #: system path -> node uuid: the stream's own mapping (shared with it)
@@ -111,36 +109,13 @@ class Listener:
     epoch: int = 0
     #: a lasting fault (the policy's ``late``) was logged at INFO since it last opened
     told_late: bool = False
-    thread: Any = None
     #: on the streams' reactor (:class:`bmaas.reactor.Reactor`): it and its entry
     reactor: Any = None
     entry: Any = None
 
     def drop(self) -> None:
-        """End it: the thread stops, the stream (and its subscription) closes."""
+        """End it: the reactor closes its stream (and subscription)."""
         self.own.set()
         self.up = False
-        if self.reactor is not None:  # the reactor's thread closes it
+        if self.reactor is not None:
             self.reactor.drop(self.entry)
-            return
-        self.stream.close()  # a blocked read returns at once
-
-    def run(
-        self,
-        sink: Sink[Listener],
-        pacing: Pacing,
-        *,
-        clock: _clock.ClockFn = _clock.monotonic,
-        sleep: Callable[[threading.Event, float], object] = threading.Event.wait,
-    ) -> None:
-        """The listener loop, until dropped. ``sleep(own, seconds)`` ends
-        early when ``own`` is set."""
-        listen(
-            self,
-            self.stream,
-            sink,
-            pacing,
-            stopped=self.own.is_set,
-            sleep=lambda seconds: sleep(self.own, seconds),
-            clock=clock,
-        )

@@ -12,7 +12,7 @@ exclusive lock) always asks the BMC.
 
 ::
 
-    Ironic's sync thread (shared lock)          listener (one per service; SSE: all
+    Ironic's sync thread (shared lock)          listener (one per service: all
                                                 on one reactor thread, bmaas.reactor)
     ----------------------------------          ---------------------------------
     answer(node): registers it (lazily,         open (bounded: a Deadline)
@@ -70,7 +70,6 @@ from typing import Any
 
 from bmaas import clock as _clock
 from bmaas import faulttext, threads
-from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.drivers.ironic.answers import Answer, Miss, NodeRef, fingerprint
 from bmaas.drivers.ironic.listener import Listener, Service, service_stream
@@ -78,7 +77,7 @@ from bmaas.events import SAFETY_INTERVAL, News, Pacing, Stream
 from bmaas.faults import BmaasError
 from bmaas.liveness import LIVENESS_INTERVAL, Liveness
 from bmaas.policy import Reopen, policy_for
-from bmaas.reactor import Reactor, selectable
+from bmaas.reactor import Reactor
 
 __all__ = [
     "HEALTH_WITH_POWER",
@@ -140,8 +139,9 @@ class Streams:
     again; ``liveness``: seconds between its API's liveness reads (0:
     none). ``interval`` is Ironic's sync interval: a node not read for
     ``expire`` seconds (default three intervals, at least a minute) leaves.
-    ``stream_of``, ``owner``, ``spawn``, ``sleep`` (``sleep(stop, seconds)``,
-    ending early when ``stop`` is set), ``clock`` are seams for tests."""
+    ``stream_of``, ``owner``, ``spawn``, ``sleep`` (the sweeper's:
+    ``sleep(stop, seconds)``, ending early when ``stop`` is set),
+    ``reactor`` (tests step their own), ``clock`` are seams for tests."""
 
     def __init__(
         self,
@@ -157,6 +157,7 @@ class Streams:
         spawn: Callable[[Callable[[], None], str], Any] = threads.spawn,
         sleep: Callable[[threading.Event, float], object] = threading.Event.wait,
         clock: _clock.ClockFn = _clock.monotonic,
+        reactor: Reactor | None = None,
     ) -> None:
         if not safety > 0:
             raise ValueError("safety must be a positive number of seconds")
@@ -174,7 +175,7 @@ class Streams:
         #: set by close(): ends the sweeper (run_sweeper)
         self._stopped = threading.Event()
         self._full_warned = False
-        self._reactor: Reactor | None = None
+        self._reactor = reactor
         #: nodes trusted news named since :meth:`changed` last looked
         self._changed: set[str] = set()
         #: counters (tests, logs)
@@ -378,23 +379,16 @@ class Streams:
         listener = Listener(service, nodes, self._stream_of(service, nodes))
         self._listeners[service.key] = listener
         self._join(listener, book)
-        if selectable(listener.stream):  # on the one reactor thread
-            listener.reactor = self._reactor_started()
-            listener.entry = listener.reactor.add(
-                listener, listener.stream, self, self.pacing, stopped=listener.own.is_set
-            )
-            return
-        started = listener
-        listener.thread = self._spawn(
-            lambda: started.run(self, self.pacing, clock=self._clock, sleep=self._sleep),
-            f"bmaas events {service.address}",
+        listener.reactor = self._reactor_started()
+        listener.entry = listener.reactor.add(
+            listener, listener.stream, self, self.pacing, stopped=listener.own.is_set
         )
 
     def _reactor_started(self) -> Reactor:
         """The streams' reactor (its thread started by ``spawn``: the runtime's)."""
         if self._reactor is None:
             self._reactor = Reactor(clock=self._clock, spawn=self._spawn)
-            self._reactor.start()
+        self._reactor.start()  # once
         return self._reactor
 
     def _join(self, listener: Listener, book: _Book) -> None:
@@ -475,7 +469,7 @@ class Streams:
             }
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop every listener (each closes its stream) and wait ``timeout`` at most."""
+        """Stop every listener (the reactor closes each stream) within ``timeout``."""
         with self._lock:
             self._closed = True
             self._stopped.set()
@@ -485,13 +479,8 @@ class Streams:
                 listener.drop()
             self._books.clear()
             self._changed.clear()
-        deadline = Deadline.after(timeout, clock=self._clock)
         if self._reactor is not None:
             self._reactor.close(timeout)
-        for listener in listeners:
-            join = getattr(listener.thread, "join", None)
-            if join is not None:
-                join(max(0.0, deadline.left()))
 
     # -- what the listeners tell (their bmaas.events.Sink) --------------------------
 

@@ -252,14 +252,12 @@ class PushStream:
     listener: PushListener
     prefer_push: bool = False
     verify_every: float = VERIFY_EVERY
-    clock: Callable[[], float] = time.monotonic
     #: "sse" or "push" once open (None: closed)
     mode: str | None = None
     _token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(32), repr=False)
     _location: str | None = dataclasses.field(default=None, repr=False)
     _subscriptions: str | None = dataclasses.field(default=None, repr=False)
     _inbox: Inbox = dataclasses.field(init=False, repr=False)
-    _verified: float = 0.0
     #: the BMC was looked at for an earlier run's subscriptions
     _swept: bool = False
 
@@ -321,7 +319,6 @@ class PushStream:
             self.listener.unregister(self._token)
             raise self.sse.fail(BMCProtocolError, "the subscription has no Location", started)
         self._location = urllib.parse.urlsplit(location).path or location
-        self._verified = self.clock()
 
     def _sweep(self, deadline: Deadline, started: float) -> None:
         """Delete the subscriptions an earlier run of this listener left
@@ -378,29 +375,12 @@ class PushStream:
         """The SSE stream's silence (a push subscription is checked instead)."""
         return self.sse.silent(idle)
 
-    def read(self, idle: float) -> list[PowerNews]:
-        """:meth:`read_ready`, waiting up to ``idle`` seconds (a host without
-        the reactor: tests); a quiet subscription is checked when due."""
-        if self.mode != "push":
-            return self.sse.read(idle)
-        arrived = threading.Event()
-        self._inbox.bind(arrived.set)
-        try:
-            arrived.wait(max(0.0, min(idle, self._verified + self.verify_every - self.clock())))
-        finally:
-            self._inbox.bind(None)
-        news = self.read_ready()
-        if news is None and self.clock() - self._verified >= self.verify_every:
-            self._check(Deadline.after(VERIFY_TIMEOUT))
-        return news or []
-
     def _check(self, deadline: Deadline) -> None:
         """One GET of the subscription (the Inbox's check): 404 says the
         BMC forgot it (BMCUnreachable: made again at the next open)."""
         if self._location is None:
             return
         self._request("GET", self._location, None, deadline, time.monotonic())
-        self._verified = self.clock()
 
     def close(self) -> None:
         """Close the stream; the subscription's DELETE runs on the

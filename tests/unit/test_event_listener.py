@@ -1,15 +1,15 @@
-"""The one event listener loop (:func:`bmaas.events.listen`) as both of its
-hosts run it: ``bmaas sync``'s :class:`~bmaas.events.EventWatch` and Ironic's
-conductor (:class:`~bmaas.drivers.ironic.streams.Streams`). Every wait after
+"""The one set of event listener decisions (:class:`bmaas.listening.Listening`,
+on the reactor) as both of its hosts run it: ``bmaas sync``'s
+:class:`~bmaas.events.EventWatch` and Ironic's conductor
+(:class:`~bmaas.drivers.ironic.streams.Streams`). Every wait after
 a fault is the policy table's ``stream`` column (issue 45: a rejected
 password re-opened every <= 60 s in the sync, 600 s in Ironic), and no
 exception ends a listener (issue 46: a RecursionError killed the sync's
-thread and left its nodes "streamed"). Fake streams, a FakeClock and
-recorded sleeps: no real sleep."""
+thread and left its nodes "streamed"). Fake streams on a reactor the test
+steps, a FakeClock and the waits the hosts are told: no real sleep."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,12 +23,13 @@ from bmaas.events import Backoff, EventWatch, News, Pacing
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCAuthError, BMCUnreachable
 from bmaas.policy import POLICY, Reopen, policy_for
+from tests.unit.stepped import Scripted, drive, reactor, recording
 
 BACKOFF = Backoff(first=1.0, factor=2.0, cap=8.0)
 LATE = 600.0
 
 
-class ScriptStream:
+class ScriptStream(Scripted):
     """Each open takes the next outcome (None: it opens); each read the next
     (an exception raised, or a batch); then the BMC closes the stream."""
 
@@ -47,7 +48,7 @@ class ScriptStream:
         if outcome is not None:
             raise outcome
 
-    def read(self, idle: float) -> Sequence[News]:
+    def scripted(self) -> Sequence[News]:
         outcome = self.script_reads.pop(0) if self.script_reads else BMCUnreachable("closed")
         if isinstance(outcome, BaseException):
             raise outcome
@@ -57,7 +58,7 @@ class ScriptStream:
         self.closes += 1
 
 
-#: a host runs the stream's listener until it slept ``sleeps`` times; it
+#: a host runs the stream's listener until it was told ``sleeps`` waits; it
 #: returns the waits, whether the node still counts as streamed, and the
 #: host's fault count
 Host = Callable[[ScriptStream, int], tuple[list[float], bool, int]]
@@ -65,46 +66,26 @@ Host = Callable[[ScriptStream, int], tuple[list[float], bool, int]]
 
 def bmaas_sync(stream: ScriptStream, sleeps: int) -> tuple[list[float], bool, int]:
     clock = FakeClock(start=0.0)
-    waits: list[float] = []
-    watch: EventWatch
-
-    def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        clock.advance(seconds)
-        if len(waits) >= sleeps:
-            watch._stop.set()
-
+    stepped = reactor(clock)
     stream.nodes.update({"*": "n1"})
     watch = EventWatch(
         streams_of=lambda driver: lambda records: ([stream], {}),
         backoff=BACKOFF,
         absent_retry=LATE,
         clock=clock,
-        sleep=sleep,
+        reactor=stepped,
     )
+    waits = recording(watch)
     record = type("Record", (), {"name": "n1", "driver": "redfish", "driver_info": {}})()
-    died: list[BaseException | None] = []
-    hook, threading.excepthook = threading.excepthook, lambda args: died.append(args.exc_value)
-    try:
-        watch.watch([record])
-        for thread in watch._threads.values():
-            thread.join(10)
-            assert not thread.is_alive()
-    finally:
-        threading.excepthook = hook
-    assert died == []  # the listener's thread ended by the stop, not by an exception
+    watch.watch([record])
+    drive(stepped, clock, waits, sleeps)
+    watch.close()
     return waits, watch.up("n1"), watch.faults
 
 
 def ironic_conductor(stream: ScriptStream, sleeps: int) -> tuple[list[float], bool, int]:
     clock = FakeClock(start=0.0)
-    waits: list[float] = []
-
-    def sleep(own: threading.Event, seconds: float) -> None:
-        waits.append(seconds)
-        clock.advance(seconds)
-        if len(waits) >= sleeps:
-            own.set()
+    stepped = reactor(clock)
 
     def stream_of(service: Any, nodes: dict[str, str]) -> ScriptStream:
         stream.nodes = nodes  # the conductor's own mapping, shared with its listener
@@ -112,17 +93,19 @@ def ironic_conductor(stream: ScriptStream, sleeps: int) -> tuple[list[float], bo
 
     streams = Streams(
         stream_of=stream_of,  # type: ignore[arg-type]
-        spawn=lambda target, name: None,  # the listener runs in this thread, below
         pacing=Pacing(open_deadline=5.0, backoff=BACKOFF, absent_retry=LATE),
-        sleep=sleep,
         clock=clock,
+        reactor=stepped,
     )
+    waits = recording(streams)
     raw = {"redfish_address": stream.key, "redfish_username": "u", "redfish_password": "p"}
     info = DriverInfo.parse(raw, required=("redfish_address",), node="n1")
     streams.answer(NodeRef("n1", "node-n1", info, fingerprint(raw), "bmaas-redfish", ""))
     (listener,) = streams._listeners.values()
-    listener.run(streams, streams.pacing, clock=clock, sleep=sleep)
-    return waits, listener.up, streams.faults
+    drive(stepped, clock, waits, sleeps)
+    up, faults = listener.up, streams.faults
+    streams.close(timeout=0.0)
+    return waits, up, faults
 
 
 HOSTS: dict[str, Host] = {"bmaas sync": bmaas_sync, "ironic conductor": ironic_conductor}

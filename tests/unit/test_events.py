@@ -1,6 +1,7 @@
 """Events feed the sync: the SSE parser, the news in an Event, and the
 watch's subscription, reconnect, safety-net and flood logic -- on fake
-streams, a fake clock and recorded sleeps (no real sleep, wire calls counted)."""
+streams on a reactor the test steps, a fake clock and the waits the watch
+is told (no real sleep, wire calls counted)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout, BMCUnreachable, UnsupportedOperation
 from bmaas.liveness import LIVENESS_INTERVAL
 from bmaas.provision.cancel import CancelToken
+from tests.unit.stepped import Scripted, drive, reactor, recording
 
 # -- the SSE parser --------------------------------------------------------------
 
@@ -123,9 +125,9 @@ def test_services_group_nodes_by_service_and_leave_out_what_they_cannot_route() 
 # -- the watch -------------------------------------------------------------------
 
 
-class FakeStream:
+class FakeStream(Scripted):
     """A scripted stream: each open takes the next outcome; reads hand out
-    the news batches, then fail with ``end`` (or stop the watch)."""
+    the news batches, then the BMC closes it."""
 
     def __init__(self, key: str, nodes: dict[str, str], script: list[Any]) -> None:
         self.key, self.nodes, self.script = key, nodes, script
@@ -142,7 +144,7 @@ class FakeStream:
             raise outcome
         self.batches = list(outcome)
 
-    def read(self, idle: float) -> Sequence[PowerNews]:
+    def scripted(self) -> Sequence[PowerNews]:
         self.reads += 1
         if self.batches:
             return self.batches.pop(0)
@@ -155,30 +157,23 @@ class FakeStream:
 
 
 def _watch(stream: FakeStream, sleeps: list[float], stop_after: int, **kw: Any) -> EventWatch:
+    """A watch of ``stream``, run until it was told ``stop_after`` waits
+    (``sleeps``), the clock moved past each but the last; then closed."""
     clock = kw.pop("clock", FakeClock())
-    watch: EventWatch
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        clock.advance(seconds)
-        if len(sleeps) >= stop_after:
-            watch._stop.set()
-
+    stepped = reactor(clock)
     watch = EventWatch(
         streams_of=lambda driver: lambda records: ([stream], {}),
         clock=clock,
         wall=lambda: 1000.0,
-        sleep=sleep,
+        reactor=stepped,
         **kw,
     )
-    return watch
-
-
-def _run(watch: EventWatch) -> None:
+    waits = recording(watch)
     watch.watch([_Record("n1", {})])
-    for thread in watch._threads.values():
-        thread.join(10)
-        assert not thread.is_alive()
+    drive(stepped, clock, waits, stop_after)
+    watch.close()
+    sleeps.extend(waits)
+    return watch
 
 
 def test_reconnects_are_paced_and_bounded_by_the_cap() -> None:
@@ -188,7 +183,6 @@ def test_reconnects_are_paced_and_bounded_by_the_cap() -> None:
     stream = FakeStream("svc", {"*": "n1"}, script)
     sleeps: list[float] = []
     watch = _watch(stream, sleeps, stop_after=5, clock=clock, backoff=Backoff(1, 2, 30))
-    _run(watch)
     # refused, slow: 1, 2; up then closed: 4; refused, refused: 8, 16
     assert sleeps == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert stream.opens == 5
@@ -202,7 +196,6 @@ def test_a_stream_that_stayed_up_longer_than_the_cap_starts_the_back_off_over() 
     stream.on_empty = lambda: clock.advance(45.0)  # each stream stays up 45 s > cap 30 s
     sleeps: list[float] = []
     watch = _watch(stream, sleeps, stop_after=4, clock=clock, backoff=Backoff(1, 2, 30))
-    _run(watch)
     assert sleeps == [1.0, 2.0, 1.0, 1.0]
     assert watch.opened_count == 2
 
@@ -211,7 +204,6 @@ def test_a_service_without_events_is_asked_again_only_after_absent_retry() -> No
     stream = FakeStream("svc", {"*": "n1"}, [UnsupportedOperation("no EventService")] * 3)
     sleeps: list[float] = []
     watch = _watch(stream, sleeps, stop_after=2, absent_retry=600.0)
-    _run(watch)
     assert sleeps == [600.0, 600.0]
     assert stream.opens == 2
     assert not watch.up("n1")
@@ -266,7 +258,6 @@ def test_a_flood_is_rate_limited_and_the_node_read_at_the_next_pass() -> None:
     stream = FakeStream("svc", {"*": "n1"}, [flood])
     sleeps: list[float] = []
     watch = _watch(stream, sleeps, stop_after=1, clock=clock, rate=20.0, burst=100.0)
-    _run(watch)
     assert (watch.pending(), watch.flooded) == (100, 50)
     bucket = TokenBucket(rate=2.0, burst=1.0, clock=clock)
     assert [bucket.take(), bucket.take()] == [True, False]
@@ -312,19 +303,15 @@ def test_the_edge_is_asked_only_when_the_fleet_changes_and_a_lost_service_stops(
             out.append(stream)
         return out, {}
 
-    sleeps: list[float] = []
-    gate = threading.Event()  # listeners wait here, never on a clock
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        gate.wait(10)
-
+    clock = FakeClock()
+    stepped = reactor(clock)
     watch = EventWatch(
         streams_of=lambda driver: edge if driver == "redfish" else None,
-        clock=FakeClock(),
-        sleep=sleep,
+        clock=clock,
         absent_retry=600.0,
+        reactor=stepped,
     )
+    sleeps = recording(watch)
     for stream in ("a", "b"):
         made[stream] = FakeStream(stream, {"*": stream}, [UnsupportedOperation("no")] * 1000)
     a, b = _Record("a", {"x": 1}), _Record("b", {"x": 2})
@@ -332,14 +319,13 @@ def test_the_edge_is_asked_only_when_the_fleet_changes_and_a_lost_service_stops(
     watch.watch([a, b, ipmi])
     watch.watch([a, b, ipmi])  # unchanged: the edge is not asked again
     assert asked == [["a", "b"]]
-    thread_b = watch._threads["b"]
+    drive(stepped, clock, sleeps, 2)  # both refused: no EventService
     watch.watch([a, ipmi])  # b went to another worker
     assert asked == [["a", "b"], ["a"]]
-    assert set(watch._threads) == {"a"}
-    gate.set()
-    thread_b.join(10)
-    assert not thread_b.is_alive()
+    assert set(watch._entries) == {"a"}
+    stepped.step(0.0)  # the reactor closes b's stream
     assert made["b"].closed >= 1
+    assert stepped.count() == 1
     watch.close()
     assert sleeps[:2] == [600.0, 600.0]  # no EventService: asked again after 600 s
     assert Backoff()(5000) == 60.0  # a BMC down for days: no float overflow

@@ -1,8 +1,8 @@
 """Redfish event streams inside Ironic's conductor (bmaas.drivers.ironic.streams
 and .listener): which periodic reads the stream answers and which ask the
 BMC, one listener per service, ownership and takeover, and the listener's
-paced reconnects -- on fake streams, a FakeClock and recorded sleeps (no
-real sleep, no thread: listeners are run in the test's thread). No Ironic
+paced reconnects -- on fake streams on a reactor the test steps, a
+FakeClock and the waits the listener is told (no real sleep, no thread). No Ironic
 needed (tests/ironic/test_ironic_events.py drives the same through a real one)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -38,19 +38,22 @@ from bmaas.faults import (
     BMCUnreachable,
     UnsupportedOperation,
 )
+from bmaas.reactor import Reactor
+from tests.unit.stepped import Scripted, drive, reactor, recording
 
 PASSWORD = "s3cret-pw"
 INTERVAL = 60.0  # Ironic's sync interval in these tests
 SAFETY = 600.0
 
 
-class FakeStream:
+class FakeStream(Scripted):
     """A service's stream: opens and reads as scripted; counts its opens."""
 
     def __init__(self, nodes: dict[str, str]) -> None:
         self.nodes = nodes
         self.opens: list[BaseException | None] = []
-        self.reads: list[Sequence[PowerNews] | BaseException] = []
+        #: None: the stream stays open, quiet
+        self.reads: list[Sequence[PowerNews] | BaseException | None] = []
         self.opened = 0
         self.closed = 0
 
@@ -65,7 +68,7 @@ class FakeStream:
         if outcome is not None:
             raise outcome
 
-    def read(self, idle: float) -> Sequence[PowerNews]:
+    def scripted(self) -> Sequence[PowerNews] | None:
         if not self.reads:
             raise BMCUnreachable("the BMC closed the event stream")
         item = self.reads.pop(0)
@@ -82,7 +85,7 @@ class Rig:
     clock: FakeClock
     streams: Streams
     made: list[FakeStream]
-    spawned: list[str]
+    reactor: Reactor
     owned: set[str]
     why: list[str] = dataclasses.field(default_factory=list)
 
@@ -99,7 +102,7 @@ class Rig:
         return self.made[i]
 
     def up(self, uuid: str) -> Listener:
-        """Open the node's service's stream (as its listener thread would)."""
+        """Open the node's service's stream (as the reactor would)."""
         listener = self.streams._listeners[self.streams._books[uuid].service]
         self.streams.opened(listener)
         return listener
@@ -115,10 +118,10 @@ class Rig:
 
 
 @pytest.fixture
-def rig() -> Rig:
+def rig() -> Iterator[Rig]:
     clock = FakeClock(start=0.0)
     made: list[FakeStream] = []
-    spawned: list[str] = []
+    stepped = reactor(clock)  # stepped only by the listener's tests
     owned: set[str] = set()
 
     def stream_of(service: Service, nodes: dict[str, str]) -> FakeStream:
@@ -131,10 +134,11 @@ def rig() -> Rig:
         interval=INTERVAL,
         stream_of=stream_of,
         owner=lambda ref: not owned or ref.uuid in owned,
-        spawn=lambda target, name: spawned.append(name),
         clock=clock,
+        reactor=stepped,
     )
-    return Rig(clock, streams, made, spawned, owned)
+    yield Rig(clock, streams, made, stepped, owned)
+    streams.close(timeout=0.0)
 
 
 def ref(
@@ -203,7 +207,9 @@ def test_a_console_power_off_is_answered_from_its_event_with_source_and_age(rig:
 def test_the_bmc_is_read_when_the_stream_cannot_vouch(rig: Rig) -> None:
     node = ref("a")
     assert rig.ask(node) is None  # registered: listener started, not up
-    assert rig.spawned == ["bmaas events http://127.0.0.1:8000"]
+    assert [lst.service.address for lst in rig.streams._listeners.values()] == [
+        "http://127.0.0.1:8000"
+    ]
     rig.read(node, PowerState.ON)  # read before the stream opened
     assert rig.ask(node) is None
     assert rig.why[-1] == "its event stream is down"
@@ -286,7 +292,7 @@ def test_one_listener_per_service_and_per_credentials(rig: Rig) -> None:
     for node in (ref("a", system="1"), ref("b", system="2"), ref("c", port=8001)):
         rig.ask(node)
     rig.ask(ref("d", system="3", password="other"))
-    assert len(rig.spawned) == 3
+    assert len(rig.made) == 3
     assert rig.made[0].nodes == {"/redfish/v1/Systems/1": "a", "/redfish/v1/Systems/2": "b"}
     assert rig.streams.summary()["streams"] == 3
 
@@ -303,7 +309,7 @@ def test_a_node_without_a_system_path_is_streamed_only_alone(rig: Rig) -> None:
 def test_a_node_this_conductor_does_not_own_is_not_streamed(rig: Rig) -> None:
     rig.owned.add("mine")
     rig.ask(ref("theirs"))
-    assert rig.spawned == []
+    assert rig.made == []
     assert rig.streams.summary()["nodes"] == 0
 
 
@@ -316,18 +322,19 @@ def test_a_takeover_closes_the_old_stream_and_the_new_owner_subscribes(rig: Rig)
     rig.clock.advance(INTERVAL)
     rig.streams.sweep()
     assert rig.streams._listeners == {}
+    rig.reactor.step(0.0)  # the reactor closes what was dropped
     assert old.closed >= 1  # the subscription ends with the connection
     # the conductor that now owns it subscribes at its first pass
-    other: list[str] = []
     taker = Streams(
         safety=SAFETY,
         interval=INTERVAL,
         stream_of=lambda service, nodes: FakeStream(nodes),
-        spawn=lambda target, name: other.append(name),
         clock=rig.clock,
+        reactor=reactor(rig.clock),
     )
     assert isinstance(taker.answer(node), Miss)
-    assert other == ["bmaas events http://127.0.0.1:8000"]
+    assert [lst.service.address for lst in taker._listeners.values()] == ["http://127.0.0.1:8000"]
+    taker.close(timeout=0.0)
 
 
 def test_a_node_no_longer_read_leaves_and_its_stream_closes(rig: Rig) -> None:
@@ -343,12 +350,14 @@ def test_a_node_no_longer_read_leaves_and_its_stream_closes(rig: Rig) -> None:
         rig.clock.advance(INTERVAL)
         rig.streams.sweep()
     assert rig.streams._listeners == {}
+    rig.reactor.step(0.0)
     assert rig.stream().closed >= 1
 
 
 def test_new_credentials_move_a_node_to_a_new_stream(rig: Rig) -> None:
     settled(rig, ref("a"))
     rig.ask(ref("a", password="rotated"))
+    rig.reactor.step(0.0)
     assert len(rig.made) == 2
     assert rig.made[0].closed >= 1
     assert next(iter(rig.streams._listeners.values())).stream is rig.made[1]
@@ -362,7 +371,7 @@ def test_streams_are_bounded_beyond_which_nodes_are_polled(
         rig.ask(ref("a", port=8000))
         rig.ask(ref("b", port=8001))
         rig.ask(ref("c", port=8002))
-    assert len(rig.spawned) == 1
+    assert len(rig.made) == 1
     assert sum("events_max_streams" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -370,11 +379,13 @@ def test_close_ends_every_listener(rig: Rig) -> None:
     for port in (8000, 8001):
         rig.ask(ref(f"n{port}", port=port))
     listeners = list(rig.streams._listeners.values())
+    rig.reactor.step(0.0)  # their streams open
     rig.streams.close(timeout=0.0)
     assert all(lst.own.is_set() for lst in listeners)
     assert all(s.closed >= 1 for s in rig.made)
+    assert rig.reactor.count() == 0
     assert rig.ask(ref("late", port=8005)) is None
-    assert len(rig.spawned) == 2  # nothing new after close
+    assert len(rig.made) == 2  # nothing new after close
 
 
 # -- the listener: paced, bounded, stopped ------------------------------------------
@@ -383,22 +394,15 @@ def test_close_ends_every_listener(rig: Rig) -> None:
 def run_listener(
     rig: Rig, script: Callable[[FakeStream], None], *, sleeps: int
 ) -> tuple[FakeStream, list[float]]:
-    """Run node a's listener in this thread; it is dropped after ``sleeps`` waits."""
+    """Run node a's listener on the rig's reactor until it was told ``sleeps`` waits."""
+    rig.streams.pacing = Pacing(open_deadline=5.0, backoff=Backoff(first=1.0, factor=2.0, cap=8.0))
     rig.ask(ref("a"))
     listener = rig.streams._listeners[rig.streams._books["a"].service]
     stream = listener.stream
     assert isinstance(stream, FakeStream)
     script(stream)
-    waits: list[float] = []
-
-    def sleep(own: threading.Event, seconds: float) -> None:
-        waits.append(seconds)
-        rig.clock.advance(seconds)
-        if len(waits) >= sleeps:
-            own.set()
-
-    pacing = Pacing(open_deadline=5.0, backoff=Backoff(first=1.0, factor=2.0, cap=8.0))
-    listener.run(rig.streams, pacing, clock=rig.clock, sleep=sleep)
+    waits = recording(rig.streams)
+    drive(rig.reactor, rig.clock, waits, sleeps)
     return stream, waits
 
 
@@ -446,9 +450,9 @@ def test_news_reaches_the_cache_and_a_drop_ends_the_thread(rig: Rig) -> None:
 
 def test_a_long_stream_up_resets_the_back_off(rig: Rig) -> None:
     class Slow(FakeStream):
-        def read(self, idle: float) -> Sequence[PowerNews]:
+        def scripted(self) -> Sequence[PowerNews] | None:
             rig.clock.advance(30.0)  # each read returns after 30 s (keepalives)
-            return super().read(idle)
+            return super().scripted()
 
     rig.streams._stream_of = lambda service, nodes: Slow(nodes)  # type: ignore[method-assign]
 
@@ -495,6 +499,7 @@ def test_the_sweeper_lets_go_of_streams_when_no_node_is_read_here_any_more(
     node; when every node moved away, the sweeper thread still closes their
     streams (and a sweep that fails is tried again next period)."""
     clock = FakeClock(start=0.0)
+    stepped = reactor(clock)
     made: list[FakeStream] = []
     owned = {"a"}
     waits: list[float] = []
@@ -524,12 +529,14 @@ def test_the_sweeper_lets_go_of_streams_when_no_node_is_read_here_any_more(
         interval=INTERVAL,
         stream_of=stream_of,
         owner=owner,
-        spawn=lambda target, name: None,
         sleep=sleep,
         clock=clock,
+        reactor=stepped,
     )
     assert isinstance(streams.answer(ref("a")), Miss)
     (listener,) = streams._listeners.values()
+    made[0].reads = [None]  # it opens and stays open, quiet
+    stepped.step(0.0)
     owned.clear()  # the hash ring gave it to another conductor; no read comes here
     with caplog.at_level(logging.ERROR):
         streams.run_sweeper()

@@ -24,6 +24,7 @@ from bmaas.liveness import LIVENESS_INTERVAL, Liveness
 from bmaas.ops import driver_factory
 from bmaas.store import Store
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
+from tests.unit.stepped import reactor
 from tests.unit.test_ironic_streams import INTERVAL, FakeStream, ref
 from tests.unit.test_sync_events import _counting
 
@@ -138,8 +139,8 @@ def _ironic(clock: FakeClock, liveness: float) -> Streams:
         liveness=liveness,
         interval=INTERVAL,
         stream_of=lambda service, nodes: FakeStream(nodes),
-        spawn=lambda target, name: None,
         clock=clock,
+        reactor=reactor(clock),  # never stepped: the streams are told by hand
     )
 
 
@@ -167,6 +168,7 @@ def test_ironic_reads_a_streamed_api_every_liveness_interval_and_every_pass_once
     for _ in range(4):
         assert isinstance(streams.answer(node), Miss)
         clock.advance(INTERVAL)
+    streams.close(timeout=0.0)
 
 
 def test_ironic_without_the_liveness_read_answers_until_the_safety_read() -> None:
@@ -185,3 +187,4 @@ def test_ironic_without_the_liveness_read_answers_until_the_safety_read() -> Non
             why.append(found.why)
             streams.learned(node.uuid, streams.reading(node.uuid), PowerState.ON)
     assert why == ["safety read (last read 2400 s ago)"]  # as before issue 48
+    streams.close(timeout=0.0)

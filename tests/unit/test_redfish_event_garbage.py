@@ -24,6 +24,7 @@ from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCProtocolError
 from bmaas.secrets import Secret
 from tests.httpserve import send_json, serving_handler
+from tests.unit.stepped import recording
 
 DEEP = 200_000
 GARBAGE = {
@@ -112,52 +113,37 @@ class _Service:
         return Handler
 
 
-def _listen(url: str, sleeps: int, reactor: bool) -> tuple[EventWatch, list[float]]:
-    """The watch over ``url``'s stream until its ``sleeps``-th wait: on a
-    thread of its own (the waits its ``sleep`` is asked for) or on the
-    reactor (the waits it arms: the fake clock moved past each)."""
+def _listen(url: str, sleeps: int) -> tuple[EventWatch, list[float]]:
+    """The watch over ``url``'s stream on its reactor (its own thread, a real
+    socket) until its ``sleeps``-th wait: the waits it arms, the fake clock
+    moved past each."""
     clock = FakeClock(start=0.0)
-    waits: list[float] = []
-    watch: EventWatch
-
-    def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        clock.advance(seconds)
-        if len(waits) >= sleeps:
-            watch._stop.set()
-
     stream = ServiceStream(url, "admin", Secret("pw"), False, {"*": "n1"})
     watch = EventWatch(
         streams_of=lambda driver: lambda records: ([stream], {}),
         bmc_timeout=10.0,
         idle=10.0,
         clock=clock,
-        sleep=sleep,
-        reactor=reactor,
     )
+    waits = recording(watch)
     record = type("Record", (), {"name": "n1", "driver": "redfish", "driver_info": {}})()
     watch.watch([record])
-    for thread in watch._threads.values():
-        thread.join(30)
-        assert not thread.is_alive()
-    if reactor:
-        assert watch._threads == {}  # no thread of its own
-        for _ in range(300):  # bounded: 30 s
-            if watch.faults > len(waits):
-                waits.append(watch._entries[stream.key].state.pacing.absent_retry)
-                if len(waits) >= sleeps:
-                    break
-                clock.advance(waits[-1])
-                watch._reactor._wake()  # its timer is due: it opens again
-            time.sleep(0.1)
-        watch.close()
+    told = 0
+    for _ in range(300):  # bounded: 30 s
+        if len(waits) > told:
+            told = len(waits)
+            if told >= sleeps:
+                break
+            clock.advance(waits[-1])
+            watch._reactor._wake()  # its timer is due: it opens again
+        time.sleep(0.1)
+    watch.close()
     return watch, waits
 
 
-@pytest.mark.parametrize("reactor", [False, True], ids=["thread", "reactor"])
 @pytest.mark.parametrize("wire", GARBAGE.values(), ids=GARBAGE.keys())
 def test_a_garbage_stream_is_dropped_its_node_polled_and_the_listener_lives(
-    wire: bytes, reactor: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    wire: bytes, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     died: list[Any] = []
     monkeypatch.setattr(threading, "excepthook", died.append)
@@ -166,7 +152,7 @@ def test_a_garbage_stream_is_dropped_its_node_polled_and_the_listener_lives(
         caplog.at_level(logging.DEBUG),
         serving_handler(service.handler(), before_stop=service.release.set) as url,
     ):
-        watch, waits = _listen(url, sleeps=2, reactor=reactor)
+        watch, waits = _listen(url, sleeps=2)
     assert died == []  # the listener ended by the stop, not by an exception
     assert waits == [600.0, 600.0]  # BMCProtocolError: the policy's stream column, late
     assert "next try in 600 s" in caplog.text

@@ -12,6 +12,7 @@ import http.client
 import json
 import socket
 import ssl
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -22,10 +23,10 @@ import pytest
 
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from bmaas.drivers.redfish.events import ServiceStream
+from bmaas.drivers.redfish.events import PowerNews, ServiceStream
 from bmaas.drivers.redfish.push import PATH, PushListener, PushStream
-from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCUnreachable, UnsupportedOperation
+from bmaas.reactor import Inbox
 from bmaas.secrets import Secret
 from tests.httpserve import send_json, serving_handler
 
@@ -158,6 +159,18 @@ def _stream(url: str, listener: PushListener, **kw: Any) -> PushStream:
     return PushStream(sse, listener, **kw)
 
 
+def _pushed(stream: PushStream) -> list[PowerNews]:
+    """What was pushed to ``stream``'s Inbox, once something was (as the
+    reactor reads it when the Inbox wakes it)."""
+    arrived = threading.Event()
+    box = stream.selectable()
+    assert isinstance(box, Inbox)
+    box.bind(arrived.set)
+    assert arrived.wait(5.0), "nothing was pushed"
+    box.bind(None)
+    return stream.read_ready() or []
+
+
 def test_a_service_without_sse_is_subscribed_and_its_pushed_event_is_news(
     listener: PushListener,
 ) -> None:
@@ -173,7 +186,7 @@ def test_a_service_without_sse_is_subscribed_and_its_pushed_event_is_news(
         assert sub["DeliveryRetryPolicy"] == "TerminateAfterRetries"
         assert len(sub["Context"]) == 64  # 32 random bytes, hex
         assert service.post_event(OFF) == 204
-        news = stream.read(5.0)
+        news = _pushed(stream)
         # pushed: a reason to read n1, never its state (issue 46, finding 5)
         assert [(n.node, n.power, n.pushed) for n in news] == [("n1", PowerState.OFF, True)]
         stream.close()
@@ -288,21 +301,21 @@ def test_events_without_our_context_or_not_json_or_too_big_are_refused(
 def test_a_forgotten_subscription_is_noticed_at_the_check_and_made_again(
     listener: PushListener,
 ) -> None:
-    """Nothing pushed for ``verify_every``: one GET of the subscription; the
-    BMC rebooted and forgot it (404): the stream faults, and the next open
-    subscribes again (the listener's loop reconciles its nodes)."""
+    """Nothing pushed for ``verify_every``: one GET of the subscription (the
+    reactor runs its Inbox's check that often); the BMC rebooted and forgot
+    it (404): the stream faults, and the next open subscribes again (the
+    listener reconciles its nodes)."""
     service = Service()
-    clock = FakeClock()
     with serving(service) as url:
-        stream = _stream(url, listener, verify_every=600.0, clock=clock)
+        stream = _stream(url, listener, verify_every=600.0)
         stream.open(Deadline.after(5.0))
-        assert stream.read(0.01) == []  # quiet, not yet due: no request
-        clock.advance(600.0)
-        assert stream.read(0.01) == []  # due: checked, still there
+        box = stream.selectable()
+        assert isinstance(box, Inbox)
+        assert box.quiet == 600.0
+        box.check(Deadline.after(5.0))  # checked, still there
         service.subscriptions.clear()  # the BMC's reboot
-        clock.advance(600.0)
         with pytest.raises(BMCUnreachable, match="forgot the subscription"):
-            stream.read(0.01)
+            box.check(Deadline.after(5.0))
         stream.close()
         stream.open(Deadline.after(5.0))
         assert list(service.subscriptions) == [f"{SUBS}/2"]
@@ -333,7 +346,7 @@ def test_the_listener_serves_https_with_a_certificate(tmp_path: Path) -> None:
             stream.open(Deadline.after(5.0))
             assert lst.url.startswith("https://127.0.0.1:")
             assert service.post_event(OFF) == 204
-            assert [n.power for n in stream.read(5.0)] == [PowerState.OFF]
+            assert [n.power for n in _pushed(stream)] == [PowerState.OFF]
             stream.close()
     finally:
         CA.clear()
