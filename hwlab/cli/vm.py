@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from bmaas.cliutil import WholeNumber
+from bmaas.cliutil import Seconds, WholeNumber
 from bmaas.home import user_dir
 from bmaas.hwlab.vm.domain import FIRMWARE
 from bmaas.hwlab.vm.image import MACHINE_FAULTS, build_image
-from bmaas.hwlab.vm.state import MAX_VMS
+from bmaas.hwlab.vm.state import EMULATORS, MAX_VMS
 
 __all__ = ["vm"]
 
@@ -178,6 +178,35 @@ def fault_cmd(node: str, fault: str, state_dir: Path) -> None:
 
     machine_fault(state_dir, node, None if fault == "clear" else fault)
     click.echo(f"{node}: {'boots normally' if fault == 'clear' else f'every boot: {fault}'}")
+
+
+@vm.command("restart-bmc")
+@click.argument("emulators", nargs=-1, type=click.Choice([*EMULATORS, "all"]))
+@click.option(
+    "--down",
+    "down_s",
+    type=Seconds(max=600),
+    default=5.0,
+    show_default=True,
+    help="Seconds its ports refuse between the stop and the start.",
+)
+@state_dir_option
+def restart_bmc_cmd(emulators: tuple[str, ...], down_s: float, state_dir: Path) -> None:
+    """Really restart EMULATOR (sushy-emulator: Redfish of every VM; vbmcd:
+    IPMI; all): SIGTERM (SIGKILL past 10 s), its ports refusing --down
+    seconds, started again with the same config and ports. The VMs keep
+    running. A lab up without --proxies (with them: hwlab fault's bmc_reboot)."""
+    from bmaas.hwlab.vm.restart import restart_bmc
+
+    if not emulators:
+        raise click.UsageError(f"name an emulator: {', '.join(EMULATORS)} or all")
+    names = list(EMULATORS) if "all" in emulators else list(dict.fromkeys(emulators))
+    for done in restart_bmc(state_dir, names, down=down_s):
+        click.echo(
+            f"{done.name}: pid {done.old_pid} stopped by {done.stopped_by} in "
+            f"{done.stop_s:.1f}s; ports {', '.join(map(str, done.ports))} refused "
+            f"{done.refused_s:.1f}s; pid {done.new_pid} answering"
+        )
 
 
 @vm.command("down")

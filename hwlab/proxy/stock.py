@@ -37,7 +37,7 @@ from bmaas.hwlab.proxy.host import ProxyError
 from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.statefiles import open_private, write_private
 
-__all__ = ["StockSushy", "StockVbmc", "free_port"]
+__all__ = ["StockSushy", "StockVbmc", "free_port", "refuses"]
 
 LOG = logging.getLogger(__name__)
 
@@ -52,6 +52,23 @@ def free_port(kind: int = socket.SOCK_STREAM, host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, kind) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def refuses(host: str, port: int, kind: int = socket.SOCK_STREAM) -> bool:
+    """Does ``host:port`` refuse outright (TCP: a RST; UDP: an ICMP port
+    unreachable)? Nothing listens there. A silent port is not a refusal."""
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.settimeout(0.5)
+        try:
+            sock.connect((host, port))
+            if kind == socket.SOCK_DGRAM:  # a connected UDP socket hears the ICMP
+                sock.send(rmcp.channel_auth_request())
+                sock.recv(512)
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            return False
+    return False
 
 
 def _require(module: str, what: str) -> None:
@@ -170,6 +187,10 @@ class StockVbmc(_Process):
         )
         self._wait(lambda: all(self._answers(p) for p in self.ports.values()), timeout)
 
+    def refuses(self) -> bool:
+        """Does every BMC's port refuse (vbmcd and its children gone)?"""
+        return all(refuses(self.host, p, socket.SOCK_DGRAM) for p in self.ports.values())
+
     def _answers(self, port: int) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.settimeout(0.2)
@@ -243,6 +264,10 @@ class StockSushy(_Process):
         write_private(config, "".join(f"{key} = {value!r}\n" for key, value in settings.items()))
         self._spawn(python_argv("-m", "sushy_tools.emulator.main", "--config", str(config)))
         self._wait(self._answers, timeout)
+
+    def refuses(self) -> bool:
+        """Does the service's port refuse (nothing listens)?"""
+        return refuses(self.host, self.port)
 
     def _answers(self) -> bool:
         context = None
