@@ -56,9 +56,6 @@ class SlowStream:
     def silent(self, idle: float) -> Exception:
         return BMCTimeout("silent", node=self.nodes["*"])
 
-    def read(self, idle: float) -> Sequence[News]:
-        return []
-
     def close(self) -> None:
         self.inbox = None
 
