@@ -288,7 +288,7 @@ class ServiceStream:
     nodes: dict[str, str]
     #: the TLS the BMC must meet (the node's driver_info, as its driver's)
     tls: TLSPolicy | None = dataclasses.field(default=None, repr=False)
-    #: the open stream (closing it from another thread ends a blocked read at once)
+    #: the open stream (read by the reactor: :meth:`read_ready`)
     _stream: Stream | None = dataclasses.field(default=None, repr=False)
     _wire_target: Target | None = dataclasses.field(default=None, repr=False)
     _parser: SSEParser = dataclasses.field(default_factory=SSEParser, repr=False)
@@ -432,27 +432,15 @@ class ServiceStream:
         self._parser = SSEParser()
         self._sse_uri = uri
 
-    def read(self, idle: float) -> list[PowerNews]:
-        """The news in what arrives next (maybe none: a keepalive); waits at
-        most ``idle`` seconds for a byte. A closed stream is
-        :class:`BMCUnreachable`, silence :class:`BMCTimeout`."""
-        started = time.monotonic()
-        stream = self._open_or_fail(started)
-        try:
-            chunk = stream.read(idle)
-        except Exception as exc:
-            self.close()
-            raise _fault(self, exc, started) from exc
-        return self._news(chunk, started)
-
     def selectable(self) -> Stream | None:
         """The open stream (a ``fileno()`` a selector waits on:
         :class:`bmaas.reactor.Reactor`), None when closed."""
         return self._stream
 
     def read_ready(self) -> list[PowerNews] | None:
-        """:meth:`read` without waiting: the news in what has arrived (maybe
-        none: a keepalive), None when no byte has (a partial TLS record).
+        """The news in what has arrived, without waiting (maybe none: a
+        keepalive), None when no byte has (a partial TLS record). A closed
+        stream is :class:`BMCUnreachable`, a bad event :class:`BMCProtocolError`.
         The reactor calls it when the stream's socket is readable; the idle
         limit is the reactor's (:meth:`silent`)."""
         started = time.monotonic()
@@ -489,7 +477,7 @@ class ServiceStream:
         return out
 
     def close(self) -> None:
-        """Close the stream; a read blocked in another thread returns at once."""
+        """Close the stream (its connection shut down)."""
         stream, self._stream = self._stream, None
         if stream is not None:
             stream.close()

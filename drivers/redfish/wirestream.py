@@ -5,18 +5,17 @@ TLS under the target's policy), sends the request and reads the status
 line and headers, every step bounded by what is left of the *open's*
 deadline: a service that dribbles its head ends at the deadline with
 :class:`~bmaas.drivers.redfish.faults.DeadlineExceeded`, never later. The
-:class:`Stream` it hands back then yields the body as it arrives, each
-:meth:`Stream.read` waiting at most its ``idle`` seconds (SSE: a quiet BMC
-sends nothing for minutes), framed by the end of the stream,
+:class:`Stream` it hands back then yields the body as it arrives, without
+waiting (:meth:`Stream.read_now`, when a selector says its socket is
+readable: the reactor keeps the idle limit), framed by the end of the stream,
 ``Content-Length`` or chunked transfer coding (decoded incrementally: a
 chunk-size line of at most :data:`~bmaas.drivers.redfish.framing.MAX_LINE`
 bytes, the data, CRLF). Bytes the head's read already took are the body's
-first. :meth:`Stream.close` from another thread wakes a blocked read at once
-(the socket is shut down, then closed).
+first. :meth:`Stream.close` shuts the socket down, then closes it.
 
 Failures are those of :mod:`~bmaas.drivers.redfish.wire` (the stdlib's socket
-and TLS errors, ``http.client``'s for a reply that is not HTTP): silence past
-``idle`` is ``TimeoutError``; a stream cut inside a framed body is
+and TLS errors, ``http.client``'s for a reply that is not HTTP); a stream
+cut inside a framed body is
 ``http.client.IncompleteRead``.
 """
 
@@ -98,22 +97,6 @@ class Stream:
             self.close()
         return Answer(self.status, self.reason, self.headers, body)
 
-    def read(self, idle: float) -> bytes:
-        """Body bytes, as soon as some arrive; ``b""`` at the body's end.
-        ``TimeoutError`` when none arrive within ``idle`` seconds."""
-        until = Deadline.after(idle)
-        while True:
-            out = self._take()
-            if out or self._done:
-                return out
-            data = self._recv(until)
-            if not data:
-                if self._left is not None or self._chunked is not None:
-                    raise http.client.IncompleteRead(b"")  # cut inside a framed body
-                self._done = True
-                return b""
-            self._raw += data
-
     def fileno(self) -> int:
         """The connection's socket (a selector waits on it: :meth:`read_now`)."""
         return self._sock.fileno()
@@ -140,7 +123,7 @@ class Stream:
         return out if out or self._done else None
 
     def close(self) -> None:
-        """Close the connection; a read blocked in another thread returns at once."""
+        """Close the connection."""
         _shut(self._sock)
 
     def _recv_now(self) -> bytes | None:
@@ -172,16 +155,6 @@ class Stream:
             self._done = self._left == 0
             return out
         return raw
-
-    def _recv(self, until: Deadline) -> bytes:
-        wait = until.left()
-        if wait <= 0:
-            raise TimeoutError("no byte within the idle limit")
-        self._sock.settimeout(wait)
-        try:
-            return self._sock.recv(RECV)
-        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-            return b""  # the TLS stream's end, clean or not: framing decides
 
 
 class _Chunked:

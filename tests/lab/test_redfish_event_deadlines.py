@@ -8,8 +8,7 @@ ends too), or as a stream held open. What would break: an open or a
 subscription that waits past its deadline for a service that dribbles its
 EventService answer, its stream's head or the subscription's answer (each
 receive bounded, not the call: ``http.client`` with ``timeout=``); a chunked
-or close-delimited stream whose events are lost; a read blocked in one
-thread that a close from another does not wake; an error status mapped
+or close-delimited stream whose events are lost; an error status mapped
 other than by the drivers' one table.
 """
 
@@ -40,6 +39,7 @@ from bmaas.faults import (
     UnsupportedOperation,
 )
 from bmaas.secrets import Secret
+from tests.unit.stepped import read_when_ready
 
 pytestmark = pytest.mark.lab
 
@@ -227,7 +227,7 @@ def _news(stream: ServiceStream) -> list[PowerNews]:
     out: list[PowerNews] = []
     for _ in range(50):
         try:
-            out += stream.read(5.0)
+            out += read_when_ready(stream, 5.0)
         except BMCUnreachable:  # the service closed the stream: all was read
             return out
     raise AssertionError("the stream never ended")
@@ -264,33 +264,7 @@ def test_a_chunk_size_line_past_the_limit_is_a_protocol_error() -> None:
         stream = stream_of(service)
         stream.open(Deadline.after(5.0))
         with pytest.raises(BMCProtocolError):
-            stream.read(5.0)
-
-
-def test_a_close_from_another_thread_wakes_a_blocked_read() -> None:
-    sse = pieces(SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n", hold=True)
-    with serving({("GET", SERVICE): whole(SERVICE_DOC), ("GET", SSE): sse}) as service:
-        stream = stream_of(service)
-        stream.open(Deadline.after(5.0))
-        raised: list[BaseException] = []
-
-        def read() -> None:
-            try:
-                stream.read(30.0)
-            except BmaasError as exc:
-                raised.append(exc)
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        time.sleep(0.3)  # the read is blocked in recv (nothing comes)
-        started = time.monotonic()
-        stream.close()
-        reader.join(5.0)
-        woke = time.monotonic() - started
-    assert not reader.is_alive()
-    assert woke < 1.0, woke
-    assert len(raised) == 1
-    assert isinstance(raised[0], BMCUnreachable | BMCProtocolError)
+            read_when_ready(stream, 5.0)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ the fake clock past each wait the listener was told to take."""
 
 from __future__ import annotations
 
+import selectors
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,3 +82,21 @@ def drive(stepped: Reactor, clock: FakeClock, waits: list[float], count: int) ->
             seen = len(waits)
             clock.advance(waits[-1])
     raise AssertionError(f"{len(waits)} waits told, {count} expected")
+
+
+def read_when_ready(stream: Any, idle: float) -> Sequence[News]:
+    """What the reactor reads of a real ``stream`` once its socket is
+    readable (``read_ready``), waiting at most ``idle`` seconds for it (then
+    the stream's silence fault, as the reactor's idle limit)."""
+    until = time.monotonic() + idle
+    while True:
+        fileobj = stream.selectable()
+        if fileobj is not None:  # None: closed, and read_ready says so
+            with selectors.DefaultSelector() as waiting:
+                waiting.register(fileobj, selectors.EVENT_READ)
+                waiting.select(max(0.0, until - time.monotonic()))
+        news: Sequence[News] | None = stream.read_ready()
+        if news is not None:
+            return news
+        if time.monotonic() >= until:
+            raise stream.silent(idle)

@@ -16,6 +16,7 @@ from bmaas.drivers.redfish.events import ServiceStream
 from bmaas.faults import BMCUnreachable, UnsupportedOperation
 from bmaas.secrets import Secret
 from tests.httpserve import send_json, serving_handler
+from tests.unit.stepped import read_when_ready
 
 EVENT = (
     'data: {"Events": [{"MessageId": "ResourceEvent.1.3.0.ResourcePoweredOff",'
@@ -65,10 +66,10 @@ def _stream(url: str) -> ServiceStream:
 def _one_life(stream: ServiceStream) -> None:
     """Open, take the frame, meet the close (what the listener does)."""
     stream.open(Deadline.after(5.0))
-    news = stream.read(5.0)
+    news = read_when_ready(stream, 5.0)
     assert [(n.node, n.power) for n in news] == [("n1", PowerState.OFF)]
     with pytest.raises(BMCUnreachable):
-        stream.read(5.0)  # the BMC closed the stream
+        read_when_ready(stream, 5.0)  # the BMC closed the stream
 
 
 def test_a_reconnect_opens_the_known_stream_with_one_request() -> None:
