@@ -120,12 +120,16 @@ def restart_bmc(
     unknown = [n for n in names if n not in EMULATORS]
     if unknown:
         raise InputError(f"{', '.join(unknown)}: not one of {', '.join(EMULATORS)}")
+    stale = [n for n in names if n not in lab.pids or not lab.pids[n].holds()]
+    if stale:
+        raise InputError(
+            f"{', '.join(stale)}: not running as hwlab vm up started it (left alone; "
+            "hwlab vm down, then up)"
+        )
     servers = _servers(lab)
     done = []
     for name in names:
-        server, mark = servers[name], lab.pids.get(name)
-        if mark is None or not mark.holds():
-            raise InputError(f"{name}: not running as hwlab vm up started it (hwlab vm down, up)")
+        server, mark = servers[name], lab.pids[name]
         started = clock()
         stopped_by = "SIGTERM"
         mark.signal_group(signal.SIGTERM)
