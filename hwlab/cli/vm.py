@@ -44,6 +44,7 @@ def vm() -> None:
     hwlab vm cd                        # the CD drives back (vmedia's eject took them)
     # IPMI (hwlab vm up --driver ipmi): the CD drive, by a one-time boot override
     bmaas deploy --count 2 --ready-log ... --ready-pattern 'BMAAS-BOOTED via=cdrom'
+    hwlab vm restart-bmc vbmcd --down 5  # really restart a BMC (a lab without --proxies)
     hwlab vm down
     """
 

@@ -97,6 +97,21 @@ def _until(
     return True
 
 
+def _stop(
+    mark: ProcessMark,
+    timeout: float,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> str:
+    """SIGTERM to the marked group; SIGKILL if it still runs ``timeout``
+    seconds later. The signal that ended it."""
+    mark.signal_group(signal.SIGTERM)
+    if _until(lambda: not mark.running(), timeout, sleep, clock):
+        return "SIGTERM"
+    mark.signal_group(signal.SIGKILL)
+    return "SIGKILL"
+
+
 def restart_bmc(
     state_dir: Path,
     names: list[str],
@@ -131,11 +146,7 @@ def restart_bmc(
     for name in names:
         server, mark = servers[name], lab.pids[name]
         started = clock()
-        stopped_by = "SIGTERM"
-        mark.signal_group(signal.SIGTERM)
-        if not _until(lambda m=mark: not m.running(), stop_timeout, sleep, clock):
-            stopped_by = "SIGKILL"
-            mark.signal_group(signal.SIGKILL)
+        stopped_by = _stop(mark, stop_timeout, sleep, clock)
         if not _until(server.refuses, stop_timeout, sleep, clock):
             raise ProxyError(f"{name}: its ports still answer {stop_timeout:g}s after {stopped_by}")
         refused = clock()
