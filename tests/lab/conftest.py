@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -154,3 +155,17 @@ def lab(no_leaks: None) -> Iterator[Lab]:
         finally:
             for driver in lab.drivers:
                 driver.close()
+
+
+@pytest.fixture
+def sse_services(
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
+    """:mod:`tests.lab.sse_fleet`'s services in a process of their own, for
+    the event-stream fleet tests alike: ``request.param`` is ``(COUNT,)``
+    or ``(COUNT, "push")`` (indirect parametrization); the process and the
+    services' ports."""
+    from tests.lab import sse_fleet
+
+    with sse_fleet.running(*request.param) as running:
+        yield running

@@ -24,8 +24,14 @@ import selectors
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the fleet's own process imports no bmaas
+    from bmaas.drivers.redfish.events import ServiceStream
+    from bmaas.events import EventWatch, Stream
 
 SSE = "/redfish/v1/EventService/SSE"
 DOC = json.dumps({"ServiceEnabled": True, "ServerSentEventUri": SSE}).encode()
@@ -118,6 +124,49 @@ def running(count: int, *mode: str) -> Iterator[tuple[subprocess.Popen[str], lis
 def fds() -> int:
     """File descriptors this process holds."""
     return len(os.listdir("/proc/self/fd"))
+
+
+def streams(ports: list[int]) -> list[ServiceStream]:
+    """One Redfish event stream a service of this fleet, service i's system node ``n<i>``."""
+    from bmaas.drivers.redfish.events import ServiceStream
+    from bmaas.secrets import Secret
+
+    return [
+        ServiceStream(
+            f"http://127.0.0.1:{port}", "u", Secret("p"), False, {"/redfish/v1/Systems/1": f"n{i}"}
+        )
+        for i, port in enumerate(ports)
+    ]
+
+
+@contextlib.contextmanager
+def watching(found: Sequence[Stream], listener: Any = None) -> Iterator[EventWatch]:
+    """An EventWatch of ``found`` (one node a stream; ``listener``: the push
+    listener, closed with the watch), every stream live and none faulted
+    (bounded: 60 s); closed after."""
+    from bmaas.events import EventWatch
+
+    records = [
+        type("Record", (), {"name": f"n{i}", "driver": "redfish", "driver_info": {"i": i}})()
+        for i in range(len(found))
+    ]
+    watch = EventWatch(
+        streams_of=lambda driver: lambda group: (found, {}), bmc_timeout=20.0, idle=120.0
+    )
+    if listener is not None:
+        watch._listeners["redfish"] = listener
+    try:
+        watch.watch(records)
+        for _ in range(600):
+            if watch.summary()["nodes_up"] == len(found):
+                break
+            time.sleep(0.1)
+        summary = watch.summary()
+        assert summary["nodes_up"] == len(found), summary  # every stream live
+        assert summary["faults"] == 0
+        yield watch
+    finally:
+        watch.close()
 
 
 def main(count: int, push: bool = False) -> None:

@@ -13,26 +13,17 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from bmaas.drivers.redfish.events import ServiceStream
 from bmaas.drivers.redfish.push import PushListener, PushStream
-from bmaas.events import Applied, EventWatch
-from bmaas.secrets import Secret
+from bmaas.events import Applied
 from tests.lab import sse_fleet
 
 pytestmark = pytest.mark.lab
 
 COUNT = 300
 MAX_THREADS = 32
-
-
-@pytest.fixture
-def fleet() -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
-    with sse_fleet.running(COUNT, "push") as running:
-        yield running
 
 
 def _stats(proc: subprocess.Popen[str]) -> dict[str, object]:
@@ -44,42 +35,15 @@ def _stats(proc: subprocess.Popen[str]) -> dict[str, object]:
     return found
 
 
+@pytest.mark.parametrize("sse_services", [(COUNT, "push")], indirect=True)
 def test_three_hundred_push_subscriptions_on_a_bounded_number_of_threads(
-    fleet: tuple[subprocess.Popen[str], list[int]],
+    sse_services: tuple[subprocess.Popen[str], list[int]],
 ) -> None:
-    proc, ports = fleet
+    proc, ports = sse_services
     threads_before, fds_before = threading.active_count(), sse_fleet.fds()
     listener = PushListener("127.0.0.1", 0)
-    streams = [
-        PushStream(
-            ServiceStream(
-                f"http://127.0.0.1:{port}",
-                "u",
-                Secret("p"),
-                False,
-                {"/redfish/v1/Systems/1": f"n{i}"},
-            ),
-            listener,
-        )
-        for i, port in enumerate(ports)
-    ]
-    records = [
-        type("Record", (), {"name": f"n{i}", "driver": "redfish", "driver_info": {"i": i}})()
-        for i in range(COUNT)
-    ]
-    watch = EventWatch(
-        streams_of=lambda driver: lambda group: (streams, {}), bmc_timeout=20.0, idle=120.0
-    )
-    watch._listeners["redfish"] = listener  # closed with the watch
-    try:
-        watch.watch(records)
-        for _ in range(600):  # bounded: 60 s
-            if watch.summary()["nodes_up"] == COUNT:
-                break
-            time.sleep(0.1)
-        summary = watch.summary()
-        assert summary["nodes_up"] == COUNT, summary  # every service subscribed
-        assert summary["faults"] == 0
+    streams = [PushStream(sse, listener) for sse in sse_fleet.streams(ports)]
+    with sse_fleet.watching(streams, listener) as watch:  # every service subscribed
         assert all(s.mode == "push" for s in streams)
         assert _stats(proc)["subscribed"] == COUNT
         threads = threading.active_count() - threads_before
@@ -107,7 +71,5 @@ def test_three_hundred_push_subscriptions_on_a_bounded_number_of_threads(
         assert watch.summary()["nodes_up"] == COUNT
         print(f"\n{COUNT} push subscriptions: {threads} threads, {fds} fds, "
               f"asked to read in {detected:.3f} s")  # fmt: skip
-    finally:
-        watch.close()
     assert _stats(proc)["subscribed"] == 0  # every subscription deleted on close
     assert threading.active_count() - threads_before <= 8  # the opens' idle pool at most

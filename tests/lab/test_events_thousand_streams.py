@@ -11,14 +11,11 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from bmaas.driver import PowerState
-from bmaas.drivers.redfish.events import ServiceStream
-from bmaas.events import Applied, EventWatch
-from bmaas.secrets import Secret
+from bmaas.events import Applied
 from tests.lab import sse_fleet
 
 pytestmark = pytest.mark.lab
@@ -27,41 +24,14 @@ COUNT = 1000
 MAX_THREADS = 32
 
 
-@pytest.fixture
-def fleet() -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
-    with sse_fleet.running(COUNT) as running:
-        yield running
-
-
+@pytest.mark.parametrize("sse_services", [(COUNT,)], indirect=True)
 def test_a_thousand_streams_on_a_bounded_number_of_threads(
-    fleet: tuple[subprocess.Popen[str], list[int]],
+    sse_services: tuple[subprocess.Popen[str], list[int]],
 ) -> None:
-    proc, ports = fleet
-    streams = [
-        ServiceStream(
-            f"http://127.0.0.1:{port}", "u", Secret("p"), False, {"/redfish/v1/Systems/1": f"n{i}"}
-        )
-        for i, port in enumerate(ports)
-    ]
-    records = [
-        type("Record", (), {"name": f"n{i}", "driver": "redfish", "driver_info": {"i": i}})()
-        for i in range(COUNT)
-    ]
+    proc, ports = sse_services
+    streams = sse_fleet.streams(ports)
     threads_before, fds_before = threading.active_count(), sse_fleet.fds()
-    watch = EventWatch(
-        streams_of=lambda driver: lambda group: (streams, {}),
-        bmc_timeout=20.0,
-        idle=120.0,
-    )
-    try:
-        watch.watch(records)
-        for _ in range(600):  # bounded: 60 s
-            if watch.summary()["nodes_up"] == COUNT:
-                break
-            time.sleep(0.1)
-        summary = watch.summary()
-        assert summary["nodes_up"] == COUNT, summary  # every stream live
-        assert summary["faults"] == 0
+    with sse_fleet.watching(streams) as watch:
         threads = threading.active_count() - threads_before
         assert threads <= MAX_THREADS, [t.name for t in threading.enumerate()]
         assert sse_fleet.fds() - fds_before <= COUNT + 16  # one a stream, a few of the reactor's
@@ -80,6 +50,4 @@ def test_a_thousand_streams_on_a_bounded_number_of_threads(
         assert watch.summary()["nodes_up"] == COUNT  # still all live
         print(f"\n{COUNT} streams: {threads} threads, {sse_fleet.fds() - fds_before} fds, "
               f"detected in {time.monotonic() - start:.3f} s")  # fmt: skip
-    finally:
-        watch.close()
     assert threading.active_count() - threads_before <= 8  # the opens' idle pool at most
