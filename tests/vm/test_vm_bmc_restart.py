@@ -12,6 +12,7 @@ lab's own processes). Two boots in all, one per test."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -60,16 +61,34 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VmLab]:
         down(state)
 
 
-def _deploying(home: Path, lab: VmLab, *args: str) -> subprocess.Popen[str]:
-    argv = [
-        sys.executable, "-c", "from bmaas.cli import main; main()",
-        "deploy", "--json", "--count", "1", "--max-attempts", "1",
-        "--ready-log", lab.serial_template, "--deadline", "300", *args,
-    ]  # fmt: skip
-    env = {**os.environ, "BMAAS_HOME": str(home / "bmaas"), "XDG_STATE_HOME": str(home)}
-    return subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+@contextlib.contextmanager
+def _running(argv: list[str], home: Path | None = None) -> Iterator[subprocess.Popen[str]]:
+    """A CLI run in the background (``home``: bmaas's store), killed if it
+    is still running when the block ends."""
+    env = {**os.environ}
+    if home is not None:
+        env.update(BMAAS_HOME=str(home / "bmaas"), XDG_STATE_HOME=str(home))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _deploying(
+    home: Path, lab: VmLab, *args: str
+) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    deploy = ["deploy", "--json", "--count", "1", "--max-attempts", "1", "--deadline", "300"]
+    argv = ["from bmaas.cli import main; main()", *deploy, "--ready-log", lab.serial_template]
+    return _running([*argv, *args], home)
 
 
 def _until_running(lab: VmLab, deploying: subprocess.Popen[str]) -> None:
@@ -84,12 +103,7 @@ def _until_running(lab: VmLab, deploying: subprocess.Popen[str]) -> None:
 
 
 def _finished(deploying: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
-    try:
-        out, err = deploying.communicate(timeout=330)
-    finally:
-        if deploying.poll() is None:
-            deploying.kill()
-            deploying.communicate()
+    out, err = deploying.communicate(timeout=330)
     assert deploying.returncode in (0, 1), err
     return deploying.returncode, json.loads(out)
 
@@ -136,10 +150,12 @@ def test_sushy_tools_restarted_at_power_on_ends_the_attempt_unreachable_and_the_
     power_off_all(tmp_path, lab)
     before = seen(lab)
     try:
-        deploying = _deploying(tmp_path, lab, "--image", image_url, "--ready-pattern", VMEDIA)
-        _until_running(lab, deploying)
-        _restart(lab, "sushy-emulator", 5)
-        code, result = _finished(deploying)
+        with _deploying(
+            tmp_path, lab, "--image", image_url, "--ready-pattern", VMEDIA
+        ) as deploying:
+            _until_running(lab, deploying)
+            _restart(lab, "sushy-emulator", 5)
+            code, result = _finished(deploying)
         assert code == 1, result
         (request,) = result["requests"]
         assert request["status"] == "failed", request
@@ -170,13 +186,13 @@ def test_vbmcd_restarted_while_the_vm_boots_the_deploy_is_active_and_unreachable
     power_off_all(tmp_path, lab)
     before = seen(lab)
     try:
-        deploying = _deploying(
+        with _deploying(
             tmp_path, lab, "--image", image_url, "--ready-pattern", CDROM, "--settle", "0"
-        )
-        _until_running(lab, deploying)
-        time.sleep(3)  # the power step's reads are done; the guest boots for 10 s or more
-        _restart(lab, "vbmcd", 1)
-        code, result = _finished(deploying)
+        ) as deploying:
+            _until_running(lab, deploying)
+            time.sleep(3)  # the power step's reads are done; the guest boots for 10 s or more
+            _restart(lab, "vbmcd", 1)
+            code, result = _finished(deploying)
         assert code == 0, result
         (request,) = result["requests"]
         assert request["status"] == "active", request
@@ -184,12 +200,8 @@ def test_vbmcd_restarted_while_the_vm_boots_the_deploy_is_active_and_unreachable
         booted_once(lab, name, before, "cdrom")
         inventory = load_text((lab.state_dir / "inventory.yaml").read_text(), source="inventory")
         port = int(inventory["nodes"][0]["driver_info"]["ipmi_port"])
-        restarting = subprocess.Popen(
-            [sys.executable, "-c", "from bmaas.hwlab.cli import main; main()", "vm",
-             "restart-bmc", "vbmcd", "--down", "8", "--state-dir", str(lab.state_dir)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        try:
+        argv = ["from bmaas.hwlab.cli import main; main()", "vm", "restart-bmc", "vbmcd"]
+        with _running([*argv, "--down", "8", "--state-dir", str(lab.state_dir)]) as restarting:
             for _ in range(100):  # at most 10 s: vbmcd stopped
                 if refuses("127.0.0.1", port, socket.SOCK_DGRAM):
                     break
@@ -198,10 +210,6 @@ def test_vbmcd_restarted_while_the_vm_boots_the_deploy_is_active_and_unreachable
             assert away["fault"]["class"] == "BMCUnreachable", away
             assert "ICMP port unreachable" in away["fault"]["message"], away
             _, err = restarting.communicate(timeout=60)
-        finally:
-            if restarting.poll() is None:
-                restarting.kill()
-                restarting.communicate()
         assert restarting.returncode == 0, err
         assert _power(tmp_path, name)["result"] == "on"
         assert markers(lab, name)[before[name] + 1 :] == []
