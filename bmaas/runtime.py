@@ -56,7 +56,7 @@ from bmaas.pool import DEFAULT_IDLE, DriverPool, PoolKey
 from bmaas.silence import SilentBMCs
 from bmaas.threads import ThreadGroup
 
-__all__ = ["CLOSE_WITHIN", "JOIN", "RequestDeadlines", "Runtime", "RuntimeClosed"]
+__all__ = ["CLOSE_WITHIN", "JOIN", "RequestDeadlines", "Runtime", "RuntimeClosed", "node_driver"]
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -233,3 +233,23 @@ class Runtime:
                 "the bmaas runtime is closed (its host process is shutting down): "
                 "no new BMC session or part"
             )
+
+
+@contextlib.contextmanager
+def node_driver(
+    rt: Runtime | None, record: Any, factory: Callable[[Any], BMCDriver], *, deadline: Deadline
+) -> Iterator[BMCDriver]:
+    """``record``'s driver, held until the block ends: ``rt``'s pooled one
+    (:meth:`Runtime.session`; ``factory(record)`` builds one when none is
+    pooled), or -- a caller without a runtime (a one-shot store command,
+    tests) -- one built for the block and closed after."""
+    if rt is None:
+        driver = factory(record)
+        try:
+            yield driver
+        finally:
+            driver.close()
+        return
+    key = rt.pool.key_for(record.driver, record.name, record.driver_info)
+    with rt.session(key, lambda: factory(record), deadline=deadline) as driver:
+        yield driver

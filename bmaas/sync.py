@@ -135,7 +135,7 @@ def sync_pass(
     waiting for the others (:mod:`bmaas.fenced`)."""
     start = parts.clock()
     # Nodes taken back from dead clients are powered off before they are used.
-    reclaimed, _cleaned = reclaim(store, driver_factory=parts.factory, deadline=deadline)
+    reclaimed, _cleaned = reclaim(store, parts.rt, driver_factory=parts.factory, deadline=deadline)
     if names is not None:
         records = store.nodes.require(names)
     elif records is None:

@@ -58,7 +58,7 @@ from bmaas.provision.readiness import readiness
 from bmaas.provision.reclaim import Cleaned, reclaim
 from bmaas.provision.records import Claim, Deployed, Instance, Job, Request
 from bmaas.retry import RetryingDriver, RetryLimits
-from bmaas.runtime import Runtime
+from bmaas.runtime import Runtime, node_driver
 from bmaas.store import DEFAULT_LEASE_TTL, LeaseLost, OwnerKind
 from bmaas.store.records import QUIRKS_KEY, NodeRecord, Owner, PortOrigin, ProvisionState
 
@@ -126,6 +126,7 @@ class EmbeddedBackend:
         self.cleaned: Cleaned
         self.reclaimed, self.cleaned = reclaim(
             store,
+            rt,
             driver_factory=driver_factory,
             limits=self.limits,
             power_timeout=settings.power_timeout,
@@ -287,8 +288,7 @@ class EmbeddedBackend:
     @contextlib.contextmanager
     def _driver(self, record: NodeRecord, deadline: Deadline) -> Iterator[BMCDriver]:
         """The node's pooled driver, held until the block ends."""
-        key = self.rt.pool.key_for(record.driver, record.name, record.driver_info)
-        with self.rt.session(key, lambda: self.driver_factory(record), deadline=deadline) as drv:
+        with node_driver(self.rt, record, self.driver_factory, deadline=deadline) as drv:
             yield drv
 
     def _record_quirks(self, node: str, quirks: set[str]) -> None:

@@ -37,9 +37,11 @@ from bmaas.deadline import Deadline
 from bmaas.deploy import Step
 from bmaas.driver import BMCDriver, BootDevice, Capability, PowerAction
 from bmaas.faults import BmaasError, UnsupportedOperation
+from bmaas.runtime import node_driver
 from bmaas.store.records import leftover_text
 
 if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.runtime import Runtime
     from bmaas.store import Store
 
 __all__ = ["Leftovers", "Started", "clean_leftovers", "undo_leftovers", "what_was_left"]
@@ -147,6 +149,7 @@ class Leftovers:
 
 def clean_leftovers(
     store: Store,
+    rt: Runtime | None,
     *,
     driver_factory: Callable[[Any], BMCDriver],
     deadline: Deadline,
@@ -156,20 +159,19 @@ def clean_leftovers(
     ``nodes``): its BMC asked once per step, each call bounded by the
     driver's own timeout and ``deadline``. A node cleaned is offered again;
     one whose BMC still does not answer keeps its leftovers (tried again by
-    the next command or sync pass), the fault as its last error."""
+    the next command or sync pass), the fault as its last error. ``rt``:
+    the host's runtime, whose pool holds the drivers
+    (:func:`~bmaas.runtime.node_driver`)."""
     cleaned: list[str] = []
     waiting: list[tuple[str, str]] = []
     for record in store.nodes.find(nodes, needs_cleaning=True):
         left = dict(record.leftovers or {})
         try:
-            driver = driver_factory(record)
-        except BmaasError as exc:
+            with node_driver(rt, record, driver_factory, deadline=deadline) as driver:
+                rest = undo_leftovers(driver, left, deadline=deadline)
+        except BmaasError as exc:  # no driver, or no turn at its BMC by the deadline
             waiting.append((record.name, str(exc)))
             continue
-        try:
-            rest = undo_leftovers(driver, left, deadline=deadline)
-        finally:
-            driver.close()
         if rest:
             why = f"still left on the node: {leftover_text(rest)} (its BMC did not answer)"
             waiting.append((record.name, why))

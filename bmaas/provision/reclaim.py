@@ -15,7 +15,8 @@ its virtual media ejected) before anyone may claim it again.
                               the reason (a person looks before it is used)
 
 Every run that reclaims (a provisioner starting, each ``bmaas sync`` pass)
-cleans through :func:`reclaim`, so a node is never handed out still running
+cleans through :func:`reclaim`, on the host's runtime's pooled drivers
+(:func:`bmaas.runtime.node_driver`), so a node is never handed out still running
 what a dead deploy left on it -- nor what a failed attempt left and could not
 undo (:mod:`bmaas.provision.leftovers`: cleaned once its BMC answers).
 """
@@ -33,9 +34,11 @@ from bmaas.driver import BMCDriver
 from bmaas.faults import BmaasError
 from bmaas.provision.leftovers import clean_leftovers
 from bmaas.retry import RetryLimits
+from bmaas.runtime import node_driver
 from bmaas.store import RECLAIMED
 
 if TYPE_CHECKING:  # the caller's store: importing it here would load SQLAlchemy
+    from bmaas.runtime import Runtime
     from bmaas.store import Reclaimed, Store
 
 __all__ = ["CLEANING_FAILURE", "Cleaned", "clean_reclaimed", "reclaim"]
@@ -56,6 +59,7 @@ class Cleaned:
 
 def clean_reclaimed(
     store: Store,
+    rt: Runtime | None,
     *,
     driver_factory: Callable[[Any], BMCDriver],
     limits: RetryLimits | None = None,
@@ -67,23 +71,18 @@ def clean_reclaimed(
     (or those of ``nodes`` that are); clear the mark on success, fence the
     node into maintenance with :data:`CLEANING_FAILURE` and the reason on failure.
     Every node's clean-up ends by ``deadline`` (required); a node not cleaned
-    by then is fenced like one whose BMC failed."""
-    marked = [n.name for n in store.nodes.find(nodes, fault=RECLAIMED)]
+    by then is fenced like one whose BMC failed. ``rt``: the host's runtime,
+    whose pool holds the drivers (:func:`~bmaas.runtime.node_driver`)."""
     cleaned: list[str] = []
     fenced: list[tuple[str, str]] = []
-    for name in marked:
+    for record in store.nodes.find(nodes, fault=RECLAIMED):
+        name = record.name
         try:
-            driver = driver_factory(store.nodes.get(name))
-        except BmaasError as exc:  # no credentials, no driver: cannot clean it
+            with node_driver(rt, record, driver_factory, deadline=deadline) as driver:
+                undeploy_node(driver, limits=limits, power_timeout=power_timeout, deadline=deadline)
+        except BmaasError as exc:  # no credentials, no driver, or the BMC's fault
             fenced.append((name, _fence(store, name, exc)))
             continue
-        try:
-            undeploy_node(driver, limits=limits, power_timeout=power_timeout, deadline=deadline)
-        except BmaasError as exc:
-            fenced.append((name, _fence(store, name, exc)))
-            continue
-        finally:
-            driver.close()
         if store.health.clear_reclaimed(name):
             cleaned.append(name)
     return Cleaned(tuple(cleaned), tuple(fenced))
@@ -98,6 +97,7 @@ def _fence(store: Store, name: str, exc: BmaasError) -> str:
 
 def reclaim(
     store: Store,
+    rt: Runtime | None,
     *,
     driver_factory: Callable[[Any], BMCDriver],
     limits: RetryLimits | None = None,
@@ -110,12 +110,13 @@ def reclaim(
     reclaimed = store.lifecycle.reclaim_expired()
     cleaned = clean_reclaimed(
         store,
+        rt,
         driver_factory=driver_factory,
         limits=limits,
         power_timeout=power_timeout,
         deadline=deadline,
     )
-    left = clean_leftovers(store, driver_factory=driver_factory, deadline=deadline)
+    left = clean_leftovers(store, rt, driver_factory=driver_factory, deadline=deadline)
     for name, why in left.waiting:
         LOG.info("%s: needs cleaning: %s", name, why)
     if left.cleaned:

@@ -40,7 +40,25 @@ def _failed_on_n01(store: Store) -> Rack:
 
 
 def _reclaim(rack: Rack) -> Any:
-    return reclaim(rack.store, driver_factory=rack.factory, deadline=Deadline.after(60))
+    """Reclaim as the provisioner's host does: on its runtime's pool."""
+    rt = rack.provisioner.embedded.rt  # type: ignore[union-attr]
+    return reclaim(rack.store, rt, driver_factory=rack.factory, deadline=Deadline.after(60))
+
+
+def test_cleaning_runs_on_the_runtimes_pooled_drivers_not_one_built_a_node(store: Store) -> None:
+    """Issue 45: reclaim's cleaning takes the node's driver from the host's
+    runtime pool, as every other operation does -- kept there after (its
+    session reused), not a driver built for the cleaning and closed."""
+    rack = _failed_on_n01(store)
+    rack.fleet.machine("n01").plan.clear()  # the BMC answers again
+    rt = rack.provisioner.embedded.rt  # type: ignore[union-attr]
+    built = len(rack.drivers["n01"])
+    reads = rt.pool.stats.reads
+    _reclaimed, cleaned = _reclaim(rack)
+    assert cleaned.cleaned == ("n01",)
+    assert len(rack.drivers["n01"]) <= built + 1  # the pooled one, or one new session
+    assert rack.drivers["n01"][-1].session_alive()  # kept in the pool, not closed
+    assert rt.pool.stats.reads > reads  # the cleaning ran on the pool
 
 
 def test_a_hung_bmc_leaves_the_node_needing_cleaning_and_not_offered(store: Store) -> None:
