@@ -208,93 +208,105 @@ def _scenario(ctx: click.Context, module_name: str) -> None:
     )
 
 
-@bench.command("fault-detection")
-@click.option("--runs", type=WholeNumber(1, 50), help="Trials per cell (default 5; smoke 1).")
-@click.option(
-    "--cap",
-    type=Seconds(1, 900),
-    help="Seconds a trial may wait before it is reported as gave up (default 90; smoke 3).",
+def _opt(decls: str, kind: Any, text: str, **kw: Any) -> Callable[[Any], Any]:
+    """One scenario option: its flags (``"--size sizes"``: the flag, then the
+    parameter's name), its type and its help; ``kw`` as click's."""
+    return click.option(*decls.split(), type=kind, help=text, **kw)
+
+
+def scenario(name: str, *options: Callable[[Any], Any]) -> Callable[[Any], click.Command]:
+    """``hwlab bench NAME``: ``options``, then :func:`bench_options`. The
+    decorated function is the help (its docstring) and what click cannot
+    check; it may name another module to run (else NAME's, :func:`_scenario`)."""
+
+    def make(check: Callable[[click.Context], str | None]) -> click.Command:
+        def command(ctx: click.Context, /, **_: Any) -> None:
+            _scenario(ctx, check(ctx) or name.replace("-", "_"))
+
+        command.__doc__ = check.__doc__
+        made = bench_options(click.pass_context(command))
+        for option in reversed(options):
+            made = option(made)
+        return bench.command(name)(made)
+
+    return make
+
+
+def _sizes(defaults: str) -> Callable[[Any], Any]:
+    text = f"Lab size in nodes (repeatable; default {defaults}; smoke 20)."
+    return _opt("--size sizes", WholeNumber(2, 10_000), text, multiple=True)
+
+
+@scenario(
+    "fault-detection",
+    _opt("--runs", WholeNumber(1, 50), "Trials per cell (default 5; smoke 1)."),
+    _opt(
+        "--cap",
+        Seconds(1, 900),
+        "Seconds a trial may wait before it is reported as gave up (default 90; smoke 3).",
+    ),
+    _opt("--parallel", WholeNumber(1, 32), "Trials at once (default 10)."),
 )
-@click.option("--parallel", type=WholeNumber(1, 32), help="Trials at once (default 10).")
-@bench_options
-@click.pass_context
-def fault_detection(ctx: click.Context, /, **_: Any) -> None:
+def fault_detection(ctx: click.Context) -> None:
     """Seconds from a power read to a typed fault (hang, refused, busy, wrong
     password): bmaas vs bare pyghmi, bare sushy and ipmitool as Ironic runs it."""
-    _scenario(ctx, "fault_detection")
 
 
-def sizes_option(
-    defaults: str, cap: int = 2000
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option(
-        "--size",
-        "sizes",
-        multiple=True,
-        type=WholeNumber(2, cap),
-        help=f"Lab size in nodes (repeatable; default {defaults}; smoke 20).",
-    )
-
-
-@bench.command("fleet-sweep")
-@sizes_option("100, 300 and 1000", cap=10_000)
-@click.option("--rounds", type=WholeNumber(1, 20), help="Rounds per size (default 3).")
-@click.option("--workers", type=WholeNumber(1, 256), help="bmaas threads per process (default 32).")
-@click.option(
-    "--processes",
-    type=WholeNumber(1, 256),
-    help="Sweep processes of the sharded rows (default: one per core).",
+@scenario(
+    "fleet-sweep",
+    _sizes("100, 300 and 1000"),
+    _opt("--rounds", WholeNumber(1, 20), "Rounds per size (default 3)."),
+    _opt("--workers", WholeNumber(1, 256), "bmaas threads per process (default 32)."),
+    _opt(
+        "--processes",
+        WholeNumber(1, 256),
+        "Sweep processes of the sharded rows (default: one per core).",
+    ),
+    _opt(
+        "--hung-fraction",
+        FiniteFloat(0, 1, min_open=True, max_open=True),
+        "Also hang this share of the nodes (0.05: 5%) and time the sync's passes "
+        "once it has fenced them, over a healthy pass.",
+    ),
 )
-@click.option(
-    "--hung-fraction",
-    type=FiniteFloat(0, 1, min_open=True, max_open=True),
-    help="Also hang this share of the nodes (0.05: 5%) and time the sync's passes "
-    "once it has fenced them, over a healthy pass.",
-)
-@bench_options
-@click.pass_context
-def fleet_sweep(ctx: click.Context, /, **_: Any) -> None:
+def fleet_sweep(ctx: click.Context) -> None:
     """Power status of every node of labs up to 10,000 nodes: bmaas cold (a login
     per read) and steady (sessions kept, in one process and sharded over
     cores) vs one ipmitool process per IPMI node, 8 at a time (Ironic's power
     sync); nodes/s and client CPU per read."""
-    _scenario(ctx, "fleet_sweep")
 
 
-@bench.command("goodput")
-@click.option("--nodes", type=WholeNumber(2, 1000), help="Nodes in the lab (default 48).")
-@click.option("--requests", type=WholeNumber(1, 1000), help="Deploy requests (default 32).")
-@click.option("--profile", help="Fault profile(s) of the lab (default flaky,dead-bmc,brownout).")
-@click.option("--seed", type=WholeNumber(), help="Seed of the lab (default 7).")
-@click.option(
-    "--share",
-    "shares",
-    multiple=True,
-    type=FiniteFloat(0, 1),
-    help="Faulty share for the success-rate chart (repeatable; default 0 0.1 0.25 0.5).",
+@scenario(
+    "goodput",
+    _opt("--nodes", WholeNumber(2, 1000), "Nodes in the lab (default 48)."),
+    _opt("--requests", WholeNumber(1, 1000), "Deploy requests (default 32)."),
+    _opt("--profile", None, "Fault profile(s) of the lab (default flaky,dead-bmc,brownout)."),
+    _opt("--seed", WholeNumber(), "Seed of the lab (default 7)."),
+    _opt(
+        "--share shares",
+        FiniteFloat(0, 1),
+        "Faulty share for the success-rate chart (repeatable; default 0 0.1 0.25 0.5).",
+        multiple=True,
+    ),
+    _opt(
+        "--backend",
+        click.Choice(["embedded", "ironic"]),
+        "ironic: the same three strategies through a real Ironic (scripts/ironic-env.sh).",
+        default="embedded",
+        show_default=True,
+    ),
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["embedded", "ironic"]),
-    default="embedded",
-    show_default=True,
-    help="ironic: the same three strategies through a real Ironic (scripts/ironic-env.sh).",
-)
-@bench_options
-@click.pass_context
-def goodput(ctx: click.Context, /, **_: Any) -> None:
+def goodput(ctx: click.Context) -> str:
     """Deploys on a seeded flaky lab, three ways: no retry, blind reschedule
     (what Nova did) and bmaas's typed retry; success, time to active, BMC
     calls, ports, leaks. With --backend ironic, through a real Ironic
     (--nodes, --requests and --seed apply; the lab layout is fixed)."""
-    if ctx.params["backend"] == "ironic":
-        for unused in ("profile", "shares"):
-            if ctx.params.pop(unused) not in (None, ()):
-                raise click.UsageError(f"--{unused} applies to the embedded backend only")
-        _scenario(ctx, "goodput_ironic")
-        return
-    ctx.params.pop("backend")
-    _scenario(ctx, "goodput")
+    if ctx.params.pop("backend") == "embedded":
+        return "goodput"
+    for unused in ("profile", "shares"):
+        if ctx.params.pop(unused) not in (None, ()):
+            raise click.UsageError(f"--{unused} applies to the embedded backend only")
+    return "goodput_ironic"
 
 
 #: the field incidents ``hwlab bench ironic`` can inject (its INCIDENT_FAULTS;
@@ -313,34 +325,34 @@ INCIDENT_NAMES = (
 )
 
 
-@bench.command("ironic")
-@click.option(
-    "--fault",
-    "faults",
-    multiple=True,
-    type=click.Choice(
-        ["busy", "internal_error", "auth_fail", "hang", "power_stuck", *INCIDENT_NAMES]
+@scenario(
+    "ironic",
+    _opt(
+        "--fault faults",
+        click.Choice(
+            ["busy", "internal_error", "auth_fail", "hang", "power_stuck", *INCIDENT_NAMES]
+        ),
+        "Fault classes or field incidents to inject (repeatable; default all; smoke "
+        "internal_error).",
+        multiple=True,
     ),
-    help="Fault classes or field incidents to inject (repeatable; default all; smoke "
-    "internal_error).",
+    _opt(
+        "--incidents",
+        None,
+        "The field-incident catalogue only, with a one-pass sync phase.",
+        is_flag=True,
+    ),
+    _opt("--cap", Seconds(10, 3600), "Seconds to wait for Ironic (default 150)."),
+    _opt(
+        "--settle",
+        Seconds(0, 3600),
+        "Seconds of power sync before maintenance is read (default 40).",
+    ),
+    _opt("--sync-nodes", WholeNumber(1, 200), "Nodes per type (default 10)."),
+    _opt("--passes", WholeNumber(1, 100), "Power sync passes (default 10)."),
+    _opt("--busy", FiniteFloat(0, 1), "Busy share of reads (default 0.5)."),
 )
-@click.option(
-    "--incidents",
-    is_flag=True,
-    help="The field-incident catalogue only, with a one-pass sync phase.",
-)
-@click.option("--cap", type=Seconds(10, 3600), help="Seconds to wait for Ironic (default 150).")
-@click.option(
-    "--settle",
-    type=Seconds(0, 3600),
-    help="Seconds of power sync before maintenance is read (default 40).",
-)
-@click.option("--sync-nodes", type=WholeNumber(1, 200), help="Nodes per type (default 10).")
-@click.option("--passes", type=WholeNumber(1, 100), help="Power sync passes (default 10).")
-@click.option("--busy", type=FiniteFloat(0, 1), help="Busy share of reads (default 0.5).")
-@bench_options
-@click.pass_context
-def ironic(ctx: click.Context, /, **_: Any) -> None:
+def ironic(ctx: click.Context) -> None:
     """Stock ipmi/redfish vs bmaas-ipmi/bmaas-redfish through one real Ironic
     (needs scripts/ironic-env.sh): time to error per fault, last_error,
     maintenance, and power sync on busy BMCs with conductor CPU per node.
@@ -354,177 +366,161 @@ def ironic(ctx: click.Context, /, **_: Any) -> None:
         for key, value in (("settle", 10.0), ("sync_nodes", 1), ("passes", 1), ("cap", 120.0)):
             if ctx.params.get(key) is None:
                 ctx.params[key] = value
-    _scenario(ctx, "ironic")
 
 
 #: the Ironic a bench starts: another installed release, or the current one
-release_option = click.option(
+release_option = _opt(
     "--release",
-    type=Name(max_length=64),
-    help="Another Ironic release, installed by `scripts/ironic-env.sh --release RELEASE` "
+    Name(max_length=64),
+    "Another Ironic release, installed by `scripts/ironic-env.sh --release RELEASE` "
     "(default: the current one, .venv-ironic).",
 )
 
 
-@bench.command("ironic-reboot")
-@click.option("--rounds", type=WholeNumber(1, 20), help="Rounds (default 2; smoke 1).")
-@click.option(
-    "--window",
-    "windows",
-    multiple=True,
-    type=Seconds(1, 600),
-    help="BMC reboot window in seconds (repeatable; default 10, 45 and 120; smoke 10).",
+@scenario(
+    "ironic-reboot",
+    _opt("--rounds", WholeNumber(1, 20), "Rounds (default 2; smoke 1)."),
+    _opt(
+        "--window windows",
+        Seconds(1, 600),
+        "BMC reboot window in seconds (repeatable; default 10, 45 and 120; smoke 10).",
+        multiple=True,
+    ),
+    _opt(
+        "--busy",
+        WholeNumber(0, 100),
+        "'Node busy' answers per busy trial on the IPMI types (default 6; 0: none).",
+    ),
+    _opt(
+        "--type types",
+        click.Choice(["bmaas-ipmi", "ipmi", "bmaas-redfish", "redfish"]),
+        "Hardware types (repeatable; default all four; smoke bmaas-ipmi, ipmi).",
+        multiple=True,
+    ),
+    _opt("--cap", Seconds(10, 3600), "Seconds any one wait may take (default 300)."),
+    _opt(
+        "--watch",
+        Seconds(0, 3600),
+        "Seconds the machine is watched after the outcome for Ironic switching it back "
+        "off (default 75: a power sync and its read; smoke 0).",
+    ),
+    release_option,
 )
-@click.option(
-    "--busy",
-    type=WholeNumber(0, 100),
-    help="'Node busy' answers per busy trial on the IPMI types (default 6; 0: none).",
-)
-@click.option(
-    "--type",
-    "types",
-    multiple=True,
-    type=click.Choice(["bmaas-ipmi", "ipmi", "bmaas-redfish", "redfish"]),
-    help="Hardware types (repeatable; default all four; smoke bmaas-ipmi, ipmi).",
-)
-@click.option("--cap", type=Seconds(10, 3600), help="Seconds any one wait may take (default 300).")
-@click.option(
-    "--watch",
-    type=Seconds(0, 3600),
-    help="Seconds the machine is watched after the outcome for Ironic switching it back "
-    "off (default 75: a power sync and its read; smoke 0).",
-)
-@release_option
-@bench_options
-@click.pass_context
-def ironic_reboot(ctx: click.Context, /, **_: Any) -> None:
+def ironic_reboot(ctx: click.Context) -> None:
     """Power on through Ironic's API while the BMC reboots (a firmware
     update) or answers 'node busy', as an operator does (needs
     scripts/ironic-env.sh): bmaas-ipmi/bmaas-redfish beside stock
     ipmi/redfish in one Ironic with the README's [bmaas] defaults; per trial
     the outcome (on, or the error) and the seconds from the request."""
-    _scenario(ctx, "ironic_reboot")
 
 
-@bench.command("lifecycle")
-@click.option("--trials", type=WholeNumber(1, 20), help="Trials per row (default 3; smoke 1).")
-@click.option(
-    "--cap", type=Seconds(10, 3600), help="Seconds a trial may wait for its end (default 240)."
+@scenario(
+    "lifecycle",
+    _opt("--trials", WholeNumber(1, 20), "Trials per row (default 3; smoke 1)."),
+    _opt("--cap", Seconds(10, 3600), "Seconds a trial may wait for its end (default 240)."),
+    _opt(
+        "--pending-cap",
+        Seconds(5, 3600),
+        "Seconds a pending-BIOS trial may wait (stock keeps waiting; default 60; smoke 30).",
+    ),
+    release_option,
 )
-@click.option(
-    "--pending-cap",
-    type=Seconds(5, 3600),
-    help="Seconds a pending-BIOS trial may wait (stock keeps waiting; default 60; smoke 30).",
-)
-@release_option
-@bench_options
-@click.pass_context
-def lifecycle(ctx: click.Context, /, **_: Any) -> None:
+def lifecycle(ctx: click.Context) -> None:
     """A BIOS change (clean, and a setting left pending) and a firmware
     update through a BMC reboot (needs scripts/ironic-env.sh): stock redfish
     and bmaas-redfish through Ironic's clean steps, and bmaas's CLI (`bios
     set --reboot`, `firmware update`); per row the trials that ended right,
     the median seconds to the end state, the end states and the faults."""
-    _scenario(ctx, "lifecycle")
 
 
-@bench.command("ironic-scale")
-@sizes_option("100 and 1000", cap=10_000)
-@click.option(
-    "--type",
-    "types",
-    multiple=True,
-    type=click.Choice(["ipmi", "bmaas-ipmi", "redfish", "bmaas-redfish", "fake-hardware"]),
-    help="Hardware types to measure (repeatable; default the four real ones; smoke ipmi, "
-    "bmaas-ipmi); fake-hardware (Ironic's own, no BMC asked) gives the floor: what a "
-    "sync pass costs Ironic itself.",
+@scenario(
+    "ironic-scale",
+    _sizes("100 and 1000"),
+    _opt(
+        "--type types",
+        click.Choice(["ipmi", "bmaas-ipmi", "redfish", "bmaas-redfish", "fake-hardware"]),
+        "Hardware types to measure (repeatable; default the four real ones; smoke ipmi, "
+        "bmaas-ipmi); fake-hardware (Ironic's own, no BMC asked) gives the floor: what a "
+        "sync pass costs Ironic itself.",
+        multiple=True,
+    ),
+    _opt(
+        "--interval",
+        WholeNumber(2, 3600),
+        "Ironic's [conductor]sync_power_state_interval (default 120, Ironic's).",
+    ),
+    _opt("--passes", WholeNumber(1, 20), "Clean passes measured (default 2)."),
+    _opt(
+        "--fence/--no-fence",
+        None,
+        "Time how long Ironic takes to fence one dead BMC (default on).",
+        default=None,
+    ),
+    _opt(
+        "--hung-fraction",
+        FiniteFloat(0, 1, min_open=True, max_open=True),
+        "Also hang this share of the BMCs (0.05: 5%) and report the longest pass until "
+        "Ironic has fenced them, over the clean median.",
+    ),
+    _opt("--cap", Seconds(10, 7200), "Seconds any one wait may take (default 1800)."),
+    _opt(
+        "--enroll-via",
+        click.Choice(["api", "db"]),
+        "api (default): create and manage each node through the REST API; db: write "
+        "them manageable through Ironic's object layer before it starts (10,000 nodes in a "
+        "minute instead of 40).",
+    ),
+    _opt(
+        "--conf",
+        None,
+        "An ironic.conf setting for every Ironic of the run (repeatable), e.g. "
+        "bmaas.keep_sessions=false.",
+        multiple=True,
+        metavar="SECTION.OPTION=VALUE",
+    ),
+    _opt(
+        "--journal",
+        click.Path(dir_okay=False),
+        "Append each finished row to FILE as a JSON line (kept if the run is interrupted).",
+    ),
 )
-@click.option(
-    "--interval",
-    type=WholeNumber(2, 3600),
-    help="Ironic's [conductor]sync_power_state_interval (default 120, Ironic's).",
-)
-@click.option("--passes", type=WholeNumber(1, 20), help="Clean passes measured (default 2).")
-@click.option(
-    "--fence/--no-fence",
-    default=None,
-    help="Time how long Ironic takes to fence one dead BMC (default on).",
-)
-@click.option(
-    "--hung-fraction",
-    type=FiniteFloat(0, 1, min_open=True, max_open=True),
-    help="Also hang this share of the BMCs (0.05: 5%) and report the longest pass until "
-    "Ironic has fenced them, over the clean median.",
-)
-@click.option("--cap", type=Seconds(10, 7200), help="Seconds any one wait may take (default 1800).")
-@click.option(
-    "--enroll-via",
-    type=click.Choice(["api", "db"]),
-    help="api (default): create and manage each node through the REST API; db: write "
-    "them manageable through Ironic's object layer before it starts (10,000 nodes in a "
-    "minute instead of 40).",
-)
-@click.option(
-    "--conf",
-    multiple=True,
-    metavar="SECTION.OPTION=VALUE",
-    help="An ironic.conf setting for every Ironic of the run (repeatable), e.g. "
-    "bmaas.keep_sessions=false.",
-)
-@click.option(
-    "--journal",
-    type=click.Path(dir_okay=False),
-    help="Append each finished row to FILE as a JSON line (kept if the run is interrupted).",
-)
-@bench_options
-@click.pass_context
-def ironic_scale(ctx: click.Context, /, **_: Any) -> None:
+def ironic_scale(ctx: click.Context) -> None:
     """Nodes per Ironic conductor (needs scripts/ironic-env.sh): for each size
     and hardware type, a fresh lab and Ironic; a clean power-sync pass's
     duration (Ironic's own timer), conductor CPU per node per pass with its
     children, API p95 during the sync, logins per node per pass, and the time
     until one dead BMC is fenced."""
-    _scenario(ctx, "ironic_scale")
 
 
-@bench.command("lab-scale")
-@sizes_option("100, 500 and 1000", cap=10_000)
-@click.option("--duration", type=Seconds(0.5, 300), help="Seconds of reads per size (default 10).")
-@bench_options
-@click.pass_context
-def lab_scale(ctx: click.Context, /, **_: Any) -> None:
+@scenario(
+    "lab-scale",
+    _sizes("100, 500 and 1000"),
+    _opt("--duration", Seconds(0.5, 300), "Seconds of reads per size (default 10)."),
+)
+def lab_scale(ctx: click.Context) -> None:
     """Lab start time, memory of all lab processes, and power reads per second
     one lab serves."""
-    _scenario(ctx, "lab_scale")
 
 
-@bench.command("overhead")
-@click.option("--calls", type=WholeNumber(5, 100000), help="Reads per client (default 500).")
-@bench_options
-@click.pass_context
-def overhead(ctx: click.Context, /, **_: Any) -> None:
+@scenario("overhead", _opt("--calls", WholeNumber(5, 100000), "Reads per client (default 500)."))
+def overhead(ctx: click.Context) -> None:
     """One power read through bmaas vs bare pyghmi and bare sushy on the same
     emulated BMC, sessions reused: median per call and the ratio."""
-    _scenario(ctx, "overhead")
 
 
-@bench.command("overrun")
-@click.option(
-    "--calls", type=WholeNumber(1, 1000), help="Calls per effect and protocol (default 10)."
+@scenario(
+    "overrun",
+    _opt("--calls", WholeNumber(1, 1000), "Calls per effect and protocol (default 10)."),
+    _opt(
+        "--deadline",
+        Seconds(0.1, 60),
+        "Seconds each call is given, as a Deadline (default 2; smoke 0.5).",
+    ),
+    _opt(
+        "--only", None, "Only this matrix scenario (repeatable; default every one).", multiple=True
+    ),
 )
-@click.option(
-    "--deadline",
-    type=Seconds(0.1, 60),
-    help="Seconds each call is given, as a Deadline (default 2; smoke 0.5).",
-)
-@click.option(
-    "--only",
-    multiple=True,
-    help="Only this matrix scenario (repeatable; default every one).",
-)
-@bench_options
-@click.pass_context
-def overrun(ctx: click.Context, /, **_: Any) -> None:
+def overrun(ctx: click.Context) -> None:
     """For every effect of the fault matrix, on both protocols: how long after
     its deadline a BMC call returns (median, p99, max)."""
     from bmaas.hwlab.harness import matrix
@@ -540,68 +536,63 @@ def overrun(ctx: click.Context, /, **_: Any) -> None:
                 for name in unknown
             ]
         )
-    _scenario(ctx, "overrun")
 
 
-#: every scenario, in the order `all` runs them
-@bench.command("overload")
-@click.option("--nodes", type=WholeNumber(2, 2000), help="Nodes in the lab (default 40).")
-@click.option("--sweeps", type=WholeNumber(1, 50), help="Reads of every node (default 3).")
-@bench_options
-@click.pass_context
-def overload(ctx: click.Context, /, **_: Any) -> None:
+@scenario(
+    "overload",
+    _opt("--nodes", WholeNumber(2, 2000), "Nodes in the lab (default 40)."),
+    _opt("--sweeps", WholeNumber(1, 50), "Reads of every node (default 3)."),
+)
+def overload(ctx: click.Context) -> None:
     """Overload events each client sets off on a lab whose BMCs fall silent
     past 2 requests in flight or 5 a second: bmaas vs ipmitool x 8 (Ironic's
     sync) and bare sushy x 8 threads."""
-    _scenario(ctx, "overload")
 
 
 #: the outside-change benches' shared options
-_EVERY = click.option(
-    "--every", type=Seconds(0.1, 3600), help="Seconds between outside changes (default 8)."
-)
+_EVERY = _opt("--every", Seconds(0.1, 3600), "Seconds between outside changes (default 8).")
 
 
 def _sse_keepalive(default: str) -> Callable[[Any], Any]:
-    return click.option(
+    return _opt(
         "--sse-keepalive",
-        type=Seconds(0, 86400),
-        help=f"The lab's SSE keepalive comment, seconds ({default}; 0: none, as OpenBMC's bmcweb).",
+        Seconds(0, 86400),
+        f"The lab's SSE keepalive comment, seconds ({default}; 0: none, as OpenBMC's bmcweb).",
     )
 
 
-@bench.command("events")
-@click.option("--nodes", type=WholeNumber(1, 10_000), help="Redfish nodes (default 20).")
-@click.option(
-    "--mode",
-    multiple=True,
-    type=click.Choice(["polling", "events", "push", "adversary"]),
-    help="A bmaas sync row (repeatable; default polling, events and adversary: push "
-    "subscriptions while idle connections, garbage, deep frames and forged events hit "
-    "the push listener).",
+@scenario(
+    "events",
+    _opt("--nodes", WholeNumber(1, 10_000), "Redfish nodes (default 20)."),
+    _opt(
+        "--mode",
+        click.Choice(["polling", "events", "push", "adversary"]),
+        "A bmaas sync row (repeatable; default polling, events and adversary: push "
+        "subscriptions while idle connections, garbage, deep frames and forged events hit "
+        "the push listener).",
+        multiple=True,
+    ),
+    _opt("--duration", Seconds(5, 86400), "Seconds per mode (default 300)."),
+    _opt("--interval", Seconds(0.5, 3600), "The sync's --interval (default 60)."),
+    _EVERY,
+    _opt(
+        "--safety-interval",
+        Seconds(1, 86400),
+        "The sync's --safety-interval in seconds (default 2400).",
+    ),
+    _sse_keepalive("default 30"),
+    _opt("--seed", WholeNumber(), "Seed of the changes (default 37)."),
+    _opt(
+        "--ironic",
+        click.Choice(["redfish", "bmaas-polling", "bmaas-events", "bmaas-push"]),
+        "Also a row through a real Ironic (repeatable; needs scripts/ironic-env.sh), "
+        "its power sync every --interval: stock redfish, bmaas-redfish with [bmaas]events "
+        "off, on (SSE), or on through push subscriptions to the conductor's listener.",
+        multiple=True,
+    ),
+    _opt("--ironic-only", None, "Only the --ironic rows (no bmaas sync rows).", is_flag=True),
 )
-@click.option("--duration", type=Seconds(5, 86400), help="Seconds per mode (default 300).")
-@click.option("--interval", type=Seconds(0.5, 3600), help="The sync's --interval (default 60).")
-@_EVERY
-@click.option(
-    "--safety-interval",
-    type=Seconds(1, 86400),
-    help="The sync's --safety-interval in seconds (default 2400).",
-)
-@_sse_keepalive("default 30")
-@click.option("--seed", type=WholeNumber(), help="Seed of the changes (default 37).")
-@click.option(
-    "--ironic",
-    multiple=True,
-    type=click.Choice(["redfish", "bmaas-polling", "bmaas-events", "bmaas-push"]),
-    help="Also a row through a real Ironic (repeatable; needs scripts/ironic-env.sh), "
-    "its power sync every --interval: stock redfish, bmaas-redfish with [bmaas]events "
-    "off, on (SSE), or on through push subscriptions to the conductor's listener.",
-)
-@click.option("--ironic-only", is_flag=True, help="Only the --ironic rows (no bmaas sync rows).")
-@bench_options
-@click.pass_context
-def events(ctx: click.Context, /, **_: Any) -> None:
+def events(ctx: click.Context) -> None:
     """Outside power changes (the lab's control API) on a Redfish lab: how
     soon `bmaas sync` knows, BMC requests and client CPU per node-hour,
     polling at --interval vs events + the safety net; with --ironic, the same
@@ -609,36 +600,34 @@ def events(ctx: click.Context, /, **_: Any) -> None:
     row)."""
     if ctx.params.get("ironic_only") and not ctx.params.get("ironic"):
         raise InputProblems([InputError("--ironic-only needs --ironic ROW", field="--ironic-only")])
-    _scenario(ctx, "events")
 
 
-@bench.command("sync-cpu")
-@click.option("--nodes", type=WholeNumber(1, 2000), help="Redfish nodes (default 200).")
-@click.option("--rounds", type=WholeNumber(1, 20), help="Alternations (default 2).")
-@click.option("--passes", type=WholeNumber(3, 1000), help="Passes a round (default 40).")
-@click.option("--duration", type=Seconds(5, 86400), help="Seconds per hourly mode (default 600).")
-@click.option(
-    "--safety-interval",
-    type=Seconds(1, 86400),
-    help="The events mode's --safety-interval (default 300: an upper bound for 2400).",
+@scenario(
+    "sync-cpu",
+    _opt("--nodes", WholeNumber(1, 2000), "Redfish nodes (default 200)."),
+    _opt("--rounds", WholeNumber(1, 20), "Alternations (default 2)."),
+    _opt("--passes", WholeNumber(3, 1000), "Passes a round (default 40)."),
+    _opt("--duration", Seconds(5, 86400), "Seconds per hourly mode (default 600)."),
+    _opt(
+        "--safety-interval",
+        Seconds(1, 86400),
+        "The events mode's --safety-interval (default 300: an upper bound for 2400).",
+    ),
+    _EVERY,
+    _opt(
+        "--quiet-duration",
+        Seconds(0, 86400),
+        "Seconds per quiet row: polling, SSE and push with no outside change "
+        "(default 300; 0: none).",
+    ),
+    _sse_keepalive("default 0"),
+    _opt("--seed", WholeNumber(), "Seed of the lab and the changes (default 37)."),
 )
-@_EVERY
-@click.option(
-    "--quiet-duration",
-    type=Seconds(0, 86400),
-    help="Seconds per quiet row: polling, SSE and push with no outside change "
-    "(default 300; 0: none).",
-)
-@_sse_keepalive("default 0")
-@click.option("--seed", type=WholeNumber(), help="Seed of the lab and the changes (default 37).")
-@bench_options
-@click.pass_context
-def sync_cpu(ctx: click.Context, /, **_: Any) -> None:
+def sync_cpu(ctx: click.Context) -> None:
     """bmaas sync's client CPU in one run on one Redfish lab: per node-pass
     against bare sushy x 8 (kept clients, session auth, as Ironic's power
     sync), and per node-hour with events against polling at 60 s. Not in
     `all`."""
-    _scenario(ctx, "sync_cpu")
 
 
 SCENARIOS = (
