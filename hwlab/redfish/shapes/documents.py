@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bmaas.fakes.firmware import BMC_COMPONENT
 from bmaas.hwlab.redfish import lifecycle
 from bmaas.hwlab.redfish.bmc import Bmc
 from bmaas.hwlab.redfish.shapes.model import Shape, Slot
@@ -166,6 +167,15 @@ def reset_info(shape: Shape) -> dict[str, Any]:
     }
 
 
+def _bmc_firmware(bmc: Bmc, shape: Shape) -> str:
+    """The recorded version until a BMC image lands on the machine, then the
+    last one that did: Ironic's ``redfish`` reads the BMC's version here and
+    watches it change to see a BMC update done."""
+    _components, updates, now = bmc.machine.firmware_now()
+    landed = [u.version for u in updates if u.target == BMC_COMPONENT and u.lands and u.end <= now]
+    return landed[-1] if landed else shape.firmware
+
+
 def manager(bmc: Bmc, shape: Shape) -> dict[str, Any]:
     body: dict[str, Any] = {
         "@odata.type": "#Manager.v1_10_0.Manager",
@@ -176,7 +186,7 @@ def manager(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "ServiceEntryPointUUID": bmc.service_uuid,
         "ManagerType": "BMC",
         "Model": shape.manager_model,
-        "FirmwareVersion": shape.firmware,
+        "FirmwareVersion": _bmc_firmware(bmc, shape),
         "PowerState": "On",
         "Status": {"State": "Enabled", "Health": "OK"},
         "Links": {

@@ -14,6 +14,7 @@ import pytest
 
 from bmaas.driver import PowerAction, PowerState
 from bmaas.fakes.clock import FakeClock
+from bmaas.fakes.effects import Effect, Firing
 from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.hwlab.http import Request
 from bmaas.hwlab.redfish.bmc import Bmc
@@ -111,6 +112,22 @@ def test_ilo5_is_the_dl325_recording_v2_46_with_standard_actions() -> None:
         {"ResetType": "GracefulRestart"},
     )
     assert code == 204
+
+
+@pytest.mark.parametrize("version", ["new", "old"])
+def test_the_manager_reads_the_bmc_firmware_that_landed(version: str) -> None:
+    """The Manager's ``FirmwareVersion`` (where Ironic's ``redfish`` reads the
+    BMC's version, and watches it change after an update) is the recording's
+    until a BMC image lands, then the image's; not while the BMC reboots, and
+    not when it comes back with the old one (``update_reboot`` version=old)."""
+    served = Served("ilo5")
+    params = {"duration": 1.0, "version": version}
+    firing = Firing(0.0, "m1", "redfish", "firmware.update", Effect.UPDATE_REBOOT, "r1", params)
+    served.machine.update_firmware("BMC", "http://x/bmc-2.0.bin", [firing])
+    assert served.get("/redfish/v1/Managers/1")["FirmwareVersion"] == "iLO 5 v2.46"
+    served.clock.advance(60.0)
+    want = "bmc-2.0.bin" if version == "new" else "iLO 5 v2.46"
+    assert served.get("/redfish/v1/Managers/1")["FirmwareVersion"] == want
 
 
 def test_ilo5_1_40_keeps_the_old_firmware_under_its_own_name() -> None:
