@@ -69,7 +69,7 @@ The columns, and who reads them:
   a BMC call that raised it; only ``busy`` is a Warning (``!`` in the
   picture), the rest Failures.
 * **stream** (:class:`Reopen`) — when the one event listener loop
-  (:func:`bmaas.listening.listen`: ``bmaas sync``'s and Ironic's conductor's)
+  (:class:`bmaas.listening.Listening`: ``bmaas sync``'s and Ironic's conductor's)
   opens a stream again after the fault refused or ended it: ``soon`` paced
   by the back-off, ``late`` after the long wait (a rejected password is not
   tried a minute later: accounts lock). Its nodes are polled meanwhile
@@ -165,7 +165,7 @@ class Reschedule(StrEnum):
 
 
 class Reopen(StrEnum):
-    """When an event listener (:func:`bmaas.listening.listen`, the one loop of
+    """When an event listener (:class:`bmaas.listening.Listening`, the one loop of
     ``bmaas sync`` and Ironic's conductor) opens a stream again after the
     fault refused or ended it; its nodes are polled meanwhile either way.
     How long each wait is stays numbers in :class:`bmaas.listening.Pacing`."""
