@@ -412,6 +412,18 @@ def _need(path: Path | str, package: str) -> Path:
     return Path(found)
 
 
+#: BootImage's files, in its fields' order
+_FILES = (
+    "bmaas-cdrom.iso",
+    "bmaas-vmedia.iso",
+    "vmlinuz",
+    "initrd.gz",
+    *(f"bmaas-{name}.iso" for name in ("disk", "writer", "uefi", "uefi-vmedia")),
+    "bmaas-uefi-disk.img",
+    "bmaas-uefi-writer.iso",
+)
+
+
 def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
     """The ISOs, kernel and initramfs, built once per set of inputs."""
     cache = cache or default_cache_dir()
@@ -439,12 +451,7 @@ def build_image(cache: Path | None = None, *, force: bool = False) -> BootImage:
     ):
         digest.update(hashlib.sha256(part).digest())
     out = cache / digest.hexdigest()[:16]
-    image = BootImage(
-        *(out / name for name in ("bmaas-cdrom.iso", "bmaas-vmedia.iso", "vmlinuz", "initrd.gz")),
-        *(out / f"bmaas-{name}.iso" for name in ("disk", "writer", "uefi", "uefi-vmedia")),
-        out / "bmaas-uefi-disk.img",
-        out / "bmaas-uefi-writer.iso",
-    )
+    image = BootImage(*(out / name for name in _FILES))
     made = [p for p in dataclasses.astuple(image) if p.name.startswith("bmaas-")]
     if force or not all(p.exists() for p in made):
         out.mkdir(parents=True, exist_ok=True)
