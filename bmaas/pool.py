@@ -51,13 +51,14 @@ The rules, and why:
   pool counts it through ``driver.logins`` rather than doing it twice.
 * **Idle-out**: a session unused for ``idle`` seconds (capped by the
   driver's own ``session_idle``, since BMCs forget idle sessions) is logged
-  out by :meth:`DriverPool.expire_idle` (the sync loop calls it between
-  passes) or, at the latest, when it is next asked for: then in the
-  background, as the new session logs in (a courtesy to a BMC that has
-  likely forgotten it; to one whose API has since hung it waited out
-  ``bmc_timeout`` in the caller's thread before the read began: inside
-  Ironic the first pass after 5 % of 200 streamed BMCs' APIs hung took
-  1.37x a clean one, issue 48).
+  out by :meth:`DriverPool.expire_idle` (the sync loop and the session
+  keeper call it) or, at the latest, when it is next asked for; either
+  way in the background, its node's slot free at once (the logout is a
+  courtesy to a BMC that has likely forgotten the session; to one whose
+  API has since hung it waited out ``bmc_timeout`` while the node's slot
+  was held, and a sync read of the node waited with it: inside Ironic the
+  first pass after 5 % of 200 streamed BMCs' APIs hung took 1.37x a clean
+  one, issue 48).
 * **Held longer**: :meth:`DriverPool.hold` names nodes whose driver is
   kept for a longer idle time, past the driver's own ``session_idle``: the
   sync holds the nodes whose BMC streams events, read only by the safety
@@ -487,13 +488,22 @@ class DriverPool:
         return self._clock() - slot.last_used >= self._limit(slot)
 
     def expire_idle(self) -> int:
-        """Log out every session idle past its limit; returns how many."""
+        """Forget every session idle past its limit, each logged out in the
+        background (as one found stale when its node is next asked for);
+        returns how many. Their nodes' slots are free at once: logged out
+        one after the other in the caller's thread (the session keeper's)
+        with the slots held until the last was done, a round that met two
+        BMCs whose API had since hung held every node of the round for two
+        ``bmc_timeout``, and Ironic's sync workers reading any of them."""
         with self._cond:
             gone = [s for s in self._slots.values() if not s.in_use and self._expired(s)]
             for slot in gone:
-                slot.in_use = True  # ours until logged out
+                del self._slots[slot.key.slot]
             self.stats.idled += sum(1 for slot in gone if slot.driver is not None)
-        self._retire(gone)
+            self._cond.notify_all()
+        for slot in gone:
+            if slot.driver is not None:
+                self._behind(lambda old=slot.driver: self._logout(old))
         return len(gone)
 
     def _keepalive_at(self, slot: _Slot, *, early: float = 0.0) -> float | None:

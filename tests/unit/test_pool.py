@@ -283,12 +283,14 @@ def test_the_pool_drops_a_session_as_the_policy_tables_column_says(
 
 
 def test_sessions_idle_out_on_the_injected_clock(clock: FakeClock) -> None:
-    pool, build = DriverPool(idle=60, clock=clock), Builder()
+    logouts = Jobs()
+    pool, build = DriverPool(idle=60, clock=clock, start=logouts), Builder()
     read(pool, build)
     clock.advance(29)
     assert pool.expire_idle() == 0
     clock.advance(1)  # the driver's own session_idle (30 s) is shorter than the pool's
     assert pool.expire_idle() == 1
+    assert logouts.run_all() == 1
     assert build.built[0].closed == 1
     assert pool.open_sessions() == 0
     read(pool, build)
@@ -339,6 +341,34 @@ def test_a_stale_sessions_logout_never_holds_the_caller(clock: FakeClock) -> Non
     pool.close()  # close() still sees the background logout through
     assert logouts.run_all() == 1
     assert clock() == before + 2.0
+
+
+def test_idle_sessions_expire_without_holding_their_nodes(clock: FakeClock) -> None:
+    """The keeper's round logs idle sessions out in the background, each on
+    its own: a read of any of those nodes right after takes a fresh session
+    at once, however long a logout to a hung BMC takes (the round used to
+    log them out one after the other, every slot held to the end)."""
+    logouts = Jobs()
+    pool = DriverPool(idle=10, clock=clock, start=logouts)
+
+    class Hung(SessionDriver):
+        def close(self) -> None:
+            clock.advance(2.0)
+            super().close()
+
+    nodes = [key(f"n{i}", address=f"10.0.0.{i}") for i in range(3)]
+    for k in nodes:
+        read(pool, lambda node: Hung(node), k)
+    clock.advance(10)
+    before = clock()
+    assert pool.expire_idle() == 3
+    assert clock() == before
+    build = Builder()
+    for k in nodes:  # no wait at all for a slot
+        with pool.session(k, lambda k=k: build(k.node), deadline=Deadline(clock(), clock)):
+            pass
+    assert len(build.built) == 3
+    assert logouts.run_all() == 3
 
 
 def test_changed_credentials_log_the_old_session_out_first(clock: FakeClock) -> None:
