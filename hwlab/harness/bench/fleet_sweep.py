@@ -40,24 +40,20 @@ wall time over the healthy one's. Reads per login come from the pools.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import gc
 import os
 import resource
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from bmaas import credentials
-from bmaas import inventory as inventory_mod
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
-from bmaas.hwlab.harness.bench import hung_sync, ipmitool
-from bmaas.hwlab.harness.bench.common import running_lab
+from bmaas.hwlab.harness.bench import hung_sync, ipmitool, sushy_poll
+from bmaas.hwlab.harness.bench.common import enrolled_lab
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from bmaas.hwlab.harness.budgets import per_call
 from bmaas.hwlab.labspec import generate
@@ -263,56 +259,23 @@ def _ipmitool(records: Sequence[NodeRecord], lab_cpu: LabCpu) -> Callable[[], Me
 def _bare_sushy(
     records: Sequence[NodeRecord], workers: int, lab_cpu: LabCpu
 ) -> tuple[Callable[[], Measured], Callable[[], None]]:
-    """Plain sushy, as a power sync built on it reads: a kept client and
-    ``System`` per node (made, and logged in, by the first untimed pass).
-    Also returns what logs them out, to call while the lab still runs
-    (sushy would log out at garbage collection, after it: 3 x 60 s each)."""
-    import sushy
-
-    systems: dict[str, Any] = {}
-    roots: list[Any] = []
-
-    def one(record: NodeRecord) -> bool:
-        try:
-            system = systems.get(record.name)
-            if system is None:
-                info = credentials.resolve_driver_info(record.driver_info, node=record.name)
-                root = sushy.Sushy(
-                    str(info["redfish_address"]),
-                    username=info["redfish_username"],
-                    password=info["redfish_password"].reveal(),
-                    verify=False,
-                )
-                wanted = info.get("redfish_system_id")
-                path = wanted or root.get_system_collection().members_identities[0]
-                roots.append(root)
-                system = systems[record.name] = root.get_system(path)
-            else:
-                system.refresh()
-            return system.power_state is not None
-        except Exception:  # a failed read is counted, as for the other rows
-            return False
+    """Plain sushy, as a power sync built on it reads
+    (:class:`~bmaas.hwlab.harness.bench.sushy_poll.Kept`: clients made, and
+    logged in, by the first untimed pass). Also returns what logs them out,
+    to call while the lab still runs."""
+    kept, nodes = sushy_poll.Kept(), [sushy_poll.node_job(r) for r in records]
 
     def sweep() -> Measured:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             for _ in range(WARM_PASSES):  # untimed: clients made, sessions kept
-                list(pool.map(one, records))
+                list(pool.map(kept.read, nodes))
             _settle()
             lab, cpu, start = lab_cpu(), _self_cpu(), time.perf_counter()
-            ok = list(pool.map(one, records))
+            ok = list(pool.map(kept.read, nodes))
             wall = time.perf_counter() - start
         return wall, _self_cpu() - cpu, ok.count(False), lab_cpu() - lab
 
-    def close() -> None:
-        for root in roots:
-            auth, root._auth = root._auth, None
-            with contextlib.suppress(Exception):  # a courtesy: sessions expire anyway
-                if auth is not None:
-                    auth.close()
-        roots.clear()
-        systems.clear()
-
-    return sweep, close
+    return sweep, kept.close
 
 
 def _hung_ratio(lab: Any, every: Sequence[NodeRecord], workers: int) -> dict[str, Any]:
@@ -356,11 +319,11 @@ def _hung_ratio(lab: Any, every: Sequence[NodeRecord], workers: int) -> dict[str
     }
 
 
-def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
+def _one_size(size: int, options: Options) -> dict[str, Any]:
     spec = generate(size, protocols="mixed", seed=options.seed)
     processes = options.processes or os.cpu_count() or 1
-    with running_lab(spec, workdir / "lab") as lab:
-        store = Store.open(str(workdir / "bmaas.db"), create=True)
+    with enrolled_lab(spec, "hwlab-bench-sweep-") as (lab, db, _):
+        store = Store.open(str(db))
         # Steady rows keep sessions as `bmaas sync` does (its pool's idle is
         # twice the interval): a first pass of 10,000 nodes on a loaded box
         # outlasts the default 60 s, which turned the timed pass cold.
@@ -372,7 +335,6 @@ def _one_size(size: int, options: Options, workdir: Path) -> dict[str, Any]:
             idle=STEADY_IDLE,
         )
         try:
-            inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             every = store.nodes.find()
             ipmi = [n for n in every if n.driver == "ipmi"]
             redfish = [n for n in every if n.driver == "redfish"]
@@ -444,8 +406,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     ipmitool.require_ipmitool()
     sizes: dict[int, dict[str, Any]] = {}
     for size in options.sizes:
-        with tempfile.TemporaryDirectory(prefix="hwlab-bench-sweep-") as tmp:
-            sizes[size] = _one_size(size, options, Path(tmp))
+        sizes[size] = _one_size(size, options)
         if progress is not None:
             progress(f"{size} nodes: done")
     return _report(options, sizes)

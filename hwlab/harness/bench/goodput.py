@@ -34,22 +34,18 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
-import functools
 import random
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-from bmaas import inventory as inventory_mod
 from bmaas.deploy import DeploySettings
 from bmaas.driver import BMCDriver
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import Hardware
 from bmaas.faults import BmaasError, ProvisionFailed
 from bmaas.hwlab.harness.bench.blind import BlindReschedule, Placement
-from bmaas.hwlab.harness.bench.common import CallCounter, percentile, running_lab
+from bmaas.hwlab.harness.bench.common import CallCounter, enrolled_lab, percentile
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
 from bmaas.hwlab.harness.demo import leaks
 from bmaas.hwlab.labspec import LabSpec, generate
@@ -131,27 +127,11 @@ class Outcome:
 Provision = Callable[[Request], Outcome]
 
 
-def _counted(fn: Callable[..., Any], counter: CallCounter, name: str) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        counter.add(name)
-        return fn(*args, **kwargs)
-
-    return counted
-
-
 def counting_factory(
     inner: Callable[[NodeRecord], BMCDriver], counter: CallCounter
 ) -> Callable[[NodeRecord], BMCDriver]:
     """Drivers whose BMC methods count their calls (internal ones included)."""
-
-    def build(record: NodeRecord) -> BMCDriver:
-        driver = inner(record)
-        for name in BMC_METHODS:
-            setattr(driver, name, _counted(getattr(driver, name), counter, "bmc." + name))
-        return driver
-
-    return build
+    return lambda record: counter.wrap(inner(record), BMC_METHODS, prefix="bmc.")
 
 
 @contextlib.contextmanager
@@ -194,13 +174,9 @@ def _strategy(
 
 
 def _run_strategy(name: str, spec: LabSpec, requests: int, options: Options) -> dict[str, Any]:
-    with (
-        tempfile.TemporaryDirectory(prefix="hwlab-bench-goodput-") as tmp,
-        running_lab(spec, Path(tmp) / "lab") as lab,
-    ):
-        store = Store.open(str(Path(tmp) / "bmaas.db"), create=True)
+    with enrolled_lab(spec, "hwlab-bench-goodput-") as (_, db, _):
+        store = Store.open(str(db))
         try:
-            inventory_mod.enroll(store, inventory_mod.load(lab.inventory_path))
             counter = CallCounter()
             counter.wrap(store.ports, ["create"], prefix="store.ports.")
             factory = counting_factory(driver_factory(bmc_timeout=options.bmc_deadline), counter)

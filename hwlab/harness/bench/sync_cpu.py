@@ -51,7 +51,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bmaas import credentials
 from bmaas.hwlab.harness.bench import events as events_bench
 from bmaas.hwlab.harness.bench.common import (
     bmaas_console,
@@ -60,6 +59,7 @@ from bmaas.hwlab.harness.bench.common import (
     process_cpu,
 )
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
+from bmaas.hwlab.harness.bench.sushy_poll import node_job
 from bmaas.hwlab.labspec import generate
 from bmaas.hwlab.pyexec import python_argv
 from bmaas.store import Store
@@ -176,19 +176,7 @@ def _bmaas_round(db: Path, nodes: int, options: Options) -> list[float]:
 def _jobs(db: Path) -> list[dict[str, Any]]:
     store = Store.open(str(db))
     try:
-        out = []
-        for record in store.nodes.find(driver="redfish"):
-            info = credentials.resolve_driver_info(record.driver_info, node=record.name)
-            out.append(
-                {
-                    "name": record.name,
-                    "address": str(info["redfish_address"]),
-                    "username": info["redfish_username"],
-                    "password": info["redfish_password"].reveal(),
-                    "system": info.get("redfish_system_id"),
-                }
-            )
-        return out
+        return [node_job(record) for record in store.nodes.find(driver="redfish")]
     finally:
         store.close()
 
