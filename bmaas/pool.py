@@ -86,6 +86,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -332,7 +333,7 @@ class DriverPool:
         slot.build = build
         for old in stale:
             if idled:  # likely forgotten by its BMC: a courtesy, off the caller's time
-                self._behind(lambda old=old: self._logout(old))
+                self._behind(functools.partial(self._logout, old))
             else:
                 self._logout(old)
         driver = slot.driver
@@ -503,7 +504,7 @@ class DriverPool:
             self._cond.notify_all()
         for slot in gone:
             if slot.driver is not None:
-                self._behind(lambda old=slot.driver: self._logout(old))
+                self._behind(functools.partial(self._logout, slot.driver))
         return len(gone)
 
     def _keepalive_at(self, slot: _Slot, *, early: float = 0.0) -> float | None:
