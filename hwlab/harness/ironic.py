@@ -410,10 +410,6 @@ class IronicService:
                 load_envvars=False,
             )
 
-    def clouds_yaml(self, name: str = "bmaas-lab") -> dict[str, Any]:
-        """A clouds.yaml entry for this Ironic (for `OS_CLOUD` clients)."""
-        return {"clouds": {name: {"auth_type": "none", "baremetal_endpoint_override": self.url}}}
-
 
 # -- nodes ------------------------------------------------------------------------
 
