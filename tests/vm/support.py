@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from bmaas.driver_info import DriverInfo
 from bmaas.drivers.redfish.driver import RedfishDriver
-from bmaas.hwlab.vm.image import parse_marker
+from bmaas.hwlab.vm.image import FAILING, MARKER, parse_marker
 from bmaas.hwlab.vm.lab import VmLab
 from bmaas.yamlsrc import load_text
 
@@ -63,6 +64,19 @@ def deploy(home: Path, lab: VmLab, *args: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
+def deploy_one(
+    home: Path, lab: VmLab, driver: str, *args: str, **info: str
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """One deploy from cold: ``lab`` enrolled with ``driver`` (``info``: more
+    ``driver_info`` keys), every VM off, one request, one attempt (``args``:
+    the image, the pattern, the deadline...). Its result, and what each VM
+    had printed before it (for :func:`booted_once`)."""
+    enroll(home, lab, driver, **info)
+    power_off_all(home, lab)
+    before = seen(lab)
+    return deploy(home, lab, "--count", "1", "--max-attempts", "1", *args), before
+
+
 def node_quirks(home: Path, name: str) -> list[str]:
     """The quirks recorded on node ``name`` (``bmaas node show --json``)."""
     done = bmaas(home, "node", "show", name, "--json")
@@ -71,9 +85,7 @@ def node_quirks(home: Path, name: str) -> list[str]:
 
 
 def markers(lab: VmLab, name: str) -> list[str]:
-    path = lab.serial_log(name)
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    return [line for line in lines if line.startswith("BMAAS-BOOTED")]
+    return [line for line in _serial(lab, name) if line.startswith(MARKER)]
 
 
 def seen(lab: VmLab) -> dict[str, int]:
@@ -81,18 +93,43 @@ def seen(lab: VmLab) -> dict[str, int]:
     return {n: len(markers(lab, n)) for n in lab.domains}
 
 
+def failing(lab: VmLab, name: str) -> list[str]:
+    """The lines ``name`` printed on boots a machine fault failed
+    (``BMAAS-FAILING panic boot=N``: hwlab/vm/image.py)."""
+    return [line for line in _serial(lab, name) if line.startswith(FAILING)]
+
+
 def booted_once(lab: VmLab, name: str, before: dict[str, int], via: str) -> None:
     """``name`` printed exactly one marker since ``before``, saying ``via``,
-    and its own boot count went up by exactly one."""
+    and its own boot count went up by exactly one (boots a machine fault
+    failed count too: their lines carry the count, :func:`failing`)."""
     lines = markers(lab, name)
     new = [parse_marker(line) for line in lines[before[name] :]]
     assert len(new) == 1, (name, lines[before[name] :])
     assert new[0] is not None
     assert new[0]["via"] == via, new
-    last = parse_marker(lines[before[name] - 1]) if before[name] else None
-    previous = last["boot"] if last is not None else 0
     assert isinstance(new[0]["boot"], int), f"{name} kept no boot count: {new}"
-    assert new[0]["boot"] == (previous or 0) + 1, (name, previous, new)
+    previous = last_count(lab, name, upto=lines[-1])
+    assert new[0]["boot"] == previous + 1, (name, previous, new)
+
+
+def last_count(lab: VmLab, name: str, upto: str | None = None) -> int:
+    """The guest's own count of its boots, the last it printed (before the
+    line ``upto``), on a marker or a failed boot's line; 0 before any."""
+    counted = [ln for ln in _serial(lab, name) if ln.startswith((MARKER, FAILING))]
+    if upto is not None:
+        counted = counted[: counted.index(upto)]
+    counts = [int(c[1]) for c in map(_BOOT.search, counted) if c]
+    return counts[-1] if counts else 0
+
+
+#: the guest's count on a marker or a failed boot's line
+_BOOT = re.compile(r" boot=(\d+)\b")
+
+
+def _serial(lab: VmLab, name: str) -> list[str]:
+    path = lab.serial_log(name)
+    return path.read_text(errors="replace").splitlines() if path.exists() else []
 
 
 def never_booted(lab: VmLab, name: str, before: dict[str, int]) -> None:

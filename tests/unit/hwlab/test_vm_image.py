@@ -71,6 +71,13 @@ def test_a_sector_that_holds_no_count_starts_at_one(tmp_path: Path) -> None:
     assert boot_on(disk) == "1"
 
 
+def sh(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by busybox's sh, as the guest's /init runs its steps."""
+    return subprocess.run(
+        [BUSYBOX, "sh", "-c", script], capture_output=True, text=True, timeout=30, check=False
+    )
+
+
 def write_block() -> str:
     """The init script's write step (``bmaas.write=disk``), as the guest runs it."""
     found = re.search(
@@ -92,13 +99,8 @@ def test_a_writer_puts_the_user_image_from_sector_0_and_keeps_the_count(tmp_path
     user.write_bytes(b"\x55\xaa" * 300_000)  # 600 kB, past one dd block
     script = write_block().replace("/dev/sda", str(disk)).replace("/disk.img", str(user))
     script = script.replace(">/dev/console", "")
-    done = subprocess.run(
-        [BUSYBOX, "sh", "-c", f"arg() {{ echo disk; }}\nboot=1\n{script}"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
+    done = sh(f"arg() {{ echo disk; }}\nboot=1\n{script}")
+    assert done.returncode == 0, done.stderr
     raw = disk.read_bytes()
     assert raw[: len(user.read_bytes())] == user.read_bytes()
     assert raw[COUNTER_SECTOR * 512 :].rstrip(b"\0") == b"BMAAS-COUNT 1\n"
@@ -327,13 +329,7 @@ def test_a_boot_reads_the_machine_fault_off_its_disk(fault: str | None, tmp_path
         .replace("/proc/sysrq-trigger", str(proc["sysrq"]))
         .replace("while :; do sleep 3600; done", "exit 3")
     )
-    done = subprocess.run(
-        [BUSYBOX, "sh", "-c", f"boot=4\n{script}echo up"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = sh(f"boot=4\n{script}echo up")
     if fault is None:
         assert (done.returncode, done.stdout) == (0, "up\n")
     else:
