@@ -42,6 +42,7 @@ from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.harness.bench.ipmitool import ipmitool_job, ironic_power_status, require_ipmitool
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from bmaas.hwlab.labspec import LabSpec, NodeSpec
+from bmaas.hwlab.proxy.stock import free_port
 from bmaas.secrets import Secret
 
 __all__ = ["CLIENTS", "FAULTS", "Options", "run"]
@@ -125,14 +126,6 @@ def _rule(raw: dict[str, Any]) -> Any:
     return FaultRule.from_dict(raw)
 
 
-def _closed_port(protocol: str) -> int:
-    """A port nothing listens on (bound, then closed) on 127.0.0.1."""
-    kind = socket.SOCK_DGRAM if protocol == "ipmi" else socket.SOCK_STREAM
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _one(trial: Trial, port: int, username: str, cap: float) -> dict[str, Any]:
     password = WRONG_PASSWORD if trial.fault == "bad-credentials" else PASSWORD
     if trial.client.startswith("ipmitool"):
@@ -190,7 +183,8 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
 
         def one(trial: Trial) -> tuple[Trial, dict[str, Any]]:
             if trial.fault == "refused":
-                port, username = _closed_port(trial.protocol), "admin"
+                kind = socket.SOCK_DGRAM if trial.protocol == "ipmi" else socket.SOCK_STREAM
+                port, username = free_port(kind), "admin"  # nothing listens there
             else:
                 info = entries[trial.node]["driver_info"]
                 key = "ipmi" if trial.protocol == "ipmi" else "redfish"
