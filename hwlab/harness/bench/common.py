@@ -249,6 +249,35 @@ def enrolled_lab(spec: LabSpec, prefix: str) -> Iterator[tuple[Lab, Path, list[s
         yield lab, db, [n["name"] for n in lab.inventory()["nodes"]]
 
 
+@contextlib.contextmanager
+def ironic_running(state_dir: Path, settings: Any, venv: Any) -> Iterator[tuple[Any, Any]]:
+    """The harness's Ironic (:class:`~bmaas.hwlab.harness.ironic.IronicService`)
+    in ``state_dir``, started and stopped on the way out: it and a connection."""
+    from bmaas.hwlab.harness import ironic as harness
+
+    service = harness.IronicService(state_dir, settings, venv=venv)
+    try:
+        service.start(timeout=180)
+        yield service, service.connect()
+    finally:
+        service.stop()
+
+
+def ironic_enroll(
+    conn: Any, service: Any, entry: Mapping[str, Any], *, driver: str, prefix: str, **kw: Any
+) -> Any:
+    """The Ironic benches' enrolment: lab node ``entry`` in ``service`` with
+    ``driver``, named ``<prefix>-<its name>``, its deploy images the
+    service's (:func:`bmaas.hwlab.harness.ironic.enroll`; ``kw``: ``provide``)."""
+    from bmaas.hwlab.harness import ironic as harness
+
+    name = f"{prefix}-{entry['name']}"
+    kernel, ramdisk = service.kernel, service.ramdisk
+    return harness.enroll(
+        conn, entry, driver=driver, name=name, kernel=kernel, ramdisk=ramdisk, **kw
+    )
+
+
 def _children() -> dict[int, str]:
     psutil = _psutil()
     out = {}

@@ -40,9 +40,13 @@ from bmaas.drivers.ironic_backend.api import IronicBusy
 from bmaas.fakes.machine import Hardware
 from bmaas.faults import BmaasError, ProvisionFailed
 from bmaas.hwlab.harness import ironic as harness
-from bmaas.hwlab.harness.bench.common import percentile
+from bmaas.hwlab.harness.bench.common import (
+    ironic_enroll,
+    ironic_running,
+    percentile,
+    running_lab,
+)
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
-from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import generate
 from bmaas.provision import Provisioner, Request
 
@@ -201,40 +205,28 @@ def _fired(status: dict[str, Any]) -> int:
 
 def _one_strategy(name: str, o: Options, progress: Callable[[str], None]) -> dict[str, Any]:
     spec = generate(o.nodes, protocols="ipmi", seed=o.seed, hardware=QUICK)
-    with tempfile.TemporaryDirectory(prefix="bench-goodput-ironic-") as tmp:
-        lab = Lab(spec, Path(tmp) / "lab")
-        ironic = harness.IronicService(Path(tmp) / "ironic", _settings(Path(tmp)))
-        try:
-            lab.start(timeout=120)
-            ironic.start(timeout=180)
-            conn = ironic.connect()
-            entries = lab.inventory()["nodes"]
-            healthy = 0
-            for i, entry in enumerate(entries):
-                driver, fault = LAYOUT[i % len(LAYOUT)]
-                harness.enroll(
-                    conn,
-                    entry,
-                    driver=driver,
-                    name=f"{driver}-{entry['name']}",
-                    kernel=ironic.kernel,
-                    ramdisk=ironic.ramdisk,
-                )
-                lab.add_faults(entry["name"], [COUNT, *([fault] if fault else [])])
-                healthy += fault is None
-            progress(f"{name}: Ironic with {o.nodes} nodes ({healthy} healthy) ready")
-            info = {"kernel": f"file://{ironic.kernel}", "ramdisk": f"file://{ironic.ramdisk}"}
-            api = Api(conn)
-            backend = IronicBackend(api, instance_info=info, poll=0.5)
-            bmc_before = _fired(lab.status())
-            outcomes = _stream(name, o, api, backend, info)
-            bmc_calls = _fired(lab.status()) - bmc_before
-            allocations = list(conn.baremetal.allocations())
-            leaked = [a.id for a in allocations if not (a.extra or {}).get("bmaas_instance")]
-            fenced = sum(1 for n in conn.baremetal.nodes(details=True) if n.is_maintenance)
-        finally:
-            ironic.stop()
-            lab.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-goodput-ironic-") as tmp,
+        running_lab(spec, Path(tmp) / "lab") as lab,
+        ironic_running(Path(tmp) / "ironic", _settings(Path(tmp)), None) as (ironic, conn),
+    ):
+        entries = lab.inventory()["nodes"]
+        healthy = 0
+        for i, entry in enumerate(entries):
+            driver, fault = LAYOUT[i % len(LAYOUT)]
+            ironic_enroll(conn, ironic, entry, driver=driver, prefix=driver)
+            lab.add_faults(entry["name"], [COUNT, *([fault] if fault else [])])
+            healthy += fault is None
+        progress(f"{name}: Ironic with {o.nodes} nodes ({healthy} healthy) ready")
+        info = {"kernel": f"file://{ironic.kernel}", "ramdisk": f"file://{ironic.ramdisk}"}
+        api = Api(conn)
+        backend = IronicBackend(api, instance_info=info, poll=0.5)
+        bmc_before = _fired(lab.status())
+        outcomes = _stream(name, o, api, backend, info)
+        bmc_calls = _fired(lab.status()) - bmc_before
+        allocations = list(conn.baremetal.allocations())
+        leaked = [a.id for a in allocations if not (a.extra or {}).get("bmaas_instance")]
+        fenced = sum(1 for n in conn.baremetal.nodes(details=True) if n.is_maintenance)
     times = [t for ok, t, _, _ in outcomes if ok]
     ports = sum(p for _, _, _, p in outcomes)
     if name != "blind reschedule":

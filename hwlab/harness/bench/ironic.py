@@ -34,6 +34,7 @@ from typing import Any
 from bmaas import faulttext
 from bmaas.fakes.machine import Hardware
 from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.harness.bench.common import ironic_enroll, ironic_running, running_lab
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
 from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import generate
@@ -142,14 +143,7 @@ class _Nodes:
     def enroll(self, driver: str) -> tuple[Any, str]:
         with self.lock:
             entry = self.entries.pop(0)
-        node = harness.enroll(
-            self.conn,
-            entry,
-            driver=driver,
-            name=f"{driver}-{entry['name']}",
-            kernel=self.ironic.kernel,
-            ramdisk=self.ironic.ramdisk,
-        )
+        node = ironic_enroll(self.conn, self.ironic, entry, driver=driver, prefix=driver)
         return node, entry["name"]
 
 
@@ -283,20 +277,15 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     spec = generate(count, protocols="both", seed=5, hardware=QUICK)
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="bench-ironic-") as tmp:
-        lab = Lab(spec, Path(tmp) / "lab")
-        ironic = harness.IronicService(Path(tmp) / "ironic", _settings(o))
-        try:
-            progress(f"starting a lab of {count} nodes and Ironic")
-            lab.start(timeout=120)
-            ironic.start(timeout=180)
-            conn = ironic.connect()
-            nodes = _Nodes(lab, ironic, conn)
-            faults = _fault_phase(o, nodes, lab, conn, progress)
-            sync = _sync_phase(o, nodes, lab, ironic, conn, progress)
-        finally:
-            ironic.stop()
-            lab.stop()
+    progress(f"starting a lab of {count} nodes and Ironic")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-ironic-") as tmp,
+        running_lab(spec, Path(tmp) / "lab") as lab,
+        ironic_running(Path(tmp) / "ironic", _settings(o), None) as (ironic, conn),
+    ):
+        nodes = _Nodes(lab, ironic, conn)
+        faults = _fault_phase(o, nodes, lab, conn, progress)
+        sync = _sync_phase(o, nodes, lab, ironic, conn, progress)
     return _report(o, faults, sync)
 
 

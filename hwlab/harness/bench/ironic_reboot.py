@@ -51,6 +51,7 @@ from typing import Any
 from bmaas import faulttext
 from bmaas.fakes.machine import Hardware
 from bmaas.hwlab.harness import ironic as harness
+from bmaas.hwlab.harness.bench.common import ironic_enroll, ironic_running, running_lab
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
 from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import generate, loopback_hosts
@@ -242,59 +243,45 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     o = options
     trials = plan(o)
     spec = generate(len(trials), protocols="both", seed=35, hardware=QUICK)
+    ipmi_hosts = loopback_hosts([n.name for n in spec.nodes if "ipmi" in n.protocols])
     results: list[dict[str, Any]] = []
     unmeasured: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="bench-ironic-reboot-") as tmp:
-        lab = Lab(
-            spec,
-            Path(tmp) / "lab",
-            ipmi_hosts=loopback_hosts([n.name for n in spec.nodes if "ipmi" in n.protocols]),
-        )
-        venv = harness.find_venv(o.release)
-        ironic = harness.IronicService(Path(tmp) / "ironic", _settings(o), venv=venv)
-        try:
-            progress(f"starting a lab of {len(trials)} nodes and Ironic")
-            lab.start(timeout=120)
-            ironic.start(timeout=180)
-            conn = ironic.connect()
-            entries = list(lab.inventory()["nodes"])
-            lock = threading.Lock()
+    venv = harness.find_venv(o.release)
+    progress(f"starting a lab of {len(trials)} nodes and Ironic")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-ironic-reboot-") as tmp,
+        running_lab(spec, Path(tmp) / "lab", ipmi_hosts=ipmi_hosts) as lab,
+        ironic_running(Path(tmp) / "ironic", _settings(o), venv) as (ironic, conn),
+    ):
+        entries = list(lab.inventory()["nodes"])
+        lock = threading.Lock()
 
-            def enroll(t: Trial) -> tuple[Trial, Any, str]:
-                with lock:
-                    entry = entries.pop(0)
-                node = harness.enroll(
-                    conn,
-                    entry,
-                    driver=t.driver,
-                    name=f"r{t.round}-{t.driver}-{entry['name']}",
-                    kernel=ironic.kernel,
-                    ramdisk=ironic.ramdisk,
-                )
-                return t, node, entry["name"]
+        def enroll(t: Trial) -> tuple[Trial, Any, str]:
+            with lock:
+                entry = entries.pop(0)
+            node = ironic_enroll(
+                conn, ironic, entry, driver=t.driver, prefix=f"r{t.round}-{t.driver}"
+            )
+            return t, node, entry["name"]
 
-            progress(f"enrolling {len(trials)} nodes")
-            with ThreadPoolExecutor(4) as pool:
-                enrolled = list(pool.map(enroll, trials))
-            for r in range(1, o.rounds + 1):
-                batch = [e for e in enrolled if e[0].round == r]
-                progress(f"round {r}/{o.rounds}: {len(batch)} power-ons at once")
-                with ThreadPoolExecutor(len(batch)) as pool:
-                    futures = [
-                        (t, pool.submit(_trial, conn, lab, node, name, t, o))
-                        for t, node, name in batch
-                    ]
-                    for t, future in futures:
-                        try:
-                            results.append(future.result())
-                        except Exception as exc:  # a row not measured: the run says why
-                            unmeasured.append(
-                                f"round {t.round} {t.driver} {t.fault}: {type(exc).__name__}: "
-                                f"{' '.join(str(exc).split())[:200]}"
-                            )
-        finally:
-            ironic.stop()
-            lab.stop()
+        progress(f"enrolling {len(trials)} nodes")
+        with ThreadPoolExecutor(4) as pool:
+            enrolled = list(pool.map(enroll, trials))
+        for r in range(1, o.rounds + 1):
+            batch = [e for e in enrolled if e[0].round == r]
+            progress(f"round {r}/{o.rounds}: {len(batch)} power-ons at once")
+            with ThreadPoolExecutor(len(batch)) as pool:
+                futures = [
+                    (t, pool.submit(_trial, conn, lab, node, name, t, o)) for t, node, name in batch
+                ]
+                for t, future in futures:
+                    try:
+                        results.append(future.result())
+                    except Exception as exc:  # a row not measured: the run says why
+                        unmeasured.append(
+                            f"round {t.round} {t.driver} {t.fault}: {type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:200]}"
+                        )
     report = _report(o, results, ironic=harness.ironic_version(venv))
     report.unmeasured = unmeasured
     return report

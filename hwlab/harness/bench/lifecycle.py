@@ -1,7 +1,7 @@
 """``hwlab bench lifecycle``: a BIOS change and a firmware update through a
 BMC reboot, three ways side by side (issue 51): stock Ironic ``redfish`` and
 ``bmaas-redfish`` through a real Ironic's API (manual clean steps without a
-ramdisk), and bmaas's own CLI on the same lab.
+ramdisk, and servicing an active node), and bmaas's own CLI on the same lab.
 
 Rows (each ``--trials`` times, every row of a trial at once, one fresh lab
 node per trial):
@@ -15,8 +15,14 @@ node per trial):
 * **firmware update through a BMC reboot** (hwlab ``update_reboot``): the
   ``firmware.update`` clean step of ``bmaas-redfish`` and ``bmaas firmware
   update``, both with bmaas's default bounds (the BMC back after 3 answers
-  30 s apart); right when the new version reads back. Stock's row is
-  listed as not run: its step boots the ramdisk (IPA), which hwlab has not.
+  30 s apart); right when the new version reads back. Stock's clean row is
+  listed as not run: its clean step boots the ramdisk (IPA), which hwlab has
+  not;
+* **the same, servicing an active node**: ``firmware.update`` as a service
+  step (API 1.87; stock's needs no ramdisk there, nor does bmaas's) on a
+  node deployed by the harness's ramdisk deploy, both types with their
+  defaults; right when the node is ``active`` again with the new version in
+  Ironic's firmware table.
 
 Per row: trials that ended right, the median seconds from the request to the
 end state, the end states and the faults (``[bmaas CODE ...]`` parsed by
@@ -42,7 +48,12 @@ from typing import Any
 
 from bmaas import faulttext
 from bmaas.hwlab.harness import ironic as harness
-from bmaas.hwlab.harness.bench.common import bmaas_console, enrolled_lab
+from bmaas.hwlab.harness.bench.common import (
+    bmaas_console,
+    enrolled_lab,
+    ironic_enroll,
+    ironic_running,
+)
 from bmaas.hwlab.harness.bench.ironic_reboot import POLL, QUICK
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
 from bmaas.hwlab.labspec import generate
@@ -51,6 +62,8 @@ __all__ = ["ROWS", "Options", "Row", "run"]
 
 #: manual cleaning without a ramdisk (disable_ramdisk: 1.70), firmware API (1.86)
 API = "1.86"
+#: servicing an active node
+SERVICE_API = "1.87"
 WANTED = {"ProcTurboMode": "Disabled", "ProcCoreDisable": "2"}
 IMAGE = "http://127.0.0.1:9/fw/bmc-2.0.bin"
 #: the version the lab's BMC reads after IMAGE lands
@@ -68,12 +81,15 @@ class Row:
     rule: dict[str, Any] | None = None
     #: why the row is not run ("": it is)
     skip: str = ""
+    #: through Ironic: ``clean`` (a manageable node) or ``service`` (an active one)
+    via: str = "clean"
 
 
-BIOS, PENDING, FIRMWARE = (
+BIOS, PENDING, FIRMWARE, SERVICE = (
     "BIOS change",
     "BIOS change, left pending",
     "firmware update through a BMC reboot",
+    "firmware update through a BMC reboot, servicing",
 )
 _PENDING_RULE = {"effect": "bios_pending", "operation": "bios.set"}
 _REBOOT_RULE = {"effect": "update_reboot", "duration": 1.0, "operation": "firmware.update"}
@@ -84,18 +100,20 @@ ROWS = (
         FIRMWARE,
         STOCK,
         skip="not run: stock's firmware.update clean step boots the ramdisk (IPA), "
-        "which hwlab has not",
+        "which hwlab has not (its service step does not: the servicing row)",
     ),
     Row(FIRMWARE, OURS, _REBOOT_RULE),
     Row(FIRMWARE, CLI, _REBOOT_RULE),
+    *(Row(SERVICE, way, _REBOOT_RULE, via="service") for way in (STOCK, OURS)),
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
     trials: int = 3
-    #: seconds a trial may wait for its end state
-    cap: float = 240.0
+    #: seconds a trial may wait for its end state (stock's BMC update waits
+    #: firmware_update_reboot_delay, 300 s, before it looks at the version)
+    cap: float = 600.0
     #: seconds a pending-BIOS trial may wait (stock's keeps waiting in ``clean wait``)
     pending_cap: float = 60.0
     #: another Ironic release ("": the current one, ``.venv-ironic``)
@@ -131,8 +149,8 @@ def _fault(out: dict[str, Any], text: str | None, code: str | None = None) -> No
 # -- through Ironic -----------------------------------------------------------------
 
 
-def _clean_step(row: Row) -> dict[str, Any]:
-    if row.what == FIRMWARE:
+def _step(row: Row) -> dict[str, Any]:
+    if row.what in (FIRMWARE, SERVICE):
         args: dict[str, Any] = {"settings": [{"component": "bmc", "url": IMAGE}]}
         return {"interface": "firmware", "step": "update", "args": args}
     args = {"settings": [{"name": k, "value": v} for k, v in WANTED.items()]}
@@ -140,7 +158,7 @@ def _clean_step(row: Row) -> dict[str, Any]:
 
 
 def _applied(conn: Any, node: Any, row: Row) -> bool:
-    if row.what == FIRMWARE:
+    if row.what in (FIRMWARE, SERVICE):
         answer = conn.baremetal.get(f"/nodes/{node.id}/firmware", microversion=API)
         versions = {c["component"]: c["current_version"] for c in answer.json()["firmware"]}
         return versions.get("bmc") == VERSION
@@ -153,43 +171,50 @@ def _ironic_trial(
     conn: Any, service: Any, lab: Any, entry: dict[str, Any], row: Row, cap: float
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    node = harness.enroll(
-        conn,
-        entry,
-        driver=row.way,
-        name=f"lc-{row.way}-{entry['name']}",
-        kernel=service.kernel,
-        ramdisk=service.ramdisk,
-        provide=False,
+    node = ironic_enroll(
+        conn, service, entry, driver=row.way, prefix=f"lc-{row.way}", provide=False
     )
     kind = INTERFACE[row.way]
     node = conn.baremetal.update_node(node, bios_interface=kind, firmware_interface=kind)
-    conn.baremetal.set_node_provision_state(node, "manage", wait=True, timeout=120)
+    verbs = ("manage", "provide", "active") if row.via == "service" else ("manage",)
+    for verb in verbs:  # active: the harness's ramdisk deploy (no IPA)
+        conn.baremetal.set_node_provision_state(node, verb, wait=True, timeout=120)
     if row.rule:
         lab.add_faults(entry["name"], [row.rule])
+    done, failed = ("active", "service failed") if row.via == "service" else _CLEAN_ENDS
     start = time.monotonic()
-    answer = conn.baremetal.put(
-        f"/nodes/{node.id}/states/provision",
-        json={"target": "clean", "clean_steps": [_clean_step(row)], "disable_ramdisk": True},
-        microversion=API,
-    )
+    answer = conn.baremetal.put(f"/nodes/{node.id}/states/provision", **_request(row))
     if answer.status_code != 202:
-        raise harness.IronicError(f"clean refused {answer.status_code}: {answer.text[:200]}")
+        raise harness.IronicError(f"{row.via} refused {answer.status_code}: {answer.text[:200]}")
     end = start + cap
-    while (fresh := harness.read_node(conn, node.id)).provision_state not in (
-        "manageable",
-        "clean failed",
-    ) and time.monotonic() < end:
+    while time.monotonic() < end:
+        fresh = harness.read_node(conn, node.id)
+        # servicing starts and ends in active: done once no target is left
+        if fresh.provision_state in (done, failed) and not fresh.target_provision_state:
+            break
         time.sleep(POLL)
     out["seconds"] = round(time.monotonic() - start, 1)
     out["end"] = fresh.provision_state
-    out["settled"] = fresh.provision_state in ("manageable", "clean failed")
+    out["settled"] = fresh.provision_state in (done, failed) and not fresh.target_provision_state
     _fault(out, harness.failure_text(conn, node) if out["settled"] else None)
-    out["applied"] = out["end"] == "manageable" and not out["fault"] and _applied(conn, node, row)
-    if fresh.provision_state == "clean wait":  # stock's pending apply: waiting at the cap
+    out["applied"] = out["end"] == done and not out["fault"] and _applied(conn, node, row)
+    if fresh.provision_state in ("clean wait", "service wait"):  # still waiting at the cap
         with contextlib.suppress(Exception):  # the run is measured; the node is left
             conn.baremetal.set_node_provision_state(node, "abort")
     return out
+
+
+_CLEAN_ENDS = ("manageable", "clean failed")
+
+
+def _request(row: Row) -> dict[str, Any]:
+    """The provision request's body and microversion: a manual clean without a
+    ramdisk, or servicing (whose steps here need none)."""
+    if row.via == "service":
+        body = {"target": "service", "service_steps": [_step(row)]}
+        return {"json": body, "microversion": SERVICE_API}
+    body = {"target": "clean", "clean_steps": [_step(row)], "disable_ramdisk": True}
+    return {"json": body, "microversion": API}
 
 
 # -- through bmaas's CLI ------------------------------------------------------------
@@ -250,42 +275,37 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     results: list[dict[str, Any]] = []
     unmeasured: list[str] = []
     venv = harness.find_venv(o.release)
+    progress("starting a lab and Ironic")
     with (
         enrolled_lab(spec, "bench-lifecycle-") as (lab, db, _names),
         tempfile.TemporaryDirectory(prefix="bench-lifecycle-ironic-") as tmp,
+        ironic_running(Path(tmp), _settings(o), venv) as (service, conn),
     ):
-        service = harness.IronicService(Path(tmp), _settings(o), venv=venv)
-        try:
-            progress("starting Ironic")
-            service.start(timeout=180)
-            conn = service.connect()
-            entries = list(lab.inventory()["nodes"])
-            for t in range(1, o.trials + 1):
-                progress(f"trial {t}/{o.trials}: {per_trial} rows at once")
-                with ThreadPoolExecutor(per_trial) as pool:
-                    futures = []
-                    for row in rows:
-                        entry = entries.pop(0)
-                        cap = o.pending_cap if row.what == PENDING else o.cap
-                        if row in ironic_rows:
-                            future = pool.submit(_ironic_trial, conn, service, lab, entry, row, cap)
-                        else:
-                            future = pool.submit(_cli_trial, db, lab, entry["name"], row, cap)
-                        futures.append((row, future))
-                    for row, future in futures:
-                        try:
-                            r = future.result()
-                        except Exception as exc:  # a row not measured: the run says why
-                            unmeasured.append(
-                                f"trial {t} {row.what} / {row.way}: {type(exc).__name__}: "
-                                f"{' '.join(str(exc).split())[:200]}"
-                            )
-                            continue
-                        r.update(trial=t, what=row.what, way=row.way)
-                        r["right"] = _right(row, r)
-                        results.append(r)
-        finally:
-            service.stop()
+        entries = list(lab.inventory()["nodes"])
+        for t in range(1, o.trials + 1):
+            progress(f"trial {t}/{o.trials}: {per_trial} rows at once")
+            with ThreadPoolExecutor(per_trial) as pool:
+                futures = []
+                for row in rows:
+                    entry = entries.pop(0)
+                    cap = o.pending_cap if row.what == PENDING else o.cap
+                    if row in ironic_rows:
+                        future = pool.submit(_ironic_trial, conn, service, lab, entry, row, cap)
+                    else:
+                        future = pool.submit(_cli_trial, db, lab, entry["name"], row, cap)
+                    futures.append((row, future))
+                for row, future in futures:
+                    try:
+                        r = future.result()
+                    except Exception as exc:  # a row not measured: the run says why
+                        unmeasured.append(
+                            f"trial {t} {row.what} / {row.way}: {type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:200]}"
+                        )
+                        continue
+                    r.update(trial=t, what=row.what, way=row.way)
+                    r["right"] = _right(row, r)
+                    results.append(r)
     report = _report(o, results, ironic=harness.ironic_version(venv))
     report.unmeasured = unmeasured
     return report
@@ -356,13 +376,16 @@ def _report(o: Options, results: list[dict[str, Any]], *, ironic: str | None) ->
         notes=[
             # no brackets: the console's markup would eat "[bmaas]"
             f"Ironic {ironic or '(version unknown)'}: manual clean with disable_ramdisk, "
-            "redfish.firmware_update_status_interval 2 (stock's BIOS apply is finished by "
-            f"that periodic), bmaas.lifecycle_deadline {o.lifecycle_deadline:g} s",
+            "or servicing an active node (ramdisk deploy, no IPA); "
+            "redfish.firmware_update_status_interval 2 (stock's BIOS apply and firmware "
+            "update are followed by that periodic), its other firmware options Ironic's "
+            f"defaults; bmaas.lifecycle_deadline {o.lifecycle_deadline:g} s",
             "right: the settings or the version read back applied; for a setting left "
             "pending, the run reported a failure (clean failed, or the CLI's node failed)",
-            f"seconds: from the request to the end state (Ironic: manageable or clean failed; "
+            "seconds: from the request to the end state (Ironic: manageable or clean failed; "
+            "servicing: active or service failed; "
             f"≥: still waiting at the cap, {o.cap:g} s, {o.pending_cap:g} s for a pending "
-            "setting; a node in clean wait is then aborted)",
+            "setting; a node in clean or service wait is then aborted)",
             "faults: typed when the text carries bmaas's marker (bmaas CODE retry=SCOPE, in "
             "brackets) or the CLI's JSON a code; untyped otherwise",
         ],
