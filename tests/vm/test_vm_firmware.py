@@ -33,13 +33,12 @@ from tests.vm.support import (
     VMEDIA,
     bmaas,
     booted_once,
-    deploy,
+    deploy_one,
     enroll,
     markers,
     node_quirks,
     power_off_all,
     redfish_driver,
-    seen,
 )
 
 pytestmark = pytest.mark.vm
@@ -56,14 +55,10 @@ def test_ipmi_powers_a_uefi_guest_and_sets_its_boot_device_to_cd_and_disk(
     uefi_lab: VmLab, tmp_path: Path
 ) -> None:
     (name,) = uefi_lab.domains
-    enroll(tmp_path, uefi_lab, "ipmi")
-    power_off_all(tmp_path, uefi_lab)
-    before = seen(uefi_lab)
     try:
-        result = deploy(
-            tmp_path, uefi_lab, "--count", "1", "--ready-pattern", CDROM,
-            "--deadline", "240", "--max-attempts", "1",
-        )  # fmt: skip
+        result, before = deploy_one(
+            tmp_path, uefi_lab, "ipmi", "--ready-pattern", CDROM, "--deadline", "240"
+        )
         assert result["ok"] == 1, result
         assert [r["boot"] for r in result["requests"]] == ["cdrom"], result
         booted_once(uefi_lab, name, before, "cdrom")
@@ -87,12 +82,9 @@ def test_a_boot_mode_sent_through_sushy_tools_switches_the_guests_firmware(
     bios_url = uefi_url.rsplit("/", 1)[0] + "/bmaas-vmedia.iso"
     legs = (("bios", bios_url, "fw=bios sb=off"), ("uefi", uefi_url, "fw=uefi sb=off"))
     for mode, url, said in legs:
-        enroll(tmp_path, uefi_lab, "redfish", boot_mode=mode)
-        power_off_all(tmp_path, uefi_lab)
-        before = seen(uefi_lab)
-        result = deploy(
-            tmp_path, uefi_lab, "--count", "1", "--image", url, "--ready-pattern", VMEDIA,
-            "--deadline", "240", "--max-attempts", "1",
+        result, before = deploy_one(
+            tmp_path, uefi_lab, "redfish", "--image", url, "--ready-pattern", VMEDIA,
+            "--deadline", "240", boot_mode=mode,
         )  # fmt: skip
         assert result["ok"] == 1, (mode, result)
         booted_once(uefi_lab, name, before, "vmedia")

@@ -25,13 +25,10 @@ from bmaas.hwlab.vm.lab import VmLab, down
 from tests.vm.support import (
     VMEDIA,
     booted_once,
-    deploy,
-    enroll,
+    deploy_one,
     markers,
     never_booted,
-    power_off_all,
     redfish_driver,
-    seen,
 )
 
 pytestmark = pytest.mark.vm
@@ -43,12 +40,9 @@ def test_a_uefi_secure_boot_vm_boots_the_signed_image_by_redfish_virtual_media(
 ) -> None:
     (name,) = uefi_lab.domains
     assert redfish_driver(uefi_lab).get_boot_mode(deadline=Deadline.after(30)) == "uefi"
-    enroll(tmp_path, uefi_lab, "redfish")
-    power_off_all(tmp_path, uefi_lab)
-    before = seen(uefi_lab)
-    result = deploy(
-        tmp_path, uefi_lab, "--count", "1", "--image", uefi_url,
-        "--ready-pattern", VMEDIA, "--deadline", "300",
+    result, before = deploy_one(
+        tmp_path, uefi_lab, "redfish", "--image", uefi_url, "--ready-pattern", VMEDIA,
+        "--deadline", "300",
     )  # fmt: skip
     assert result["ok"] == 1, result
     booted_once(uefi_lab, name, before, "vmedia")
@@ -66,12 +60,9 @@ def test_a_bios_image_on_a_uefi_machine_ends_a_typed_boot_failure(
     three times what the signed image takes to print its marker here)."""
     (name,) = uefi_lab.domains
     bios_url = uefi_url.rsplit("/", 1)[0] + "/bmaas-vmedia.iso"
-    enroll(tmp_path, uefi_lab, "redfish")
-    power_off_all(tmp_path, uefi_lab)
-    before = seen(uefi_lab)
-    result = deploy(
-        tmp_path, uefi_lab, "--count", "1", "--image", bios_url, "--ready-pattern", VMEDIA,
-        "--deadline", "90", "--max-attempts", "1",
+    result, before = deploy_one(
+        tmp_path, uefi_lab, "redfish", "--image", bios_url, "--ready-pattern", VMEDIA,
+        "--deadline", "90",
     )  # fmt: skip
     assert result["ok"] == 0, result
     (request,) = result["requests"]
