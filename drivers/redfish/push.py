@@ -92,8 +92,6 @@ PATH = "/bmaas/events"
 VERIFY_EVERY = 3600.0
 #: seconds the subscription's DELETE may take on close (a courtesy)
 DELETE_TIMEOUT = 2.0
-#: seconds the check may take
-VERIFY_TIMEOUT = 10.0
 #: subscriptions looked at for an earlier run's, at most (a BMC holds a few)
 SWEEP_LIMIT = 64
 #: a ``"Context": "..."`` string in a pushed body, found without parsing it
