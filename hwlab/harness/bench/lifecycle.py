@@ -211,7 +211,7 @@ def _request(row: Row) -> dict[str, Any]:
     """The provision request's body and microversion: a manual clean without a
     ramdisk, or servicing (whose steps here need none)."""
     if row.via == "service":
-        body = {"target": "service", "service_steps": [_step(row)]}
+        body: dict[str, Any] = {"target": "service", "service_steps": [_step(row)]}
         return {"json": body, "microversion": SERVICE_API}
     body = {"target": "clean", "clean_steps": [_step(row)], "disable_ramdisk": True}
     return {"json": body, "microversion": API}
