@@ -385,6 +385,16 @@ def _simple_update(bmc: Bmc, request: Request, hardware: list[Firing]) -> Render
     return code, headers, data
 
 
+def _image_target(image: object, components: dict[str, Any]) -> str:
+    """The member an update without ``Targets`` is for: a BMC reads it from
+    the package (stock Ironic names no target on a one-system BMC); here the
+    one whose id the image's file name starts with (``bmc-2.0.bin``), else
+    the BIOS."""
+    leaf = urllib.parse.urlsplit(image).path.rpartition("/")[2] if isinstance(image, str) else ""
+    found = [path for path, c in components.items() if leaf.lower().startswith(c.id.lower())]
+    return max(found, key=len) if found else f"{_INVENTORY}/BIOS"
+
+
 def _take_update(bmc: Bmc, raw: bytes, hardware: list[Firing]) -> tuple[_Answer, str | None]:
     """The answer to a SimpleUpdate POST and the ``Location`` it names."""
     try:
@@ -394,8 +404,8 @@ def _take_update(bmc: Bmc, raw: bytes, hardware: list[Firing]) -> tuple[_Answer,
     if not isinstance(body, dict) or "ImageURI" not in body:
         return _error(400, "Base.1.8.ActionParameterMissing", "SimpleUpdate needs ImageURI"), None
     image, protocol = body["ImageURI"], body.get("TransferProtocol")
-    targets = body.get("Targets", [f"{_INVENTORY}/BIOS"])
     components = {f"{_INVENTORY}/{c.id}": c for c in bmc.machine.firmware_now()[0]}
+    targets = body.get("Targets", [_image_target(image, components)])
     formats, values = [], []
     scheme = urllib.parse.urlsplit(image).scheme if isinstance(image, str) else ""
     if scheme.upper() not in PROTOCOLS or not urllib.parse.urlsplit(image).netloc:

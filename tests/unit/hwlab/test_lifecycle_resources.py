@@ -252,6 +252,25 @@ def test_simple_update_runs_a_task_that_lands_the_image_version_on_the_clock() -
     assert not lab.machine.bmc_down()
 
 
+@pytest.mark.parametrize(
+    ("image", "target"),
+    [
+        ("http://x/fw/bmc-2.0.bin", "BMC"),
+        ("http://x/NIC1_3.1.bin", "NIC1"),
+        ("http://x/a.bin", "BIOS"),
+    ],
+)
+def test_without_targets_the_image_name_picks_the_component(image: str, target: str) -> None:
+    """A BMC reads the component from the package itself (stock Ironic sends
+    no ``Targets`` to a one-system BMC): here, the member whose id the image's
+    file name starts with, else the BIOS."""
+    lab = Served()
+    assert lab.call("POST", SIMPLE_UPDATE, {"ImageURI": image})[0] == 202
+    lab.clock.advance(10.0)
+    version = image.rpartition("/")[2]
+    assert lab.get(f"{INVENTORY}/{target}")["Version"] == version
+
+
 def test_bmc_firmware_reboots_the_bmc_which_comes_back_with_it() -> None:
     lab = Served()
     body = {"ImageURI": "http://10.0.0.1/bmc-3.0.fwpkg", "Targets": [f"{INVENTORY}/BMC"]}
