@@ -11,6 +11,9 @@ same cheaply.
 * a firmware update (clean step ``firmware.update``) through a BMC reboot
   (``update_reboot``) reaches ``manageable`` with the new version in Ironic's
   firmware table; a rejected image fails typed;
+* servicing an active node (``firmware.update`` as a service step, which
+  stock's runs without a ramdisk too), both types update the BMC through its
+  reboot and are ``active`` again with the new version;
 * inspection creates a port per NIC the BMC lists, as stock's does.
 
 This module starts an Ironic of its own with the interfaces enabled."""
@@ -36,6 +39,8 @@ pytestmark = pytest.mark.timeout(400)
 #: manual cleaning without a ramdisk (disable_ramdisk: 1.70), firmware API (1.86)
 API = "1.86"
 WANTED = {"ProcTurboMode": "Disabled", "ProcCoreDisable": "2"}
+#: the lab's BMC reads version ``bmc-2.0.bin`` after this image
+IMAGE = "http://127.0.0.1:9/fw/bmc-2.0.bin"
 SETTINGS = dataclasses.replace(
     SESSION_SETTINGS,
     extra={
@@ -69,12 +74,13 @@ def lifecycle_ironic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def manageable(lifecycle_ironic: Any, ironic_lab: Lab) -> Iterator[Callable[..., Any]]:
     """Enroll the next lab node with ``driver`` and the interfaces named,
-    and take it to ``manageable``; ``(node, lab name)``."""
+    and take it to ``manageable`` (or, ``active=True``, deploy it: the
+    harness's ramdisk deploy, no IPA); ``(node, lab name)``."""
     conn = lifecycle_ironic
     entries = ironic_lab.inventory()["nodes"]
     used: list[str] = []
 
-    def enroll(driver: str, interface: str) -> tuple[Any, str]:
+    def enroll(driver: str, interface: str, *, active: bool = False) -> tuple[Any, str]:
         entry = entries[next(_NEXT)]
         used.append(entry["name"])
         node = harness.enroll(
@@ -89,6 +95,9 @@ def manageable(lifecycle_ironic: Any, ironic_lab: Lab) -> Iterator[Callable[...,
         kinds = ("bios", "firmware", "inspect")
         node = conn.baremetal.update_node(node, **{f"{k}_interface": interface for k in kinds})
         conn.baremetal.set_node_provision_state(node, "manage", wait=True, timeout=60)
+        if active:
+            for verb in ("provide", "active"):
+                conn.baremetal.set_node_provision_state(node, verb, wait=True, timeout=120)
         return conn.baremetal.get_node(node.id), entry["name"]
 
     yield enroll
@@ -115,9 +124,9 @@ def _bios(conn: Any, node: Any) -> dict[str, str]:
     return {s["name"]: s["value"] for s in answer.json()["bios"]}
 
 
-def _cases(manageable: Callable[..., Any]) -> list[tuple[str, Any, str]]:
+def _cases(manageable: Callable[..., Any], **kw: Any) -> list[tuple[str, Any, str]]:
     return [
-        (driver, *manageable(driver, interface))
+        (driver, *manageable(driver, interface, **kw))
         for driver, interface in (("redfish", "redfish"), ("bmaas-redfish", "bmaas"))
     ]
 
@@ -186,12 +195,47 @@ def test_a_firmware_update_through_a_bmc_reboot_reaches_its_end(
     node, lab_name = manageable("bmaas-redfish", "bmaas")
     rule = {"effect": "update_reboot", "duration": 1.0, "operation": "firmware.update"}
     ironic_lab.add_faults(lab_name, [rule])
-    _clean(conn, node, _firmware_step("bmc", "http://127.0.0.1:9/fw/bmc-2.0.bin"))
+    _clean(conn, node, _firmware_step("bmc", IMAGE))
     done = harness.wait_for_provision(conn, node, {"manageable"}, timeout=120)
     assert done.last_error is None, done.last_error
     answer = conn.baremetal.get(f"/nodes/{node.id}/firmware", microversion=API)
     versions = {c["component"]: c["current_version"] for c in answer.json()["firmware"]}
     assert versions["bmc"] == "bmc-2.0.bin", versions
+
+
+#: servicing an active node (1.87)
+SERVICE_API = "1.87"
+
+
+@pytest.mark.timeout(720)
+def test_a_firmware_update_through_servicing_reaches_its_end_on_both_types(
+    lifecycle_ironic: Any, ironic_lab: Lab, manageable: Callable[..., Any]
+) -> None:
+    """Stock's ``firmware.update`` clean step needs a ramdisk, its service
+    step does not: on an active node both types update the BMC through its
+    reboot and return to ``active`` with the new version in Ironic's table."""
+    conn = lifecycle_ironic
+    cases = _cases(manageable, active=True)
+    rule = {"effect": "update_reboot", "duration": 1.0, "operation": "firmware.update"}
+    start = time.monotonic()
+    for _, node, lab_name in cases:
+        ironic_lab.add_faults(lab_name, [rule])
+        answer = conn.baremetal.put(
+            f"/nodes/{node.id}/states/provision",
+            json={"target": "service", "service_steps": [_firmware_step("bmc", IMAGE)]},
+            microversion=SERVICE_API,
+        )
+        assert answer.status_code == 202, answer.text
+    # stock's looks at the BMC's version only after [redfish]
+    # firmware_update_reboot_delay (300 s), then wants 3 good answers 30 s apart
+    for driver, node, _ in reversed(cases):
+        limit = 120 if driver == "bmaas-redfish" else 540
+        done = harness.wait_for_provision(conn, node, {"active", "service failed"}, timeout=limit)
+        assert done.provision_state == "active", (driver, harness.failure_text(conn, node))
+        answer = conn.baremetal.get(f"/nodes/{node.id}/firmware", microversion=API)
+        versions = {c["component"]: c["current_version"] for c in answer.json()["firmware"]}
+        assert versions.get("bmc") == "bmc-2.0.bin", (driver, versions)
+        print(f"{driver}: firmware service active after {time.monotonic() - start:.1f}s")
 
 
 def test_a_rejected_firmware_image_ends_typed(

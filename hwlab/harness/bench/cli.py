@@ -417,7 +417,11 @@ def ironic_reboot(ctx: click.Context) -> None:
 @scenario(
     "lifecycle",
     _opt("--trials", WholeNumber(1, 20), "Trials per row (default 3; smoke 1)."),
-    _opt("--cap", Seconds(10, 3600), "Seconds a trial may wait for its end (default 240)."),
+    _opt(
+        "--cap",
+        Seconds(10, 3600),
+        "Seconds a trial may wait for its end (default 600: stock's BMC update waits 300).",
+    ),
     _opt(
         "--pending-cap",
         Seconds(5, 3600),
@@ -428,7 +432,7 @@ def ironic_reboot(ctx: click.Context) -> None:
 def lifecycle(ctx: click.Context) -> None:
     """A BIOS change (clean, and a setting left pending) and a firmware
     update through a BMC reboot (needs scripts/ironic-env.sh): stock redfish
-    and bmaas-redfish through Ironic's clean steps, and bmaas's CLI (`bios
+    and bmaas-redfish through Ironic's clean and service steps, and bmaas's CLI (`bios
     set --reboot`, `firmware update`); per row the trials that ended right,
     the median seconds to the end state, the end states and the faults."""
 

@@ -57,3 +57,27 @@ def test_the_table_gives_rate_median_ends_and_typed_faults() -> None:
     assert rows[bench.BIOS, "redfish"][-1] == "not measured"
     assert report.headline["bmaas_right"] == 1.0
     assert report.headline["stock_right"] == 0.0
+
+
+def test_stock_firmware_is_measured_by_servicing_an_active_node() -> None:
+    """Stock's firmware clean step boots IPA; its service step does not: the
+    servicing rows ask both types for it on an active node (API 1.87)."""
+    serviced = [r for r in bench.ROWS if r.what == bench.SERVICE]
+    assert [(r.way, r.via, r.skip) for r in serviced] == [
+        ("redfish", "service", ""),
+        ("bmaas-redfish", "service", ""),
+    ]
+    request = bench._request(serviced[0])
+    assert request["microversion"] == "1.87"
+    assert request["json"] == {
+        "target": "service",
+        "service_steps": [
+            {
+                "interface": "firmware",
+                "step": "update",
+                "args": {"settings": [{"component": "bmc", "url": bench.IMAGE}]},
+            }
+        ],
+    }
+    clean = next(r for r in bench.ROWS if (r.what, r.way) == (bench.FIRMWARE, "bmaas-redfish"))
+    assert bench._request(clean)["json"]["disable_ramdisk"] is True
