@@ -162,8 +162,7 @@ def one_mode(
     return measured
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
-    say = progress or (lambda _m: None)
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     spec = generate(
         options.nodes, protocols="redfish", seed=options.seed, sse_keepalive=options.sse_keepalive
     )
@@ -171,17 +170,17 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     unmeasured: list[str] = []
     with enrolled_lab(spec, "hwlab-bench-events-") as (lab, db, names):
         for mode in () if options.ironic_only else options.mode or MODES:
-            results[mode] = one_mode(mode, lab, db, names, options, say)
+            results[mode] = one_mode(mode, lab, db, names, options, progress)
         if options.ironic:
             from bmaas.hwlab.harness.bench import events_ironic
 
             for mode in options.ironic:
                 try:
                     results[f"ironic-{mode}"] = events_ironic.one_mode(
-                        mode, lab, db.parent, names, options, say
+                        mode, lab, db.parent, names, options, progress
                     )
                 except events_ironic.IronicError as exc:  # the other rows still count
-                    say(f"ironic {mode}: {exc}")
+                    progress(f"ironic {mode}: {exc}")
                     unmeasured.append(f"ironic {mode}: {' '.join(str(exc).split())[:300]}")
     report = _report(options, results)
     report.unmeasured += unmeasured

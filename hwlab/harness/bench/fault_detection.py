@@ -171,7 +171,7 @@ def _cell(results: list[dict[str, Any]], cap: float) -> dict[str, Any]:
     }
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     require_ipmitool()
     trials = _trials(options)
     raw: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -195,8 +195,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
         with concurrent.futures.ThreadPoolExecutor(options.parallel) as pool:
             for trial, result in pool.map(one, trials):
                 raw.setdefault((trial.protocol, trial.fault, trial.client), []).append(result)
-                if progress is not None:
-                    progress(f"{trial.node}: {result.get('result', 'gave up')}")
+                progress(f"{trial.node}: {result.get('result', 'gave up')}")
     cells = {key: _cell(results, options.cap) for key, results in raw.items()}
     return _report(options, cells)
 

@@ -402,13 +402,12 @@ def _one_size(size: int, options: Options) -> dict[str, Any]:
     return out
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     ipmitool.require_ipmitool()
     sizes: dict[int, dict[str, Any]] = {}
     for size in options.sizes:
         sizes[size] = _one_size(size, options)
-        if progress is not None:
-            progress(f"{size} nodes: done")
+        progress(f"{size} nodes: done")
     return _report(options, sizes)
 
 

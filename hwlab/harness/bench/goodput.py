@@ -222,7 +222,7 @@ def share_spec(options: Options, share: float) -> LabSpec:
     return dataclasses.replace(spec, nodes=nodes)
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     main_spec = generate(
         options.nodes,
         protocols="mixed",
@@ -233,8 +233,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
     main = {}
     for name in STRATEGIES:
         main[name] = _run_strategy(name, main_spec, options.requests, options)
-        if progress is not None:
-            progress(f"{name}: {main[name]['succeeded']}/{options.requests} active")
+        progress(f"{name}: {main[name]['succeeded']}/{options.requests} active")
     shares: dict[str, dict[str, float]] = {}
     for share in options.shares:
         spec = share_spec(options, share)
@@ -242,8 +241,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
             name: _run_strategy(name, spec, options.share_requests, options)["success_rate"]
             for name in STRATEGIES
         }
-        if progress is not None:
-            progress(f"faulty share {share:g}: {shares[f'{share:g}']}")
+        progress(f"faulty share {share:g}: {shares[f'{share:g}']}")
     return _report(options, main, shares)
 
 

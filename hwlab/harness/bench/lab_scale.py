@@ -172,7 +172,7 @@ def _daemon_lab(size: int, seed: int, state_dir: str) -> Iterator[tuple[int, flo
             daemon.wait(10)
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     sizes: dict[str, dict[str, Any]] = {}
     for size in options.sizes:
         with (
@@ -195,12 +195,11 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
             "kib_per_node": rss / 1024 / size,
             **served,
         }
-        if progress is not None:
-            rate = served["reads_per_s"]
-            progress(
-                f"{size} nodes: up in {up:.1f} s, {rss / MIB:.0f} MiB"
-                + (f", {rate:.0f} reads/s" if rate is not None else "")
-            )
+        rate = served["reads_per_s"]
+        progress(
+            f"{size} nodes: up in {up:.1f} s, {rss / MIB:.0f} MiB"
+            + (f", {rate:.0f} reads/s" if rate is not None else "")
+        )
     return _report(options, sizes)
 
 

@@ -121,7 +121,7 @@ def _redfish(entry: dict[str, Any], options: Options) -> dict[str, list[float]]:
         root._auth = None
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     ipmitool.require_ipmitool()
     with (
         tempfile.TemporaryDirectory(prefix="hwlab-bench-overhead-") as tmp,
@@ -132,8 +132,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
             "ipmi": _ipmi(entries["oh-ipmi"], options),
             "redfish": _redfish(entries["oh-redfish"], options),
         }
-    if progress is not None:
-        progress("done")
+    progress("done")
     return _report(options, results)
 
 

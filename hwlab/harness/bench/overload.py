@@ -154,7 +154,7 @@ def _sushy(nodes: Sequence[Mapping[str, Any]], options: Options) -> int:
     return failed
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     spec = generate(options.nodes, protocols="mixed", seed=24)
     spec = dataclasses.replace(
         spec, nodes=tuple(dataclasses.replace(n, hardware=QUICK) for n in spec.nodes)
@@ -190,8 +190,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
             reads = reached[label] * options.sweeps
             rows.append([label, reads, failed, events, round(seconds, 2)])
             data[label] = {"reads": reads, "failed": failed, "overload_events": events}
-            if progress is not None:
-                progress(f"{label}: {events} overload event(s)")
+            progress(f"{label}: {events} overload event(s)")
     table = Table(
         f"Overload events per client: {options.nodes} nodes, {options.sweeps} sweep(s), BMCs "
         f"silent {options.duration:g} s past {options.max_concurrent} in flight or "

@@ -165,7 +165,7 @@ def _scenarios(options: Options) -> list[Any]:
     return chosen
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     scenarios = _scenarios(options)
     protocols = ("ipmi", "redfish")
     cells: list[Cell] = []
@@ -184,8 +184,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
                     continue  # the effect does not apply to this protocol
                 record = inventory[f"matrix-{protocol}"]
                 cells.append(_lab_cell(lab, record, protocol, scenario, options))
-                if progress is not None:
-                    progress(f"{scenario.name} / {protocol}")
+                progress(f"{scenario.name} / {protocol}")
     return _report(options, cells, notes)
 
 

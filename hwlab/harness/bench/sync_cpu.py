@@ -181,8 +181,7 @@ def _jobs(db: Path) -> list[dict[str, Any]]:
         store.close()
 
 
-def run(options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
-    say = progress or (lambda _m: None)
+def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     spec = generate(
         options.nodes, protocols="redfish", seed=options.seed, sse_keepalive=options.sse_keepalive
     )
@@ -198,7 +197,7 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
                     per_pass[who] += _sushy_round(jobs, options)
                 else:
                     per_pass[who] += _bmaas_round(db, len(names), options)
-                say(f"round {number + 1}: {who} done")
+                progress(f"round {number + 1}: {who} done")
         modes = events_bench.Options(
             nodes=options.nodes,
             duration=options.duration,
@@ -209,12 +208,12 @@ def run(options: Options, *, progress: Callable[[str], None] | None = None) -> R
             sse_keepalive=options.sse_keepalive,
         )
         for mode in events_bench.ALL_MODES:
-            hourly[mode] = events_bench.one_mode(mode, lab, db, names, modes, say)
+            hourly[mode] = events_bench.one_mode(mode, lab, db, names, modes, progress)
         if options.quiet_duration > 0:
             still = dataclasses.replace(modes, duration=options.quiet_duration)
             for mode in QUIET_MODES:
                 hourly[f"{mode}{QUIET}"] = events_bench.one_mode(
-                    mode, lab, db, names, still, say, quiet=True
+                    mode, lab, db, names, still, progress, quiet=True
                 )
     load_after = [round(x, 2) for x in os.getloadavg()]
     return _report(options, per_pass, hourly, load_before, load_after)
