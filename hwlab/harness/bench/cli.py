@@ -301,7 +301,8 @@ def goodput(ctx: click.Context) -> str:
     (what Nova did) and bmaas's typed retry; success, time to active, BMC
     calls, ports, leaks. With --backend ironic, through a real Ironic
     (--nodes, --requests and --seed apply; the lab layout is fixed)."""
-    if ctx.params.pop("backend") == "embedded":
+    if ctx.params["backend"] == "embedded":
+        ctx.params.pop("backend")
         return "goodput"
     for unused in ("profile", "shares"):
         if ctx.params.pop(unused) not in (None, ()):
