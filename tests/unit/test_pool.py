@@ -80,6 +80,18 @@ class SessionDriver(BMCDriver):
         raise NotImplementedError
 
 
+class SilentLogout(SessionDriver):
+    """A session whose BMC has since hung: its logout waits 2 s (its timeout)."""
+
+    def __init__(self, node: str, clock: FakeClock) -> None:
+        super().__init__(node)
+        self.fake_clock = clock
+
+    def close(self) -> None:
+        self.fake_clock.advance(2.0)
+        super().close()
+
+
 class Jobs:
     """Collects what a pool starts in the background (logouts); the test runs them."""
 
@@ -326,13 +338,8 @@ def test_a_stale_sessions_logout_never_holds_the_caller(clock: FakeClock) -> Non
     logouts = Jobs()
     pool = DriverPool(idle=10, clock=clock, start=logouts)
 
-    class Hung(SessionDriver):
-        def close(self) -> None:  # a logout to a silent BMC: its whole timeout
-            clock.advance(2.0)
-            super().close()
-
     build = Builder()
-    read(pool, lambda node: Hung(node))
+    read(pool, lambda node: SilentLogout(node, clock))
     clock.advance(10)
     before = clock()
     read(pool, build)
@@ -351,14 +358,9 @@ def test_idle_sessions_expire_without_holding_their_nodes(clock: FakeClock) -> N
     logouts = Jobs()
     pool = DriverPool(idle=10, clock=clock, start=logouts)
 
-    class Hung(SessionDriver):
-        def close(self) -> None:
-            clock.advance(2.0)
-            super().close()
-
     nodes = [key(f"n{i}", address=f"10.0.0.{i}") for i in range(3)]
     for k in nodes:
-        read(pool, lambda node: Hung(node), k)
+        read(pool, lambda node: SilentLogout(node, clock), k)
     clock.advance(10)
     before = clock()
     assert pool.expire_idle() == 3
