@@ -51,14 +51,10 @@ The rules, and why:
   pool counts it through ``driver.logins`` rather than doing it twice.
 * **Idle-out**: a session unused for ``idle`` seconds (capped by the
   driver's own ``session_idle``, since BMCs forget idle sessions) is logged
-  out by :meth:`DriverPool.expire_idle` (the sync loop and the session
-  keeper call it) or, at the latest, when it is next asked for; either
-  way in the background, its node's slot free at once (the logout is a
-  courtesy to a BMC that has likely forgotten the session; to one whose
-  API has since hung it waited out ``bmc_timeout`` while the node's slot
-  was held, and a sync read of the node waited with it: inside Ironic the
-  first pass after 5 % of 200 streamed BMCs' APIs hung took 1.37x a clean
-  one, issue 48).
+  out by :meth:`DriverPool.expire_idle` or when it is next asked for, in
+  the background, its node's slot free at once: a courtesy to a BMC that
+  has likely forgotten it, which to one whose API had since hung held the
+  node's next read for ``bmc_timeout`` (issue 48).
 * **Held longer**: :meth:`DriverPool.hold` names nodes whose driver is
   kept for a longer idle time, past the driver's own ``session_idle``: the
   sync holds the nodes whose BMC streams events, read only by the safety
@@ -489,13 +485,10 @@ class DriverPool:
         return self._clock() - slot.last_used >= self._limit(slot)
 
     def expire_idle(self) -> int:
-        """Forget every session idle past its limit, each logged out in the
-        background (as one found stale when its node is next asked for);
-        returns how many. Their nodes' slots are free at once: logged out
-        one after the other in the caller's thread (the session keeper's)
-        with the slots held until the last was done, a round that met two
-        BMCs whose API had since hung held every node of the round for two
-        ``bmc_timeout``, and Ironic's sync workers reading any of them."""
+        """Forget every session idle past its limit, its slot free at once,
+        each logged out in the background; returns how many. (One after the
+        other, slots held, a round meeting two hung BMCs held all its nodes'
+        reads for two ``bmc_timeout``.)"""
         with self._cond:
             gone = [s for s in self._slots.values() if not s.in_use and self._expired(s)]
             for slot in gone:

@@ -44,15 +44,11 @@ policy table counts and its ``NO_ANSWER`` column sends here), and the
 no-answer starts a background probe at once, with the full deadline, in
 parallel with the other probes (:meth:`SilentBMCs.silent`): a BMC that is
 only slow answers it. A cut read *owes* the BMC's next read the whole
-deadline, which teaches the bound the new time if it answers; the answer
-times are kept, so once a read given the whole deadline got no answer
-either (silent, not slow), the read after it is cut at the bound again
-(before, a no-answer forgot them: ``bmaas sync``, whose book probes
-nothing, waited ``--bmc-timeout`` for each hung read on every pass until
-the node was fenced). A healthy BMC's read is cut at most once in a row,
-so it is never fenced for slowness (Ironic needs
-``power_state_sync_max_retries`` + 1 failed reads in a row); a hung one is
-counted on every pass, as before.
+deadline, which teaches the bound the new time if it answers; once that
+got no answer either, the answer times (kept) cut the next again. A
+healthy BMC's read is cut at most once in a row, so it is never fenced for
+slowness (Ironic needs ``power_state_sync_max_retries`` + 1 failed reads
+in a row); a hung one is counted on every pass, as before.
 """
 
 from __future__ import annotations

@@ -13,10 +13,9 @@ back-off: the first recovery read 30 s after the fence):
 * healthy passes: one that logs in, then ``STEADY`` timed (their median
   is the healthy pass);
 * ``hang`` on ``fraction`` of the nodes, spread over both protocols;
-* ``fault_after`` passes that fence them (each hung read cut at its BMC's
-  silence bound, but the one after a cut, which waits the whole BMC
-  timeout: :mod:`bmaas.silence`), then ``STEADY`` passes timed: each over
-  the healthy median is a ratio.
+* ``fault_after`` passes that fence them (hung reads cut at the silence
+  bound, but the one after a cut: :mod:`bmaas.silence`), then ``STEADY``
+  passes timed: each over the healthy median is a ratio.
 
 The hung nodes are left fenced in the bench's store; their faults are
 cleared in the lab.
