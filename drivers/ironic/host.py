@@ -114,6 +114,7 @@ def _streams(rt: Runtime) -> Streams | None:
         max_streams=group.events_max_streams,
         pacing=Pacing(open_deadline=group.sync_deadline),
         owner=owned,
+        hold=rt.pool.hold,
         stream_of=(
             push_streams(push, prefer=group.events_prefer_push)
             if push is not None

@@ -40,7 +40,11 @@ streamed node costs its BMC the same whatever Ironic's sync interval. A
 live stream proves the stream, not the API: the node's API is also read
 every ``liveness`` seconds (``[bmaas]events_liveness_interval``, default
 300: 12 reads per node-hour), each node at its own phase
-(:mod:`bmaas.liveness`, the sync's rule), and a read that fails leaves the
+(:mod:`bmaas.liveness`, the sync's rule); each sweep tells ``hold`` (the
+conductor's :meth:`~bmaas.pool.DriverPool.hold`) the streamed nodes, whose
+sessions then wait for their next read, as ``bmaas sync``'s do, rather than
+idling out after two sync intervals and logging in again at every liveness
+read (three requests for one). A read that fails leaves the
 node due, so it is read every pass until one is good: Ironic counts the
 failures (``power_state_sync_max_retries``) and fences a hung API behind a
 live stream as it fences a polled one.
@@ -65,7 +69,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from bmaas import clock as _clock
@@ -139,6 +143,7 @@ class Streams:
     again; ``liveness``: seconds between its API's liveness reads (0:
     none). ``interval`` is Ironic's sync interval: a node not read for
     ``expire`` seconds (default three intervals, at least a minute) leaves.
+    ``hold(labels, idle)`` is told the streamed nodes at each sweep.
     ``stream_of``, ``owner``, ``spawn``, ``sleep`` (the sweeper's:
     ``sleep(stop, seconds)``, ending early when ``stop`` is set),
     ``reactor`` (tests step their own), ``clock`` are seams for tests."""
@@ -154,6 +159,7 @@ class Streams:
         pacing: Pacing | None = None,
         stream_of: StreamOf = service_stream,
         owner: Callable[[NodeRef], bool] = lambda ref: True,
+        hold: Callable[[Iterable[str], float], object] = lambda labels, idle: None,
         spawn: Callable[[Callable[[], None], str], Any] = threads.spawn,
         sleep: Callable[[threading.Event, float], object] = threading.Event.wait,
         clock: _clock.ClockFn = _clock.monotonic,
@@ -165,7 +171,7 @@ class Streams:
         self.liveness = Liveness(liveness)
         self.expire = expire if expire is not None else max(3 * interval, 60.0)
         self.pacing = pacing or Pacing()
-        self._stream_of, self._owner, self._spawn = stream_of, owner, spawn
+        self._stream_of, self._owner, self._spawn, self._hold = stream_of, owner, spawn, hold
         self._sleep, self._clock = sleep, clock
         self._lock = threading.RLock()
         self._books: dict[str, _Book] = {}
@@ -423,8 +429,10 @@ class Streams:
 
     def sweep(self, *, force: bool = False) -> None:
         """At most once per sync interval: nodes this conductor no longer
-        owns (the hash ring) or no longer reads (``expire``) leave, and a
-        service without nodes closes."""
+        owns (the hash ring) or no longer reads (``expire``) leave, a
+        service without nodes closes, and ``hold`` keeps the sessions of
+        the nodes whose stream is up until their next safety or liveness
+        read (plus two sync intervals: a late pass)."""
         now = self._clock()
         with self._lock:
             if not force and now - self._swept < min(self.interval, 60.0):
@@ -436,6 +444,10 @@ class Streams:
         with self._lock:
             for uuid in stale + moved:
                 self._forget(uuid)
+            up = {key for key, listener in self._listeners.items() if listener.up}
+            held = [b.ref.label for b in self._books.values() if b.service in up]
+        read_every = min(self.safety, self.liveness.interval or self.safety)
+        self._hold(held, read_every + 2 * self.interval)
         if moved:
             LOG.info(
                 "bmaas: %d nodes now belong to another conductor: not streamed here", len(moved)

@@ -22,10 +22,12 @@ from bmaas.fakes.fleet import FakeFleet
 from bmaas.health import HealthRule
 from bmaas.liveness import LIVENESS_INTERVAL, Liveness
 from bmaas.ops import driver_factory
+from bmaas.pool import DriverPool, idle_for_interval
 from bmaas.store import Store
 from bmaas.sync import SyncParts, SyncReport, SyncSettings, sync_loop
 from tests.unit.stepped import reactor
 from tests.unit.test_ironic_streams import INTERVAL, FakeStream, ref
+from tests.unit.test_pool import SessionDriver, key, read
 from tests.unit.test_sync_events import _counting
 
 HOUR = 3600.0
@@ -188,3 +190,50 @@ def test_ironic_without_the_liveness_read_answers_until_the_safety_read() -> Non
             streams.learned(node.uuid, streams.reading(node.uuid), PowerState.ON)
     assert why == ["safety read (last read 2400 s ago)"]  # as before issue 48
     streams.close(timeout=0.0)
+
+
+def test_ironic_holds_a_streamed_nodes_session_from_one_liveness_read_to_the_next() -> None:
+    """The conductor's pool drops a session idle 2x the sync interval (120 s);
+    a streamed node is read only every 300 s, so each liveness read logged in
+    afresh (and logged the old session out): 3 requests, not one. The
+    streams hold their streamed nodes in the pool (:meth:`DriverPool.hold`),
+    as ``bmaas sync`` does: the second liveness read logs in no more."""
+    clock = FakeClock(start=0.0)
+    pool = DriverPool(idle=idle_for_interval(INTERVAL), clock=clock, start=lambda job: job())
+    streams = Streams(
+        liveness=300.0,
+        interval=INTERVAL,
+        stream_of=lambda service, nodes: FakeStream(nodes),
+        hold=pool.hold,
+        clock=clock,
+        reactor=reactor(clock),
+    )
+    node = ref("a")
+    built: list[SessionDriver] = []
+
+    def bmc_read() -> None:
+        def build(name: str) -> SessionDriver:
+            built.append(SessionDriver(name))
+            built[-1].session_idle = 300.0  # a Redfish BMC's
+            return built[-1]
+
+        read(pool, build, key(node.label))
+        streams.learned(node.uuid, streams.reading(node.uuid), PowerState.ON)
+
+    assert isinstance(streams.answer(node), Miss)  # registered
+    streams.opened(next(iter(streams._listeners.values())))
+    assert isinstance(streams.answer(node), Miss)  # the reconciling read
+    bmc_read()
+    liveness: list[float] = []
+    while len(liveness) < 3:
+        clock.advance(INTERVAL)
+        pool.expire_idle()  # the keeper's round, between passes
+        found = streams.answer(node)
+        if isinstance(found, Miss):
+            assert found.why.startswith("liveness read")
+            liveness.append(clock())
+            bmc_read()
+    assert liveness[2] - liveness[1] == 300.0
+    assert (len(built), sum(d.logins for d in built), pool.stats.idled) == (1, 1, 0)
+    streams.close(timeout=0.0)
+    pool.close()
