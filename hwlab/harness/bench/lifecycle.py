@@ -181,21 +181,17 @@ def _ironic_trial(
         conn.baremetal.set_node_provision_state(node, verb, wait=True, timeout=120)
     if row.rule:
         lab.add_faults(entry["name"], [row.rule])
-    done, failed = ("active", "service failed") if row.via == "service" else _CLEAN_ENDS
+    done = _ENDS[row.via][0]
     start = time.monotonic()
     answer = conn.baremetal.put(f"/nodes/{node.id}/states/provision", **_request(row))
     if answer.status_code != 202:
         raise harness.IronicError(f"{row.via} refused {answer.status_code}: {answer.text[:200]}")
     end = start + cap
-    while time.monotonic() < end:
-        fresh = harness.read_node(conn, node.id)
-        # servicing starts and ends in active: done once no target is left
-        if fresh.provision_state in (done, failed) and not fresh.target_provision_state:
-            break
+    while not _settled(row, fresh := harness.read_node(conn, node.id)) and time.monotonic() < end:
         time.sleep(POLL)
     out["seconds"] = round(time.monotonic() - start, 1)
     out["end"] = fresh.provision_state
-    out["settled"] = fresh.provision_state in (done, failed) and not fresh.target_provision_state
+    out["settled"] = _settled(row, fresh)
     _fault(out, harness.failure_text(conn, node) if out["settled"] else None)
     out["applied"] = out["end"] == done and not out["fault"] and _applied(conn, node, row)
     if fresh.provision_state in ("clean wait", "service wait"):  # still waiting at the cap
@@ -204,7 +200,16 @@ def _ironic_trial(
     return out
 
 
-_CLEAN_ENDS = ("manageable", "clean failed")
+#: (done, failed) for a clean and for servicing
+_ENDS = {"clean": ("manageable", "clean failed"), "service": ("active", "service failed")}
+
+
+def _settled(row: Row, node: Any) -> bool:
+    """At the end: failed (which keeps its target), or done with no target
+    left (servicing starts from ``active`` as it ends there)."""
+    done, failed = _ENDS[row.via]
+    state = node.provision_state
+    return state == failed or (state == done and not node.target_provision_state)
 
 
 def _request(row: Row) -> dict[str, Any]:

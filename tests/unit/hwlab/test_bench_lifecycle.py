@@ -6,6 +6,7 @@ not run."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from bmaas.hwlab.harness.bench import lifecycle as bench
@@ -81,3 +82,20 @@ def test_stock_firmware_is_measured_by_servicing_an_active_node() -> None:
     }
     clean = next(r for r in bench.ROWS if (r.what, r.way) == (bench.FIRMWARE, "bmaas-redfish"))
     assert bench._request(clean)["json"]["disable_ramdisk"] is True
+
+
+def test_a_failed_end_is_settled_though_it_keeps_its_target() -> None:
+    """Ironic's ``clean failed`` keeps its target (``manageable``); servicing
+    starts in ``active`` with a target and ends there without one."""
+
+    def node(state: str, target: str | None) -> Any:
+        return SimpleNamespace(provision_state=state, target_provision_state=target)
+
+    clean = next(r for r in bench.ROWS if r.what == bench.PENDING)
+    serviced = next(r for r in bench.ROWS if r.what == bench.SERVICE)
+    assert bench._settled(clean, node("clean failed", "manageable"))
+    assert bench._settled(clean, node("manageable", None))
+    assert not bench._settled(clean, node("clean wait", "manageable"))
+    assert not bench._settled(serviced, node("active", "active"))
+    assert bench._settled(serviced, node("active", None))
+    assert bench._settled(serviced, node("service failed", "active"))
