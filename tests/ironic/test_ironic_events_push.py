@@ -35,19 +35,26 @@ from bmaas.hwlab.proxy.stock import free_port
 from tests.ironic.test_ironic_events import OPENS, READS, SAFETY, SYNC, Events, Node
 from tests.ironic.test_ironic_events import SETTINGS as SSE_SETTINGS
 
-PUSH_PORT = free_port()
-SETTINGS = dataclasses.replace(
-    SSE_SETTINGS,
-    extra={
-        **SSE_SETTINGS.extra,
-        "bmaas": {
-            **SSE_SETTINGS.extra["bmaas"],
-            "events_listen": f"127.0.0.1:{PUSH_PORT}",
-            "events_prefer_push": "true",
+
+def settings(port: int) -> Any:
+    """The SSE module's Ironic, listening for pushes on ``port`` and preferring them."""
+    return dataclasses.replace(
+        SSE_SETTINGS,
+        extra={
+            **SSE_SETTINGS.extra,
+            "bmaas": {
+                **SSE_SETTINGS.extra["bmaas"],
+                "events_listen": f"127.0.0.1:{port}",
+                "events_prefer_push": "true",
+            },
         },
-    },
-)
-DESTINATION = f"http://127.0.0.1:{PUSH_PORT}/bmaas/events"
+    )
+
+
+def destination(port: int) -> str:
+    return f"http://127.0.0.1:{port}/bmaas/events"
+
+
 SUBSCRIPTIONS = "/redfish/v1/EventService/Subscriptions"
 
 
@@ -64,13 +71,25 @@ def subscriptions(lab: Lab, node: Node) -> list[dict[str, Any]]:
         return [session.get(base + m["@odata.id"], timeout=10).json() for m in members]
 
 
-def ours(lab: Lab, node: Node) -> list[dict[str, Any]]:
-    return [s for s in subscriptions(lab, node) if s.get("Destination") == DESTINATION]
+def ours(lab: Lab, node: Node, port: int) -> list[dict[str, Any]]:
+    return [s for s in subscriptions(lab, node) if s.get("Destination") == destination(port)]
 
 
 @pytest.fixture(scope="module")
-def events(tmp_path_factory: pytest.TempPathFactory, ironic_lab: Lab) -> Iterator[Events]:
-    service = harness.IronicService(tmp_path_factory.mktemp("ironic-events-push"), SETTINGS)
+def push_port() -> int:
+    """Picked as the module's Ironic starts, not at import: a port freed at
+    collection can be any outgoing connection's by the time a late test
+    runs (the conductor then never listened: failed once under load)."""
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def events(
+    tmp_path_factory: pytest.TempPathFactory, ironic_lab: Lab, push_port: int
+) -> Iterator[Events]:
+    service = harness.IronicService(
+        tmp_path_factory.mktemp("ironic-events-push"), settings(push_port)
+    )
     with contextlib.ExitStack() as stack:
         stack.callback(service.stop)
         service.start(timeout=180)
@@ -88,15 +107,15 @@ def node(events: Events) -> Iterator[Node]:
 
 @pytest.mark.timeout(600)
 def test_a_console_power_off_reaches_ironic_by_one_bmc_read_a_pushed_event_asked_for(
-    events: Events, node: Node
+    events: Events, node: Node, push_port: int
 ) -> None:
     events.settled(node)
     log = events.log()
-    assert f"listening for pushed Redfish events on 127.0.0.1:{PUSH_PORT}" in log
+    assert f"listening for pushed Redfish events on 127.0.0.1:{push_port}" in log
     assert re.search(r"bmaas: event stream of \S+ up \(push subscription, \d+ nodes\)", log), log[
         -3000:
     ]
-    (sub,) = ours(events.lab, node)  # one subscription, to this conductor
+    (sub,) = ours(events.lab, node, push_port)  # one subscription, to this conductor
     assert sub["Protocol"] == "Redfish"
     assert sub["DeliveryRetryPolicy"] == "TerminateAfterRetries"
     assert len(sub["Context"]) == 64  # its secret: 32 random bytes, never logged
@@ -144,25 +163,27 @@ def test_passes_between_safety_reads_cost_the_bmc_nothing(events: Events, node: 
 
 @pytest.mark.timeout(900)
 def test_a_restarted_conductor_subscribes_again_and_its_pushes_land(
-    events: Events, node: Node
+    events: Events, node: Node, push_port: int
 ) -> None:
     events.settled(node)
-    (before,) = ours(events.lab, node)
+    (before,) = ours(events.lab, node, push_port)
     # a crash: no exit handler runs, so the subscription stays on the BMC
     process = events.service.process
     assert process is not None
     os.killpg(process.pid, signal.SIGKILL)
     events.service.stop()
-    left = ours(events.lab, node)
+    left = ours(events.lab, node, push_port)
     assert [s["@odata.id"] for s in left] == [before["@odata.id"]]
     events.service.launch(timeout=180)
     events.until(
-        lambda: any(s["@odata.id"] != before["@odata.id"] for s in ours(events.lab, node)),
+        lambda: any(
+            s["@odata.id"] != before["@odata.id"] for s in ours(events.lab, node, push_port)
+        ),
         60 + 10 * SYNC,
     )
     # the new conductor's listener has the old one's Destination: its first
     # subscription deleted what the dead one left before it was made
-    (now,) = ours(events.lab, node)
+    (now,) = ours(events.lab, node, push_port)
     assert now["@odata.id"] != before["@odata.id"]
     log_at = len(events.log())
     events.until(lambda: bool(events.streamed(node, events.log()[log_at:])), 60 + 10 * SYNC)
