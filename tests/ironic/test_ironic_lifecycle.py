@@ -49,8 +49,15 @@ SETTINGS = dataclasses.replace(
             "enabled_firmware_interfaces": "no-firmware,redfish,bmaas",
             "enabled_inspect_interfaces": "no-inspect,redfish,bmaas",
         },
-        # stock's BIOS apply is finished by a periodic task (default every 60 s)
-        "redfish": {"firmware_update_status_interval": 2},
+        # stock's BIOS apply is finished by a periodic task (default every 60
+        # s); its BMC update looks at the version after a 300 s delay, then
+        # wants 3 good answers 30 s apart: the test's end state is the same
+        # in seconds (the bench measures the defaults)
+        "redfish": {
+            "firmware_update_status_interval": 2,
+            "firmware_update_reboot_delay": 10,
+            "firmware_update_validation_interval": 2,
+        },
         "bmaas": {"events": "false", "lifecycle_deadline": 60},
     },
 )
@@ -207,7 +214,6 @@ def test_a_firmware_update_through_a_bmc_reboot_reaches_its_end(
 SERVICE_API = "1.87"
 
 
-@pytest.mark.timeout(720)
 def test_a_firmware_update_through_servicing_reaches_its_end_on_both_types(
     lifecycle_ironic: Any, ironic_lab: Lab, manageable: Callable[..., Any]
 ) -> None:
@@ -227,9 +233,9 @@ def test_a_firmware_update_through_servicing_reaches_its_end_on_both_types(
         )
         assert answer.status_code == 202, answer.text
     # stock's looks at the BMC's version only after [redfish]
-    # firmware_update_reboot_delay (300 s), then wants 3 good answers 30 s apart
+    # firmware_update_reboot_delay (10 s here), then wants 3 good answers
     for driver, node, _ in reversed(cases):
-        limit = 120 if driver == "bmaas-redfish" else 540
+        limit = 120 if driver == "bmaas-redfish" else 240
         done = harness.wait_for_provision(conn, node, {"active", "service failed"}, timeout=limit)
         assert done.provision_state == "active", (driver, harness.failure_text(conn, node))
         answer = conn.baremetal.get(f"/nodes/{node.id}/firmware", microversion=API)
