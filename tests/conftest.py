@@ -67,6 +67,7 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/ironic/test_ironic_news.py": "ironic-news",  # its own Ironic
     "tests/ironic/test_ironic_lifecycle.py": "ironic-lifecycle",  # its own Ironic
     "tests/ironic/test_bench_lifecycle.py": "ironic-bench-lifecycle",  # its own Ironic
+    "tests/ironic/test_ironic_harness_port.py": "ironic-harness-port",  # its own Ironic
 }
 
 

@@ -80,6 +80,17 @@ class IronicError(BmaasError):
     code = "ironic_error"
 
 
+class PortTaken(IronicError):
+    """Ironic's API port was taken between :func:`free_port` and Ironic's
+    bind (any outgoing connection may get it as its ephemeral port): the
+    conductor runs on without an API. :meth:`IronicService.start` picks
+    another."""
+
+
+#: times :meth:`IronicService.start` picks a new API port after :class:`PortTaken`
+START_ATTEMPTS = 3
+
+
 def find_venv(release: str = "") -> Path:
     """The venv ``scripts/ironic-env.sh`` made: for ``release`` (another
     tested release, ``ironic-env.sh --release``) ``.venv-ironic-RELEASE`` at
@@ -252,7 +263,15 @@ class IronicService:
         enabled hardware type (the conductor has registered them). ``abort``
         set meanwhile stops it and raises :class:`IronicError`."""
         self.prepare(timeout=timeout)
-        self.launch(timeout=timeout, abort=abort)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self.launch(timeout=timeout, abort=abort)
+                return
+            except PortTaken:
+                if attempt == START_ATTEMPTS:
+                    raise
+                self.port = free_port()
+                self.write_config()
 
     def _env(self) -> dict[str, str]:
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -320,6 +339,8 @@ class IronicService:
         while time.monotonic() < deadline_s:
             if self.process is not None and self.process.poll() is not None:
                 raise IronicError(f"ironic exited with {self.process.returncode}: {self.tail()}")
+            if self._port_taken():
+                raise PortTaken(f"ironic's API port {self.port} was taken: {self.tail(5)}")
             try:
                 answer = requests.get(f"{self.url}/v1/drivers", timeout=2)
                 if answer.ok:
@@ -332,6 +353,20 @@ class IronicService:
             if abort.wait(0.5):
                 raise IronicError("asked to stop while Ironic was starting")
         raise IronicError(f"ironic did not come up at {self.url} ({last}): {self.tail()}")
+
+    def _port_taken(self) -> bool:
+        """The API server's bind failed (in Ironic's log or its stderr's
+        last 64 KiB: the conductor lives on, the API never answers)."""
+        sign = f"('127.0.0.1', {self.port}): [Errno 98]".encode()
+        for path in (self.workdir / "ironic.stderr", self.log_path):
+            try:
+                with path.open("rb") as f:
+                    f.seek(max(0, path.stat().st_size - 65536))
+                    if sign in f.read():
+                        return True
+            except FileNotFoundError:
+                continue
+        return False
 
     def tail(self, lines: int = 30) -> str:
         """The end of Ironic's log and stderr, for failure messages."""
