@@ -36,7 +36,7 @@ from tests.ironic.test_ironic_events import OPENS, READS, SAFETY, SYNC, Events, 
 from tests.ironic.test_ironic_events import SETTINGS as SSE_SETTINGS
 
 
-def settings(port: int) -> Any:
+def settings(port: int) -> harness.IronicSettings:
     """The SSE module's Ironic, listening for pushes on ``port`` and preferring them."""
     return dataclasses.replace(
         SSE_SETTINGS,
