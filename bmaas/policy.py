@@ -36,53 +36,14 @@ drift apart::
 (:func:`render_tree` draws this picture from :data:`POLICY`; a test keeps the
 two equal, and another holds the table against the fault tree.)
 
-The columns, and who reads them:
-
-* **same node** (:class:`SameNode`) — :mod:`bmaas.retry` decides *whether*
-  and *which kind* of retry from here; *how many* attempts and *how long* to
-  wait stay numbers in :class:`bmaas.retry.RetryLimits`.
-* **reschedule** (:class:`Reschedule`) — the request-level loop
-  (:func:`bmaas.provision.should_reschedule`): move on to the next candidate,
-  or stop the request.
-* **retry** (:attr:`FaultPolicy.retry`, derived, not a column) — the scope
-  a fault advertises (``fault.retry``, the ``[bmaas CODE retry=SCOPE]``
-  prefix): ``same_node`` when the operation retry takes it, else
-  ``other_node`` when the reschedule moves on, else ``never``.
-* **sync** (``counts_for_health``) — whether the power sync counts the fault
-  toward putting the node into maintenance: bmaas's hysteresis
-  (:mod:`bmaas.sync`), a failed deploy's streak (embedded backend), and
-  Ironic's sync (``drivers/ironic``: a read in Ironic's sync fails at once on
-  a counted fault and retries one not counted within ``sync_deadline``).
-  Only faults that say something about the node count; a busy BMC or a
-  rejected password never does, nor a no-answer fault the client's own
-  lateness produced (its ``late`` set: :func:`policy_for`, issue 50).
-* **off** (``power_off_after_failure``) — a failed deploy powers the node
-  off (embedded backend), except when the BMC is the problem (it could not
-  act) or our own claim on the node is in doubt.
-* **fence** (``fences``) — a provisioning backend fences the node after a
-  failed deploy: the embedded backend counts it toward its deploy-failure
-  streak (two in a row: maintenance), Ironic's sets maintenance at once.
-* **fleet** (:class:`FleetOutcome`) — how ``bmaas power|boot-device|vmedia``
-  and a one-shot ``sync`` report a node whose call still failed after the
-  operation retry.
-* **check** (:class:`CheckFinding`) — what ``bmaas status check`` shows for
-  a BMC call that raised it; only ``busy`` is a Warning (``!`` in the
-  picture), the rest Failures.
-* **stream** (:class:`Reopen`) — when the one event listener loop
-  (:class:`bmaas.listening.Listening`: ``bmaas sync``'s and Ironic's conductor's)
-  opens a stream again after the fault refused or ended it: ``soon`` paced
-  by the back-off, ``late`` after the long wait (a rejected password is not
-  tried a minute later: accounts lock). Its nodes are polled meanwhile
-  either way; a listener never gives up. Anything that is not a
-  ``BmaasError`` (a bug) takes the root row: re-opened soon.
-
-docs/faults.md's table also shows the derived ``retry`` scope and **fleet**.
-
-Three more columns are sets beside the rows (not drawn; each with its why):
-**other protocol** (:data:`OTHER_PROTOCOL_MAY_CURE`, :mod:`bmaas.failover`),
-**no answer** (:data:`NO_ANSWER`, :mod:`bmaas.silence`) and **drop session**
-(:data:`DROPS_SESSION`, :class:`bmaas.pool.DriverPool`: the pooled session a
-fault leaves untrustworthy is closed, never reused).
+What each column means and who reads it is docs/faults.md ("What each layer
+does"): same node (:class:`SameNode`, :mod:`bmaas.retry`), reschedule
+(:class:`Reschedule`), the derived ``retry`` scope, sync
+(``counts_for_health``; never for a no-answer fault the client's own
+lateness produced, issue 50), off, fence, fleet (:class:`FleetOutcome`),
+check (:class:`CheckFinding`) and stream (:class:`Reopen`). Three more
+columns are sets beside the rows: :data:`OTHER_PROTOCOL_MAY_CURE`,
+:data:`NO_ANSWER` and :data:`DROPS_SESSION`.
 
 Classes not drawn here (``StoreError``, ``SegmentExhausted``, ``Interrupted``,
 a driver's own subclass) follow their nearest ancestor in the table
