@@ -73,6 +73,7 @@ from bmaas.hwlab.harness.bench.outside import (
     steady_window,
 )
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
+from bmaas.hwlab.harness.bench.report import ratio as ratio_of
 from bmaas.hwlab.labspec import generate
 from bmaas.hwlab.proxy.stock import free_port
 from bmaas.store import Store
@@ -243,8 +244,7 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
     poll, ev = data.get("polling", {}), data.get("events", {})
 
     def ratio(key: str) -> float | None:
-        a, b = poll.get(key), ev.get(key)
-        return round(a / b, 1) if a and b else None
+        return ratio_of(poll.get(key), ev.get(key), 1)
 
     headline = {
         "detection p99, events (s)": ev.get("p99_s"),
@@ -256,13 +256,13 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
     }
     ipoll, iev = data.get("ironic-bmaas-polling", {}), data.get("ironic-bmaas-events", {})
     if ipoll or iev:
-        a = ipoll.get("steady_requests_per_node_hour")
-        b = iev.get("steady_requests_per_node_hour")
         headline |= {
             "Ironic bmaas-redfish detection p99, events (s)": iev.get("p99_s"),
             "Ironic bmaas-redfish detection p99, polling (s)": ipoll.get("p99_s"),
-            "Ironic BMC requests per node-hour, polling / events (steady)": (
-                round(a / b, 1) if a and b else None
+            "Ironic BMC requests per node-hour, polling / events (steady)": ratio_of(
+                ipoll.get("steady_requests_per_node_hour"),
+                iev.get("steady_requests_per_node_hour"),
+                1,
             ),
         }
     return Report(

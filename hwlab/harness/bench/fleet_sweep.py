@@ -54,7 +54,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.hwlab.harness.bench import hung_sync, ipmitool, sushy_poll
 from bmaas.hwlab.harness.bench.common import enrolled_lab
-from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds, ratio
 from bmaas.hwlab.harness.budgets import per_call
 from bmaas.hwlab.labspec import generate
 from bmaas.ops import DEFAULT_WORKERS, driver_factory, run_on_nodes
@@ -411,10 +411,6 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     return _report(options, sizes)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a and b else None
-
-
 def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
     rows = []
     headline: dict[str, float | None] = {}
@@ -433,8 +429,10 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                     f"{r['cpu_per_read_ms']:.3f}" if r["cpu_per_read_ms"] is not None else "—",
                     _ms(r.get("lab_cpu_per_read_ms")),
                     # the same IPMI nodes as ipmitool: only those rows compare
-                    fmt_ratio(_ratio(r["nodes_per_s"], tool["nodes_per_s"])) if ipmi_only else "—",
-                    fmt_ratio(_ratio(r["cpu_per_read_ms"], tool["cpu_per_read_ms"]))
+                    fmt_ratio(ratio(r["nodes_per_s"], tool["nodes_per_s"], 3))
+                    if ipmi_only
+                    else "—",
+                    fmt_ratio(ratio(r["cpu_per_read_ms"], tool["cpu_per_read_ms"], 3))
                     if ipmi_only
                     else "—",
                     r["failed_calls"],
@@ -445,8 +443,8 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
         headline.update(
             {
                 f"{size} nodes: IPMI steady CPU ms/read": _round(steady["cpu_per_read_ms"]),
-                f"{size} nodes: IPMI steady CPU / ipmitool CPU per read": _ratio(
-                    steady["cpu_per_read_ms"], tool["cpu_per_read_ms"]
+                f"{size} nodes: IPMI steady CPU / ipmitool CPU per read": ratio(
+                    steady["cpu_per_read_ms"], tool["cpu_per_read_ms"], 3
                 ),
                 f"{size} nodes: Redfish steady CPU ms/read": _round(
                     result[REDFISH_STEADY]["cpu_per_read_ms"]
@@ -457,15 +455,16 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                 f"{size} nodes: lab CPU ms per Redfish steady read": _round(
                     result[REDFISH_STEADY].get("lab_cpu_per_read_ms")
                 ),
-                f"{size} nodes: IPMI steady nodes/s / ipmitool x 8": _ratio(
-                    best, tool["nodes_per_s"]
+                f"{size} nodes: IPMI steady nodes/s / ipmitool x 8": ratio(
+                    best, tool["nodes_per_s"], 3
                 ),
                 f"{size} nodes: bare sushy CPU ms/read": _round(
                     result[BARE_SUSHY]["cpu_per_read_ms"]
                 ),
-                f"{size} nodes: Redfish steady CPU / bare sushy CPU per read": _ratio(
+                f"{size} nodes: Redfish steady CPU / bare sushy CPU per read": ratio(
                     result[REDFISH_STEADY]["cpu_per_read_ms"],
                     result[BARE_SUSHY]["cpu_per_read_ms"],
+                    3,
                 ),
                 f"{size} nodes: IPMI steady reads per login": result["sessions"]["in_process"][0][
                     "reads_per_login"

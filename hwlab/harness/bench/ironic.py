@@ -35,7 +35,7 @@ from bmaas import faulttext
 from bmaas.fakes.machine import Hardware
 from bmaas.hwlab.harness import ironic as harness
 from bmaas.hwlab.harness.bench.common import ironic_enroll, ironic_running, running_lab
-from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds, short
 from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import generate
 
@@ -122,13 +122,6 @@ def _settings(o: Options) -> harness.IronicSettings:
         bmaas_operation_deadline=o.operation_deadline,
         bmaas_sync_deadline=o.sync_deadline,
     )
-
-
-def _short(text: str | None, width: int = 90) -> str:
-    if not text:
-        return "-"
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class _Nodes:
@@ -301,7 +294,7 @@ def _report(o: Options, faults: list[dict[str, Any]], sync: list[dict[str, Any]]
                 fmt_seconds(r["seconds"], lower_bound=not r["gave_up"]),
                 r["code"] or "-",
                 "yes" if r["maintenance"] else "no",
-                _short(r["last_error"]),
+                short(r["last_error"], 90),
             ]
         )
     fault_table = Table(

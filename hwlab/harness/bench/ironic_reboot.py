@@ -52,7 +52,7 @@ from bmaas import faulttext
 from bmaas.fakes.machine import Hardware
 from bmaas.hwlab.harness import ironic as harness
 from bmaas.hwlab.harness.bench.common import ironic_enroll, ironic_running, running_lab
-from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds, short
 from bmaas.hwlab.lab import Lab
 from bmaas.hwlab.labspec import generate, loopback_hosts
 
@@ -295,13 +295,6 @@ def _outcome(r: dict[str, Any]) -> str:
     return r["code"] or "error"
 
 
-def _short(text: str | None, width: int = 80) -> str:
-    if not text:
-        return "-"
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def summary(results: Sequence[dict[str, Any]], fault: str, driver: str) -> str:
     """``on n/m, a-b s`` for one fault and hardware type over the rounds."""
     rows = [r for r in results if r["fault"] == fault and r["driver"] == driver]
@@ -353,7 +346,7 @@ def _report(o: Options, results: list[dict[str, Any]], *, ironic: str | None = N
                 r["conflicts"],
                 r["fired"],
                 "yes" if r.get("switched_off") else "no",
-                _short(r["last_error"]),
+                short(r["last_error"], 80),
             ]
             for r in results
         ],

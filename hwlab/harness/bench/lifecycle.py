@@ -55,7 +55,7 @@ from bmaas.hwlab.harness.bench.common import (
     ironic_running,
 )
 from bmaas.hwlab.harness.bench.ironic_reboot import POLL, QUICK
-from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_seconds, short
 from bmaas.hwlab.labspec import generate
 
 __all__ = ["ROWS", "Options", "Row", "run"]
@@ -328,12 +328,6 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     return report
 
 
-def _short(text: str | None, width: int = 70) -> str:
-    if not text:
-        return "-"
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _summary(row: Row, results: list[dict[str, Any]]) -> list[Any]:
     mine = [r for r in results if r["what"] == row.what and r["way"] == row.way]
     if row.skip:
@@ -373,7 +367,7 @@ def _report(o: Options, results: list[dict[str, Any]], *, ironic: str | None) ->
                 r["end"],
                 fmt_seconds(r["seconds"], lower_bound=not r["settled"]),
                 "yes" if r["right"] else "no",
-                _short(r["fault"]),
+                short(r["fault"], 70),
             ]
             for r in results
         ],

@@ -39,6 +39,8 @@ __all__ = [
     "fmt_ratio",
     "fmt_seconds",
     "print_report",
+    "ratio",
+    "short",
     "write_report",
 ]
 
@@ -167,6 +169,22 @@ def fmt_ratio(value: float | None, *, lower_bound: bool = False) -> str:
     if value >= 100:
         return f"{prefix}{value:,.0f}x"
     return f"{prefix}{value:.2f}x" if value < 10 else f"{prefix}{value:.1f}x"
+
+
+def ratio(a: float | None, b: float | None, digits: int | None = None) -> float | None:
+    """``a / b`` (rounded to ``digits``); None where either is missing or zero."""
+    if not (a and b):
+        return None
+    return a / b if digits is None else round(a / b, digits)
+
+
+def short(text: str | None, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters (``-`` for none): an
+    error message in a table cell."""
+    if not text:
+        return "-"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _cell(value: Any) -> str:

@@ -58,7 +58,7 @@ from bmaas.hwlab.harness.bench.common import (
     per_node_hour,
     process_cpu,
 )
-from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, ratio
 from bmaas.hwlab.harness.bench.sushy_poll import node_job
 from bmaas.hwlab.labspec import generate
 from bmaas.hwlab.pyexec import python_argv
@@ -286,14 +286,11 @@ def _report(
         value = data_hourly.get(mode, {}).get("steady_cpu_s_per_node_hour")
         return float(value) if value is not None else None
 
-    def over(a: float | None, b: float | None) -> float | None:
-        return a / b if a and b else None
-
     poll, ev, pushed = hourly_cpu("polling"), hourly_cpu("events"), hourly_cpu("push")
     poll_quiet, ev_quiet = hourly_cpu(f"polling{QUIET}"), hourly_cpu(f"events{QUIET}")
     push_quiet = hourly_cpu(f"push{QUIET}")
-    hour_ratio, push_ratio = over(poll, ev), over(poll, pushed)
-    quiet_ratio, push_quiet_ratio = over(poll_quiet, ev_quiet), over(poll_quiet, push_quiet)
+    hour_ratio, push_ratio = ratio(poll, ev), ratio(poll, pushed)
+    quiet_ratio, push_quiet_ratio = ratio(poll_quiet, ev_quiet), ratio(poll_quiet, push_quiet)
     per_change, break_even = _change_cost(hourly.get("events"), ev_quiet, poll_quiet, options.nodes)
     unmeasured = [f"{who}: no steady pass" for who, v in per_pass.items() if not v]
     machine = {"nproc": os.cpu_count(), "load_before": load_before, "load_after": load_after}
