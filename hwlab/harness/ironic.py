@@ -144,6 +144,19 @@ class IronicSettings:
     #: anything else: {"section": {"option": "value"}}
     extra: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
+    @classmethod
+    def budget(cls, options: Any, **kw: Any) -> IronicSettings:
+        """A bench's settings: the ``[bmaas]`` budget its ``options`` name
+        (``call_deadline``, ``operation_deadline``, ``sync_deadline``) and
+        their ``sync_interval``; ``kw`` as the fields, the rest the defaults."""
+        return cls(
+            sync_interval=options.sync_interval,
+            bmaas_call_deadline=options.call_deadline,
+            bmaas_operation_deadline=options.operation_deadline,
+            bmaas_sync_deadline=options.sync_deadline,
+            **kw,
+        )
+
 
 class IronicService:
     """One standalone Ironic process (API + conductor) under ``workdir``."""

@@ -112,18 +112,6 @@ class Options:
         )
 
 
-def _settings(o: Options) -> harness.IronicSettings:
-    return harness.IronicSettings(
-        sync_interval=o.sync_interval,
-        sync_max_retries=3,  # Ironic's default
-        power_timeout=30,
-        ipmi_min_command_interval=5,  # Ironic's default
-        bmaas_call_deadline=o.call_deadline,
-        bmaas_operation_deadline=o.operation_deadline,
-        bmaas_sync_deadline=o.sync_deadline,
-    )
-
-
 class _Nodes:
     """Hands out lab nodes, enrolled on demand."""
 
@@ -270,11 +258,12 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     spec = generate(count, protocols="both", seed=5, hardware=QUICK)
     import tempfile
 
+    settings = harness.IronicSettings.budget(o, power_timeout=30)
     progress(f"starting a lab of {count} nodes and Ironic")
     with (
         tempfile.TemporaryDirectory(prefix="bench-ironic-") as tmp,
         running_lab(spec, Path(tmp) / "lab") as lab,
-        ironic_running(Path(tmp) / "ironic", _settings(o), None) as (ironic, conn),
+        ironic_running(Path(tmp) / "ironic", settings, None) as (ironic, conn),
     ):
         nodes = _Nodes(lab, ironic, conn)
         faults = _fault_phase(o, nodes, lab, conn, progress)

@@ -129,18 +129,6 @@ def plan(o: Options) -> list[Trial]:
     return trials
 
 
-def _settings(o: Options) -> harness.IronicSettings:
-    return harness.IronicSettings(
-        sync_interval=o.sync_interval,
-        sync_max_retries=3,
-        power_timeout=o.power_timeout,
-        ipmi_min_command_interval=5,
-        bmaas_call_deadline=o.call_deadline,
-        bmaas_operation_deadline=o.operation_deadline,
-        bmaas_sync_deadline=o.sync_deadline,
-    )
-
-
 def _released(conn: Any, node: Any, cap: float) -> Any:
     """Wait until Ironic has let go of ``node``: no power or provision
     change pending, no conductor holding its lock. The node as read."""
@@ -247,11 +235,12 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     results: list[dict[str, Any]] = []
     unmeasured: list[str] = []
     venv = harness.find_venv(o.release)
+    settings = harness.IronicSettings.budget(o, power_timeout=o.power_timeout)
     progress(f"starting a lab of {len(trials)} nodes and Ironic")
     with (
         tempfile.TemporaryDirectory(prefix="bench-ironic-reboot-") as tmp,
         running_lab(spec, Path(tmp) / "lab", ipmi_hosts=ipmi_hosts) as lab,
-        ironic_running(Path(tmp) / "ironic", _settings(o), venv) as (ironic, conn),
+        ironic_running(Path(tmp) / "ironic", settings, venv) as (ironic, conn),
     ):
         entries = list(lab.inventory()["nodes"])
         lock = threading.Lock()
