@@ -95,22 +95,6 @@ class KeysRepo:
         locks.hold_shared(tx)
         return self.keyring(create=not sealed.sealed_key_ids(infos))
 
-    def seal_all(self, tx: Tx, ring: Keyring | None = None) -> int:
-        """Seal every inline password still in the clear (the 0003
-        migration's step, and a safety net); returns how many nodes."""
-        rows = list(tx.execute(sa.select(t.nodes.c.id, t.nodes.c.driver_info)))
-        todo = [(r.id, r.driver_info) for r in rows if sealed.needs_sealing(r.driver_info or {})]
-        if not todo:
-            return 0
-        ring = ring or self.ring_for_enroll(tx, [r.driver_info or {} for r in rows])
-        for node_id, info in todo:
-            tx.execute(
-                t.nodes.update()
-                .where(t.nodes.c.id == node_id)
-                .values(driver_info=sealed.seal_driver_info(info, ring))
-            )
-        return len(todo)
-
     def rotate(self, deadline: Deadline, *, keep_old: bool = False) -> Rotation:
         """Seal every password with a new key. Safe to interrupt at any
         instant, to run again after an interruption, and to race: a second

@@ -134,9 +134,6 @@ class Evidence:
     def texts(self) -> list[str]:
         return [t for t in (*self.history, self.last_error, self.fault) if t]
 
-    @property
-    def bmaas_driver(self) -> bool:
-        return bool(self.driver and self.driver.startswith("bmaas-"))
 
 
 def classify_text(text: str, *, node: str | None = None) -> BmaasError | None:

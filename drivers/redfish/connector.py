@@ -157,12 +157,6 @@ class BoundedConnector(Connector):
         call = _CALL.get()
         return call if call is not None and call.connector == id(self) else None
 
-    @property
-    def read_operation(self) -> Operation | None:
-        """The read every GET in the current call serves (sent in OPERATION_HEADER)."""
-        call = self._current()
-        return call.read if call is not None else None
-
     @contextlib.contextmanager
     def within(
         self,
