@@ -69,6 +69,7 @@ class StatsdSink:
         self.on_metric = on_metric
         self.clock = clock
         self.metrics: list[Metric] = []
+        self.dropped = 0  # samples heard that nobody wanted
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.setblocking(False)
@@ -98,6 +99,11 @@ class StatsdSink:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def named(self, fragment: str) -> list[Metric]:
+        """The kept samples whose name contains ``fragment``, oldest first."""
+        with self._lock:
+            return [m for m in self.metrics if fragment in m.name]
+
     def _run(self) -> None:
         with selectors.DefaultSelector() as selector:
             selector.register(self._sock, selectors.EVENT_READ)
@@ -116,7 +122,8 @@ class StatsdSink:
     def _take(self, samples: list[Metric]) -> None:
         for metric in samples:
             if not any(w in metric.name for w in self.wanted):
-                continue  # heard, but nobody wanted it
+                self.dropped += 1
+                continue
             with self._lock:
                 self.metrics.append(metric)
             if self.on_metric is not None:
