@@ -7,36 +7,8 @@ drops the code (its login errors and some helpers raise ``IpmiException(text)``
 with ``ipmicode=0``, so the text is mapped back to its code through pyghmi's
 own tables); then the exception type.
 
-Completion codes (IPMI 2.0 table 5-2):
-
-====  =====================================  ======================  =======================
-code  meaning                                class                   why
-====  =====================================  ======================  =======================
-C0    node busy                              BMCBusy                 the BMC said "later"
-C1    invalid command                        UnsupportedOperation    this BMC lacks it
-C2    invalid command for LUN                UnsupportedOperation
-C3    timeout while processing               BMCBusy                 the BMC gave up, not us
-C4    out of space                           BMCInternalError
-C5    reservation cancelled                  BMCBusy                 someone else is reading
-C6    request data truncated                 UnsupportedOperation    this BMC wants other bytes
-C7    request data length invalid            UnsupportedOperation
-C8    request field length exceeded          UnsupportedOperation
-C9    parameter out of range                 UnsupportedOperation    (1)
-CA    cannot return that many bytes          UnsupportedOperation
-CB    sensor/data/record not present         UnsupportedOperation    e.g. no FRU 0
-CC    invalid data field                     UnsupportedOperation    e.g. a boot device it lacks
-CD    illegal for this sensor/record         UnsupportedOperation
-CE    response could not be provided         BMCBusy                 resources exhausted
-CF    duplicated request                     BMCTimeout              (2)
-D0    SDR repository in update mode          BMCBusy
-D1    firmware update mode                   BMCBusy
-D2    BMC initialisation in progress         BMCBusy
-D3    destination unavailable                BMCInternalError
-D4    insufficient privilege                 BMCAuthError            never retry a privilege
-D5    not supported in present state         BMCBusy                 (1)
-D6    subfunction disabled                   UnsupportedOperation
-FF    unspecified error                      BMCInternalError
-====  =====================================  ======================  =======================
+Completion codes: :data:`COMPLETION_CODES` (IPMI 2.0 table 5-2), each row
+with its meaning and why.
 
 Source of every row: IPMI v2.0 rev 1.1, table 5-2 (completion codes) and
 table 13-15 (RMCP+ status). The codes field incidents show (hwlab's
@@ -93,32 +65,32 @@ __all__ = ["COMPLETION_CODES", "RMCP_STATUS", "Classified", "NoAnswer", "SuiteRe
 
 LOG = logging.getLogger(__name__)
 
-#: IPMI completion code -> fault class (see the module docstring for the why)
+#: IPMI completion code -> fault class; (1) and (2): the module docstring
 COMPLETION_CODES: dict[int, type[BMCFault]] = {
-    0xC0: BMCBusy,
-    0xC1: UnsupportedOperation,
-    0xC2: UnsupportedOperation,
-    0xC3: BMCBusy,
-    0xC4: BMCInternalError,
-    0xC5: BMCBusy,
-    0xC6: UnsupportedOperation,
-    0xC7: UnsupportedOperation,
-    0xC8: UnsupportedOperation,
-    0xC9: UnsupportedOperation,
-    0xCA: UnsupportedOperation,
-    0xCB: UnsupportedOperation,
-    0xCC: UnsupportedOperation,
-    0xCD: UnsupportedOperation,
-    0xCE: BMCBusy,
-    0xCF: BMCTimeout,
-    0xD0: BMCBusy,
-    0xD1: BMCBusy,
-    0xD2: BMCBusy,
-    0xD3: BMCInternalError,
-    0xD4: BMCAuthError,
-    0xD5: BMCBusy,
-    0xD6: UnsupportedOperation,
-    0xFF: BMCInternalError,
+    0xC0: BMCBusy,  # node busy: the BMC said "later"
+    0xC1: UnsupportedOperation,  # invalid command: this BMC lacks it
+    0xC2: UnsupportedOperation,  # invalid command for LUN
+    0xC3: BMCBusy,  # timeout while processing: the BMC gave up, not us
+    0xC4: BMCInternalError,  # out of space
+    0xC5: BMCBusy,  # reservation cancelled: someone else is reading
+    0xC6: UnsupportedOperation,  # request data truncated: this BMC wants other bytes
+    0xC7: UnsupportedOperation,  # request data length invalid
+    0xC8: UnsupportedOperation,  # request field length exceeded
+    0xC9: UnsupportedOperation,  # parameter out of range: (1)
+    0xCA: UnsupportedOperation,  # cannot return that many bytes
+    0xCB: UnsupportedOperation,  # sensor/data/record not present: e.g. no FRU 0
+    0xCC: UnsupportedOperation,  # invalid data field: e.g. a boot device it lacks
+    0xCD: UnsupportedOperation,  # illegal for this sensor/record
+    0xCE: BMCBusy,  # response could not be provided: resources exhausted
+    0xCF: BMCTimeout,  # duplicated request: (2)
+    0xD0: BMCBusy,  # SDR repository in update mode
+    0xD1: BMCBusy,  # firmware update mode
+    0xD2: BMCBusy,  # BMC initialisation in progress
+    0xD3: BMCInternalError,  # destination unavailable
+    0xD4: BMCAuthError,  # insufficient privilege: never retry a privilege
+    0xD5: BMCBusy,  # not supported in present state: (1)
+    0xD6: UnsupportedOperation,  # subfunction disabled
+    0xFF: BMCInternalError,  # unspecified error
 }
 
 #: command-specific codes (0x80-0xBE) of the commands this driver sends
