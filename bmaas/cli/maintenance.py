@@ -15,7 +15,7 @@ from bmaas.cli.app import (
 )
 from bmaas.cli.deploy import make_provisioner, provisioner_options
 from bmaas.cli.interrupt import exit_if_interrupted, interruptible
-from bmaas.cliutil import EXIT_FAILURE
+from bmaas.cliutil import EXIT_FAILURE, echo_rows
 from bmaas.provision.maintenance import evacuate as evacuate_nodes
 from bmaas.provision.readiness import readiness
 from bmaas.store import NodeRecord
@@ -121,8 +121,7 @@ def maintenance_status(ctx: click.Context, app: App, nodes: tuple[str, ...], as_
     states = [readiness(store, rec.name).to_dict() for rec in store.nodes.require(nodes)]
     if not emit(states, as_json=as_json, as_yaml=False):
         width = max(len(s["node"]) for s in states)
-        for s in states:
-            label = "ready" if s["ready"] else "not ready"
-            click.echo(f"{s['node']:<{width}}  {label:<9}  {s['detail']}")
+        label = {True: "ready", False: "not ready"}
+        echo_rows([f"{s['node']:<{width}}  {label[s['ready']]:<9}  {s['detail']}" for s in states])
     if not all(s["ready"] for s in states):
         ctx.exit(EXIT_FAILURE)

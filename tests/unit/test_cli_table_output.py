@@ -8,18 +8,20 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 import pytest
 from click.testing import CliRunner
 
+from bmaas.cli import App, cli
 from bmaas.cli.app import print_results, table
 from bmaas.cli.status import print_table
 from bmaas.cliutil import echo_rows
 from bmaas.ops import NodeResult
 from bmaas.status.result import CheckResult, Result
+from bmaas.store import Store
 
 LOG = logging.getLogger("bmaas.tests.table")
 
@@ -122,3 +124,31 @@ def test_every_table_printer_writes_its_rows_at_once(to_stderr: logging.Handler)
     assert len(tables) == 2, writes
     assert tables[0].splitlines() == ["NAME  POWER", "n1    on", "n2    -"]
     assert tables[1].splitlines()[0].startswith("CHECK")
+
+
+def test_maintenance_status_writes_its_table_at_once(
+    to_stderr: logging.Handler, store: Store, db_url: str, enroll: Callable[..., list[str]]
+) -> None:
+    nodes = enroll(3)
+    store.nodes.set_maintenance(nodes[0], reason="swap PSU", by="alice")
+    writes: list[str] = []
+
+    def body() -> None:
+        stdout = sys.stdout
+        write = stdout.write
+
+        def counting(text: str) -> int:
+            writes.append(text)
+            return write(text)
+
+        stdout.write = counting  # type: ignore[method-assign]
+        try:
+            args = ["--db", db_url, "maintenance", "status", *nodes]
+            cli.main(args, obj=App(), standalone_mode=False)
+        finally:
+            stdout.write = write  # type: ignore[method-assign]
+
+    _invoke(to_stderr, body)
+    tables = [w for w in writes if w.strip()]
+    assert len(tables) == 1, writes
+    assert [line.split()[0] for line in tables[0].splitlines()] == nodes
