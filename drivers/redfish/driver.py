@@ -749,16 +749,20 @@ class RedfishDriver(BMCDriver):
 
     # -- optional capabilities ------------------------------------------------------
 
-    def _cd_slots(self, operation: Operation) -> VirtualMediaSlots:
+    def _cd_slots(
+        self, operation: Operation, found: dict[str, Resource] | None = None
+    ) -> VirtualMediaSlots:
         """The CD/DVD slots of the system, wherever the service keeps them
-        (:mod:`bmaas.drivers.redfish.vmedia`; found once per driver)."""
+        (:mod:`bmaas.drivers.redfish.vmedia`; found once per driver).
+        ``found``: the links this operation read so far (``find_cd_slots``'
+        ``answered``)."""
         system, conn = self._system, self._conn
         assert system is not None
         assert conn is not None
         if self._vmedia_paths is None:
             with conn.reading(Operation.INVENTORY_GET):
                 root = self._root.json if self._root is not None else None
-                self._vmedia_paths = find_cd_slots(conn, system.json, root)
+                self._vmedia_paths = find_cd_slots(conn, system.json, root, answered=found)
         if not self._vmedia_paths:
             raise self.unsupported(
                 operation, "no CD/DVD slot: the BMC has no CD/DVD virtual media slot"
@@ -775,7 +779,12 @@ class RedfishDriver(BMCDriver):
             poll_interval=self.vmedia_poll_interval,
         )
 
-    def _on_cd_slots(self, operation: Operation, use: Callable[[VirtualMediaSlots], T]) -> T:
+    def _on_cd_slots(
+        self,
+        operation: Operation,
+        use: Callable[[VirtualMediaSlots], T],
+        found: dict[str, Resource] | None = None,
+    ) -> T:
         """``use`` the CD slots. Slots found by an earlier call that answer
         404 now are stale links (a Manager reset, a slot gone): found afresh
         once, and ``use`` runs again on what the service links now. A 404 on
@@ -783,13 +792,15 @@ class RedfishDriver(BMCDriver):
         (``UnsupportedOperation``, :mod:`bmaas.drivers.redfish.faults`)."""
         cached = self._vmedia_paths is not None
         try:
-            return use(self._cd_slots(operation))
+            return use(self._cd_slots(operation, found))
         except sushy_exc.HTTPError as exc:
             if not cached or exc.status_code != 404:
                 raise
             LOG.info("%s: a virtual media link answered 404; reading the links again", self.node)
             self._vmedia_paths = None
-        return use(self._cd_slots(operation))
+            if found is not None:
+                found.clear()  # read afresh: what was answered before is stale
+        return use(self._cd_slots(operation, found))
 
     def insert_virtual_media(self, url: str, *, deadline: Deadline) -> None:
         """Eject whatever the slot holds, insert ``url``, and read the slot
@@ -810,12 +821,12 @@ class RedfishDriver(BMCDriver):
                 self._vmedia_paths.insert(0, used)
 
         def act() -> None:
-            self._on_cd_slots(Operation.VMEDIA_INSERT, insert)
+            self._on_cd_slots(Operation.VMEDIA_INSERT, insert, progress.found)
 
         try:
             self._call(Operation.VMEDIA_INSERT, deadline, act, read=Operation.INVENTORY_GET)
         except BMCBusy as fault:  # "later": that request was not carried out
-            fault.resume = Resume(functools.partial(self._insert, progress), at=progress.steps)
+            fault.resume = Resume(functools.partial(self._insert, progress), at=progress.answered)
             raise
 
     def eject_virtual_media(

@@ -103,7 +103,11 @@ def _link(body: dict[str, Any], *keys: str) -> str | None:
 
 
 def find_cd_slots(
-    conn: BoundedConnector, system: dict[str, Any], root: dict[str, Any] | None = None
+    conn: BoundedConnector,
+    system: dict[str, Any],
+    root: dict[str, Any] | None = None,
+    *,
+    answered: dict[str, Resource] | None = None,
 ) -> list[str]:
     """The CD/DVD slots of ``system`` (its JSON): those of every Manager of
     it (:func:`managers_of`) that links ``VirtualMedia``; where they have
@@ -112,28 +116,47 @@ def find_cd_slots(
 
     The System's collection is read only when the Managers have no CD slot:
     a service that links both (sushy-tools, so hwlab) shows the same slots
-    twice, under two ids."""
+    twice, under two ids.
+
+    ``answered``: the links read so far (kept by the caller across
+    attempts): a search the BMC refused part way ("later") goes on from the
+    refused read, never sending again a read it answered (issue 50)."""
+    seen = answered if answered is not None else {}
     collections: list[str] = []
-    for path in managers_of(conn, system, root):
-        found = _link(read(conn, path).body, "VirtualMedia", "@odata.id")
+    for path in managers_of(conn, system, root, answered=seen):
+        found = _link(_read(conn, path, seen).body, "VirtualMedia", "@odata.id")
         if found is not None:
             collections.append(found)
-    slots = _cd_members(conn, collections)
+    slots = _cd_members(conn, collections, seen)
     own = _link(system, "VirtualMedia", "@odata.id")
     if not slots and own is not None and own not in collections:
-        slots = _cd_members(conn, [own])
+        slots = _cd_members(conn, [own], seen)
     return slots
 
 
-def _members(conn: BoundedConnector, collection: str | None) -> list[str]:
+def _read(conn: BoundedConnector, path: str, answered: dict[str, Resource]) -> Resource:
+    """``path`` as the BMC answered it in this search; read once."""
+    if path not in answered:
+        answered[path] = read(conn, path)
+    return answered[path]
+
+
+def _members(
+    conn: BoundedConnector, collection: str | None, answered: dict[str, Resource]
+) -> list[str]:
     if collection is None:
         return []
-    found = (_link(m, "@odata.id") for m in read(conn, collection).body.get("Members") or [])
+    listed = _read(conn, collection, answered).body.get("Members") or []
+    found = (_link(m, "@odata.id") for m in listed)
     return [path for path in found if path is not None]
 
 
 def managers_of(
-    conn: BoundedConnector, system: dict[str, Any], root: dict[str, Any] | None = None
+    conn: BoundedConnector,
+    system: dict[str, Any],
+    root: dict[str, Any] | None = None,
+    *,
+    answered: dict[str, Resource] | None = None,
 ) -> list[str]:
     """The Managers of ``system``: its ``Links.ManagedBy``; else its
     ``Links.Managers`` (another vendor's name for the link); else, on a
@@ -147,17 +170,20 @@ def managers_of(
             return [p for p in paths if p is not None]
     if root is None:
         return []
-    if len(_members(conn, _link(root, "Systems", "@odata.id"))) != 1:
+    seen = answered if answered is not None else {}
+    if len(_members(conn, _link(root, "Systems", "@odata.id"), seen)) != 1:
         return []
-    managers = _members(conn, _link(root, "Managers", "@odata.id"))
+    managers = _members(conn, _link(root, "Managers", "@odata.id"), seen)
     return managers if len(managers) == 1 else []
 
 
-def _cd_members(conn: BoundedConnector, collections: list[str]) -> list[str]:
+def _cd_members(
+    conn: BoundedConnector, collections: list[str], answered: dict[str, Resource]
+) -> list[str]:
     slots: list[str] = []
     for collection in collections:
-        for path in _members(conn, collection):
-            if path not in slots and is_cd_slot(conn, read(conn, path).body):
+        for path in _members(conn, collection, answered):
+            if path not in slots and is_cd_slot(conn, _read(conn, path, answered).body):
                 slots.append(path)
     return slots
 
@@ -269,6 +295,9 @@ class Insertion:
     and ejects first, whatever an earlier one left undone."""
 
     url: str
+    #: the links read while finding the CD slots (a driver's first call):
+    #: :func:`find_cd_slots`'s ``answered``
+    found: dict[str, Resource] = dataclasses.field(default_factory=dict)
     #: the CD slots to try, in order, and the one being tried
     paths: list[str] = dataclasses.field(default_factory=list)
     at: int = 0
@@ -279,8 +308,14 @@ class Insertion:
     sent: bool = False
     #: the last refusal that moved on to the next slot (raised when none is left)
     last: sushy_exc.HTTPError | None = None
-    #: requests the BMC carried out so far (:attr:`bmaas.faults.Resume.at`)
+    #: the insert's requests the BMC carried out so far
     steps: int = 0
+
+    @property
+    def answered(self) -> int:
+        """Requests the BMC answered so far, the search for the slots
+        included (:attr:`bmaas.faults.Resume.at`)."""
+        return len(self.found) + self.steps
 
     def start(self, paths: list[str]) -> None:
         """From the first of ``paths``, nothing done."""
