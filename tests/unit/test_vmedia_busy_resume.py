@@ -272,8 +272,8 @@ def test_finding_the_slots_goes_on_from_the_refused_read() -> None:
     collection, each slot: issue 50's lab BMCs read 4 links before the
     insert's own 3 requests). A read refused part way is sent again, not
     the links read before it: restarted whole, a BMC busy on every third
-    request never let the insert start, and a lab BMC busy on 15% of
-    requests still failed 6 attempts in a row at 1 in 30."""
+    request never let the insert start, and on a lab BMC busy on 15% of
+    requests about one insert in seventy ran out of its six attempts."""
     clock = FakeClock()
     bmc = BusyEveryNthWithLinks(3)
     driver = _driver(bmc, clock)
