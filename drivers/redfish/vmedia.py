@@ -2,51 +2,14 @@
 
 Real services put the CD/DVD slot in different places and take it in
 different ways; this module reads what the service says and never assumes
-one vendor (the recorded trees in ``tests/fixtures/redfish-trees`` hold one
-of each shape):
-
-=================================  ============================================
-what the service does              what bmaas does
-=================================  ============================================
-slots under a Manager (iLO, XCC,   every Manager in ``Links.ManagedBy`` (else
-hwlab) or under the System (DMTF   ``Links.Managers``, else the only Manager
-reference, iDRAC 17G R660)         of a one-system service) that links
-                                   ``VirtualMedia``; where they have no CD
-                                   slot, the System's own ``VirtualMedia``
-a slot is a CD slot                when its ``MediaTypes`` has CD or DVD; one
-                                   without ``MediaTypes`` (AMI-based:
-                                   ``Managers/Self/VirtualMedia/CD1``) when its
-                                   Id or Name says CD/DVD, or its InsertMedia
-                                   allows a CD/DVD ``MediaType`` (inline or in
-                                   its ActionInfo)
-no CD slot anywhere (the R6515     ``UnsupportedOperation`` "no CD/DVD slot"
-tree)                              (never counted against the node)
-no ``InsertMedia`` action (DMTF    PATCH ``Image``/``Inserted`` on the slot,
-reference, Lenovo XCC, iLO 5 1.x)  with ``If-Match`` when the slot has an ETag
-                                   (no ``Allow`` header needed)
-``TransferProtocolType`` listed    sent, from the URL's scheme; a scheme the
-(iDRAC)                            slot does not list is ``UnsupportedOperation``
-``TransferProtocolType`` required  one re-POST with it (sushy's
-but not listed (iDRAC)             ``is_transfer_protocol_required``)
-InsertMedia answers 405 (Cisco     the next CD slot (Ironic's fallback)
-C845A), or the slot is in use
-(iDRAC RAC0904 / VRM0021)
-an eject                           only the image this driver inserted, or the
-                                   one the caller names (``url``); another
-                                   tool's media (an Applet's, an upload: DMTF's
-                                   reference CD1/CD2) is left unless asked
-                                   (``force``)
-``Inserted`` stays true for a      eject before every insert (Ironic 38), and
-while after an eject               never "already inserted, done"
-the slot reads empty for seconds   read back until it shows, bounded by the
-after a 204 InsertMedia (iDRAC10)  call's deadline; still empty then:
-                                   ``BMCBusy`` (accepted, not yet shown: ask
-                                   again later; not the node's fault)
-a request answered "later" (503,   the insert goes on from that request when
-429) part way through an insert    retried (:class:`Insertion`): a step the
-                                   BMC answered is not sent again
-412 / 428 on a PATCH               :func:`bmaas.drivers.redfish.preconditions.patch`
-=================================  ============================================
+one vendor. docs/vendors.md ("Quirks the driver handles") is the table of
+what each service does and what bmaas does (the recorded trees in
+``tests/fixtures/redfish-trees`` hold one of each shape). Two rules worth
+the why here: an insert ejects first and never returns early on "already
+inserted" (``Inserted`` stays true for a while after an eject: Ironic 38),
+and a request answered "later" part way through an insert resumes from that
+request when retried (:class:`Insertion`): a step the BMC answered is not
+sent again.
 
 Requests: finding the slots reads each Manager, each collection and each
 slot once per driver (the paths are kept); an insert then reads the slot,
