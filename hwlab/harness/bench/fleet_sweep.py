@@ -54,7 +54,7 @@ from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver, PowerState
 from bmaas.hwlab.harness.bench import hung_sync, ipmitool, sushy_poll
 from bmaas.hwlab.harness.bench.common import enrolled_lab
-from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds, ratio
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds, ratio, rounded
 from bmaas.hwlab.harness.budgets import per_call
 from bmaas.hwlab.labspec import generate
 from bmaas.ops import DEFAULT_WORKERS, driver_factory, run_on_nodes
@@ -442,24 +442,24 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
         best = max(steady["nodes_per_s"] or 0, sharded["nodes_per_s"] or 0)
         headline.update(
             {
-                f"{size} nodes: IPMI steady CPU ms/read": _round(steady["cpu_per_read_ms"]),
+                f"{size} nodes: IPMI steady CPU ms/read": rounded(steady["cpu_per_read_ms"], 3),
                 f"{size} nodes: IPMI steady CPU / ipmitool CPU per read": ratio(
                     steady["cpu_per_read_ms"], tool["cpu_per_read_ms"], 3
                 ),
-                f"{size} nodes: Redfish steady CPU ms/read": _round(
-                    result[REDFISH_STEADY]["cpu_per_read_ms"]
+                f"{size} nodes: Redfish steady CPU ms/read": rounded(
+                    result[REDFISH_STEADY]["cpu_per_read_ms"], 3
                 ),
-                f"{size} nodes: lab CPU ms per IPMI steady read": _round(
-                    steady.get("lab_cpu_per_read_ms")
+                f"{size} nodes: lab CPU ms per IPMI steady read": rounded(
+                    steady.get("lab_cpu_per_read_ms"), 3
                 ),
-                f"{size} nodes: lab CPU ms per Redfish steady read": _round(
-                    result[REDFISH_STEADY].get("lab_cpu_per_read_ms")
+                f"{size} nodes: lab CPU ms per Redfish steady read": rounded(
+                    result[REDFISH_STEADY].get("lab_cpu_per_read_ms"), 3
                 ),
                 f"{size} nodes: IPMI steady nodes/s / ipmitool x 8": ratio(
                     best, tool["nodes_per_s"], 3
                 ),
-                f"{size} nodes: bare sushy CPU ms/read": _round(
-                    result[BARE_SUSHY]["cpu_per_read_ms"]
+                f"{size} nodes: bare sushy CPU ms/read": rounded(
+                    result[BARE_SUSHY]["cpu_per_read_ms"], 3
                 ),
                 f"{size} nodes: Redfish steady CPU / bare sushy CPU per read": ratio(
                     result[REDFISH_STEADY]["cpu_per_read_ms"],
@@ -472,16 +472,16 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
                 f"{size} nodes: Redfish steady reads per login": result["sessions"]["in_process"][
                     1
                 ]["reads_per_login"],
-                f"{size} nodes: hung-BMC pass / healthy pass (worst of 2)": _round(
-                    max((r for r in result["hung"]["ratio"] if r is not None), default=None)
+                f"{size} nodes: hung-BMC pass / healthy pass (worst of 2)": rounded(
+                    max((r for r in result["hung"]["ratio"] if r is not None), default=None), 3
                 ),
             }
         )
         fenced = result.get("hung_sync")
         if fenced is not None:
             share = f"{fenced['hung_fraction']:.0%} hung"
-            headline[f"{size} nodes: sync pass, {share} and fenced / healthy (median)"] = _round(
-                fenced["ratio_median"]
+            headline[f"{size} nodes: sync pass, {share} and fenced / healthy (median)"] = rounded(
+                fenced["ratio_median"], 3
             )
     cores = os.cpu_count()
     processes = next(iter(sizes.values()))["processes"] if sizes else None
@@ -546,10 +546,6 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
 
 def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
 
 
 def plot(fig: Any, report: Report) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "fmt_seconds",
     "print_report",
     "ratio",
+    "rounded",
     "short",
     "write_report",
 ]
@@ -169,6 +170,11 @@ def fmt_ratio(value: float | None, *, lower_bound: bool = False) -> str:
     if value >= 100:
         return f"{prefix}{value:,.0f}x"
     return f"{prefix}{value:.2f}x" if value < 10 else f"{prefix}{value:.1f}x"
+
+
+def rounded(value: float | None, digits: int) -> float | None:
+    """``value`` to ``digits`` places for a headline (None stays None)."""
+    return None if value is None else round(value, digits)
 
 
 def ratio(a: float | None, b: float | None, digits: int | None = None) -> float | None:

@@ -58,7 +58,7 @@ from bmaas.hwlab.harness.bench.common import (
     per_node_hour,
     process_cpu,
 )
-from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, ratio
+from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, ratio, rounded
 from bmaas.hwlab.harness.bench.sushy_poll import node_job
 from bmaas.hwlab.labspec import generate
 from bmaas.hwlab.pyexec import python_argv
@@ -219,10 +219,6 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     return _report(options, per_pass, hourly, load_before, load_after)
 
 
-def _round(value: float | None, digits: int) -> float | None:
-    return round(value, digits) if value is not None else None
-
-
 def _change_cost(
     events: events_bench.Measured | None,
     quiet: float | None,
@@ -315,21 +311,21 @@ def _report(
             ),
         ],
         headline={
-            "CPU per node-pass, bmaas sync / bare sushy x 8 (median)": _round(pass_ratio, 3),
-            "CPU per node-hour, polling / events, no outside change (steady)": _round(
+            "CPU per node-pass, bmaas sync / bare sushy x 8 (median)": rounded(pass_ratio, 3),
+            "CPU per node-hour, polling / events, no outside change (steady)": rounded(
                 quiet_ratio, 1
             ),
-            "CPU per node-hour, polling / events by push, no outside change (steady)": _round(
+            "CPU per node-hour, polling / events by push, no outside change (steady)": rounded(
                 push_quiet_ratio, 1
             ),
             f"CPU per node-hour, polling / events, a change every ~{options.every:g} s "
-            "(steady)": _round(hour_ratio, 1),
+            "(steady)": rounded(hour_ratio, 1),
             f"CPU per node-hour, polling / events by push, a change every ~{options.every:g} s "
-            "(steady)": _round(push_ratio, 1),
-            "events: client CPU ms per outside change": _round(
+            "(steady)": rounded(push_ratio, 1),
+            "events: client CPU ms per outside change": rounded(
                 per_change * 1000 if per_change is not None else None, 3
             ),
-            "events stay >= 20x below polling up to this many changes per node-hour": _round(
+            "events stay >= 20x below polling up to this many changes per node-hour": rounded(
                 break_even, 2
             ),
         },
