@@ -188,19 +188,9 @@ class _WatchedHTTPConnection(HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = move_high(super()._new_conn())
-        _watch(sock)
-        return sock
-
-    def connect(self) -> None:
-        super().connect()
-        _watch(self.sock)  # the TLS socket that replaced the TCP one
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _watch(self.sock)
-        super().request(*args, **kwargs)
+class _WatchedHTTPSConnection(_WatchedHTTPConnection, HTTPSConnection):
+    """The same over TLS: ``connect`` watches the TLS socket that replaced
+    the TCP one (HTTPSConnection's ``connect`` runs inside ours)."""
 
 
 class _WatchedHTTPPool(HTTPConnectionPool):
