@@ -37,19 +37,10 @@ system id needed but not exactly one system            ``InputError`` (redfish_s
 anything else                                          ``UnclassifiedFault``
 =====================================================  ======================
 
-A 404 on a resource the service linked (a Manager in the system's
-``Links.ManagedBy``, a virtual media collection or slot, an action target:
-bmaas asks for no path it did not read from the service, except the service
-root and the configured system) is a well-formed answer, not a malformed
-reply: the service advertises something it cannot serve -- a dangling link in
-its firmware, or a resource that went away (a Manager reset, a slot removed)
-since it was read. Asking again never helps, and it says nothing about the
-node's hardware, so it is ``UnsupportedOperation`` (never counted toward the
-node's health, never fences it; the next candidate may have it). Links kept
-across calls are read afresh once first (the driver's cached virtual media
-slots). Field report: hwlab with ``--redfish-service-size 4`` links a Manager
-from every system and serves it for the first only, and the 404 used to be a
-``BMCProtocolError`` that fenced 6 of 8 healthy nodes on ``undeploy`` (issue 36).
+A 404 on a resource the service linked is a well-formed "not here" (a
+dangling link, or a resource gone since it was read): asking again never
+helps and it says nothing about the node's hardware, so it is never counted
+or fenced (issue 36; docs/faults.md, "Only the node's own faults count").
 
 The mapping is pure (no I/O) so it is unit-tested with real exception objects.
 """
