@@ -12,25 +12,10 @@ the installed library, so a release that moves one fails that test under the
 row's name -- in .venv (the newest versions pyproject.toml allows) and in
 .venv-floor (the lowest: ``scripts/test-floor.sh``), both run by CI.
 
-What moved to a public API instead (issue 33):
-
-* sushy ``Connector._response_callback`` (set after construction): now the
-  constructor's public ``response_callback=``.
-* openstacksdk ``openstack.warnings._RemovedInSDKWarning`` (ignored around
-  ``openstack.connect``): now its public base, ``PendingDeprecationWarning``.
-* pyghmi's module-wide ``MAX_BMCS_PER_SOCKET``, once set to 512 for every
-  pyghmi user in the process: bmaas's sessions now choose their socket with
-  their own limit (``BoundedSession._assignsocket``), and the module's 64 is
-  left as pyghmi ships it for everyone else. (``_assignsocket`` is a private
-  classmethod, listed below.)
-* sushy's ``default_request_timeout`` (5.4+), ``connect_timeout`` (5.10+) and
-  ``Sushy(read_timeout=...)`` are public, but they are requests' per-socket
-  timeouts: a BMC that dribbles its answer holds a "1 s" call for as long as
-  it likes. The exchange deadline still travels as ``timeout=`` through the
-  one place every sushy request passes, ``Connector._op`` -- sushy's own
-  re-sends (re-login, 5xx, 406) call ``self._op`` too, so each is bounded by
-  the same deadline. bmaas no longer passes ``default_request_timeout``: every
-  request carries the call's deadline instead.
+Why sushy's public ``read_timeout``/``connect_timeout`` are not enough and
+pyghmi's ``MAX_BMCS_PER_SOCKET`` is left alone: docs/development.md. What
+moved to a public API instead (issue 33): sushy's ``response_callback=``,
+openstacksdk's ``PendingDeprecationWarning``.
 
 Kinds of row (``kind``), and what the test checks:
 
