@@ -11,29 +11,15 @@ own thread (:meth:`EventWatch.wait`, which the loop waits on between
 passes), so the store has one writer, as before.
 
 The poll becomes the safety net (:meth:`EventWatch.to_read`): a node whose
-stream is up is read once its last read is ``safety`` seconds old (default
-:data:`SAFETY_INTERVAL`, 40 minutes; the first pass after that reads it, so
-a lost event is caught within ``safety`` plus one pass interval), a time
-bound, not a number of passes, so the BMC's load does not depend on the
-pass interval; a node whose stream is down, absent, or that the edge left
-out is read every pass, as before. The first pass after a stream
-(re)connects reads its nodes (it reconciles what was missed while it was
-down), and so does the pass after news that says "something changed"
-without a state, or after a flood; and a node whose read failed is read
-every pass until one is good (:meth:`EventWatch.recheck`: a BMC that
-streams but cannot be read reaches ``fault_after`` as fast as without
-events, and is fenced as before). A live stream proves the stream, not the
-API: a streamed node is also read every ``liveness`` seconds, each at its
-own phase (:mod:`bmaas.liveness`: default 300 s, 12 reads per node-hour),
-so an API that hangs behind a live stream is read, faulted and fenced
-within minutes, not at the safety read.
-
-What a streamed node costs its BMC, counted on hwlab's: one request per
-safety read (the pooled session is kept between them:
-:meth:`~bmaas.pool.DriverPool.hold`), two to open a stream (the
-EventService, then the SSE GET; a reconnect only the SSE GET), none while
-the stream is up. At the default that is 1.5 requests per node-hour, with
-room for a reconnect every few hours under 2; polling at 60 s costs 60.
+stream is up is read once its last read is ``safety`` seconds old
+(:data:`SAFETY_INTERVAL`), a time bound so the BMC's load does not depend
+on the pass interval; a node whose stream is down or absent is read every
+pass; a node whose read failed is read every pass until one is good
+(:meth:`EventWatch.recheck`), and a live stream proves the stream, not the
+API, so a streamed node is also read every ``liveness`` seconds
+(:mod:`bmaas.liveness`). The defaults, the reconcile rules and what a
+streamed node costs its BMC: docs/operator.md, "Events first, polling as
+the safety net".
 
 ::
 
@@ -47,31 +33,18 @@ room for a reconnect every few hours under 2; polling at 60 s costs 60.
       over the rate  -> dropped, nodes marked     once (source=event, age),
                         to reconcile              until the next pass
 
-**Whose word is believed.** News on a stream bmaas opened itself -- an
-SSE ``GET`` to the node's Redfish address with its credentials, over TLS
-when that address is ``https://`` -- is the BMC's word, as trusted as a
-read over the same connection, and is written at once. News POSTed to the
-push listener (:attr:`News.pushed`) proves only that its sender knows the
-subscription's ``Context``, which anyone who can read the BMC can read: it
-never changes the store and never counts toward a fence. It says *when* to
-look: the node is marked to be read now (:meth:`EventWatch.to_look`; the
-sync's wait ends, and one authenticated read of each marked node runs
-before the next pass), several pieces of news before that read make one
-read, and only the read's answer is written. A forged Event costs one
-read and changes nothing.
+**Whose word is believed** (docs/operator.md): news on a stream bmaas
+opened itself is the BMC's word and is written at once; news POSTed to the
+push listener (:attr:`News.pushed`) only says *when* to look
+(:meth:`EventWatch.to_look`): one authenticated read, paced per node
+(:meth:`~bmaas.listening.Pacing.look_at`), and only its answer is written.
 
 Every host runs the same listener decisions on a reactor,
-:class:`~bmaas.listening.Listening` (``bmaas sync``'s watch here, Ironic's
-conductor in ``bmaas.drivers.ironic``): after any
-exception -- a fault, or a bug -- the stream is closed, its nodes are
-polled, and it is opened again when the policy table's ``stream`` column
-says (:class:`~bmaas.policy.Reopen`): ``soon``, paced by :class:`Backoff`
-(1 s, 2 s, 4 s ... at most 60 s, reset by a stream that stayed up), or
-``late``, after ``absent_retry`` seconds (600: no EventService, a rejected
-password -- accounts lock --, a malformed stream). A listener never dies
-and never gives up. A flood beyond ``rate`` events per second (``burst``
-at once) is not trusted: the extra news is dropped and the nodes read at
-the next pass.
+:class:`~bmaas.listening.Listening`: after any exception the stream is
+closed, its nodes polled, and it is opened again when the policy table's
+``stream`` column says (:class:`~bmaas.policy.Reopen`, :class:`Backoff`). A
+listener never dies and never gives up; a flood beyond ``rate`` events per
+second is dropped and its nodes read at the next pass.
 """
 
 from __future__ import annotations
@@ -89,6 +62,7 @@ from bmaas import registry
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
 from bmaas.listening import (
+    LOOK_EVERY,
     Backoff,
     Listening,
     News,
@@ -186,6 +160,7 @@ class _Node:
     up: bool = False
     reconcile: bool = True
     last_read: float | None = None  # when the pass that last read it began
+    looked: float | None = None  # when pushed news last had it read (the spacing's)
 
 
 @dataclasses.dataclass
@@ -204,7 +179,8 @@ class EventWatch:
     the sync reads: which nodes' streams are up, what to read this pass.
 
     ``safety``: seconds after its last read a streamed node is read again;
-    ``liveness``: seconds between its API's liveness reads (0: none).
+    ``liveness``: seconds between its API's liveness reads (0: none);
+    ``look_every``: the spacing of the reads pushed news asks for.
     ``streams_of`` (tests) replaces :func:`edge_streams`; ``reactor`` the
     one the listeners ride (tests step their own; default: one built at
     the first stream, its thread started), ``clock`` their clock; ``wall``
@@ -221,6 +197,7 @@ class EventWatch:
         absent_retry: float = 600.0,
         rate: float = 20.0,
         burst: float = 100.0,
+        look_every: float = LOOK_EVERY,
         streams_of: Callable[[str], StreamsOf | None] = edge_streams,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
@@ -232,7 +209,7 @@ class EventWatch:
             raise ValueError("safety must be a positive number of seconds")
         self.safety = safety
         self.liveness = Liveness(liveness)
-        self.pacing = Pacing(bmc_timeout, idle, backoff, absent_retry, rate, burst)
+        self.pacing = Pacing(bmc_timeout, idle, backoff, absent_retry, rate, burst, look_every)
         self._streams_of, self._clock, self._wall = streams_of, clock, wall
         #: push listeners, one per driver that takes pushed events (``push``)
         self.push = push
@@ -251,8 +228,8 @@ class EventWatch:
         self._entries: dict[str, Any] = {}
         self._fingerprint: int | None = None
         self._known: dict[str, PowerState] = {}
-        #: nodes pushed news asked to be read now (in order, each once)
-        self._look: dict[str, None] = {}
+        #: nodes pushed news asked to be read (in order, each once) -> from when
+        self._look: dict[str, float] = {}
         #: counters for the report and the bench
         self.opened_count = 0
         self.faults = 0
@@ -360,6 +337,7 @@ class EventWatch:
             for node in set(stream.nodes.values()):
                 self._nodes.pop(node, None)
                 self._known.pop(node, None)
+                self._look.pop(node, None)
 
     def bind_stop(self, token: CancelToken) -> None:
         """End waits and listeners when ``token`` is cancelled (the command's
@@ -452,14 +430,19 @@ class EventWatch:
         self._mark([news.node for news in flood], up=True)  # up, but read them
 
     def _ask(self, nodes: Sequence[str]) -> None:
-        """Pushed news about ``nodes``: read them now (the sync's wait ends)."""
+        """Pushed news about ``nodes``: read them now (the sync's wait ends),
+        or, within the window of a node's last such read, at its edge
+        (:meth:`~bmaas.listening.Pacing.look_at`; the wait ends then)."""
         if not nodes:
             return
+        now = self._clock()
         with self._cond:
             self.pushed += len(nodes)
             for node in nodes:
-                if node in self._nodes:  # else no longer watched: not ours to read
-                    self._look[node] = None
+                book = self._nodes.get(node)
+                if book is not None:  # else no longer watched: not ours to read
+                    at = self.pacing.look_at(book.looked, now)
+                    self._look[node] = min(self._look.get(node, at), at)
             self._cond.notify_all()
 
     def _mark(self, nodes: Iterable[str], *, up: bool) -> None:
@@ -500,6 +483,7 @@ class EventWatch:
                     or self.liveness.due(name, book.last_read, now)
                 ):
                     out.append(name)
+                    self._look.pop(name, None)  # this read is after the news: it looks
                     if book is not None:
                         book.reconcile = False
                         book.last_read = now
@@ -526,22 +510,36 @@ class EventWatch:
                     book.reconcile = True
 
     def looking(self) -> bool:
-        """Pushed news asked for reads that have not run yet."""
+        """Pushed news asked for reads that are due and have not run yet."""
         with self._cond:
-            return bool(self._look)
+            return self._looking()
+
+    def _looking(self) -> bool:
+        due = self._look_due()
+        return due is not None and due <= self._clock()
+
+    def look_due(self) -> float | None:
+        """When the next read pushed news asked for is due (None: none asked)."""
+        with self._cond:
+            return self._look_due()
+
+    def _look_due(self) -> float | None:
+        return min(self._look.values(), default=None)
 
     def to_look(self, now: float) -> list[str]:
-        """The nodes pushed news named since the last call (each once, however
-        many pieces named it), to be read now by the sync (``now``: its
-        clock). That read is the node's pass read too: it reconciles, and
-        the safety net counts from it."""
+        """The nodes pushed news named whose read is due at ``now`` (the
+        sync's clock; each once, however many pieces named it), to be read
+        now by the sync; the others wait for their window's edge. That read
+        is the node's pass read too: it reconciles, and the safety net and
+        the spacing count from it."""
         with self._cond:
-            out = [node for node in self._look if node in self._nodes]
-            self._look.clear()
+            out = [node for node, at in self._look.items() if at <= now and node in self._nodes]
+            for node in [n for n, at in self._look.items() if at <= now or n not in self._nodes]:
+                del self._look[node]
             for node in out:
                 book = self._nodes[node]
                 book.reconcile = False
-                book.last_read = now
+                book.last_read = book.looked = now
             self.looked += len(out)
             return out
 
@@ -558,16 +556,21 @@ class EventWatch:
     def wait(self, seconds: float, apply: Callable[[list[Applied]], None]) -> None:
         """Wait up to ``seconds`` (or until :meth:`close`), handing news to
         ``apply`` as it arrives (in this thread: the store's writer). Returns
-        early when pushed news asks for reads (:meth:`to_look`)."""
+        early when reads pushed news asked for are due (:meth:`to_look`):
+        at once, or at a deferred one's window edge."""
         deadline = Deadline.after(max(0.0, seconds), clock=self._clock)
         while True:
             with self._cond:
-                if not self._news and not self._look and not self._stopped():
-                    # woken by news (_offer, _ask), close() or the command's stop (wake)
-                    self._cond.wait(deadline.left())
+                if not self._news and not self._looking() and not self._stopped():
+                    # woken by news (_offer, _ask), close(), the command's stop
+                    # (wake), or a deferred look's edge
+                    left, due = deadline.left(), self._look_due()
+                    if due is not None:
+                        left = max(0.0, min(left, due - self._clock()))
+                    self._cond.wait(left)
                 batch = list(self._news)
                 self._news.clear()
-                look = bool(self._look)
+                look = self._looking()
             if batch:
                 applied = self._fresh(batch)
                 if applied:

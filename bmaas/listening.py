@@ -5,7 +5,8 @@ service's event stream, and every decision it takes about it (issue 45).
 (``bmaas.drivers.ironic.streams``) listen the same way: every stream on
 the host's one reactor thread (:mod:`bmaas.reactor`, one selector), each
 driving one :class:`Listening`, which decides what to do with news
-(trusted within :class:`Pacing`'s rate, the rest a flood), with a stream
+(trusted within :class:`Pacing`'s rate, the rest a flood; the reads pushed
+news asks for spaced per node, :meth:`Pacing.look_at`), with a stream
 that ended or failed (closed, its nodes polled) and when to open it again
 -- the policy table's ``stream`` column (:class:`~bmaas.policy.Reopen`):
 ``soon``, paced by :class:`Backoff`, or ``late`` (a rejected password:
@@ -29,6 +30,7 @@ from bmaas.faults import BmaasError
 from bmaas.policy import Reopen, policy_for
 
 __all__ = [
+    "LOOK_EVERY",
     "Backoff",
     "Listening",
     "News",
@@ -39,6 +41,9 @@ __all__ = [
 ]
 
 LOG = logging.getLogger("bmaas.events")
+
+#: seconds: pushed news has one node read at most once a window (:meth:`Pacing.look_at`)
+LOOK_EVERY = 10.0
 
 
 class News(Protocol):
@@ -131,6 +136,17 @@ class Pacing:
     #: news trusted per second, and at once
     rate: float = 20.0
     burst: float = 100.0
+    #: seconds between two reads of one node that pushed news asks for: a
+    #: POST proves only that its sender knows the Context, so however many
+    #: arrive, one node's BMC is read for them at most once a window
+    look_every: float = LOOK_EVERY
+
+    def look_at(self, looked: float | None, now: float) -> float:
+        """When pushed news arriving at ``now`` may have its node read:
+        at once, or ``look_every`` after the last read pushed news caused
+        (``looked``); the news in between waits for that one read, so a
+        real change among it is seen within the window."""
+        return now if looked is None else max(now, looked + self.look_every)
 
     def wait(self, fault: BaseException, failures: int) -> float:
         """Seconds before the next open after ``fault``, the ``failures``-th in a row."""

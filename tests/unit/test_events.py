@@ -382,7 +382,7 @@ def test_pushed_news_ends_the_wait_asks_one_read_and_is_never_applied() -> None:
     """News a POST brought (anyone who knows the Context) is not applied: it
     wakes the sync's wait and names the node to read, once however many
     pieces named it; a node no longer watched is not read for it."""
-    watch = EventWatch(streams_of=lambda driver: None)
+    watch = EventWatch(streams_of=lambda driver: None, clock=FakeClock(0.0))
     watch._nodes["n1"], watch._nodes["n2"] = _node(), _node()
     watch._mark(["n1", "n2"], up=True)
     watch.to_read(["n1", "n2"], 0.0)  # reconciled
@@ -416,3 +416,73 @@ def test_pushed_news_ends_the_wait_asks_one_read_and_is_never_applied() -> None:
     watch.news(None, [sse], [])  # type: ignore[arg-type]
     watch.wait(0.0, applied.extend)
     assert [(a.node, a.power) for a in applied] == [("n2", PowerState.OFF)]
+
+
+def test_forged_news_asks_one_read_now_and_one_at_the_window_edge_per_node() -> None:
+    """Issue 46: whoever knows a Context can POST Events without end. Each
+    asks for a read of the node at its BMC; the reads pushed news causes are
+    spaced per node (:attr:`Pacing.look_every`): 100 forged Events for one
+    node in one second make one read now and one at the window's edge (a
+    real change among them is still seen within the window); another
+    node's news is not held back by the first's."""
+    clock = FakeClock(0.0)
+    step = 1 / 128  # exact in binary: the clock's sums are too
+    watch = EventWatch(streams_of=lambda driver: None, clock=clock, rate=1e9, burst=1e9)
+    every = watch.pacing.look_every
+    assert every > 1.0
+    for node in ("n1", "n2"):
+        watch._nodes[node] = _node()
+    watch._mark(["n1", "n2"], up=True)
+    watch.to_read(["n1", "n2"], clock())  # reconciled
+    start = clock()
+    reads: list[tuple[float, list[str]]] = []
+
+    def sync_looks() -> None:  # what the sync's wait loop does: read what is due
+        if watch.looking():
+            reads.append((clock() - start, watch.to_look(clock())))
+
+    def forged(node: str) -> None:
+        news = PowerNews(node, "x.ResourcePoweredOff", PowerState.OFF, pushed=True)
+        watch.news(None, [news], [])  # type: ignore[arg-type]
+
+    for i in range(100):  # 100 forged Events for n1 within one second
+        forged("n1")
+        if i == 50:
+            forged("n2")  # n2's first news, in the middle of n1's burst
+        sync_looks()
+        clock.advance(step)
+    assert reads == [(0.0, ["n1"]), (50 * step, ["n2"])]
+    # the rest of the burst waits, coalesced, for the window's edge: the
+    # sync's wait is not ended before it, then ends exactly at it
+    assert not watch.looking()
+    clock.advance(every - 101 * step)
+    assert not watch.looking()
+    clock.advance(step)
+    sync_looks()
+    assert reads[-1] == (every, ["n1"])
+    assert not watch.looking()
+    clock.advance(3600.0)
+    assert not watch.looking()  # nothing asked since: no more reads
+    assert len(reads) == 3
+    assert (watch.pushed, watch.looked) == (101, 3)
+
+
+def test_a_deferred_look_bounds_the_wait_between_passes() -> None:
+    """A deferred look says when the sync's wait must end (the window's
+    edge, :meth:`EventWatch.look_due`), and a pass read before it takes
+    its place."""
+    clock = FakeClock()
+    watch = EventWatch(streams_of=lambda driver: None, clock=clock)
+    watch._nodes["n1"] = _node()
+    watch._mark(["n1"], up=True)
+    watch.to_read(["n1"], clock())
+    news = PowerNews("n1", "x.ResourcePoweredOff", PowerState.OFF, pushed=True)
+    watch.news(None, [news, news], [])  # type: ignore[arg-type]
+    assert watch.to_look(clock()) == ["n1"]
+    watch.news(None, [news], [])  # type: ignore[arg-type]
+    assert watch.look_due() == clock() + watch.pacing.look_every
+    # a pass that reads the node first takes the deferred look's place
+    clock.advance(1.0)
+    watch.recheck(["n1"])  # e.g. its last read failed: the pass reads it
+    assert watch.to_read(["n1"], clock()) == ["n1"]
+    assert watch.look_due() is None

@@ -302,8 +302,9 @@ def test_failed_reads_for_pushed_news_count_toward_no_fence(
     store: Store, enroll: Callable[..., list[str]]
 ) -> None:
     """Its BMC fails every read after the first pass, and five pushed events
-    come one by one between passes (five reads): none counts (fault_after 2
-    would fence at the second); the next pass's read counts, as without events."""
+    come one by one between passes, each past the last's window (five
+    reads): none counts (fault_after 2 would fence at the second); the next
+    pass's read counts, as without events."""
     fleet, watch, reads, factory = _streamed(store, enroll)
     left = [5]
 
@@ -312,6 +313,7 @@ def test_failed_reads_for_pushed_news_count_toward_no_fence(
             fleet.machine("n01").plan.add(FaultRule.from_dict(FAILING))
         if left[0]:
             left[0] -= 1
+            fleet.clock.advance(watch.pacing.look_every)  # spaced: each asks a read at once
             watch.news(None, [_pushed("n01")], [])  # type: ignore[arg-type]
         fleet.clock.advance(seconds)
 
