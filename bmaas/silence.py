@@ -2,12 +2,9 @@
 with no loop of its own is not held by them again and again.
 
 Inside Ironic's conductor every power-sync read of a silent BMC held one of
-the sync's 8 workers for the whole ``[bmaas]call_deadline``, and did so
-every cycle until Ironic fenced the node four cycles later: 49 silent BMCs
-among 1000 stretched a 5.1 s cycle to 27 s, then 17-19 s for three more
-(``hwlab bench ironic-scale --size 1000 --type bmaas-ipmi --interval 60
---hung-fraction 0.05``, 2026-11-25). ``bmaas sync`` has its own answer
-(:mod:`bmaas.fenced`: fenced nodes are read in the background on a back-off);
+the sync's 8 workers for the whole ``[bmaas]call_deadline``, every cycle
+until Ironic fenced the node (49 silent BMCs among 1000 stretched a 5.1 s
+cycle to 27 s). ``bmaas sync`` has its own answer (:mod:`bmaas.fenced`);
 this is the one for a host that only calls bmaas when it needs an answer.
 
 A :class:`SilentBMCs` remembers, per pooled node, that its BMC gave no
@@ -27,28 +24,16 @@ probe's own deadline; the schedule is kept by one daemon thread, started on
 the first silence. The clock and the way a probe is started are injected,
 so :meth:`SilentBMCs.run_due` runs on a fake clock in tests.
 
-**The silence bound: learnt in parallel, not one read at a time.** A BMC
-that goes silent is found out by a read that waits for an answer that never
-comes. One at a time, a pass's first reads of newly hung BMCs held Ironic's
-sync workers for the whole call deadline each (and the logout of the dropped
-session for as long again): the first pass after 5 % of 200 Redfish BMCs
-hung took 6.7-6.9x a healthy pass (issue 35). So a periodic read of a BMC
-whose answer times are known waits for its answer at most that BMC's
-*silence bound* (:meth:`SilentBMCs.bound`): :data:`BOUND_FACTOR` times the
-slowest of its last :data:`BOUND_HISTORY` answers, never under
-:data:`BOUND_FLOOR` nor over the call deadline; a BMC with fewer than
-:data:`BOUND_MIN_ANSWERS` answers known (a conductor just started, a BMC
-that just came back) is waited for the whole call deadline, as before. A
-read cut at the bound is what it is, a no-answer (``BMCTimeout``, which the
-policy table counts and its ``NO_ANSWER`` column sends here), and the
-no-answer starts a background probe at once, with the full deadline, in
-parallel with the other probes (:meth:`SilentBMCs.silent`): a BMC that is
-only slow answers it. A cut read *owes* the BMC's next read the whole
-deadline, which teaches the bound the new time if it answers; once that
-got no answer either, the answer times (kept) cut the next again. A
-healthy BMC's read is cut at most once in a row, so it is never fenced for
-slowness (Ironic needs ``power_state_sync_max_retries`` + 1 failed reads
-in a row); a hung one is counted on every pass, as before.
+**The silence bound** (:meth:`SilentBMCs.bound`; docs/ironic.md has the
+rules and the field numbers, issue 35): one read at a time, the first reads
+of newly hung BMCs held the sync's workers for the whole call deadline
+each. So a periodic read of a BMC whose answer times are known waits at most
+:data:`BOUND_FACTOR` times the slowest of its last :data:`BOUND_HISTORY`
+answers (within :data:`BOUND_FLOOR` and the call deadline; the whole
+deadline below :data:`BOUND_MIN_ANSWERS` answers). A cut read is a
+no-answer that starts a background probe at once, in parallel with the
+others, and owes the BMC's next read the whole deadline: a healthy but slow
+BMC is cut at most once in a row, so never fenced for slowness.
 """
 
 from __future__ import annotations
