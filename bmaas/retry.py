@@ -4,22 +4,8 @@ This is the only place bmaas retries a BMC call. Drivers make one bounded
 attempt and classify what went wrong; this module decides whether to try again
 on the same node, and how long to wait first. *Whether*, and which kind of
 retry, is the "same node" column of the policy table (:mod:`bmaas.policy`);
-the numbers are this module's :class:`RetryLimits`:
-
-=======================  ==========================================  ==========
-kind (e.g. fault)        retried here                                wait
-=======================  ==========================================  ==========
-``backoff``              up to ``max_attempts``                      jittered exponential,
-(``BMCBusy``)                                                        at least ``retry_after``
-``briefly``              ``unreachable_attempts`` in all             ``unreachable_wait``
-(``BMCUnreachable``)
-``idempotent_only``      only for idempotent operations,             ``timeout_wait``
-(``BMCTimeout``)         ``timeout_attempts`` in all
-``once``                 once more (``internal_error_attempts``: 2)  ``internal_error_wait``
-(``BMCInternalError``)
-``never`` (the rest)     never here (auth, unsupported, input        —
-                         errors; power/boot/protocol go elsewhere)
-=======================  ==========================================  ==========
+the numbers are this module's :class:`RetryLimits` (each kind's attempts and
+waits: docs/faults.md, "Same-node kinds").
 
 **A rebooting BMC, through its window** (``RetryLimits.reboot_window``, 0 by
 default: briefly only). A BMC that gives no answer at all (the policy
