@@ -99,10 +99,11 @@ def test_no_log_record_is_written_while_a_table_is(to_stderr: logging.Handler) -
     assert all(held)
 
 
-def test_every_table_printer_writes_its_rows_at_once(to_stderr: logging.Handler) -> None:
+def _tables(handler: logging.Handler, body: Callable[[], None]) -> list[str]:
+    """What ``body`` wrote to stdout, one entry a write (blank ones left out)."""
     writes: list[str] = []
 
-    def body() -> None:
+    def counted() -> None:
         stdout = sys.stdout
         write = stdout.write
 
@@ -112,16 +113,23 @@ def test_every_table_printer_writes_its_rows_at_once(to_stderr: logging.Handler)
 
         stdout.write = counting  # type: ignore[method-assign]
         try:
-            table([("n1", "on"), ("n2", None)], ["name", "power"])
-            print_table(
-                [CheckResult("db", Result.SUCCESS, ("ok",)), CheckResult("bmc", Result.WARNING, ())]
-            )
+            body()
         finally:
             stdout.write = write  # type: ignore[method-assign]
 
-    _invoke(to_stderr, body)
-    tables = [w for w in writes if w.strip()]
-    assert len(tables) == 2, writes
+    _invoke(handler, counted)
+    return [w for w in writes if isinstance(w, str) and w.strip()]
+
+
+def test_every_table_printer_writes_its_rows_at_once(to_stderr: logging.Handler) -> None:
+    def body() -> None:
+        table([("n1", "on"), ("n2", None)], ["name", "power"])
+        print_table(
+            [CheckResult("db", Result.SUCCESS, ("ok",)), CheckResult("bmc", Result.WARNING, ())]
+        )
+
+    tables = _tables(to_stderr, body)
+    assert len(tables) == 2, tables
     assert tables[0].splitlines() == ["NAME  POWER", "n1    on", "n2    -"]
     assert tables[1].splitlines()[0].startswith("CHECK")
 
@@ -131,24 +139,7 @@ def test_maintenance_status_writes_its_table_at_once(
 ) -> None:
     nodes = enroll(3)
     store.nodes.set_maintenance(nodes[0], reason="swap PSU", by="alice")
-    writes: list[str] = []
-
-    def body() -> None:
-        stdout = sys.stdout
-        write = stdout.write
-
-        def counting(text: str) -> int:
-            writes.append(text)
-            return write(text)
-
-        stdout.write = counting  # type: ignore[method-assign]
-        try:
-            args = ["--db", db_url, "maintenance", "status", *nodes]
-            cli.main(args, obj=App(), standalone_mode=False)
-        finally:
-            stdout.write = write  # type: ignore[method-assign]
-
-    _invoke(to_stderr, body)
-    tables = [w for w in writes if w.strip()]
-    assert len(tables) == 1, writes
+    args = ["--db", db_url, "maintenance", "status", *nodes]
+    tables = _tables(to_stderr, lambda: cli.main(args, obj=App(), standalone_mode=False))
+    assert len(tables) == 1, tables
     assert [line.split()[0] for line in tables[0].splitlines()] == nodes
