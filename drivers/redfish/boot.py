@@ -1,51 +1,17 @@
 """Boot overrides as each Redfish service allows them.
 
-What the ``Boot`` object of a ComputerSystem says, and what bmaas makes of
-it (pure functions over its JSON; the driver does the requests):
-
-==========================================  ====================================
-what the service shows                      what bmaas does
-==========================================  ====================================
-``BootSourceOverrideEnabled@Redfish.``      a persistent request is sent as
-``AllowableValues`` without ``Continuous``  ``Once`` and sent again before every
-(Lenovo XCC: ``Once``, ``Disabled``)        power-on or reboot the driver makes
-                                            (Ironic's answer); recorded as
-                                            ``Quirk.BOOT_NO_CONTINUOUS``
-a target outside ``BootSourceOverride``     ``UnsupportedOperation`` before
-``Target@Redfish.AllowableValues``          anything is sent
-Supermicro asked for ``Cd`` with ``UsbCd``  ``UsbCd`` (virtual media boots only
-allowed                                     from the "USB CD"; sushy's lore)
-read-back keeps the target with             the BMC took the one-time override
-``Enabled=Disabled`` right after a PATCH    (Supermicro H13): read as that
-(Supermicro H13)                            target once, ``Quirk.BOOT_ONCE_``
-                                            ``READS_DISABLED``, never a
-                                            ``BootFailure``
-``Enabled=Disabled`` or ``Target=None``     no override: the node follows its
-otherwise                                   boot order, i.e. its disk
-a node with ``boot_mode`` (uefi/bios,        ``BootSourceOverrideMode`` ``UEFI`` /
-Ironic's name)                              ``Legacy`` in every override PATCH,
-                                            where the Boot object has the property;
-                                            a mode its ``AllowableValues`` lack is
-                                            ``UnsupportedOperation``
-an override bmaas has no device for         read as what it is:
-(``Usb``, ``Utilities``, ``UefiShell``,     :class:`~bmaas.driver.OtherBootDevice`
-``Diags``, ...), left by another tool       with the BMC's name
-a ``Boot`` with properties, none of them    ``UnsupportedOperation`` "no boot
-``BootSourceOverride*`` (``BootOrder``/     override" before anything is sent (a
-``BootOptions`` only); an empty ``Boot``    PATCH would be refused 400
-says nothing: the PATCH is sent             ``PropertyUnknown``); it reads as
-                                            no override (the disk)
-a write refused with the Base registry's    ``UnsupportedOperation``, never
-``PropertyUnknown``, ``...NotWritable``,    counted (``faults.MESSAGE_RULES``)
-``...ValueTypeError``, ``OperationNot``
-``Allowed``
-``UefiHttp`` in the allowed targets         :class:`HttpBoot` (UEFI HTTP boot of
-                                            one image): ``UefiHttp`` with
-                                            ``HttpBootUri``, the URI read back
-                                            (another URI: ``BootFailure``);
-                                            without it in the list,
-                                            ``UnsupportedOperation``
-==========================================  ====================================
+Pure functions over a ComputerSystem's ``Boot`` object (the driver does the
+requests). What each service shows and what bmaas makes of it (no
+``Continuous``: a persistent request sent as ``Once`` before every power-on,
+``Quirk.BOOT_NO_CONTINUOUS``; Supermicro's ``UsbCd``; a once override that
+reads back ``Disabled``, ``Quirk.BOOT_ONCE_READS_DISABLED``; ``boot_mode`` as
+``BootSourceOverrideMode``; an override bmaas has no device for, read as
+:class:`~bmaas.driver.OtherBootDevice`; a ``Boot`` without
+``BootSourceOverride*``, ``UnsupportedOperation`` before any PATCH) is
+docs/vendors.md's quirk table; UEFI HTTP boot (:class:`HttpBoot`, the URI
+read back) is docs/ironic.md's. The rule throughout: what the service lists
+decides, and a value it does not list is ``UnsupportedOperation`` before
+anything is sent.
 """
 
 from __future__ import annotations

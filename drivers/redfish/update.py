@@ -1,40 +1,12 @@
 """Firmware updates and the BMC's own reset over Redfish (issue 51): which
 request the service takes, and what its task says.
 
-=========================  =====================================================
-step                       how
-=========================  =====================================================
-the request                the root's ``UpdateService``: its
-                           ``#UpdateService.SimpleUpdate`` action when it lists
-                           one (``ImageURI``, ``Targets``, ``TransferProtocol``
-                           from the URI's scheme where the action lists the
-                           allowed ones); else its ``MultipartHttpPushUri``
-                           (OpenBMC's bmcweb disables SimpleUpdate): the image,
-                           a local file (``file://`` or a path) read whole,
-                           pushed as ``UpdateFile`` beside ``UpdateParameters``
-                           (``Targets``); neither: unsupported
-targets                    firmware component ids as ``firmware list`` shows
-                           them, sent as the ``FirmwareInventory`` members'
-                           paths (no inventory served: ``BIOS`` is the System,
-                           ``lifecycle.system_bios``); an id the inventory
-                           lacks is bad input
-what to follow             the answer's body when it is a Task (its
-                           ``@odata.id``) or a Dell job (``JobState``), else its
-                           ``Location`` (a TaskMonitor or task; a path under
-                           ``/Jobs/`` is a job); none of them: nothing to
-                           follow, the version read afterwards decides
-a task read                ``TaskState`` (a job's ``JobState`` in its words:
-                           ``Scheduled`` is Pending, ``Failed`` and
-                           ``CompletedWithErrors`` are Exception),
-                           ``PercentComplete``, ``Messages``; a TaskMonitor
-                           that answers 204 or no body has ended Completed;
-                           ``Completed`` with ``TaskStatus: Critical`` ended
-                           badly (faults.map_task types it)
-the BMC's reset            the system's Manager (``Links.ManagedBy``, as
-                           virtual media finds it): ``#Manager.Reset``,
-                           ``GracefulRestart`` where allowed, else
-                           ``ForceRestart``
-=========================  =====================================================
+Which request the service takes (``SimpleUpdate``, else
+``MultipartHttpPushUri``), the targets, what is followed (a Task, a Dell job,
+a ``Location``) and how a task read is typed: docs/lifecycle.md, "Firmware
+updates and BMC resets". The BMC's reset is ``#Manager.Reset`` on the
+system's Manager (found as virtual media finds it), ``GracefulRestart`` where
+allowed, else ``ForceRestart``.
 
 Requests: an update reads the root's UpdateService (1 GET), the firmware
 inventory collection (1 GET) when targets are named, then 1 POST; a task
