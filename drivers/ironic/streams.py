@@ -30,7 +30,10 @@ happened in between is not known: the first pass reconciles); news said
 "something changed" without saying what (``ResourceChanged``, a transition,
 a flood); news came in a POST to the push listener (whoever knows the
 subscription's Context can send one: it says when to ask the BMC, never
-what to answer; several before the read make one read); a power action
+what to answer; several before the read make one read, and a node is read
+for it at most once a window, :meth:`~bmaas.listening.Pacing.look_at`, as
+``bmaas sync``'s: news within the window waits for the first pass after
+its edge); a power action
 ran on the node since (:meth:`Streams.acted`);
 and, as the safety net for a lost event, at the first pass after the
 node's last BMC read is ``safety`` seconds old
@@ -120,7 +123,9 @@ class _Book:
     read_epoch: int = -1
     reconcile: bool = True
     #: pushed news named it since its last read: the next read asks the BMC
+    #: (once the window of the last read it asked for is over: ``looked``)
     pushed: bool = False
+    looked: float | None = None
     #: bumped by every piece of news (a read that overlapped news is not kept)
     seq: int = 0
     seen_at: float = 0.0
@@ -234,7 +239,7 @@ class Streams:
             book = self._books.get(uuid)
             if book is None or book.ref.fingerprint != driver_info:
                 return None  # unknown here, or new driver_info: the pass sees to it
-            if self._doubt(book, self._listeners.get(book.service)) is not None:
+            if book.pushed or self._doubt(book, self._listeners.get(book.service)) is not None:
                 return None
             return self._answered(book, now)
 
@@ -255,6 +260,9 @@ class Streams:
         why = self._doubt(book, listener)
         if why is not None:
             return why
+        if book.pushed and now >= self.pacing.look_at(book.looked, now):
+            book.looked = now  # news until the window's edge waits for the pass after it
+            return "pushed news (an Event POSTed to the listener: the BMC says what is)"
         assert book.read_at is not None
         if now - book.read_at >= self.safety:
             return f"safety read (last read {now - book.read_at:.0f} s ago)"
@@ -270,8 +278,6 @@ class Streams:
             return "no redfish_system_id on a service with several nodes"
         if not listener.up:
             return "its event stream is down"
-        if book.pushed:
-            return "pushed news (an Event POSTed to the listener: the BMC says what is)"
         if book.reconcile or book.power is None or book.read_at is None:
             return "reconcile (first read, news without a state, or a power action)"
         if book.read_epoch != listener.epoch:

@@ -618,3 +618,32 @@ def test_vouched_is_the_passes_answer_less_the_reads_that_probe_the_api(rig: Rig
     assert rig.streams.vouched("unknown", node.fingerprint) is None
     rig.streams.acted("a")  # a power action since (one the BMC took and has not confirmed)
     assert rig.streams.vouched("a", node.fingerprint) is None
+
+
+def test_pushed_news_has_a_node_read_at_most_once_a_window(rig: Rig) -> None:
+    """Issue 46: whoever knows a Context can POST Events without end, and
+    each makes the node's next periodic read ask its BMC. However short
+    Ironic's sync interval (a pass a second here), a node is read for pushed
+    news at most once a window (:meth:`Pacing.look_at`, as ``bmaas
+    sync``'s): the news within it waits for the first pass after its edge;
+    another node's news is not held back by the first's."""
+    a, b = ref("a"), ref("b", port=8001)  # two services: b's open is not a's
+    settled(rig, a)
+    settled(rig, b)
+    every = rig.streams.pacing.look_every
+    reads: dict[str, list[float]] = {"a": [], "b": []}
+    start = rig.clock()
+    for second in range(int(3 * every)):  # a forged Event about a every second
+        rig.news("a", dataclasses.replace(off("a"), pushed=True))
+        if second == 5:
+            rig.news("b", dataclasses.replace(off("b"), pushed=True))
+        for node in (a, b):  # Ironic's pass
+            found = rig.ask(node)
+            if found is None:
+                reads[node.uuid].append(rig.clock() - start)
+                rig.read(node, PowerState.ON)
+            else:
+                assert found.power is PowerState.ON  # the BMC's last word, not the POST's
+        rig.clock.advance(1.0)
+    assert reads == {"a": [0.0, every, 2 * every], "b": [5.0]}
+    assert rig.streams.pushed == int(3 * every) + 1
