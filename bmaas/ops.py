@@ -32,18 +32,21 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from bmaas import threads
 from bmaas.deadline import Deadline
-from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver
+from bmaas.driver import DEFAULT_BMC_TIMEOUT, BMCDriver, PowerState
 from bmaas.failover import FailoverRecord, build_failover
 from bmaas.faults import BmaasError, BMCTimeout, SlotTimeout, UnclassifiedFault
 
 if TYPE_CHECKING:  # a command's options read DEFAULT_WORKERS before its deadline is made
     from bmaas.pool import DriverPool
+    from bmaas.retry import RetryLimits
+    from bmaas.runtime import Runtime
     from bmaas.store.records import NodeRecord
 
 __all__ = [
     "DEFAULT_WORKERS",
     "DriverFactory",
     "NodeResult",
+    "PowerReader",
     "driver_factory",
     "run_on_nodes",
 ]
@@ -260,6 +263,46 @@ def _run_one(
             driver.close()
         except Exception:  # closing must never hide the result
             LOG.warning("%s: closing the driver failed", record.name, exc_info=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerReader:
+    """One node's power read within the pass's ``deadline``: one attempt, or
+    through the operation retry, each BMC call at most the driver's
+    ``bmc_timeout`` -- on a pooled driver of ``rt`` (the host's runtime), at
+    most its BMC's silence bound (as Ironic's periodic read): the first pass
+    after a BMC hangs is not held ``--bmc-timeout`` by it (issue 48).
+    Picklable, for sharded sweeps (without ``rt``: see :meth:`in_runtime`)."""
+
+    deadline: Deadline
+    retry: RetryLimits | None = None
+    rt: Runtime | None = dataclasses.field(default=None, compare=False)
+
+    def __reduce__(self) -> tuple[type[PowerReader], tuple[Deadline, RetryLimits | None]]:
+        return (PowerReader, (self.deadline, self.retry))
+
+    def in_runtime(self, rt: Runtime) -> PowerReader:
+        """This reader in ``rt`` (a sweep worker's own)."""
+        return dataclasses.replace(self, rt=rt)
+
+    def __call__(self, driver: BMCDriver) -> PowerState:
+        key = None if self.rt is None else self.rt.pool.key_of(driver)
+        if self.rt is None or key is None:
+            return self._read(driver, driver.bmc_timeout)
+        with self.rt.silence.bounded(key, driver.bmc_timeout) as wait:
+            state = self._read(driver, wait)
+        self.rt.silence.heard(key)
+        return state
+
+    def _read(self, driver: BMCDriver, wait: float) -> PowerState:
+        if self.retry is None:
+            each = driver.call_deadline(self.deadline).share(cap=wait)
+            return driver.get_power_state(deadline=each)
+        from bmaas import retry as _retry  # tenacity: loaded once a read is retried
+
+        return _retry.call(
+            self.retry, driver.get_power_state, deadline=self.deadline, bmc_timeout=wait
+        )
 
 
 def run_on_nodes(

@@ -50,20 +50,18 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
-from bmaas import retry as _retry
 from bmaas.deadline import Deadline
-from bmaas.driver import BMCDriver, PowerState
+from bmaas.driver import PowerState
 from bmaas.events import Applied, EventWatch, record_news
 from bmaas.faults import BmaasError
 from bmaas.fenced import FencedReads
 from bmaas.health import Change, HealthRule
 from bmaas.heap import HeapSettler
-from bmaas.ops import NodeResult, run_on_nodes
+from bmaas.ops import NodeResult, PowerReader, run_on_nodes
 from bmaas.policy import policy_for
 from bmaas.pool import idle_for_interval
 from bmaas.provision.reclaim import reclaim
 from bmaas.quirks import record_results
-from bmaas.runtime import Runtime
 from bmaas.store.records import QUIRKS_KEY, NodeRecord, updating
 from bmaas.sync_report import SyncReport
 from bmaas.sync_settings import SyncParts, SyncSettings
@@ -74,44 +72,6 @@ if TYPE_CHECKING:  # the caller's store: imported here, SQLAlchemy
 __all__ = ["SyncParts", "SyncReport", "SyncSettings", "sync_loop", "sync_pass"]
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class PowerReader:
-    """One node's power read within the pass's ``deadline``: one attempt, or
-    through the operation retry, each BMC call at most the driver's
-    ``bmc_timeout`` -- on a pooled driver of ``rt`` (the host's runtime), at
-    most its BMC's silence bound (as Ironic's periodic read): the first pass
-    after a BMC hangs is not held ``--bmc-timeout`` by it (issue 48).
-    Picklable, for sharded sweeps (without ``rt``: see :meth:`in_runtime`)."""
-
-    deadline: Deadline
-    retry: _retry.RetryLimits | None = None
-    rt: Runtime | None = dataclasses.field(default=None, compare=False)
-
-    def __reduce__(self) -> tuple[type[PowerReader], tuple[Deadline, _retry.RetryLimits | None]]:
-        return (PowerReader, (self.deadline, self.retry))
-
-    def in_runtime(self, rt: Runtime) -> PowerReader:
-        """This reader in ``rt`` (a sweep worker's own)."""
-        return dataclasses.replace(self, rt=rt)
-
-    def __call__(self, driver: BMCDriver) -> PowerState:
-        key = None if self.rt is None else self.rt.pool.key_of(driver)
-        if self.rt is None or key is None:
-            return self._read(driver, driver.bmc_timeout)
-        with self.rt.silence.bounded(key, driver.bmc_timeout) as wait:
-            state = self._read(driver, wait)
-        self.rt.silence.heard(key)
-        return state
-
-    def _read(self, driver: BMCDriver, wait: float) -> PowerState:
-        if self.retry is None:
-            each = driver.call_deadline(self.deadline).share(cap=wait)
-            return driver.get_power_state(deadline=each)
-        return _retry.call(
-            self.retry, driver.get_power_state, deadline=self.deadline, bmc_timeout=wait
-        )
 
 
 def sync_pass(
