@@ -246,6 +246,7 @@ def test_a_fault_with_a_resume_pickles_and_prints_without_it() -> None:
 MANAGER = "/redfish/v1/Managers/1"
 MEDIA = f"{MANAGER}/VirtualMedia"
 FLOPPY = f"{MEDIA}/Floppy"
+MOVED = f"{MEDIA}/Dvd"  # where the slot is after a reset
 
 
 class BusyEveryNthWithLinks(BusyEveryNth):
@@ -300,3 +301,60 @@ def test_finding_the_slots_goes_on_from_the_refused_read() -> None:
     # three requests refused once each: each backed off from the first wait
     assert clock.sleeps == [0.5, 0.5, 0.5]
     assert driver._vmedia_paths == [SLOT]
+
+
+class SlotMovesWhenBusy(BusyEveryNthWithLinks):
+    """Busy once, on the insert's first read of the slot, and reset then:
+    the slot is linked under a new path, the old one answers 404."""
+
+    moved = False
+
+    def request(self, method: str, url: str, **kw: Any) -> requests.Response:
+        path = urllib.parse.urlsplit(url).path
+        if not self.moved and method == "GET" and path == SLOT and f"GET {SLOT}" in self.calls:
+            self.calls.append(f"{method} {path}")
+            self.moved = True
+            return _reply(503, {"error": {"code": "Base.1.8.ServiceTemporarilyUnavailable"}})
+        if self.moved and path.startswith(SLOT):
+            self.calls.append(f"{method} {path}")
+            return _reply(404, {"error": {"code": "Base.1.8.ResourceMissingAtURI"}})
+        if self.moved and path.startswith(MOVED):
+            answer = super().request(method, url.replace(MOVED, SLOT), **kw)
+            self.calls[-1] = f"{method} {path}"
+            return answer
+        if self.moved and method == "GET" and path == MEDIA:
+            self.calls.append(f"{method} {path}")
+            return _reply(200, {"@odata.id": path, "Members": [{"@odata.id": MOVED}]})
+        return super().request(method, url, **kw)
+
+    def _slot(self) -> dict[str, Any]:
+        body = super()._slot()
+        return json.loads(json.dumps(body).replace(SLOT, MOVED)) if self.moved else body
+
+
+def test_a_slot_moved_between_attempts_is_found_afresh() -> None:
+    """What one attempt read while finding the slots is not used again once
+    a link it found answers 404: the links are read afresh."""
+    clock = FakeClock()
+    bmc = SlotMovesWhenBusy(1000)
+    driver = _driver(bmc, clock)
+    driver._vmedia_paths = None
+    driver._system = SimpleNamespace(  # type: ignore[assignment]
+        path="/redfish/v1/Systems/1",
+        json={"Links": {"ManagedBy": [{"@odata.id": MANAGER}]}},
+    )
+    RetryingDriver(driver, _limits(clock)).insert_virtual_media(
+        URL, deadline=Deadline.after(60.0, clock=clock)
+    )
+    assert bmc.image == URL
+    assert driver._vmedia_paths == [MOVED]
+    assert bmc.calls[4:] == [
+        f"GET {SLOT}",  # the insert's read: 503, and the slot moves
+        f"GET {SLOT}",  # 404: the links are read again
+        f"GET {MANAGER}",
+        f"GET {MEDIA}",
+        f"GET {MOVED}",
+        f"GET {MOVED}",
+        f"POST {MOVED}/Actions/VirtualMedia.InsertMedia",
+        f"GET {MOVED}",
+    ]
