@@ -3,43 +3,14 @@
 Ironic has allocations, provision-state changes and node history, but no
 client that tries another node when a deploy fails (metalsmith deletes the
 allocation and raises; Nova's reschedule was blind). This backend gives the
-one loop (:func:`bmaas.provision.loop.run_job`) what it needs:
+one loop (:func:`bmaas.provision.loop.run_job`) what it needs.
 
-==============  ===========================================================
-seam            Ironic
-==============  ===========================================================
-candidates      ``GET /nodes`` available, not in maintenance, unassociated,
-                with a known power state, of the request's resource class
-                and traits; minus the nodes this request tried. Ranking:
-                nodes without a bmaas fault record (``extra.bmaas_fault``)
-                first, then a per-request shuffle (sha256 of request and
-                node), so parallel requests spread like Ironic's own
-                random pick instead of all racing for one node
-shortage        ``GET /nodes`` of the class, counted by why each is not
-                a candidate (maintenance, associated, provision state)
-claim           an allocation with ``candidate_nodes=[node]`` (Ironic has no
-                exclude list: the client restricts it), ``extra`` naming the
-                request and attempt; a refused allocation is deleted and is
-                ``NodeUnavailable`` (not an attempt)
-deploy          ``instance_info`` patched, provision to ``active``, polled
-                until active / ``deploy failed`` / the deadline. A deploy
-                cannot be cancelled: at the deadline the client stops
-                *waiting* (``BMCTimeout``) and release tears it down
-diagnose        node history (API 1.78) since the allocation was made,
-                ``last_error``, ``fault``: :mod:`.classify`
-release         the policy row ``fences``: maintenance first (reason
-                names the request, attempt and fault), then tear-down --
-                or, when the deploy still waits for its agent (``wait
-                call-back``), an abort (API 1.110, Ironic 35.0+) that leaves
-                the node ``deploy failed``, not cleaned;
-                otherwise tear-down back to ``available``. A tear-down that
-                ends in ``error`` (the BMC is dead) puts the node into
-                maintenance; a 409 (node locked) is retried within the
-                deadline through :mod:`bmaas.retry`, then reported
-complete        the allocation becomes the instance's (``extra``:
-                ``bmaas_instance``, ``bmaas_ports``); node ``active``,
-                ``instance_uuid`` = the allocation
-==============  ===========================================================
+How each seam maps onto Ironic (candidates and their ranking, shortage,
+claim, deploy, diagnose, release, complete) is docs/ironic.md's table. Two
+rules with their why: a claim is an allocation restricted to one node
+(Ironic has no exclude list), and a deploy cannot be cancelled, so at the
+deadline the client stops *waiting* (``BMCTimeout``) and release tears it
+down.
 """
 
 from __future__ import annotations
