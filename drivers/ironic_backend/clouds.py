@@ -1,43 +1,28 @@
 """``clouds.yaml`` read like every other file bmaas reads, and every problem
 with it one line naming the file, the line and the key.
 
-openstacksdk opens the first of its config files that exists
-(``OS_CLIENT_CONFIG_FILE``, ``./clouds.yaml``, ``~/.config/openstack/``,
-``/etc/openstack/``, and likewise ``secure.yaml`` and ``clouds-public.yaml``)
-with ``open()`` and the pure-Python YAML parser. Measured before this module
-(issue 36): a FIFO there hung ``bmaas status check --cloud X --deadline 2``
-until killed; a 6 MB file took 52 s and 1.3 GB (28 MB: 213 s, 1.47 GiB);
-a YAML syntax error made it skip the file with a log line and use the next
-one. And four shapes of a cloud gave a 60-80 line traceback and exit 1: an
-unknown ``auth_type`` (keystoneauth's ``NoMatchingPlugin``), a cloud that is
-a list (``AttributeError``), ``cloud: 5`` (``AttributeError`` in the vendor
-profile lookup) and an endpoint ``http://[::1`` (``ValueError`` at the
-first API call).
-
+openstacksdk opens its config file with ``open()`` and the pure-Python YAML
+parser, skips one it cannot parse, and lets a malformed cloud surface as a
+traceback: measured before this module (issue 36), a FIFO hung ``bmaas
+status check --cloud X --deadline 2`` until killed and a 6 MB file took
+52 s and 1.3 GB. docs/operator.md ("clouds.yaml") lists what is checked.
 Here:
 
 * **the files** go through :func:`bmaas.yamlsrc.load_file`, as inventories
-  and lab files do: a regular file only (a FIFO, a device or a directory is
-  refused from ``fstat`` before a byte is read), at most
-  :data:`MAX_CLOUDS_BYTES` (refused from its size, unread), parsed by
-  libyaml with every key's line kept. openstacksdk still chooses which file
-  (its own list, its own order); only the reading is bmaas's, through
-  :class:`BoundedConfig` (openstacksdk's loader with its one file-reading
-  method overridden; a row of :mod:`bmaas.drivers.private_api`). A file that
-  cannot be read or parsed is an error, not skipped;
+  and lab files do (regular file, at most :data:`MAX_CLOUDS_BYTES`, libyaml
+  with every key's line kept). openstacksdk still chooses which file; only
+  the reading is bmaas's, through :class:`BoundedConfig` (its loader with
+  the one file-reading method overridden: a row of
+  :mod:`bmaas.drivers.private_api`). A file that cannot be read or parsed is
+  an error, not skipped;
 * **the chosen cloud** is checked before openstacksdk sees it
-  (:func:`cloud_problems`): a mapping with text keys; ``profile`` (or its
-  old name ``cloud``) a vendor profile's name -- not a URL, whose download
-  openstacksdk makes with no bound of ours; ``auth`` a mapping of plain
-  values; ``region_name`` text, ``regions`` a list; every endpoint
-  (``auth.auth_url``, ``auth.endpoint``, ``*endpoint_override``) an http(s)
-  URL with a host and a valid port (never echoed: it may carry a
-  credential); ``api_timeout`` finite seconds; ``bmaas_instance_info`` a
-  mapping. Every problem at once, each ``FILE:LINE: clouds.NAME.KEY: ...``;
+  (:func:`cloud_problems`), every problem at once, each
+  ``FILE:LINE: clouds.NAME.KEY: ...`` (an endpoint is never echoed: it may
+  carry a credential; a ``profile`` URL is refused: openstacksdk would
+  download it with no bound of ours);
 * **what openstacksdk and keystoneauth still raise** while building the
-  connection (an ``auth_type`` keystoneauth has no plugin for, an option
-  the plugin requires, a cloud that is not there) is mapped here, once, to
-  ``InputError`` naming the file and key (:func:`connect`).
+  connection is mapped here, once, to ``InputError`` naming the file and
+  key (:func:`connect`).
 
 The CLI prints each as an ``error:`` line and exits 2.
 """

@@ -5,30 +5,23 @@ sends is trusted until its Event carries a ``Context`` of ours. So the
 server costs an unauthenticated peer little and lets no peer stop the rest
 (issue 46, findings 3 and 4):
 
-* **One thread, no thread per connection.** Every socket is non-blocking in
-  one selector (epoll on Linux): idle connections cost no thread, and at
-  most :attr:`Limits.max_connections` file descriptors.
-* **TLS off the accept path.** ``accept()`` only accepts; the handshake
-  (``do_handshake_on_connect=False``) is driven by the selector like any
-  read, so a peer that never starts or never finishes one delays nobody.
-* **One deadline a connection** (:attr:`Limits.timeout`, 10 s): handshake,
-  head and body together. A peer that dribbles a byte a second is cut at
-  the deadline like one that sends nothing.
-* **A connection cap** (64): a connection past it closes the oldest one not
-  yet answered, so idle connections cannot starve a BMC's delivery (a
-  delivery takes milliseconds; the oldest idle one has waited longest).
-  **Per peer** (source address): at most 8 connections at once and 20 new
-  ones a second (a burst of 100); past either, the new connection is closed
-  at once, unread.
-* **Strict framing.** One request a connection, answered with
-  ``Connection: close``. A head over 16 KiB: 431. Exactly one
-  ``Content-Length`` (two, even equal: 400; none, or chunked: 411); a body
-  over the cap: 413 from the head, before a byte of it is read.
-* **No traceback, ever.** Each refusal is counted by class
-  (:attr:`Server.refusals`) and logged as one line per class at most every
-  10 s (:class:`RefusalLog`, through :mod:`bmaas.ratelog`, with the count
-  not logged one by one); an exception while handling one connection closes
-  that connection only.
+* **One thread, no thread per connection**: every socket non-blocking in
+  one selector; idle connections cost no thread.
+* **TLS off the accept path**: the handshake is driven by the selector like
+  any read, so a peer that never finishes one delays nobody.
+* **One deadline a connection** (:attr:`Limits.timeout`): handshake, head
+  and body together, so a dribbling peer is cut like a silent one.
+* **Caps** (:class:`Limits`): past the connection cap the oldest connection
+  not yet answered is closed (a delivery takes milliseconds); per peer, a
+  cap at once and a rate of new ones, past which it is closed unread.
+* **Strict framing**: one request a connection, the body's size decided
+  from the head.
+* **No traceback, ever**: each refusal counted by class
+  (:attr:`Server.refusals`) and logged at most once a window
+  (:class:`RefusalLog`); an exception closes that connection only.
+
+The numbers and status codes: docs/operator.md (the push listener's
+"Limits").
 
 What the body means (its ``Context``, then the Event) is the caller's
 ``answer``: bytes in, an HTTP status out (:meth:`PushListener.deliver
