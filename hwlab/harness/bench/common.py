@@ -214,18 +214,28 @@ def bmaas_console() -> str:
 
 
 @contextlib.contextmanager
-def running_lab(spec: LabSpec, state_dir: str | os.PathLike[str], **options: Any) -> Iterator[Lab]:
-    """A started lab, stopped on the way out whatever happened; any worker
-    process still alive after the stop is killed (and logged)."""
-    lab = Lab(spec, Path(state_dir), **options)
-    pids: list[int] = []
-    try:
-        lab.start(timeout=LAB_START_TIMEOUT)
-        pids = lab.pids()
-        yield lab
-    finally:
-        lab.stop()
-        _kill_alive(pids, "lab worker")
+def running_lab(
+    spec: LabSpec,
+    state_dir: str | os.PathLike[str] | None = None,
+    *,
+    prefix: str = "hwlab-bench-",
+    **options: Any,
+) -> Iterator[Lab]:
+    """A started lab in ``state_dir`` (none: a temporary directory named
+    ``prefix``, removed after), stopped on the way out whatever happened;
+    any worker process still alive after the stop is killed (and logged)."""
+    with contextlib.ExitStack() as stack:
+        if state_dir is None:
+            state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+        lab = Lab(spec, Path(state_dir), **options)
+        pids: list[int] = []
+        try:
+            lab.start(timeout=LAB_START_TIMEOUT)
+            pids = lab.pids()
+            yield lab
+        finally:
+            lab.stop()
+            _kill_alive(pids, "lab worker")
 
 
 @contextlib.contextmanager

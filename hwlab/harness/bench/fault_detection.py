@@ -33,7 +33,6 @@ import concurrent.futures
 import dataclasses
 import socket
 import statistics
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -175,10 +174,7 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     require_ipmitool()
     trials = _trials(options)
     raw: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="hwlab-bench-fd-") as tmp,
-        running_lab(_spec(trials), tmp) as lab,
-    ):
+    with running_lab(_spec(trials), prefix="hwlab-bench-fd-") as lab:
         entries = {n["name"]: n for n in lab.inventory()["nodes"]}
 
         def one(trial: Trial) -> tuple[Trial, dict[str, Any]]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import subprocess
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -123,10 +122,7 @@ def _redfish(entry: dict[str, Any], options: Options) -> dict[str, list[float]]:
 
 def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -> Report:
     ipmitool.require_ipmitool()
-    with (
-        tempfile.TemporaryDirectory(prefix="hwlab-bench-overhead-") as tmp,
-        running_lab(_spec(), tmp) as lab,
-    ):
+    with running_lab(_spec(), prefix="hwlab-bench-overhead-") as lab:
         entries = {n["name"]: n for n in lab.inventory()["nodes"]}
         results = {
             "ipmi": _ipmi(entries["oh-ipmi"], options),

@@ -26,10 +26,8 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from bmaas.deadline import Deadline
@@ -163,10 +161,7 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     clients: dict[str, Callable[[], int]] = {}
     rows: list[list[Any]] = []
     data: dict[str, Any] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="hwlab-bench-overload-") as tmp,
-        running_lab(spec, Path(tmp) / "lab") as lab,
-    ):
+    with running_lab(spec, prefix="hwlab-bench-overload-") as lab:
         nodes = lab.inventory()["nodes"]
         ipmi = [n for n in nodes if n["driver"] == "ipmi"]
         redfish = [n for n in nodes if n["driver"] == "redfish"]

@@ -21,7 +21,6 @@ import collections
 import contextlib
 import dataclasses
 import functools
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -170,10 +169,7 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     protocols = ("ipmi", "redfish")
     cells: list[Cell] = []
     notes: list[str] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="hwlab-bench-overrun-") as tmp,
-        running_lab(matrix.matrix_spec(protocols), tmp) as lab,
-    ):
+    with running_lab(matrix.matrix_spec(protocols), prefix="hwlab-bench-overrun-") as lab:
         inventory = {n["name"]: n for n in lab.inventory()["nodes"]}
         for scenario in scenarios:
             if scenario.action not in ACTIONS:
