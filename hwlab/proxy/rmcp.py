@@ -212,10 +212,6 @@ class Message:
         )
 
     @property
-    def is_response(self) -> bool:
-        return bool(self.netfn & 1)
-
-    @property
     def key(self) -> tuple[int, int, int, bytes]:
         """What stays the same when a client retransmits this request, even
         if it rebuilds the packet with a new session sequence number (ipmitool)."""
