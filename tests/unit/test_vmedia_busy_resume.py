@@ -268,6 +268,16 @@ class BusyEveryNthWithLinks(BusyEveryNth):
         return _reply(200, {"@odata.id": path, **linked[path]})
 
 
+def _unfound(driver: RedfishDriver) -> RedfishDriver:
+    """``driver`` with its CD slot not yet found: its system links Manager 1."""
+    driver._vmedia_paths = None
+    driver._system = SimpleNamespace(  # type: ignore[assignment]
+        path="/redfish/v1/Systems/1",
+        json={"Links": {"ManagedBy": [{"@odata.id": MANAGER}]}},
+    )
+    return driver
+
+
 def test_finding_the_slots_goes_on_from_the_refused_read() -> None:
     """The first insert of a driver finds the CD slot first (Manager,
     collection, each slot: issue 50's lab BMCs read 4 links before the
@@ -277,12 +287,7 @@ def test_finding_the_slots_goes_on_from_the_refused_read() -> None:
     requests about one insert in seventy ran out of its six attempts."""
     clock = FakeClock()
     bmc = BusyEveryNthWithLinks(3)
-    driver = _driver(bmc, clock)
-    driver._vmedia_paths = None
-    driver._system = SimpleNamespace(  # type: ignore[assignment]
-        path="/redfish/v1/Systems/1",
-        json={"Links": {"ManagedBy": [{"@odata.id": MANAGER}]}},
-    )
+    driver = _unfound(_driver(bmc, clock))
     retried = RetryingDriver(driver, _limits(clock, max_attempts=3))
     retried.insert_virtual_media(URL, deadline=Deadline.after(60.0, clock=clock))
     assert bmc.image == URL
@@ -337,12 +342,7 @@ def test_a_slot_moved_between_attempts_is_found_afresh() -> None:
     a link it found answers 404: the links are read afresh."""
     clock = FakeClock()
     bmc = SlotMovesWhenBusy(1000)
-    driver = _driver(bmc, clock)
-    driver._vmedia_paths = None
-    driver._system = SimpleNamespace(  # type: ignore[assignment]
-        path="/redfish/v1/Systems/1",
-        json={"Links": {"ManagedBy": [{"@odata.id": MANAGER}]}},
-    )
+    driver = _unfound(_driver(bmc, clock))
     RetryingDriver(driver, _limits(clock)).insert_virtual_media(
         URL, deadline=Deadline.after(60.0, clock=clock)
     )
