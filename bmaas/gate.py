@@ -28,12 +28,9 @@ policy table retries it with backoff, never counts it toward the node's
 health and never fences the node for it).
 
 The numbers: each driver class declares its protocol's defaults
-(``max_requests``, ``min_interval``: IPMI 1 and 0.1 s, Redfish 4 and 0.05 s);
-``driver_info`` may lower the cap (``bmc_max_requests``) or widen the spacing
-(``bmc_min_interval``) for one BMC, and the environment
-(``BMAAS_BMC_MAX_REQUESTS``, ``BMAAS_BMC_MIN_INTERVAL``) does it for every BMC
-of the process (an Ironic conductor reads ``[bmaas]`` options instead). The
-strictest value asked for a BMC wins: a gate never loosens while it lives.
+(``max_requests``, ``min_interval``); ``driver_info``, the environment and
+Ironic's ``[bmaas]`` options tighten them (docs/operator.md). The strictest
+value asked for a BMC wins: a gate never loosens while it lives.
 
 Across processes a gate does not reach: a sharded sweep and the sync
 workers sharing one database assign each BMC (:func:`bmc_of`) to one

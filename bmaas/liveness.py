@@ -17,13 +17,10 @@ streams opened together is read a slice a pass, never in one burst, and a
 pass meets at most that slice of its hung BMCs.
 
 **Cost and bound.** A healthy streamed node costs exactly ``3600 /
-interval`` reads an hour (:meth:`Liveness.per_hour`; the default
-:data:`LIVENESS_INTERVAL`, 300 s: 12 requests per node-hour, against 60 for
-polling at 60 s and 1.5 for the safety read alone), whatever the pass
-interval. A hung API is first read within ``interval`` plus one pass of the
-hang; from then on its read fails every pass, as without events, so it is
-fenced ``fault_after`` failed passes later. ``interval`` 0 turns the
-liveness read off (the safety read alone, as before).
+interval`` reads an hour (:meth:`Liveness.per_hour`), whatever the pass
+interval; a hung API is first read within ``interval`` plus one pass, then
+fails every pass as without events (the figures against polling:
+docs/operator.md). ``interval`` 0 turns the liveness read off.
 
 ::
 

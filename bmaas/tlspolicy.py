@@ -1,29 +1,17 @@
 """The TLS bmaas speaks to a Redfish BMC: a minimum version and, optionally,
 the ciphers, per node or for the whole process.
 
-* the lowest TLS version, ``1.2`` (the default) or ``1.3``: per node
-  ``redfish_tls_min_version``, for the process ``BMAAS_REDFISH_TLS_MIN_VERSION``;
-* the ciphers for TLS 1.2, an OpenSSL cipher list (TLS 1.3's suites are
-  OpenSSL's): per node ``redfish_tls_ciphers``, for the process
-  ``BMAAS_REDFISH_TLS_CIPHERS``.
+The settings (``redfish_tls_min_version``, ``redfish_tls_ciphers``, their
+``BMAAS_REDFISH_TLS_*`` variables; a node's value wins): docs/operator.md,
+"BMC security". Why here and not sushy's ``tls_min_version``/``tls_ciphers``:
+those are new in sushy 5.14 and bmaas supports 5.10, and sushy's session is
+not the only way bmaas reaches a BMC (one :class:`ssl.SSLContext` per policy
+and CA setting serves sushy's adapter and the lean read's sockets). There is
+no way to ask for TLS 1.0 or 1.1 (RFC 8996).
 
-A node's value wins over the process's, which wins over the default. There is
-no way to ask for TLS 1.0 or 1.1 (deprecated by RFC 8996; OpenSSL 3 refuses
-them at its default security level anyway): a BMC that offers nothing newer
-needs a firmware update, or a TLS-terminating proxy in front of it.
-
-Implemented in bmaas's own transport (one :class:`ssl.SSLContext` per policy
-and CA setting, shared by sushy's requests adapter and the lean read's
-sockets), not with sushy's ``tls_min_version``/``tls_ciphers``: those are new in
-sushy 5.14 and bmaas supports 5.10 (scripts/constraints-floor.txt), and
-sushy's session is not the only way bmaas reaches a BMC.
-
-A handshake the policy refuses (the BMC offers only older versions, or no
-common cipher) and a certificate that does not verify are configuration
-problems of the node, not faults of its hardware: an
-:class:`~bmaas.faults.InputError` naming the setting to change (never
-retried, never counted toward the node's health, never fencing it; its row in
-the policy table). :func:`handshake_problem` is that mapping.
+A refused handshake or a certificate that does not verify is the node's
+configuration, not its hardware: :func:`handshake_problem` maps it to an
+:class:`~bmaas.faults.InputError` naming the setting to change.
 """
 
 from __future__ import annotations
