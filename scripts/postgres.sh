@@ -54,8 +54,11 @@ start)
     # A free port is free when asked, not when the server binds it: on a busy
     # machine (parallel tests, labs) another process can take it in between.
     # That one failure gets a new port, three times at most; any other fails.
+    # hwlab's free_port picks below the kernel's ephemeral range, where no
+    # outgoing connection takes it meanwhile (without bmaas installed: the OS's pick).
     for attempt in 1 2 3; do
-        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        port=$(python3 -P -c 'from bmaas.hwlab.proxy.stock import free_port; print(free_port())' 2>/dev/null ||
+            python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         rm -f "$dir/server.log"
         if as_server_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
             -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \

@@ -20,6 +20,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import random
 import signal
 import socket
 import ssl
@@ -47,11 +48,41 @@ _EXTRA = (
 )
 
 
+#: the lowest port :func:`free_port` picks (below it: well-known and registered services)
+PICK_FROM = 20000
+#: where the kernel's ephemeral range is read; its first number is the lowest port
+#: the kernel hands an outgoing connection
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port(kind: int = socket.SOCK_STREAM, host: str = "127.0.0.1") -> int:
-    """A port free right now (the OS picks it); a tiny race, fine on loopback."""
+    """A port free right now for a server that binds it a moment later: one
+    below the kernel's ephemeral range (``PICK_FROM`` up to its lower end, at
+    random, checked by a bind), because a port the OS picks (``bind(0)``)
+    comes from that range, and every outgoing connection on the host may be
+    handed it before the server binds: with three test suites on one runner,
+    Ironic's API lost its port to a client's connection (``[Errno 98]``).
+    Where the range leaves no room below it, the OS picks."""
+    low = _ephemeral_low()
+    for _ in range(64 if low - PICK_FROM > 1000 else 0):
+        port = random.randrange(PICK_FROM, low)
+        with socket.socket(socket.AF_INET, kind) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, kind) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The kernel's lowest ephemeral port (32768 where it cannot be read)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def refuses(host: str, port: int, kind: int = socket.SOCK_STREAM) -> bool:
