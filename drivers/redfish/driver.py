@@ -835,14 +835,23 @@ class RedfishDriver(BMCDriver):
         """Eject what bmaas inserted: a slot holding an image this driver
         inserted (wherever the slot is now), or ``url`` where the caller names
         it; ``force``: every CD slot's media. Media bmaas did not insert (an
-        Applet's, an upload, another tool's URL) is left and logged."""
+        Applet's, an upload, another tool's URL) is left and logged. A
+        ``BMCBusy`` carries ``resume``: the search for the slots goes on from
+        the refused read (the eject after it, idempotent, runs whole)."""
+        self._eject(url, force, {}, deadline=deadline)
+
+    def _eject(
+        self, url: str | None, force: bool, found: dict[str, Resource], *, deadline: Deadline
+    ) -> None:
         mine = {url} if url is not None else set(self._inserted)
 
         def wanted(slot: Slot) -> bool:
             return force or any(slot.holds(image) for image in mine)
 
         def act() -> None:
-            _, left = self._on_cd_slots(Operation.VMEDIA_EJECT, lambda slots: slots.eject(wanted))
+            _, left = self._on_cd_slots(
+                Operation.VMEDIA_EJECT, lambda slots: slots.eject(wanted), found
+            )
             # every image asked for is out now: none held anywhere
             self._inserted.difference_update(mine)
             for slot in left:
@@ -854,7 +863,12 @@ class RedfishDriver(BMCDriver):
                     slot.body.get("ConnectedVia") or "connected",
                 )
 
-        self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
+        try:
+            self._call(Operation.VMEDIA_EJECT, deadline, act, read=Operation.INVENTORY_GET)
+        except BMCBusy as fault:  # "later": that request was not carried out
+            rest = functools.partial(self._eject, url, force, found)
+            fault.resume = Resume(rest, at=len(found))
+            raise
 
     def get_virtual_media(self, *, deadline: Deadline) -> list[dict[str, Any]]:
         """The CD slots as they read now (:meth:`VirtualMediaSlots.describe`).

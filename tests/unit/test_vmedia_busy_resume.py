@@ -358,3 +358,22 @@ def test_a_slot_moved_between_attempts_is_found_afresh() -> None:
         f"POST {MOVED}/Actions/VirtualMedia.InsertMedia",
         f"GET {MOVED}",
     ]
+
+
+def test_an_eject_s_search_for_the_slots_goes_on_from_the_refused_read() -> None:
+    clock = FakeClock()
+    bmc = BusyEveryNthWithLinks(3, image=URL)
+    retried = RetryingDriver(_unfound(_driver(bmc, clock)), _limits(clock, max_attempts=3))
+    retried.eject_virtual_media(url=URL, deadline=Deadline.after(60.0, clock=clock))
+    assert bmc.image is None
+    assert bmc.calls == [
+        f"GET {MANAGER}",
+        f"GET {MEDIA}",
+        f"GET {SLOT}",  # 503: that slot is read again, not the links before it
+        f"GET {SLOT}",
+        f"GET {FLOPPY}",
+        f"GET {SLOT}",  # the eject's own read: 503 (the eject, idempotent, goes on whole)
+        f"GET {SLOT}",
+        f"POST {EJECT}",
+    ]
+    assert clock.sleeps == [0.5, 0.5]
