@@ -7,24 +7,10 @@ Scheme (docs/operator.md, "Passwords at rest")::
     ipmi_password: pw -> sealed:v1:3f2a9c1e:gAAAAAB...   <-  ~/.config/bmaas/store.key
     ${ENV} / file:... -> kept as the reference (no secret in the store)
 
-* **Fernet** (``cryptography``: AES-128-CBC and HMAC-SHA256, a random IV per
-  value): what is stored cannot be read, nor changed unnoticed, without the key.
-  ``cryptography`` is already installed with every bmaas (pyghmi needs it), so
-  it costs no new dependency.
-* **The key is kept outside the store**: a file of its own, ``0600``, by
-  default ``store.key`` in the user's config directory (``platformdirs``:
-  ``~/.config/bmaas/store.key``), or where ``BMAAS_KEY_FILE`` says. A copy of
-  the database (a backup, a bug report, another user who can read it) holds no
-  usable password; the key file is what to protect, like an SSH key.
-* **A key file lists keys, one per line**: the first seals, every one unseals
-  (Fernet's ``MultiFernet``). That makes a rotation safe to interrupt
-  (:func:`rotate`): the new key is added first, every value re-sealed in one
-  transaction, then the old key dropped; a crash at any step leaves a key file
-  that opens everything in the store, and running it again finishes it.
-* **Each value names its key** by a fingerprint (the first 8 hex digits of the
-  SHA-256 of the key: nothing about the key can be learned from it), so a
-  missing or wrong key is one line that says which key the store needs and
-  which the file has, never an undecipherable "invalid token".
+The key file, its rotation and the why of each choice (Fernet, a key
+outside the store, a file of several keys so that a rotation is safe to
+interrupt, each value naming its key by a fingerprint so a wrong key is one
+clear line) are docs/operator.md's.
 
 A missing, unreadable or wrong key raises :class:`KeyProblem` (an
 :class:`~bmaas.faults.InputError`: one ``error:`` line, exit 2). A key is

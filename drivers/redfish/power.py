@@ -7,26 +7,14 @@ says neither is assumed to take them all (sushy's rule), and so is one whose
 ActionInfo link cannot be read (Supermicro X12 and others answer its GET with
 404): what a service does not say is not a refusal -- the reset type is sent
 and the BMC's answer decides (a refusal there is ``UnsupportedOperation``,
-never counted). Each action sends
-the first type in its row that the system offers:
-
-===============  ======================================================================
-action           ResetType, in order of preference, and why
-===============  ======================================================================
-on               ``On``; ``ForceOn`` (older iDRACs list only ForceOn)
-off              ``ForceOff``
-soft off         ``GracefulShutdown`` (ACPI shutdown of the OS); ``PushPowerButton``
-                 where there is none (iLO 5 offers only the button): a momentary
-                 press asks the OS to shut down, and is sent only while the node
-                 reads *on* -- pressed on a node that is off it would power it on
-reboot           ``ForceRestart``; ``PowerCycle`` (off, then on)
-                 where there is neither (a service that offers only ``On`` and
-                 ``ForceOff``): ``ForceOff``, a wait until the node reads off
-                 (under the call's deadline), then ``On`` (:data:`COMPOSED`)
-soft reboot      ``GracefulRestart``. A system without it (Dell R630) gets
-                 ``UnsupportedOperation`` that says what it does offer: a soft off,
-                 then on, is the same soft reboot in two calls
-===============  ======================================================================
+never counted). Each action sends the first type of its row in
+:data:`RESET_TYPES` that the system offers (the rows and their why:
+docs/vendors.md, "Soft power, per reset type"). Two rules with their
+reasons: ``PushPowerButton`` (iLO 5's only soft off) is sent only while the
+node reads *on*, since pressed on a node that is off it would power it on;
+and a service that offers only ``On`` and ``ForceOff`` reboots as
+``ForceOff``, a wait until the node reads off (under the call's deadline),
+then ``On`` (:data:`COMPOSED`).
 
 Supermicro X13 lists ``"GracefulShutdownGracefulRestart"``: two values fused
 into one string. A listed value that is not a ResetType but a concatenation of
@@ -81,13 +69,13 @@ RESET_VALUES: tuple[str, ...] = (
 )
 PUSH_BUTTON = "PushPowerButton"
 
-#: the reset types of each action, in order of preference (the table above)
+#: the reset types of each action, in order of preference
 RESET_TYPES: dict[PowerAction, tuple[str, ...]] = {
-    PowerAction.ON: ("On", "ForceOn"),
+    PowerAction.ON: ("On", "ForceOn"),  # older iDRACs list only ForceOn
     PowerAction.OFF: ("ForceOff",),
     PowerAction.SOFT_OFF: ("GracefulShutdown", PUSH_BUTTON),
     PowerAction.REBOOT: ("ForceRestart", "PowerCycle"),
-    PowerAction.SOFT_REBOOT: ("GracefulRestart",),
+    PowerAction.SOFT_REBOOT: ("GracefulRestart",),  # none (Dell R630): soft off, then on
 }
 
 

@@ -2,24 +2,11 @@
 
 HPE iLO, Supermicro X13/H13 and Dell virtual media carry ``@odata.etag``;
 some services also send an ``ETag`` header, a few only one of the two. A
-PATCH sends ``If-Match`` with the ETag of the read it is based on, and:
-
-=====================================  =========================================
-the answer                             what happens (within the call's deadline)
-=====================================  =========================================
-``412 Precondition Failed``            someone changed the resource since our
-                                       read: read it again, send once more with
-                                       the new ETag (the same weak ETag again:
-                                       sent strong, RFC 9110 compares If-Match
-                                       strongly); a second 412 is ``BMCBusy``
-                                       (``faults._STATUS``)
-``428 Precondition Required``          the service wants ``If-Match`` and the
-                                       read gave no ETag we sent: read again,
-                                       send with its ETag (``*`` when the read
-                                       has none); a second 428 is
-                                       ``UnsupportedOperation``
-=====================================  =========================================
-
+PATCH sends ``If-Match`` with the ETag of the read it is based on, and
+a ``412 Precondition Failed`` (written meanwhile) or ``428 Precondition
+Required`` (no ETag we sent) gets one fresh read and one more PATCH with its
+ETag, within the call's deadline; a second 412 is ``BMCBusy``, a second 428
+``UnsupportedOperation`` (the details: docs/vendors.md's quirk table).
 Neither counts against the node (the policy rows of ``BMCBusy`` and
 ``UnsupportedOperation``): a resource written by someone else, or an ETag
 rule, says nothing about the hardware.
