@@ -20,12 +20,11 @@ enrollment resolves every reference once so a missing one fails there, with
 file, line and field, rather than at 3 a.m. The SQLite file is created
 ``0600`` and a store others can read is refused.
 
-A file's content is the password with trailing newlines removed (``echo pw >
-file`` works). It must be a regular file of at most 64 KiB
-(:data:`bmaas.files.MAX_SECRET_BYTES`): a FIFO, a device such as
-``/dev/zero`` or a directory is refused without being read. A literal
-password that itself looks like ``${...}`` or starts with ``file:`` or
-``sealed:v1:`` must be given through a variable or a file.
+A file is read through :mod:`bmaas.files` (a regular file of at most
+:data:`bmaas.files.MAX_SECRET_BYTES`, trailing newlines dropped; what is
+refused: docs/operator.md). A literal password that itself looks like
+``${...}`` or starts with ``file:`` or ``sealed:v1:`` must be given through
+a variable or a file.
 """
 
 from __future__ import annotations

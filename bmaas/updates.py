@@ -19,16 +19,10 @@ options), and so do these defaults. A BMC that answers once while it is
 still going down is not back. Past ``back`` (or the deadline) the wait
 ends :class:`~bmaas.faults.BMCNotBack`, chained from the last no-answer.
 
-========================================  ==========================================
-what the BMC does                         fault
-========================================  ==========================================
-the task still running after ``task``     ``TaskStuck`` (never restarted, never
-seconds, or when the deadline ends        powered off under)
-the image refused (a registry message)    ``RequestRejected``, raised by the
-                                          driver's task read (its mapping table)
-away longer than ``back``                 ``BMCNotBack``
-done, a target's version unchanged        ``SettingsNotApplied`` naming it
-========================================  ==========================================
+What each ending is (``TaskStuck``, never restarted nor powered off under;
+``RequestRejected``, raised by the driver's task read; ``BMCNotBack``;
+``SettingsNotApplied`` naming the target): docs/lifecycle.md, "Firmware
+updates and BMC resets".
 
 Retrying is not done here: the callables handed in are the driver's own
 (one attempt each) or :class:`bmaas.retry.RetryingDriver`'s (the policy
