@@ -8,29 +8,12 @@ one fault mapping) and asks only for paths the service linked. What the
 service does not link raises :class:`Missing` (the driver makes it
 ``UnsupportedOperation``).
 
-==========================  ===================================================
-resource                    where it is found
-==========================  ===================================================
-BIOS                        the system's ``Bios`` link; its pending values in
-                            ``@Redfish.Settings.SettingsObject`` (DMTF,
-                            Lenovo ``Bios/Pending``, Dell ``Bios/Settings``),
-                            else none (a service that takes the PATCH on
-                            ``Bios`` itself); ``SupportedApplyTimes`` there
-attribute registry          ``Bios.AttributeRegistry`` names it; the root's
-                            ``Registries`` collection holds a
-                            ``MessageRegistryFile`` of that name (with or
-                            without its version) whose ``Location`` ``Uri``
-                            is the registry; none found: no registry (changes
-                            go unchecked, the BMC's answer decides)
-firmware                    the root's ``UpdateService`` ->
-                            ``FirmwareInventory`` members; none linked or
-                            served (sushy-tools links one and answers 404):
-                            the System's ``BiosVersion`` as component
-                            ``BIOS`` (:func:`system_bios`)
-parts                       the system's ``Processors``, ``Memory``,
-                            ``EthernetInterfaces``, ``SimpleStorage`` and
-                            ``Storage`` (-> ``Drives``) members
-==========================  ===================================================
+Where each resource is found: docs/lifecycle.md, "Over Redfish and IPMI".
+Two rules with their why: a BIOS's pending values go to its
+``@Redfish.Settings`` object when it names one (DMTF, Lenovo
+``Bios/Pending``, Dell ``Bios/Settings``), else to ``Bios`` itself; and no
+attribute registry found means changes go unchecked, the BMC's answer
+deciding (never a guess).
 
 Requests: ``get_bios`` 2 GETs (BIOS, settings object) + the registry once
 per driver (collection, file, registry: 3 GETs; none when no file matches);
