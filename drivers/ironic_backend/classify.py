@@ -135,7 +135,6 @@ class Evidence:
         return [t for t in (*self.history, self.last_error, self.fault) if t]
 
 
-
 def classify_text(text: str, *, node: str | None = None) -> BmaasError | None:
     """One message as a fault: the ``[bmaas ...]`` prefix exactly, else the
     first :data:`STOCK_MESSAGES` row that matches; None when neither does."""
