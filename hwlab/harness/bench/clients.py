@@ -30,7 +30,7 @@ from typing import Any
 from bmaas.hwlab.harness.budgets import per_call
 from bmaas.hwlab.pyexec import python_argv
 
-__all__ = ["CLIENTS", "run_trial"]
+__all__ = ["CLIENTS", "bare_sushy", "run_trial"]
 
 #: seconds a child may take to import its client library before the call
 STARTUP_ALLOWANCE = 60.0
@@ -91,6 +91,18 @@ def _sushy(job: Mapping[str, Any]) -> Callable[[], str]:
         return str(root.get_system(job["system"]).power_state)
 
     return call
+
+
+def bare_sushy(info: Mapping[str, Any]) -> Any:
+    """A plain ``sushy.Sushy`` for a lab node's ``driver_info``: its defaults, its own login."""
+    import sushy
+
+    return sushy.Sushy(
+        info["redfish_address"],
+        username=info["redfish_username"],
+        password=info["redfish_password"],
+        verify=info.get("redfish_verify_ca", True),
+    )
 
 
 CLIENTS: dict[str, Callable[[Mapping[str, Any]], Callable[[], str]]] = {

@@ -27,6 +27,7 @@ from typing import Any
 
 from bmaas.driver import PowerState
 from bmaas.hwlab.harness.bench import ipmitool
+from bmaas.hwlab.harness.bench.clients import bare_sushy
 from bmaas.hwlab.harness.bench.common import interleaved, running_lab
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, fmt_seconds
 from bmaas.hwlab.harness.budgets import per_call
@@ -93,16 +94,10 @@ def _ipmi(entry: dict[str, Any], options: Options) -> dict[str, list[float]]:
 
 
 def _redfish(entry: dict[str, Any], options: Options) -> dict[str, list[float]]:
-    import sushy
-
     info = entry["driver_info"]
     system_path = f"/redfish/v1/Systems/{entry['name']}"
     driver = build_driver(entry["name"], "redfish", {**info, "redfish_system_id": system_path})
-    root = sushy.Sushy(
-        info["redfish_address"],
-        username=info["redfish_username"],
-        password=info["redfish_password"],
-    )
+    root = bare_sushy(info)
     system = root.get_system(system_path)
 
     def bare() -> object:

@@ -34,6 +34,7 @@ from bmaas.deadline import Deadline
 from bmaas.fakes.machine import Hardware
 from bmaas.faults import BmaasError
 from bmaas.hwlab.harness.bench import ipmitool
+from bmaas.hwlab.harness.bench.clients import bare_sushy
 from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.harness.bench.report import Report, Table
 from bmaas.hwlab.lab import Lab
@@ -129,18 +130,10 @@ def _ipmitool(nodes: Sequence[Mapping[str, Any]], options: Options) -> int:
 
 
 def _sushy(nodes: Sequence[Mapping[str, Any]], options: Options) -> int:
-    import sushy
-
     def read(node: Mapping[str, Any]) -> bool:
         info = node["driver_info"]
         try:
-            root = sushy.Sushy(
-                info["redfish_address"],
-                username=info["redfish_username"],
-                password=info["redfish_password"],
-                verify=info.get("redfish_verify_ca", True),
-            )
-            system = root.get_system(info.get("redfish_system_id"))
+            system = bare_sushy(info).get_system(info.get("redfish_system_id"))
             return system.power_state is not None
         except Exception:  # a bare client's failure, whatever it is, is one failed read
             return False
