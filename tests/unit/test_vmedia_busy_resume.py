@@ -247,6 +247,14 @@ MANAGER = "/redfish/v1/Managers/1"
 MEDIA = f"{MANAGER}/VirtualMedia"
 FLOPPY = f"{MEDIA}/Floppy"
 MOVED = f"{MEDIA}/Dvd"  # where the slot is after a reset
+#: the search for the CD slot on a BMC busy every third request
+SEARCH_BUSY_EVERY_THIRD = [
+    f"GET {MANAGER}",
+    f"GET {MEDIA}",
+    f"GET {SLOT}",  # 503: that slot is read again, not the links before it
+    f"GET {SLOT}",
+    f"GET {FLOPPY}",
+]
 
 
 class BusyEveryNthWithLinks(BusyEveryNth):
@@ -292,11 +300,7 @@ def test_finding_the_slots_goes_on_from_the_refused_read() -> None:
     retried.insert_virtual_media(URL, deadline=Deadline.after(60.0, clock=clock))
     assert bmc.image == URL
     assert bmc.calls == [
-        f"GET {MANAGER}",
-        f"GET {MEDIA}",
-        f"GET {SLOT}",  # 503: that slot is read again, not the links before it
-        f"GET {SLOT}",
-        f"GET {FLOPPY}",
+        *SEARCH_BUSY_EVERY_THIRD,
         f"GET {SLOT}",  # the insert's own read: 503
         f"GET {SLOT}",
         f"POST {INSERT}",
@@ -367,11 +371,7 @@ def test_an_eject_s_search_for_the_slots_goes_on_from_the_refused_read() -> None
     retried.eject_virtual_media(url=URL, deadline=Deadline.after(60.0, clock=clock))
     assert bmc.image is None
     assert bmc.calls == [
-        f"GET {MANAGER}",
-        f"GET {MEDIA}",
-        f"GET {SLOT}",  # 503: that slot is read again, not the links before it
-        f"GET {SLOT}",
-        f"GET {FLOPPY}",
+        *SEARCH_BUSY_EVERY_THIRD,
         f"GET {SLOT}",  # the eject's own read: 503 (the eject, idempotent, goes on whole)
         f"GET {SLOT}",
         f"POST {EJECT}",
