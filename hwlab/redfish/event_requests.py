@@ -25,7 +25,7 @@ from typing import Any
 from bmaas.fakes.effects import Effect, Firing, decide
 from bmaas.hwlab import answers
 from bmaas.hwlab.http import Request, Response, redfish_error
-from bmaas.hwlab.redfish import events
+from bmaas.hwlab.redfish import events, standard
 from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
 from bmaas.hwlab.redfish.events import (
     PREFIX,
@@ -330,16 +330,9 @@ def _collection(hub: Hub, request: Request) -> Response:
         return _subscribe(hub, request)
     if request.method != "GET":
         return _not_allowed("GET, POST")
-    members = [{"@odata.id": f"{SUBSCRIPTIONS}/{s}"} for s in hub.subscriptions]
+    members = [f"{SUBSCRIPTIONS}/{s}" for s in hub.subscriptions]
     return _json(
-        200,
-        {
-            "@odata.type": "#EventDestinationCollection.EventDestinationCollection",
-            "@odata.id": SUBSCRIPTIONS,
-            "Name": "Event Subscriptions",
-            "Members": members,
-            "Members@odata.count": len(members),
-        },
+        200, standard.collection(SUBSCRIPTIONS, "EventDestination", members, "Event Subscriptions")
     )
 
 

@@ -76,10 +76,6 @@ _Answer = standard.Answer
 _OK = {"State": "Enabled", "Health": "OK"}
 
 
-def _link(path: str) -> dict[str, str]:
-    return {"@odata.id": path}
-
-
 def system_path(bmc: Bmc) -> str:
     return bmc.shape.shape.system_path if bmc.shape is not None else bmc.system_path
 
@@ -130,7 +126,9 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
         f"{system}/Bios": (lambda: _bios(bmc), None),
         settings_path(bmc): (lambda: _settings(bmc), lambda raw: _patch(bmc, raw)),
         _REGISTRIES: (
-            lambda: _collection(_REGISTRIES, "MessageRegistryFile", [f"{_REGISTRIES}/{REGISTRY}"]),
+            lambda: standard.collection(
+                _REGISTRIES, "MessageRegistryFile", [f"{_REGISTRIES}/{REGISTRY}"]
+            ),
             None,
         ),
         f"{_REGISTRIES}/{REGISTRY}": (_registry_file, None),
@@ -139,11 +137,13 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
         _ACTION_INFO: (_action_info, None),
         _TASK_SERVICE: (_task_service, None),
         _TASKS: (
-            lambda: _collection(_TASKS, "Task", [f"{_TASKS}/{u.number}" for u in machine.updates]),
+            lambda: standard.collection(
+                _TASKS, "Task", [f"{_TASKS}/{u.number}" for u in machine.updates]
+            ),
             None,
         ),
         _INVENTORY: (
-            lambda: _collection(
+            lambda: standard.collection(
                 _INVENTORY, "SoftwareInventory", [f"{_INVENTORY}/{c.id}" for c in machine.firmware]
             ),
             None,
@@ -161,7 +161,7 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
             fixed[jobs.job_path(queue, update.number)] = (job, None)
     for kind, members in _parts(bmc, system).items():
         base = f"{system}/{_PARTS[kind][0]}"
-        fixed[base] = (functools.partial(_collection, base, kind, list(members)), None)
+        fixed[base] = (functools.partial(standard.collection, base, kind, list(members)), None)
         for member, body in members.items():
             fixed[member] = (functools.partial(dict, body), None)
     return fixed.get(path)
@@ -169,16 +169,6 @@ def _route(bmc: Bmc, system: str, path: str) -> _Route | None:
 
 def _error(status: int, message_id: str, message: str, allow: tuple[str, ...] = ()) -> _Answer:
     return status, error_body(message_id, message), allow
-
-
-def _collection(path: str, kind: str, members: list[str]) -> dict[str, Any]:
-    return {
-        "@odata.type": f"#{kind}Collection.{kind}Collection",
-        "@odata.id": path,
-        "Name": f"{kind} Collection",
-        "Members": [_link(m) for m in members],
-        "Members@odata.count": len(members),
-    }
 
 
 # -- BIOS ---------------------------------------------------------------------------------
@@ -204,7 +194,7 @@ def _bios(bmc: Bmc) -> dict[str, Any]:
         "Attributes": _shown(bmc, settings.current),
         "@Redfish.Settings": {
             "@odata.type": "#Settings.v1_3_5.Settings",
-            "SettingsObject": _link(settings_path(bmc)),
+            "SettingsObject": standard.link(settings_path(bmc)),
             "SupportedApplyTimes": list(settings.apply_times),
         },
     }
@@ -320,7 +310,7 @@ def _update_service() -> dict[str, Any]:
         "Name": "Update Service",
         "ServiceEnabled": True,
         "Status": dict(_OK),
-        "FirmwareInventory": _link(_INVENTORY),
+        "FirmwareInventory": standard.link(_INVENTORY),
         "Actions": {
             "#UpdateService.SimpleUpdate": {
                 "target": _SIMPLE_UPDATE,
@@ -358,7 +348,7 @@ def _task_service() -> dict[str, Any]:
         "Name": "Task Service",
         "ServiceEnabled": True,
         "Status": dict(_OK),
-        "Tasks": _link(_TASKS),
+        "Tasks": standard.link(_TASKS),
     }
 
 
@@ -501,6 +491,6 @@ def _parts(bmc: Bmc, system: str) -> dict[str, dict[str, dict[str, Any]]]:
 def links(system: str) -> dict[str, dict[str, str]]:
     """What a ComputerSystem links here: its BIOS and its parts' collections."""
     return {
-        "Bios": _link(f"{system}/Bios"),
-        **{link: _link(f"{system}/{link}") for link, _type in _PARTS.values()},
+        "Bios": standard.link(f"{system}/Bios"),
+        **{link: standard.link(f"{system}/{link}") for link, _type in _PARTS.values()},
     }

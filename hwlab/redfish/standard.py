@@ -36,7 +36,9 @@ __all__ = [
     "PUBLIC",
     "Answer",
     "canonical",
+    "collection",
     "etag",
+    "link",
     "odata_version_refused",
     "precondition_failed",
     "problems",
@@ -149,6 +151,21 @@ ODATA = {
 
 
 # -- headers ---------------------------------------------------------------------
+
+
+def link(path: str) -> dict[str, str]:
+    return {"@odata.id": path}
+
+
+def collection(path: str, kind: str, members: list[str], name: str | None = None) -> dict[str, Any]:
+    """A resource collection of ``kind`` (``Name``: "``kind`` Collection")."""
+    return {
+        "@odata.type": f"#{kind}Collection.{kind}Collection",
+        "@odata.id": path,
+        "Name": name or f"{kind} Collection",
+        "Members": [link(m) for m in members],
+        "Members@odata.count": len(members),
+    }
 
 
 def etag(document: dict[str, Any]) -> str:

@@ -16,12 +16,12 @@ from bmaas.hwlab.redfish import lifecycle
 from bmaas.hwlab.redfish.bmc import Bmc
 from bmaas.hwlab.redfish.shapes.model import Shape, Slot
 from bmaas.hwlab.redfish.shapes.state import ShapeState
+from bmaas.hwlab.redfish.standard import link
 
 __all__ = [
     "BOOT_OPTIONS",
     "boot_option",
     "chassis",
-    "collection",
     "manager",
     "reset_info",
     "root",
@@ -30,10 +30,6 @@ __all__ = [
 ]
 
 _POWER = {"on": "On", "off": "Off", "powering_on": "PoweringOn", "powering_off": "PoweringOff"}
-
-
-def _link(path: str) -> dict[str, str]:
-    return {"@odata.id": path}
 
 
 def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
@@ -46,15 +42,15 @@ def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "UUID": bmc.uuid,
         "Vendor": shape.vendor,
         "Product": shape.product,
-        "Systems": _link("/redfish/v1/Systems"),
-        "Managers": _link("/redfish/v1/Managers"),
-        "Chassis": _link("/redfish/v1/Chassis"),
-        "SessionService": _link("/redfish/v1/SessionService"),
-        "EventService": _link("/redfish/v1/EventService"),
-        "UpdateService": _link("/redfish/v1/UpdateService"),
-        "Tasks": _link("/redfish/v1/TaskService"),  # DMTF's name for the TaskService link
-        "Registries": _link("/redfish/v1/Registries"),
-        "Links": {"Sessions": _link("/redfish/v1/SessionService/Sessions")},
+        "Systems": link("/redfish/v1/Systems"),
+        "Managers": link("/redfish/v1/Managers"),
+        "Chassis": link("/redfish/v1/Chassis"),
+        "SessionService": link("/redfish/v1/SessionService"),
+        "EventService": link("/redfish/v1/EventService"),
+        "UpdateService": link("/redfish/v1/UpdateService"),
+        "Tasks": link("/redfish/v1/TaskService"),  # DMTF's name for the TaskService link
+        "Registries": link("/redfish/v1/Registries"),
+        "Links": {"Sessions": link("/redfish/v1/SessionService/Sessions")},
         "ProtocolFeaturesSupported": {
             "SelectQuery": shape.select_query,
             "ExpandQuery": {"ExpandAll": False, "Levels": False, "Links": False, "NoLinks": False},
@@ -62,16 +58,6 @@ def root(bmc: Bmc, shape: Shape) -> dict[str, Any]:
             "OnlyMemberQuery": False,
             "ExcerptQuery": False,
         },
-    }
-
-
-def collection(path: str, kind: str, members: list[str]) -> dict[str, Any]:
-    return {
-        "@odata.type": f"#{kind}Collection.{kind}Collection",
-        "@odata.id": path,
-        "Name": f"{kind} Collection",
-        "Members": [_link(m) for m in members],
-        "Members@odata.count": len(members),
     }
 
 
@@ -104,8 +90,8 @@ def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
             "Status": {"State": "Enabled", "Health": "OK"},
         },
         "Links": {
-            "Chassis": [_link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
-            shape.manager_link: [_link(shape.manager_path)],
+            "Chassis": [link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
+            shape.manager_link: [link(shape.manager_path)],
         },
         "Actions": {"#ComputerSystem.Reset": reset},
         **lifecycle.links(shape.system_path),
@@ -113,7 +99,7 @@ def system(bmc: Bmc, state: ShapeState) -> dict[str, Any]:
     if "UefiHttp" in shape.boot_targets and shape.boot_override:
         body["Boot"]["HttpBootUri"] = state.http_boot_uri
     if shape.vmedia_at == "Systems":
-        body["VirtualMedia"] = _link(f"{shape.system_path}/VirtualMedia")
+        body["VirtualMedia"] = link(f"{shape.system_path}/VirtualMedia")
     return body
 
 
@@ -122,7 +108,7 @@ def _boot(state: ShapeState) -> dict[str, Any]:
     if not shape.boot_override:  # BootOrder and BootOptions only
         return {
             "BootOrder": list(BOOT_OPTIONS),
-            "BootOptions": _link(f"{shape.system_path}/BootOptions"),
+            "BootOptions": link(f"{shape.system_path}/BootOptions"),
         }
     override = state.override()
     return {
@@ -190,8 +176,8 @@ def manager(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "PowerState": "On",
         "Status": {"State": "Enabled", "Health": "OK"},
         "Links": {
-            "ManagerForServers": [_link(shape.system_path)],
-            "ManagerForChassis": [_link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
+            "ManagerForServers": [link(shape.system_path)],
+            "ManagerForChassis": [link(f"/redfish/v1/Chassis/{shape.chassis_id}")],
         },
         "Actions": {
             "#Manager.Reset": {
@@ -201,7 +187,7 @@ def manager(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         },
     }
     if shape.vmedia_path is not None and (shape.vmedia_at == "Managers" or shape.manager_vmedia):
-        body["VirtualMedia"] = _link(shape.vmedia_path)
+        body["VirtualMedia"] = link(shape.vmedia_path)
     return body
 
 
@@ -218,8 +204,8 @@ def chassis(bmc: Bmc, shape: Shape) -> dict[str, Any]:
         "PowerState": _POWER.get(bmc.machine.power_state().value, "PoweringOff"),
         "Status": {"State": "Enabled", "Health": bmc.machine.health},
         "Links": {
-            "ComputerSystems": [_link(shape.system_path)],
-            "ManagedBy": [_link(shape.manager_path)],
+            "ComputerSystems": [link(shape.system_path)],
+            "ManagedBy": [link(shape.manager_path)],
         },
     }
 

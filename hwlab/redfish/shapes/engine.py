@@ -148,13 +148,13 @@ def _route(
     shapes = [peer.shape.shape for peer in bmc.peers if peer.shape is not None]
     gets: dict[str, Callable[[], dict[str, Any]]] = {
         "/redfish/v1": lambda: documents.root(bmc, shape),
-        "/redfish/v1/Systems": lambda: documents.collection(
+        "/redfish/v1/Systems": lambda: standard.collection(
             "/redfish/v1/Systems", "ComputerSystem", [s.system_path for s in shapes]
         ),
-        "/redfish/v1/Managers": lambda: documents.collection(
+        "/redfish/v1/Managers": lambda: standard.collection(
             "/redfish/v1/Managers", "Manager", [s.manager_path for s in shapes]
         ),
-        "/redfish/v1/Chassis": lambda: documents.collection(
+        "/redfish/v1/Chassis": lambda: standard.collection(
             "/redfish/v1/Chassis",
             "Chassis",
             [f"/redfish/v1/Chassis/{s.chassis_id}" for s in shapes],
@@ -164,7 +164,7 @@ def _route(
     }
     if not shape.boot_override:  # its BootOptions, read-only
         options = f"{shape.system_path}/BootOptions"
-        gets[options] = lambda: documents.collection(
+        gets[options] = lambda: standard.collection(
             options, "BootOption", [f"{options}/{r}" for r in documents.BOOT_OPTIONS]
         )
         for reference in documents.BOOT_OPTIONS:

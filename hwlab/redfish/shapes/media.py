@@ -39,7 +39,7 @@ def answer(state: ShapeState, method: str, base: str, rest: str, body: Any) -> _
         if method != "GET":
             return _error(405, "Base.1.8.OperationNotAllowed", method, ("GET",))
         members = [f"{base}/{s.id}" for s in shape.slots]
-        return 200, documents.collection(base, "VirtualMedia", members), ("GET",)
+        return 200, standard.collection(base, "VirtualMedia", members), ("GET",)
     slot_id, _, action = rest[1:].partition("/")
     found = next((s for s in shape.slots if s.id == slot_id), None)
     if found is None:

@@ -59,8 +59,8 @@ def route(keeper: Bmc, method: str, path: str) -> standard.Answer | None:
         SERVICE: (_service(), ("GET",)),
     }
     if path == SESSIONS:
-        members = [{"@odata.id": f"{SESSIONS}/{s.id}"} for s in keeper.sessions()]
-        fixed[path] = (_collection(members), ("GET", "POST"))
+        members = [f"{SESSIONS}/{s.id}" for s in keeper.sessions()]
+        fixed[path] = (standard.collection(SESSIONS, "Session", members), ("GET", "POST"))
     elif path.startswith(f"{SESSIONS}/"):
         session = keeper.session_by_id(path.rsplit("/", 1)[1])
         if session is None:
@@ -86,14 +86,4 @@ def _service() -> dict[str, Any]:
         "ServiceEnabled": True,
         "SessionTimeout": 1800,
         "Sessions": {"@odata.id": SESSIONS},
-    }
-
-
-def _collection(members: list[dict[str, str]]) -> dict[str, Any]:
-    return {
-        "@odata.type": "#SessionCollection.SessionCollection",
-        "@odata.id": SESSIONS,
-        "Name": "Session Collection",
-        "Members": members,
-        "Members@odata.count": len(members),
     }
