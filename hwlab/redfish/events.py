@@ -3,63 +3,15 @@
 Every Redfish service of the lab (one endpoint: one system, or the systems
 of a shared service) has one :class:`Hub`, made when a client first asks for
 ``/redfish/v1/EventService``. The hub watches each system's machine
-(:attr:`~bmaas.fakes.machine.FakeMachine.watchers`), so it sees *every*
-change, whoever made it: a Redfish reset, an IPMI chassis control, the
-lab's control API (a console power-off, ``hwlab health``), a ``power_lost``
-or ``boot_crash`` effect, a transition landing seconds after it was
-accepted. For each landed power change it sends one Event with two
-records, as DMTF's ResourceEvent registry has them (``ResourcePoweredOn``
-/ ``ResourcePoweredOff`` and ``ResourceChanged``, both with the system as
-``OriginOfCondition``); for a health change ``ResourceStatusChanged<Health>``
-and ``ResourceChanged``.
-
-What a client gets:
-
-* ``GET /redfish/v1/EventService``: ``ServiceEnabled``,
-  ``ServerSentEventUri`` (``/redfish/v1/EventService/SSE``), the delivery
-  retry settings, ``EventFormatTypes``, ``RegistryPrefixes``, the
-  subscriptions and the ``SubmitTestEvent`` action. ``PATCH``
-  ``ServiceEnabled: false`` closes every stream and refuses new ones (503).
-* ``GET /redfish/v1/EventService/SSE[?$filter=...]``: a ``text/event-stream``
-  that stays open: one ``id:``/``data:`` frame per Event, a ``:`` comment
-  every :data:`KEEPALIVE` seconds when nothing happens (the BMC's
-  ``sse_keepalive``; None: no comment at all, as OpenBMC's bmcweb).
-  ``$filter`` takes ``and``-ed ``eq`` terms over ``EventFormatType`` (``Event``),
-  ``RegistryPrefixes``, ``OriginResource`` and ``ResourceTypes``.
-* ``POST /redfish/v1/EventService/Subscriptions`` (an EventDestination with
-  ``Destination``, ``Context``, ``RegistryPrefixes``, ``DeliveryRetryPolicy``):
-  each Event is POSTed to the destination; a failed delivery is retried
-  ``DeliveryRetryAttempts`` times ``DeliveryRetryIntervalSeconds`` apart,
-  then the policy decides (``TerminateAfterRetries``: the subscription is
-  deleted; ``SuspendRetries``: it is ``Suspended``; ``RetryForever``).
-  ``GET``/``DELETE`` ``Subscriptions/<id>``; a BMC reboot forgets them all,
-  as real BMCs without persistent subscriptions do.
-* ``POST .../Actions/EventService.SubmitTestEvent``: one Event to everyone.
-
-The requests (the resources, the stream, push delivery) are answered by
+(:attr:`~bmaas.fakes.machine.FakeMachine.watchers`), not its own request
+handlers, so it sees *every* change, whoever made it (a Redfish reset, an
+IPMI chassis control, the control API, a ``power_lost`` effect, a
+transition landing seconds after it was accepted). What a client gets (the
+resources, the stream and its keepalive, push delivery and its retry
+policy, the records of each Event) and the fault rules on the event path
+(operations ``event.*``, :data:`bmaas.fakes.faults.EVENT_PREFIX`) are in
+docs/lab.md, "Events: the EventService". The requests are answered by
 :mod:`bmaas.hwlab.redfish.event_requests`; this module is the hub.
-
-Faults on the event path are ordinary fault rules whose operation names it
-(:data:`bmaas.fakes.faults.EVENT_PREFIX`; a rule on ``*`` never meets it,
-so ``hang`` wedges the API behind a live stream -- except a ``hang`` with
-``scope: all``, the whole service, which meets every operation below):
-
-============================  ===============================================
-operation                     effects
-============================  ===============================================
-``event.subscribe``           any request effect on the EventService's own
-                              requests: ``unsupported`` (no EventService),
-                              ``busy``, ``internal_error``, ``drop``, ``hang``
-``event.stream``              per event and stream, first: ``drop`` closes
-                              the stream (TCP reset; the event is lost with
-                              it), ``hang`` stalls it (open, silent)
-``event.power``,              per event and stream: ``drop`` loses it,
-``event.health``,             ``delay`` sends it ``seconds`` later (so out of
-``event.test``                order), ``duplicate`` sends it 1 + ``copies``
-                              times, ``hang`` stalls the stream from there
-``event.keepalive``           per keepalive comment: ``hang`` stalls the
-                              stream (open, silent)
-============================  ===============================================
 """
 
 from __future__ import annotations
