@@ -718,26 +718,28 @@ class BMCDriver(abc.ABC):
         :class:`~bmaas.faults.SlotTimeout`, so the policy table never counts
         it toward the node's health nor fences the node for it (issue 36:
         as a ``BMCTimeout`` it put healthy nodes into maintenance)."""
-        return SlotTimeout(
-            "the deadline passed before the call: nothing sent",
-            node=self.node,
-            driver=self.name,
-            operation=str(operation),
-            address=self.bmc_label,
-            waited=self._clock() - start,
+        return self.slot_timeout(
+            "the deadline passed before the call: nothing sent", operation, start
         )
 
     def node_busy(self, operation: Operation | str, start: float) -> SlotTimeout:
         """The fault of a call that waited out its deadline for this node's one
         call slot (another call on the node still running): bmaas's own
         contention, never the BMC's."""
+        return self.slot_timeout("another call to this node is still running", operation, start)
+
+    def slot_timeout(
+        self, message: str, operation: Operation | str, start: float | None
+    ) -> SlotTimeout:
+        """bmaas's own wait for this node ended the call (``start``: when the
+        wait began, None when not measured)."""
         return SlotTimeout(
-            "another call to this node is still running",
+            message,
             node=self.node,
             driver=self.name,
             operation=str(operation),
             address=self.bmc_label,
-            waited=self._clock() - start,
+            waited=None if start is None else self._clock() - start,
         )
 
     def call_deadline(self, deadline: Deadline) -> Deadline:

@@ -98,7 +98,6 @@ from bmaas.faults import (
     PowerPending,
     Resume,
     SettingsNotApplied,
-    SlotTimeout,
     UnclassifiedFault,
     UnsupportedOperation,
 )
@@ -332,13 +331,8 @@ class RedfishDriver(BMCDriver):
         conn = service.conn
         if service.root is None:
             if not service.login_lock.acquire(timeout=bound.left()):
-                raise SlotTimeout(
-                    "another node's call is still logging in to this service",
-                    node=self.node,
-                    driver=self.name,
-                    operation=str(Operation.LOGIN),
-                    address=self.bmc_label,
-                    waited=None,
+                raise self.slot_timeout(
+                    "another node's call is still logging in to this service", Operation.LOGIN, None
                 )
             try:
                 if service.root is None:
