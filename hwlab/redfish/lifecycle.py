@@ -2,43 +2,16 @@
 machine's parts, from the machine's live state (issue 51).
 
 Served alike for the default service and every vendor shape (the HTTP
-layer asks :func:`serve` first; None: not one of these resources):
-
-==================================================  ===============================
-resource                                            from
-==================================================  ===============================
-``Systems/<id>/Bios``                               the machine's simulated BIOS
-                                                    (:class:`~bmaas.fakes.bios.
-                                                    FakeBios`): ``Attributes``,
-                                                    ``AttributeRegistry``,
-                                                    ``@Redfish.Settings``
-``Systems/<id>/Bios/Settings`` (Lenovo: ``Pending``)  the pending attributes; a
-                                                    PATCH stages them (applied at
-                                                    the next boot, or at once with
-                                                    ``ApplyTime: Immediate``)
-``Registries``, ``Registries/<file>``,              one attribute registry shaped
-``Registries/<file>/Registry``                      after DSP2046's example
-``UpdateService``, ``.../FirmwareInventory[/<id>]``   the machine's firmware images
-``UpdateService/Actions/UpdateService.SimpleUpdate``  POST: an update of one component
-                                                    (:mod:`bmaas.fakes.firmware`),
-                                                    202 and its task
-``TaskService``, ``TaskService/Tasks[/<n>]``        the machine's firmware updates:
-                                                    New, Running, Completed
-``Systems/<id>/Processors|Memory|EthernetInterfaces``  the machine's parts
-``|SimpleStorage[/<id>]``
-==================================================  ===============================
-
-A password attribute reads ``null`` everywhere (DSP0266: a password is
-never shown). A PATCH is checked against the registry as bmaas checks it
-(:func:`bmaas.hardware.check_bios_changes`: 400 naming every problem), and
-against its ``If-Match``. The hardware effects that fired on the request
-(``bios_pending``, ``bios_partial``: what the next boot applies) go to the
-machine after the request is carried out; the update effects on a
-``SimpleUpdate`` (``task_hang``, ``update_rejected``, ``version_unchanged``,
-``update_reboot``) shape the update it takes (:mod:`bmaas.fakes.firmware`):
-a rejected one's task ends ``Exception`` with ``Update.1.0.VerificationFailed``.
-A Dell shape (``Shape.update_jobs``) reports the update as a job in iDRAC's
-queue instead (:mod:`bmaas.hwlab.redfish.jobs`).
+layer asks :func:`serve` first; None: not one of these resources); the
+resources and what each serves are tabled in docs/lab.md ("BIOS, firmware
+inventory and parts"). A password attribute reads ``null`` everywhere
+(DSP0266). A PATCH is checked against the registry as bmaas checks it
+(:func:`bmaas.hardware.check_bios_changes`), so the lab cannot take what
+bmaas would refuse. The hardware effects that fired on the request
+(``bios_pending``, ``bios_partial``) go to the machine after the request is
+carried out; the update effects on a ``SimpleUpdate`` shape the update it
+takes (:mod:`bmaas.fakes.firmware`). A Dell shape (``Shape.update_jobs``)
+reports the update as a job in iDRAC's queue (:mod:`bmaas.hwlab.redfish.jobs`).
 """
 
 from __future__ import annotations

@@ -16,32 +16,8 @@ from and its licence; NOTICE lists them. ``hwlab`` is the default
 (:mod:`.hwlab`): a shape like the others, named after each machine, served
 by the same engine.
 
-==================  ==========================================================
-shape               what it is
-==================  ==========================================================
-``hwlab``           the default: sushy-tools' layout, ids by machine name,
-                    Cd and Floppy taking InsertMedia and PATCH
-``dmtf``            DSP2043 public-rackmount1: vmedia under the System, PATCH
-``idrac9``          Dell iDRAC 9 (R660): vmedia under the System, RAC0904 on
-                    slot 1
-``idrac10``         Dell iDRAC 10: as iDRAC 9; TransferProtocolType required,
-                    not listed; an insert reads empty for two reads
-``dell-r6515``      Dell R6515 as recorded: no virtual media anywhere
-``ilo5``            HPE iLO 5 2.x (v2.46, the DL325 recording): InsertMedia,
-                    the OEM actions or PATCH; both graceful reset types
-``ilo5-1.40``       HPE iLO 5 1.40: PATCH or OEM actions only, PushPowerButton
-                    and no GracefulShutdown/GracefulRestart
-``xcc``             Lenovo XCC (SR650): Once/Disabled only, PATCH vmedia
-``supermicro``      Supermicro X13/H13: ResetType only in ActionInfo, Cd and
-                    UsbCd, a one-time override read back Disabled
-``supermicro-x12``  Supermicro X12: its ResetActionInfo link answers 404
-``openbmc``         stock bmcweb: Systems/system, Managers/bmc, ResetType in
-                    ActionInfo only, no virtual media
-``ami``             AMI-based: Managers/Self/VirtualMedia/CD1, no MediaTypes
-``no-managedby``    SR650 tree with Links.Managers, no ManagedBy
-``no-override``     DMTF tree, Boot without override properties, On/ForceOff
-``dmtf-held``       DMTF tree, CD2 holding another tool's image
-==================  ==========================================================
+The shapes, what each follows and what bmaas does with it are tabled in
+docs/vendors.md ("Vendor shapes in hwlab").
 
 Every shape names the recording it follows (``Shape.recording``: a path
 under ``tests/fixtures/redfish-trees/`` or the public source) and, where

@@ -3,24 +3,9 @@
 Each is a recorded vendor shape with the one difference a real tree of
 issue 47 showed, so the lab meets what bmaas must not take for a refusal:
 
-==================  ========================================================
-shape               the difference, and whose tree it follows
-==================  ========================================================
-``ami``             an AMI MegaRAC-based service: ``Systems/Self``,
-                    ``Managers/Self/VirtualMedia/CD1`` and ``USB1`` without
-                    ``MediaTypes`` (a CD slot by its name; it takes
-                    ``InsertMedia``)
-``no-managedby``    the Lenovo SR650 recording whose system links its
-                    manager as ``Links.Managers``, no ``ManagedBy``
-                    (virtual media under the Manager only)
-``no-override``     the DMTF recording whose ``Boot`` has ``BootOrder`` and
-                    ``BootOptions`` only (an override PATCH is 400 Base
-                    ``PropertyUnknown``) and whose reset offers ``On`` and
-                    ``ForceOff`` only
-``dmtf-held``       the DMTF recording's slot ``CD2`` as recorded: holding
-                    ``ubuntu-24.04.2-live-server-amd64.iso``, an image bmaas
-                    never inserted
-==================  ========================================================
+``ami`` (an AMI MegaRAC-based tree: slots without ``MediaTypes``),
+``no-managedby``, ``no-override`` and ``dmtf-held``; docs/vendors.md
+("Vendor shapes in hwlab") tables what each differs in and what bmaas does.
 
 The ActionInfo link that answers 404 is ``supermicro-x12``
 (:mod:`.supermicro`). Licence refusals in each vendor's registry are
