@@ -11,21 +11,13 @@ first protocol and the other, and for power and boot-device operations only::
                                     yes ── other protocol, same deadline ──> result / its fault
                                                                              (noting the first)
 
-Whether a fault may be cured by the other protocol is the "other protocol"
-column of the policy table (:data:`bmaas.policy.OTHER_PROTOCOL_MAY_CURE`):
-only faults that say nothing happened (unsupported or licence-gated,
-unreachable), so a reset is never sent twice. Both calls share the caller's
-one :class:`~bmaas.deadline.Deadline`: the second gets what the first left.
-Each failover is recorded (:attr:`FailoverDriver.history`, the
-``on_failover`` hook that metrics count, a WARNING in the log), and a fault
-the other protocol could not cure carries a note naming the first one, so
-the request's attempt history shows both.
-
-It is off by default: an operator who configured a node's driver expects
-that protocol to be used, as in Ironic; a deployment that wants bmclib's
-behaviour builds its drivers with :func:`build_failover` (``bmaas
---protocol-failover``-style options pass ``failover=True`` to
-:func:`bmaas.ops.driver_factory`).
+Which faults the other protocol may cure is the policy table's "other
+protocol" column (:data:`bmaas.policy.OTHER_PROTOCOL_MAY_CURE`: only faults
+that say nothing happened, so a reset is never sent twice); both calls share
+the caller's one :class:`~bmaas.deadline.Deadline`; each failover is
+recorded (:attr:`FailoverDriver.history`, ``on_failover``). Off by default
+(:func:`build_failover`, ``driver_factory(failover=True)``); the why of
+each rule: docs/faults.md, "Protocol failover".
 """
 
 from __future__ import annotations
