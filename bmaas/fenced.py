@@ -8,19 +8,16 @@ deadline), and tells us nothing new most of the time. So the sync
 (:func:`bmaas.sync.sync_pass` given a :class:`FencedReads`, as
 :func:`bmaas.sync.sync_loop` always does):
 
-* reads a fenced node only when its back-off says so: the first recovery
-  read ``first`` seconds after the sync first sees it fenced, then each next
-  one ``factor`` times further apart, at most ``cap`` seconds apart
-  (defaults 30 s, 60 s, 120 s, 240 s, 480 s, then every 600 s); a read that
-  comes back good resets the back-off, so the node is read every pass again
-  until ``recover_after`` good reads clear the fence (or it faults again);
+* reads a fenced node only when its back-off (:class:`FencedBackoff`)
+  says so; a good read resets it, so the node is read every pass again
+  until ``recover_after`` good reads clear the fence;
 * runs those reads on a few threads of their own, each bounded by its own
-  ``timeout`` deadline, and never waits for them: a pass collects the ones
-  that have finished when its healthy reads are done, and records them with
-  the rest; one still running is collected by a later pass, and is not
-  started again meanwhile.
+  deadline, and never waits for them: a pass collects the ones that have
+  finished, and one still running is collected by a later pass, never
+  started twice.
 
-So a silent BMC costs only itself: its reads neither stretch a pass nor run
+The schedule and defaults: docs/operator.md, "A dead BMC costs only
+itself". So a silent BMC costs only itself: its reads neither stretch a pass nor run
 more often than the schedule.
 """
 
