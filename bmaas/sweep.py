@@ -13,38 +13,18 @@ alone writes the store::
         results = sweeper.run(store.nodes.find(), read_power, deadline=budget, on_result=write)
         results = sweeper.run(store.nodes.find(), read_power, deadline=budget)  # sessions reused
 
-How, and why this mechanism (measured with ``hwlab bench fleet-sweep``,
-``docs/bench/fleet-sweep.md``: on 2 cores, 500 IPMI nodes read on kept
-sessions took 0.61 ms of client CPU per read and 765 nodes/s in one process
-with 32 threads, 0.48 ms and 1,387 nodes/s sharded over two processes; the
-threads' hand-offs, not the protocol, are what a second process removes):
-
-* **Long-lived processes, BMCs pinned to a shard** (``crc32(bmc) %
-  processes``, :func:`bmaas.gate.bmc_of`). A node is read by the same
-  process every pass, so its pooled session is reused; every node behind
-  one BMC (the systems of one Redfish service) is read by one process, so
-  the BMC sees one session and one gate (:mod:`bmaas.gate`) from a
-  sweeper. ``concurrent.futures.ProcessPoolExecutor`` hands a task to any
-  idle worker: sessions would be re-opened in whichever process got the
-  node, and one BMC could hold a session in every process.
-* **Threads inside each process**, not an asyncio client: the protocol
-  edge is pyghmi and sushy, both blocking libraries. An asyncio IPMI or
-  Redfish client per process would be a second protocol stack to keep
-  correct (the fault mapping, the deadline on every byte); with sessions
-  pooled, a steady-state read costs one request and one answer, so what
-  threads cost beside it is small (the bench's CPU per read says how small).
-* **``spawn``**, not ``fork``: the caller may run threads (the metrics
-  server, pyghmi's IO thread, a lease keeper); forking a threaded process
-  can copy a held lock. Each worker pays an interpreter start once per
-  sweeper's life, not per sweep.
-* **The heap settled after a pass that opened sessions**
-  (:class:`~bmaas.heap.HeapSettler`): a worker is bmaas's own process, so
-  it collects and freezes its pool's objects before it reports the pass
-  done, and no later pass walks them in a full collection.
-* **Results as batches over a pipe** (up to :data:`BATCH` results or
-  :data:`FLUSH` seconds), pickled: faults pickle by design
-  (:mod:`bmaas.faults`). The caller's ``on_result`` runs in its own thread
-  as each batch arrives, so store writes never wait on a BMC.
+Why processes pinned by BMC (``crc32(bmc) % processes``,
+:func:`bmaas.gate.bmc_of`) and not ``ProcessPoolExecutor``, threads inside
+each and not asyncio, and what it measured (``hwlab bench fleet-sweep``):
+docs/operator.md, "Sweeps over every core". Pinning by BMC, not by node,
+means every system behind one Redfish service is read by one process: one
+session and one gate (:mod:`bmaas.gate`) per BMC for a sweeper. Workers
+are started by ``spawn``, not ``fork`` (the caller may run threads; forking
+a threaded process can copy a held lock), settle their heap after a pass
+that opened sessions (:class:`~bmaas.heap.HeapSettler`), and send results
+as pickled batches (up to :data:`BATCH` results or :data:`FLUSH` seconds); the
+caller's ``on_result`` runs in its own thread as each batch arrives, so
+store writes never wait on a BMC.
 
 The operation and ``make_factory`` must be picklable (module-level
 functions): each worker builds its own factory from ``factory_options``.

@@ -34,11 +34,8 @@ name (``must be a port from 1 to 65535, not 623.5``); the caller adds the
 file, line and field. :mod:`bmaas.cliutil` wraps the same rules as click
 parameter types, so ``--deadline nan`` is refused like ``ipmi_port: .nan``.
 
-Why not a schema library (measured with ``python -X importtime`` and
-``bmaas --help`` wall time, on a shared machine): pydantic v2 reports every
-problem but its import alone takes about 0.2 s, more than all of ``bmaas
---help`` (0.11 s); msgspec imports in about 30 ms but stops at the first
-problem, where bmaas promises every problem of a file in one pass. This
+Why not a schema library (pydantic's import alone outweighs ``bmaas
+--help``; msgspec stops at the first problem): docs/operator.md. This
 module imports in about 1 ms.
 """
 
