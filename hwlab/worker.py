@@ -22,7 +22,7 @@ import os
 import resource
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -217,40 +217,27 @@ class ShardServers:
         where: dict[str, str] = {"host": host} if host else {}
         if shape is not None:  # a Redfish BMC's vendor shape
             where["shape"] = shape
-        try:
-            return int(
-                server.add(
-                    self.machines[spec.name],
-                    username=spec.username,
-                    password=spec.password.reveal(),
-                    port=port,
-                    **where,
-                )
-            )
-        except OSError as exc:
-            raise InputError(
-                f"cannot listen on {host or self.shard.host}:{port} for {what}: {exc.strerror}",
-                node=spec.name,
-            ) from None
+        machine, secret = self.machines[spec.name], spec.password.reveal()
+        return _listen(
+            lambda: server.add(
+                machine, username=spec.username, password=secret, port=port, **where
+            ),
+            f"{host or self.shard.host}:{port} for {what}",
+            spec.name,
+        )
 
     def _bind_service(self, group: list[NodeSpec], port: int) -> int:
         """One Redfish service for ``group`` (the first node's credentials)."""
-        assert self._redfish is not None
-        first = group[0]
-        try:
-            return int(
-                self._redfish.add_service(
-                    [self.machines[spec.name] for spec in group],
-                    username=first.username,
-                    password=first.password.reveal(),
-                    port=port,
-                )
-            )
-        except OSError as exc:
-            raise InputError(
-                f"cannot listen on {self.shard.host}:{port} for Redfish (TCP): {exc.strerror}",
-                node=first.name,
-            ) from None
+        server, first = self._redfish, group[0]
+        assert server is not None
+        machines = [self.machines[spec.name] for spec in group]
+        return _listen(
+            lambda: server.add_service(
+                machines, username=first.username, password=first.password.reveal(), port=port
+            ),
+            f"{self.shard.host}:{port} for Redfish (TCP)",
+            first.name,
+        )
 
     def stop(self) -> None:
         for server in (self._ipmi, self._redfish):
@@ -343,6 +330,14 @@ class ShardServers:
     def set_health(self, name: str, health: str) -> str:
         self.machine(name).set_health(health)
         return health
+
+
+def _listen(add: Callable[[], Any], where: str, node: str) -> int:
+    """The port ``add()`` listens on; one it cannot bind is the node's input error."""
+    try:
+        return int(add())
+    except OSError as exc:
+        raise InputError(f"cannot listen on {where}: {exc.strerror}", node=node) from None
 
 
 def _handle(servers: ShardServers, command: tuple[Any, ...]) -> Any:
