@@ -16,15 +16,10 @@ across long waits (a sync interval of 60 or 120 s) by calling
 seconds (:data:`SESSION_KEEPALIVE`): one Get Device ID on the session, a
 quarter of a login's exchanges. Calls on one driver are serialised.
 
-Cipher suites: suite 17 (HMAC-SHA256, AES-128) unless the node's
-``ipmi_cipher_suite`` says otherwise, never suite 0. A BMC that refuses 17 is
-``UnsupportedOperation`` whose message names ``ipmi_cipher_suite`` (never
-retried, never counted; pyghmi alone would propose
-suite 3 in the same login, without a word). ``ipmi_cipher_suite: 3`` asks for
-suite 3 only; ``auto`` proposes 17 and accepts 3 when the BMC refuses 17's
-algorithms -- then logged, and kept as the driver's quirk
-``Quirk.IPMI_SUITE_3`` (recorded on the node, warned about by ``bmaas status
-check``, listed by ``bmaas node show``).
+Cipher suites: 17 unless the node's ``ipmi_cipher_suite`` says otherwise,
+never 0, and never a silent fall back to 3 as pyghmi alone would make (with
+``auto`` only, recorded as ``Quirk.IPMI_SUITE_3``): docs/operator.md, "BMC
+security".
 """
 
 from __future__ import annotations
