@@ -18,15 +18,13 @@ What it understands, per record of an Event:
 * anything else about a system it knows (``ResourceChanged``, a test
   event): news without a state -- the node is read at the next pass.
 
-Every failure leaves as a bmaas fault: an HTTP status through
-:func:`bmaas.drivers.redfish.faults.map_answer` (the drivers' one table:
-401/403 :class:`BMCAuthError`, no EventService -- 404/405/501 -- or
-``ServiceEnabled`` false, no ``ServerSentEventUri``
-:class:`UnsupportedOperation`, 503/429 :class:`BMCBusy`, another 5xx
-:class:`BMCInternalError`), a failure below HTTP here (:func:`_fault`):
-refused or unreachable is :class:`BMCUnreachable`, silence past the idle
-limit or the open's deadline :class:`BMCTimeout`, a body that is not an
-event stream :class:`BMCProtocolError`. Credentials ride as Basic auth on the stream's
+Every failure leaves as a bmaas fault: an HTTP status (and no
+EventService, or one not enabled, or no ``ServerSentEventUri``) through
+:func:`bmaas.drivers.redfish.faults.map_answer`, the drivers' one table; a
+failure below HTTP through :func:`_fault` (refused or unreachable:
+:class:`BMCUnreachable`; silence past the idle limit or the open's
+deadline: :class:`BMCTimeout`; not an event stream:
+:class:`BMCProtocolError`). Credentials ride as Basic auth on the stream's
 one request; they never reach a message.
 """
 
