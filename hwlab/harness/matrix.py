@@ -348,15 +348,7 @@ def _run_one(
     lab.power(node, "on" if scenario.start_on else "off")
     driver = _quick(build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s))
     try:
-        probe_until_up(driver)  # a live session first: faults then hit a real command
-        if scenario.rule.get("effect") == "incident":
-            # a power window opens at the last transition: open it now, not
-            # before a probe that may have waited for a rebooted BMC
-            lab.power(node, "on" if scenario.start_on else "off")
-        lab.add_faults(node, [dict(scenario.rule)])
-        if scenario.prime:
-            with contextlib.suppress(BmaasError):
-                driver.get_power_state(deadline=per_call(driver))
+        _arm(lab, node, driver, scenario, power=scenario.rule.get("effect") == "incident")
         start = time.monotonic()
         try:
             seen, message = ACTIONS[scenario.action](driver), ""
@@ -392,12 +384,7 @@ def _outcome(
     driver = _quick(build_driver(node, protocol, record["driver_info"], bmc_timeout=deadline_s))
     calls: list[str] = []
     try:
-        probe_until_up(driver)
-        lab.power(node, "on" if scenario.start_on else "off")
-        lab.add_faults(node, [dict(scenario.rule)])
-        if scenario.prime:
-            with contextlib.suppress(BmaasError):
-                driver.get_power_state(deadline=per_call(driver))
+        _arm(lab, node, driver, scenario, power=True)
         start = time.monotonic()
         try:
             outcome = _retried(driver, scenario.action, Deadline.after(OUTCOME_BUDGET), calls)
@@ -408,6 +395,18 @@ def _outcome(
     finally:
         driver.close()
         lab.clear_faults(node)
+
+
+def _arm(lab: Lab, node: str, driver: BMCDriver, scenario: Scenario, *, power: bool) -> None:
+    """A live session first (faults then hit a real command); ``power``: the
+    transition again after it (a window opens at the last one), then the rule."""
+    probe_until_up(driver)
+    if power:
+        lab.power(node, "on" if scenario.start_on else "off")
+    lab.add_faults(node, [dict(scenario.rule)])
+    if scenario.prime:
+        with contextlib.suppress(BmaasError):
+            driver.get_power_state(deadline=per_call(driver))
 
 
 def _quick(driver: BMCDriver) -> BMCDriver:
