@@ -2,27 +2,12 @@
 
 No BMC tool we know exports faults *by class*; operators ask to alert on
 exactly that ("BMCAuthError on any node", "unclassified faults > 0", "more
-than 5% of the rack in power failure"). Exported, on 127.0.0.1 by default:
-
-=========================================  =========================================
-``bmaas_faults_total``                     faults seen, by ``code``, ``class``,
-                                           ``driver`` and ``operation``
-``bmaas_sync_pass_duration_seconds``       how long each pass took (histogram)
-``bmaas_sync_last_pass_timestamp_seconds`` when the last pass ended (alert on staleness)
-``bmaas_sync_transitions_total``           nodes put into / taken out of fault
-``bmaas_reclaimed_owners_total``           dead owners whose holdings were reclaimed
-``bmaas_nodes``                            nodes by ``power_state``, ``maintenance``
-                                           and ``fault`` (after each pass)
-``bmaas_protocol_failovers_total``         calls that fell through to the other protocol
-                                           (``first``, ``other``, ``code``, ``outcome``)
-``bmaas_sync_uncounted_reads``             nodes whose read failed in the last pass
-                                           with a fault node health does not count,
-                                           by ``reason`` (the policy table's fleet
-                                           word: ``auth``, ``busy``, ``config``...)
-=========================================  =========================================
-
-``bmaas_sync_uncounted_reads{reason="auth"} > 0`` is the alert for rotated
-credentials: such a node is never fenced, so nothing else would say it.
+than 5% of the rack in power failure"). The metrics, their labels and the
+alerts they serve (``bmaas_sync_uncounted_reads{reason="auth"}``: rotated
+credentials, a node never fenced for it): docs/operator.md, "Power-state
+sync and metrics"; beside them ``bmaas_protocol_failovers_total`` (``first``,
+``other``, ``code``, ``outcome``): calls that fell through to the other
+protocol (:mod:`bmaas.failover`). Served on 127.0.0.1 by default.
 
 Each :class:`SyncMetrics` has its own registry, so tests (and two syncs in
 one process) never share counters.
