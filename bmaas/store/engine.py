@@ -8,6 +8,10 @@ SQLite is configured for several bmaas processes on one file:
 
 * **WAL**: readers never block the writer, the writer never blocks readers;
 * **busy timeout**: a writer waits for the lock instead of failing at once;
+* **one writer queue a process** (:mod:`bmaas.store.writers`): the threads
+  of one process take turns in arrival order before ``BEGIN IMMEDIATE``
+  (SQLite's busy handler polls and queues no one: under load a thread lost
+  every draw for the whole busy timeout, issue 50);
 * **BEGIN IMMEDIATE** for write transactions: the write lock is taken up front.
   A deferred transaction that reads and then writes cannot wait for the lock
   (SQLite returns SQLITE_BUSY at once to avoid a deadlock), which is exactly
@@ -47,6 +51,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +63,7 @@ from bmaas.deadline import Deadline
 from bmaas.faults import InputError
 from bmaas.store.errors import NoDatabase
 from bmaas.store.location import default_db_path, private_file_problem, resolve_url
+from bmaas.store.writers import WriterQueue
 
 __all__ = [
     "BUSY_TIMEOUT",
@@ -85,6 +91,8 @@ _PG_KEEPALIVES = {
 }
 #: execution option that marks a connection's next transaction as a write
 WRITE_OPTION = "bmaas_write"
+#: a connection's ``info`` key: its transaction holds this process's writer turn
+_WRITER = "bmaas_writer_turn"
 
 
 def _prepare_sqlite_file(url: sa.URL, *, create: bool) -> None:
@@ -259,10 +267,32 @@ def _configure_sqlite(engine: Engine, busy_timeout: float, deadline: Deadline | 
         finally:
             cursor.close()
 
+    writers = WriterQueue()  # this process's writers queue here, processes at SQLite's lock
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
-        if deadline is not None:  # a lock wait ends by the command's deadline
-            wait = _left(deadline, busy_timeout)
-            conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(wait * 1000)}")
         write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if write:  # this process's turn first (each wait at most the busy timeout)
+            wait = _left(deadline, busy_timeout)
+            if not writers.acquire(wait):
+                locked = sqlite3.OperationalError(
+                    f"database is locked: this process's other writers held it for {wait:g}s"
+                )
+                raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, locked)
+        try:
+            if deadline is not None:  # a lock wait ends by the command's deadline
+                wait = _left(deadline, busy_timeout)
+                conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        except BaseException:
+            if write:
+                writers.release()
+            raise
+        if write:
+            conn.info[_WRITER] = True
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _on_end(conn: sa.Connection) -> None:
+        if conn.info.pop(_WRITER, False):
+            writers.release()
