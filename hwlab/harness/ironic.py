@@ -32,7 +32,6 @@ import argparse
 import contextlib
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bmaas.faults import BmaasError
-from bmaas.hwlab.proxy.stock import free_port
+from bmaas.hwlab.proxy.stock import free_port, stop_group
 from bmaas.hwlab.pyexec import python_argv
 from bmaas.signals import relayed_signals
 
@@ -392,19 +391,8 @@ class IronicService:
     def stop(self, *, timeout: float = 15.0) -> None:
         """Stop Ironic (its whole process group), killing it if it lingers."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=timeout)
-        # Children that outlived the parent (forked workers) go with the group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        if process is not None and process.poll() is None:
+            stop_group(process, timeout, "ironic")
 
     def pids(self) -> list[int]:
         """Ironic's processes (the launcher and its forked service)."""

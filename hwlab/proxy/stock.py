@@ -38,7 +38,7 @@ from bmaas.hwlab.proxy.host import ProxyError
 from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.statefiles import open_private, write_private
 
-__all__ = ["StockSushy", "StockVbmc", "free_port", "refuses"]
+__all__ = ["StockSushy", "StockVbmc", "free_port", "refuses", "stop_group"]
 
 LOG = logging.getLogger(__name__)
 
@@ -150,20 +150,25 @@ class _Process:
         return self.process.pid if self.process is not None else None
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM the group, SIGKILL what is left after ``timeout``. Safe twice."""
+        """Stop the process and its group (:func:`stop_group`). Safe twice."""
         process, self.process = self.process, None
-        if process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            LOG.warning("%s did not stop on SIGTERM; killing it", self.name)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # children left behind, if any
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout)
+        if process is not None:
+            stop_group(process, timeout, self.name)
+
+
+def stop_group(process: subprocess.Popen[bytes], timeout: float, name: str) -> None:
+    """SIGTERM the process group ``process`` leads (``start_new_session``),
+    SIGKILL what is left after ``timeout``: forked children too."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        LOG.warning("%s did not stop on SIGTERM; killing it", name)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # children left behind, if any
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout)
 
 
 class StockVbmc(_Process):
