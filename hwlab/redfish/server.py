@@ -242,18 +242,7 @@ class RedfishServer:
         bmc.sse_keepalive = self.sse_keepalive
         if found is not None:
             bmc.shape = ShapeState(found, machine)
-        with self._lock:
-            if machine.name in self._ports:
-                raise ValueError(f"machine {machine.name!r} already has a Redfish endpoint")
-        sock = _bind(self.host, port)
-        endpoint = _Endpoint(bmc, sock.getsockname()[1], sock)
-        with self._lock:
-            self._endpoints[endpoint.port] = endpoint
-            self._ports[machine.name] = endpoint.port
-            loop = self._loop
-        if loop is not None:
-            self._run(self._listen(endpoint))
-        return endpoint.port
+        return self._register([bmc], port, shared=False)
 
     def add_service(
         self,
@@ -278,18 +267,22 @@ class RedfishServer:
         for bmc in bmcs:
             bmc.peers = bmcs
             bmc.sse_keepalive = self.sse_keepalive
+        return self._register(bmcs, port, shared=True)
+
+    def _register(self, bmcs: list[Bmc], port: int, *, shared: bool) -> int:
+        """Bind ``port`` for ``bmcs`` (one BMC, or a shared service's
+        systems), listening at once if the server runs; the port."""
+        names = [bmc.machine.name for bmc in bmcs]
         with self._lock:
-            taken = [m.name for m in machines if m.name in self._ports]
-            if taken:
+            if taken := [name for name in names if name in self._ports]:
                 raise ValueError(f"machines {taken} already have a Redfish endpoint")
         sock = _bind(self.host, port)
         endpoint = _Endpoint(bmcs[0], sock.getsockname()[1], sock)
-        for bmc in bmcs:
+        for bmc in bmcs if shared else ():
             endpoint.systems[bmc.system_id] = endpoint.systems[bmc.uuid] = bmc
         with self._lock:
             self._endpoints[endpoint.port] = endpoint
-            for machine in machines:
-                self._ports[machine.name] = endpoint.port
+            self._ports.update(dict.fromkeys(names, endpoint.port))
             loop = self._loop
         if loop is not None:
             self._run(self._listen(endpoint))
