@@ -1,26 +1,15 @@
 """What a proxy can do with each fault effect, and what a client then sees.
 
-A proxy sits on the wire in front of a BMC it does not control, so it can
-carry out wire effects (it holds the packets) and BMC effects (it answers in
-the BMC's place), never hardware effects: making a real server's power stick
-or fail needs acting on the machine -- save ``power_stuck``
-(:data:`ACKNOWLEDGED`): the Redfish Reset or the IPMI Chassis Control is
-answered as accepted and never relayed, which is all a client can see of a
-power action that never lands (on IPMI inside a session: with the BMC
-credentials, as every answer in the BMC's place); and, on Redfish, the
-firmware update effects: ``SimpleUpdate`` answered with a task the proxy
-serves itself (:mod:`bmaas.hwlab.proxy.updates`). Nor
-``session_limit``, which fires on the sessions the BMC holds: a proxy cannot
-count them (:data:`REFUSED`).
-Rules asking for one are refused with an
-:class:`~bmaas.faults.InputError` that names the rule.
-
-IPMI adds one limit: in-session requests of an IPMI 2.0 session are
-integrity-protected and usually encrypted. Without the BMC credentials the
-proxy cannot read them (it sees them as operation :data:`OPAQUE`) and cannot
-forge answers, so BMC effects on any operation but ``login`` need
-``username``/``password`` on the proxy. The login exchange itself is in the
-clear, so login faults never need them.
+A proxy sits on the wire in front of a BMC it does not control: it holds the
+packets (wire effects) and can answer in the BMC's place (BMC effects), but
+cannot act on the machine, so hardware effects are refused -- save
+``power_stuck`` (:data:`ACKNOWLEDGED`: the power action answered as accepted
+and never relayed) and, on Redfish, the firmware update effects
+(:mod:`bmaas.hwlab.proxy.updates`); nor can it count the BMC's sessions
+(``session_limit``, :data:`REFUSED`). Rules asking for one are refused with
+an :class:`~bmaas.faults.InputError` that names the rule. Inside an IPMI 2.0
+session it reads requests only with the BMC credentials (else operation
+:data:`OPAQUE`); docs/lab.md ("Proxy") says what each effect looks like.
 
 :data:`EXPECTED_FAULTS` is the one table of what the bmaas drivers raise for
 each effect carried out by a proxy; the lab tests through the drivers
