@@ -1,52 +1,23 @@
 """A boot image made here, from Debian packages: the VM lab's machines boot it.
 
-The kernel is Debian's (``/boot/vmlinuz-*`` and its ``/lib/modules`` if
-readable, else the ``linux-image-amd64`` package's, fetched with ``apt-get
-download``; only its vmlinuz and the few modules below are kept); the
-initramfs is busybox-static, those modules and an ``/init`` that prints one
-marker line on the serial console::
+Debian's kernel, a busybox-static initramfs with the few disk modules Debian
+builds out of its kernel, and an ``/init`` that prints one marker line on
+the serial console::
 
     BMAAS-BOOTED via=cdrom boot=3 boot_id=3f1c... uptime=4.12
 
-``via`` is the kernel command line's ``bmaas.via`` (the ISO's isolinux entry
-passes ``cdrom``, ``vmedia`` or ``disk``; a direct kernel boot passes what it
-is given), so the line says which medium the firmware booted. ``boot`` is the
-guest's own count of its boots: kept on the VM's 64 MiB disk (its last
-sector, ``BMAAS-COUNT n``), read, incremented and written back -- synced --
-before the line is printed, so a test proves one boot per deploy from the
-machine's word, not from the BMC's. The disk is reached with Debian's own
-modules (libata, ata_piix, sd_mod and theirs: Debian builds no disk driver
-in); ``boot=none`` when they or the disk are missing (the guest never writes
-to a disk of another size). Then it waits for power-off (or powers off
-itself with ``bmaas.after=poweroff``).
-
-Four ISOs, all BIOS-bootable (isolinux, for SeaBIOS), isohybrid (the same
-bytes boot from a disk) and built by xorriso; every file is cached under the
-user's cache dir, keyed by its inputs:
-
-- ``bmaas-cdrom.iso`` (``via=cdrom``): what the VMs' own CD drives hold;
-- ``bmaas-vmedia.iso`` (``via=vmedia``): what a live deploy inserts;
-- ``bmaas-disk.iso`` (``via=disk``): the *user image* of a deploy that writes
-  the disk (issue 49): written to a VM's disk it boots from there;
-- ``bmaas-writer.iso`` (``via=vmedia``): that deploy's image. Its initramfs
-  carries ``bmaas-disk.iso`` as ``/disk.img``; once booted it prints its
-  marker, writes ``/disk.img`` to the start of the disk (the count's sector,
-  the last, is left alone), prints ``BMAAS-WROTE disk bytes=N sha256=...``
-  and powers the machine off (``bmaas deploy --to-disk`` waits for that).
-
-Their UEFI kin, signed for Secure Boot (:mod:`.uefi`): ``bmaas-uefi.iso``
-and ``bmaas-uefi-vmedia.iso``; ``bmaas-uefi-disk.img``, the UEFI user image
-(a disk: an EFI system partition holding the signed UKI, ``via=disk``); and
-``bmaas-uefi-writer.iso``, the UEFI writer carrying it.
-
-A failure the machine itself shows (issue 49; a proxy refuses ``boot_crash``:
-it cannot reach a machine's boot): the lab writes ``BMAAS-FAULT panic`` or
-``BMAAS-FAULT hang`` in the disk's sector before the count's
-(:data:`FAULT_SECTOR`, :func:`bmaas.hwlab.vm.domain.machine_fault`). Every
-boot of every image reads it once its boot is counted: it prints
-``BMAAS-FAILING panic boot=N`` and panics the kernel (the machine halts,
-still on: one boot), or ``BMAAS-FAILING hang boot=N`` and never gets to its
-marker. A wiped disk (``domain.wipe_disk``) has none.
+``via`` says which medium the firmware booted (the kernel command line's
+``bmaas.via``); ``boot`` is the guest's own count of its boots, kept in the
+last sector of the VM's 64 MiB disk (``BMAAS-COUNT n``) and synced before
+the line is printed, so a test proves one boot per deploy from the
+machine's word, not from the BMC's. A fault mark in the sector before it
+(:data:`FAULT_SECTOR`, :func:`bmaas.hwlab.vm.domain.machine_fault`) makes
+every boot panic or hang after counting; a wiped disk
+(``domain.wipe_disk``) has none. The ISOs and images built (BIOS and UEFI,
+cached under the user's cache dir keyed by their inputs), the writer that
+puts the user image on the disk and its ``BMAAS-WROTE`` line are described
+in docs/lab.md ("VM lab": ``hwlab vm image``, "A boot that panics or hangs
+in the guest").
 """
 
 from __future__ import annotations
