@@ -4,32 +4,10 @@ Both bring up a private lab on 127.0.0.1 and drive the real bmaas drivers
 against it. Each piece they need is checked first, every problem one
 :class:`~bmaas.faults.InputError` (one ``error:`` line, exit 2, nothing
 started), instead of a traceback from a lab worker or the first problem
-only:
-
-==========================  ==============================================
-check                       why
-==========================  ==============================================
-the Python packages         the emulators (pyghmi's BMC server for IPMI,
-(:data:`PACKAGES`)          sushy-tools and Flask for Redfish) and the
-                            drivers (pyghmi, sushy) of the protocols the
-                            run uses, found without importing them
-bmaas's drivers             the ``bmaas.drivers`` entry point of each
-                            protocol (an install without its metadata has
-                            none)
-the interpreter             the lab's workers are ``spawn``-ed from
-                            ``sys.executable``
-loopback sockets            IPMI BMCs listen on UDP, Redfish on TCP, each
-                            on a free port of 127.0.0.1 (no fixed port can
-                            clash; a sandbox without loopback can)
-the environment             ``BMAAS_BMC_*`` (:mod:`bmaas.gate`) and
-                            ``BMAAS_REDFISH_TLS_*`` (:mod:`bmaas.tlspolicy`),
-                            which the drivers read
-a folder to work in         the temporary folder, or ``--workdir``: a
-                            folder (or one that can be made), writable
-the demo's profiles         every name of ``--profile`` (one line each)
-the matrix's ``--only``     every unknown scenario (one line each)
-the matrix's ``--shape``    every unknown vendor shape (one line each)
-==========================  ==============================================
+only. The checks (packages, driver entry points, the interpreter, loopback
+sockets, ``BMAAS_*`` settings, the folder to work in, ``--profile``,
+``--only``, ``--shape`` names) are tabled in docs/lab.md ("What ``hwlab
+matrix`` and ``hwlab demo`` check first").
 
 Each check is a small function returning its problems, so a test can feed
 one a broken world (:func:`packages` takes a ``find`` function,
