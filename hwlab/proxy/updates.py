@@ -6,20 +6,9 @@ nothing, so it carries out the update effects as it carries out
 ``SimpleUpdate`` POST is answered 202 with ``Location`` a Task the proxy
 serves itself (``/redfish/v1/TaskService/Tasks/hwlab-proxy-<n>``, the
 document hwlab's engine serves: :func:`bmaas.hwlab.redfish.tasks.task`) and
-is never relayed, so the BMC's inventory keeps reading what it read:
-
-=====================  ===============================================================
-effect                 what the client meets
-=====================  ===============================================================
-task_hang              the task reads Running for ever
-update_rejected        the task ends Exception, ``Update.1.0.VerificationFailed``
-version_unchanged      the task ends Completed; the version never changes
-update_reboot          the port refused for ``duration`` seconds right after the
-                       answer (sessions die, as with ``bmc_reboot``); ``version=old``:
-                       the proxy's task, Completed once the BMC is back;
-                       ``version=new``: the POST relayed (the update is the BMC's
-                       own; a BMC that refuses it does not reboot)
-=====================  ===============================================================
+is never relayed, so the BMC's inventory keeps reading what it read (what
+each effect then shows: docs/lab.md, "Proxy"). ``update_reboot`` with
+``version=new`` is relayed: the update is the BMC's own.
 
 Stock sushy-tools (2.2) has no task of its own to hang: its libvirt driver
 bumps the System's ``BiosVersion`` at once and answers 204 naming a stub
