@@ -4,16 +4,8 @@
 lab through it, and so can tests, through :class:`LabClient`, which has the
 same methods as an in-process :class:`~bmaas.hwlab.lab.Lab`.
 
-========  ======================  ===================================
-method    path                    does
-========  ======================  ===================================
-GET       /status                 lab description and per-node state
-POST      /faults/NODE            add rules ``{"rules": [...]}``
-DELETE    /faults/NODE, /faults   clear one node's rules, or all
-POST      /power/NODE             ``{"state": "on"|"off"}`` behind the BMC
-POST      /health/NODE            ``{"health": "OK"|"Warning"|"Critical"}``
-POST      /shutdown               stop the lab
-========  ======================  ===================================
+The routes (``/status``, ``/faults``, ``/power``, ``/health``, ``/shutdown``)
+are tabled in docs/lab.md ("Running a lab").
 
 Only the lab's owner may call it, and only from a program: every request
 carries ``Authorization: Bearer TOKEN`` (the token the server was given;
