@@ -5,21 +5,14 @@ vocabulary (``power_on``, ``get_boot_device``, ...), with a simulated machine
 instead of libvirt. Unlike virtualbmc, every request first goes through the
 machine's :class:`~bmaas.fakes.faults.FaultPlan`; what fires is decided by
 :func:`bmaas.fakes.effects.decide` and, in a session, carried out by
-:func:`bmaas.hwlab.ipmi_action.carry_out` (the IPMI proxy's executor too), answered
-from :data:`bmaas.hwlab.answers.IPMI_CODES`. At login, BMC effects show as:
-busy, RMCP+ status 0x01 (no session slot); unsupported, status 0x11 (no cipher
-suite); auth_fail, RAKP2 with status 0x0D; internal_error, Get Channel
-Authentication Capabilities answered 0xFF; malformed_reply, RAKP2 cut short
-(:data:`bmaas.hwlab.answers.IPMI_LOGIN_ANSWERS`, the proxy's table too). A login is
-evaluated once, at its first packet (Get Channel Authentication Capabilities).
-
-Requests map to operations as: a login (from Get Channel Authentication
-Capabilities, else Open Session Request) -> ``login``, Get Device
-ID -> ``probe``, Get Chassis Status -> ``power.get``, Chassis Control ->
-``power.set``, Get/Set System Boot Options -> ``boot.get``/``boot.set``, FRU
-reads -> ``inventory.get``. Each request is evaluated once, so a client call
-that sends three requests is three evaluations. Hardware effects go to the
-machine with the request that carries them.
+:func:`bmaas.hwlab.ipmi_action.carry_out` (the IPMI proxy's executor too).
+Answers come from the tables the proxy answers from too
+(:data:`bmaas.hwlab.answers.IPMI_CODES`, ``IPMI_LOGIN_ANSWERS``), and
+requests are named by :data:`bmaas.hwlab.operations.IPMI_COMMANDS`. A login
+is evaluated once, at its first packet (Get Channel Authentication
+Capabilities); every other request once, so a client call that sends three
+requests is three evaluations. Hardware effects go to the machine with the
+request that carries them.
 """
 
 from __future__ import annotations
