@@ -14,7 +14,7 @@ import click
 from bmaas.about import version_option
 from bmaas.cliutil import LazyGroup, common_options, run, setup_logging
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["COMMANDS", "cli", "main", "parse_rule_arg"]
 
 #: name -> (where the command lives, its short help): imported only when run,
 #: so `hwlab status` does not load the emulators, proxies and benchmarks
@@ -65,6 +65,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Start a lab in the background; return when every BMC is listening.",
     ),
 }
+
+
+def __getattr__(name: str) -> object:
+    if name == "parse_rule_arg":  # kept importable from here, loaded on first use
+        from bmaas.hwlab.cli.lab import parse_rule_arg
+
+        return parse_rule_arg
+    raise AttributeError(name)
 
 
 @click.group(
