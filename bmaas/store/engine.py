@@ -9,9 +9,10 @@ SQLite is configured for several bmaas processes on one file:
 * **WAL**: readers never block the writer, the writer never blocks readers;
 * **busy timeout**: a writer waits for the lock instead of failing at once;
 * **one writer queue a process** (:mod:`bmaas.store.writers`): the threads
-  of one process take turns in arrival order before ``BEGIN IMMEDIATE``
-  (SQLite's busy handler polls and queues no one: under load a thread lost
-  every draw for the whole busy timeout, issue 50);
+  of one process wait for their turn there before ``BEGIN IMMEDIATE``, one
+  that has waited long served first (SQLite's busy handler polls and queues
+  no one: under load a thread lost every draw for the whole busy timeout,
+  issue 50);
 * **BEGIN IMMEDIATE** for write transactions: the write lock is taken up front.
   A deferred transaction that reads and then writes cannot wait for the lock
   (SQLite returns SQLITE_BUSY at once to avoid a deadlock), which is exactly

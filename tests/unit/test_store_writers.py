@@ -18,8 +18,8 @@ from bmaas.store.writers import WriterQueue
 BOUND = 10.0
 
 
-def test_the_turn_goes_to_the_writer_that_came_first_not_back_to_the_one_that_ended() -> None:
-    queue = WriterQueue()
+def test_a_writer_that_waited_long_enough_gets_the_turn_not_the_one_that_ended() -> None:
+    queue = WriterQueue(patience=0.0)  # every writer in line has waited long enough
     assert queue.acquire(0)
     order: list[str] = []
     waiting = threading.Event()
@@ -38,6 +38,26 @@ def test_the_turn_goes_to_the_writer_that_came_first_not_back_to_the_one_that_en
     b.join(BOUND)
     assert order == ["b"]
     assert queue.acquire(0)  # nobody in line: free again
+
+
+def test_a_free_turn_goes_to_the_running_writer_while_nobody_waited_long() -> None:
+    """No hand-over to a thread the CPU has yet to wake while nobody in
+    line has waited the patience: on a loaded host that cost more than
+    the writes."""
+    queue = WriterQueue(patience=BOUND)
+    assert queue.acquire(0)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(queue.acquire(BOUND)))
+    waiter.start()
+    while not queue._waiting:
+        threading.Event().wait(0.001)
+    queue.release()
+    assert queue.acquire(0), "the running writer may take a free turn"
+    queue.release()
+    waiter.join(BOUND)
+    assert got == [True]
+    queue.release()
+    assert queue.acquire(0)
 
 
 def test_a_writer_whose_turn_does_not_come_leaves_the_line() -> None:
