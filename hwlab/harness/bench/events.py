@@ -89,6 +89,10 @@ ALL_MODES = ("polling", "events", "push")
 MODES = ("polling", "events", "adversary")
 
 
+class SyncDied(RuntimeError):
+    """The row's ``bmaas sync`` exited before the row was measured."""
+
+
 def one_mode(
     mode: str,
     lab: Any,
@@ -113,9 +117,17 @@ def one_mode(
         where = urllib.parse.urlsplit(listener).netloc
         args += ["--events-listen", where, "--events-prefer-push"]
     env = {**os.environ, "BMAAS_DB": str(db)}
-    sync = subprocess.Popen(  # noqa: S603 - our own console script
-        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    log = db.parent / f"sync-{mode}.log"  # what a sync that died said
+    with log.open("wb") as stderr:
+        sync = subprocess.Popen(  # noqa: S603 - our own console script
+            args, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+
+    def alive() -> None:
+        if sync.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise SyncDied(f"bmaas sync ({mode}) exited {sync.returncode}: " + " | ".join(tail))
+
     measured = Measured(mode)
     store = Store.open(str(db))
     attacked = mode == "adversary"
@@ -127,7 +139,7 @@ def one_mode(
         # them, which reads every node once more (it reconciles what changed
         # before they were up): start-up too
         first_passes(lab, names, mode != "polling", options.interval,
-                     started + options.duration / 2)  # fmt: skip
+                     started + options.duration / 2, alive)  # fmt: skip
         end = started + options.duration
 
         def recorded(wanted: list[str]) -> dict[str, str]:
@@ -171,7 +183,11 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     unmeasured: list[str] = []
     with enrolled_lab(spec, "hwlab-bench-events-") as (lab, db, names):
         for mode in () if options.ironic_only else options.mode or MODES:
-            results[mode] = one_mode(mode, lab, db, names, options, progress)
+            try:
+                results[mode] = one_mode(mode, lab, db, names, options, progress)
+            except SyncDied as exc:  # the other rows still count
+                progress(str(exc))
+                unmeasured.append(str(exc)[:300])
         if options.ironic:
             from bmaas.hwlab.harness.bench import events_ironic
 

@@ -131,15 +131,24 @@ def count_requests(lab: Any, names: list[str]) -> None:
         )
 
 
-def first_passes(lab: Any, names: list[str], streamed: bool, interval: float, by: float) -> None:
+def first_passes(
+    lab: Any,
+    names: list[str],
+    streamed: bool,
+    interval: float,
+    by: float,
+    alive: Callable[[], None] = lambda: None,
+) -> None:
     """Every row's start-up: until the client has read every node once
     since now (polling), or every node's stream has opened (its SSE GET or
     push subscription, counted at the BMC) and one more pass has reconciled
     it (``interval`` + :data:`WARMUP` after the last open); never past
-    ``by`` (a monotonic time)."""
+    ``by`` (a monotonic time). ``alive()`` raises once the client is gone
+    (a row whose client died ends then, not at ``by``)."""
     rule = COUNT_SUBSCRIBE if streamed else COUNT_ALL
     base = {} if streamed else fired(lab, names, rule)
     while time.monotonic() < by:
+        alive()
         found = fired(lab, names, rule)
         if all(found[n] > base.get(n, 0) for n in names):
             break
