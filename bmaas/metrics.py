@@ -5,9 +5,7 @@ exactly that ("BMCAuthError on any node", "unclassified faults > 0", "more
 than 5% of the rack in power failure"). The metrics, their labels and the
 alerts they serve (``bmaas_sync_uncounted_reads{reason="auth"}``: rotated
 credentials, a node never fenced for it): docs/operator.md, "Power-state
-sync and metrics"; beside them ``bmaas_protocol_failovers_total`` (``first``,
-``other``, ``code``, ``outcome``): calls that fell through to the other
-protocol (:mod:`bmaas.failover`). Served on 127.0.0.1 by default.
+sync and metrics". Served on 127.0.0.1 by default.
 
 Each :class:`SyncMetrics` has its own registry, so tests (and two syncs in
 one process) never share counters.
