@@ -98,8 +98,10 @@ class _Stream:
         self.conn = conn
         self.batch: list[NodeResult[Any]] = []
         self.sent = time.monotonic()
+        self.streamed: set[str] = set()
 
     def __call__(self, result: NodeResult[Any]) -> None:
+        self.streamed.add(result.node)
         self.batch.append(result)
         if len(self.batch) >= BATCH or time.monotonic() - self.sent >= FLUSH:
             self.flush()
@@ -142,7 +144,7 @@ def _worker(
                     pool.hold(*hold)
                 bind = getattr(operation, "in_runtime", None)
                 stream = _Stream(conn)
-                run_on_nodes(
+                out = run_on_nodes(
                     records,
                     operation if bind is None else bind(rt),
                     factory=factory,
@@ -151,6 +153,12 @@ def _worker(
                     pool=pool,
                     deadline=deadline,
                 )
+                # the nodes the deadline cut off before they finished are
+                # results run_on_nodes made itself, never passed to on_result:
+                # sent too, or the caller has no result for them
+                for result in out:
+                    if result.node not in stream.streamed:
+                        stream(result)
                 stream.flush()
                 pool.expire_idle()
                 # before "done": the pass that opened sessions pays for them,

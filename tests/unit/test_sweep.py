@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bmaas.deadline import Deadline
-from bmaas.faults import BMCTimeout
+from bmaas.faults import BMCTimeout, SlotTimeout
 from bmaas.gate import bmc_of
 from bmaas.heap import MIN_CHANGES
 from bmaas.ops import NodeResult, run_on_nodes
@@ -136,6 +136,26 @@ def test_a_dead_worker_loses_its_unanswered_nodes_and_is_replaced(
     assert {shard_of(bmc_of(r.driver, r.node, by_name[r.node].driver_info), 2) for r in lost} == {0}
     assert all(isinstance(r.error, BMCTimeout) and not r.started for r in lost)
     assert all(r.ok for r in again)
+
+
+def test_nodes_the_pass_deadline_cut_off_come_back_as_timeouts(
+    store: Store, enroll: Enroll
+) -> None:
+    """A pass whose deadline ends with nodes still queued in a worker: those
+    nodes come back cut off (SlotTimeout: bmaas's own wait, never started,
+    never counted against the node), one result a node, as in-process.
+    Before, the worker sent only what finished and the caller's lookup
+    raised KeyError: ``bmaas sync`` on 10,000 Redfish nodes at load 46 died
+    with ``KeyError: 'node-05470'``."""
+    enroll(20)
+    records = store.nodes.find()
+    with ShardedSweeper(processes=2, workers=1, make_factory=make_factory) as sweeper:
+        sweeper.run(records, read_power, deadline=PASS())  # the workers are up
+        results = sweeper.run(records, read_power, deadline=Deadline.after(0.0))
+    assert [r.node for r in results] == [r.name for r in records]
+    cut = [r for r in results if not r.ok]
+    assert cut  # one worker thread each: the queued nodes never start
+    assert all(isinstance(r.error, SlotTimeout) and not r.started for r in cut)
 
 
 def test_a_worker_holds_the_nodes_the_sweep_names_before_it_reads(
