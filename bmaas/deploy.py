@@ -243,6 +243,12 @@ def deploy_node(
     """
     limits = limits or RetryLimits()
     total = min(settings.deadline_s, deadline.left())
+    if total <= 0:  # the request's budget went before this node's turn: nothing was asked
+        raise driver.slot_timeout(
+            "no time left to deploy: the request's deadline was spent before this node's turn",
+            "deploy",
+            None,
+        )
     share = _DeployShare(
         driver.node, limits, deadline.share(cap=settings.deadline_s), total, before_step
     )

@@ -14,6 +14,7 @@ from bmaas.driver import Capability, Operation, PowerAction, PowerState
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
 from bmaas.fakes.machine import FakeMachine, Hardware
+from bmaas.faults import SlotTimeout
 from bmaas.retry import RetryLimits
 
 HW = Hardware(power_on_time=2, power_off_time=1, soft_off_time=3, os_boot_time=4, reset_time=0.5)
@@ -93,3 +94,19 @@ def test_a_node_that_does_not_come_back_is_a_power_failure() -> None:
     machine.set_power = cycle_then_stay_off  # type: ignore[method-assign]
     with pytest.raises(PowerFailure, match="not on"):
         deploy(driver, clock)
+
+
+def test_a_deploy_whose_budget_went_before_its_turn_is_bmaas_own_wait() -> None:
+    """A request whose deadline was spent before this node's deploy began
+    (an earlier candidate, bmaas's own spacing): ``SlotTimeout``, never
+    counted, and nothing asked of the BMC. It was a ``BootFailure``
+    ("deploy deadline of 0s exceeded before check"), a fault counted
+    against a node that was never asked (issue 50: seen at load 25-46)."""
+    driver, machine, clock = rig(IpmiLike, hard_reset=True)
+    deadline = Deadline.after(5, clock=clock)
+    clock.advance(5)
+    with pytest.raises(SlotTimeout, match="before this node's turn") as raised:
+        deploy_node(driver, settings=SETTINGS, deadline=deadline)
+    assert raised.value.node == "n1"
+    assert driver.wire_calls == []
+    assert machine.boots == 0
