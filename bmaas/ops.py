@@ -319,7 +319,8 @@ def run_on_nodes(
     """Run ``operation(driver)`` for every node, at most ``workers`` at once.
 
     Returns one result per node, in the order of ``records``. ``on_result``
-    runs in the calling thread as each node finishes (progress, store writes).
+    runs in the calling thread once for every node (progress, store writes):
+    as each finishes, and at the end for those the deadline cut off.
     Ctrl-C cancels the nodes not yet started and waits for the running ones,
     which are bounded by their deadline.
 
@@ -463,12 +464,14 @@ class _Sweep(Generic[T]):
             asked = set(self.calling)
         for record in self.records:
             if record.name not in self.results:
-                self.results[record.name] = _cut_off(
+                result = self.results[record.name] = _cut_off(
                     record,
                     record.name in self.started,
                     self.clock() - self.begun,
                     asked=record.name in asked,
                 )
+                if self.on_result is not None:
+                    self.on_result(result)
         return [self.results[record.name] for record in self.records]
 
 

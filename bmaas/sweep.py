@@ -98,10 +98,8 @@ class _Stream:
         self.conn = conn
         self.batch: list[NodeResult[Any]] = []
         self.sent = time.monotonic()
-        self.streamed: set[str] = set()
 
     def __call__(self, result: NodeResult[Any]) -> None:
-        self.streamed.add(result.node)
         self.batch.append(result)
         if len(self.batch) >= BATCH or time.monotonic() - self.sent >= FLUSH:
             self.flush()
@@ -144,7 +142,7 @@ def _worker(
                     pool.hold(*hold)
                 bind = getattr(operation, "in_runtime", None)
                 stream = _Stream(conn)
-                out = run_on_nodes(
+                run_on_nodes(
                     records,
                     operation if bind is None else bind(rt),
                     factory=factory,
@@ -153,12 +151,6 @@ def _worker(
                     pool=pool,
                     deadline=deadline,
                 )
-                # the nodes the deadline cut off before they finished are
-                # results run_on_nodes made itself, never passed to on_result:
-                # sent too, or the caller has no result for them
-                for result in out:
-                    if result.node not in stream.streamed:
-                        stream(result)
                 stream.flush()
                 pool.expire_idle()
                 # before "done": the pass that opened sessions pays for them,

@@ -158,6 +158,7 @@ def test_the_deadline_returns_on_time_and_says_which_nodes_never_finished(
             return Blocking("n01", clock, release)  # type: ignore[return-value]
         return FakeDriver(record.name, fleet=fleet)
 
+    seen: list[NodeResult[PowerState]] = []
     try:
         results = run_on_nodes(
             store.nodes.find(),
@@ -166,9 +167,13 @@ def test_the_deadline_returns_on_time_and_says_which_nodes_never_finished(
             workers=1,
             clock=clock.monotonic,
             deadline=Deadline.after(30, clock=clock.monotonic),
+            on_result=seen.append,
         )
     finally:
         release.set()
+    # on_result hears every node once, the cut-off ones too (a sweep worker
+    # streams its results through it: without them its caller had none)
+    assert seen == results
     hung, queued, last = results
     assert isinstance(hung.error, BMCTimeout)
     assert hung.started
