@@ -48,6 +48,7 @@ from bmaas.hwlab.harness.bench.outside import (
     count_requests,
     counted,
     first_passes,
+    late_grace,
     outside_changes,
     steady_window,
 )
@@ -172,8 +173,9 @@ def one_mode(
             }
             return {name: states.get(by_name[name], "?") for name in wanted}
 
-        steady_window(lab, names, measured, ironic.cpu_seconds, started, lambda: outside_changes(
-            lab, names, rng, measured, recorded, options.every, end, end - interval - 5.0, TICK
+        steady_window(lab, names, measured, ironic.cpu_seconds, started, lambda ended: (
+            outside_changes(lab, names, rng, measured, recorded, options.every, end,
+                            end - interval - 5.0, TICK, ended, late_grace(interval))
         ))  # fmt: skip
         measured.cpu -= cpu_at_start  # Ironic's start and the enrollment left out
         measured.requests -= enrolled  # subscribes: every open, the first ones too
