@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ from bmaas.faults import (
     BmaasError,
     InputError,
     NodeUnavailable,
+    SlotTimeout,
 )
 from bmaas.health import HealthRule
 from bmaas.lease import LeaseKeeper
@@ -115,6 +117,8 @@ class EmbeddedBackend:
         self.limits = limits or RetryLimits()
         self.settings = settings
         self.lease_ttl = lease_ttl
+        #: one claim at a time in this process (:meth:`claim`)
+        self._claiming = threading.Lock()
         self.health = health
         self.ready = ready
         self.keeper = LeaseKeeper(store, ttl=lease_ttl).start() if keep_leases else None
@@ -228,6 +232,30 @@ class EmbeddedBackend:
         return shortage_text(self.store.nodes.find(), job.request)
 
     def claim(self, job: Job, node: str, *, number: int, deadline: Deadline) -> Claim:
+        """Claim-then-check, one claim at a time in this process.
+
+        Parallel requests list the same best node first. Each claim that
+        loses costs the store's one writer three turns (an attempt owner
+        written, the claim refused, the owner deleted), and under a herd
+        the winner's write is still queued when the others read. So 96
+        requests at once (``bmaas deploy --count 96 --workers 96`` on the
+        vendor matrix) made 4,788 claims, 4,676 lost, in 63 s. Taken one
+        at a time, a request reads the node after the last claim was
+        committed and passes a taken one over without writing. Other
+        processes still meet at the claim, the conditional write that
+        stays the check."""
+        if not self._claiming.acquire(timeout=max(0.0, deadline.left())):
+            raise SlotTimeout(
+                "another request of this process was claiming a node until the deadline",
+                node=node,
+                operation="claim",
+            )
+        try:
+            return self._claim(job, node, number)
+        finally:
+            self._claiming.release()
+
+    def _claim(self, job: Job, node: str, number: int) -> Claim:
         record = self.store.nodes.get(node)
         request = job.request
         if not (
@@ -246,6 +274,10 @@ class EmbeddedBackend:
             if self.keeper is not None:
                 self.keeper.add(move.id)
             return Claim(job, node, number, handle=move.id)
+        if record.allocated:  # won by a request ahead of this one (see claim)
+            raise NodeUnavailable(
+                node=node, reason=f"allocated to {record.owner_name or 'another owner'}", taken=True
+            )
         attempt = self._own(
             OwnerKind.ATTEMPT, name=f"{request.name}/{number}", parent_id=job.handle
         )

@@ -283,3 +283,26 @@ def test_the_start_up_reclaim_takes_a_share_of_the_callers_deadline(
     assert "deadline" in why.lower()
     assert rack.fleet.machine("n01").power_state() is PowerState.ON  # never asked to power off
     assert [c for c in rack.calls("n01") if c.startswith("power.set")] == []
+
+
+def test_a_claim_on_a_node_another_request_holds_writes_nothing(store: Store) -> None:
+    """A node already allocated is refused as taken from the read the claim
+    makes anyway: no attempt owner is written (and deleted) for it, so a herd
+    of parallel requests listing the same best node costs the store's one
+    writer one claim each, not one per node each lost (the vendor matrix's
+    96 deploys at once: ~14,000 write turns)."""
+    rack = Rack(store, count=2)
+    rack.provisioner.provision(Request("r1"), candidates=["n01"])
+    backend = rack.provisioner.backend
+    owned: list[str] = []
+    own = backend._own
+
+    def counted_own(*args: Any, **kw: Any) -> Any:
+        owned.append(kw["name"])
+        return own(*args, **kw)
+
+    backend._own = counted_own  # type: ignore[method-assign]
+    result = rack.provisioner.provision(Request("r2"), candidates=["n01", "n02"])
+    assert result.node == "n02"
+    assert owned == ["r2", "r2/1"]  # the request, and one attempt: n02's, none for n01
+    assert [a.node for a in result.attempts] == ["n02"]  # taken is no refusal
