@@ -183,7 +183,9 @@ def is_cd_slot(conn: BoundedConnector, slot: dict[str, Any]) -> bool:
     if not isinstance(allowed, list) and info is not None:
         try:
             parameters = read(conn, info).body.get("Parameters") or []
-        except UNREADABLE:
+        except UNREADABLE as exc:
+            if not _says_no(exc):
+                raise  # busy, failing or refusing us: a fault, not an answer
             return False
         allowed = next(
             (
@@ -194,6 +196,23 @@ def is_cd_slot(conn: BoundedConnector, slot: dict[str, Any]) -> bool:
             None,
         )
     return isinstance(allowed, list) and bool(CD_TYPES & {str(v) for v in allowed})
+
+
+#: answers to an ActionInfo read that are about the BMC or the session, not
+#: the slot: they raise (the driver's edge types them) rather than say "no CD"
+_NOT_AN_ANSWER = frozenset({401, 403, 408, 409, 429})
+
+
+def _says_no(exc: Exception) -> bool:
+    """Whether a failed ActionInfo read answers "this slot takes no CD": a
+    4xx about the document (404, 400, 405...) or a broken one does; a 5xx
+    (other than 501), a busy or an auth answer does not. Found once per
+    driver, a "no" read from a busy BMC would refuse virtual media for the
+    driver's life."""
+    if not isinstance(exc, sushy_exc.HTTPError):
+        return True  # malformed: the document is what it is
+    code = exc.status_code
+    return code == 501 or (400 <= code < 500 and code not in _NOT_AN_ANSWER)
 
 
 @dataclasses.dataclass(frozen=True)

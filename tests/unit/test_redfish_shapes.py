@@ -213,3 +213,53 @@ def test_a_slot_holds_an_image_whatever_credentials_the_bmc_shows() -> None:
     assert not slot(Image="http://images.example/deploy.iso", Inserted=False).holds(url)
     # an upload (DMTF's CD2): not a URL bmaas inserted
     assert not slot(Image="/redfish/v1/UpdateService/LocalImageStore/49").holds(url)
+
+
+class _Answer:
+    def __init__(self, status: int) -> None:
+        self.status_code = status
+
+    def json(self) -> dict[str, Any]:
+        return {"error": {"code": "Base.1.8.GeneralError", "message": "no"}}
+
+
+class _ActionInfoAnswers:
+    """A connector whose every GET (the ActionInfo) answers ``status``."""
+
+    def __init__(self, status: int) -> None:
+        self.status, self.gets = status, 0
+
+    def get(self, path: str) -> Any:
+        import sushy.exceptions as sushy_exc
+
+        self.gets += 1
+        sushy_exc.raise_for_response("GET", path, _Answer(self.status))
+        raise AssertionError(f"{self.status} raised nothing")
+
+
+_SLOT_WITH_INFO = {
+    "Id": "2",
+    "Actions": {"#VirtualMedia.InsertMedia": {"target": "/x", "@Redfish.ActionInfo": "/info"}},
+}
+
+
+@pytest.mark.parametrize("status", [404, 400, 405, 501])
+def test_an_action_info_the_bmc_has_not_says_no_cd(status: int) -> None:
+    from bmaas.drivers.redfish.vmedia import is_cd_slot
+
+    conn = _ActionInfoAnswers(status)
+    assert is_cd_slot(conn, _SLOT_WITH_INFO) is False  # type: ignore[arg-type]
+    assert conn.gets == 1
+
+
+@pytest.mark.parametrize("status", [503, 500, 429, 401, 403])
+def test_a_busy_or_refusing_action_info_read_is_a_fault_not_no_cd(status: int) -> None:
+    """A busy BMC's answer is not "this slot takes no CD": found once per
+    driver, that "no" refused virtual media for the driver's life."""
+    import sushy.exceptions as sushy_exc
+
+    from bmaas.drivers.redfish.vmedia import is_cd_slot
+
+    with pytest.raises(sushy_exc.HTTPError) as raised:
+        is_cd_slot(_ActionInfoAnswers(status), _SLOT_WITH_INFO)  # type: ignore[arg-type]
+    assert raised.value.status_code == status
