@@ -296,7 +296,18 @@ class _Deploy:
             self.before_step(step)
         clock = self.limits.clock
         start = clock()
-        self.share.left(step)
+        if self.dl.left() <= 0:
+            # Earlier steps (a slow but answering BMC, a loaded client) spent
+            # the budget: nothing is asked of the node for this step, and
+            # nothing it did is counted against it (SlotTimeout's taxonomy:
+            # the deadline spent before anything was sent). A wait inside a
+            # step that runs out is the node's: BootFailure, as before.
+            raise self.driver.slot_timeout(
+                f"no time left for the deploy's {step} step: the request's deadline "
+                "was spent by the steps before it",
+                f"deploy.{step}",
+                None,
+            )
         rd = RetryingDriver(self.driver, self.limits)
         try:
             body(rd)

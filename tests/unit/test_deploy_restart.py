@@ -110,3 +110,27 @@ def test_a_deploy_whose_budget_went_before_its_turn_is_bmaas_own_wait() -> None:
     assert raised.value.node == "n1"
     assert driver.wire_calls == []
     assert machine.boots == 0
+
+
+def test_a_budget_the_steps_before_spent_is_bmaas_own_wait_too() -> None:
+    """The check answered, but only as the request's deadline ran out (a slow
+    BMC, a loaded client): the next step has no time, nothing is asked of
+    the node for it, and the deploy ends ``SlotTimeout``, never counted.
+    It was a ``BootFailure`` ("exceeded before boot_device") counted
+    against a node that had answered everything it was asked."""
+    driver, machine, clock = rig(FakeDriver)
+    deadline = Deadline.after(30, clock=clock)
+    probe = driver.probe
+
+    def slow_probe(*, deadline: Deadline) -> Any:
+        info = probe(deadline=deadline)
+        clock.advance(30)  # answered at the very end of the budget
+        return info
+
+    driver.probe = slow_probe  # type: ignore[method-assign]
+    limits = RetryLimits(sleep=clock.sleep, clock=clock)
+    with pytest.raises(SlotTimeout, match="boot_device step") as raised:
+        deploy_node(driver, settings=SETTINGS, limits=limits, deadline=deadline)
+    assert raised.value.operation == "deploy.boot_device"
+    assert driver.wire_calls == ["probe"]  # the check; nothing for the boot device
+    assert machine.boots == 0
