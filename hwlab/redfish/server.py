@@ -116,7 +116,9 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+        # the address as the error's filename: callers that name the place
+        # (the worker: "cannot listen on ... for Redfish") use strerror alone
+        raise OSError(exc.errno, exc.strerror, f"{host}:{port}") from exc
     return sock
 
 
