@@ -585,6 +585,12 @@ def _sse_keepalive(default: str) -> Callable[[Any], Any]:
         Seconds(1, 86400),
         "The sync's --safety-interval in seconds (default 2400).",
     ),
+    _opt(
+        "--liveness-interval",
+        Seconds(0, 86400),
+        "The sync's --liveness-interval in seconds (default: the sync's, 300: 12 reads "
+        "per node-hour of a streamed node's API; 1800: 2).",
+    ),
     _sse_keepalive("default 30"),
     _opt("--seed", WholeNumber(), "Seed of the changes (default 37)."),
     _opt(

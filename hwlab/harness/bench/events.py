@@ -81,7 +81,7 @@ from bmaas.hwlab.labspec import generate
 from bmaas.hwlab.proxy.stock import free_port
 from bmaas.store import Store
 
-__all__ = ["ALL_MODES", "MODES", "Measured", "Options", "label", "one_mode", "run"]
+__all__ = ["ALL_MODES", "MODES", "Measured", "Options", "label", "one_mode", "run", "sync_args"]
 
 #: the ways a sync learns power: "push" is events through bmaas's own
 #: listener (--events-listen on 127.0.0.1, --events-prefer-push: no stream
@@ -111,14 +111,8 @@ def one_mode(
     difference to a row with changes)."""
     rng = random.Random(f"{options.seed}/{mode}")
     count_requests(lab, names)
-    args = [bmaas_console(), "sync", "--interval", str(options.interval), "--no-split"]
-    args += ["--safety-interval", str(options.safety_interval)]
     listener = f"http://127.0.0.1:{free_port()}/bmaas/events"
-    if mode == "polling":
-        args.append("--no-events")
-    elif mode in ("push", "adversary"):
-        where = urllib.parse.urlsplit(listener).netloc
-        args += ["--events-listen", where, "--events-prefer-push"]
+    args = sync_args(mode, options, listener)
     env = {**os.environ, "BMAAS_DB": str(db)}
     log = db.parent / f"sync-{mode}.log"  # what a sync that died said
     with log.open("wb") as stderr:
@@ -206,6 +200,20 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
     report = _report(options, results)
     report.unmeasured += unmeasured
     return report
+
+
+def sync_args(mode: str, options: Options, listener: str) -> list[str]:
+    """The row's ``bmaas sync`` command line (``listener``: the push row's URL)."""
+    args = [bmaas_console(), "sync", "--interval", str(options.interval), "--no-split"]
+    args += ["--safety-interval", str(options.safety_interval)]
+    if options.liveness_interval is not None:
+        args += ["--liveness-interval", str(options.liveness_interval)]
+    if mode == "polling":
+        args.append("--no-events")
+    elif mode in ("push", "adversary"):
+        where = urllib.parse.urlsplit(listener).netloc
+        args += ["--events-listen", where, "--events-prefer-push"]
+    return args
 
 
 def label(mode: str, interval: float, safety: float) -> str:
@@ -329,6 +337,12 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
                 ]
                 if poll or ev
                 else []
+            ),
+            "a streamed node's API is read every "
+            + (
+                "300 s (the sync's default --liveness-interval: 12 requests per node-hour)"
+                if options.liveness_interval is None
+                else f"{options.liveness_interval:g} s (--liveness-interval)"
             ),
             *(_ironic_notes(options) if options.ironic else []),
         ],

@@ -66,6 +66,9 @@ class Options:
     every: float = 8.0
     #: the sync's --safety-interval (seconds; its default is 2400)
     safety_interval: float = 2400.0
+    #: the sync's --liveness-interval (seconds; None: its default, 300 s, 12
+    #: reads per node-hour of a streamed node's API)
+    liveness_interval: float | None = None
     seed: int = 37
     #: seconds between SSE keepalive comments of the lab's BMCs (0: none, as
     #: OpenBMC's bmcweb; hwlab's own default otherwise)
