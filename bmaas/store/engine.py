@@ -43,8 +43,12 @@ before (libpq's default: no connect timeout); now it is a
 
 Once the deadline has passed, each connect or statement still gets
 :data:`GRACE` (1 s): a command that spent its budget on BMCs records what it
-found, and a silent database still ends it within the deadline + 1 s (a
-PostgreSQL connect started with under 2 s left: + 2 s, libpq's minimum).
+found (a sync pass's thousands of reads take more than a second to write).
+The grace is each statement's, not the command's: a silent database fails
+the first one within the deadline + 1 s (a PostgreSQL connect started with
+under 2 s left: + 2 s, libpq's minimum), and a command that still has many
+writes to make after its deadline (a deploy's failed requests released one
+by one) may end that many short writes late.
 """
 
 from __future__ import annotations
