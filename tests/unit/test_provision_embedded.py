@@ -228,16 +228,20 @@ def test_the_library_guides_example_imports_what_exists() -> None:
 
 def test_parallel_requests_on_a_healthy_pool_never_collide(store: Store) -> None:
     """Eight requests list their candidates at the same moment (a barrier
-    holds each until all have listed), so all eight see the same best node
-    first; claim-then-check gives each its own node with no refusal: exactly
-    eight deploys, one per node, and nothing in any request's history."""
+    holds each until all have listed: the herd of ``bmaas deploy --count 96
+    --workers 96``), so all eight see the same best node first; claim-then-
+    check gives each its own node with no refusal: exactly eight deploys, one
+    per node, and nothing in any request's history. Claims are taken one at a
+    time in the process, so none is lost either: eight claims (before: 8 + 7
+    + ... + 1 = 36, 28 of them lost)."""
     rack = Rack(store, count=8)
     backend = rack.provisioner.backend
     barrier = threading.Barrier(8, timeout=10)
     listed: set[int] = set()
     deployed: list[str] = []
+    claims: list[str] = []
     lock = threading.Lock()
-    list_candidates, deploy = backend.candidates, backend.deploy
+    list_candidates, deploy, claim = backend.candidates, backend.deploy, store.owners.claim
 
     def candidates(job: Any, *, exclude: Any, deadline: Any) -> list[str]:
         names = list_candidates(job, exclude=exclude, deadline=deadline)
@@ -253,8 +257,14 @@ def test_parallel_requests_on_a_healthy_pool_never_collide(store: Store) -> None
             deployed.append(claim.node)
         return deploy(claim, **kw)
 
+    def counted_claim(node: str, *args: Any, **kw: Any) -> Any:
+        with lock:
+            claims.append(node)
+        return claim(node, *args, **kw)
+
     backend.candidates = candidates  # type: ignore[method-assign]
     backend.deploy = counted_deploy  # type: ignore[method-assign]
+    store.owners.claim = counted_claim  # type: ignore[method-assign]
     results = rack.provisioner.provision_many(
         [Request(f"r{i}") for i in range(8)], workers=8, deadline=Deadline.after(600.0)
     )
@@ -262,6 +272,8 @@ def test_parallel_requests_on_a_healthy_pool_never_collide(store: Store) -> None
     # no refusal, no failure: each history is the one node that worked
     assert [[a.outcome for a in r.attempts] for r in results] == [["succeeded"]] * 8
     assert sorted(deployed) == rack.names  # 8 attempts, one per node
+    assert sorted(claims) == rack.names  # one claim a node, none lost
+    assert sorted(r.node for r in results if isinstance(r, Provisioned)) == rack.names
 
 
 def test_the_start_up_reclaim_takes_a_share_of_the_callers_deadline(
