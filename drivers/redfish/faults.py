@@ -95,6 +95,7 @@ __all__ = [
     "may_be_already_there",
     "retry_after",
     "rule_for",
+    "status_fault",
 ]
 
 #: builds a BMC fault naming node, driver, operation, address and elapsed
@@ -402,6 +403,17 @@ _STATUS: dict[int, type[BMCFault]] = {
 }
 
 
+def status_fault(status: int) -> type[BMCFault] | None:
+    """The fault an HTTP error status says by itself, before any message
+    rule: :data:`_STATUS`, and any other 5xx (505, 507, a vendor's) the BMC's
+    own fault, as 500 (RFC 9110: the server erred or cannot do it). None for
+    a 4xx the table does not name (a 404's meaning depends on the path)."""
+    cls = _STATUS.get(status)
+    if cls is None and 500 <= status < 600:
+        cls = BMCInternalError
+    return cls
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and everything it wraps: ``__cause__``/``__context__``, wrapped
     ``args`` (requests wraps urllib3) and urllib3's ``reason``."""
@@ -526,11 +538,7 @@ def _http(
     what = answer_text(exc)
     extra: dict[str, Any] = {"status": str(status)}
     rule = rule_for(exc)
-    cls = rule.fault if rule else _STATUS.get(status)
-    if cls is None and 500 <= status < 600:
-        # a 5xx the table does not name (505, 507, a vendor's 5xx): RFC 9110
-        # says the server erred or cannot do it -- the BMC's own fault, as 500
-        cls = BMCInternalError
+    cls = rule.fault if rule else status_fault(status)
     if rule is not None and rule.text not in what:
         # the answer that decided it, for the operator (the detail is often
         # only "A general error has occurred")

@@ -30,6 +30,7 @@ import sushy.exceptions as sushy_exc
 
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.connector import BoundedConnector
+from bmaas.drivers.redfish.faults import status_fault
 from bmaas.drivers.redfish.power import UNREADABLE
 from bmaas.drivers.redfish.preconditions import Resource, patch, read
 from bmaas.faults import BMCBusy, BMCFault, UnsupportedOperation
@@ -198,21 +199,20 @@ def is_cd_slot(conn: BoundedConnector, slot: dict[str, Any]) -> bool:
     return isinstance(allowed, list) and bool(CD_TYPES & {str(v) for v in allowed})
 
 
-#: answers to an ActionInfo read that are about the BMC or the session, not
-#: the slot: they raise (the driver's edge types them) rather than say "no CD"
-_NOT_AN_ANSWER = frozenset({401, 403, 408, 409, 429})
-
-
 def _says_no(exc: Exception) -> bool:
     """Whether a failed ActionInfo read answers "this slot takes no CD": a
-    4xx about the document (404, 400, 405...) or a broken one does; a 5xx
-    (other than 501), a busy or an auth answer does not. Found once per
-    driver, a "no" read from a busy BMC would refuse virtual media for the
-    driver's life."""
+    broken document, or a status the driver's one status map
+    (:func:`~bmaas.drivers.redfish.faults.status_fault`) calls unsupported
+    (405, 501) or does not name (400, 404) does; busy (409, 429, 503), an
+    auth refusal (401, 403), any other 5xx, or 408 (the service gave up
+    waiting for our request) does not. Found once per driver, a "no" read
+    from a busy BMC would refuse virtual media for the driver's life."""
     if not isinstance(exc, sushy_exc.HTTPError):
         return True  # malformed: the document is what it is
-    code = exc.status_code
-    return code == 501 or (400 <= code < 500 and code not in _NOT_AN_ANSWER)
+    if exc.status_code == 408:
+        return False
+    cls = status_fault(exc.status_code)
+    return cls is None or cls is UnsupportedOperation
 
 
 @dataclasses.dataclass(frozen=True)

@@ -243,7 +243,7 @@ _SLOT_WITH_INFO = {
 }
 
 
-@pytest.mark.parametrize("status", [404, 400, 405, 501])
+@pytest.mark.parametrize("status", [404, 400, 405, 501, 428])
 def test_an_action_info_the_bmc_has_not_says_no_cd(status: int) -> None:
     from bmaas.drivers.redfish.vmedia import is_cd_slot
 
@@ -252,7 +252,7 @@ def test_an_action_info_the_bmc_has_not_says_no_cd(status: int) -> None:
     assert conn.gets == 1
 
 
-@pytest.mark.parametrize("status", [503, 500, 429, 401, 403])
+@pytest.mark.parametrize("status", [503, 500, 429, 401, 403, 408, 409, 507])
 def test_a_busy_or_refusing_action_info_read_is_a_fault_not_no_cd(status: int) -> None:
     """A busy BMC's answer is not "this slot takes no CD": found once per
     driver, that "no" refused virtual media for the driver's life."""
