@@ -244,7 +244,7 @@ class EmbeddedBackend:
         committed and passes a taken one over without writing. Other
         processes still meet at the claim, the conditional write that
         stays the check."""
-        if not self._claiming.acquire(timeout=max(0.0, deadline.left())):
+        if not self._claiming.acquire(timeout=deadline.left()):
             raise SlotTimeout(
                 "another request of this process was claiming a node until the deadline",
                 node=node,
