@@ -5,6 +5,8 @@ calls per address string. Each BMC answers on its address and only there."""
 from __future__ import annotations
 
 import socket
+import struct
+from ipaddress import ip_address
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,17 @@ from tests.lab.test_hwlab_manager import hwlab, state_dir
 __all__ = ["state_dir"]  # the fixture
 
 pytestmark = pytest.mark.lab
+
+
+def udp_addresses_on(port: int) -> set[str]:
+    """The IPv4 addresses UDP sockets on this host are bound to at ``port``,
+    from ``/proc/net/udp`` (hex ``ADDR:PORT``, the address in host order)."""
+    found = set()
+    for line in Path("/proc/net/udp").read_text().splitlines()[1:]:
+        address, _, hex_port = line.split()[1].partition(":")
+        if int(hex_port, 16) == port:
+            found.add(socket.inet_ntoa(struct.pack("<I", int(address, 16))))
+    return found
 
 
 def test_each_ipmi_bmc_answers_on_its_own_address(tmp_path: Path) -> None:
@@ -37,10 +50,13 @@ def test_each_ipmi_bmc_answers_on_its_own_address(tmp_path: Path) -> None:
                 assert driver.get_power_state(deadline=per_call(driver)) is PowerState.OFF
             finally:
                 driver.close()
-        # bound to its address only: the same port on 127.0.0.1 is not this BMC
+        # bound to its address only, not the wildcard: the kernel's socket
+        # table names the address. (Binding 127.0.0.1 on the same port to prove
+        # it free raced every other worker's free-port pick: CI saw EADDRINUSE.)
         info = entries[spec.nodes[0].name]["driver_info"]
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.bind(("127.0.0.1", info["ipmi_port"]))  # free there: would fail if taken
+        bound = udp_addresses_on(info["ipmi_port"])
+        assert info["ipmi_address"] in bound, bound
+        assert not any(ip_address(a).is_unspecified for a in bound), bound
     finally:
         lab.stop()
 
