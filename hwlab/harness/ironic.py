@@ -233,6 +233,10 @@ class IronicService:
                 "graceful_shutdown_timeout": 5,
             },
             "dhcp": {"dhcp_provider": "none"},
+            # where an agent's ramdisk finds the API (no Keystone catalog here);
+            # written with the port, so a port picked again after PortTaken is
+            # the one it names
+            "service_catalog": {"endpoint_override": self.url},
             "pxe": {
                 "tftp_root": str(w / "tftpboot"),
                 "tftp_master_path": str(w / "tftpboot" / "master_images"),

@@ -48,9 +48,6 @@ def direct_ironic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         served = _Served(workdir / "served")
         stack.callback(served.stop)
         service = harness.IronicService(workdir / "ironic", SETTINGS)
-        # the agent's ramdisk is told where the API is (no Keystone catalog here)
-        extra = {**SETTINGS.extra, "service_catalog": {"endpoint_override": service.url}}
-        service.settings = dataclasses.replace(SETTINGS, extra=extra)
         stack.callback(service.stop)
         service.start(timeout=180)
         conn = service.connect()

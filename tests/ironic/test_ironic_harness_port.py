@@ -25,6 +25,8 @@ def test_a_taken_api_port_is_picked_again_and_ironic_answers(tmp_path: Path) -> 
             service.start(timeout=180)
             # a new port only after PortTaken: the first launch saw the bind fail
             assert service.port != taken
+            # what an agent's ramdisk is told names the port Ironic got
+            assert f"endpoint_override = {service.url}\n" in service.config_path.read_text()
             answer = requests.get(f"{service.url}/v1", timeout=10)
             assert answer.ok, answer.text
         finally:
