@@ -16,7 +16,7 @@ from bmaas.fakes.driver import FakeDriver
 from bmaas.fakes.faults import Firing
 from bmaas.fakes.fleet import FakeFleet
 from bmaas.fakes.machine import Hardware
-from bmaas.faults import BMCBusy, PowerFailure, SlotTimeout
+from bmaas.faults import BMCBusy, BMCTimeout, PowerFailure, PowerPending, SlotTimeout
 from bmaas.retry import RetryingDriver, RetryLimits, call, reboot
 
 T = TypeVar("T")
@@ -161,6 +161,60 @@ def test_power_that_never_lands_fails_after_one_read_asked_past_the_window() -> 
     with pytest.raises(PowerFailure):
         driver.wait_for_power(PowerState.ON, timeout=10, deadline=step, start=0.0, read=read)
     assert asked == [0.0, 5.5, 10.0]  # the last asked at the window's end, and no more
+
+
+def silent_after(clock: FakeClock, answers: int, asked: list[tuple[float, float]]) -> Any:
+    """A power read that says off ``answers`` times, then never answers:
+    each unanswered read waits out its deadline (a BMCTimeout). ``asked``:
+    (when, the seconds it was given)."""
+
+    def read(*, deadline: Deadline) -> PowerState:
+        asked.append((clock.monotonic(), deadline.left()))
+        if len(asked) <= answers:
+            clock.advance(0.01)
+            return PowerState.OFF
+        clock.advance(deadline.left())
+        raise BMCTimeout("no answer", node="n1", driver="fake", operation="power.get")
+
+    return read
+
+
+def test_the_last_read_of_a_wait_cut_by_the_budget_is_pending_not_the_bmcs_timeout() -> None:
+    """At load 25 a wait's last read got 0.01 s of its budget and ended
+    ``BMCTimeout`` -- counted against a BMC that answered every read before
+    it. A read the budget cut below ``bmc_timeout``, once the BMC has
+    answered this wait, ends it ``PowerPending``."""
+    driver, clock, _ = rig(bmc_timeout=5.0)
+    driver.poll_interval = 1.0
+    asked: list[tuple[float, float]] = []
+    step = Deadline.after(2.5, clock=clock)
+    read = silent_after(clock, answers=2, asked=asked)
+    with pytest.raises(PowerPending, match="power window ended") as info:
+        driver.wait_for_power(PowerState.ON, timeout=60, deadline=step, start=0.0, read=read)
+    assert isinstance(info.value.__cause__, BMCTimeout)
+    assert [round(at, 2) for at, _ in asked] == [0.0, 1.01, 2.02]
+    assert round(asked[-1][1], 2) == 0.48  # the sliver it was given
+    assert clock.sleeps == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("answers", "budget", "why"),
+    [
+        (0, 2.5, "the first read: nothing says the BMC answers"),
+        (2, 60.0, "the read had its whole bmc_timeout: the BMC's silence"),
+    ],
+)
+def test_an_unanswered_read_is_the_bmcs_timeout_unless_the_budget_cut_it(
+    answers: int, budget: float, why: str
+) -> None:
+    driver, clock, _ = rig(bmc_timeout=5.0)
+    driver.poll_interval = 1.0
+    asked: list[tuple[float, float]] = []
+    step = Deadline.after(budget, clock=clock)
+    read = silent_after(clock, answers=answers, asked=asked)
+    with pytest.raises(BMCTimeout):
+        driver.wait_for_power(PowerState.ON, timeout=60, deadline=step, start=0.0, read=read)
+    assert len(asked) == answers + 1, why
 
 
 def test_a_bare_driver_gives_each_request_of_a_wait_at_most_its_bmc_timeout() -> None:
