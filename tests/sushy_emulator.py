@@ -80,7 +80,9 @@ def sushy_emulator(
     url = f"http://127.0.0.1:{port}"
     try:
         # Ready when the systems answer (not the root: its reads are counted).
-        until = time.monotonic() + 30
+        # 120 s: at load 25 on 2 cores its start-up (Flask, sushy-tools) had
+        # printed nothing after 30 s, and two Ironic tests failed on it.
+        until = time.monotonic() + 120
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/redfish/v1/Systems", timeout=2):  # noqa: S310 - http on loopback
