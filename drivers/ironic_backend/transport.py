@@ -41,7 +41,7 @@ from typing import Any
 import requests
 
 from bmaas.deadline import Deadline
-from bmaas.drivers.redfish.faults import DeadlineExceeded
+from bmaas.drivers.redfish.faults import DeadlineExceeded, NotSent
 from bmaas.drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 
 __all__ = [
@@ -120,7 +120,7 @@ class IronicAdapter(DeadlineAdapter):
             return super().send(request, stream, ExchangeDeadline(deadline), verify, cert, proxies)
         except DeadlineExceeded as exc:
             what = f"{request.method} {request.path_url}"
-            if str(exc).startswith("deadline passed before"):  # DeadlineAdapter sent nothing
+            if isinstance(exc, NotSent):  # DeadlineAdapter sent nothing
                 raise IronicDeadlineExceeded(
                     f"{what}: not sent, the deadline had passed", connected=False
                 ) from exc

@@ -55,7 +55,7 @@ from bmaas import clock as _clock
 from bmaas.deadline import Deadline
 from bmaas.driver import Operation
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
-from bmaas.drivers.redfish.faults import DeadlineExceeded
+from bmaas.drivers.redfish.faults import DeadlineExceeded, NotSent
 from bmaas.drivers.redfish.lean import LeanReader
 from bmaas.drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 from bmaas.tlspolicy import TLSPolicy, client_context
@@ -76,6 +76,21 @@ class _Call:
     read: Operation | None
     pace: Callable[[Deadline], None] | None = None
     on_login: Callable[[], None] | None = None
+    #: whether a request of the call went out (shared by every view of the
+    #: call :meth:`BoundedConnector.reading` makes)
+    sent: list[bool] = dataclasses.field(default_factory=lambda: [False])
+
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        """One request of the call: it went out unless it raised ``NotSent``."""
+        try:
+            yield
+        except NotSent:
+            raise
+        except BaseException:
+            self.sent[0] = True
+            raise
+        self.sent[0] = True
 
 
 #: the driver call in progress in this context (None between calls)
@@ -169,9 +184,14 @@ class BoundedConnector(Connector):
         """Every request inside ends by ``deadline`` (the driver call's);
         ``pace`` is called before each one (the BMC's gate spacing),
         ``on_login`` for each login POST (besides the connector's own)."""
-        token = _CALL.set(_Call(id(self), deadline, read, pace, on_login))
+        call = _Call(id(self), deadline, read, pace, on_login)
+        token = _CALL.set(call)
         try:
             yield
+        except NotSent as exc:
+            if call.sent[0]:  # an earlier request of the call went out: as any other
+                raise DeadlineExceeded(str(exc)) from exc
+            raise  # nothing of the call went out: the driver says "nothing sent"
         finally:
             _CALL.reset(token)
 
@@ -194,9 +214,10 @@ class BoundedConnector(Connector):
         if call is None:
             raise RuntimeError("read_fields() is only for use inside within()")
         if call.deadline.expired:
-            raise DeadlineExceeded(f"deadline passed before GET {path}")
+            raise NotSent(f"deadline passed before GET {path}")
         headers = {OPERATION_HEADER: str(call.read)} if call.read is not None else {}
-        return self.lean.read(path, fields, call.deadline, headers=headers, pace=call.pace)
+        with call.sending():
+            return self.lean.read(path, fields, call.deadline, headers=headers, pace=call.pace)
 
     def _after_denial(self, path: str, error: sushy_exc.AccessError) -> requests.Response:
         """What sushy's ``_op`` does when a GET is refused 401/403: with a
@@ -230,7 +251,7 @@ class BoundedConnector(Connector):
             call = _Call(id(self), Deadline.after(self._bmc_timeout, clock=self._clock), None)
         deadline, read = call.deadline, call.read
         if deadline.expired:
-            raise DeadlineExceeded(f"deadline passed before {method} {path}")
+            raise NotSent(f"deadline passed before {method} {path}")
         headers = dict(headers or {})
         if method == "POST" and isinstance(data, dict) and "UserName" in data:
             # SessionService.create_session: a login, counted when tried
@@ -242,17 +263,18 @@ class BoundedConnector(Connector):
         if method == "GET" and read is not None:
             headers[OPERATION_HEADER] = str(read)
         try:
-            return super()._op(
-                method,
-                path,
-                data=data,
-                headers=headers,
-                blocking=blocking,
-                timeout=ExchangeDeadline(deadline),
-                server_side_retries_left=0,
-                allow_reauth=allow_reauth,
-                **kwargs,
-            )
+            with call.sending():
+                return super()._op(
+                    method,
+                    path,
+                    data=data,
+                    headers=headers,
+                    blocking=blocking,
+                    timeout=ExchangeDeadline(deadline),
+                    server_side_retries_left=0,
+                    allow_reauth=allow_reauth,
+                    **kwargs,
+                )
         except sushy_exc.HTTPError as exc:
             # sushy's HTTPError keeps status and body but drops the response;
             # keep it for its headers (Retry-After). The innermost request wins.

@@ -73,6 +73,7 @@ from bmaas.drivers.redfish import update as update_rules
 from bmaas.drivers.redfish.connector import BoundedConnector
 from bmaas.drivers.redfish.descriptors import keepable_services
 from bmaas.drivers.redfish.faults import (
+    NotSent,
     answer_text,
     map_exception,
     map_task,
@@ -277,6 +278,8 @@ class RedfishDriver(BMCDriver):
             raise
         except BmaasError:
             raise
+        except NotSent as exc:  # no request of this call went out (BoundedConnector.within)
+            raise self.too_late(operation, start) from exc
         except Exception as exc:  # the driver edge: everything leaves as a bmaas fault
             mapped = map_exception(
                 exc,

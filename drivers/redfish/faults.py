@@ -88,6 +88,7 @@ __all__ = [
     "DeadlineExceeded",
     "FaultBuilder",
     "MalformedBody",
+    "NotSent",
     "answer_text",
     "map_answer",
     "map_exception",
@@ -103,7 +104,16 @@ FaultBuilder = Callable[..., BMCFault]
 
 
 class DeadlineExceeded(Exception):
-    """The call's deadline passed before its next request could be sent."""
+    """The call's deadline passed before its next request could be sent, or
+    before the BMC's answer was over."""
+
+
+class NotSent(DeadlineExceeded):
+    """The deadline passed before this request went out. When no request of
+    the driver call went out before it (bmaas's own waits -- the node's lock,
+    the BMC's gate, another node's login to the same service -- spent the
+    budget), the call is ``SlotTimeout`` ("nothing sent"), never the BMC's
+    timeout (:meth:`~bmaas.drivers.redfish.connector.BoundedConnector.within`)."""
 
 
 class ConnectFailed(Exception):

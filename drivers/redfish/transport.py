@@ -57,7 +57,7 @@ from bmaas import threads
 from bmaas.deadline import Deadline
 from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from bmaas.drivers.redfish.descriptors import move_high
-from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded
+from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded, NotSent
 
 __all__ = ["DeadlineAdapter", "ExchangeDeadline"]
 
@@ -239,7 +239,7 @@ class DeadlineAdapter(HTTPAdapter):
         what = f"{request.method} {request.path_url}"
         left = deadline.left()
         if left <= 0:
-            raise DeadlineExceeded(f"deadline passed before {what}")
+            raise NotSent(f"deadline passed before {what}")
         exchange = _Exchange()
         previous = getattr(_CURRENT, "exchange", None)
         _CURRENT.exchange = exchange
