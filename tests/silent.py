@@ -130,20 +130,22 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _VersionsOnly)
         self.port: int = self.socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         #: requests held without an answer so far
         self.stalled = 0
         self.release = threading.Event()
 
 
 @contextlib.contextmanager
-def ironic_that_stalls() -> Iterator[str]:
-    """The URL of an "Ironic" that answers version discovery and then never
-    answers an API call: the per-call bound, past the connection's setup."""
+def ironic_that_stalls() -> Iterator[_Server]:
+    """An "Ironic" (its ``url``) that answers version discovery and then
+    never answers an API call: the per-call bound, past the connection's
+    setup. Its ``stalled`` counts the calls it holds."""
     server = _Server()
     thread = threading.Thread(target=server.serve_forever, name="stalling-ironic", daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.port}"
+        yield server
     finally:
         server.release.set()
         server.shutdown()

@@ -120,7 +120,10 @@ def test_deploy_on_a_silent_ironic_ends_by_its_deadline(
     code, output, elapsed = _run(args, env, 60)
     assert code == 2, output
     assert output.count("error:") == 1, output
-    assert "Ironic API timeout" in output, output
+    if silent.accepted:  # it reached the API, which never answered
+        assert "Ironic API timeout" in output, output
+    else:  # start-up spent the whole budget (at load 25): nothing sent, and it says so
+        assert "not sent, the deadline had passed" in output, output
     assert "Traceback" not in output
     assert elapsed < 10 + MARGIN, output
 
@@ -128,8 +131,8 @@ def test_deploy_on_a_silent_ironic_ends_by_its_deadline(
 def test_an_ironic_that_stalls_after_discovery_is_bounded_per_call(tmp_path: Path) -> None:
     """Version discovery answered, every API call left hanging: each check
     and the deploy's candidate listing end by the command's deadline."""
-    with ironic_that_stalls() as url:
-        env = _clouds(tmp_path, url)
+    with ironic_that_stalls() as ironic:
+        env = _clouds(tmp_path, ironic.url)
         # 10 s: discovery must start inside the budget for the checks to run
         # at all (on a loaded runner the command's imports took 5 s of it)
         code, output, elapsed = _run(
@@ -143,9 +146,13 @@ def test_an_ironic_that_stalls_after_discovery_is_bounded_per_call(tmp_path: Pat
         # 20 s: on Ironic an attempt needs the default settle window (10 s) to
         # start, and a loaded machine may spend seconds starting the command
         args = ["deploy", "--cloud", "silent", "-n", "1", "--deadline", "20"]
+        stalled = ironic.stalled
         code, output, elapsed = _run(args, env, 60)
         assert code == 1, output  # the command ran; the request failed (its row says why)
-        assert "IronicTimeout" in output, output
+        if ironic.stalled > stalled:  # the listing reached the API: it hung, and says so
+            assert "IronicTimeout" in output, output
+        else:  # start-up took so much of it (12.8 s at load 25) that no attempt could start
+            assert "an attempt needs" in output, output
         assert "FAILED" in output, output
         assert "Traceback" not in output
         assert elapsed < 20 + MARGIN, output

@@ -38,8 +38,16 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.005)
 
 
+def _publish(path: Path, note: dict[str, Any]) -> None:
+    """``note`` at ``path``, whole or not at all: written aside, then renamed
+    (a test that saw the name and read at once found it empty at load 25)."""
+    aside = path.with_name(path.name + ".part")
+    aside.write_text(json.dumps(note))
+    aside.replace(path)
+
+
 def _block_forever(ready: Path, note: dict[str, Any]) -> None:
-    ready.write_text(json.dumps(note))
+    _publish(ready, note)
     time.sleep(LIMIT)  # the test kills us long before this
     raise SystemExit("was not killed")
 
@@ -57,7 +65,7 @@ def race(db: str, go: str, out: str, seed: str) -> None:
             claimed.append(store.owners.claim(name, owner.id).node)
         except NodeUnavailable as exc:
             refused[name] = exc.reason or ""
-    Path(out).write_text(json.dumps({"owner": owner.id, "claimed": claimed, "refused": refused}))
+    _publish(Path(out), {"owner": owner.id, "claimed": claimed, "refused": refused})
 
 
 def hold(db: str, ready: str, claims: str) -> None:

@@ -63,8 +63,7 @@ def _wait_for_file(path: Path, proc: subprocess.Popen[str]) -> dict[str, object]
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.01)
-    time.sleep(0.05)  # let the writer finish the file
-    return json.loads(path.read_text())
+    return json.loads(path.read_text())  # published whole (store_worker._publish)
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
