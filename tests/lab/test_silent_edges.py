@@ -135,12 +135,16 @@ def test_an_ironic_that_stalls_after_discovery_is_bounded_per_call(tmp_path: Pat
         env = _clouds(tmp_path, ironic.url)
         # 10 s: discovery must start inside the budget for the checks to run
         # at all (on a loaded runner the command's imports took 5 s of it)
+        stalled = ironic.stalled
         code, output, elapsed = _run(
             ["status", "check", "--cloud", "silent", "--deadline", "10"], env, 60
         )
         assert code == 2, output
         assert "ironic-api" in output, output
-        assert "IronicTimeout" in output, output
+        if ironic.stalled > stalled:  # a check's call reached the API and hung
+            assert "IronicTimeout" in output, output
+        else:  # start-up spent the budget before discovery (load 25): nothing sent
+            assert "not sent" in output, output
         assert "Traceback" not in output
         assert elapsed < 10 + MARGIN, output
         # 20 s: on Ironic an attempt needs the default settle window (10 s) to
