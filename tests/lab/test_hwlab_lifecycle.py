@@ -114,7 +114,9 @@ def test_fault_rules_fire_on_the_lifecycle_operations(lab: Lab) -> None:
 def test_every_vendor_shape_takes_and_applies_a_change(server: RedfishServer, shape: str) -> None:
     machine = FakeMachine(f"lc-{shape}", HARDWARE)
     port = server.add(machine, username=USERNAME, password=PASSWORD, shape=shape)
-    d = driver_for(server, port)
+    # a healthy BMC never waits out its bound, so a long one costs nothing: the
+    # default 1 s was missed at load 28 by a client 0.7-0.8 s waiting for a CPU
+    d = driver_for(server, port, bmc_timeout=10.0)
     try:
         d.set_bios(WANTED, deadline=per_call(d))
         d.set_power_state(PowerAction.ON, wait=True, timeout=3.0, deadline=no_budget(d))
