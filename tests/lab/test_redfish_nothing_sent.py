@@ -18,14 +18,11 @@ from bmaas.deadline import Deadline
 from bmaas.faults import BMCTimeout, SlotTimeout
 from bmaas.hwlab.redfish import RedfishServer
 from tests.lab.redfish_support import Lab, lab_bmc
+from tests.lab.test_redfish_effects import server
+
+__all__ = ["server"]  # the fixture
 
 pytestmark = pytest.mark.lab
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[RedfishServer]:
-    with RedfishServer() as s:
-        yield s
 
 
 @pytest.fixture
