@@ -34,7 +34,12 @@ from tests.lab.redfish_support import HARDWARE, PASSWORD, USERNAME, driver_for
 pytestmark = pytest.mark.lab
 
 QUICK = dataclasses.replace(HARDWARE, firmware_update_time=0.3)
-BOUNDS = UpdateBounds(task=2.0, poll=0.1, back=5.0, good=2, interval=0.3)
+#: a healthy task's bound: generous, since a starved client on a loaded runner
+#: (load 28: 17 burners beside the suite) once read a 0.3 s task past 2 s and
+#: ended TaskStuck; only the ``task_hang`` row, which waits the bound out,
+#: takes the short one (:data:`HANG`)
+BOUNDS = UpdateBounds(task=20.0, poll=0.1, back=5.0, good=2, interval=0.3)
+HANG = dataclasses.replace(BOUNDS, task=2.0)
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +59,11 @@ def _update(
         if rule:
             rule = {"operation": "firmware.update", "times": 1, **rule}
             machine.plan.add(FaultRule.from_dict(rule))
-        retrying = RetryingDriver(driver, RetryLimits(bmc_timeout=1.0))
+        retrying = RetryingDriver(driver, RetryLimits(bmc_timeout=5.0))
         after = retrying.update_firmware(
             "http://127.0.0.1:9/fw/bios-2.0.bin",
             targets=("BIOS",),
-            deadline=Deadline.after(15.0),
+            deadline=Deadline.after(60.0),
             bounds=bounds,
             progress=lines.append,
         )
@@ -107,8 +112,7 @@ def test_a_short_bmc_reboot_is_ridden_out_by_the_reads_retry(
 def test_a_bmc_away_past_the_reads_retry_is_waited_for(server: RedfishServer, shape: Any) -> None:
     """3 s down: longer than the task read's brief retries (3 attempts 1 s
     apart), so the update waits for 2 answers in a row."""
-    bounds = dataclasses.replace(BOUNDS, task=8.0)
-    versions, lines = _update(server, shape, bounds, effect="update_reboot", duration=3.0)
+    versions, lines = _update(server, shape, BOUNDS, effect="update_reboot", duration=3.0)
     assert versions["BIOS"] == "bios-2.0.bin"
     assert "BMC not answering (rebooting?): waiting for it" in lines, lines
     assert "BMC answers (2 of 2)" in lines
@@ -117,7 +121,7 @@ def test_a_bmc_away_past_the_reads_retry_is_waited_for(server: RedfishServer, sh
 
 @pytest.mark.parametrize("shape", EFFECT_SHAPES)
 def test_a_bmc_away_past_its_bound_is_not_back(server: RedfishServer, shape: Any) -> None:
-    bounds = dataclasses.replace(BOUNDS, task=8.0, back=1.0)
+    bounds = dataclasses.replace(BOUNDS, back=1.0)
     with pytest.raises(BMCNotBack) as info:
         _update(server, shape, bounds, effect="update_reboot", duration=4.0)
     assert isinstance(info.value.__cause__, BMCUnreachable)
@@ -137,7 +141,7 @@ def test_each_update_effect_ends_typed(
     server: RedfishServer, rule: dict[str, Any], fault: type[Exception], shape: Any
 ) -> None:
     with pytest.raises(fault) as info:
-        _update(server, shape, **rule)
+        _update(server, shape, HANG if fault is TaskStuck else BOUNDS, **rule)
     if fault is RequestRejected:  # the Update registry's id, or iDRAC's
         said = "RED007: Unable to verify" if shape == "idrac9" else "VerificationFailed"
         assert said in str(info.value)

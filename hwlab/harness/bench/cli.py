@@ -426,7 +426,8 @@ def ironic_reboot(ctx: click.Context) -> None:
     _opt(
         "--pending-cap",
         Seconds(5, 3600),
-        "Seconds a pending-BIOS trial may wait (stock keeps waiting; default 60; smoke 30).",
+        "Seconds stock's pending-BIOS trial may wait (it keeps waiting; bmaas's end by "
+        "themselves within --cap; default 60; smoke 30).",
     ),
     release_option,
 )
