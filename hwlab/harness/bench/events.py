@@ -61,8 +61,8 @@ from bmaas.hwlab.harness.bench.common import (
     enrolled_lab,
     per_node_hour,
     percentile,
-    process_cpu,
     sampled,
+    tree_cpu,
 )
 from bmaas.hwlab.harness.bench.outside import (
     WARMUP,
@@ -157,7 +157,7 @@ def one_mode(
                 attack = stack.enter_context(adversary.attacking(
                     listener, {n: infos[n] for n in forged}, lambda: recorded(forged)
                 ))  # fmt: skip
-            steady_window(lab, names, measured, lambda: process_cpu(sync.pid), started, during)
+            steady_window(lab, names, measured, lambda: tree_cpu(sync.pid), started, during)
         if attacked:
             measured.adversary = attack.to_dict()
     finally:
@@ -323,11 +323,13 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         notes=[
             "requests counted at the BMCs (every HTTP request, the SSE GETs and push "
             "subscriptions included); the lab's workers are apart from every CPU figure",
-            "threads, fds, RSS: the sync process's at the start of the steady window -> "
-            "at its end (the peak is in the JSON report)",
+            "threads, fds, RSS: the sync's, its sweep workers' summed in (one process a "
+            "core on a large fleet), at the start of the steady window -> at its end "
+            "(the peak and the process count are in the JSON report)",
             *(
                 [
-                    "sync rows: CPU is the bmaas sync process's (user + system); 'steady' "
+                    "sync rows: CPU is the bmaas sync's, its sweep workers' included (user + "
+                    "system); 'steady' "
                     f"starts {WARMUP:g} s after the sync has read every node (polling), or "
                     "every node's stream has opened and one more pass has reconciled it "
                     f"(events), at most {options.duration / 2:g} s in; the totals include "

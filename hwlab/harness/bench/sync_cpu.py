@@ -56,7 +56,7 @@ from bmaas.hwlab.harness.bench.common import (
     bmaas_console,
     enrolled_lab,
     per_node_hour,
-    process_cpu,
+    tree_cpu,
 )
 from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, ratio, rounded
 from bmaas.hwlab.harness.bench.sushy_poll import node_job
@@ -111,20 +111,6 @@ class Options:
         )
 
 
-def _tree_cpu(pid: int) -> float:
-    """User + system seconds of ``pid`` and its children (a sharded sync's workers)."""
-    import psutil
-
-    root = psutil.Process(pid)
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            total += process_cpu(proc.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return total
-
-
 def _per_pass(cumulative: list[float], nodes: int, warm: int) -> list[float]:
     """CPU seconds per node of each steady pass, from cumulative samples at
     each pass's end (pass k costs sample k - sample k-1)."""
@@ -164,7 +150,7 @@ def _bmaas_round(db: Path, nodes: int, options: Options) -> list[float]:
         assert sync.stdout is not None
         for line in sync.stdout:  # one line a pass, printed as it ends
             if line.startswith("pass "):
-                samples.append(_tree_cpu(sync.pid))
+                samples.append(tree_cpu(sync.pid))
         sync.wait(SLACK)
     finally:
         if sync.poll() is None:
