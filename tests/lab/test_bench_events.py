@@ -22,7 +22,7 @@ pytestmark = pytest.mark.lab
 HWLAB = str(Path(sys.executable).with_name("hwlab"))
 
 
-# A hang guard, not a timing: the smoke runs 3 x 30 s plus a lab's start.
+# A hang guard, not a timing: the smoke runs 3 x 40 s plus a lab's start.
 @pytest.mark.timeout(480)
 def test_events_bench_smoke_sees_every_change_with_fewer_requests(tmp_path: Path) -> None:
     out = tmp_path / "report"
