@@ -206,12 +206,7 @@ def process_tree_rss(pids: Iterable[int]) -> int:
     seen: set[int] = set()
     total = 0
     for pid in pids:
-        try:
-            root = psutil.Process(pid)
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
-        for proc in tree:
+        for proc in _tree(pid):
             if proc.pid in seen:
                 continue
             seen.add(proc.pid)
