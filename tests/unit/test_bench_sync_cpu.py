@@ -4,8 +4,18 @@ machine in the report."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from bmaas.hwlab.harness.bench import events as events_bench
-from bmaas.hwlab.harness.bench.sync_cpu import BMAAS, SUSHY, Options, _per_pass, _report
+from bmaas.hwlab.harness.bench.sync_cpu import (
+    BMAAS,
+    SUSHY,
+    Options,
+    _per_pass,
+    _report,
+    hourly_modes,
+    liveness_ceiling,
+)
 
 
 def test_per_pass_cpu_is_the_step_between_pass_ends_per_node_after_the_warm_ones() -> None:
@@ -75,3 +85,32 @@ def test_quiet_rows_give_the_cost_of_a_change_and_the_rate_up_to_which_20x_holds
     assert headline["events stay >= 20x below polling up to this many changes per node-hour"] == 1.5
     quiet_rows = [r for r in report.tables[1].rows if r[0].endswith("no outside change")]
     assert [r[1] for r in quiet_rows] == ["-", "-"]  # no change to be seen
+
+
+def test_the_events_rows_run_at_the_liveness_interval_given_and_say_its_ceiling() -> None:
+    """Issue 48's liveness reads bound the ratio whatever an event costs:
+    polling at 60 s reads a node 60 times an hour, the default liveness (300 s)
+    12 times, so events are at most 5x below polling; --liveness-interval 0
+    (none) leaves no such ceiling, 1800 s gives 30x."""
+    default = Options(interval=60.0)
+    assert hourly_modes(default).liveness_interval is None  # the sync's own default
+    assert liveness_ceiling(default) == 5.0
+    assert hourly_modes(Options(liveness_interval=0.0)).liveness_interval == 0.0
+    assert liveness_ceiling(Options(interval=60.0, liveness_interval=0.0)) is None
+    assert liveness_ceiling(Options(interval=60.0, liveness_interval=1800.0)) == 30.0
+
+    def notes(options: Options) -> tuple[list[str], Any]:
+        report = _report(options, {SUSHY: [0.003], BMAAS: [0.001]}, {}, [0.0] * 3, [0.0] * 3)
+        return report.notes, report.headline[
+            "CPU per node-hour, polling / events, at most (the liveness reads alone)"
+        ]
+
+    text, ceiling = notes(default)
+    assert ceiling == 5.0
+    assert any(
+        "every 300 s (the sync's default): 12 reads per node-hour against polling's 60" in n
+        for n in text
+    )
+    text, ceiling = notes(Options(liveness_interval=0.0))
+    assert ceiling is None
+    assert any("no liveness read" in n for n in text)

@@ -557,6 +557,12 @@ def overload(ctx: click.Context) -> None:
 
 #: the outside-change benches' shared options
 _EVERY = _opt("--every", Seconds(0.1, 3600), "Seconds between outside changes (default 8).")
+_LIVENESS = _opt(
+    "--liveness-interval",
+    Seconds(0, 86400),
+    "The sync's --liveness-interval in seconds (default: the sync's, 300: 12 reads "
+    "per node-hour of a streamed node's API; 1800: 2; 0: none).",
+)
 
 
 def _sse_keepalive(default: str) -> Callable[[Any], Any]:
@@ -586,12 +592,7 @@ def _sse_keepalive(default: str) -> Callable[[Any], Any]:
         Seconds(1, 86400),
         "The sync's --safety-interval in seconds (default 2400).",
     ),
-    _opt(
-        "--liveness-interval",
-        Seconds(0, 86400),
-        "The sync's --liveness-interval in seconds (default: the sync's, 300: 12 reads "
-        "per node-hour of a streamed node's API; 1800: 2).",
-    ),
+    _LIVENESS,
     _sse_keepalive("default 30"),
     _opt("--seed", WholeNumber(), "Seed of the changes (default 37)."),
     _opt(
@@ -626,6 +627,7 @@ def events(ctx: click.Context) -> None:
         "The events mode's --safety-interval (default 300: an upper bound for 2400).",
     ),
     _EVERY,
+    _LIVENESS,
     _opt(
         "--quiet-duration",
         Seconds(0, 86400),

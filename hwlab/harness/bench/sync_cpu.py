@@ -36,6 +36,12 @@ goal holds. The lab's BMCs send no SSE keepalive by default
 each node more often than it would: its CPU and requests are an upper bound
 for the default's.
 
+Each streamed node's API is also read every ``liveness_interval`` seconds
+(issue 48; the sync's default, 300 s, unless given): 12 reads an hour
+against polling's 60 at a 60 s interval, so polling / events cannot pass
+``liveness / interval`` (5x) whatever an event costs. The report gives that
+ceiling; ``--liveness-interval 0`` measures what the events themselves cost.
+
 The report carries ``nproc`` and the load average before and after.
 """
 
@@ -62,6 +68,7 @@ from bmaas.hwlab.harness.bench.report import Report, Table, fmt_ratio, ratio, ro
 from bmaas.hwlab.harness.bench.sushy_poll import node_job
 from bmaas.hwlab.labspec import generate
 from bmaas.hwlab.pyexec import python_argv
+from bmaas.liveness import LIVENESS_INTERVAL
 from bmaas.store import Store
 
 __all__ = ["GOALS", "Options", "run"]
@@ -89,6 +96,9 @@ class Options:
     interval: float = 60.0
     safety_interval: float = 300.0
     every: float = 8.0
+    #: the events modes' --liveness-interval (None: the sync's default, 300 s;
+    #: 0: none -- the events' own cost, without issue 48's reads of the API)
+    liveness_interval: float | None = None
     #: seconds per quiet row (polling, SSE and push with no outside change; 0: none)
     quiet_duration: float = 300.0
     #: the lab's SSE keepalive (0: none, as OpenBMC's bmcweb, the reference
@@ -184,15 +194,7 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
                 else:
                     per_pass[who] += _bmaas_round(db, len(names), options)
                 progress(f"round {number + 1}: {who} done")
-        modes = events_bench.Options(
-            nodes=options.nodes,
-            duration=options.duration,
-            interval=options.interval,
-            every=options.every,
-            safety_interval=options.safety_interval,
-            seed=options.seed,
-            sse_keepalive=options.sse_keepalive,
-        )
+        modes = hourly_modes(options)
         for mode in events_bench.ALL_MODES:
             hourly[mode] = events_bench.one_mode(mode, lab, db, names, modes, progress)
         if options.quiet_duration > 0:
@@ -203,6 +205,30 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
                 )
     load_after = [round(x, 2) for x in os.getloadavg()]
     return _report(options, per_pass, hourly, load_before, load_after)
+
+
+def hourly_modes(options: Options) -> events_bench.Options:
+    """The events bench's options for the per-node-hour rows."""
+    return events_bench.Options(
+        nodes=options.nodes,
+        duration=options.duration,
+        interval=options.interval,
+        every=options.every,
+        safety_interval=options.safety_interval,
+        liveness_interval=options.liveness_interval,
+        seed=options.seed,
+        sse_keepalive=options.sse_keepalive,
+    )
+
+
+def liveness_ceiling(options: Options) -> float | None:
+    """The most polling / events can be in CPU per node-hour while every
+    streamed node's API is read every liveness interval (issue 48), were
+    events, changes and the safety net free and a read cost the same in both:
+    reads per node-hour, polling's (3600 / interval) over the liveness reads'
+    (3600 / liveness). None: no liveness read, no such ceiling."""
+    liveness = LIVENESS_INTERVAL if options.liveness_interval is None else options.liveness_interval
+    return liveness / options.interval if liveness else None
 
 
 def _change_cost(
@@ -274,6 +300,8 @@ def _report(
     hour_ratio, push_ratio = ratio(poll, ev), ratio(poll, pushed)
     quiet_ratio, push_quiet_ratio = ratio(poll_quiet, ev_quiet), ratio(poll_quiet, push_quiet)
     per_change, break_even = _change_cost(hourly.get("events"), ev_quiet, poll_quiet, options.nodes)
+    ceiling = liveness_ceiling(options)
+    liveness = LIVENESS_INTERVAL if options.liveness_interval is None else options.liveness_interval
     unmeasured = [f"{who}: no steady pass" for who, v in per_pass.items() if not v]
     machine = {"nproc": os.cpu_count(), "load_before": load_before, "load_after": load_after}
     return Report(
@@ -314,6 +342,9 @@ def _report(
             "events stay >= 20x below polling up to this many changes per node-hour": rounded(
                 break_even, 2
             ),
+            "CPU per node-hour, polling / events, at most (the liveness reads alone)": rounded(
+                ceiling, 1
+            ),
         },
         notes=[
             f"nproc {machine['nproc']}, load average before {load_before}, after {load_after}",
@@ -334,6 +365,15 @@ def _report(
                 f"an SSE keepalive comment every {options.sse_keepalive:g} s"
                 if options.sse_keepalive
                 else "no SSE keepalive comment (as OpenBMC's bmcweb)"
+            ),
+            (
+                f"liveness read of every streamed node every {liveness:g} s"
+                + (" (the sync's default)" if options.liveness_interval is None else "")
+                + f": {3600 / liveness:g} reads per node-hour against polling's "
+                f"{3600 / options.interval:g}, so events stay at most {ceiling:g}x below "
+                "polling whatever an event costs"
+                if ceiling
+                else "no liveness read (--liveness-interval 0): what events alone cost"
             ),
             f"safety net every {options.safety_interval:g} s: more reads than the default "
             "(2400 s) when shorter, so the events row is an upper bound for the default's",
