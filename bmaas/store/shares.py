@@ -6,7 +6,12 @@ renewing (:class:`bmaas.lease.LeaseKeeper`). Before each pass a worker
 (the node is the primary key, so one holder at most), taken only if the row
 is free, expired, or already the worker's own; every claim is one atomic
 ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (SQLite and PostgreSQL alike),
-so two workers racing for a node cannot both win it. A worker reads only
+so two workers racing for a node cannot both win it. A worker that already
+holds exactly the nodes it claims (every pass of a steady fleet) renews
+them instead: one ``UPDATE`` of its unexpired rows, whatever the fleet's
+size, its rows read first in the same write transaction (a 200-node claim
+built and ran a 200-row ``INSERT`` a pass: 16 ms of CPU, more than an idle
+events sync spends on everything else). A worker reads only
 the nodes it holds. Which nodes a worker *wants* is decided above the store
 (:mod:`bmaas.share`); the store guarantees only that no two live workers
 hold one node at once.
@@ -20,13 +25,33 @@ from typing import Any
 import sqlalchemy as sa
 
 from bmaas.store import schema as t
-from bmaas.store.base import Database, owner_row
+from bmaas.store.base import Database, Tx, owner_row
 from bmaas.store.records import Owner, OwnerKind
 
 __all__ = ["CHUNK", "SharesRepo"]
 
 #: rows per statement (SQLite allows 32766 bound parameters; three per row)
 CHUNK = 2000
+
+
+#: the names of the nodes a worker holds (unexpired rows), built once
+_MINE = (
+    sa.select(t.nodes.c.name)
+    .select_from(t.sync_shares.join(t.nodes, t.nodes.c.id == t.sync_shares.c.node_id))
+    .where(
+        t.sync_shares.c.worker_id == sa.bindparam("worker"),
+        t.sync_shares.c.expires_at > sa.bindparam("now"),
+    )
+)
+#: a worker's unexpired rows renewed, built once
+_RENEW = (
+    t.sync_shares.update()
+    .where(
+        t.sync_shares.c.worker_id == sa.bindparam("worker"),
+        t.sync_shares.c.expires_at > sa.bindparam("now"),
+    )
+    .values(expires_at=sa.bindparam("until"))
+)
 
 
 class SharesRepo:
@@ -55,6 +80,8 @@ class SharesRepo:
         held: set[str] = set()
         with self._db.write() as tx:
             now = self._db.now()
+            if names and _renewed(tx, worker_id, names, now, ttl):
+                return list(names)
             ids = tx.node_ids(names) if names else {}
             insert = _upsert_insert(tx.dialect.name)
             by_id = {node_id: name for name, node_id in ids.items()}
@@ -119,3 +146,16 @@ def _upsert_insert(dialect: str) -> Any:
     from sqlalchemy.dialects import sqlite
 
     return sqlite.insert
+
+
+def _renewed(tx: Tx, worker_id: str, names: Sequence[str], now: float, ttl: float) -> bool:
+    """Renew ``worker_id``'s rows if it holds exactly ``names`` (unexpired);
+    False, nothing written, otherwise: the claim's ``INSERT`` decides."""
+    given = {"worker": worker_id, "now": now}
+    mine = set(tx.execute(_MINE, given).scalars())
+    if mine != set(names):
+        return False
+    # the rows just read, in this write transaction: on PostgreSQL another
+    # worker's claim may still take one that expires meanwhile (its WHERE
+    # is re-checked), and then the count tells
+    return int(tx.execute(_RENEW, {**given, "until": now + ttl}).rowcount or 0) == len(mine)

@@ -161,7 +161,9 @@ def test_split_workers_renew_their_share_rows_at_most_every_third_of_the_ttl(
         _loop(store, fleet, 1, counted.next_pass, share=share)
         held = store.shares.held()
     claims = [p["INSERT sync_shares"] for p in counted.by_pass[:5]]
-    assert claims == [1, 0, 0, 0, 1]  # one batched upsert (20 rows) each time
+    renewals = [p["UPDATE sync_shares"] for p in counted.by_pass[:5]]
+    assert claims == [1, 0, 0, 0, 0]  # one batched upsert (20 rows), the first time
+    assert renewals == [0, 0, 0, 0, 1]  # then one UPDATE renews the 20 rows
     assert all(counted.writes(i) == 0 for i in (1, 2))  # nothing at all in between
     assert len(held) == 20
 
