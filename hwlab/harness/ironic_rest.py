@@ -87,8 +87,10 @@ class IronicRest:
         """Ask for a provision state change (``manage``, ``provide``); returns at once."""
         self.call("PUT", f"/nodes/{node}/states/provision", {"target": target})
 
-    def node(self, node: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/nodes/{node}").json())
+    def node(self, node: str, fields: tuple[str, ...] = ()) -> dict[str, Any]:
+        """One node (only ``fields`` when given)."""
+        query = f"?fields={','.join(fields)}" if fields else ""
+        return dict(self.call("GET", f"/nodes/{node}{query}").json())
 
     def nodes(
         self, fields: tuple[str, ...], *, maintenance: bool | None = None

@@ -31,6 +31,9 @@ def test_each_row_runs_its_own_ironic_conf() -> None:
     assert int(port) > 0
     assert [driver_of(m) for m in MODES] == ["redfish", *["bmaas-redfish"] * 3]
     assert settings("bmaas-polling", bench.Options(interval=0.5)).sync_interval == 1
+    assert "events_liveness_interval" not in confs["bmaas-events"].extra["bmaas"]
+    slow = settings("bmaas-events", bench.Options(liveness_interval=1800.0))
+    assert slow.extra["bmaas"]["events_liveness_interval"] == 1800.0
 
 
 def test_rows_are_named_and_the_headline_has_ironic_s_ratio() -> None:

@@ -204,7 +204,8 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
 
 def sync_args(mode: str, options: Options, listener: str) -> list[str]:
     """The row's ``bmaas sync`` command line (``listener``: the push row's URL)."""
-    args = [bmaas_console(), "sync", "--interval", str(options.interval), "--no-split"]
+    # the operator's command: split on, as --interval defaults (its claim a pass counts)
+    args = [bmaas_console(), "sync", "--interval", str(options.interval)]
     args += ["--safety-interval", str(options.safety_interval)]
     if options.liveness_interval is not None:
         args += ["--liveness-interval", str(options.liveness_interval)]

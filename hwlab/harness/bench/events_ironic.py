@@ -8,7 +8,10 @@ API and conductor in one process, SQLite) on the bench's lab, its
 ``force_power_state_during_sync = false`` (Ironic's default, true, powers a
 node back to its recorded state at the pass that finds it changed: the
 outside change would show as Ironic undoing it). Every lab node is enrolled
-and managed through the REST API with the row's hardware type, then:
+and managed through the REST API with the row's hardware type (a fleet over
+:data:`API_ENROLL_MAX` nodes is written to Ironic's database ``manageable``
+before the conductor starts, as ``hwlab bench ironic-scale --enroll-via db``:
+10,000 validations through the API would take the row's hour), then:
 
 * ``redfish``: Ironic's stock ``redfish`` type (sushy): every node read every pass;
 * ``bmaas-polling``: ``bmaas-redfish`` with ``[bmaas]events = false``: every
@@ -29,7 +32,8 @@ bound is the sync interval either way; what events change is what the pass
 costs the BMCs (counted there, as the bmaas rows are) and so what sync
 interval a fleet can afford. CPU is every Ironic process's (user + system,
 the API's share of the bench's own watching included: the same in every
-Ironic row).
+Ironic row); threads, file descriptors and RSS are the conductor's process
+tree's, sampled through the steady window.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from bmaas.hwlab.harness import ironic as harness
-from bmaas.hwlab.harness.bench.ironic_scale import enroll_all
+from bmaas.hwlab.harness.bench.common import sampled
+from bmaas.hwlab.harness.bench.ironic_scale import bulk_nodes, enroll_all
 from bmaas.hwlab.harness.bench.outside import (
     Measured,
     Options,
@@ -74,6 +79,13 @@ TICK = 0.2
 #: seconds Ironic may take to start, and the enrollment to finish
 START_CAP = 240.0
 ENROLL_CAP = 300.0
+#: pending changes up to which a look asks Ironic for those nodes one by one,
+#: not for the whole fleet (10 pages of 1,000 every TICK at 10,000 nodes:
+#: the watch would load the conductor it measures)
+FEW = 20
+#: the largest fleet enrolled through Ironic's REST API; a larger one is
+#: written to its database before the conductor starts
+API_ENROLL_MAX = 1000
 _STATES = {"power on": "on", "power off": "off"}
 
 
@@ -90,6 +102,8 @@ def settings(mode: str, options: Options) -> harness.IronicSettings:
         "events": "false" if mode in ("redfish", "bmaas-polling") else "true",
         "events_safety_interval": options.safety_interval,
     }
+    if options.liveness_interval is not None:  # else the driver's default (300 s)
+        bmaas["events_liveness_interval"] = options.liveness_interval
     if mode == "bmaas-push":
         bmaas |= {"events_listen": f"127.0.0.1:{free_port()}", "events_prefer_push": "true"}
     return harness.IronicSettings(
@@ -118,9 +132,23 @@ def ironic_label(mode: str, interval: float, safety: float) -> str:
     )
 
 
+def enrolled_via(nodes: int) -> str:
+    """How a row enrolls ``nodes``: ``api`` (Ironic's REST API, each node
+    managed: its power validated at the BMC) or ``db`` (written to Ironic's
+    database ``manageable`` before the conductor starts)."""
+    return "api" if nodes <= API_ENROLL_MAX else "db"
+
+
 def notes(options: Options) -> list[str]:
     every = max(1, round(options.interval))
+    enrolled = (
+        "enrolled and managed through Ironic's REST API"
+        if enrolled_via(options.nodes) == "api"
+        else "written to Ironic's database manageable before its conductor started "
+        f"(over {API_ENROLL_MAX} nodes, as ironic-scale --enroll-via db)"
+    )
     return [
+        f"Ironic rows: every lab node {enrolled}",
         "Ironic rows: a fresh standalone Ironic each (API + conductor, SQLite) on the same "
         f"lab, sync every {every} s, force_power_state_during_sync false; detection is "
         "Ironic's API showing the new power_state (Ironic records power only in its sync "
@@ -152,11 +180,17 @@ def one_mode(
         progress(f"ironic {mode}: starting Ironic")
         ironic.start(timeout=START_CAP)
         rest = IronicRest(ironic.url)
-        progress(f"ironic {mode}: enrolling {len(names)} nodes ({driver})")
+        via = enrolled_via(len(names))
+        progress(f"ironic {mode}: enrolling {len(names)} nodes ({driver}, via {via})")
         # counted from before the enrollment: a stream opens at a node's first
         # sync pass, which may come before the last node is manageable
         count_requests(lab, names)
-        uuids = enroll_all(rest, lab, driver, 4, ENROLL_CAP)
+        if via == "api":
+            uuids = enroll_all(rest, lab, driver, 4, ENROLL_CAP)
+        else:
+            ironic.stop()
+            uuids = ironic.bulk_enroll(bulk_nodes(lab, driver), timeout=ENROLL_CAP)
+            ironic.launch(timeout=START_CAP)
         by_name = dict(zip(names, uuids, strict=True))
         enrolled = counted(lab, names)  # the enrollment's requests: not the row's
         started, cpu_at_start = time.monotonic(), ironic.cpu_seconds()
@@ -167,16 +201,22 @@ def one_mode(
         end = started + options.duration
 
         def recorded(wanted: list[str]) -> dict[str, str]:
+            if len(wanted) <= FEW:  # the common case: a change or two pending
+                found = {n: rest.node(by_name[n], ("power_state",)) for n in wanted}
+                return {n: _STATES.get(str(found[n].get("power_state")), "?") for n in wanted}
             states = {
                 str(n["uuid"]): _STATES.get(str(n.get("power_state")), "?")
                 for n in rest.nodes(("power_state",))
             }
             return {name: states.get(by_name[name], "?") for name in wanted}
 
-        steady_window(lab, names, measured, ironic.cpu_seconds, started, lambda ended: (
-            outside_changes(lab, names, rng, measured, recorded, options.every, end,
-                            end - interval - 5.0, TICK, ended, late_grace(interval))
-        ))  # fmt: skip
+        if ironic.process is None:
+            raise IronicError("ironic is not running")
+        with sampled(ironic.process.pid) as measured.footprint:
+            steady_window(lab, names, measured, ironic.cpu_seconds, started, lambda ended: (
+                outside_changes(lab, names, rng, measured, recorded, options.every, end,
+                                end - interval - 5.0, TICK, ended, late_grace(interval))
+            ))  # fmt: skip
         measured.cpu -= cpu_at_start  # Ironic's start and the enrollment left out
         measured.requests -= enrolled  # subscribes: every open, the first ones too
     finally:

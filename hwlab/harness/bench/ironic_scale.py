@@ -234,7 +234,8 @@ def enroll_all(rest: IronicRest, lab: Lab, driver: str, workers: int, cap: float
         time.sleep(2.0)
 
 
-def _bulk(lab: Lab, driver: str) -> list[dict[str, Any]]:
+def bulk_nodes(lab: Lab, driver: str) -> list[dict[str, Any]]:
+    """Every lab node as :meth:`~bmaas.hwlab.harness.ironic.IronicService.bulk_enroll` takes it."""
     return [
         {
             "name": f"{driver}-{entry['name']}",
@@ -292,7 +293,7 @@ def _trial(
             t0 = time.monotonic()
             if o.enroll_via == "db":
                 ironic.stop()
-                uuids = ironic.bulk_enroll(_bulk(lab, driver), timeout=o.cap)
+                uuids = ironic.bulk_enroll(bulk_nodes(lab, driver), timeout=o.cap)
                 ironic.launch(timeout=300)
             else:
                 uuids = enroll_all(rest, lab, driver, o.enroll_workers, o.cap)
