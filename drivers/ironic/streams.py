@@ -56,7 +56,12 @@ live stream as it fences a polled one.
 Only the periodic reads register a node, and Ironic makes them only for the
 nodes its hash ring maps to this conductor; the ``owner`` check (the hash
 ring) is asked again at each sweep, and a node not read for ``expire``
-seconds leaves; a sweeper thread (:meth:`Streams.run_sweeper`) sweeps as
+seconds leaves -- once the sync has read three times as many nodes here as
+are streamed since (three passes' worth), or has read none at all for
+``expire``: a pass over 10,000 nodes outlasts any interval (one conductor's
+first pass opened some 700 streams a minute on 2 cores), and a node let go
+before the pass came back to it had its stream closed and opened again at
+every read, for ever; a sweeper thread (:meth:`Streams.run_sweeper`) sweeps as
 well, so a conductor left with no streamed node to read still lets go. A
 service with no node left is closed (its SSE subscription ends with the
 connection; a push subscription is deleted); after a takeover or a restart
@@ -129,6 +134,8 @@ class _Book:
     #: bumped by every piece of news (a read that overlapped news is not kept)
     seq: int = 0
     seen_at: float = 0.0
+    #: the registry's read count at its last read (:meth:`Streams.sweep`)
+    seen_tick: int = 0
     answered_at: float | None = None
 
 
@@ -147,7 +154,8 @@ class Streams:
     ``safety``: seconds after its last BMC read a streamed node is read
     again; ``liveness``: seconds between its API's liveness reads (0:
     none). ``interval`` is Ironic's sync interval: a node not read for
-    ``expire`` seconds (default three intervals, at least a minute) leaves.
+    ``expire`` seconds (default three intervals, at least a minute) leaves,
+    once three passes' worth of reads went by without it, or none at all.
     ``hold(labels, idle)`` is told the streamed nodes at each sweep.
     ``stream_of``, ``owner``, ``spawn``, ``sleep`` (the sweeper's:
     ``sleep(stop, seconds)``, ending early when ``stop`` is set),
@@ -182,6 +190,9 @@ class Streams:
         self._books: dict[str, _Book] = {}
         self._listeners: dict[str, Listener] = {}
         self._swept = clock()
+        #: periodic reads seen (every node's, answered or not), and the last one's time
+        self._ticks = 0
+        self._last_read = clock()
         self._closed = False
         #: set by close(): ends the sweeper (run_sweeper)
         self._stopped = threading.Event()
@@ -214,7 +225,8 @@ class Streams:
                 if book is None:
                     return Miss("no stream: streams closed or no redfish_address")
         with self._lock:
-            book.seen_at = now
+            self._ticks += 1
+            book.seen_at, book.seen_tick, self._last_read = now, self._ticks, now
             listener = self._listeners.get(book.service)
             if listener is None and not self._closed and book.ref.uuid in self._books:
                 service = Service.of(book.ref.info)
@@ -445,7 +457,16 @@ class Streams:
                 return
             self._swept = now
             books = list(self._books.values())
-        stale = [b.ref.uuid for b in books if now - b.seen_at > self.expire]
+            ticks, idle = self._ticks, now - self._last_read > self.expire
+        # not read for ``expire`` while three passes' worth of other reads
+        # went by (a long pass has not come back to it yet otherwise), or
+        # while nothing at all was read here
+        passes = 3 * len(books)
+        stale = [
+            b.ref.uuid
+            for b in books
+            if now - b.seen_at > self.expire and (idle or ticks - b.seen_tick > passes)
+        ]
         moved = [b.ref.uuid for b in books if b.ref.uuid not in stale and not self._owner(b.ref)]
         with self._lock:
             for uuid in stale + moved:

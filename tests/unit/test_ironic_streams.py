@@ -341,7 +341,9 @@ def test_a_node_no_longer_read_leaves_and_its_stream_closes(rig: Rig) -> None:
     a, b = ref("a", system="1"), ref("b", system="2")
     settled(rig, a)
     rig.ask(b)
-    for _ in range(4):  # only b is read (a went to maintenance, or was deleted)
+    # only b is read (a went to maintenance, or was deleted): a leaves once
+    # three passes' worth of reads (3 x 2 nodes) went by, and expire seconds
+    for _ in range(7):
         rig.clock.advance(INTERVAL)
         rig.ask(b)
     assert "a" not in rig.streams._books
@@ -647,3 +649,31 @@ def test_pushed_news_has_a_node_read_at_most_once_a_window(rig: Rig) -> None:
         rig.clock.advance(1.0)
     assert reads == {"a": [0.0, every, 2 * every], "b": [5.0]}
     assert rig.streams.pushed == int(3 * every) + 1
+
+
+def test_a_pass_longer_than_expire_keeps_every_stream_it_opened(rig: Rig) -> None:
+    """10,000 nodes on one conductor (2 cores): the first pass opened some
+    700 streams a minute, so a node read at its start was not read again
+    for 15 minutes, far past ``expire`` (three 60 s intervals). It must not
+    leave before the pass comes back to it: each stream was closed and
+    opened again at the node's next read, every pass, for ever (10,314
+    closes in 17 minutes). Here 20 nodes, one read every 20 s: a pass of
+    400 s, twice over; every service opened once, none closed."""
+    nodes = [ref(f"n{i:02d}", port=8000 + i) for i in range(20)]
+    for _ in range(2):
+        for node in nodes:
+            rig.clock.advance(20.0)
+            rig.ask(node)
+            rig.streams.sweep()
+    assert len(rig.streams._books) == 20
+    assert len(rig.made) == 20  # one stream a service, opened once
+    assert all(s.closed == 0 for s in rig.made)
+    # when the sync stops reading a node, it still leaves: three passes'
+    # worth of reads of the others later, and expire seconds
+    for _ in range(3):
+        for node in nodes[1:]:
+            rig.clock.advance(20.0)
+            rig.ask(node)
+            rig.streams.sweep()
+    assert "n00" not in rig.streams._books
+    assert len(rig.streams._books) == 19
