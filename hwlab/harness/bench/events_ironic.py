@@ -46,7 +46,7 @@ from typing import Any
 
 from bmaas.hwlab.harness import ironic as harness
 from bmaas.hwlab.harness.bench.common import sampled
-from bmaas.hwlab.harness.bench.ironic_scale import bulk_nodes, enroll_all
+from bmaas.hwlab.harness.bench.ironic_scale import enroll_all, enroll_in_db
 from bmaas.hwlab.harness.bench.outside import (
     Measured,
     Options,
@@ -188,9 +188,7 @@ def one_mode(
         if via == "api":
             uuids = enroll_all(rest, lab, driver, 4, ENROLL_CAP)
         else:
-            ironic.stop()
-            uuids = ironic.bulk_enroll(bulk_nodes(lab, driver), timeout=ENROLL_CAP)
-            ironic.launch(timeout=START_CAP)
+            uuids = enroll_in_db(ironic, lab, driver, cap=ENROLL_CAP, start_cap=START_CAP)
         by_name = dict(zip(names, uuids, strict=True))
         enrolled = counted(lab, names)  # the enrollment's requests: not the row's
         started, cpu_at_start = time.monotonic(), ironic.cpu_seconds()
