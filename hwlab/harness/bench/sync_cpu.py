@@ -227,8 +227,13 @@ def liveness_ceiling(options: Options) -> float | None:
     events, changes and the safety net free and a read cost the same in both:
     reads per node-hour, polling's (3600 / interval) over the liveness reads'
     (3600 / liveness). None: no liveness read, no such ceiling."""
-    liveness = LIVENESS_INTERVAL if options.liveness_interval is None else options.liveness_interval
+    liveness = _liveness(options)
     return liveness / options.interval if liveness else None
+
+
+def _liveness(options: Options) -> float:
+    """The events rows' liveness interval in seconds (the sync's default unless given)."""
+    return LIVENESS_INTERVAL if options.liveness_interval is None else options.liveness_interval
 
 
 def _change_cost(
@@ -301,7 +306,7 @@ def _report(
     quiet_ratio, push_quiet_ratio = ratio(poll_quiet, ev_quiet), ratio(poll_quiet, push_quiet)
     per_change, break_even = _change_cost(hourly.get("events"), ev_quiet, poll_quiet, options.nodes)
     ceiling = liveness_ceiling(options)
-    liveness = LIVENESS_INTERVAL if options.liveness_interval is None else options.liveness_interval
+    liveness = _liveness(options)
     unmeasured = [f"{who}: no steady pass" for who, v in per_pass.items() if not v]
     machine = {"nproc": os.cpu_count(), "load_before": load_before, "load_after": load_after}
     return Report(
