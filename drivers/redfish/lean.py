@@ -24,7 +24,11 @@ of it needed to learn one field. :class:`LeanReader` does the same GET with:
   one: a ``304 Not Modified`` answers from the fields kept with that ETag;
 * a kept HTTP connection (no ``Connection: close``) when ``keep_alive`` is
   set -- the driver sets it while the process holds few services, since one
-  socket per service is kept (see :class:`~bmaas.drivers.redfish.driver.RedfishDriver`).
+  socket per service is kept (see :class:`~bmaas.drivers.redfish.driver.RedfishDriver`)
+  -- and the service's reads come often: a read within
+  :data:`~bmaas.drivers.redfish.wire.KEEP_FOR` seconds of the last keeps its
+  socket, and a kept socket idle that long is closed
+  (:class:`~bmaas.drivers.redfish.wire.KeptConnections`).
 
 Failures leave as through sushy, so the one mapping in
 :mod:`bmaas.drivers.redfish.faults` sees what it always saw: a transport error
@@ -164,11 +168,12 @@ class LeanReader:
         selected: bool,
     ) -> dict[str, Any] | None:
         target = f"{path}?{SELECT}={','.join(fields)}" if selected else path
-        prepared = self._prepare(target)
+        keep = self.keep_alive and self._connections().keeps()
+        prepared = self._prepare(target, keep)
         cached = self._etags.get(path)
         extra = [*headers.items(), ("If-None-Match", cached[0])] if cached else headers.items()
         request = prepared.head + header_bytes(extra) + b"\r\n"
-        answer = self._send(request, prepared, deadline, pace)
+        answer = self._send(request, prepared, deadline, pace, keep=keep)
         status = answer.status
         if status == 304 and cached is not None:
             self.not_modified += 1
@@ -207,9 +212,12 @@ class LeanReader:
         prepared: _Prepared,
         deadline: Deadline,
         pace: Callable[[Deadline], None] | None,
+        *,
+        keep: bool,
     ) -> Answer:
         """One GET through the gate; once more on a new connection if the
-        kept one turns out closed by the server (nothing came back)."""
+        kept one turns out closed by the server (nothing came back).
+        ``keep``: the request asks to keep its socket."""
         wire, url, what = self._connections(), prepared.url, prepared.what
         for fresh in (False, True):
             if pace is not None:
@@ -221,7 +229,7 @@ class LeanReader:
                     deadline,
                     what=what,
                     max_body=self._max_body,
-                    keep=self.keep_alive,
+                    keep=keep,
                     fresh=fresh,
                 )
             except StaleConnection:
@@ -253,19 +261,20 @@ class LeanReader:
                 etags.pop(path, None)
             self._etags = etags
 
-    def _prepare(self, target: str) -> _Prepared:
+    def _prepare(self, target: str, keep: bool) -> _Prepared:
         """The GET of ``target`` with the session's headers and auth (built
-        once per target, auth token and keep-alive setting)."""
+        once per target, auth token and ``keep``: whether it asks to keep
+        the connection)."""
         session = self._session
         token = session.headers.get("X-Auth-Token")
-        key = (target, token if isinstance(token, str) else None, id(session.auth), self.keep_alive)
+        key = (target, token if isinstance(token, str) else None, id(session.auth), keep)
         prepared = self._prepared.get(key)
         if prepared is not None:
             return prepared
         url = urljoin(self._base, target)
         # sushy's per-request defaults too: identity encoding keeps ETags strong
         headers = {**session.headers, "OData-Version": "4.0", "Accept-Encoding": "identity"}
-        if self.keep_alive:
+        if keep:
             headers.pop("Connection", None)  # HTTP/1.1's default: kept
         else:
             headers["Connection"] = "close"  # the socket is closed after the answer
@@ -278,7 +287,8 @@ class LeanReader:
         head = line.encode("latin-1") + header_bytes(request.headers.items())
         prepared = _Prepared(url, head, request)
         with self._lock:
-            cache = {k: v for k, v in self._prepared.items() if k[0] != target}
+            # one per target and keep (a read asks for a close after a long gap)
+            cache = {k: v for k, v in self._prepared.items() if (k[0], k[3]) != (target, keep)}
             cache[key] = prepared
             self._prepared = cache
         return prepared

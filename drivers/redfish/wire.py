@@ -38,10 +38,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import heapq
 import http.client
+import itertools
 import socket
 import ssl
 import threading
+import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -52,7 +57,9 @@ from bmaas.drivers.redfish.framing import Reader, left, read_body, read_head
 from bmaas.tlspolicy import TLSPolicy, client_context
 
 __all__ = [
+    "KEEP_FOR",
     "Answer",
+    "IdleSockets",
     "KeptConnections",
     "StaleConnection",
     "Target",
@@ -65,6 +72,13 @@ __all__ = [
 #: idle sockets kept per service (requests' pool default, 10); the BMC's
 #: gate caps requests in flight per service well below it
 MAX_IDLE = 10
+#: seconds a kept socket waits idle for its service's next GET before it is
+#: closed, and the longest gap between two GETs of a service for the second
+#: to ask to keep its socket: above a 60 s polling interval (the sync's and
+#: Ironic's power sync default), below the 300 s between a streamed node's
+#: liveness reads. A session is held for minutes; its socket is not (10,000
+#: streamed nodes kept a socket each beside their stream's: EMFILE at 20,000)
+KEEP_FOR = 90.0
 #: characters that would end a request line or header early
 _ILLEGAL = ("\r", "\n", "\0")
 
@@ -112,24 +126,90 @@ class Answer:
     body: bytes
 
 
+class IdleSockets:
+    """When each idle kept socket of the process falls due to close.
+
+    A socket given back idle is noted with the time it falls due (its
+    service's ``keep_for`` later); every GET, of any service, first closes
+    the sockets due (:meth:`close_due`): a process holding thousands of
+    sessions for reads minutes apart holds no socket between them, without
+    a thread of its own. What it keeps after its last GET is what the GETs
+    of the last ``keep_for`` seconds left. Thread-safe; entries of a
+    service that is gone are skipped.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: list[tuple[float, int, weakref.ref[KeptConnections]]] = []
+        self._order = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def note(self, at: float, kept: KeptConnections) -> None:
+        """``kept`` gave a socket back that falls due at ``at``."""
+        with self._lock:
+            heapq.heappush(self._due, (at, next(self._order), weakref.ref(kept)))
+
+    def close_due(self, now: float) -> int:
+        """Close every idle socket due by ``now``; returns how many."""
+        closed = 0
+        while True:
+            with self._lock:
+                if not self._due or self._due[0][0] > now:
+                    return closed
+                kept = heapq.heappop(self._due)[2]()
+            if kept is not None:
+                closed += kept.close_idle(now)
+
+
+#: the process's idle kept sockets (one book, as the descriptors are one)
+IDLE_SOCKETS = IdleSockets()
+
+
 class KeptConnections:
     """The idle sockets of one service, and GETs sent on them.
 
+    A socket is kept only between GETs that come often (:meth:`keeps`: the
+    caller asks the server to keep it, by the request's own headers), and
+    closed once idle ``keep_for`` seconds (:class:`IdleSockets`): a service
+    read every minute keeps one socket; one read every five minutes (a
+    streamed node's liveness read) holds none between its reads.
     Thread-safe: a socket is used by one GET at a time (taken from the idle
     list, given back only after a whole answer that lets it be kept).
     """
 
-    def __init__(self, target: Target, *, max_idle: int = MAX_IDLE) -> None:
+    def __init__(
+        self,
+        target: Target,
+        *,
+        max_idle: int = MAX_IDLE,
+        keep_for: float = KEEP_FOR,
+        clock: Callable[[], float] = time.monotonic,
+        idle: IdleSockets = IDLE_SOCKETS,
+    ) -> None:
         self.target = target
         self._max_idle = max_idle
-        self._idle: list[socket.socket] = []
+        self.keep_for = keep_for
+        self._clock = clock
+        self._book = idle
+        #: idle sockets, and when each was given back (oldest first)
+        self._idle: list[tuple[socket.socket, float]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._last_get: float | None = None
         #: connections opened (for tests and benches)
         self.opened = 0
 
     def __repr__(self) -> str:
         return f"KeptConnections({self.target.authority}, idle={len(self._idle)})"
+
+    def keeps(self) -> bool:
+        """Whether a GET now should ask to keep its socket: the service's
+        previous GET was within ``keep_for`` seconds (the first of a burst,
+        and a read minutes after the last, ask for a close)."""
+        last = self._last_get
+        return last is not None and self._clock() - last <= self.keep_for
 
     def get(
         self,
@@ -149,7 +229,11 @@ class KeptConnections:
         Raises :class:`StaleConnection` when a reused socket had been closed
         by the server; the idle ones are dropped with it (a BMC that closed
         one has likely closed all), and the caller may send once more, fresh.
+        The process's idle sockets due to close are closed first.
         """
+        now = self._clock()
+        self._last_get = now
+        self._book.close_due(now)
         sock = None if fresh else self._take()
         reused = sock is not None
         if sock is None:
@@ -174,22 +258,38 @@ class KeptConnections:
         self._closed = True
         self._drop_idle()
 
+    def close_idle(self, now: float) -> int:
+        """Close the sockets idle ``keep_for`` seconds by ``now``; returns how many."""
+        cut = now - self.keep_for
+        with self._lock:
+            due = [sock for sock, since in self._idle if since <= cut]
+            if due:
+                self._idle = [(sock, since) for sock, since in self._idle if since > cut]
+        for sock in due:
+            _close(sock)
+        return len(due)
+
     def _drop_idle(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for sock in idle:
+        for sock, _ in idle:
             _close(sock)
 
     def _take(self) -> socket.socket | None:
+        """The most recently kept idle socket (those due were closed first)."""
         with self._lock:
-            return self._idle.pop() if self._idle else None
+            return self._idle.pop()[0] if self._idle else None
 
     def _give_back(self, sock: socket.socket) -> None:
+        now = self._clock()
         with self._lock:
-            if not self._closed and len(self._idle) < self._max_idle:
-                self._idle.append(sock)
-                return
-        _close(sock)
+            kept = not self._closed and len(self._idle) < self._max_idle
+            if kept:
+                self._idle.append((sock, now))
+        if kept:
+            self._book.note(now + self.keep_for, self)
+        else:
+            _close(sock)
 
     def _connect(self, deadline: Deadline, what: str) -> socket.socket:
         sock = connect(self.target, deadline, what)

@@ -153,16 +153,17 @@ def test_the_power_state_is_read_from_its_one_field() -> None:
     fake = Fake()
     with serving(fake) as url:
         d = driver(url)
-        assert reads(d, 2) == [PowerState.ON, PowerState.ON]  # connect, then lean
+        assert reads(d, 3) == [PowerState.ON] * 3  # connect, then lean
         fake.power = "Off"
         assert reads(d, 1) == [PowerState.OFF]
         fake.power = "Sideways"
         assert reads(d, 1) == [PowerState.UNKNOWN]
         d.close()
     gets = fake.system_gets()
-    assert len(gets) == 4  # one GET a read, the first by sushy while connecting
+    assert len(gets) == 5  # one GET a read, the first by sushy while connecting
     assert all("$select" not in path for path, _ in gets)  # not advertised: not used
-    lean = gets[1][1]
+    first, lean = gets[1][1], gets[2][1]
+    assert first["Connection"].lower() == "close"  # the first of a burst: not kept
     assert lean["X-Bmaas-Operation"] == "power.get"
     assert lean["Authorization"].startswith("Basic ")
     assert lean["Accept-Encoding"] == "identity"

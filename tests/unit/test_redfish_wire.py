@@ -32,7 +32,13 @@ from bmaas.drivers.redfish.faults import (
     map_exception,
 )
 from bmaas.drivers.redfish.lean import LeanReader
-from bmaas.drivers.redfish.wire import KeptConnections, StaleConnection, Target
+from bmaas.drivers.redfish.wire import (
+    KEEP_FOR,
+    IdleSockets,
+    KeptConnections,
+    StaleConnection,
+    Target,
+)
 from bmaas.faults import (
     BMCFault,
     BMCProtocolError,
@@ -196,17 +202,20 @@ def mapped(exc: BaseException) -> Any:
 # -- the ordinary read ------------------------------------------------------------------
 
 
-def test_one_kept_connection_serves_every_read() -> None:
-    with serving(answers(answer(), answer(), answer())) as server:
+def test_reads_that_come_often_share_one_kept_connection() -> None:
+    # the first read of a service asks for a close (no read came before it);
+    # the reads after it, each within KEEP_FOR of the last, keep one socket
+    with serving(answers(answer()), answers(answer(), answer(), answer())) as server:
         lean = reader(server.url)
-        assert [read(lean) for _ in range(3)] == [{"PowerState": "On"}] * 3
+        assert [read(lean) for _ in range(4)] == [{"PowerState": "On"}] * 4
         lean.close()
-    assert server.connections == 1
-    head = server.requests[0].decode()
+    assert server.connections == 2
+    first, head = server.requests[0].decode(), server.requests[1].decode()
+    assert "Connection: close\r\n" in first
     assert head.startswith(f"GET {SYSTEM} HTTP/1.1\r\n")
     assert f"Host: 127.0.0.1:{server.port}\r\n" in head
     assert f"X-Auth-Token: {TOKEN}\r\n" in head
-    assert "Connection: close" not in head
+    assert all(b"Connection: close" not in r for r in server.requests[1:])
 
 
 def test_without_keep_alive_each_read_has_its_connection() -> None:
@@ -228,11 +237,12 @@ def test_a_chunked_body_is_read_whole() -> None:
         + BODY[half:]
         + b"\r\n0\r\nX-Trailer: 1\r\n\r\n"
     )
-    with serving(answers(chunked, answer())) as server:
+    with serving(answers(answer()), answers(chunked, answer())) as server:
         lean = reader(server.url)
-        assert read(lean) == {"PowerState": "On"}
+        assert read(lean) == {"PowerState": "On"}  # the first: asks for a close
+        assert read(lean) == {"PowerState": "On"}  # chunked, on the kept socket
         assert read(lean) == {"PowerState": "On"}  # framed: the socket goes on
-    assert server.connections == 1
+    assert server.connections == 2
 
 
 def test_a_body_to_the_close_is_read_and_the_socket_not_kept() -> None:
@@ -246,7 +256,7 @@ def test_a_body_to_the_close_is_read_and_the_socket_not_kept() -> None:
 
 def test_an_etag_is_asked_with_if_none_match_and_304_answers() -> None:
     first = answer(headers='ETag: "v1"\r\n')
-    with serving(answers(first, answer(304, b""))) as server:
+    with serving(answers(first), answers(answer(304, b""))) as server:
         lean = reader(server.url)
         assert read(lean) == read(lean) == {"PowerState": "On"}
         assert (lean.sent, lean.not_modified) == (2, 1)
@@ -336,15 +346,16 @@ def test_a_body_without_a_length_is_dropped_past_the_cap(framing: str) -> None:
 
 
 def test_a_kept_socket_the_server_closed_is_sent_once_more_fresh() -> None:
-    # The first connection answers once and closes (an idle timeout on the BMC).
-    with serving(answers(answer()), answers(answer())) as server:
+    # Each connection answers once and closes (an idle timeout on the BMC).
+    with serving(answers(answer())) as server:
         lean = reader(server.url)
-        assert read(lean) == {"PowerState": "On"}
+        assert read(lean) == {"PowerState": "On"}  # asks for a close
+        assert read(lean) == {"PowerState": "On"}  # kept by the client
         time.sleep(0.05)  # the close has reached the client's socket
         assert read(lean) == {"PowerState": "On"}
-        assert lean.sent == 3  # the stale try, and the fresh one
-    assert server.connections == 2
-    assert len(server.requests) == 2  # the stale try never reached a server
+        assert lean.sent == 4  # the stale try, and the fresh one
+    assert server.connections == 3
+    assert len(server.requests) == 3  # the stale try never reached a server
 
 
 def test_a_fresh_connection_closed_without_an_answer_is_not_resent() -> None:
@@ -371,6 +382,74 @@ def test_stale_is_raised_only_for_a_reused_socket_that_got_nothing() -> None:
         with pytest.raises(StaleConnection):
             conns.get(request, Deadline.after(5), what="GET", max_body=1 << 20, keep=True)
         assert repr(conns).endswith("idle=0)")
+
+
+# -- a socket is held between reads that come often, never for minutes ------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _get(conns: KeptConnections, *, keep: bool = True) -> None:
+    request = f"GET {SYSTEM} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    conns.get(request, Deadline.after(5), what="GET", max_body=1 << 20, keep=keep)
+
+
+def test_only_a_read_within_keep_for_of_the_last_asks_to_keep_its_socket() -> None:
+    clock, book = Clock(), IdleSockets()
+    with serving(answers(answer(), answer(), answer())) as server:
+        conns = KeptConnections(Target.of(server.url, verify=False), clock=clock, idle=book)
+        assert not conns.keeps()  # nothing read yet: the first of a burst
+        _get(conns, keep=conns.keeps())
+        clock.now += KEEP_FOR
+        assert conns.keeps()  # a read every KEEP_FOR seconds (polling) keeps
+        _get(conns, keep=conns.keeps())
+        clock.now += KEEP_FOR + 1
+        assert not conns.keeps()  # a liveness read minutes after the last
+        conns.close()
+
+
+def test_an_idle_socket_is_closed_at_any_services_get_once_it_waited_keep_for() -> None:
+    clock, book = Clock(), IdleSockets()
+    with serving(answers(answer(), answer())) as server:
+        target = Target.of(server.url, verify=False)
+        held = KeptConnections(target, clock=clock, idle=book)
+        other = KeptConnections(target, clock=clock, idle=book)
+        _get(held)
+        assert repr(held).endswith("idle=1)")
+        assert len(book) == 1
+        clock.now += KEEP_FOR - 1
+        _get(other, keep=False)  # not due yet: kept
+        assert repr(held).endswith("idle=1)")
+        clock.now += 1
+        _get(other, keep=False)  # due: closed by another service's GET, no thread
+        assert repr(held).endswith("idle=0)")
+        assert len(book) == 0
+    assert server.connections == 3
+
+
+def test_a_socket_used_again_is_due_from_its_last_use_and_a_gone_service_is_skipped() -> None:
+    clock, book = Clock(), IdleSockets()
+    with serving(answers(answer(), answer())) as server:
+        conns = KeptConnections(Target.of(server.url, verify=False), clock=clock, idle=book)
+        _get(conns)
+        clock.now += KEEP_FOR / 2
+        _get(conns)  # the same socket, given back again
+        assert conns.opened == 1
+        assert len(book) == 2
+        clock.now += KEEP_FOR / 2
+        assert book.close_due(clock.now) == 0  # the first note: not due any more
+        assert repr(conns).endswith("idle=1)")
+        conns.close()
+        del conns  # a service gone (its connector closed and dropped)
+        clock.now += KEEP_FOR
+        assert book.close_due(clock.now) == 0
+        assert len(book) == 0
 
 
 # -- answers that are errors --------------------------------------------------------------
@@ -442,10 +521,11 @@ def lab_tls(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def test_tls_is_checked_against_the_given_ca(lab_tls: Any) -> None:
-    with serving(answers(answer(), answer()), tls=server_context(lab_tls)) as server:
+    scripts = answers(answer()), answers(answer(), answer())
+    with serving(*scripts, tls=server_context(lab_tls)) as server:
         lean = reader(server.url, verify=str(lab_tls.ca_path))
-        assert read(lean) == read(lean) == {"PowerState": "On"}
-    assert server.connections == 1
+        assert read(lean) == read(lean) == read(lean) == {"PowerState": "On"}
+    assert server.connections == 2  # the first read asked for a close
 
 
 def test_tls_from_an_unknown_ca_is_a_configuration_fault(lab_tls: Any) -> None:
