@@ -87,6 +87,13 @@ class Stream(Protocol):
         """The fault of a stream silent for ``idle`` seconds (closed)."""
         ...
 
+    @property
+    def keeps_alive(self) -> bool:
+        """The service has sent a keepalive on this stream since it opened:
+        its silence past :attr:`Pacing.idle` is a lost stream. One that
+        never has is silent at rest by design (:attr:`Pacing.quiet`)."""
+        ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Backoff:
@@ -126,8 +133,9 @@ class Pacing:
 
     #: seconds the open (the EventService read and the stream's request) may take
     open_deadline: float = 15.0
-    #: seconds of silence before the stream counts as lost (TCP keepalive
-    #: notices a vanished BMC sooner: bmaas.drivers.redfish.events)
+    #: seconds of silence before a stream that sends keepalives counts as
+    #: lost (TCP keepalive notices a vanished BMC sooner:
+    #: bmaas.drivers.redfish.wirestream)
     idle: float = 300.0
     #: the wait before re-opening ``soon``
     backoff: Backoff = Backoff()
@@ -140,6 +148,18 @@ class Pacing:
     #: POST proves only that its sender knows the Context, so however many
     #: arrive, one node's BMC is read for them at most once a window
     look_every: float = LOOK_EVERY
+    #: seconds of silence before a stream that never sent a keepalive is
+    #: opened again (at least ``idle``). Such a service (OpenBMC's bmcweb,
+    #: hwlab ``--sse-keepalive 0``) sends nothing while nothing happens:
+    #: dropped after ``idle``, its streams cost some 36 requests a node-hour
+    #: at rest. A BMC that vanished is TCP keepalive's to notice; a change a
+    #: hung stream missed, the node's liveness read's (bmaas.liveness)
+    quiet: float = 3600.0
+
+    def silence_limit(self, keeps_alive: bool) -> float:
+        """Seconds of silence a stream may keep: ``idle`` once it has sent
+        a keepalive (the promise broken past it), else ``quiet``."""
+        return self.idle if keeps_alive else max(self.idle, self.quiet)
 
     def look_at(self, looked: float | None, now: float) -> float:
         """When pushed news arriving at ``now`` may have its node read:

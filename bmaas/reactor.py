@@ -19,7 +19,10 @@ and the next open when the policy table's ``stream`` column says
 host's clock: a stream's idle limit (silence past it is the stream's
 :meth:`~bmaas.listening.Stream.silent` fault,
 :class:`~bmaas.faults.BMCTimeout`, for that stream alone; any byte, a
-keepalive too, starts it over) and its wait before re-opening.
+keepalive too, starts it over; a stream that never sent a keepalive is
+silent at rest by design and gets the long limit,
+:meth:`~bmaas.listening.Pacing.silence_limit`) and its wait before
+re-opening.
 
 Only the reactor's thread reads, registers and closes a registered stream
 (a socket closed elsewhere could hand its descriptor number to another
@@ -306,11 +309,12 @@ class Reactor:
             elif entry.phase == "open" and isinstance(entry.fileobj, Inbox):
                 self._check(entry, entry.fileobj)
             elif entry.phase == "open":
-                idle = entry.state.pacing.idle
-                if now - entry.last >= idle:
-                    self._fail(entry, entry.stream.silent(idle))
-                else:
-                    self._arm(entry, entry.last + idle)
+                pacing = entry.state.pacing
+                limit = pacing.silence_limit(entry.stream.keeps_alive)
+                if now - entry.last >= limit:
+                    self._fail(entry, entry.stream.silent(limit))
+                else:  # looked at again within idle: a first keepalive arms the short limit
+                    self._arm(entry, min(entry.last + limit, now + pacing.idle))
 
     def _open(self, entry: _Entry) -> None:
         """Queue ``entry`` for its open (:meth:`_next` starts it)."""

@@ -128,6 +128,8 @@ class SSEParser:
         self.last_id: str | None = None
         #: ``retry`` the server asked for, in seconds
         self.retry: float | None = None
+        #: keepalive comments seen (a service that sends them promises them)
+        self.keepalives = 0
 
     def feed(self, chunk: bytes) -> list[SSEMessage]:
         buffer = self._buffer + chunk
@@ -153,6 +155,7 @@ class SSEParser:
             raise ValueError(f"an event stream frame longer than {self.max_frame} bytes")
         line = raw.decode("utf-8", "replace")
         self._keepalive = line.startswith(":") and size <= MAX_COMMENT
+        self.keepalives += self._keepalive
         if line.startswith(":"):
             self._junk += 0 if self._keepalive else size
         else:
@@ -449,6 +452,11 @@ class ServiceStream:
             self.close()
             raise _fault(self, exc, started) from exc
         return None if chunk is None else self._news(chunk, started)
+
+    @property
+    def keeps_alive(self) -> bool:
+        """The service sent a keepalive comment since the stream opened."""
+        return self._parser.keepalives > 0
 
     def silent(self, idle: float) -> BmaasError:
         """The fault of a stream silent for ``idle`` seconds (it is closed)."""

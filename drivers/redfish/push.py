@@ -369,6 +369,11 @@ class PushStream:
                 LOG.info("%s: a pushed body that is not an Event; ignored", self.key)
         return out
 
+    @property
+    def keeps_alive(self) -> bool:
+        """The SSE stream's (a push subscription is checked instead)."""
+        return self.sse.keeps_alive
+
     def silent(self, idle: float) -> BmaasError:
         """The SSE stream's silence (a push subscription is checked instead)."""
         return self.sse.silent(idle)

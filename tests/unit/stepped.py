@@ -44,6 +44,8 @@ class Scripted:
             box.put(None)  # still readable: the reactor reads it again
         return news
 
+    keeps_alive = True  # an Inbox: checked when quiet, never timed by silence
+
     def silent(self, idle: float) -> Exception:
         return BMCTimeout("the event stream was silent")
 

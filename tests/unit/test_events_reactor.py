@@ -130,7 +130,7 @@ def test_many_streams_one_thread_and_news_from_each(rig: tuple[Reactor, FakeCloc
 
 def test_a_silent_stream_times_out_alone(rig: tuple[Reactor, FakeClock, Host]) -> None:
     reactor, clock, host = rig
-    quiet, talks = PairStream(1), PairStream(2)
+    quiet, talks = PairStream(1, b": keepalive\n\n"), PairStream(2)  # both promised keepalives
     for s in (quiet, talks):
         reactor.add(s, s, host, PACING)
     settle(reactor)
@@ -149,6 +149,43 @@ def test_a_silent_stream_times_out_alone(rig: tuple[Reactor, FakeClock, Host]) -
     settle(reactor)
     assert len(host.of("lost")) == 1
     assert host.of("opened").count("http://bmc1") == 2
+
+
+def test_a_stream_that_never_sent_a_keepalive_may_be_silent_until_quiet(
+    rig: tuple[Reactor, FakeClock, Host],
+) -> None:
+    """OpenBMC's bmcweb sends no keepalive: silence is what it sends at rest,
+    so its stream is not dropped at ``idle`` (and opened again: some 36
+    requests a node-hour) but at ``quiet``; one that sends a keepalive
+    later is held to ``idle`` from then."""
+    reactor, clock, host = rig
+    pacing = Pacing(
+        open_deadline=5.0,
+        idle=IDLE,
+        backoff=Backoff(first=1.0),
+        absent_retry=600.0,
+        quiet=10 * IDLE,
+    )
+    assert pacing.silence_limit(False) == 10 * IDLE
+    assert pacing.silence_limit(True) == IDLE
+    bmcweb, later = PairStream(1), PairStream(2)
+    for s in (bmcweb, later):
+        reactor.add(s, s, host, pacing)
+    settle(reactor)
+    for _ in range(4):  # 4 x 1.5 idle of silence: both held
+        clock.advance(1.5 * IDLE)
+        settle(reactor)
+    assert host.of("lost") == []
+    assert later.bmc is not None
+    later.bmc.sendall(b": keepalive\n\n")  # t = 6 idle: a promise from now on
+    settle(reactor)
+    clock.advance(IDLE)
+    settle(reactor)
+    assert host.of("lost") == [("http://bmc2", "BMCTimeout", 1.0, False)]
+    clock.advance(4 * IDLE - 1.0)  # t = 11 idle less 1 s: past bmc1's limit (10 idle)
+    settle(reactor)
+    assert [lost[0] for lost in host.of("lost")] == ["http://bmc2", "http://bmc1"]
+    assert bmcweb.opens == 1  # one open in 10 idle periods of silence
 
 
 def test_a_closed_stream_is_lost_alone(rig: tuple[Reactor, FakeClock, Host]) -> None:

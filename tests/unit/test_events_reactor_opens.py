@@ -53,6 +53,8 @@ class SlowStream:
     def read_ready(self) -> Sequence[News] | None:
         return []
 
+    keeps_alive = True  # an Inbox: checked when quiet, never timed by silence
+
     def silent(self, idle: float) -> Exception:
         return BMCTimeout("silent", node=self.nodes["*"])
 

@@ -58,6 +58,16 @@ def test_keepalives_and_events_are_what_a_healthy_stream_carries() -> None:
     _feed((b"\n" * (MAX_JUNK // 2) + event) * 4)  # junk is counted since the last event
 
 
+def test_a_keepalive_is_counted_an_event_or_a_long_comment_is_not() -> None:
+    """What tells a stream's silence apart (bmaas.listening.Pacing.silence_limit):
+    a service that sent a keepalive promised them; bmcweb sends only events."""
+    parser = SSEParser()
+    parser.feed(b'data: {"Events": []}\n\n' + b": " + b"x" * 300 + b"\n\n")
+    assert parser.keepalives == 0
+    parser.feed(b": keepalive\n\n: keepalive\r\n\r\n")
+    assert parser.keepalives == 2
+
+
 def test_every_line_of_a_frame_counts_toward_its_cap() -> None:
     parser = SSEParser(max_frame=64)
     with pytest.raises(ValueError, match="longer than 64"):
