@@ -84,6 +84,9 @@ MAX_FRAME = 1024 * 1024
 MAX_JUNK = 64 * 1024
 #: a comment longer than this is not a keepalive (hwlab's is 12 bytes)
 MAX_COMMENT = 256
+#: keepalive comments that make a stream's silence a lost stream (one
+#: alone may be a greeting at the start)
+PROMISED = 2
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _FIELDS = frozenset({"data", "event", "id", "retry"})
 _POWER = re.compile(r"\.(?:ResourcePower(?:ed|ing)|ServerPowered)(On|Off)$")
@@ -455,8 +458,10 @@ class ServiceStream:
 
     @property
     def keeps_alive(self) -> bool:
-        """The service sent a keepalive comment since the stream opened."""
-        return self._parser.keepalives > 0
+        """The service sent keepalive comments since the stream opened: two
+        at least (one at the start is a greeting, hwlab's ``: hwlab event
+        stream``; a service that keeps alive sends one every period)."""
+        return self._parser.keepalives >= PROMISED
 
     def silent(self, idle: float) -> BmaasError:
         """The fault of a stream silent for ``idle`` seconds (it is closed)."""

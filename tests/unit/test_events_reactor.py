@@ -130,7 +130,8 @@ def test_many_streams_one_thread_and_news_from_each(rig: tuple[Reactor, FakeCloc
 
 def test_a_silent_stream_times_out_alone(rig: tuple[Reactor, FakeClock, Host]) -> None:
     reactor, clock, host = rig
-    quiet, talks = PairStream(1, b": keepalive\n\n"), PairStream(2)  # both promised keepalives
+    # both keep alive (the other from its head on); the greeting alone is no promise
+    quiet, talks = PairStream(1, b": greeting\n\n: keepalive\n\n"), PairStream(2, b": hi\n\n")
     for s in (quiet, talks):
         reactor.add(s, s, host, PACING)
     settle(reactor)
@@ -168,7 +169,8 @@ def test_a_stream_that_never_sent_a_keepalive_may_be_silent_until_quiet(
     )
     assert pacing.silence_limit(False) == 10 * IDLE
     assert pacing.silence_limit(True) == IDLE
-    bmcweb, later = PairStream(1), PairStream(2)
+    # bmcweb says nothing at all; hwlab greets with a comment at the start
+    bmcweb, later = PairStream(1), PairStream(2, b": hwlab event stream\n\n")
     for s in (bmcweb, later):
         reactor.add(s, s, host, pacing)
     settle(reactor)
@@ -177,7 +179,7 @@ def test_a_stream_that_never_sent_a_keepalive_may_be_silent_until_quiet(
         settle(reactor)
     assert host.of("lost") == []
     assert later.bmc is not None
-    later.bmc.sendall(b": keepalive\n\n")  # t = 6 idle: a promise from now on
+    later.bmc.sendall(b": keepalive\n\n")  # t = 6 idle: a second comment, a promise from now on
     settle(reactor)
     clock.advance(IDLE)
     settle(reactor)
