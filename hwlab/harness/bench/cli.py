@@ -90,7 +90,10 @@ def _command(ctx: click.Context) -> str:
         if value is False and secondary and value != param.default:
             words.append(secondary[0])  # --no-fence
             continue
-        if value in (None, False, ()) or value == param.default or not param.opts:
+        # by identity: 0 == False, and "--sse-keepalive 0" was left out
+        if value is None or value is False or value == () or value == param.default:
+            continue
+        if not param.opts:
             continue
         flag = max(param.opts, key=len)
         if value is True:

@@ -225,4 +225,10 @@ def test_the_quoted_command_has_the_options_that_were_given() -> None:
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(sample, ["--no-fence"])  # a switched-off flag is named too
     assert result.exit_code == 0, result.output
-    assert seen == ["sample --runs 3 --size 10 --size 20 --smoke", "sample --no-fence"]
+    result = CliRunner().invoke(sample, ["--runs", "0"])  # 0 is a value (0 == False)
+    assert result.exit_code == 0, result.output
+    assert seen == [
+        "sample --runs 3 --size 10 --size 20 --smoke",
+        "sample --no-fence",
+        "sample --runs 0",
+    ]
