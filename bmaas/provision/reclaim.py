@@ -108,6 +108,8 @@ def reclaim(
     previous run marked but could not clean before it stopped), and what
     failed attempts left on nodes whose BMC did not answer then."""
     reclaimed = store.lifecycle.reclaim_expired()
+    if not store.nodes.any_to_clean(RECLAIMED):  # nearly every pass: one light query
+        return reclaimed, Cleaned()
     cleaned = clean_reclaimed(
         store,
         rt,

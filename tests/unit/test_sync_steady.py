@@ -215,6 +215,39 @@ def test_a_steady_redfish_pass_is_one_get_a_node_on_the_kept_connector(
     assert rt.pool.stats.logins == 1
 
 
+def test_a_pass_with_nothing_to_clean_asks_one_light_query_not_two_node_queries(
+    store: Store, fleet_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pass cleans reclaimed nodes and a failed attempt's leftovers;
+    nearly every pass has none, and two node queries to learn so were most
+    of a quiet events pass's store CPU. One light query says so; a node
+    marked is still cleaned at the next pass."""
+    from bmaas.store import RECLAIMED
+
+    fleet, _names = fleet_of(3)
+    asked: list[dict[str, Any]] = []
+    real_find = store.nodes.find
+
+    def find(*args: Any, **kw: Any) -> Any:
+        if "fault" in kw or "needs_cleaning" in kw:
+            asked.append(kw)
+        return real_find(*args, **kw)
+
+    monkeypatch.setattr(store.nodes, "find", find)
+    passes: list[int] = []
+
+    def on_pass(report: SyncReport) -> None:
+        passes.append(len(asked))
+        if len(passes) == 2:  # between passes 2 and 3: n02 left with media in
+            store.health.set_leftovers("n02", {"media": "http://x/i.iso"}, reason="test")
+
+    _loop(store, fleet, 3, on_pass)
+    assert passes[:2] == [0, 0]  # nothing to clean: no node query for it
+    assert any(a.get("fault") == RECLAIMED for a in asked)
+    assert any(a.get("needs_cleaning") for a in asked)  # pass 3 looked, and cleaned
+    assert store.nodes.get("n02").leftovers in (None, {})
+
+
 def test_with_events_the_fleet_is_loaded_again_only_when_it_changed(
     store: Store, fleet_of: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
