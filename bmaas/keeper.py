@@ -86,13 +86,13 @@ class SessionKeeper:
 
     def step(self) -> float:
         """One round: expire idle sessions, send the keepalives due now;
-        returns the seconds to sleep before the next round (at most ``tick``)."""
+        returns the seconds to sleep before the next round (at most ``tick``).
+        A round with nothing due walks no session (:meth:`DriverPool.due_in`)."""
         self.pool.expire_idle()
-        due = self.pool.keepalive_due_in()
-        if due == 0.0:
+        if self.pool.due_in() == 0.0:  # what is due now is a keepalive: the expired are gone
             self.pool.keepalive(Deadline.after(self.round_budget, clock=self._clock))
-            due = self.pool.keepalive_due_in()
-        return self.tick if due is None else min(self.tick, max(due, 0.0))
+            self.pool.expire_idle()
+        return min(self.tick, self.pool.due_in())
 
     def start(self) -> None:
         """Start the thread unless it runs (safe from many threads at once)."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from bmaas.fakes.clock import FakeClock
 from bmaas.keeper import SessionKeeper, keepalives_pay
 from bmaas.pool import DriverPool, idle_for_interval
-from tests.unit.test_pool import KeptAlive, key, read
+from tests.unit.test_pool import Builder, KeptAlive, key, read
 
 #: Ironic's default [conductor]sync_power_state_interval
 INTERVAL = 120.0
@@ -124,3 +125,65 @@ def test_keepalives_are_sent_only_where_they_cost_no_more_than_a_login(
     interval: float, pays: bool
 ) -> None:
     assert keepalives_pay(interval, 10.0) is pays
+
+
+class _Counted(KeptAlive):
+    """A kept-alive driver that counts how often the pool asks its limits."""
+
+    asked = 0
+
+    @property
+    def session_idle(self) -> float:  # type: ignore[override]
+        type(self).asked += 1
+        return 20.0
+
+
+def test_rounds_with_nothing_due_walk_no_session() -> None:
+    """A quiet events sync holds hundreds of sessions; the keeper's round
+    every 5 s walked all of them twice, its largest CPU at rest. Now a
+    round before the soonest due time asks no session anything, and every
+    keepalive still comes on time."""
+    clock = FakeClock(start=0.0)
+    with DriverPool(clock=clock, idle=idle_for_interval(INTERVAL)) as pool:
+        built: dict[str, _Counted] = {}
+
+        def build(node: str) -> _Counted:
+            built[node] = _Counted(node, clock)
+            return built[node]
+
+        for n in range(50):
+            read(pool, build, key(f"n{n}"))
+        keeper = SessionKeeper(pool, tick=1.0, clock=clock)
+        assert keeper.step() == 1.0  # the first round walks and learns when: 10 s on
+        _Counted.asked = 0
+        for _ in range(8):  # rounds at 1 .. 8 s: nothing due
+            clock.advance(1.0)
+            keeper.step()
+        assert _Counted.asked == 0
+        _run(keeper, clock, until=31.0)
+        assert [len(d.kept) for d in built.values()] == [3] * 50  # at 10, 20, 30 s
+        assert all(d.kept == [10.0, 20.0, 30.0] for d in built.values())
+
+
+def test_a_shorter_limit_or_a_node_no_longer_held_is_expired_on_time() -> None:
+    """The bound is a lower bound: a change that brings a due time nearer
+    (a shorter pool idle, a node dropped from the held set) resets it."""
+    clock = FakeClock(start=0.0)
+    with DriverPool(clock=clock, idle=600.0) as pool:
+        build = Builder()
+        pool.hold(["n1"], 3600.0)
+        for node in ("n1", "n2"):
+            read(pool, build, key(node))
+        assert pool.expire_idle() == 0  # hold() asked for a walk: it learns when
+        assert pool.due_in() == 30.0  # n2: its driver's own session_idle
+        clock.advance(30.0)
+        assert pool.expire_idle() == 1
+        assert pool.due_in() == 3570.0  # n1, held
+        pool.hold([], 0.0)
+        assert pool.due_in() == 0.0
+        assert pool.expire_idle() == 1  # n1's own limit (30 s) has passed
+        assert pool.due_in() == math.inf
+        read(pool, build, key("n3"))
+        pool.idle = 5.0
+        clock.advance(5.0)
+        assert pool.expire_idle() == 1
