@@ -34,22 +34,18 @@ __all__ = ["CHUNK", "SharesRepo"]
 CHUNK = 2000
 
 
-#: the names of the nodes a worker holds (unexpired rows), built once
+#: the names of the nodes whose rows name a worker, built once: run out
+#: or not (a sync at ``--interval`` >= ``--lease-ttl``, 60 s both by
+#: default, finds its rows run out at every pass; nobody took them)
 _MINE = (
     sa.select(t.nodes.c.name)
     .select_from(t.sync_shares.join(t.nodes, t.nodes.c.id == t.sync_shares.c.node_id))
-    .where(
-        t.sync_shares.c.worker_id == sa.bindparam("worker"),
-        t.sync_shares.c.expires_at > sa.bindparam("now"),
-    )
+    .where(t.sync_shares.c.worker_id == sa.bindparam("worker"))
 )
-#: a worker's unexpired rows renewed, built once
+#: a worker's rows renewed, built once
 _RENEW = (
     t.sync_shares.update()
-    .where(
-        t.sync_shares.c.worker_id == sa.bindparam("worker"),
-        t.sync_shares.c.expires_at > sa.bindparam("now"),
-    )
+    .where(t.sync_shares.c.worker_id == sa.bindparam("worker"))
     .values(expires_at=sa.bindparam("until"))
 )
 
@@ -149,13 +145,18 @@ def _upsert_insert(dialect: str) -> Any:
 
 
 def _renewed(tx: Tx, worker_id: str, names: Sequence[str], now: float, ttl: float) -> bool:
-    """Renew ``worker_id``'s rows if it holds exactly ``names`` (unexpired);
-    False, nothing written, otherwise: the claim's ``INSERT`` decides."""
-    given = {"worker": worker_id, "now": now}
+    """Renew ``worker_id``'s rows if they are exactly ``names``; False,
+    nothing written, otherwise: the claim's ``INSERT`` decides. A row run
+    out that still names the worker is renewed as the ``INSERT`` would
+    take it: nobody else has (a worker that takes one writes its own id).
+    At ``--interval 60`` with the default 60 s ``--lease-ttl`` every pass
+    found its rows run out, and its claim took the ``INSERT`` (issue 46:
+    most of a quiet events sync's CPU at 200 nodes)."""
+    given = {"worker": worker_id}
     mine = set(tx.execute(_MINE, given).scalars())
     if mine != set(names):
         return False
     # the rows just read, in this write transaction: on PostgreSQL another
-    # worker's claim may still take one that expires meanwhile (its WHERE
-    # is re-checked), and then the count tells
+    # worker's claim may still take one that ran out (its WHERE is
+    # re-checked), and then the count tells; the INSERT then decides
     return int(tx.execute(_RENEW, {**given, "until": now + ttl}).rowcount or 0) == len(mine)

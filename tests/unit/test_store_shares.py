@@ -131,6 +131,33 @@ def test_a_steady_claim_renews_in_one_update_whatever_the_fleets_size(
     assert set(store.shares.held().values()) == {a}
 
 
+def test_rows_run_out_between_passes_are_renewed_when_nobody_took_them(
+    store: Store, enroll: Enroll, wall: FakeClock
+) -> None:
+    """``bmaas sync --interval 60`` with the default ``--lease-ttl 60``:
+    every pass finds its rows run out. Nobody took them, so the claim
+    renews them (one SELECT, one UPDATE) as the INSERT would have taken
+    them; one another worker took is not renewed: the INSERT decides."""
+    nodes = enroll(6)
+    a = store.owners.create(OwnerKind.SYNC, ttl=TTL).id
+    b = store.owners.create(OwnerKind.SYNC, ttl=TTL).id
+    assert store.shares.claim(a, nodes, ttl=TTL) == nodes
+    counted = Statements(store)
+    wall.advance(TTL)  # the next pass: every row ran out
+    assert store.shares.claim(a, nodes, ttl=TTL) == nodes
+    sqlite = store.db.engine.dialect.name == "sqlite"
+    begin = {"BEGIN IMMEDIATE": 1} if sqlite else {}
+    assert counted.by_pass[0] == Counter(
+        {**begin, "SELECT": 1, "UPDATE": 1, "UPDATE sync_shares": 1}
+    )
+    wall.advance(TTL - 1)  # renewed a ttl from the claim: still a's
+    assert store.shares.claim(b, nodes[:1], ttl=TTL) == []
+    wall.advance(1)
+    assert store.shares.claim(b, nodes[:1], ttl=TTL) == nodes[:1]  # ran out: b takes it
+    assert store.shares.claim(a, nodes, ttl=TTL) == nodes[1:]  # not renewed over b
+    assert store.shares.held() == {nodes[0]: b, **dict.fromkeys(nodes[1:], a)}
+
+
 def test_a_claim_that_is_not_what_the_worker_holds_goes_through_the_insert(
     store: Store, enroll: Enroll, wall: FakeClock
 ) -> None:
