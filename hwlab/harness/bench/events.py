@@ -234,6 +234,29 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
 
 
+def _by_operation(m: Measured, nodes: int) -> dict[str, float | None]:
+    """The steady window's requests per node-hour, by operation."""
+    return {
+        op: per_node_hour(n, nodes, m.steady_seconds) for op, n in m.steady_by_operation.items()
+    }
+
+
+def _breakdown_note(options: Options, results: dict[str, Measured]) -> list[str]:
+    """One note line: each row's steady requests per node-hour by operation."""
+    parts = []
+    for mode, m in results.items():
+        shares = _by_operation(m, options.nodes)
+        if shares:
+            text = ", ".join(f"{op} {v:.2f}" for op, v in shares.items() if v is not None)
+            parts.append(f"{mode}: {text}")
+    if not parts:
+        return []
+    return [
+        "steady requests per node-hour by operation (login: a session's POST or DELETE; "
+        "power.get: the system's GET) -- " + "; ".join(parts)
+    ]
+
+
 def _report(options: Options, results: dict[str, Measured]) -> Report:
     rows = []
     data: dict[str, Any] = {}
@@ -263,6 +286,7 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         if not m.latencies:
             unmeasured.append(f"{mode}: no outside change was seen")
         data[mode] = dataclasses.asdict(m) | {
+            "steady_requests_by_operation_per_node_hour": _by_operation(m, options.nodes),
             "p50_s": p50,
             "p99_s": p99,
             "requests_per_node_hour": req,
@@ -324,6 +348,7 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         notes=[
             "requests counted at the BMCs (every HTTP request, the SSE GETs and push "
             "subscriptions included); the lab's workers are apart from every CPU figure",
+            *_breakdown_note(options, results),
             "threads, fds, RSS: the sync's, its sweep workers' summed in (one process a "
             "core on a large fleet), at the start of the steady window -> at its end "
             "(the peak and the process count are in the JSON report)",

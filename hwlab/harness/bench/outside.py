@@ -21,12 +21,14 @@ from typing import Any
 from bmaas.hwlab.limits import SSE_KEEPALIVE
 
 __all__ = [
+    "BREAKDOWN",
     "COUNT_ALL",
     "COUNT_SUBSCRIBE",
     "WARMUP",
     "WATCH_TICK",
     "Measured",
     "Options",
+    "by_operation",
     "count_requests",
     "counted",
     "fired",
@@ -43,6 +45,11 @@ WATCH_TICK = 0.02
 WARMUP = 3.0
 COUNT_ALL = "bench-count-requests"
 COUNT_SUBSCRIBE = "bench-count-subscribe"
+#: the operations a row's steady requests are broken down by (each counted
+#: by a zero-delay rule of its own beside COUNT_ALL): the service root, a
+#: session's POST or DELETE, the system's GET (the power read); the rest is
+#: "other", the subscriptions and SSE opens "subscribe"
+BREAKDOWN = ("probe", "login", "power.get")
 
 
 def late_grace(interval: float) -> float:
@@ -106,6 +113,8 @@ class Measured:
     cpu: float = 0.0
     seconds: float = 0.0
     steady_requests: int = 0
+    #: the steady window's requests by operation (:func:`by_operation`)
+    steady_by_operation: dict[str, int] = dataclasses.field(default_factory=dict)
     steady_cpu: float = 0.0
     steady_seconds: float = 0.0
     #: the client process's threads, fds and RSS: start, end and peak of
@@ -132,6 +141,21 @@ def subscribes(lab: Any, names: list[str]) -> int:
     return sum(fired(lab, names, COUNT_SUBSCRIBE).values())
 
 
+def by_operation(lab: Any, names: list[str]) -> dict[str, int]:
+    """Requests the BMCs of ``names`` served since :func:`count_requests`, by
+    operation (:data:`BREAKDOWN`, "subscribe" and "other"): one look at the
+    lab's status. Where a row's requests beyond its reads went."""
+    status = lab.status()["nodes"]
+
+    def total(rule: str) -> int:
+        return sum(int(status[n]["fired"].get(rule, 0)) for n in names)
+
+    out = {op: total(f"bench-count-{op}") for op in BREAKDOWN}
+    out["subscribe"] = total(COUNT_SUBSCRIBE)
+    out["other"] = total(COUNT_ALL) - sum(out[op] for op in BREAKDOWN)
+    return out
+
+
 def count_requests(lab: Any, names: list[str]) -> None:
     """Counters at the BMCs from zero: a zero-second ``delay`` rule on every
     request and one on ``event.subscribe`` (they change nothing; their fired
@@ -148,6 +172,10 @@ def count_requests(lab: Any, names: list[str]) -> None:
                     "operation": "event.subscribe",
                     "name": COUNT_SUBSCRIBE,
                 },
+                *(
+                    {"effect": "delay", "seconds": 0, "operation": op, "name": f"bench-count-{op}"}
+                    for op in BREAKDOWN
+                ),
             ],
         )
 
@@ -192,6 +220,7 @@ def steady_window(
     ends, before it waits for late changes: that wait is not measured.
     ``started``: when the row began."""
     cpu0, req0, steady_at = cpu(), counted(lab, names), time.monotonic()
+    ops0 = by_operation(lab, names)
     ended = False
 
     def end() -> None:
@@ -204,6 +233,8 @@ def steady_window(
             measured.subscribes = subscribes(lab, names)
             measured.steady_cpu = measured.cpu - cpu0
             measured.steady_requests = measured.requests - req0
+            ops = by_operation(lab, names)
+            measured.steady_by_operation = {k: ops[k] - ops0.get(k, 0) for k in ops}
 
     measured.missed = during(end)
     end()
