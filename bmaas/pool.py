@@ -66,9 +66,10 @@ The rules, and why:
 * **Keepalive**: a session idle for its driver's ``session_keepalive``
   seconds gets :meth:`BMCDriver.keepalive` (IPMI: one Get Device ID) from
   :meth:`DriverPool.keepalive`, which the host's session keeper calls
-  (:mod:`bmaas.keeper`; :meth:`DriverPool.keepalive_due_in` says when; a
-  round walks the sessions only once one may be due, :meth:`DriverPool.due_in`,
-  a lower bound kept as sessions are given back). Its idle
+  (:mod:`bmaas.keeper`). A round walks the sessions only once one may be
+  due (:meth:`DriverPool.due_in`, a lower bound kept as sessions are given
+  back; :meth:`DriverPool.keepalive_due_in` walks them for the exact time of
+  the next keepalive). Its idle
   time starts again, so a session outlives any sync interval, as long as the
   BMC answers; one that does not answer, or has no trusted session left, is
   logged out. Keepalives are counted (``keepalives``), never as reads.

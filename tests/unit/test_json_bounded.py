@@ -22,6 +22,8 @@ def test_an_event_is_parsed_and_brackets_inside_strings_do_not_count() -> None:
         (b'{"a":' * (MAX_DEPTH + 1) + b"1" + b"}" * (MAX_DEPTH + 1), "deeper than"),
         (b'{"Context": "abc', "(?i)unterminated"),
         (b'{"a": "x\\"}', "(?i)unterminated"),
+        # more brackets than the depth bound: the scan runs and refuses itself
+        (b"[]" * (MAX_DEPTH + 1) + b'{"Context": "abc', "JSON with an unterminated string"),
         (b"{not json", "Expecting"),
         (b"x" * 101, "over the 100-byte cap"),
     ],
@@ -51,4 +53,6 @@ def test_a_string_never_closed_is_refused_in_linear_time() -> None:
     """Each quote of an unclosed run would rescan to the end with a naive
     pattern (quadratic); the scan stops at the first lone quote."""
     with pytest.raises(ValueError, match=r"(?i)unterminated"):
-        loads_bounded(b'"' + b"\\\\x" * 300_000, limit=1 << 21)
+        loads_bounded(b'"' + b"\\\\x" * 300_000, limit=1 << 21)  # json.loads alone
+    with pytest.raises(ValueError, match="JSON with an unterminated string"):  # the scan
+        loads_bounded(b"[]" * (MAX_DEPTH + 1) + b'"' + b"\\\\x" * 300_000, limit=1 << 21)

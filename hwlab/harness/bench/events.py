@@ -241,11 +241,11 @@ def _by_operation(m: Measured, nodes: int) -> dict[str, float | None]:
     }
 
 
-def _breakdown_note(options: Options, results: dict[str, Measured]) -> list[str]:
+def _breakdown_note(data: dict[str, Any]) -> list[str]:
     """One note line: each row's steady requests per node-hour by operation."""
     parts = []
-    for mode, m in results.items():
-        shares = _by_operation(m, options.nodes)
+    for mode, row in data.items():
+        shares = row["steady_requests_by_operation_per_node_hour"]
         if shares:
             text = ", ".join(f"{op} {v:.2f}" for op, v in shares.items() if v is not None)
             parts.append(f"{mode}: {text}")
@@ -348,7 +348,7 @@ def _report(options: Options, results: dict[str, Measured]) -> Report:
         notes=[
             "requests counted at the BMCs (every HTTP request, the SSE GETs and push "
             "subscriptions included); the lab's workers are apart from every CPU figure",
-            *_breakdown_note(options, results),
+            *_breakdown_note(data),
             "threads, fds, RSS: the sync's, its sweep workers' summed in (one process a "
             "core on a large fleet), at the start of the steady window -> at its end "
             "(the peak and the process count are in the JSON report)",

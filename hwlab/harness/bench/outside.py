@@ -36,7 +36,6 @@ __all__ = [
     "late_grace",
     "outside_changes",
     "steady_window",
-    "subscribes",
 ]
 
 #: seconds between looks at the store for a change (the detection clock's tick)
@@ -136,15 +135,11 @@ def counted(lab: Any, names: list[str]) -> int:
     return sum(fired(lab, names, COUNT_ALL, COUNT_SUBSCRIBE).values())
 
 
-def subscribes(lab: Any, names: list[str]) -> int:
-    """Event subscriptions (and SSE opens) the BMCs of ``names`` served."""
-    return sum(fired(lab, names, COUNT_SUBSCRIBE).values())
-
-
 def by_operation(lab: Any, names: list[str]) -> dict[str, int]:
     """Requests the BMCs of ``names`` served since :func:`count_requests`, by
     operation (:data:`BREAKDOWN`, "subscribe" and "other"): one look at the
-    lab's status. Where a row's requests beyond its reads went."""
+    lab's status. Where a row's requests beyond its reads went; their sum is
+    :func:`counted`'s."""
     status = lab.status()["nodes"]
 
     def total(rule: str) -> int:
@@ -219,8 +214,8 @@ def steady_window(
     returns the changes missed). ``during`` calls ``end()`` when its window
     ends, before it waits for late changes: that wait is not measured.
     ``started``: when the row began."""
-    cpu0, req0, steady_at = cpu(), counted(lab, names), time.monotonic()
-    ops0 = by_operation(lab, names)
+    # one look at the lab's status at each edge (10,000 nodes' counters)
+    cpu0, ops0, steady_at = cpu(), by_operation(lab, names), time.monotonic()
     ended = False
 
     def end() -> None:
@@ -229,12 +224,11 @@ def steady_window(
             ended = True
             now = time.monotonic()
             measured.seconds, measured.steady_seconds = now - started, now - steady_at
-            measured.cpu, measured.requests = cpu(), counted(lab, names)
-            measured.subscribes = subscribes(lab, names)
+            measured.cpu, ops = cpu(), by_operation(lab, names)
+            measured.requests, measured.subscribes = sum(ops.values()), ops["subscribe"]
             measured.steady_cpu = measured.cpu - cpu0
-            measured.steady_requests = measured.requests - req0
-            ops = by_operation(lab, names)
-            measured.steady_by_operation = {k: ops[k] - ops0.get(k, 0) for k in ops}
+            measured.steady_requests = measured.requests - sum(ops0.values())
+            measured.steady_by_operation = {k: ops[k] - ops0[k] for k in ops}
 
     measured.missed = during(end)
     end()
