@@ -3,9 +3,18 @@ or 5 a second silences a BMC; ``session_limit``: 2 sessions) on every node,
 IPMI and Redfish, and three bmaas commands at once: ``sync --interval`` for 20
 passes, ``power status --all`` over 50 nodes and 10 deploys. bmaas told the
 BMCs' limits per process (``BMAAS_BMC_MAX_REQUESTS=1``,
-``BMAAS_BMC_MIN_INTERVAL=0.6``: two processes at most per BMC stay within
-2 in flight and 5 a second) triggers 0 overload events and 0 session-limit
-refusals -- counted in hwlab's event log.
+``BMAAS_BMC_MIN_INTERVAL=1``: two processes at most per BMC stay within
+2 in flight and 2 a second as sent) triggers 0 overload events and 0
+session-limit refusals -- counted in hwlab's event log.
+
+Why 1 s and not the 0.6 s that sent at most 4 a second: the BMC counts its
+rate by when it handles a request, the client spaces by when it starts one.
+At load 22-25 (``scripts/test.sh --load 20``, 2026-11-30) a request started
+on time but sent or handled half a second late, followed by the next one on
+time, put 3 of one process's requests inside one BMC second (started at 0.6,
+1.2 and 1.8 s, seen at 1.1, 1.2 and 1.8), and two processes made the 6 that
+set the BMC off. A spacing of 1 s keeps a process at 2 within any BMC second
+for lateness up to a second, so the two stay at 4 of the 5.
 
 Reduced from the issue's form, on purpose and said so in the operator guide: the
 50 nodes of ``power status`` are enrolled in a database of their own, so no
@@ -42,7 +51,7 @@ RULES = [
     {"effect": "overload", "max_concurrent": 2, "max_rate": 5, "duration": 5.0},
     {"effect": "session_limit", "sessions": 2, "operation": "login"},
 ]
-LIMITS = {"BMAAS_BMC_MAX_REQUESTS": "1", "BMAAS_BMC_MIN_INTERVAL": "0.6"}
+LIMITS = {"BMAAS_BMC_MAX_REQUESTS": "1", "BMAAS_BMC_MIN_INTERVAL": "1"}
 
 
 def _bmaas(db: Path) -> tuple[list[str], dict[str, str]]:
