@@ -299,9 +299,14 @@ class DriverPool:
         other node's limit is as before. Replaces the last call's nodes."""
         if idle < 0:
             raise ValueError("idle must not be negative")
+        held = frozenset(nodes)
         with self._cond:
-            self._held, self._held_idle = frozenset(nodes), idle
-            self._next_due = -math.inf  # a node no longer held may expire sooner
+            if idle < self._held_idle or not held >= self._held:
+                # a node no longer held, or a shorter hold, may expire sooner
+                self._next_due = -math.inf
+            # else every limit stays or grows: the bound is still a lower one
+            # (an events sync holds the same streamed nodes every pass)
+            self._held, self._held_idle = held, idle
 
     @property
     def idle(self) -> float:

@@ -187,3 +187,33 @@ def test_a_shorter_limit_or_a_node_no_longer_held_is_expired_on_time() -> None:
         pool.idle = 5.0
         clock.advance(5.0)
         assert pool.expire_idle() == 1
+
+
+def test_holding_the_same_nodes_again_keeps_the_bound() -> None:
+    """An events sync holds its streamed nodes again every pass; when the
+    held set and its idle stay or grow, no limit comes nearer, so the pass
+    after it walks no session (every pass did: a reset bound)."""
+    clock = FakeClock(start=0.0)
+    with DriverPool(clock=clock, idle=600.0) as pool:
+        built: dict[str, _Counted] = {}
+
+        def build(node: str) -> _Counted:
+            built[node] = _Counted(node, clock)
+            return built[node]
+
+        names = [f"n{n}" for n in range(20)]
+        pool.hold(names[:10], 3600.0)
+        for name in names:
+            read(pool, build, key(name))
+        assert pool.expire_idle() == 0  # learns when: the unheld ones' 20 s
+        _Counted.asked = 0
+        for _ in range(5):  # passes holding the same nodes, then more of them
+            pool.hold(names[:10], 3600.0)
+            assert pool.expire_idle() == 0
+        pool.hold(names[:15], 7200.0)
+        assert pool.expire_idle() == 0
+        assert _Counted.asked == 0
+        pool.hold(names[:5], 7200.0)  # five no longer held: a walk, on time
+        clock.advance(20.0)
+        assert pool.expire_idle() == 15  # n5 .. n19, at their own 20 s
+        assert _Counted.asked > 0
