@@ -19,11 +19,7 @@ from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
 from bmaas.fakes.fleet import FakeFleet
 from bmaas.fakes.machine import FakeMachine, Hardware
-
-#: the lab backends' own bmc_timeout: what a healthy call's per_call budget
-#: is. The contract's timing tests hand in their own deadlines; at load 25 a
-#: first call over TLS (handshake, login, GET, PATCH) ran past 2 s (issue 50)
-HEALTHY_BMC_TIMEOUT = 10.0
+from tests.budgets import HEALTHY_BMC_TIMEOUT
 
 #: quick transitions so real-time backends converge in well under a second
 CONTRACT_HARDWARE = Hardware(

@@ -12,16 +12,27 @@ from bmaas.drivers.ipmi import IPMIDriver
 from bmaas.faults import BMCFault
 from bmaas.hwlab.proxy import ProxyHost, ProxySpec
 from bmaas.secrets import Secret
-from tests.budgets import ask
+from tests.budgets import HEALTHY_BMC_TIMEOUT, ask
 from tests.lab.conftest import PASSWORD, USER, Lab
 
 Start = Callable[..., ProxyHost]
 
+#: the bound of a test that waits it out (the BMC silent, or late past it)
+SILENCE_TIMEOUT = 1.5
 
-def pair(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[IPMIDriver, IPMIDriver]:
+
+def pair(
+    lab: Lab,
+    proxy_host: Start,
+    rule: dict[str, object],
+    *,
+    bmc_timeout: float = HEALTHY_BMC_TIMEOUT,
+) -> tuple[IPMIDriver, IPMIDriver]:
     """Drivers with no session yet to an emulated node with ``rule``, and to
     a proxied one (the proxy, with the same rule, in front of an emulated
-    BMC with no rules)."""
+    BMC with no rules). ``bmc_timeout``: :data:`SILENCE_TIMEOUT` where the
+    test waits the bound out; else an answer's bound, which a starved
+    client's login must not overrun."""
     emulated = lab.machine("emu")
     lab.rule(emulated, **rule)
     lab.machine("real")  # no rules: the proxy answers in its place
@@ -34,7 +45,10 @@ def pair(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[IPMIDriv
         password=Secret(PASSWORD),
     )
     port = proxy_host(spec, [rule]).endpoints["real"]["ipmi"]
-    return lab.driver("emu", bmc_timeout=1.5), lab.driver("real", bmc_timeout=1.5, ipmi_port=port)
+    return (
+        lab.driver("emu", bmc_timeout=bmc_timeout),
+        lab.driver("real", bmc_timeout=bmc_timeout, ipmi_port=port),
+    )
 
 
 def read_fault(driver: IPMIDriver) -> BMCFault:

@@ -24,7 +24,7 @@ from bmaas.hwlab.proxy import expected_fault
 from bmaas.hwlab.proxy.effects import SUPPORTED
 from tests.budgets import ask
 from tests.lab.conftest import Lab
-from tests.lab.ipmi_wire_support import Start, pair, read_fault
+from tests.lab.ipmi_wire_support import SILENCE_TIMEOUT, Start, pair, read_fault
 
 pytestmark = pytest.mark.lab
 
@@ -82,10 +82,14 @@ def _status(effect: Effect) -> str | None:
     return f"rmcp 0x{answer.code:02X}"
 
 
-def _faults(lab: Lab, proxy_host: Start, rule: dict[str, object]) -> tuple[BMCFault, BMCFault]:
+def _faults(
+    lab: Lab, proxy_host: Start, rule: dict[str, object], *, silent: bool = False
+) -> tuple[BMCFault, BMCFault]:
     """The fault a power read's login meets with ``rule`` (on the login)
-    from an emulated node, and from a proxied one."""
-    emulator, proxied = pair(lab, proxy_host, {**rule, "operation": "login"})
+    from an emulated node, and from a proxied one; ``silent``: the test
+    waits the bound out."""
+    bound = {"bmc_timeout": SILENCE_TIMEOUT} if silent else {}
+    emulator, proxied = pair(lab, proxy_host, {**rule, "operation": "login"}, **bound)
     return read_fault(emulator), read_fault(proxied)
 
 
@@ -105,7 +109,8 @@ def test_a_login_effect_is_the_same_answer_emulated_and_proxied(
 def test_a_silent_login_is_the_same_fault_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: Effect, params: dict[str, object]
 ) -> None:
-    from_emulator, from_proxy = _faults(lab, proxy_host, {"effect": str(effect), **params})
+    rule = {"effect": str(effect), **params}
+    from_emulator, from_proxy = _faults(lab, proxy_host, rule, silent=True)
     assert (type(from_emulator), from_emulator.status) == (type(from_proxy), from_proxy.status)
     assert from_emulator.status is None
     expected = expected_fault(effect, "ipmi", "login")
@@ -125,7 +130,8 @@ def test_a_late_or_duplicated_login_is_the_same_reading_emulated_and_proxied(
 def test_a_login_delayed_past_the_deadline_is_the_same_fault_emulated_and_proxied(
     lab: Lab, proxy_host: Start
 ) -> None:
-    from_emulator, from_proxy = _faults(lab, proxy_host, {"effect": "delay", "seconds": 5.0})
+    rule = {"effect": "delay", "seconds": 5.0}
+    from_emulator, from_proxy = _faults(lab, proxy_host, rule, silent=True)
     assert type(from_emulator) is type(from_proxy) is expected_fault(Effect.DELAY, "ipmi", "login")
 
 
