@@ -30,7 +30,7 @@ from bmaas.hwlab.answers import IPMI_CODES
 from bmaas.hwlab.proxy import ProxySpec, expected_fault
 from bmaas.hwlab.proxy.effects import SUPPORTED
 from bmaas.secrets import Secret
-from tests.budgets import ask, bound
+from tests.budgets import HEALTHY_BMC_TIMEOUT, ask, bound
 from tests.lab.conftest import PASSWORD, USER, Lab
 from tests.lab.ipmi_wire_support import SILENCE_TIMEOUT, Start, pair, read_fault
 
@@ -192,8 +192,8 @@ def test_power_stuck_is_the_same_accepted_power_on_emulated_and_proxied(
         password=Secret(PASSWORD),
     )
     port = proxy_host(spec, [rule]).endpoints["real"]["ipmi"]
-    emulator = lab.driver("emu", bmc_timeout=1.5)
-    proxied = lab.driver("real", bmc_timeout=1.5, ipmi_port=port)
+    emulator = lab.driver("emu", bmc_timeout=HEALTHY_BMC_TIMEOUT)
+    proxied = lab.driver("real", bmc_timeout=HEALTHY_BMC_TIMEOUT, ipmi_port=port)
     for driver in (emulator, proxied):
         ask(driver.request_power, PowerAction.ON)  # accepted: completion code 0
         with pytest.raises(PowerFailure):
