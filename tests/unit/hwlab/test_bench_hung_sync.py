@@ -37,3 +37,23 @@ def test_at_least_one_of_each_protocol_hangs() -> None:
 def test_a_fraction_outside_zero_to_one_is_refused(fraction: float) -> None:
     with pytest.raises(ValueError, match="between 0 and 1"):
         hung_nodes(nodes(10), fraction)
+
+
+def test_the_fencing_waits_for_every_hung_node_to_carry_the_fault() -> None:
+    """A node a starved client's lateness kept from its fence is not fenced
+    yet: the bench runs another pass (at most LATE_PASSES) rather than time
+    "fenced" passes that still wait for it."""
+    from types import SimpleNamespace
+
+    from bmaas.hwlab.harness.bench.hung_sync import LATE_PASSES, _fenced
+
+    faults = {"node-001": "power failure", "node-002": None}
+    store = SimpleNamespace(
+        nodes=SimpleNamespace(
+            find=lambda names: [SimpleNamespace(name=n, fault=faults[n]) for n in names]
+        )
+    )
+    assert not _fenced(store, {"node-001", "node-002"}, "power failure")
+    faults["node-002"] = "power failure"
+    assert _fenced(store, {"node-001", "node-002"}, "power failure")
+    assert LATE_PASSES >= 1
