@@ -22,17 +22,14 @@ SILENCE_TIMEOUT = 1.5
 
 
 def pair(
-    lab: Lab,
-    proxy_host: Start,
-    rule: dict[str, object],
-    *,
-    bmc_timeout: float = HEALTHY_BMC_TIMEOUT,
+    lab: Lab, proxy_host: Start, rule: dict[str, object], *, silent: bool = False
 ) -> tuple[IPMIDriver, IPMIDriver]:
     """Drivers with no session yet to an emulated node with ``rule``, and to
     a proxied one (the proxy, with the same rule, in front of an emulated
-    BMC with no rules). ``bmc_timeout``: :data:`SILENCE_TIMEOUT` where the
-    test waits the bound out; else an answer's bound, which a starved
-    client's login must not overrun."""
+    BMC with no rules). ``silent``: the test waits the bound out
+    (:data:`SILENCE_TIMEOUT`); else the drivers get a healthy call's bound,
+    which a starved client's login must not overrun."""
+    bmc_timeout = SILENCE_TIMEOUT if silent else HEALTHY_BMC_TIMEOUT
     emulated = lab.machine("emu")
     lab.rule(emulated, **rule)
     lab.machine("real")  # no rules: the proxy answers in its place

@@ -24,7 +24,7 @@ from bmaas.hwlab.proxy import expected_fault
 from bmaas.hwlab.proxy.effects import SUPPORTED
 from tests.budgets import ask
 from tests.lab.conftest import Lab
-from tests.lab.ipmi_wire_support import SILENCE_TIMEOUT, Start, pair, read_fault
+from tests.lab.ipmi_wire_support import Start, pair, read_fault
 
 pytestmark = pytest.mark.lab
 
@@ -88,8 +88,7 @@ def _faults(
     """The fault a power read's login meets with ``rule`` (on the login)
     from an emulated node, and from a proxied one; ``silent``: the test
     waits the bound out."""
-    bound = {"bmc_timeout": SILENCE_TIMEOUT} if silent else {}
-    emulator, proxied = pair(lab, proxy_host, {**rule, "operation": "login"}, **bound)
+    emulator, proxied = pair(lab, proxy_host, {**rule, "operation": "login"}, silent=silent)
     return read_fault(emulator), read_fault(proxied)
 
 

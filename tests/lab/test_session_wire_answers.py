@@ -32,7 +32,7 @@ from bmaas.hwlab.proxy.effects import SUPPORTED
 from bmaas.secrets import Secret
 from tests.budgets import HEALTHY_BMC_TIMEOUT, ask, bound
 from tests.lab.conftest import PASSWORD, USER, Lab
-from tests.lab.ipmi_wire_support import SILENCE_TIMEOUT, Start, pair, read_fault
+from tests.lab.ipmi_wire_support import Start, pair, read_fault
 
 pytestmark = pytest.mark.lab
 
@@ -91,8 +91,7 @@ def test_an_in_session_effect_is_the_same_answer_emulated_and_proxied(
 ) -> None:
     rule = {"effect": str(effect), "operation": "power.get"}
     silent = effect in (Effect.HANG, Effect.DROP)  # waited out
-    bound = {"bmc_timeout": SILENCE_TIMEOUT} if silent else {}
-    emulator, proxied = pair(lab, proxy_host, rule, **bound)
+    emulator, proxied = pair(lab, proxy_host, rule, silent=silent)
     from_emulator = read_fault(emulator)
     from_proxy = read_fault(proxied)
 
@@ -117,7 +116,7 @@ def test_a_delay_past_the_deadline_is_the_same_timeout_emulated_and_proxied(
     lab: Lab, proxy_host: Start
 ) -> None:
     rule = {"effect": "delay", "operation": "power.get", "seconds": 5.0}
-    emulator, proxied = pair(lab, proxy_host, rule, bmc_timeout=SILENCE_TIMEOUT)
+    emulator, proxied = pair(lab, proxy_host, rule, silent=True)
     assert type(read_fault(emulator)) is type(read_fault(proxied)) is BMCTimeout
 
 
@@ -126,7 +125,7 @@ def test_a_window_of_silence_is_the_same_emulated_and_proxied(
     lab: Lab, proxy_host: Start, effect: Effect
 ) -> None:
     rule = {"effect": str(effect), "operation": "power.get", **WINDOWED[effect]}
-    emulator, proxied = pair(lab, proxy_host, rule, bmc_timeout=SILENCE_TIMEOUT)
+    emulator, proxied = pair(lab, proxy_host, rule, silent=True)
     # each node: the read that sets it off (lost), then a read in its window
     from_emulator = [read_fault(emulator), read_fault(emulator)]
     from_proxy = [read_fault(proxied), read_fault(proxied)]

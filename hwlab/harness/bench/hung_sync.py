@@ -14,7 +14,8 @@ back-off: the first recovery read 30 s after the fence):
   is the healthy pass);
 * ``hang`` on ``fraction`` of the nodes, spread over both protocols;
 * ``fault_after`` passes that fence them (hung reads cut at the silence
-  bound, but the one after a cut: :mod:`bmaas.silence`), then ``STEADY``
+  bound, but the one after a cut: :mod:`bmaas.silence`; up to
+  ``LATE_PASSES`` more until every hung node is fenced), then ``STEADY``
   passes timed: each over the healthy median is a ratio.
 
 The hung nodes are left fenced in the bench's store; their faults are
