@@ -18,8 +18,10 @@ from bmaas.driver_info import DriverInfo
 from bmaas.drivers.ipmi import IPMIDriver
 from bmaas.fakes.faults import Effect, FaultRule
 from bmaas.fakes.machine import FakeMachine, Hardware
+from bmaas.faults import BMCTimeout, BMCUnreachable
 from bmaas.hwlab.ipmi import IPMIServer
 from bmaas.hwlab.proxy.stock import StockVbmc
+from tests.lab import pyghmi_state
 from tests.lab.proxy_support import proxy_host, stock_sushy, stock_vbmc
 
 __all__ = ["proxy_host", "stock_sushy", "stock_vbmc"]  # fixtures for the proxy tests
@@ -49,6 +51,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"deselected {len(dropped)} 'vbmc' test(s): bmaas[virtualbmc] is not installed "
                 "(BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh)"
             )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test that failed because a BMC stayed silent gets a report section
+    on pyghmi's client state (:mod:`tests.lab.pyghmi_state`): silence that is
+    the client's own shows there."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    silent = (BMCUnreachable, BMCTimeout, AssertionError)
+    if report.failed and call.excinfo is not None and call.excinfo.errisinstance(silent):
+        report.sections.append(("pyghmi client state", pyghmi_state.describe()))
 
 
 @pytest.fixture(autouse=True)
