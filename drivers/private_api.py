@@ -284,8 +284,9 @@ PRIVATE_API: tuple[PrivateUse, ...] = (
         "pyghmi",
         f"{_S}:iosockets",
         "value",
-        _IPMI_CMD,
-        "the IO thread's sockets: a login that added one wakes the thread (else it stays deaf)",
+        _IPMI + _IPMI_CMD,
+        "the IO thread's sockets: a login that added one wakes the thread (else it stays deaf); "
+        "each is kept non-blocking (pyghmi's senders set it blocking under the IO thread's read)",
         types=("list",),
     ),
     PrivateUse(

@@ -46,6 +46,11 @@ its IO thread, on every wake, tries a read on   at 10,000 sessions 157 sockets c
 every socket it has                             wake (20 sockets: 0.02 ms), paid on every reply
 the IO thread select()s on the sockets it knew  a login that added a socket wakes the IO thread
 when it last woke: a new socket stays deaf
+the IO thread reads a socket as setblocking(0)  the sockets stay non-blocking for good
+then recvfrom; every sender first calls         (:class:`_NonBlockingSocket`); a send that finds
+setblocking(1): a send in between leaves the    the buffer full waits for room with poll()
+thread blocked on a drained socket, every
+other socket deaf until that one hears again
 ==============================================  ==================================================
 """
 
@@ -55,6 +60,7 @@ import collections
 import hashlib
 import logging
 import secrets
+import select
 import socket
 import struct
 import threading
@@ -93,10 +99,55 @@ LOG = logging.getLogger(__name__)
 #: pyghmi user in the process.
 BMCS_PER_SOCKET = 512
 
+#: how long a send waits for room in a full socket buffer before pyghmi drops
+#: the packet (its retransmit timer sends it again)
+_SEND_ROOM_MS = 50
+
 #: longest wait between checks when nothing else bounds it (a safety net)
 _SLICE = 0.2
 #: during login, how often the presence ping's socket is checked for ICMP errors
 _LOGIN_SLICE = 0.02
+
+
+class _NonBlockingSocket(socket.socket):
+    """One of pyghmi's shared UDP sockets, non-blocking for good.
+
+    pyghmi's IO thread drains a socket with ``setblocking(0)`` then
+    ``recvfrom``; each sender (pyghmi's ``_io_sendto``) first calls
+    ``setblocking(1)``. A send from another thread between those two steps
+    leaves the IO thread in a *blocking* ``recvfrom`` on a drained socket:
+    it waits there for the next packet that socket receives, and every
+    session on the process's other sockets hears nothing until then. That is
+    minutes when the last packet on it went to a silent BMC. Measured with
+    pyghmi 1.6.19: 216 such sends in 60 s of 5 reading and 3 logging-in
+    threads; CI saw three logins in a row on one worker go unanswered.
+    Switched in by :func:`_keep_nonblocking`.
+    """
+
+    __slots__ = ()
+
+    def setblocking(self, flag: bool) -> None:
+        super().setblocking(False)
+
+    def sendto(self, data: Any, *args: Any) -> int:
+        try:
+            return super().sendto(data, *args)
+        except BlockingIOError:  # the buffer is full: wait for room, never block
+            poller = select.poll()  # poll(): no descriptor limit, unlike select()
+            poller.register(self.fileno(), select.POLLOUT)
+            poller.poll(_SEND_ROOM_MS)
+            return super().sendto(data, *args)  # still full: pyghmi drops it
+
+
+def _keep_nonblocking() -> None:
+    """Make every socket pyghmi's IO thread reads a :class:`_NonBlockingSocket`
+    (the same socket object, its class switched: pyghmi and its routing
+    table keep the references they hold). Sockets other pyghmi users in the
+    process made are switched too: they share the IO thread."""
+    for sock in list(_ps.iosockets):
+        if type(sock) is socket.socket and sock.fileno() >= 0:
+            sock.__class__ = _NonBlockingSocket
+            sock.setblocking(False)
 
 
 class _WakeQueue(collections.deque):  # type: ignore[type-arg]
@@ -213,7 +264,9 @@ class BoundedSession(_ps.Session):
         """pyghmi's socket choice (the least used socket this session may
         share), with :data:`BMCS_PER_SOCKET` in place of pyghmi's
         process-wide ``MAX_BMCS_PER_SOCKET``. A new socket is pyghmi's own
-        to make: every pooled socket is then forbidden to it."""
+        to make: every pooled socket is then forbidden to it. Every socket
+        the IO thread reads is kept non-blocking (:class:`_NonBlockingSocket`)."""
+        _keep_nonblocking()
         if server is None:
             pool = _ps.Session.socketpool
             for sock, count in sorted(pool.items(), key=lambda item: item[1]):
@@ -224,7 +277,9 @@ class BoundedSession(_ps.Session):
                 pool[sock] += 1
                 return sock
             forbiddensockets = list(pool)
-        return super()._assignsocket(server, forbiddensockets=forbiddensockets)
+        made = super()._assignsocket(server, forbiddensockets=forbiddensockets)
+        _keep_nonblocking()
+        return made
 
     @staticmethod
     def _sockets_in_use(bmc: str, port: int) -> list[Any]:

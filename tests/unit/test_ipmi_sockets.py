@@ -70,3 +70,57 @@ def test_a_socket_already_talking_to_the_bmc_is_never_shared(
         socketpool[busy] = 1
         socketpool[other] = 100
         assert bounded.BoundedSession._assignsocket(forbiddensockets=[busy]) is other
+
+
+@pytest.fixture
+def pooled(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """A UDP socket in pyghmi's list of IO sockets (the list restored after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setattr(_ps, "iosockets", [sock])
+        yield sock
+
+
+def test_pyghmis_send_leaves_its_socket_nonblocking(pooled: socket.socket) -> None:
+    """pyghmi's senders set the shared socket blocking; its IO thread reads it
+    as setblocking(0) then recvfrom, so a send in between left the IO thread
+    blocked on a drained socket and every other socket deaf."""
+    bounded._keep_nonblocking()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind(("127.0.0.1", 0))
+        peer.settimeout(2.0)
+        _ps._io_sendto(pooled, b"ping", peer.getsockname())
+        assert pooled.getblocking() is False
+        assert peer.recvfrom(16)[0] == b"ping"  # still sent
+        pooled.setblocking(True)
+        assert pooled.getblocking() is False
+        with pytest.raises(BlockingIOError):  # what the IO thread's drain relies on
+            pooled.recvfrom(16)
+
+
+def test_a_send_into_a_full_buffer_waits_for_room_once(
+    pooled: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bounded._keep_nonblocking()
+    tries: list[bytes] = []
+
+    def full_then_room(self: socket.socket, data: bytes, *args: object) -> int:
+        tries.append(data)
+        if len(tries) == 1:
+            raise BlockingIOError("the send buffer is full")
+        return len(data)
+
+    monkeypatch.setattr(socket.socket, "sendto", full_then_room)
+    assert pooled.sendto(b"ping", ("127.0.0.1", 9)) == 4
+    assert tries == [b"ping", b"ping"]  # one wait for room, then the send
+
+
+def test_sockets_pyghmi_made_for_others_are_kept_nonblocking_too(
+    pooled: socket.socket, socketpool: dict[socket.socket, int]
+) -> None:
+    assert type(pooled) is socket.socket  # as pyghmi makes them, for any pyghmi user
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as shared:
+        socketpool[shared] = 1
+        assert bounded.BoundedSession._assignsocket() is shared
+    assert type(pooled) is bounded._NonBlockingSocket
+    assert pooled.getblocking() is False
