@@ -390,13 +390,17 @@ class EventWatch:
         )
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop every listener (each closes its stream) and wait ``timeout`` at most."""
+        """Stop every listener (each closes its stream) and wait ``timeout``
+        at most in all: the reactor's thread, then the push listeners'
+        pending subscription DELETEs (a courtesy; an earlier run's
+        subscriptions are swept at the next start)."""
+        deadline = Deadline.after(timeout)
         self._stop.set()
         if self._reactor is not None:
-            self._reactor.close(timeout)  # it closes its streams
+            self._reactor.close(deadline.left())  # it closes its streams
         for listener in self._listeners.values():
             if listener is not None:
-                listener.close()
+                listener.close(deadline.left())
         with self._cond:
             self._cond.notify_all()
 

@@ -166,7 +166,9 @@ def watching(found: Sequence[Stream], listener: Any = None) -> Iterator[EventWat
         assert summary["faults"] == 0
         yield watch
     finally:
-        watch.close()
+        # every subscription's DELETE given its time: 300 of them on the
+        # listener's 4 threads outran close's default 5 s at load 24
+        watch.close(timeout=60.0)
 
 
 def main(count: int, push: bool = False) -> None:

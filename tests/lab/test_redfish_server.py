@@ -7,6 +7,7 @@ Also: many endpoints in one process answer for their own machine, and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import os
@@ -99,7 +100,9 @@ def test_curl_without_credentials_gets_401_but_the_root_is_public(server: Redfis
 
 
 def test_bare_sushy_powers_on_and_boots_once(server: RedfishServer) -> None:
-    machine = FakeMachine("sushy-node", HARDWARE)
+    # a power-on that lands well after the refresh: the one-time device is
+    # consumed when it lands, and at load 24 the refresh came after 0.2 s
+    machine = FakeMachine("sushy-node", dataclasses.replace(HARDWARE, power_on_time=60.0))
     port = server.add(machine, username=USERNAME, password=PASSWORD)
     root = sushy.Sushy(
         server.url(port),

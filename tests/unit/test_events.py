@@ -486,3 +486,25 @@ def test_a_deferred_look_bounds_the_wait_between_passes() -> None:
     watch.recheck(["n1"])  # e.g. its last read failed: the pass reads it
     assert watch.to_read(["n1"], clock()) == ["n1"]
     assert watch.look_due() is None
+
+
+def test_close_shares_one_timeout_between_the_reactor_and_the_push_listeners() -> None:
+    """Total means total: the reactor's join and then the listeners' pending
+    subscription DELETEs share ``close``'s timeout (the listeners had their
+    own 5 s beside it, and a test could not give them more)."""
+    asked: list[tuple[str, float]] = []
+
+    class Closing:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def close(self, timeout: float) -> None:
+            asked.append((self.name, timeout))
+
+    watch = EventWatch(streams_of=lambda d: None)
+    watch._reactor = Closing("reactor")  # type: ignore[assignment]
+    watch._listeners["redfish"] = Closing("push listener")
+    watch.close(timeout=30.0)
+    assert [name for name, _ in asked] == ["reactor", "push listener"]
+    (_, reactor_left), (_, listener_left) = asked
+    assert 0.0 < listener_left <= reactor_left <= 30.0
