@@ -143,9 +143,12 @@ def _keep_nonblocking() -> None:
     """Make every socket pyghmi's IO thread reads a :class:`_NonBlockingSocket`
     (the same socket object, its class switched: pyghmi and its routing
     table keep the references they hold). Sockets other pyghmi users in the
-    process made are switched too: they share the IO thread."""
+    process made are switched too: they share the IO thread. Only sockets of
+    exactly the class it derives from are switched (under eventlet's
+    monkey-patching that class is eventlet's, if it patched before import)."""
+    plain: Any = _NonBlockingSocket.__mro__[1]
     for sock in list(_ps.iosockets):
-        if type(sock) is socket.socket and sock.fileno() >= 0:
+        if type(sock) is plain and sock.fileno() >= 0:
             sock.__class__ = _NonBlockingSocket
             sock.setblocking(False)
 

@@ -124,3 +124,17 @@ def test_sockets_pyghmi_made_for_others_are_kept_nonblocking_too(
         assert bounded.BoundedSession._assignsocket() is shared
     assert type(pooled) is bounded._NonBlockingSocket
     assert pooled.getblocking() is False
+
+
+def test_a_socket_of_another_class_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """eventlet's green sockets (patched before bmaas was imported): switching
+    the class of an object whose layout differs would fail the login."""
+
+    class Green(socket.socket):
+        pass
+
+    with Green(socket.AF_INET, socket.SOCK_DGRAM) as green:
+        monkeypatch.setattr(_ps, "iosockets", [green])
+        bounded._keep_nonblocking()
+        assert type(green) is Green
+        assert green.getblocking() is True
