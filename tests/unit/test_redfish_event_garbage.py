@@ -144,6 +144,14 @@ def _listen(url: str, sleeps: int) -> tuple[EventWatch, list[float]]:
             told = len(waits)
             if told >= sleeps:
                 break
+            # the reactor tells the wait, then arms its timer: advanced
+            # before that (a slowed reactor thread, load 24), the timer fell
+            # 600 s past the advanced clock and never fired
+            armed_by = clock() + waits[-1]
+            for _ in range(100):  # bounded: 10 s
+                if any(at >= armed_by for at, *_ in list(watch._reactor._timers)):
+                    break
+                time.sleep(0.05)
             clock.advance(waits[-1])
             watch._reactor._wake()  # its timer is due: it opens again
         time.sleep(0.1)
