@@ -268,8 +268,14 @@ class BoundedSession(_ps.Session):
         share), with :data:`BMCS_PER_SOCKET` in place of pyghmi's
         process-wide ``MAX_BMCS_PER_SOCKET``. A new socket is pyghmi's own
         to make: every pooled socket is then forbidden to it. Every socket
-        the IO thread reads is kept non-blocking (:class:`_NonBlockingSocket`)."""
+        the IO thread reads, the chosen one included, is then kept
+        non-blocking (:class:`_NonBlockingSocket`)."""
+        chosen = cls._choose_socket(server, forbiddensockets)
         _keep_nonblocking()
+        return chosen
+
+    @classmethod
+    def _choose_socket(cls, server: Any, forbiddensockets: Any) -> Any:
         if server is None:
             pool = _ps.Session.socketpool
             for sock, count in sorted(pool.items(), key=lambda item: item[1]):
@@ -280,9 +286,7 @@ class BoundedSession(_ps.Session):
                 pool[sock] += 1
                 return sock
             forbiddensockets = list(pool)
-        made = super()._assignsocket(server, forbiddensockets=forbiddensockets)
-        _keep_nonblocking()
-        return made
+        return super()._assignsocket(server, forbiddensockets=forbiddensockets)
 
     @staticmethod
     def _sockets_in_use(bmc: str, port: int) -> list[Any]:
