@@ -21,12 +21,19 @@
 # built, and each is checked by `bmaas --version` naming the version built
 # and `hwlab --help`. pip's wheel cache is the user's (PIP_CACHE_DIR), though
 # HOME is a throwaway one.
+#
+# Every build runs in a clone of HEAD of its own, as install.md's reader
+# would, never in this checkout: a build writes bmaas.egg-info, build/ and
+# dist/ where it runs, and a CLI started with `python -c` in this checkout
+# reads its entry points from that bmaas.egg-info (CI runs this beside the
+# VM lab's tests). The script fails if it wrote any of the three here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 python=${PYTHON:-python3}
 work=$(mktemp -d -t bmaas-wheel-smoke-XXXXXX)
 lab_up=no
+touch "$work/started"
 
 say() { printf 'wheel-smoke: %s\n' "$*" >&2; }
 step() {
@@ -53,9 +60,15 @@ export BMAAS_DB=$work/bmaas.db
 unset VIRTUAL_ENV PYTHONPATH
 mkdir -p "$HOME"
 
+# the clone install.md starts from (HEAD: what is committed is what ships)
+git -C "$repo" diff --quiet HEAD -- 2>/dev/null ||
+    say "note: the work tree has changes not committed; the builds are of HEAD"
+step git clone -q "$repo" "$work/clone"
+clone=$work/clone
+
 step "$python" -m venv "$work/build-env"
 step "$work/build-env/bin/python" -m pip install -q --disable-pip-version-check build
-step "$work/build-env/bin/python" -m build --outdir "$work/dist" "$repo" >"$work/build.log" 2>&1
+step "$work/build-env/bin/python" -m build --outdir "$work/dist" "$clone" >"$work/build.log" 2>&1
 # setuptools' warnings (a package "would be ignored", deprecated options) are
 # a build that differs from what pyproject.toml says: none is allowed
 if grep -n -i -E "would be ignored|SetuptoolsDeprecationWarning|^ *!!$" "$work/build.log" >&2; then
@@ -97,25 +110,32 @@ installed_is() {
 }
 version=$(basename "$sdist" .tar.gz)
 version=${version#bmaas-}
-commit=$(git -C "$repo" rev-parse HEAD)
+commit=$(git -C "$clone" rev-parse HEAD)
 
 say "path 2: the sdist"
 reinstall "$sdist"
 installed_is "$version"
 
 say "path 3: a release's artifacts (scripts/release.sh --dev)"
-step env PYTHON="$work/build-env/bin/python" bash "$repo/scripts/release.sh" --dev
-snapshot="$version+g$(git -C "$repo" rev-parse --short HEAD)"
-reinstall "$repo/dist/bmaas-$snapshot-py3-none-any.whl"
+step env PYTHON="$work/build-env/bin/python" bash "$clone/scripts/release.sh" --dev
+snapshot="$version+g$(git -C "$clone" rev-parse --short HEAD)"
+reinstall "$clone/dist/bmaas-$snapshot-py3-none-any.whl"
 installed_is "$snapshot"
-rm -f "$repo/dist/bmaas-$snapshot.tar.gz" "$repo/dist/bmaas-$snapshot-py3-none-any.whl"
 
 say "path 4: pip install . in the clone"
-reinstall "$repo"
+reinstall "$clone"
 installed_is "$version"
 
 say "path 5: pip from git at a commit"
 # (file://localhost/: the pip that ships with Python 3.11 refuses an empty host)
-reinstall "bmaas @ git+file://localhost$repo@$commit"
+reinstall "bmaas @ git+file://localhost$clone@$commit"
 installed_is "$version"
-say "every install path of docs/install.md works"
+
+# (find exits 1 for the ones that do not exist: that is the expected case)
+wrote=$(find "$repo/bmaas.egg-info" "$repo/build" "$repo/dist" -newer "$work/started" 2>/dev/null || true)
+if [ -n "$wrote" ]; then
+    say "a build wrote into this checkout (it must build in its clone):"
+    printf '  %s\n' $wrote >&2
+    exit 1
+fi
+say "every install path of docs/install.md works (nothing written into $repo)"

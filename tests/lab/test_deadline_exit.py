@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ import yaml
 
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import FakeMachine, Hardware
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.redfish import RedfishServer
 
 pytestmark = pytest.mark.lab
@@ -52,7 +52,7 @@ def bmaas(db: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]
     """Seconds from just before ``exec`` to the exit, and the run."""
     begun = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", ENTRY, *args],
+        [*python_argv("-c", ENTRY), *args],
         capture_output=True,
         text=True,
         timeout=120,

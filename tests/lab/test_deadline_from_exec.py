@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import yaml
 
 from bmaas.fakes.faults import FaultRule
 from bmaas.fakes.machine import FakeMachine, Hardware
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.redfish import RedfishServer
 
 pytestmark = pytest.mark.lab
@@ -75,7 +75,7 @@ def hung_fleet(tmp_path: Path) -> Iterator[Path]:
         inventory.write_text(yaml.safe_dump({"nodes": nodes}))
         db = tmp_path / "bmaas.db"
         enrolled = subprocess.run(
-            [sys.executable, "-c", ENTRY, "enroll", str(inventory)],
+            [*python_argv("-c", ENTRY), "enroll", str(inventory)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -90,7 +90,7 @@ def hung_fleet(tmp_path: Path) -> Iterator[Path]:
 def test_the_deadline_counts_from_exec_not_from_main(hung_fleet: Path) -> None:
     begun = time.monotonic()  # just before exec: the deadline's origin, as a person sees it
     done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, "power", "status", "--all", "--json",
+        [*python_argv("-c", WRAPPER), "power", "status", "--all", "--json",
          "--deadline", str(DEADLINE)],
         capture_output=True,
         text=True,
@@ -130,7 +130,7 @@ def test_a_start_up_that_spent_the_deadline_ends_the_command_at_once(hung_fleet:
     (the line says why; a budget counted from main() would have asked the
     hung BMCs and reported them instead)."""
     done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, "power", "status", "--all", "--deadline", "0.5"],
+        [*python_argv("-c", WRAPPER), "power", "status", "--all", "--deadline", "0.5"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -25,6 +24,7 @@ from bmaas.faults import ProvisionFailed
 from bmaas.hwlab import profiles
 from bmaas.hwlab.harness.demo import leaks
 from bmaas.hwlab.lab import Lab
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.ops import driver_factory
 from bmaas.provision import Provisioned, Provisioner, Request
 from bmaas.retry import RetryLimits
@@ -123,7 +123,7 @@ def test_sigkill_mid_deploy_then_a_fresh_run_reclaims_everything(
     # The power-on takes a minute: the client is certainly mid-deploy when killed.
     lab.add_faults(node, [{"effect": "slow_power", "seconds": 60, "operation": "power.set"}])
     db = str(tmp_path / "bmaas.db")
-    client = subprocess.Popen([sys.executable, "-c", _KILLED_CLIENT, db, node])
+    client = subprocess.Popen([*python_argv("-c", _KILLED_CLIENT), db, node])
     try:
         deadline = time.monotonic() + 30
         while store.nodes.get(node).owner_id is None:
@@ -175,7 +175,7 @@ def test_a_signal_mid_deploy_leaves_the_store_and_the_report_in_agreement(
     args = ["--db", db, "deploy", "-n", "5", "--workers", "2", "--name-prefix", "sig"]
     args += ["--settle", "1.5", "--power-timeout", "4", "--bmc-timeout", "0.5", "--json"]
     client = subprocess.Popen(
-        [sys.executable, "-c", _CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*python_argv("-c", _CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         deadline = time.monotonic() + 30

@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from bmaas import inventory as inventory_mod
 from bmaas.deadline import Deadline
 from bmaas.hwlab.harness.bench.common import running_lab
 from bmaas.hwlab.labspec import generate
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.store import POWER_FAILURE, Store
 
 pytestmark = pytest.mark.lab
@@ -93,7 +93,7 @@ def test_a_hung_api_behind_a_live_stream_is_fenced_within_the_liveness_bound(
         args += ["--fault-after", str(FAULT_AFTER), "--bmc-timeout", str(BMC_TIMEOUT)]
         args += ["--no-retry"]
         process = subprocess.Popen(
-            [sys.executable, "-c", ENTRY, *args, "--no-split", "--json"],
+            [*python_argv("-c", ENTRY), *args, "--no-split", "--json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

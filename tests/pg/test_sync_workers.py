@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from bmaas import inventory as inventory_mod
 from bmaas.gate import bmc_of
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.share import owner_of
 from bmaas.store import Store
 from tests.fleet import write_inventory
@@ -25,7 +25,7 @@ from tests.fleet import write_inventory
 pytestmark = pytest.mark.pg
 
 REPO = Path(__file__).resolve().parents[2]
-BMAAS = (sys.executable, "-c", "from bmaas.cli import main; main()")
+BMAAS = tuple(python_argv("-c", "from bmaas.cli import main; main()"))
 NODES = 45
 #: the workers' lease (--lease-ttl) and pass interval, seconds
 TTL = 3.0

@@ -14,6 +14,7 @@ from typing import Any
 
 from bmaas.driver_info import DriverInfo
 from bmaas.drivers.redfish.driver import RedfishDriver
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.vm.image import FAILING, MARKER, parse_marker
 from bmaas.hwlab.vm.lab import VmLab
 from bmaas.yamlsrc import load_text
@@ -28,7 +29,7 @@ def bmaas(home: Path, *args: str, timeout: float = 400) -> subprocess.CompletedP
     """The bmaas CLI with a store of its own under ``home``."""
     env = {**os.environ, "BMAAS_HOME": str(home / "bmaas"), "XDG_STATE_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-c", "from bmaas.cli import main; main()", *args],
+        python_argv("-c", "from bmaas.cli import main; main()", *args),
         capture_output=True,
         text=True,
         env=env,

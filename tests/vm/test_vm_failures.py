@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from bmaas.hwlab.pyexec import python_argv
 from bmaas.hwlab.vm import domain
 from bmaas.hwlab.vm.lab import VmLab, machine_fault
 from tests.vm.support import (
@@ -73,7 +73,7 @@ def test_power_lost_behind_the_bmc_mid_settle_is_a_boot_failure_and_the_request_
     before = seen(vm_lab)
     env_home = {"BMAAS_HOME": str(tmp_path / "bmaas"), "XDG_STATE_HOME": str(tmp_path)}
     argv = [
-        sys.executable, "-c", "from bmaas.cli import main; main()",
+        *python_argv("-c", "from bmaas.cli import main; main()"),
         "deploy", "--json", "--count", "1", "--max-attempts", "2", "--image", image_url,
         "--ready-log", vm_lab.serial_template, "--ready-pattern", VMEDIA,
         "--settle", "40", "--deadline", "400",
