@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from bmaas.hwlab.harness.bench import hung_sync
 from bmaas.hwlab.harness.bench.fleet_sweep import WARM_PASSES
 
 pytestmark = pytest.mark.lab
@@ -89,7 +90,9 @@ def check_fleet_sweep(report: dict[str, Any]) -> None:
     # times its answers, issue 48: tests/unit/test_runtime_hosts.py holds the
     # figures); a cut read owes the next the whole timeout, and once that got
     # no answer either the one after is cut at the bound again
-    assert len(fenced["fencing_pass_s"]) == 3
+    # (three passes fence them, up to LATE_PASSES more where a starved client's
+    # own lateness cut a hung read: bmaas.lateness; 5 at load 23)
+    assert 3 <= len(fenced["fencing_pass_s"]) <= 3 + hung_sync.LATE_PASSES
     assert fenced["fencing_pass_s"][1] >= fenced["bmc_timeout_s"]
     assert size["ipmitool x 8"]["nodes"] == size["bmaas IPMI, steady"]["nodes"] == 10
     # steady rows reuse sessions: one login per node for all their passes

@@ -408,8 +408,10 @@ def test_the_store_loads_when_there_is_room_or_nothing_to_judge_by(
 _PROBE = """
 import json, sys, time
 import bmaas.clock
-# a start-up that took 6 s of a 10 s budget (nothing slept: the start is moved back)
-bmaas.clock.process_started = lambda **kw: time.monotonic() - 6.0
+# a start-up that took 31 s of a 60 s budget (nothing slept: the start is moved
+# back), so the room is short whatever the real start-up adds under load, up to 29 s
+# (with 6 s of 10, a real start-up over 4 s spends the budget: the other line)
+bmaas.clock.process_started = lambda **kw: time.monotonic() - 31.0
 from bmaas.cli import main
 code = None
 try:
@@ -423,11 +425,14 @@ print(json.dumps({"code": code, "sqlalchemy": "sqlalchemy" in sys.modules}))
 @pytest.mark.parametrize(
     "args",
     [
-        ["power", "status", "--all", "--deadline", "10"],
-        ["boot-device", "get", "--all", "--deadline", "10"],
-        ["sync", "--deadline", "10"],
+        ["power", "status", "--all", "--deadline", "60"],
+        ["boot-device", "get", "--all", "--deadline", "60"],
+        ["sync", "--deadline", "60"],
+        ["status", "check", "--deadline", "60"],
+        ["deploy", "-n", "1", "--deadline", "60"],
+        ["undeploy", "--all", "--deadline", "60"],
     ],
-    ids=["power", "boot-device", "sync"],
+    ids=["power", "boot-device", "sync", "status-check", "deploy", "undeploy"],
 )
 def test_a_command_with_no_room_for_the_store_ends_before_loading_it(
     tmp_path: Path, args: list[str]
