@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from pathlib import Path
 from bmaas.driver import Operation
 from bmaas.fakes.effects import decide
 from bmaas.fakes.faults import FaultPlan, Firing
-from bmaas.hwlab import answers, tls
+from bmaas.hwlab import answers, ports, tls
 from bmaas.hwlab.http import HttpError, Request, Response, read_request, read_response
 from bmaas.hwlab.http import redfish_error as error
 from bmaas.hwlab.operations import redfish_operation
@@ -77,6 +78,8 @@ class RedfishProxy(Proxy):
         self.tls_dir = tls_dir
         self.cert_path: Path | None = None
         self._server: asyncio.Server | None = None
+        #: the port, bound and not listening, through a BMC reboot's window
+        self._held: socket.socket | None = None
         self._server_ssl: ssl.SSLContext | None = None
         self._upstream_ssl: ssl.SSLContext | None = None
         self._conns: set[_Conn] = set()
@@ -104,9 +107,15 @@ class RedfishProxy(Proxy):
         return self.port
 
     async def _listen(self, port: int) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, self.spec.listen_host, port, ssl=self._server_ssl, reuse_address=True
-        )
+        held, self._held = self._held, None
+        if held is not None:
+            held.listen(128)  # the port kept through a reboot (bmaas.hwlab.ports)
+        sock = held or ports.bind_listener(self.spec.listen_host, port)
+        try:
+            self._server = await asyncio.start_server(self._serve, sock=sock, ssl=self._server_ssl)
+        except BaseException:
+            sock.close()
+            raise
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -115,6 +124,9 @@ class RedfishProxy(Proxy):
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        if self._held is not None:
+            self._held.close()
+            self._held = None
         for conn in list(self._conns):
             self._reset(conn)
             for task in conn.tasks:
@@ -128,6 +140,8 @@ class RedfishProxy(Proxy):
         if self._server is not None:
             self._server.close()  # new connections are refused, as by a BMC that is down
             self._server = None
+            # and the port stays ours, bound but not listening, through the window
+            self._held = ports.hold(self.spec.listen_host, self.port)
         for conn in list(self._conns):
             self._reset(conn)
         self.later(duration, self._relisten)

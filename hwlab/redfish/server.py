@@ -36,7 +36,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
 from bmaas.fakes.machine import FakeMachine
-from bmaas.hwlab import http
+from bmaas.hwlab import http, ports
 from bmaas.hwlab.redfish import events
 from bmaas.hwlab.redfish.answer import answer
 from bmaas.hwlab.redfish.bmc import Bmc, RequestRecord
@@ -103,39 +103,6 @@ class _Endpoint:
                     if found is not None:
                         return found
         return self.bmc
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        # A port must be re-bindable right after a bmc_reboot window.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        # the address as the error's filename: callers that name the place
-        # (the worker: "cannot listen on ... for Redfish") use strerror alone
-        raise OSError(exc.errno, exc.strerror, f"{host}:{port}") from exc
-    return sock
-
-
-def _hold(host: str, port: int) -> socket.socket | None:
-    """``port`` bound again right after its listener closed, not listening
-    (None if someone took it in that instant: the port is then bound anew
-    when the BMC is back, as before)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        return None
-    return sock
 
 
 class RedfishServer:
@@ -278,7 +245,7 @@ class RedfishServer:
         with self._lock:
             if taken := [name for name in names if name in self._ports]:
                 raise ValueError(f"machines {taken} already have a Redfish endpoint")
-        sock = _bind(self.host, port)
+        sock = ports.bind_listener(self.host, port)
         endpoint = _Endpoint(bmcs[0], sock.getsockname()[1], sock)
         for bmc in bmcs if shared else ():
             endpoint.systems[bmc.system_id] = endpoint.systems[bmc.uuid] = bmc
@@ -404,7 +371,7 @@ class RedfishServer:
 
     async def _listen(self, endpoint: _Endpoint) -> None:
         if endpoint.sock is None:
-            endpoint.sock = _bind(self.host, endpoint.port)
+            endpoint.sock = ports.bind_listener(self.host, endpoint.port)
         sock, endpoint.sock = endpoint.sock, None
         sock.listen(128)  # a port held through a BMC reboot is bound, not listening
         # TLS is started per connection (below), not here: a connection still
@@ -432,7 +399,7 @@ class RedfishServer:
             # connecting is refused as from a rebooting BMC, and nobody else
             # (another lab binding a free port) answers on it meanwhile. A
             # freed port once served another emulator's 404 to a test.
-            endpoint.sock = _hold(self.host, endpoint.port)
+            endpoint.sock = ports.hold(self.host, endpoint.port)
 
     async def _sweep(self) -> None:
         """Follow each machine's BMC reboot windows, whoever started them."""

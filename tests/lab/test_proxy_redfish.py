@@ -5,6 +5,7 @@ power changes 1-11 s later at random: these tests assert answers, not state."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import socket
 import subprocess
@@ -236,6 +237,11 @@ def test_bmc_reboot_refuses_connections_for_the_window(
     assert curl(host, "/redfish/v1/")[0] == 56  # the request in flight is cut
     assert curl(host, "/redfish/v1/")[0] == 7  # connection refused
     assert host.node_status("rf1")["bmc_down"]
+    # and the port stays the BMC's through the window: with two suites on the
+    # machine, another process took it once and the BMC never listened again
+    with socket.socket() as other, pytest.raises(OSError, match="in use") as taken:
+        other.bind(("127.0.0.1", host.proxies["rf1"].port))
+    assert taken.value.errno == errno.EADDRINUSE
     time.sleep(1.2)
     assert curl(host, "/redfish/v1/")[1] == 200
     assert not host.node_status("rf1")["bmc_down"]

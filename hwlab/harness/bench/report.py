@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
 import shutil
@@ -173,8 +174,15 @@ def fmt_ratio(value: float | None, *, lower_bound: bool = False) -> str:
 
 
 def rounded(value: float | None, digits: int) -> float | None:
-    """``value`` to ``digits`` places for a headline (None stays None)."""
-    return None if value is None else round(value, digits)
+    """``value`` to ``digits`` places for a headline (None stays None), but
+    with two significant figures at least: a ratio of 0.04 is a finding, and
+    ``round(0.04, 1)`` would report it as 0 (the sync-cpu smoke's quiet
+    ratio at load 24, where a 12 s quiet row held no polling pass)."""
+    if value is None:
+        return None
+    if value and abs(value) < 1:
+        digits = max(digits, 1 - math.floor(math.log10(abs(value))))
+    return round(value, digits)
 
 
 def ratio(a: float | None, b: float | None, digits: int | None = None) -> float | None:

@@ -28,6 +28,7 @@ from bmaas.hwlab.harness.bench.report import (
     fmt_ratio,
     fmt_seconds,
     markdown,
+    rounded,
     write_report,
 )
 from bmaas.retry import RetryingDriver, RetryLimits
@@ -232,3 +233,13 @@ def test_the_quoted_command_has_the_options_that_were_given() -> None:
         "sample --no-fence",
         "sample --runs 0",
     ]
+
+
+def test_a_headline_keeps_two_significant_figures_of_a_small_value() -> None:
+    # the sync-cpu smoke's quiet ratio at load 24 was 0.04, reported as 0.0
+    assert rounded(0.0437, 1) == 0.044
+    assert rounded(0.5, 1) == 0.5
+    assert rounded(53.27, 1) == 53.3
+    assert rounded(-0.004, 1) == -0.004
+    assert rounded(0.0, 1) == 0.0
+    assert rounded(None, 1) is None
