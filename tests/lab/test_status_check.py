@@ -116,7 +116,9 @@ def test_dead_bmcs_fail_reachability_and_the_check_keeps_its_deadline(
     bmc = checks["bmc"]
     assert bmc["result"] == "Failure"
     failing = sorted(n for names in bmc["nodes"].values() for n in names)
-    assert failing == dead
+    # the whole check on failure: at load 24 the healthy node-001 was among them,
+    # and which finding it had is what tells its cause (issue 50, left open)
+    assert failing == dead, bmc
     assert set(bmc["nodes"]) <= {"unreachable", "timeout", "not_asked"}
     assert "not_asked" in bmc["nodes"]
     assert checks["power"]["result"] == "Failure"
