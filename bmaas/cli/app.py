@@ -129,20 +129,16 @@ class App:
         command sees it. A start-up that already spent it ends the command
         at once, before anything heavy is loaded or any BMC asked: one
         ``error:`` line, exit 1 (the rest -- the database, the drivers --
-        would only add their own loading time past the deadline). One whose
-        start-up took more than what is left ends the same way before the
-        database layer loads (:func:`~bmaas.cli.budget.room_for_the_store`):
-        its loading would outlast the deadline, every command's alike."""
+        would only add their own loading time past the deadline)."""
         if self._command_deadline is None and self.started is not None:
-            from bmaas.cli.budget import room_for_the_store, say_spent
-
             now = self.deadline_clock()
             begun = min(self.started, now)
             made = Deadline(begun + seconds, self.deadline_clock)
             if made.expired:
+                from bmaas.cli.budget import say_spent
+
                 say_spent(seconds, now - begun)
                 raise click.exceptions.Exit(EXIT_FAILURE)
-            room_for_the_store(made, begun, seconds)
         else:
             made = Deadline.after(seconds, clock=self.deadline_clock)
         if self._command_deadline is None:

@@ -37,6 +37,7 @@ from bmaas.cli.app import (
     select_nodes,
     whoami,
 )
+from bmaas.cli.budget import room_for_the_store
 from bmaas.deadline import Deadline
 from bmaas.driver import BMCDriver
 from bmaas.faults import BMCFault
@@ -110,6 +111,7 @@ def run_fleet(
     app = args.app
     check_selection(args.nodes, args.all_nodes)  # the command line first, at any budget
     command_deadline = app.deadline(args.deadline)
+    room_for_the_store(command_deadline, app.started, args.deadline)
     from bmaas.retry import RetryingDriver
     from bmaas.runtime import Runtime
 

@@ -24,6 +24,7 @@ from bmaas.cli.app import (
     print_results,
     progress,
 )
+from bmaas.cli.budget import room_for_the_store
 from bmaas.cli.interrupt import relayed_signals
 from bmaas.cliutil import EXIT_FAILURE, InputFile, InputProblems, Seconds, WholeNumber
 from bmaas.deadline import Deadline
@@ -196,6 +197,8 @@ def sync(
     settings = _settings(app, **given)
     # one pass: its deadline bounds the store too (made before the store opens)
     command_deadline = None if settings.interval is not None else app.deadline(settings.deadline)
+    if command_deadline is not None:
+        room_for_the_store(command_deadline, app.started, settings.deadline)
     store = app.store()
     with _sync_parts(app, store, settings, command_deadline) as parts:
         if command_deadline is None:

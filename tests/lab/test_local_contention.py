@@ -133,11 +133,15 @@ def test_a_fleet_command_under_bmaas_own_spacing_reports_slot_timeouts(
         spacing=True,
     )  # fmt: skip
     report = json.loads(done.stdout)
-    codes = fault_codes(report["results"])
-    assert codes, "the spacing caused no contention: the test proves nothing"
-    # each fault's whole line on failure: four BMCTimeouts at load 24 (2026-11-30)
-    # came with their codes only, and what they said is the finding
-    assert set(codes) == LOCAL, [r["fault"]["message"] for r in report["results"] if r.get("fault")]
+    faults = [r["fault"] for r in report["results"] if r.get("fault")]
+    assert faults, "the spacing caused no contention: the test proves nothing"
+    # A turn taken with PACE_RESERVE (0.1 s) left sends its request; on a starved
+    # machine the answer comes after the deadline, a BMCTimeout that bmaas.lateness
+    # marks as the client's own (`late`: never counted, nothing fenced). Any other
+    # fault is the node blamed for bmaas's spacing. Four BMCTimeouts at load 24
+    # (2026-11-30) came with their codes only: each fault's whole record on failure.
+    blamed = [f for f in faults if f["code"] not in LOCAL and f.get("late") is None]
+    assert blamed == [], faults
     assert done.returncode == 1  # not every node answered: still a failure to report
     assert fleet.fenced() == []
 
