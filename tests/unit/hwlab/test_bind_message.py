@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bmaas.faults import InputError
-from bmaas.hwlab.redfish.server import _bind
+from bmaas.hwlab.ports import bind_listener as _bind
 from bmaas.hwlab.worker import _listen
 
 
