@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import socket
 
-__all__ = ["bind_listener", "hold"]
+__all__ = ["bind_listener", "hold", "listen_again"]
+
+#: pending connections a listener queues
+BACKLOG = 128
 
 
 def _socket(host: str) -> socket.socket:
@@ -36,7 +39,7 @@ def bind_listener(host: str, port: int) -> socket.socket:
     sock = _socket(host)
     try:
         sock.bind((host, port))
-        sock.listen(128)
+        sock.listen(BACKLOG)
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
@@ -58,3 +61,18 @@ def hold(host: str, port: int) -> socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+def listen_again(held: socket.socket | None, host: str, port: int) -> socket.socket:
+    """A listener on ``port`` once a BMC is back: the socket :func:`hold`
+    kept, listening again, or a new one where nothing was held (someone
+    took the port in the instant after its close; ``OSError`` if they still
+    have it). A held socket that cannot listen is closed."""
+    if held is None:
+        return bind_listener(host, port)
+    try:
+        held.listen(BACKLOG)
+    except OSError:
+        held.close()
+        raise
+    return held

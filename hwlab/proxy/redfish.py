@@ -107,10 +107,8 @@ class RedfishProxy(Proxy):
         return self.port
 
     async def _listen(self, port: int) -> None:
-        held, self._held = self._held, None
-        if held is not None:
-            held.listen(128)  # the port kept through a reboot (bmaas.hwlab.ports)
-        sock = held or ports.bind_listener(self.spec.listen_host, port)
+        held, self._held = self._held, None  # the port kept through a BMC reboot
+        sock = ports.listen_again(held, self.spec.listen_host, port)
         try:
             self._server = await asyncio.start_server(self._serve, sock=sock, ssl=self._server_ssl)
         except BaseException:

@@ -370,10 +370,8 @@ class RedfishServer:
         task.add_done_callback(self._tasks.discard)
 
     async def _listen(self, endpoint: _Endpoint) -> None:
-        if endpoint.sock is None:
-            endpoint.sock = ports.bind_listener(self.host, endpoint.port)
-        sock, endpoint.sock = endpoint.sock, None
-        sock.listen(128)  # a port held through a BMC reboot is bound, not listening
+        held, endpoint.sock = endpoint.sock, None  # from add(), or held through a BMC reboot
+        sock = ports.listen_again(held, self.host, endpoint.port)
         # TLS is started per connection (below), not here: a connection still
         # in its handshake would otherwise be invisible to stop() and leak.
         try:
