@@ -21,6 +21,7 @@ from bmaas.fakes.machine import FakeMachine, Hardware
 from bmaas.faults import BMCTimeout, BMCUnreachable
 from bmaas.hwlab.ipmi import IPMIServer
 from bmaas.hwlab.proxy.stock import StockVbmc
+from tests.budgets import HEALTHY_BMC_TIMEOUT
 from tests.lab import pyghmi_state
 from tests.lab.proxy_support import proxy_host, stock_sushy, stock_vbmc
 
@@ -139,7 +140,12 @@ class Lab:
         }
         return DriverInfo.parse(raw)
 
-    def driver(self, name: str = "n1", *, bmc_timeout: float = 1.0, **overrides: Any) -> IPMIDriver:
+    def driver(
+        self, name: str = "n1", *, bmc_timeout: float = HEALTHY_BMC_TIMEOUT, **overrides: Any
+    ) -> IPMIDriver:
+        """A driver for lab node ``name``. Its bound is the healthy one: a test
+        that means a BMC to time out, or times a call, passes its own
+        ``bmc_timeout`` (a login to the emulator took over 2 s at load 24)."""
         driver = IPMIDriver(name, self.info(name, **overrides), bmc_timeout=bmc_timeout)
         driver.poll_interval = 0.05
         self.drivers.append(driver)

@@ -82,7 +82,15 @@ def check_fleet_sweep(report: dict[str, Any]) -> None:
     # smoke: 10% of 20 hang (one IPMI, one Redfish); the sync fences both,
     # then reads every healthy node each pass without waiting for them
     fenced = size["hung_sync"]
-    assert (fenced["hung_nodes"], fenced["fenced_nodes"]) == (2, 2)
+    assert fenced["hung_nodes"] == 2
+    # a hung node is fenced, unless so many of its reads were cut by the
+    # client's own lateness (bmaas.lateness: counted against no BMC) that
+    # fewer than fault_after were left to count: at load 24-28 one of the
+    # two was (b26aef6's series), never at rest
+    passes = len(fenced["fencing_pass_s"]) + len(fenced["fenced_pass_s"])
+    for name in fenced["unfenced"]:
+        assert passes - fenced["late_reads"][name] < fenced["fault_after"], fenced
+    assert fenced["fenced_nodes"] == 2 - len(fenced["unfenced"])
     assert fenced["failed_healthy"] == fenced["failed_healthy_before"] == [0, 0, 0]
     assert len(fenced["healthy_pass_s"]) == 3
     assert len(fenced["ratio"]) == 3

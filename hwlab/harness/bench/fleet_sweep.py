@@ -414,6 +414,7 @@ def run(options: Options, *, progress: Callable[[str], None] = lambda _: None) -
 def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
     rows = []
     headline: dict[str, float | None] = {}
+    unfenced: list[str] = []
     for size, result in sizes.items():
         tool = result[IPMITOOL]
         for name in CONTENDERS:
@@ -483,6 +484,12 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
             headline[f"{size} nodes: sync pass, {share} and fenced / healthy (median)"] = rounded(
                 fenced["ratio_median"], 3
             )
+            for name in fenced["unfenced"]:
+                unfenced.append(
+                    f"{size} nodes: hung {name} not fenced: {fenced['late_reads'][name]} of its "
+                    "reads were cut by the client's own lateness (a loaded runner; "
+                    "bmaas.lateness), which counts against no BMC"
+                )
     cores = os.cpu_count()
     processes = next(iter(sizes.values()))["processes"] if sizes else None
     notes = [
@@ -514,6 +521,7 @@ def _report(options: Options, sizes: dict[int, dict[str, Any]]) -> Report:
         "goals (issue 17): IPMI steady CPU/read <= {ipmi_cpu_ms} ms and <= "
         "{ipmi_cpu_vs_ipmitool} of ipmitool's; Redfish steady <= {redfish_cpu_ms} ms; "
         "IPMI steady nodes/s >= {ipmi_rate_vs_ipmitool}x ipmitool x 8".format(**GOALS),
+        *unfenced,
     ]
     return Report(
         scenario="fleet-sweep",

@@ -127,6 +127,11 @@ def measure(
         finally:
             fenced.close()
     base = statistics.median(r.duration for r in healthy)
+    late = dict.fromkeys(sorted(names), 0)
+    for report in fencing + steady:
+        for result in report.failed:
+            if result.node in late and getattr(result.error, "late", None) is not None:
+                late[result.node] += 1
     ratios = [r.duration / base for r in steady] if base else []
     return {
         "nodes": len(every),
@@ -140,6 +145,12 @@ def measure(
         # from the store: a fenced node whose recovery read (30 s after its
         # fence) came due in the last pass was read then, not backed off
         "fenced_nodes": len(fenced_nodes),
+        "unfenced": sorted(names - fenced_nodes),
+        "fault_after": rule.fault_after,
+        # per hung node, its reads (one a pass, fencing and steady passes) the
+        # client's own lateness cut (bmaas.lateness): counted against no BMC,
+        # so a node with too many is left unfenced on a loaded runner, by design
+        "late_reads": late,
         "backed_off_last_pass": len(steady[-1].backed_off) if steady else 0,
         "failed_healthy": [sum(1 for x in r.failed if x.node not in names) for r in steady],
         "ratio": ratios,
