@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from bmaas import registry
+from bmaas.fakes.clock import FakeClock
 from bmaas.status import Result
 from bmaas.store import Store, head_revision
 from tests.fleet import write_inventory
@@ -210,3 +211,22 @@ def test_no_nodes_lists_what_is_installed(make_ctx: MakeContext) -> None:
     assert drivers.result is Result.SUCCESS
     assert drivers.details[0].startswith("no nodes enrolled; installed: ")
     assert "fake" in drivers.details[0]
+
+
+def test_a_deadline_spent_loading_the_database_layer_asks_no_database(
+    make_ctx: MakeContext, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At load 25 the import took seconds, and a PostgreSQL connect started
+    after the deadline still waited libpq's least timeout (2 s) past it."""
+    ctx = make_ctx(db="postgresql+psycopg://u:s3cret@127.0.0.1:1/x", deadline=5)
+    clock.advance(6)  # the deadline is spent (before the import, here)
+    monkeypatch.setattr(Store, "open", _never_called)
+    database = run(ctx, "database")["database"]
+    assert database.result is Result.FAILURE
+    (line,) = database.details
+    assert "not asked: the deadline passed while the database layer loaded" in line
+    assert "s3cret" not in line
+
+
+def _never_called(*_args: object, **_kwargs: object) -> Store:
+    raise AssertionError("the database was asked")
