@@ -41,7 +41,7 @@ does"): same node (:class:`SameNode`, :mod:`bmaas.retry`), reschedule
 (:class:`Reschedule`), the derived ``retry`` scope, sync
 (``counts_for_health``; never for a no-answer fault the client's own
 lateness produced, issue 50), off, fence, fleet (:class:`FleetOutcome`),
-check (:class:`CheckFinding`) and stream (:class:`Reopen`). Three more
+check (:class:`CheckFinding`; ``late`` for such a fault) and stream (:class:`Reopen`). Three more
 columns are sets beside the rows: :data:`OTHER_PROTOCOL_MAY_CURE`,
 :data:`NO_ANSWER` and :data:`DROPS_SESSION`.
 
@@ -179,8 +179,9 @@ class FleetOutcome(StrEnum):
 class CheckFinding(StrEnum):
     """What ``bmaas status check`` shows for a node whose BMC call raised the
     fault (the keys of its ``--json`` ``nodes``), and whether that is a
-    Warning or a Failure. Only ``busy`` is a Warning: a BMC that said
-    "later" is working."""
+    Warning or a Failure. ``busy`` is a Warning: a BMC that said "later" is
+    working. So is ``late``, no row's own: a no-answer fault the client's
+    own lateness produced (:func:`policy_for`) says nothing about the BMC."""
 
     TIMEOUT = "timeout"
     UNREACHABLE = "unreachable"
@@ -189,11 +190,12 @@ class CheckFinding(StrEnum):
     UNCLASSIFIED = "unclassified"
     CANNOT_ASK = "cannot_ask"
     FAULT = "fault"
+    LATE = "late"
 
     @property
     def warning(self) -> bool:
         """A Warning (exit 1 at worst), not a Failure (exit 2)."""
-        return self is CheckFinding.BUSY
+        return self in (CheckFinding.BUSY, CheckFinding.LATE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,7 +422,8 @@ def policy_for(fault: BaseException | type[BaseException]) -> FaultPolicy:
     A no-answer fault whose ``late`` is set (the call's own thread waited
     for a CPU a large share of the call's bound: :mod:`bmaas.lateness`) is
     the client's lateness, not the BMC's silence: its row, with the sync
-    not counting it and nothing fencing on it (still retried as its class)."""
+    not counting it, nothing fencing on it and ``status check`` warning
+    ``late`` (still retried as its class)."""
     cls = fault if isinstance(fault, type) else type(fault)
     for base in cls.__mro__:
         row = _BY_CLASS.get(base)
@@ -434,7 +437,7 @@ def policy_for(fault: BaseException | type[BaseException]) -> FaultPolicy:
 @functools.cache
 def _late(row: FaultPolicy) -> FaultPolicy:
     """``row`` for a fault the client's own lateness produced."""
-    return dataclasses.replace(row, counts_for_health=False, fences=False)
+    return dataclasses.replace(row, counts_for_health=False, fences=False, check=CheckFinding.LATE)
 
 
 # ``fault.retry`` is this table's scope for the fault's class (bmaas.faults

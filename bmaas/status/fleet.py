@@ -51,6 +51,7 @@ class Finding(StrEnum):
     NO_DRIVER = "no_driver"
     CANNOT_ASK = "cannot_ask"
     FAULT = "fault"
+    LATE = "late"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,11 +87,24 @@ FINDINGS: dict[Finding, FindingInfo] = {
         "could not be asked", _by_table(CheckFinding.CANNOT_ASK), messages=True
     ),
     Finding.FAULT: FindingInfo("faulted", _by_table(CheckFinding.FAULT), messages=True),
+    Finding.LATE: FindingInfo(
+        "not told: no answer while this client waited for a CPU (a loaded machine, "
+        "bmaas.lateness), which says nothing about the BMC; check again",
+        _by_table(CheckFinding.LATE),
+        messages=True,
+    ),
 }
 
 #: a probe that ended like this skips the node's other reads
 _STOP_AFTER_PROBE = frozenset(
-    {Finding.TIMEOUT, Finding.UNREACHABLE, Finding.NOT_ASKED, Finding.AUTH, Finding.CANNOT_ASK}
+    {
+        Finding.TIMEOUT,
+        Finding.UNREACHABLE,
+        Finding.NOT_ASKED,
+        Finding.AUTH,
+        Finding.CANNOT_ASK,
+        Finding.LATE,
+    }
 )
 
 

@@ -104,23 +104,28 @@ def test_dead_bmcs_fail_reachability_and_the_check_keeps_its_deadline(
     dead = [f"node-{i:03d}" for i in range(2, 7)]
     for name in dead:
         lab.add_faults(name, [{"effect": "hang"}])
-    # One worker, five BMCs that never answer, a 2 s deadline: each hang costs
-    # a quarter of the 1.8 s budget, so the last ones are never asked.
+    # One worker, five BMCs that never answer, a 6 s deadline: each hang costs
+    # a quarter of the 5.4 s budget, so the last one is never asked. (With 2 s,
+    # 0.45 s a call, the healthy node-001's first answer at load 24 came late.)
     began = time.monotonic()
-    result, checks = check(db, "--deadline", "2", "--workers", "1", "--only", "bmc,power")
+    result, checks = check(db, "--deadline", "6", "--workers", "1", "--only", "bmc,power")
     elapsed = time.monotonic() - began
     assert result.exit_code == 2
     # A bound the command promises (not a performance figure): the deadline,
     # plus what a loaded CI machine needs to print the report.
-    assert elapsed < 2 + 1.0, elapsed
+    assert elapsed < 6 + 1.0, elapsed
     bmc = checks["bmc"]
     assert bmc["result"] == "Failure"
-    failing = sorted(n for names in bmc["nodes"].values() for n in names)
-    # the whole check on failure: at load 24 the healthy node-001 was among them,
-    # and which finding it had is what tells its cause (issue 50, left open)
-    assert failing == dead, bmc
-    assert set(bmc["nodes"]) <= {"unreachable", "timeout", "not_asked"}
-    assert "not_asked" in bmc["nodes"]
+    # a healthy node is never a Failure; if this starved client was late for
+    # its answer it is a Warning that says so (bmaas.lateness), and so may be
+    # a dead one the client was late for (the whole check printed on failure)
+    late = bmc["nodes"].get("late", [])
+    failing = sorted(n for key, names in bmc["nodes"].items() if key != "late" for n in names)
+    assert set(failing) <= set(dead), bmc
+    assert sorted(failing + late) in (dead, sorted([*dead, "node-001"])), bmc
+    assert "node-001" not in late or "node-001" not in failing, bmc
+    assert set(bmc["nodes"]) <= {"unreachable", "timeout", "not_asked", "late"}, bmc
+    assert "not_asked" in bmc["nodes"], bmc
     assert checks["power"]["result"] == "Failure"
     # The calls still running when the check returned end on their own deadline.
     stop = time.monotonic() + 5

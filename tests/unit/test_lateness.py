@@ -11,7 +11,7 @@ import pytest
 
 from bmaas import lateness
 from bmaas.faults import BMCBusy, BMCTimeout, BMCUnreachable, PowerFailure
-from bmaas.policy import policy_for
+from bmaas.policy import CheckFinding, policy_for
 from bmaas.retry import RetryLimits
 
 
@@ -73,10 +73,13 @@ def test_the_table_neither_counts_nor_fences_a_late_no_answer(
     row = policy_for(late)
     assert not row.counts_for_health
     assert not row.fences
-    # still the class's own row otherwise: retried as it, reported as it
+    # still the class's own row otherwise: retried as it, a fleet command's word
     assert row.same_node is policy_for(cls).same_node
     assert row.fleet is policy_for(cls).fleet
-    assert row.check is policy_for(cls).check
+    # status check: a Warning that says so, never the BMC's Failure
+    assert row.check is CheckFinding.LATE
+    assert row.check.warning
+    assert not policy_for(cls).check.warning
     assert policy_for(cls).counts_for_health  # the class's row is untouched
 
 

@@ -14,7 +14,7 @@ from bmaas.driver import BMCDriver, BMCInfo, Operation, PowerState
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
 from bmaas.fakes.fleet import FakeFleet
-from bmaas.faults import UnclassifiedFault
+from bmaas.faults import BMCTimeout, UnclassifiedFault
 from bmaas.inventory import NodeSpec
 from bmaas.ops import DriverFactory, driver_factory
 from bmaas.status import Result
@@ -81,6 +81,56 @@ def test_busy_alone_is_a_warning(make_ctx: MakeContext, enroll: Enroll, fleet: F
     results = run(make_ctx(), "bmc")
     assert results["bmc"].result is Result.WARNING
     assert "1 node(s) busy (the BMC said to try later): n02" in results["bmc"].details
+
+
+class Starved(FakeDriver):
+    """A probe that timed out while this client waited for a CPU: what
+    bmaas.lateness marks on a loaded machine (issue 50: a live node at load
+    25 was among the dead ones)."""
+
+    def probe(self, *, deadline: Deadline) -> BMCInfo:
+        fault = self.fault(BMCTimeout, "no answer", operation="probe")
+        fault.late = 0.3
+        raise fault
+
+
+def test_a_timeout_the_client_was_late_for_only_warns_and_says_so(
+    make_ctx: MakeContext, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(3)
+    fleet.add("n03", rules=[{"effect": "hang"}])
+
+    def make(bmc_timeout: float) -> DriverFactory:
+        def build(record: NodeRecord) -> BMCDriver:
+            cls = Starved if record.name == "n01" else FakeDriver
+            return cls(record.name, bmc_timeout=bmc_timeout, fleet=fleet)
+
+        return build
+
+    results = run(make_ctx(make_factory=make, workers=1), *BMC_CHECKS)
+    bmc = results["bmc"]
+    assert bmc.nodes == {"timeout": ["n03"], "late": ["n01"]}
+    assert bmc.result is Result.FAILURE  # n03's, not n01's
+    line = next(line for line in bmc.details if line.startswith("1 node(s) not told"))
+    assert "waited for a CPU" in line
+    assert results["power"].nodes == {"bmc_failed": ["n01", "n03"]}  # nothing more asked
+
+
+def test_a_late_timeout_alone_is_a_warning(
+    make_ctx: MakeContext, enroll: Enroll, fleet: FakeFleet
+) -> None:
+    enroll(2)
+
+    def make(bmc_timeout: float) -> DriverFactory:
+        def build(record: NodeRecord) -> BMCDriver:
+            cls = Starved if record.name == "n01" else FakeDriver
+            return cls(record.name, bmc_timeout=bmc_timeout, fleet=fleet)
+
+        return build
+
+    bmc = run(make_ctx(make_factory=make), "bmc")["bmc"]
+    assert bmc.nodes == {"late": ["n01"]}
+    assert bmc.result is Result.WARNING
 
 
 class Garbling(FakeDriver):
