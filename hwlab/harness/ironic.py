@@ -448,7 +448,8 @@ def connect(url: str) -> Any:
     """An openstacksdk connection to the Ironic API at ``url`` for a test or
     a bench: no auth, endpoint given, and a connection the API closed while
     it sat in the pool sent again (``connect_retries``, keystoneauth's own,
-    after 0.5 s, then 1 s and 2 s).
+    after 0.5 s, then 1 s and 2 s; openstacksdk 4.1.0 gives each request one
+    retry of its own instead).
 
     Why: Ironic 39 serves its API with cheroot, which closes a keep-alive
     connection idle for 10 s; requests' pool keeps it, and a request sent on
