@@ -83,6 +83,19 @@ def test_busy_alone_is_a_warning(make_ctx: MakeContext, enroll: Enroll, fleet: F
     assert "1 node(s) busy (the BMC said to try later): n02" in results["bmc"].details
 
 
+def _n01_is(cls: type[FakeDriver], fleet: FakeFleet) -> Callable[[float], DriverFactory]:
+    """A ``make_factory`` whose node n01 gets a ``cls`` driver, the rest a plain one."""
+
+    def make(bmc_timeout: float) -> DriverFactory:
+        def build(record: NodeRecord) -> BMCDriver:
+            kind = cls if record.name == "n01" else FakeDriver
+            return kind(record.name, bmc_timeout=bmc_timeout, fleet=fleet)
+
+        return build
+
+    return make
+
+
 class Starved(FakeDriver):
     """A probe that timed out while this client waited for a CPU: what
     bmaas.lateness marks on a loaded machine (issue 50: a live node at load
@@ -100,12 +113,7 @@ def test_a_timeout_the_client_was_late_for_only_warns_and_says_so(
     enroll(3)
     fleet.add("n03", rules=[{"effect": "hang"}])
 
-    def make(bmc_timeout: float) -> DriverFactory:
-        def build(record: NodeRecord) -> BMCDriver:
-            cls = Starved if record.name == "n01" else FakeDriver
-            return cls(record.name, bmc_timeout=bmc_timeout, fleet=fleet)
-
-        return build
+    make = _n01_is(Starved, fleet)
 
     results = run(make_ctx(make_factory=make, workers=1), *BMC_CHECKS)
     bmc = results["bmc"]
@@ -121,12 +129,7 @@ def test_a_late_timeout_alone_is_a_warning(
 ) -> None:
     enroll(2)
 
-    def make(bmc_timeout: float) -> DriverFactory:
-        def build(record: NodeRecord) -> BMCDriver:
-            cls = Starved if record.name == "n01" else FakeDriver
-            return cls(record.name, bmc_timeout=bmc_timeout, fleet=fleet)
-
-        return build
+    make = _n01_is(Starved, fleet)
 
     bmc = run(make_ctx(make_factory=make), "bmc")["bmc"]
     assert bmc.nodes == {"late": ["n01"]}
@@ -145,12 +148,7 @@ def test_an_unclassified_fault_fails_with_its_message(
 ) -> None:
     enroll(2)
 
-    def make(bmc_timeout: float) -> DriverFactory:
-        def build(record: NodeRecord) -> BMCDriver:
-            cls = Garbling if record.name == "n01" else FakeDriver
-            return cls(record.name, bmc_timeout=bmc_timeout, fleet=fleet)
-
-        return build
+    make = _n01_is(Garbling, fleet)
 
     results = run(make_ctx(make_factory=make), "bmc", "power")
     bmc = results["bmc"]
