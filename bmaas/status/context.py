@@ -172,13 +172,13 @@ class CheckContext:
 
         from bmaas.store import Store
 
+        url = resolve_url(self.db)
         if self.deadline.expired:
             return DatabaseState(
-                _hide_password(resolve_url(self.db)),
+                _hide_password(url),
                 problem=f"not asked: the deadline passed while the database layer loaded "
                 f"({self.clock() - loading:.2f} s)",
             )
-        url = resolve_url(self.db)
         path = _sqlite_file(url)
         if path is not None and not path.exists():
             # Opening it would create an empty file: a check changes nothing.

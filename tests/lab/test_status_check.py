@@ -123,7 +123,6 @@ def test_dead_bmcs_fail_reachability_and_the_check_keeps_its_deadline(
     failing = sorted(n for key, names in bmc["nodes"].items() if key != "late" for n in names)
     assert set(failing) <= set(dead), bmc
     assert sorted(failing + late) in (dead, sorted([*dead, "node-001"])), bmc
-    assert "node-001" not in late or "node-001" not in failing, bmc
     assert set(bmc["nodes"]) <= {"unreachable", "timeout", "not_asked", "late"}, bmc
     assert "not_asked" in bmc["nodes"], bmc
     assert checks["power"]["result"] == "Failure"
