@@ -39,6 +39,19 @@ def send_json(
     handler.wfile.write(data)
 
 
+def ironic_versions(host: str) -> dict[str, Any]:
+    """Ironic's version document (``GET /``) for a stand-in API at ``host``:
+    what openstacksdk reads before its first baremetal call."""
+    v1 = {
+        "id": "v1",
+        "links": [{"href": f"http://{host}/v1/", "rel": "self"}],
+        "status": "CURRENT",
+        "min_version": "1.1",
+        "version": "1.99",
+    }
+    return {"versions": [v1], "default_version": v1}
+
+
 @contextlib.contextmanager
 def serving_handler(
     handler: type[BaseHTTPRequestHandler], *, before_stop: Callable[[], None] | None = None

@@ -41,7 +41,11 @@ from openstack import exceptions as sdk_exc
 
 from bmaas.deadline import Deadline
 from bmaas.drivers.ironic_backend import clouds, transport
-from bmaas.drivers.ironic_backend.transport import IronicDeadlineExceeded, call_deadline
+from bmaas.drivers.ironic_backend.transport import (
+    IronicConnectionFailed,
+    IronicDeadlineExceeded,
+    call_deadline,
+)
 from bmaas.faults import BmaasError, BMCBusy, InputError, NodeUnavailable
 from bmaas.retry import RetryLimits, retrying
 
@@ -94,10 +98,10 @@ class IronicUnreachable(IronicUnavailable):
 
 
 class IronicTimeout(IronicUnavailable):
-    """Ironic's API took the request and did not answer by the deadline: the
-    outcome is unknown (``BMCTimeout``'s meaning, at the API edge). Stops the
-    request; a later read (``instance list``, the next ``deploy``) shows what
-    Ironic did."""
+    """Ironic's API took the request and did not answer by the deadline, or
+    closed the connection without an answer: the outcome is unknown
+    (``BMCTimeout``'s meaning, at the API edge). Stops the request; a later
+    read (``instance list``, the next ``deploy``) shows what Ironic did."""
 
     code = "ironic_timeout"
     summary = "Ironic API timeout"
@@ -172,6 +176,7 @@ def map_errors(what: str, *, node: str | None = None) -> Iterator[None]:
     other 4xx/5xx         ``IronicUnavailable``       Ironic itself is in trouble: stop
     not connected         ``IronicUnreachable``       refused, no route, connect not done in time
     no answer in time     ``IronicTimeout``           sent; the outcome is unknown
+    closed, no answer     ``IronicTimeout``           sent; the outcome is unknown
     ====================  ==========================  ===========================================
     """
     try:
@@ -181,6 +186,10 @@ def map_errors(what: str, *, node: str | None = None) -> Iterator[None]:
     except IronicDeadlineExceeded as exc:
         if exc.connected:
             raise IronicTimeout(f"{what}: {exc}") from exc
+        raise IronicUnreachable(f"{what}: {exc}") from exc
+    except IronicConnectionFailed as exc:
+        if exc.sent:
+            raise IronicTimeout(f"{what}: closed without an answer: {exc}") from exc
         raise IronicUnreachable(f"{what}: {exc}") from exc
     except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout) as exc:
         raise IronicUnreachable(f"{what}: {type(exc).__name__}: {exc}") from exc

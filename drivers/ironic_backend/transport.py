@@ -21,7 +21,12 @@ retry bmaas adds. Measured against a silent port before this module
   series of sleeps). :data:`NO_HIDDEN_RETRIES` sets both to zero: one call is
   one attempt; Ironic's "later" (409, 503) is retried by
   :class:`~bmaas.drivers.ironic_backend.api.Api` through :mod:`bmaas.retry`, within
-  the caller's deadline, interruptible.
+  the caller's deadline, interruptible. openstacksdk 4.1 to 4.14 give each
+  request ``connect_retries=1`` of their own, over the connection's zero
+  (measured at the floor, 4.1.0: a closed connection sent twice, a 0.5 s
+  ``time.sleep`` between), so the adapter also raises a failed connection
+  as :class:`IronicConnectionFailed`, which keystoneauth's retry loop does
+  not catch (it retries what ``requests`` raises);
 
 Which deadline: the one the :class:`~bmaas.drivers.ironic_backend.api.Api` call in
 progress gives (:func:`call_deadline`, a ``ContextVar``: the HTTP requests of
@@ -39,6 +44,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import requests
+from keystoneauth1 import exceptions as ks_exc
+from urllib3.exceptions import ConnectTimeoutError
 
 from bmaas.deadline import Deadline
 from bmaas.drivers.redfish.faults import DeadlineExceeded, NotSent
@@ -47,6 +54,7 @@ from bmaas.drivers.redfish.transport import DeadlineAdapter, ExchangeDeadline
 __all__ = [
     "NO_HIDDEN_RETRIES",
     "IronicAdapter",
+    "IronicConnectionFailed",
     "IronicDeadlineExceeded",
     "call_deadline",
     "earliest",
@@ -75,6 +83,29 @@ class IronicDeadlineExceeded(DeadlineExceeded):
     def __init__(self, message: str, *, connected: bool) -> None:
         super().__init__(message)
         self.connected = connected
+
+
+class IronicConnectionFailed(ks_exc.ConnectionError):
+    """The connection to Ironic's API failed: ``sent`` says whether the
+    request went out first (a kept connection closed or reset unanswered:
+    the outcome is unknown) or not (refused, no route, connect timed out).
+    A keystoneauth ``ConnectionError`` that is not retriable, so no hidden
+    retry resends it."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+def _sent(exc: requests.exceptions.ConnectionError) -> bool:
+    """Whether the request had gone out when the connection failed: not when
+    the connection itself was never made (requests' ``ConnectTimeout``, or
+    urllib3's reason a ``ConnectTimeoutError``, of which ``NewConnectionError``
+    -- refused, no route, no name -- is one)."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return False
+    raised = exc.args[0] if exc.args else None
+    return not isinstance(getattr(raised, "reason", raised), ConnectTimeoutError)
 
 
 def earliest(*deadlines: Deadline | None) -> Deadline | None:
@@ -116,10 +147,10 @@ class IronicAdapter(DeadlineAdapter):
         # keystoneauth hands in its own (per-receive) timeout or None: replaced
         own = Deadline.after(self.exchange_timeout)
         deadline = earliest(_CALL.get(), self.bound, own) or own
+        what = f"{request.method} {request.path_url}"
         try:
             return super().send(request, stream, ExchangeDeadline(deadline), verify, cert, proxies)
         except DeadlineExceeded as exc:
-            what = f"{request.method} {request.path_url}"
             if isinstance(exc, NotSent):  # DeadlineAdapter sent nothing
                 raise IronicDeadlineExceeded(
                     f"{what}: not sent, the deadline had passed", connected=False
@@ -131,6 +162,10 @@ class IronicAdapter(DeadlineAdapter):
             raise IronicDeadlineExceeded(
                 f"{what}: no answer from Ironic's API by the deadline", connected=True
             ) from exc
+        except requests.exceptions.SSLError:
+            raise  # keystoneauth's SSLError: not retried, mapped as Ironic's trouble
+        except requests.exceptions.ConnectionError as exc:
+            raise IronicConnectionFailed(f"{what}: {exc}", sent=_sent(exc)) from exc
 
 
 def mount(

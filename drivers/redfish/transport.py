@@ -35,6 +35,14 @@ TLS 1.2 at least, the node's ciphers), given to urllib3 as its pools'
 
 One exchange is one attempt: the adapter retries nothing (``max_retries=0``),
 and the connector tells sushy the same (see :mod:`bmaas.drivers.redfish.connector`).
+So a kept connection is never reused once it has sat idle :data:`KEEP_IDLE`
+seconds: a server closes an idle kept connection on its own clock (Ironic's
+API under cheroot after 10 s, Apache after 5), and a request sent as that
+close is on its way is sent and never answered -- outcome unknown, a fault
+for a request nothing was wrong with (RFC 9112 section 9.3.1). Measured: a
+bench's Ironic observer lost a node read so (Ironic 39, load 20). Such a
+connection is closed and a new one opened instead, as httpx does (its
+``keepalive_expiry``, 5 s by default).
 """
 
 from __future__ import annotations
@@ -59,12 +67,19 @@ from bmaas.driver_info import DEFAULT_MAX_BODY_BYTES
 from bmaas.drivers.redfish.descriptors import move_high
 from bmaas.drivers.redfish.faults import BodyTooLarge, DeadlineExceeded, NotSent
 
-__all__ = ["DeadlineAdapter", "ExchangeDeadline"]
+__all__ = ["KEEP_IDLE", "DeadlineAdapter", "ExchangeDeadline"]
 
 #: bytes read from a body between two looks at the deadline
 _CHUNK = 16 * 1024
 #: seconds the watchdog thread lingers with nothing to watch before it exits
 _IDLE = 0.5
+#: seconds a kept connection may sit idle and still carry the next request:
+#: under the shortest idle close of the servers bmaas talks to (Apache's 5 s,
+#: cheroot's 10 s under Ironic's API); a BMC that closes sooner is one whose
+#: close urllib3 sees arrive before the reuse
+KEEP_IDLE = 4.0
+#: the clock idle time is read on (tests set it)
+_clock = time.monotonic
 
 
 class ExchangeDeadline:
@@ -172,7 +187,11 @@ def _watch(sock: socket.socket | None) -> None:
 class _WatchedHTTPConnection(HTTPConnection):
     """Hands its socket to the running exchange: when created (TCP connect),
     once connected, and when reused for another request. A new socket is
-    moved above ``select()``'s reach (:mod:`bmaas.drivers.redfish.descriptors`)."""
+    moved above ``select()``'s reach (:mod:`bmaas.drivers.redfish.descriptors`).
+    Reused only within :data:`KEEP_IDLE` seconds of its last answer."""
+
+    #: when this connection's last answer (status line and headers) came
+    _answered_at: float | None = None
 
     def _new_conn(self) -> socket.socket:
         sock = move_high(super()._new_conn())
@@ -184,8 +203,18 @@ class _WatchedHTTPConnection(HTTPConnection):
         _watch(self.sock)
 
     def request(self, *args: Any, **kwargs: Any) -> None:
+        answered = self._answered_at
+        if self.sock is not None and answered is not None and _clock() - answered > KEEP_IDLE:
+            # idle long enough that the server may be closing it this moment
+            self.close()
+            self.connect()
         _watch(self.sock)
         super().request(*args, **kwargs)
+
+    def getresponse(self) -> Any:  # urllib3's own HTTPResponse
+        response = super().getresponse()
+        self._answered_at = _clock()
+        return response
 
 
 class _WatchedHTTPSConnection(_WatchedHTTPConnection, HTTPSConnection):

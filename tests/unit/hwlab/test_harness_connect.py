@@ -13,7 +13,7 @@ import pytest
 from keystoneauth1 import exceptions as ks_exc
 
 from bmaas.hwlab.harness.ironic import OBSERVER_CONNECT_RETRIES, connect
-from tests.httpserve import send_json, serving_handler
+from tests.httpserve import ironic_versions, send_json, serving_handler
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::openstack.warnings.RemovedInSDK50Warning"),
@@ -31,7 +31,7 @@ def _api(closes: int) -> tuple[type[BaseHTTPRequestHandler], list[str]]:
 
         def do_GET(self) -> None:
             if "/nodes/" not in self.path:
-                send_json(self, 200, _versions(self.headers["Host"]))
+                send_json(self, 200, ironic_versions(self.headers["Host"]))
                 return
             node_reads.append(self.path)
             if Api.left:
@@ -44,17 +44,6 @@ def _api(closes: int) -> tuple[type[BaseHTTPRequestHandler], list[str]]:
             pass
 
     return Api, node_reads
-
-
-def _versions(host: str) -> dict[str, Any]:
-    v1 = {
-        "id": "v1",
-        "links": [{"href": f"http://{host}/v1/", "rel": "self"}],
-        "status": "CURRENT",
-        "min_version": "1.1",
-        "version": "1.99",
-    }
-    return {"versions": [v1], "default_version": v1}
 
 
 @pytest.fixture

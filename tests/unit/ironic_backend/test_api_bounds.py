@@ -22,6 +22,7 @@ from bmaas.drivers.ironic_backend.api import (
 )
 from bmaas.drivers.ironic_backend.transport import (
     IronicAdapter,
+    IronicConnectionFailed,
     IronicDeadlineExceeded,
     call_deadline,
 )
@@ -66,6 +67,8 @@ def test_an_exchange_ends_by_the_earliest_of_call_bound_and_own_timeout() -> Non
     [
         (IronicDeadlineExceeded("GET /v1/nodes: no answer", connected=True), IronicTimeout),
         (IronicDeadlineExceeded("GET /: no connection", connected=False), IronicUnreachable),
+        (IronicConnectionFailed("GET /v1/nodes: refused", sent=False), IronicUnreachable),
+        (IronicConnectionFailed("GET /v1/nodes: closed", sent=True), IronicTimeout),
         (ks_exc.ConnectFailure("Connection refused"), IronicUnreachable),
         (ks_exc.ConnectTimeout("timed out"), IronicUnreachable),
     ],
