@@ -27,7 +27,7 @@ from bmaas.hwlab.inventory import inventory_document, node_entry
 from bmaas.hwlab.labspec import NodeSpec
 from bmaas.hwlab.redfish import RedfishServer
 from bmaas.hwlab.worker import Shard, ShardServers
-from tests.budgets import per_call
+from tests.budgets import HEALTHY_BMC_TIMEOUT, per_call
 
 #: quick transitions, so power changes land in well under a second
 HARDWARE = Hardware(power_on_time=0.2, power_off_time=0.1, soft_off_time=0.3, os_boot_time=0.5)
@@ -42,8 +42,13 @@ _names = itertools.count(1)
 
 
 def driver_for(
-    server: RedfishServer, port: int, *, bmc_timeout: float = DEADLINE, **info: Any
+    server: RedfishServer, port: int, *, bmc_timeout: float = HEALTHY_BMC_TIMEOUT, **info: Any
 ) -> RedfishDriver:
+    """A driver for the BMC at ``port``. Its per-call bound is the healthy
+    one: a test about answers must not be failed by a starved runner (at
+    load 24 a boot override's login, read and PATCH missed 1 s); a test that
+    means a call to time out uses :func:`lab_bmc` (:data:`DEADLINE`) or
+    passes its own."""
     raw: dict[str, Any] = {
         "redfish_address": server.url(port),
         "redfish_username": USERNAME,
@@ -109,7 +114,7 @@ def lab_bmc(
 ) -> Iterator[Lab]:
     machine = FakeMachine(f"rf{next(_names)}", HARDWARE, clock=clock)
     port = server.add(machine, username=USERNAME, password=PASSWORD)
-    driver = driver_for(server, port, **info)
+    driver = driver_for(server, port, **{"bmc_timeout": DEADLINE, **info})
     try:
         if warm:  # connected and logged in: the calls under test are steady-state
             _warm_up(driver)
