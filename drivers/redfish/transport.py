@@ -42,7 +42,11 @@ close is on its way is sent and never answered -- outcome unknown, a fault
 for a request nothing was wrong with (RFC 9112 section 9.3.1). Measured: a
 bench's Ironic observer lost a node read so (Ironic 39, load 20). Such a
 connection is closed and a new one opened instead, as httpx does (its
-``keepalive_expiry``, 5 s by default).
+``keepalive_expiry``, 5 s by default). Prevention, not a resend: this engine
+carries POSTs and PATCHes, which must not go twice. (The lean power read's
+own wire, :mod:`bmaas.drivers.redfish.wire`, keeps sockets 90 s across
+polling intervals and sends a GET once more on a socket found stale: a GET
+may go twice.)
 """
 
 from __future__ import annotations
