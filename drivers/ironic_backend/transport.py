@@ -26,7 +26,7 @@ retry bmaas adds. Measured against a silent port before this module
   (measured at the floor, 4.1.0: a closed connection sent twice, a 0.5 s
   ``time.sleep`` between), so the adapter also raises a failed connection
   as :class:`IronicConnectionFailed`, which keystoneauth's retry loop does
-  not catch (it retries what ``requests`` raises);
+  not catch (it retries what ``requests`` raises).
 
 Which deadline: the one the :class:`~bmaas.drivers.ironic_backend.api.Api` call in
 progress gives (:func:`call_deadline`, a ``ContextVar``: the HTTP requests of

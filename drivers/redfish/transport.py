@@ -78,9 +78,10 @@ _CHUNK = 16 * 1024
 #: seconds the watchdog thread lingers with nothing to watch before it exits
 _IDLE = 0.5
 #: seconds a kept connection may sit idle and still carry the next request:
-#: under the shortest idle close of the servers bmaas talks to (Apache's 5 s,
-#: cheroot's 10 s under Ironic's API); a BMC that closes sooner is one whose
-#: close urllib3 sees arrive before the reuse
+#: under the idle close of the servers met so far (Apache's 5 s, cheroot's
+#: 10 s under Ironic's API). A server that closes sooner is raced only when
+#: a reuse falls just at its close: urllib3 drops a connection whose close
+#: has already arrived
 KEEP_IDLE = 4.0
 #: the clock idle time is read on (tests set it)
 _clock = time.monotonic
