@@ -176,3 +176,20 @@ def pg_url(pg_server: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test."""
     with pgserver.fresh_database(pg_server) as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def _openstack_config_files_as_found() -> Iterator[None]:
+    """openstacksdk below 4.15 prepends each ``OS_CLIENT_CONFIG_FILE`` it
+    reads to its module-level ``CONFIG_FILES`` for good (the loader inserts
+    into that list, not a copy): a clouds.yaml one test names was read by a
+    later test in the same worker (the floor run, 4.1.0). After each test the
+    list (and ``SECURE_FILES``) is what the module builds from its search path."""
+    yield
+    loader = sys.modules.get("openstack.config.loader")
+    if loader is None:
+        return
+    suffixes = loader.YAML_SUFFIXES + loader.JSON_SUFFIXES
+    for name, stem in (("CONFIG_FILES", "clouds"), ("SECURE_FILES", "secure")):
+        found = [os.path.join(d, stem + s) for d in loader.CONFIG_SEARCH_PATH for s in suffixes]
+        getattr(loader, name)[:] = found
