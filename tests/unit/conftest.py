@@ -121,3 +121,12 @@ def enroll(store: Store) -> Callable[..., list[str]]:
         return names
 
     return run
+
+
+@pytest.fixture
+def keystoneauth_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """keystoneauth's own retry sleeps (``time.sleep`` in its session),
+    recorded, not slept: what a test of Ironic's API edge asserts."""
+    slept: list[float] = []
+    monkeypatch.setattr("keystoneauth1.session.time.sleep", slept.append)
+    return slept

@@ -10,7 +10,6 @@ server both read; nothing sleeps."""
 from __future__ import annotations
 
 import math
-import socket
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -34,6 +33,7 @@ from bmaas.drivers.redfish.faults import map_exception
 from bmaas.drivers.redfish.transport import KEEP_IDLE, DeadlineAdapter, ExchangeDeadline
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout
+from bmaas.hwlab.proxy.stock import free_port
 from tests.httpserve import ironic_versions, send_json, serving_handler
 
 #: the server's idle close (cheroot's, under Ironic's API)
@@ -159,7 +159,7 @@ def test_without_the_bound_the_race_is_a_fault(
     assert isinstance(fault, BMCTimeout)
 
 
-def test_ironic_reads_minutes_apart_each_find_a_live_connection(
+def test_ironic_reads_past_the_apis_idle_close_each_find_a_live_connection(
     base: str, clock: FakeClock, served: Served
 ) -> None:
     """bmaas's own Ironic client (``--cloud``) goes through the same engine:
@@ -173,19 +173,11 @@ def test_ironic_reads_minutes_apart_each_find_a_live_connection(
     assert served.connections >= 2
 
 
-@pytest.fixture
-def ks_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """keystoneauth's own retry sleeps (``time.sleep``), recorded, not slept."""
-    slept: list[float] = []
-    monkeypatch.setattr("keystoneauth1.session.time.sleep", slept.append)
-    return slept
-
-
 def test_an_ironic_read_closed_unanswered_is_one_attempt_and_outcome_unknown(
     base: str,
     clock: FakeClock,
     served: Served,
-    ks_sleeps: list[float],
+    keystoneauth_sleeps: list[float],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without the bound the race happens: the read was sent, so it is an
@@ -200,26 +192,24 @@ def test_an_ironic_read_closed_unanswered_is_one_attempt_and_outcome_unknown(
         api.call("node.get", api.bm.get_node, "n-1")
     assert "closed without an answer" in str(caught.value)
     assert served.dropped == 1
-    assert ks_sleeps == []
+    assert keystoneauth_sleeps == []
     assert api.calls["node.get"] == 2
 
 
 def test_a_refused_ironic_connect_is_one_attempt_whatever_the_request_asks(
-    ks_sleeps: list[float],
+    keystoneauth_sleeps: list[float],
 ) -> None:
     """A request that asks keystoneauth for a connect retry of its own (what
     openstacksdk 4.1-4.14 do for every request) still makes one attempt:
     the failure reaches keystoneauth as bmaas's, which its loop does not
     retry. Nothing was sent: ``IronicUnreachable``."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     session = ks_session.Session()
     ironic_transport.mount(session.session, None, exchange_timeout=5.0)
     url = f"http://127.0.0.1:{port}/v1/nodes"
     with pytest.raises(IronicConnectionFailed) as caught:
         session.get(url, connect_retries=1, authenticated=False)
     assert not caught.value.sent
-    assert ks_sleeps == []
+    assert keystoneauth_sleeps == []
     with pytest.raises(IronicUnreachable), map_errors("node.list"):
         raise caught.value

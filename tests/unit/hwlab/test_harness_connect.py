@@ -46,29 +46,24 @@ def _api(closes: int) -> tuple[type[BaseHTTPRequestHandler], list[str]]:
     return Api, node_reads
 
 
-@pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    slept: list[float] = []
-    monkeypatch.setattr("keystoneauth1.session.time.sleep", slept.append)
-    return slept
-
-
-def test_a_read_the_api_closed_unanswered_is_sent_again(sleeps: list[float]) -> None:
+def test_a_read_the_api_closed_unanswered_is_sent_again(keystoneauth_sleeps: list[float]) -> None:
     api, node_reads = _api(closes=1)
     with serving_handler(api) as url:
         node = connect(url).baremetal.get_node("n-1")
     assert node.name == "node-001"
     assert node_reads == ["/v1/nodes/n-1"] * 2
-    assert sleeps == [0.5]
+    assert keystoneauth_sleeps == [0.5]
 
 
-def test_an_api_that_keeps_closing_ends_in_connect_failure(sleeps: list[float]) -> None:
+def test_an_api_that_keeps_closing_ends_in_connect_failure(
+    keystoneauth_sleeps: list[float],
+) -> None:
     api, node_reads = _api(closes=OBSERVER_CONNECT_RETRIES + 1)
     with serving_handler(api) as url, pytest.raises(ks_exc.ConnectFailure):
         connect(url).baremetal.get_node("n-1")
     retries = _retries_per_request()
     assert len(node_reads) == retries + 1
-    assert sleeps == [0.5, 1.0, 2.0][:retries]
+    assert keystoneauth_sleeps == [0.5, 1.0, 2.0][:retries]
 
 
 def _retries_per_request() -> int:
