@@ -77,8 +77,10 @@ def _handler(clock: FakeClock, served: Served) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True  # its idle close, racing the request
                 return
             served.answered += 1
-            send_json(self, 200, answer)
+            # Noted before the answer leaves: once it has, the client may
+            # advance the clock, and a later note would read that time.
             self.answered_at = clock()
+            send_json(self, 200, answer)
 
         def log_message(self, *_args: Any) -> None:
             pass
