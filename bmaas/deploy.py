@@ -91,6 +91,7 @@ __all__ = [
     "DeploySettings",
     "ReadyHook",
     "Step",
+    "WillNotBeReady",
     "deploy_node",
     "undeploy_node",
 ]
@@ -105,6 +106,14 @@ OS_RUNNING = "OSRunning"
 #: "is this node ready?" - called with the node name and its driver until it
 #: returns True; exceptions are wrapped in a BootFailure
 ReadyHook = Callable[[str, BMCDriver], bool]
+
+
+class WillNotBeReady(Exception):
+    """A ready hook's word that the node will never be ready this boot (its
+    console printed a kernel panic): the deploy's ``BootFailure`` at once,
+    with this message, instead of after ``ready_timeout``. The hook is the
+    user's, so this is a plain exception it can raise without a node's
+    context; the deploy adds that."""
 
 
 class Step(StrEnum):
@@ -537,6 +546,13 @@ def _await_ready(
         try:
             if ready(driver.node, driver):
                 return True
+        except WillNotBeReady as exc:
+            raise driver.fault(
+                BootFailure,
+                f"will not be ready: {exc}",
+                operation="deploy.ready",
+                elapsed=clock() - start,
+            ) from exc
         except Exception as exc:  # the hook is the user's code: wrap, never leak
             raise driver.fault(
                 BootFailure,

@@ -262,6 +262,13 @@ def _row(result: Provisioned | ProvisionFailed) -> dict[str, Any]:
     metavar="REGEX",
     help="What the node prints once up (with --ready-log), e.g. 'BMAAS-BOOTED via=vmedia'.",
 )
+@click.option(
+    "--fail-pattern",
+    default=None,
+    metavar="REGEX",
+    help="What the node prints when its boot failed (with --ready-log), e.g. 'Kernel panic': "
+    "a BootFailure quoting the line at once, not after --ready-timeout.",
+)
 @seconds_option(
     "--ready-timeout",
     DeploySettings.ready_timeout,
@@ -298,6 +305,7 @@ def deploy(
     network: str | None,
     ready_log: str | None,
     ready_pattern: str | None,
+    fail_pattern: str | None,
     ready_timeout: float,
     to_disk: bool,
     write_timeout: float,
@@ -315,7 +323,8 @@ def deploy(
     With --ready-log and --ready-pattern a node is active only once its
     serial log shows the pattern (hwlab vm's machines print BMAAS-BOOTED
     via=<medium>), within the deploy's deadline; else a BootFailure and the
-    request moves on.
+    request moves on. --fail-pattern ends that wait at once when the log
+    shows the node's boot failed.
 
     With --to-disk the image writes the disk and powers the node off; bmaas
     then ejects it, sets disk boot and powers the node on: pair it with a
@@ -323,6 +332,8 @@ def deploy(
     """
     if (ready_log is None) != (ready_pattern is None):
         raise InputError("give both or neither", field="--ready-log/--ready-pattern")
+    if fail_pattern is not None and ready_log is None:
+        raise InputError("needs --ready-log and --ready-pattern", field="--fail-pattern")
     if image_url and not embedded_chosen():
         # Ironic's boot interface takes HTTP(S) only (bmaas.drivers.ironic.boot)
         try:
@@ -330,7 +341,11 @@ def deploy(
         except ValueError as exc:
             raise InputError(f"{exc} (on Ironic)", field="--image") from None
     # built before anything powers on: what the logs hold now never counts
-    ready = SerialMarker(ready_log, ready_pattern) if ready_log and ready_pattern else None
+    ready = (
+        SerialMarker(ready_log, ready_pattern, fail_pattern)
+        if ready_log and ready_pattern
+        else None
+    )
     prefix = name_prefix or f"inst-{secrets.token_hex(2)}"
     wanted = _properties(properties)
     start = time.monotonic()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bmaas.deploy import DeploySettings
+from bmaas.deploy import DeploySettings, WillNotBeReady
 from bmaas.driver import PowerState
 from bmaas.fakes.clock import FakeClock
 from bmaas.fakes.driver import FakeDriver
@@ -350,6 +350,28 @@ def test_ready_hook_errors_are_wrapped(store: Store) -> None:
     assert isinstance(cause, BootFailure)
     assert "ready check failed: RuntimeError: ssh to n01 refused" in str(cause)
     assert isinstance(cause.__cause__, RuntimeError)
+
+
+def test_a_hook_that_says_never_ends_the_wait_at_its_first_word(store: Store) -> None:
+    """``WillNotBeReady`` (``--fail-pattern``'s match) is the BootFailure at
+    once: asked twice, not until ``ready_timeout``; the message is the hook's."""
+    asked: list[str] = []
+    said = "its serial log shows 'Kernel panic - not syncing'"
+
+    def panicked(node: str, driver: Any) -> bool:
+        asked.append(node)
+        if len(asked) == 2:
+            raise WillNotBeReady(said)
+        return False
+
+    rack = Rack(store, count=1, ready=panicked)
+    with pytest.raises(ProvisionFailed) as info:
+        rack.provisioner.provision(Request("r1"))
+    cause = info.value.__cause__
+    assert isinstance(cause, BootFailure)
+    assert cause.message == f"will not be ready: {said}"
+    assert cause.operation == "deploy.ready"
+    assert asked == ["n01", "n01"]
 
 
 def test_ready_hook_is_asked_until_yes(store: Store) -> None:

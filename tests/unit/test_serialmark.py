@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from bmaas.cli import cli
+from bmaas.deploy import WillNotBeReady
 from bmaas.faults import InputError
-from bmaas.serialmark import SerialMarker
+from bmaas.serialmark import MAX_QUOTE, SerialMarker
 
 DRIVER: Any = None  # the hook never asks the BMC
 
@@ -57,4 +58,51 @@ def test_deploy_wants_both_options_or_neither(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["deploy", "--ready-log", str(tmp_path / "{node}.log")])
     assert result.exit_code == 2
     assert "--ready-log/--ready-pattern" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_failing_line_ends_the_wait_quoting_the_line(tmp_path: Path) -> None:
+    hook = SerialMarker(str(tmp_path / "{node}.log"), "BMAAS-BOOTED", r"Kernel panic")
+    log = tmp_path / "vm-1.log"
+    log.write_text("SeaBIOS\n")
+    assert hook("vm-1", DRIVER) is False
+    with log.open("a") as f:
+        f.write("[    2.1] Kernel panic - not syncing: Attempted to kill init!\n[    2.2] ---\n")
+    with pytest.raises(WillNotBeReady) as caught:
+        hook("vm-1", DRIVER)
+    assert str(caught.value) == (
+        "its serial log shows '[    2.1] Kernel panic - not syncing: Attempted to kill init!'"
+    )
+
+
+def test_a_failing_line_before_the_command_or_after_ready_does_not_count(tmp_path: Path) -> None:
+    log = tmp_path / "vm-1.log"
+    log.write_text("Kernel panic - an earlier boot's\n")
+    hook = SerialMarker(str(tmp_path / "{node}.log"), "BMAAS-BOOTED", "Kernel panic")
+    assert hook("vm-1", DRIVER) is False
+    with log.open("a") as f:
+        f.write("BMAAS-BOOTED via=vmedia\nKernel panic - long after it was up\n")
+    assert hook("vm-1", DRIVER) is True
+
+
+def test_a_long_failing_line_is_quoted_cut(tmp_path: Path) -> None:
+    hook = SerialMarker(str(tmp_path / "{node}.log"), "BMAAS-BOOTED", "FAIL")
+    (tmp_path / "vm-1.log").write_bytes(b"FAIL " + b"\xff" * 1000)
+    with pytest.raises(WillNotBeReady) as caught:
+        hook("vm-1", DRIVER)
+    assert len(str(caught.value)) < MAX_QUOTE + 40
+
+
+def test_a_bad_fail_pattern_is_named_with_the_others(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as caught:
+        SerialMarker(str(tmp_path / "serial.log"), "BMAAS-BOOTED", "panic (")
+    assert "{node}" in str(caught.value)
+    assert "--fail-pattern: not a regular expression" in str(caught.value)
+
+
+def test_deploy_wants_a_ready_log_for_a_fail_pattern(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["deploy", "--fail-pattern", "Kernel panic"])
+    assert result.exit_code == 2
+    assert "--fail-pattern" in result.output
+    assert "--ready-log and --ready-pattern" in result.output
     assert "Traceback" not in result.output

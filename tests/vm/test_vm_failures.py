@@ -119,6 +119,18 @@ def first_faulted(vm_lab: VmLab, tmp_path: Path) -> Iterator[str]:
         machine_fault(vm_lab.state_dir, first, None)
 
 
+#: ``--ready-timeout``: nothing on the console says a hang, so for it the
+#: wait is the only bound -- 150 s past the settle, twice the slowest healthy
+#: boot seen here (at load 15 beside other VM labs; 90 s was once too short).
+#: A panic says so, and ``--fail-pattern`` ends its wait at the line.
+READY_TIMEOUT = 150
+#: each fault's extra deploy options, and what its attempt's fault says
+ENDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "panic": (("--fail-pattern", "Kernel panic"), "will not be ready: its serial log shows '"),
+    "hang": ((), "not ready"),
+}
+
+
 @pytest.mark.timeout(520)  # its deploy's --deadline and the commands around it
 @pytest.mark.parametrize("fault", ["panic", "hang"])
 def test_a_boot_that_panics_or_hangs_in_the_guest_is_a_boot_failure_and_the_request_moves(
@@ -126,13 +138,15 @@ def test_a_boot_that_panics_or_hangs_in_the_guest_is_a_boot_failure_and_the_requ
 ) -> None:
     """The first VM's boot fails in the guest: its kernel panics (and the
     machine halts, on) or its boot hangs, either way before the marker. The
-    BMC reads "on" throughout, so the attempt ends when ``--ready-timeout``
-    (150 s past the settle: twice the slowest healthy boot seen here, at load
-    15 beside other VM labs; 90 s was once too short) passes: a
-    ``BootFailure`` ("not ready"), the request active on the other VM, the
-    failed VM powered off by the failed attempt's undo. The first VM printed
-    one failing line counting one more boot (and the kernel's panic), no
-    marker; the other booted once."""
+    BMC reads "on" throughout. The panic is on the console: with
+    ``--fail-pattern 'Kernel panic'`` the attempt is a ``BootFailure``
+    quoting that line as soon as the ready step reads it, well before its
+    ready timeout. The hang says nothing, so its attempt ends when
+    ``--ready-timeout`` passes (``READY_TIMEOUT``): a ``BootFailure``
+    ("not ready"). Either way the request is active on the other VM and the
+    failed VM is powered off by the failed attempt's undo. The first VM
+    printed one failing line counting one more boot (and the kernel's
+    panic), no marker; the other booted once."""
     first = first_faulted
     enroll(tmp_path, vm_lab, "redfish")
     clear_faults(vm_lab)
@@ -142,14 +156,16 @@ def test_a_boot_that_panics_or_hangs_in_the_guest_is_a_boot_failure_and_the_requ
     before, failed_before = seen(vm_lab), len(failing(vm_lab, first))
     count = last_count(vm_lab, first)
     start = time.monotonic()
+    extra, said = ENDS[fault]
     result = deploy(
         tmp_path, vm_lab, "--count", "1", "--max-attempts", "2", "--image", image_url,
-        "--ready-pattern", VMEDIA, "--ready-timeout", "150", "--deadline", "450",
+        "--ready-pattern", VMEDIA, "--ready-timeout", str(READY_TIMEOUT), "--deadline", "450",
+        *extra,
     )  # fmt: skip
     took = time.monotonic() - start
     (request,) = result["requests"]
     assert result["ok"] == 1, result
-    other = moved_after_boot_failure(vm_lab, request, first, "not ready")
+    other = moved_after_boot_failure(vm_lab, request, first, said)
     assert took < 450, took
     assert domain.virsh("domstate", vm_lab.domain(first)).strip() == "shut off"
     new = failing(vm_lab, first)[failed_before:]
