@@ -50,23 +50,33 @@ def test_a_uefi_secure_boot_vm_boots_the_signed_image_by_redfish_virtual_media(
     assert last.endswith("fw=uefi sb=on"), last
 
 
+#: OVMF's own word, on the serial console, that it found nothing to boot
+NOTHING_TO_BOOT = "No bootable option or device was found"
+
+
 @pytest.mark.timeout(240)  # its deploy's --deadline and the commands around it
 def test_a_bios_image_on_a_uefi_machine_ends_a_typed_boot_failure(
     uefi_lab: VmLab, uefi_url: str, tmp_path: Path
 ) -> None:
     """The BIOS lab's vmedia ISO (isolinux, no EFI entry) on the UEFI VM: the
-    firmware finds nothing to boot, the guest prints nothing, and the deploy
-    ends a ``BootFailure`` (its ready step: no marker) by its deadline (90 s:
-    three times what the signed image takes to print its marker here)."""
+    firmware finds nothing to boot and says so on the console (OVMF's
+    ``BdsDxe: No bootable option or device was found.``), the guest prints
+    no marker, and with that line as ``--fail-pattern`` the deploy ends a
+    ``BootFailure`` quoting it at its ready step -- not by the deadline
+    (90 s: three times what the signed image takes to print its marker
+    here), which only bounds it."""
     (name,) = uefi_lab.domains
     bios_url = uefi_url.rsplit("/", 1)[0] + "/bmaas-vmedia.iso"
     result, before = deploy_one(
         tmp_path, uefi_lab, "redfish", "--image", bios_url, "--ready-pattern", VMEDIA,
-        "--deadline", "90",
+        "--fail-pattern", NOTHING_TO_BOOT, "--deadline", "90",
     )  # fmt: skip
     assert result["ok"] == 0, result
     (request,) = result["requests"]
     assert request["faults"] == ["boot_failure"], request
+    (attempt,) = request["attempt_details"]
+    assert "will not be ready: its serial log shows" in attempt["message"], attempt
+    assert NOTHING_TO_BOOT in attempt["message"], attempt
     never_booted(uefi_lab, name, before)
 
 
