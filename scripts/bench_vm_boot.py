@@ -62,8 +62,11 @@ def _bmaas(home: Path, *args: str, timeout: float = 700) -> subprocess.Completed
 
 @contextlib.contextmanager
 def _served(iso: Path) -> Iterator[str]:
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(iso.parent))
-    handler.log_message = lambda *_a: None  # type: ignore[method-assign,assignment]
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(iso.parent))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
