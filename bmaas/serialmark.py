@@ -15,11 +15,12 @@ a node that never prints the line ends the deploy with a ``BootFailure``
 (``not ready Ns after boot``) and the request moves to another node.
 
 With ``--fail-pattern REGEX`` the same new lines are searched for the
-machine's word that its boot failed (``Kernel panic``, an installer's
-error): a match before any ready line ends the wait at once
-(:class:`~bmaas.deploy.WillNotBeReady`, a ``BootFailure`` that quotes the
-line) instead of after ``--ready-timeout`` -- a machine that halted on a
-panic reads "on" at its BMC all the while.
+machine's word that its boot failed (``Kernel panic``; OVMF's ``No
+bootable option or device was found``): a match before any ready line ends
+the wait at once (:class:`~bmaas.deploy.WillNotBeReady`, a ``BootFailure``
+that quotes the line) instead of after ``--ready-timeout`` -- a machine
+that halted on a panic reads "on" at its BMC all the while. It is read in
+the ready step only: with ``--to-disk``, once the node boots its disk.
 """
 
 from __future__ import annotations
