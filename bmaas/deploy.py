@@ -546,17 +546,13 @@ def _await_ready(
         try:
             if ready(driver.node, driver):
                 return True
-        except WillNotBeReady as exc:
-            raise driver.fault(
-                BootFailure,
-                f"will not be ready: {exc}",
-                operation="deploy.ready",
-                elapsed=clock() - start,
-            ) from exc
         except Exception as exc:  # the hook is the user's code: wrap, never leak
+            said = isinstance(exc, WillNotBeReady)  # its word, not its failure
             raise driver.fault(
                 BootFailure,
-                f"ready check failed: {type(exc).__name__}: {exc}",
+                f"will not be ready: {exc}"
+                if said
+                else f"ready check failed: {type(exc).__name__}: {exc}",
                 operation="deploy.ready",
                 elapsed=clock() - start,
             ) from exc
