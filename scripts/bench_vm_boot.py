@@ -45,18 +45,18 @@ from bmaas.hwlab.vm import domain
 from bmaas.hwlab.vm.lab import VmLab, down, up
 
 VMEDIA = "BMAAS-BOOTED via=vmedia"
-CACHE = Path(os.path.expanduser("~")) / ".cache" / "hwlab" / "vm"
+
+
+def _cli(home: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The bmaas CLI's argv and environment, on a store of its own under ``home``."""
+    env = {**os.environ, "BMAAS_HOME": str(home / "bmaas"), "XDG_STATE_HOME": str(home)}
+    return python_argv("-c", "from bmaas.cli import main; main()", *args), env
 
 
 def _bmaas(home: Path, *args: str, timeout: float = 700) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "BMAAS_HOME": str(home / "bmaas"), "XDG_STATE_HOME": str(home)}
+    argv, env = _cli(home, *args)
     return subprocess.run(  # noqa: S603 - our own CLI, arguments built here
-        python_argv("-c", "from bmaas.cli import main; main()", *args),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
+        argv, capture_output=True, text=True, env=env, timeout=timeout, check=False
     )
 
 
@@ -98,15 +98,13 @@ def _one_boot(home: Path, lab: VmLab, url: str) -> dict[str, Any]:
     seen = _markers(log)
     load = os.getloadavg()[0]
     start = time.monotonic()
-    deploying = subprocess.Popen(  # noqa: S603 - our own CLI, arguments built here
-        [*python_argv("-c", "from bmaas.cli import main; main()"), "deploy", "--json",
-         "--count", "1", "--max-attempts", "1", "--image", url, "--ready-log", lab.serial_template,
-         "--ready-pattern", VMEDIA, "--deadline", "600"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "BMAAS_HOME": str(home / "bmaas"), "XDG_STATE_HOME": str(home)},
+    argv, env = _cli(
+        home, "deploy", "--json", "--count", "1", "--max-attempts", "1", "--image", url,
+        "--ready-log", lab.serial_template, "--ready-pattern", VMEDIA, "--deadline", "600",
     )  # fmt: skip
+    deploying = subprocess.Popen(  # noqa: S603 - our own CLI, arguments built here
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     to_marker = cpu = None
     for _ in range(3000):  # at most 600 s, the deploy's own deadline
         if _markers(log) > seen:
@@ -153,7 +151,6 @@ def main() -> None:
     parser.add_argument("--boots", type=int, default=3)
     parser.add_argument("--firmware", action="append", choices=domain.FIRMWARE)
     args = parser.parse_args()
-    os.environ.setdefault("HWLAB_VM_CACHE_DIR", str(CACHE))
     print(f"cores: {os.cpu_count()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-vm-boot-") as tmp:
         for firmware in args.firmware or ["bios", "uefi-secure"]:
