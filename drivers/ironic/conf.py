@@ -14,7 +14,7 @@ the hardware types, before any call is made)::
     events = true            # answer the sync's reads of streamed Redfish nodes from their events
     events_safety_interval = 2400  # ... and read their BMC once its last read is this old
     events_liveness_interval = 300  # ... and their API this often anyway (a hung API is fenced)
-    events_apply_interval = 1  # news recorded on the node within this, not at the next pass
+    events_apply_interval = 1  # news recorded on the node as it comes; each watch lasts this
     events_max_streams = 20000  # event streams open at once (SSE: all on one thread)
     events_listen =          # HOST:PORT: also take pushed events (EventDestination POSTs) here
     events_listen_url =      # what BMCs are told to POST to (default http(s)://HOST:PORT/bmaas/events)
@@ -251,12 +251,15 @@ OPTS: Final = [
         "events_apply_interval",
         default=1.0,
         min=0.0,
-        help="Seconds between the conductor's looks at its event streams' news: a power "
-        "or health change an event reported is recorded on the node (power_state, health) "
-        "within this, as Ironic's power sync would record it, instead of at the next "
-        "[conductor]sync_power_state_interval pass; no BMC request. A look with no news "
-        "costs nothing (no node listed, no lock taken); a node with news costs a lock and "
-        "a database write when its record changes. 0: changes wait for the next pass.",
+        help="Seconds each run of the conductor's news periodic lasts (its spacing: one run "
+        "follows another): a power or health change an event reported is recorded on the "
+        "node (power_state, health) as it comes, as Ironic's power sync would record it, "
+        "instead of at the next [conductor]sync_power_state_interval pass; no BMC request. "
+        "A node locked by another task is tried again with the next news or at the next "
+        "run. No news costs nothing (no node listed, no lock taken); a node with news "
+        "costs a lock and a database write when its record changes. The periodic holds "
+        "one of the conductor's workers while events are on. 0: changes wait for the "
+        "next pass.",
     ),
     cfg.Opt(
         "events_max_streams",

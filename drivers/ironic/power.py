@@ -197,12 +197,13 @@ class BmaasPower(base.PowerInterface):
 
     @news.periodic
     def record_event_news(self, manager: Any, context: Any) -> None:
-        """Ironic's periodic: what the event streams heard, recorded on the
-        nodes within ``[bmaas]events_apply_interval`` instead of at the next
-        power-sync pass (:mod:`bmaas.drivers.ironic.news`). No BMC request;
-        nothing to do, and nothing done, while no news came."""
+        """Ironic's periodic: what the event streams hear, recorded on the
+        nodes as it comes instead of at the next power-sync pass
+        (:mod:`bmaas.drivers.ironic.news`), each run watching for
+        ``[bmaas]events_apply_interval`` seconds. No BMC request; nothing
+        done while no news comes."""
         rt = host.runtime()
-        news.look(context, host.streams(rt))
+        news.watch(context, host.streams(rt), news.interval())
 
     def reboot(self, task: Any, timeout: int | None = None) -> None:
         self.set_power_state(task, states.REBOOT, timeout)

@@ -187,6 +187,11 @@ class Streams:
         self._stream_of, self._owner, self._spawn, self._hold = stream_of, owner, spawn, hold
         self._sleep, self._clock = sleep, clock
         self._lock = threading.RLock()
+        #: woken when trusted news marks a node changed, and at close
+        #: (:meth:`wait_news`: the news periodic records it as it comes)
+        self._news_came = threading.Condition(self._lock)
+        #: how many times trusted news marked nodes changed (:meth:`news_mark`)
+        self._news_count = 0
         self._books: dict[str, _Book] = {}
         self._listeners: dict[str, Listener] = {}
         self._swept = clock()
@@ -357,9 +362,27 @@ class Streams:
             return taken
 
     def again(self, uuids: set[str]) -> None:
-        """Nodes :meth:`changed` gave whose news waits for the next look."""
+        """Nodes :meth:`changed` gave whose news waits for the next look
+        (not news: :meth:`wait_news` is not woken for them)."""
         with self._lock:
             self._changed |= uuids & self._books.keys()
+
+    def news_mark(self) -> int:
+        """Where the news stands now: :meth:`wait_news` waits for news after it."""
+        with self._lock:
+            return self._news_count
+
+    def wait_news(self, mark: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for trusted news after ``mark``
+        (:meth:`news_mark`); True when it came (perhaps before the call),
+        False at the timeout or once the streams are closed. Nodes given
+        back by :meth:`again` are no news: a node that stays locked is
+        looked at again with the next news, not in a loop."""
+        with self._news_came:
+            self._news_came.wait_for(
+                lambda: self._news_count != mark or self._closed, max(0.0, timeout)
+            )
+            return self._news_count != mark and not self._closed
 
     def acted(self, uuid: str) -> None:
         """A power action ran on ``uuid``: its next periodic read asks the BMC."""
@@ -518,6 +541,7 @@ class Streams:
                 listener.drop()
             self._books.clear()
             self._changed.clear()
+            self._news_came.notify_all()
         if self._reactor is not None:
             self._reactor.close(timeout)
 
@@ -581,6 +605,7 @@ class Streams:
 
     def news(self, listener: Listener, trusted: Sequence[News], flood: Sequence[News]) -> None:
         now = self._clock()
+        marked = False
         with self._lock:
             for news in flood:
                 book = self._book_of(listener, news)
@@ -614,6 +639,10 @@ class Streams:
                     book.health, book.health_known = str(health), True
                 if news.power in _ON_OFF or health is not None:
                     self._changed.add(book.ref.uuid)
+                    marked = True
+            if marked:
+                self._news_count += 1
+                self._news_came.notify_all()
 
     def _book_of(self, listener: Listener, news: News) -> _Book | None:
         book = self._books.get(news.node)

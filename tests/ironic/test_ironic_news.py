@@ -1,8 +1,8 @@
 """An outside power change in Ironic's node within 2 s at Ironic's default
 120 s power-sync interval, with no BMC read (issue 48, finding 3): the
-event's news recorded by the power interface's periodic
-(bmaas.drivers.ironic.news, ``[bmaas]events_apply_interval`` 1 s), not at
-the next pass.
+event's news recorded by the power interface's periodic as it comes
+(bmaas.drivers.ironic.news: runs of ``[bmaas]events_apply_interval`` 1 s,
+each looking again as news comes), not at the next pass.
 
 This module starts an Ironic of its own: ``sync_power_state_interval`` 120
 (Ironic's default), ``force_power_state_during_sync`` off (Ironic's default,

@@ -119,6 +119,44 @@ out["look_locked"] = look(Task(node(), locked=True))
 out["look_gone"] = look(raised=exception.NodeNotFound(node="u-1"))
 out["look_recorded"] = look(Task(node()))
 out["look_at_rest"] = look(streams=Streams(OFF, changed=()))
+
+class Waited(Streams):
+    # news comes as the script says: each wait_news takes the next
+    # (seconds, news?) step on a fake clock, capped at its timeout
+    def __init__(self, script):
+        super().__init__(OFF)
+        self.script, self.count, self.waits, self.now = list(script), 0, [], 0.0
+    def news_mark(self):
+        return self.count
+    def wait_news(self, mark, timeout):
+        self.waits.append([mark, round(timeout, 3)])
+        seconds, came = self.script.pop(0) if self.script else (timeout, False)
+        if came is None:  # closed
+            return False
+        self.now += min(seconds, timeout)
+        if came and seconds <= timeout:
+            self.count += 1
+            self._changed.add("u-1")
+            return True
+        return False
+
+def watch(script, tasks, seconds=1.0):
+    streams = Waited(script)
+    tasks = list(tasks)
+    @contextlib.contextmanager
+    def acquire(context, uuid, purpose, shared):
+        yield tasks.pop(0)
+    conf.CONF.set_override("force_power_state_during_sync", False, group="conductor")
+    counts = news.watch("ctx", streams, seconds, acquire=acquire, clock=lambda: streams.now)
+    return {"counts": {k.name: v for k, v in counts.items() if v}, "waits": streams.waits,
+            "now": streams.now, "left": len(streams.script)}
+
+# locked at the first look (given back: no news, no wake-up); news at 0.3 s: looked
+# at once and recorded; then nothing until the run's second is up
+out["watch"] = watch([(0.3, True), (5.0, False)], [Task(node(), locked=True), Task(node())])
+# streams closed while waiting: the run ends there
+out["watch_closed"] = watch([(0.0, None)], [Task(node())])
+out["watch_off"] = {k.name: v for k, v in news.watch("ctx", None, 1.0).items() if v}
 print(json.dumps(out))
 """
 
@@ -192,3 +230,21 @@ def test_a_look_tries_a_locked_node_again_and_forgets_a_deleted_one(
 
 def test_a_fleet_at_rest_costs_no_lock(cases: dict[str, Any]) -> None:
     assert cases["look_at_rest"] == {"counts": {}, "acquired": [], "again": []}
+
+
+def test_a_watch_records_news_as_it_comes_not_at_the_next_run(cases: dict[str, Any]) -> None:
+    """The news periodic's run (issue 46): a look at once, then one each
+    time news comes, until the run's ``events_apply_interval`` is up -- not a
+    look a second, which kept a change up to a second from Ironic's node.
+    A node left for later (locked) wakes nothing: the next news brings it
+    back, so a lock held elsewhere is not looked at in a loop."""
+    watched = cases["watch"]
+    assert watched["counts"] == {"LATER": 1, "RECORDED": 1}
+    # waited from the mark of each look's start, for what the run had left
+    assert watched["waits"] == [[0, 1.0], [1, 0.7]]
+    assert watched["now"] == 1.0
+    assert watched["left"] == 0
+    closed = cases["watch_closed"]
+    assert closed["counts"] == {"RECORDED": 1}
+    assert closed["waits"] == [[0, 1.0]]
+    assert cases["watch_off"] == {}

@@ -604,6 +604,50 @@ def test_news_that_names_a_state_marks_its_node_changed_for_the_next_look(rig: R
     assert rig.streams.changed() == set()
 
 
+def test_news_wakes_the_news_periodic_and_nothing_else_does(rig: Rig) -> None:
+    """What bmaas.drivers.ironic.news waits on to record news as it comes
+    (issue 46: a change waited up to [bmaas]events_apply_interval for the
+    next look): trusted news that names a state or health moves the mark;
+    news the sync must read for, nodes given back for later and a fleet at
+    rest do not, so a locked node is never looked at in a loop."""
+    a, b = ref("a"), ref("b", system="2")
+    settled(rig, a)
+    settled(rig, b)
+    mark = rig.streams.news_mark()
+    assert rig.streams.wait_news(mark, 0.0) is False  # at rest
+    rig.news("a", PowerNews("a", "ResourceEvent.1.0.ResourceChanged"), flood=[off("b")])
+    rig.news("a", dataclasses.replace(off("a"), pushed=True))
+    rig.streams.again({"a", "b"})
+    assert rig.streams.news_mark() == mark
+    assert rig.streams.wait_news(mark, 0.0) is False
+    rig.news("a", off("a"), off("a", "ResourceEvent.1.0.ResourcePoweredOff.2"))
+    assert rig.streams.news_mark() == mark + 1  # one batch, one wake-up
+    assert rig.streams.wait_news(mark, 0.0) is True  # came before the wait: not missed
+    assert rig.streams.wait_news(mark + 1, 0.0) is False
+
+
+def test_a_waiting_news_periodic_is_woken_by_news_and_by_close(rig: Rig) -> None:
+    a = ref("a")
+    settled(rig, a)
+    woke: list[bool] = []
+
+    def wait(mark: int) -> threading.Thread:
+        thread = threading.Thread(target=lambda: woke.append(rig.streams.wait_news(mark, 60.0)))
+        thread.start()
+        return thread
+
+    waiter = wait(rig.streams.news_mark())
+    rig.news("a", off("a"))
+    waiter.join(10.0)  # bounded; woken at once, far inside its 60 s
+    assert not waiter.is_alive()
+    assert woke == [True]
+    waiter = wait(rig.streams.news_mark())
+    rig.streams.close(timeout=1.0)
+    waiter.join(10.0)
+    assert not waiter.is_alive()
+    assert woke == [True, False]
+
+
 def test_vouched_is_the_passes_answer_less_the_reads_that_probe_the_api(rig: Rig) -> None:
     node = ref("a")
     settled(rig, node)
