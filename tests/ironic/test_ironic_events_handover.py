@@ -121,9 +121,28 @@ class Pair:
     def until(self, what: Callable[[], bool], seconds: float, poll: float = 0.5) -> float:
         start = time.monotonic()
         while not what():
-            assert time.monotonic() - start < seconds, f"not within {seconds:g} s"
+            assert time.monotonic() - start < seconds, (
+                f"not within {seconds:g} s; the conductors as A's API sees them: "
+                f"{self.conductors()}"
+            )
             time.sleep(poll)
         return time.monotonic() - start
+
+    def conductors(self) -> list[dict[str, Any]]:
+        """Each conductor's hostname, ``alive``, drivers and last heartbeat
+        (what Ironic's hash ring is built from): said when a wait fails. At
+        B1 of issue 50's series (41765f1, load 22-30) B joined and took no
+        node for 120 s, then all 8 once A stopped; why was not told."""
+        try:
+            answer = self.conn.baremetal.get(
+                "/conductors?detail=True", microversion=CONDUCTOR_VERSION
+            )
+            return [
+                {k: c.get(k) for k in ("hostname", "alive", "drivers", "updated_at")}
+                for c in answer.json().get("conductors", [])
+            ]
+        except Exception as exc:  # a diagnosis only: the failing wait's message stands
+            return [{"error": f"{type(exc).__name__}: {exc}"}]
 
     def deliveries(self, node: Node) -> int:
         """Power events the node's BMC delivers for one console change, over
