@@ -270,6 +270,11 @@ class DriverPool:
         #: comparison, not a walk of every slot (at 200 nodes, two walks
         #: every 5 s were a quiet events sync's largest CPU)
         self._next_due = math.inf
+        #: the bound :meth:`due_in` last told (the keeper sleeps until then)
+        self._told = math.inf
+        #: called, the lock held, when the bound moves before what was told
+        #: (:meth:`on_sooner`: the keeper's wake)
+        self._sooner: Callable[[], object] | None = None
         self._idle = idle
         #: where BMCs that gave no answer are noted and probed in the
         #: background (:mod:`bmaas.silence`); None: nothing is noted
@@ -303,7 +308,7 @@ class DriverPool:
         with self._cond:
             if idle < self._held_idle or not held >= self._held:
                 # a node no longer held, or a shorter hold, may expire sooner
-                self._next_due = -math.inf
+                self._lower(-math.inf)
             # else every limit stays or grows: the bound is still a lower one
             # (an events sync holds the same streamed nodes every pass)
             self._held, self._held_idle = held, idle
@@ -317,7 +322,7 @@ class DriverPool:
     def idle(self, idle: float) -> None:
         with self._cond:
             self._idle = idle
-            self._next_due = -math.inf  # a shorter limit may be due sooner
+            self._lower(-math.inf)  # a shorter limit may be due sooner
 
     def key_for(self, driver: str, node: str, driver_info: Mapping[str, Any]) -> PoolKey:
         """:meth:`PoolKey.of`, remembered per node while its driver_info stays
@@ -520,13 +525,32 @@ class DriverPool:
         """``slot`` was given back (the lock held): keep :attr:`_next_due` a
         lower bound. Its times only move later while it is used, so the
         bound needs no walk."""
-        self._next_due = min(self._next_due, self._due(slot))
+        self._lower(self._due(slot))
+
+    def _lower(self, due: float) -> None:
+        """Move the bound to ``due`` if that is sooner (the lock held); wake
+        whoever sleeps on what :meth:`due_in` told if it is sooner than that."""
+        self._next_due = min(self._next_due, due)
+        if self._next_due < self._told:
+            self._told = self._next_due
+            if self._sooner is not None:
+                self._sooner()
+
+    def on_sooner(self, wake: Callable[[], object]) -> None:
+        """Call ``wake`` (quick, it runs under the pool's lock) whenever a
+        session becomes due before what :meth:`due_in` last said: the
+        keeper sleeps until then instead of waking in ticks to ask."""
+        with self._cond:
+            self._sooner = wake
 
     def due_in(self) -> float:
         """Seconds before which no idle session expires or needs a
         keepalive (0: one may now; :data:`math.inf`: none pooled). A lower
-        bound kept as sessions are given back: asking costs no walk."""
+        bound kept as sessions are given back: asking costs no walk. What
+        it tells is remembered: anything due sooner calls :meth:`on_sooner`'s
+        ``wake``."""
         with self._cond:
+            self._told = self._next_due
             return max(0.0, self._next_due - self._clock())
 
     def expire_idle(self) -> int:

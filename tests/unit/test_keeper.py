@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -217,3 +218,59 @@ def test_holding_the_same_nodes_again_keeps_the_bound() -> None:
         clock.advance(20.0)
         assert pool.expire_idle() == 15  # n5 .. n19, at their own 20 s
         assert _Counted.asked > 0
+
+
+def test_the_pool_wakes_its_keeper_only_for_a_session_due_sooner_than_it_was_told() -> None:
+    """The keeper sleeps until the pool's bound (``due_in``), not in ticks:
+    a quiet events sync woke it every 5 s to learn nothing was due. The
+    pool calls ``on_sooner``'s wake when a session becomes due before what
+    it last told, and only then: not for one due later, not twice for one."""
+    clock = FakeClock(start=0.0)
+    with DriverPool(clock=clock, idle=600.0) as pool:
+        woken: list[float] = []
+        pool.on_sooner(lambda: woken.append(clock()))
+        build = Builder()
+        assert pool.due_in() == math.inf  # told: nothing pooled
+        read(pool, build, key("n1"))  # due in its driver's 30 s: sooner
+        assert woken == [0.0]
+        assert pool.due_in() == 30.0  # told again
+        clock.advance(10.0)
+        read(pool, build, key("n2"))  # due at 40 s: after 30 s, no wake
+        assert woken == [0.0]
+        pool.hold(["n1"], 3600.0)  # a longer hold: no limit nearer
+        assert woken == [0.0]
+        pool.hold([], 0.0)  # n1 no longer held: its own limit, maybe sooner
+        assert woken == [0.0, 10.0]
+        pool.hold([], 0.0)  # the same again: already told "now"
+        assert woken == [0.0, 10.0]
+
+
+def test_a_keeper_asleep_past_every_due_wakes_for_a_session_given_back() -> None:
+    """The keeper's thread, with nothing pooled, sleeps its whole tick (an
+    hour here); a session given back wakes it for a round at once. Its
+    rounds are counted; the waits are bounded (5 s), never slept."""
+    clock = FakeClock(start=0.0)
+    with DriverPool(clock=clock, idle=600.0) as pool:
+        keeper = SessionKeeper(pool, tick=3600.0, clock=clock)
+        rounds: list[float] = []
+        round_done = threading.Event()
+        step = keeper.step
+
+        def counted() -> float:
+            wait = step()
+            rounds.append(wait)
+            round_done.set()
+            return wait
+
+        keeper.step = counted  # type: ignore[method-assign]
+        keeper.start()
+        try:
+            assert round_done.wait(5.0)
+            assert rounds == [3600.0]  # nothing pooled: the whole tick
+            round_done.clear()
+            read(pool, Builder(), key("n1"))
+            assert round_done.wait(5.0)  # woken, not an hour later
+            assert rounds == [3600.0, 30.0]  # and it now sleeps until n1 is due
+        finally:
+            keeper.stop()
+        assert not keeper.running
