@@ -18,6 +18,7 @@ statements. No lab, no network.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sqlite3
 import statistics
 import tempfile
@@ -71,7 +72,7 @@ def main() -> None:
             )
             rule = HealthRule()
             store.health.record_power_reads([(n, PowerState.ON) for n in names], health_rule=rule)
-            turn = iter(range(10**9))
+            turn = itertools.count()
             states = (PowerState.OFF, PowerState.ON)
 
             def write() -> None:  # each event a change: the next node, the other state
