@@ -37,10 +37,10 @@ the safety net".
 opened itself is the BMC's word and is written at once; news POSTed to the
 push listener (:attr:`News.pushed`) only says *when* to look
 (:meth:`EventWatch.to_look`): one authenticated read, paced per node
-(:meth:`~bmaas.listening.Pacing.look_at`), and only its answer is written.
+(:meth:`~bmaas.reactor.Pacing.look_at`), and only its answer is written.
 
 Every host runs the same listener decisions on a reactor,
-:class:`~bmaas.listening.Listening`: after any exception the stream is
+:class:`~bmaas.reactor.Listening`: after any exception the stream is
 closed, its nodes polled, and it is opened again when the policy table's
 ``stream`` column says (:class:`~bmaas.policy.Reopen`, :class:`Backoff`). A
 listener never dies and never gives up; a flood beyond ``rate`` events per
@@ -61,21 +61,22 @@ from typing import TYPE_CHECKING, Any
 from bmaas import registry
 from bmaas.deadline import Deadline
 from bmaas.driver import PowerState
-from bmaas.listening import (
+from bmaas.liveness import LIVENESS_INTERVAL, Liveness
+from bmaas.reactor import (
     LOOK_EVERY,
     Backoff,
     Listening,
     News,
     Pacing,
+    Reactor,
     Sink,
     Stream,
     TokenBucket,
+    fd_room,
 )
-from bmaas.liveness import LIVENESS_INTERVAL, Liveness
 
 if TYPE_CHECKING:  # the command's token; importing bmaas.provision here would load it all
     from bmaas.provision.cancel import CancelToken
-    from bmaas.reactor import Reactor
 
 __all__ = [
     "SAFETY_INTERVAL",
@@ -286,8 +287,6 @@ class EventWatch:
         limit raised to the hard one if needed: :func:`bmaas.reactor.fd_room`):
         the streams that do not fit are refused, in one line, and their
         nodes polled."""
-        from bmaas.reactor import fd_room
-
         room = fd_room(len(new))
         if room < len(new):
             refused = new[room:]
@@ -319,8 +318,6 @@ class EventWatch:
                 self._nodes.setdefault(node, _Node())
         self._streams[stream.key] = stream
         if self._reactor is None:
-            from bmaas.reactor import Reactor
-
             self._reactor = Reactor(clock=self._clock)
         self._reactor.start()  # once
         self._entries[stream.key] = self._reactor.add(
@@ -436,7 +433,7 @@ class EventWatch:
     def _ask(self, nodes: Sequence[str]) -> None:
         """Pushed news about ``nodes``: read them now (the sync's wait ends),
         or, within the window of a node's last such read, at its edge
-        (:meth:`~bmaas.listening.Pacing.look_at`; the wait ends then)."""
+        (:meth:`~bmaas.reactor.Pacing.look_at`; the wait ends then)."""
         if not nodes:
             return
         now = self._clock()

@@ -126,10 +126,10 @@ class Reschedule(StrEnum):
 
 
 class Reopen(StrEnum):
-    """When an event listener (:class:`bmaas.listening.Listening`, the one loop of
+    """When an event listener (:class:`bmaas.reactor.Listening`, the one loop of
     ``bmaas sync`` and Ironic's conductor) opens a stream again after the
     fault refused or ended it; its nodes are polled meanwhile either way.
-    How long each wait is stays numbers in :class:`bmaas.listening.Pacing`."""
+    How long each wait is stays numbers in :class:`bmaas.reactor.Pacing`."""
 
     #: paced by the back-off (1 s, 2 s, 4 s ... at most 60 s): the BMC may be back
     SOON = "soon"

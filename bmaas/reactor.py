@@ -1,28 +1,37 @@
-"""Every event stream of a host on one thread: a selector, not a thread a stream.
+"""The one listener loop of a host: every event stream on one thread, and
+every decision about them (issue 45).
+
+``bmaas sync``'s :class:`~bmaas.events.EventWatch` and Ironic's conductor
+(``bmaas.drivers.ironic.streams``) listen the same way: each holds one
+:class:`Reactor`, and each stream it adds drives one :class:`Listening`,
+which decides what to do with news (trusted within :class:`Pacing`'s
+rate, the rest a flood; the reads pushed news asks for spaced per node,
+:meth:`Pacing.look_at`), with a stream that ended or failed (closed, its
+nodes polled) and when to open it again -- the policy table's ``stream``
+column (:class:`~bmaas.policy.Reopen`): ``soon``, paced by
+:class:`Backoff`, or ``late`` (a rejected password: accounts lock). A
+listener never dies and never gives up. The loop and its decisions are
+one module, so an event crosses three on its way to a host: this loop,
+the stream's protocol (:meth:`Stream.read_ready`), the host's
+:class:`Sink`.
 
 A thread per stream cost ``bmaas sync`` 1,003 threads and 1,017 file
 descriptors on 1,000 Redfish services (issue 46, finding 7); that loop is
-gone (issue 45): every host's streams ride a reactor. A :class:`Reactor`
-waits on every open stream's socket at once
+gone. A :class:`Reactor` waits on every open stream's socket at once
 (:class:`selectors.DefaultSelector`: epoll on Linux) in ONE thread, and
 hands a readable stream's bytes to its SSE parser without blocking
-(:meth:`~bmaas.listening.Stream.read_ready`). Opening a stream -- the
-EventService read and the SSE request, each bounded by the open's
-Deadline, the BMC's request gate -- blocks, so opens run on a small pool
-(:data:`OPENS` threads): one slow BMC never holds the others, and the
-host's threads are ``1 + OPENS`` whatever its fleet.
+(:meth:`Stream.read_ready`). Opening a stream -- the EventService read
+and the SSE request, each bounded by the open's Deadline, the BMC's
+request gate -- blocks, so opens run on a small pool (:data:`OPENS`
+threads): one slow BMC never holds the others, and the host's threads
+are ``1 + OPENS`` whatever its fleet.
 
-The decisions are :class:`bmaas.listening.Listening`'s: news through the
-rate bucket, after any exception the stream closed, its nodes polled,
-and the next open when the policy table's ``stream`` column says
-(back-off, or the long wait). Times are a heap of deadlines on the
-host's clock: a stream's idle limit (silence past it is the stream's
-:meth:`~bmaas.listening.Stream.silent` fault,
+Times are a heap of deadlines on the host's clock: a stream's idle limit
+(silence past it is the stream's :meth:`Stream.silent` fault,
 :class:`~bmaas.faults.BMCTimeout`, for that stream alone; any byte, a
 keepalive too, starts it over; a stream that never sent a keepalive is
 silent at rest by design and gets the long limit,
-:meth:`~bmaas.listening.Pacing.silence_limit`) and its wait before
-re-opening.
+:meth:`Pacing.silence_limit`) and its wait before re-opening.
 
 Only the reactor's thread reads, registers and closes a registered stream
 (a socket closed elsewhere could hand its descriptor number to another
@@ -32,7 +41,7 @@ while the selector still holds it): a host drops a stream with
 A push subscription has no socket of its own: the BMC POSTs to the push
 listener (one thread for every peer), which hands each body to its
 subscription's :class:`Inbox`. An open stream whose
-:meth:`~bmaas.listening.Stream.selectable` is an Inbox rides the reactor
+:meth:`Stream.selectable` is an Inbox rides the reactor
 too: a body put there wakes the reactor, which reads the stream as if
 its socket were readable; silence is what a push subscription promises
 while nothing happens, so instead of an idle limit its Inbox names a
@@ -54,16 +63,246 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from bmaas import threads
 from bmaas.deadline import Deadline
-from bmaas.listening import Listening, Pacing, Sink, Stream
+from bmaas.driver import PowerState
+from bmaas.faults import BmaasError
+from bmaas.policy import Reopen, policy_for
 
-__all__ = ["OPENS", "RESERVE", "Inbox", "Reactor", "fd_room"]
+__all__ = [
+    "LOOK_EVERY",
+    "OPENS",
+    "RESERVE",
+    "Backoff",
+    "Inbox",
+    "Listening",
+    "News",
+    "Pacing",
+    "Reactor",
+    "Sink",
+    "Stream",
+    "TokenBucket",
+    "fd_room",
+]
 
 LOG = logging.getLogger(__name__)
+
+#: the listeners' decisions log as the events they serve (an operator filters on it)
+EVENTS_LOG = logging.getLogger("bmaas.events")
+
+#: seconds: pushed news has one node read at most once a window (:meth:`Pacing.look_at`)
+LOOK_EVERY = 10.0
+
+
+class News(Protocol):
+    """What a stream's edge reports (``bmaas.drivers.redfish.events.PowerNews``)."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def power(self) -> PowerState | None: ...
+    @property
+    def at(self) -> float | None: ...
+    @property
+    def pushed(self) -> bool:
+        """POSTed to the push listener: a reason to read the node, not its state."""
+        ...
+
+
+class Stream(Protocol):
+    """One service's event stream at the protocol's edge, as the reactor
+    reads it (``bmaas.drivers.redfish.events.ServiceStream``)."""
+
+    nodes: dict[str, str]
+
+    @property
+    def key(self) -> str: ...
+    def open(self, deadline: Deadline) -> None: ...
+    def close(self) -> None: ...
+
+    def selectable(self) -> Any | None:
+        """The open stream's ``fileno()`` holder (or a
+        :class:`bmaas.reactor.Inbox`), None when closed."""
+        ...
+
+    def read_ready(self) -> Sequence[News] | None:
+        """The news in what has arrived, without waiting; None: no byte yet."""
+        ...
+
+    def silent(self, idle: float) -> Exception:
+        """The fault of a stream silent for ``idle`` seconds (closed)."""
+        ...
+
+    @property
+    def keeps_alive(self) -> bool:
+        """The service has sent a keepalive on this stream since it opened:
+        its silence past :attr:`Pacing.idle` is a lost stream. One that
+        never has is silent at rest by design (:attr:`Pacing.quiet`)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """Seconds before reconnect ``n`` (0-based): ``first * factor**n``, at most ``cap``."""
+
+    first: float = 1.0
+    factor: float = 2.0
+    cap: float = 60.0
+
+    def __call__(self, n: int) -> float:
+        # n is capped: a BMC down for days must not overflow a float (2.0**1024)
+        return min(self.cap, self.first * self.factor ** min(n, 64))
+
+
+class TokenBucket:
+    """``rate`` per second, ``burst`` at once, on an injected clock."""
+
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens, self._at = burst, clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Pacing:
+    """The numbers of a listener: how long it opens, reads and waits. Which
+    wait a fault takes is the policy table's ``stream`` column
+    (:class:`~bmaas.policy.Reopen`), never decided here."""
+
+    #: seconds the open (the EventService read and the stream's request) may take
+    open_deadline: float = 15.0
+    #: seconds of silence before a stream that sends keepalives counts as
+    #: lost (TCP keepalive notices a vanished BMC sooner:
+    #: bmaas.drivers.redfish.wirestream)
+    idle: float = 300.0
+    #: the wait before re-opening ``soon``
+    backoff: Backoff = Backoff()
+    #: seconds before re-opening ``late`` (no EventService, a rejected password)
+    absent_retry: float = 600.0
+    #: news trusted per second, and at once
+    rate: float = 20.0
+    burst: float = 100.0
+    #: seconds between two reads of one node that pushed news asks for: a
+    #: POST proves only that its sender knows the Context, so however many
+    #: arrive, one node's BMC is read for them at most once a window
+    look_every: float = LOOK_EVERY
+    #: seconds of silence before a stream that never sent a keepalive is
+    #: opened again (at least ``idle``). Such a service (OpenBMC's bmcweb,
+    #: hwlab ``--sse-keepalive 0``) sends nothing while nothing happens:
+    #: dropped after ``idle``, its streams cost some 36 requests a node-hour
+    #: at rest. A BMC that vanished is TCP keepalive's to notice; a change a
+    #: hung stream missed, the node's liveness read's (bmaas.liveness)
+    quiet: float = 3600.0
+
+    def silence_limit(self, keeps_alive: bool) -> float:
+        """Seconds of silence a stream may keep: ``idle`` once it has sent
+        a keepalive (the promise broken past it), else ``quiet``."""
+        return self.idle if keeps_alive else max(self.idle, self.quiet)
+
+    def look_at(self, looked: float | None, now: float) -> float:
+        """When pushed news arriving at ``now`` may have its node read:
+        at once, or ``look_every`` after the last read pushed news caused
+        (``looked``); the news in between waits for that one read, so a
+        real change among it is seen within the window."""
+        return now if looked is None else max(now, looked + self.look_every)
+
+    def wait(self, fault: BaseException, failures: int) -> float:
+        """Seconds before the next open after ``fault``, the ``failures``-th in a row."""
+        if policy_for(fault).stream is Reopen.SOON:
+            return self.backoff(failures)
+        return self.absent_retry
+
+
+W = TypeVar("W", contravariant=True)
+
+
+class Sink(Protocol[W]):
+    """What a listener tells its host (``who``: the host's handle on it)."""
+
+    def opened(self, who: W) -> None: ...
+    def lost(self, who: W, fault: Exception, wait: float, *, opening: bool) -> None: ...
+    def news(self, who: W, trusted: Sequence[News], flood: Sequence[News]) -> None: ...
+
+
+class Listening(Generic[W]):
+    """The decisions of one listener, which :class:`bmaas.reactor.Reactor`
+    drives (every stream on one thread). One set of decisions: news through the
+    bucket (beyond its rate: a flood), after any exception the stream
+    closed, the wait the policy table's ``stream`` column says (the back-off
+    starting over after a stream that stayed up), the fault logged and told."""
+
+    def __init__(
+        self,
+        who: W,
+        stream: Stream,
+        sink: Sink[W],
+        pacing: Pacing,
+        clock: Callable[[], float],
+    ) -> None:
+        self.who, self.stream, self.sink, self.pacing = who, stream, sink, pacing
+        self._clock = clock
+        self.failures = 0
+        self.bucket = TokenBucket(pacing.rate, pacing.burst, clock)
+        #: when the stream last opened (None: not open)
+        self.opened_at: float | None = None
+
+    def deadline(self) -> Deadline:
+        """The open's deadline, from now."""
+        return Deadline.after(self.pacing.open_deadline, clock=self._clock)
+
+    def began(self) -> None:
+        """The stream opened (not yet told: the host may have dropped it meanwhile)."""
+        self.opened_at = self._clock()
+
+    def opened(self) -> None:
+        self.sink.opened(self.who)
+
+    def arrived(self, items: Iterable[News]) -> None:
+        """News read off the stream; beyond the bucket's rate, a flood: not trusted."""
+        trusted: list[News] = []
+        flood: list[News] = []
+        for news in items:
+            (trusted if self.bucket.take() else flood).append(news)
+        self.sink.news(self.who, trusted, flood)
+
+    def close(self) -> None:
+        """Nothing of ours stays open (the stream, if it opened)."""
+        if self.opened_at is not None:
+            with contextlib.suppress(Exception):
+                self.stream.close()
+
+    def failed(self, fault: Exception) -> float:
+        """``fault`` ended the stream (or its open): its nodes are polled;
+        the seconds before the next open."""
+        opened_at, self.opened_at = self.opened_at, None
+        if opened_at is not None and self._clock() - opened_at > self.pacing.backoff.cap:
+            self.failures = 0  # it stayed up: the back-off starts over
+        wait = self.pacing.wait(fault, self.failures)
+        self.failures += 1
+        key = self.stream.key
+        if not isinstance(fault, BmaasError):  # a bug, not the BMC: say where
+            EVENTS_LOG.error("%s: the event listener met %s: %s; its nodes are polled, "
+                      "re-opened in %.0f s", key, type(fault).__name__, fault, wait,
+                      exc_info=fault)  # fmt: skip
+        try:
+            self.sink.lost(self.who, fault, wait, opening=opened_at is None)
+        except Exception:
+            EVENTS_LOG.exception("%s: the event listener's host failed to take a lost stream", key)
+        return wait
+
 
 #: opens in flight at once, each on a pool thread (an open blocks up to its
 #: deadline); the others wait in the reactor's queue, their deadlines not begun
@@ -217,7 +456,7 @@ class Reactor:
         stopped: Callable[[], bool] = lambda: False,
     ) -> _Entry:
         """Listen to ``stream`` (opened at once) until :meth:`drop`; its
-        host hears through ``sink`` (:class:`~bmaas.listening.Listening`)."""
+        host hears through ``sink`` (:class:`Listening`)."""
         entry = _Entry(Listening(who, stream, sink, pacing, self._clock), stopped)
         self._post(lambda: self._open(entry))
         return entry

@@ -4,7 +4,7 @@ reactor thread (:mod:`bmaas.reactor`), an SSE stream's socket or a push
 subscription's inbox alike.
 
 The reactor takes bmaas's one set of listener decisions
-(:class:`bmaas.listening.Listening`, as ``bmaas sync`` does): open the
+(:class:`bmaas.reactor.Listening`, as ``bmaas sync`` does): open the
 stream (bounded by a Deadline), read it (an idle limit), hand what
 arrives to the streams' cache (the :class:`~bmaas.events.Sink`), and
 after any exception wait what the policy table's ``stream`` column says

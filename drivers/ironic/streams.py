@@ -31,7 +31,7 @@ happened in between is not known: the first pass reconciles); news said
 a flood); news came in a POST to the push listener (whoever knows the
 subscription's Context can send one: it says when to ask the BMC, never
 what to answer; several before the read make one read, and a node is read
-for it at most once a window, :meth:`~bmaas.listening.Pacing.look_at`, as
+for it at most once a window, :meth:`~bmaas.reactor.Pacing.look_at`, as
 ``bmaas sync``'s: news within the window waits for the first pass after
 its edge); a power action
 ran on the node since (:meth:`Streams.acted`);

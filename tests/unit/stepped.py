@@ -12,8 +12,7 @@ from typing import Any
 
 from bmaas.fakes.clock import FakeClock
 from bmaas.faults import BMCTimeout
-from bmaas.listening import News
-from bmaas.reactor import Inbox, Reactor
+from bmaas.reactor import Inbox, News, Reactor
 
 #: a scripted stream is never checked while open (its Inbox's quiet)
 QUIET = 1e9

@@ -1,4 +1,4 @@
-"""The one set of event listener decisions (:class:`bmaas.listening.Listening`,
+"""The one set of event listener decisions (:class:`bmaas.reactor.Listening`,
 on the reactor) as both of its hosts run it: ``bmaas sync``'s
 :class:`~bmaas.events.EventWatch` and Ironic's conductor
 (:class:`~bmaas.drivers.ironic.streams.Streams`). Every wait after

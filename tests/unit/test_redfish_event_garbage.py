@@ -59,7 +59,7 @@ def test_keepalives_and_events_are_what_a_healthy_stream_carries() -> None:
 
 
 def test_a_keepalive_is_counted_an_event_or_a_long_comment_is_not() -> None:
-    """What tells a stream's silence apart (bmaas.listening.Pacing.silence_limit):
+    """What tells a stream's silence apart (bmaas.reactor.Pacing.silence_limit):
     a service that sent a keepalive promised them; bmcweb sends only events."""
     parser = SSEParser()
     parser.feed(b'data: {"Events": []}\n\n' + b": " + b"x" * 300 + b"\n\n")
