@@ -19,8 +19,12 @@ BMAAS_SETUP_EXTRAS=virtualbmc bash scripts/setup.sh
 ts=$(date +%s.%N)
 .venv/bin/hwlab vm image >/dev/null
 printf 'test-vm: boot image (%s)\n' "$(since "$ts")" >&2
-# one worker: the module shares one 2-VM lab, and each boot wants a core
-# (the Ironic-on-VMs test is opt-in, scripts/vm-ironic.sh: not collected here)
-BMAAS_REQUIRE_VM=1 .venv/bin/python -m pytest -p no:randomly -n 0 -m vm tests/vm \
+# two workers, a file each at a time (--dist loadfile: a file's tests run in
+# its order, on one worker): each worker brings up its own 2-VM lab (the
+# session's) and a file's own lab where it has one; a TCG boot wants a core,
+# and one worker left the second core idle once CI's side-by-side steps were
+# done (20 tests in 17 min 22 s, 2026-11-30). The Ironic-on-VMs test is
+# opt-in, scripts/vm-ironic.sh: not collected here.
+BMAAS_REQUIRE_VM=1 .venv/bin/python -m pytest -p no:randomly -n 2 --dist loadfile -m vm tests/vm \
     --ignore tests/vm/test_vm_ironic.py "$@"
 printf 'test-vm: done in %s\n' "$(since "$t0")" >&2

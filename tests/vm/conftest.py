@@ -6,7 +6,8 @@ Without them they are deselected, with one line saying so, unless
 ``BMAAS_REQUIRE_VM=1`` (scripts/test-vm.sh), where they run and fail.
 ``BMAAS_VM_TESTS=skip`` (scripts/test.sh sets it) deselects them too: CI
 boots the VMs once, in scripts/test-vm.sh.
-Each boot costs a few CPU seconds: the whole session shares one 2-VM lab.
+Each boot costs a few CPU seconds: a worker's session shares one 2-VM lab
+(scripts/test-vm.sh runs two workers, a file each at a time).
 
 Timeouts count from when the machine is ready, set-up apart (issue 49): the
 boot image, ``hwlab vm up`` (:func:`vm_lab`), the image server and Ironic's
