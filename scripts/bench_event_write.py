@@ -12,16 +12,23 @@ arrives alone; and, for scale, the same two ways, a pool checkout and a
 bare ``sqlite3`` ``BEGIN IMMEDIATE``. Issue 46 (2026-12-01, 2 cores):
 0.20 ms back to back, about 1 ms after 0.2 s asleep, and the checkout and
 the bare BEGIN slow down as much: the difference is the wake-up, not the
-statements. No lab, no network.
+statements. Last, the process's CPU for an event that arrives alone after
+``--sleep``: its frame parsed and written in the waking thread, against
+handed to a second thread that wakes to write it, as ``bmaas sync`` does
+(is the second wake the cost, or the CPU cold after idle?). No lab, no
+network.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import queue
 import sqlite3
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +57,53 @@ def _both(step: Callable[[], object], runs: int, idle_runs: int, sleep: float) -
         f"{statistics.median(warm) * 1e3:.3f} ms back to back, "
         f"{statistics.median(idle) * 1e3:.3f} ms after {sleep:g} s asleep"
     )
+
+
+#: an SSE frame's payload as a Redfish service sends a power change
+FRAME = json.dumps(
+    {
+        "Events": [
+            {
+                "EventType": "ResourceEvent",
+                "MessageId": "ResourceEvent.1.0.ResourceChanged",
+                "OriginOfCondition": {"@odata.id": "/redfish/v1/Systems/1"},
+            }
+        ]
+    }
+)
+
+
+def _alone(write: Callable[[], None], runs: int, sleep: float, *, handed: bool) -> float:
+    """Median process CPU (every thread) of one event after ``sleep``
+    asleep: the frame parsed, then written here or by a second thread
+    woken for it (``handed``)."""
+    todo: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    done = threading.Event()
+
+    def writer() -> None:
+        while todo.get():
+            write()
+            done.set()
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    spent = []
+    try:
+        for _ in range(runs):
+            time.sleep(sleep)
+            done.clear()
+            started = time.process_time()
+            json.loads(FRAME)
+            if handed:
+                todo.put(True)
+                done.wait(10.0)
+            else:
+                write()
+            spent.append(time.process_time() - started)
+    finally:
+        todo.put(False)
+        thread.join(10.0)
+    return statistics.median(spent)
 
 
 def main() -> None:
@@ -88,6 +142,11 @@ def main() -> None:
             each = (args.runs, args.idle_runs, args.sleep)
             print(f"record_news of one event: {_both(write, *each)}")
             print(f"a pool checkout: {_both(checkout, *each)}")
+            here = _alone(write, args.idle_runs, args.sleep, handed=False)
+            handed = _alone(write, args.idle_runs, args.sleep, handed=True)
+            print(f"an event alone after {args.sleep:g} s asleep, process CPU: "
+                  f"{here * 1e3:.3f} ms parsed and written in one thread, "
+                  f"{handed * 1e3:.3f} ms handed to a writer thread")  # fmt: skip
         finally:
             store.close()
         bare = sqlite3.connect(str(path), isolation_level=None)
