@@ -11,8 +11,8 @@ nodes polled) and when to open it again -- the policy table's ``stream``
 column (:class:`~bmaas.policy.Reopen`): ``soon``, paced by
 :class:`Backoff`, or ``late`` (a rejected password: accounts lock). A
 listener never dies and never gives up. The loop and its decisions are
-one module, so an event crosses three on its way to a host: this loop,
-the stream's protocol (:meth:`Stream.read_ready`), the host's
+one module, so an event crosses three modules on its way to a host: this
+loop, the stream's protocol (:meth:`Stream.read_ready`), the host's
 :class:`Sink`.
 
 A thread per stream cost ``bmaas sync`` 1,003 threads and 1,017 file
@@ -126,8 +126,8 @@ class Stream(Protocol):
     def close(self) -> None: ...
 
     def selectable(self) -> Any | None:
-        """The open stream's ``fileno()`` holder (or a
-        :class:`bmaas.reactor.Inbox`), None when closed."""
+        """The open stream's ``fileno()`` holder (or an :class:`Inbox`),
+        None when closed."""
         ...
 
     def read_ready(self) -> Sequence[News] | None:

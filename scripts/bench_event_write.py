@@ -96,7 +96,8 @@ def _alone(write: Callable[[], None], runs: int, sleep: float, *, handed: bool) 
             json.loads(FRAME)
             if handed:
                 todo.put(True)
-                done.wait(10.0)
+                if not done.wait(10.0):  # the writer died (its traceback is above)
+                    raise SystemExit("the writer thread wrote nothing in 10 s")
             else:
                 write()
             spent.append(time.process_time() - started)
